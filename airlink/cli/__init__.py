@@ -1,0 +1,94 @@
+"""The ``airlink`` command: one subcommand per module in this package.
+
+Each module ``airlink/cli/<name>.py`` defines ``register(subparsers)`` which adds its
+parser and sets ``func`` (called with the parsed arguments, returns an exit status).
+Subcommands only parse arguments and call the public API. Errors caused by input
+(:class:`airlink.traces.AirlinkError`, missing files) print one line
+``airlink: error: ...`` and exit with status 2; no tracebacks.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# In the order `airlink --help` lists them.
+COMMANDS = ["run", "simulate", "trace", "collect", "infer", "link", "delay", "loss", "cell",
+            "report", "sweep"]
+SHELLS = ("link", "delay", "loss", "cell")
+
+EPILOG = """\
+examples:
+  airlink trace info down.trace --json           summarise a capacity trace
+  airlink simulate --preset evdo -o out/         simulate a cell, write capacity + MAC log
+  airlink collect capture.pcap -o frames/        pcap -> flow and TCP time-series frames
+  airlink infer nmi frames/mac.parquet --target assigned_rate_bps --factor backlog_bytes
+  airlink delay 20 airlink link down.trace -- sh -c 'iperf3 -c $AIRLINK_BASE -R'
+  airlink run examples/pf-cell.yaml -o results/  the whole loop, with a report page
+"""
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps examples in descriptions and epilogs as written."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from airlink import __version__
+    parser = argparse.ArgumentParser(
+        prog="airlink", formatter_class=Formatter, epilog=EPILOG,
+        description="Measure, infer and replay how cellular base-station schedulers shape TCP.")
+    parser.add_argument("--version", action="version", version=f"airlink {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"airlink.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"airlink.cli.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def error(message: str, status: int = 2) -> int:
+    print(f"airlink: error: {message}", file=sys.stderr)
+    return status
+
+
+def main(argv=None) -> int:
+    from airlink.traces.errors import AirlinkError
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Shells take a command line after their own options, with or without `--`
+    # (as Mahimahi's shells do): split it off before argparse sees it.
+    command = None
+    if argv and argv[0] in SHELLS:
+        from airlink.cli._shellargs import split_command
+        argv, command = split_command(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if command is not None:
+        args.cmd = command
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0 if not argv else 2
+    try:
+        status = args.func(args)
+    except AirlinkError as exc:
+        return error(str(exc))
+    except FileNotFoundError as exc:
+        return error(f"{exc.filename}: no such file or directory")
+    except PermissionError as exc:
+        return error(f"{exc.filename}: permission denied")
+    except IsADirectoryError as exc:
+        return error(f"{exc.filename}: is a directory")
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return int(status or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Fixtures shared by all tests.
+
+- ``shared_data``: ``../shared/data`` beside the repository (real measurements by other
+  people, never copied into the repository); tests that need it skip when it is absent.
+- ``datapath``: the bundled example folder (data airlink generated itself).
+- ``root_netns``: skip unless running as root with ``ip netns`` and ``/dev/net/tun``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real measurement data not found at {SHARED_DATA} (../shared/data)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def datapath() -> Path:
+    from airlink.traces import example_path
+    return example_path()
+
+
+def netns_unavailable_reason() -> str | None:
+    """Why real-namespace tests cannot run here, or None when they can."""
+    if os.geteuid() != 0:
+        return "needs root for ip netns and TUN"
+    if not shutil.which("ip"):
+        return "iproute2 (ip) is not installed"
+    if not os.path.exists("/dev/net/tun"):
+        return "/dev/net/tun is missing"
+    probe = f"airlink-probe-{os.getpid()}"
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True)
+    if r.returncode != 0:
+        return f"ip netns add failed: {r.stderr.decode().strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+@pytest.fixture(scope="session")
+def root_netns():
+    reason = netns_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    return True
+
+
+@pytest.fixture
+def run_airlink():
+    """Run the CLI in-process: ``run_airlink("trace", "info", path)`` -> (status, out, err)."""
+    import contextlib
+    import io
+
+    from airlink.cli import main
+
+    def run(*args):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main([str(a) for a in args])
+            except SystemExit as exc:  # argparse usage errors
+                status = exc.code
+        return status, out.getvalue(), err.getvalue()
+
+    return run

@@ -1,0 +1,247 @@
+"""mm-link log files (``--uplink-log`` / ``--downlink-log``): parse and write.
+
+Format (Mahimahi ``link_queue.cc``), one event per line after ``#`` header lines::
+
+    # mahimahi mm-link (downlink) [down.trace] > down.log
+    # command line: ...
+    # queue: droptail [packets=100]
+    # init timestamp: 1700000000000
+    # base timestamp: 1700000000000
+    12 # 1504          delivery opportunity of 1504 bytes at 12 ms
+    12 + 1400          arrival of a 1400-byte packet
+    15 - 1400 3        departure of a 1400-byte packet that queued 3 ms
+    20 d 2 2800        drop of 2 packets, 2800 bytes, by the queue
+
+Times are milliseconds after the base timestamp. :func:`read_log` returns a ``linklog``
+frame (``time_ms``, ``event``, ``bytes``, ``delay_ms``, ``packets``) with the header in
+``frame.attrs["header"]``; :class:`LinkLogWriter` writes the same format (the replay shells
+write their logs with it), and airlink adds fractional milliseconds only when asked.
+"""
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import FormatError
+
+EVENTS = {"#": "opportunity", "+": "arrival", "-": "departure", "d": "drop"}
+_FIELDS = {"#": 3, "+": 3, "-": 4, "d": 4}
+
+
+def _parse_header(lines) -> dict:
+    header = {}
+    for line in lines:
+        body = line.lstrip("#").strip()
+        m = re.match(r"([A-Za-z][A-Za-z ]*?):\s*(.*)$", body)
+        if m:
+            key = m.group(1).strip().replace(" ", "_")
+            val = m.group(2).strip()
+            header[key] = int(val) if re.fullmatch(r"-?\d+", val) else val
+        elif body:
+            header.setdefault("title", body)
+    return header
+
+
+def _slow_parse(lines, first_no: int, name: str):
+    rows = []
+    for i, line in enumerate(lines):
+        no = first_no + i
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) < 3 or parts[1] not in EVENTS:
+            raise FormatError(f"{name}: line {no}: expected 'TIME EVENT SIZE' with EVENT one of "
+                              f"# + - d, got {line.strip()[:60]!r}")
+        ev = parts[1]
+        if len(parts) != _FIELDS[ev]:
+            raise FormatError(f"{name}: line {no}: a {EVENTS[ev]} line has {_FIELDS[ev]} fields, "
+                              f"got {len(parts)}")
+        try:
+            t = float(parts[0])
+            nums = [int(p) for p in parts[2:]]
+        except ValueError:
+            raise FormatError(f"{name}: line {no}: not a number in {line.strip()[:60]!r}") from None
+        if t < 0 or any(n < 0 for n in nums):
+            raise FormatError(f"{name}: line {no}: negative value in {line.strip()[:60]!r}")
+        if ev == "d":
+            rows.append((t, "drop", nums[1], np.nan, nums[0]))
+        elif ev == "-":
+            rows.append((t, "departure", nums[0], float(nums[1]), 1))
+        else:
+            rows.append((t, EVENTS[ev], nums[0], np.nan, 1 if ev == "+" else 0))
+    return rows
+
+
+def read_log(path) -> pd.DataFrame:
+    """Parse an mm-link/airlink link log into a ``linklog`` frame (see module notes)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise FormatError(f"{path}: not a text file (expected an mm-link log)") from None
+    return parse_log_text(text, str(path))
+
+
+def parse_log_text(text: str, name: str = "<log>") -> pd.DataFrame:
+    lines = text.splitlines()
+    n_head = 0
+    while n_head < len(lines) and lines[n_head].startswith("#"):
+        n_head += 1
+    header = _parse_header(lines[:n_head])
+    body = lines[n_head:]
+    if not any(l.strip() for l in body) and not header:
+        raise FormatError(f"{name}: empty log file (expected '# ...' header lines and events)")
+    frame = None
+    if body:
+        try:
+            raw = pd.read_csv(io.StringIO("\n".join(body)), sep=" ", header=None,
+                              names=["t", "ev", "a", "b"], dtype={"ev": str}, engine="c")
+            ev = raw["ev"].to_numpy()
+            ok = np.isin(ev, list(EVENTS)).all() and raw["t"].notna().all() and raw["a"].notna().all()
+            four = np.isin(ev, ["-", "d"])
+            ok = ok and raw["b"].notna().to_numpy()[four].all() and raw["b"].isna().to_numpy()[~four].all()
+            ok = ok and (raw["t"] >= 0).all() and (raw["a"] >= 0).all()
+            if ok:
+                a = raw["a"].to_numpy(np.int64)
+                b = raw["b"].to_numpy(np.float64)
+                is_drop = ev == "d"
+                frame = pd.DataFrame({
+                    "time_ms": raw["t"].to_numpy(np.float64),
+                    "event": pd.Categorical([EVENTS[e] for e in ev] if len(ev) < 64 else
+                                            pd.Series(ev).map(EVENTS).to_numpy(),
+                                            categories=list(EVENTS.values())),
+                    "bytes": np.where(is_drop, np.nan_to_num(b), a).astype(np.int64),
+                    "delay_ms": np.where(ev == "-", b, np.nan),
+                    "packets": np.select([is_drop, ev == "#"], [a, 0], 1).astype(np.int64),
+                })
+        except (ValueError, pd.errors.ParserError):
+            frame = None
+    if frame is None:
+        rows = _slow_parse(body, n_head + 1, name)
+        frame = pd.DataFrame(rows, columns=["time_ms", "event", "bytes", "delay_ms", "packets"])
+        frame["event"] = pd.Categorical(frame["event"], categories=list(EVENTS.values()))
+        frame["bytes"] = frame["bytes"].astype(np.int64)
+        frame["packets"] = frame["packets"].astype(np.int64)
+    if (frame["time_ms"] % 1 == 0).all():
+        frame["time_ms"] = frame["time_ms"].astype(np.int64)
+    frame.attrs["header"] = header
+    return frame
+
+
+class LinkLogWriter:
+    """Streaming writer of the mm-link log format.
+
+    ``LinkLogWriter(path, direction="downlink", trace="down.trace", queue="infinite",
+    base_ms=...)`` writes the header; then call :meth:`opportunity`, :meth:`arrival`,
+    :meth:`departure` and :meth:`drop` with times in ms since ``base_ms``. Integer times
+    are written as Mahimahi does; fractional ones (sub-ms TTIs) with 3 decimals.
+    """
+
+    def __init__(self, path, *, direction: str = "downlink", trace: str = "", queue: str = "infinite",
+                 base_ms: int = 0, init_ms: int | None = None, command: str = "", tool: str = "airlink link"):
+        self.path = Path(path)
+        self._f = open(self.path, "w", buffering=1 << 16)
+        w = self._f.write
+        w(f"# {tool} ({direction}) [{trace}] > {self.path}\n")
+        if command:
+            w(f"# command line: {command}\n")
+        w(f"# queue: {queue}\n")
+        w(f"# init timestamp: {init_ms if init_ms is not None else base_ms}\n")
+        w(f"# base timestamp: {base_ms}\n")
+
+    @staticmethod
+    def _t(t) -> str:
+        return str(int(t)) if float(t).is_integer() else f"{t:.3f}"
+
+    def opportunity(self, t, size: int):
+        self._f.write(f"{self._t(t)} # {int(size)}\n")
+
+    def arrival(self, t, size: int):
+        self._f.write(f"{self._t(t)} + {int(size)}\n")
+
+    def departure(self, t, size: int, delay):
+        self._f.write(f"{self._t(t)} - {int(size)} {int(round(delay))}\n")
+
+    def drop(self, t, packets: int, nbytes: int):
+        self._f.write(f"{self._t(t)} d {int(packets)} {int(nbytes)}\n")
+
+    def write_lines(self, text: str):
+        """Append pre-formatted event lines (a fast path for shells that batch)."""
+        self._f.write(text)
+
+    def close(self):
+        if not self._f.closed:
+            self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def write_log(frame: pd.DataFrame, path, **header) -> Path:
+    """Write a ``linklog`` frame in mm-link's format (header fields as keyword arguments)."""
+    h = dict(frame.attrs.get("header", {}))
+    h.update(header)
+    kw = {"direction": h.get("direction", "downlink"), "trace": h.get("trace", ""),
+          "queue": h.get("queue", "infinite"), "base_ms": int(h.get("base_timestamp", 0)),
+          "init_ms": int(h.get("init_timestamp", h.get("base_timestamp", 0)))}
+    with LinkLogWriter(path, **kw) as w:
+        for t, ev, b, d, p in frame[["time_ms", "event", "bytes", "delay_ms", "packets"]].itertuples(index=False):
+            if ev == "opportunity":
+                w.opportunity(t, b)
+            elif ev == "arrival":
+                w.arrival(t, b)
+            elif ev == "departure":
+                w.departure(t, b, d)
+            else:
+                w.drop(t, p, b)
+    return Path(path)
+
+
+def per_ms(frame: pd.DataFrame, bin_ms: float = 1.0) -> pd.DataFrame:
+    """Per-bin capacity, arrivals, departures and drops in bytes, plus mean queueing delay.
+
+    Columns: ``time_ms`` (bin start), ``capacity_bytes``, ``arrivals_bytes``,
+    ``departures_bytes``, ``drops_bytes``, ``delay_ms`` (mean over departures, NaN if none).
+    """
+    if frame.empty:
+        return pd.DataFrame(columns=["time_ms", "capacity_bytes", "arrivals_bytes",
+                                     "departures_bytes", "drops_bytes", "delay_ms"])
+    b = np.floor(frame["time_ms"].to_numpy(np.float64) / bin_ms).astype(np.int64)
+    b -= b.min() if b.min() < 0 else 0
+    n = int(b.max()) + 1
+    out = {"time_ms": np.arange(n) * bin_ms}
+    ev = frame["event"].astype(str).to_numpy()
+    by = frame["bytes"].to_numpy(np.float64)
+    for name, e in (("capacity_bytes", "opportunity"), ("arrivals_bytes", "arrival"),
+                    ("departures_bytes", "departure"), ("drops_bytes", "drop")):
+        m = ev == e
+        out[name] = np.bincount(b[m], weights=by[m], minlength=n)
+    dep = ev == "departure"
+    cnt = np.bincount(b[dep], minlength=n)
+    tot = np.bincount(b[dep], weights=frame["delay_ms"].to_numpy(np.float64)[dep], minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["delay_ms"] = np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
+    return pd.DataFrame(out)
+
+
+def is_log_file(path) -> bool:
+    """True when the file starts like an mm-link/airlink log (header or event lines)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2048).decode("ascii", "replace")
+    except OSError:
+        return False
+    lines = [l for l in head.splitlines()[:20] if l.strip()]
+    if not lines:
+        return False
+    if lines[0].startswith("# mahimahi") or lines[0].startswith("# airlink") or \
+            any(l.startswith("# base timestamp:") for l in lines):
+        return True
+    return all(re.fullmatch(r"\d+(\.\d+)? [#+d-] \d+( \d+)?", l.strip()) for l in lines[:10])

@@ -1,0 +1,242 @@
+"""The Trace: per-TTI values on an exact regular grid, for one or more users.
+
+A capacity Trace holds **bytes per TTI** for each user (column), with the TTI length kept
+as an exact :class:`fractions.Fraction` of a second: 1 ms, 1.667 ms (= 1/600 s, an EV-DO
+slot), 2 ms, 0.5 ms and 0.125 ms are all exact, so the start time of TTI ``k`` is
+``k * tti`` with no rounding drift however long the trace. Values are float64 so that
+byte-granular capacities (e.g. 187.5 bytes per 0.125 ms TTI at 12 Mbit/s) stay exact
+on average; consumers carry the fractional remainder forward.
+
+Metadata (``meta``) travels with the values into every file: ``source``, ``scheduler``,
+``parameters``, ``seed`` and ``airlink_version``, plus anything a format needs to
+reproduce its input exactly.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import AirlinkError, FormatError
+from .units import parse_tti
+
+_META_KEY = b"airlink"
+UNITS = ("bytes", "bps", "db", "count")
+
+
+def _version() -> str:
+    try:
+        from airlink._version import __version__
+        return __version__
+    except Exception:  # pragma: no cover - traces must work stand-alone
+        return "unknown"
+
+
+@dataclass
+class Trace:
+    """Per-TTI values for one or more users on an exact time grid.
+
+    Parameters
+    ----------
+    values : array (n_tti,) or (n_tti, n_users)
+        Per-TTI values; for capacity traces, bytes that may be served in each TTI.
+    tti : Fraction, str or float
+        TTI length in **seconds** as a Fraction, or a string such as ``"1ms"``,
+        ``"1.667ms"`` or ``"1/600s"`` (see :func:`airlink.traces.units.parse_tti`).
+    users : sequence of str, optional
+        Column names, default ``"1", "2", ...`` (users are numbered from 1, as in the papers).
+    unit : str
+        ``"bytes"`` (per TTI) for capacity traces.
+    meta : dict
+        Provenance: ``source``, ``scheduler``, ``parameters``, ``seed``; JSON-serialisable.
+    """
+
+    values: np.ndarray
+    tti: Fraction
+    users: list = field(default_factory=list)
+    unit: str = "bytes"
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.tti, Fraction):
+            self.tti = parse_tti(self.tti) if isinstance(self.tti, str) else Fraction(self.tti)
+        if self.tti <= 0:
+            raise AirlinkError("TTI must be positive")
+        v = np.asarray(self.values, dtype=np.float64)
+        if v.ndim == 1:
+            v = v[:, None]
+        if v.ndim != 2:
+            raise AirlinkError(f"trace values must be 1-D or 2-D, got shape {v.shape}")
+        self.values = v
+        if not self.users:
+            self.users = [str(i + 1) for i in range(v.shape[1])]
+        self.users = [str(u) for u in self.users]
+        if len(self.users) != v.shape[1]:
+            raise AirlinkError(f"{len(self.users)} user names for {v.shape[1]} columns")
+        if self.unit not in UNITS:
+            raise AirlinkError(f"unknown trace unit {self.unit!r} (one of {', '.join(UNITS)})")
+        if self.unit == "bytes" and v.size and (np.isnan(v).any() or (v < 0).any()):
+            raise AirlinkError("capacity must be finite and non-negative in every TTI")
+        self.meta = dict(self.meta)
+        self.meta.setdefault("airlink_version", _version())
+
+    # -- shape and time -------------------------------------------------------------
+    @property
+    def n_tti(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def n_users(self) -> int:
+        return self.values.shape[1]
+
+    @property
+    def tti_ms(self) -> float:
+        return float(self.tti * 1000)
+
+    @property
+    def duration(self) -> Fraction:
+        """Exact duration in seconds."""
+        return self.tti * self.n_tti
+
+    def tti_start_ns(self, k=None) -> np.ndarray:
+        """Start time of TTI ``k`` (all TTIs by default) in integer nanoseconds, exact."""
+        k = np.arange(self.n_tti, dtype=np.int64) if k is None else np.asarray(k, dtype=np.int64)
+        ns = self.tti * 10**9
+        return (k * ns.numerator) // ns.denominator
+
+    def column(self, user) -> np.ndarray:
+        """Values of one user, by name (``"1"``) or by 1-based number (``1``)."""
+        name = str(user)
+        if name not in self.users:
+            raise AirlinkError(
+                f"no user {user!r} in this trace (users: {', '.join(self.users)})")
+        return self.values[:, self.users.index(name)]
+
+    def select(self, user) -> "Trace":
+        """A one-user Trace."""
+        return Trace(self.column(user).copy(), self.tti, [str(user)], self.unit,
+                     {**self.meta, "selected_user": str(user)})
+
+    # -- derived quantities ---------------------------------------------------------
+    def rate_bps(self) -> np.ndarray:
+        """Per-TTI rate in bit/s, shape (n_tti, n_users) (capacity traces only)."""
+        self._need_bytes()
+        return self.values * 8 / float(self.tti)
+
+    def cumulative_bytes(self, t_s) -> np.ndarray:
+        """Cumulative capacity up to times ``t_s`` (seconds, array), per user.
+
+        Capacity is taken as spread uniformly within each TTI (a fluid within the TTI),
+        so the value is exact at TTI boundaries and linear between them.
+        """
+        self._need_bytes()
+        t = np.asarray(t_s, dtype=np.float64)
+        cum = np.vstack([np.zeros((1, self.n_users)), np.cumsum(self.values, axis=0)])
+        pos = np.clip(t / float(self.tti), 0, self.n_tti)
+        k = np.minimum(np.floor(pos).astype(np.int64), self.n_tti - 1 if self.n_tti else 0)
+        frac = (pos - k)[..., None]
+        return cum[k] + frac * (cum[k + 1] - cum[k])
+
+    def mean_rate_bps(self) -> np.ndarray:
+        self._need_bytes()
+        return self.values.sum(axis=0) * 8 / float(self.duration) if self.n_tti else np.zeros(self.n_users)
+
+    def _need_bytes(self):
+        if self.unit != "bytes":
+            raise AirlinkError(f"this needs a capacity trace in bytes per TTI, not {self.unit!r}")
+
+    # -- conversions ----------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """Long frame of the ``capacity`` kind: ``time`` (UTC), ``user``, ``capacity_bytes``."""
+        start = int(self.meta.get("start_ns", 0))
+        t = pd.to_datetime(self.tti_start_ns() + start, utc=True)
+        frames = [pd.DataFrame({"time": t, "user": u, "capacity_bytes": self.values[:, i]})
+                  for i, u in enumerate(self.users)]
+        return pd.concat(frames, ignore_index=True).sort_values(["time", "user"], kind="stable",
+                                                                ignore_index=True)
+
+    def to_wide(self) -> pd.DataFrame:
+        """Wide frame indexed by UTC ``time``, one column per user."""
+        start = int(self.meta.get("start_ns", 0))
+        idx = pd.DatetimeIndex(pd.to_datetime(self.tti_start_ns() + start, utc=True), name="time")
+        return pd.DataFrame(self.values, index=idx, columns=list(self.users))
+
+    def __repr__(self) -> str:
+        return (f"Trace({self.n_tti} TTIs x {self.n_users} users, tti={self.tti_ms:g} ms, "
+                f"unit={self.unit}, source={self.meta.get('source', '?')!r})")
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Trace) and self.tti == other.tti and self.users == other.users
+                and self.unit == other.unit and np.array_equal(self.values, other.values))
+
+    # -- Parquet --------------------------------------------------------------------
+    def write_parquet(self, path) -> Path:
+        """Write as Parquet: one float64 column per user (``user_<name>``), metadata in the
+        schema under the key ``airlink`` (JSON), including the exact TTI as ``"num/den"``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        path = Path(path)
+        table = pa.table({f"user_{u}": self.values[:, i] for i, u in enumerate(self.users)})
+        header = {"kind": "trace", "tti_s": f"{self.tti.numerator}/{self.tti.denominator}",
+                  "unit": self.unit, "users": self.users, "meta": _jsonable(self.meta)}
+        table = table.replace_schema_metadata({_META_KEY: json.dumps(header).encode()})
+        pq.write_table(table, path)
+        return path
+
+    @classmethod
+    def read_parquet(cls, path) -> "Trace":
+        import pyarrow.parquet as pq
+        path = Path(path)
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:
+            raise FormatError(f"{path}: not a readable Parquet file ({exc})") from None
+        raw = (table.schema.metadata or {}).get(_META_KEY)
+        if raw is None:
+            raise FormatError(f"{path}: Parquet file has no airlink trace metadata")
+        header = json.loads(raw)
+        if header.get("kind") != "trace":
+            raise FormatError(f"{path}: holds an airlink {header.get('kind')!r}, not a trace")
+        num, den = header["tti_s"].split("/")
+        users = header["users"]
+        values = np.column_stack([table.column(f"user_{u}").to_numpy() for u in users]) \
+            if users else np.zeros((table.num_rows, 0))
+        return cls(values, Fraction(int(num), int(den)), users, header["unit"], header.get("meta", {}))
+
+
+def _jsonable(obj: Any):
+    """Metadata made JSON-safe (numpy scalars, Fractions, paths)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Fraction):
+        return f"{obj.numerator}/{obj.denominator}"
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def constant(rate_bps: float, duration_s, tti="1ms", users: Sequence[str] | None = None) -> Trace:
+    """A constant-rate capacity Trace: ``rate_bps * tti / 8`` bytes in every TTI."""
+    tti = parse_tti(tti) if not isinstance(tti, Fraction) else tti
+    n = int(Fraction(duration_s) / tti) if not isinstance(duration_s, float) else int(round(duration_s / float(tti)))
+    if rate_bps < 0:
+        raise AirlinkError("rate must be non-negative")
+    if n <= 0:
+        raise AirlinkError("duration must hold at least one TTI")
+    per_tti = float(Fraction(rate_bps).limit_denominator(10**6) * tti / 8)
+    users = list(users) if users else ["1"]
+    vals = np.full((n, len(users)), per_tti)
+    return Trace(vals, tti, users, "bytes",
+                 {"source": "constant", "parameters": {"rate_bps": rate_bps,
+                                                        "duration_s": float(n * tti)}})
