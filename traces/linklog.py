@@ -118,7 +118,7 @@ def parse_log_text(text: str, name: str = "<log>") -> pd.DataFrame:
                     "delay_ms": np.where(ev == "-", b, np.nan),
                     "packets": np.select([is_drop, ev == "#"], [a, 0], 1).astype(np.int64),
                 })
-        except (ValueError, pd.errors.ParserError):
+        except (ValueError, TypeError, pd.errors.ParserError):
             frame = None
     if frame is None:
         rows = _slow_parse(body, n_head + 1, name)

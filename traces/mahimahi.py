@@ -106,13 +106,27 @@ def opportunities_per_ms(trace: Trace, user=None,
     n_ms = int(np.ceil(float(one.duration * 1000) - 1e-9))
     if n_ms <= 0:
         raise FormatError("trace is empty: nothing to write")
-    cum = one.cumulative_bytes(np.arange(1, n_ms + 1) / 1000.0)[:, 0]
+    cum = _cumulative_at_ms(col, one.tti, n_ms)
     total = float(col.sum())
     cum[-1] = total  # the last partial millisecond ends the trace
     emitted = np.floor(cum / opportunity_bytes + 1e-9).astype(np.int64)
     if total - emitted[-1] * opportunity_bytes > 1e-6:
         emitted[-1] += 1  # round the remainder up so the loop period is the duration
     return np.diff(np.concatenate([[0], emitted]))
+
+
+def _cumulative_at_ms(col: np.ndarray, tti: Fraction, n_ms: int) -> np.ndarray:
+    """Cumulative capacity at the end of each millisecond 1..n_ms, with the position of each
+    millisecond boundary on the TTI grid computed in exact integer arithmetic (capacity is
+    spread uniformly within a TTI)."""
+    per_ms = Fraction(1, 1000) / tti          # TTIs per millisecond, exact
+    m = np.arange(1, n_ms + 1, dtype=np.int64)
+    whole = (m * per_ms.numerator) // per_ms.denominator
+    part = ((m * per_ms.numerator) % per_ms.denominator) / per_ms.denominator
+    cum = np.concatenate([[0.0], np.cumsum(col)])
+    whole = np.minimum(whole, col.size)
+    nxt = np.where(whole < col.size, col[np.minimum(whole, col.size - 1)], 0.0)
+    return cum[whole] + part * nxt
 
 
 def format_trace(trace: Trace, user=None, opportunity_bytes: int = DEFAULT_OPPORTUNITY_BYTES) -> str:

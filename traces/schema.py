@@ -125,8 +125,8 @@ def validate(frame: pd.DataFrame, kind: str, *, name: str = "frame") -> pd.DataF
         if not isinstance(t.dtype, pd.DatetimeTZDtype) or str(t.dtype.tz) != "UTC":
             problems.append(f"time must be datetime64[ns, UTC], is {t.dtype}")
         else:
-            tv = t.to_numpy() if hasattr(t, "to_numpy") else np.asarray(t)
-            if len(tv) > 1 and (np.diff(tv.astype("datetime64[ns]").astype(np.int64)) < 0).any():
+            tv = pd.DatetimeIndex(t).asi8
+            if len(tv) > 1 and (np.diff(tv) < 0).any():
                 problems.append("time is not sorted")
     if problems:
         raise SchemaError(f"{name} is not a valid {kind} frame: " + "; ".join(problems))
