@@ -1,0 +1,1 @@
+"""airlink.collectors (being built)."""

@@ -1,0 +1,1 @@
+"""airlink.inference (being built)."""

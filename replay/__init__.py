@@ -1,0 +1,1 @@
+"""airlink.replay (being built)."""

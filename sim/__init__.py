@@ -1,0 +1,1 @@
+"""airlink.sim (being built)."""
