@@ -8,8 +8,9 @@ cd "$ROOT"
 OUT=${1:-demo-output}
 mkdir -p "$OUT"
 AIRLINK=.venv/bin/airlink
-EXAMPLE=$(.venv/bin/python -c 'from airlink.traces import example_path; print(example_path("pf-cell-user1.parquet"))')
+EXAMPLE="$OUT/48mbps.parquet"
+$AIRLINK trace constant 48Mbps --duration 10s --tti 0.5ms -o "$EXAMPLE"
 $AIRLINK trace info "$EXAMPLE"
 $AIRLINK trace plot "$EXAMPLE" -o "$OUT/capacity.png"
-$AIRLINK trace convert "$EXAMPLE" "$OUT/pf-cell-user1.down" --opportunity-bytes 1500
-echo "demo: wrote $OUT/capacity.png and $OUT/pf-cell-user1.down"
+$AIRLINK trace convert "$EXAMPLE" "$OUT/48mbps.down" --opportunity-bytes 1500
+echo "demo: wrote $OUT/capacity.png and $OUT/48mbps.down"
