@@ -1,0 +1,83 @@
+"""The report page: every section renders from a full folder, says what is missing otherwise."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from airlink.report import Artifacts, fig_time_sequence, write_report
+
+FIGURE_SECTIONS = ["TCP time-sequence graph", "goodput against trace capacity", "RTT and data in flight",
+                   "queue backlog", "NMI against lag", "fairness: throughput", "jitter: inter-service gaps"]
+
+
+def _figures(page: str) -> list:
+    return re.findall(r'<img class="plot" alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+
+
+def test_full_folder_renders_every_figure(synthetic_run):
+    out, info = synthetic_run
+    path = write_report(out)
+    page = path.read_text()
+    alts = [a for a, _ in _figures(page)]
+    for name in FIGURE_SECTIONS:
+        assert any(name in a for a in alts), f"{name} missing; figures: {alts}"
+    assert 'class="missing"' not in page, re.findall(r'class="missing">([^<]*)', page)
+    # self-contained: no scripts, no external URLs
+    assert "<script" not in page
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    # the factor table lists both factors with their numbers and significance
+    assert "backlog_bytes" in page and "0.570" in page and "sinr_db" in page
+    assert page.count(">yes<") == 2
+    # parameters and versions are shown
+    assert "preset: evdo" in page and "versions" in page.lower()
+
+
+def test_time_sequence_marks_the_retransmissions(synthetic_run):
+    out, info = synthetic_run
+    art = Artifacts(out)
+    fig, stats = fig_time_sequence(art.packets)
+    assert stats["retransmissions"] == info["retransmissions"]
+    assert stats["segments"] == info["segments"]
+    assert stats["flow"].startswith("10.0.0.1:5001>")
+
+
+def test_empty_folder_says_what_is_missing(tmp_path):
+    page = write_report(tmp_path).read_text()
+    assert _figures(page) == []
+    missing = re.findall(r'class="missing">([^<]*)', page)
+    joined = " ".join(missing)
+    for needed in ("experiment.yaml", "summary.json", "tcp.parquet", "nmi.json", "mac.parquet",
+                   "capacity.parquet", "*.pcap"):
+        assert needed in joined, f"no word about {needed}: {missing}"
+
+
+def test_partial_folder_renders_what_exists(synthetic_run):
+    out, _ = synthetic_run
+    for name in ("packets.parquet", "tcp.parquet", "flows.parquet", "nmi.json"):
+        (out / name).unlink()
+    page = write_report(out).read_text()
+    alts = [a for a, _ in _figures(page)]
+    assert any("goodput against trace capacity" in a for a in alts)  # capacity alone suffices
+    assert any("queue backlog" in a for a in alts)
+    assert any("jitter" in a for a in alts)
+    assert not any("time-sequence" in a for a in alts)
+    assert "no nmi.json" in page
+
+
+def test_broken_input_becomes_a_note_not_a_crash(synthetic_run):
+    out, _ = synthetic_run
+    (out / "nmi.json").write_text("{not json")
+    (out / "tcp.parquet").write_bytes(b"PAR1garbage")
+    page = write_report(out).read_text()
+    assert "nmi.json: not readable JSON" in page
+    assert "tcp.parquet: not readable as Parquet" in page
+
+
+def test_cli_report_json(synthetic_run, run_airlink):
+    out, _ = synthetic_run
+    status, stdout, err = run_airlink("report", out, "--json")
+    assert status == 0, err
+    assert '"report"' in stdout and (out / "report.html").exists()
+    status, _, err = run_airlink("report", out / "nope")
+    assert status == 2 and err.startswith("airlink: error:") and "no such folder" in err
