@@ -431,8 +431,8 @@ def fig_time_sequence(packets: pd.DataFrame, *, max_points: int = 60000):
         win = a["window_bytes"].to_numpy(np.float64)[ok]
     step = max(1, len(rel) // max_points)
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    ax.vlines(td[::step], rel[::step] / 1e6, end[::step] / 1e6, color="tab:blue", lw=1.0,
-              label="data segments")
+    ax.plot(td[::step], end[::step] / 1e6, "|", color="tab:blue", ms=4, mew=0.8,
+            label="data segments (end of segment)")
     if len(ack):
         sa = max(1, len(ack) // max_points)
         ax.step(ta[::sa], ack[::sa] / 1e6, where="post", color="tab:green", lw=0.9, label="ACK")

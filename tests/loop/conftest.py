@@ -96,7 +96,7 @@ def make_synthetic_run(outdir, *, seed: int = 1, duration_s: float = 10.0):
                                      for f, p, pv in (("backlog_bytes", 0.57, 0.005), ("sinr_db", 0.15, 0.2))]}]}
     (outdir / "nmi.json").write_text(json.dumps(nmi))
     (outdir / "downlink.log").write_text(
-        "# mm-link-style log\n# init timestamp: 0\n"
+        "# mahimahi mm-link (downlink) [synthetic] > downlink.log\n# base timestamp: 0\n"
         + "".join(f"{ms} # 1500\n{ms} + 1500\n{ms + 5} - 1500 5\n" for ms in range(0, 2000, 4)))
     (outdir / "experiment.yaml").write_text("name: synthetic\nradio:\n  preset: evdo\n")
     (outdir / "versions.json").write_text(json.dumps({"airlink": "test", "python": "3"}))
