@@ -1,1 +1,73 @@
-"""airlink.collectors (being built)."""
+"""Collectors: packet captures and radio/MAC logs -> validated frames.
+
+Main entry points::
+
+    from airlink import collectors as C
+    pk = C.read_pcap("capture.pcap")                 # packets frame (pcap/pcapng/.gz)
+    a = C.analyze_tcp(pk, resolution="100ms")        # a.flows, a.series, a.events, a.summary()
+    rf = C.read("ucc.csv")                           # any supported log, format sniffed
+    mac = C.read_linklog("downlink.log")             # per-ms capacity/arrivals/departures/backlog
+    grid = C.align({"tcp": a.series, "rf": rf}, resolution="1s")
+
+Each reader is one module with ``is_format(path)`` (never raises) and ``read(path, ...)``;
+:func:`read` tries them in :data:`READERS` order and, when none fits, names every reader it
+tried and why.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from airlink.traces.errors import AirlinkError, FormatError
+
+from . import pcap as _pcap
+from ._capture import CaptureError
+from .pcap import read as read_pcap
+from .tcp import TcpAnalysis, analyze_tcp
+
+__all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "READERS",
+           "reader_names"]
+
+# name -> module path (imported lazily so a broken optional reader never breaks the rest)
+READERS = {"pcap": "pcap"}
+
+
+def _module(name):
+    import importlib
+    return importlib.import_module(f"{__name__}.{READERS[name]}")
+
+
+def reader_names() -> list:
+    """Names accepted by ``read(..., format=...)``, in sniffing order."""
+    return list(READERS)
+
+
+def read(path, format: str | None = None, **kw):
+    """Read any supported file into a frame, sniffing the format unless ``format`` is given.
+
+    Keyword arguments go to the reader (e.g. ``salvage=True`` for captures, ``mapping=``
+    for the generic CSV reader). On failure the message names every reader tried and why
+    it declined.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise AirlinkError(f"{path}: no such file")
+    if path.is_dir():
+        raise AirlinkError(f"{path}: is a directory")
+    if format is not None:
+        if format not in READERS:
+            raise AirlinkError(f"unknown format {format!r} (one of {', '.join(READERS)})")
+        return _module(format).read(path, **kw)
+    tried = []
+    for name in READERS:
+        mod = _module(name)
+        try:
+            ok = mod.is_format(path)
+        except Exception as exc:       # is_format must never raise; treat as a refusal
+            ok = False
+            tried.append(f"{name} ({type(exc).__name__}: {exc})")
+            continue
+        if ok:
+            return mod.read(path, **kw)
+        why = getattr(mod, "why_not", None)
+        tried.append(f"{name} ({why(path) if why else 'not recognised'})")
+    raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried))

@@ -1,0 +1,371 @@
+"""Capture-file layer: pcap / pcapng / gzip -> batches of raw records.
+
+The reader yields :class:`RecordBatch` objects: one numpy ``uint8`` buffer plus, per
+record, the offset of its packet bytes in the buffer, captured and original length,
+timestamp (int64 ns since the Unix epoch), link type and interface number. Packet
+decoding (``_decode``) works on whole batches with numpy gathers.
+
+Classic pcap records are located without a per-record Python loop: every byte position
+of a chunk is screened for a plausible record header (timestamp seconds near the first
+record's, sub-second field and lengths in range), the survivors are checked in full and
+the chain ``next = offset + 16 + caplen`` is verified in one vector comparison. When the
+chain does not verify (garbage, truncation, an unlucky payload), the chunk is walked
+record by record in Python, which also produces the precise error message.
+
+Errors raise :class:`CaptureError` naming file, byte offset, packet number and how many
+packets were read before it; with ``salvage=True`` reading stops there instead and the
+batches read so far are kept (``reader.problem`` holds the message).
+"""
+from __future__ import annotations
+
+import gzip
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from airlink.traces.errors import FormatError
+
+PCAP_MAGICS = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1000),        # little endian, microseconds
+    b"\xa1\xb2\xc3\xd4": (">", 1000),
+    b"\x4d\x3c\xb2\xa1": ("<", 1),           # little endian, nanoseconds
+    b"\xa1\xb2\x3c\x4d": (">", 1),
+}
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_RECORD = 262144          # libpcap's MAXIMUM_SNAPLEN
+CHUNK = 16 << 20             # bytes read per batch
+
+
+class CaptureError(FormatError):
+    """A capture file is damaged at a known place."""
+
+    def __init__(self, message, *, offset=None, packet=None, packets_read=0):
+        super().__init__(message)
+        self.offset, self.packet, self.packets_read = offset, packet, packets_read
+
+
+@dataclass
+class RecordBatch:
+    buf: np.ndarray          # uint8, padded with zeros at the end
+    data_off: np.ndarray     # int64 offset of each packet's first byte in buf
+    caplen: np.ndarray       # int64 captured bytes
+    origlen: np.ndarray      # int64 bytes on the wire
+    ts_ns: np.ndarray        # int64 ns since the epoch
+    linktype: np.ndarray     # int32 per record
+    iface: np.ndarray        # uint8 interface number (pcapng), 0 for pcap
+    first_packet: int        # 1-based number of the first record in this batch
+
+
+PAD = 128                    # zero bytes after each buffer so header gathers never overrun
+
+
+def sniff_kind(head: bytes) -> str | None:
+    """'pcap', 'pcapng', 'gzip' or None from a file's first bytes."""
+    if head[:4] in PCAP_MAGICS:
+        return "pcap"
+    if head[:4] == PCAPNG_MAGIC:
+        return "pcapng"
+    if head[:2] == GZIP_MAGIC:
+        return "gzip"
+    return None
+
+
+def _open(path: Path):
+    f = open(path, "rb")
+    head = f.read(4)
+    f.seek(0)
+    if head[:2] == GZIP_MAGIC:
+        f.close()
+        return gzip.open(path, "rb"), True
+    return f, False
+
+
+def file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class CaptureReader:
+    """Iterate over :class:`RecordBatch` es of a pcap, pcapng or gzip-compressed capture."""
+
+    def __init__(self, path, *, salvage: bool = False, chunk: int = CHUNK, progress=None):
+        self.path = Path(path)
+        self.name = str(path)
+        self.salvage = salvage
+        self.chunk = chunk
+        self.problem = None
+        self.packets = 0
+        self.progress = progress       # callable(bytes_done) or None
+        self.format = None
+        self.linktypes = set()
+
+    # -- errors -----------------------------------------------------------------
+    def _fail(self, what, offset, packet=None):
+        pk = self.packets + 1 if packet is None else packet
+        msg = (f"{self.name}: {what} at byte {offset} (packet {pk}); "
+               f"{pk - 1} packets read")
+        if self.salvage:
+            self.problem = msg
+            return
+        raise CaptureError(msg, offset=offset, packet=pk, packets_read=pk - 1)
+
+    # -- entry ------------------------------------------------------------------
+    def __iter__(self):
+        if not self.path.exists():
+            raise FileNotFoundError(2, "No such file or directory", str(self.path))
+        if self.path.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(self.path))
+        f, gz = _open(self.path)
+        try:
+            try:
+                head = f.read(24 if not gz else 24)
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                raise CaptureError(f"{self.name}: cannot decompress ({exc}) at byte 0 "
+                                   f"(packet 1); 0 packets read", offset=0, packet=1) from None
+            if not head:
+                raise CaptureError(f"{self.name}: empty file (0 bytes); expected a pcap or pcapng "
+                                   f"capture", offset=0, packet=1)
+            kind = sniff_kind(head)
+            if kind == "pcap":
+                self.format = "pcap" + (".gz" if gz else "")
+                yield from self._pcap(f, head)
+            elif kind == "pcapng":
+                self.format = "pcapng" + (".gz" if gz else "")
+                yield from self._pcapng(f, head)
+            else:
+                raise CaptureError(
+                    f"{self.name}: not a capture file: wrong magic {head[:4].hex()} at byte 0 "
+                    f"(packet 1); 0 packets read (expected pcap a1b2c3d4/a1b23c4d or pcapng "
+                    f"0a0d0d0a)", offset=0, packet=1)
+        finally:
+            f.close()
+
+    def _read(self, f, n):
+        try:
+            return f.read(n)
+        except (OSError, EOFError, gzip.BadGzipFile, Exception) as exc:  # zlib.error too
+            self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})", self._consumed)
+            return b""
+
+    # -- classic pcap -----------------------------------------------------------
+    def _pcap(self, f, head):
+        if len(head) < 24:
+            raise CaptureError(f"{self.name}: truncated pcap file header ({len(head)} of 24 "
+                               f"bytes) at byte 0 (packet 1); 0 packets read", offset=0, packet=1)
+        endian, ns_per_tick = PCAP_MAGICS[head[:4]]
+        _, _, _, _, snaplen, network = struct.unpack(endian + "HHiIII", head[4:24])
+        linktype = network & 0x0FFFFFFF
+        self.linktypes.add(linktype)
+        self.snaplen = snaplen
+        self.endian = endian
+        frac_max = 1_000_000 if ns_per_tick == 1000 else 1_000_000_000
+        limit = max(snaplen, MAX_RECORD)
+        self._consumed = 24
+        carry = b""
+        ts_hi = None
+        eof = False
+        while not eof and self.problem is None:
+            data = self._read(f, self.chunk)
+            if not data:
+                eof = True
+            raw = carry + data
+            if not raw:
+                break
+            buf = np.frombuffer(raw + bytes(PAD), dtype=np.uint8)
+            n = len(raw)
+            if ts_hi is None and n >= 4:
+                ts_hi = struct.unpack(endian + "I", raw[:4])[0]
+            offs = self._pcap_fast(buf, n, endian, ts_hi, frac_max, limit) if ts_hi is not None else None
+            if offs is None:
+                offs, stop = self._pcap_walk(raw, n, endian, frac_max, limit, eof)
+            else:
+                stop = int(offs[-1] + 16 + self._u32(buf, offs[-1:] + 8, endian)[0]) if len(offs) else 0
+            if len(offs):
+                hdr = lambda k: self._u32(buf, offs + k, endian).astype(np.int64)
+                sec, frac, cap, orig = hdr(0), hdr(4), hdr(8), hdr(12)
+                batch = RecordBatch(buf, offs + 16, cap, orig, sec * 1_000_000_000 + frac * ns_per_tick,
+                                    np.full(len(offs), linktype, np.int32), np.zeros(len(offs), np.uint8),
+                                    self.packets + 1)
+                self.packets += len(offs)
+                yield batch
+            self._consumed += stop
+            carry = raw[stop:]
+            if self.progress:
+                self.progress(self._consumed)
+            if eof and carry and self.problem is None:
+                what = ("truncated record header" if len(carry) < 16 else
+                        f"truncated record ({len(carry) - 16} of "
+                        f"{struct.unpack(endian + 'I', carry[8:12])[0]} captured bytes present)")
+                self._fail(what, self._consumed)
+                break
+
+    @staticmethod
+    def _u32(buf, idx, endian):
+        b = [buf[idx + k].astype(np.uint32) for k in range(4)]
+        if endian == "<":
+            return b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)
+        return b[3] | (b[2] << 8) | (b[1] << 16) | (b[0] << 24)
+
+    def _pcap_fast(self, buf, n, endian, ts_hi, frac_max, limit):
+        """Record offsets of the complete records in buf[:n] by screening, or None."""
+        if n < 16:
+            return np.zeros(0, np.int64) if n == 0 else None
+        m = n - 15                        # candidate positions 0..n-16
+        top = (ts_hi >> 24) & 0xFF
+        if endian == "<":
+            sec_top, frac_top, cap_top, orig_top = 3, 7, 11, 15
+        else:
+            sec_top, frac_top, cap_top, orig_top = 0, 4, 8, 12
+        b = buf
+        mask = (b[sec_top:sec_top + m] == top) | (b[sec_top:sec_top + m] == ((top + 1) & 0xFF))
+        mask &= b[cap_top:cap_top + m] == 0
+        mask &= b[orig_top:orig_top + m] == 0
+        mask &= b[frac_top:frac_top + m] < (0x01 if frac_max == 1_000_000 else 0x3C)
+        cand = np.flatnonzero(mask).astype(np.int64)
+        if len(cand) == 0 or cand[0] != 0:
+            return None
+        sec = self._u32(buf, cand, endian).astype(np.int64)
+        frac = self._u32(buf, cand + 4, endian)
+        cap = self._u32(buf, cand + 8, endian).astype(np.int64)
+        orig = self._u32(buf, cand + 12, endian)
+        good = (frac < frac_max) & (cap <= limit) & (np.abs(sec - ts_hi) < 400 * 86400) & (orig <= (1 << 24))
+        cand, cap = cand[good], cap[good]
+        if len(cand) == 0 or cand[0] != 0:
+            return None
+        nxt = cand + 16 + cap
+        if not np.array_equal(nxt[:-1], cand[1:]):
+            return None
+        if nxt[-1] > n:                   # last record incomplete: carry it over
+            cand = cand[:-1]
+        elif nxt[-1] <= n - 16:           # a complete header follows but was not recognised
+            return None
+        return cand
+
+    def _pcap_walk(self, raw, n, endian, frac_max, limit, eof):
+        """Record by record; returns (offsets, stop) and reports damage via _fail."""
+        offs = []
+        p = 0
+        unpack = struct.Struct(endian + "IIII").unpack_from
+        while p + 16 <= n:
+            sec, frac, cap, orig = unpack(raw, p)
+            if cap > limit:
+                self._fail(f"impossible captured length {cap} (snaplen {self.snaplen})",
+                           self._consumed + p, self.packets + len(offs) + 1)
+                return np.asarray(offs, np.int64), p
+            if frac >= frac_max:
+                self._fail(f"impossible timestamp fraction {frac}", self._consumed + p,
+                           self.packets + len(offs) + 1)
+                return np.asarray(offs, np.int64), p
+            if p + 16 + cap > n:
+                break
+            offs.append(p)
+            p += 16 + cap
+        offs = np.asarray(offs, np.int64)
+        return offs, p
+
+    # -- pcapng -----------------------------------------------------------------
+    def _pcapng(self, f, head):
+        self._consumed = 0
+        data = head + self._read_all(f)
+        raw = data
+        n = len(raw)
+        endian = None
+        ifaces = []          # (linktype, ns_per_tick, snaplen)
+        p = 0
+        self._consumed = 0
+        offs, caps, origs, ts, lts, ifs = [], [], [], [], [], []
+        while p < n:
+            if p + 12 > n:
+                self._fail("truncated block header", p, self.packets + len(offs) + 1)
+                break
+            btype_raw = raw[p:p + 4]
+            if btype_raw == PCAPNG_MAGIC:
+                bom = raw[p + 8:p + 12]
+                if bom == b"\x4d\x3c\x2b\x1a":
+                    endian = "<"
+                elif bom == b"\x1a\x2b\x3c\x4d":
+                    endian = ">"
+                else:
+                    self._fail(f"bad pcapng byte-order magic {bom.hex()}", p + 8,
+                               self.packets + len(offs) + 1)
+                    break
+                ifaces = []
+            if endian is None:
+                self._fail("pcapng file does not start with a section header block", p, 1)
+                break
+            btype, blen = struct.unpack_from(endian + "II", raw, p)
+            if blen < 12 or blen % 4 or p + blen > n:
+                what = ("truncated block" if blen >= 12 and blen % 4 == 0 else
+                        f"impossible block length {blen}")
+                self._fail(what, p, self.packets + len(offs) + 1)
+                break
+            body = p + 8
+            if btype == 1:                                     # interface description
+                lt, _, snap = struct.unpack_from(endian + "HHI", raw, body)
+                tick = 1000
+                q = body + 8
+                while q + 4 <= p + blen - 4:
+                    code, olen = struct.unpack_from(endian + "HH", raw, q)
+                    if code == 0:
+                        break
+                    if code == 9 and olen >= 1:
+                        r = raw[q + 4]
+                        tick = (10 ** 9 / 10 ** (r & 0x7F)) if not r & 0x80 else 10 ** 9 / 2 ** (r & 0x7F)
+                    q += 4 + ((olen + 3) & ~3)
+                ifaces.append((lt, tick, snap))
+                self.linktypes.add(lt)
+            elif btype in (6, 3):                              # enhanced / simple packet
+                if btype == 6:
+                    if blen < 32:
+                        self._fail(f"impossible block length {blen}", p, self.packets + len(offs) + 1)
+                        break
+                    iid, th, tl, cap, orig = struct.unpack_from(endian + "IIIII", raw, body)
+                    start = body + 20
+                else:
+                    iid, th, tl = 0, 0, 0
+                    (orig,) = struct.unpack_from(endian + "I", raw, body)
+                    cap = min(orig, blen - 16)
+                    start = body + 4
+                if iid >= len(ifaces):
+                    self._fail(f"packet refers to undeclared interface {iid}", p,
+                               self.packets + len(offs) + 1)
+                    break
+                if start + cap > p + blen:
+                    self._fail(f"impossible captured length {cap}", p, self.packets + len(offs) + 1)
+                    break
+                lt, tick, _ = ifaces[iid]
+                tsv = (th << 32) | tl
+                offs.append(start)
+                caps.append(cap)
+                origs.append(orig)
+                ts.append(int(tsv * tick) if isinstance(tick, float) else tsv * tick)
+                lts.append(lt)
+                ifs.append(iid)
+            p += blen
+        self._consumed = p
+        if offs:
+            buf = np.frombuffer(raw + bytes(PAD), dtype=np.uint8)
+            batch = RecordBatch(buf, np.asarray(offs, np.int64), np.asarray(caps, np.int64),
+                                np.asarray(origs, np.int64), np.asarray(ts, np.int64),
+                                np.asarray(lts, np.int32), np.asarray(ifs, np.uint8) if max(ifs) < 256
+                                else np.minimum(np.asarray(ifs), 255).astype(np.uint8), 1)
+            self.packets += len(offs)
+            yield batch
+        if self.progress:
+            self.progress(p)
+
+    def _read_all(self, f):
+        parts = []
+        while True:
+            d = self._read(f, self.chunk)
+            if not d:
+                break
+            parts.append(d)
+            if self.problem:
+                break
+        return b"".join(parts)

@@ -1,0 +1,287 @@
+"""Vectorised packet decoding: link layer -> IPv4/IPv6 -> TCP/UDP header fields.
+
+Works on a :class:`~airlink.collectors._capture.RecordBatch`: every field is one numpy
+gather at per-record offsets. The link-layer table is declarative (:data:`LINK_TYPES`).
+TCP options are decoded in vector form for the common layouts (timestamps first, with
+or without NOPs, optionally followed by SACK); packets with any other option layout
+(SYNs, unusual orders) are decoded one by one with a small parser, and IPv6 extension
+headers are followed in a bounded vector loop. Fields a short snaplen cut off are marked
+missing (timestamps 0 with ``has_ts`` false), never guessed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# link type -> (how to find the network layer)
+#   ("ether",)               Ethernet II with up to two 802.1Q/802.1ad tags
+#   ("fixed", offset, proto_at, proto_size) protocol field at proto_at, IP at offset
+#   ("raw",)                 IP header at 0, version from the first nibble
+#   ("null", byteorder)      BSD loopback: 4-byte address family
+LINK_TYPES = {
+    1: ("ether",),               # DLT_EN10MB
+    113: ("fixed", 16, 14),      # Linux cooked SLL: protocol at 14
+    276: ("fixed", 20, 0),       # Linux cooked SLL2: protocol at 0
+    101: ("raw",), 12: ("raw",), 14: ("raw",), 228: ("raw",), 229: ("raw",),
+    0: ("null", "host"),         # DLT_NULL (BSD loopback, host byte order)
+    108: ("null", "net"),        # DLT_LOOP (OpenBSD loopback, network order)
+}
+LINK_NAMES = {1: "Ethernet", 113: "Linux cooked (SLL)", 276: "Linux cooked (SLL2)", 101: "raw IP",
+              12: "raw IP", 14: "raw IP", 228: "raw IPv4", 229: "raw IPv6", 0: "BSD loopback",
+              108: "OpenBSD loopback"}
+
+ETH_IPV4, ETH_IPV6 = 0x0800, 0x86DD
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+OPT_SACK_OK, OPT_TS, OPT_WS = 1, 2, 4
+
+
+def _u8(buf, idx):
+    return buf[idx]
+
+
+def _be16(buf, idx):
+    return (buf[idx].astype(np.uint16) << 8) | buf[idx + 1]
+
+
+def _be32(buf, idx):
+    return ((buf[idx].astype(np.uint32) << 24) | (buf[idx + 1].astype(np.uint32) << 16)
+            | (buf[idx + 2].astype(np.uint32) << 8) | buf[idx + 3])
+
+
+def decode(batch) -> dict:
+    """Header fields of every IP packet in ``batch`` (non-IP records are dropped).
+
+    Returns a dict of numpy arrays: ``keep`` (record indices kept), ``ts_ns``, ``version``,
+    ``src_hi``/``src_lo``/``dst_hi``/``dst_lo`` (addresses as two uint64; IPv4 in ``lo``),
+    ``proto``, ``ip_len``, ``sport``, ``dport``, ``seq``, ``ack``, ``flags``, ``window``,
+    ``payload``, ``tsval``, ``tsecr``, ``has_ts``, ``sack_blocks``, ``dsack``, ``dsack_left``,
+    ``mss``, ``wscale``, ``synopt``, ``captured``, ``iface``, ``unknown_linktypes``.
+    """
+    buf = batch.buf
+    off = batch.data_off
+    cap = batch.caplen
+    lt = batch.linktype
+    n = len(off)
+    l3 = np.full(n, -1, np.int64)
+    fam = np.zeros(n, np.uint8)                    # 4, 6 or 0 (not IP)
+    unknown = set()
+    for t in np.unique(lt):
+        sel = lt == t
+        spec = LINK_TYPES.get(int(t))
+        o = off[sel]
+        if spec is None:
+            unknown.add(int(t))
+            continue
+        kind = spec[0]
+        if kind == "ether":
+            et = _be16(buf, o + 12).astype(np.int64)
+            base = o + 14
+            for _ in range(2):                     # VLAN / QinQ tags
+                tag = (et == 0x8100) | (et == 0x88A8) | (et == 0x9100)
+                if not tag.any():
+                    break
+                et = np.where(tag, _be16(buf, base + 2), et)
+                base = np.where(tag, base + 4, base)
+            f = np.where(et == ETH_IPV4, 4, np.where(et == ETH_IPV6, 6, 0))
+            l3[sel], fam[sel] = base, f
+        elif kind == "fixed":
+            et = _be16(buf, o + spec[2])
+            l3[sel] = o + spec[1]
+            fam[sel] = np.where(et == ETH_IPV4, 4, np.where(et == ETH_IPV6, 6, 0))
+        elif kind == "raw":
+            l3[sel] = o
+            v = buf[o] >> 4
+            fam[sel] = np.where(v == 4, 4, np.where(v == 6, 6, 0))
+        else:                                      # null / loop
+            le = (buf[o].astype(np.uint32) | (buf[o + 1].astype(np.uint32) << 8)
+                  | (buf[o + 2].astype(np.uint32) << 16) | (buf[o + 3].astype(np.uint32) << 24))
+            be = _be32(buf, o)
+            af = be if spec[1] == "net" else np.where(be <= 0xFFFF, be, le)  # either host order
+            l3[sel] = o + 4
+            fam[sel] = np.where(af == 2, 4, np.where(np.isin(af, (10, 24, 28, 30)), 6, 0))
+    avail = off + cap - l3                          # captured bytes from the IP header on
+    fam[(fam == 4) & (avail < 20)] = 0
+    fam[(fam == 6) & (avail < 40)] = 0
+    keep = np.flatnonzero(fam > 0)
+    l3, fam, end = l3[keep], fam[keep], (off + cap)[keep]
+    v4 = fam == 4
+    out = {"keep": keep, "ts_ns": batch.ts_ns[keep], "version": fam,
+           "captured": cap[keep].astype(np.uint32), "iface": batch.iface[keep],
+           "unknown_linktypes": unknown}
+    m = len(keep)
+    # ---- IP
+    ihl = np.where(v4, (buf[l3] & 0x0F).astype(np.int64) * 4, 40)
+    tot4 = _be16(buf, l3 + 2).astype(np.int64)
+    pl6 = _be16(buf, l3 + 4).astype(np.int64)
+    orig_ip = batch.origlen[keep] - (l3 - off[keep])
+    ip_len = np.where(v4, tot4, pl6 + 40)
+    ip_len = np.where(ip_len == 0, orig_ip, ip_len)            # TSO / jumbo: from the wire
+    proto = np.where(v4, buf[l3 + 9], buf[l3 + 6]).astype(np.int64)
+    frag_field = _be16(buf, l3 + 6)
+    later_frag = v4 & ((frag_field & 0x1FFF) != 0)
+    src_lo = np.zeros(m, np.uint64)
+    dst_lo = np.zeros(m, np.uint64)
+    src_hi = np.zeros(m, np.uint64)
+    dst_hi = np.zeros(m, np.uint64)
+    i4 = np.flatnonzero(v4)
+    src_lo[i4] = _be32(buf, l3[i4] + 12)
+    dst_lo[i4] = _be32(buf, l3[i4] + 16)
+    i6 = np.flatnonzero(~v4)
+    if len(i6):
+        def be64(idx):
+            return (_be32(buf, idx).astype(np.uint64) << np.uint64(32)) | _be32(buf, idx + 4).astype(np.uint64)
+        b6 = l3[i6]
+        src_hi[i6], src_lo[i6] = be64(b6 + 8), be64(b6 + 16)
+        dst_hi[i6], dst_lo[i6] = be64(b6 + 24), be64(b6 + 32)
+        # IPv6 extension headers: hop-by-hop 0, routing 43, fragment 44, destination 60
+        l4_6 = b6 + 40
+        nh = proto[i6].copy()
+        for _ in range(4):
+            ext = np.isin(nh, (0, 43, 44, 60)) & (l4_6 + 8 <= end[i6])
+            if not ext.any():
+                break
+            e = np.flatnonzero(ext)
+            hl = np.where(nh[e] == 44, 8, (buf[l4_6[e] + 1].astype(np.int64) + 1) * 8)
+            if (nh[e] == 44).any():
+                fo = _be16(buf, l4_6[e] + 2) & 0xFFF8
+                later = np.zeros(len(i6), bool)
+                later[e] = (nh[e] == 44) & (fo != 0)
+                later_frag[i6] |= later
+            nh[e] = buf[l4_6[e]]
+            l4_6[e] += hl
+        proto[i6] = nh
+        ihl[i6] = l4_6 - b6
+    l4 = np.minimum(l3 + ihl, end)                 # clamped: gathers stay inside the padding
+    l4_len = ip_len - ihl
+    sane = ihl >= 20
+    later_frag |= ~sane
+    tcp = (proto == 6) & ~later_frag & (l4 + 20 <= end)
+    udp = (proto == 17) & ~later_frag & (l4 + 8 <= end)
+    ports = tcp | udp
+    sport = np.where(ports, _be16(buf, l4), 0).astype(np.uint16)
+    dport = np.where(ports, _be16(buf, l4 + 2), 0).astype(np.uint16)
+    seq = np.where(tcp, _be32(buf, l4 + 4), 0).astype(np.uint32)
+    ackn = np.where(tcp, _be32(buf, l4 + 8), 0).astype(np.uint32)
+    thl = np.where(tcp, (buf[l4 + 12] >> 4).astype(np.int64) * 4, 0)
+    flags = np.where(tcp, buf[l4 + 13], 0).astype(np.uint8)
+    window = np.where(tcp, _be16(buf, l4 + 14), 0).astype(np.uint16)
+    payload = np.where(tcp, l4_len - thl, np.where(udp, _be16(buf, l4 + 4).astype(np.int64) - 8, 0))
+    payload = np.clip(payload, 0, None)
+    # ---- TCP options
+    tsval = np.zeros(m, np.uint32)
+    tsecr = np.zeros(m, np.uint32)
+    has_ts = np.zeros(m, bool)
+    sack_blocks = np.zeros(m, np.uint8)
+    dsack = np.zeros(m, bool)
+    dsack_left = np.zeros(m, np.uint32)
+    mss = np.zeros(m, np.uint16)
+    wscale = np.full(m, -1, np.int8)
+    synopt = np.zeros(m, np.uint8)
+    hasopt = tcp & (thl > 20)
+    optcap = np.minimum(l4 + thl, end)              # options present in the capture up to here
+    o = l4 + 20
+    # layout A: NOP NOP TS(10) [NOP NOP SACK]
+    a = hasopt & (buf[o] == 1) & (buf[o + 1] == 1) & (buf[o + 2] == 8) & (buf[o + 3] == 10) & (o + 12 <= optcap)
+    # layout B: TS(10) first (no NOP padding), e.g. some stacks / SYN-ACKs
+    b = hasopt & ~a & (buf[o] == 8) & (buf[o + 1] == 10) & (o + 10 <= optcap)
+    ia, ib = np.flatnonzero(a), np.flatnonzero(b)
+    tsval[ia], tsecr[ia] = _be32(buf, o[ia] + 4), _be32(buf, o[ia] + 8)
+    tsval[ib], tsecr[ib] = _be32(buf, o[ib] + 2), _be32(buf, o[ib] + 6)
+    has_ts[ia] = True
+    has_ts[ib] = True
+    done = np.zeros(m, bool)
+    done[ia[(thl[ia] == 32) & ((flags[ia] & SYN) == 0)]] = True     # only TS: finished
+    # layout A followed by NOP NOP SACK
+    sa = a & ~done & ((flags & SYN) == 0) & (thl > 32) & (buf[o + 12] == 1) & (buf[o + 13] == 1) \
+        & (buf[o + 14] == 5)
+    isa = np.flatnonzero(sa)
+    if len(isa):
+        ln = buf[o[isa] + 15].astype(np.int64)
+        nb = (ln - 2) // 8
+        ok = (ln >= 10) & ((ln - 2) % 8 == 0) & (o[isa] + 14 + ln <= optcap[isa]) & (nb <= 4) \
+            & (12 + 2 + ln <= thl[isa] - 20)
+        isa = isa[ok]
+        nb = nb[ok]
+        sack_blocks[isa] = nb
+        left1 = _be32(buf, o[isa] + 16)
+        right1 = _be32(buf, o[isa] + 20)
+        two = nb >= 2
+        left2 = np.where(two, _be32(buf, o[isa] + 24), 0)
+        right2 = np.where(two, _be32(buf, o[isa] + 28), 0)
+        d = _is_dsack(left1, right1, ackn[isa], left2, right2, two)
+        dsack[isa] = d
+        dsack_left[isa] = left1
+        done[isa] = True
+    rest = np.flatnonzero(hasopt & ~done)
+    if len(rest):
+        tobytes = buf
+        for i in rest:
+            s, e = int(o[i]), int(optcap[i])
+            r = _parse_options(tobytes[s:e].tobytes())
+            if r["ts"] is not None:
+                tsval[i], tsecr[i] = r["ts"]
+                has_ts[i] = True
+            if r["mss"] is not None:
+                mss[i] = r["mss"]
+            if r["ws"] is not None:
+                wscale[i] = min(r["ws"], 14)
+                synopt[i] |= OPT_WS
+            if r["sackok"]:
+                synopt[i] |= OPT_SACK_OK
+            if r["ts"] is not None and flags[i] & SYN:
+                synopt[i] |= OPT_TS
+            if r["sack"]:
+                blocks = r["sack"]
+                sack_blocks[i] = len(blocks)
+                l1, r1 = blocks[0]
+                l2, r2 = blocks[1] if len(blocks) > 1 else (0, 0)
+                dsack[i] = bool(_is_dsack(np.uint32(l1), np.uint32(r1), ackn[i], np.uint32(l2),
+                                          np.uint32(r2), len(blocks) > 1))
+                dsack_left[i] = l1
+    out.update(src_hi=src_hi, src_lo=src_lo, dst_hi=dst_hi, dst_lo=dst_lo, proto=proto.astype(np.uint8),
+               ip_len=np.clip(ip_len, 0, 0xFFFFFFFF).astype(np.uint32), sport=sport, dport=dport,
+               seq=seq, ack=ackn, flags=flags, window=window,
+               payload=payload.astype(np.uint32), tsval=tsval, tsecr=tsecr, has_ts=has_ts,
+               sack_blocks=sack_blocks, dsack=dsack, dsack_left=dsack_left, mss=mss, wscale=wscale,
+               synopt=synopt)
+    return out
+
+
+def _is_dsack(left1, right1, ack, left2, right2, two):
+    """RFC 2883: the first SACK block reports a duplicate when it lies below the
+    cumulative ACK, or inside the second block."""
+    below = ((ack.astype(np.int64) - right1.astype(np.int64)) % (1 << 32)) < (1 << 31)
+    inside = two & (((left1.astype(np.int64) - left2.astype(np.int64)) % (1 << 32)) < (1 << 31)) \
+        & (((right2.astype(np.int64) - right1.astype(np.int64)) % (1 << 32)) < (1 << 31))
+    return below | inside
+
+
+def _parse_options(data: bytes) -> dict:
+    """TCP options from raw bytes (stops quietly at truncation)."""
+    r = {"ts": None, "mss": None, "ws": None, "sackok": False, "sack": None}
+    i, n = 0, len(data)
+    while i < n:
+        kind = data[i]
+        if kind == 0:
+            break
+        if kind == 1:
+            i += 1
+            continue
+        if i + 1 >= n:
+            break
+        ln = data[i + 1]
+        if ln < 2 or i + ln > n:
+            break
+        body = data[i + 2:i + ln]
+        if kind == 2 and ln == 4:
+            r["mss"] = int.from_bytes(body, "big")
+        elif kind == 3 and ln == 3:
+            r["ws"] = body[0]
+        elif kind == 4 and ln == 2:
+            r["sackok"] = True
+        elif kind == 5 and ln >= 10 and (ln - 2) % 8 == 0:
+            r["sack"] = [(int.from_bytes(body[k:k + 4], "big"), int.from_bytes(body[k + 4:k + 8], "big"))
+                         for k in range(0, ln - 2, 8)]
+        elif kind == 8 and ln == 10:
+            r["ts"] = (int.from_bytes(body[:4], "big"), int.from_bytes(body[4:], "big"))
+        i += ln
+    return r

@@ -1,0 +1,229 @@
+"""Packet captures (pcap, pcapng, gzip-compressed) -> a ``packets`` frame.
+
+``read(path)`` returns one row per captured IPv4/IPv6 packet with the columns of the
+``packets`` kind (see :mod:`airlink.traces.schema`): ``time`` (UTC), ``src``/``dst``
+(categorical address strings), ``proto`` (6 TCP, 17 UDP, ...), ``ip_len_bytes`` (IP
+length as on the wire, from the IP header, so header-only captures keep true sizes),
+``sport``/``dport``, ``flow`` (bidirectional connection number, in order of first
+appearance), ``direction`` (``fwd``: same direction as the connection's first SYN, else
+its first packet), absolute 32-bit ``seq``/``ack``, ``flags``, ``window`` (raw field),
+``payload_bytes``, ``tsval``/``tsecr`` (0 where absent; ``has_ts``), ``sack_blocks``,
+``dsack`` (RFC 2883 duplicate SACK) with ``dsack_left``, SYN options ``mss_bytes``,
+``wscale`` (-1 absent), ``syn_options`` (bit 1 SACK permitted, 2 timestamps, 4 window
+scale), ``interface`` and ``captured_bytes``.
+
+Link types: Ethernet (802.1Q/QinQ), Linux cooked SLL and SLL2, raw IP, BSD loopback.
+Records of other link types are skipped and counted in ``frame.attrs``.
+"""
+from __future__ import annotations
+
+import ipaddress
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ._capture import CaptureError, CaptureReader, file_size, sniff_kind
+from ._decode import LINK_NAMES, decode
+
+NAME = "pcap"
+DIRECTIONS = ["fwd", "rev"]
+
+
+def is_format(path) -> bool:
+    """True for pcap, pcapng and gzip files that hold one (reads a few bytes, never raises)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        kind = sniff_kind(head)
+        if kind == "gzip":
+            import gzip
+            with gzip.open(path, "rb") as g:
+                return sniff_kind(g.read(4)) in ("pcap", "pcapng")
+        return kind in ("pcap", "pcapng")
+    except Exception:
+        return False
+
+
+def why_not(path) -> str:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        return str(exc)
+    return f"magic {head.hex() or '(empty)'} is neither pcap nor pcapng"
+
+
+def _progress_bar(path: Path, enabled):
+    size = file_size(path)
+    if not enabled or size < (64 << 20) or not sys.stderr.isatty():
+        return None, None
+    from tqdm import tqdm
+    bar = tqdm(total=size, unit="B", unit_scale=True, desc=path.name, leave=False)
+    state = {"done": 0}
+
+    def update(done):
+        done = min(done, size)
+        bar.update(done - state["done"])
+        state["done"] = done
+    return bar, update
+
+
+def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
+    """Read a capture into a ``packets`` frame (see the module notes for the columns).
+
+    ``salvage=True`` keeps the packets before a damaged place instead of raising; the
+    problem is in ``frame.attrs["problem"]``. A progress bar shows on files over 64 MB
+    when stderr is a terminal.
+    """
+    path = Path(path)
+    bar, update = _progress_bar(path, progress)
+    reader = CaptureReader(path, salvage=salvage, progress=update)
+    parts = []
+    try:
+        for batch in reader:
+            parts.append(decode(batch))
+            del batch
+    finally:
+        if bar is not None:
+            bar.close()
+    unknown = set().union(*(p.pop("unknown_linktypes") for p in parts)) if parts else set()
+    records = reader.packets
+    if parts:
+        cols = {k: (np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k])
+                for k in parts[0] if k != "keep"}
+    else:
+        cols = None
+    del parts
+    if (cols is None or len(cols["ts_ns"]) == 0) and records and reader.linktypes and \
+            not (set(reader.linktypes) - unknown) and not salvage:
+        lt = ", ".join(str(t) for t in sorted(unknown))
+        raise CaptureError(f"{path}: unknown link type {lt} at byte 20 (packet 1); 0 packets read "
+                           f"(supported: {', '.join(f'{k} {v}' for k, v in sorted(LINK_NAMES.items()))})",
+                           offset=20, packet=1)
+    frame = _frame(cols)
+    frame.attrs.update({"source": str(path), "reader": NAME, "format": reader.format,
+                        "records": int(records), "ip_packets": int(len(frame)),
+                        "linktypes": sorted(int(t) for t in reader.linktypes),
+                        "unknown_linktypes": sorted(unknown)})
+    if reader.problem:
+        frame.attrs["problem"] = reader.problem
+    return frame
+
+
+def _addr_strings(hi, lo, v6) -> list:
+    out = []
+    for h, l, six in zip(hi.tolist(), lo.tolist(), v6.tolist()):
+        if six:
+            out.append(str(ipaddress.IPv6Address((h << 64) | l)))
+        else:
+            out.append(str(ipaddress.IPv4Address(l & 0xFFFFFFFF)))
+    return out
+
+
+def _mix(x):
+    """splitmix64 finaliser (uint64 wrapping arithmetic)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def assign_flows(cols):
+    """Flow numbers (first appearance order) and direction codes (0 fwd, 1 rev)."""
+    n = len(cols["ts_ns"])
+    if n == 0:
+        return np.zeros(0, np.int32), np.zeros(0, np.int8)
+    v6 = cols["version"] == 6
+    ep_a = (cols["src_hi"], cols["src_lo"], cols["sport"].astype(np.uint64))
+    ep_b = (cols["dst_hi"], cols["dst_lo"], cols["dport"].astype(np.uint64))
+    swap = (ep_a[0] > ep_b[0]) | ((ep_a[0] == ep_b[0]) & ((ep_a[1] > ep_b[1]) |
+                                                           ((ep_a[1] == ep_b[1]) & (ep_a[2] > ep_b[2]))))
+    lo = [np.where(swap, b, a) for a, b in zip(ep_a, ep_b)]
+    hi = [np.where(swap, a, b) for a, b in zip(ep_a, ep_b)]
+    proto = cols["proto"].astype(np.uint64)
+    with np.errstate(over="ignore"):
+        h = _mix(lo[0] ^ np.uint64(0x9E3779B97F4A7C15))
+        for part in (lo[1], lo[2] | (proto << np.uint64(16)) | (v6.astype(np.uint64) << np.uint64(24)),
+                     hi[0], hi[1], hi[2]):
+            h = _mix(h ^ part)
+    uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    rep = first[inv]
+    collision = False
+    for arr in lo + hi + [proto]:
+        if not np.array_equal(arr, arr[rep]):
+            collision = True
+            break
+    if collision:                                  # astronomically rare: exact grouping
+        key = np.rec.fromarrays(lo + hi + [proto])
+        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    flow = rank[inv].astype(np.int32)
+    # direction: the first pure SYN of the flow defines fwd, else the first packet
+    nflows = len(order)
+    fwd_swap = np.full(nflows, -1, np.int8)
+    syn = np.flatnonzero((cols["proto"] == 6) & ((cols["flags"] & 0x12) == 0x02))
+    if len(syn):
+        f_syn, idx = np.unique(flow[syn], return_index=True)
+        fwd_swap[f_syn] = swap[syn[idx]]
+    nos = fwd_swap < 0
+    fwd_swap[nos] = swap[first[order]][nos]
+    direction = (swap.astype(np.int8) != fwd_swap[flow]).astype(np.int8)
+    return flow, direction
+
+
+def _frame(cols) -> pd.DataFrame:
+    if cols is None or len(cols["ts_ns"]) == 0:
+        df = pd.DataFrame({
+            "time": pd.Series([], dtype="datetime64[ns, UTC]"),
+            "src": pd.Categorical([]), "dst": pd.Categorical([]),
+            "proto": np.zeros(0, np.uint8), "ip_len_bytes": np.zeros(0, np.uint32),
+            "sport": np.zeros(0, np.uint16), "dport": np.zeros(0, np.uint16),
+            "flow": np.zeros(0, np.int32), "direction": pd.Categorical([], categories=DIRECTIONS),
+            "seq": np.zeros(0, np.uint32), "ack": np.zeros(0, np.uint32), "flags": np.zeros(0, np.uint8),
+            "window": np.zeros(0, np.uint16), "payload_bytes": np.zeros(0, np.uint32),
+            "tsval": np.zeros(0, np.uint32), "tsecr": np.zeros(0, np.uint32),
+            "has_ts": np.zeros(0, bool), "sack_blocks": np.zeros(0, np.uint8),
+            "dsack": np.zeros(0, bool), "dsack_left": np.zeros(0, np.uint32),
+            "mss_bytes": np.zeros(0, np.uint16), "wscale": np.zeros(0, np.int8),
+            "syn_options": np.zeros(0, np.uint8), "interface": np.zeros(0, np.uint8),
+            "captured_bytes": np.zeros(0, np.uint32)})
+        return df
+    ts = cols["ts_ns"]
+    if len(ts) > 1 and (np.diff(ts) < 0).any():     # capture out of time order: sort (stable)
+        order = np.argsort(ts, kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+        ts = cols["ts_ns"]
+    flow, direction = assign_flows(cols)
+    v6 = cols["version"] == 6
+    # address dictionary
+    akey_hi = np.concatenate([cols["src_hi"], cols["dst_hi"]])
+    akey_lo = np.concatenate([cols["src_lo"], cols["dst_lo"]])
+    akey_v6 = np.concatenate([v6, v6])
+    with np.errstate(over="ignore"):
+        ah = _mix(akey_hi ^ _mix(akey_lo) ^ akey_v6.astype(np.uint64))
+    uh, ufirst, uinv = np.unique(ah, return_index=True, return_inverse=True)
+    names = _addr_strings(akey_hi[ufirst], akey_lo[ufirst], akey_v6[ufirst])
+    n = len(ts)
+    code_t = np.int16 if len(uh) < 32000 else np.int32
+    src = pd.Categorical.from_codes(uinv[:n].astype(code_t), categories=pd.Index(names).astype(object)) \
+        if len(set(names)) == len(names) else pd.Categorical(np.asarray(names, object)[uinv[:n]])
+    dst = pd.Categorical.from_codes(uinv[n:].astype(code_t), categories=pd.Index(names).astype(object)) \
+        if len(set(names)) == len(names) else pd.Categorical(np.asarray(names, object)[uinv[n:]])
+    del akey_hi, akey_lo, akey_v6, ah, uinv
+    df = pd.DataFrame({
+        "time": pd.DatetimeIndex(ts.view("datetime64[ns]")).tz_localize("UTC"),
+        "src": src, "dst": dst, "proto": cols["proto"], "ip_len_bytes": cols["ip_len"],
+        "sport": cols["sport"], "dport": cols["dport"], "flow": flow,
+        "direction": pd.Categorical.from_codes(direction, categories=DIRECTIONS),
+        "seq": cols["seq"], "ack": cols["ack"], "flags": cols["flags"], "window": cols["window"],
+        "payload_bytes": cols["payload"], "tsval": cols["tsval"], "tsecr": cols["tsecr"],
+        "has_ts": cols["has_ts"], "sack_blocks": cols["sack_blocks"], "dsack": cols["dsack"],
+        "dsack_left": cols["dsack_left"], "mss_bytes": cols["mss"], "wscale": cols["wscale"],
+        "syn_options": cols["synopt"], "interface": cols["iface"], "captured_bytes": cols["captured"],
+    }, copy=False)
+    return df

@@ -1,0 +1,695 @@
+"""Per-flow TCP analysis from a ``packets`` frame: flows, events and time series.
+
+Everything is computed with whole-array numpy operations over the packets sorted by
+connection; no per-packet Python loop. Sequence and ACK numbers are made relative to
+each direction's initial sequence number (its SYN, else its first packet) and unwrapped
+past 2**32, so transfers of any size work.
+
+Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs it)
+
+* ``snd_max``: highest sequence number + length sent by ``d`` so far **as seen at the
+  capture point**. A data segment starting below the ``snd_max`` before it is a
+  *retransmission* (keep-alives, 0/1-byte segments at ``snd_max - 1``, excluded).
+* ``ack_max``: highest cumulative ACK sent by ``r``. *In flight* = ``snd_max - ack_max``
+  (bytes; packets = bytes / MSS).
+* *Duplicate ACK* (as tshark): a segment of ``r`` without payload nor SYN/FIN/RST whose ACK
+  and non-zero window equal those of the previous segment of ``r``.
+* *Fast retransmit*: a retransmission sent after at least 2 duplicate ACKs since the last
+  advance of ``ack_max``, or inside the recovery episode such a retransmission opened
+  (until ``ack_max`` passes the ``snd_max`` of its start). Every other retransmission is a
+  *timeout* retransmission.
+* *Spurious* retransmission: (a) its data had already been cumulatively ACKed when it was
+  sent (tshark's notion), (b) Eifel (RFC 3522): the first ACK covering it echoes a TSval
+  older than the retransmission's, or (c) DSACK (RFC 2883): ``r`` later reports its first
+  byte as duplicate.
+* RTT samples: (1) sequence/ACK matching with Karn's rule: an ACK that advances
+  ``ack_max`` exactly to the end of a segment sent once gives ``t_ack - t_segment``,
+  unless ``d`` retransmitted anything in between; (2) timestamps (RFC 7323): the first ACK
+  that advances ``ack_max`` and echoes ``TSecr = v`` gives ``t_ack`` minus the time of the
+  first segment with ``TSval = v``.
+* Goodput: bytes newly cumulatively ACKed per second (``ack_max`` advance x 8 / bin);
+  throughput: all payload bytes sent by ``d`` (retransmissions included) x 8 / bin.
+* Receiver window: ``r``'s window field shifted by ``r``'s window scale (when both SYNs
+  offered scaling; never on SYNs). Loss-rate estimate: non-spurious retransmitted bytes /
+  payload bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from airlink.traces.errors import AirlinkError
+from airlink.traces.schema import validate
+from airlink.traces.units import parse_duration
+
+FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
+M32 = 1 << 32
+OFF = 1 << 41             # group offset for grouped running maxima (values < 2 TiB)
+RETX_KINDS = ["fast", "timeout"]
+
+
+def _grouped_cummax(values, groups, valid):
+    """Inclusive running maximum of ``values[valid]`` within contiguous ``groups``; -1 before
+    the first valid value of a group."""
+    x = np.where(valid, values + 1, 0) + groups * OFF
+    acc = np.maximum.accumulate(x)
+    return acc - groups * OFF - 1
+
+
+def _shift_in_group(a, groups, fill):
+    out = np.empty_like(a)
+    if len(a):
+        out[0] = fill
+        out[1:] = a[:-1]
+        out[1:][groups[1:] != groups[:-1]] = fill
+    return out
+
+
+def _unwrap(raw, groups, base):
+    """32-bit values -> int64 relative to ``base[groups]``, unwrapped within contiguous groups."""
+    rel = (raw.astype(np.int64) - base[groups]) % M32
+    if len(rel) == 0:
+        return rel
+    d = np.diff(rel)
+    d = ((d + (1 << 31)) % M32) - (1 << 31)
+    d[groups[1:] != groups[:-1]] = 0
+    out = np.empty_like(rel)
+    out[0] = 0
+    np.cumsum(d, out=out[1:])
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    seg = np.repeat(starts, np.diff(np.r_[starts, len(rel)]))
+    return out - out[seg] + rel[seg]
+
+
+@dataclass
+class TcpAnalysis:
+    """Result of :func:`analyze_tcp`: ``flows`` (kind ``flows``), ``series`` (kind ``tcp``),
+    ``events`` (one row per RTT sample, retransmission, duplicate ACK and zero window)."""
+    flows: pd.DataFrame
+    series: pd.DataFrame
+    events: pd.DataFrame
+    resolution_s: float
+    source: str = ""
+    attrs: dict = field(default_factory=dict)
+
+    def summary(self) -> list:
+        """Per-flow dicts (the ``airlink collect --json`` records)."""
+        out = []
+        for row in self.flows.itertuples(index=False):
+            d = row._asdict()
+            rec = {"flow": int(d["flow"]), "src": str(d["src"]), "dst": str(d["dst"]),
+                   "sport": int(d["sport"]), "dport": int(d["dport"]),
+                   "proto": {6: "tcp", 17: "udp"}.get(int(d["proto"]), int(d["proto"])),
+                   "start": d["start"].isoformat(), "duration_s": float(d["duration_s"]),
+                   "packets": int(d["packets_fwd"] + d["packets_rev"]),
+                   "bytes": int(d["bytes_fwd"] + d["bytes_rev"]),
+                   "packets_fwd": int(d["packets_fwd"]), "packets_rev": int(d["packets_rev"]),
+                   "bytes_fwd": int(d["bytes_fwd"]), "bytes_rev": int(d["bytes_rev"]),
+                   "retransmissions": int(d["retransmissions"]),
+                   "fast_retransmissions": int(d["fast_retransmissions"]),
+                   "timeout_retransmissions": int(d["timeout_retransmissions"]),
+                   "spurious_retransmissions": int(d["spurious_retransmissions"]),
+                   "dupacks": int(d["dupacks"]), "zero_windows": int(d["zero_windows"]),
+                   "rtt_ms_median": _f(d["rtt_ms_median"]), "rtt_ms_min": _f(d["rtt_ms_min"]),
+                   "rtt_samples": int(d["rtt_samples"]),
+                   "goodput_bps": _f(d["goodput_bps"]), "loss_rate": _f(d["loss_rate"]),
+                   "mss_bytes": _f(d["mss_bytes"]), "wscale_fwd": int(d["wscale_fwd"]),
+                   "wscale_rev": int(d["wscale_rev"]), "sack_permitted": bool(d["sack_permitted"]),
+                   "timestamps": bool(d["timestamps"])}
+            out.append(rec)
+        return out
+
+
+def _f(x):
+    x = float(x)
+    return None if x != x else x
+
+
+def _resolution_s(resolution) -> float:
+    try:
+        r = float(parse_duration(resolution))
+    except AirlinkError:
+        raise AirlinkError(f"resolution {resolution!r}: expected a duration such as 100ms or 1s") from None
+    if r <= 0:
+        raise AirlinkError(f"resolution must be positive, got {resolution!r}")
+    return r
+
+
+def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False) -> TcpAnalysis:
+    """Flows, TCP events and per-direction time series at ``resolution`` (e.g. ``"100ms"``).
+
+    ``packets_or_path`` is a ``packets`` frame (from :func:`read_pcap`) or a capture path.
+    See the module notes for every definition; numbers that depend on where the capture
+    was taken (in flight, RTT, which losses are visible) are described in docs/collectors.md.
+    """
+    res_s = _resolution_s(resolution)
+    if isinstance(packets_or_path, (str, Path)):
+        from .pcap import read as read_pcap
+        packets = read_pcap(packets_or_path, salvage=salvage)
+    else:
+        packets = packets_or_path
+    validate(packets, "packets", name="packets")
+    source = packets.attrs.get("source", "") if hasattr(packets, "attrs") else ""
+    return _analyze(packets, res_s, source)
+
+
+def _col(df, name, dtype=None, default=0):
+    if name in df.columns:
+        a = df[name].to_numpy()
+        return a.astype(dtype, copy=False) if dtype is not None else a
+    return np.full(len(df), default, dtype or np.int64)
+
+
+def time_ns(frame) -> np.ndarray:
+    """The ``time`` column (or index) of a frame as int64 ns since the epoch."""
+    t = frame["time"] if "time" in frame.columns else frame.index
+    return np.asarray(pd.DatetimeIndex(t).asi8, dtype=np.int64)
+
+
+def _direction_codes(packets) -> np.ndarray:
+    """0 for fwd, 1 for rev, from a categorical, string or integer ``direction`` column."""
+    if "direction" not in packets.columns:
+        return np.zeros(len(packets), np.int64)
+    col = packets["direction"]
+    if isinstance(col.dtype, pd.CategoricalDtype) or col.dtype == object:
+        return (col.astype(str).to_numpy() == "rev").astype(np.int64) \
+            if not (isinstance(col.dtype, pd.CategoricalDtype) and list(col.cat.categories) == ["fwd", "rev"]) \
+            else col.cat.codes.to_numpy().astype(np.int64)
+    return col.to_numpy().astype(np.int64)
+
+
+def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
+    res_ns = int(round(res_s * 1e9))
+    t_all = time_ns(packets)
+    flow_all = _col(packets, "flow", np.int64, 0)
+    dir_all = _direction_codes(packets)
+    ip_len = _col(packets, "ip_len_bytes", np.int64)
+    proto = _col(packets, "proto", np.int64)
+    flows = _flows_table(packets, t_all, flow_all, dir_all, ip_len)
+    nflow = len(flows)
+
+    tcp = np.flatnonzero(proto == 6)
+    order = tcp[np.argsort(flow_all[tcp], kind="stable")]        # flow-major, time order inside
+    fl = flow_all[order]
+    dr = dir_all[order]
+    t = t_all[order]
+    gd = fl * 2 + dr                                             # data direction group
+    seq = _col(packets, "seq", np.int64)[order]
+    ackraw = _col(packets, "ack", np.int64)[order]
+    flags = _col(packets, "flags", np.int64)[order]
+    pay = _col(packets, "payload_bytes", np.int64)[order]
+    win = _col(packets, "window", np.int64)[order]
+    tsval = _col(packets, "tsval", np.int64)[order]
+    tsecr = _col(packets, "tsecr", np.int64)[order]
+    has_ts = _col(packets, "has_ts", bool, False)[order] if "has_ts" in packets else (tsval != 0)
+    dsack = _col(packets, "dsack", bool, False)[order]
+    dsack_left = _col(packets, "dsack_left", np.int64)[order]
+    wscale = _col(packets, "wscale", np.int64, -1)[order]
+    mss_opt = _col(packets, "mss_bytes", np.int64)[order]
+    n = len(order)
+    ngd = 2 * nflow
+
+    is_syn = (flags & SYN) != 0
+    has_ack = (flags & ACK) != 0
+    # ISN per data direction: first SYN's seq, else first packet's seq
+    base = np.zeros(ngd, np.int64)
+    by_gd = np.argsort(gd, kind="stable")
+    g_sorted = gd[by_gd]
+    first_in_g = np.r_[True, g_sorted[1:] != g_sorted[:-1]] if n else np.zeros(0, bool)
+    base[g_sorted[first_in_g]] = seq[by_gd][first_in_g]
+    syn_idx = np.flatnonzero(is_syn)
+    if len(syn_idx):
+        gs, fi = np.unique(gd[syn_idx], return_index=True)
+        base[gs] = seq[syn_idx[fi]]
+    # relative, unwrapped sequence numbers (in gd-major order, mapped back)
+    rel = np.empty(n, np.int64)
+    rel[by_gd] = _unwrap(seq[by_gd], g_sorted, base)
+    end = rel + pay + is_syn + ((flags & FIN) != 0)
+    # relative ACKs: in the seq space of the other direction
+    other = gd ^ 1
+    ackv = np.where(has_ack, ackraw, (base[other]))
+    # unwrap within the sending group: sort by gd already (by_gd)
+    rela = np.empty(n, np.int64)
+    rela_g = (ackv[by_gd] - base[other[by_gd]]) % M32
+    if n:
+        dd = np.diff(rela_g)
+        dd = ((dd + (1 << 31)) % M32) - (1 << 31)
+        dd[g_sorted[1:] != g_sorted[:-1]] = 0
+        cs = np.r_[0, np.cumsum(dd)]
+        starts = np.flatnonzero(first_in_g)
+        seg = np.repeat(starts, np.diff(np.r_[starts, n]))
+        rela[by_gd] = cs - cs[seg] + rela_g[seg]
+    rela = np.where(has_ack, rela, -1)
+
+    # ---- running state in flow-time order, per direction
+    fl_groups = fl
+    snd_max = {}
+    snd_max_before = {}
+    ack_max = {}
+    for d in (0, 1):
+        m = (dr == d)
+        snd_max[d] = _grouped_cummax(end, fl_groups, m)
+        sb = _grouped_cummax(end, fl_groups, m)
+        snd_max_before[d] = _shift_in_group(sb, fl_groups, -1)
+        ack_max[d] = _grouped_cummax(rela, fl_groups, m & has_ack)   # ACKs sent by d (acking d^1)
+    # per-row views: for data direction of the row's own packets
+    smb_own = np.where(dr == 0, snd_max_before[0], snd_max_before[1])
+    # ACK state of the reverse direction at this packet (acks of this packet's data)
+    ack_rev_before = np.where(dr == 0, _shift_in_group(ack_max[1], fl_groups, -1),
+                              _shift_in_group(ack_max[0], fl_groups, -1))
+    data = pay > 0
+    keepalive = (pay <= 1) & (rel == smb_own - 1)
+    retx = data & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+
+    # ---- duplicate ACKs and zero windows (sent by this row's direction)
+    pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
+    by_gd_prev = np.empty(n, np.int64)      # index of previous packet in same gd (flow order)
+    prev_ack = np.full(n, -2, np.int64)
+    prev_win = np.full(n, -2, np.int64)
+    if n:
+        gorder = np.lexsort((np.arange(n), gd))                 # gd-major, flow-order inside
+        gg = gd[gorder]
+        samep = np.r_[False, gg[1:] == gg[:-1]]
+        pa = np.r_[-2, rela[gorder][:-1]]
+        pw = np.r_[-2, win[gorder][:-1]]
+        prev_ack[gorder] = np.where(samep, pa, -2)
+        prev_win[gorder] = np.where(samep, pw, -2)
+    dupack = pure & (win > 0) & (rela == prev_ack) & (win == prev_win)
+    zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
+
+    # dupacks since the last advance of the cumulative ACK, per acking direction
+    dup_since = {}
+    for a in (0, 1):
+        m = dr == a
+        newack = m & has_ack & (rela > _shift_in_group(ack_max[a], fl_groups, -1))
+        c = np.cumsum(dupack & m)
+        # value of the dupack counter at the last reset (new ack or flow start)
+        reset_pos = np.where(newack | np.r_[True, fl_groups[1:] != fl_groups[:-1]], np.arange(n), 0)
+        last_reset = np.maximum.accumulate(reset_pos) if n else reset_pos
+        dup_since[a] = c - c[last_reset] + (dupack & m)[last_reset] * 0
+    # for a data packet of d, duplicate ACKs come from r = d^1
+    dup_at = np.where(dr == 0, dup_since[1], dup_since[0])
+    ackmax_r_at = np.where(dr == 0, ack_max[1], ack_max[0])       # inclusive at this row
+    fast = retx & (dup_at >= 2)
+    # recovery episodes opened by a fast retransmission
+    for _ in range(2):
+        for d in (0, 1):
+            m = retx & (dr == d)
+            fpos = np.where(fast & (dr == d), np.arange(n), -1)
+            lastf = np.maximum.accumulate(fpos) if n else fpos
+            valid = (lastf >= 0)
+            lf = np.where(valid, lastf, 0)
+            same_flow = valid & (fl_groups[lf] == fl_groups)
+            recover = np.where(same_flow, smb_own[lf], -1)
+            fast |= m & same_flow & (ackmax_r_at < recover)
+    timeout = retx & ~fast
+
+    # ---- spurious retransmissions
+    spur_acked = retx & (end <= ack_rev_before)
+    spur_eifel = np.zeros(n, bool)
+    spur_dsack = np.zeros(n, bool)
+    ri = np.flatnonzero(retx & ~spur_acked & has_ts)
+    if len(ri):
+        for d in (0, 1):
+            rr = ri[dr[ri] == d]
+            if not len(rr):
+                continue
+            am = ack_max[1 - d]                                   # monotone within flow
+            key = fl_groups * OFF + am + 1
+            q = np.searchsorted(key, fl_groups[rr] * OFF + end[rr] + 1, side="left")
+            ok = (q < n)
+            q = np.minimum(q, n - 1)
+            ok &= (fl_groups[q] == fl_groups[rr]) & (q > rr) & has_ts[q]
+            older = ((tsval[rr] - tsecr[q]) % M32 > 0) & ((tsval[rr] - tsecr[q]) % M32 < (1 << 31))
+            spur_eifel[rr[ok & older]] = True
+    di = np.flatnonzero(dsack)
+    rtx_idx = np.flatnonzero(retx)
+    if len(di) and len(rtx_idx):
+        rkey = gd[rtx_idx] * OFF + rel[rtx_idx]
+        srt = np.argsort(rkey, kind="stable")
+        rkey_s = rkey[srt]
+        # DSACK from direction a reports data of direction a^1
+        dgd = gd[di] ^ 1
+        dl = (dsack_left[di] - base[dgd]) % M32
+        # bring into the unwrapped range of the data direction: nearest to ack_max
+        near = np.maximum(rela[di], 0)
+        dl = near + (((dl - near) + (1 << 31)) % M32) - (1 << 31)
+        k = dgd * OFF + dl
+        hi = np.searchsorted(rkey_s, k, side="right") - 1
+        okd = (hi >= 0)
+        hi = np.maximum(hi, 0)
+        okd &= rkey_s[hi] == k
+        cand = rtx_idx[srt[hi]]
+        okd &= cand < di
+        spur_dsack[cand[okd]] = True
+    spurious = retx & (spur_acked | spur_eifel | spur_dsack)
+
+    # ---- RTT samples
+    rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = [], [], [], [], []
+    orig = data & ~retx
+    # Karn: originals whose first byte was later retransmitted
+    okey = gd * OFF + rel
+    retx_keys = np.sort(okey[retx])
+    karn = np.zeros(n, bool)
+    if len(retx_keys):
+        pos = np.searchsorted(retx_keys, okey[orig])
+        pos = np.minimum(pos, len(retx_keys) - 1)
+        karn[np.flatnonzero(orig)] = retx_keys[pos] == okey[orig]
+    # number of retransmissions of each data direction so far (flow order)
+    retx_count = {d: np.cumsum(retx & (dr == d)) for d in (0, 1)}
+    oi = np.flatnonzero(orig)
+    if len(oi):
+        ekey = gd[oi] * OFF + end[oi]
+        srt = np.argsort(ekey, kind="stable")
+        ekey_s, oi_s = ekey[srt], oi[srt]
+        for a in (0, 1):
+            m = (dr == a) & has_ack
+            newack = m & (rela > _shift_in_group(ack_max[a], fl_groups, -1)) & (rela > 0)
+            ai = np.flatnonzero(newack)
+            if not len(ai):
+                continue
+            k = (gd[ai] ^ 1) * OFF + rela[ai]
+            p = np.searchsorted(ekey_s, k)
+            p = np.minimum(p, len(ekey_s) - 1)
+            hit = ekey_s[p] == k
+            seg = oi_s[p]
+            hit &= (seg < ai) & ~karn[seg]
+            rc = retx_count[1 - a]
+            hit &= rc[ai] == rc[seg]
+            ai, seg = ai[hit], seg[hit]
+            rtt_t.append(t[ai])
+            rtt_pk.append(order[ai])
+            rtt_ms.append((t[ai] - t[seg]) / 1e6)
+            rtt_gd.append(gd[seg])
+            rtt_method.append(np.zeros(len(ai), np.int8))
+    # timestamp echo
+    tsi = np.flatnonzero(data & has_ts)
+    if len(tsi):
+        tkey = gd[tsi] * M32 + tsval[tsi]
+        uk, first = np.unique(tkey, return_index=True)
+        first_idx = tsi[first]
+        for a in (0, 1):
+            m = (dr == a) & has_ack & has_ts
+            newack = m & (rela > _shift_in_group(ack_max[a], fl_groups, -1)) & (rela > 0)
+            ai = np.flatnonzero(newack)
+            if not len(ai):
+                continue
+            k = (gd[ai] ^ 1) * M32 + tsecr[ai]
+            # first ACK echoing each value only
+            _, fa = np.unique(k, return_index=True)
+            ai, k = ai[fa], k[fa]
+            p = np.minimum(np.searchsorted(uk, k), len(uk) - 1)
+            hit = uk[p] == k
+            seg = first_idx[p]
+            hit &= seg < ai
+            ai, seg = ai[hit], seg[hit]
+            rtt_t.append(t[ai])
+            rtt_pk.append(order[ai])
+            rtt_ms.append((t[ai] - t[seg]) / 1e6)
+            rtt_gd.append(gd[seg])
+            rtt_method.append(np.ones(len(ai), np.int8))
+    if rtt_t:
+        rtt_t = np.concatenate(rtt_t)
+        rtt_ms = np.concatenate(rtt_ms)
+        rtt_gd = np.concatenate(rtt_gd)
+        rtt_method = np.concatenate(rtt_method)
+        rtt_pk = np.concatenate(rtt_pk)
+    else:
+        rtt_pk = np.zeros(0, np.int64)
+        rtt_t = np.zeros(0, np.int64)
+        rtt_ms = np.zeros(0)
+        rtt_gd = np.zeros(0, np.int64)
+        rtt_method = np.zeros(0, np.int8)
+
+    # ---- window scaling (from SYNs: applied only when both sides offered it)
+    ws = np.full(ngd, -1, np.int64)
+    si = np.flatnonzero(is_syn & (wscale >= 0))
+    if len(si):
+        ws[gd[si]] = wscale[si]
+    both = (ws.reshape(-1, 2) >= 0).all(axis=1) if ngd else np.zeros(0, bool)
+    shift = np.where(np.repeat(both, 2), np.maximum(ws, 0), 0)
+    rwnd = np.where(is_syn, win, win << shift[gd])
+    mss = np.zeros(ngd, np.int64)
+    mi = np.flatnonzero(is_syn & (mss_opt > 0))
+    if len(mi):
+        mss[gd[mi]] = mss_opt[mi]
+    # effective MSS per data direction: the peer's announced MSS, else the largest payload
+    maxpay = np.zeros(ngd, np.int64)
+    np.maximum.at(maxpay, gd, pay)
+    eff_mss = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
+    eff_mss = np.where(eff_mss > 0, eff_mss, 1460)
+
+    # in flight of the row's data direction... evaluate for both directions at every packet
+    infl = {}
+    for d in (0, 1):
+        sm = snd_max[d]
+        am = ack_max[1 - d]
+        infl[d] = np.where(sm >= 0, np.maximum(sm - np.maximum(am, 0), 0), 0)
+
+    # ---- events frame
+    ev_parts = []
+    tz = "UTC"
+
+    def evframe(idx, kind, **cols):
+        return pd.DataFrame({"time": t[idx], "flow": fl[idx], "direction": dr[idx], "event": kind,
+                             "seq": rel[idx], **cols})
+    ri = np.flatnonzero(retx)
+    if len(ri):
+        ev_parts.append(pd.DataFrame({
+            "time": t[ri], "packet": order[ri], "flow": fl[ri], "direction": dr[ri],
+            "event": "retransmission",
+            "kind": np.where(fast[ri], "fast", "timeout"), "seq": rel[ri], "payload_bytes": pay[ri],
+            "spurious": spurious[ri],
+            "spurious_reason": np.select([spur_acked[ri], spur_eifel[ri], spur_dsack[ri]],
+                                         ["already_acked", "eifel", "dsack"], ""),
+            "rtt_ms": np.nan}))
+    if len(rtt_t):
+        rf = rtt_gd // 2
+        ev_parts.append(pd.DataFrame({
+            "time": rtt_t, "packet": rtt_pk, "flow": rf, "direction": rtt_gd % 2, "event": "rtt",
+            "kind": np.where(rtt_method == 0, "seq_ack", "timestamp"), "seq": -1,
+            "payload_bytes": 0, "spurious": False, "spurious_reason": "", "rtt_ms": rtt_ms}))
+    for mask, kind in ((dupack, "dupack"), (zero_win, "zero_window")):
+        ii = np.flatnonzero(mask)
+        if len(ii):   # reported on the data direction they concern (the reverse of the sender)
+            ev_parts.append(pd.DataFrame({
+                "time": t[ii], "packet": order[ii], "flow": fl[ii], "direction": dr[ii] ^ 1,
+                "event": kind, "kind": "",
+                "seq": rela[ii], "payload_bytes": 0, "spurious": False, "spurious_reason": "",
+                "rtt_ms": np.nan}))
+    if ev_parts:
+        events = pd.concat(ev_parts, ignore_index=True)
+        events = events.sort_values(["time", "flow"], kind="stable", ignore_index=True)
+    else:
+        events = pd.DataFrame({"time": np.zeros(0, np.int64), "packet": np.zeros(0, np.int64),
+                               "flow": np.zeros(0, np.int64),
+                               "direction": np.zeros(0, np.int64), "event": [], "kind": [],
+                               "seq": np.zeros(0, np.int64), "payload_bytes": np.zeros(0, np.int64),
+                               "spurious": np.zeros(0, bool), "spurious_reason": [],
+                               "rtt_ms": np.zeros(0)})
+    events["time"] = pd.to_datetime(events["time"].to_numpy(np.int64), unit="ns", utc=True)
+    events["direction"] = pd.Categorical.from_codes(events["direction"].to_numpy(np.int8),
+                                                    categories=["fwd", "rev"])
+    events["event"] = events["event"].astype("category")
+    events.attrs["source"] = source
+
+    # ---- per-flow totals
+    def per_flow(mask, weights=None):
+        return np.bincount(fl[mask], weights=None if weights is None else weights[mask],
+                           minlength=nflow)[:nflow] if nflow else np.zeros(0)
+    flows["retransmissions"] = per_flow(retx).astype(np.int64)
+    flows["fast_retransmissions"] = per_flow(retx & fast).astype(np.int64)
+    flows["timeout_retransmissions"] = per_flow(timeout).astype(np.int64)
+    flows["spurious_retransmissions"] = per_flow(spurious).astype(np.int64)
+    flows["dupacks"] = per_flow(dupack).astype(np.int64)
+    flows["zero_windows"] = per_flow(zero_win).astype(np.int64)
+    seqm = rtt_method == 0
+    rtt_flow = rtt_gd // 2
+    med = np.full(nflow, np.nan)
+    mn = np.full(nflow, np.nan)
+    cnt = np.zeros(nflow, np.int64)
+    if len(rtt_ms):
+        # prefer sequence/ACK samples; flows without any use timestamp samples
+        s = pd.DataFrame({"f": rtt_flow, "v": rtt_ms, "m": rtt_method})
+        best = s.groupby("f")["m"].transform("min")
+        s = s[s["m"] == best]
+        g = s.groupby("f")["v"]
+        med[g.median().index.to_numpy()] = g.median().to_numpy()
+        mn[g.min().index.to_numpy()] = g.min().to_numpy()
+        cnt[g.size().index.to_numpy()] = g.size().to_numpy()
+    flows["rtt_ms_median"] = med
+    flows["rtt_ms_min"] = mn
+    flows["rtt_samples"] = cnt
+    retx_bytes = per_flow(retx & ~spurious, pay)
+    all_bytes = per_flow(data, pay)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        flows["loss_rate"] = np.where(all_bytes > 0, retx_bytes / np.maximum(all_bytes, 1), np.nan)
+    # goodput over the flow's life: acked bytes in both directions / duration
+    acked = np.zeros(nflow)
+    for a in (0, 1):
+        am = ack_max[a]
+        last = np.flatnonzero(np.r_[fl[1:] != fl[:-1], True]) if n else np.zeros(0, np.int64)
+        acked[fl[last]] += np.maximum(am[last], 0) - (am[last] > 0)
+    dur = flows["duration_s"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        flows["goodput_bps"] = np.where(dur > 0, acked * 8 / dur, np.nan)
+    flows["mss_bytes"] = np.where(mss.reshape(-1, 2).max(axis=1) > 0,
+                                  np.where(mss.reshape(-1, 2)[:, 0] > 0, mss.reshape(-1, 2)[:, 0],
+                                           mss.reshape(-1, 2)[:, 1]), np.nan) if nflow else []
+    flows["wscale_fwd"] = ws.reshape(-1, 2)[:, 0] if nflow else []
+    flows["wscale_rev"] = ws.reshape(-1, 2)[:, 1] if nflow else []
+    so = _col(packets, "syn_options", np.int64)[order]
+    sp = np.zeros(ngd, bool)
+    tsok = np.zeros(ngd, bool)
+    si = np.flatnonzero(is_syn)
+    np.logical_or.at(sp, gd[si], (so[si] & 1) != 0)
+    np.logical_or.at(tsok, gd[si], ((so[si] & 2) != 0) | has_ts[si])
+    flows["sack_permitted"] = sp.reshape(-1, 2).all(axis=1) if nflow else []
+    flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1) if nflow else []
+    tcpflow = flows["proto"].to_numpy() == 6
+    for c in ("retransmissions", "fast_retransmissions", "timeout_retransmissions",
+              "spurious_retransmissions", "dupacks", "zero_windows", "rtt_samples"):
+        flows.loc[~tcpflow, c] = 0
+
+    # ---- regular series per (flow, direction)
+    series = _series(fl, dr, t, pay, ip_len[order], retx, fast, timeout, spurious, dupack, zero_win,
+                     rela, ack_max, infl, rwnd, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method,
+                     nflow, res_ns, flows)
+    series.attrs.update({"source": source, "resolution_s": res_s})
+    flows.attrs["source"] = source
+    validate(flows, "flows", name="flows")
+    validate(series, "tcp", name="tcp series")
+    return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
+                       attrs={"packets": int(len(packets)), "tcp_packets": int(n)})
+
+
+def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:
+    n = len(flow_all)
+    nflow = int(flow_all.max()) + 1 if n else 0
+    first = np.full(nflow, n, np.int64)
+    np.minimum.at(first, flow_all, np.arange(n))
+    start = np.full(nflow, np.iinfo(np.int64).max)
+    endt = np.full(nflow, np.iinfo(np.int64).min)
+    np.minimum.at(start, flow_all, t_all)
+    np.maximum.at(endt, flow_all, t_all)
+    pk = [np.bincount(flow_all[dir_all == d], minlength=nflow) for d in (0, 1)]
+    by = [np.bincount(flow_all[dir_all == d], weights=ip_len[dir_all == d], minlength=nflow)
+          for d in (0, 1)]
+    # endpoints: from a packet in the fwd direction if any, else swap the first packet's
+    fwd_first = np.full(nflow, n, np.int64)
+    fi = np.flatnonzero(dir_all == 0)
+    np.minimum.at(fwd_first, flow_all[fi], fi)
+    has_fwd = fwd_first < n
+    idx = np.where(has_fwd, fwd_first, first)
+    src = packets["src"].to_numpy()[idx].astype(str) if nflow else np.zeros(0, str)
+    dst = packets["dst"].to_numpy()[idx].astype(str) if nflow else np.zeros(0, str)
+    sport = _col(packets, "sport", np.int64)[idx]
+    dport = _col(packets, "dport", np.int64)[idx]
+    src, dst = np.where(has_fwd, src, dst), np.where(has_fwd, dst, src)
+    sport, dport = np.where(has_fwd, sport, dport), np.where(has_fwd, dport, sport)
+    flows = pd.DataFrame({
+        "flow": np.arange(nflow, dtype=np.int64), "src": src, "dst": dst, "sport": sport,
+        "dport": dport, "proto": _col(packets, "proto", np.int64)[first] if nflow else [],
+        "start": pd.to_datetime(start, unit="ns", utc=True),
+        "end": pd.to_datetime(endt, unit="ns", utc=True),
+        "duration_s": (endt - start) / 1e9,
+        "packets_fwd": pk[0].astype(np.int64), "packets_rev": pk[1].astype(np.int64),
+        "bytes_fwd": by[0].astype(np.int64), "bytes_rev": by[1].astype(np.int64)})
+    return flows
+
+
+def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_win, rela, ack_max,
+            infl, rwnd, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow, res_ns, flows):
+    """Regular time series at ``res_ns`` bins, one row per (flow, direction, bin) over each
+    flow's life (bins are aligned to the Unix epoch)."""
+    if nflow == 0 or len(t) == 0:
+        return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns, UTC]"), "flow": [],
+                             "direction": pd.Categorical([], categories=["fwd", "rev"])})
+    tcpflows = np.unique(fl)
+    start_bin = np.full(nflow, np.iinfo(np.int64).max)
+    end_bin = np.full(nflow, -1)
+    b = t // res_ns
+    np.minimum.at(start_bin, fl, b)
+    np.maximum.at(end_bin, fl, b)
+    nb = np.where(end_bin >= 0, end_bin - start_bin + 1, 0)
+    # row index of (flow, direction, bin): offset[flow] + direction * nb[flow] + (bin - start)
+    size = 2 * nb
+    offset = np.r_[0, np.cumsum(size)[:-1]]
+    total = int(size.sum())
+
+    def row_of(f, d, bb):
+        return offset[f] + d * nb[f] + (bb - start_bin[f])
+
+    def acc(rows, w=None):
+        return np.bincount(rows, weights=w, minlength=total)[:total]
+    # rows of the data direction of each packet
+    r_own = row_of(fl, dr, b)
+    r_other = row_of(fl, dr ^ 1, b)        # for ACK-side quantities (about the reverse data)
+    out = {}
+    out["packets"] = acc(r_own).astype(np.int64)
+    out["bytes"] = acc(r_own, iplen.astype(np.float64)).astype(np.int64)
+    out["throughput_bps"] = acc(r_own, pay.astype(np.float64)) * 8e9 / res_ns
+    # goodput: advance of the cumulative ACK sent by the other direction
+    adv = np.zeros(len(t))
+    for a in (0, 1):
+        m = dr == a
+        am = ack_max[a]
+        prev = _shift_in_group(am, fl, -1)
+        inc = np.where(m & (prev >= 0) & (am > prev), am - np.maximum(prev, 0), 0)
+        adv += inc
+    out["goodput_bps"] = acc(r_other, adv) * 8e9 / res_ns
+    out["retransmissions"] = acc(r_own, retx.astype(np.float64)).astype(np.int64)
+    out["fast_retransmissions"] = acc(r_own, (retx & fast).astype(np.float64)).astype(np.int64)
+    out["timeout_retransmissions"] = acc(r_own, timeout.astype(np.float64)).astype(np.int64)
+    out["spurious_retransmissions"] = acc(r_own, spurious.astype(np.float64)).astype(np.int64)
+    out["dupacks"] = acc(r_other, dupack.astype(np.float64)).astype(np.int64)
+    out["zero_windows"] = acc(r_other, zero_win.astype(np.float64)).astype(np.int64)
+    retx_b = acc(r_own, np.where(retx & ~spurious, pay, 0).astype(np.float64))
+    pay_b = acc(r_own, pay.astype(np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["loss_rate"] = np.where(pay_b > 0, retx_b / np.maximum(pay_b, 1), np.nan)
+        # receiver window advertised by the other side for this direction's data: mean in bin
+        has_ack = rela >= 0
+        rw_sum = acc(r_other[has_ack], rwnd[has_ack].astype(np.float64))
+        rw_n = acc(r_other[has_ack])
+        out["rwnd_bytes"] = np.where(rw_n > 0, rw_sum / np.maximum(rw_n, 1), np.nan)
+        # in flight: mean over the flow's packets in the bin, per data direction
+        inf_rows = np.concatenate([row_of(fl, np.zeros_like(dr), b), row_of(fl, np.ones_like(dr), b)])
+        inf_val = np.concatenate([infl[0], infl[1]]).astype(np.float64)
+        s = acc(inf_rows, inf_val)
+        c = acc(inf_rows)
+        inflight = np.where(c > 0, s / np.maximum(c, 1), np.nan)
+        out["inflight_bytes"] = inflight
+    rows_fdir = np.repeat(np.arange(2 * nflow), np.repeat(nb, 2))
+    f_of_row = rows_fdir // 2
+    d_of_row = rows_fdir % 2
+    mss_row = eff_mss[2 * f_of_row + d_of_row]
+    out["inflight_packets"] = out["inflight_bytes"] / mss_row
+    # RTT: median of samples in the bin (sequence/ACK samples; timestamp ones where a flow has none)
+    rtt = np.full(total, np.nan)
+    if len(rtt_ms):
+        rf, rd = rtt_gd // 2, rtt_gd % 2
+        pref = np.ones(2 * nflow, np.int8)
+        np.minimum.at(pref, rtt_gd, rtt_method)
+        keep = rtt_method == pref[rtt_gd]
+        rb = rtt_t[keep] // res_ns
+        rows = row_of(rf[keep], rd[keep], np.clip(rb, start_bin[rf[keep]], end_bin[rf[keep]]))
+        s = pd.Series(rtt_ms[keep]).groupby(rows).median()
+        rtt[s.index.to_numpy()] = s.to_numpy()
+    out["rtt_ms"] = rtt
+    within = np.arange(total) - offset[f_of_row] - d_of_row * nb[f_of_row]
+    time_ns = (start_bin[f_of_row] + within) * res_ns
+    frame = pd.DataFrame({"time": pd.to_datetime(time_ns, unit="ns", utc=True), "flow": f_of_row,
+                          "direction": pd.Categorical.from_codes(d_of_row.astype(np.int8),
+                                                                 categories=["fwd", "rev"])})
+    cols = ["throughput_bps", "goodput_bps", "rtt_ms", "inflight_bytes", "inflight_packets",
+            "retransmissions", "fast_retransmissions", "timeout_retransmissions",
+            "spurious_retransmissions", "dupacks", "rwnd_bytes", "zero_windows", "loss_rate",
+            "packets", "bytes"]
+    for c in cols:
+        frame[c] = out[c]
+    frame = frame.sort_values(["time", "flow", "direction"], kind="stable", ignore_index=True)
+    return frame
