@@ -10,9 +10,9 @@ from __future__ import annotations
 VALUE_OPTIONS = {
     "link": {"--uplink", "--user", "--downlink-queue", "--uplink-queue", "--downlink-queue-args",
              "--uplink-queue-args", "--downlink-log", "--uplink-log", "--tti-log",
-             "--opportunity-bytes", "--downlink-tti-log", "--uplink-tti-log"},
-    "delay": {"--trace", "--uplink", "--downlink"},
-    "loss": {"--gilbert", "--seed"},
+             "--opportunity-bytes", "--downlink-tti-log", "--uplink-tti-log", "--stats"},
+    "delay": {"--trace", "--uplink", "--downlink", "--stats"},
+    "loss": {"--gilbert", "--seed", "--stats"},
     "cell": {"--scheduler", "--preset", "--users", "--log", "--seed", "--tti", "--config",
              "--user-trace", "--queue", "--queue-args", "--set"},
 }

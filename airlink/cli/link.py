@@ -1,0 +1,51 @@
+"""``airlink link DOWN_TRACE [--uplink UP_TRACE] ... -- CMD``: a trace-driven link shell."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from airlink.cli._common import add_parser
+
+QUEUES = ["infinite", "droptail", "drophead", "codel", "pie"]
+
+
+def register(sub):
+    p = add_parser(
+        sub, "link", "run a command behind a link whose capacity follows a trace",
+        "Run CMD (default: your shell) in a new network namespace behind a link that serves "
+        "each direction by a capacity trace: a Mahimahi trace (1500-byte opportunities per ms) "
+        "or an airlink Parquet trace (bytes per TTI, TTIs of 0.125 to 10 ms). Service is "
+        "byte-granular: packets may be split across TTIs and several share one; capacity left "
+        "unused in a TTI is lost. The trace loops unless --once. Without --uplink the uplink is "
+        "unconstrained. Inside, $AIRLINK_BASE is the address of this side. Needs root; under "
+        "sudo CMD runs as you. The exit status is CMD's.",
+        "sudo airlink link TMobile-LTE-short.down --uplink TMobile-LTE-short.up \\\n"
+        "     --downlink-queue droptail --downlink-queue-args packets=200 \\\n"
+        "     --downlink-log down.log -- sh -c 'iperf3 -c $AIRLINK_BASE -R -t 30'")
+    p.add_argument("downlink", type=Path, metavar="DOWN_TRACE", help="downlink capacity trace")
+    p.add_argument("--uplink", type=Path, metavar="UP_TRACE", help="uplink capacity trace")
+    p.add_argument("--user", help="user column of a multi-user Parquet trace (default the first)")
+    p.add_argument("--once", action="store_true", help="do not loop the trace; stop CMD at its end")
+    for d in ("downlink", "uplink"):
+        p.add_argument(f"--{d}-queue", choices=QUEUES, default="infinite", help=f"{d} queue (infinite)")
+        p.add_argument(f"--{d}-queue-args", metavar="ARGS",
+                       help="e.g. packets=100,bytes=150000 (droptail/drophead), "
+                            "target=5ms,interval=100ms (codel), qdelay_ref=15ms,max_burst=150ms (pie)")
+        p.add_argument(f"--{d}-log", type=Path, metavar="FILE", help=f"mm-link format log of the {d}")
+        p.add_argument(f"--{d}-tti-log", type=Path, metavar="FILE",
+                       help=f"per-TTI Parquet log of the {d} (capacity, served, backlog, drops)")
+    p.add_argument("--opportunity-bytes", type=int, default=1500,
+                   help="bytes per line of a Mahimahi trace (1500)")
+    p.add_argument("--stats", type=Path, metavar="FILE",
+                   help="write a JSON summary (per-direction counters, kernel drops) at exit")
+    p.set_defaults(func=run, cmd=[])
+
+
+def run(args) -> int:
+    from airlink.replay import LinkShell
+    shell = LinkShell(args.downlink, uplink=args.uplink, user=args.user, once=args.once,
+                      downlink_queue=args.downlink_queue, downlink_queue_args=args.downlink_queue_args,
+                      uplink_queue=args.uplink_queue, uplink_queue_args=args.uplink_queue_args,
+                      downlink_log=args.downlink_log, uplink_log=args.uplink_log,
+                      downlink_tti_log=args.downlink_tti_log, uplink_tti_log=args.uplink_tti_log,
+                      opportunity_bytes=args.opportunity_bytes)
+    return shell.run(args.cmd or None, stats_path=args.stats)

@@ -1,0 +1,389 @@
+"""The only module that touches the kernel: TUN devices, namespaces, addresses, processes.
+
+How a shell is built (all plain Linux, no setuid helper, no daemon)::
+
+    shell process (current netns)          child C (new netns)            init B / CMD D (new pid ns)
+    -----------------------------          -------------------            -----------------------------
+    open TUN "al<pid>" (outer side)
+    address block, route block -> TUN
+    fork ------------------------------->  PDEATHSIG=KILL, unshare(NET)
+                                           lo up, TUN "airlink0" (inner),
+                                           address, default route, forward
+    <---- inner TUN fd over SCM_RIGHTS ---
+    event loop between the two fds -- go -> unshare(PID), fork ----------> B = pid 1: PDEATHSIG=KILL,
+                                           relay signals, wait B           fork D, relay signals, wait D
+                                                                           D: drop to SUDO_UID, exec CMD
+
+Clean-up is by construction: both TUNs are non-persistent (they vanish when the shell's
+fds close, even on SIGKILL); C dies with the shell (PDEATHSIG), B with C, and when B
+(the pid namespace's init) dies the kernel kills every process CMD left behind, which
+frees the anonymous network namespace.
+
+Addresses: the outermost shell takes a free ``/16`` of ``100.64.0.0/10`` (shared address
+space, RFC 6598), routes all of it into its TUN and uses its first ``/30`` for the link
+(``.1`` outside, ``.2`` inside). A shell nested inside takes one of the three upper
+quarters of its parent's block (``AIRLINK_BLOCK``), so every level's addresses are
+routed by the level above without NAT.
+"""
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import ipaddress
+import os
+import pwd
+import signal
+import socket
+import struct
+import subprocess
+import sys
+
+from airlink.traces.errors import AirlinkError
+
+CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
+PR_SET_PDEATHSIG = 1
+TUNSETIFF = 0x400454CA
+IFF_TUN = 0x0001
+IFF_NO_PI = 0x1000
+TXQUEUELEN = 20000        # packets; far above any burst so the kernel never drops
+INNER_DEVICE = "airlink0"
+ROOT_RANGE = ipaddress.ip_network("100.64.0.0/10")
+SHELL_COMMANDS = ("link", "delay", "loss", "cell")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(_libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+
+
+def set_parent_death_signal(sig=signal.SIGKILL) -> None:
+    _check(_libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(int(sig)), 0, 0, 0), "prctl")
+
+
+def require_root(tool: str = "airlink link") -> None:
+    """Raise a one-line error unless we can create namespaces and TUN devices."""
+    if os.geteuid() != 0:
+        raise AirlinkError(f"{tool} needs root to create a network namespace and TUN devices "
+                           f"(run it with sudo; the command inside runs as you)")
+    if not os.path.exists("/dev/net/tun"):
+        raise AirlinkError("/dev/net/tun is missing (load the tun module: modprobe tun)")
+
+
+def open_tun(name: str) -> int:
+    """A non-blocking, non-persistent TUN fd (no packet-info header) named ``name``."""
+    fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH22x", name.encode(), IFF_TUN | IFF_NO_PI))
+    except OSError:
+        os.close(fd)
+        raise
+    os.set_blocking(fd, False)
+    return fd
+
+
+def ip(*args: str) -> None:
+    """Run ``ip ARGS`` and raise with its message on failure."""
+    r = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AirlinkError(f"ip {' '.join(args)}: {r.stderr.strip() or 'failed'}")
+
+
+def _try_ip(*args: str) -> bool:
+    return subprocess.run(["ip", *args], capture_output=True).returncode == 0
+
+
+def candidate_blocks(parent_block: str | None):
+    """Address blocks a new shell may take, in order of preference."""
+    if not parent_block:
+        return list(ROOT_RANGE.subnets(new_prefix=16))
+    parent = ipaddress.ip_network(parent_block)
+    if parent.prefixlen > 28:
+        raise AirlinkError(f"shells nested too deep (address block {parent} is exhausted)")
+    return list(parent.subnets(prefixlen_diff=2))[1:]
+
+
+def link_addresses(block) -> tuple:
+    """``(outer, inner)`` addresses of a block's link ``/30``."""
+    net = ipaddress.ip_network(block)
+    return str(net.network_address + 1), str(net.network_address + 2)
+
+
+class OuterSide:
+    """The TUN on the shell's side, its addresses and the route of its whole block."""
+
+    def __init__(self, parent_block: str | None):
+        self.name = f"al{os.getpid()}"[:15]
+        self.fd = open_tun(self.name)
+        try:
+            ip("link", "set", "dev", self.name, "txqueuelen", str(TXQUEUELEN), "up")
+            for block in candidate_blocks(parent_block):
+                # The route is the lock: a block routed anywhere here is taken.
+                if _try_ip("route", "add", str(block), "dev", self.name):
+                    self.block = str(block)
+                    break
+            else:
+                raise AirlinkError("no free address block in 100.64.0.0/10 for a new shell")
+            self.outer, self.inner = link_addresses(self.block)
+            ip("addr", "add", f"{self.outer}/30", "dev", self.name)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _configure_inner(inner: str, outer: str) -> int:
+    """In the new namespace: loopback, the inner TUN, its address and default route."""
+    fd = open_tun(INNER_DEVICE)
+    ip("link", "set", "dev", "lo", "up")
+    ip("link", "set", "dev", INNER_DEVICE, "txqueuelen", str(TXQUEUELEN), "up")
+    ip("addr", "add", f"{inner}/30", "dev", INNER_DEVICE)
+    ip("route", "add", "default", "via", outer, "dev", INNER_DEVICE)
+    for key in ("net/ipv4/ip_forward",):
+        with open(f"/proc/sys/{key}", "w") as f:
+            f.write("1")
+    return fd
+
+
+def is_shell_command(cmd) -> bool:
+    """True when ``cmd`` starts another airlink shell (which must keep root)."""
+    if not cmd:
+        return False
+    words = list(cmd)
+    if os.path.basename(words[0]).startswith("python") and words[1:3] == ["-m", "airlink"]:
+        words = ["airlink"] + words[3:]
+    return os.path.basename(words[0]) == "airlink" and len(words) > 1 and words[1] in SHELL_COMMANDS
+
+
+def default_command() -> list:
+    uid = os.environ.get("SUDO_UID")
+    if uid and os.geteuid() == 0:
+        try:
+            return [pwd.getpwuid(int(uid)).pw_shell or "/bin/sh"]
+        except (KeyError, ValueError):
+            pass
+    return [os.environ.get("SHELL") or "/bin/sh"]
+
+
+def _drop_privileges():
+    """Become the user who ran sudo (SUDO_UID/SUDO_GID), as Mahimahi does."""
+    uid, gid = os.environ.get("SUDO_UID"), os.environ.get("SUDO_GID")
+    if not uid or os.geteuid() != 0:
+        return
+    uid = int(uid)
+    gid = int(gid) if gid else uid
+    try:
+        user = pwd.getpwuid(uid)
+        os.initgroups(user.pw_name, gid)
+        os.environ["HOME"] = user.pw_dir
+        os.environ["USER"] = os.environ["LOGNAME"] = user.pw_name
+    except KeyError:
+        os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+_RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _relay_signals_to(pid: int):
+    def relay(sig, _frame):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    for s in _RELAYED:
+        signal.signal(s, relay)
+
+
+def _exit_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def _wait_for(pid: int) -> int:
+    while True:
+        try:
+            got, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return 1
+        if got == pid:
+            return _exit_code(status)
+
+
+def _init_main(cmd, env):
+    """Pid 1 of the new pid namespace: start CMD, relay signals, exit with its status."""
+    set_parent_death_signal()
+    keep_root = is_shell_command(cmd)
+    pid = os.fork()
+    if pid == 0:
+        for s in _RELAYED:
+            signal.signal(s, signal.SIG_DFL)
+        try:
+            if not keep_root:
+                _drop_privileges()
+            os.execvpe(cmd[0], cmd, env)
+        except FileNotFoundError:
+            os.write(2, f"airlink: error: {cmd[0]}: command not found\n".encode())
+            os._exit(127)
+        except OSError as exc:
+            os.write(2, f"airlink: error: {cmd[0]}: {exc.strerror}\n".encode())
+            os._exit(126)
+    _relay_signals_to(pid)
+    # Reap everything (orphans come to pid 1) until CMD itself ends; the kernel then
+    # kills what is left in the namespace when this process exits.
+    while True:
+        try:
+            got, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        if got == pid:
+            os._exit(_exit_code(status))
+
+
+def _child_main(parent_pid, sock, outer: "OuterSide", cmd, env):
+    """Child C: make the namespace, hand the inner TUN to the shell, then run CMD."""
+    try:
+        set_parent_death_signal()
+        if os.getppid() != parent_pid:
+            os._exit(1)
+        outer.close()
+        for s in _RELAYED:
+            signal.signal(s, signal.SIG_IGN if s == signal.SIGINT else signal.SIG_DFL)
+        unshare(CLONE_NEWNET)
+        fd = _configure_inner(outer.inner, outer.outer)
+        ns = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        socket.send_fds(sock, [b"ok"], [fd, ns])
+        os.close(fd)
+        os.close(ns)
+        if sock.recv(16) != b"go":
+            os._exit(1)
+        sock.close()
+        unshare(CLONE_NEWPID)
+        pid = os.fork()
+        if pid == 0:
+            _init_main(cmd, env)
+        _relay_signals_to(pid)
+        os._exit(_wait_for(pid))
+    except BaseException as exc:  # report to the shell, never return into its code
+        try:
+            sock.send(f"error: {exc}".encode()[:4000])
+        except OSError:
+            pass
+        os._exit(1)
+
+
+class Namespace:
+    """A shell's plumbing: outer TUN, child namespace with the inner TUN, and CMD.
+
+    ``Namespace(cmd, env)`` builds everything up to a running child waiting for
+    :meth:`start`; ``outer_fd``/``inner_fd`` carry the downlink/uplink packets.
+    """
+
+    def __init__(self, cmd, *, env=None):
+        require_root()
+        self.env = dict(os.environ if env is None else env)
+        parent_block = self.env.get("AIRLINK_BLOCK")
+        self.outer_side = OuterSide(parent_block)
+        self.outer_fd = self.outer_side.fd
+        self.block = self.outer_side.block
+        self.env["AIRLINK_BLOCK"] = self.block
+        if not parent_block:
+            self.env["AIRLINK_BASE"] = self.outer_side.outer
+        self.env.setdefault("AIRLINK_BASE", self.outer_side.outer)
+        self.env["AIRLINK_DEPTH"] = str(int(self.env.get("AIRLINK_DEPTH", "0")) + 1)
+        self.cmd = list(cmd) if cmd else default_command()
+        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            parent_sock.close()
+            _child_main(os.getppid(), child_sock, self.outer_side, self.cmd, self.env)
+        child_sock.close()
+        self.pid = pid
+        self._sock = parent_sock
+        self.status = None
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(parent_sock, 4096, 2)
+        except OSError as exc:
+            self._fail(f"could not set up the namespace: {exc}")
+        if not fds:
+            self._fail(msg.decode(errors="replace").removeprefix("error: ") or
+                       "the namespace child exited during set-up")
+        self.inner_fd, self.ns_fd = fds
+        os.set_blocking(self.inner_fd, False)
+        self.pidfd = os.pidfd_open(pid)
+
+    def _fail(self, message):
+        os.waitpid(self.pid, 0)
+        self.outer_side.close()
+        raise AirlinkError(message)
+
+    def start(self):
+        """Let CMD run."""
+        self._sock.send(b"go")
+        self._sock.close()
+
+    def signal(self, sig):
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def wait(self) -> int:
+        if self.status is None:
+            self.status = _wait_for(self.pid)
+        return self.status
+
+    def device_drops(self) -> dict:
+        """Packets the kernel dropped at each TUN (``tx_dropped`` means our read was late)."""
+        out = {"outer": _dev_stats(self.outer_side.name)}
+        try:
+            own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                setns(self.ns_fd, CLONE_NEWNET)
+                out["inner"] = _dev_stats(INNER_DEVICE)
+            finally:
+                setns(own, CLONE_NEWNET)
+                os.close(own)
+        except OSError:
+            out["inner"] = None
+        return out
+
+    def close(self):
+        for fd in ("inner_fd", "ns_fd", "pidfd"):
+            v = getattr(self, fd, -1)
+            if v is not None and v >= 0:
+                os.close(v)
+                setattr(self, fd, -1)
+        self.outer_side.close()
+
+
+def _dev_stats(name: str):
+    """rx/tx drop counters of device ``name`` in the calling thread's namespace."""
+    try:
+        with open("/proc/thread-self/net/dev") as f:
+            for line in f:
+                head, _, rest = line.partition(":")
+                if head.strip() == name:
+                    v = [int(x) for x in rest.split()]
+                    return {"rx_packets": v[1], "rx_dropped": v[3], "tx_packets": v[9], "tx_dropped": v[11]}
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,217 @@
+"""The shells: run a command in a new network namespace behind an emulated link.
+
+``LinkShell``, ``DelayShell`` and ``LossShell`` build one stage per direction and hand
+them to the event loop between the shell's two TUN devices; ``run(cmd)`` returns CMD's
+exit status (128 + signal number when CMD was killed). Shells are commands, so they nest:
+``DelayShell(10).run(["airlink", "link", "down.trace", "--", "iperf3", ...])``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from airlink.traces.errors import AirlinkError
+
+from . import loop as _loop
+from .queues import make_queue
+from .stages import DelaySeries, DelayStage, LinkStage, LossStage, Stage, TTILogWriter
+
+KILL_GRACE_S = 3.0   # after SIGTERM/SIGHUP/SIGINT (or the end of a --once trace), CMD is killed
+
+
+class _Shell:
+    tool = "airlink"
+
+    def _stages(self, start_ns: int, wall_ns: int, command: str):
+        raise NotImplementedError
+
+    def run(self, cmd=None, *, env=None, stats_path=None) -> int:
+        """Run ``cmd`` (default: the user's shell) inside the emulated link; its exit status.
+
+        ``stats_path`` writes a JSON summary (per-direction counters, kernel drops at the
+        TUN devices). The summary is also kept in :attr:`last_stats`.
+        """
+        from .plumbing import Namespace
+        ns = Namespace(cmd, env=env)
+        handlers = {}
+        try:
+            start_ns, wall_ns = time.monotonic_ns(), time.time_ns()
+            down, up = self._stages(start_ns, wall_ns, " ".join(ns.cmd))
+
+            def kill_child(_sig=None, _frame=None):
+                ns.signal(signal.SIGKILL)
+
+            def forward(sig, _frame):
+                ns.signal(sig)
+                if signal.getitimer(signal.ITIMER_REAL)[0] == 0:
+                    signal.setitimer(signal.ITIMER_REAL, KILL_GRACE_S)
+
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+                handlers[s] = signal.signal(s, forward)
+            handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_child)
+            ns.start()
+            counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
+                                 on_finished=lambda: forward(signal.SIGTERM, None))
+            status = ns.wait()
+            now = time.monotonic_ns()
+            down.close(now)
+            up.close(now)
+            stats = {"tool": self.tool, "command": ns.cmd, "status": status,
+                     "duration_s": (now - start_ns) / 1e9, "block": ns.block,
+                     "downlink": down.stats(), "uplink": up.stats(),
+                     "kernel": ns.device_drops(), **counters}
+            self.last_stats = stats
+            if stats_path:
+                Path(stats_path).write_text(json.dumps(stats, indent=2) + "\n")
+            return status
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            for s, h in handlers.items():
+                signal.signal(s, h)
+            ns.close()
+
+
+class LinkShell(_Shell):
+    """A link whose capacity follows a trace in each direction (``airlink link``).
+
+    Parameters
+    ----------
+    downlink : path or Trace
+        Capacity trace (Mahimahi file, airlink Parquet trace or :class:`Trace`).
+    uplink : path or Trace, optional
+        Uplink trace; without one the uplink is unconstrained.
+    user : str or int, optional
+        Column of a multi-user trace (default the first).
+    once : bool
+        Do not loop the trace; when it ends, CMD is stopped (as ``mm-link --once``).
+    downlink_queue, uplink_queue : str
+        ``infinite``, ``droptail``, ``drophead``, ``codel`` or ``pie``.
+    downlink_queue_args, uplink_queue_args : str or dict
+        ``"packets=100,bytes=150000"`` etc. (see :mod:`airlink.replay.queues`).
+    downlink_log, uplink_log : path, optional
+        mm-link format logs.
+    downlink_tti_log, uplink_tti_log : path, optional
+        Per-TTI Parquet logs (``mac`` kind columns).
+    opportunity_bytes : int
+        Bytes per line of a Mahimahi trace (1500).
+    """
+
+    tool = "airlink link"
+
+    def __init__(self, downlink, *, uplink=None, user=None, once: bool = False,
+                 downlink_queue: str = "infinite", downlink_queue_args=None,
+                 uplink_queue: str = "infinite", uplink_queue_args=None,
+                 downlink_log=None, uplink_log=None, downlink_tti_log=None, uplink_tti_log=None,
+                 opportunity_bytes: int = 1500):
+        self.down_trace, self.down_name = _load(downlink, user, opportunity_bytes)
+        self.up_trace, self.up_name = (None, "") if uplink is None else _load(uplink, user, opportunity_bytes)
+        self.user = str(user) if user is not None else self.down_trace.users[0]
+        self.once = once
+        # build once now so that bad options fail before any namespace exists
+        self.queues = {"downlink": (downlink_queue, downlink_queue_args),
+                       "uplink": (uplink_queue, uplink_queue_args)}
+        for kind, args in self.queues.values():
+            make_queue(kind, args)
+        self.logs = {"downlink": (downlink_log, downlink_tti_log), "uplink": (uplink_log, uplink_tti_log)}
+        if uplink is None and (uplink_log or uplink_tti_log or uplink_queue != "infinite"):
+            raise AirlinkError("uplink queue and logs need an uplink trace (--uplink)")
+
+    def _stage(self, direction, trace, name, start_ns, wall_ns, command):
+        from airlink.traces import LinkLogWriter
+        kind, args = self.queues[direction]
+        queue = make_queue(kind, args)
+        log_path, tti_path = self.logs[direction]
+        log = LinkLogWriter(log_path, direction=direction, trace=name, queue=queue.describe(),
+                            base_ms=wall_ns // 1_000_000, command=command,
+                            tool="airlink link") if log_path else None
+        tti_log = TTILogWriter(tti_path, user=self.user, wall_start_ns=wall_ns,
+                               meta={"direction": direction, "trace": name,
+                                     "queue": queue.describe(), "source": "airlink link",
+                                     "airlink_version": _version()}) if tti_path else None
+        return LinkStage(trace.values[:, 0], trace.tti, queue=queue, start_ns=start_ns,
+                         loop=not self.once, log=log, tti_log=tti_log)
+
+    def _stages(self, start_ns, wall_ns, command):
+        down = self._stage("downlink", self.down_trace, self.down_name, start_ns, wall_ns, command)
+        up = Stage() if self.up_trace is None else \
+            self._stage("uplink", self.up_trace, self.up_name, start_ns, wall_ns, command)
+        return down, up
+
+
+class DelayShell(_Shell):
+    """Fixed one-way delay in each direction (``delay_ms``), or a delay that follows a
+    time series (``series``: a :class:`DelaySeries` or a CSV path); never reorders."""
+
+    tool = "airlink delay"
+
+    def __init__(self, delay_ms=None, *, series=None):
+        if (delay_ms is None) == (series is None):
+            raise AirlinkError("give a delay in ms or a delay series (--trace), not both")
+        if series is not None and not isinstance(series, DelaySeries):
+            series = DelaySeries.read_csv(series)
+        self.delay = series if series is not None else float(delay_ms)
+        DelayStage(self.delay)  # check now
+
+    def _stages(self, start_ns, wall_ns, command):
+        return DelayStage(self.delay, start_ns=start_ns), DelayStage(self.delay, start_ns=start_ns)
+
+
+class LossShell(_Shell):
+    """Random loss on one direction: independent with ``rate``, or Gilbert-Elliott
+    (``gilbert=(p_gb, p_bg[, loss_g, loss_b])``); the other direction is untouched."""
+
+    tool = "airlink loss"
+
+    def __init__(self, direction: str, rate: float = 0.0, *, gilbert=None, seed=None):
+        if direction not in ("uplink", "downlink"):
+            raise AirlinkError(f"loss direction must be uplink or downlink, got {direction!r}")
+        self.direction, self.rate, self.gilbert, self.seed = direction, rate, gilbert, seed
+        LossStage(rate, gilbert=gilbert, seed=seed)  # check now
+
+    def _stages(self, start_ns, wall_ns, command):
+        lossy = LossStage(self.rate, gilbert=self.gilbert, seed=self.seed)
+        return (lossy, Stage()) if self.direction == "downlink" else (Stage(), lossy)
+
+
+def _load(trace, user, opportunity_bytes):
+    from airlink.traces import Trace, read_trace
+    if isinstance(trace, Trace):
+        tr, name = trace, str(trace.meta.get("source", "trace"))
+    else:
+        tr, name = read_trace(trace, opportunity_bytes=opportunity_bytes), str(trace)
+    if tr.unit != "bytes":
+        raise AirlinkError(f"{name}: a link needs a capacity trace in bytes per TTI, not {tr.unit!r}")
+    if user is not None:
+        tr = tr.select(user)
+    elif tr.n_users > 1:
+        tr = tr.select(tr.users[0])
+    if tr.n_tti == 0 or tr.values.sum() <= 0:
+        raise AirlinkError(f"{name}: the trace has no capacity at all")
+    ms = tr.tti_ms
+    if not 0.125 - 1e-9 <= ms <= 10 + 1e-9:
+        raise AirlinkError(f"{name}: TTI of {ms:g} ms is outside 0.125..10 ms")
+    return tr, name
+
+
+def _version():
+    from airlink import __version__
+    return __version__
+
+
+def link(downlink, cmd=None, **options) -> int:
+    """Run ``cmd`` behind a trace-driven link; see :class:`LinkShell`. Returns its exit status."""
+    stats = options.pop("stats_path", None)
+    return LinkShell(downlink, **options).run(cmd, stats_path=stats)
+
+
+def delay(delay_ms=None, cmd=None, *, series=None, stats_path=None) -> int:
+    """Run ``cmd`` behind a one-way delay; see :class:`DelayShell`."""
+    return DelayShell(delay_ms, series=series).run(cmd, stats_path=stats_path)
+
+
+def loss(direction, rate=0.0, cmd=None, *, gilbert=None, seed=None, stats_path=None) -> int:
+    """Run ``cmd`` behind random loss; see :class:`LossShell`."""
+    return LossShell(direction, rate, gilbert=gilbert, seed=seed).run(cmd, stats_path=stats_path)
