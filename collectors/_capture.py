@@ -307,7 +307,7 @@ class CaptureReader:
             body = p + 8
             if btype == 1:                                     # interface description
                 lt, _, snap = struct.unpack_from(endian + "HHI", raw, body)
-                tick = 1000
+                tick = (1000, 1)                                   # ns = ticks * a // b
                 q = body + 8
                 while q + 4 <= p + blen - 4:
                     code, olen = struct.unpack_from(endian + "HH", raw, q)
@@ -315,7 +315,10 @@ class CaptureReader:
                         break
                     if code == 9 and olen >= 1:
                         r = raw[q + 4]
-                        tick = (10 ** 9 / 10 ** (r & 0x7F)) if not r & 0x80 else 10 ** 9 / 2 ** (r & 0x7F)
+                        e = r & 0x7F
+                        tick = ((10 ** 9, 10 ** e) if not r & 0x80 else (10 ** 9, 2 ** e))
+                        if tick[1] <= 10 ** 9 and tick[0] % tick[1] == 0:
+                            tick = (tick[0] // tick[1], 1)
                     q += 4 + ((olen + 3) & ~3)
                 ifaces.append((lt, tick, snap))
                 self.linktypes.add(lt)
@@ -343,7 +346,7 @@ class CaptureReader:
                 offs.append(start)
                 caps.append(cap)
                 origs.append(orig)
-                ts.append(int(tsv * tick) if isinstance(tick, float) else tsv * tick)
+                ts.append(tsv * tick[0] // tick[1])
                 lts.append(lt)
                 ifs.append(iid)
             p += blen

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Benchmark: airlink's pcap reader and TCP analysis against dpkt, tshark and tcptrace.
+
+Runs every tool on the same capture in one run and prints packets per second, peak
+memory (the child process's max RSS, via wait4) and ratios:
+
+* airlink field extraction (``read_pcap``), whole process and in-process parse time;
+* airlink complete per-flow TCP analysis (``analyze_tcp``: flows, RTT, retransmission
+  classes, series), whole process - compared with ``tcptrace -n -l -r`` (C);
+* a dpkt per-packet loop extracting the same fields, and ``tshark -T fields`` (both on a
+  prefix of ``--prefix`` packets, since they run at tens of thousands of packets/s).
+
+The capture (about two million packets) is made with ``--make``: two network namespaces
+joined by a veth pair with TSO/GSO/GRO off, an iperf3 bulk download between them, captured
+by tcpdump at snaplen 128 on the receiver side. It is written to benchmarks/_work/
+(gitignored) and the namespaces are deleted afterwards. Needs root.
+
+    sudo .venv/bin/python benchmarks/bench_pcap.py --make          # make the capture, then run
+    .venv/bin/python benchmarks/bench_pcap.py --capture my.pcap     # any capture
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import fcntl
+import json
+import os
+import resource
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORK = HERE / "_work"
+DEFAULT_CAPTURE = WORK / "bulk-2M.pcap"
+PY = sys.executable
+
+NS_SND, NS_RCV = "al-bench-snd", "al-bench-rcv"
+
+OFFLOADS_OFF = r"""
+import ctypes, fcntl, socket, struct, sys
+# legacy ethtool ioctls: set TSO, GSO, GRO, scatter-gather off (struct ethtool_value)
+SIOCETHTOOL = 0x8946
+cmds = {"tso": 0x1f, "gso": 0x24, "gro": 0x2c, "sg": 0x19}
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for name in cmds:
+    val = ctypes.create_string_buffer(struct.pack("II", cmds[name], 0), 8)
+    ifr = struct.pack("16sP", sys.argv[1].encode(), ctypes.addressof(val))
+    try:
+        fcntl.ioctl(s, SIOCETHTOOL, ifr)
+    except OSError as exc:
+        print(f"{name} off: {exc}", file=sys.stderr)
+"""
+
+
+def sh(*cmd, check=True, **kw):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True, **kw)
+
+
+def make_capture(path: Path, packets: int) -> None:
+    """Bulk iperf3 download between two namespaces, captured with tcpdump -s 128."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for ns in (NS_SND, NS_RCV):
+        sh("ip", "netns", "del", ns, check=False)
+    try:
+        sh("ip", "netns", "add", NS_SND)
+        sh("ip", "netns", "add", NS_RCV)
+        sh("ip", "link", "add", "alb-s", "netns", NS_SND, "type", "veth", "peer", "name", "alb-r",
+           "netns", NS_RCV)
+        for ns, dev, addr in ((NS_SND, "alb-s", "10.231.0.1/24"), (NS_RCV, "alb-r", "10.231.0.2/24")):
+            sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            sh("ip", "netns", "exec", ns, PY, "-c", OFFLOADS_OFF, dev)
+        dump = subprocess.Popen(["ip", "netns", "exec", NS_RCV, "tcpdump", "-i", "alb-r", "-s", "128",
+                                 "-B", "131072", "-w", str(path), "-c", str(packets), "tcp"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        srv = subprocess.Popen(["ip", "netns", "exec", NS_SND, "iperf3", "-s", "-1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        # receiver downloads from the sender (-R), rate-limited so tcpdump keeps up
+        client = subprocess.run(["ip", "netns", "exec", NS_RCV, "iperf3", "-c", "10.231.0.1", "-R",
+                                 "-t", "40", "-b", "600M", "-J"], capture_output=True, text=True)
+        try:
+            dump.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            dump.terminate()
+            dump.wait()
+        srv.wait(timeout=10) if srv.poll() is None else None
+        info = dump.stderr.read() if dump.stderr else ""
+        print(f"capture: {path} ({path.stat().st_size / 1e6:.0f} MB); tcpdump: "
+              f"{' '.join(info.split())[-160:]}")
+        if client.returncode != 0:
+            print(f"iperf3 exited with {client.returncode}: {client.stderr[-300:]}")
+    finally:
+        for ns in (NS_SND, NS_RCV):
+            sh("ip", "netns", "del", ns, check=False)
+
+
+def run_measured(cmd, *, stdout=subprocess.DEVNULL):
+    """(wall seconds, peak RSS bytes, stdout text) of one child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out_chunks = []
+    # read stdout fully (may be large for tshark) while the child runs
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}): {err.decode()[-400:]}")
+    return wall, ru.ru_maxrss * 1024, out
+
+
+AIRLINK_READ = r"""
+import sys, time, json
+t0 = time.perf_counter()
+from airlink.collectors import read_pcap
+t1 = time.perf_counter()
+pk = read_pcap(sys.argv[1], progress=False)
+t2 = time.perf_counter()
+print(json.dumps({"packets": len(pk), "import_s": t1 - t0, "parse_s": t2 - t1}))
+"""
+
+AIRLINK_ANALYZE = r"""
+import sys, time, json
+t0 = time.perf_counter()
+from airlink.collectors import analyze_tcp
+t1 = time.perf_counter()
+a = analyze_tcp(sys.argv[1], resolution="1s")
+t2 = time.perf_counter()
+s = a.summary()
+big = max(s, key=lambda r: r["packets"])
+print(json.dumps({"packets": a.attrs["packets"], "flows": len(s), "import_s": t1 - t0,
+                  "analyze_s": t2 - t1, "biggest": big}))
+"""
+
+DPKT_LOOP = r"""
+import sys, json, time, dpkt, socket
+n = 0; limit = int(sys.argv[2])
+rows = []
+t0 = time.perf_counter()
+with open(sys.argv[1], "rb") as f:
+    r = dpkt.pcap.Reader(f)
+    dl = r.datalink()
+    for ts, buf in r:
+        if dl == dpkt.pcap.DLT_LINUX_SLL:
+            ip = dpkt.sll.SLL(buf).data
+        elif dl == dpkt.pcap.DLT_EN10MB:
+            ip = dpkt.ethernet.Ethernet(buf).data
+        else:
+            ip = dpkt.ip.IP(buf)
+        tcp = ip.data
+        if isinstance(tcp, dpkt.tcp.TCP):
+            rows.append((ts, ip.src, ip.dst, ip.len, tcp.sport, tcp.dport, tcp.seq, tcp.ack,
+                         tcp.flags, tcp.win))
+        n += 1
+        if n >= limit:
+            break
+print(json.dumps({"packets": n, "loop_s": time.perf_counter() - t0}))
+"""
+
+
+def count_packets(path: Path) -> int:
+    import numpy as np  # noqa: F401  (ensures the venv interpreter)
+    out = subprocess.run([PY, "-c", "import sys; from airlink.collectors import read_pcap; "
+                          "pk = read_pcap(sys.argv[1], progress=False); print(pk.attrs['records'])",
+                          str(path)], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--capture", type=Path, default=DEFAULT_CAPTURE)
+    ap.add_argument("--make", action="store_true", help="make the capture first (root, netns)")
+    ap.add_argument("--packets", type=int, default=2_000_000, help="packets to capture with --make")
+    ap.add_argument("--prefix", type=int, default=200_000,
+                    help="packets given to the slow per-packet tools (dpkt loop, tshark)")
+    ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    args = ap.parse_args(argv)
+    if args.make:
+        make_capture(args.capture, args.packets)
+    if not args.capture.exists():
+        print(f"no capture at {args.capture}; run with --make (root) or --capture FILE", file=sys.stderr)
+        return 2
+    cap = str(args.capture)
+    size = args.capture.stat().st_size
+    res = {"capture": cap, "bytes": size, "machine": f"{os.cpu_count()} cores"}
+
+    wall, rss, out = run_measured([PY, "-c", AIRLINK_READ, cap])
+    r = json.loads(out)
+    n = r["packets"]
+    res["packets"] = n
+    res["airlink_read"] = {"wall_s": wall, "rss": rss, "parse_s": r["parse_s"], "import_s": r["import_s"]}
+
+    wall, rss, out = run_measured([PY, "-c", AIRLINK_ANALYZE, cap])
+    r = json.loads(out)
+    res["airlink_analyze"] = {"wall_s": wall, "rss": rss, "analyze_s": r["analyze_s"],
+                              "import_s": r["import_s"], "flows": r["flows"], "biggest": r["biggest"]}
+
+    prefix = min(args.prefix, n)
+    wall, rss, out = run_measured([PY, "-c", DPKT_LOOP, cap, str(prefix)])
+    r = json.loads(out)
+    res["dpkt_loop"] = {"packets": r["packets"], "loop_s": r["loop_s"], "wall_s": wall, "rss": rss}
+
+    if shutil.which("tshark"):
+        wall, rss, out = run_measured(["tshark", "-r", cap, "-c", str(prefix), "-T", "fields",
+                                       "-e", "frame.time_epoch", "-e", "ip.src", "-e", "ip.dst",
+                                       "-e", "ip.len", "-e", "tcp.srcport", "-e", "tcp.dstport",
+                                       "-e", "tcp.seq_raw", "-e", "tcp.ack_raw", "-e", "tcp.flags",
+                                       "-e", "tcp.window_size_value"])
+        res["tshark_fields"] = {"packets": prefix, "wall_s": wall, "rss": rss}
+    if shutil.which("tcptrace"):
+        wall, rss, out = run_measured(["tcptrace", "-n", "-l", "-r", cap])
+        res["tcptrace"] = {"packets": n, "wall_s": wall, "rss": rss}
+
+    def rate(p, s):
+        return p / s if s > 0 else float("nan")
+    a_read, a_an = res["airlink_read"], res["airlink_analyze"]
+    rows = [
+        ("airlink read_pcap (in-process parse)", n, a_read["parse_s"], a_read["rss"]),
+        ("airlink read_pcap (whole process)", n, a_read["wall_s"], a_read["rss"]),
+        ("airlink analyze_tcp (in-process)", n, a_an["analyze_s"], a_an["rss"]),
+        ("airlink analyze_tcp (whole process)", n, a_an["wall_s"], a_an["rss"]),
+        ("dpkt per-packet loop (in-process)", res["dpkt_loop"]["packets"], res["dpkt_loop"]["loop_s"],
+         res["dpkt_loop"]["rss"]),
+    ]
+    if "tshark_fields" in res:
+        rows.append(("tshark -T fields", prefix, res["tshark_fields"]["wall_s"], res["tshark_fields"]["rss"]))
+    if "tcptrace" in res:
+        rows.append(("tcptrace -n -l -r (C)", n, res["tcptrace"]["wall_s"], res["tcptrace"]["rss"]))
+    print(f"capture {cap}: {n} packets, {size / 1e6:.1f} MB, machine {res['machine']}")
+    print(f"{'tool':42s} {'packets':>9s} {'seconds':>8s} {'packets/s':>11s} {'peak MiB':>9s} {'B/packet':>9s}")
+    for name, p, s, m in rows:
+        print(f"{name:42s} {p:9d} {s:8.2f} {rate(p, s):11.0f} {m / 2**20:9.1f} {m / max(p, 1):9.0f}")
+    dpkt_rate = rate(res["dpkt_loop"]["packets"], res["dpkt_loop"]["loop_s"])
+    ratios = {
+        "field extraction vs dpkt loop (in-process rates)": rate(n, a_read["parse_s"]) / dpkt_rate,
+        "field extraction vs dpkt loop (airlink whole process)": rate(n, a_read["wall_s"]) / dpkt_rate,
+    }
+    if "tshark_fields" in res:
+        ratios["field extraction vs tshark fields (whole process)"] = \
+            rate(n, a_read["wall_s"]) / rate(prefix, res["tshark_fields"]["wall_s"])
+    if "tcptrace" in res:
+        ratios["analysis time / tcptrace time (whole process; target <= 3)"] = \
+            a_an["wall_s"] / res["tcptrace"]["wall_s"]
+        ratios["analysis time / tcptrace time (in-process analysis only)"] = \
+            a_an["analyze_s"] / res["tcptrace"]["wall_s"]
+    ratios["analysis peak memory, bytes per packet (target <= 200)"] = a_an["rss"] / max(n, 1)
+    for k, v in ratios.items():
+        print(f"{k:62s} {v:8.2f}")
+    res["ratios"] = ratios
+    big = a_an["biggest"]
+    print(f"biggest flow: {big['src']}:{big['sport']} -> {big['dst']}:{big['dport']} "
+          f"{big['packets']} packets, {big['retransmissions']} retransmissions, "
+          f"RTT median {big['rtt_ms_median']} ms, goodput {big['goodput_bps'] or 0:.3g} bit/s")
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
