@@ -1,1 +1,40 @@
-"""airlink.sim (being built)."""
+"""Radio simulator: fading channels, rate tables, HARQ and link adaptation, schedulers ->
+per-TTI capacity traces and MAC logs.
+
+Main entry points::
+
+    import airlink.sim as S
+    res = S.simulate("imt-advanced", scheduler="maxcir", duration="10s", seed=3)
+    res.capacity          # Trace: bytes served per TTI per user
+    res.mac               # frame of kind "mac": per TTI and user
+    res.summary["aggregate_throughput_mbps"]
+    res.write("out/", mahimahi=True)
+
+``S.PRESETS`` names the presets, ``S.load_preset(name)`` returns one as a dict and
+``S.schedulers`` maps scheduler names to classes. A scheduler of your own implements
+``reset/assign/update`` (see :mod:`airlink.sim.sched_base`).
+"""
+from __future__ import annotations
+
+from .channel import (PROFILES, ChannelModel, SumOfSinusoids, doppler_hz, frequency_correlation,
+                      measured_snr_db, pathloss_db, resample_measured, snr_from_geometry)
+from .engine import DEFAULTS, PRESETS, load_preset, resolve_config, schedulers, simulate
+from .rates import RATE_TABLES, RateTable, rate_table, read_rate_table
+from .result import SimResult, read_mac
+from .sched_backlog import BacklogScheduler
+from .sched_base import Context, Scheduler, argmax_ties
+from .sched_lambda import GeneralizedPF
+from .sched_maxcir import MaxCIR
+from .sched_mcpfs import MultiCarrierPF
+from .sched_pf import ProportionalFair
+from .sched_rr import RoundRobin
+from .traffic import Traffic
+
+__all__ = [
+    "simulate", "SimResult", "load_preset", "PRESETS", "DEFAULTS", "schedulers", "resolve_config",
+    "read_mac", "RateTable", "rate_table", "read_rate_table", "RATE_TABLES", "ChannelModel",
+    "SumOfSinusoids", "PROFILES", "doppler_hz", "pathloss_db", "snr_from_geometry",
+    "frequency_correlation", "resample_measured", "measured_snr_db", "Traffic", "Scheduler",
+    "Context", "argmax_ties", "RoundRobin", "MaxCIR", "ProportionalFair", "MultiCarrierPF",
+    "GeneralizedPF", "BacklogScheduler",
+]

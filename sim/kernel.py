@@ -1,0 +1,366 @@
+"""The per-TTI simulation loop: traffic, scheduling, HARQ and link adaptation for a chunk.
+
+This module holds one function, :func:`run_chunk`, written as plain loops over numpy
+arrays. When `numba <https://numba.pydata.org>`_ is installed it is compiled on first use
+(``airlink.sim.kernel.COMPILED`` says whether it is); otherwise the same code runs as
+Python, with identical results, only slower. All random numbers are drawn outside, in
+numpy, from the run's seed, so both give the same output bit for bit.
+
+Model, per TTI ``k`` (the engine passes the chunk's real and reported SINR):
+
+1. **Arrivals** join each user's queue; with a finite buffer of ``B`` packets, packets
+   beyond ``B`` are dropped (drop-tail). Full-buffer users always have data.
+2. **Scheduling** per subchannel ``c`` in order: the scheduler picks one user among those
+   with data left this TTI whose reported SINR supports some MCS (rate > 0). Schedulers:
+   0 round robin, 1 MaxCIR ``argmax R[u,c]``, 2 proportional fair ``argmax R[u,c]/T[u]``
+   (MC-PFS when there are several subchannels), 3 generalized ``R/T**lambda``, 4
+   backlog-driven (CDMA2000 1xRTT style, rate from the queue), 5 given from outside (a
+   user's scheduler). Ties go to the first user in a random permutation drawn per TTI.
+   ``T[u] <- (1 - a) T[u] + a * sum_c R[u,c] d[u,c]`` after the TTI, with ``a`` fixed
+   (``pf_a``) or ``1 / min(n, t_a)`` (window ``pf_window``).
+3. **HARQ**: every (user, subchannel) allocation is one block with the MCS chosen from the
+   *reported* SINR; it fails with probability ``BLER_m(real SINR)``. A failed block waits
+   in the user's HARQ queue and is retransmitted (same size and MCS) in the user's next
+   allocation, with chase combining (linear SINRs of all attempts add up) until it gets
+   through or reaches ``harq_max_tx`` attempts; then it is given up to the layer above (its
+   bytes stay queued as new data, as RLC AM would resend them). With ``harq_priority`` a
+   subchannel goes first to the user with a pending retransmission that sees it best.
+4. **Link adaptation** (``la_mode``): 0 per TTI from the reported SINR (CQI); 1 average
+   C/I over ``la_interval`` TTIs, scheme maximising ``S_n``; 2 measured BLER over the
+   interval vs thresholds, one step down/up; 3 hybrid (BLER method below ``la_hybrid_db``
+   average C/I, C/I method above); 4 ideal (best ``S_n`` at the real SINR).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+COMPILED = False
+
+
+def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
+               thr_db, bytes_per_mcs, s50_db, best_lut, lut_lo, lut_step,
+               ip, fp,
+               backlog, inflight, avg_thr,
+               pend_bytes, pend_mcs, pend_acc, pend_tx, pend_head, pend_count,
+               misc, user_mcs, la_ci_sum, la_err, la_blocks, assigned_ch, greedy_cnt,
+               bl_thr_db, bl_channels,
+               out_served, out_tx, out_nsub, out_mcs, out_retx, out_backlog, out_drops, out_blocks,
+               out_active, out_gaveup):
+    n_k = sinr_rep.shape[0]
+    n_u = sinr_rep.shape[1]
+    n_c = sinr_rep.shape[2]
+    n_m = thr_db.shape[0]
+    ring = pend_bytes.shape[1]
+    sched = ip[0]
+    max_tx = ip[1]
+    harq_priority = ip[2]
+    full = ip[3]
+    buf_pk = ip[4]
+    la_mode = ip[5]
+    la_interval = ip[6]
+    bl_interval = ip[7]
+    greedy_limit = ip[8]
+    k_global = ip[9]
+    pf_window = ip[10]
+    pf_a = fp[0]
+    lam = fp[1]
+    pkt = fp[2]
+    slope = fp[3]
+    ch_bytes = fp[4]
+    drain_tti = fp[5]
+    greedy_bytes = fp[6]
+    bler_up = fp[7]
+    bler_down = fp[8]
+    hybrid_db = fp[9]
+    full_backlog = fp[10]
+    remaining = np.zeros(n_u)
+    pend_avail = np.zeros(n_u, dtype=np.int64)
+    tx_bits = np.zeros(n_u)
+    n_bl = bl_channels.shape[0]
+    for k in range(n_k):
+        n_glob = k_global + k
+        # 1. arrivals (drop-tail in packets)
+        for u in range(n_u):
+            if full == 1:
+                backlog[u] = full_backlog
+            else:
+                a = arrivals[k, u]
+                if a > 0:
+                    if buf_pk > 0:
+                        queued = math.ceil(backlog[u] / pkt - 1e-9)
+                        room = buf_pk - queued
+                        n_new = int(round(a / pkt))
+                        if n_new > room:
+                            drop = n_new - max(room, 0)
+                            out_drops[k, u] += drop
+                            a = a - drop * pkt
+                    if a > 0:
+                        backlog[u] += a
+            out_active[k, u] = 1 if backlog[u] > 1e-9 else 0
+            remaining[u] = backlog[u] - inflight[u]
+            if full == 1:
+                remaining[u] = 1e300
+            pend_avail[u] = pend_count[u]
+            tx_bits[u] = 0.0
+        # 4. link adaptation state: the MCS each user uses this TTI (modes 1-3)
+        if la_mode >= 1 and la_mode <= 3:
+            for u in range(n_u):
+                if la_blocks[u] >= la_interval:
+                    avg_db = la_ci_sum[u] / la_blocks[u]
+                    bler_meas = la_err[u] / la_blocks[u]
+                    use_bler = la_mode == 2 or (la_mode == 3 and avg_db < hybrid_db)
+                    if use_bler:
+                        if bler_meas > bler_up and user_mcs[u] > 0:
+                            user_mcs[u] -= 1
+                        elif bler_meas < bler_down and user_mcs[u] < n_m - 1:
+                            user_mcs[u] += 1
+                    else:
+                        j = int((avg_db - lut_lo) / lut_step)
+                        j = min(max(j, 0), best_lut.shape[0] - 1)
+                        user_mcs[u] = best_lut[j]
+                    la_blocks[u] = 0
+                    la_ci_sum[u] = 0.0
+                    la_err[u] = 0
+        # backlog-driven scheduler: channels per user, re-assigned every bl_interval TTIs
+        if sched == 4 and (n_glob % bl_interval == 0):
+            total = 0
+            for u in range(n_u):
+                b = backlog[u]
+                if b > greedy_bytes:
+                    greedy_cnt[u] += bl_interval
+                else:
+                    greedy_cnt[u] = 0
+                want = 0
+                if b > 1e-9:
+                    want = bl_channels[n_bl - 1]
+                    for j in range(n_bl):
+                        if bl_channels[j] * ch_bytes * drain_tti >= b:
+                            want = bl_channels[j]
+                            break
+                # channel cap from the wideband reported SINR
+                s = 0.0
+                for c in range(n_c):
+                    s += sinr_rep[k, u, c]
+                s_db = 10.0 * math.log10(s / n_c + 1e-30)
+                cap = 0
+                for j in range(n_bl):
+                    if s_db >= bl_thr_db[j]:
+                        cap = bl_channels[j]
+                if want > cap:
+                    want = cap
+                if greedy_limit > 0 and greedy_cnt[u] > greedy_limit and want > 0:
+                    # greedy users are throttled: one rate step per excess interval, to the lowest
+                    steps = (greedy_cnt[u] - greedy_limit) // bl_interval + 1
+                    idx = 0
+                    for j in range(n_bl):
+                        if bl_channels[j] == want:
+                            idx = j
+                    idx = max(idx - steps, 0)
+                    want = bl_channels[idx]
+                assigned_ch[u] = want
+                total += want
+            # sector capacity: trim the largest allocations by one step until they fit
+            while total > ip[11]:
+                big = 0
+                for u in range(n_u):
+                    if assigned_ch[u] > assigned_ch[big]:
+                        big = u
+                idx = 0
+                for j in range(n_bl):
+                    if bl_channels[j] == assigned_ch[big]:
+                        idx = j
+                new = bl_channels[idx - 1] if idx > 0 else 0
+                total -= assigned_ch[big] - new
+                assigned_ch[big] = new
+        # 2. + 3. schedule every subchannel (or, for the backlog scheduler, every user's
+        # code-channel bundle) and transmit
+        rr = misc[0]
+        n_slots = n_u if sched == 4 else n_c
+        for c in range(n_slots):
+            best = -1
+            if sched == 4:
+                uu = perm[k, c]
+                if assigned_ch[uu] > 0:
+                    best = uu
+            elif sched == 5:
+                best = forced[k, c]
+                if best >= 0 and remaining[best] <= 1e-9 and pend_avail[best] == 0:
+                    best = -1
+            else:
+                if harq_priority == 1:
+                    bests = -1.0
+                    for i in range(n_u):
+                        u = perm[k, i]
+                        if pend_avail[u] > 0 and sinr_rep[k, u, c] > bests:
+                            bests = sinr_rep[k, u, c]
+                            best = u
+                if best < 0:
+                    bestm = -1.0
+                    metric = 0.0
+                    for i in range(n_u):
+                        u = rr + i
+                        if u >= n_u:
+                            u -= n_u
+                        if sched != 0:
+                            u = perm[k, i]
+                        if remaining[u] <= 1e-9 and pend_avail[u] == 0:
+                            continue
+                        # MCS this user would get here
+                        if la_mode == 0:
+                            s = sinr_rep[k, u, c]
+                            sdb = 10.0 * math.log10(s + 1e-30)
+                            m = -1
+                            lo = 0
+                            hi = n_m
+                            while lo < hi:
+                                mid = (lo + hi) // 2
+                                if thr_db[mid] <= sdb:
+                                    lo = mid + 1
+                                else:
+                                    hi = mid
+                            m = lo - 1
+                        elif la_mode == 4:
+                            s = sinr_real[k, u, c]
+                            j = int((10.0 * math.log10(s + 1e-30) - lut_lo) / lut_step)
+                            j = min(max(j, 0), best_lut.shape[0] - 1)
+                            m = best_lut[j]
+                        else:
+                            m = user_mcs[u]
+                        if m < 0:
+                            continue
+                        r = bytes_per_mcs[m]
+                        if sched == 0:
+                            best = u
+                            break
+                        elif sched == 1:
+                            metric = r
+                        elif sched == 2:
+                            metric = r / avg_thr[u] if avg_thr[u] > 0 else r * 1e150
+                        else:
+                            if lam == 0.0:
+                                metric = r
+                            elif avg_thr[u] > 0:
+                                metric = r / avg_thr[u] ** lam
+                            else:
+                                metric = r * 1e150
+                        if metric > bestm:
+                            bestm = metric
+                            best = u
+                    if sched == 0 and best >= 0:
+                        rr = best + 1
+                        if rr >= n_u:
+                            rr = 0
+            if best < 0:
+                continue
+            u = best
+            if sched == 4:
+                s_real = 0.0
+                s_rep = 0.0
+                for cc in range(n_c):
+                    s_real += sinr_real[k, u, cc]
+                    s_rep += sinr_rep[k, u, cc]
+                s_real /= n_c
+                s_rep /= n_c
+                out_nsub[k, u] += assigned_ch[u]
+                if remaining[u] <= 1e-9 and pend_avail[u] == 0:
+                    continue
+            else:
+                s_real = sinr_real[k, u, c]
+                s_rep = sinr_rep[k, u, c]
+                out_nsub[k, u] += 1
+            if pend_avail[u] > 0:
+                # retransmission of the oldest pending block, chase combining
+                h = pend_head[u]
+                nbytes = pend_bytes[u, h]
+                m = pend_mcs[u, h]
+                acc = pend_acc[u, h] + s_real
+                ntx = pend_tx[u, h] + 1
+                pend_head[u] = (h + 1) % ring
+                pend_count[u] -= 1
+                pend_avail[u] -= 1
+                inflight[u] -= nbytes
+                out_retx[k, u] += 1
+            else:
+                if sched == 4:
+                    m = 0
+                elif la_mode == 0:
+                    sdb = 10.0 * math.log10(s_rep + 1e-30)
+                    lo = 0
+                    hi = n_m
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if thr_db[mid] <= sdb:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    m = lo - 1
+                    if m < 0:
+                        if sched == 5:
+                            m = 0  # forced or code-channel allocation: most robust scheme
+                        else:
+                            continue
+                elif la_mode == 4:
+                    j = int((10.0 * math.log10(s_real + 1e-30) - lut_lo) / lut_step)
+                    j = min(max(j, 0), best_lut.shape[0] - 1)
+                    m = best_lut[j]
+                else:
+                    m = user_mcs[u]
+                nbytes = bytes_per_mcs[m]
+                if sched == 4:
+                    nbytes = assigned_ch[u] * ch_bytes
+                if nbytes > remaining[u]:
+                    nbytes = remaining[u]
+                if nbytes <= 0:
+                    continue
+                remaining[u] -= nbytes
+                acc = s_real
+                ntx = 1
+            out_mcs[k, u] += m + 1
+            out_tx[k, u] += nbytes
+            out_blocks[k, u] += 1
+            tx_bits[u] += nbytes * 8.0
+            acc_db = 10.0 * math.log10(acc + 1e-30)
+            bler = 1.0 / (1.0 + math.exp(slope * (acc_db - s50_db[m])))
+            failed = u_err[k, c] < bler
+            if la_mode >= 1 and la_mode <= 3:
+                la_ci_sum[u] += 10.0 * math.log10(s_rep + 1e-30)
+                la_blocks[u] += 1
+                if failed:
+                    la_err[u] += 1
+            if not failed:
+                out_served[k, u] += nbytes
+                if full == 0:
+                    backlog[u] -= nbytes
+                    if backlog[u] < 1e-9:
+                        backlog[u] = 0.0
+            elif ntx < max_tx and pend_count[u] < ring:
+                t = (pend_head[u] + pend_count[u]) % ring
+                pend_bytes[u, t] = nbytes
+                pend_mcs[u, t] = m
+                pend_acc[u, t] = acc
+                pend_tx[u, t] = ntx
+                pend_count[u] += 1
+                inflight[u] += nbytes
+            else:
+                out_gaveup[k, u] += 1
+        misc[0] = rr
+        # PF / lambda average throughput (bits per TTI)
+        if pf_window > 0:
+            a = 1.0 / min(n_glob + 1, pf_window)
+        else:
+            a = pf_a
+        for u in range(n_u):
+            avg_thr[u] = (1.0 - a) * avg_thr[u] + a * tx_bits[u]
+            out_backlog[k, u] = backlog[u]
+
+
+run_chunk = _run_chunk
+try:  # pragma: no cover - depends on the environment
+    import numba as _numba
+    run_chunk = _numba.njit(cache=True, nogil=True)(_run_chunk)
+    COMPILED = True
+except Exception:  # numba missing or broken: plain Python, same results
+    run_chunk = _run_chunk
+    COMPILED = False

@@ -1,0 +1,76 @@
+"""The outcome of a simulation and its output folder."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from airlink.traces import Trace, write_trace
+from airlink.traces.trace import _jsonable
+
+
+@dataclass
+class SimResult:
+    """What :func:`airlink.sim.simulate` returns.
+
+    capacity : Trace, bytes served per TTI per user (users ``"1"`` .. ``"N"``), with the
+        preset, scheduler, parameters and seed in ``meta``
+    mac : DataFrame of kind ``mac`` (see :mod:`airlink.traces.schema`): per TTI and user,
+        ``subchannels``, ``mcs`` (mean 1-based MCS index of the blocks sent, 0 if none),
+        ``sinr_db``/``sinr_reported_db`` (wideband, real and as reported after the CSI
+        delay), ``served_bytes``, ``capacity_bytes``, ``tx_bytes``, ``harq_retransmissions``,
+        ``backlog_bytes``/``backlog_packets`` (after the TTI; for full-buffer traffic the
+        buffer is always full: ``buffer_packets`` packets), ``assigned_rate_bps``
+        (bits scheduled per second in the TTI; for the backlog scheduler the code-channel
+        rate assigned), ``arrivals_bytes``, ``drops_packets``
+    summary : dict, the content of ``summary.json`` (see :mod:`airlink.sim.metrics`)
+    config : dict, every parameter used (preset merged with overrides)
+    """
+
+    capacity: Trace
+    mac: pd.DataFrame
+    summary: dict
+    config: dict
+
+    def write(self, outdir, mahimahi: bool = False) -> Path:
+        """Write ``capacity.parquet``, ``mac.parquet``, ``summary.json``, ``config.yaml``
+        (and ``user<N>.down`` Mahimahi traces with ``mahimahi``) into ``outdir``; returns it.
+        The same seed and parameters give byte-identical files."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        import yaml
+        out = Path(outdir)
+        out.mkdir(parents=True, exist_ok=True)
+        self.capacity.write_parquet(out / "capacity.parquet")
+        table = pa.Table.from_pandas(self.mac, preserve_index=False)
+        header = {"kind": "mac", "meta": _jsonable(self.capacity.meta)}
+        meta = dict(table.schema.metadata or {})
+        meta[b"airlink"] = json.dumps(header).encode()
+        pq.write_table(table.replace_schema_metadata(meta), out / "mac.parquet")
+        with open(out / "summary.json", "w") as f:
+            json.dump(_jsonable(self.summary), f, indent=2)
+            f.write("\n")
+        with open(out / "config.yaml", "w") as f:
+            yaml.safe_dump(_jsonable(self.config), f, sort_keys=True)
+        if mahimahi:
+            for u in self.capacity.users:
+                write_trace(self.capacity, out / f"user{u}.down", "mahimahi", user=u)
+        return out
+
+    def __repr__(self):
+        return (f"SimResult({self.capacity.n_tti} TTIs x {self.capacity.n_users} users, "
+                f"preset={self.config.get('preset')!r}, scheduler={self.config.get('scheduler')!r}, "
+                f"aggregate={self.summary.get('aggregate_throughput_mbps', 0):.3f} Mbit/s)")
+
+
+def read_mac(path) -> pd.DataFrame:
+    """Read a ``mac.parquet`` written by :meth:`SimResult.write` (provenance in ``.attrs``)."""
+    import pyarrow.parquet as pq
+    table = pq.read_table(path)
+    frame = table.to_pandas()
+    raw = (table.schema.metadata or {}).get(b"airlink")
+    if raw:
+        frame.attrs["airlink"] = json.loads(raw)
+    return frame

@@ -1,0 +1,27 @@
+"""Proportional Fair: ``argmax_u R_u(t) / T_u(t)`` (seed 001), per subchannel when there
+are several (MC-PFS, seed 000: ``argmax_m R_{m,c}(n) / T_m(n)``).
+
+``T_u`` is the average bits per TTI sent to user ``u``:
+``T(t+1) = (1 - a) T(t) + a R(t)`` with EWMA constant ``a`` (seed 001, 1xEV-DO), or with
+window ``t_a``: ``a = 1 / L``, ``L = min(n, t_a)`` (seed 000), which makes the first
+``t_a`` TTIs a running mean. ``R(t)`` counts all bits sent in the TTI over all
+subchannels (HARQ blocks included) and 0 for users not served. A user never served yet
+(``T = 0``) has top priority. Ties at random.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .sched_base import AveragingScheduler, argmax_ties
+
+
+class ProportionalFair(AveragingScheduler):
+    name = "pf"
+    kernel_id = 2
+
+    def assign(self, ctx):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            metric = np.where(self.avg[:, None] > 0, ctx.rate_bytes / self.avg[:, None],
+                              ctx.rate_bytes * 1e150)
+        score = np.where(ctx.eligible[:, None] & (ctx.rate_bytes > 0), metric, -1.0)
+        return argmax_ties(score, ctx.order)
