@@ -1,1 +1,48 @@
-"""airlink.inference (being built)."""
+"""Inference: what drives a scheduler and TCP, measured from time series (seed 003 and beyond).
+
+Flat public API::
+
+    import airlink.inference as inf
+    inf.normalized_mutual_info(x, y)                 # seed 003's I_N = I(X;Y)/H(X) at lag 0
+    scan = inf.lag_scan(x, y, max_lag=60)            # all lags at once; scan.peak, scan.peak_lag
+    sig = inf.peak_significance(x, y, max_lag=60)    # p-value, threshold, bias-corrected, interval
+    table = inf.rank_factors(frame, target="assigned_rate_bps", factors=["backlog_bytes", "sinr_db"])
+    inf.jain_index([1, 2, 3]); inf.fairness_gap([1, 2, 3])
+
+Sign convention for lags: a positive lag means the factor leads the target (see
+:mod:`airlink.inference.lagscan`).
+"""
+from __future__ import annotations
+
+from .analysis import (backlog_dependence, fairness_report, jitter_report, rank_factors, response_lag,
+                       throttle_onset)
+from .fairness import (active_time_ratios, fairness_gap, fairness_summary, gap_stats, jain_index,
+                       min_max_ratio, resource_fractions, retransmission_ratios, selection_ratios,
+                       service_gaps)
+from .frames import read_frame, read_frames, with_time_index
+from .information import (BINNINGS, NORMALIZATIONS, Discretized, discretize, entropy,
+                          entropy_from_counts, joint_counts, mutual_info, normalize,
+                          normalized_mutual_info)
+from .lagscan import LagScan, lag_counts, lag_scan, nmi_from_counts
+from .surrogates import PeakSignificance, peak_significance
+
+__all__ = [
+    "discretize", "Discretized", "entropy", "entropy_from_counts", "joint_counts", "mutual_info",
+    "normalized_mutual_info", "normalize", "BINNINGS", "NORMALIZATIONS",
+    "lag_scan", "lag_counts", "nmi_from_counts", "LagScan",
+    "peak_significance", "PeakSignificance",
+    "rank_factors", "backlog_dependence", "fairness_report", "jitter_report", "throttle_onset",
+    "response_lag",
+    "jain_index", "fairness_gap", "resource_fractions", "min_max_ratio", "selection_ratios",
+    "active_time_ratios", "retransmission_ratios", "service_gaps", "gap_stats", "fairness_summary",
+    "read_frame", "read_frames", "with_time_index",
+    "identify_scheduler", "SchedulerClassifier", "load_scheduler_model",
+]
+
+
+def __getattr__(name):
+    # The scheduler model pulls in the simulator; import it only when asked for.
+    if name in ("identify_scheduler", "SchedulerClassifier", "load_scheduler_model", "scheduler_features"):
+        from . import scheduler
+        return getattr(scheduler, name)
+    raise AttributeError(f"module 'airlink.inference' has no attribute {name!r}")

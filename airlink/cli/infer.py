@@ -1,0 +1,211 @@
+"""``airlink infer nmi|fairness|backlog|jitter|scheduler``: what drives a scheduler, from frames."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from airlink.cli._common import add_parser, print_json
+
+
+def register(sub):
+    p = sub.add_parser("infer", help="NMI factor ranking, fairness, backlog dependence, jitter, scheduler id",
+                       description="Inference on measured or simulated frames (Parquet/CSV with a time "
+                                   "column or index; per-user frames have a user column).")
+    isub = p.add_subparsers(dest="infer_command", metavar="ACTION", required=True)
+
+    n = add_parser(isub, "nmi", "rank factors of a target by peak time-shifted NMI",
+                   "Peak normalized mutual information I_N(target; factor; d) = (H(X)+H(Y)-H(X,Y_d))/H(X) "
+                   "over lags |d| <= --max-lag (seed 003), per factor, with a circular-shift surrogate "
+                   "p-value and threshold, a bias-corrected value and a block-bootstrap interval. A "
+                   "positive lag means the factor leads the target. Several FRAMEs are aligned on the "
+                   "first one's times.",
+                   "airlink infer nmi mac.parquet --target assigned_rate_bps --factor backlog_bytes "
+                   "--factor sinr_db --max-lag 2s --surrogates 200")
+    n.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    n.add_argument("--target", required=True, help="column being explained (X)")
+    n.add_argument("--factor", action="append", required=True, help="candidate factor column (Y); repeat")
+    n.add_argument("--max-lag", default="60s", help="largest |lag|: a duration (60s) or samples (600); default 60s")
+    n.add_argument("--bins", type=int, default=16, help="bins per series (default 16)")
+    n.add_argument("--binning", choices=["uniform", "quantile", "levels"], default="uniform",
+                   help="uniform: equal-width over the observed range (default); integer series with "
+                        "at most --bins levels keep their levels")
+    n.add_argument("--normalization", default="x",
+                   help="x (the paper's, by H(target)), y, arithmetic, geometric, min, max, joint, none")
+    n.add_argument("--surrogates", type=int, default=100, help="surrogates for the p-value (0: off; default 100)")
+    n.add_argument("--bootstrap", type=int, default=100, help="bootstrap resamples for the interval (default 100)")
+    n.add_argument("--user", help="analyse one user of a per-user frame (default: all users pooled)")
+    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--json", action="store_true", help="print a JSON list, one object per factor")
+    n.set_defaults(func=cmd_nmi)
+
+    f = add_parser(isub, "fairness", "fairness gap, Jain's index, resource fractions, ratios per user",
+                   "Fairness over the whole run (and per --window): fairness gap (max-min)/min, Jain's "
+                   "index, min/max resource-fraction ratio; per user mean rate, share, selection, "
+                   "active-time and retransmission ratios.",
+                   "airlink infer fairness sim/mac.parquet --window 1s --json")
+    f.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    f.add_argument("--rate", help="throughput column (default: assigned_rate_bps, served_bytes, tbs_bps, ...)")
+    f.add_argument("--resource", help="resource column (default: subchannels or prbs)")
+    f.add_argument("--window", help="also per window of this length, e.g. 1s")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(func=cmd_fairness)
+
+    b = add_parser(isub, "backlog", "does the assigned rate follow the backlog or the channel?",
+                   "Backlog dependence (seed 003 Sec. 4): peak NMI(rate; backlog) vs NMI(rate; channel) "
+                   "with p-values, the assigned-rate vs sending-rate curve, the sending rate at which "
+                   "throttling begins and the response lag of the rate to bursts.",
+                   "airlink infer backlog sim/mac.parquet --max-lag 2s")
+    b.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    b.add_argument("--rate", help="assigned rate column (default assigned_rate_bps, served_bytes, ...)")
+    b.add_argument("--backlog", default="backlog_bytes")
+    b.add_argument("--channel", help="channel quality column (default sinr_reported_db, sinr_db, snr_db, cqi, ...)")
+    b.add_argument("--sending", help="sending-rate column (sending_rate_bps, or arrivals_bytes per sample)")
+    b.add_argument("--window", default="1s", help="window for the rate curve (default 1s)")
+    b.add_argument("--max-lag", default="2s")
+    b.add_argument("--bins", type=int, default=16)
+    b.add_argument("--surrogates", type=int, default=100)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_backlog)
+
+    j = add_parser(isub, "jitter", "inter-service gaps per user",
+                   "Scheduling jitter (seed 001): gaps between consecutive services of each user: "
+                   "count, mean, std, coefficient of variation and max, in seconds.",
+                   "airlink infer jitter sim/mac.parquet --json")
+    j.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    j.add_argument("--served", help="column > 0 when served (default served_bytes, subchannels, prbs, ...)")
+    j.add_argument("--json", action="store_true")
+    j.set_defaults(func=cmd_jitter)
+
+    s = add_parser(isub, "scheduler", "which scheduler explains the trace?",
+                   "Classify the scheduler (rr, maxcir, pf, backlog) from what a measurement sees: "
+                   "per-user allocation (rate or PRBs), channel quality and backlog where known. The "
+                   "model is trained on simulated cells on first use and cached under "
+                   "$AIRLINK_CACHE or ~/.cache/airlink; its held-out accuracy is printed with it. "
+                   "For PF it also estimates the averaging time constant.",
+                   "airlink infer scheduler sim/mac.parquet --json\n"
+                   "airlink infer scheduler data_310410.csv --alloc pcell_sum_nRB --channel pcell_snr")
+    s.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    s.add_argument("--alloc", help="allocation column (default prbs, subchannels, served_bytes, assigned_rate_bps)")
+    s.add_argument("--channel", help="channel column (default sinr_reported_db, sinr_db, snr_db, cqi)")
+    s.add_argument("--backlog", help="backlog column, if known (default backlog_bytes when present)")
+    s.add_argument("--retrain", action="store_true", help="train the model again instead of using the cache")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_scheduler)
+
+
+def _max_lag(text: str):
+    text = str(text).strip()
+    return int(text) if text.isdigit() else text
+
+
+def _fmt(v, spec=".3f"):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return format(v, spec)
+
+
+def cmd_nmi(args) -> int:
+    from airlink import inference as inf
+    frame = inf.read_frames(args.frames)
+    table = inf.rank_factors(frame, target=args.target, factors=args.factor, max_lag=_max_lag(args.max_lag),
+                             bins=args.bins, binning=args.binning, normalization=args.normalization,
+                             n_surrogates=args.surrogates, n_boot=args.bootstrap, user=args.user,
+                             seed=args.seed, progress=sys.stderr.isatty())
+    if args.json:
+        print_json(table.to_dict(orient="records"))
+        return 0
+    a = table.attrs
+    print(f"target {args.target}: peak I_N over |lag| <= {a['max_lag']} samples "
+          f"({_fmt(a['max_lag'] * a['sample_period_s'], 'g')} s), {args.bins} {args.binning} bins, "
+          f"{args.surrogates} circular-shift surrogates")
+    print(f"{'factor':<24} {'peak_nmi':>8} {'lag_s':>9} {'p_value':>8} {'thresh':>7} {'corrected':>9}  interval (95%)")
+    for r in table.itertuples():
+        print(f"{r.factor:<24} {r.peak_nmi:8.3f} {_fmt(r.lag_s, '9.3g')} {_fmt(r.p_value, '8.3f')} "
+              f"{_fmt(r.threshold, '7.3f')} {_fmt(r.bias_corrected, '9.3f')}  "
+              f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]")
+    print("positive lag: the factor leads the target")
+    return 0
+
+
+def cmd_fairness(args) -> int:
+    from airlink import inference as inf
+    frame = inf.read_frames(args.frames)
+    rep = inf.fairness_report(frame, rate=args.rate, resource=args.resource, window=args.window)
+    if args.json:
+        out = dict(overall=rep["overall"], users=rep["users"].reset_index().to_dict(orient="records"))
+        if args.window:
+            w = rep["windows"].copy()
+            if not w.empty:
+                w["time"] = w["time"].astype(str)
+            out["windows"] = w.to_dict(orient="records")
+        print_json(out)
+        return 0
+    o = rep["overall"]
+    print(f"{o['users']} users, rate column {o['rate']}, resource {o['resource']}")
+    print(f"fairness gap (max-min)/min   {_fmt(o['fairness_gap'])}")
+    print(f"Jain's index                 {_fmt(o['jain_index'])}")
+    print(f"min/max resource fraction    {_fmt(o['min_max_resource_ratio'])}")
+    print(rep["users"].to_string(float_format=lambda v: f"{v:.4g}"))
+    if args.window and not rep["windows"].empty:
+        w = rep["windows"]
+        print(f"per {args.window}: Jain's index mean {_fmt(w['jain_index'].mean())}, "
+              f"min {_fmt(w['jain_index'].min())}; fairness gap median {_fmt(w['fairness_gap'].median())}")
+    return 0
+
+
+def cmd_backlog(args) -> int:
+    from airlink import inference as inf
+    frame = inf.read_frames(args.frames)
+    rep = inf.backlog_dependence(frame, rate=args.rate, backlog=args.backlog, channel=args.channel,
+                                 sending=args.sending, bins=args.bins, window=args.window,
+                                 max_lag=_max_lag(args.max_lag), n_surrogates=args.surrogates)
+    if args.json:
+        print_json(rep)
+        return 0
+    nb, nc = rep["nmi_backlog"], rep["nmi_channel"]
+    print(f"NMI({rep['rate']}; {rep['backlog']}) = {nb['peak_nmi']:.3f} at lag {_fmt(nb['lag_s'], 'g')} s, "
+          f"p = {_fmt(nb['p_value'])}")
+    if nc:
+        print(f"NMI({rep['rate']}; {rep['channel']}) = {nc['peak_nmi']:.3f} at lag {_fmt(nc['lag_s'], 'g')} s, "
+              f"p = {_fmt(nc['p_value'])}")
+        print("the rate follows the " + ("backlog" if rep["backlog_dominates"] else "channel"))
+    if rep["curve"]:
+        print(f"assigned vs sending rate ({rep['sending']}, {args.window} windows):")
+        for c in rep["curve"]:
+            print(f"  {c['sending_rate_bps'] / 1e3:10.1f} kbit/s -> {c['assigned_rate_bps'] / 1e3:10.1f} kbit/s"
+                  f"  ({c['windows']} windows)")
+    print(f"throttling begins at     {_fmt(rep['throttle_onset_bps'] / 1e3, '.1f')} kbit/s")
+    print(f"response lag to bursts   {_fmt(rep['response_lag_s'], '.4g')} s")
+    return 0
+
+
+def cmd_jitter(args) -> int:
+    from airlink import inference as inf
+    frame = inf.read_frames(args.frames)
+    table = inf.jitter_report(frame, served=args.served)
+    if args.json:
+        print_json(table.to_dict(orient="records"))
+        return 0
+    print(f"inter-service gaps (served = {table.attrs['served']} > 0), seconds")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
+def cmd_scheduler(args) -> int:
+    from airlink import inference as inf
+    frame = inf.read_frames(args.frames)
+    model = inf.load_scheduler_model(retrain=args.retrain, progress=sys.stderr.isatty())
+    res = inf.identify_scheduler(frame, model=model, alloc=args.alloc, channel=args.channel,
+                                 backlog=args.backlog)
+    if args.json:
+        print_json(res)
+        return 0
+    print(f"scheduler: {res['scheduler']} (probability {res['probability']:.2f})")
+    for name, p in sorted(res["probabilities"].items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<8} {p:.2f}")
+    if res.get("pf_time_constant_s") is not None:
+        print(f"PF averaging time constant ~ {_fmt(res['pf_time_constant_s'], '.3g')} s "
+              f"({_fmt(res.get('pf_time_constant_tti'), '.0f')} TTI)")
+    print(f"model: {res['model']['description']}; held-out accuracy {res['model']['heldout_accuracy']:.3f}")
+    return 0
