@@ -37,7 +37,9 @@ class SimResult:
     def write(self, outdir, mahimahi: bool = False) -> Path:
         """Write ``capacity.parquet``, ``mac.parquet``, ``summary.json``, ``config.yaml``
         (and ``user<N>.down`` Mahimahi traces with ``mahimahi``) into ``outdir``; returns it.
-        The same seed and parameters give byte-identical files."""
+        The same seed and parameters give byte-identical files. Users that were never served
+        get no Mahimahi trace (the format cannot express zero capacity); their names are
+        left in ``skipped_mahimahi``."""
         import pyarrow as pa
         import pyarrow.parquet as pq
         import yaml
@@ -54,8 +56,13 @@ class SimResult:
             f.write("\n")
         with open(out / "config.yaml", "w") as f:
             yaml.safe_dump(_jsonable(self.config), f, sort_keys=True)
+        self.skipped_mahimahi = []
         if mahimahi:
             for u in self.capacity.users:
+                if self.capacity.column(u).sum() <= 0:
+                    # a Mahimahi trace needs at least one delivery opportunity
+                    self.skipped_mahimahi.append(u)
+                    continue
                 write_trace(self.capacity, out / f"user{u}.down", "mahimahi", user=u)
         return out
 
