@@ -43,6 +43,7 @@ from airlink.traces.errors import AirlinkError
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
 PR_SET_PDEATHSIG = 1
+PR_SET_TIMERSLACK = 29
 TUNSETIFF = 0x400454CA
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
@@ -66,6 +67,11 @@ def unshare(flags: int) -> None:
 
 def setns(fd: int, nstype: int) -> None:
     _check(_libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+
+
+def set_timer_slack(ns: int = 1000) -> None:
+    """Wake timers within ``ns`` of their deadline (the default slack is 50 us)."""
+    _libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
 
 
 def set_parent_death_signal(sig=signal.SIGKILL) -> None:

@@ -34,7 +34,7 @@ class _Shell:
         ``stats_path`` writes a JSON summary (per-direction counters, kernel drops at the
         TUN devices). The summary is also kept in :attr:`last_stats`.
         """
-        from .plumbing import Namespace
+        from .plumbing import Namespace, set_timer_slack
         ns = Namespace(cmd, env=env)
         handlers = {}
         try:
@@ -52,6 +52,7 @@ class _Shell:
             for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
                 handlers[s] = signal.signal(s, forward)
             handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_child)
+            set_timer_slack()
             ns.start()
             counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
                                  on_finished=lambda: forward(signal.SIGTERM, None))
