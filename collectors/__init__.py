@@ -19,16 +19,25 @@ from pathlib import Path
 
 from airlink.traces.errors import AirlinkError, FormatError
 
-from . import pcap as _pcap
 from ._capture import CaptureError
+from .align import align, estimate_clock_offset
+from .callrecords import read as read_callrecords
+from .csvmap import read as read_csv
+from .icellspeed import read as read_icellspeed
+from .linklog import read as read_linklog
+from .macparquet import read as read_mac
 from .pcap import read as read_pcap
 from .tcp import TcpAnalysis, analyze_tcp
+from .ucc import read as read_ucc
 
-__all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "READERS",
-           "reader_names"]
+__all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "read_linklog",
+           "read_ucc", "read_icellspeed", "read_csv", "read_mac", "read_callrecords", "align",
+           "estimate_clock_offset", "READERS", "reader_names"]
 
-# name -> module path (imported lazily so a broken optional reader never breaks the rest)
-READERS = {"pcap": "pcap"}
+# name -> module, in sniffing order (most specific first; the generic CSV reader last,
+# and only when a mapping is given)
+READERS = {"pcap": "pcap", "mac-parquet": "macparquet", "linklog": "linklog", "ucc": "ucc",
+           "icellspeed": "icellspeed", "callrecords": "callrecords", "csv": "csvmap"}
 
 
 def _module(name):
@@ -59,6 +68,9 @@ def read(path, format: str | None = None, **kw):
         return _module(format).read(path, **kw)
     tried = []
     for name in READERS:
+        if name == "csv" and kw.get("mapping") is None:
+            tried.append("csv (needs a column mapping: mapping=... / --mapping M.yaml)")
+            continue
         mod = _module(name)
         try:
             ok = mod.is_format(path)

@@ -1,0 +1,97 @@
+"""Shared pieces of the text-table readers: sniffing CSV/TSV, unit conversion, times."""
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from airlink.traces.errors import AirlinkError, FormatError
+from airlink.traces.units import parse_duration, parse_rate, parse_size
+
+MISSING = ["-", "", "None", "none", "NA", "NaN", "nan", "null", "N/A"]
+
+
+def head_text(path, n=8192) -> str:
+    """First ``n`` bytes of a file as text ('' if unreadable or binary)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(n)
+    except OSError:
+        return ""
+    if b"\x00" in raw:
+        return ""
+    return raw.decode("utf-8", "replace")
+
+
+def header_columns(path) -> list:
+    """Column names of a CSV/TSV file's first line ([] when it is not one)."""
+    text = head_text(path)
+    if not text:
+        return []
+    first = text.splitlines()[0] if text.splitlines() else ""
+    sep = "\t" if first.count("\t") > first.count(",") else ","
+    return [c.strip().strip('"') for c in first.split(sep)] if sep in first else []
+
+
+def sep_of(path) -> str:
+    first = head_text(path).splitlines()[0] if head_text(path) else ""
+    return "\t" if first.count("\t") > first.count(",") else ("," if "," in first else r"\s+")
+
+
+def unit_factor(unit: str, target: str) -> float:
+    """Factor from ``unit`` to the base unit implied by the target column's suffix."""
+    if not unit:
+        return 1.0
+    u = unit.strip()
+    try:
+        if target.endswith("_bps"):
+            return parse_rate("1" + u)
+        if target.endswith("_ms"):
+            return float(parse_duration("1" + u)) * 1000.0
+        if target.endswith("_s"):
+            return float(parse_duration("1" + u))
+        if target.endswith("_bytes"):
+            if u.lower() in ("bit", "bits"):
+                return 1 / 8
+            return float(parse_size("1" + u))
+        if target.endswith("_kmh"):
+            return {"km/h": 1.0, "kmh": 1.0, "m/s": 3.6, "mph": 1.609344}[u.lower()]
+    except (AirlinkError, KeyError):
+        pass
+    if u.lower() in ("db", "dbm", "1", "count", target.rsplit("_", 1)[-1]):
+        return 1.0
+    raise AirlinkError(f"cannot convert unit {unit!r} for column {target!r}")
+
+
+def parse_times(values: pd.Series, *, fmt=None, tz=None, unit=None, name="time") -> pd.Series:
+    """Times as UTC. ``unit`` (s, ms, us, ns) for numbers since the epoch; ``fmt`` a strftime
+    pattern; ``tz`` the zone of naive local times (e.g. Europe/Dublin)."""
+    if unit:
+        num = pd.to_numeric(values, errors="coerce")
+        mult = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit]
+        t = pd.to_datetime((num * mult).round().astype("Int64"), unit="ns", utc=True)
+        return t
+    t = pd.to_datetime(values, format=fmt, errors="coerce")
+    if getattr(t.dt, "tz", None) is None:
+        t = t.dt.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")
+    return t.dt.tz_convert("UTC")
+
+
+def finish(frame: pd.DataFrame, path, reader: str, *, dedupe="last") -> pd.DataFrame:
+    """Drop rows without time, sort by time (stable), handle duplicate timestamps, count gaps."""
+    bad = frame["time"].isna()
+    frame = frame.loc[~bad]
+    frame = frame.sort_values("time", kind="stable", ignore_index=True)
+    keys = ["time"] + [c for c in ("carrier", "user", "cell_id") if c in frame.columns and c != "cell_id"]
+    dup = frame.duplicated(keys, keep=dedupe if dedupe else False)
+    ndup = int(dup.sum())
+    if dedupe:
+        frame = frame.loc[~dup].reset_index(drop=True)
+    t = frame["time"].drop_duplicates().array.asi8
+    gaps = int((np.diff(t) > 1.5 * np.median(np.diff(t))).sum()) if len(t) > 2 else 0
+    frame.attrs.update({"source": str(path), "reader": reader, "rows_without_time": int(bad.sum()),
+                        "duplicate_times": ndup, "gaps": gaps})
+    return frame

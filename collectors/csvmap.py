@@ -1,0 +1,108 @@
+"""Generic CSV/TSV reader driven by a column mapping (a dict or a YAML file).
+
+Mapping format (YAML)::
+
+    kind: rf                       # frame kind to validate against (rf, mac, ...)
+    time: {column: Timestamp, format: "%Y.%m.%d_%H.%M.%S", tz: Europe/Dublin}
+    #   or {column: seconds_since_epoch, unit: s}
+    columns:
+      RSRP: rsrp_dbm               # source column -> schema column
+      DL_bitrate: {name: dl_bitrate_bps, unit: kbit/s}
+      Speed: {name: speed_kmh, scale: 1.0}
+    missing: ["-"]                 # extra strings meaning "no value"
+    sep: ","                       # default: sniffed (comma or tab)
+    dedupe: last                   # duplicate timestamps: keep last | first | none
+
+Units are converted to the base unit of the target column's suffix (``_bps`` bit/s,
+``_ms``, ``_bytes``, ``_kmh``); ``scale`` multiplies after that. Unmapped columns are dropped
+unless ``keep_unmapped: true``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from airlink.traces.errors import AirlinkError, FormatError
+from airlink.traces.schema import validate
+
+from ._tabular import MISSING, finish, header_columns, parse_times, sep_of, unit_factor
+
+NAME = "csv"
+
+
+def load_mapping(mapping) -> dict:
+    if mapping is None:
+        return {}
+    if isinstance(mapping, dict):
+        return mapping
+    path = Path(mapping)
+    if not path.exists():
+        raise AirlinkError(f"{path}: no such mapping file")
+    import yaml
+    try:
+        m = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise FormatError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(m, dict):
+        raise FormatError(f"{path}: a mapping file must be a YAML mapping with 'columns' and 'time'")
+    return m
+
+
+def is_format(path) -> bool:
+    """Any delimited text file with a header line (used only with a mapping, or last)."""
+    return len(header_columns(path)) >= 2
+
+
+def why_not(path) -> str:
+    return "no header line with delimited column names"
+
+
+def read(path, mapping=None, **_) -> pd.DataFrame:
+    """Read a delimited table with ``mapping`` (dict or YAML path; see module notes)."""
+    path = Path(path)
+    m = load_mapping(mapping)
+    if not m:
+        raise AirlinkError(f"{path}: the generic CSV reader needs a column mapping (--mapping M.yaml)")
+    cols = m.get("columns") or {}
+    tspec = m.get("time") or {}
+    if isinstance(tspec, str):
+        tspec = {"column": tspec}
+    tcol = tspec.get("column")
+    if not tcol:
+        raise AirlinkError(f"{path}: mapping lacks time.column")
+    try:
+        raw = pd.read_csv(path, sep=m.get("sep") or sep_of(path), na_values=MISSING + list(m.get("missing", [])),
+                          keep_default_na=True, engine="python" if m.get("sep") is None else "c",
+                          skipinitialspace=True)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise FormatError(f"{path}: cannot parse as a table ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in [tcol, *cols] if c not in raw.columns]
+    if missing:
+        raise FormatError(f"{path}: column(s) {', '.join(map(str, missing))} named in the mapping are not in "
+                          f"the file (it has {', '.join(map(str, raw.columns[:12]))})")
+    out = {"time": parse_times(raw[tcol], fmt=tspec.get("format"), tz=tspec.get("tz"),
+                               unit=tspec.get("unit"))}
+    for src, spec in cols.items():
+        if isinstance(spec, str):
+            spec = {"name": spec}
+        dst = spec["name"]
+        col = raw[src]
+        numeric = dst.endswith(("_bps", "_bytes", "_db", "_dbm", "_ms", "_kmh", "_s")) or spec.get("unit") \
+            or spec.get("scale") is not None
+        if numeric:
+            col = pd.to_numeric(col, errors="coerce") * unit_factor(spec.get("unit", ""), dst) \
+                * float(spec.get("scale", 1.0))
+        out[dst] = col.to_numpy()
+    if m.get("keep_unmapped"):
+        for c in raw.columns:
+            if c not in cols and c != tcol and c not in out:
+                out[c] = raw[c].to_numpy()
+    frame = pd.DataFrame(out)
+    for k, v in (m.get("constants") or {}).items():
+        frame[k] = v
+    dd = m.get("dedupe", "last")
+    frame = finish(frame, path, m.get("reader", NAME), dedupe=None if dd in (None, "none", False) else dd)
+    kind = m.get("kind", "rf")
+    return validate(frame, kind, name=str(path))

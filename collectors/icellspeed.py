@@ -1,0 +1,83 @@
+"""iCellSpeed dataset (Purdue, MobiCom 2020) -> ``mac`` frame, one row per carrier and second.
+
+Static files (``D1_static``) carry per carrier (``pcell``, ``scell_1..3``) RSRP/RSRQ, SNR,
+scheduled transport-block rate ``_tbs`` (Mbit/s), carrier PRBs ``_max_nRB``, PRBs allocated in
+the second ``_sum_nRB`` and mean ``_mcs``; ``throughput`` is Mbit/s. Driving files
+(``D1_driving``) carry only the serving cells and ``throughput`` in **bit/s**. The unit is
+chosen from the layout (per-carrier statistics present -> Mbit/s) and cross-checked against
+the values: a "Mbit/s" median above 10 000 or a "bit/s" median below 1 000 is rejected with
+a message rather than silently scaled. ``None`` = carrier absent (the row is dropped).
+
+Columns: ``time``, ``user`` (``ue``), ``carrier``, ``cell_id``, ``prbs``, ``prbs_max``, ``mcs``,
+``tbs_bps``, ``rsrp_dbm``, ``rsrq_db``, ``snr_db``, ``throughput_bps`` (the device's
+application throughput, repeated on each carrier row of the second), ``frequency``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from airlink.traces.errors import FormatError
+from airlink.traces.schema import validate
+
+from ._tabular import MISSING, header_columns
+
+NAME = "icellspeed"
+CARRIERS = ["pcell", "scell_1", "scell_2", "scell_3"]
+SIGNATURE = {"seconds_since_epoch", "throughput", "pcell_cid"}
+
+
+def is_format(path) -> bool:
+    return SIGNATURE <= set(header_columns(path))
+
+
+def why_not(path) -> str:
+    return f"header lacks {', '.join(sorted(SIGNATURE - set(header_columns(path))))}"
+
+
+def read(path, *, throughput_unit: str | None = None, **_) -> pd.DataFrame:
+    """Read one iCellSpeed CSV (static or driving layout) into a per-carrier ``mac`` frame."""
+    path = Path(path)
+    try:
+        raw = pd.read_csv(path, na_values=MISSING)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise FormatError(f"{path}: cannot parse as CSV ({str(exc).splitlines()[0]})") from None
+    static = "pcell_tbs" in raw.columns
+    unit = throughput_unit or ("Mbit/s" if static else "bit/s")
+    thr = pd.to_numeric(raw["throughput"], errors="coerce")
+    med = float(thr[thr > 0].median()) if (thr > 0).any() else 0.0
+    if unit == "Mbit/s" and med > 1e4:
+        raise FormatError(f"{path}: throughput median {med:g} is not plausible in Mbit/s "
+                          f"(pass throughput_unit='bit/s')")
+    if unit == "bit/s" and 0 < med < 1e3:
+        raise FormatError(f"{path}: throughput median {med:g} is not plausible in bit/s "
+                          f"(pass throughput_unit='Mbit/s')")
+    thr_bps = thr * (1e6 if unit == "Mbit/s" else 1.0)
+    t = pd.to_datetime(pd.to_numeric(raw["seconds_since_epoch"], errors="coerce") * 1e9, unit="ns", utc=True)
+    parts = []
+    for c in CARRIERS:
+        if f"{c}_cid" not in raw.columns:
+            continue
+        def col(suffix, scale=1.0):
+            name = f"{c}_{suffix}"
+            return pd.to_numeric(raw[name], errors="coerce") * scale if name in raw.columns else np.nan
+        part = pd.DataFrame({
+            "time": t, "user": "ue", "carrier": c, "cell_id": col("cid"), "frequency": col("freq"),
+            "prbs": col("sum_nRB"), "prbs_max": col("max_nRB"), "mcs": col("mcs"),
+            "tbs_bps": col("tbs", 1e6), "rsrp_dbm": col("rsrp"), "rsrq_db": col("rsrq"),
+            "snr_db": col("snr"), "throughput_bps": thr_bps})
+        part = part[part["cell_id"].notna()]
+        parts.append(part)
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["time", "user"])
+    frame = frame[frame["time"].notna()]
+    order = {c: i for i, c in enumerate(CARRIERS)}
+    frame = frame.assign(_o=frame["carrier"].map(order)).sort_values(["time", "_o"], kind="stable") \
+        .drop(columns="_o").reset_index(drop=True)
+    frame["carrier"] = pd.Categorical(frame["carrier"], categories=CARRIERS)
+    dup = frame.duplicated(["time", "carrier"], keep="last")
+    frame = frame[~dup].reset_index(drop=True)
+    frame.attrs.update({"source": str(path), "reader": NAME, "layout": "static" if static else "driving",
+                        "throughput_unit": unit, "duplicate_times": int(dup.sum())})
+    return validate(frame, "mac", name=str(path))

@@ -1,0 +1,59 @@
+"""airlink's own ``mac.parquet`` (written by sim/ and replay/) -> ``mac`` frame, validated."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from airlink.traces.errors import FormatError
+from airlink.traces.schema import validate
+
+NAME = "mac-parquet"
+
+
+def _columns(path):
+    import pyarrow.parquet as pq
+    return pq.read_schema(path).names
+
+
+def is_format(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"PAR1":
+                return False
+        names = set(_columns(path))
+        return {"user"} <= names and ("time" in names or "time_ms" in names or "tti" in names)
+    except Exception:
+        return False
+
+
+def why_not(path) -> str:
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"PAR1":
+                return "not a Parquet file"
+        return f"Parquet without time and user columns (has {', '.join(_columns(path)[:8])})"
+    except Exception as exc:
+        return str(exc)
+
+
+def read(path, **_) -> pd.DataFrame:
+    """Read a MAC log Parquet file; a ``time_ms`` column becomes UTC ``time``."""
+    path = Path(path)
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as exc:
+        raise FormatError(f"{path}: cannot read Parquet ({str(exc).splitlines()[0]})") from None
+    if frame.index.name == "time":
+        frame = frame.reset_index()
+    if "time" not in frame.columns and "time_ms" in frame.columns:
+        frame.insert(0, "time", pd.to_datetime((frame["time_ms"].to_numpy() * 1e6).round().astype("int64"),
+                                               unit="ns", utc=True))
+    if "time" in frame.columns and not isinstance(frame["time"].dtype, pd.DatetimeTZDtype):
+        if pd.api.types.is_datetime64_any_dtype(frame["time"]):
+            frame["time"] = frame["time"].dt.tz_localize("UTC")
+    if "time" in frame.columns and not frame["time"].is_monotonic_increasing:
+        frame = frame.sort_values("time", kind="stable", ignore_index=True)
+    frame.attrs.setdefault("source", str(path))
+    frame.attrs["reader"] = NAME
+    return validate(frame, "mac", name=str(path))
