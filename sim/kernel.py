@@ -26,7 +26,8 @@ Model, per TTI ``k`` (the engine passes the chunk's real and reported SINR):
    bytes stay queued as new data, as RLC AM would resend them). With ``harq_priority`` a
    subchannel goes first to the user with a pending retransmission that sees it best.
 4. **Link adaptation** (``la_mode``): 0 per TTI from the reported SINR (CQI); 1 average
-   C/I over ``la_interval`` TTIs, scheme maximising ``S_n``; 2 measured BLER over the
+   C/I (linear mean of the reported values) over ``la_interval`` blocks, scheme
+   maximising ``S_n`` at that average; 2 measured BLER over the
    interval vs thresholds, one step down/up; 3 hybrid (BLER method below ``la_hybrid_db``
    average C/I, C/I method above); 4 ideal (best ``S_n`` at the real SINR).
 """
@@ -108,7 +109,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
         if la_mode >= 1 and la_mode <= 3:
             for u in range(n_u):
                 if la_blocks[u] >= la_interval:
-                    avg_db = la_ci_sum[u] / la_blocks[u]
+                    avg_db = 10.0 * math.log10(la_ci_sum[u] / la_blocks[u] + 1e-30)
                     bler_meas = la_err[u] / la_blocks[u]
                     use_bler = la_mode == 2 or (la_mode == 3 and avg_db < hybrid_db)
                     if use_bler:
@@ -325,7 +326,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
             bler = 1.0 / (1.0 + math.exp(slope * (acc_db - s50_db[m])))
             failed = u_err[k, c] < bler
             if la_mode >= 1 and la_mode <= 3:
-                la_ci_sum[u] += 10.0 * math.log10(s_rep + 1e-30)
+                la_ci_sum[u] += s_rep
                 la_blocks[u] += 1
                 if failed:
                     la_err[u] += 1
