@@ -14,7 +14,7 @@ import pandas as pd
 from airlink.traces.errors import AirlinkError
 
 from . import fairness as F
-from .frames import column, pooled_series, sample_period_s, users_of, wide_many
+from .frames import with_time_index, column, pooled_series, sample_period_s, users_of, wide_many
 from .information import discretize
 from .lagscan import lag_scan
 from .surrogates import peak_significance
@@ -23,6 +23,7 @@ CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "ecio_db", "r
                    "mcs")
 RATE_COLUMNS = ("assigned_rate_bps", "served_bytes", "tbs_bps", "throughput_bps", "prbs",
                 "subchannels")
+THROUGHPUT_COLUMNS = ("served_bytes", "throughput_bps", "assigned_rate_bps", "tbs_bps", "prbs", "subchannels")
 
 
 def _max_lag_samples(max_lag, period: float) -> int:
@@ -35,6 +36,13 @@ def _max_lag_samples(max_lag, period: float) -> int:
             raise AirlinkError(f"max lag {max_lag!r} is a duration but the frame's sample period is unknown")
         return int(round(seconds / period))
     return int(max_lag)
+
+
+def _framed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Accept a time column or index (as the simulator's and the collectors' frames have)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise AirlinkError(f"expected a pandas DataFrame, got {type(frame).__name__}")
+    return frame if isinstance(frame.index, pd.DatetimeIndex) else with_time_index(frame)
 
 
 def _per_user_period(frame: pd.DataFrame) -> float:
@@ -55,6 +63,7 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
     ``factor, peak_nmi, lag, lag_s, p_value, threshold, bias_corrected, ci_low, ci_high,
     n_pairs``. A positive lag means the factor leads the target.
     """
+    frame = _framed(frame)
     factors = list(factors)
     if not factors:
         raise AirlinkError("give at least one factor")
@@ -99,6 +108,7 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
     rate, else NaN), and ``response_lag_s`` (median time from the start of a burst after
     an idle period to the first sample with a non-zero assigned rate).
     """
+    frame = _framed(frame)
     rate = rate or _first_present(frame, RATE_COLUMNS)
     if rate is None:
         raise AirlinkError(f"frame has no rate column (one of {', '.join(RATE_COLUMNS)}); pass rate=")
@@ -191,11 +201,15 @@ def _per_user_fairness(tables: dict, cols: dict, period: float) -> pd.DataFrame:
     if cols.get("resource"):
         res = np.nan_to_num(tables[cols["resource"]].sum().to_numpy())
         out["resource_fraction"] = F.resource_fractions(res)
-    out["selection_ratio"] = F.selection_ratios(rate.to_numpy())
+    # seed 000's s_m counts selections per resource unit (subchannel); per TTI without one
+    out["selection_ratio"] = (out["resource_fraction"].to_numpy() if cols.get("resource")
+                              else F.selection_ratios(rate.to_numpy()))
     if cols.get("backlog"):
         out["active_time_ratio"] = F.active_time_ratios(tables[cols["backlog"]].to_numpy())
     if cols.get("retx"):
-        tx = (np.nan_to_num(rate.to_numpy()) > 0).sum(axis=0)
+        # transmissions: resource units (blocks) when known, else TTIs with service
+        tx = (np.nansum(tables[cols["resource"]].to_numpy(), axis=0) if cols.get("resource")
+              else (np.nan_to_num(rate.to_numpy()) > 0).sum(axis=0))
         out["retransmission_ratio"] = F.retransmission_ratios(np.nansum(tables[cols["retx"]].to_numpy(), axis=0), tx)
     return out
 
@@ -204,15 +218,16 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
                     window=None) -> dict:
     """Fairness over the whole run and per window.
 
-    ``rate`` (default the first of assigned_rate_bps, served_bytes, tbs_bps, ...) gives the
+    ``rate`` (default the first of served_bytes, throughput_bps, assigned_rate_bps, tbs_bps, ...) gives the
     per-user throughput; ``resource`` (default ``subchannels`` or ``prbs``) the resource
     fractions. Returns ``{"overall": {...}, "users": DataFrame, "windows": DataFrame}`` with
     the fairness gap, Jain's index, min/max resource-fraction ratio, and per user the
     selection, active-time and retransmission ratios.
     """
-    rate = rate or _first_present(frame, RATE_COLUMNS)
+    frame = _framed(frame)
+    rate = rate or _first_present(frame, THROUGHPUT_COLUMNS)
     if rate is None:
-        raise AirlinkError(f"frame has no rate column (one of {', '.join(RATE_COLUMNS)})")
+        raise AirlinkError(f"frame has no rate column (one of {', '.join(THROUGHPUT_COLUMNS)})")
     resource = resource or _first_present(frame, ("subchannels", "prbs"))
     cols = dict(rate=rate, resource=resource, backlog=_first_present(frame, ("backlog_bytes", "backlog_packets")),
                 retx=_first_present(frame, ("harq_retransmissions", "rlp_retransmissions")))
@@ -243,6 +258,7 @@ def jitter_report(frame: pd.DataFrame, *, served: str | None = None) -> pd.DataF
     """Inter-service gaps per user (seed 001's scheduling jitter): count, mean, std, CoV and
     max in seconds. ``served`` defaults to the first of served_bytes, subchannels, prbs,
     assigned_rate_bps; a user counts as served in a sample where it is > 0."""
+    frame = _framed(frame)
     served = served or _first_present(frame, ("served_bytes", "subchannels", "prbs", "assigned_rate_bps",
                                               "tbs_bps"))
     if served is None:

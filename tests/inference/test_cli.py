@@ -1,0 +1,76 @@
+"""`airlink infer ...` end to end on frames written to disk."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+
+@pytest.fixture(scope="module")
+def coupled_csv(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    n = 900
+    y = np.convolve(rng.normal(size=n), np.ones(3), mode="same")
+    x = np.roll(y, 3) + 0.5 * rng.normal(size=n)
+    t = 1_600_000_000 + np.arange(n)                      # epoch seconds, 1 s samples
+    path = tmp_path_factory.mktemp("f") / "frame.csv"
+    pd.DataFrame({"time": t, "rate": x, "backlog": y, "noise": rng.normal(size=n)}).to_csv(path, index=False)
+    return path
+
+
+def test_nmi_json(run_airlink, coupled_csv):
+    status, out, err = run_airlink("infer", "nmi", coupled_csv, "--target", "rate", "--factor", "noise",
+                                   "--factor", "backlog", "--max-lag", "10s", "--surrogates", "19",
+                                   "--json")
+    assert status == 0, err
+    rows = json.loads(out)
+    assert [r["factor"] for r in rows] == ["backlog", "noise"]
+    assert {"factor", "peak_nmi", "lag_s", "p_value"} <= set(rows[0])
+    assert rows[0]["lag_s"] == 3.0 and rows[0]["p_value"] == pytest.approx(0.05)
+    assert rows[1]["p_value"] > 0.05 or rows[1]["peak_nmi"] < rows[0]["peak_nmi"] / 3
+
+
+def test_nmi_table_and_surrogates_off(run_airlink, coupled_csv):
+    status, out, err = run_airlink("infer", "nmi", coupled_csv, "--target", "rate", "--factor", "backlog",
+                                   "--max-lag", "5", "--surrogates", "0", "--bins", "8")
+    assert status == 0, err
+    assert "backlog" in out and "positive lag: the factor leads" in out
+
+
+def test_bad_column_is_one_line(run_airlink, coupled_csv):
+    status, out, err = run_airlink("infer", "nmi", coupled_csv, "--target", "nope", "--factor", "backlog")
+    assert status == 2
+    assert err.startswith("airlink: error:") and "nope" in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_file(run_airlink, tmp_path):
+    status, _, err = run_airlink("infer", "jitter", tmp_path / "missing.parquet")
+    assert status == 2 and "no such file" in err
+
+
+def test_help_has_example(run_airlink):
+    for action in ("nmi", "fairness", "backlog", "jitter", "scheduler"):
+        status, out, _ = run_airlink("infer", action, "--help")
+        assert status == 0 and "example:" in out and "airlink infer " + action in out
+
+
+@pytest.fixture(scope="module")
+def sim_parquet(tmp_path_factory):
+    sim = pytest.importorskip("airlink.sim", reason="simulator not available")
+    mac = sim.simulate("1xrtt", seed=2, duration="30s", scheduler="backlog", traffic="onoff").mac
+    path = tmp_path_factory.mktemp("s") / "mac.parquet"
+    mac.to_parquet(path)
+    return path
+
+
+def test_fairness_jitter_backlog_on_simulated_frame(run_airlink, sim_parquet):
+    status, out, err = run_airlink("infer", "fairness", sim_parquet, "--window", "5s", "--json")
+    assert status == 0, err
+    rep = json.loads(out)
+    assert 0 < rep["overall"]["jain_index"] <= 1 and len(rep["users"]) == 4 and len(rep["windows"]) == 6
+    status, out, err = run_airlink("infer", "jitter", sim_parquet, "--json")
+    assert status == 0, err
+    assert all(r["mean_s"] > 0 for r in json.loads(out))
+    status, out, err = run_airlink("infer", "backlog", sim_parquet, "--surrogates", "9")
+    assert status == 0, err
+    assert "the rate follows the backlog" in out

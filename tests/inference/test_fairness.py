@@ -1,0 +1,84 @@
+"""Fairness and jitter metrics on values worked out by hand."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import airlink.inference as inf
+
+
+def test_jain_and_gap():
+    assert inf.jain_index([1, 1, 1, 1]) == 1.0
+    assert inf.jain_index([1, 0, 0, 0]) == pytest.approx(0.25)
+    assert inf.jain_index([1, 2, 3]) == pytest.approx(36 / 42)
+    assert inf.jain_index([0, 0]) == 1.0
+    assert inf.fairness_gap([2, 4, 3]) == pytest.approx(1.0)
+    assert inf.fairness_gap([5, 5]) == 0.0
+    assert inf.fairness_gap([0, 1]) == float("inf")
+    assert inf.fairness_gap([1.0, np.nan, 3.0]) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("values", [[1, 2, 3], [0.1, 10, 7, 7], [5], [3, 3, 0]])
+def test_bounds(values):
+    j = inf.jain_index(values)
+    assert 1 / len(values) - 1e-12 <= j <= 1
+    r = inf.min_max_ratio(values)
+    assert 0 <= r <= 1
+    assert inf.resource_fractions(values).sum() == pytest.approx(1.0)
+
+
+def test_ratios():
+    served = np.array([[1, 0], [1, 0], [0, 2], [1, 0]])
+    assert list(inf.selection_ratios(served)) == [0.75, 0.25]
+    backlog = np.array([[5, 0], [0, 0], [1, 1], [1, 0]])
+    assert list(inf.active_time_ratios(backlog)) == [0.75, 0.25]
+    assert list(inf.retransmission_ratios([1, 0], [4, 0])[:1]) == [0.25]
+    assert np.isnan(inf.retransmission_ratios([1, 0], [4, 0])[1])
+    assert inf.min_max_ratio([1, 3]) == pytest.approx(1 / 3)
+
+
+def test_service_gaps():
+    served = np.array([1, 0, 0, 1, 1, 0, 0, 0, 1])
+    (gaps,) = inf.service_gaps(served, tti_s=0.002)
+    assert np.allclose(gaps, [0.006, 0.002, 0.008])
+    st = inf.gap_stats(gaps)
+    assert st["mean"] == pytest.approx(16 / 3 / 1000)
+    assert st["max"] == pytest.approx(0.008)
+    assert st["cov"] == pytest.approx(np.std(gaps) / np.mean(gaps))
+    assert np.isnan(inf.gap_stats([])["mean"])
+
+
+def toy_mac():
+    """Two users, 1 ms TTI: user 1 served 3 of 4 TTIs, user 2 every 4th."""
+    n = 400
+    t = pd.to_datetime(np.repeat(np.arange(n), 2), unit="ms", utc=True)
+    user = np.tile(["1", "2"], n)
+    k = np.repeat(np.arange(n), 2)
+    one = (user == "1") & (k % 4 != 3)
+    two = (user == "2") & (k % 4 == 3)
+    served = np.where(one, 100.0, 0) + np.where(two, 50.0, 0)
+    return pd.DataFrame({"time": t, "user": user, "served_bytes": served,
+                         "subchannels": np.where(one | two, 10, 0),
+                         "backlog_bytes": np.where(user == "1", 1000.0, (k % 2) * 10.0),
+                         "harq_retransmissions": np.where(one & (k % 8 == 0), 1, 0)})
+
+
+def test_fairness_report_on_frame():
+    rep = inf.fairness_report(toy_mac(), window="100ms")
+    o = rep["overall"]
+    assert o["rate"] == "served_bytes" and o["resource"] == "subchannels"
+    assert o["fairness_gap"] == pytest.approx((75 - 12.5) / 12.5)
+    assert o["min_max_resource_ratio"] == pytest.approx(1 / 3)
+    u = rep["users"]
+    assert list(u["selection_ratio"]) == [0.75, 0.25]
+    assert list(u["active_time_ratio"]) == [1.0, 0.5]
+    assert u.loc["1", "retransmission_ratio"] == pytest.approx(50 / 3000)   # per subchannel block
+    assert len(rep["windows"]) == 4
+    assert np.allclose(rep["windows"]["min_max_resource_ratio"], 1 / 3)
+
+
+def test_jitter_report_on_frame():
+    j = inf.jitter_report(toy_mac())
+    two = j[j.user == "2"].iloc[0]
+    assert two["mean_s"] == pytest.approx(0.004) and two["cov"] == pytest.approx(0.0)
+    one = j[j.user == "1"].iloc[0]
+    assert one["max_s"] == pytest.approx(0.002)
