@@ -1,0 +1,148 @@
+"""analyze_tcp on hand-built connections whose truth is known, and invariants on real ones."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from airlink import collectors as C
+from airlink.traces import validate
+
+from pcapcraft import link_wrap, pcap_bytes, tcp_packet
+
+MS = 1_000_000
+T0 = 1_700_000_000 * 10**9
+A, B = "10.0.0.1", "10.0.0.2"
+
+
+def ts(v, e):
+    return [("NOP", None), ("NOP", None), ("Timestamp", (v, e))]
+
+
+def data(t, seq, tsv, isn=0, size=1000):
+    return (t, tcp_packet(A, B, 40000, 80, seq=(isn + seq) % 2**32, ack=1001, flags="PA",
+                          payload=b"d" * size, options=ts(tsv, 9)))
+
+
+def ack(t, a, tse, *, isn=0, sack=None, window=1000):
+    opts = ts(9, tse) + ([("NOP", None), ("NOP", None), ("SAck", sack)] if sack else [])
+    return (t, tcp_packet(B, A, 80, 40000, seq=1001, ack=(isn + a) % 2**32, flags="A", window=window,
+                          options=opts))
+
+
+def scenario(isn=0):
+    """Data A->B: a fast retransmit after 3 duplicate ACKs, then a timeout retransmission
+    that was spurious (Eifel and DSACK), then a zero window."""
+    syn = (0, tcp_packet(A, B, 40000, 80, seq=isn % 2**32, flags="S",
+                         options=[("MSS", 1000), ("SAckOK", b""), ("Timestamp", (1, 0)), ("NOP", None),
+                                  ("WScale", 3)]))
+    synack = (10, tcp_packet(B, A, 80, 40000, seq=1000, ack=(isn + 1) % 2**32, flags="SA",
+                             options=[("MSS", 1000), ("SAckOK", b""), ("Timestamp", (8, 1)),
+                                      ("NOP", None), ("WScale", 2)]))
+    hs_ack = (20, tcp_packet(A, B, 40000, 80, seq=(isn + 1) % 2**32, ack=1001, flags="A", options=ts(2, 8)))
+    pk = [syn, synack, hs_ack]
+    for i in range(5):
+        pk.append(data(30 + i, 1 + 1000 * i, 100 + i, isn))
+    pk.append(ack(80, 1001, 100, isn=isn))
+    for k in range(3):
+        pk.append(ack(81 + k, 1001, 100, isn=isn, sack=((isn + 2001 + 0) % 2**32, (isn + 2001 + 1000 * (k + 1)) % 2**32)))
+    pk.append(data(84, 1001, 110, isn))                        # fast retransmit
+    pk.append(ack(134, 5001, 110, isn=isn))
+    pk.append(data(140, 5001, 120, isn))
+    pk.append(data(400, 5001, 130, isn))                       # timeout retransmission
+    pk.append(ack(410, 6001, 120, isn=isn))                    # acks the original: Eifel
+    pk.append(ack(460, 6001, 130, isn=isn, sack=((isn + 5001) % 2**32, (isn + 6001) % 2**32)))  # DSACK
+    pk.append(ack(500, 6001, 130, isn=isn, window=0))          # zero window
+    return [(T0 + t * MS, link_wrap(p, 1)) for t, p in pk]
+
+
+@pytest.fixture(params=[0, 2**32 - 3000], ids=["isn0", "isn-wraps"])
+def analysis(request, tmp_path):
+    f = tmp_path / "s.pcap"
+    f.write_bytes(pcap_bytes(scenario(request.param)))
+    return C.analyze_tcp(f, resolution="100ms")
+
+
+def test_flow_table(analysis):
+    fl = analysis.flows
+    validate(fl, "flows")
+    assert len(fl) == 1
+    r = fl.iloc[0]
+    assert (r["src"], r["dst"], r["sport"], r["dport"]) == (A, B, 40000, 80)
+    assert r["packets_fwd"] == 10 and r["packets_rev"] == 9
+    assert r["mss_bytes"] == 1000 and r["wscale_fwd"] == 3 and r["wscale_rev"] == 2
+    assert r["sack_permitted"] and r["timestamps"]
+
+
+def test_retransmission_classes(analysis):
+    r = analysis.flows.iloc[0]
+    assert r["retransmissions"] == 2
+    assert r["fast_retransmissions"] == 1 and r["timeout_retransmissions"] == 1
+    assert r["spurious_retransmissions"] == 1
+    assert r["dupacks"] == 4 and r["zero_windows"] == 1      # 3 before the fast retransmit + the DSACK
+    ev = analysis.events
+    rx = ev[ev["event"] == "retransmission"].reset_index(drop=True)
+    assert list(rx["kind"]) == ["fast", "timeout"]
+    assert list(rx["seq"]) == [1001, 5001]
+    assert list(rx["spurious"]) == [False, True]
+    assert rx["spurious_reason"].iloc[1] in ("eifel", "dsack")
+
+
+def test_rtt_samples_obey_karn(analysis):
+    ev = analysis.events
+    rtt = ev[ev["event"] == "rtt"]
+    seqack = rtt[rtt["kind"] == "seq_ack"]["rtt_ms"].to_numpy()
+    assert np.allclose(seqack, [50.0])                 # later ACKs cover retransmitted data
+    tsr = sorted(rtt[rtt["kind"] == "timestamp"]["rtt_ms"].round(3))
+    assert tsr == [50.0, 50.0, 270.0]
+    assert analysis.flows.iloc[0]["rtt_ms_median"] == pytest.approx(50.0)
+
+
+def test_series(analysis):
+    s = analysis.series
+    validate(s, "tcp")
+    fwd = s[s["direction"] == "fwd"]
+    assert fwd["retransmissions"].sum() == 2
+    assert fwd["throughput_bps"].sum() * 0.1 / 8 == pytest.approx(8000)     # all payload bytes (6 new + 2 again)
+    assert fwd["goodput_bps"].sum() * 0.1 / 8 == pytest.approx(6000)        # newly acked bytes
+    assert 1000 < fwd["inflight_bytes"].max() <= 5000                      # mean over the bin
+    assert (s[s["direction"] == "rev"]["inflight_bytes"].fillna(0) <= 1).all()
+    assert fwd["rwnd_bytes"].iloc[4] == 1000 * 4          # 400-500 ms: window 1000 scaled by 2**2
+    assert s["dupacks"].sum() == 4
+    summ = analysis.summary()[0]
+    for k in ("src", "dst", "sport", "dport", "packets", "bytes", "retransmissions",
+              "spurious_retransmissions", "rtt_ms_median"):
+        assert k in summ
+    assert summ["packets"] == 19 and summ["retransmissions"] == 2
+
+
+def test_receiver_side_capture_counts_hole_fill(tmp_path):
+    """Lost before the capture point: the retransmission fills a hole and still counts."""
+    pk = scenario()
+    del pk[4]                                          # the original of seq 1001 never seen
+    f = tmp_path / "r.pcap"
+    f.write_bytes(pcap_bytes(pk))
+    a = C.analyze_tcp(f)
+    assert a.flows.iloc[0]["retransmissions"] == 2
+
+
+def test_resolution_is_checked(tmp_path):
+    f = tmp_path / "s.pcap"
+    f.write_bytes(pcap_bytes(scenario()))
+    with pytest.raises(C.AirlinkError if hasattr(C, "AirlinkError") else Exception):
+        C.analyze_tcp(f, resolution="fast")
+
+
+def test_real_captures_invariants(shared_data):
+    for f in sorted((shared_data / "tcp-pcaps").rglob("*")):
+        if not f.is_file() or f.name == "COPYING":
+            continue
+        a = C.analyze_tcp(f, resolution="1s")
+        fl = a.flows
+        assert (fl["spurious_retransmissions"] <= fl["retransmissions"]).all()
+        assert (fl["fast_retransmissions"] + fl["timeout_retransmissions"] == fl["retransmissions"]).all()
+        assert (fl["rtt_ms_min"].dropna() >= 0).all()
+        s = a.series
+        for c in ("retransmissions", "dupacks", "spurious_retransmissions"):
+            assert s[c].sum() == fl[c].sum(), (f, c)
+        assert s.groupby(["flow"])["packets"].sum().sum() == (fl["packets_fwd"] + fl["packets_rev"])[
+            fl["proto"] == 6].sum()
