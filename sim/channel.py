@@ -36,7 +36,8 @@ Measured input
     :class:`MeasuredChannel` uses it as the per-TTI nominal SNR, optionally with fading.
 
 Everything is generated chunk by chunk (``sinr_chunk(k0, n)``), so memory is bounded by
-the chunk size, not by the run length; chunk boundaries do not change the result.
+the chunk size, not by the run length; chunk boundaries do not change the result (up
+to float32 rounding in the matrix products).
 """
 from __future__ import annotations
 
