@@ -424,7 +424,9 @@ def fig_time_sequence(packets: pd.DataFrame, *, max_points: int = 60000):
     a = packets[rev_m]
     ta = t_all[rev_m]
     ack = ((a["ack"].to_numpy(np.int64) - isn) % (1 << 32)).astype(np.float64)
-    ok = ack < (1 << 31)
+    ok = ack <= end.max() + 1  # drops the handshake's ACK numbers and anything before the ISN
+    if "flags" in a.columns:
+        ok &= (a["flags"].to_numpy(np.int64) & 0x10) != 0
     ack, ta = ack[ok], ta[ok]
     win = None
     if "window_bytes" in a.columns:
@@ -456,7 +458,7 @@ def _main_direction(tcp: pd.DataFrame):
     col = "goodput_bps" if "goodput_bps" in tcp else "throughput_bps"
     if col not in tcp:
         return None
-    tot = tcp.groupby(["flow", "direction"])[col].sum()
+    tot = tcp.groupby(["flow", "direction"], observed=True)[col].sum()
     if tot.empty:
         return None
     flow, direction = tot.idxmax()
@@ -473,8 +475,8 @@ def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, packets=
     if tcp is not None and len(tcp) and ("goodput_bps" in tcp or "throughput_bps" in tcp):
         col = "goodput_bps" if "goodput_bps" in tcp else "throughput_bps"
         t0 = pd.DatetimeIndex(tcp["time"] if "time" in tcp else tcp.index).asi8.min()
-        tot = tcp.groupby(["flow", "direction"])[col].sum()
-        top = tot[tot > 0].sort_values(ascending=False).head(6)
+        tot = tcp.groupby(["flow", "direction"], observed=True)[col].sum()
+        top = tot[tot > 0.01 * tot.max()].sort_values(ascending=False).head(6)
         for (flow, direction) in top.index:
             rows = tcp[(tcp["flow"] == flow) & (tcp["direction"] == direction)]
             t = _seconds(rows, t0)
@@ -632,7 +634,7 @@ def fig_fairness(art: Artifacts):
                  u.get("resource_fraction")) for u in users]
         label = "user"
     elif art.tcp is not None and "goodput_bps" in art.tcp:
-        g = art.tcp.groupby(["flow", "direction"])["goodput_bps"].mean()
+        g = art.tcp.groupby(["flow", "direction"], observed=True)["goodput_bps"].mean()
         g = g[g > 0]
         rows = [(f"{f} {d}", float(v) / 1e6, None) for (f, d), v in g.items()]
         label = "flow"
@@ -793,9 +795,11 @@ def _section_tcp(art: Artifacts, notes: list) -> str:
 
 
 def _section_queue(art: Artifacts, notes: list) -> str:
-    h, _ = _render(lambda: fig_backlog(art), "queue backlog",
-                   "queue backlog: no per-TTI link log (link-*.parquet), no link log (*.log) and no "
-                   "mac.parquet with backlog_bytes", notes)
+    h, st = _render(lambda: fig_backlog(art), "queue backlog",
+                    "queue backlog: no per-TTI link log (link-*.parquet), no link log (*.log) and no "
+                    "mac.parquet with backlog_bytes", notes)
+    if st.get("source"):
+        h += f"<p>Backlog from the {html.escape(st['source'])}.</p>"
     return _section("Queue", h, "queue")
 
 

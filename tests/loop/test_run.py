@@ -1,0 +1,168 @@
+"""`airlink run`: experiment files, the offline part anywhere, the live part in a namespace."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airlink.experiment import load_experiment, run_experiment
+from airlink.traces import AirlinkError
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def _sim_available():
+    try:
+        from airlink.sim import simulate  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+needs_sim = pytest.mark.skipif(not _sim_available(), reason="airlink.sim.simulate not available yet")
+
+
+@pytest.mark.parametrize("name", ["pf-cell", "backlog-onoff", "lte-cubic-bbr"])
+def test_examples_load(name):
+    exp = load_experiment(EXAMPLES / f"{name}.yaml")
+    assert exp.name == name
+    assert exp.spec["applications"]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"name": "x", "radoi": {}}, "unknown section"),
+    ({"name": "x", "radio": {"preset": "quick", "trace": "a.down"}}, "either a preset or a trace"),
+    ({"name": "x", "shells": [{"lnik": {}}]}, "shells[0]: must be one of delay, loss, link"),
+    ({"name": "x", "applications": [{"bulk": {"cc": "vegas"}}]}, "unknown congestion control 'vegas'"),
+    ({"name": "x", "radio": {"preset": "quick", "duration": "ten"}}, "radio.duration"),
+    ({"name": "x", "infer": {"nmi": [{"target": "a"}]}}, "infer.nmi[0]: needs target and factors"),
+])
+def test_bad_experiments_say_where(spec, message):
+    with pytest.raises(AirlinkError, match=None) as err:
+        load_experiment(spec)
+    assert message in str(err.value)
+
+
+def test_bad_yaml_names_file_and_line(tmp_path, run_airlink):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nradio: [\n")
+    status, _, err = run_airlink("run", bad, "-o", tmp_path / "out")
+    assert status == 2 and err.startswith("airlink: error:") and "bad.yaml" in err and "line" in err
+    assert err.count("\n") == 1
+
+
+@needs_sim
+def test_offline_run_simulates_collects_infers_reports(tmp_path, shared_data):
+    """Live stage off: radio (simulated PF cell) -> collect (a real capture) -> infer -> report."""
+    spec = {"name": "offline", "radio": {"preset": "quick", "seed": 2, "duration": "5s", "user": 1},
+            "shells": [{"link": {}}], "applications": [{"bulk": {"cc": "cubic", "seconds": 5}}],
+            "collect": {"resolution": "1s"}, "infer": {"surrogates": 10},
+            "offline": {"captures": [str(shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap"),
+                                     "does/not/exist.pcap"]}}
+    res = run_experiment(spec, tmp_path / "out", live=False, progress=False)
+    out = res.outdir
+    stages = {s["name"]: s for s in res.info["stages"]}
+    assert [s["name"] for s in res.info["stages"]] == ["radio", "live", "collect", "infer", "report"]
+    assert stages["live"]["status"] == "skipped" and "--offline" in stages["live"]["note"]
+    assert stages["radio"]["status"] == "done" and stages["collect"]["status"] == "done"
+    assert any("does/not/exist.pcap" in n for n in res.info["notes"])
+    for name in ("experiment.yaml", "versions.json", "run.json", "capacity.parquet", "mac.parquet",
+                 "summary.json", "packets.parquet", "flows.parquet", "tcp.parquet", "nmi.json", "report.html"):
+        assert (out / name).exists(), name
+    versions = json.loads((out / "versions.json").read_text())
+    assert versions["airlink"] and versions["python"] and "numpy" in versions
+    nmi = json.loads((out / "nmi.json").read_text())
+    targets = {a["target"] for a in nmi["analyses"]}
+    assert "assigned_rate_bps" in targets
+    for a in nmi["analyses"]:
+        for f in a["factors"]:
+            assert 0.0 <= f["peak_nmi"] <= 1.0
+            assert len(f["curve"]["lag_s"]) == len(f["curve"]["nmi"]) == 2 * a["max_lag_samples"] + 1
+    page = (out / "report.html").read_text()
+    assert "time-sequence graph" in page and "NMI against lag" in page
+    assert "live stage skipped" in page
+
+
+@needs_sim
+def test_cli_run_offline_json(tmp_path, run_airlink):
+    exp = tmp_path / "e.yaml"
+    exp.write_text("name: tiny\nradio: {preset: quick, duration: 2s, seed: 1}\n"
+                   "applications: [{bulk: {cc: bbr, seconds: 2}}]\n")
+    status, out, err = run_airlink("run", exp, "-o", tmp_path / "o", "--offline", "--json", "--quiet")
+    assert status == 0, err
+    info = json.loads(out)
+    assert info["name"] == "tiny" and info["stages"][0]["status"] == "done"
+    assert (tmp_path / "o" / "report.html").exists()
+
+
+def test_trace_override_replaces_the_radio_section(tmp_path, run_airlink):
+    from airlink.traces import constant, write_trace
+    tr = tmp_path / "c.down"
+    write_trace(constant(12e6, 2), tr)
+    exp = tmp_path / "e.yaml"
+    exp.write_text("name: t\nradio: {preset: quick}\napplications: [{bulk: {seconds: 1}}]\n")
+    status, out, err = run_airlink("run", exp, "-o", tmp_path / "o", "--offline", "--trace", tr,
+                                   "--json", "--quiet")
+    assert status == 0, err
+    info = json.loads(out)
+    assert "12.00 Mbit/s" in info["stages"][0]["note"]
+    status, _, err = run_airlink("run", exp, "-o", tmp_path / "o2", "--offline", "--trace",
+                                 tmp_path / "none.down", "--quiet")
+    assert status == 2 and "none.down" in err and "--trace" in err
+
+
+# ----------------------------------------------------------------------------- live
+@pytest.fixture
+def test_netns(root_netns):
+    """A fresh network namespace (lo up) that is deleted even on failure: the live runs
+    never touch the machine's own namespace."""
+    name = f"airlink-test-{os.getpid()}-loop"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name])
+
+
+def _run_in(netns, *args, timeout=240):
+    exe = Path(sys.executable).parent / "airlink"
+    return subprocess.run(["ip", "netns", "exec", netns, str(exe), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.netns
+@needs_sim
+def test_live_run_replays_user1_under_cubic_and_bbr(tmp_path, test_netns):
+    exp = tmp_path / "live.yaml"
+    exp.write_text(
+        "name: live\nradio: {preset: quick, seed: 1, duration: 10s, scheduler: pf, user: 1}\n"
+        "shells: [{delay: 10}, {link: {queue: droptail, queue_args: packets=100}}]\n"
+        "applications: [{bulk: {cc: cubic, seconds: 6}}, {bulk: {cc: bbr, seconds: 6}}]\n"
+        "collect: {resolution: 500ms}\ninfer: {surrogates: 10}\n")
+    out = tmp_path / "out"
+    r = _run_in(test_netns, "run", exp, "-o", out, "--live", "--json", "--quiet")
+    assert r.returncode == 0, r.stderr + r.stdout
+    info = json.loads(r.stdout)
+    assert info["live"] is True
+    apps = info["applications"]
+    assert sorted(a["cc"] for a in apps) == ["bbr", "cubic"]
+    server = json.loads((out / "apps" / "server.json").read_text())
+    assert sorted(s["cc"] for s in server if s["proto"] == "tcp") == ["bbr", "cubic"]  # set per socket
+    from airlink.traces import Trace
+    cap = Trace.read_parquet(out / "capacity.parquet").select("1").mean_rate_bps()[0]
+    total = sum(a["goodput_bps"] for a in apps)
+    assert 0.5 * cap < total < 1.05 * cap, (total, cap)  # two flows share user 1's capacity
+    for name in ("capture/host.pcap", "capture/inside.pcap", "downlink.log", "link-downlink.parquet",
+                 "packets.parquet", "tcp.parquet", "flows.parquet", "nmi.json", "report.html"):
+        assert (out / name).exists(), name
+    import pandas as pd
+    flows = pd.read_parquet(out / "flows.parquet")
+    assert len(flows) >= 2
+    page = (out / "report.html").read_text()
+    assert "Not shown: TCP time-sequence" not in page and "Backlog from the per-TTI link log" in page
