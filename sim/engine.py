@@ -66,7 +66,7 @@ DEFAULTS = {
     "backlog_channel_bps": 9600.0, "backlog_channels": [1, 2, 4, 8, 16],
     "backlog_thresholds_db": [-14.0, -11.0, -8.0, -5.0, -2.0], "backlog_sector_channels": 32,
     "backlog_interval_s": 0.1, "backlog_drain_s": 0.5, "backlog_greedy_bytes": 6000.0,
-    "backlog_greedy_s": 3.0,
+    "backlog_greedy_s": 3.0, "backlog_greedy_channels": 8,
     # traffic
     "traffic": "full", "traffic_rate_bps": 1e6, "packet_bytes": 1500, "buffer_packets": 500,
     "on_s": 1.0, "off_s": 5.0, "onoff_exponential": False, "traffic_trace": None,
@@ -162,7 +162,8 @@ def make_scheduler(spec, cfg: dict):
                                     thresholds_db=cfg["backlog_thresholds_db"],
                                     interval_s=cfg["backlog_interval_s"], drain_s=cfg["backlog_drain_s"],
                                     greedy_bytes=cfg["backlog_greedy_bytes"],
-                                    greedy_s=cfg["backlog_greedy_s"])
+                                    greedy_s=cfg["backlog_greedy_s"],
+                                    greedy_channels=cfg["backlog_greedy_channels"])
         return cls()
     if isinstance(spec, str):
         spec = _load_object(spec)
@@ -307,7 +308,8 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
     ip = np.array([sched_id, int(cfg["harq_max_tx"]), int(bool(cfg["harq_priority"])), int(full), buf,
                    la_mode, int(cfg["la_interval"]), bl_interval,
                    int(round(float(kp.get("greedy_s", 0)) / tti_s)), 0, int(kp.get("pf_window", 0)),
-                   int(cfg["backlog_sector_channels"])], dtype=np.int64)
+                   int(cfg["backlog_sector_channels"]), int(kp.get("greedy_channels", 0))],
+                  dtype=np.int64)
     fp = np.array([float(kp.get("pf_a", cfg["pf_a"])), float(kp.get("lam", cfg["lam"])), pkt, table.slope,
                    float(cfg["backlog_channel_bps"]) * tti_s / 8,
                    float(kp.get("drain_s", 0.5)) / tti_s, float(kp.get("greedy_bytes", 0)),

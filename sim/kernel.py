@@ -129,10 +129,10 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
             total = 0
             for u in range(n_u):
                 b = backlog[u]
-                if b > greedy_bytes:
+                if b > greedy_bytes or (ip[12] > 0 and assigned_ch[u] >= ip[12]):
                     greedy_cnt[u] += bl_interval
-                else:
-                    greedy_cnt[u] = 0
+                elif greedy_cnt[u] > 0:
+                    greedy_cnt[u] -= min(bl_interval, greedy_cnt[u])
                 want = 0
                 if b > 1e-9:
                     want = bl_channels[n_bl - 1]
