@@ -13,6 +13,8 @@ import os
 import select
 import time
 
+DRAIN_QUIET_NS = 30_000_000   # after CMD exits: stop once no packet moved for 30 ms ...
+DRAIN_MAX_NS = 1_000_000_000  # ... or after 1 s (lets the last FINs reach the servers)
 READ_BATCH = 512      # packets read from one fd before stages get the clock again
 MAX_PACKET = 65536
 
@@ -29,6 +31,7 @@ def run(outer_fd: int, inner_fd: int, downlink, uplink, *, stop_fd: int | None =
     finished_called = False
     dpull, upull = downlink.pull, uplink.pull
     dpush, upush = downlink.push, uplink.push
+    drain_until = None
     while True:
         now = clock()
         # 1. serve what fell due before the packets we are about to read
@@ -59,15 +62,29 @@ def run(outer_fd: int, inner_fd: int, downlink, uplink, *, stop_fd: int | None =
             timeout = (t - clock()) / 1e9
             if timeout < 0:
                 timeout = 0
+        if drain_until is not None:
+            left = drain_until - clock()
+            if left <= 0:
+                break
+            cap = min(DRAIN_QUIET_NS if t is None else left, left) / 1e9
+            if timeout is None or timeout > cap:
+                timeout = cap
         try:
             ready = select.select(rlist, [], [], timeout)[0]
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             continue
         wakeups += 1
         if not ready:
+            if drain_until is not None and t is None:
+                break      # drained and quiet
             continue
         if stop_fd is not None and stop_fd in ready:
-            break
+            # CMD's side ended: keep moving packets briefly so the closing handshakes
+            # of its connections reach the other side, then stop.
+            rlist.remove(stop_fd)
+            stop_fd = None
+            drain_until = clock() + DRAIN_MAX_NS
+            continue
         now = clock()
         for p in dpull(now):
             try:
