@@ -276,8 +276,11 @@ def _nmi_scan(x: pd.Series, y: pd.Series, *, max_lag: int, bins: int, surrogates
               period_s: float, seed: int = 0) -> dict:
     """Adapter to airlink.inference: the lag curve and the peak with its surrogate threshold,
     p-value and interval, as the ``nmi.json`` factor entry (lags in seconds)."""
-    from airlink.inference.lagscan import lag_scan
-    from airlink.inference.surrogates import peak_significance
+    try:
+        from airlink.inference import lag_scan, peak_significance
+    except ImportError:  # before the package re-exported them
+        from airlink.inference.lagscan import lag_scan
+        from airlink.inference.surrogates import peak_significance
     scan = lag_scan(x.to_numpy(np.float64), y.to_numpy(np.float64), max_lag=max_lag, bins=bins,
                     sample_period=period_s)
     sig = peak_significance(x.to_numpy(np.float64), y.to_numpy(np.float64), max_lag=max_lag,
