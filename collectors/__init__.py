@@ -66,6 +66,8 @@ def read(path, format: str | None = None, **kw):
         if format not in READERS:
             raise AirlinkError(f"unknown format {format!r} (one of {', '.join(READERS)})")
         return _module(format).read(path, **kw)
+    if path.stat().st_size == 0:
+        raise FormatError(f"{path}: empty file (0 bytes)")
     tried = []
     for name in READERS:
         if name == "csv" and kw.get("mapping") is None:
@@ -82,4 +84,9 @@ def read(path, format: str | None = None, **kw):
             return mod.read(path, **kw)
         why = getattr(mod, "why_not", None)
         tried.append(f"{name} ({why(path) if why else 'not recognised'})")
+    if path.name.lower().endswith(CAPTURE_SUFFIXES):
+        return read_pcap(path, **kw)          # a damaged capture: let the pcap reader say where
     raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried))
+
+
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".dmp")

@@ -298,12 +298,27 @@ class CaptureReader:
             if endian is None:
                 self._fail("pcapng file does not start with a section header block", p, 1)
                 break
+            try:
+                if not self._pcapng_block(raw, p, n, endian, ifaces, offs, caps, origs, ts, lts, ifs):
+                    break
+            except struct.error:
+                self._fail("damaged block (fields run past its end)", p, self.packets + len(offs) + 1)
+                break
+            p += struct.unpack_from(endian + "I", raw, p + 4)[0]
+        yield from self._finish_pcapng(raw, p, offs, caps, origs, ts, lts, ifs)
+
+    def _pcapng_block(self, raw, p, n, endian, ifaces, offs, caps, origs, ts, lts, ifs) -> bool:
+        """Parse one block at p; False (after reporting) when reading must stop."""
+        if True:  # (one indentation level kept from the loop this was cut out of)
             btype, blen = struct.unpack_from(endian + "II", raw, p)
             if blen < 12 or blen % 4 or p + blen > n:
                 what = ("truncated block" if blen >= 12 and blen % 4 == 0 else
                         f"impossible block length {blen}")
                 self._fail(what, p, self.packets + len(offs) + 1)
-                break
+                return False
+            if (btype == 1 and blen < 20) or (btype == 6 and blen < 32) or (btype == 3 and blen < 16):
+                self._fail(f"impossible block length {blen}", p, self.packets + len(offs) + 1)
+                return False
             body = p + 8
             if btype == 1:                                     # interface description
                 lt, _, snap = struct.unpack_from(endian + "HHI", raw, body)
@@ -326,7 +341,7 @@ class CaptureReader:
                 if btype == 6:
                     if blen < 32:
                         self._fail(f"impossible block length {blen}", p, self.packets + len(offs) + 1)
-                        break
+                        return False
                     iid, th, tl, cap, orig = struct.unpack_from(endian + "IIIII", raw, body)
                     start = body + 20
                 else:
@@ -337,19 +352,25 @@ class CaptureReader:
                 if iid >= len(ifaces):
                     self._fail(f"packet refers to undeclared interface {iid}", p,
                                self.packets + len(offs) + 1)
-                    break
+                    return False
                 if start + cap > p + blen:
                     self._fail(f"impossible captured length {cap}", p, self.packets + len(offs) + 1)
-                    break
+                    return False
                 lt, tick, _ = ifaces[iid]
                 tsv = (th << 32) | tl
+                tns = tsv * tick[0] // tick[1]
+                if tns >= 1 << 62:
+                    self._fail(f"impossible timestamp {tsv}", p, self.packets + len(offs) + 1)
+                    return False
                 offs.append(start)
                 caps.append(cap)
                 origs.append(orig)
-                ts.append(tsv * tick[0] // tick[1])
+                ts.append(tns)
                 lts.append(lt)
                 ifs.append(iid)
-            p += blen
+        return True
+
+    def _finish_pcapng(self, raw, p, offs, caps, origs, ts, lts, ifs):
         self._consumed = p
         if offs:
             buf = np.frombuffer(raw + bytes(PAD), dtype=np.uint8)

@@ -555,6 +555,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
         flows.loc[~tcpflow, c] = 0
 
     # ---- regular series per (flow, direction)
+    flows.attrs["source"] = source
     series = _series(fl, dr, t, pay, ip_len[order], retx, fast, timeout, spurious, dupack, zero_win,
                      rela, ack_max, infl, rwnd, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method,
                      nflow, res_ns, flows)
@@ -619,6 +620,12 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
     size = 2 * nb
     offset = np.r_[0, np.cumsum(size)[:-1]]
     total = int(size.sum())
+    if total > 5_000_000 and total > 20 * len(t):
+        worst = int(np.argmax(nb))
+        raise AirlinkError(
+            f"{flows.attrs.get('source', 'capture')}: flow {worst} spans {nb[worst] * res_ns / 1e9:.0f} s; "
+            f"time series at {res_ns / 1e9:g} s would need {total} rows for {len(t)} packets "
+            f"(a damaged timestamp? else choose a coarser resolution)")
 
     def row_of(f, d, bb):
         return offset[f] + d * nb[f] + (bb - start_bin[f])

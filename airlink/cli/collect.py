@@ -59,7 +59,7 @@ def cmd_collect(args) -> int:
         used.add(stem)
         kw = {}
         fmt = args.format
-        if fmt is None and C.pcap.is_format(path):
+        if fmt is None and (C.pcap.is_format(path) or path.name.lower().endswith(C.CAPTURE_SUFFIXES)):
             fmt = "pcap"
         if fmt == "pcap":
             packets = C.read_pcap(path, salvage=args.salvage)
