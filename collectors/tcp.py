@@ -8,7 +8,7 @@ past 2**32, so transfers of any size work.
 Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs it)
 
 * ``snd_max``: highest sequence number + length sent by ``d`` so far **as seen at the
-  capture point**. A data segment starting below the ``snd_max`` before it is a
+  capture point**. A data, SYN or FIN segment starting below the ``snd_max`` before it is a
   *retransmission* (keep-alives, 0/1-byte segments at ``snd_max - 1``, excluded).
 * ``ack_max``: highest cumulative ACK sent by ``r``. *In flight* = ``snd_max - ack_max``
   (bytes; packets = bytes / MSS).
@@ -261,8 +261,10 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     ack_rev_before = np.where(dr == 0, _shift_in_group(ack_max[1], fl_groups, -1),
                               _shift_in_group(ack_max[0], fl_groups, -1))
     data = pay > 0
-    keepalive = (pay <= 1) & (rel == smb_own - 1)
-    retx = data & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+    synfin = (flags & (SYN | FIN)) != 0
+    keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
+    # SYNs and FINs occupy sequence space: sent again, they are retransmissions too
+    retx = (data | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
 
     # ---- duplicate ACKs and zero windows (sent by this row's direction)
     pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
@@ -345,6 +347,10 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
         cand = rtx_idx[srt[hi]]
         okd &= cand < di
         spur_dsack[cand[okd]] = True
+    # only data segments are judged (a SYN or FIN sent again is never called spurious)
+    spur_acked &= data
+    spur_eifel &= data
+    spur_dsack &= data
     spurious = retx & (spur_acked | spur_eifel | spur_dsack)
 
     # ---- RTT samples
