@@ -479,6 +479,7 @@ class Runner:
         if self.user not in result.capacity.users:
             raise AirlinkError(f"radio.user: no user {self.user!r} in the simulated cell "
                                f"(users {', '.join(result.capacity.users)})")
+        self.trace_path = _replayable(result.capacity, self.user, self.out) or self.trace_path
         agg = (result.summary or {}).get("aggregate_throughput_mbps")
         rate = float(result.capacity.select(self.user).mean_rate_bps()[0] / 1e6)
         return "done", (f"{result.capacity.n_users} users, aggregate "
@@ -773,6 +774,27 @@ class Runner:
         self.progress.stage(i, "report", f"writing {self.out / 'report.html'}")
         write_report(self.out)
         return "done", "report.html"
+
+
+MAX_LINK_TTI_MS = 10.0
+
+
+def _replayable(trace, user, outdir: Path) -> Path | None:
+    """The link shell serves TTIs of 0.125..10 ms. A longer TTI (1xRTT's 20 ms frames,
+    EGPRS's 20 ms blocks) is split into equal sub-TTIs of at most 10 ms with the bytes
+    shared evenly, which keeps every TTI's total exact; the user's trace is written to
+    ``link-trace.parquet``. Returns None when the trace can be replayed as it is."""
+    from fractions import Fraction
+    from airlink.traces import Trace
+    if trace.tti_ms <= MAX_LINK_TTI_MS:
+        return None
+    k = int(np.ceil(trace.tti_ms / MAX_LINK_TTI_MS))
+    col = trace.column(user)
+    sub = Trace(np.repeat(col / k, k), trace.tti / k, [str(user)], trace.unit,
+                {**trace.meta, "resampled_from_tti_s": str(Fraction(trace.tti)), "selected_user": str(user)})
+    path = outdir / "link-trace.parquet"
+    sub.write_parquet(path)
+    return path
 
 
 def _json_default(o):

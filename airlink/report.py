@@ -325,6 +325,22 @@ class Artifacts:
         return self._derived[1]
 
     @cached_property
+    def flow_labels(self) -> dict:
+        """flow id -> "flow N (cc)" from the applications in run.json (matched by the
+        client's address and port), else "flow N"."""
+        out = {}
+        apps = (self.run_info or {}).get("applications") or []
+        local = {a.get("local"): a.get("cc") for a in apps if a.get("local")}
+        if self.flows is None or not local:
+            return out
+        for _, f in self.flows.iterrows():
+            for a, b in ((f.get("src"), f.get("sport")), (f.get("dst"), f.get("dport"))):
+                cc = local.get(f"{a}:{b}")
+                if cc:
+                    out[f["flow"]] = f"flow {f['flow']} ({cc})"
+        return out
+
+    @cached_property
     def _derived(self):
         if self.packets is None:
             return None, None
@@ -466,9 +482,10 @@ def _main_direction(tcp: pd.DataFrame):
     return rows.sort_values("time") if "time" in rows.columns else rows.sort_index()
 
 
-def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, packets=None):
+def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: dict | None = None):
     """Goodput of each flow's data direction (Mbit/s) against the replayed capacity trace."""
     plt = _pyplot()
+    labels = labels or {}
     fig, ax = plt.subplots(figsize=(10, 4))
     drew = False
     stats = {}
@@ -481,7 +498,7 @@ def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, packets=
             rows = tcp[(tcp["flow"] == flow) & (tcp["direction"] == direction)]
             t = _seconds(rows, t0)
             ax.step(t, rows[col].to_numpy(np.float64) / 1e6, where="post", lw=1.2,
-                    label=f"{col.split('_')[0]} flow {flow} {direction}")
+                    label=f"{col.split('_')[0]} {labels.get(flow, f'flow {flow}')} {direction}")
             stats[f"{flow}/{direction}"] = float(np.nanmean(rows[col].to_numpy(np.float64)) / 1e6)
         drew = bool(len(top))
     if capacity is not None:
@@ -634,10 +651,13 @@ def fig_fairness(art: Artifacts):
                  u.get("resource_fraction")) for u in users]
         label = "user"
     elif art.tcp is not None and "goodput_bps" in art.tcp:
-        g = art.tcp.groupby(["flow", "direction"], observed=True)["goodput_bps"].mean()
-        g = g[g > 0]
-        rows = [(f"{f} {d}", float(v) / 1e6, None) for (f, d), v in g.items()]
-        label = "flow"
+        tcp = art.tcp
+        active = tcp[tcp["goodput_bps"] > 0]  # each flow's mean over the bins it was active
+        g = active.groupby(["flow", "direction"], observed=True)["goodput_bps"].mean()
+        g = g[g > 0.01 * g.max()] if len(g) else g
+        labels = art.flow_labels
+        rows = [(labels.get(f, f"flow {f}"), float(v) / 1e6, None) for (f, d), v in g.items()]
+        label = "flow (mean goodput while active)"
     if not rows:
         return None
     x = np.array([r[1] for r in rows])
@@ -667,9 +687,14 @@ def fig_fairness(art: Artifacts):
 def fig_jitter(art: Artifacts):
     """Distribution (CCDF) of inter-service gaps per user from the MAC log."""
     plt = _pyplot()
-    if art.mac is None:
-        return None
-    gaps = _gaps_ms(art.mac)
+    source = "simulator MAC log"
+    gaps = _gaps_ms(art.mac) if art.mac is not None else {}
+    if not gaps:
+        for direction, f in art.link_tti.items():
+            gaps = _gaps_ms(f)
+            source = f"per-TTI {direction} log of the replay link"
+            if gaps:
+                break
     if not gaps:
         return None
     fig, ax = plt.subplots(figsize=(10, 3.8))
@@ -684,7 +709,7 @@ def fig_jitter(art: Artifacts):
     ax.set_yscale("log")
     ax.set_xlabel("gap between TTIs in which the user is served (ms)")
     ax.set_ylabel("P(gap > x)")
-    ax.set_title("scheduling jitter: inter-service gaps")
+    ax.set_title(f"scheduling jitter: inter-service gaps ({source})")
     ax.grid(alpha=0.3, which="both")
     if len(gaps) <= 16:
         ax.legend(loc="lower left", fontsize="x-small", ncol=4)
@@ -780,7 +805,7 @@ def _section_tcp(art: Artifacts, notes: list) -> str:
                          f'{st["bytes"] / 1e6:.2f} MB sequence space, flow {html.escape(st["flow"])}.</p>')
     else:
         parts.append(_missing("TCP time-sequence graph: no packets.parquet and no readable *.pcap"))
-    h, _ = _render(lambda: fig_goodput(art.tcp, art.capacity, art.replayed_user),
+    h, _ = _render(lambda: fig_goodput(art.tcp, art.capacity, art.replayed_user, art.flow_labels),
                    "goodput against trace capacity",
                    "goodput against capacity: neither a tcp series (tcp.parquet) nor a capacity "
                    "trace (capacity.parquet)", notes)
@@ -841,7 +866,7 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
                    "fairness: no per-user summary (summary.json) and no per-flow goodput", notes)
     parts.append(h)
     h, _ = _render(lambda: fig_jitter(art), "jitter: inter-service gaps",
-                   "jitter: no MAC log (mac.parquet) with served_bytes", notes)
+                   "jitter: no MAC log (mac.parquet) and no per-TTI link log with served_bytes", notes)
     parts.append(h)
     return _section("Fairness and jitter", "".join(parts), "fairness")
 

@@ -166,3 +166,32 @@ def test_live_run_replays_user1_under_cubic_and_bbr(tmp_path, test_netns):
     assert len(flows) >= 2
     page = (out / "report.html").read_text()
     assert "Not shown: TCP time-sequence" not in page and "Backlog from the per-TTI link log" in page
+
+
+def test_without_root_it_says_why_and_goes_offline(tmp_path, monkeypatch, capsys):
+    import airlink.experiment as E
+    monkeypatch.setattr(E.os, "geteuid", lambda: 1000)
+    reason = E.live_unavailable_reason()
+    assert "needs root" in reason
+    spec = {"name": "noroot", "applications": [{"bulk": {"seconds": 1}}]}
+    res = run_experiment(spec, tmp_path / "o", progress=True)
+    live = [s for s in res.info["stages"] if s["name"] == "live"][0]
+    assert live["status"] == "skipped" and "needs root" in live["note"]
+    err = capsys.readouterr().err
+    assert "live stage skipped: the live stage needs root" in err and "offline part" in err
+    assert "needs root" in (tmp_path / "o" / "report.html").read_text()
+    with pytest.raises(AirlinkError, match="needs root"):
+        run_experiment(spec, tmp_path / "o2", live=True, progress=False)
+
+
+def test_long_ttis_are_split_for_the_link_shell(tmp_path):
+    """A 20 ms-TTI cell (1xRTT) becomes 10 ms TTIs with the same bytes in every 20 ms."""
+    import numpy as np
+    from airlink.experiment import _replayable
+    from airlink.traces import Trace
+    tr = Trace(np.array([[100.0, 1.0], [0.0, 2.0], [50.0, 3.0]]), "20ms", users=["1", "2"])
+    path = _replayable(tr, "1", tmp_path)
+    sub = Trace.read_parquet(path)
+    assert sub.tti_ms == 10 and sub.users == ["1"]
+    assert np.allclose(sub.values[:, 0].reshape(-1, 2).sum(axis=1), [100, 0, 50])
+    assert _replayable(Trace(np.ones(5), "1ms"), "1", tmp_path / "x") is None
