@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import time
 from pathlib import Path
@@ -39,6 +40,8 @@ class _Shell:
         handlers = {}
         try:
             start_ns, wall_ns = time.monotonic_ns(), time.time_ns()
+            ru = resource.getrusage(resource.RUSAGE_SELF)
+            cpu0 = ru.ru_utime + ru.ru_stime
             down, up = self._stages(start_ns, wall_ns, " ".join(ns.cmd))
 
             def kill_child(_sig=None, _frame=None):
@@ -60,8 +63,10 @@ class _Shell:
             now = time.monotonic_ns()
             down.close(now)
             up.close(now)
+            ru = resource.getrusage(resource.RUSAGE_SELF)
             stats = {"tool": self.tool, "command": ns.cmd, "status": status,
-                     "duration_s": (now - start_ns) / 1e9, "block": ns.block,
+                     "duration_s": (now - start_ns) / 1e9,
+                     "cpu_s": ru.ru_utime + ru.ru_stime - cpu0, "block": ns.block,
                      "downlink": down.stats(), "uplink": up.stats(),
                      "kernel": ns.device_drops(), **counters}
             self.last_stats = stats
