@@ -146,7 +146,7 @@ def _classify_parquet(path: Path) -> str | None:
         return "packets"
     if {"flow", "sport", "dport", "start"} <= cols:
         return "flows"
-    if {"flow", "direction"} <= cols and ({"goodput_bps", "throughput_bps", "rtt_ms"} & cols):
+    if {"flow", "direction"} <= cols and ({"goodput_bps", "throughput_bps"} & cols) and "event" not in cols:
         return "tcp"
     if "user" in cols and ({"backlog_bytes", "served_bytes", "capacity_bytes"} & cols):
         return "mac"
@@ -645,7 +645,7 @@ def fig_fairness(art: Artifacts):
     with Jain's index and the fairness gap in the caption."""
     plt = _pyplot()
     rows, label = [], ""
-    users = (art.summary or {}).get("users") or []
+    users = (art.summary if isinstance(art.summary, dict) else {}).get("users") or []
     if users:
         rows = [(str(u.get("user")), float(u.get("throughput_mbps") or 0.0),
                  u.get("resource_fraction")) for u in users]
@@ -768,6 +768,8 @@ def _section_run(art: Artifacts) -> str:
 def _section_summary(art: Artifacts) -> str:
     parts = []
     s = art.summary
+    if s and not ({"aggregate_throughput_mbps", "users"} & set(s if isinstance(s, dict) else ())):
+        s = None  # a summary.json of another tool (e.g. airlink collect)
     if s:
         keys = [k for k in ("aggregate_throughput_mbps", "jain_index", "fairness_gap",
                             "resource_fraction_min_max_ratio") if k in s]
