@@ -325,8 +325,9 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
               assigned_ch=np.zeros(n_u, np.int64), greedy_cnt=np.zeros(n_u, np.int64))
     bl_thr = np.asarray(kp.get("bl_thr_db", [0.0]), dtype=np.float64)
     bl_ch = np.asarray(kp.get("bl_channels", [1]), dtype=np.int64)
-    thr_db = table.threshold_db.astype(np.float64)
-    s50 = table.s50_db.astype(np.float64)
+    thr_lin = 10 ** (table.threshold_db.astype(np.float64) / 10)
+    s50 = 10 ** (table.s50_db.astype(np.float64) / 10)
+    beta = table.slope * 10 / np.log(10)
 
     names = ("served", "tx", "nsub", "mcs", "retx", "backlog", "drops", "blocks", "active", "gaveup")
     ints = {"nsub", "retx", "drops", "blocks", "active", "gaveup"}
@@ -356,11 +357,14 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
         arr = traffic.chunk(k0, n)
         arrivals_all[k0:k0 + n] = arr
         u_err = rng.random((n, n_slots))
+        with np.errstate(divide="ignore", over="ignore"):
+            # BLER_m(s) = 1 / (1 + (s / s50_m)**beta): the block fails when s < s50_m * z
+            u_err = ((1 - u_err) / u_err) ** (1 / beta)
         perm = rng_ties.permuted(np.tile(np.arange(n_u, dtype=np.int64), (n, 1)), axis=1)
         sl = {name: out[name][k0:k0 + n] for name in names}
         if sched_id != 5:
             ip[9] = k0
-            K.run_chunk(rep, real, arr, u_err, perm, dummy_forced, thr_db, bytes_per_mcs, s50,
+            K.run_chunk(rep, real, arr, u_err, perm, dummy_forced, thr_lin, bytes_per_mcs, s50,
                         best_lut, lut_lo, lut_step, ip, fp, st["backlog"], st["inflight"], st["avg_thr"],
                         st["pend_bytes"], st["pend_mcs"], st["pend_acc"], st["pend_tx"], st["pend_head"],
                         st["pend_count"], st["misc"], st["user_mcs"], st["la_ci_sum"], st["la_err"],
@@ -368,7 +372,7 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
                         sl["served"], sl["tx"], sl["nsub"], sl["mcs"], sl["retx"], sl["backlog"],
                         sl["drops"], sl["blocks"], sl["active"], sl["gaveup"])
         else:
-            _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_db, bytes_per_mcs, s50,
+            _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_lin, bytes_per_mcs, s50,
                           best_lut, lut_lo, lut_step, ip, fp, st, bl_thr, bl_ch, sl, full)
         with np.errstate(divide="ignore"):
             sinr_db[k0:k0 + n] = 10 * np.log10(real.mean(axis=2))
@@ -381,15 +385,13 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
                      arrivals_all, full, pkt, buf)
 
 
-def _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_db, bytes_per_mcs, s50, best_lut,
+def _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_lin, bytes_per_mcs, s50, best_lut,
                   lut_lo, lut_step, ip, fp, st, bl_thr, bl_ch, sl, full):
     """Per-TTI loop for a scheduler given as a Python object (kernel mode 5, assignment given)."""
     n_u = rep.shape[1]
     rate_of = np.concatenate([[0.0], bytes_per_mcs])
     for k in range(n):
-        with np.errstate(divide="ignore"):
-            idx = np.searchsorted(thr_db, 10 * np.log10(rep[k]), side="right")
-        rate = rate_of[idx]
+        rate = rate_of[np.searchsorted(thr_lin, rep[k], side="right")]
         backlog = np.full(n_u, np.inf) if full else st["backlog"] + arr[k]
         eligible = (backlog - st["inflight"] > 1e-9) | (st["pend_count"] > 0)
         ctx = Context(tti=k0 + k, rate_bytes=rate, eligible=eligible, backlog_bytes=backlog,
@@ -400,7 +402,7 @@ def _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_db, bytes_p
                                f"(need {rep.shape[2]} user indices in -1..{n_u - 1}, got {assign.ravel()[:8]})")
         ip[9] = k0 + k
         s = slice(k, k + 1)
-        K.run_chunk(rep[s], real[s], arr[s], u_err[s], perm[s], assign, thr_db, bytes_per_mcs, s50, best_lut,
+        K.run_chunk(rep[s], real[s], arr[s], u_err[s], perm[s], assign, thr_lin, bytes_per_mcs, s50, best_lut,
                     lut_lo, lut_step, ip, fp, st["backlog"], st["inflight"], st["avg_thr"], st["pend_bytes"],
                     st["pend_mcs"], st["pend_acc"], st["pend_tx"], st["pend_head"], st["pend_count"],
                     st["misc"], st["user_mcs"], st["la_ci_sum"], st["la_err"], st["la_blocks"],

@@ -40,8 +40,8 @@ import numpy as np
 COMPILED = False
 
 
-def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
-               thr_db, bytes_per_mcs, s50_db, best_lut, lut_lo, lut_step,
+def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
+               thr_lin, bytes_per_mcs, s50_lin, best_lut, lut_lo, lut_step,
                ip, fp,
                backlog, inflight, avg_thr,
                pend_bytes, pend_mcs, pend_acc, pend_tx, pend_head, pend_count,
@@ -52,7 +52,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
     n_k = sinr_rep.shape[0]
     n_u = sinr_rep.shape[1]
     n_c = sinr_rep.shape[2]
-    n_m = thr_db.shape[0]
+    n_m = thr_lin.shape[0]
     ring = pend_bytes.shape[1]
     sched = ip[0]
     max_tx = ip[1]
@@ -68,7 +68,6 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
     pf_a = fp[0]
     lam = fp[1]
     pkt = fp[2]
-    slope = fp[3]
     ch_bytes = fp[4]
     drain_tti = fp[5]
     greedy_bytes = fp[6]
@@ -77,6 +76,8 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
     hybrid_db = fp[9]
     full_backlog = fp[10]
     remaining = np.zeros(n_u)
+    weight = np.zeros(n_u)
+    m_uc = np.zeros((n_u, n_c), dtype=np.int64)
     pend_avail = np.zeros(n_u, dtype=np.int64)
     tx_bits = np.zeros(n_u)
     n_bl = bl_channels.shape[0]
@@ -175,6 +176,36 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
                 new = bl_channels[idx - 1] if idx > 0 else 0
                 total -= assigned_ch[big] - new
                 assigned_ch[big] = new
+        # MCS per user and subchannel from the reported SINR (compare with linear thresholds)
+        if sched != 4:
+            for u in range(n_u):
+                if la_mode == 0:
+                    # m = (number of thresholds <= SINR) - 1, one threshold at a time (SIMD-friendly)
+                    for c in range(n_c):
+                        m_uc[u, c] = -1
+                    for j in range(n_m):
+                        t = thr_lin[j]
+                        for c in range(n_c):
+                            if sinr_rep[k, u, c] >= t:
+                                m_uc[u, c] += 1
+                elif la_mode == 4:
+                    for c in range(n_c):
+                        j = int((10.0 * math.log10(sinr_real[k, u, c] + 1e-30) - lut_lo) / lut_step)
+                        j = min(max(j, 0), best_lut.shape[0] - 1)
+                        m_uc[u, c] = best_lut[j]
+                else:
+                    for c in range(n_c):
+                        m_uc[u, c] = user_mcs[u]
+                # scheduler weight: metric = rate * weight
+                if sched == 2 or (sched == 3 and lam == 1.0):
+                    weight[u] = 1.0 / avg_thr[u] if avg_thr[u] > 0 else 1e150
+                elif sched == 3 and lam != 0.0:
+                    weight[u] = 1.0 / avg_thr[u] ** lam if avg_thr[u] > 0 else 1e150
+                else:
+                    weight[u] = 1.0
+        n_pend = 0
+        for u in range(n_u):
+            n_pend += pend_avail[u]
         # 2. + 3. schedule every subchannel (or, for the backlog scheduler, every user's
         # code-channel bundle) and transmit
         rr = misc[0]
@@ -190,7 +221,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
                 if best >= 0 and remaining[best] <= 1e-9 and pend_avail[best] == 0:
                     best = -1
             else:
-                if harq_priority == 1:
+                if harq_priority == 1 and n_pend > 0:
                     bests = -1.0
                     for i in range(n_u):
                         u = perm[k, i]
@@ -198,61 +229,29 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
                             bests = sinr_rep[k, u, c]
                             best = u
                 if best < 0:
-                    bestm = -1.0
-                    metric = 0.0
-                    for i in range(n_u):
-                        u = rr + i
-                        if u >= n_u:
-                            u -= n_u
-                        if sched != 0:
+                    if sched == 0:
+                        for i in range(n_u):
+                            u = rr + i
+                            if u >= n_u:
+                                u -= n_u
+                            if (remaining[u] > 1e-9 or pend_avail[u] > 0) and m_uc[u, c] >= 0:
+                                best = u
+                                break
+                        if best >= 0:
+                            rr = best + 1
+                            if rr >= n_u:
+                                rr = 0
+                    else:
+                        bestm = -1.0
+                        for i in range(n_u):
                             u = perm[k, i]
-                        if remaining[u] <= 1e-9 and pend_avail[u] == 0:
-                            continue
-                        # MCS this user would get here
-                        if la_mode == 0:
-                            s = sinr_rep[k, u, c]
-                            sdb = 10.0 * math.log10(s + 1e-30)
-                            m = -1
-                            lo = 0
-                            hi = n_m
-                            while lo < hi:
-                                mid = (lo + hi) // 2
-                                if thr_db[mid] <= sdb:
-                                    lo = mid + 1
-                                else:
-                                    hi = mid
-                            m = lo - 1
-                        elif la_mode == 4:
-                            s = sinr_real[k, u, c]
-                            j = int((10.0 * math.log10(s + 1e-30) - lut_lo) / lut_step)
-                            j = min(max(j, 0), best_lut.shape[0] - 1)
-                            m = best_lut[j]
-                        else:
-                            m = user_mcs[u]
-                        if m < 0:
-                            continue
-                        r = bytes_per_mcs[m]
-                        if sched == 0:
-                            best = u
-                            break
-                        elif sched == 1:
-                            metric = r
-                        elif sched == 2:
-                            metric = r / avg_thr[u] if avg_thr[u] > 0 else r * 1e150
-                        else:
-                            if lam == 0.0:
-                                metric = r
-                            elif avg_thr[u] > 0:
-                                metric = r / avg_thr[u] ** lam
-                            else:
-                                metric = r * 1e150
-                        if metric > bestm:
-                            bestm = metric
-                            best = u
-                    if sched == 0 and best >= 0:
-                        rr = best + 1
-                        if rr >= n_u:
-                            rr = 0
+                            m = m_uc[u, c]
+                            if m < 0:
+                                continue
+                            metric = bytes_per_mcs[m] * weight[u]
+                            if metric > bestm and (remaining[u] > 1e-9 or pend_avail[u] > 0):
+                                bestm = metric
+                                best = u
             if best < 0:
                 continue
             u = best
@@ -281,33 +280,19 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
                 pend_head[u] = (h + 1) % ring
                 pend_count[u] -= 1
                 pend_avail[u] -= 1
+                n_pend -= 1
                 inflight[u] -= nbytes
                 out_retx[k, u] += 1
             else:
                 if sched == 4:
                     m = 0
-                elif la_mode == 0:
-                    sdb = 10.0 * math.log10(s_rep + 1e-30)
-                    lo = 0
-                    hi = n_m
-                    while lo < hi:
-                        mid = (lo + hi) // 2
-                        if thr_db[mid] <= sdb:
-                            lo = mid + 1
-                        else:
-                            hi = mid
-                    m = lo - 1
+                else:
+                    m = m_uc[u, c]
                     if m < 0:
                         if sched == 5:
-                            m = 0  # forced or code-channel allocation: most robust scheme
+                            m = 0  # a user's scheduler chose it: most robust scheme
                         else:
                             continue
-                elif la_mode == 4:
-                    j = int((10.0 * math.log10(s_real + 1e-30) - lut_lo) / lut_step)
-                    j = min(max(j, 0), best_lut.shape[0] - 1)
-                    m = best_lut[j]
-                else:
-                    m = user_mcs[u]
                 nbytes = bytes_per_mcs[m]
                 if sched == 4:
                     nbytes = assigned_ch[u] * ch_bytes
@@ -322,9 +307,8 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, u_err, perm, forced,
             out_tx[k, u] += nbytes
             out_blocks[k, u] += 1
             tx_bits[u] += nbytes * 8.0
-            acc_db = 10.0 * math.log10(acc + 1e-30)
-            bler = 1.0 / (1.0 + math.exp(slope * (acc_db - s50_db[m])))
-            failed = u_err[k, c] < bler
+            # BLER_m(acc) = 1 / (1 + (acc / s50_m)**beta) > u  <=>  acc < s50_m * z(u)
+            failed = acc < s50_lin[m] * z_err[k, c]
             if la_mode >= 1 and la_mode <= 3:
                 la_ci_sum[u] += s_rep
                 la_blocks[u] += 1

@@ -24,8 +24,11 @@ class GeneralizedPF(AveragingScheduler):
         if self.lam == 0:
             metric = r
         else:
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                metric = np.where(self.avg[:, None] > 0, r / self.avg[:, None] ** self.lam, r * 1e150)
+            # rate * (1 / T**lambda), exactly as the compiled twin computes it
+            with np.errstate(divide="ignore", over="ignore"):
+                t = self.avg if self.lam == 1 else self.avg ** self.lam
+                weight = np.where(self.avg > 0, 1.0 / t, 1e150)
+            metric = r * weight[:, None]
         score = np.where(ctx.eligible[:, None] & (r > 0), metric, -1.0)
         return argmax_ties(score, ctx.order)
 

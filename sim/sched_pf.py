@@ -20,8 +20,9 @@ class ProportionalFair(AveragingScheduler):
     kernel_id = 2
 
     def assign(self, ctx):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            metric = np.where(self.avg[:, None] > 0, ctx.rate_bytes / self.avg[:, None],
-                              ctx.rate_bytes * 1e150)
+        # rate * (1 / T), exactly as the compiled twin computes it
+        with np.errstate(divide="ignore"):
+            weight = np.where(self.avg > 0, 1.0 / self.avg, 1e150)
+        metric = ctx.rate_bytes * weight[:, None]
         score = np.where(ctx.eligible[:, None] & (ctx.rate_bytes > 0), metric, -1.0)
         return argmax_ties(score, ctx.order)
