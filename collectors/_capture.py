@@ -59,6 +59,7 @@ class RecordBatch:
     first_packet: int        # 1-based number of the first record in this batch
 
 
+_AR4 = np.arange(4)
 PAD = 128                    # zero bytes after each buffer so header gathers never overrun
 
 
@@ -206,6 +207,7 @@ class CaptureReader:
 
     @staticmethod
     def _u32(buf, idx, endian):
+        """32-bit integers at arbitrary (unaligned) byte offsets."""
         b = [buf[idx + k].astype(np.uint32) for k in range(4)]
         if endian == "<":
             return b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)
@@ -222,11 +224,14 @@ class CaptureReader:
         else:
             sec_top, frac_top, cap_top, orig_top = 0, 4, 8, 12
         b = buf
-        mask = (b[sec_top:sec_top + m] == top) | (b[sec_top:sec_top + m] == ((top + 1) & 0xFF))
-        mask &= b[cap_top:cap_top + m] == 0
-        mask &= b[orig_top:orig_top + m] == 0
-        mask &= b[frac_top:frac_top + m] < (0x01 if frac_max == 1_000_000 else 0x3C)
-        cand = np.flatnonzero(mask).astype(np.int64)
+        # one full pass on the rarest byte (top byte of the seconds), then gathers on survivors
+        cand = np.flatnonzero(b[sec_top:sec_top + m] == top)
+        if (ts_hi & 0xFFFFFF) > 0xFF0000 or (ts_hi & 0xFFFFFF) < 0x010000:   # near a top-byte change
+            cand = np.union1d(cand, np.flatnonzero(b[sec_top:sec_top + m] == ((top + 1) & 0xFF)))
+            cand = np.union1d(cand, np.flatnonzero(b[sec_top:sec_top + m] == ((top - 1) & 0xFF)))
+        keep = (b[cand + cap_top] == 0) & (b[cand + orig_top] == 0) \
+            & (b[cand + frac_top] < (0x01 if frac_max == 1_000_000 else 0x3C))
+        cand = cand[keep].astype(np.int64)
         if len(cand) == 0 or cand[0] != 0:
             return None
         sec = self._u32(buf, cand, endian).astype(np.int64)

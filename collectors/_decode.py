@@ -38,7 +38,11 @@ def _u8(buf, idx):
     return buf[idx]
 
 
+_AR2, _AR4 = np.arange(2), np.arange(4)
+
+
 def _be16(buf, idx):
+    """Big-endian 16-bit fields at arbitrary byte offsets (two byte gathers)."""
     return (buf[idx].astype(np.uint16) << 8) | buf[idx + 1]
 
 
@@ -51,7 +55,7 @@ def decode(batch) -> dict:
     """Header fields of every IP packet in ``batch`` (non-IP records are dropped).
 
     Returns a dict of numpy arrays: ``keep`` (record indices kept), ``ts_ns``, ``version``,
-    ``src_hi``/``src_lo``/``dst_hi``/``dst_lo`` (addresses as two uint64; IPv4 in ``lo``),
+    ``src``/``dst`` (int32 codes into ``addr_table``, see :func:`address_codes`),
     ``proto``, ``ip_len``, ``sport``, ``dport``, ``seq``, ``ack``, ``flags``, ``window``,
     ``payload``, ``tsval``, ``tsecr``, ``has_ts``, ``sack_blocks``, ``dsack``, ``dsack_left``,
     ``mss``, ``wscale``, ``synopt``, ``captured``, ``iface``, ``unknown_linktypes``.
@@ -237,13 +241,41 @@ def decode(batch) -> dict:
                 dsack[i] = bool(_is_dsack(np.uint32(l1), np.uint32(r1), ackn[i], np.uint32(l2),
                                           np.uint32(r2), len(blocks) > 1))
                 dsack_left[i] = l1
-    out.update(src_hi=src_hi, src_lo=src_lo, dst_hi=dst_hi, dst_lo=dst_lo, proto=proto.astype(np.uint8),
+    src_code, dst_code, table = address_codes(src_hi, src_lo, dst_hi, dst_lo, fam == 6)
+    del src_hi, src_lo, dst_hi, dst_lo
+    out.update(src=src_code, dst=dst_code, addr_table=table, proto=proto.astype(np.uint8),
                ip_len=np.clip(ip_len, 0, 0xFFFFFFFF).astype(np.uint32), sport=sport, dport=dport,
                seq=seq, ack=ackn, flags=flags, window=window,
                payload=payload.astype(np.uint32), tsval=tsval, tsecr=tsecr, has_ts=has_ts,
                sack_blocks=sack_blocks, dsack=dsack, dsack_left=dsack_left, mss=mss, wscale=wscale,
                synopt=synopt)
     return out
+
+
+def mix64(x):
+    """splitmix64 finaliser (uint64 wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint64(30))
+        x = x * np.uint64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> np.uint64(27))
+        x = x * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def address_codes(src_hi, src_lo, dst_hi, dst_lo, v6):
+    """Per-batch address dictionary: int32 codes for src and dst, and the table
+    ``(hash, hi, lo, v6)`` of the distinct addresses (sorted by hash), so per-packet
+    storage is 8 bytes instead of 32."""
+    v = v6.astype(np.uint64)
+    hs = mix64(src_hi ^ mix64(src_lo ^ (v << np.uint64(63))))
+    hd = mix64(dst_hi ^ mix64(dst_lo ^ (v << np.uint64(63))))
+    both = np.concatenate([hs, hd])
+    uh, first, inv = np.unique(both, return_index=True, return_inverse=True)
+    n = len(hs)
+    hi = np.concatenate([src_hi, dst_hi])[first]
+    lo = np.concatenate([src_lo, dst_lo])[first]
+    six = np.concatenate([v6, v6])[first]
+    return inv[:n].astype(np.int32), inv[n:].astype(np.int32), (uh, hi, lo, six)
 
 
 def _is_dsack(left1, right1, ack, left2, right2, two):

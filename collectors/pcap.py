@@ -90,11 +90,7 @@ def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
             bar.close()
     unknown = set().union(*(p.pop("unknown_linktypes") for p in parts)) if parts else set()
     records = reader.packets
-    if parts:
-        cols = {k: (np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k])
-                for k in parts[0] if k != "keep"}
-    else:
-        cols = None
+    cols = _merge(parts) if parts else None
     del parts
     if (cols is None or len(cols["ts_ns"]) == 0) and records and reader.linktypes and \
             not (set(reader.linktypes) - unknown) and not salvage:
@@ -112,6 +108,28 @@ def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
     return frame
 
 
+def _merge(parts) -> dict:
+    """Concatenate per-batch columns one at a time (peak: one column twice) and merge the
+    per-batch address dictionaries into one."""
+    tables = [p.pop("addr_table") for p in parts]
+    for p in parts:
+        p.pop("keep", None)
+    uh = np.unique(np.concatenate([t[0] for t in tables]))
+    hi = np.zeros(len(uh), np.uint64)
+    lo = np.zeros(len(uh), np.uint64)
+    six = np.zeros(len(uh), bool)
+    for t, p in zip(tables, parts):
+        pos = np.searchsorted(uh, t[0])
+        hi[pos], lo[pos], six[pos] = t[1], t[2], t[3]
+        p["src"] = pos[p["src"]].astype(np.int32)
+        p["dst"] = pos[p["dst"]].astype(np.int32)
+    cols = {}
+    for k in list(parts[0]):
+        cols[k] = np.concatenate([p.pop(k) for p in parts]) if len(parts) > 1 else parts[0].pop(k)
+    cols["addr_table"] = (hi, lo, six)
+    return cols
+
+
 def _addr_strings(hi, lo, v6) -> list:
     out = []
     for h, l, six in zip(hi.tolist(), lo.tolist(), v6.tolist()):
@@ -122,13 +140,7 @@ def _addr_strings(hi, lo, v6) -> list:
     return out
 
 
-def _mix(x):
-    """splitmix64 finaliser (uint64 wrapping arithmetic)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+from ._decode import mix64 as _mix  # noqa: E402
 
 
 def assign_flows(cols):
@@ -136,33 +148,29 @@ def assign_flows(cols):
     n = len(cols["ts_ns"])
     if n == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int8)
-    v6 = cols["version"] == 6
-    ep_a = (cols["src_hi"], cols["src_lo"], cols["sport"].astype(np.uint64))
-    ep_b = (cols["dst_hi"], cols["dst_lo"], cols["dport"].astype(np.uint64))
-    swap = (ep_a[0] > ep_b[0]) | ((ep_a[0] == ep_b[0]) & ((ep_a[1] > ep_b[1]) |
-                                                           ((ep_a[1] == ep_b[1]) & (ep_a[2] > ep_b[2]))))
-    lo = [np.where(swap, b, a) for a, b in zip(ep_a, ep_b)]
-    hi = [np.where(swap, a, b) for a, b in zip(ep_a, ep_b)]
+    ep_a = (cols["src"].astype(np.int64) << 16) | cols["sport"]
+    ep_b = (cols["dst"].astype(np.int64) << 16) | cols["dport"]
+    swap = ep_a > ep_b
+    lo = np.minimum(ep_a, ep_b)
+    hi = np.maximum(ep_a, ep_b)
+    del ep_a, ep_b
     proto = cols["proto"].astype(np.uint64)
-    with np.errstate(over="ignore"):
-        h = _mix(lo[0] ^ np.uint64(0x9E3779B97F4A7C15))
-        for part in (lo[1], lo[2] | (proto << np.uint64(16)) | (v6.astype(np.uint64) << np.uint64(24)),
-                     hi[0], hi[1], hi[2]):
-            h = _mix(h ^ part)
+    h = _mix(lo.view(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
+    h ^= hi.view(np.uint64) ^ (proto << np.uint64(56))
+    h = _mix(h)
     uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    del h
     rep = first[inv]
-    collision = False
-    for arr in lo + hi + [proto]:
-        if not np.array_equal(arr, arr[rep]):
-            collision = True
-            break
-    if collision:                                  # astronomically rare: exact grouping
-        key = np.rec.fromarrays(lo + hi + [proto])
+    if not (np.array_equal(lo, lo[rep]) and np.array_equal(hi, hi[rep])
+            and np.array_equal(proto, proto[rep])):          # astronomically rare: exact grouping
+        key = np.rec.fromarrays([lo, hi, proto])
         uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    del rep, lo, hi
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     flow = rank[inv].astype(np.int32)
+    del inv
     # direction: the first pure SYN of the flow defines fwd, else the first packet
     nflows = len(order)
     fwd_swap = np.full(nflows, -1, np.int8)
@@ -196,34 +204,29 @@ def _frame(cols) -> pd.DataFrame:
     ts = cols["ts_ns"]
     if len(ts) > 1 and (np.diff(ts) < 0).any():     # capture out of time order: sort (stable)
         order = np.argsort(ts, kind="stable")
-        cols = {k: v[order] for k, v in cols.items()}
+        cols = {k: (v if k == "addr_table" else v[order]) for k, v in cols.items()}
         ts = cols["ts_ns"]
     flow, direction = assign_flows(cols)
-    v6 = cols["version"] == 6
-    # address dictionary
-    akey_hi = np.concatenate([cols["src_hi"], cols["dst_hi"]])
-    akey_lo = np.concatenate([cols["src_lo"], cols["dst_lo"]])
-    akey_v6 = np.concatenate([v6, v6])
-    with np.errstate(over="ignore"):
-        ah = _mix(akey_hi ^ _mix(akey_lo) ^ akey_v6.astype(np.uint64))
-    uh, ufirst, uinv = np.unique(ah, return_index=True, return_inverse=True)
-    names = _addr_strings(akey_hi[ufirst], akey_lo[ufirst], akey_v6[ufirst])
+    hi, lo, six = cols.pop("addr_table")
+    names = _addr_strings(hi, lo, six)
+    cats = pd.Index(names, dtype=object)
+    code_t = np.int16 if len(names) < 32000 else np.int32
+    src = pd.Categorical.from_codes(cols.pop("src").astype(code_t), categories=cats)
+    dst = pd.Categorical.from_codes(cols.pop("dst").astype(code_t), categories=cats)
     n = len(ts)
-    code_t = np.int16 if len(uh) < 32000 else np.int32
-    src = pd.Categorical.from_codes(uinv[:n].astype(code_t), categories=pd.Index(names).astype(object)) \
-        if len(set(names)) == len(names) else pd.Categorical(np.asarray(names, object)[uinv[:n]])
-    dst = pd.Categorical.from_codes(uinv[n:].astype(code_t), categories=pd.Index(names).astype(object)) \
-        if len(set(names)) == len(names) else pd.Categorical(np.asarray(names, object)[uinv[n:]])
-    del akey_hi, akey_lo, akey_v6, ah, uinv
-    df = pd.DataFrame({
-        "time": pd.DatetimeIndex(ts.view("datetime64[ns]")).tz_localize("UTC"),
-        "src": src, "dst": dst, "proto": cols["proto"], "ip_len_bytes": cols["ip_len"],
-        "sport": cols["sport"], "dport": cols["dport"], "flow": flow,
-        "direction": pd.Categorical.from_codes(direction, categories=DIRECTIONS),
-        "seq": cols["seq"], "ack": cols["ack"], "flags": cols["flags"], "window": cols["window"],
-        "payload_bytes": cols["payload"], "tsval": cols["tsval"], "tsecr": cols["tsecr"],
-        "has_ts": cols["has_ts"], "sack_blocks": cols["sack_blocks"], "dsack": cols["dsack"],
-        "dsack_left": cols["dsack_left"], "mss_bytes": cols["mss"], "wscale": cols["wscale"],
-        "syn_options": cols["synopt"], "interface": cols["iface"], "captured_bytes": cols["captured"],
-    }, copy=False)
+    # columns are added one by one so no consolidation copy of the whole frame is made
+    df = pd.DataFrame({"time": pd.DatetimeIndex(cols.pop("ts_ns").view("datetime64[ns]")).tz_localize("UTC")})
+    df["src"] = src
+    df["dst"] = dst
+    for name, key in (("proto", "proto"), ("ip_len_bytes", "ip_len"), ("sport", "sport"),
+                      ("dport", "dport")):
+        df[name] = cols.pop(key)
+    df["flow"] = flow
+    df["direction"] = pd.Categorical.from_codes(direction, categories=DIRECTIONS)
+    for name, key in (("seq", "seq"), ("ack", "ack"), ("flags", "flags"), ("window", "window"),
+                      ("payload_bytes", "payload"), ("tsval", "tsval"), ("tsecr", "tsecr"),
+                      ("has_ts", "has_ts"), ("sack_blocks", "sack_blocks"), ("dsack", "dsack"),
+                      ("dsack_left", "dsack_left"), ("mss_bytes", "mss"), ("wscale", "wscale"),
+                      ("syn_options", "synopt"), ("interface", "iface"), ("captured_bytes", "captured")):
+        df[name] = cols.pop(key)
     return df

@@ -197,18 +197,26 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     dr = dir_all[order]
     t = t_all[order]
     gd = fl * 2 + dr                                             # data direction group
-    seq = _col(packets, "seq", np.int64)[order]
-    ackraw = _col(packets, "ack", np.int64)[order]
-    flags = _col(packets, "flags", np.int64)[order]
-    pay = _col(packets, "payload_bytes", np.int64)[order]
-    win = _col(packets, "window", np.int64)[order]
-    tsval = _col(packets, "tsval", np.int64)[order]
-    tsecr = _col(packets, "tsecr", np.int64)[order]
-    has_ts = _col(packets, "has_ts", bool, False)[order] if "has_ts" in packets else (tsval != 0)
-    dsack = _col(packets, "dsack", bool, False)[order]
-    dsack_left = _col(packets, "dsack_left", np.int64)[order]
-    wscale = _col(packets, "wscale", np.int64, -1)[order]
-    mss_opt = _col(packets, "mss_bytes", np.int64)[order]
+    def take(name, dtype, default=0):
+        if name not in packets.columns:
+            return np.full(len(order), default, dtype)
+        return packets[name].to_numpy()[order].astype(dtype, copy=False)
+    seq = take("seq", np.int64)
+    ackraw = take("ack", np.int64)
+    flags = take("flags", np.uint8)
+    pay = take("payload_bytes", np.int64)
+    win = take("window", np.int64)
+    tsval = take("tsval", np.uint32)
+    tsecr = take("tsecr", np.uint32)
+    has_ts = take("has_ts", bool, False) if "has_ts" in packets.columns else (tsval != 0)
+    dsack = take("dsack", bool, False)
+    dsack_left = take("dsack_left", np.uint32)
+    syn_rows = np.flatnonzero((flags & SYN) != 0)
+    wscale_syn = take("wscale", np.int64, -1)[syn_rows] if "wscale" in packets.columns \
+        else np.full(len(syn_rows), -1, np.int64)
+    mss_syn = packets["mss_bytes"].to_numpy()[order[syn_rows]].astype(np.int64) \
+        if "mss_bytes" in packets.columns else np.zeros(len(syn_rows), np.int64)
+    dr = dr.astype(np.int8)
     n = len(order)
     ngd = 2 * nflow
 
@@ -242,7 +250,9 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
         starts = np.flatnonzero(first_in_g)
         seg = np.repeat(starts, np.diff(np.r_[starts, n]))
         rela[by_gd] = cs - cs[seg] + rela_g[seg]
+        del dd, cs, seg
     rela = np.where(has_ack, rela, -1)
+    del seq, ackraw, ackv, rela_g, by_gd, g_sorted, other
 
     # ---- running state in flow-time order, per direction
     fl_groups = fl
@@ -252,8 +262,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     for d in (0, 1):
         m = (dr == d)
         snd_max[d] = _grouped_cummax(end, fl_groups, m)
-        sb = _grouped_cummax(end, fl_groups, m)
-        snd_max_before[d] = _shift_in_group(sb, fl_groups, -1)
+        snd_max_before[d] = _shift_in_group(snd_max[d], fl_groups, -1)
         ack_max[d] = _grouped_cummax(rela, fl_groups, m & has_ack)   # ACKs sent by d (acking d^1)
     # per-row views: for data direction of the row's own packets
     smb_own = np.where(dr == 0, snd_max_before[0], snd_max_before[1])
@@ -325,7 +334,8 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
             ok = (q < n)
             q = np.minimum(q, n - 1)
             ok &= (fl_groups[q] == fl_groups[rr]) & (q > rr) & has_ts[q]
-            older = ((tsval[rr] - tsecr[q]) % M32 > 0) & ((tsval[rr] - tsecr[q]) % M32 < (1 << 31))
+            diff = (tsval[rr].astype(np.int64) - tsecr[q].astype(np.int64)) % M32
+            older = (diff > 0) & (diff < (1 << 31))
             spur_eifel[rr[ok & older]] = True
     di = np.flatnonzero(dsack)
     rtx_idx = np.flatnonzero(retx)
@@ -335,7 +345,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
         rkey_s = rkey[srt]
         # DSACK from direction a reports data of direction a^1
         dgd = gd[di] ^ 1
-        dl = (dsack_left[di] - base[dgd]) % M32
+        dl = (dsack_left[di].astype(np.int64) - base[dgd]) % M32
         # bring into the unwrapped range of the data direction: nearest to ack_max
         near = np.maximum(rela[di], 0)
         dl = near + (((dl - near) + (1 << 31)) % M32) - (1 << 31)
@@ -394,7 +404,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     # timestamp echo
     tsi = np.flatnonzero(data & has_ts)
     if len(tsi):
-        tkey = gd[tsi] * M32 + tsval[tsi]
+        tkey = gd[tsi] * M32 + tsval[tsi].astype(np.int64)
         uk, first = np.unique(tkey, return_index=True)
         first_idx = tsi[first]
         for a in (0, 1):
@@ -403,7 +413,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
             ai = np.flatnonzero(newack)
             if not len(ai):
                 continue
-            k = (gd[ai] ^ 1) * M32 + tsecr[ai]
+            k = (gd[ai] ^ 1) * M32 + tsecr[ai].astype(np.int64)
             # first ACK echoing each value only
             _, fa = np.unique(k, return_index=True)
             ai, k = ai[fa], k[fa]
@@ -432,16 +442,16 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
 
     # ---- window scaling (from SYNs: applied only when both sides offered it)
     ws = np.full(ngd, -1, np.int64)
-    si = np.flatnonzero(is_syn & (wscale >= 0))
+    si = syn_rows[wscale_syn >= 0]
     if len(si):
-        ws[gd[si]] = wscale[si]
+        ws[gd[si]] = wscale_syn[wscale_syn >= 0]
     both = (ws.reshape(-1, 2) >= 0).all(axis=1) if ngd else np.zeros(0, bool)
     shift = np.where(np.repeat(both, 2), np.maximum(ws, 0), 0)
     rwnd = np.where(is_syn, win, win << shift[gd])
     mss = np.zeros(ngd, np.int64)
-    mi = np.flatnonzero(is_syn & (mss_opt > 0))
+    mi = syn_rows[mss_syn > 0]
     if len(mi):
-        mss[gd[mi]] = mss_opt[mi]
+        mss[gd[mi]] = mss_syn[mss_syn > 0]
     # effective MSS per data direction: the peer's announced MSS, else the largest payload
     maxpay = np.zeros(ngd, np.int64)
     np.maximum.at(maxpay, gd, pay)
