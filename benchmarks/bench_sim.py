@@ -60,7 +60,7 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000):
           z(u, d=np.int64), z(u, d=np.int64)]
     t0 = time.process_time()
     K.run_chunk(sinr, sinr, z(n, u), np.zeros((n, c)), perm, np.zeros((1, 1), np.int64),
-                10 ** (table.threshold_db / 10), bytes_per_mcs, 10 ** (table.s50_db / 10),
+                (10 ** (table.threshold_db / 10)).astype(np.float32), bytes_per_mcs, 10 ** (table.s50_db / 10),
                 np.zeros(1, np.int64), -40.0, 0.1, ip, fp, *st, np.zeros(1), np.ones(1, np.int64), *outs)
     return time.process_time() - t0, outs[2]
 
@@ -68,7 +68,7 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000):
 def python_pf(sinr, table, bytes_per_mcs, perm, window=1000):
     """Reference: a plain per-TTI Python MC-PFS loop (rates looked up per TTI, as airlink does)."""
     n, u, c = sinr.shape
-    thr = [10 ** (t / 10) for t in table.threshold_db]
+    thr = (10 ** (table.threshold_db / 10)).astype(np.float32).tolist()
     rate_of = [0.0] + list(bytes_per_mcs)
     avg = [0.0] * u
     counts = [0] * u
@@ -102,7 +102,7 @@ def python_pf(sinr, table, bytes_per_mcs, perm, window=1000):
 def python_pf_given_rates(sinr, table, bytes_per_mcs, perm, window=1000):
     """Reference: the plainest per-TTI Python PF loop, rates looked up beforehand (not timed)."""
     n, u, c = sinr.shape
-    thr_lin = 10 ** (table.threshold_db / 10)
+    thr_lin = (10 ** (table.threshold_db / 10)).astype(np.float32)
     rate_of = np.concatenate([[0.0], bytes_per_mcs])
     rates = [rate_of[np.searchsorted(thr_lin, sinr[k], side="right")].tolist() for k in range(n)]
     orders = perm.tolist()
@@ -138,7 +138,7 @@ def rate_of_best(i, s_k, ch, thr, rate_of):
 def numpy_pf(sinr, table, bytes_per_mcs, perm, window=1000):
     """Reference: a per-TTI numpy loop (vectorised over users and subchannels)."""
     n, u, c = sinr.shape
-    thr_lin = 10 ** (table.threshold_db / 10)
+    thr_lin = (10 ** (table.threshold_db / 10)).astype(np.float32)
     rate_of = np.concatenate([[0.0], bytes_per_mcs])
     avg = np.zeros(u)
     counts = np.zeros(u, np.int64)

@@ -325,7 +325,8 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
               assigned_ch=np.zeros(n_u, np.int64), greedy_cnt=np.zeros(n_u, np.int64))
     bl_thr = np.asarray(kp.get("bl_thr_db", [0.0]), dtype=np.float64)
     bl_ch = np.asarray(kp.get("bl_channels", [1]), dtype=np.int64)
-    thr_lin = 10 ** (table.threshold_db.astype(np.float64) / 10)
+    # float32 like the SINR, so that every path compares the same numbers
+    thr_lin = (10 ** (table.threshold_db.astype(np.float64) / 10)).astype(np.float32)
     s50 = 10 ** (table.s50_db.astype(np.float64) / 10)
     beta = table.slope * 10 / np.log(10)
 

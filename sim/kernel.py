@@ -77,7 +77,12 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     full_backlog = fp[10]
     remaining = np.zeros(n_u)
     weight = np.zeros(n_u)
-    m_uc = np.zeros((n_u, n_c), dtype=np.int64)
+    m_uc = np.zeros((n_u, n_c), dtype=np.int32)
+    pre_best = np.full(n_c, -1, dtype=np.int64)
+    pre_metric = np.zeros(n_c)
+    rate_ext = np.zeros(n_m + 1)
+    for j in range(n_m):
+        rate_ext[j + 1] = bytes_per_mcs[j]
     pend_avail = np.zeros(n_u, dtype=np.int64)
     tx_bits = np.zeros(n_u)
     n_bl = bl_channels.shape[0]
@@ -180,14 +185,16 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         if sched != 4:
             for u in range(n_u):
                 if la_mode == 0:
-                    # m = (number of thresholds <= SINR) - 1, one threshold at a time (SIMD-friendly)
+                    # m = (number of thresholds <= SINR) - 1, one threshold at a time over a
+                    # contiguous row (float32 compares, vectorised by the compiler)
+                    row = sinr_rep[k, u]
+                    mrow = m_uc[u]
                     for c in range(n_c):
-                        m_uc[u, c] = -1
+                        mrow[c] = -1
                     for j in range(n_m):
                         t = thr_lin[j]
                         for c in range(n_c):
-                            if sinr_rep[k, u, c] >= t:
-                                m_uc[u, c] += 1
+                            mrow[c] += np.int32(row[c] >= t)
                 elif la_mode == 4:
                     for c in range(n_c):
                         j = int((10.0 * math.log10(sinr_real[k, u, c] + 1e-30) - lut_lo) / lut_step)
@@ -206,9 +213,31 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         n_pend = 0
         for u in range(n_u):
             n_pend += pend_avail[u]
+        # metric schedulers: the best user per subchannel among the users with data at the
+        # start of the TTI, for all subchannels at once (users outer, subchannels inner);
+        # ties go to the user earliest in the TTI's random order. Eligibility only shrinks
+        # within a TTI, so where that user still has data it is the sequential choice too.
+        if sched >= 1 and sched <= 3:
+            for c in range(n_c):
+                pre_best[c] = -1
+                pre_metric[c] = 0.0
+            # users in the TTI's random order and a strict '>': ties stay with the earlier user;
+            # rate_ext[0] = 0 (no MCS) never beats the initial 0
+            for i in range(n_u):
+                u = perm[k, i]
+                if remaining[u] <= 1e-9 and pend_avail[u] == 0:
+                    continue
+                w = weight[u]
+                mrow = m_uc[u]
+                for c in range(n_c):
+                    metric = rate_ext[mrow[c] + 1] * w
+                    if metric > pre_metric[c]:
+                        pre_metric[c] = metric
+                        pre_best[c] = u
         # 2. + 3. schedule every subchannel (or, for the backlog scheduler, every user's
         # code-channel bundle) and transmit
         rr = misc[0]
+        pb = -1
         n_slots = n_u if sched == 4 else n_c
         for c in range(n_slots):
             best = -1
@@ -242,6 +271,12 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                             if rr >= n_u:
                                 rr = 0
                     else:
+                        pb = pre_best[c]
+                        if pb >= 0 and (remaining[pb] > 1e-9 or pend_avail[pb] > 0):
+                            best = pb
+                        elif pb < 0:
+                            pb = -2  # nobody with data could use this subchannel
+                    if best < 0 and sched != 0 and pb != -2:
                         bestm = -1.0
                         for i in range(n_u):
                             u = perm[k, i]
