@@ -482,13 +482,18 @@ def _main_direction(tcp: pd.DataFrame):
     return rows.sort_values("time") if "time" in rows.columns else rows.sort_index()
 
 
-def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: dict | None = None):
-    """Goodput of each flow's data direction (Mbit/s) against the replayed capacity trace."""
+def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: dict | None = None,
+                link: pd.DataFrame | None = None):
+    """Goodput of each flow's data direction (Mbit/s) against the replayed capacity trace.
+
+    With the link's per-TTI log (``link``) the capacity drawn is what the link actually
+    offered, on the same clock as the capture; otherwise the trace from its start."""
     plt = _pyplot()
     labels = labels or {}
     fig, ax = plt.subplots(figsize=(10, 4))
     drew = False
     stats = {}
+    t0 = None
     if tcp is not None and len(tcp) and ("goodput_bps" in tcp or "throughput_bps" in tcp):
         col = "goodput_bps" if "goodput_bps" in tcp else "throughput_bps"
         t0 = pd.DatetimeIndex(tcp["time"] if "time" in tcp else tcp.index).asi8.min()
@@ -501,7 +506,18 @@ def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: 
                     label=f"{col.split('_')[0]} {labels.get(flow, f'flow {flow}')} {direction}")
             stats[f"{flow}/{direction}"] = float(np.nanmean(rows[col].to_numpy(np.float64)) / 1e6)
         drew = bool(len(top))
-    if capacity is not None:
+    if link is not None and "capacity_bytes" in link and len(link):
+        tl = _seconds(link, t0)
+        b = np.floor(tl - tl.min()).astype(np.int64)
+        per_s = np.bincount(b, weights=link["capacity_bytes"].to_numpy(np.float64)) * 8 / 1e6
+        ts = np.arange(len(per_s)) + tl.min()
+        if len(per_s) > 1:  # the last second is partial
+            per_s, ts = per_s[:-1], ts[:-1]
+        ax.fill_between(ts, per_s, step="post", alpha=0.25, color="tab:gray",
+                        label=f"capacity offered by the link (mean {per_s.mean():.2f} Mbit/s)")
+        stats["capacity_mbps"] = float(per_s.mean()) if len(per_s) else None
+        drew = True
+    elif capacity is not None:
         u = user if user is not None and str(user) in capacity.users else capacity.users[0]
         from airlink.traces.stats import windowed_rate_mbps
         sel = capacity.select(u)
@@ -515,7 +531,7 @@ def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: 
         plt.close(fig)
         return None
     ax.set_xlabel("time (s)")
-    ax.set_ylabel("Mbit/s (1 s bins)")
+    ax.set_ylabel("Mbit/s (capacity in 1 s bins)")
     ax.set_title("goodput against trace capacity")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
@@ -807,7 +823,8 @@ def _section_tcp(art: Artifacts, notes: list) -> str:
                          f'{st["bytes"] / 1e6:.2f} MB sequence space, flow {html.escape(st["flow"])}.</p>')
     else:
         parts.append(_missing("TCP time-sequence graph: no packets.parquet and no readable *.pcap"))
-    h, _ = _render(lambda: fig_goodput(art.tcp, art.capacity, art.replayed_user, art.flow_labels),
+    h, _ = _render(lambda: fig_goodput(art.tcp, art.capacity, art.replayed_user, art.flow_labels,
+                                               art.link_tti.get("downlink")),
                    "goodput against trace capacity",
                    "goodput against capacity: neither a tcp series (tcp.parquet) nor a capacity "
                    "trace (capacity.parquet)", notes)
