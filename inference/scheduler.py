@@ -1,0 +1,426 @@
+"""Scheduler identification: which rule (RR, MaxCIR, PF, backlog-driven) explains a trace.
+
+Only what a measurement can see is used: per-user allocation (PRBs/subchannels, or the
+allocated rate), channel quality (reported SINR, SNR or CQI) and, where known, the
+backlog. From these, scale-free features are computed (rank correlations, how often the
+most-served user is the one with the best channel / best channel relative to its own
+mean / longest wait / largest backlog, service-gap regularity, share spread), and a
+scikit-learn random forest trained on ``airlink.sim.simulate`` runs across schedulers,
+loads (full buffer, on-off, Poisson), cell sizes, speeds and PF time constants predicts
+the scheduler with a probability. Two models are trained: ``cell`` (several users
+visible, all features) and ``user`` (one user's view only, as in per-UE logs such as
+iCellSpeed); the frame picks which applies.
+
+Training runs on first use (about a minute on one core) and is cached under
+``$AIRLINK_CACHE`` or ``~/.cache/airlink``; the held-out accuracy on whole simulated
+runs never seen in training is stored and printed with the model.
+
+PF's averaging time constant ``t_c = 1/a`` (seed 001: ``T_i(t+1) = (1-a) T_i(t) + a R_i(t)``)
+is estimated by replaying the PF rule with candidate ``t_c`` on the measured channel
+(rate proxy ``log2(1 + SINR)``) and served amounts, keeping the ``t_c`` whose choices agree
+most with the observed allocation.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.signal import lfilter
+from scipy.stats import rankdata
+
+from airlink.traces.errors import AirlinkError
+
+from .frames import wide_many, with_time_index
+
+CLASSES = ("rr", "maxcir", "pf", "backlog")
+ALLOC_COLUMNS = ("prbs", "subchannels", "served_bytes", "assigned_rate_bps", "tbs_bps")
+CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "rsrq_db", "ecio_db", "rsrp_dbm")
+TC_GRID = (3, 10, 30, 100, 300, 1000, 3000)
+MODEL_VERSION = 3
+
+USER_FEATURES = ["served_frac", "rank_corr_channel", "rank_corr_rel10", "rank_corr_rel100",
+                 "alloc_cv", "served_autocorr1", "gap_cov", "gap_max_over_mean", "backlog_known",
+                 "rank_corr_backlog", "served_when_backlogged", "alloc_levels"]
+CELL_FEATURES = USER_FEATURES + ["agree_maxchannel", "agree_relchannel", "agree_pf", "agree_longestwait",
+                                 "agree_maxbacklog", "jain_alloc", "share_vs_channel", "users_served_per_tti",
+                                 "contention_frac", "top_maxchannel", "top_pf", "top_longestwait"]
+
+
+def _corr(a: np.ndarray, b: np.ndarray) -> float:
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3:
+        return 0.0
+    a, b = a[ok], b[ok]
+    if a.std() == 0 or b.std() == 0:
+        return 0.0
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def _rank_corr(a, b) -> float:
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3:
+        return 0.0
+    return _corr(rankdata(a[ok]), rankdata(b[ok]))
+
+
+def _ewma(x: np.ndarray, tc: float) -> np.ndarray:
+    """Exponential average along time (axis 0) with ``a = 1/tc``, started at the first value."""
+    a = 1.0 / max(tc, 1.0)
+    x = np.nan_to_num(x)
+    zi = (1 - a) * x[:1]
+    out, _ = lfilter([a], [1, -(1 - a)], x, axis=0, zi=zi)
+    return out
+
+
+def _argmax_rows(m: np.ndarray) -> np.ndarray:
+    m = np.where(np.isfinite(m), m, -np.inf)
+    return np.argmax(m, axis=1)
+
+
+@dataclass
+class Observed:
+    """What a measurement gives: allocation, channel and maybe backlog, ``(time, user)``."""
+
+    alloc: np.ndarray
+    channel: np.ndarray
+    backlog: np.ndarray | None
+    period_s: float
+    columns: dict = field(default_factory=dict)
+
+
+def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None) -> Observed:
+    """Pick the allocation, channel and backlog columns of a frame as ``(time, user)`` arrays."""
+    if not isinstance(frame.index, pd.DatetimeIndex):
+        frame = with_time_index(frame)
+
+    def pick(given, names, what, required=True):
+        if given:
+            return given
+        for c in names:
+            if c in frame.columns and pd.to_numeric(frame[c], errors="coerce").notna().any():
+                return c
+        if required:
+            raise AirlinkError(f"frame has no {what} column (one of {', '.join(names)}); name it")
+        return None
+
+    a = pick(alloc, ALLOC_COLUMNS, "allocation")
+    c = pick(channel, CHANNEL_COLUMNS, "channel-quality")
+    b = pick(backlog, ("backlog_bytes", "backlog_packets"), "backlog", required=False)
+    tables = wide_many(frame, [x for x in (a, c, b) if x])
+    t = tables[a].index.asi8
+    period = float(np.median(np.diff(t))) / 1e9 if t.size > 1 else float("nan")
+    return Observed(tables[a].to_numpy(float), tables[c].to_numpy(float),
+                    tables[b].to_numpy(float) if b else None, period,
+                    dict(alloc=a, channel=c, backlog=b))
+
+
+def _user_features(A, C, B) -> dict:
+    served = np.nan_to_num(A) > 0
+    f = dict(served_frac=float(served.mean()))
+    rc, r10, r100, cv, ac, gcov, gmax, rb, swb, lev = ([] for _ in range(10))
+    for u in range(A.shape[1]):
+        a, c = np.nan_to_num(A[:, u]), C[:, u]
+        cf = np.where(np.isfinite(c), c, np.nanmean(c) if np.isfinite(c).any() else 0.0)
+        rc.append(_rank_corr(a, c))
+        r10.append(_rank_corr(a, cf - _ewma(cf, 10)))
+        r100.append(_rank_corr(a, cf - _ewma(cf, 100)))
+        pos = a[a > 0]
+        cv.append(float(pos.std() / pos.mean()) if pos.size > 1 else 0.0)
+        lev.append(float(np.unique(pos).size / max(pos.size, 1)))
+        s = served[:, u].astype(float)
+        ac.append(_corr(s[1:], s[:-1]) if s.size > 2 else 0.0)
+        idx = np.flatnonzero(served[:, u])
+        g = np.diff(idx)
+        gcov.append(float(g.std() / g.mean()) if g.size > 1 else 0.0)
+        gmax.append(float(g.max() / g.mean()) if g.size > 1 else 0.0)
+        if B is not None:
+            b = np.nan_to_num(B[:, u])
+            rb.append(_rank_corr(a, b))
+            busy = b > 0
+            swb.append(float(served[busy, u].mean()) if busy.any() else 0.0)
+    f.update(rank_corr_channel=np.mean(rc), rank_corr_rel10=np.mean(r10), rank_corr_rel100=np.mean(r100),
+             alloc_cv=np.mean(cv), served_autocorr1=np.mean(ac), gap_cov=np.mean(gcov),
+             gap_max_over_mean=np.mean(gmax), backlog_known=float(B is not None),
+             rank_corr_backlog=np.mean(rb) if rb else 0.0,
+             served_when_backlogged=np.mean(swb) if swb else 0.0, alloc_levels=np.mean(lev))
+    return f
+
+
+def _active(A, B, window: int = 25) -> np.ndarray:
+    """Which users have data: backlog > 0 where known, else served within +-window samples."""
+    if B is not None:  # data queued before the TTI (the log shows the backlog after it) or served in it
+        b = np.nan_to_num(B) > 0
+        return np.vstack([b[:1], b[:-1]]) | (np.nan_to_num(A) > 0)
+    served = (np.nan_to_num(A) > 0).astype(float)
+    k = np.ones(2 * window + 1)
+    return np.apply_along_axis(lambda v: np.convolve(v, k, mode="same"), 0, served) > 0
+
+
+def _pf_metrics(a: np.ndarray, c_db: np.ndarray, grid):
+    """PF metrics ``R_i(t) / T_i(t-1)`` replayed on the measured channel for each ``t_c`` in
+    ``grid``: ``R = log2(1 + SINR)``, ``T`` the EWMA of ``R`` weighted by the user's share."""
+    R = np.log2(1 + 10 ** (np.clip(c_db, -40, 60) / 10))
+    served_rate = R * (a / np.maximum(a.max(axis=1, keepdims=True), 1e-12))
+    for tc in grid:
+        T = _ewma(served_rate, tc)
+        prev = np.vstack([T[:1], T[:-1]])
+        yield R / np.maximum(prev, 1e-9)
+
+
+def _cell_features(A, C, B) -> dict:
+    f = _user_features(A, C, B)
+    a = np.nan_to_num(A)
+    active = _active(A, B)
+    contended = active.sum(axis=1) >= 2
+    f["contention_frac"] = float(contended.mean())
+    any_served = (a.sum(axis=1) > 0) & contended
+    if not any_served.any():
+        any_served = a.sum(axis=1) > 0
+    top = _argmax_rows(np.where(any_served[:, None], a, np.nan))
+    c = np.where(np.isfinite(C), C, np.nanmean(C, axis=0, keepdims=True))
+    c = np.nan_to_num(c)
+
+    share = a / np.maximum(a.sum(axis=1, keepdims=True), 1e-12)
+    n_act = active.sum(axis=1)
+
+    def agree(metric):
+        """Allocation-weighted rank (0 worst .. 1 best among the users with data) of the
+        rule's metric, over contended TTIs: 1 when the rule's favourite always gets it all."""
+        m = np.where(active, np.nan_to_num(metric, nan=-1e300), -np.inf)
+        r = rankdata(m, axis=1, method="average") - (a.shape[1] - n_act)[:, None] - 1
+        r = r / np.maximum(n_act - 1, 1)[:, None]
+        w = (share * np.where(active, r, 0)).sum(axis=1)
+        return float(np.mean(w[any_served])) if any_served.any() else 0.5
+
+    def agree_top(metric):
+        """How often the most-served user is the rule's favourite among users with data."""
+        pick = _argmax_rows(np.where(active, metric, np.nan))
+        return float(np.mean(pick[any_served] == top[any_served])) if any_served.any() else 0.0
+
+    f["agree_maxchannel"] = agree(c)
+    f["agree_relchannel"] = agree(c - _ewma(c, 100))
+    pf = list(_pf_metrics(a, c, (10, 100, 1000)))
+    f["agree_pf"] = max(agree(m) for m in pf)
+    f["top_maxchannel"] = agree_top(c)
+    f["top_pf"] = max(agree_top(m) for m in pf)
+    # time since last service, per user
+    T, U = a.shape
+    last = np.full(U, -1)
+    wait = np.empty((T, U))
+    served = a > 0
+    for t in range(T):
+        wait[t] = t - last
+        last = np.where(served[t], t, last)
+    f["agree_longestwait"] = agree(wait)
+    f["top_longestwait"] = agree_top(wait)
+    f["agree_maxbacklog"] = agree(np.nan_to_num(B)) if B is not None else 0.0
+    tot = a.sum(axis=0)
+    f["jain_alloc"] = float(tot.sum() ** 2 / (U * (tot ** 2).sum())) if (tot ** 2).sum() > 0 else 1.0
+    f["share_vs_channel"] = _rank_corr(tot, np.nanmean(C, axis=0)) if U > 2 else 0.0
+    f["users_served_per_tti"] = float((served[any_served].sum(axis=1) / np.maximum(n_act[any_served], 1)).mean()) \
+        if any_served.any() else 0.0
+    return f
+
+
+def scheduler_features(obs: Observed, *, view: str = "cell") -> np.ndarray:
+    """Feature vector of an observation (``view``: ``cell`` or ``user``)."""
+    A, C, B = obs.alloc, obs.channel, obs.backlog
+    if view == "user":
+        f = _user_features(A, C, B)
+        return np.array([f[k] for k in USER_FEATURES], dtype=float)
+    f = _cell_features(A, C, B)
+    return np.array([f[k] for k in CELL_FEATURES], dtype=float)
+
+
+def estimate_pf_time_constant(obs: Observed, *, grid=TC_GRID) -> dict:
+    """PF averaging time constant ``t_c = 1/a`` in samples and seconds: the candidate whose
+    replayed PF choices (argmax ``R_i / T_i``, ``R = log2(1 + SINR)``, ``T`` the EWMA of served
+    ``R``) agree most with the observed allocation (several users), or correlate best with a
+    single user's allocation."""
+    A = np.nan_to_num(obs.alloc)
+    c = obs.channel
+    c = np.where(np.isfinite(c), c, np.nanmean(c, axis=0, keepdims=True))
+    R = np.log2(1 + 10 ** (np.nan_to_num(c) / 10))
+    served = A > 0
+    scores = []
+    for tc in grid:
+        Tavg = _ewma(R * (A / np.maximum(A.max(axis=1, keepdims=True), 1e-12)), tc)
+        prev = np.vstack([Tavg[:1], Tavg[:-1]])
+        metric = R / np.maximum(prev, 1e-9)
+        if A.shape[1] > 1:
+            any_served = served.any(axis=1)
+            scores.append(float(np.mean(_argmax_rows(metric)[any_served] ==
+                                        _argmax_rows(np.where(any_served[:, None], A, np.nan))[any_served]))
+                          if any_served.any() else 0.0)
+        else:
+            scores.append(_rank_corr(A[:, 0], metric[:, 0]))
+    k = int(np.argmax(scores))
+    tc = float(grid[k])
+    return dict(tc_samples=tc, tc_s=tc * obs.period_s if np.isfinite(obs.period_s) else float("nan"),
+                scores=dict(zip([int(g) for g in grid], scores)))
+
+
+# ----------------------------------------------------------------------------- training
+def _simulate(preset, seed, duration, **overrides):
+    """The one place that calls the simulator (so a change of its API changes one line)."""
+    from airlink.sim import simulate
+    return simulate(preset, seed=seed, duration=duration, **overrides).mac
+
+
+def training_runs(n_seeds: int = 3):
+    """The grid of simulated cells the model learns from: (label, preset, seed, duration, overrides)."""
+    runs = []
+    pf_as = (0.1, 0.01, 0.001)
+    k = 0
+    for preset, duration in (("quick", "4s"), ("1xrtt", "90s")):
+        for sched in CLASSES:
+            for traffic in ("full", "onoff", "poisson"):
+                for n_users in (3, 6):
+                    for s in range(n_seeds):
+                        k += 1
+                        ov = dict(scheduler=sched, traffic=traffic, n_users=n_users,
+                                  speed_kmh=(3, 30)[(k // 3) % 2])
+                        # users at different distances (a cell where PF and MaxCIR differ)
+                        hi = 20 if preset == "quick" else 8
+                        ov["snr_db"] = list(np.linspace(hi, hi - 22 + 4 * (k % 3), n_users).round(1))
+                        if traffic != "full":  # loads where users contend for the cell
+                            ov["traffic_rate_bps"] = (4e6 if preset == "quick" else 80e3) * (1 + k % 3)
+                            ov.update(on_s=0.5, off_s=0.5 * (1 + k % 3))
+                        if sched == "pf":
+                            ov.update(pf_window=0, pf_a=pf_as[k % 3])
+                        dur = duration if traffic == "full" or preset != "quick" else "8s"
+                        runs.append((sched, preset, 1000 + k, dur, ov))
+    return runs
+
+
+def _views(obs: Observed):
+    """The run as measured at its own resolution and averaged over 10-sample windows."""
+    yield obs
+    n = obs.alloc.shape[0] // 10 * 10
+    if n >= 100:
+        def avg(x):
+            return None if x is None else np.nanmean(x[:n].reshape(n // 10, 10, -1), axis=1)
+        yield Observed(avg(obs.alloc), avg(obs.channel), avg(obs.backlog), obs.period_s * 10, obs.columns)
+
+
+def _without_backlog(obs: Observed) -> Observed:
+    return Observed(obs.alloc, obs.channel, None, obs.period_s, obs.columns)
+
+
+class SchedulerClassifier:
+    """Random-forest scheduler classifier on :func:`scheduler_features` (``view`` cell or user)."""
+
+    def __init__(self, *, view: str = "cell", n_estimators: int = 300, random_state: int = 0):
+        self.view = view
+        self.n_estimators = n_estimators
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        from sklearn.ensemble import RandomForestClassifier
+        self.model_ = RandomForestClassifier(n_estimators=self.n_estimators, random_state=self.random_state,
+                                             min_samples_leaf=2, n_jobs=1)
+        self.model_.fit(X, y)
+        self.classes_ = list(self.model_.classes_)
+        return self
+
+    def predict_proba(self, X):
+        return self.model_.predict_proba(np.atleast_2d(X))
+
+    def predict(self, X):
+        return self.model_.predict(np.atleast_2d(X))
+
+
+def _observe_run(run) -> Observed:
+    label, preset, seed, duration, ov = run
+    return observe(_simulate(preset, seed, duration, **ov))
+
+
+def build_dataset(runs=None, *, progress: bool = False, n_jobs: int = 2):
+    """Feature rows for both views from simulated runs: ``{view: (X, y, groups)}``."""
+    runs = training_runs() if runs is None else runs
+    rows = {"cell": ([], [], []), "user": ([], [], [])}
+    it = enumerate(runs)
+    if progress:
+        from tqdm import tqdm
+        it = tqdm(it, total=len(runs), desc="simulating cells", leave=False)
+    from joblib import Parallel, delayed
+    observed = Parallel(n_jobs=n_jobs)(delayed(_observe_run)(run) for _, run in it)
+    for g, ((label, *_), obs) in enumerate(zip(runs, observed)):
+        for view_obs in _views(obs):
+            for o in (view_obs, _without_backlog(view_obs)):
+                X, y, G = rows["cell"]
+                X.append(scheduler_features(o, view="cell")); y.append(label); G.append(g)
+                X, y, G = rows["user"]
+                for u in range(o.alloc.shape[1]):
+                    one = Observed(o.alloc[:, u:u + 1], o.channel[:, u:u + 1],
+                                   None if o.backlog is None else o.backlog[:, u:u + 1], o.period_s)
+                    X.append(scheduler_features(one, view="user")); y.append(label); G.append(g)
+    return {v: (np.array(X), np.array(y), np.array(G)) for v, (X, y, G) in rows.items()}
+
+
+def train_scheduler_model(*, runs=None, progress: bool = False, test_size: float = 0.25, seed: int = 0) -> dict:
+    """Train both views; held-out accuracy on whole runs not used in training (grouped split)."""
+    from sklearn.model_selection import GroupShuffleSplit
+    data = build_dataset(runs, progress=progress)
+    out = dict(version=MODEL_VERSION, classes=list(CLASSES), models={}, heldout_accuracy={},
+               n_runs=int(len(set(data["cell"][2]))))
+    for view, (X, y, G) in data.items():
+        split = GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
+        tr, te = next(split.split(X, y, G))
+        clf = SchedulerClassifier(view=view).fit(X[tr], y[tr])
+        out["heldout_accuracy"][view] = float(np.mean(clf.predict(X[te]) == y[te]))
+        out["models"][view] = SchedulerClassifier(view=view).fit(X, y)  # final model on all runs
+    return out
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("AIRLINK_CACHE") or Path.home() / ".cache" / "airlink")
+
+
+def load_scheduler_model(*, retrain: bool = False, progress: bool = False) -> dict:
+    """The cached model (trained and cached on first use, or when ``retrain``)."""
+    path = cache_dir() / f"scheduler-model-v{MODEL_VERSION}.pkl"
+    if path.exists() and not retrain:
+        try:
+            with open(path, "rb") as fh:
+                model = pickle.load(fh)
+            if model.get("version") == MODEL_VERSION:
+                return model
+        except Exception:  # stale or foreign pickle: train again
+            pass
+    model = train_scheduler_model(progress=progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        pickle.dump(model, fh)
+    os.replace(tmp, path)
+    return model
+
+
+def identify_scheduler(frame: pd.DataFrame, *, model: dict | None = None, alloc=None, channel=None,
+                       backlog=None) -> dict:
+    """Which scheduler explains the frame: ``scheduler``, ``probability``, ``probabilities``,
+    ``view`` (cell or user), ``pf_time_constant_s`` (when PF is the answer) and the model's
+    held-out accuracy."""
+    model = model or load_scheduler_model()
+    obs = observe(frame, alloc=alloc, channel=channel, backlog=backlog)
+    if obs.alloc.shape[0] < 20:
+        raise AirlinkError(f"need at least 20 samples to identify a scheduler, got {obs.alloc.shape[0]}")
+    view = "cell" if obs.alloc.shape[1] > 1 else "user"
+    clf = model["models"][view]
+    proba = clf.predict_proba(scheduler_features(obs, view=view))[0]
+    probs = {c: float(p) for c, p in zip(clf.classes_, proba)}
+    best = max(probs, key=probs.get)
+    out = dict(scheduler=best, probability=probs[best], probabilities=probs, view=view,
+               columns=obs.columns, users=int(obs.alloc.shape[1]), samples=int(obs.alloc.shape[0]),
+               sample_period_s=obs.period_s)
+    pf = estimate_pf_time_constant(obs)
+    out["pf_time_constant_tti"] = pf["tc_samples"] if best == "pf" else None
+    out["pf_time_constant_s"] = pf["tc_s"] if best == "pf" else None
+    out["model"] = dict(description=f"random forest ({view} view), trained on {model['n_runs']} simulated runs",
+                        heldout_accuracy=model["heldout_accuracy"][view], version=model["version"])
+    return out
