@@ -191,7 +191,7 @@ def main():
     print(f"  pure-Python loop, rates given (lookup not timed): {args.ref_ttis / tg:,.0f} TTI/s -> ratio "
           f"{step_rate / (args.ref_ttis / tg):.0f}x")
     print(f"  numpy per-TTI loop:       {args.ref_ttis / tn:,.0f} TTI/s -> ratio {step_rate / (args.ref_ttis / tn):.1f}x")
-    print(f"  same decisions as both references on {args.ref_ttis} TTIs: {bool(same)}")
+    print(f"  same decisions as all three references on {args.ref_ttis} TTIs: {bool(same)}")
 
 
 if __name__ == "__main__":
