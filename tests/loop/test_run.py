@@ -195,3 +195,27 @@ def test_long_ttis_are_split_for_the_link_shell(tmp_path):
     assert sub.tti_ms == 10 and sub.users == ["1"]
     assert np.allclose(sub.values[:, 0].reshape(-1, 2).sum(axis=1), [100, 0, 50])
     assert _replayable(Trace(np.ones(5), "1ms"), "1", tmp_path / "x") is None
+
+
+@pytest.mark.netns
+def test_live_iperf3_and_command_over_a_measured_style_trace(tmp_path, test_netns):
+    """A Mahimahi trace given by path (here a constant 12 Mbit/s one airlink writes), iperf3 with
+    a chosen congestion control, and an arbitrary command that sees $AIRLINK_BASE."""
+    import shutil as sh
+    if not sh.which("iperf3"):
+        pytest.skip("iperf3 is not installed")
+    from airlink.traces import constant, write_trace
+    trace = tmp_path / "12mbps.down"
+    write_trace(constant(12e6, 2), trace)
+    exp = tmp_path / "e.yaml"
+    exp.write_text("name: tools\nradio: {preset: quick}\nshells: [{delay: 5}, {link: {}}]\n"
+                   "applications:\n  - iperf3: {args: '-R -t 3', cc: cubic}\n"
+                   "  - command: 'ping -c 2 -i 0.3 $AIRLINK_BASE'\n")
+    out = tmp_path / "out"
+    r = _run_in(test_netns, "run", exp, "-o", out, "--live", "--trace", trace, "--json", "--quiet")
+    assert r.returncode == 0, r.stderr + r.stdout
+    info = json.loads(r.stdout)
+    iperf, cmd = info["applications"]
+    assert iperf["app"] == "iperf3" and iperf["cc"] == "cubic"
+    assert iperf["goodput_bps"] > 0.8 * 12e6 * 1448 / 1500, iperf
+    assert cmd["status"] == 0 and "2 received" in cmd["stdout"]
