@@ -2,8 +2,8 @@
 
 This module holds one function, :func:`run_chunk`, written as plain loops over numpy
 arrays. When `numba <https://numba.pydata.org>`_ is installed it is compiled on first use
-(``airlink.sim.kernel.COMPILED`` says whether it is); otherwise the same code runs as
-Python, with identical results, only slower. All random numbers are drawn outside, in
+(``airlink.sim.kernel.COMPILED`` says whether it is; ``AIRLINK_NUMBA=0`` turns it off);
+otherwise the same code runs as Python, with identical results, only slower. All random numbers are drawn outside, in
 numpy, from the run's seed, so both give the same output bit for bit.
 
 Model, per TTI ``k`` (the engine passes the chunk's real and reported SINR):
@@ -34,6 +34,7 @@ Model, per TTI ``k`` (the engine passes the chunk's real and reported SINR):
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -378,6 +379,8 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
 
 run_chunk = _run_chunk
 try:  # pragma: no cover - depends on the environment
+    if os.environ.get("AIRLINK_NUMBA", "1") == "0":
+        raise ImportError("numba disabled by AIRLINK_NUMBA=0")
     import numba as _numba
     run_chunk = _numba.njit(cache=True, nogil=True)(_run_chunk)
     COMPILED = True

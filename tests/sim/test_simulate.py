@@ -210,3 +210,34 @@ def test_cli_simulate_writes_the_folder(run_airlink, tmp_path):
     assert status == 2 and "NAME=VALUE" in err
     status, out, err = run_airlink("simulate", "--help")
     assert status == 0 and "example" in out
+
+
+def test_measured_channel_drives_the_sinr():
+    t = pd.to_datetime(np.arange(4) * 1_000_000_000, utc=True)
+    frame = pd.DataFrame({"time": t, "snr_db": [20.0, 0.0, 10.0, -5.0]})
+    r = S.simulate("quick", duration="4s", channel_trace=frame, profile="none", n_users=2,
+                   snr_offset_db=0.0)
+    m = r.mac[r.mac.user == "1"]
+    per_s = m["sinr_db"].to_numpy().reshape(4, 1000).mean(axis=1)
+    assert np.allclose(per_s, [20, 0, 10, -5], atol=1e-4)
+    thr = r.capacity.column("1").reshape(4, 1000).sum(axis=1) + r.capacity.column("2").reshape(4, 1000).sum(axis=1)
+    assert thr[0] > thr[2] > thr[1] > thr[3]
+
+
+def test_measured_channel_from_csv_file(tmp_path):
+    p = tmp_path / "rf.csv"
+    p.write_text("time_s,cqi\n0,15\n1,1\n")
+    r = S.simulate("quick", duration="2s", channel_trace=str(p), profile="none", n_users=1)
+    per_s = r.mac["sinr_db"].to_numpy().reshape(2, 1000).mean(axis=1)
+    lte = S.rate_table("lte-cqi").threshold_db
+    assert np.allclose(per_s, [lte[14], lte[0]], atol=1e-4)
+    with pytest.raises(AirlinkError, match="no such channel trace"):
+        S.simulate("quick", duration="10ms", channel_trace=str(tmp_path / "none.csv"))
+
+
+@pytest.mark.parametrize("preset", ["hsdpa", "egprs", "1xrtt", "imt-advanced", "evdo"])
+def test_every_preset_runs_briefly(preset):
+    r = S.simulate(preset, duration="200ms")
+    validate(r.mac, "mac")
+    assert r.summary["n_tti"] >= 1 and r.summary["aggregate_throughput_mbps"] >= 0
+    assert r.capacity.meta["preset"] == preset
