@@ -9,7 +9,11 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
 
 * ``snd_max``: highest sequence number + length sent by ``d`` so far **as seen at the
   capture point**. A data, SYN or FIN segment starting below the ``snd_max`` before it is a
-  *retransmission* (keep-alives, 0/1-byte segments at ``snd_max - 1``, excluded).
+  *retransmission* (keep-alives, 0/1-byte segments at ``snd_max - 1``, excluded) - unless
+  it arrives within the handshake RTT (3 ms when the handshake was not captured) of the
+  last segment that advanced ``snd_max``, does not end exactly at ``snd_max`` and is not
+  asked for by >= 2 duplicate ACKs: then it is *out of order* (reordered on the way to the
+  capture point), tshark's rule.
 * ``ack_max``: highest cumulative ACK sent by ``r``. *In flight* = ``snd_max - ack_max``
   (bytes; packets = bytes / MSS).
 * *Duplicate ACK* (as tshark): a segment of ``r`` without payload nor SYN/FIN/RST whose ACK
@@ -113,6 +117,7 @@ class TcpAnalysis:
                    "timeout_retransmissions": int(d["timeout_retransmissions"]),
                    "spurious_retransmissions": int(d["spurious_retransmissions"]),
                    "dupacks": int(d["dupacks"]), "zero_windows": int(d["zero_windows"]),
+                   "out_of_order": int(d["out_of_order"]),
                    "rtt_ms_median": _f(d["rtt_ms_median"]), "rtt_ms_min": _f(d["rtt_ms_min"]),
                    "rtt_samples": int(d["rtt_samples"]),
                    "goodput_bps": _f(d["goodput_bps"]), "loss_rate": _f(d["loss_rate"]),
@@ -273,7 +278,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     synfin = (flags & (SYN | FIN)) != 0
     keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
     # SYNs and FINs occupy sequence space: sent again, they are retransmissions too
-    retx = (data | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+    below = (data | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
 
     # ---- duplicate ACKs and zero windows (sent by this row's direction)
     pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
@@ -304,6 +309,28 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     # for a data packet of d, duplicate ACKs come from r = d^1
     dup_at = np.where(dr == 0, dup_since[1], dup_since[0])
     ackmax_r_at = np.where(dr == 0, ack_max[1], ack_max[0])       # inclusive at this row
+    # Out of order (tshark's rule): a segment below snd_max that does not end exactly at
+    # snd_max, is not a fast retransmission (>= 2 duplicate ACKs asking for it), and arrives
+    # within the handshake RTT (3 ms when the handshake was not captured) of the last segment
+    # that advanced snd_max, was reordered on the way to the capture point, not resent.
+    ooo = np.zeros(n, bool)
+    bi = np.flatnonzero(below)
+    if len(bi):
+        irtt = _handshake_rtt_ns(fl, dr, t, flags, nflow)
+        idx = np.arange(n)
+        for d in (0, 1):
+            adv = (dr == d) & (snd_max[d] > snd_max_before[d])
+            last = np.maximum.accumulate(np.where(adv, idx, -1))
+            cand = bi[dr[bi] == d]
+            q = last[cand]
+            ok = q >= 0
+            q = np.maximum(q, 0)
+            ok &= fl[q] == fl[cand]
+            gap = t[cand] - t[q]
+            fastlike = (dup_at[cand] >= 2) & (rel[cand] == np.maximum(ackmax_r_at[cand], 0))
+            acked = data[cand] & (end[cand] <= ack_rev_before[cand])   # tshark: spurious first
+            ooo[cand[ok & (gap < irtt[fl[cand]]) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
+    retx = below & ~ooo
     fast = retx & (dup_at >= 2)
     # recovery episodes opened by a fast retransmission
     for _ in range(2):
@@ -467,6 +494,12 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
 
     # ---- events frame
     ev_parts = []
+    oi_ = np.flatnonzero(ooo)
+    if len(oi_):
+        ev_parts.append(pd.DataFrame({
+            "time": t[oi_], "packet": order[oi_], "flow": fl[oi_], "direction": dr[oi_],
+            "event": "out_of_order", "kind": "", "seq": rel[oi_], "payload_bytes": pay[oi_],
+            "spurious": False, "spurious_reason": "", "rtt_ms": np.nan}))
     tz = "UTC"
 
     def evframe(idx, kind, **cols):
@@ -522,6 +555,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     flows["spurious_retransmissions"] = per_flow(spurious).astype(np.int64)
     flows["dupacks"] = per_flow(dupack).astype(np.int64)
     flows["zero_windows"] = per_flow(zero_win).astype(np.int64)
+    flows["out_of_order"] = per_flow(ooo).astype(np.int64)
     seqm = rtt_method == 0
     rtt_flow = rtt_gd // 2
     med = np.full(nflow, np.nan)
@@ -567,7 +601,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1) if nflow else []
     tcpflow = flows["proto"].to_numpy() == 6
     for c in ("retransmissions", "fast_retransmissions", "timeout_retransmissions",
-              "spurious_retransmissions", "dupacks", "zero_windows", "rtt_samples"):
+              "spurious_retransmissions", "dupacks", "zero_windows", "rtt_samples", "out_of_order"):
         flows.loc[~tcpflow, c] = 0
 
     # ---- regular series per (flow, direction)
@@ -581,6 +615,26 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     validate(series, "tcp", name="tcp series")
     return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
                        attrs={"packets": int(len(packets)), "tcp_packets": int(n)})
+
+
+def _handshake_rtt_ns(fl, dr, t, flags, nflow) -> np.ndarray:
+    """Per flow: time from the first SYN to the first plain ACK of the same side (the
+    handshake RTT seen at the capture point); 3 ms where the handshake was not captured."""
+    out = np.full(nflow, 3_000_000, np.int64)
+    syn = np.flatnonzero((flags & (SYN | ACK)) == SYN)
+    if not len(syn):
+        return out
+    f_syn, i = np.unique(fl[syn], return_index=True)
+    t_syn = np.full(nflow, -1, np.int64)
+    t_syn[f_syn] = t[syn[i]]
+    ackp = np.flatnonzero(((flags & (SYN | ACK)) == ACK) & (dr == 0))
+    if len(ackp):
+        f_ack, j = np.unique(fl[ackp], return_index=True)
+        ok = t_syn[f_ack] >= 0
+        rtt = t[ackp[j]] - t_syn[f_ack]
+        good = ok & (rtt > 0)
+        out[f_ack[good]] = rtt[good]
+    return out
 
 
 def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:

@@ -39,6 +39,7 @@ def airlink_flags(path):
     rx = ev[ev["event"] == "retransmission"]
     return {
         "retransmission": set(rx["packet"]),
+        "out_of_order": set(ev[ev["event"] == "out_of_order"]["packet"]),
         "fast_retransmission": set(rx[rx["kind"] == "fast"]["packet"]),
         "spurious_retransmission": set(rx[rx["spurious"]]["packet"]),
         "duplicate_ack": set(ev[ev["event"] == "dupack"]["packet"]),
@@ -50,15 +51,15 @@ def test_agreement_with_tshark(shared_data, capsys):
     if not shutil.which("tshark"):
         pytest.skip("tshark is not installed (scripts/bootstrap installs it)")
     files = sorted(p for p in (shared_data / "tcp-pcaps").rglob("*") if p.is_file() and p.name != "COPYING")
-    totals = {k: [0, 0, 0] for k in ("retransmission", "fast_retransmission", "spurious_retransmission",
+    totals = {k: [0, 0, 0] for k in ("retransmission", "out_of_order", "fast_retransmission",
+                                     "spurious_retransmission",
                                      "duplicate_ack", "zero_window")}
     for f in files:
         ts = tshark_flags(f)
-        # tshark splits what airlink calls a retransmission (any segment starting below the
-        # highest sequence seen) into retransmission / fast / spurious / out-of-order
-        ts_any = ts["retransmission"] | ts["fast_retransmission"] | ts["spurious_retransmission"] \
-            | ts["out_of_order"]
-        ref = {"retransmission": ts_any, "fast_retransmission": ts["fast_retransmission"],
+        # tshark marks a retransmission as one of retransmission / fast / spurious
+        ts_any = ts["retransmission"] | ts["fast_retransmission"] | ts["spurious_retransmission"]
+        ref = {"retransmission": ts_any, "out_of_order": ts["out_of_order"],
+               "fast_retransmission": ts["fast_retransmission"],
                "spurious_retransmission": ts["spurious_retransmission"],
                "duplicate_ack": ts["duplicate_ack"], "zero_window": ts["zero_window"]}
         ours = airlink_flags(f)
@@ -75,6 +76,7 @@ def test_agreement_with_tshark(shared_data, capsys):
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     assert agree["retransmission"] >= 0.9
+    assert agree["out_of_order"] >= 0.8
     assert agree["duplicate_ack"] >= 0.9
     assert agree["zero_window"] >= 0.9
     # tshark's fast retransmission set is (almost) a subset of ours: it also requires the
