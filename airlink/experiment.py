@@ -448,6 +448,7 @@ class Runner:
         if self.want_report:  # once more, so the page shows the finished run.json
             from airlink.report import write_report
             write_report(self.out)
+        _give_to_sudo_user(self.out)
         return RunResult(self.out, self.info)
 
     # -- stage 1: radio ------------------------------------------------------------------
@@ -567,7 +568,12 @@ class Runner:
                 host_dump = _start_tcpdump(self.out / "capture" / "host.pcap", plan_doc["ports"], snaplen)
             t0 = time.monotonic()
             with open(self.out / "apps" / "shell.err", "w") as err:
-                shell = subprocess.Popen(argv, stdout=open(self.out / "apps" / "shell.out", "w"), stderr=err)
+                # the inside runner needs root for tcpdump and writes into OUTDIR: keep root
+                # there (the shells drop to the sudo user when SUDO_UID is set); the whole
+                # folder is given to that user at the end of the run instead
+                env = {k: v for k, v in os.environ.items() if k not in ("SUDO_UID", "SUDO_GID")}
+                shell = subprocess.Popen(argv, stdout=open(self.out / "apps" / "shell.out", "w"),
+                                         stderr=err, env=env)
                 bar = self.progress.timer(expected, "live")
                 try:
                     while shell.poll() is None:
@@ -795,6 +801,20 @@ def _replayable(trace, user, outdir: Path) -> Path | None:
     path = outdir / "link-trace.parquet"
     sub.write_parquet(path)
     return path
+
+
+def _give_to_sudo_user(folder: Path) -> None:
+    """Under sudo, hand the output folder to the user who ran sudo (as the files of a plain
+    run would be)."""
+    uid, gid = os.environ.get("SUDO_UID"), os.environ.get("SUDO_GID")
+    if not uid or os.geteuid() != 0:
+        return
+    try:
+        uid_i, gid_i = int(uid), int(gid or uid)
+        for p in [folder, *folder.rglob("*")]:
+            os.chown(p, uid_i, gid_i, follow_symlinks=False)
+    except (OSError, ValueError):
+        pass
 
 
 def _json_default(o):
