@@ -62,7 +62,7 @@ import pandas as pd
 
 from airlink.traces import AirlinkError, parse_duration, parse_rate
 
-SECTIONS = ("name", "description", "duration", "radio", "shells", "applications", "capture",
+SECTIONS = ("name", "description", "radio", "shells", "applications", "capture",
             "collect", "infer", "offline", "report")
 SHELL_KINDS = ("delay", "loss", "link")
 APP_KINDS = ("bulk", "iperf3", "onoff", "command")

@@ -71,3 +71,23 @@ def test_the_checker_sees_a_broken_figure_and_a_console_error(tmp_path):
     assert img["width"] == 0
     bad = _bad_messages(result)
     assert any("boom" in b for b in bad) and any("undefined_function" in b or "exception" in b for b in bad), bad
+
+
+def test_report_of_a_real_offline_run_renders(tmp_path, shared_data):
+    """A report built from real artifacts: a simulated cell and a real capture."""
+    try:
+        from airlink.sim import simulate  # noqa: F401
+    except ImportError:
+        pytest.skip("airlink.sim.simulate not available yet")
+    from airlink.experiment import run_experiment
+    spec = {"name": "browser", "radio": {"preset": "quick", "seed": 3, "duration": "3s"},
+            "applications": [{"bulk": {"seconds": 1}}], "infer": {"surrogates": 5},
+            "offline": {"captures": [str(shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap")]}}
+    res = run_experiment(spec, tmp_path / "run", live=False, progress=False)
+    result = inspect_page(res.report, CHECK, tmp_path / "real.png")
+    v = result["value"]
+    assert v["scripts"] == 0 and v["external"] == []
+    assert v["figures"] == len(v["images"]) >= 7
+    assert all(i["complete"] and i["width"] > 300 and i["shown"] > 100 for i in v["images"]), v["images"]
+    assert not _bad_messages(result), _bad_messages(result)
+    _check_screenshot(tmp_path / "real.png")
