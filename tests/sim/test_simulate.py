@@ -241,3 +241,32 @@ def test_every_preset_runs_briefly(preset):
     validate(r.mac, "mac")
     assert r.summary["n_tti"] >= 1 and r.summary["aggregate_throughput_mbps"] >= 0
     assert r.capacity.meta["preset"] == preset
+
+
+def test_reported_sinr_is_the_real_one_delayed_by_the_csi_delay():
+    r = S.simulate("quick", duration="200ms", csi_delay_tti=3, n_users=2)
+    for u in ("1", "2"):
+        f = r.mac[r.mac.user == u]
+        real, rep = f["sinr_db"].to_numpy(), f["sinr_reported_db"].to_numpy()
+        assert np.array_equal(rep[3:], real[:-3])
+        assert np.all(rep[:3] == real[0])
+
+
+def test_harq_chase_combining_recovers_blocks():
+    # aggressive link adaptation (50 % BLER at the chosen MCS): HARQ must earn its keep
+    kw = dict(duration="500ms", bler_target=0.5, csi_delay_tti=0, n_users=2)
+    none = S.simulate("quick", harq_max_tx=1, **kw).summary
+    harq = S.simulate("quick", harq_max_tx=4, **kw).summary
+    assert none["retransmission_ratio"] == 0 and none["harq_given_up_blocks"] > 0
+    normal = S.simulate("quick", harq_max_tx=4, **{**kw, "bler_target": 0.1}).summary
+    assert harq["retransmission_ratio"] > 2 * normal["retransmission_ratio"] > 0
+    assert harq["harq_given_up_blocks"] < 0.1 * none["harq_given_up_blocks"]
+    assert harq["aggregate_throughput_mbps"] > none["aggregate_throughput_mbps"]
+
+
+def test_ties_are_broken_at_random_not_by_user_number():
+    # identical users, no fading, one MCS reachable by all: MaxCIR sees only ties
+    r = S.simulate("quick", duration="2s", scheduler="maxcir", profile="none", snr_db=30.0,
+                   n_users=4, n_subchannels=1)
+    sel = [u["selection_ratio"] for u in r.summary["users"]]
+    assert all(abs(s - 0.25) < 0.03 for s in sel)
