@@ -438,7 +438,12 @@ class Runner:
                 status, note = fn(i)
             except AirlinkError as exc:
                 self._record(name, "failed", t0, str(exc))
-                raise
+                # a bad radio section, or a live stage that was required, ends the run with
+                # one clear line; otherwise the later stages still run on what exists
+                if name == "radio" or (name == "live" and self.want_live):
+                    raise
+                self._note(f"{name} stage failed: {exc}")
+                continue
             except KeyboardInterrupt:
                 self._record(name, "interrupted", t0)
                 raise
@@ -551,7 +556,7 @@ class Runner:
                     "timeout": expected + 60}
         plan_path = self.out / "apps" / "plan.json"
         plan_path.write_text(json.dumps(plan_doc, indent=1))
-        shells = spec.get("shells") or [{"link": {}}]
+        shells = spec.get("shells") or ([{"link": {}}] if self.trace_path else [{"delay": 0}])
         argv = _replay_argv(shells, self.trace_path, self.user, self.out)
         argv += ["--", sys.executable, "-m", "airlink.experiment", "inside", str(plan_path)]
         (self.out / "apps" / "command.txt").write_text(" ".join(_quote(a) for a in argv) + "\n")
@@ -745,7 +750,6 @@ class Runner:
         rows = tcp[(tcp["flow"] == flow) & (tcp["direction"] == direction)]
         rows = rows.set_index("time") if "time" in rows.columns else rows
         frame = rows.select_dtypes("number").resample(step).mean()
-        start = frame.index[0]
         link = self.out / "link-downlink.parquet"
         if link.exists():
             lk = pd.read_parquet(link)
@@ -768,7 +772,6 @@ class Runner:
             reps = int(np.ceil(n * per / max(len(v), 1))) + 1  # the link loops the trace
             v = np.tile(v, reps)[: n * per].reshape(n, per).mean(axis=1)
             frame["capacity_bps"] = v
-        del start
         return frame
 
     # -- stage 5: report -----------------------------------------------------------------
