@@ -262,6 +262,24 @@ def mix64(x):
         return x ^ (x >> np.uint64(31))
 
 
+def unique_runs(values):
+    """``np.unique(values, return_index=True, return_inverse=True)``, computed on runs of
+    equal consecutive values first (captures repeat the same flow and addresses packet
+    after packet, so this sorts far fewer values)."""
+    n = len(values)
+    if n == 0:
+        return np.unique(values, return_index=True, return_inverse=True)
+    change = np.empty(n, bool)
+    change[0] = True
+    np.not_equal(values[1:], values[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    if len(starts) > n // 2:
+        return np.unique(values, return_index=True, return_inverse=True)
+    u, first_run, inv_run = np.unique(values[starts], return_index=True, return_inverse=True)
+    lengths = np.diff(np.append(starts, n))
+    return u, starts[first_run], np.repeat(inv_run, lengths)
+
+
 def address_codes(src_hi, src_lo, dst_hi, dst_lo, v6):
     """Per-batch address dictionary: int32 codes for src and dst, and the table
     ``(hash, hi, lo, v6)`` of the distinct addresses (sorted by hash), so per-packet
@@ -270,7 +288,7 @@ def address_codes(src_hi, src_lo, dst_hi, dst_lo, v6):
     hs = mix64(src_hi ^ mix64(src_lo ^ (v << np.uint64(63))))
     hd = mix64(dst_hi ^ mix64(dst_lo ^ (v << np.uint64(63))))
     both = np.concatenate([hs, hd])
-    uh, first, inv = np.unique(both, return_index=True, return_inverse=True)
+    uh, first, inv = unique_runs(both)
     n = len(hs)
     hi = np.concatenate([src_hi, dst_hi])[first]
     lo = np.concatenate([src_lo, dst_lo])[first]

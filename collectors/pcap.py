@@ -140,7 +140,7 @@ def _addr_strings(hi, lo, v6) -> list:
     return out
 
 
-from ._decode import mix64 as _mix  # noqa: E402
+from ._decode import mix64 as _mix, unique_runs  # noqa: E402
 
 
 def assign_flows(cols):
@@ -158,7 +158,7 @@ def assign_flows(cols):
     h = _mix(lo.view(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
     h ^= hi.view(np.uint64) ^ (proto << np.uint64(56))
     h = _mix(h)
-    uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    uniq, first, inv = unique_runs(h)
     del h
     rep = first[inv]
     if not (np.array_equal(lo, lo[rep]) and np.array_equal(hi, hi[rep])

@@ -197,7 +197,11 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     nflow = len(flows)
 
     tcp = np.flatnonzero(proto == 6)
-    order = tcp[np.argsort(flow_all[tcp], kind="stable")]        # flow-major, time order inside
+    ft = flow_all[tcp]
+    # flow-major, time order inside (a capture of one flow, or flows one after the other,
+    # is already in that order)
+    order = tcp if (len(ft) < 2 or (ft[1:] >= ft[:-1]).all()) else tcp[np.argsort(ft, kind="stable")]
+    del ft
     fl = flow_all[order]
     dr = dir_all[order]
     t = t_all[order]
@@ -261,54 +265,80 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
 
     # ---- running state in flow-time order, per direction
     fl_groups = fl
+    first_of_flow = np.empty(n, bool)
+    first_of_flow[:1] = True
+    np.not_equal(fl[1:], fl[:-1], out=first_of_flow[1:])
     snd_max = {}
-    snd_max_before = {}
     ack_max = {}
     for d in (0, 1):
-        m = (dr == d)
-        snd_max[d] = _grouped_cummax(end, fl_groups, m)
-        snd_max_before[d] = _shift_in_group(snd_max[d], fl_groups, -1)
-        ack_max[d] = _grouped_cummax(rela, fl_groups, m & has_ack)   # ACKs sent by d (acking d^1)
-    # per-row views: for data direction of the row's own packets
-    smb_own = np.where(dr == 0, snd_max_before[0], snd_max_before[1])
-    # ACK state of the reverse direction at this packet (acks of this packet's data)
-    ack_rev_before = np.where(dr == 0, _shift_in_group(ack_max[1], fl_groups, -1),
-                              _shift_in_group(ack_max[0], fl_groups, -1))
+        m = dr == d
+        snd_max[d] = _grouped_cummax(end, fl, m)
+        ack_max[d] = _grouped_cummax(rela, fl, m & has_ack)    # ACKs sent by d (acking d^1)
+        del m
+
+    def before(a):
+        """Value at the previous row of the same flow (-1 at a flow's first row)."""
+        out = np.empty_like(a)
+        out[:1] = -1
+        out[1:] = a[:-1]
+        out[first_of_flow] = -1
+        return out
+
+    # snd_max of the row's own direction just before the row
+    smb_own = np.empty(n, np.int64)
+    if n:
+        smb_own[0] = -1
+        smb_own[1:] = np.where(dr[1:] == 0, snd_max[0][:-1], snd_max[1][:-1])
+        smb_own[first_of_flow] = -1
+
+    def rev_at(idx):
+        """Highest cumulative ACK of the reverse direction at rows idx (inclusive)."""
+        return np.where(dr[idx] == 0, ack_max[1][idx], ack_max[0][idx])
+
+    def rev_before(idx):
+        prev = np.maximum(idx - 1, 0)
+        v = np.where(dr[idx] == 0, ack_max[1][prev], ack_max[0][prev])
+        return np.where((idx > 0) & (fl[prev] == fl[idx]), v, -1)
+
     data = pay > 0
     synfin = (flags & (SYN | FIN)) != 0
     keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
     # SYNs and FINs occupy sequence space: sent again, they are retransmissions too
     below = (data | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+    del keepalive
 
     # ---- duplicate ACKs and zero windows (sent by this row's direction)
     pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
-    by_gd_prev = np.empty(n, np.int64)      # index of previous packet in same gd (flow order)
-    prev_ack = np.full(n, -2, np.int64)
-    prev_win = np.full(n, -2, np.int64)
+    dupack = np.zeros(n, bool)
     if n:
-        gorder = np.lexsort((np.arange(n), gd))                 # gd-major, flow-order inside
-        gg = gd[gorder]
-        samep = np.r_[False, gg[1:] == gg[:-1]]
-        pa = np.r_[-2, rela[gorder][:-1]]
-        pw = np.r_[-2, win[gorder][:-1]]
-        prev_ack[gorder] = np.where(samep, pa, -2)
-        prev_win[gorder] = np.where(samep, pw, -2)
-    dupack = pure & (win > 0) & (rela == prev_ack) & (win == prev_win)
+        gorder = np.argsort(gd, kind="stable")                  # gd-major, flow order inside
+        gg, rg, wg = gd[gorder], rela[gorder], win[gorder]
+        ds = np.zeros(n, bool)
+        ds[1:] = (gg[1:] == gg[:-1]) & (rg[1:] == rg[:-1]) & (wg[1:] == wg[:-1])
+        dupack[gorder] = ds
+        del gorder, gg, rg, wg, ds
+    dupack &= pure & (win > 0)
     zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
 
-    # dupacks since the last advance of the cumulative ACK, per acking direction
-    dup_since = {}
+    # positions of ACK advances and of duplicate ACKs per acking direction
+    reset_pos, dup_pos = {}, {}
     for a in (0, 1):
         m = dr == a
-        newack = m & has_ack & (rela > _shift_in_group(ack_max[a], fl_groups, -1))
-        c = np.cumsum(dupack & m)
-        # value of the dupack counter at the last reset (new ack or flow start)
-        reset_pos = np.where(newack | np.r_[True, fl_groups[1:] != fl_groups[:-1]], np.arange(n), 0)
-        last_reset = np.maximum.accumulate(reset_pos) if n else reset_pos
-        dup_since[a] = c - c[last_reset] + (dupack & m)[last_reset] * 0
-    # for a data packet of d, duplicate ACKs come from r = d^1
-    dup_at = np.where(dr == 0, dup_since[1], dup_since[0])
-    ackmax_r_at = np.where(dr == 0, ack_max[1], ack_max[0])       # inclusive at this row
+        reset_pos[a] = np.flatnonzero((m & has_ack & (rela > before(ack_max[a]))) | first_of_flow)
+        dup_pos[a] = np.flatnonzero(dupack & m)
+        del m
+
+    def dups_at(idx):
+        """Duplicate ACKs from the reverse direction since its last ACK advance, up to idx."""
+        out = np.zeros(len(idx), np.int64)
+        for a in (0, 1):
+            sel = dr[idx] != a                                  # data of d is ACKed by a = d^1
+            ii = idx[sel]
+            R, D = reset_pos[a], dup_pos[a]
+            lr = R[np.maximum(np.searchsorted(R, ii, "right") - 1, 0)]
+            out[sel] = np.searchsorted(D, ii, "right") - np.searchsorted(D, lr, "right")
+        return out
+
     # Out of order (tshark's rule): a segment below snd_max that does not end exactly at
     # snd_max, is not a fast retransmission (>= 2 duplicate ACKs asking for it), and arrives
     # within the handshake RTT (3 ms when the handshake was not captured) of the last segment
@@ -317,36 +347,46 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     bi = np.flatnonzero(below)
     if len(bi):
         irtt = _handshake_rtt_ns(fl, dr, t, flags, nflow)
-        idx = np.arange(n)
+        dup_c, ackr_c, arb_c = dups_at(bi), rev_at(bi), rev_before(bi)
         for d in (0, 1):
-            adv = (dr == d) & (snd_max[d] > snd_max_before[d])
-            last = np.maximum.accumulate(np.where(adv, idx, -1))
-            cand = bi[dr[bi] == d]
-            q = last[cand]
-            ok = q >= 0
-            q = np.maximum(q, 0)
+            sel = dr[bi] == d
+            cand = bi[sel]
+            if not len(cand):
+                continue
+            advpos = np.flatnonzero((dr == d) & (end > smb_own))   # rows that advanced snd_max
+            k = np.searchsorted(advpos, cand, "right") - 1
+            ok = k >= 0
+            q = advpos[np.maximum(k, 0)] if len(advpos) else cand
             ok &= fl[q] == fl[cand]
             gap = t[cand] - t[q]
-            fastlike = (dup_at[cand] >= 2) & (rel[cand] == np.maximum(ackmax_r_at[cand], 0))
-            acked = data[cand] & (end[cand] <= ack_rev_before[cand])   # tshark: spurious first
+            fastlike = (dup_c[sel] >= 2) & (rel[cand] == np.maximum(ackr_c[sel], 0))
+            acked = data[cand] & (end[cand] <= arb_c[sel])     # tshark: spurious first
             ooo[cand[ok & (gap < irtt[fl[cand]]) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
     retx = below & ~ooo
-    fast = retx & (dup_at >= 2)
-    # recovery episodes opened by a fast retransmission
-    for _ in range(2):
-        for d in (0, 1):
-            m = retx & (dr == d)
-            fpos = np.where(fast & (dr == d), np.arange(n), -1)
-            lastf = np.maximum.accumulate(fpos) if n else fpos
-            valid = (lastf >= 0)
-            lf = np.where(valid, lastf, 0)
-            same_flow = valid & (fl_groups[lf] == fl_groups)
-            recover = np.where(same_flow, smb_own[lf], -1)
-            fast |= m & same_flow & (ackmax_r_at < recover)
+    ri_all = np.flatnonzero(retx)
+    fast = np.zeros(n, bool)
+    if len(ri_all):
+        fast[ri_all[dups_at(ri_all) >= 2]] = True
+        ackr_r = rev_at(ri_all)
+        # recovery episodes opened by a fast retransmission
+        for _ in range(2):
+            for d in (0, 1):
+                sel = dr[ri_all] == d
+                rr = ri_all[sel]
+                fpos = rr[fast[rr]]
+                if not len(fpos):
+                    continue
+                k = np.searchsorted(fpos, rr, "right") - 1
+                valid = k >= 0
+                lf = fpos[np.maximum(k, 0)]
+                same = valid & (fl[lf] == fl[rr])
+                fast[rr[same & (ackr_r[sel] < smb_own[lf])]] = True
     timeout = retx & ~fast
 
     # ---- spurious retransmissions
-    spur_acked = retx & (end <= ack_rev_before)
+    spur_acked = np.zeros(n, bool)
+    if len(ri_all):
+        spur_acked[ri_all] = end[ri_all] <= rev_before(ri_all)
     spur_eifel = np.zeros(n, bool)
     spur_dsack = np.zeros(n, bool)
     ri = np.flatnonzero(retx & ~spur_acked & has_ts)
@@ -402,7 +442,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
         pos = np.minimum(pos, len(retx_keys) - 1)
         karn[np.flatnonzero(orig)] = retx_keys[pos] == okey[orig]
     # number of retransmissions of each data direction so far (flow order)
-    retx_count = {d: np.cumsum(retx & (dr == d)) for d in (0, 1)}
+    retx_pos = {d: np.flatnonzero(retx & (dr == d)) for d in (0, 1)}
     oi = np.flatnonzero(orig)
     if len(oi):
         ekey = gd[oi] * OFF + end[oi]
@@ -420,8 +460,8 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
             hit = ekey_s[p] == k
             seg = oi_s[p]
             hit &= (seg < ai) & ~karn[seg]
-            rc = retx_count[1 - a]
-            hit &= rc[ai] == rc[seg]
+            rp = retx_pos[1 - a]
+            hit &= np.searchsorted(rp, ai) == np.searchsorted(rp, seg)
             ai, seg = ai[hit], seg[hit]
             rtt_t.append(t[ai])
             rtt_pk.append(order[ai])
@@ -485,12 +525,10 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     eff_mss = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
     eff_mss = np.where(eff_mss > 0, eff_mss, 1460)
 
-    # in flight of the row's data direction... evaluate for both directions at every packet
-    infl = {}
-    for d in (0, 1):
+    # in flight per data direction, evaluated at every packet of the flow (one at a time)
+    def infl(d):
         sm = snd_max[d]
-        am = ack_max[1 - d]
-        infl[d] = np.where(sm >= 0, np.maximum(sm - np.maximum(am, 0), 0), 0)
+        return np.where(sm >= 0, np.maximum(sm - np.maximum(ack_max[1 - d], 0), 0), 0).astype(np.float64)
 
     # ---- events frame
     ev_parts = []
@@ -734,10 +772,13 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
         rw_n = acc(r_other[has_ack])
         out["rwnd_bytes"] = np.where(rw_n > 0, rw_sum / np.maximum(rw_n, 1), np.nan)
         # in flight: mean over the flow's packets in the bin, per data direction
-        inf_rows = np.concatenate([row_of(fl, np.zeros_like(dr), b), row_of(fl, np.ones_like(dr), b)])
-        inf_val = np.concatenate([infl[0], infl[1]]).astype(np.float64)
-        s = acc(inf_rows, inf_val)
-        c = acc(inf_rows)
+        s = np.zeros(total)
+        c = np.zeros(total)
+        for d in (0, 1):
+            rows = row_of(fl, d, b)
+            s += acc(rows, infl(d))
+            c += acc(rows)
+            del rows
         inflight = np.where(c > 0, s / np.maximum(c, 1), np.nan)
         out["inflight_bytes"] = inflight
     rows_fdir = np.repeat(np.arange(2 * nflow), np.repeat(nb, 2))
