@@ -849,7 +849,11 @@ def _section_queue(art: Artifacts, notes: list) -> str:
 
 def _section_nmi(art: Artifacts, notes: list) -> str:
     nmi = art.nmi
-    if not nmi or not nmi.get("analyses"):
+    if isinstance(nmi, list):  # `airlink infer nmi --json > nmi.json`: one table, no curves
+        nmi = {"analyses": [{"target": "(from airlink infer nmi)", "source": "nmi.json",
+                             "factors": [{**f, "ci": [f.get("ci_low"), f.get("ci_high")]}
+                                         for f in nmi if isinstance(f, dict) and "factor" in f]}]}
+    if not isinstance(nmi, dict) or not nmi.get("analyses"):
         return _section("What drives the rate: NMI against lag",
                         _missing("no nmi.json (the inference stage did not run or found no series)"),
                         "nmi")

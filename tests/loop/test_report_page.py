@@ -105,3 +105,15 @@ def test_report_of_a_simulate_folder(tmp_path, run_airlink):
     for name in ("goodput against trace capacity", "queue backlog", "fairness", "jitter"):
         assert any(name in a for a in alts), (name, alts)
     assert "aggregate_throughput_mbps" in page
+
+
+def test_report_reads_the_json_of_airlink_infer_nmi(tmp_path):
+    import json
+    (tmp_path / "nmi.json").write_text(json.dumps([
+        {"factor": "backlog_bytes", "peak_nmi": 0.6, "lag_s": 0.0, "p_value": 0.01, "threshold": 0.3,
+         "ci_low": 0.5, "ci_high": 0.7},
+        {"factor": "sinr_db", "peak_nmi": 0.1, "lag_s": 2.0, "p_value": 0.5, "threshold": 0.2,
+         "ci_low": None, "ci_high": None}]))
+    page = write_report(tmp_path).read_text()
+    assert "backlog_bytes" in page and "0.600" in page and "0.500 .. 0.700" in page
+    assert page.count(">yes<") == 1 and page.count(">no<") == 1
