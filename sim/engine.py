@@ -11,7 +11,6 @@ the same files.
 from __future__ import annotations
 
 import importlib
-import math
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -28,7 +27,7 @@ from .metrics import summarize
 from .rates import rate_table
 from .result import SimResult
 from .sched_backlog import BacklogScheduler
-from .sched_base import Context, Scheduler
+from .sched_base import Context
 from .sched_lambda import GeneralizedPF
 from .sched_maxcir import MaxCIR
 from .sched_mcpfs import MultiCarrierPF
