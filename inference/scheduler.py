@@ -40,7 +40,7 @@ CLASSES = ("rr", "maxcir", "pf", "backlog")
 ALLOC_COLUMNS = ("prbs", "subchannels", "served_bytes", "assigned_rate_bps", "tbs_bps")
 CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "rsrq_db", "ecio_db", "rsrp_dbm")
 TC_GRID = (3, 10, 30, 100, 300, 1000, 3000)
-MODEL_VERSION = 3
+MODEL_VERSION = 4
 
 USER_FEATURES = ["served_frac", "rank_corr_channel", "rank_corr_rel10", "rank_corr_rel100",
                  "alloc_cv", "served_autocorr1", "gap_cov", "gap_max_over_mean", "backlog_known",
@@ -246,6 +246,7 @@ def estimate_pf_time_constant(obs: Observed, *, grid=TC_GRID) -> dict:
     c = np.where(np.isfinite(c), c, np.nanmean(c, axis=0, keepdims=True))
     R = np.log2(1 + 10 ** (np.nan_to_num(c) / 10))
     served = A > 0
+    active = _active(obs.alloc, obs.backlog)
     scores = []
     for tc in grid:
         Tavg = _ewma(R * (A / np.maximum(A.max(axis=1, keepdims=True), 1e-12)), tc)
@@ -253,7 +254,7 @@ def estimate_pf_time_constant(obs: Observed, *, grid=TC_GRID) -> dict:
         metric = R / np.maximum(prev, 1e-9)
         if A.shape[1] > 1:
             any_served = served.any(axis=1)
-            scores.append(float(np.mean(_argmax_rows(metric)[any_served] ==
+            scores.append(float(np.mean(_argmax_rows(np.where(active, metric, np.nan))[any_served] ==
                                         _argmax_rows(np.where(any_served[:, None], A, np.nan))[any_served]))
                           if any_served.any() else 0.0)
         else:
@@ -340,9 +341,9 @@ def _observe_run(run) -> Observed:
 
 
 def build_dataset(runs=None, *, progress: bool = False, n_jobs: int = 2):
-    """Feature rows for both views from simulated runs: ``{view: (X, y, groups)}``."""
+    """Feature rows for both views from simulated runs: ``{view: (X, y, run, kind)}``."""
     runs = training_runs() if runs is None else runs
-    rows = {"cell": ([], [], []), "user": ([], [], [])}
+    rows = {"cell": ([], [], [], []), "user": ([], [], [], [])}
     it = enumerate(runs)
     if progress:
         from tqdm import tqdm
@@ -350,29 +351,34 @@ def build_dataset(runs=None, *, progress: bool = False, n_jobs: int = 2):
     from joblib import Parallel, delayed
     observed = Parallel(n_jobs=n_jobs)(delayed(_observe_run)(run) for _, run in it)
     for g, ((label, *_), obs) in enumerate(zip(runs, observed)):
-        for view_obs in _views(obs):
-            for o in (view_obs, _without_backlog(view_obs)):
-                X, y, G = rows["cell"]
-                X.append(scheduler_features(o, view="cell")); y.append(label); G.append(g)
-                X, y, G = rows["user"]
+        for res, view_obs in zip(("native", "avg10"), _views(obs)):
+            for o, bk in ((view_obs, "+backlog"), (_without_backlog(view_obs), "")):
+                kind = res + bk
+                X, y, G, K = rows["cell"]
+                X.append(scheduler_features(o, view="cell")); y.append(label); G.append(g); K.append(kind)
+                X, y, G, K = rows["user"]
                 for u in range(o.alloc.shape[1]):
                     one = Observed(o.alloc[:, u:u + 1], o.channel[:, u:u + 1],
                                    None if o.backlog is None else o.backlog[:, u:u + 1], o.period_s)
-                    X.append(scheduler_features(one, view="user")); y.append(label); G.append(g)
-    return {v: (np.array(X), np.array(y), np.array(G)) for v, (X, y, G) in rows.items()}
+                    X.append(scheduler_features(one, view="user")); y.append(label); G.append(g); K.append(kind)
+    return {v: tuple(np.array(a) for a in arrays) for v, arrays in rows.items()}
 
 
-def train_scheduler_model(*, runs=None, progress: bool = False, test_size: float = 0.25, seed: int = 0) -> dict:
-    """Train both views; held-out accuracy on whole runs not used in training (grouped split)."""
-    from sklearn.model_selection import GroupShuffleSplit
-    data = build_dataset(runs, progress=progress)
+def train_scheduler_model(*, runs=None, progress: bool = False, n_folds: int = 4, n_jobs: int = 2) -> dict:
+    """Train both views. Held-out accuracy: ``n_folds``-fold cross-validation grouped by
+    simulated run (every run is predicted once by a model that never saw it), reported
+    overall and per kind of view (``native``/``avg10`` resolution, with/without backlog)."""
+    from sklearn.model_selection import GroupKFold
+    data = build_dataset(runs, progress=progress, n_jobs=n_jobs)
     out = dict(version=MODEL_VERSION, classes=list(CLASSES), models={}, heldout_accuracy={},
-               n_runs=int(len(set(data["cell"][2]))))
-    for view, (X, y, G) in data.items():
-        split = GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
-        tr, te = next(split.split(X, y, G))
-        clf = SchedulerClassifier(view=view).fit(X[tr], y[tr])
-        out["heldout_accuracy"][view] = float(np.mean(clf.predict(X[te]) == y[te]))
+               heldout_by_kind={}, n_runs=int(len(set(data["cell"][2]))))
+    for view, (X, y, G, K) in data.items():
+        pred = np.empty(len(y), dtype=object)
+        for tr, te in GroupKFold(n_folds).split(X, y, G):
+            pred[te] = SchedulerClassifier(view=view).fit(X[tr], y[tr]).predict(X[te])
+        ok = pred == y
+        out["heldout_accuracy"][view] = float(ok.mean())
+        out["heldout_by_kind"][view] = {k: float(ok[K == k].mean()) for k in sorted(set(K))}
         out["models"][view] = SchedulerClassifier(view=view).fit(X, y)  # final model on all runs
     return out
 
@@ -422,5 +428,7 @@ def identify_scheduler(frame: pd.DataFrame, *, model: dict | None = None, alloc=
     out["pf_time_constant_tti"] = pf["tc_samples"] if best == "pf" else None
     out["pf_time_constant_s"] = pf["tc_s"] if best == "pf" else None
     out["model"] = dict(description=f"random forest ({view} view), trained on {model['n_runs']} simulated runs",
-                        heldout_accuracy=model["heldout_accuracy"][view], version=model["version"])
+                        heldout_accuracy=model["heldout_accuracy"][view],
+                        heldout_by_kind=model["heldout_by_kind"][view], version=model["version"])
+    out["identifiable"] = bool(view == "cell")
     return out
