@@ -165,12 +165,19 @@ def test_user_scheduler_class_by_object_class_and_dotted_path(run_airlink, tmp_p
         S.simulate("quick", duration="10ms", scheduler=Broken())
 
 
-def test_python_kernel_gives_the_same_result(monkeypatch):
-    kw = dict(duration="40ms", seed=3, traffic="onoff", on_s=0.01, off_s=0.01, buffer_packets=5,
-              traffic_rate_bps=20e6, csi_delay_tti=2)
-    a = S.simulate("quick", **kw)
+@pytest.mark.parametrize("preset,kw", [
+    ("quick", dict(duration="40ms", traffic="onoff", on_s=0.01, off_s=0.01, buffer_packets=5,
+                   traffic_rate_bps=20e6, csi_delay_tti=2)),
+    ("quick", dict(duration="40ms", scheduler="rr", harq_priority=True)),
+    ("1xrtt", dict(duration="20s")),
+    ("egprs", dict(duration="20s", link_adaptation="hybrid", snr_db=12)),
+    ("egprs", dict(duration="10s", link_adaptation="ideal")),
+])
+def test_python_kernel_gives_the_same_result(monkeypatch, preset, kw):
+    kw = dict(seed=3, **kw)
+    a = S.simulate(preset, **kw)
     monkeypatch.setattr(K, "run_chunk", K._run_chunk)
-    b = S.simulate("quick", **kw)
+    b = S.simulate(preset, **kw)
     assert np.array_equal(a.capacity.values, b.capacity.values)
     pd.testing.assert_frame_equal(a.mac, b.mac)
 
