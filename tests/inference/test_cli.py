@@ -74,3 +74,32 @@ def test_fairness_jitter_backlog_on_simulated_frame(run_airlink, sim_parquet):
     status, out, err = run_airlink("infer", "backlog", sim_parquet, "--surrogates", "9")
     assert status == 0, err
     assert "the rate follows the backlog" in out
+
+
+def test_nmi_on_icellspeed_csv(run_airlink, shared_data):
+    files = sorted((shared_data / "icellspeed" / "D1_static").rglob("data_*.csv"))
+    if not files:
+        pytest.skip("no iCellSpeed D1_static files in ../shared/data/icellspeed")
+    status, out, err = run_airlink("infer", "nmi", files[0], "--target", "pcell_sum_nRB",
+                                   "--factor", "pcell_snr", "--factor", "throughput", "--max-lag", "10s",
+                                   "--surrogates", "19", "--json")
+    assert status == 0, err
+    rows = json.loads(out)
+    assert {r["factor"] for r in rows} == {"pcell_snr", "throughput"}
+    for r in rows:
+        assert 0 <= r["peak_nmi"] <= 1 and abs(r["lag_s"]) <= 10 and float(r["lag_s"]).is_integer()
+        assert 0.05 <= r["p_value"] <= 1
+
+
+def test_several_frames_are_aligned(run_airlink, tmp_path):
+    rng = np.random.default_rng(4)
+    n = 400
+    t = 1_700_000_000 + np.arange(n) * 0.5
+    y = np.convolve(rng.normal(size=n), np.ones(4), mode="same")
+    pd.DataFrame({"time": t, "rate": np.roll(y, 2) + 0.3 * rng.normal(size=n)}).to_csv(tmp_path / "a.csv", index=False)
+    pd.DataFrame({"time": pd.to_datetime(t + 0.01, unit="s", utc=True), "backlog": y}).to_parquet(tmp_path / "b.parquet")
+    status, out, err = run_airlink("infer", "nmi", tmp_path / "a.csv", tmp_path / "b.parquet", "--target", "rate",
+                                   "--factor", "backlog", "--max-lag", "5s", "--surrogates", "0", "--json")
+    assert status == 0, err
+    (row,) = json.loads(out)
+    assert row["lag_s"] == 1.0 and row["peak_nmi"] > 0.3
