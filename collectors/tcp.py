@@ -521,7 +521,9 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
         mss[gd[mi]] = mss_syn[mss_syn > 0]
     # effective MSS per data direction: the peer's announced MSS, else the largest payload
     maxpay = np.zeros(ngd, np.int64)
-    np.maximum.at(maxpay, gd, pay)
+    if n:
+        mp = pd.Series(pay).groupby(gd).max()
+        maxpay[mp.index.to_numpy()] = mp.to_numpy()
     eff_mss = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
     eff_mss = np.where(eff_mss > 0, eff_mss, 1460)
 
@@ -675,22 +677,31 @@ def _handshake_rtt_ns(fl, dr, t, flags, nflow) -> np.ndarray:
     return out
 
 
+def _first_index(groups, ngroups) -> np.ndarray:
+    """Index of each group's first element (len(groups) where absent), via runs."""
+    from ._decode import unique_runs
+    out = np.full(ngroups, len(groups), np.int64)
+    if len(groups):
+        u, first, _ = unique_runs(groups)
+        out[u] = first
+    return out
+
+
 def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:
     n = len(flow_all)
     nflow = int(flow_all.max()) + 1 if n else 0
-    first = np.full(nflow, n, np.int64)
-    np.minimum.at(first, flow_all, np.arange(n))
-    start = np.full(nflow, np.iinfo(np.int64).max)
-    endt = np.full(nflow, np.iinfo(np.int64).min)
-    np.minimum.at(start, flow_all, t_all)
-    np.maximum.at(endt, flow_all, t_all)
+    first = _first_index(flow_all, nflow)
+    last = n - 1 - _first_index(flow_all[::-1], nflow)
+    start = t_all[np.minimum(first, max(n - 1, 0))] if n else np.zeros(0, np.int64)
+    endt = t_all[np.clip(last, 0, None)] if n else np.zeros(0, np.int64)   # packets are in time order
     pk = [np.bincount(flow_all[dir_all == d], minlength=nflow) for d in (0, 1)]
     by = [np.bincount(flow_all[dir_all == d], weights=ip_len[dir_all == d], minlength=nflow)
           for d in (0, 1)]
     # endpoints: from a packet in the fwd direction if any, else swap the first packet's
-    fwd_first = np.full(nflow, n, np.int64)
     fi = np.flatnonzero(dir_all == 0)
-    np.minimum.at(fwd_first, flow_all[fi], fi)
+    fwd_first = np.full(nflow, n, np.int64)
+    ff = _first_index(flow_all[fi], nflow)
+    fwd_first[ff < len(fi)] = fi[ff[ff < len(fi)]]
     has_fwd = fwd_first < n
     idx = np.where(has_fwd, fwd_first, first)
     src = packets["src"].to_numpy()[idx].astype(str) if nflow else np.zeros(0, str)
@@ -717,12 +728,13 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
     if nflow == 0 or len(t) == 0:
         return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns, UTC]"), "flow": [],
                              "direction": pd.Categorical([], categories=["fwd", "rev"])})
-    tcpflows = np.unique(fl)
     start_bin = np.full(nflow, np.iinfo(np.int64).max)
     end_bin = np.full(nflow, -1)
     b = t // res_ns
-    np.minimum.at(start_bin, fl, b)
-    np.maximum.at(end_bin, fl, b)
+    gstart = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])    # fl is flow-major, time inside
+    gend = np.r_[gstart[1:] - 1, len(fl) - 1]
+    start_bin[fl[gstart]] = b[gstart]
+    end_bin[fl[gend]] = b[gend]
     nb = np.where(end_bin >= 0, end_bin - start_bin + 1, 0)
     # row index of (flow, direction, bin): offset[flow] + direction * nb[flow] + (bin - start)
     size = 2 * nb
@@ -756,14 +768,15 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
         inc = np.where(m & (prev >= 0) & (am > prev), am - np.maximum(prev, 0), 0)
         adv += inc
     out["goodput_bps"] = acc(r_other, adv) * 8e9 / res_ns
-    out["retransmissions"] = acc(r_own, retx.astype(np.float64)).astype(np.int64)
-    out["fast_retransmissions"] = acc(r_own, (retx & fast).astype(np.float64)).astype(np.int64)
-    out["timeout_retransmissions"] = acc(r_own, timeout.astype(np.float64)).astype(np.int64)
-    out["spurious_retransmissions"] = acc(r_own, spurious.astype(np.float64)).astype(np.int64)
-    out["dupacks"] = acc(r_other, dupack.astype(np.float64)).astype(np.int64)
-    out["zero_windows"] = acc(r_other, zero_win.astype(np.float64)).astype(np.int64)
-    retx_b = acc(r_own, np.where(retx & ~spurious, pay, 0).astype(np.float64))
-    pay_b = acc(r_own, pay.astype(np.float64))
+    out["retransmissions"] = acc(r_own[retx]).astype(np.int64)             # sparse: count subsets
+    out["fast_retransmissions"] = acc(r_own[retx & fast]).astype(np.int64)
+    out["timeout_retransmissions"] = acc(r_own[timeout]).astype(np.int64)
+    out["spurious_retransmissions"] = acc(r_own[spurious]).astype(np.int64)
+    out["dupacks"] = acc(r_other[dupack]).astype(np.int64)
+    out["zero_windows"] = acc(r_other[zero_win]).astype(np.int64)
+    lost = retx & ~spurious
+    retx_b = acc(r_own[lost], pay[lost].astype(np.float64))
+    pay_b = out["throughput_bps"] * res_ns / 8e9
     with np.errstate(invalid="ignore", divide="ignore"):
         out["loss_rate"] = np.where(pay_b > 0, retx_b / np.maximum(pay_b, 1), np.nan)
         # receiver window advertised by the other side for this direction's data: mean in bin
