@@ -771,6 +771,9 @@ def _section_run(art: Artifacts) -> str:
         parts.append("<h3>Experiment file</h3>" + _pre(art.experiment_text))
     else:
         parts.append(_missing("no experiment.yaml in this folder (not made by airlink run)"))
+    command = art._text("apps/command.txt")
+    if command:
+        parts.append("<h3>Live command line (re-run by hand)</h3>" + _pre(command))
     if art.config_text:
         parts.append("<h3>Simulator parameters (config.yaml)</h3>" + _pre(art.config_text))
     if art.versions:
