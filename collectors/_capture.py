@@ -60,6 +60,7 @@ class RecordBatch:
 
 
 _AR4 = np.arange(4)
+_AR16 = np.arange(16)
 PAD = 128                    # zero bytes after each buffer so header gathers never overrun
 
 
@@ -187,8 +188,9 @@ class CaptureReader:
             else:
                 stop = int(offs[-1] + 16 + self._u32(buf, offs[-1:] + 8, endian)[0]) if len(offs) else 0
             if len(offs):
-                hdr = lambda k: self._u32(buf, offs + k, endian).astype(np.int64)
-                sec, frac, cap, orig = hdr(0), hdr(4), hdr(8), hdr(12)
+                hdr = np.take(buf, (offs[:, None] + _AR16).ravel()).reshape(-1, 16).view(endian + "u4")
+                sec, frac, cap, orig = (hdr[:, k].astype(np.int64) for k in range(4))
+                del hdr
                 batch = RecordBatch(buf, offs + 16, cap, orig, sec * 1_000_000_000 + frac * ns_per_tick,
                                     np.full(len(offs), linktype, np.int32), np.zeros(len(offs), np.uint8),
                                     self.packets + 1)
@@ -234,10 +236,8 @@ class CaptureReader:
         cand = cand[keep].astype(np.int64)
         if len(cand) == 0 or cand[0] != 0:
             return None
-        sec = self._u32(buf, cand, endian).astype(np.int64)
-        frac = self._u32(buf, cand + 4, endian)
-        cap = self._u32(buf, cand + 8, endian).astype(np.int64)
-        orig = self._u32(buf, cand + 12, endian)
+        hdr = np.take(buf, (cand[:, None] + _AR16).ravel()).reshape(-1, 16).view(endian + "u4")
+        sec, frac, cap, orig = hdr[:, 0].astype(np.int64), hdr[:, 1], hdr[:, 2].astype(np.int64), hdr[:, 3]
         good = (frac < frac_max) & (cap <= limit) & (np.abs(sec - ts_hi) < 400 * 86400) & (orig <= (1 << 24))
         cand, cap = cand[good], cap[good]
         if len(cand) == 0 or cand[0] != 0:

@@ -112,23 +112,24 @@ def decode(batch) -> dict:
            "captured": cap[keep].astype(np.uint32), "iface": batch.iface[keep],
            "unknown_linktypes": unknown}
     m = len(keep)
-    # ---- IP
-    ihl = np.where(v4, (buf[l3] & 0x0F).astype(np.int64) * 4, 40)
-    tot4 = _be16(buf, l3 + 2).astype(np.int64)
-    pl6 = _be16(buf, l3 + 4).astype(np.int64)
+    # ---- IP: the first 20 bytes of every IP header in one gather, read through views
+    iph = block(buf, l3, 20)
+    ihl = np.where(v4, (iph[:, 0] & 0x0F).astype(np.int64) * 4, 40)
+    iph16 = iph.view(">u2")
     orig_ip = batch.origlen[keep] - (l3 - off[keep])
-    ip_len = np.where(v4, tot4, pl6 + 40)
+    ip_len = np.where(v4, iph16[:, 1], iph16[:, 2].astype(np.int64) + 40).astype(np.int64)
     ip_len = np.where(ip_len == 0, orig_ip, ip_len)            # TSO / jumbo: from the wire
-    proto = np.where(v4, buf[l3 + 9], buf[l3 + 6]).astype(np.int64)
-    frag_field = _be16(buf, l3 + 6)
-    later_frag = v4 & ((frag_field & 0x1FFF) != 0)
+    proto = np.where(v4, iph[:, 9], iph[:, 6]).astype(np.int64)
+    later_frag = v4 & ((iph16[:, 3] & 0x1FFF) != 0)
     src_lo = np.zeros(m, np.uint64)
     dst_lo = np.zeros(m, np.uint64)
     src_hi = np.zeros(m, np.uint64)
     dst_hi = np.zeros(m, np.uint64)
     i4 = np.flatnonzero(v4)
-    src_lo[i4] = _be32(buf, l3[i4] + 12)
-    dst_lo[i4] = _be32(buf, l3[i4] + 16)
+    iph32 = iph.view(">u4")
+    src_lo[i4] = iph32[i4, 3]
+    dst_lo[i4] = iph32[i4, 4]
+    del iph, iph16, iph32
     i6 = np.flatnonzero(~v4)
     if len(i6):
         def be64(idx):
@@ -161,14 +162,17 @@ def decode(batch) -> dict:
     tcp = (proto == 6) & ~later_frag & (l4 + 20 <= end)
     udp = (proto == 17) & ~later_frag & (l4 + 8 <= end)
     ports = tcp | udp
-    sport = np.where(ports, _be16(buf, l4), 0).astype(np.uint16)
-    dport = np.where(ports, _be16(buf, l4 + 2), 0).astype(np.uint16)
-    seq = np.where(tcp, _be32(buf, l4 + 4), 0).astype(np.uint32)
-    ackn = np.where(tcp, _be32(buf, l4 + 8), 0).astype(np.uint32)
-    thl = np.where(tcp, (buf[l4 + 12] >> 4).astype(np.int64) * 4, 0)
-    flags = np.where(tcp, buf[l4 + 13], 0).astype(np.uint8)
-    window = np.where(tcp, _be16(buf, l4 + 14), 0).astype(np.uint16)
-    payload = np.where(tcp, l4_len - thl, np.where(udp, _be16(buf, l4 + 4).astype(np.int64) - 8, 0))
+    # TCP header (20 bytes) and the first 24 option bytes in one gather
+    th = block(buf, l4, 44)
+    th16, th32 = th.view(">u2"), th.view(">u4")
+    sport = np.where(ports, th16[:, 0], 0).astype(np.uint16)
+    dport = np.where(ports, th16[:, 1], 0).astype(np.uint16)
+    seq = np.where(tcp, th32[:, 1], 0).astype(np.uint32)
+    ackn = np.where(tcp, th32[:, 2], 0).astype(np.uint32)
+    thl = np.where(tcp, (th[:, 12] >> 4).astype(np.int64) * 4, 0)
+    flags = np.where(tcp, th[:, 13], 0).astype(np.uint8)
+    window = np.where(tcp, th16[:, 7], 0).astype(np.uint16)
+    payload = np.where(tcp, l4_len - thl, np.where(udp, th16[:, 2].astype(np.int64) - 8, 0))
     payload = np.clip(payload, 0, None)
     # ---- TCP options
     tsval = np.zeros(m, np.uint32)
@@ -184,11 +188,11 @@ def decode(batch) -> dict:
     optcap = np.minimum(l4 + thl, end)              # options present in the capture up to here
     o = l4 + 20
     # layout A: NOP NOP TS(10) [NOP NOP SACK]
-    a = hasopt & (buf[o] == 1) & (buf[o + 1] == 1) & (buf[o + 2] == 8) & (buf[o + 3] == 10) & (o + 12 <= optcap)
+    a = hasopt & (th32[:, 5] == 0x0101080A) & (o + 12 <= optcap)
     # layout B: TS(10) first (no NOP padding), e.g. some stacks / SYN-ACKs
     b = hasopt & ~a & (buf[o] == 8) & (buf[o + 1] == 10) & (o + 10 <= optcap)
     ia, ib = np.flatnonzero(a), np.flatnonzero(b)
-    tsval[ia], tsecr[ia] = _be32(buf, o[ia] + 4), _be32(buf, o[ia] + 8)
+    tsval[ia], tsecr[ia] = th32[ia, 6], th32[ia, 7]
     tsval[ib], tsecr[ib] = _be32(buf, o[ib] + 2), _be32(buf, o[ib] + 6)
     has_ts[ia] = True
     has_ts[ib] = True
@@ -250,6 +254,13 @@ def decode(batch) -> dict:
                sack_blocks=sack_blocks, dsack=dsack, dsack_left=dsack_left, mss=mss, wscale=wscale,
                synopt=synopt)
     return out
+
+
+def block(buf, starts, width):
+    """``width`` bytes from each offset in ``starts`` as an (n, width) uint8 array: one flat
+    gather, then fields are read through ``.view('>u2')`` / ``.view('>u4')`` columns."""
+    idx = (starts[:, None] + np.arange(width)).ravel()
+    return np.take(buf, idx).reshape(len(starts), width)
 
 
 def mix64(x):
