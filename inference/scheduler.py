@@ -378,7 +378,7 @@ def train_scheduler_model(*, runs=None, progress: bool = False, n_folds: int = 4
             pred[te] = SchedulerClassifier(view=view).fit(X[tr], y[tr]).predict(X[te])
         ok = pred == y
         out["heldout_accuracy"][view] = float(ok.mean())
-        out["heldout_by_kind"][view] = {k: float(ok[K == k].mean()) for k in sorted(set(K))}
+        out["heldout_by_kind"][view] = {str(k): float(ok[K == k].mean()) for k in sorted(set(K))}
         out["models"][view] = SchedulerClassifier(view=view).fit(X, y)  # final model on all runs
     return out
 
