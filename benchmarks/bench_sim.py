@@ -57,7 +57,8 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000):
             z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64)]
     st = [z(u), z(u), z(u), z(u, 8), z(u, 8, d=np.int64), z(u, 8), z(u, 8, d=np.int64), z(u, d=np.int64),
           z(u, d=np.int64), z(4, d=np.int64), z(u, d=np.int64), z(u), z(u, d=np.int64), z(u, d=np.int64),
-          z(u, d=np.int64), z(u, d=np.int64)]
+          z(u, d=np.int64), z(u, d=np.int64),
+          np.ones(u, np.int64), np.full(u, 1500.0)]
     t0 = time.process_time()
     K.run_chunk(sinr, sinr, z(n, u), np.zeros((n, c)), perm, np.zeros((1, 1), np.int64),
                 (10 ** (table.threshold_db / 10)).astype(np.float32), bytes_per_mcs, 10 ** (table.s50_db / 10),

@@ -284,9 +284,9 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
                            shadowing_std_db=float(cfg["shadowing_std_db"]),
                            shadowing_corr_m=float(cfg["shadowing_corr_m"]), seed=seed,
                            n_osc=int(cfg["n_oscillators"]), snr_series_db=snr_series)
-    traffic = Traffic(cfg["traffic"], n_users=n_u, tti_s=tti_s,
+    traffic = Traffic(_per_user_list(cfg["traffic"], n_u), n_users=n_u, tti_s=tti_s,
                       rate_bps=_per_user_list(cfg["traffic_rate_bps"], n_u),
-                      packet_bytes=cfg["packet_bytes"], on_s=cfg["on_s"], off_s=cfg["off_s"],
+                      packet_bytes=_per_user_list(cfg["packet_bytes"], n_u), on_s=cfg["on_s"], off_s=cfg["off_s"],
                       exponential=cfg["onoff_exponential"], trace=cfg["traffic_trace"], seed=seed)
     rng = np.random.default_rng([int(seed), 0x5C4E])          # block errors
     rng_ties = np.random.default_rng([int(seed), 0x71E5])     # tie-breaking order
@@ -300,20 +300,20 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
     best_lut = table.best(np.arange(lut_lo, 70.0, lut_step)).astype(np.int64)
     la_mode = LINK_ADAPTATION[cfg["link_adaptation"]]
 
-    pkt = float(cfg["packet_bytes"])
+    pkt = traffic.packet.astype(np.float64)          # per user
     buf = int(cfg["buffer_packets"] or 0)
-    full = traffic.full_buffer
+    full = traffic.full_mask
     bl_interval = max(1, int(round(float(kp.get("interval_s", 0.1)) / tti_s)))
-    ip = np.array([sched_id, int(cfg["harq_max_tx"]), int(bool(cfg["harq_priority"])), int(full), buf,
+    ip = np.array([sched_id, int(cfg["harq_max_tx"]), int(bool(cfg["harq_priority"])), int(full.all()), buf,
                    la_mode, int(cfg["la_interval"]), bl_interval,
                    int(round(float(kp.get("greedy_s", 0)) / tti_s)), 0, int(kp.get("pf_window", 0)),
                    int(cfg["backlog_sector_channels"]), int(kp.get("greedy_channels", 0))],
                   dtype=np.int64)
-    fp = np.array([float(kp.get("pf_a", cfg["pf_a"])), float(kp.get("lam", cfg["lam"])), pkt, table.slope,
+    fp = np.array([float(kp.get("pf_a", cfg["pf_a"])), float(kp.get("lam", cfg["lam"])), float(pkt[0]), table.slope,
                    float(cfg["backlog_channel_bps"]) * tti_s / 8,
                    float(kp.get("drain_s", 0.5)) / tti_s, float(kp.get("greedy_bytes", 0)),
                    float(cfg["la_bler_up"]), float(cfg["la_bler_down"]), float(cfg["la_hybrid_db"]),
-                   (buf or 500) * pkt], dtype=np.float64)
+                   (buf or 500) * float(pkt[0])], dtype=np.float64)
     ring = int(cfg["harq_ring"])
     st = dict(backlog=np.zeros(n_u), inflight=np.zeros(n_u), avg_thr=np.zeros(n_u),
               pend_bytes=np.zeros((n_u, ring)), pend_mcs=np.zeros((n_u, ring), np.int64),
@@ -321,7 +321,8 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
               pend_head=np.zeros(n_u, np.int64), pend_count=np.zeros(n_u, np.int64),
               misc=np.zeros(4, np.int64), user_mcs=np.full(n_u, len(table) // 2, np.int64),
               la_ci_sum=np.zeros(n_u), la_err=np.zeros(n_u, np.int64), la_blocks=np.zeros(n_u, np.int64),
-              assigned_ch=np.zeros(n_u, np.int64), greedy_cnt=np.zeros(n_u, np.int64))
+              assigned_ch=np.zeros(n_u, np.int64), greedy_cnt=np.zeros(n_u, np.int64),
+              full_u=full.astype(np.int64), pkt_u=pkt)
     bl_thr = np.asarray(kp.get("bl_thr_db", [0.0]), dtype=np.float64)
     bl_ch = np.asarray(kp.get("bl_channels", [1]), dtype=np.int64)
     # float32 like the SINR, so that every path compares the same numbers
@@ -368,8 +369,8 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
                         best_lut, lut_lo, lut_step, ip, fp, st["backlog"], st["inflight"], st["avg_thr"],
                         st["pend_bytes"], st["pend_mcs"], st["pend_acc"], st["pend_tx"], st["pend_head"],
                         st["pend_count"], st["misc"], st["user_mcs"], st["la_ci_sum"], st["la_err"],
-                        st["la_blocks"], st["assigned_ch"], st["greedy_cnt"], bl_thr, bl_ch,
-                        sl["served"], sl["tx"], sl["nsub"], sl["mcs"], sl["retx"], sl["backlog"],
+                        st["la_blocks"], st["assigned_ch"], st["greedy_cnt"], st["full_u"], st["pkt_u"],
+                        bl_thr, bl_ch, sl["served"], sl["tx"], sl["nsub"], sl["mcs"], sl["retx"], sl["backlog"],
                         sl["drops"], sl["blocks"], sl["active"], sl["gaveup"])
         else:
             _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_lin, bytes_per_mcs, s50,
@@ -392,7 +393,7 @@ def _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_lin, bytes_
     rate_of = np.concatenate([[0.0], bytes_per_mcs])
     for k in range(n):
         rate = rate_of[np.searchsorted(thr_lin, rep[k], side="right")]
-        backlog = np.full(n_u, np.inf) if full else st["backlog"] + arr[k]
+        backlog = np.where(full, np.inf, st["backlog"] + arr[k])
         eligible = (backlog - st["inflight"] > 1e-9) | (st["pend_count"] > 0)
         ctx = Context(tti=k0 + k, rate_bytes=rate, eligible=eligible, backlog_bytes=backlog,
                       pending_retx=st["pend_count"].copy(), order=perm[k].copy())
@@ -406,7 +407,7 @@ def _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_lin, bytes_
                     lut_lo, lut_step, ip, fp, st["backlog"], st["inflight"], st["avg_thr"], st["pend_bytes"],
                     st["pend_mcs"], st["pend_acc"], st["pend_tx"], st["pend_head"], st["pend_count"],
                     st["misc"], st["user_mcs"], st["la_ci_sum"], st["la_err"], st["la_blocks"],
-                    st["assigned_ch"], st["greedy_cnt"], bl_thr, bl_ch,
+                    st["assigned_ch"], st["greedy_cnt"], st["full_u"], st["pkt_u"], bl_thr, bl_ch,
                     sl["served"][s], sl["tx"][s], sl["nsub"][s], sl["mcs"][s], sl["retx"][s],
                     sl["backlog"][s], sl["drops"][s], sl["blocks"][s], sl["active"][s], sl["gaveup"][s])
         scheduler.update(sl["tx"][k] * 8.0)
@@ -472,7 +473,7 @@ def _assemble(cfg, scheduler, table, tti, n_tti, n_u, n_c, out, sinr_db, sinr_re
         "tx_bytes": out["tx"].ravel(),
         "harq_retransmissions": out["retx"].ravel(),
         "backlog_bytes": backlog.ravel(),
-        "backlog_packets": np.ceil(backlog / pkt - 1e-9).astype(np.int64).ravel(),
+        "backlog_packets": np.ceil(backlog / pkt[None, :] - 1e-9).astype(np.int64).ravel(),
         "assigned_rate_bps": assigned.ravel().astype(np.float64),
         "arrivals_bytes": arrivals.ravel(),
         "drops_packets": out["drops"].ravel(),

@@ -9,7 +9,8 @@ numpy, from the run's seed, so both give the same output bit for bit.
 Model, per TTI ``k`` (the engine passes the chunk's real and reported SINR):
 
 1. **Arrivals** join each user's queue; with a finite buffer of ``B`` packets, packets
-   beyond ``B`` are dropped (drop-tail). Full-buffer users always have data.
+   beyond ``B`` are dropped (drop-tail). Full-buffer users (``full_u``) always have data;
+   packet sizes are per user (``pkt_u``).
 2. **Scheduling** per subchannel ``c`` in order: the scheduler picks one user among those
    with data left this TTI whose reported SINR supports some MCS (rate > 0). Schedulers:
    0 round robin, 1 MaxCIR ``argmax R[u,c]``, 2 proportional fair ``argmax R[u,c]/T[u]``
@@ -47,7 +48,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                backlog, inflight, avg_thr,
                pend_bytes, pend_mcs, pend_acc, pend_tx, pend_head, pend_count,
                misc, user_mcs, la_ci_sum, la_err, la_blocks, assigned_ch, greedy_cnt,
-               bl_thr_db, bl_channels,
+               full_u, pkt_u, bl_thr_db, bl_channels,
                out_served, out_tx, out_nsub, out_mcs, out_retx, out_backlog, out_drops, out_blocks,
                out_active, out_gaveup):
     n_k = sinr_rep.shape[0]
@@ -58,7 +59,6 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     sched = ip[0]
     max_tx = ip[1]
     harq_priority = ip[2]
-    full = ip[3]
     buf_pk = ip[4]
     la_mode = ip[5]
     la_interval = ip[6]
@@ -68,14 +68,12 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     pf_window = ip[10]
     pf_a = fp[0]
     lam = fp[1]
-    pkt = fp[2]
     ch_bytes = fp[4]
     drain_tti = fp[5]
     greedy_bytes = fp[6]
     bler_up = fp[7]
     bler_down = fp[8]
     hybrid_db = fp[9]
-    full_backlog = fp[10]
     remaining = np.zeros(n_u)
     weight = np.zeros(n_u)
     m_uc = np.zeros((n_u, n_c), dtype=np.int32)
@@ -91,8 +89,10 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         n_glob = k_global + k
         # 1. arrivals (drop-tail in packets)
         for u in range(n_u):
-            if full == 1:
-                backlog[u] = full_backlog
+            pkt = pkt_u[u]
+            if full_u[u] == 1:
+                # full buffer: the queue is always full (buffer_packets packets, 500 if unlimited)
+                backlog[u] = (buf_pk if buf_pk > 0 else 500) * pkt
             else:
                 a = arrivals[k, u]
                 if a > 0:
@@ -108,7 +108,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                         backlog[u] += a
             out_active[k, u] = 1 if backlog[u] > 1e-9 else 0
             remaining[u] = backlog[u] - inflight[u]
-            if full == 1:
+            if full_u[u] == 1:
                 remaining[u] = 1e300
             pend_avail[u] = pend_count[u]
             tx_bits[u] = 0.0
@@ -352,7 +352,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                     la_err[u] += 1
             if not failed:
                 out_served[k, u] += nbytes
-                if full == 0:
+                if full_u[u] == 0:
                     backlog[u] -= nbytes
                     if backlog[u] < 1e-9:
                         backlog[u] = 0.0

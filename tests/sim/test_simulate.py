@@ -277,3 +277,20 @@ def test_ties_are_broken_at_random_not_by_user_number():
                    n_users=4, n_subchannels=1)
     sel = [u["selection_ratio"] for u in r.summary["users"]]
     assert all(abs(s - 0.25) < 0.03 for s in sel)
+
+
+def test_per_user_traffic_models_and_packet_sizes():
+    r = S.simulate("quick", duration="3s", traffic=["full", "cbr", "onoff", "poisson"],
+                   traffic_rate_bps=[0, 64e3, 128e3, 256e3], packet_bytes=[1500, 60, 200, 500],
+                   on_s=0.5, off_s=0.5)
+    users = r.summary["users"]
+    assert users[0]["active_time_ratio"] == 1.0 and users[0]["throughput_mbps"] > 1.0
+    # light sources get what they offer (the cell has plenty of capacity for them)
+    assert users[1]["throughput_mbps"] == pytest.approx(0.064, rel=0.05)
+    assert users[2]["throughput_mbps"] == pytest.approx(0.064, rel=0.25)
+    assert users[3]["throughput_mbps"] == pytest.approx(0.256, rel=0.1)
+    m = r.mac
+    assert (m[m.user == "2"]["arrivals_bytes"] % 60 == 0).all()
+    assert (m[m.user == "1"]["backlog_packets"] == 500).all()     # full buffer: always full
+    with pytest.raises(AirlinkError, match="2 models for 4 users|unknown traffic model"):
+        S.simulate("quick", duration="10ms", traffic=["full", "bursty"])
