@@ -387,8 +387,11 @@ def _table(rows: list, columns: list, *, fmt=None) -> str:
         return html.escape(str(v))
 
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{cell(c, r.get(c))}</td>" for c in columns) + "</tr>"
-                   for r in rows)
+    def td(c, v):
+        numeric = isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+        return f'<td class="n">{cell(c, v)}</td>' if numeric else f"<td>{cell(c, v)}</td>"
+
+    body = "".join("<tr>" + "".join(td(c, r.get(c)) for c in columns) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -906,9 +909,10 @@ section{border-top:1px solid #ddd;margin-top:1.5em;padding-top:.5em}
 figure{margin:1em 0}img.plot{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{color:#555;font-size:.9em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
-th,td{border:1px solid #ccc;padding:.2em .5em;text-align:right}
-th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
-pre{background:#f8f8f8;padding:.6em;overflow:auto;font-size:.85em;max-height:30em}
+th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left}
+th{background:#f4f4f4}td.n{text-align:right}
+pre{background:#f8f8f8;padding:.6em;overflow:auto;font-size:.85em;max-height:30em;
+white-space:pre-wrap;word-break:break-all}
 .missing{color:#8a6d00;background:#fff8e0;padding:.3em .6em;border-left:3px solid #e0b000}
 .note{color:#444;background:#eef4ff;padding:.3em .6em;border-left:3px solid #4a7bd0}
 """
