@@ -507,6 +507,9 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
         rtt_gd = np.zeros(0, np.int64)
         rtt_method = np.zeros(0, np.int8)
 
+    # no longer needed: free before the series (the memory peak)
+    has_ts_syn = has_ts[syn_rows]
+    del tsval, tsecr, has_ts, dsack, dsack_left, smb_own, below, first_of_flow, reset_pos, dup_pos, end
     # ---- window scaling (from SYNs: applied only when both sides offered it)
     ws = np.full(ngd, -1, np.int64)
     si = syn_rows[wscale_syn >= 0]
@@ -515,6 +518,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     both = (ws.reshape(-1, 2) >= 0).all(axis=1) if ngd else np.zeros(0, bool)
     shift = np.where(np.repeat(both, 2), np.maximum(ws, 0), 0)
     rwnd = np.where(is_syn, win, win << shift[gd])
+    del win
     mss = np.zeros(ngd, np.int64)
     mi = syn_rows[mss_syn > 0]
     if len(mi):
@@ -636,7 +640,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     tsok = np.zeros(ngd, bool)
     si = np.flatnonzero(is_syn)
     np.logical_or.at(sp, gd[si], (so[si] & 1) != 0)
-    np.logical_or.at(tsok, gd[si], ((so[si] & 2) != 0) | has_ts[si])
+    np.logical_or.at(tsok, gd[si], ((so[si] & 2) != 0) | has_ts_syn)
     flows["sack_permitted"] = sp.reshape(-1, 2).all(axis=1) if nflow else []
     flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1) if nflow else []
     tcpflow = flows["proto"].to_numpy() == 6
