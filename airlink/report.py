@@ -659,17 +659,18 @@ def _gaps_ms(mac: pd.DataFrame) -> dict:
     return out
 
 
-def fig_fairness(art: Artifacts):
-    """Per-user throughput and resource fraction (simulator summary) or per-flow goodput,
-    with Jain's index and the fairness gap in the caption."""
+def fig_fairness(art: Artifacts, of: str = "auto"):
+    """Per-user throughput and resource fraction (simulator summary, ``of="users"``) or
+    per-flow goodput (``of="flows"``; ``"auto"``: users when there are, else flows), with
+    Jain's index and the fairness gap in the title."""
     plt = _pyplot()
     rows, label = [], ""
     users = (art.summary if isinstance(art.summary, dict) else {}).get("users") or []
-    if users:
+    if users and of in ("auto", "users"):
         rows = [(str(u.get("user")), float(u.get("throughput_mbps") or 0.0),
                  u.get("resource_fraction")) for u in users]
         label = "user"
-    elif art.tcp is not None and "goodput_bps" in art.tcp:
+    elif of in ("auto", "flows") and art.tcp is not None and "goodput_bps" in art.tcp:
         tcp = art.tcp
         active = tcp[tcp["goodput_bps"] > 0]  # each flow's mean over the bins it was active
         g = active.groupby(["flow", "direction"], observed=True)["goodput_bps"].mean()
@@ -894,6 +895,17 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
     h, _ = _render(lambda: fig_fairness(art), "fairness: throughput and resource share",
                    "fairness: no per-user summary (summary.json) and no per-flow goodput", notes)
     parts.append(h)
+    has_users = bool((art.summary if isinstance(art.summary, dict) else {}).get("users"))
+    if has_users and art.tcp is not None and "goodput_bps" in art.tcp:
+        out = None
+        try:
+            out = fig_fairness(art, "flows")
+        except Exception as exc:
+            notes.append(f"fairness across TCP flows: could not be drawn ({exc})")
+        if out is not None and out[1].get("n", 0) >= 2:
+            parts.append(_figure_html(out[0], "fairness across the TCP flows"))
+        elif out is not None:
+            _pyplot().close(out[0])
     h, _ = _render(lambda: fig_jitter(art), "jitter: inter-service gaps",
                    "jitter: no MAC log (mac.parquet) and no per-TTI link log with served_bytes", notes)
     parts.append(h)

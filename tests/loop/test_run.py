@@ -166,6 +166,7 @@ def test_live_run_replays_user1_under_cubic_and_bbr(tmp_path, test_netns):
     assert len(flows) >= 2
     page = (out / "report.html").read_text()
     assert "Not shown: TCP time-sequence" not in page and "Backlog from the per-TTI link log" in page
+    assert "fairness across the TCP flows" in page and "(bbr)" in page and "(cubic)" in page
 
 
 def test_without_root_it_says_why_and_goes_offline(tmp_path, monkeypatch, capsys):
