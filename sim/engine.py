@@ -237,7 +237,25 @@ def simulate(preset: str | None = None, *, seed: int = 0, duration="10s", progre
     return _run(cfg, scheduler, progress)
 
 
+_NUMERIC_LISTS = ("snr_db", "speed_kmh", "traffic_rate_bps", "packet_bytes", "distance_m",
+                  "snr_offset_db", "backlog_channels", "backlog_thresholds_db")
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
 def _validate(cfg):
+    for key, default in DEFAULTS.items():
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if key in _NUMERIC_LISTS:
+            items = value if isinstance(value, (list, tuple, np.ndarray)) else [value]
+            if len(items) == 0 or not all(_is_number(v) for v in items):
+                raise AirlinkError(f"{key}: expected a number or a list of numbers, got {value!r}")
+        elif _is_number(default) and not _is_number(value):
+            raise AirlinkError(f"{key}: expected a number, got {value!r}")
     n_u, n_c = int(cfg["n_users"]), int(cfg["n_subchannels"])
     if n_u < 1 or n_c < 1:
         raise AirlinkError("n_users and n_subchannels must be at least 1")
