@@ -16,7 +16,6 @@ from airlink.traces.errors import AirlinkError
 from . import fairness as F
 from .frames import with_time_index, column, pooled_series, sample_period_s, users_of, wide_many
 from .information import discretize
-from .lagscan import lag_scan
 from .surrogates import peak_significance
 
 CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "ecio_db", "rsrq_db", "rsrp_dbm",
@@ -111,7 +110,7 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
     frame = _framed(frame)
     rate = rate or _first_present(frame, RATE_COLUMNS)
     if rate is None:
-        raise AirlinkError(f"frame has no rate column (one of {', '.join(RATE_COLUMNS)}); pass rate=")
+        raise AirlinkError(f"frame has no rate column (one of {', '.join(RATE_COLUMNS)}); name it with --rate")
     channel = channel or _first_present(frame, CHANNEL_COLUMNS)
     column(frame, backlog)
     result = dict(rate=rate, backlog=backlog, channel=channel)
@@ -227,7 +226,7 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
     frame = _framed(frame)
     rate = rate or _first_present(frame, THROUGHPUT_COLUMNS)
     if rate is None:
-        raise AirlinkError(f"frame has no rate column (one of {', '.join(THROUGHPUT_COLUMNS)})")
+        raise AirlinkError(f"frame has no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name it with --rate")
     resource = resource or _first_present(frame, ("subchannels", "prbs"))
     cols = dict(rate=rate, resource=resource, backlog=_first_present(frame, ("backlog_bytes", "backlog_packets")),
                 retx=_first_present(frame, ("harq_retransmissions", "rlp_retransmissions")))

@@ -97,19 +97,20 @@ def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None) -> O
     if not isinstance(frame.index, pd.DatetimeIndex):
         frame = with_time_index(frame)
 
-    def pick(given, names, what, required=True):
+    def pick(given, names, what, option, required=True):
         if given:
             return given
         for c in names:
             if c in frame.columns and pd.to_numeric(frame[c], errors="coerce").notna().any():
                 return c
         if required:
-            raise AirlinkError(f"frame has no {what} column (one of {', '.join(names)}); name it")
+            raise AirlinkError(f"frame has no {what} column (one of {', '.join(names)}); "
+                              f"name it with --{option}")
         return None
 
-    a = pick(alloc, ALLOC_COLUMNS, "allocation")
-    c = pick(channel, CHANNEL_COLUMNS, "channel-quality")
-    b = pick(backlog, ("backlog_bytes", "backlog_packets"), "backlog", required=False)
+    a = pick(alloc, ALLOC_COLUMNS, "allocation", "alloc")
+    c = pick(channel, CHANNEL_COLUMNS, "channel-quality", "channel")
+    b = pick(backlog, ("backlog_bytes", "backlog_packets"), "backlog", "backlog", required=False)
     tables = wide_many(frame, [x for x in (a, c, b) if x])
     t = tables[a].index.asi8
     period = float(np.median(np.diff(t))) / 1e9 if t.size > 1 else float("nan")
