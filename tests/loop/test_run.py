@@ -166,7 +166,11 @@ def test_live_run_replays_user1_under_cubic_and_bbr(tmp_path, test_netns):
     assert len(flows) >= 2
     page = (out / "report.html").read_text()
     assert "Not shown: TCP time-sequence" not in page and "Backlog from the per-TTI link log" in page
-    assert "fairness across the TCP flows" in page and "(bbr)" in page and "(cubic)" in page
+    assert "fairness across the TCP flows" in page
+    from airlink.report import Artifacts
+    labels = sorted(Artifacts(out).flow_labels.values())
+    assert len(labels) == 2 and labels[0].endswith("(bbr)") or labels[1].endswith("(bbr)"), labels
+    assert any(lb.endswith("(cubic)") for lb in labels), labels
 
 
 def test_without_root_it_says_why_and_goes_offline(tmp_path, monkeypatch, capsys):
