@@ -496,7 +496,9 @@ def _assemble(cfg, scheduler, table, tti, n_tti, n_u, n_c, out, sinr_db, sinr_re
         "arrivals_bytes": arrivals.ravel(),
         "drops_packets": out["drops"].ravel(),
     })
-    summary = summarize(users=users, tti_s=tti_s, n_subchannels=n_c, served=out["served"],
+    # the backlog scheduler allocates code channels of the sector, not subchannels
+    n_res = int(cfg["backlog_sector_channels"]) if scheduler.__class__ is BacklogScheduler else n_c
+    summary = summarize(users=users, tti_s=tti_s, n_subchannels=n_res, served=out["served"],
                         nsub=out["nsub"], blocks=blocks, retx=out["retx"], active=out["active"],
                         drops=out["drops"])
     summary.update({"preset": cfg["preset"], "scheduler": cfg["scheduler"], "seed": cfg["seed"],

@@ -5,7 +5,8 @@ Per user (seed 000's definitions, with ``t_m`` the run length):
 - ``throughput_mbps``: bytes delivered x 8 / run length (``U_m = b_m / t_m``);
 - ``selection_ratio``: the user's share of all (TTI, subchannel) allocations, ``s_m / sum s``;
 - ``resource_fraction``: allocations / (TTIs x subchannels) (for one subchannel, the share
-  of slots; seed 001's "fraction of time slots");
+  of slots; seed 001's "fraction of time slots"; for the backlog scheduler, code channels
+  held / (TTIs x the sector's code channels));
 - ``active_time_ratio``: fraction of TTIs with data queued (``a_m / t_m``);
 - ``retransmission_ratio``: HARQ retransmissions / blocks sent (``r_m / u_m``);
 - ``gap_mean_ms``, ``gap_std_ms``, ``gap_cov``, ``gap_max_ms``: gaps between consecutive

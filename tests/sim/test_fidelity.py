@@ -111,6 +111,8 @@ def test_egprs_link_adaptation_hybrid_is_never_the_worst():
 def test_backlog_scheduler_rate_follows_backlog_not_channel():
     """Seed 003: NMI(assigned rate; backlog) >> NMI(assigned rate; channel), on-off sources."""
     r = S.simulate("1xrtt", duration="240s")
+    # resources are the sector's 32 code channels
+    assert 0 < sum(u["resource_fraction"] for u in r.summary["users"]) <= 1
     for u in r.capacity.users:
         rate = per_second(r.mac, u, "assigned_rate_bps", 0.02)
         backlog = per_second(r.mac, u, "backlog_bytes", 0.02)
