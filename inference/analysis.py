@@ -14,7 +14,8 @@ import pandas as pd
 from airlink.traces.errors import AirlinkError
 
 from . import fairness as F
-from .frames import with_time_index, column, pooled_series, sample_period_s, users_of, wide_many
+from .frames import (column, pooled_series, sample_period_s, users_of, wide_many, with_entities,
+                     with_time_index)
 from .information import discretize
 from .surrogates import peak_significance
 
@@ -41,7 +42,8 @@ def _framed(frame: pd.DataFrame) -> pd.DataFrame:
     """Accept a time column or index (as the simulator's and the collectors' frames have)."""
     if not isinstance(frame, pd.DataFrame):
         raise AirlinkError(f"expected a pandas DataFrame, got {type(frame).__name__}")
-    return frame if isinstance(frame.index, pd.DatetimeIndex) else with_time_index(frame)
+    frame = frame if isinstance(frame.index, pd.DatetimeIndex) else with_time_index(frame)
+    return with_entities(frame)
 
 
 def _per_user_period(frame: pd.DataFrame) -> float:

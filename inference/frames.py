@@ -103,6 +103,24 @@ def read_frames(paths) -> pd.DataFrame:
     return base
 
 
+ENTITY_COLUMNS = ("user", "carrier", "flow", "direction")
+
+
+def with_entities(frame: pd.DataFrame) -> pd.DataFrame:
+    """One ``user`` key per independent series: the user, or the combination of the
+    entity columns present (``carrier`` of a MAC log, ``flow``/``direction`` of a TCP frame),
+    e.g. ``"1/pcell"`` or ``"3/fwd"``. Frames with one series are returned unchanged."""
+    present = [c for c in ENTITY_COLUMNS if c in frame.columns]
+    if not present or present == ["user"]:
+        return frame
+    key = frame[present[0]].astype(str)
+    for c in present[1:]:
+        key = key + "/" + frame[c].astype(str)
+    out = frame.drop(columns=[c for c in present if c != "user"] if "user" in present else present)
+    out = out.assign(user=key.to_numpy())
+    return out
+
+
 def users_of(frame: pd.DataFrame) -> list:
     return sorted(frame["user"].unique().tolist(), key=str) if "user" in frame.columns else [None]
 

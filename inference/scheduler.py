@@ -34,7 +34,7 @@ from scipy.stats import rankdata
 
 from airlink.traces.errors import AirlinkError
 
-from .frames import wide_many, with_time_index
+from .frames import wide_many, with_entities, with_time_index
 
 CLASSES = ("rr", "maxcir", "pf", "backlog")
 ALLOC_COLUMNS = ("prbs", "subchannels", "served_bytes", "assigned_rate_bps", "tbs_bps")
@@ -96,6 +96,7 @@ def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None) -> O
     """Pick the allocation, channel and backlog columns of a frame as ``(time, user)`` arrays."""
     if not isinstance(frame.index, pd.DatetimeIndex):
         frame = with_time_index(frame)
+    frame = with_entities(frame)
 
     def pick(given, names, what, option, required=True):
         if given:

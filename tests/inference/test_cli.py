@@ -103,3 +103,28 @@ def test_several_frames_are_aligned(run_airlink, tmp_path):
     assert status == 0, err
     (row,) = json.loads(out)
     assert row["lag_s"] == 1.0 and row["peak_nmi"] > 0.3
+
+
+def test_tcp_frame_flows_are_separate_series(run_airlink, tmp_path):
+    """A collectors-style tcp frame (time, flow, direction): each flow/direction is its own
+    series, pooled like users, never interleaved."""
+    rng = np.random.default_rng(8)
+    n = 500
+    t = pd.date_range("2026-01-01", periods=n, freq="100ms", tz="UTC")
+    parts = []
+    for flow in (0, 1):
+        rtt = np.convolve(rng.normal(size=n), np.ones(5), mode="same") + 10 * flow
+        parts.append(pd.DataFrame({"time": t, "flow": flow, "direction": "fwd",
+                                   "inflight_bytes": rtt, "rtt_ms": np.roll(rtt, 3) + 0.3 * rng.normal(size=n)}))
+    frame = pd.concat(parts).sort_values("time", kind="stable")
+    path = tmp_path / "tcp.parquet"
+    frame.to_parquet(path)
+    status, out, err = run_airlink("infer", "nmi", path, "--target", "rtt_ms", "--factor", "inflight_bytes",
+                                   "--max-lag", "1s", "--surrogates", "0", "--json")
+    assert status == 0, err
+    (row,) = json.loads(out)
+    assert row["lag_s"] == pytest.approx(0.3) and row["n_pairs"] == 2 * (n - 3)
+    status, out, err = run_airlink("infer", "nmi", path, "--target", "rtt_ms", "--factor", "inflight_bytes",
+                                   "--max-lag", "1s", "--surrogates", "0", "--user", "1/fwd", "--json")
+    assert status == 0, err
+    assert json.loads(out)[0]["n_pairs"] == n - 3

@@ -1,5 +1,4 @@
 """Ground truth from the simulator: who drives the assigned rate (seed 003's Table 1 setting)."""
-import numpy as np
 import pandas as pd
 import pytest
 
