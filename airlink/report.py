@@ -659,6 +659,17 @@ def _gaps_ms(mac: pd.DataFrame) -> dict:
     return out
 
 
+def _fairness_numbers(x: np.ndarray) -> tuple:
+    """(Jain's index, fairness gap (max-min)/min) - airlink.inference's definitions (seed 003's
+    f_gap), with a local fallback while that package is absent. Adapter to airlink.inference."""
+    try:
+        from airlink.inference import fairness_gap, jain_index
+        return float(jain_index(x)), float(fairness_gap(x))
+    except ImportError:
+        jain = float(x.sum() ** 2 / (len(x) * (x ** 2).sum())) if (x ** 2).sum() > 0 else float("nan")
+        return jain, (float((x.max() - x.min()) / x.min()) if x.min() > 0 else float("inf"))
+
+
 def fig_fairness(art: Artifacts, of: str = "auto"):
     """Per-user throughput and resource fraction (simulator summary, ``of="users"``) or
     per-flow goodput (``of="flows"``; ``"auto"``: users when there are, else flows), with
@@ -681,8 +692,7 @@ def fig_fairness(art: Artifacts, of: str = "auto"):
     if not rows:
         return None
     x = np.array([r[1] for r in rows])
-    jain = float(x.sum() ** 2 / (len(x) * (x ** 2).sum())) if (x ** 2).sum() > 0 else float("nan")
-    gap = float((x.max() - x.min()) / x.min()) if x.min() > 0 else float("inf")
+    jain, gap = _fairness_numbers(x)
     fig, axes = plt.subplots(1, 2 if rows[0][2] is not None else 1, figsize=(10, 3.8), squeeze=False)
     ax = axes[0][0]
     names = [r[0] for r in rows]
