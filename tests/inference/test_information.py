@@ -145,3 +145,18 @@ def test_bad_input_is_one_clear_error():
         inf.normalized_mutual_info([1, 2], [1, 2], normalization="nope")
     with pytest.raises(AirlinkError, match="sample period"):
         inf.lag_scan(np.arange(10.0), np.arange(10.0), max_lag="1s")
+
+
+@pytest.mark.parametrize("n,max_lag,kx,ky", [(2, 0, 2, 2), (5, 4, 3, 1), (50, 0, 4, 4), (100, 99, 16, 3),
+                                             (3000, 1, 1, 16), (5000, 2500, 7, 9)])
+def test_fft_equals_direct_edge_cases(n, max_lag, kx, ky):
+    rng = np.random.default_rng(n + max_lag)
+    x = rng.integers(0, kx, n).astype(float)
+    y = rng.integers(0, ky, n).astype(float)
+    x[rng.random(n) < 0.1] = np.nan
+    dx = inf.discretize(x, binning="levels")
+    dy = inf.discretize(y, binning="levels")
+    a = inf.lag_counts(dx, dy, max_lag=max_lag, method="fft")
+    b = inf.lag_counts(dx, dy, max_lag=max_lag, method="direct")
+    assert a.shape == (2 * max_lag + 1, dx.n_levels, dy.n_levels)
+    assert np.array_equal(a, b)
