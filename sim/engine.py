@@ -182,10 +182,11 @@ def _scheduler_name(s) -> str:
 def _snr_db(cfg: dict, n_users: int):
     if cfg.get("distance_m") is not None:
         bw = cfg["noise_bandwidth_hz"] or cfg["subchannel_hz"]
-        return snr_from_geometry(cfg["distance_m"], tx_power_dbm=cfg["tx_power_dbm"],
+        dist = np.resize(np.atleast_1d(np.asarray(cfg["distance_m"], dtype=np.float64)), n_users)
+        return snr_from_geometry(dist, tx_power_dbm=cfg["tx_power_dbm"],
                                  antenna_gain_db=cfg["antenna_gain_db"],
                                  noise_figure_db=cfg["noise_figure_db"], bandwidth_hz=bw,
-                                 offset_db=cfg["snr_offset_db"]).tolist()
+                                 offset_db=_offsets(cfg, n_users)).tolist()
     snr = cfg["snr_db"]
     if isinstance(snr, (list, tuple)):
         snr = list(snr)
@@ -194,8 +195,16 @@ def _snr_db(cfg: dict, n_users: int):
                 raise AirlinkError("snr_db: no values")
             # a preset's list for another number of users: spread its range evenly
             snr = np.linspace(max(snr), min(snr), n_users).tolist() if n_users > 1 else [snr[0]]
-        return [float(s) + float(cfg["snr_offset_db"]) for s in snr]
-    return float(snr) + float(cfg["snr_offset_db"])
+    else:
+        snr = [float(snr)] * n_users
+    return (np.asarray(snr, dtype=np.float64) + _offsets(cfg, n_users)).tolist()
+
+
+def _offsets(cfg: dict, n_users: int) -> np.ndarray:
+    """``snr_offset_db`` per user (a scalar, or a list repeated to ``n_users``)."""
+    off = _per_user_list(cfg["snr_offset_db"], n_users)
+    off = np.atleast_1d(np.asarray(off, dtype=np.float64))
+    return np.resize(off, n_users)
 
 
 def _per_user_list(value, n_users):
@@ -294,7 +303,7 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
             frame = _read_frame(frame)
         s = measured_snr_db(frame, n_tti, tti_s, column=cfg["channel_column"],
                             method=cfg["channel_resample"])
-        snr_series = np.repeat(s[:, None], n_u, axis=1) + float(cfg["snr_offset_db"])
+        snr_series = np.repeat(s[:, None], n_u, axis=1) + _offsets(cfg, n_u)[None, :]
     channel = ChannelModel(n_users=n_u, n_subchannels=n_c, tti_s=tti_s, snr_db=_snr_db(cfg, n_u),
                            profile=_per_user_list(cfg["profile"], n_u),
                            speed_kmh=_per_user_list(cfg["speed_kmh"], n_u),

@@ -297,3 +297,17 @@ def test_per_user_traffic_models_and_packet_sizes():
     assert (m[m.user == "1"]["backlog_packets"] == 500).all()     # full buffer: always full
     with pytest.raises(AirlinkError, match="2 models for 4 users|unknown traffic model"):
         S.simulate("quick", duration="10ms", traffic=["full", "bursty"])
+
+
+def test_nominal_snr_path_loss_and_per_user_offsets():
+    r = S.simulate("quick", duration="100ms", profile="none", snr_db=10, snr_offset_db=[0, -5, -10, 3])
+    got = r.mac.groupby("user")["sinr_db"].mean()
+    assert np.allclose(got[["1", "2", "3", "4"]].to_numpy(), [10, 5, 0, 13], atol=1e-4)
+    r = S.simulate("quick", duration="100ms", profile="none", distance_m=[100, 1000], n_users=2,
+                   tx_power_dbm=20, antenna_gain_db=0, noise_figure_db=0, noise_bandwidth_hz=1e6,
+                   snr_offset_db=0)
+    got = r.mac.groupby("user")["sinr_db"].mean()
+    assert got["2"] == pytest.approx(20 - 128.1 + 174 - 60, abs=1e-3)
+    assert got["1"] - got["2"] == pytest.approx(37.6, abs=1e-3)
+    r = S.simulate("hsdpa", duration="20ms", n_users=3)       # 10 distances, 3 users
+    assert r.capacity.n_users == 3
