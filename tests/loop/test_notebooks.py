@@ -36,7 +36,7 @@ def test_notebooks_are_numbered():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(notebook, request):
+def test_notebook_executes(notebook, request, tmp_path):
     from airlink.experiment import live_unavailable_reason
     if notebook.name.startswith("01"):
         request.getfixturevalue("shared_data")  # 01 reads real data: skips with the reason when absent
@@ -48,7 +48,8 @@ def test_notebook_executes(notebook, request):
         subprocess.run(["ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up"], check=True)
         argv = ["ip", "netns", "exec", netns] + argv
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=notebook.parent)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=notebook.parent,
+                           env={**os.environ, "TMPDIR": str(tmp_path)})  # the notebooks' temp folders
     finally:
         if netns:
             subprocess.run(["ip", "netns", "del", netns])
