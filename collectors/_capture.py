@@ -147,6 +147,19 @@ class CaptureReader:
         finally:
             f.close()
 
+    def _readinto(self, f, view) -> int:
+        """Fill ``view`` from the file (short only at the end); damage -> _fail, 0."""
+        done = 0
+        try:
+            while done < len(view):
+                k = f.readinto(view[done:])
+                if not k:
+                    break
+                done += k
+        except (OSError, EOFError, gzip.BadGzipFile, Exception) as exc:  # zlib.error too
+            self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})", self._consumed + done)
+        return done
+
     def _read(self, f, n):
         try:
             return f.read(n)
@@ -172,14 +185,18 @@ class CaptureReader:
         ts_hi = None
         eof = False
         while not eof and self.problem is None:
-            data = self._read(f, self.chunk)
-            if not data:
+            # one zeroed buffer per chunk: carried-over bytes, then the file data read in place,
+            # then PAD zero bytes (no concatenation copies)
+            block = bytearray(len(carry) + self.chunk + PAD)
+            block[:len(carry)] = carry
+            got = self._readinto(f, memoryview(block)[len(carry):len(carry) + self.chunk])
+            if not got:
                 eof = True
-            raw = carry + data
-            if not raw:
+            n = len(carry) + got
+            if n == 0:
                 break
-            buf = np.frombuffer(raw + bytes(PAD), dtype=np.uint8)
-            n = len(raw)
+            raw = memoryview(block)[:n]
+            buf = np.frombuffer(block, dtype=np.uint8)
             if ts_hi is None and n >= 4:
                 ts_hi = struct.unpack(endian + "I", raw[:4])[0]
             offs = self._pcap_fast(buf, n, endian, ts_hi, frac_max, limit) if ts_hi is not None else None
@@ -188,7 +205,7 @@ class CaptureReader:
             else:
                 stop = int(offs[-1] + 16 + self._u32(buf, offs[-1:] + 8, endian)[0]) if len(offs) else 0
             if len(offs):
-                hdr = np.take(buf, (offs[:, None] + _AR16).ravel()).reshape(-1, 16).view(endian + "u4")
+                hdr = np.lib.stride_tricks.sliding_window_view(buf, 16)[offs].view(endian + "u4")
                 sec, frac, cap, orig = (hdr[:, k].astype(np.int64) for k in range(4))
                 del hdr
                 batch = RecordBatch(buf, offs + 16, cap, orig, sec * 1_000_000_000 + frac * ns_per_tick,
@@ -197,7 +214,8 @@ class CaptureReader:
                 self.packets += len(offs)
                 yield batch
             self._consumed += stop
-            carry = raw[stop:]
+            carry = bytes(raw[stop:])
+            del raw
             if self.progress:
                 self.progress(self._consumed)
             if eof and carry and self.problem is None:
@@ -236,7 +254,7 @@ class CaptureReader:
         cand = cand[keep].astype(np.int64)
         if len(cand) == 0 or cand[0] != 0:
             return None
-        hdr = np.take(buf, (cand[:, None] + _AR16).ravel()).reshape(-1, 16).view(endian + "u4")
+        hdr = np.lib.stride_tricks.sliding_window_view(buf, 16)[cand].view(endian + "u4")
         sec, frac, cap, orig = hdr[:, 0].astype(np.int64), hdr[:, 1], hdr[:, 2].astype(np.int64), hdr[:, 3]
         good = (frac < frac_max) & (cap <= limit) & (np.abs(sec - ts_hi) < 400 * 86400) & (orig <= (1 << 24))
         cand, cap = cand[good], cap[good]

@@ -257,10 +257,10 @@ def decode(batch) -> dict:
 
 
 def block(buf, starts, width):
-    """``width`` bytes from each offset in ``starts`` as an (n, width) uint8 array: one flat
-    gather, then fields are read through ``.view('>u2')`` / ``.view('>u4')`` columns."""
-    idx = (starts[:, None] + np.arange(width)).ravel()
-    return np.take(buf, idx).reshape(len(starts), width)
+    """``width`` bytes from each offset in ``starts`` as an (n, width) uint8 array: a row
+    gather from a sliding-window view (one index per packet, rows copied whole); fields are
+    then read through ``.view('>u2')`` / ``.view('>u4')`` columns."""
+    return np.lib.stride_tricks.sliding_window_view(buf, width)[starts]
 
 
 def mix64(x):
