@@ -23,7 +23,7 @@ from airlink.traces.errors import AirlinkError
 
 from . import kernel as K
 from .channel import ChannelModel, measured_snr_db, snr_from_geometry
-from .metrics import summarize
+from .metrics import SummaryAccumulator
 from .rates import rate_table
 from .result import SimResult
 from .sched_backlog import BacklogScheduler
@@ -42,6 +42,10 @@ DEFAULT_PRESET = "quick"
 #: name -> scheduler class (``airlink simulate --scheduler NAME``)
 schedulers = {"rr": RoundRobin, "maxcir": MaxCIR, "pf": ProportionalFair, "lambda": GeneralizedPF,
               "backlog": BacklogScheduler, "mcpfs": MultiCarrierPF}
+
+MAC_COLUMNS = ("subchannels", "mcs", "sinr_db", "sinr_reported_db", "served_bytes", "capacity_bytes",
+               "tx_bytes", "harq_retransmissions", "backlog_bytes", "backlog_packets",
+               "assigned_rate_bps", "arrivals_bytes", "drops_packets")
 
 LINK_ADAPTATION = {"cqi": 0, "ci": 1, "bler": 2, "hybrid": 3, "ideal": 4}
 
@@ -70,7 +74,7 @@ DEFAULTS = {
     "traffic": "full", "traffic_rate_bps": 1e6, "packet_bytes": 1500, "buffer_packets": 500,
     "on_s": 1.0, "off_s": 5.0, "onoff_exponential": False, "traffic_trace": None,
     # engine
-    "chunk_elements": 4_000_000, "harq_ring": 4096,
+    "chunk_elements": 4_000_000, "harq_ring": 4096, "mac_log": True,
 }
 ALIASES = {"lambda": "lam", "a": "pf_a", "t_a": "pf_window", "users": "n_users",
            "subchannels": "n_subchannels", "buffer": "buffer_packets", "csi_delay": "csi_delay_tti",
@@ -359,14 +363,20 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
 
     names = ("served", "tx", "nsub", "mcs", "retx", "backlog", "drops", "blocks", "active", "gaveup")
     ints = {"nsub", "retx", "drops", "blocks", "active", "gaveup"}
-    out = {n: np.zeros((n_tti, n_u), np.int64 if n in ints else np.float64) for n in names}
-    out["mcs"] = np.zeros((n_tti, n_u))
-    sinr_db = np.zeros((n_tti, n_u), np.float32)
-    sinr_rep_db = np.zeros((n_tti, n_u), np.float32)
-    arrivals_all = np.zeros((n_tti, n_u))
-
     d = int(cfg["csi_delay_tti"])
     chunk = max(1, min(n_tti, int(cfg["chunk_elements"]) // (n_u * n_c)))
+    # With the MAC log, per-TTI outputs are kept for the whole run; without it (mac_log=False,
+    # for long runs) only the capacity (8 bytes per user and TTI) and running sums are.
+    mac_log = bool(cfg["mac_log"])
+    rows = n_tti if mac_log else chunk
+    out = {n: np.zeros((rows, n_u), np.int64 if n in ints else np.float64) for n in names}
+    served_all = out["served"] if mac_log else np.zeros((n_tti, n_u))
+    sinr_db = np.zeros((n_tti if mac_log else 0, n_u), np.float32)
+    sinr_rep_db = np.zeros_like(sinr_db)
+    arrivals_all = np.zeros((n_tti if mac_log else 0, n_u))
+    n_res = int(cfg["backlog_sector_channels"]) if isinstance(scheduler, BacklogScheduler) else n_c
+    acc = SummaryAccumulator([str(i + 1) for i in range(n_u)], tti_s, n_res)
+    gaveup = 0
     hist = None
     bar = _progress(n_tti, progress, f"simulate {cfg['preset']}")
     n_slots = max(n_c, n_u)
@@ -383,13 +393,19 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
         else:
             rep = real
         arr = traffic.chunk(k0, n)
-        arrivals_all[k0:k0 + n] = arr
+        if mac_log:
+            arrivals_all[k0:k0 + n] = arr
         u_err = rng.random((n, n_slots))
         with np.errstate(divide="ignore", over="ignore"):
             # BLER_m(s) = 1 / (1 + (s / s50_m)**beta): the block fails when s < s50_m * z
             u_err = ((1 - u_err) / u_err) ** (1 / beta)
         perm = rng_ties.permuted(np.tile(np.arange(n_u, dtype=np.int64), (n, 1)), axis=1)
-        sl = {name: out[name][k0:k0 + n] for name in names}
+        if mac_log:
+            sl = {name: out[name][k0:k0 + n] for name in names}
+        else:
+            sl = {name: out[name][:n] for name in names}
+            for a in sl.values():
+                a.fill(0)
         if sched_id != 5:
             ip[9] = k0
             K.run_chunk(rep, real, arr, u_err, perm, dummy_forced, thr_lin, bytes_per_mcs, s50,
@@ -402,15 +418,25 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
         else:
             _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_lin, bytes_per_mcs, s50,
                           best_lut, lut_lo, lut_step, ip, fp, st, bl_thr, bl_ch, sl, full)
-        with np.errstate(divide="ignore"):
-            sinr_db[k0:k0 + n] = 10 * np.log10(real.mean(axis=2))
-            sinr_rep_db[k0:k0 + n] = 10 * np.log10(rep.mean(axis=2))
+        acc.update(served=sl["served"], nsub=sl["nsub"], blocks=sl["blocks"], retx=sl["retx"],
+                   active=sl["active"], drops=sl["drops"])
+        gaveup += int(sl["gaveup"].sum())
+        if mac_log:
+            with np.errstate(divide="ignore"):
+                sinr_db[k0:k0 + n] = 10 * np.log10(real.mean(axis=2))
+                sinr_rep_db[k0:k0 + n] = 10 * np.log10(rep.mean(axis=2))
+        else:
+            served_all[k0:k0 + n] = sl["served"]
         if bar is not None:
             bar.update(n)
     if bar is not None:
         bar.close()
-    return _assemble(cfg, scheduler, table, tti, n_tti, n_u, n_c, out, sinr_db, sinr_rep_db,
-                     arrivals_all, full, pkt, buf)
+    summary = acc.result()
+    summary.update({"preset": cfg["preset"], "scheduler": cfg["scheduler"], "seed": cfg["seed"],
+                    "tti_ms": tti_s * 1000, "n_users": n_u, "n_subchannels": n_c,
+                    "harq_given_up_blocks": gaveup})
+    return _assemble(cfg, scheduler, table, tti, n_tti, n_u, served_all, out if mac_log else None,
+                     sinr_db, sinr_rep_db, arrivals_all, pkt, summary)
 
 
 def _run_external(scheduler, k0, n, rep, real, arr, u_err, perm, thr_lin, bytes_per_mcs, s50, best_lut,
@@ -469,15 +495,20 @@ def _progress(total, enabled, desc):
     return tqdm(total=total, desc=desc, unit="TTI", disable=not sys.stderr.isatty(), leave=False)
 
 
-def _assemble(cfg, scheduler, table, tti, n_tti, n_u, n_c, out, sinr_db, sinr_rep_db, arrivals, full,
-              pkt, buf) -> SimResult:
+def _assemble(cfg, scheduler, table, tti, n_tti, n_u, served, out, sinr_db, sinr_rep_db, arrivals,
+              pkt, summary) -> SimResult:
     users = [str(i + 1) for i in range(n_u)]
     tti_s = float(tti)
     params = {k: v for k, v in cfg.items() if k not in ("description",)}
     meta = {"source": "airlink.sim", "preset": cfg["preset"], "scheduler": cfg["scheduler"],
             "parameters": params, "seed": cfg["seed"], "rate_table": table.name,
             "kernel": "numba" if K.COMPILED else "python"}
-    capacity = Trace(out["served"].copy(), tti, users, "bytes", meta)
+    capacity = Trace(served.copy(), tti, users, "bytes", meta)
+    if out is None:   # mac_log=False: an empty MAC frame with the columns
+        from airlink.traces.schema import utc
+        mac = pd.DataFrame({"time": utc(np.zeros(0, np.int64)), "user": pd.Series([], dtype=object),
+                            **{c: pd.Series([], dtype=np.float64) for c in MAC_COLUMNS}})
+        return SimResult(capacity, mac, summary, cfg)
     ns = capacity.tti_start_ns()
     time = pd.to_datetime(np.repeat(ns, n_u), utc=True)
     blocks = out["blocks"]
@@ -505,12 +536,4 @@ def _assemble(cfg, scheduler, table, tti, n_tti, n_u, n_c, out, sinr_db, sinr_re
         "arrivals_bytes": arrivals.ravel(),
         "drops_packets": out["drops"].ravel(),
     })
-    # the backlog scheduler allocates code channels of the sector, not subchannels
-    n_res = int(cfg["backlog_sector_channels"]) if scheduler.__class__ is BacklogScheduler else n_c
-    summary = summarize(users=users, tti_s=tti_s, n_subchannels=n_res, served=out["served"],
-                        nsub=out["nsub"], blocks=blocks, retx=out["retx"], active=out["active"],
-                        drops=out["drops"])
-    summary.update({"preset": cfg["preset"], "scheduler": cfg["scheduler"], "seed": cfg["seed"],
-                    "tti_ms": tti_s * 1000, "n_users": n_u, "n_subchannels": n_c,
-                    "harq_given_up_blocks": int(out["gaveup"].sum())})
     return SimResult(capacity, mac, summary, cfg)

@@ -45,6 +45,9 @@ def register(sub):
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
     p.add_argument("--mahimahi", action="store_true", help="also write user<N>.down Mahimahi traces")
+    p.add_argument("--no-mac-log", action="store_true",
+                   help="keep no per-TTI MAC log (mac.parquet is empty): memory for long runs "
+                        "grows only by the capacity trace")
     p.add_argument("--json", action="store_true", help="print summary.json on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_simulate)
@@ -89,6 +92,8 @@ def cmd_simulate(args) -> int:
         if value is not None:
             overrides[name] = value
     overrides.update(parse_sets(args.sets))
+    if args.no_mac_log:
+        overrides["mac_log"] = False
     duration = overrides.pop("duration", None)
     if args.duration is not None:
         duration = args.duration

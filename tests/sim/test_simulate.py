@@ -311,3 +311,30 @@ def test_nominal_snr_path_loss_and_per_user_offsets():
     assert got["1"] - got["2"] == pytest.approx(37.6, abs=1e-3)
     r = S.simulate("hsdpa", duration="20ms", n_users=3)       # 10 distances, 3 users
     assert r.capacity.n_users == 3
+
+
+def test_without_mac_log_the_summary_and_capacity_are_the_same(tmp_path):
+    kw = dict(duration="600ms", seed=9, traffic="poisson", traffic_rate_bps=3e6, buffer_packets=20,
+              chunk_elements=24 * 4 * 50)
+    full = S.simulate("quick", **kw)
+    lean = S.simulate("quick", mac_log=False, **kw)
+    assert np.array_equal(full.capacity.values, lean.capacity.values)
+    assert lean.summary == full.summary
+    assert len(lean.mac) == 0
+    validate(lean.mac, "mac")
+    lean.write(tmp_path / "lean")
+    assert S.read_mac(tmp_path / "lean" / "mac.parquet").empty
+
+
+def test_memory_of_long_runs_without_mac_log_grows_only_by_the_capacity_trace():
+    import tracemalloc
+
+    def peak(duration):
+        tracemalloc.start()
+        S.simulate("quick", duration=duration, mac_log=False, chunk_elements=24 * 4 * 500)
+        p = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return p
+    short, long = peak("2s"), peak("8s")
+    capacity_growth = 6000 * 4 * 8 * 2          # 6,000 more TTIs x 4 users x float64 (+ a copy)
+    assert long - short < capacity_growth + 2_000_000
