@@ -201,7 +201,9 @@ def cmd_scheduler(args) -> int:
     if args.json:
         print_json(res)
         return 0
-    print(f"scheduler: {res['scheduler']} (probability {res['probability']:.2f})")
+    note = "" if res["confident"] else "; low confidence, treat as unknown"
+    print(f"scheduler: {res['scheduler']} (probability {res['probability']:.2f}{note}; "
+          f"{res['view']} view, {res['users']} user(s), {res['samples']} samples)")
     for name, p in sorted(res["probabilities"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<8} {p:.2f}")
     if res.get("pf_time_constant_s") is not None:

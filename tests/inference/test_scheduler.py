@@ -70,3 +70,10 @@ def test_icellspeed_per_carrier_prbs(shared_data, model):
     assert res["view"] == "user" and res["users"] == 1
     assert res["scheduler"] in S.CLASSES
     assert res["samples"] == len(frame)
+
+
+def test_confidence_flag(model):
+    mac = sim.simulate("quick", seed=3, duration="4s", scheduler="rr", n_users=4, snr_db=[18, 10, 4, -2]).mac
+    res = S.identify_scheduler(mac, model=model)
+    assert res["confident"] == (res["probability"] >= S.CONFIDENT_PROBABILITY)
+    assert res["scheduler"] == "rr"
