@@ -21,17 +21,11 @@ by tcpdump at snaplen 128 on the receiver side. It is written to benchmarks/_wor
 from __future__ import annotations
 
 import argparse
-import ctypes
-import fcntl
 import json
 import os
-import resource
 import shutil
-import socket
-import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -107,7 +101,6 @@ def run_measured(cmd, *, stdout=subprocess.DEVNULL):
     """(wall seconds, peak RSS bytes, stdout text, CPU seconds) of one child process."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out_chunks = []
     # read stdout fully (may be large for tshark) while the child runs
     out = proc.stdout.read()
     err = proc.stderr.read()
@@ -169,7 +162,6 @@ print(json.dumps({"packets": n, "loop_s": time.perf_counter() - t0}))
 
 
 def count_packets(path: Path) -> int:
-    import numpy as np  # noqa: F401  (ensures the venv interpreter)
     out = subprocess.run([PY, "-c", "import sys; from airlink.collectors import read_pcap; "
                           "pk = read_pcap(sys.argv[1], progress=False); print(pk.attrs['records'])",
                           str(path)], capture_output=True, text=True, check=True)

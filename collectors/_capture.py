@@ -332,65 +332,64 @@ class CaptureReader:
 
     def _pcapng_block(self, raw, p, n, endian, ifaces, offs, caps, origs, ts, lts, ifs) -> bool:
         """Parse one block at p; False (after reporting) when reading must stop."""
-        if True:  # (one indentation level kept from the loop this was cut out of)
-            btype, blen = struct.unpack_from(endian + "II", raw, p)
-            if blen < 12 or blen % 4 or p + blen > n:
-                what = ("truncated block" if blen >= 12 and blen % 4 == 0 else
-                        f"impossible block length {blen}")
-                self._fail(what, p, self.packets + len(offs) + 1)
+        btype, blen = struct.unpack_from(endian + "II", raw, p)
+        if blen < 12 or blen % 4 or p + blen > n:
+            what = ("truncated block" if blen >= 12 and blen % 4 == 0 else
+                    f"impossible block length {blen}")
+            self._fail(what, p, self.packets + len(offs) + 1)
+            return False
+        if (btype == 1 and blen < 20) or (btype == 6 and blen < 32) or (btype == 3 and blen < 16):
+            self._fail(f"impossible block length {blen}", p, self.packets + len(offs) + 1)
+            return False
+        body = p + 8
+        if btype == 1:                                     # interface description
+            lt, _, snap = struct.unpack_from(endian + "HHI", raw, body)
+            tick = (1000, 1)                                   # ns = ticks * a // b
+            q = body + 8
+            while q + 4 <= p + blen - 4:
+                code, olen = struct.unpack_from(endian + "HH", raw, q)
+                if code == 0:
+                    break
+                if code == 9 and olen >= 1:
+                    r = raw[q + 4]
+                    e = r & 0x7F
+                    tick = ((10 ** 9, 10 ** e) if not r & 0x80 else (10 ** 9, 2 ** e))
+                    if tick[1] <= 10 ** 9 and tick[0] % tick[1] == 0:
+                        tick = (tick[0] // tick[1], 1)
+                q += 4 + ((olen + 3) & ~3)
+            ifaces.append((lt, tick, snap))
+            self.linktypes.add(lt)
+        elif btype in (6, 3):                              # enhanced / simple packet
+            if btype == 6:
+                if blen < 32:
+                    self._fail(f"impossible block length {blen}", p, self.packets + len(offs) + 1)
+                    return False
+                iid, th, tl, cap, orig = struct.unpack_from(endian + "IIIII", raw, body)
+                start = body + 20
+            else:
+                iid, th, tl = 0, 0, 0
+                (orig,) = struct.unpack_from(endian + "I", raw, body)
+                cap = min(orig, blen - 16)
+                start = body + 4
+            if iid >= len(ifaces):
+                self._fail(f"packet refers to undeclared interface {iid}", p,
+                           self.packets + len(offs) + 1)
                 return False
-            if (btype == 1 and blen < 20) or (btype == 6 and blen < 32) or (btype == 3 and blen < 16):
-                self._fail(f"impossible block length {blen}", p, self.packets + len(offs) + 1)
+            if start + cap > p + blen:
+                self._fail(f"impossible captured length {cap}", p, self.packets + len(offs) + 1)
                 return False
-            body = p + 8
-            if btype == 1:                                     # interface description
-                lt, _, snap = struct.unpack_from(endian + "HHI", raw, body)
-                tick = (1000, 1)                                   # ns = ticks * a // b
-                q = body + 8
-                while q + 4 <= p + blen - 4:
-                    code, olen = struct.unpack_from(endian + "HH", raw, q)
-                    if code == 0:
-                        break
-                    if code == 9 and olen >= 1:
-                        r = raw[q + 4]
-                        e = r & 0x7F
-                        tick = ((10 ** 9, 10 ** e) if not r & 0x80 else (10 ** 9, 2 ** e))
-                        if tick[1] <= 10 ** 9 and tick[0] % tick[1] == 0:
-                            tick = (tick[0] // tick[1], 1)
-                    q += 4 + ((olen + 3) & ~3)
-                ifaces.append((lt, tick, snap))
-                self.linktypes.add(lt)
-            elif btype in (6, 3):                              # enhanced / simple packet
-                if btype == 6:
-                    if blen < 32:
-                        self._fail(f"impossible block length {blen}", p, self.packets + len(offs) + 1)
-                        return False
-                    iid, th, tl, cap, orig = struct.unpack_from(endian + "IIIII", raw, body)
-                    start = body + 20
-                else:
-                    iid, th, tl = 0, 0, 0
-                    (orig,) = struct.unpack_from(endian + "I", raw, body)
-                    cap = min(orig, blen - 16)
-                    start = body + 4
-                if iid >= len(ifaces):
-                    self._fail(f"packet refers to undeclared interface {iid}", p,
-                               self.packets + len(offs) + 1)
-                    return False
-                if start + cap > p + blen:
-                    self._fail(f"impossible captured length {cap}", p, self.packets + len(offs) + 1)
-                    return False
-                lt, tick, _ = ifaces[iid]
-                tsv = (th << 32) | tl
-                tns = tsv * tick[0] // tick[1]
-                if tns >= 1 << 62:
-                    self._fail(f"impossible timestamp {tsv}", p, self.packets + len(offs) + 1)
-                    return False
-                offs.append(start)
-                caps.append(cap)
-                origs.append(orig)
-                ts.append(tns)
-                lts.append(lt)
-                ifs.append(iid)
+            lt, tick, _ = ifaces[iid]
+            tsv = (th << 32) | tl
+            tns = tsv * tick[0] // tick[1]
+            if tns >= 1 << 62:
+                self._fail(f"impossible timestamp {tsv}", p, self.packets + len(offs) + 1)
+                return False
+            offs.append(start)
+            caps.append(cap)
+            origs.append(orig)
+            ts.append(tns)
+            lts.append(lt)
+            ifs.append(iid)
         return True
 
     def _finish_pcapng(self, raw, p, offs, caps, origs, ts, lts, ifs):

@@ -1,14 +1,10 @@
 """Shared pieces of the text-table readers: sniffing CSV/TSV, unit conversion, times."""
 from __future__ import annotations
 
-import csv
-import re
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-from airlink.traces.errors import AirlinkError, FormatError
+from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_rate, parse_size
 
 MISSING = ["-", "", "None", "none", "NA", "NaN", "nan", "null", "N/A"]

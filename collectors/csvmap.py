@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from airlink.traces.errors import AirlinkError, FormatError

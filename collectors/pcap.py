@@ -213,7 +213,6 @@ def _frame(cols) -> pd.DataFrame:
     code_t = np.int16 if len(names) < 32000 else np.int32
     src = pd.Categorical.from_codes(cols.pop("src").astype(code_t), categories=cats)
     dst = pd.Categorical.from_codes(cols.pop("dst").astype(code_t), categories=cats)
-    n = len(ts)
     # columns are added one by one so no consolidation copy of the whole frame is made
     df = pd.DataFrame({"time": pd.DatetimeIndex(cols.pop("ts_ns").view("datetime64[ns]")).tz_localize("UTC")})
     df["src"] = src

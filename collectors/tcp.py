@@ -509,7 +509,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
 
     # no longer needed: free before the series (the memory peak)
     has_ts_syn = has_ts[syn_rows]
-    del tsval, tsecr, has_ts, dsack, dsack_left, smb_own, below, first_of_flow, reset_pos, dup_pos, end
+    del tsval, tsecr, has_ts, dsack, dsack_left, smb_own, below, end
     # ---- window scaling (from SYNs: applied only when both sides offered it)
     ws = np.full(ngd, -1, np.int64)
     si = syn_rows[wscale_syn >= 0]
@@ -544,7 +544,6 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
             "time": t[oi_], "packet": order[oi_], "flow": fl[oi_], "direction": dr[oi_],
             "event": "out_of_order", "kind": "", "seq": rel[oi_], "payload_bytes": pay[oi_],
             "spurious": False, "spurious_reason": "", "rtt_ms": np.nan}))
-    tz = "UTC"
 
     def evframe(idx, kind, **cols):
         return pd.DataFrame({"time": t[idx], "flow": fl[idx], "direction": dr[idx], "event": kind,
@@ -600,7 +599,6 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     flows["dupacks"] = per_flow(dupack).astype(np.int64)
     flows["zero_windows"] = per_flow(zero_win).astype(np.int64)
     flows["out_of_order"] = per_flow(ooo).astype(np.int64)
-    seqm = rtt_method == 0
     rtt_flow = rtt_gd // 2
     med = np.full(nflow, np.nan)
     mn = np.full(nflow, np.nan)

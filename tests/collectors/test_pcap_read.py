@@ -2,9 +2,6 @@
 field by field against what was written; and against a dpkt decode of real captures."""
 from __future__ import annotations
 
-import socket
-import struct
-
 import numpy as np
 import pytest
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-import numpy as np
 import pytest
 
 from airlink import collectors as C
