@@ -63,6 +63,16 @@ def _grouped_cummax(values, groups, valid):
     return acc - groups * OFF - 1
 
 
+def _unique_first(keys):
+    """Sorted distinct keys and the index of each one's first occurrence (no sort when the
+    keys already come in non-decreasing order, as sequence-ordered keys usually do)."""
+    if len(keys) < 2 or (keys[1:] >= keys[:-1]).all():
+        ch = np.ones(len(keys), bool)
+        ch[1:] = keys[1:] != keys[:-1]
+        return keys[ch], np.flatnonzero(ch)
+    return np.unique(keys, return_index=True)
+
+
 def _shift_in_group(a, groups, fill):
     out = np.empty_like(a)
     if len(a):
@@ -231,37 +241,34 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
 
     is_syn = (flags & SYN) != 0
     has_ack = (flags & ACK) != 0
+    # rows of each direction, in flow order (flows contiguous): no sort needed
+    dir_idx = {d: np.flatnonzero(dr == d) for d in (0, 1)}
     # ISN per data direction: first SYN's seq, else first packet's seq
     base = np.zeros(ngd, np.int64)
-    by_gd = np.argsort(gd, kind="stable")
-    g_sorted = gd[by_gd]
-    first_in_g = np.r_[True, g_sorted[1:] != g_sorted[:-1]] if n else np.zeros(0, bool)
-    base[g_sorted[first_in_g]] = seq[by_gd][first_in_g]
+    for d in (0, 1):
+        idx = dir_idx[d]
+        if len(idx):
+            f = fl[idx]
+            st = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+            base[2 * f[st] + d] = seq[idx[st]]
     syn_idx = np.flatnonzero(is_syn)
     if len(syn_idx):
         gs, fi = np.unique(gd[syn_idx], return_index=True)
         base[gs] = seq[syn_idx[fi]]
-    # relative, unwrapped sequence numbers (in gd-major order, mapped back)
+    base_peer = base.reshape(-1, 2)[:, ::-1].ravel() if ngd else base   # base_peer[g] = base[g ^ 1]
+    # relative, unwrapped sequence and ACK numbers (ACKs in the peer's sequence space)
     rel = np.empty(n, np.int64)
-    rel[by_gd] = _unwrap(seq[by_gd], g_sorted, base)
-    end = rel + pay + is_syn + ((flags & FIN) != 0)
-    # relative ACKs: in the seq space of the other direction
-    other = gd ^ 1
-    ackv = np.where(has_ack, ackraw, (base[other]))
-    # unwrap within the sending group: sort by gd already (by_gd)
     rela = np.empty(n, np.int64)
-    rela_g = (ackv[by_gd] - base[other[by_gd]]) % M32
-    if n:
-        dd = np.diff(rela_g)
-        dd = ((dd + (1 << 31)) % M32) - (1 << 31)
-        dd[g_sorted[1:] != g_sorted[:-1]] = 0
-        cs = np.r_[0, np.cumsum(dd)]
-        starts = np.flatnonzero(first_in_g)
-        seg = np.repeat(starts, np.diff(np.r_[starts, n]))
-        rela[by_gd] = cs - cs[seg] + rela_g[seg]
-        del dd, cs, seg
+    for d in (0, 1):
+        idx = dir_idx[d]
+        if not len(idx):
+            continue
+        g = fl[idx] * 2 + d
+        rel[idx] = _unwrap(seq[idx], g, base)
+        rela[idx] = _unwrap(np.where(has_ack[idx], ackraw[idx], base_peer[g]), g, base_peer)
+    end = rel + pay + is_syn + ((flags & FIN) != 0)
     rela = np.where(has_ack, rela, -1)
-    del seq, ackraw, ackv, rela_g, by_gd, g_sorted, other
+    del seq, ackraw
 
     # ---- running state in flow-time order, per direction
     fl_groups = fl
@@ -310,13 +317,12 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     # ---- duplicate ACKs and zero windows (sent by this row's direction)
     pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
     dupack = np.zeros(n, bool)
-    if n:
-        gorder = np.argsort(gd, kind="stable")                  # gd-major, flow order inside
-        gg, rg, wg = gd[gorder], rela[gorder], win[gorder]
-        ds = np.zeros(n, bool)
-        ds[1:] = (gg[1:] == gg[:-1]) & (rg[1:] == rg[:-1]) & (wg[1:] == wg[:-1])
-        dupack[gorder] = ds
-        del gorder, gg, rg, wg, ds
+    for d in (0, 1):
+        idx = dir_idx[d]
+        if len(idx) > 1:
+            f, ra, w = fl[idx], rela[idx], win[idx]
+            dupack[idx[1:]] = (f[1:] == f[:-1]) & (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
+            del f, ra, w
     dupack &= pure & (win > 0)
     zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
 
@@ -446,8 +452,11 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     oi = np.flatnonzero(orig)
     if len(oi):
         ekey = gd[oi] * OFF + end[oi]
-        srt = np.argsort(ekey, kind="stable")
-        ekey_s, oi_s = ekey[srt], oi[srt]
+        if (ekey[1:] >= ekey[:-1]).all():
+            ekey_s, oi_s = ekey, oi
+        else:
+            srt = np.argsort(ekey, kind="stable")
+            ekey_s, oi_s = ekey[srt], oi[srt]
         for a in (0, 1):
             m = (dr == a) & has_ack
             newack = m & (rela > _shift_in_group(ack_max[a], fl_groups, -1)) & (rela > 0)
@@ -472,7 +481,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     tsi = np.flatnonzero(data & has_ts)
     if len(tsi):
         tkey = gd[tsi] * M32 + tsval[tsi].astype(np.int64)
-        uk, first = np.unique(tkey, return_index=True)
+        uk, first = _unique_first(tkey)
         first_idx = tsi[first]
         for a in (0, 1):
             m = (dr == a) & has_ack & has_ts
@@ -482,7 +491,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
                 continue
             k = (gd[ai] ^ 1) * M32 + tsecr[ai].astype(np.int64)
             # first ACK echoing each value only
-            _, fa = np.unique(k, return_index=True)
+            _, fa = _unique_first(k)
             ai, k = ai[fa], k[fa]
             p = np.minimum(np.searchsorted(uk, k), len(uk) - 1)
             hit = uk[p] == k
