@@ -42,6 +42,8 @@ CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "rsrq_db", "e
 TC_GRID = (3, 10, 30, 100, 300, 1000, 3000)
 MODEL_VERSION = 4
 CONFIDENT_PROBABILITY = 0.6
+# the best t_c must agree this much better than the median candidate to count as resolved
+PF_RESOLVED_MARGIN = 0.05
 
 USER_FEATURES = ["served_frac", "rank_corr_channel", "rank_corr_rel10", "rank_corr_rel100",
                  "alloc_cv", "served_autocorr1", "gap_cov", "gap_max_over_mean", "backlog_known",
@@ -264,8 +266,10 @@ def estimate_pf_time_constant(obs: Observed, *, grid=TC_GRID) -> dict:
             scores.append(_rank_corr(A[:, 0], metric[:, 0]))
     k = int(np.argmax(scores))
     tc = float(grid[k])
+    margin = float(scores[k] - np.median(scores))
     return dict(tc_samples=tc, tc_s=tc * obs.period_s if np.isfinite(obs.period_s) else float("nan"),
-                scores=dict(zip([int(g) for g in grid], scores)))
+                scores=dict(zip([int(g) for g in grid], scores)), margin=margin,
+                resolved=bool(margin >= PF_RESOLVED_MARGIN))
 
 
 # ----------------------------------------------------------------------------- training
@@ -430,6 +434,7 @@ def identify_scheduler(frame: pd.DataFrame, *, model: dict | None = None, alloc=
     pf = estimate_pf_time_constant(obs)
     out["pf_time_constant_tti"] = pf["tc_samples"] if best == "pf" else None
     out["pf_time_constant_s"] = pf["tc_s"] if best == "pf" else None
+    out["pf_time_constant_resolved"] = pf["resolved"] if best == "pf" else None
     out["model"] = dict(description=f"random forest ({view} view), trained on {model['n_runs']} simulated runs",
                         heldout_accuracy=model["heldout_accuracy"][view],
                         heldout_by_kind=model["heldout_by_kind"][view], version=model["version"])

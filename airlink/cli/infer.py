@@ -208,7 +208,8 @@ def cmd_scheduler(args) -> int:
         print(f"  {name:<8} {p:.2f}")
     if res.get("pf_time_constant_s") is not None:
         print(f"PF averaging time constant ~ {_fmt(res['pf_time_constant_s'], '.3g')} s "
-              f"({_fmt(res.get('pf_time_constant_tti'), '.0f')} TTI)")
+              f"({_fmt(res.get('pf_time_constant_tti'), '.0f')} TTI)"
+              + ("" if res.get("pf_time_constant_resolved") else "; not resolved: candidates agree about equally"))
     kinds = ", ".join(f"{k} {v:.2f}" for k, v in res["model"]["heldout_by_kind"].items())
     print(f"model: {res['model']['description']}; held-out accuracy {res['model']['heldout_accuracy']:.3f} "
           f"(by view: {kinds})")

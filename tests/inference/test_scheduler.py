@@ -39,6 +39,14 @@ def test_pf_time_constant(model, a, expected):
     assert res["scheduler"] == "pf"
     assert res["pf_time_constant_tti"] == expected
     assert res["pf_time_constant_s"] == pytest.approx(expected * 1e-3)
+    assert res["pf_time_constant_resolved"] is True
+
+
+def test_pf_time_constant_unresolved_when_flat():
+    mac = sim.simulate("quick", seed=7, duration="6s", scheduler="pf", pf_window=0, pf_a=0.1, n_users=4,
+                       snr_db=[15, 8, 2, -4]).mac
+    est = S.estimate_pf_time_constant(S.observe(mac))
+    assert est["resolved"] is False and est["margin"] < S.PF_RESOLVED_MARGIN
 
 
 def test_cli_scheduler_json(run_airlink, tmp_path, model):
