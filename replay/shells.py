@@ -57,17 +57,31 @@ class _Shell:
             handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_child)
             set_timer_slack()
             ns.start()
-            counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
-                                 on_finished=lambda: forward(signal.SIGTERM, None))
+            fast = (down.fast(), up.fast())
+            if None not in fast:
+                from . import _fastpath
+                counters = _fastpath.relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast)
+                counters["engine"] = "c"
+            else:
+                counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
+                                     on_finished=lambda: forward(signal.SIGTERM, None))
+                counters["engine"] = "python"
+                fast = None
             status = ns.wait()
             now = time.monotonic_ns()
             down.close(now)
             up.close(now)
+            directions = {}
+            for name, stage, c in (("downlink", down, fast and fast[0]), ("uplink", up, fast and fast[1])):
+                st = stage.stats()
+                if c is not None:
+                    st.update(c.stats())
+                directions[name] = st
             ru = resource.getrusage(resource.RUSAGE_SELF)
             stats = {"tool": self.tool, "command": ns.cmd, "status": status,
                      "duration_s": (now - start_ns) / 1e9,
                      "cpu_s": ru.ru_utime + ru.ru_stime - cpu0, "block": ns.block,
-                     "downlink": down.stats(), "uplink": up.stats(),
+                     **directions,
                      "kernel": ns.device_drops(), **counters}
             self.last_stats = stats
             if stats_path:

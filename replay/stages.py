@@ -61,6 +61,12 @@ class Stage:
     def close(self, now_ns: int) -> None:
         """Flush logs; called once when the shell ends."""
 
+    def fast(self):
+        """The same stage in the C fast path (:mod:`airlink.replay._fastpath`), or None
+        when this configuration has no C version (the shell then runs the Python loop)."""
+        fp = _fastpath()
+        return fp.passthrough() if fp and type(self) is Stage else None
+
     def stats(self) -> dict:
         qb, qp = self.queued()
         return {"stage": self.kind, "arrivals_packets": self.arrivals_packets,
@@ -124,6 +130,10 @@ class DelayStage(Stage):
 
     def queued(self) -> tuple:
         return self._qbytes, len(self._q)
+
+    def fast(self):
+        fp = _fastpath()
+        return fp.delay(self.delay_ns) if fp and self.series is None else None
 
 
 class DelaySeries:
@@ -210,6 +220,7 @@ class LossStage(Stage):
         self.rate = float(rate)
         if not 0 <= self.rate <= 1:
             raise AirlinkError(f"loss rate must be between 0 and 1, got {rate}")
+        self.seed = seed
         self.gilbert = None
         if gilbert is not None:
             g = [float(x) for x in gilbert]
@@ -219,6 +230,14 @@ class LossStage(Stage):
                 raise AirlinkError("--gilbert takes P_GB,P_BG[,LOSS_G,LOSS_B], each between 0 and 1")
             self.gilbert = g
             self._bad = False
+
+    def fast(self):
+        fp = _fastpath()
+        if not fp:
+            return None
+        seed = self.seed if self.seed is not None else random.getrandbits(64)
+        g = self.gilbert or [0.0, 0.0, 0.0, 1.0]
+        return fp.loss(self.rate, self.gilbert is not None, *g, int(seed) % 2**64)
 
     def expected_rate(self) -> float:
         if self.gilbert is None:
@@ -323,6 +342,16 @@ class LinkStage(Stage):
     def queued(self) -> tuple:
         return self.server.backlog(self.queue)
 
+    def fast(self):
+        fp = _fastpath()
+        q, srv = self.queue, self.server
+        if not fp or self.log is not None or self.tti_log is not None or not srv.loop \
+                or q.kind not in FAST_QUEUES or srv.k or len(q):
+            return None
+        tti = srv._tti_ns
+        return fp.link(srv.capacity.astype("<f8").tobytes(), tti.numerator, tti.denominator,
+                       srv.start_ns, FAST_QUEUES[q.kind], getattr(q, "packets", 0), getattr(q, "bytes", 0))
+
     def stats(self) -> dict:
         out = super().stats()
         out.update(drops_packets=self.queue.drops_packets, drops_bytes=self.queue.drops_bytes,
@@ -366,6 +395,21 @@ class LinkStage(Stage):
             self.log.close()
         if self.tti_log is not None:
             self.tti_log.close()
+
+
+FAST_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}
+
+
+def _fastpath():
+    """The compiled fast path, or None (not built, or AIRLINK_PURE_PYTHON=1)."""
+    import os
+    if os.environ.get("AIRLINK_PURE_PYTHON"):
+        return None
+    try:
+        from . import _fastpath as fp
+    except ImportError:
+        return None
+    return fp
 
 
 class TTILogWriter:

@@ -27,13 +27,14 @@ def write_constant(path, mbps):
     return path
 
 
-@pytest.mark.parametrize("mbps", [12, 48])
-def test_bulk_download_goodput_matches_constant_capacity(test_ns, tmp_path, mbps):
+@pytest.mark.parametrize("mbps,engine", [(12, "default"), (48, "default"), (48, "python")])
+def test_bulk_download_goodput_matches_constant_capacity(test_ns, tmp_path, mbps, engine):
     trace = write_constant(tmp_path / f"c{mbps}.down", mbps)
     stats = tmp_path / "stats.json"
     test_ns.iperf_server()
+    env = {"AIRLINK_PURE_PYTHON": "1"} if engine == "python" else None
     r = test_ns.airlink("link", trace, "--stats", stats, "--", "sh", "-c",
-                        f"iperf3 -c $AIRLINK_BASE -R -t 8 -O 2 --json > {tmp_path}/ip.json")
+                        f"iperf3 -c $AIRLINK_BASE -R -t 8 -O 2 --json > {tmp_path}/ip.json", env=env)
     assert r.returncode == 0, r.stderr
     goodput = iperf_goodput_bps((tmp_path / "ip.json").read_text())
     expected = mbps * 1e6 * PAYLOAD_PER_PACKET
@@ -41,6 +42,8 @@ def test_bulk_download_goodput_matches_constant_capacity(test_ns, tmp_path, mbps
     st = read_stats(stats)
     assert_conserved(st)
     assert st["downlink"]["drops_packets"] == 0
+    if engine == "python":
+        assert st["engine"] == "python"
 
 
 @pytest.mark.slow
