@@ -108,7 +108,7 @@ def test_fuzz_no_crash(tmp_path, shared_data):
     f = tmp_path / "fuzz.pcap"
     n_ok = n_err = 0
     for blob in blobs:
-        for d in _mutations(blob, rng, 60):
+        for d in _mutations(blob, rng, 40):
             f.write_bytes(d)
             for salvage in (False, True):
                 try:
