@@ -9,9 +9,15 @@ from airlink.cli._common import add_parser, print_json
 
 
 def register(sub):
+    from airlink.cli import Formatter
     p = sub.add_parser("infer", help="NMI factor ranking, fairness, backlog dependence, jitter, scheduler id",
                        description="Inference on measured or simulated frames (Parquet/CSV with a time "
-                                   "column or index; per-user frames have a user column).")
+                                   "column or index; per-user frames have a user column).",
+                       formatter_class=Formatter,
+                       epilog="examples:\n"
+                              "  airlink infer nmi mac.parquet --target assigned_rate_bps --factor backlog_bytes "
+                              "--factor sinr_db --max-lag 2s\n"
+                              "  airlink infer scheduler mac.parquet --json")
     isub = p.add_subparsers(dest="infer_command", metavar="ACTION", required=True)
 
     n = add_parser(isub, "nmi", "rank factors of a target by peak time-shifted NMI",

@@ -49,6 +49,8 @@ def test_missing_file(run_airlink, tmp_path):
 
 
 def test_help_has_example(run_airlink):
+    status, out, _ = run_airlink("infer", "--help")
+    assert status == 0 and "airlink infer nmi" in out
     for action in ("nmi", "fairness", "backlog", "jitter", "scheduler"):
         status, out, _ = run_airlink("infer", action, "--help")
         assert status == 0 and "example:" in out and "airlink infer " + action in out
