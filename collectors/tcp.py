@@ -214,6 +214,8 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     del ft
     fl = flow_all[order]
     dr = dir_all[order]
+    iplen_o = ip_len[order]
+    del flow_all, dir_all, proto, ip_len, tcp
     t = t_all[order]
     gd = fl * 2 + dr                                             # data direction group
     def take(name, dtype, default=0):
@@ -657,7 +659,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
 
     # ---- regular series per (flow, direction)
     flows.attrs["source"] = source
-    series = _series(fl, dr, t, pay, ip_len[order], retx, fast, timeout, spurious, dupack, zero_win,
+    series = _series(fl, dr, t, pay, iplen_o, retx, fast, timeout, spurious, dupack, zero_win,
                      rela, ack_max, infl, rwnd, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method,
                      nflow, res_ns, flows)
     series.attrs.update({"source": source, "resolution_s": res_s})
@@ -765,7 +767,9 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
         return np.bincount(rows, weights=w, minlength=total)[:total]
     # rows of the data direction of each packet
     r_own = row_of(fl, dr, b)
-    r_other = row_of(fl, dr ^ 1, b)        # for ACK-side quantities (about the reverse data)
+    del b
+    step = nb[fl]                          # rows of the other direction are nb[flow] away
+    r_other = np.where(dr == 0, r_own + step, r_own - step)   # ACK-side quantities (reverse data)
     out = {}
     out["packets"] = acc(r_own).astype(np.int64)
     out["bytes"] = acc(r_own, iplen.astype(np.float64)).astype(np.int64)
@@ -799,7 +803,7 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
         s = np.zeros(total)
         c = np.zeros(total)
         for d in (0, 1):
-            rows = row_of(fl, d, b)
+            rows = np.where(dr == d, r_own, r_other)
             s += acc(rows, infl(d))
             c += acc(rows)
             del rows
