@@ -104,3 +104,14 @@ def _trace(tmp_path) -> Path:
     p = tmp_path / "c.down"
     p.write_text("1\n")
     return p
+
+
+def test_once_stops_cmd_when_the_trace_ends(test_ns, tmp_path):
+    trace = tmp_path / "300ms.down"
+    trace.write_text("".join(f"{t}\n" for t in range(1, 301)))   # 300 ms, then --once ends
+    stats = tmp_path / "s.json"
+    r = test_ns.airlink("link", trace, "--once", "--stats", stats, "--", "sleep", "30", timeout=20)
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    import json
+    st = json.loads(stats.read_text())
+    assert st["engine"] == "python" and st["downlink"]["ttis"] == 300
