@@ -168,7 +168,9 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False) -> T
         packets = packets_or_path
     validate(packets, "packets", name="packets")
     source = packets.attrs.get("source", "") if hasattr(packets, "attrs") else ""
-    return _analyze(packets, res_s, source)
+    holder = [packets]
+    del packets             # read from a path: the frame is freed once its columns are taken
+    return _analyze(holder, res_s, source)
 
 
 def _col(df, name, dtype=None, default=0):
@@ -196,7 +198,8 @@ def _direction_codes(packets) -> np.ndarray:
     return col.to_numpy().astype(np.int64)
 
 
-def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
+def _analyze(holder: list, res_s: float, source: str) -> TcpAnalysis:
+    packets = holder.pop()
     res_ns = int(round(res_s * 1e9))
     t_all = time_ns(packets)
     flow_all = _col(packets, "flow", np.int64, 0)
@@ -218,10 +221,13 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     del flow_all, dir_all, proto, ip_len, tcp
     t = t_all[order]
     gd = fl * 2 + dr                                             # data direction group
-    def take(name, dtype, default=0):
-        if name not in packets.columns:
+
+    def take(name, dtype, default=0, frame=packets):
+        """Column ``name`` in flow order as ``dtype`` (``default`` when absent)."""
+        if name not in frame.columns:
             return np.full(len(order), default, dtype)
-        return packets[name].to_numpy()[order].astype(dtype, copy=False)
+        return frame[name].to_numpy()[order].astype(dtype, copy=False)
+
     seq = take("seq", np.int64)
     ackraw = take("ack", np.int64)
     flags = take("flags", np.uint8)
@@ -237,6 +243,9 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
         else np.full(len(syn_rows), -1, np.int64)
     mss_syn = packets["mss_bytes"].to_numpy()[order[syn_rows]].astype(np.int64) \
         if "mss_bytes" in packets.columns else np.zeros(len(syn_rows), np.int64)
+    so_syn = _col(packets, "syn_options", np.int64)[order[syn_rows]]
+    n_packets = len(packets)
+    del packets, t_all
     dr = dr.astype(np.int8)
     n = len(order)
     ngd = 2 * nflow
@@ -644,12 +653,11 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
                                            mss.reshape(-1, 2)[:, 1]), np.nan) if nflow else []
     flows["wscale_fwd"] = ws.reshape(-1, 2)[:, 0] if nflow else []
     flows["wscale_rev"] = ws.reshape(-1, 2)[:, 1] if nflow else []
-    so = _col(packets, "syn_options", np.int64)[order]
     sp = np.zeros(ngd, bool)
     tsok = np.zeros(ngd, bool)
     si = np.flatnonzero(is_syn)
-    np.logical_or.at(sp, gd[si], (so[si] & 1) != 0)
-    np.logical_or.at(tsok, gd[si], ((so[si] & 2) != 0) | has_ts_syn)
+    np.logical_or.at(sp, gd[si], (so_syn & 1) != 0)
+    np.logical_or.at(tsok, gd[si], ((so_syn & 2) != 0) | has_ts_syn)
     flows["sack_permitted"] = sp.reshape(-1, 2).all(axis=1) if nflow else []
     flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1) if nflow else []
     tcpflow = flows["proto"].to_numpy() == 6
@@ -667,7 +675,7 @@ def _analyze(packets: pd.DataFrame, res_s: float, source: str) -> TcpAnalysis:
     validate(flows, "flows", name="flows")
     validate(series, "tcp", name="tcp series")
     return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
-                       attrs={"packets": int(len(packets)), "tcp_packets": int(n)})
+                       attrs={"packets": int(n_packets), "tcp_packets": int(n)})
 
 
 def _handshake_rtt_ns(fl, dr, t, flags, nflow) -> np.ndarray:
