@@ -1,0 +1,51 @@
+"""`airlink collect`: Parquet frames with provenance, --json summary, mapping files."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from airlink.traces import validate
+
+
+def test_capture_and_log(shared_data, tmp_path, run_airlink):
+    cap = shared_data / "tcp-pcaps/zeek-head/206_example_a.pcap"
+    ucc = next((shared_data / "ucc-5g").rglob("*.csv"))
+    out = tmp_path / "frames"
+    status, stdout, err = run_airlink("collect", cap, ucc, "-o", out, "--resolution", "100ms", "--json")
+    assert status == 0, err
+    summary = json.loads(stdout)
+    flows = summary["files"][0]["flows"]
+    for f in flows:
+        for k in ("src", "dst", "sport", "dport", "packets", "bytes", "retransmissions",
+                  "spurious_retransmissions", "rtt_ms_median"):
+            assert k in f
+    big = max(flows, key=lambda f: f["bytes"])
+    assert big["retransmissions"] > 0 and big["rtt_ms_median"] > 100      # a transatlantic download
+    tcp = pd.read_parquet(out / "206_example_a.tcp.parquet")
+    validate(tcp, "tcp")
+    assert (tcp["time"].diff().dropna() >= pd.Timedelta(0)).all()
+    meta = json.loads(pq.read_schema(out / "206_example_a.flows.parquet").metadata[b"airlink"])
+    assert meta["source"] == str(cap) and "airlink_version" in meta
+    rf = pd.read_parquet(out / f"{ucc.stem}.rf.parquet")
+    validate(rf, "rf")
+    assert summary["files"][1]["reader"] == "ucc"
+    assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_mapping_cli(tmp_path, run_airlink):
+    data = tmp_path / "log.csv"
+    data.write_text("when,q\n2024-01-01 10:00:00,-100\n2024-01-01 10:00:01,-101\n")
+    mp = tmp_path / "m.yaml"
+    mp.write_text("kind: rf\ntime: {column: when, tz: Europe/Berlin}\ncolumns: {q: rsrp_dbm}\n")
+    status, stdout, err = run_airlink("collect", data, "--mapping", mp, "-o", tmp_path / "o")
+    assert status == 0, err
+    rf = pd.read_parquet(tmp_path / "o" / "log.rf.parquet")
+    assert rf["time"].iloc[0] == pd.Timestamp("2024-01-01 09:00:00", tz="UTC")
+    status, _, err = run_airlink("collect", data, "-o", tmp_path / "o")
+    assert status == 2 and "--mapping" in err and "Traceback" not in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: rf\ntime: {column: nope}\ncolumns: {q: rsrp_dbm}\n")
+    status, _, err = run_airlink("collect", data, "--mapping", bad, "-o", tmp_path / "o")
+    assert status == 2 and "nope" in err and len(err.strip().splitlines()) == 1
