@@ -139,12 +139,37 @@ def _udp_onoff_sender(sock, addr, req, log, lock):
                     "datagrams": seq, "rate_bps": rate, "on_s": on_s, "off_s": off_s})
 
 
+class _Log(list):
+    """Transfer records, rewritten atomically to ``path`` after each one (so the file is
+    complete whenever the server is stopped or killed)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+        self._flush()
+
+    def append(self, rec):
+        super().append(rec)
+        self._flush()
+
+    def _flush(self):
+        if not self.path:
+            return
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(list(self), f, indent=1)
+        os.replace(tmp, self.path)
+
+
 def serve(port: int, *, host: str = "0.0.0.0", log_path=None, ready_path=None,
           stop: threading.Event | None = None) -> None:
     """Serve bulk TCP downloads and on-off UDP streams on ``port`` (TCP and UDP) until
     ``stop`` is set or SIGTERM; write one JSON record per transfer to ``log_path``."""
+    import signal
     stop = stop or threading.Event()
-    log: list = []
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    log = _Log(log_path)  # appended to under `lock` only
     lock = threading.Lock()
     tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -158,9 +183,6 @@ def serve(port: int, *, host: str = "0.0.0.0", log_path=None, ready_path=None,
     if ready_path:
         with open(ready_path, "w") as f:
             f.write(str(os.getpid()))
-    import signal
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threads = []
     try:
         while not stop.is_set():
@@ -179,9 +201,6 @@ def serve(port: int, *, host: str = "0.0.0.0", log_path=None, ready_path=None,
         for t in threads:
             t.join(timeout=2)
         udp.close()
-        if log_path:
-            with lock, open(log_path, "w") as f:
-                json.dump(log, f, indent=1)
 
 
 # ----------------------------------------------------------------------------- clients

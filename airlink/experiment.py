@@ -602,7 +602,7 @@ class Runner:
                 _stop(host_dump)
             server.send_signal(signal.SIGTERM)
             try:
-                server.wait(timeout=10)
+                server.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 server.kill()
             for p in host_procs:
