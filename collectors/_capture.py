@@ -59,6 +59,7 @@ class RecordBatch:
     first_packet: int        # 1-based number of the first record in this batch
 
 
+_EPB = {"<": b"\x06\x00\x00\x00", ">": b"\x00\x00\x00\x06"}   # enhanced packet block type
 _AR4 = np.arange(4)
 _AR16 = np.arange(16)
 PAD = 128                    # zero bytes after each buffer so header gathers never overrun
@@ -293,16 +294,36 @@ class CaptureReader:
 
     # -- pcapng -----------------------------------------------------------------
     def _pcapng(self, f, head):
+        """Blocks are walked one by one in Python, except runs of enhanced packet blocks,
+        which are located with the same screen-and-verify-the-chain method as pcap records."""
         self._consumed = 0
-        data = head + self._read_all(f)
-        raw = data
+        raw = head + self._read_all(f)
         n = len(raw)
+        buf = np.frombuffer(raw + bytes(PAD), dtype=np.uint8)
         endian = None
-        ifaces = []          # (linktype, ns_per_tick, snaplen)
+        ifaces = []          # (linktype, (mult, div) ns per tick, snaplen)
         p = 0
-        self._consumed = 0
         offs, caps, origs, ts, lts, ifs = [], [], [], [], [], []
+        runs = []
+
+        def flush():
+            if offs:
+                runs.append((np.asarray(offs, np.int64), np.asarray(caps, np.int64),
+                             np.asarray(origs, np.int64), np.asarray(ts, np.int64),
+                             np.asarray(lts, np.int32), np.asarray(ifs, np.int64)))
+                self.packets += len(offs)
+                for lst in (offs, caps, origs, ts, lts, ifs):
+                    lst.clear()
+
         while p < n:
+            if endian is not None and ifaces and raw[p:p + 4] == _EPB[endian]:
+                q, run = self._epb_run(buf, p, n, endian, ifaces)
+                if run is not None:
+                    flush()
+                    runs.append(run)
+                    self.packets += len(run[0])
+                    p = q
+                    continue
             if p + 12 > n:
                 self._fail("truncated block header", p, self.packets + len(offs) + 1)
                 break
@@ -328,7 +349,58 @@ class CaptureReader:
                 self._fail("damaged block (fields run past its end)", p, self.packets + len(offs) + 1)
                 break
             p += struct.unpack_from(endian + "I", raw, p + 4)[0]
-        yield from self._finish_pcapng(raw, p, offs, caps, origs, ts, lts, ifs)
+        flush()
+        self._consumed = p
+        if runs:
+            cols = [np.concatenate([r[k] for r in runs]) for k in range(6)]
+            yield RecordBatch(buf, cols[0], cols[1], cols[2], cols[3], cols[4],
+                              np.minimum(cols[5], 255).astype(np.uint8), 1)
+        if self.progress:
+            self.progress(p)
+
+    def _epb_run(self, buf, p, n, endian, ifaces):
+        """(end offset, arrays) of the longest chain of well-formed enhanced packet blocks
+        starting at p within a 16 MB window, or (p, None) to let the block walker go on."""
+        hi = min(n, p + (16 << 20))
+        if hi - p < 32:
+            return p, None
+        t = _EPB[endian]
+        mask = buf[p:hi] == t[0]
+        for k in (1, 2, 3):
+            mask &= buf[p + k:hi + k] == t[k]
+        cand = p + np.flatnonzero(mask).astype(np.int64)
+        u32 = lambda idx: np.lib.stride_tricks.sliding_window_view(buf, 4)[idx].view(endian + "u4")[:, 0]
+        blen = u32(cand + 4).astype(np.int64)
+        ok = (blen % 4 == 0) & (blen >= 32) & (cand + blen <= n)
+        cand, blen = cand[ok], blen[ok]
+        ok = u32(cand + blen - 4) == blen
+        cand, blen = cand[ok], blen[ok]
+        for _ in range(3):                       # drop look-alikes inside packet data
+            keep = np.isin(cand, cand + blen) | (cand == p)
+            if keep.all():
+                break
+            cand, blen = cand[keep], blen[keep]
+        if not len(cand) or cand[0] != p:
+            return p, None
+        brk = np.flatnonzero(cand[1:] != (cand + blen)[:-1])
+        k = int(brk[0]) + 1 if len(brk) else len(cand)
+        cand, blen = cand[:k], blen[:k]
+        f = np.lib.stride_tricks.sliding_window_view(buf, 28)[cand].view(endian + "u4")
+        iid = f[:, 2].astype(np.int64)
+        ticks = (f[:, 3].astype(np.uint64) << np.uint64(32)) | f[:, 4].astype(np.uint64)
+        cap, orig = f[:, 5].astype(np.int64), f[:, 6].astype(np.int64)
+        mult = np.array([tk[0] if tk[1] == 1 else -1 for _, tk, _ in ifaces], np.int64)
+        lt = np.array([x[0] for x in ifaces], np.int32)
+        m = mult[np.minimum(iid, len(ifaces) - 1)]
+        bad = (iid >= len(ifaces)) | (28 + cap + 4 > blen) | (m < 0) \
+            | (ticks >= np.uint64(1 << 62) // np.maximum(m, 1).astype(np.uint64))
+        if bad.any():                            # the walker reports (or handles) that block
+            k = int(np.argmax(bad))
+            if k == 0:
+                return p, None
+            cand, blen, iid, ticks, cap, orig, m = (a[:k] for a in (cand, blen, iid, ticks, cap, orig, m))
+        ts = ticks.astype(np.int64) * m
+        return int(cand[-1] + blen[-1]), (cand + 28, cap, orig, ts, lt[np.minimum(iid, len(ifaces) - 1)], iid)
 
     def _pcapng_block(self, raw, p, n, endian, ifaces, offs, caps, origs, ts, lts, ifs) -> bool:
         """Parse one block at p; False (after reporting) when reading must stop."""
@@ -391,19 +463,6 @@ class CaptureReader:
             lts.append(lt)
             ifs.append(iid)
         return True
-
-    def _finish_pcapng(self, raw, p, offs, caps, origs, ts, lts, ifs):
-        self._consumed = p
-        if offs:
-            buf = np.frombuffer(raw + bytes(PAD), dtype=np.uint8)
-            batch = RecordBatch(buf, np.asarray(offs, np.int64), np.asarray(caps, np.int64),
-                                np.asarray(origs, np.int64), np.asarray(ts, np.int64),
-                                np.asarray(lts, np.int32), np.asarray(ifs, np.uint8) if max(ifs) < 256
-                                else np.minimum(np.asarray(ifs), 255).astype(np.uint8), 1)
-            self.packets += len(offs)
-            yield batch
-        if self.progress:
-            self.progress(p)
 
     def _read_all(self, f):
         parts = []

@@ -162,3 +162,23 @@ def test_real_captures_agree_with_dpkt(shared_data):
         got = list(zip(ours["sport"].astype(int), ours["dport"].astype(int), ours["seq"].astype(int),
                        ours["ack"].astype(int), ours["flags"].astype(int), ours["window"].astype(int)))
         assert got == [tuple(int(x) for x in r) for r in tcp], f
+
+
+def test_pcapng_runs_with_other_blocks(tmp_path):
+    """Long runs of enhanced packet blocks (found in vector form) broken by other blocks
+    (statistics, custom) and by a simple packet block still give every packet in order."""
+    from pcapcraft import _block
+    t0 = T0 // 1000 * 1000                              # representable at microseconds too
+    pk = [link_wrap(tcp_packet(seq=i, payload=bytes([i % 251]) * (i % 300)), 1) for i in range(400)]
+    data = pcapng_bytes([(1, None), (1, 9)], [(i % 2, t0 + i * 1000, p) for i, p in enumerate(pk[:200])])
+    data += _block(5, b"\x00" * 20)                     # interface statistics block
+    data += _block(0x0BAD, b"custom" + b"\x06\x00\x00\x00" * 4)
+    data += pcapng_bytes([(1, None), (1, 9)], [(i % 2, t0 + (200 + i) * 1000, p)
+                                               for i, p in enumerate(pk[200:])])   # a second section
+    f = tmp_path / "runs.pcapng"
+    f.write_bytes(data)
+    df = C.read_pcap(f)
+    assert len(df) == 400
+    assert (df["seq"].to_numpy() == np.arange(400)).all()
+    assert (np.diff(df["time"].array.asi8) == 1000).all()
+    assert list(df["payload_bytes"].iloc[:5]) == [0, 1, 2, 3, 4]
