@@ -388,7 +388,6 @@ class LinkStage(Stage):
             self.log.write_lines("".join(lines))
 
     def close(self, now_ns: int) -> None:
-        self.server.advance(now_ns, self.queue, self.arrivals_bytes) if not self.server.finished else None
         if self.log is not None or self.tti_log is not None:
             self._flush()
         if self.log is not None:
