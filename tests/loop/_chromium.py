@@ -59,6 +59,8 @@ class DevToolsPipe:
         self.timeout = timeout
 
     def _read_message(self, deadline: float):
+        while self.buf.startswith(b"\0"):  # tolerate empty messages
+            self.buf = self.buf[1:]
         while b"\0" not in self.buf:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -71,6 +73,8 @@ class DevToolsPipe:
                                        + self.proc.stderr.read().decode(errors="replace")[-2000:])
                 self.buf += chunk
         raw, self.buf = self.buf.split(b"\0", 1)
+        if not raw.strip():
+            return self._read_message(deadline)
         return json.loads(raw)
 
     def send(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
