@@ -672,6 +672,8 @@ def _analyze(holder: list, res_s: float, source: str) -> TcpAnalysis:
                      nflow, res_ns, flows)
     series.attrs.update({"source": source, "resolution_s": res_s})
     flows.attrs["source"] = source
+    # flow numbers absent from a filtered packets frame: no row
+    flows = flows[(flows["packets_fwd"] + flows["packets_rev"]) > 0].reset_index(drop=True)
     validate(flows, "flows", name="flows")
     validate(series, "tcp", name="tcp series")
     return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
@@ -724,7 +726,7 @@ def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:
     ff = _first_index(flow_all[fi], nflow)
     fwd_first[ff < len(fi)] = fi[ff[ff < len(fi)]]
     has_fwd = fwd_first < n
-    idx = np.where(has_fwd, fwd_first, first)
+    idx = np.minimum(np.where(has_fwd, fwd_first, first), max(n - 1, 0))
     src = packets["src"].to_numpy()[idx].astype(str) if nflow else np.zeros(0, str)
     dst = packets["dst"].to_numpy()[idx].astype(str) if nflow else np.zeros(0, str)
     sport = _col(packets, "sport", np.int64)[idx]
@@ -733,7 +735,7 @@ def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:
     sport, dport = np.where(has_fwd, sport, dport), np.where(has_fwd, dport, sport)
     flows = pd.DataFrame({
         "flow": np.arange(nflow, dtype=np.int64), "src": src, "dst": dst, "sport": sport,
-        "dport": dport, "proto": _col(packets, "proto", np.int64)[first] if nflow else [],
+        "dport": dport, "proto": _col(packets, "proto", np.int64)[np.minimum(first, max(n - 1, 0))] if nflow else [],
         "start": pd.to_datetime(start, unit="ns", utc=True),
         "end": pd.to_datetime(endt, unit="ns", utc=True),
         "duration_s": (endt - start) / 1e9,

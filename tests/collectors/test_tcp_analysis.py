@@ -146,3 +146,19 @@ def test_real_captures_invariants(shared_data):
             assert s[c].sum() == fl[c].sum(), (f, c)
         assert s.groupby(["flow"])["packets"].sum().sum() == (fl["packets_fwd"] + fl["packets_rev"])[
             fl["proto"] == 6].sum()
+
+
+def test_filtered_empty_and_udp_only_frames(shared_data):
+    pk = C.read_pcap(shared_data / "tcp-pcaps/zeek-head/ssh.pcap")
+    whole = C.analyze_tcp(pk).flows.set_index("flow")
+    sub = C.analyze_tcp(pk[pk["flow"].isin([3, 7])]).flows.set_index("flow")
+    assert list(sub.index) == [3, 7]
+    for c in ("packets_fwd", "packets_rev", "retransmissions", "rtt_ms_median", "src", "dport"):
+        assert list(sub[c]) == list(whole.loc[[3, 7], c])
+    empty = C.analyze_tcp(pk.iloc[:0])
+    assert len(empty.flows) == 0 and len(empty.series) == 0 and empty.summary() == []
+    udp = pk.copy()
+    udp["proto"] = 17
+    u = C.analyze_tcp(udp)
+    assert len(u.flows) == whole.shape[0] and len(u.series) == 0
+    assert all(r["retransmissions"] == 0 and r["proto"] == "udp" for r in u.summary())
