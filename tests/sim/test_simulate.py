@@ -326,6 +326,8 @@ def test_without_mac_log_the_summary_and_capacity_are_the_same(tmp_path):
     assert S.read_mac(tmp_path / "lean" / "mac.parquet").empty
 
 
+@pytest.mark.skipif(not K.COMPILED, reason="tracemalloc over the Python kernel takes minutes; "
+                                           "needs numba")
 def test_memory_of_long_runs_without_mac_log_grows_only_by_the_capacity_trace():
     import tracemalloc
 
