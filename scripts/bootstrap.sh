@@ -6,8 +6,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-# command:package pairs airlink uses (tools for shells, captures and reference benchmarks)
-APT_TOOLS="ip:iproute2 iperf3:iperf3 tcpdump:tcpdump tshark:tshark tcptrace:tcptrace ping:iputils-ping gcc:gcc ${AIRLINK_EXTRA_APT:-}"
+# command:package pairs airlink uses: shells (ip), traffic (iperf3), captures (tcpdump),
+# reference tools for tests and benchmarks (tshark, tcptrace), the C fast path (gcc) and a
+# real browser as an experiment application (chromium).
+APT_TOOLS="ip:iproute2 iperf3:iperf3 tcpdump:tcpdump tshark:tshark tcptrace:tcptrace ping:iputils-ping gcc:gcc chromium:chromium ${AIRLINK_EXTRA_APT:-}"
 missing=()
 for pair in $APT_TOOLS; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# The README's main command: install what is missing, then run airlink's main job on
-# the bundled example data. Output lands in ./demo-output (or the folder given).
+# The README's main command: install what is missing, then run airlink's main job - the
+# whole loop of examples/pf-cell.yaml (simulate a Proportional Fair cell, replay user 1's
+# capacity under a live cubic download, capture, collect, infer, report) - into
+# ./demo-output (or the folder given). As root the live stage runs in a network namespace
+# of its own that is removed afterwards; without root airlink says why and runs the offline
+# stages on the example captures instead.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/bootstrap.sh"
 cd "$ROOT"
 OUT=${1:-demo-output}
-mkdir -p "$OUT"
 AIRLINK=.venv/bin/airlink
-EXAMPLE="$OUT/48mbps.parquet"
-$AIRLINK trace constant 48Mbps --duration 10s --tti 0.5ms -o "$EXAMPLE"
-$AIRLINK trace info "$EXAMPLE"
-$AIRLINK trace plot "$EXAMPLE" -o "$OUT/capacity.png"
-$AIRLINK trace convert "$EXAMPLE" "$OUT/48mbps.down" --opportunity-bytes 1500
-echo "demo: wrote $OUT/capacity.png and $OUT/48mbps.down"
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
+  NS="airlink-demo-$$"
+  ip netns add "$NS"
+  trap 'ip netns del "$NS" 2>/dev/null || true' EXIT
+  ip netns exec "$NS" ip link set lo up
+  ip netns exec "$NS" $AIRLINK run examples/pf-cell.yaml -o "$OUT"
+else
+  $AIRLINK run examples/pf-cell.yaml -o "$OUT"
+fi
+echo "demo: open $OUT/report.html"

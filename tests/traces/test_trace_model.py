@@ -86,3 +86,14 @@ def test_parse_duration_size_tti():
     assert parse_size("64KB") == 64000 and parse_size("16KiB") == 16384
     assert parse_tti("1.667ms") == Fraction(1, 600) and parse_tti("1.6667") == Fraction(1, 600)
     assert parse_tti("0.125ms") == Fraction(1, 8000) and parse_tti("2") == Fraction(1, 500)
+
+
+def test_bundled_example_trace_is_a_simulated_pf_cell(datapath):
+    """The example shipped in the package (README's offline examples) loads with its provenance."""
+    from airlink.traces import read_trace
+    tr = read_trace(datapath / "pf-quick-20s.parquet")
+    assert tr.users == ["1", "2", "3", "4"]
+    assert tr.n_tti == 20000 and tr.tti == Fraction(1, 1000)
+    rates = tr.mean_rate_bps()
+    assert 5e6 < rates[0] < 6e6 and list(rates) == sorted(rates, reverse=True)
+    assert tr.meta.get("seed") == 1
