@@ -92,12 +92,7 @@ def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
     records = reader.packets
     cols = _merge(parts) if parts else None
     del parts
-    if (cols is None or len(cols["ts_ns"]) == 0) and records and reader.linktypes and \
-            not (set(reader.linktypes) - unknown) and not salvage:
-        lt = ", ".join(str(t) for t in sorted(unknown))
-        raise CaptureError(f"{path}: unknown link type {lt} at byte 20 (packet 1); 0 packets read "
-                           f"(supported: {', '.join(f'{k} {v}' for k, v in sorted(LINK_NAMES.items()))})",
-                           offset=20, packet=1)
+    check_linktypes(path, reader, unknown, 0 if cols is None else len(cols["ts_ns"]), salvage)
     frame = _frame(cols)
     frame.attrs.update({"source": str(path), "reader": NAME, "format": reader.format,
                         "records": int(records), "ip_packets": int(len(frame)),
@@ -106,6 +101,16 @@ def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
     if reader.problem:
         frame.attrs["problem"] = reader.problem
     return frame
+
+
+def check_linktypes(path, reader, unknown: set, ip_packets: int, salvage: bool) -> None:
+    """Raise when records were read but every one has a link type no decoder knows."""
+    if ip_packets == 0 and reader.packets and reader.linktypes and \
+            not (set(reader.linktypes) - unknown) and not salvage:
+        lt = ", ".join(str(t) for t in sorted(unknown))
+        raise CaptureError(f"{path}: unknown link type {lt} at byte 20 (packet 1); 0 packets read "
+                           f"(supported: {', '.join(f'{k} {v}' for k, v in sorted(LINK_NAMES.items()))})",
+                           offset=20, packet=1)
 
 
 def _merge(parts) -> dict:

@@ -162,15 +162,18 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False) -> T
     """
     res_s = _resolution_s(resolution)
     if isinstance(packets_or_path, (str, Path)):
-        from .pcap import read as read_pcap
-        packets = read_pcap(packets_or_path, salvage=salvage)
+        # no packets frame: the capture is decoded straight into the narrow columns used here
+        from ._tcpcolumns import read_columns
+        raw = read_columns(packets_or_path, salvage=salvage)
+        source = raw["source"]
+        c, flows, n_packets = _from_columns(raw)
+        del raw
     else:
         packets = packets_or_path
-    validate(packets, "packets", name="packets")
-    source = packets.attrs.get("source", "") if hasattr(packets, "attrs") else ""
-    holder = [packets]
-    del packets             # read from a path: the frame is freed once its columns are taken
-    return _analyze(holder, res_s, source)
+        validate(packets, "packets", name="packets")
+        source = packets.attrs.get("source", "") if hasattr(packets, "attrs") else ""
+        c, flows, n_packets = _from_frame(packets)
+    return _analyze(c, flows, n_packets, res_s, source)
 
 
 def _col(df, name, dtype=None, default=0):
@@ -198,16 +201,14 @@ def _direction_codes(packets) -> np.ndarray:
     return col.to_numpy().astype(np.int64)
 
 
-def _analyze(holder: list, res_s: float, source: str) -> TcpAnalysis:
-    packets = holder.pop()
-    res_ns = int(round(res_s * 1e9))
+def _from_frame(packets):
+    """Inputs of :func:`_analyze` from a ``packets`` frame: TCP rows in flow order."""
     t_all = time_ns(packets)
     flow_all = _col(packets, "flow", np.int64, 0)
     dir_all = _direction_codes(packets)
     ip_len = _col(packets, "ip_len_bytes", np.int64)
     proto = _col(packets, "proto", np.int64)
     flows = _flows_table(packets, t_all, flow_all, dir_all, ip_len)
-    nflow = len(flows)
 
     tcp = np.flatnonzero(proto == 6)
     ft = flow_all[tcp]
@@ -215,37 +216,122 @@ def _analyze(holder: list, res_s: float, source: str) -> TcpAnalysis:
     # is already in that order)
     order = tcp if (len(ft) < 2 or (ft[1:] >= ft[:-1]).all()) else tcp[np.argsort(ft, kind="stable")]
     del ft
-    fl = flow_all[order]
-    dr = dir_all[order]
-    iplen_o = ip_len[order]
+    c = {"order": order, "fl": flow_all[order], "dr": dir_all[order].astype(np.int8),
+         "iplen": ip_len[order].astype(np.uint32)}
     del flow_all, dir_all, proto, ip_len, tcp
-    t = t_all[order]
-    gd = fl * 2 + dr                                             # data direction group
+    c["t"] = t_all[order]
 
-    def take(name, dtype, default=0, frame=packets):
+    def take(name, dtype, default=0):
         """Column ``name`` in flow order as ``dtype`` (``default`` when absent)."""
-        if name not in frame.columns:
+        if name not in packets.columns:
             return np.full(len(order), default, dtype)
-        return frame[name].to_numpy()[order].astype(dtype, copy=False)
+        return packets[name].to_numpy()[order].astype(dtype, copy=False)
 
-    seq = take("seq", np.int64)
-    ackraw = take("ack", np.int64)
-    flags = take("flags", np.uint8)
-    pay = take("payload_bytes", np.int64)
-    win = take("window", np.int64)
-    tsval = take("tsval", np.uint32)
-    tsecr = take("tsecr", np.uint32)
-    has_ts = take("has_ts", bool, False) if "has_ts" in packets.columns else (tsval != 0)
-    dsack = take("dsack", bool, False)
-    dsack_left = take("dsack_left", np.uint32)
-    syn_rows = np.flatnonzero((flags & SYN) != 0)
-    wscale_syn = take("wscale", np.int64, -1)[syn_rows] if "wscale" in packets.columns \
+    for name, key, dt in (("seq", "seq", np.uint32), ("ack", "ackraw", np.uint32),
+                          ("flags", "flags", np.uint8), ("payload_bytes", "pay", np.uint32),
+                          ("window", "win", np.uint16), ("tsval", "tsval", np.uint32),
+                          ("tsecr", "tsecr", np.uint32), ("dsack", "dsack", bool),
+                          ("dsack_left", "dsack_left", np.uint32)):
+        c[key] = take(name, dt, False if dt is bool else 0)
+    c["has_ts"] = take("has_ts", bool, False) if "has_ts" in packets.columns else (c["tsval"] != 0)
+    syn_rows = np.flatnonzero((c["flags"] & SYN) != 0)
+    c["syn_rows"] = syn_rows
+    c["wscale_syn"] = take("wscale", np.int64, -1)[syn_rows] if "wscale" in packets.columns \
         else np.full(len(syn_rows), -1, np.int64)
-    mss_syn = packets["mss_bytes"].to_numpy()[order[syn_rows]].astype(np.int64) \
+    c["mss_syn"] = packets["mss_bytes"].to_numpy()[order[syn_rows]].astype(np.int64) \
         if "mss_bytes" in packets.columns else np.zeros(len(syn_rows), np.int64)
-    so_syn = _col(packets, "syn_options", np.int64)[order[syn_rows]]
-    n_packets = len(packets)
-    del packets, t_all
+    c["so_syn"] = _col(packets, "syn_options", np.int64)[order[syn_rows]]
+    return c, flows, len(packets)
+
+
+def _from_columns(raw: dict):
+    """Inputs of :func:`_analyze` from :func:`._tcpcolumns.read_columns` (capture path):
+    flow numbers and directions fixed as :func:`.pcap.assign_flows` does, the flows table,
+    and the TCP rows in flow order, each column gathered once and freed."""
+    ts = raw["ts_ns"]
+    n = len(ts)
+    # time order (stable), as read_pcap sorts an out-of-order capture
+    perm = None if n < 2 or (ts[1:] >= ts[:-1]).all() else np.argsort(ts, kind="stable")
+
+    def sorted_(a):
+        return a if perm is None else a[perm]
+    pf = sorted_(raw.pop("pflow"))
+    npf = len(raw["flow_lo"])
+    first_p = _first_index(pf, npf)                 # first time-ordered row of each flow
+    rank = np.empty(npf, np.int64)
+    rank[np.argsort(first_p, kind="stable")] = np.arange(npf)
+    fl_s = rank[pf].astype(np.int32)
+    del pf
+    nflow = npf
+    first = np.empty(nflow, np.int64)
+    first[rank] = first_p
+    lo_ep = np.empty(nflow, np.int64)
+    hi_ep = np.empty(nflow, np.int64)
+    fproto = np.empty(nflow, np.int64)
+    lo_ep[rank], hi_ep[rank], fproto[rank] = raw.pop("flow_lo"), raw.pop("flow_hi"), raw.pop("flow_proto")
+    # direction: the first pure SYN of the flow defines fwd, else the first packet
+    swap_s = sorted_(raw.pop("swap"))
+    flags_s = sorted_(raw["flags"])
+    fwd_swap = np.full(nflow, -1, np.int8)
+    syn = np.flatnonzero(((flags_s & 0x12) == 0x02) & (fproto[fl_s] == 6))
+    del flags_s
+    if len(syn):
+        f_syn, idx = np.unique(fl_s[syn], return_index=True)
+        fwd_swap[f_syn] = swap_s[syn[idx]]
+    nos = fwd_swap < 0
+    fwd_swap[nos] = swap_s[first][nos]
+    dir_s = (swap_s.astype(np.int8) != fwd_swap[fl_s]).astype(np.int8)
+    del swap_s, syn
+    # flows table over every packet (TCP or not)
+    last = n - 1 - _first_index(fl_s[::-1], nflow)
+    ts_first = ts[first if perm is None else perm[first]] if n else np.zeros(0, np.int64)
+    ts_last = ts[last if perm is None else perm[last]] if n else np.zeros(0, np.int64)
+    iplen_s = sorted_(raw["ip_len"])
+    pk = [np.bincount(fl_s[dir_s == d], minlength=nflow) for d in (0, 1)]
+    by = [np.bincount(fl_s[dir_s == d], weights=iplen_s[dir_s == d], minlength=nflow) for d in (0, 1)]
+    del iplen_s
+    fwd_lo = fwd_swap == 0                            # fwd sender is the key's low endpoint
+    src_ep = np.where(fwd_lo, lo_ep, hi_ep)
+    dst_ep = np.where(fwd_lo, hi_ep, lo_ep)
+    names = np.array(raw.pop("addresses") or [""], dtype=str)
+    flows = _flows_frame(nflow, src=names[src_ep >> 16] if nflow else np.zeros(0, str),
+                         dst=names[dst_ep >> 16] if nflow else np.zeros(0, str),
+                         sport=src_ep & 0xFFFF, dport=dst_ep & 0xFFFF, proto=fproto if nflow else [],
+                         start=ts_first, endt=ts_last, pk=pk, by=by)
+    # TCP rows, flow-major and time order inside
+    tcp = np.flatnonzero(fproto[fl_s] == 6)
+    ft = fl_s[tcp]
+    order = tcp if (len(ft) < 2 or (ft[1:] >= ft[:-1]).all()) else tcp[np.argsort(ft, kind="stable")]
+    del ft, tcp
+    c = {"order": order, "fl": fl_s[order].astype(np.int64), "dr": dir_s[order]}
+    del fl_s, dir_s
+    src_rows = order if perm is None else perm[order]
+    del perm
+    for key, name in (("t", "ts_ns"), ("iplen", "ip_len"), ("seq", "seq"), ("ackraw", "ack"),
+                      ("flags", "flags"), ("pay", "payload"), ("win", "window"), ("tsval", "tsval"),
+                      ("tsecr", "tsecr"), ("has_ts", "has_ts"), ("dsack", "dsack"),
+                      ("dsack_left", "dsack_left")):
+        c[key] = raw.pop(name)[src_rows]
+    syn_rows = np.flatnonzero((c["flags"] & SYN) != 0)
+    at = np.searchsorted(raw["syn_index"], src_rows[syn_rows])
+    del src_rows
+    c["syn_rows"] = syn_rows
+    c["wscale_syn"] = raw.pop("wscale")[at].astype(np.int64)
+    c["mss_syn"] = raw.pop("mss")[at].astype(np.int64)
+    c["so_syn"] = raw.pop("synopt")[at].astype(np.int64)
+    return c, flows, n
+
+
+def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAnalysis:
+    res_ns = int(round(res_s * 1e9))
+    nflow = len(flows)
+    order, fl, dr, t, iplen_o = c.pop("order"), c.pop("fl"), c.pop("dr"), c.pop("t"), c.pop("iplen")
+    gd = fl * 2 + dr                                             # data direction group
+    seq, ackraw, flags, pay, win = c.pop("seq"), c.pop("ackraw"), c.pop("flags"), c.pop("pay"), c.pop("win")
+    tsval, tsecr, has_ts = c.pop("tsval"), c.pop("tsecr"), c.pop("has_ts")
+    dsack, dsack_left = c.pop("dsack"), c.pop("dsack_left")
+    syn_rows, wscale_syn, mss_syn, so_syn = c.pop("syn_rows"), c.pop("wscale_syn"), c.pop("mss_syn"), \
+        c.pop("so_syn")
     dr = dr.astype(np.int8)
     n = len(order)
     ngd = 2 * nflow
@@ -562,7 +648,7 @@ def _analyze(holder: list, res_s: float, source: str) -> TcpAnalysis:
     if len(oi_):
         ev_parts.append(pd.DataFrame({
             "time": t[oi_], "packet": order[oi_], "flow": fl[oi_], "direction": dr[oi_],
-            "event": "out_of_order", "kind": "", "seq": rel[oi_], "payload_bytes": pay[oi_],
+            "event": "out_of_order", "kind": "", "seq": rel[oi_], "payload_bytes": pay[oi_].astype(np.int64),
             "spurious": False, "spurious_reason": "", "rtt_ms": np.nan}))
 
     def evframe(idx, kind, **cols):
@@ -573,7 +659,7 @@ def _analyze(holder: list, res_s: float, source: str) -> TcpAnalysis:
         ev_parts.append(pd.DataFrame({
             "time": t[ri], "packet": order[ri], "flow": fl[ri], "direction": dr[ri],
             "event": "retransmission",
-            "kind": np.where(fast[ri], "fast", "timeout"), "seq": rel[ri], "payload_bytes": pay[ri],
+            "kind": np.where(fast[ri], "fast", "timeout"), "seq": rel[ri], "payload_bytes": pay[ri].astype(np.int64),
             "spurious": spurious[ri],
             "spurious_reason": np.select([spur_acked[ri], spur_eifel[ri], spur_dsack[ri]],
                                          ["already_acked", "eifel", "dsack"], ""),
@@ -733,15 +819,22 @@ def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:
     dport = _col(packets, "dport", np.int64)[idx]
     src, dst = np.where(has_fwd, src, dst), np.where(has_fwd, dst, src)
     sport, dport = np.where(has_fwd, sport, dport), np.where(has_fwd, dport, sport)
-    flows = pd.DataFrame({
-        "flow": np.arange(nflow, dtype=np.int64), "src": src, "dst": dst, "sport": sport,
-        "dport": dport, "proto": _col(packets, "proto", np.int64)[np.minimum(first, max(n - 1, 0))] if nflow else [],
+    proto = _col(packets, "proto", np.int64)[np.minimum(first, max(n - 1, 0))] if nflow else []
+    return _flows_frame(nflow, src=src, dst=dst, sport=sport, dport=dport, proto=proto,
+                        start=start, endt=endt, pk=pk, by=by)
+
+
+def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by) -> pd.DataFrame:
+    """The flows frame from per-flow arrays (times int64 ns; pk/by: per-direction counts)."""
+    return pd.DataFrame({
+        "flow": np.arange(nflow, dtype=np.int64), "src": src, "dst": dst,
+        "sport": np.asarray(sport, np.int64), "dport": np.asarray(dport, np.int64),
+        "proto": proto if isinstance(proto, list) else np.asarray(proto, np.int64),
         "start": pd.to_datetime(start, unit="ns", utc=True),
         "end": pd.to_datetime(endt, unit="ns", utc=True),
         "duration_s": (endt - start) / 1e9,
         "packets_fwd": pk[0].astype(np.int64), "packets_rev": pk[1].astype(np.int64),
         "bytes_fwd": by[0].astype(np.int64), "bytes_rev": by[1].astype(np.int64)})
-    return flows
 
 
 def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_win, rela, ack_max,

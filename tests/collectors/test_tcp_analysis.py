@@ -162,3 +162,36 @@ def test_filtered_empty_and_udp_only_frames(shared_data):
     u = C.analyze_tcp(udp)
     assert len(u.flows) == whole.shape[0] and len(u.series) == 0
     assert all(r["retransmissions"] == 0 and r["proto"] == "udp" for r in u.summary())
+
+
+def _same_analysis(a, b):
+    import pandas as pd
+    for k in ("flows", "series", "events"):
+        pd.testing.assert_frame_equal(getattr(a, k), getattr(b, k), check_exact=True)
+    assert a.attrs == b.attrs and a.summary() == b.summary()
+
+
+def test_path_analysis_equals_frame_analysis(tmp_path, shared_data):
+    """analyze_tcp(path) reads narrow columns without a packets frame: every number must
+    equal analyze_tcp(read_pcap(path)), on real captures and on a capture mixing flows,
+    UDP, IPv6, a flow without its SYN (direction from its first packet) and records out
+    of time order (flow numbers follow time order, not file order)."""
+    from pcapcraft import udp_packet
+    recs = scenario()
+    recs += scenario(isn=2**32 - 3000)[3:]          # second copy: same flow, no handshake
+    late = [(T0 + 50 * MS, link_wrap(tcp_packet("fd00::2", "fd00::1", 443, 5555, seq=7, ack=9,
+                                                flags="PA", payload=b"x" * 300, v6=True), 1)),
+            (T0 + 5 * MS, link_wrap(udp_packet(), 1)),
+            (T0 - 1 * MS, link_wrap(tcp_packet("10.0.0.9", B, 41000, 80, seq=5, flags="A",
+                                               payload=b"y" * 100), 1))]
+    recs = recs[:6] + late + recs[6:]               # the last one is the earliest in time
+    f = tmp_path / "mixed.pcap"
+    f.write_bytes(pcap_bytes(recs))
+    files = [f] + sorted(p for p in (shared_data / "tcp-pcaps").rglob("*")
+                         if p.is_file() and p.name != "COPYING")
+    for p in files:
+        for res in ("1s", "100ms"):
+            _same_analysis(C.analyze_tcp(p, resolution=res), C.analyze_tcp(C.read_pcap(p), resolution=res))
+    a = C.analyze_tcp(f)
+    assert len(a.flows) == 4 and set(a.flows["proto"]) == {6, 17}
+    assert a.flows.iloc[0]["sport"] == 41000        # first in time, last in the file

@@ -1,0 +1,124 @@
+"""Capture -> the narrow per-packet columns the TCP analysis needs, without a packets frame.
+
+``analyze_tcp(path)`` does not need addresses, ports, protocol, SACK block counts, captured
+lengths or interface numbers per packet: they are properties of the flow (or unused). This
+reader decodes the capture batch by batch (the same decoder as :func:`read_pcap`) and
+keeps, per packet, only ``ts_ns`` (int64), a provisional flow id (int32), the endpoint
+order bit, ``ip_len``/``seq``/``ack``/``payload``/``tsval``/``tsecr``/``dsack_left``
+(uint32), ``flags`` (uint8), ``window`` (uint16) and ``has_ts``/``dsack`` (bool): 43 bytes
+per packet instead of the frame's ~60, with no pandas objects. Options that only SYNs
+carry (MSS, window scale, SYN option bits) are kept for SYN rows only.
+
+Flows are found per batch: distinct (address, port, address, port, protocol) keys of the
+batch are mapped to connection ids with a dictionary (exact keys, no hashing across
+batches), addresses likewise. Flow numbers and directions are then fixed exactly as
+:func:`airlink.collectors.pcap.assign_flows` fixes them (order of first appearance in
+time order; ``fwd`` = side of the first pure SYN, else of the first packet), so the
+analysis gives the same numbers as ``analyze_tcp(read_pcap(path))``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ._capture import CaptureReader
+from ._decode import SYN, decode, mix64, unique_runs
+
+KEPT = {"ts_ns": None, "ip_len": np.uint32, "seq": np.uint32, "ack": np.uint32,
+        "flags": np.uint8, "window": np.uint16, "payload": np.uint32, "tsval": np.uint32,
+        "tsecr": np.uint32, "has_ts": bool, "dsack": bool, "dsack_left": np.uint32}
+SYN_KEPT = {"mss": np.uint16, "wscale": np.int8, "synopt": np.uint8}
+
+
+def _batch_flow_keys(src, sport, dst, dport, proto):
+    """Per-packet swap bit and, per distinct connection key of the batch, (first index,
+    inverse): endpoints ``(address id << 16) | port`` ordered low/high, plus protocol."""
+    ep_a = (src << 16) | sport
+    ep_b = (dst << 16) | dport
+    swap = ep_a > ep_b
+    lo = np.minimum(ep_a, ep_b)
+    hi = np.maximum(ep_a, ep_b)
+    del ep_a, ep_b
+    h = mix64(lo.view(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
+    h ^= hi.view(np.uint64) ^ (proto.astype(np.uint64) << np.uint64(56))
+    h = mix64(h)
+    _, first, inv = unique_runs(h)
+    del h
+    rep = first[inv]
+    if not (np.array_equal(lo, lo[rep]) and np.array_equal(hi, hi[rep])
+            and np.array_equal(proto, proto[rep])):              # hash collision: exact grouping
+        key = np.rec.fromarrays([lo, hi, proto])
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return swap, lo[first], hi[first], proto[first], inv
+
+
+def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
+    """Narrow columns of every IP packet of a capture, in file order (see the module notes).
+
+    Returns a dict: the :data:`KEPT` arrays, ``pflow`` (int32 provisional flow id, in order
+    of first appearance in the file), ``swap`` (bool: sender is the flow key's high
+    endpoint), ``syn_index`` (int64 packet indices of SYN rows) with ``mss``/``wscale``/
+    ``synopt`` at those rows, ``flow_lo``/``flow_hi`` (int64 endpoints per provisional
+    flow), ``flow_proto``, ``addresses`` (strings indexed by address id), ``source``.
+    Raises like :func:`read_pcap` on damaged captures (``salvage=True`` keeps the packets
+    before the damage).
+    """
+    from .pcap import _addr_strings, _progress_bar, check_linktypes
+    path = Path(path)
+    bar, update = _progress_bar(path, progress)
+    reader = CaptureReader(path, salvage=salvage, progress=update)
+    parts = {k: [] for k in list(KEPT) + ["pflow", "swap", "syn_index"] + list(SYN_KEPT)}
+    addr_ids: dict = {}
+    flow_ids: dict = {}
+    unknown: set = set()
+    done = 0
+    try:
+        for batch in reader:
+            d = decode(batch)
+            del batch
+            unknown |= d.pop("unknown_linktypes")
+            m = len(d["ts_ns"])
+            if m == 0:
+                continue
+            _, hi, lo, six = d.pop("addr_table")
+            gid = np.array([addr_ids.setdefault(k, len(addr_ids))
+                            for k in zip(hi.tolist(), lo.tolist(), six.tolist())], np.int64)
+            swap, flo, fhi, fproto, inv = _batch_flow_keys(
+                gid[d.pop("src")], d.pop("sport"), gid[d.pop("dst")], d.pop("dport"),
+                d["proto"].astype(np.int64))
+            fid = np.array([flow_ids.setdefault(k, len(flow_ids))
+                            for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
+            parts["pflow"].append(fid[inv])
+            parts["swap"].append(swap)
+            del inv, swap
+            for k, dt in KEPT.items():
+                a = d.pop(k)
+                parts[k].append(a if dt is None else a.astype(dt, copy=False))
+            si = np.flatnonzero((parts["flags"][-1] & SYN) != 0)
+            parts["syn_index"].append(si + done)
+            for k, dt in SYN_KEPT.items():
+                parts[k].append(d.pop(k)[si].astype(dt, copy=False))
+            done += m
+            del d
+    finally:
+        if bar is not None:
+            bar.close()
+    check_linktypes(path, reader, unknown, done, salvage)
+    cols = {}
+    for k, lst in parts.items():
+        dt = KEPT.get(k) or SYN_KEPT.get(k) or {"pflow": np.int32, "swap": bool, "syn_index": np.int64,
+                                                  "ts_ns": np.int64}[k]
+        cols[k] = np.concatenate(lst) if len(lst) > 1 else (lst[0] if lst else np.zeros(0, dt))
+        lst.clear()
+    keys = list(flow_ids)
+    cols["flow_lo"] = np.array([k[0] for k in keys], np.int64)
+    cols["flow_hi"] = np.array([k[1] for k in keys], np.int64)
+    cols["flow_proto"] = np.array([k[2] for k in keys], np.int64)
+    ak = list(addr_ids)
+    cols["addresses"] = _addr_strings(np.array([k[0] for k in ak], np.uint64),
+                                      np.array([k[1] for k in ak], np.uint64),
+                                      np.array([k[2] for k in ak], bool))
+    cols["source"] = str(path)
+    cols["problem"] = reader.problem
+    return cols
