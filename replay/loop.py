@@ -25,26 +25,31 @@ def run(outer_fd: int, inner_fd: int, downlink, uplink, *, stop_fd: int | None =
     clock = time.monotonic_ns
     read, write = os.read, os.write
     rlist = [outer_fd, inner_fd] + ([stop_fd] if stop_fd is not None else [])
-    pairs = ((downlink, inner_fd), (uplink, outer_fd))
     write_errors = 0
     wakeups = 0
     finished_called = False
     dpull, upull = downlink.pull, uplink.pull
-    dpush, upush = downlink.push, uplink.push
-    drain_until = None
-    while True:
-        now = clock()
-        # 1. serve what fell due before the packets we are about to read
+
+    def serve(now: int) -> int:
+        """Write every packet due by ``now`` out of both stages; returns failed writes."""
+        errors = 0
         for p in dpull(now):
             try:
                 write(inner_fd, p)
             except OSError:
-                write_errors += 1
+                errors += 1
         for p in upull(now):
             try:
                 write(outer_fd, p)
             except OSError:
-                write_errors += 1
+                errors += 1
+        return errors
+
+    dpush, upush = downlink.push, uplink.push
+    drain_until = None
+    while True:
+        # 1. serve what fell due before the packets we are about to read
+        write_errors += serve(clock())
         if (downlink.finished or uplink.finished) and not finished_called:
             finished_called = True
             if on_finished:
@@ -86,16 +91,7 @@ def run(outer_fd: int, inner_fd: int, downlink, uplink, *, stop_fd: int | None =
             drain_until = clock() + DRAIN_MAX_NS
             continue
         now = clock()
-        for p in dpull(now):
-            try:
-                write(inner_fd, p)
-            except OSError:
-                write_errors += 1
-        for p in upull(now):
-            try:
-                write(outer_fd, p)
-            except OSError:
-                write_errors += 1
+        write_errors += serve(now)
         # 3. read what arrived, stamped with the time it was read
         if outer_fd in ready:
             for _ in range(READ_BATCH):

@@ -139,13 +139,7 @@ class CoDelQueue(_Limited):
         self._last_count = 0
         self._dropping = False
 
-    def enqueue(self, packet, now_ns: int) -> bool:
-        if self._over(1, len(packet)):
-            self._drop(packet)
-            return False
-        self._q.append((packet, now_ns))
-        self.backlog_bytes += len(packet)
-        return True
+    enqueue = DropTailQueue.enqueue   # the limit is a tail-drop safety net; CoDel acts at dequeue
 
     def _control(self, count: int) -> int:
         return int(self.interval_ns / math.sqrt(count))

@@ -4,6 +4,8 @@
   people, never copied into the repository); tests that need it skip when it is absent.
 - ``datapath``: the bundled example folder (data airlink generated itself).
 - ``root_netns``: skip unless running as root with ``ip netns`` and ``/dev/net/tun``.
+- ``fresh_netns``: a new network namespace (lo up) removed afterwards, or None where
+  namespaces cannot be made here.
 """
 from __future__ import annotations
 
@@ -59,6 +61,22 @@ def root_netns():
     if reason:
         pytest.skip(reason)
     return True
+
+
+@pytest.fixture
+def fresh_netns(request):
+    """The name of a new network namespace with ``lo`` up, deleted when the test ends, even
+    when it fails; None where namespaces cannot be made here."""
+    if netns_unavailable_reason():
+        yield None
+        return
+    name = f"airlink-test-{os.getpid()}-{request.node.name[:24]}".replace("[", "-").replace("]", "")
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name])
 
 
 @pytest.fixture

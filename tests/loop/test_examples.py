@@ -3,7 +3,6 @@ machine allows it (root, ip netns, TUN), else their offline part (and the test s
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,17 +18,9 @@ def _live_reason():
 
 
 @pytest.fixture
-def example_netns():
-    if _live_reason():
-        yield None
-        return
-    name = f"airlink-test-{os.getpid()}-ex"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name])
+def example_netns(fresh_netns):
+    """A namespace of its own for the live stage, or None: the example then runs offline."""
+    return None if _live_reason() else fresh_netns
 
 
 def _run_example(name, out, netns, *extra):

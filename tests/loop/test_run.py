@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -118,16 +117,10 @@ def test_trace_override_replaces_the_radio_section(tmp_path, run_airlink):
 
 # ----------------------------------------------------------------------------- live
 @pytest.fixture
-def test_netns(root_netns):
+def test_netns(root_netns, fresh_netns):
     """A fresh network namespace (lo up) that is deleted even on failure: the live runs
     never touch the machine's own namespace."""
-    name = f"airlink-test-{os.getpid()}-loop"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name])
+    return fresh_netns
 
 
 def _run_in(netns, *args, timeout=240):
