@@ -55,22 +55,51 @@ OFF = 1 << 41             # group offset for grouped running maxima (values < 2 
 RETX_KINDS = ["fast", "timeout"]
 
 
-def _grouped_cummax(values, groups, valid):
+def _grouped_cummax(values, groups, valid, starts=None):
     """Inclusive running maximum of ``values[valid]`` within contiguous ``groups``; -1 before
-    the first valid value of a group."""
+    the first valid value of a group. ``starts`` (first row of each group), when given and
+    short, lets each group be scanned as a slice (no offset arrays)."""
+    if starts is not None and len(starts) <= 256:
+        q = np.where(valid, values, -1)
+        bounds = np.r_[starts, len(q)]
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            np.maximum.accumulate(q[a:b], out=q[a:b])
+        return q
     x = np.where(valid, values + 1, 0) + groups * OFF
     acc = np.maximum.accumulate(x)
     return acc - groups * OFF - 1
 
 
+def _stable_order(keys):
+    """Permutation sorting ``keys`` stably (equal keys keep their order), or None when they
+    are already non-decreasing. Sequence-ordered keys are nearly sorted: the few elements
+    below the running maximum are sorted alone and inserted, instead of sorting them all."""
+    n = len(keys)
+    if n < 2:
+        return None
+    if (keys[1:] >= keys[:-1]).all():
+        return None
+    late = np.zeros(n, bool)
+    late[1:] = keys[1:] < np.maximum.accumulate(keys)[:-1]
+    li = np.flatnonzero(late)
+    if len(li) > n // 16:
+        return np.argsort(keys, kind="stable")
+    mi = np.flatnonzero(~late)                      # non-decreasing by construction
+    li = li[np.argsort(keys[li], kind="stable")]
+    # an element equal to a late one's key and kept in place always comes before it
+    pos = np.searchsorted(keys[mi], keys[li], side="right")
+    return np.insert(mi, pos, li)
+
+
 def _unique_first(keys):
-    """Sorted distinct keys and the index of each one's first occurrence (no sort when the
-    keys already come in non-decreasing order, as sequence-ordered keys usually do)."""
-    if len(keys) < 2 or (keys[1:] >= keys[:-1]).all():
-        ch = np.ones(len(keys), bool)
-        ch[1:] = keys[1:] != keys[:-1]
-        return keys[ch], np.flatnonzero(ch)
-    return np.unique(keys, return_index=True)
+    """Sorted distinct keys and the index of each one's first occurrence (as
+    ``np.unique(keys, return_index=True)``; cheap when the keys are nearly sorted)."""
+    perm = _stable_order(keys)
+    ks = keys if perm is None else keys[perm]
+    ch = np.ones(len(ks), bool)
+    ch[1:] = ks[1:] != ks[:-1]
+    first = np.flatnonzero(ch)
+    return ks[ch], (first if perm is None else perm[first])
 
 
 def _shift_in_group(a, groups, fill):
@@ -83,19 +112,27 @@ def _shift_in_group(a, groups, fill):
 
 
 def _unwrap(raw, groups, base):
-    """32-bit values -> int64 relative to ``base[groups]``, unwrapped within contiguous groups."""
-    rel = (raw.astype(np.int64) - base[groups]) % M32
-    if len(rel) == 0:
-        return rel
-    d = np.diff(rel)
-    d = ((d + (1 << 31)) % M32) - (1 << 31)
-    d[groups[1:] != groups[:-1]] = 0
-    out = np.empty_like(rel)
+    """32-bit values -> int64 relative to ``base[groups]``, unwrapped within contiguous groups
+    (each step between neighbours taken as the signed 32-bit difference)."""
+    n = len(raw)
+    rel = np.subtract(np.asarray(raw).astype(np.uint32, copy=False), base.astype(np.uint32)[groups],
+                      dtype=np.uint32)                     # modulo 2**32
+    out = np.empty(n, np.int64)
+    if n == 0:
+        return out
+    d = np.diff(rel).view(np.int32)                        # signed 32-bit steps
+    brk = np.flatnonzero(groups[1:] != groups[:-1])
+    d[brk] = 0
     out[0] = 0
-    np.cumsum(d, out=out[1:])
-    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
-    seg = np.repeat(starts, np.diff(np.r_[starts, len(rel)]))
-    return out - out[seg] + rel[seg]
+    np.cumsum(d, dtype=np.int64, out=out[1:])
+    del d
+    starts = np.r_[0, brk + 1]
+    off = rel[starts].astype(np.int64) - out[starts]       # each group starts at its rel value
+    if len(starts) == 1:
+        out += off[0]
+    else:
+        out += np.repeat(off, np.diff(np.r_[starts, n]))
+    return out
 
 
 @dataclass
@@ -362,7 +399,9 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             continue
         g = fl[idx] * 2 + d
         rel[idx] = _unwrap(seq[idx], g, base)
-        rela[idx] = _unwrap(np.where(has_ack[idx], ackraw[idx], base_peer[g]), g, base_peer)
+        # rows without ACK count as relative 0 in the unwrap chain (and become -1 below)
+        rela[idx] = _unwrap(np.where(has_ack[idx], ackraw[idx], base_peer.astype(np.uint32)[g]), g,
+                            base_peer)
     end = rel + pay + is_syn + ((flags & FIN) != 0)
     rela = np.where(has_ack, rela, -1)
     del seq, ackraw
@@ -374,10 +413,11 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     np.not_equal(fl[1:], fl[:-1], out=first_of_flow[1:])
     snd_max = {}
     ack_max = {}
+    flow_starts = np.flatnonzero(first_of_flow)
     for d in (0, 1):
         m = dr == d
-        snd_max[d] = _grouped_cummax(end, fl, m)
-        ack_max[d] = _grouped_cummax(rela, fl, m & has_ack)    # ACKs sent by d (acking d^1)
+        snd_max[d] = _grouped_cummax(end, fl, m, flow_starts)
+        ack_max[d] = _grouped_cummax(rela, fl, m & has_ack, flow_starts)    # ACKs sent by d (acking d^1)
         del m
 
     def before(a):
@@ -420,6 +460,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             f, ra, w = fl[idx], rela[idx], win[idx]
             dupack[idx[1:]] = (f[1:] == f[:-1]) & (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
             del f, ra, w
+    del dir_idx
     dupack &= pure & (win > 0)
     zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
 
@@ -533,60 +574,67 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     spur_dsack &= data
     spurious = retx & (spur_acked | spur_eifel | spur_dsack)
 
-    # ---- RTT samples
-    rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = [], [], [], [], []
-    orig = data & ~retx
-    # Karn: originals whose first byte was later retransmitted
-    okey = gd * OFF + rel
-    retx_keys = np.sort(okey[retx])
-    karn = np.zeros(n, bool)
-    if len(retx_keys):
-        pos = np.searchsorted(retx_keys, okey[orig])
-        pos = np.minimum(pos, len(retx_keys) - 1)
-        karn[np.flatnonzero(orig)] = retx_keys[pos] == okey[orig]
-    # number of retransmissions of each data direction so far (flow order)
-    retx_pos = {d: np.flatnonzero(retx & (dr == d)) for d in (0, 1)}
-    oi = np.flatnonzero(orig)
-    if len(oi):
-        ekey = gd[oi] * OFF + end[oi]
-        if (ekey[1:] >= ekey[:-1]).all():
-            ekey_s, oi_s = ekey, oi
-        else:
-            srt = np.argsort(ekey, kind="stable")
-            ekey_s, oi_s = ekey[srt], oi[srt]
+    def rtt_samples():
+        """(time, RTT ms, data direction group, method 0 seq/ACK 1 timestamp, packet) arrays;
+        its working arrays die when it returns."""
+        rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = [], [], [], [], []
+        orig = data & ~retx
+        # Karn: originals whose first byte was later retransmitted (judged for matched
+        # segments only, against the sorted keys of every retransmission)
+        retx_keys = np.sort(gd[retx] * OFF + rel[retx])
+
+        def karn(seg):
+            if not len(retx_keys):
+                return np.zeros(len(seg), bool)
+            key = gd[seg] * OFF + rel[seg]
+            pos = np.minimum(np.searchsorted(retx_keys, key), len(retx_keys) - 1)
+            return retx_keys[pos] == key
+        # number of retransmissions of each data direction so far (flow order)
+        retx_pos = {d: np.flatnonzero(retx & (dr == d)) for d in (0, 1)}
+        # ACKs that advance their direction's cumulative ACK
+        newacks = {}
         for a in (0, 1):
-            m = (dr == a) & has_ack
-            newack = m & (rela > _shift_in_group(ack_max[a], fl_groups, -1)) & (rela > 0)
-            ai = np.flatnonzero(newack)
-            if not len(ai):
+            newacks[a] = np.flatnonzero((dr == a) & has_ack & (rela > 0)
+                                        & (rela > _shift_in_group(ack_max[a], fl_groups, -1)))
+        for a in (0, 1):
+            d = 1 - a                                    # the data direction these ACKs cover
+            ai = newacks[a]
+            oi = np.flatnonzero(orig & (dr == d))
+            if not len(ai) or not len(oi):
                 continue
-            k = (gd[ai] ^ 1) * OFF + rela[ai]
-            p = np.searchsorted(ekey_s, k)
-            p = np.minimum(p, len(ekey_s) - 1)
-            hit = ekey_s[p] == k
-            seg = oi_s[p]
-            hit &= (seg < ai) & ~karn[seg]
-            rp = retx_pos[1 - a]
-            hit &= np.searchsorted(rp, ai) == np.searchsorted(rp, seg)
+            # segments of d by (flow, end), the first sent first among equal keys
+            ekey = fl_groups[oi] * OFF + end[oi]
+            perm = _stable_order(ekey)
+            if perm is not None:
+                ekey, oi = ekey[perm], oi[perm]
+            k = fl_groups[ai] * OFF + rela[ai]
+            p = np.minimum(np.searchsorted(ekey, k), len(ekey) - 1)
+            hit = ekey[p] == k
+            seg = oi[p]
+            hit &= seg < ai
             ai, seg = ai[hit], seg[hit]
+            rp = retx_pos[d]
+            ok = ~karn(seg) & (np.searchsorted(rp, ai) == np.searchsorted(rp, seg))
+            ai, seg = ai[ok], seg[ok]
             rtt_t.append(t[ai])
             rtt_pk.append(order[ai])
             rtt_ms.append((t[ai] - t[seg]) / 1e6)
             rtt_gd.append(gd[seg])
             rtt_method.append(np.zeros(len(ai), np.int8))
-    # timestamp echo
-    tsi = np.flatnonzero(data & has_ts)
-    if len(tsi):
-        tkey = gd[tsi] * M32 + tsval[tsi].astype(np.int64)
-        uk, first = _unique_first(tkey)
-        first_idx = tsi[first]
+        del orig
+        # timestamp echo: the first ACK advancing ack_max that echoes TSecr = v, against the
+        # first data segment of the other direction with TSval = v
+        m32 = np.int64(M32)
         for a in (0, 1):
-            m = (dr == a) & has_ack & has_ts
-            newack = m & (rela > _shift_in_group(ack_max[a], fl_groups, -1)) & (rela > 0)
-            ai = np.flatnonzero(newack)
-            if not len(ai):
+            d = 1 - a
+            ai = newacks[a]
+            ai = ai[has_ts[ai]]
+            tsi = np.flatnonzero(data & has_ts & (dr == d))
+            if not len(ai) or not len(tsi):
                 continue
-            k = (gd[ai] ^ 1) * M32 + tsecr[ai].astype(np.int64)
+            uk, first = _unique_first(fl_groups[tsi] * m32 + tsval[tsi])
+            first_idx = tsi[first]
+            k = fl_groups[ai] * m32 + tsecr[ai]
             # first ACK echoing each value only
             _, fa = _unique_first(k)
             ai, k = ai[fa], k[fa]
@@ -600,18 +648,22 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             rtt_ms.append((t[ai] - t[seg]) / 1e6)
             rtt_gd.append(gd[seg])
             rtt_method.append(np.ones(len(ai), np.int8))
-    if rtt_t:
-        rtt_t = np.concatenate(rtt_t)
-        rtt_ms = np.concatenate(rtt_ms)
-        rtt_gd = np.concatenate(rtt_gd)
-        rtt_method = np.concatenate(rtt_method)
-        rtt_pk = np.concatenate(rtt_pk)
-    else:
-        rtt_pk = np.zeros(0, np.int64)
-        rtt_t = np.zeros(0, np.int64)
-        rtt_ms = np.zeros(0)
-        rtt_gd = np.zeros(0, np.int64)
-        rtt_method = np.zeros(0, np.int8)
+        if rtt_t:
+            rtt_t = np.concatenate(rtt_t)
+            rtt_ms = np.concatenate(rtt_ms)
+            rtt_gd = np.concatenate(rtt_gd)
+            rtt_method = np.concatenate(rtt_method)
+            rtt_pk = np.concatenate(rtt_pk)
+        else:
+            rtt_pk = np.zeros(0, np.int64)
+            rtt_t = np.zeros(0, np.int64)
+            rtt_ms = np.zeros(0)
+            rtt_gd = np.zeros(0, np.int64)
+            rtt_method = np.zeros(0, np.int8)
+        return rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk
+
+    # ---- RTT samples
+    rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = rtt_samples()
 
     # no longer needed: free before the series (the memory peak)
     has_ts_syn = has_ts[syn_rows]
@@ -693,6 +745,8 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
                                                     categories=["fwd", "rev"])
     events["event"] = events["event"].astype("category")
     events.attrs["source"] = source
+    del order, ev_parts
+
 
     # ---- per-flow totals
     def per_flow(mask, weights=None):
