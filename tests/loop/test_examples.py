@@ -40,7 +40,7 @@ def _run_example(name, out, netns, *extra):
 
 
 @pytest.mark.slow
-def test_pf_cell(tmp_path, example_netns, shared_data):
+def test_pf_cell(tmp_path, example_netns):
     info = _run_example("pf-cell", tmp_path / "o", example_netns)
     if example_netns:
         from airlink.traces import Trace
@@ -72,3 +72,14 @@ def test_lte_cubic_bbr(tmp_path, example_netns, shared_data):
         assert set(apps) == {"cubic", "bbr"}
         for a in apps.values():
             assert a["goodput_bps"] > 5e6, a  # the trace averages 16.7 Mbit/s
+
+
+def test_pf_cell_offline_collects_its_bundled_capture(tmp_path):
+    """Without the live stage the example still ends in a report: the collect stage reads
+    the capture of the example's own live run shipped in examples/data (no ../shared)."""
+    info = _run_example("pf-cell", tmp_path / "o", None)
+    stages = {s["name"]: s for s in info["stages"]}
+    assert stages["live"]["status"] == "skipped" and stages["collect"]["status"] == "done"
+    (flow,) = json.loads((tmp_path / "o" / "collect.json").read_text())["pf-cell-host.pcap.gz"]
+    assert flow["packets"] == 12301 and 4.5e6 < flow["goodput_bps"] < 5.6e6
+    assert (tmp_path / "o" / "report.html").stat().st_size > 10_000
