@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._capture import CaptureReader
+from ._capture import CaptureReader, file_size
 from ._decode import SYN, decode, mix64, unique_runs
 
 KEPT = {"ts_ns": None, "ip_len": np.uint32, "seq": np.uint32, "ack": np.uint32,
@@ -53,6 +53,79 @@ def _batch_flow_keys(src, sport, dst, dport, proto):
     return swap, lo[first], hi[first], proto[first], inv
 
 
+def _prefetched(batches, depth: int = 1):
+    """Iterate ``batches`` with the next ones produced by a helper thread (record finding
+    is numpy work that releases the GIL, so it overlaps the decoding of the batch before);
+    an exception in the producer is raised here, at the place it occurred in the stream."""
+    import queue
+    import threading
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    END = object()
+
+    def produce():
+        try:
+            for b in batches:
+                while not stop.is_set():
+                    try:
+                        q.put((b, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((END, None))
+        except BaseException as exc:          # noqa: BLE001 - handed to the consumer
+            q.put((END, exc))
+
+    th = threading.Thread(target=produce, name="airlink-capture-reader", daemon=True)
+    th.start()
+    try:
+        while True:
+            item, exc = q.get()
+            if item is END:
+                if exc is not None:
+                    raise exc
+                return
+            yield item
+            del item
+    finally:
+        stop.set()
+        th.join()
+
+
+class _ColumnStore:
+    """Columns filled batch after batch into arrays reserved once (no per-batch pieces to
+    concatenate: the peak is the columns themselves, not twice them); grows by doubling
+    when the reservation was short (compressed files)."""
+
+    def __init__(self, dtypes: dict):
+        self.dtypes = dtypes
+        self.arrays = {k: np.empty(0, dt) for k, dt in dtypes.items()}
+        self.capacity = 0
+        self.size = 0
+
+    def reserve(self, n: int) -> None:
+        if n <= self.capacity:
+            return
+        for k, dt in self.dtypes.items():
+            new = np.empty(n, dt)
+            new[:self.size] = self.arrays[k][:self.size]
+            self.arrays[k] = new
+        self.capacity = n
+
+    def append(self, values: dict) -> None:
+        m = len(values["pflow"])
+        if self.size + m > self.capacity:
+            self.reserve(max(2 * self.capacity, self.size + m))
+        for k, v in values.items():
+            self.arrays[k][self.size:self.size + m] = v
+        self.size += m
+
+    def columns(self) -> dict:
+        return {k: a[:self.size] for k, a in self.arrays.items()}
+
+
 def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     """Narrow columns of every IP packet of a capture, in file order (see the module notes).
 
@@ -68,13 +141,22 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     path = Path(path)
     bar, update = _progress_bar(path, progress)
     reader = CaptureReader(path, salvage=salvage, progress=update)
-    parts = {k: [] for k in list(KEPT) + ["pflow", "swap", "syn_index"] + list(SYN_KEPT)}
+    dense = {**{k: (np.int64 if dt is None else dt) for k, dt in KEPT.items()},
+             "pflow": np.int32, "swap": bool}
+    store = _ColumnStore(dense)
+    syn_parts = {k: [] for k in ["syn_index"] + list(SYN_KEPT)}
     addr_ids: dict = {}
     flow_ids: dict = {}
     unknown: set = set()
-    done = 0
+    size = file_size(path)
     try:
-        for batch in reader:
+        for batch in _prefetched(reader):
+            if store.capacity == 0 and len(batch.data_off):
+                # records in the file, from this batch's bytes per record (+15 %; pages of
+                # the unused tail are never touched, so cost no memory)
+                span = int(batch.data_off[-1] + batch.caplen[-1] - batch.data_off[0]) + 16
+                per = max(span / len(batch.data_off), 16.0)
+                store.reserve(int(size / per * 1.15) + len(batch.data_off) + 1024)
             d = decode(batch)
             del batch
             unknown |= d.pop("unknown_linktypes")
@@ -89,28 +171,20 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
                 d["proto"].astype(np.int64))
             fid = np.array([flow_ids.setdefault(k, len(flow_ids))
                             for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
-            parts["pflow"].append(fid[inv])
-            parts["swap"].append(swap)
-            del inv, swap
-            for k, dt in KEPT.items():
-                a = d.pop(k)
-                parts[k].append(a if dt is None else a.astype(dt, copy=False))
-            si = np.flatnonzero((parts["flags"][-1] & SYN) != 0)
-            parts["syn_index"].append(si + done)
-            for k, dt in SYN_KEPT.items():
-                parts[k].append(d.pop(k)[si].astype(dt, copy=False))
-            done += m
-            del d
+            si = np.flatnonzero((d["flags"] & SYN) != 0)
+            syn_parts["syn_index"].append(si + store.size)
+            for k in SYN_KEPT:
+                syn_parts[k].append(d.pop(k)[si].astype(SYN_KEPT[k], copy=False))
+            store.append({"pflow": fid[inv], "swap": swap, **{k: d.pop(k) for k in KEPT}})
+            del inv, swap, d
     finally:
         if bar is not None:
             bar.close()
-    check_linktypes(path, reader, unknown, done, salvage)
-    cols = {}
-    for k, lst in parts.items():
-        dt = KEPT.get(k) or SYN_KEPT.get(k) or {"pflow": np.int32, "swap": bool, "syn_index": np.int64,
-                                                  "ts_ns": np.int64}[k]
+    check_linktypes(path, reader, unknown, store.size, salvage)
+    cols = store.columns()
+    for k, lst in syn_parts.items():
+        dt = SYN_KEPT.get(k, np.int64)
         cols[k] = np.concatenate(lst) if len(lst) > 1 else (lst[0] if lst else np.zeros(0, dt))
-        lst.clear()
     keys = list(flow_ids)
     cols["flow_lo"] = np.array([k[0] for k in keys], np.int64)
     cols["flow_hi"] = np.array([k[1] for k in keys], np.int64)

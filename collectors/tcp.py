@@ -51,7 +51,8 @@ from airlink.traces.units import parse_duration
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 M32 = 1 << 32
-OFF = 1 << 41             # group offset for grouped running maxima (values < 2 TiB)
+OFF = np.int64(1 << 41)   # group offset for grouped keys (values < 2 TiB); a numpy int64 so
+                          # int32 group numbers times OFF are computed in int64
 RETX_KINDS = ["fast", "timeout"]
 
 
@@ -238,6 +239,11 @@ def _direction_codes(packets) -> np.ndarray:
     return col.to_numpy().astype(np.int64)
 
 
+def _narrow_index(idx):
+    """Row numbers as int32 when they fit (they are kept until the events are built)."""
+    return idx.astype(np.int32) if len(idx) and idx.max() < 2**31 else idx
+
+
 def _from_frame(packets):
     """Inputs of :func:`_analyze` from a ``packets`` frame: TCP rows in flow order."""
     t_all = time_ns(packets)
@@ -253,7 +259,8 @@ def _from_frame(packets):
     # is already in that order)
     order = tcp if (len(ft) < 2 or (ft[1:] >= ft[:-1]).all()) else tcp[np.argsort(ft, kind="stable")]
     del ft
-    c = {"order": order, "fl": flow_all[order], "dr": dir_all[order].astype(np.int8),
+    c = {"order": _narrow_index(order), "fl": flow_all[order].astype(np.int32),
+         "dr": dir_all[order].astype(np.int8),
          "iplen": ip_len[order].astype(np.uint32)}
     del flow_all, dir_all, proto, ip_len, tcp
     c["t"] = t_all[order]
@@ -340,10 +347,11 @@ def _from_columns(raw: dict):
     ft = fl_s[tcp]
     order = tcp if (len(ft) < 2 or (ft[1:] >= ft[:-1]).all()) else tcp[np.argsort(ft, kind="stable")]
     del ft, tcp
-    c = {"order": order, "fl": fl_s[order].astype(np.int64), "dr": dir_s[order]}
+    c = {"fl": fl_s[order], "dr": dir_s[order]}
     del fl_s, dir_s
     src_rows = order if perm is None else perm[order]
-    del perm
+    c["order"] = _narrow_index(order)
+    del perm, order
     for key, name in (("t", "ts_ns"), ("iplen", "ip_len"), ("seq", "seq"), ("ackraw", "ack"),
                       ("flags", "flags"), ("pay", "payload"), ("win", "window"), ("tsval", "tsval"),
                       ("tsecr", "tsecr"), ("has_ts", "has_ts"), ("dsack", "dsack"),
@@ -526,6 +534,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
                 same = valid & (fl[lf] == fl[rr])
                 fast[rr[same & (ackr_r[sel] < smb_own[lf])]] = True
     timeout = retx & ~fast
+    del smb_own, below, reset_pos, dup_pos
 
     # ---- spurious retransmissions
     spur_acked = np.zeros(n, bool)
@@ -651,9 +660,9 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         if rtt_t:
             rtt_t = np.concatenate(rtt_t)
             rtt_ms = np.concatenate(rtt_ms)
-            rtt_gd = np.concatenate(rtt_gd)
+            rtt_gd = np.concatenate(rtt_gd).astype(np.int64)
             rtt_method = np.concatenate(rtt_method)
-            rtt_pk = np.concatenate(rtt_pk)
+            rtt_pk = np.concatenate(rtt_pk).astype(np.int64)
         else:
             rtt_pk = np.zeros(0, np.int64)
             rtt_t = np.zeros(0, np.int64)
@@ -667,7 +676,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     # no longer needed: free before the series (the memory peak)
     has_ts_syn = has_ts[syn_rows]
-    del tsval, tsecr, has_ts, dsack, dsack_left, smb_own, below, end
+    del tsval, tsecr, has_ts, dsack, dsack_left, end
     # ---- window scaling (from SYNs: applied only when both sides offered it)
     ws = np.full(ngd, -1, np.int64)
     si = syn_rows[wscale_syn >= 0]
@@ -699,17 +708,16 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     oi_ = np.flatnonzero(ooo)
     if len(oi_):
         ev_parts.append(pd.DataFrame({
-            "time": t[oi_], "packet": order[oi_], "flow": fl[oi_], "direction": dr[oi_],
+            "time": t[oi_], "packet": order[oi_].astype(np.int64), "flow": fl[oi_].astype(np.int64),
+            "direction": dr[oi_],
             "event": "out_of_order", "kind": "", "seq": rel[oi_], "payload_bytes": pay[oi_].astype(np.int64),
             "spurious": False, "spurious_reason": "", "rtt_ms": np.nan}))
 
-    def evframe(idx, kind, **cols):
-        return pd.DataFrame({"time": t[idx], "flow": fl[idx], "direction": dr[idx], "event": kind,
-                             "seq": rel[idx], **cols})
     ri = np.flatnonzero(retx)
     if len(ri):
         ev_parts.append(pd.DataFrame({
-            "time": t[ri], "packet": order[ri], "flow": fl[ri], "direction": dr[ri],
+            "time": t[ri], "packet": order[ri].astype(np.int64), "flow": fl[ri].astype(np.int64),
+            "direction": dr[ri],
             "event": "retransmission",
             "kind": np.where(fast[ri], "fast", "timeout"), "seq": rel[ri], "payload_bytes": pay[ri].astype(np.int64),
             "spurious": spurious[ri],
@@ -726,7 +734,8 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         ii = np.flatnonzero(mask)
         if len(ii):   # reported on the data direction they concern (the reverse of the sender)
             ev_parts.append(pd.DataFrame({
-                "time": t[ii], "packet": order[ii], "flow": fl[ii], "direction": dr[ii] ^ 1,
+                "time": t[ii], "packet": order[ii].astype(np.int64), "flow": fl[ii].astype(np.int64),
+                "direction": dr[ii] ^ 1,
                 "event": kind, "kind": "",
                 "seq": rela[ii], "payload_bytes": 0, "spurious": False, "spurious_reason": "",
                 "rtt_ms": np.nan}))
@@ -925,8 +934,10 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
     # rows of the data direction of each packet
     r_own = row_of(fl, dr, b)
     del b
-    step = nb[fl]                          # rows of the other direction are nb[flow] away
-    r_other = np.where(dr == 0, r_own + step, r_own - step)   # ACK-side quantities (reverse data)
+    # ACK-side quantities (reverse data): rows of the other direction are nb[flow] away
+    r_other = nb[fl]
+    np.negative(r_other, out=r_other, where=dr == 1)
+    r_other += r_own
     out = {}
     out["packets"] = acc(r_own).astype(np.int64)
     out["bytes"] = acc(r_own, iplen.astype(np.float64)).astype(np.int64)

@@ -195,3 +195,39 @@ def test_path_analysis_equals_frame_analysis(tmp_path, shared_data):
     a = C.analyze_tcp(f)
     assert len(a.flows) == 4 and set(a.flows["proto"]) == {6, 17}
     assert a.flows.iloc[0]["sport"] == 41000        # first in time, last in the file
+
+
+def test_path_analysis_containers_and_damage(tmp_path):
+    """The path reader (record finding in a helper thread, columns reserved from the file
+    size) on gzip (the reservation falls short and grows), pcapng, big captures split into
+    several batches, and damaged files: the same error as read_pcap, or with salvage the
+    same numbers as analysing the salvaged frame."""
+    from airlink.collectors._capture import CaptureError
+    from pcapcraft import gz, pcapng_bytes
+    recs = []
+    for k in range(40):                                  # 40 short connections, 12 packets each
+        for t, p in scenario(isn=k * 7919):
+            recs.append((t + k * 10**9, p))
+    raw = pcap_bytes(recs)
+    (tmp_path / "a.pcap").write_bytes(raw)
+    (tmp_path / "a.pcap.gz").write_bytes(gz(raw))
+    (tmp_path / "a.pcapng").write_bytes(pcapng_bytes([(1, 9)], [(0, t, p) for t, p in recs]))
+    ref = C.analyze_tcp(tmp_path / "a.pcap")
+    assert len(ref.flows) == 1 and ref.flows.iloc[0]["packets_fwd"] > 0     # same 4-tuple: one flow
+    for name in ("a.pcap.gz", "a.pcapng"):
+        _same_analysis(C.analyze_tcp(tmp_path / name), C.analyze_tcp(C.read_pcap(tmp_path / name)))
+    from airlink.collectors._capture import CaptureReader
+    kw = CaptureReader.__init__.__kwdefaults__
+    with pytest.MonkeyPatch.context() as mp:              # many batches through the thread
+        mp.setitem(kw, "chunk", 4096)
+        assert sum(1 for _ in CaptureReader(tmp_path / "a.pcap")) > 10
+        many = C.analyze_tcp(tmp_path / "a.pcap")
+    _same_analysis(many, ref)
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(raw[: len(raw) // 2] + b"\xff" * 40 + raw[len(raw) // 2 + 40:])
+    with pytest.raises(CaptureError) as e_frame:
+        C.read_pcap(bad)
+    with pytest.raises(CaptureError) as e_path:
+        C.analyze_tcp(bad)
+    assert str(e_path.value) == str(e_frame.value)
+    _same_analysis(C.analyze_tcp(bad, salvage=True), C.analyze_tcp(C.read_pcap(bad, salvage=True)))
