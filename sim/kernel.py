@@ -42,6 +42,183 @@ import numpy as np
 COMPILED = False
 
 
+
+def _mcs_of(x, thr_lin):
+    """MCS index of one reported SINR ``x`` (linear): (number of thresholds <= x) - 1."""
+    m = -1
+    for j in range(thr_lin.shape[0]):
+        if x >= thr_lin[j]:
+            m += 1
+    return m
+
+
+def _count_row(row, thr_lin, out, tmp):
+    """``out[c] = (number of thresholds <= row[c]) - 1`` (the MCS index, -1 = none).
+
+    float32 compares, eight thresholds per pass held in local variables (registers), then
+    one per pass. Each pass reads one array and writes another (``out`` and ``tmp`` in
+    turn, ending in ``out``): a loop that reads and writes the same array is not
+    vectorised here, a loop from one array into another is (8 lanes).
+    """
+    n_m = thr_lin.shape[0]
+    n_c = row.shape[0]
+    n_pass = n_m // 8 + n_m % 8
+    src = tmp if n_pass % 2 == 1 else out      # the first pass writes the other one
+    j = 0
+    if n_pass == 0:
+        for c in range(n_c):
+            out[c] = -1
+        return
+    while j + 8 <= n_m:
+        dst = out if src is tmp else tmp
+        t0 = thr_lin[j]
+        t1 = thr_lin[j + 1]
+        t2 = thr_lin[j + 2]
+        t3 = thr_lin[j + 3]
+        t4 = thr_lin[j + 4]
+        t5 = thr_lin[j + 5]
+        t6 = thr_lin[j + 6]
+        t7 = thr_lin[j + 7]
+        if j == 0:
+            for c in range(n_c):
+                x = row[c]
+                dst[c] = (np.int32(-1) + np.int32(x >= t0) + np.int32(x >= t1) + np.int32(x >= t2)
+                          + np.int32(x >= t3) + np.int32(x >= t4) + np.int32(x >= t5)
+                          + np.int32(x >= t6) + np.int32(x >= t7))
+        else:
+            for c in range(n_c):
+                x = row[c]
+                dst[c] = (src[c] + np.int32(x >= t0) + np.int32(x >= t1) + np.int32(x >= t2)
+                          + np.int32(x >= t3) + np.int32(x >= t4) + np.int32(x >= t5)
+                          + np.int32(x >= t6) + np.int32(x >= t7))
+        src = dst
+        j += 8
+    while j < n_m:
+        dst = out if src is tmp else tmp
+        t0 = thr_lin[j]
+        if j == 0:
+            for c in range(n_c):
+                dst[c] = np.int32(-1) + np.int32(row[c] >= t0)
+        else:
+            for c in range(n_c):
+                dst[c] = src[c] + np.int32(row[c] >= t0)
+        src = dst
+        j += 1
+
+
+def _level_keys(rate_ext, weight, keys):
+    """float32 keys of a user's metric ``rate * weight`` per MCS level (level 0 = no MCS).
+
+    ``keys[j] = float32(rate_ext[j] * weight)``: rounding to float32 keeps the order
+    (a >= b implies float32(a) >= float32(b)), so a strictly largest key is a strictly
+    largest metric. A positive metric that underflows gets the smallest positive float32
+    (still ordered); a metric that is not > 0 (no MCS, rate 0, NaN) gets -1 and never wins.
+    """
+    keys[0] = np.float32(-1.0)
+    for j in range(1, rate_ext.shape[0]):
+        metric = rate_ext[j] * weight
+        if metric > 0:
+            key = np.float32(metric)
+            keys[j] = key if key > 0 else np.float32(1e-45)
+        else:
+            keys[j] = np.float32(-1.0)
+
+
+def _key_row(row, thr_lin, keys, out, tmp):
+    """``out[c] = keys[m + 1]`` with ``m`` the MCS of ``row[c]``, without a table lookup
+    (which is not vectorised): with ascending thresholds, a chain of compare-and-select
+    leaves the key of the highest threshold <= SINR. Eight thresholds per pass in
+    registers, then one per pass, from one array into the other (see :func:`_count_row`)."""
+    n_m = thr_lin.shape[0]
+    n_c = row.shape[0]
+    n_pass = n_m // 8 + n_m % 8
+    k0 = keys[0]
+    src = tmp if n_pass % 2 == 1 else out
+    j = 0
+    if n_pass == 0:
+        for c in range(n_c):
+            out[c] = k0
+        return
+    while j + 8 <= n_m:
+        dst = out if src is tmp else tmp
+        t0 = thr_lin[j]
+        t1 = thr_lin[j + 1]
+        t2 = thr_lin[j + 2]
+        t3 = thr_lin[j + 3]
+        t4 = thr_lin[j + 4]
+        t5 = thr_lin[j + 5]
+        t6 = thr_lin[j + 6]
+        t7 = thr_lin[j + 7]
+        v0 = keys[j + 1]
+        v1 = keys[j + 2]
+        v2 = keys[j + 3]
+        v3 = keys[j + 4]
+        v4 = keys[j + 5]
+        v5 = keys[j + 6]
+        v6 = keys[j + 7]
+        v7 = keys[j + 8]
+        if j == 0:
+            for c in range(n_c):
+                dst[c] = _select8(row[c], k0, t0, t1, t2, t3, t4, t5, t6, t7,
+                                  v0, v1, v2, v3, v4, v5, v6, v7)
+        else:
+            for c in range(n_c):
+                dst[c] = _select8(row[c], src[c], t0, t1, t2, t3, t4, t5, t6, t7,
+                                  v0, v1, v2, v3, v4, v5, v6, v7)
+        src = dst
+        j += 8
+    while j < n_m:
+        dst = out if src is tmp else tmp
+        t0 = thr_lin[j]
+        v0 = keys[j + 1]
+        if j == 0:
+            for c in range(n_c):
+                dst[c] = v0 if row[c] >= t0 else k0
+        else:
+            for c in range(n_c):
+                dst[c] = v0 if row[c] >= t0 else src[c]
+        src = dst
+        j += 1
+
+
+def _select8(x, key, t0, t1, t2, t3, t4, t5, t6, t7, v0, v1, v2, v3, v4, v5, v6, v7):
+    """The value of the highest of eight ascending thresholds <= x (``key`` if none)."""
+    if x >= t0:
+        key = v0
+    if x >= t1:
+        key = v1
+    if x >= t2:
+        key = v2
+    if x >= t3:
+        key = v3
+    if x >= t4:
+        key = v4
+    if x >= t5:
+        key = v5
+    if x >= t6:
+        key = v6
+    if x >= t7:
+        key = v7
+    return key
+
+
+def _best_update(key_row, key_in, code_in, key_out, code_out, code_u):
+    """One user (in the TTI's random order) against the best so far, per subchannel.
+
+    ``code = 2 * user + tie``: a strictly larger key takes the subchannel (code
+    ``2 * u``, earlier users keep ties); an equal key sets the tie bit, to be settled
+    exactly (keys start at 0, a user without MCS has -1: only positive keys tie).
+    Branch-free selects from the ``*_in`` arrays into the ``*_out`` ones (vectorised,
+    see :func:`_count_row`); the best user is ``code >> 1``, -1 for none (code -2).
+    """
+    for c in range(key_row.shape[0]):
+        key = key_row[c]
+        old = key_in[c]
+        better = key > old
+        key_out[c] = key if better else old
+        code_out[c] = code_u if better else (code_in[c] | np.int32(key == old))
+
+
 def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                thr_lin, bytes_per_mcs, s50_lin, best_lut, lut_lo, lut_step,
                ip, fp,
@@ -80,9 +257,28 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     pre_best = np.full(n_c, -1, dtype=np.int64)
     pre_metric = np.zeros(n_c)
     rate_ext = np.zeros(n_m + 1)
+    wrate = np.zeros(n_m + 1)
     for j in range(n_m):
         rate_ext[j + 1] = bytes_per_mcs[j]
     pend_avail = np.zeros(n_u, dtype=np.int64)
+    d_nsub = np.zeros(n_u, dtype=np.int64)
+    keys = np.zeros(n_m + 1, dtype=np.float32)
+    key_row = np.zeros(n_c, dtype=np.float32)
+    key_tmp = np.zeros(n_c, dtype=np.float32)
+    best_key = np.zeros((2, n_c), dtype=np.float32)   # two sets, read one and write the other
+    best_code = np.zeros((2, n_c), dtype=np.int32)
+    m_tmp = np.zeros(n_c, dtype=np.int32)
+    x_best = np.zeros(n_c, dtype=np.float32)
+    m_best = np.zeros(n_c, dtype=np.int32)
+    thr_sorted = True
+    for j in range(n_m - 1):
+        if not thr_lin[j] <= thr_lin[j + 1]:
+            thr_sorted = False
+    d_mcs = np.zeros(n_u)
+    d_tx = np.zeros(n_u)
+    d_served = np.zeros(n_u)
+    # more than the whole band carries in one TTI (every subchannel at the highest rate)
+    tti_bytes = 2.0 * n_c * max(1.0, rate_ext.max())
     tx_bits = np.zeros(n_u)
     n_bl = bl_channels.shape[0]
     for k in range(n_k):
@@ -182,20 +378,68 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 new = bl_channels[idx - 1] if idx > 0 else 0
                 total -= assigned_ch[big] - new
                 assigned_ch[big] = new
-        # MCS per user and subchannel from the reported SINR (compare with linear thresholds)
+        n_pend = 0
+        for u in range(n_u):
+            n_pend += pend_avail[u]
+        # scheduler weight: metric = rate * weight
         if sched != 4:
             for u in range(n_u):
+                if sched == 2 or (sched == 3 and lam == 1.0):
+                    weight[u] = 1.0 / avg_thr[u] if avg_thr[u] > 0 else 1e150
+                elif sched == 3 and lam != 0.0:
+                    weight[u] = 1.0 / avg_thr[u] ** lam if avg_thr[u] > 0 else 1e150
+                else:
+                    weight[u] = 1.0
+        # Direct TTIs of the metric schedulers: no retransmission pending at the start of the
+        # TTI (so HARQ priority cannot apply) and every user with data holds more than the
+        # whole band can carry in one TTI (so nobody runs out of data within the TTI): the
+        # sequential choice is then the best user of every subchannel among the users with
+        # data at the start of the TTI, and only that user's MCS is needed.
+        direct = sched >= 1 and sched <= 3 and n_pend == 0
+        if direct:
+            for u in range(n_u):
+                if remaining[u] > 1e-9 and remaining[u] < tti_bytes:
+                    direct = False
+        fast = direct and la_mode == 0 and thr_sorted
+        if fast:
+            # best user per subchannel from float32 keys (8 subchannels per vector
+            # instruction), exact where the key of the best user is unique, the exact
+            # float64 comparison where two users tie in float32
+            for c in range(n_c):
+                best_key[0, c] = 0.0
+                best_code[0, c] = -2
+            cur = 0
+            for i in range(n_u):
+                u = perm[k, i]
+                if remaining[u] <= 1e-9:
+                    continue
+                _level_keys(rate_ext, weight[u], keys)
+                _key_row(sinr_rep[k, u], thr_lin, keys, key_row, key_tmp)
+                _best_update(key_row, best_key[cur], best_code[cur], best_key[1 - cur],
+                             best_code[1 - cur], np.int32(2 * u))
+                cur = 1 - cur
+            for c in range(n_c):
+                code = best_code[cur, c]
+                best = code >> 1
+                if code & 1:
+                    best = -1
+                    bestm = 0.0
+                    for i in range(n_u):
+                        u = perm[k, i]
+                        if remaining[u] <= 1e-9:
+                            continue
+                        metric = rate_ext[_mcs_of(sinr_rep[k, u, c], thr_lin) + 1] * weight[u]
+                        if metric > bestm:
+                            bestm = metric
+                            best = u
+                pre_best[c] = best
+                x_best[c] = sinr_rep[k, best, c] if best >= 0 else np.float32(0.0)
+            _count_row(x_best, thr_lin, m_best, m_tmp)
+        elif sched != 4:
+            # MCS per user and subchannel from the reported SINR (compare with linear thresholds)
+            for u in range(n_u):
                 if la_mode == 0:
-                    # m = (number of thresholds <= SINR) - 1, one threshold at a time over a
-                    # contiguous row (float32 compares, vectorised by the compiler)
-                    row = sinr_rep[k, u]
-                    mrow = m_uc[u]
-                    for c in range(n_c):
-                        mrow[c] = -1
-                    for j in range(n_m):
-                        t = thr_lin[j]
-                        for c in range(n_c):
-                            mrow[c] += np.int32(row[c] >= t)
+                    _count_row(sinr_rep[k, u], thr_lin, m_uc[u], m_tmp)
                 elif la_mode == 4:
                     for c in range(n_c):
                         j = int((10.0 * math.log10(sinr_real[k, u, c] + 1e-30) - lut_lo) / lut_step)
@@ -204,21 +448,11 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 else:
                     for c in range(n_c):
                         m_uc[u, c] = user_mcs[u]
-                # scheduler weight: metric = rate * weight
-                if sched == 2 or (sched == 3 and lam == 1.0):
-                    weight[u] = 1.0 / avg_thr[u] if avg_thr[u] > 0 else 1e150
-                elif sched == 3 and lam != 0.0:
-                    weight[u] = 1.0 / avg_thr[u] ** lam if avg_thr[u] > 0 else 1e150
-                else:
-                    weight[u] = 1.0
-        n_pend = 0
-        for u in range(n_u):
-            n_pend += pend_avail[u]
         # metric schedulers: the best user per subchannel among the users with data at the
         # start of the TTI, for all subchannels at once (users outer, subchannels inner);
         # ties go to the user earliest in the TTI's random order. Eligibility only shrinks
         # within a TTI, so where that user still has data it is the sequential choice too.
-        if sched >= 1 and sched <= 3:
+        if sched >= 1 and sched <= 3 and not fast:
             for c in range(n_c):
                 pre_best[c] = -1
                 pre_metric[c] = 0.0
@@ -228,10 +462,12 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 u = perm[k, i]
                 if remaining[u] <= 1e-9 and pend_avail[u] == 0:
                     continue
-                w = weight[u]
+                # metric of each MCS for this user (the same product as rate * weight)
+                for j in range(n_m + 1):
+                    wrate[j] = rate_ext[j] * weight[u]
                 mrow = m_uc[u]
                 for c in range(n_c):
-                    metric = rate_ext[mrow[c] + 1] * w
+                    metric = wrate[mrow[c] + 1]
                     if metric > pre_metric[c]:
                         pre_metric[c] = metric
                         pre_best[c] = u
@@ -240,6 +476,54 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         rr = misc[0]
         pb = -1
         n_slots = n_u if sched == 4 else n_c
+        if direct:
+            n_slots = 0  # the general loop below has nothing to do
+            # per-user sums of this TTI in local arrays, added in subchannel order as below
+            for u in range(n_u):
+                d_nsub[u] = 0
+                d_mcs[u] = out_mcs[k, u]
+                d_tx[u] = out_tx[k, u]
+                d_served[u] = out_served[k, u]
+            for c in range(n_c):
+                u = pre_best[c]
+                if u < 0:
+                    continue
+                m = m_best[c] if fast else m_uc[u, c]
+                nbytes = bytes_per_mcs[m]       # > 0: the metric was > 0
+                acc = sinr_real[k, u, c]
+                d_nsub[u] += 1
+                d_mcs[u] += m + 1
+                d_tx[u] += nbytes
+                tx_bits[u] += nbytes * 8.0
+                remaining[u] -= nbytes
+                failed = acc < s50_lin[m] * z_err[k, c]
+                if la_mode >= 1 and la_mode <= 3:
+                    la_ci_sum[u] += sinr_rep[k, u, c]
+                    la_blocks[u] += 1
+                    if failed:
+                        la_err[u] += 1
+                if not failed:
+                    d_served[u] += nbytes
+                    if full_u[u] == 0:
+                        backlog[u] -= nbytes
+                        if backlog[u] < 1e-9:
+                            backlog[u] = 0.0
+                elif 1 < max_tx and pend_count[u] < ring:
+                    t = (pend_head[u] + pend_count[u]) % ring
+                    pend_bytes[u, t] = nbytes
+                    pend_mcs[u, t] = m
+                    pend_acc[u, t] = acc
+                    pend_tx[u, t] = 1
+                    pend_count[u] += 1
+                    inflight[u] += nbytes
+                else:
+                    out_gaveup[k, u] += 1
+            for u in range(n_u):
+                out_nsub[k, u] += d_nsub[u]
+                out_blocks[k, u] += d_nsub[u]
+                out_mcs[k, u] = d_mcs[u]
+                out_tx[k, u] = d_tx[u]
+                out_served[k, u] = d_served[u]
         for c in range(n_slots):
             best = -1
             if sched == 4:
@@ -382,7 +666,15 @@ try:  # pragma: no cover - depends on the environment
     if os.environ.get("AIRLINK_NUMBA", "1") == "0":
         raise ImportError("numba disabled by AIRLINK_NUMBA=0")
     import numba as _numba
-    run_chunk = _numba.njit(cache=True, nogil=True)(_run_chunk)
+    _jit = _numba.njit(cache=True, nogil=True)
+    # the helpers first: _run_chunk resolves them as module globals when it is compiled
+    _mcs_of = _jit(_mcs_of)
+    _count_row = _jit(_count_row)
+    _level_keys = _jit(_level_keys)
+    _select8 = _jit(_select8)
+    _key_row = _jit(_key_row)
+    _best_update = _jit(_best_update)
+    run_chunk = _jit(_run_chunk)
     COMPILED = True
 except Exception:  # numba missing or broken: plain Python, same results
     run_chunk = _run_chunk
