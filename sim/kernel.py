@@ -124,12 +124,12 @@ def _level_keys(rate_ext, weight, keys):
             keys[j] = np.float32(-1.0)
 
 
-def _key_row(row, thr_lin, keys, out, tmp):
-    """``out[c] = keys[m + 1]`` with ``m`` the MCS of ``row[c]``, without a table lookup
-    (which is not vectorised): with ascending thresholds, a chain of compare-and-select
-    leaves the key of the highest threshold <= SINR. Eight thresholds per pass in
-    registers, then one per pass, from one array into the other (see :func:`_count_row`)."""
-    n_m = thr_lin.shape[0]
+def _key_row(row, thr_lin, keys, n_m, out, tmp):
+    """``out[c] = keys[m + 1]`` with ``m`` the MCS of ``row[c]`` over the first ``n_m``
+    thresholds, without a table lookup (which is not vectorised): with ascending
+    thresholds, a chain of compare-and-select leaves the key of the highest threshold
+    <= SINR. Eight thresholds per pass in registers, then one per pass, from one array
+    into the other (see :func:`_count_row`)."""
     n_c = row.shape[0]
     n_pass = n_m // 8 + n_m % 8
     k0 = keys[0]
@@ -202,17 +202,19 @@ def _select8(x, key, t0, t1, t2, t3, t4, t5, t6, t7, v0, v1, v2, v3, v4, v5, v6,
     return key
 
 
-def _best_update(key_row, key_in, code_in, key_out, code_out, code_u):
+def _best_update(row, t_last, v_last, key_row, key_in, code_in, key_out, code_out, code_u):
     """One user (in the TTI's random order) against the best so far, per subchannel.
 
-    ``code = 2 * user + tie``: a strictly larger key takes the subchannel (code
-    ``2 * u``, earlier users keep ties); an equal key sets the tie bit, to be settled
-    exactly (keys start at 0, a user without MCS has -1: only positive keys tie).
-    Branch-free selects from the ``*_in`` arrays into the ``*_out`` ones (vectorised,
-    see :func:`_count_row`); the best user is ``code >> 1``, -1 for none (code -2).
+    The user's key is ``v_last`` where ``row[c] >= t_last`` (the highest threshold, left
+    out of :func:`_key_row`), else ``key_row[c]``. ``code = 2 * user + tie``: a strictly
+    larger key takes the subchannel (code ``2 * u``, earlier users keep ties); an equal
+    key sets the tie bit, to be settled exactly (keys start at 0, a user without MCS has
+    -1: only positive keys tie). Branch-free selects from the ``*_in`` arrays into the
+    ``*_out`` ones (vectorised, see :func:`_count_row`); the best user is ``code >> 1``,
+    -1 for none (code -2).
     """
     for c in range(key_row.shape[0]):
-        key = key_row[c]
+        key = v_last if row[c] >= t_last else key_row[c]
         old = key_in[c]
         better = key > old
         key_out[c] = key if better else old
@@ -398,9 +400,9 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         direct = sched >= 1 and sched <= 3 and n_pend == 0
         if direct:
             for u in range(n_u):
-                if remaining[u] > 1e-9 and remaining[u] < tti_bytes:
+                if (remaining[u] > 1e-9 and remaining[u] < tti_bytes) or out_tx[k, u] != 0.0:
                     direct = False
-        fast = direct and la_mode == 0 and thr_sorted
+        fast = direct and la_mode == 0 and thr_sorted and n_m >= 1
         if fast:
             # best user per subchannel from float32 keys (8 subchannels per vector
             # instruction), exact where the key of the best user is unique, the exact
@@ -414,9 +416,10 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 if remaining[u] <= 1e-9:
                     continue
                 _level_keys(rate_ext, weight[u], keys)
-                _key_row(sinr_rep[k, u], thr_lin, keys, key_row, key_tmp)
-                _best_update(key_row, best_key[cur], best_code[cur], best_key[1 - cur],
-                             best_code[1 - cur], np.int32(2 * u))
+                row = sinr_rep[k, u]
+                _key_row(row, thr_lin, keys, n_m - 1, key_row, key_tmp)
+                _best_update(row, thr_lin[n_m - 1], keys[n_m], key_row, best_key[cur], best_code[cur],
+                             best_key[1 - cur], best_code[1 - cur], np.int32(2 * u))
                 cur = 1 - cur
             for c in range(n_c):
                 code = best_code[cur, c]
@@ -479,10 +482,12 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         if direct:
             n_slots = 0  # the general loop below has nothing to do
             # per-user sums of this TTI in local arrays, added in subchannel order as below
+            # (out_tx[k] is 0 here, checked above, so tx_bits = 8 * d_tx exactly: scaling
+            # by 8 commutes with rounding; ``remaining`` is not read again this TTI)
             for u in range(n_u):
                 d_nsub[u] = 0
                 d_mcs[u] = out_mcs[k, u]
-                d_tx[u] = out_tx[k, u]
+                d_tx[u] = 0.0
                 d_served[u] = out_served[k, u]
             for c in range(n_c):
                 u = pre_best[c]
@@ -494,8 +499,6 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 d_nsub[u] += 1
                 d_mcs[u] += m + 1
                 d_tx[u] += nbytes
-                tx_bits[u] += nbytes * 8.0
-                remaining[u] -= nbytes
                 failed = acc < s50_lin[m] * z_err[k, c]
                 if la_mode >= 1 and la_mode <= 3:
                     la_ci_sum[u] += sinr_rep[k, u, c]
@@ -523,6 +526,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 out_blocks[k, u] += d_nsub[u]
                 out_mcs[k, u] = d_mcs[u]
                 out_tx[k, u] = d_tx[u]
+                tx_bits[u] = 8.0 * d_tx[u]
                 out_served[k, u] = d_served[u]
         for c in range(n_slots):
             best = -1
