@@ -53,47 +53,6 @@ def _batch_flow_keys(src, sport, dst, dport, proto):
     return swap, lo[first], hi[first], proto[first], inv
 
 
-def _prefetched(batches, depth: int = 1):
-    """Iterate ``batches`` with the next ones produced by a helper thread (record finding
-    is numpy work that releases the GIL, so it overlaps the decoding of the batch before);
-    an exception in the producer is raised here, at the place it occurred in the stream."""
-    import queue
-    import threading
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    END = object()
-
-    def produce():
-        try:
-            for b in batches:
-                while not stop.is_set():
-                    try:
-                        q.put((b, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put((END, None))
-        except BaseException as exc:          # noqa: BLE001 - handed to the consumer
-            q.put((END, exc))
-
-    th = threading.Thread(target=produce, name="airlink-capture-reader", daemon=True)
-    th.start()
-    try:
-        while True:
-            item, exc = q.get()
-            if item is END:
-                if exc is not None:
-                    raise exc
-                return
-            yield item
-            del item
-    finally:
-        stop.set()
-        th.join()
-
-
 class _ColumnStore:
     """Columns filled batch after batch into arrays reserved once (no per-batch pieces to
     concatenate: the peak is the columns themselves, not twice them); grows by doubling
@@ -150,7 +109,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     unknown: set = set()
     size = file_size(path)
     try:
-        for batch in _prefetched(reader):
+        for batch in reader:
             if store.capacity == 0 and len(batch.data_off):
                 # records in the file, from this batch's bytes per record (+15 %; pages of
                 # the unused tail are never touched, so cost no memory)

@@ -582,6 +582,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     spur_eifel &= data
     spur_dsack &= data
     spurious = retx & (spur_acked | spur_eifel | spur_dsack)
+    del dsack, dsack_left
 
     def rtt_samples():
         """(time, RTT ms, data direction group, method 0 seq/ACK 1 timestamp, packet) arrays;
@@ -676,7 +677,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     # no longer needed: free before the series (the memory peak)
     has_ts_syn = has_ts[syn_rows]
-    del tsval, tsecr, has_ts, dsack, dsack_left, end
+    del tsval, tsecr, has_ts, end
     # ---- window scaling (from SYNs: applied only when both sides offered it)
     ws = np.full(ngd, -1, np.int64)
     si = syn_rows[wscale_syn >= 0]
@@ -692,9 +693,13 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         mss[gd[mi]] = mss_syn[mss_syn > 0]
     # effective MSS per data direction: the peer's announced MSS, else the largest payload
     maxpay = np.zeros(ngd, np.int64)
-    if n:
-        mp = pd.Series(pay).groupby(gd).max()
-        maxpay[mp.index.to_numpy()] = mp.to_numpy()
+    for d in (0, 1):                     # rows of one direction keep flows contiguous
+        rows = np.flatnonzero(dr == d)
+        if len(rows):
+            f = fl[rows]
+            st = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+            maxpay[2 * f[st].astype(np.int64) + d] = np.maximum.reduceat(pay[rows], st)
+    del rows
     eff_mss = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
     eff_mss = np.where(eff_mss > 0, eff_mss, 1460)
 
@@ -816,6 +821,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     # ---- regular series per (flow, direction)
     flows.attrs["source"] = source
+    del rel, gd, flags, is_syn, data, spur_acked, spur_eifel, spur_dsack, ooo, first_of_flow
     series = _series(fl, dr, t, pay, iplen_o, retx, fast, timeout, spurious, dupack, zero_win,
                      rela, ack_max, infl, rwnd, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method,
                      nflow, res_ns, flows)

@@ -198,8 +198,7 @@ def test_path_analysis_equals_frame_analysis(tmp_path, shared_data):
 
 
 def test_path_analysis_containers_and_damage(tmp_path):
-    """The path reader (record finding in a helper thread, columns reserved from the file
-    size) on gzip (the reservation falls short and grows), pcapng, big captures split into
+    """The path reader (columns reserved from the file size) on gzip (the reservation falls short and grows), pcapng, big captures split into
     several batches, and damaged files: the same error as read_pcap, or with salvage the
     same numbers as analysing the salvaged frame."""
     from airlink.collectors._capture import CaptureError
@@ -218,7 +217,7 @@ def test_path_analysis_containers_and_damage(tmp_path):
         _same_analysis(C.analyze_tcp(tmp_path / name), C.analyze_tcp(C.read_pcap(tmp_path / name)))
     from airlink.collectors._capture import CaptureReader
     kw = CaptureReader.__init__.__kwdefaults__
-    with pytest.MonkeyPatch.context() as mp:              # many batches through the thread
+    with pytest.MonkeyPatch.context() as mp:              # many small batches
         mp.setitem(kw, "chunk", 4096)
         assert sum(1 for _ in CaptureReader(tmp_path / "a.pcap")) > 10
         many = C.analyze_tcp(tmp_path / "a.pcap")
