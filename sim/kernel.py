@@ -124,6 +124,32 @@ def _level_keys(rate_ext, weight, keys):
             keys[j] = np.float32(-1.0)
 
 
+def _keys_injective(rate_ext, weight, remaining):
+    """True if no two different positive metrics ``rate_ext[j] * weight[u]`` (j >= 1,
+    users with data) share a float32 key (see :func:`_level_keys`): then comparing keys
+    is comparing metrics, ties included."""
+    n_u = weight.shape[0]
+    n_l = rate_ext.shape[0]
+    vals = np.empty(n_u * n_l)
+    n = 0
+    for u in range(n_u):
+        if remaining[u] <= 1e-9:
+            continue
+        for j in range(1, n_l):
+            metric = rate_ext[j] * weight[u]
+            if metric > 0:
+                vals[n] = metric
+                n += 1
+    vals = np.sort(vals[:n])
+    for i in range(n - 1):
+        if vals[i] < vals[i + 1]:
+            a = np.float32(vals[i])
+            b = np.float32(vals[i + 1])
+            if (a if a > 0 else np.float32(1e-45)) == (b if b > 0 else np.float32(1e-45)):
+                return False
+    return True
+
+
 def _key_row(row, thr_lin, keys, n_m, out, tmp):
     """``out[c] = keys[m + 1]`` with ``m`` the MCS of ``row[c]`` over the first ``n_m``
     thresholds, without a table lookup (which is not vectorised): with ascending
@@ -421,10 +447,18 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 _best_update(row, thr_lin[n_m - 1], keys[n_m], key_row, best_key[cur], best_code[cur],
                              best_key[1 - cur], best_code[1 - cur], np.int32(2 * u))
                 cur = 1 - cur
+            # a float32 tie needs the exact comparison only if two different metrics of
+            # this TTI share a key; when no two do (e.g. MaxCIR: equal weights, the ties
+            # are real), the earliest user in the TTI's order, kept above, is the answer
+            settle = False
+            for c in range(n_c):
+                if best_code[cur, c] & 1:
+                    settle = not _keys_injective(rate_ext, weight, remaining)
+                    break
             for c in range(n_c):
                 code = best_code[cur, c]
                 best = code >> 1
-                if code & 1:
+                if settle and code & 1:
                     best = -1
                     bestm = 0.0
                     for i in range(n_u):
@@ -676,6 +710,7 @@ try:  # pragma: no cover - depends on the environment
     _count_row = _jit(_count_row)
     _level_keys = _jit(_level_keys)
     _select8 = _jit(_select8)
+    _keys_injective = _jit(_keys_injective)
     _key_row = _jit(_key_row)
     _best_update = _jit(_best_update)
     run_chunk = _jit(_run_chunk)
