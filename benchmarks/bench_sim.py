@@ -1,11 +1,24 @@
 """Benchmark of airlink.sim: the imt-advanced preset end to end, and its scheduling step
 against a per-TTI pure-Python MC-PFS loop (and a per-TTI numpy loop) on the same input.
 
-    .venv/bin/python benchmarks/bench_sim.py [--duration 60s] [--ref-ttis 300]
+    .venv/bin/python benchmarks/bench_sim.py [--duration 60s] [--ref-ttis 300] [--repeat 3]
 
 Prints TTIs per second (CPU time of this process, so that other work on a shared machine
-does not skew the ratios; wall time is printed too), the ratios, peak memory, and checks that the compiled step and the
-pure-Python reference make the same scheduling decisions on the same input.
+does not skew the ratios; wall time is printed too), the ratios, peak memory, and checks
+that airlink and the references make the same scheduling decisions on the same input.
+
+What is timed (10 users x 400 subchannels, MC-PFS with t_a = 1000):
+
+- airlink full step (``kernel.run_chunk``): MCS lookup from the reported SINR, PF metric,
+  best user per subchannel, each block's error check and HARQ bookkeeping (no block errors
+  drawn, so no retransmissions), per-user outputs, average update;
+- airlink full step with block errors (BLER about 10 %, HARQ with up to 11 transmissions and
+  priority, as in the preset): the same plus retransmissions (decisions then differ from the
+  references, which have no HARQ: speed only);
+- airlink step alone (``airlink.sim.schedule_rates``): on the same given rates as the plain
+  loop, PF metric, best user per subchannel, average update;
+- references: a pure-Python loop looking the rates up per TTI, the plainest pure-Python PF
+  loop with the rates looked up beforehand (not timed), and a per-TTI numpy loop.
 """
 from __future__ import annotations
 
@@ -47,23 +60,49 @@ def inputs(n_tti: int, seed: int = 7):
     return sinr, table, bytes_per_mcs, perm
 
 
-def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000):
-    """airlink's compiled step: MCS from SINR, MC-PFS, no block errors (z_err = 0)."""
+def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7):
+    """airlink's compiled step: MCS from SINR, MC-PFS, block error check and HARQ
+    bookkeeping; no block errors (z_err = 0) unless ``harq`` (errors drawn as the engine
+    does, up to 11 transmissions, retransmissions first)."""
     n, u, c = sinr.shape
-    ip = np.array([2, 1, 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0], dtype=np.int64)
+    ip = np.array([2, 11 if harq else 1, 1 if harq else 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0],
+                  dtype=np.int64)
+    z_err = np.zeros((n, c))
+    if harq:
+        beta = table.slope * 10 / np.log(10)
+        p = np.random.default_rng(seed).random((n, c))
+        with np.errstate(divide="ignore"):
+            z_err = ((1 - p) / p) ** (1 / beta)
     fp = np.array([0.001, 1.0, 1500.0, table.slope, 0, 1, 0, 0.3, 0.1, 15, 1e9])
     z = lambda *s, d=np.float64: np.zeros(s, d)  # noqa: E731
     outs = [z(n, u), z(n, u), z(n, u, d=np.int64), z(n, u), z(n, u, d=np.int64), z(n, u),
             z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64)]
-    st = [z(u), z(u), z(u), z(u, 8), z(u, 8, d=np.int64), z(u, 8), z(u, 8, d=np.int64), z(u, d=np.int64),
+    ring = 4096 if harq else 8
+    st = [z(u), z(u), z(u), z(u, ring), z(u, ring, d=np.int64), z(u, ring), z(u, ring, d=np.int64), z(u, d=np.int64),
           z(u, d=np.int64), z(4, d=np.int64), z(u, d=np.int64), z(u), z(u, d=np.int64), z(u, d=np.int64),
           z(u, d=np.int64), z(u, d=np.int64),
           np.ones(u, np.int64), np.full(u, 1500.0)]
     t0 = time.process_time()
-    K.run_chunk(sinr, sinr, z(n, u), np.zeros((n, c)), perm, np.zeros((1, 1), np.int64),
+    K.run_chunk(sinr, sinr, z(n, u), z_err, perm, np.zeros((1, 1), np.int64),
                 (10 ** (table.threshold_db / 10)).astype(np.float32), bytes_per_mcs, 10 ** (table.s50_db / 10),
                 np.zeros(1, np.int64), -40.0, 0.1, ip, fp, *st, np.zeros(1), np.ones(1, np.int64), *outs)
     return time.process_time() - t0, outs[2]
+
+
+def given_rates(sinr, table, bytes_per_mcs):
+    """The rates of the plain loop: rate of the MCS each SINR supports (bytes per TTI)."""
+    thr_lin = (10 ** (table.threshold_db / 10)).astype(np.float32)
+    rate_of = np.concatenate([[0.0], bytes_per_mcs])
+    return rate_of[np.searchsorted(thr_lin, sinr, side="right")]
+
+
+def airlink_given_rates(rates, perm, window=1000):
+    """airlink's step alone (``airlink.sim.schedule_rates``) on the plain loop's inputs."""
+    t0 = time.process_time()
+    best, _ = S.schedule_rates(rates, scheduler="mcpfs", window=window, order=perm)
+    dt = time.process_time() - t0
+    counts = np.stack([np.bincount(b[b >= 0], minlength=rates.shape[1]) for b in best])
+    return dt, counts
 
 
 def python_pf(sinr, table, bytes_per_mcs, perm, window=1000):
@@ -159,11 +198,19 @@ def numpy_pf(sinr, table, bytes_per_mcs, perm, window=1000):
     return time.process_time() - t0, counts
 
 
+def best_of(fn, repeat):
+    """Run ``fn() -> (cpu_seconds, result)`` ``repeat`` times: (min, median, result)."""
+    runs = [fn() for _ in range(repeat)]
+    times = sorted(t for t, _ in runs)
+    return times[0], times[len(times) // 2], runs[0][1]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", default="60s")
     ap.add_argument("--ref-ttis", type=int, default=300)
     ap.add_argument("--step-ttis", type=int, default=5000)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each airlink step (median and best)")
     args = ap.parse_args()
     print(f"numba kernel compiled: {K.COMPILED}")
     S.simulate("imt-advanced", duration="5ms")   # compile / load the cached kernel once
@@ -175,24 +222,54 @@ def main():
           f"= {n / dt:,.0f} TTI/s; "
           f"peak RSS {rss_mb:.0f} MB; aggregate {res.summary['aggregate_throughput_mbps']:.1f} Mbit/s")
 
-    sinr, table, bpm, perm = inputs(max(args.step_ttis, args.ref_ttis))
-    tk, counts_k = kernel_pf(sinr[:args.step_ttis], table, bpm, perm[:args.step_ttis])
-    step_rate = args.step_ttis / tk
-    ref = sinr[:args.ref_ttis]
-    tp, counts_p = python_pf(ref, table, bpm, perm[:args.ref_ttis])
-    tn, counts_n = numpy_pf(ref, table, bpm, perm[:args.ref_ttis])
-    tg, counts_g = python_pf_given_rates(ref, table, bpm, perm[:args.ref_ttis])
-    _, counts_k_ref = kernel_pf(ref, table, bpm, perm[:args.ref_ttis])
-    k_counts = counts_k_ref.sum(axis=0)
-    same = bool((np.array(counts_p) == k_counts).all() and (counts_n == k_counts).all()
-                and (np.array(counts_g) == k_counts).all())
-    print(f"scheduling step (MCS lookup + MC-PFS, 10 x 400): airlink {step_rate:,.0f} TTI/s "
-          f"({args.step_ttis} TTIs)")
-    print(f"  pure-Python per-TTI loop: {args.ref_ttis / tp:,.0f} TTI/s -> ratio {step_rate / (args.ref_ttis / tp):.0f}x")
-    print(f"  pure-Python loop, rates given (lookup not timed): {args.ref_ttis / tg:,.0f} TTI/s -> ratio "
-          f"{step_rate / (args.ref_ttis / tg):.0f}x")
-    print(f"  numpy per-TTI loop:       {args.ref_ttis / tn:,.0f} TTI/s -> ratio {step_rate / (args.ref_ttis / tn):.1f}x")
-    print(f"  same decisions as all three references on {args.ref_ttis} TTIs: {bool(same)}")
+    n_step = args.step_ttis
+    sinr, table, bpm, perm = inputs(max(n_step, args.ref_ttis))
+    rates = given_rates(sinr, table, bpm)
+    kernel_pf(sinr[:10], table, bpm, perm[:10])                 # warm-up (compiled code in cache)
+    kernel_pf(sinr[:10], table, bpm, perm[:10], harq=True)
+    airlink_given_rates(rates[:10], perm[:10])
+    s_, p_ = sinr[:n_step], perm[:n_step]
+    full_min, full_med, _ = best_of(lambda: kernel_pf(s_, table, bpm, p_), args.repeat)
+    harq_min, harq_med, _ = best_of(lambda: kernel_pf(s_, table, bpm, p_, harq=True), args.repeat)
+    alone_min, alone_med, _ = best_of(lambda: airlink_given_rates(rates[:n_step], p_), args.repeat)
+
+    m = args.ref_ttis
+    ref, ref_perm = sinr[:m], perm[:m]
+    tp, counts_p = python_pf(ref, table, bpm, ref_perm)
+    tn, counts_n = numpy_pf(ref, table, bpm, ref_perm)
+    tg, counts_g = python_pf_given_rates(ref, table, bpm, ref_perm)
+    _, counts_k = kernel_pf(ref, table, bpm, ref_perm)
+    _, counts_a = airlink_given_rates(rates[:m], ref_perm)
+    k_counts = counts_k.sum(axis=0)
+    same = {name: bool(np.array_equal(np.asarray(c).reshape(-1, 10).sum(axis=0) if np.ndim(c) > 1 else c, k_counts))
+            for name, c in (("pure-Python", counts_p), ("plain loop", counts_g), ("numpy", counts_n),
+                            ("step alone", counts_a))}
+    same["step alone per TTI"] = bool(np.array_equal(counts_a, counts_k))
+    r_py, r_plain, r_np = m / tp, m / tg, m / tn
+
+    def rate(t):
+        return n_step / t
+
+    print(f"scheduling step, 10 users x 400 subchannels, MC-PFS; CPU time, median (best) of {args.repeat} runs of "
+          f"{n_step} TTIs:")
+    print(f"  airlink full step (MCS lookup + MC-PFS + block/HARQ bookkeeping, no block errors): "
+          f"{rate(full_med):,.0f} ({rate(full_min):,.0f}) TTI/s")
+    print(f"  airlink full step with block errors and HARQ retransmissions:                   "
+          f"{rate(harq_med):,.0f} ({rate(harq_min):,.0f}) TTI/s")
+    print(f"  airlink step alone on the plain loop's rates (schedule_rates):                  "
+          f"{rate(alone_med):,.0f} ({rate(alone_min):,.0f}) TTI/s")
+    print(f"  references on {m} TTIs: pure-Python loop with lookup {r_py:,.0f} TTI/s; plain Python PF loop, "
+          f"rates given (lookup not timed) {r_plain:,.0f} TTI/s; numpy per-TTI loop {r_np:,.0f} TTI/s")
+    print("ratios (median):")
+    print(f"  full step / pure-Python loop with lookup (same work):       {rate(full_med) / r_py:,.0f}x")
+    print(f"  full step / plain loop, rates given (airlink does more):    {rate(full_med) / r_plain:,.1f}x")
+    print(f"  step alone / plain loop, rates given (same inputs, work):   {rate(alone_med) / r_plain:,.1f}x")
+    print(f"  full step with HARQ errors / plain loop, rates given:       {rate(harq_med) / r_plain:,.1f}x")
+    print(f"  full step / numpy per-TTI loop:                             {rate(full_med) / r_np:,.1f}x")
+    target = 50
+    print(f"target >= {target}x the plain loop: full step {'met' if rate(full_med) / r_plain >= target else 'NOT met'}, "
+          f"step alone {'met' if rate(alone_med) / r_plain >= target else 'NOT met'}")
+    print(f"same decisions on {m} TTIs as the full step: " + ", ".join(f"{k} {v}" for k, v in same.items()))
 
 
 if __name__ == "__main__":

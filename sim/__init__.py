@@ -13,12 +13,14 @@ Main entry points::
 ``S.PRESETS`` names the presets, ``S.load_preset(name)`` returns one as a dict and
 ``S.schedulers`` maps scheduler names to classes. A scheduler of your own implements
 ``reset/assign/update`` (see :mod:`airlink.sim.sched_base`).
+``S.schedule_rates(rate_bytes)`` runs the metric schedulers alone on rates you give.
 """
 from __future__ import annotations
 
 from .channel import (PROFILES, ChannelModel, SumOfSinusoids, doppler_hz, frequency_correlation,
                       measured_snr_db, pathloss_db, resample_measured, snr_from_geometry)
 from .engine import DEFAULTS, PRESETS, load_preset, resolve_config, schedulers, simulate
+from .given_rates import schedule_rates
 from .rates import RATE_TABLES, RateTable, rate_table, read_rate_table
 from .result import SimResult, read_mac
 from .sched_backlog import BacklogScheduler
@@ -31,7 +33,7 @@ from .sched_rr import RoundRobin
 from .traffic import Traffic
 
 __all__ = [
-    "simulate", "SimResult", "load_preset", "PRESETS", "DEFAULTS", "schedulers", "resolve_config",
+    "simulate", "schedule_rates", "SimResult", "load_preset", "PRESETS", "DEFAULTS", "schedulers", "resolve_config",
     "read_mac", "RateTable", "rate_table", "read_rate_table", "RATE_TABLES", "ChannelModel",
     "SumOfSinusoids", "PROFILES", "doppler_hz", "pathloss_db", "snr_from_geometry",
     "frequency_correlation", "resample_measured", "measured_snr_db", "Traffic", "Scheduler",

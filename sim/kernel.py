@@ -247,6 +247,57 @@ def _best_update(row, t_last, v_last, key_row, key_in, code_in, key_out, code_ou
         code_out[c] = code_u if better else (code_in[c] | np.int32(key == old))
 
 
+def _rate_update(rate_row, weight, key_in, who_in, key_out, who_out, u):
+    """One user against the best so far, per subchannel, on given rates (float64): a
+    strictly larger ``rate * weight`` takes the subchannel. Branch-free, vectorised."""
+    for c in range(rate_row.shape[0]):
+        metric = rate_row[c] * weight
+        old = key_in[c]
+        better = metric > old
+        key_out[c] = metric if better else old
+        who_out[c] = u if better else who_in[c]
+
+
+def _schedule_rates(rate, order, sched, lam, pf_a, window, avg, best):
+    """The metric schedulers of :func:`_run_chunk` on given rates: ``best[k, c]`` = the
+    user with the largest ``rate[k, u, c] * weight[u]`` (> 0; ties to the earliest user
+    in ``order[k]``; -1 = nobody), then ``T[u] <- (1 - a) T[u] + a * 8 * sum_c rate``
+    over the user's subchannels (``a = 1 / min(n, window)``, or ``pf_a`` if window is 0).
+    Same weights and arithmetic as the simulator's step, so the same decisions."""
+    n_k = rate.shape[0]
+    n_u = rate.shape[1]
+    n_c = rate.shape[2]
+    key = np.zeros((2, n_c))
+    who = np.zeros((2, n_c), dtype=np.int64)
+    sent = np.zeros(n_u)
+    weight = np.zeros(n_u)
+    for k in range(n_k):
+        for u in range(n_u):
+            if sched == 2 or (sched == 3 and lam == 1.0):
+                weight[u] = 1.0 / avg[u] if avg[u] > 0 else 1e150
+            elif sched == 3 and lam != 0.0:
+                weight[u] = 1.0 / avg[u] ** lam if avg[u] > 0 else 1e150
+            else:
+                weight[u] = 1.0
+            sent[u] = 0.0
+        for c in range(n_c):
+            key[0, c] = 0.0
+            who[0, c] = -1
+        cur = 0
+        for i in range(n_u):
+            u = order[k, i]
+            _rate_update(rate[k, u], weight[u], key[cur], who[cur], key[1 - cur], who[1 - cur], u)
+            cur = 1 - cur
+        for c in range(n_c):
+            u = who[cur, c]
+            best[k, c] = u
+            if u >= 0:
+                sent[u] += rate[k, u, c]
+        a = 1.0 / min(k + 1, window) if window > 0 else pf_a
+        for u in range(n_u):
+            avg[u] = (1.0 - a) * avg[u] + a * (8.0 * sent[u])
+
+
 def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                thr_lin, bytes_per_mcs, s50_lin, best_lut, lut_lo, lut_step,
                ip, fp,
@@ -700,6 +751,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
 
 
 run_chunk = _run_chunk
+schedule_rates = _schedule_rates
 try:  # pragma: no cover - depends on the environment
     if os.environ.get("AIRLINK_NUMBA", "1") == "0":
         raise ImportError("numba disabled by AIRLINK_NUMBA=0")
@@ -713,8 +765,11 @@ try:  # pragma: no cover - depends on the environment
     _keys_injective = _jit(_keys_injective)
     _key_row = _jit(_key_row)
     _best_update = _jit(_best_update)
+    _rate_update = _jit(_rate_update)
+    schedule_rates = _jit(_schedule_rates)
     run_chunk = _jit(_run_chunk)
     COMPILED = True
 except Exception:  # numba missing or broken: plain Python, same results
     run_chunk = _run_chunk
+    schedule_rates = _schedule_rates
     COMPILED = False
