@@ -99,3 +99,36 @@ def test_direct_path_makes_the_float64_decisions(sched, lam):
     nsub, tx = _direct_run(sinr, perm, thr, bytes_per_mcs, sched, lam)
     assert np.array_equal(nsub, _reference(sinr, perm, thr, bytes_per_mcs, sched, lam))
     assert nsub.sum() > 0.9 * n * n_c and np.all(tx.sum(axis=0) > 0)
+
+
+@pytest.mark.parametrize("scheduler,sched,lam", [("maxcir", 1, 1.0), ("pf", 2, 1.0), ("lambda", 3, 2.0)])
+def test_schedule_rates_decides_like_the_simulator_step(scheduler, sched, lam):
+    from airlink.sim import schedule_rates
+    rng = np.random.default_rng(4)
+    n, n_u, n_c = 80, 5, 23
+    sinr = np.round(rng.exponential(1.0, (n, n_u, n_c)) * 10 ** rng.uniform(0, 2, (1, n_u, 1)), 1)
+    sinr = sinr.astype(np.float32)
+    thr = (10 ** (np.array([-5.0, 0, 3, 6, 9, 12, 15]) / 10)).astype(np.float32)
+    bytes_per_mcs = np.array([10.0, 20, 30, 45, 60, 80, 100]) / 3
+    perm = rng.permuted(np.tile(np.arange(n_u), (n, 1)), axis=1)
+    rates = np.concatenate([[0.0], bytes_per_mcs])[np.searchsorted(thr, sinr, side="right")]
+    best, avg = schedule_rates(rates, scheduler=scheduler, lam=lam, window=50, order=perm)
+    assert best.shape == (n, n_c) and avg.shape == (n_u,) and np.all(avg >= 0) and avg.sum() > 0
+    per_user = np.stack([np.bincount(b[b >= 0], minlength=n_u) for b in best])
+    assert np.array_equal(per_user, _reference(sinr, perm, thr, bytes_per_mcs, sched, lam))
+    nsub, _ = _direct_run(sinr, perm, thr, bytes_per_mcs, sched, lam)
+    assert np.array_equal(per_user, nsub)
+    # nobody can use a subchannel with rate 0 everywhere
+    rates[:, :, 0] = 0
+    assert np.all(schedule_rates(rates, scheduler=scheduler, order=perm)[0][:, 0] == -1)
+
+
+def test_schedule_rates_rejects_bad_input():
+    from airlink.sim import schedule_rates
+    from airlink.traces import AirlinkError
+    with pytest.raises(AirlinkError, match="shape"):
+        schedule_rates(np.ones((3, 4)))
+    with pytest.raises(AirlinkError, match="unknown scheduler"):
+        schedule_rates(np.ones((3, 2, 4)), scheduler="fastest")
+    with pytest.raises(AirlinkError, match="permutation"):
+        schedule_rates(np.ones((3, 2, 4)), order=np.zeros((3, 2)))
