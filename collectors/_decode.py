@@ -51,7 +51,7 @@ def _be32(buf, idx):
             | (buf[idx + 2].astype(np.uint32) << 8) | buf[idx + 3])
 
 
-def decode(batch) -> dict:
+def decode(batch, *, raw_addresses: bool = False) -> dict:
     """Header fields of every IP packet in ``batch`` (non-IP records are dropped).
 
     Returns a dict of numpy arrays: ``keep`` (record indices kept), ``ts_ns``, ``version``,
@@ -59,6 +59,8 @@ def decode(batch) -> dict:
     ``proto``, ``ip_len``, ``sport``, ``dport``, ``seq``, ``ack``, ``flags``, ``window``,
     ``payload``, ``tsval``, ``tsecr``, ``has_ts``, ``sack_blocks``, ``dsack``, ``dsack_left``,
     ``mss``, ``wscale``, ``synopt``, ``captured``, ``iface``, ``unknown_linktypes``.
+    ``raw_addresses=True`` returns ``src_hi``/``src_lo``/``dst_hi``/``dst_lo`` (uint64
+    words; IPv4 in the low 32 bits of ``*_lo``) and ``v6`` instead of the address codes.
     """
     buf = batch.buf
     off = batch.data_off
@@ -245,9 +247,13 @@ def decode(batch) -> dict:
                 dsack[i] = bool(_is_dsack(np.uint32(l1), np.uint32(r1), ackn[i], np.uint32(l2),
                                           np.uint32(r2), len(blocks) > 1))
                 dsack_left[i] = l1
-    src_code, dst_code, table = address_codes(src_hi, src_lo, dst_hi, dst_lo, fam == 6)
+    if raw_addresses:
+        out.update(src_hi=src_hi, src_lo=src_lo, dst_hi=dst_hi, dst_lo=dst_lo, v6=fam == 6)
+    else:
+        src_code, dst_code, table = address_codes(src_hi, src_lo, dst_hi, dst_lo, fam == 6)
+        out.update(src=src_code, dst=dst_code, addr_table=table)
     del src_hi, src_lo, dst_hi, dst_lo
-    out.update(src=src_code, dst=dst_code, addr_table=table, proto=proto.astype(np.uint8),
+    out.update(proto=proto.astype(np.uint8),
                ip_len=np.clip(ip_len, 0, 0xFFFFFFFF).astype(np.uint32), sport=sport, dport=dport,
                seq=seq, ack=ackn, flags=flags, window=window,
                payload=payload.astype(np.uint32), tsval=tsval, tsecr=tsecr, has_ts=has_ts,

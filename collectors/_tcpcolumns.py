@@ -31,6 +31,43 @@ KEPT = {"ts_ns": None, "ip_len": np.uint32, "seq": np.uint32, "ack": np.uint32,
 SYN_KEPT = {"mss": np.uint16, "wscale": np.int8, "synopt": np.uint8}
 
 
+V6_BASE = 1 << 32
+
+
+def _address_idents(d: dict, v6_ids: dict):
+    """Per-packet address identities (int64) from decoded raw address words: an IPv4
+    address is its own 32-bit value, an IPv6 address ``V6_BASE +`` its number in
+    ``v6_ids`` (a dictionary of exact (high, low) words, filled across batches)."""
+    v6 = d.pop("v6")
+    src, dst = d.pop("src_lo").view(np.int64), d.pop("dst_lo").view(np.int64)
+    src_hi, dst_hi = d.pop("src_hi"), d.pop("dst_hi")
+    i6 = np.flatnonzero(v6)
+    if len(i6):
+        src, dst = src.copy(), dst.copy()
+        words = np.stack([np.concatenate([src_hi[i6], dst_hi[i6]]),
+                          np.concatenate([src[i6], dst[i6]]).view(np.uint64)], axis=1)
+        uniq, inv = np.unique(words, axis=0, return_inverse=True)
+        ids = np.array([v6_ids.setdefault((h, l), len(v6_ids)) for h, l in uniq.tolist()],
+                       np.int64) + V6_BASE
+        inv = inv.ravel()
+        src[i6] = ids[inv[:len(i6)]]
+        dst[i6] = ids[inv[len(i6):]]
+    return src, dst
+
+
+def address_names(idents, v6_addresses: list) -> np.ndarray:
+    """Address strings for identities made by :func:`_address_idents`."""
+    import ipaddress
+    out = []
+    for a in np.asarray(idents).tolist():
+        if a < V6_BASE:
+            out.append(str(ipaddress.IPv4Address(a)))
+        else:
+            h, l = v6_addresses[a - V6_BASE]
+            out.append(str(ipaddress.IPv6Address((h << 64) | l)))
+    return np.array(out, dtype=str)
+
+
 def _batch_flow_keys(src, sport, dst, dport, proto):
     """Per-packet swap bit and, per distinct connection key of the batch, (first index,
     inverse): endpoints ``(address id << 16) | port`` ordered low/high, plus protocol."""
@@ -92,11 +129,12 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     of first appearance in the file), ``swap`` (bool: sender is the flow key's high
     endpoint), ``syn_index`` (int64 packet indices of SYN rows) with ``mss``/``wscale``/
     ``synopt`` at those rows, ``flow_lo``/``flow_hi`` (int64 endpoints per provisional
-    flow), ``flow_proto``, ``addresses`` (strings indexed by address id), ``source``.
+    flow; ``endpoint >> 16`` is an address identity, see :func:`address_names`),
+    ``flow_proto``, ``v6_addresses``, ``source``.
     Raises like :func:`read_pcap` on damaged captures (``salvage=True`` keeps the packets
     before the damage).
     """
-    from .pcap import _addr_strings, _progress_bar, check_linktypes
+    from .pcap import _progress_bar, check_linktypes
     path = Path(path)
     bar, update = _progress_bar(path, progress)
     reader = CaptureReader(path, salvage=salvage, progress=update)
@@ -104,7 +142,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
              "pflow": np.int32, "swap": bool}
     store = _ColumnStore(dense)
     syn_parts = {k: [] for k in ["syn_index"] + list(SYN_KEPT)}
-    addr_ids: dict = {}
+    v6_ids: dict = {}
     flow_ids: dict = {}
     unknown: set = set()
     size = file_size(path)
@@ -116,18 +154,16 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
                 span = int(batch.data_off[-1] + batch.caplen[-1] - batch.data_off[0]) + 16
                 per = max(span / len(batch.data_off), 16.0)
                 store.reserve(int(size / per * 1.15) + len(batch.data_off) + 1024)
-            d = decode(batch)
+            d = decode(batch, raw_addresses=True)
             del batch
             unknown |= d.pop("unknown_linktypes")
             m = len(d["ts_ns"])
             if m == 0:
                 continue
-            _, hi, lo, six = d.pop("addr_table")
-            gid = np.array([addr_ids.setdefault(k, len(addr_ids))
-                            for k in zip(hi.tolist(), lo.tolist(), six.tolist())], np.int64)
+            src, dst = _address_idents(d, v6_ids)
             swap, flo, fhi, fproto, inv = _batch_flow_keys(
-                gid[d.pop("src")], d.pop("sport"), gid[d.pop("dst")], d.pop("dport"),
-                d["proto"].astype(np.int64))
+                src, d.pop("sport"), dst, d.pop("dport"), d["proto"].astype(np.int64))
+            del src, dst
             fid = np.array([flow_ids.setdefault(k, len(flow_ids))
                             for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
             si = np.flatnonzero((d["flags"] & SYN) != 0)
@@ -148,10 +184,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     cols["flow_lo"] = np.array([k[0] for k in keys], np.int64)
     cols["flow_hi"] = np.array([k[1] for k in keys], np.int64)
     cols["flow_proto"] = np.array([k[2] for k in keys], np.int64)
-    ak = list(addr_ids)
-    cols["addresses"] = _addr_strings(np.array([k[0] for k in ak], np.uint64),
-                                      np.array([k[1] for k in ak], np.uint64),
-                                      np.array([k[2] for k in ak], bool))
+    cols["v6_addresses"] = list(v6_ids)
     cols["source"] = str(path)
     cols["problem"] = reader.problem
     return cols

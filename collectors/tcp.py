@@ -337,9 +337,10 @@ def _from_columns(raw: dict):
     fwd_lo = fwd_swap == 0                            # fwd sender is the key's low endpoint
     src_ep = np.where(fwd_lo, lo_ep, hi_ep)
     dst_ep = np.where(fwd_lo, hi_ep, lo_ep)
-    names = np.array(raw.pop("addresses") or [""], dtype=str)
-    flows = _flows_frame(nflow, src=names[src_ep >> 16] if nflow else np.zeros(0, str),
-                         dst=names[dst_ep >> 16] if nflow else np.zeros(0, str),
+    from ._tcpcolumns import address_names
+    v6 = raw.pop("v6_addresses")
+    flows = _flows_frame(nflow, src=address_names(src_ep >> 16, v6) if nflow else np.zeros(0, str),
+                         dst=address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
                          sport=src_ep & 0xFFFF, dport=dst_ep & 0xFFFF, proto=fproto if nflow else [],
                          start=ts_first, endt=ts_last, pk=pk, by=by)
     # TCP rows, flow-major and time order inside
