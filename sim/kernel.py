@@ -469,17 +469,23 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                     weight[u] = 1.0 / avg_thr[u] ** lam if avg_thr[u] > 0 else 1e150
                 else:
                     weight[u] = 1.0
-        # Direct TTIs of the metric schedulers: no retransmission pending at the start of the
-        # TTI (so HARQ priority cannot apply) and every user with data holds more than the
-        # whole band can carry in one TTI (so nobody runs out of data within the TTI): the
-        # sequential choice is then the best user of every subchannel among the users with
-        # data at the start of the TTI, and only that user's MCS is needed.
-        direct = sched >= 1 and sched <= 3 and n_pend == 0
+        # Static TTIs: every user either holds more than the whole band can carry in one TTI
+        # or has nothing to send (no data, no retransmission): who is eligible cannot change
+        # within the TTI, so the best user per subchannel can be found for all subchannels at
+        # once (the key pipeline below), and a new block only ever goes to that user.
+        static = sched >= 1 and sched <= 3
+        if static:
+            for u in range(n_u):
+                if remaining[u] < tti_bytes and (remaining[u] > 1e-9 or pend_avail[u] > 0):
+                    static = False
+        # Direct TTIs: static and no retransmission pending (so HARQ priority cannot apply):
+        # every subchannel goes to its best user, with a new block (the loop further down)
+        direct = static and n_pend == 0
         if direct:
             for u in range(n_u):
-                if (remaining[u] > 1e-9 and remaining[u] < tti_bytes) or out_tx[k, u] != 0.0:
+                if out_tx[k, u] != 0.0:
                     direct = False
-        fast = direct and la_mode == 0 and thr_sorted and n_m >= 1
+        fast = static and la_mode == 0 and thr_sorted and n_m >= 1
         if fast:
             # best user per subchannel from float32 keys (8 subchannels per vector
             # instruction), exact where the key of the best user is unique, the exact
@@ -654,7 +660,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                         bestm = -1.0
                         for i in range(n_u):
                             u = perm[k, i]
-                            m = m_uc[u, c]
+                            m = _mcs_of(sinr_rep[k, u, c], thr_lin) if fast else m_uc[u, c]
                             if m < 0:
                                 continue
                             metric = bytes_per_mcs[m] * weight[u]
@@ -696,7 +702,10 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 if sched == 4:
                     m = 0
                 else:
-                    m = m_uc[u, c]
+                    if fast:   # only the best user's MCS was looked up
+                        m = m_best[c] if u == pre_best[c] else _mcs_of(sinr_rep[k, u, c], thr_lin)
+                    else:
+                        m = m_uc[u, c]
                     if m < 0:
                         if sched == 5:
                             m = 0  # a user's scheduler chose it: most robust scheme
