@@ -70,8 +70,9 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
     l3 = np.full(n, -1, np.int64)
     fam = np.zeros(n, np.uint8)                    # 4, 6 or 0 (not IP)
     unknown = set()
-    for t in np.unique(lt):
-        sel = lt == t
+    single = n > 0 and bool((lt == lt[0]).all())         # the usual case: one link type
+    for t in ([lt[0]] if single else np.unique(lt)):
+        sel = slice(None) if single else lt == t
         spec = LINK_TYPES.get(int(t))
         o = off[sel]
         if spec is None:
@@ -192,18 +193,23 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
     # layout A: NOP NOP TS(10) [NOP NOP SACK]
     a = hasopt & (th32[:, 5] == 0x0101080A) & (o + 12 <= optcap)
     # layout B: TS(10) first (no NOP padding), e.g. some stacks / SYN-ACKs
-    b = hasopt & ~a & (buf[o] == 8) & (buf[o + 1] == 10) & (o + 10 <= optcap)
-    ia, ib = np.flatnonzero(a), np.flatnonzero(b)
-    tsval[ia], tsecr[ia] = th32[ia, 6], th32[ia, 7]
+    cb = np.flatnonzero(hasopt & ~a)                # bytes gathered for candidates only
+    ob = o[cb]
+    ib = cb[(buf[ob] == 8) & (buf[ob + 1] == 10) & (ob + 10 <= optcap[cb])]
+    del cb, ob
+    ia = np.flatnonzero(a)
+    np.copyto(tsval, th32[:, 6], where=a)
+    np.copyto(tsecr, th32[:, 7], where=a)
     tsval[ib], tsecr[ib] = _be32(buf, o[ib] + 2), _be32(buf, o[ib] + 6)
-    has_ts[ia] = True
+    has_ts |= a
     has_ts[ib] = True
     done = np.zeros(m, bool)
     done[ia[(thl[ia] == 32) & ((flags[ia] & SYN) == 0)]] = True     # only TS: finished
     # layout A followed by NOP NOP SACK
-    sa = a & ~done & ((flags & SYN) == 0) & (thl > 32) & (buf[o + 12] == 1) & (buf[o + 13] == 1) \
-        & (buf[o + 14] == 5)
-    isa = np.flatnonzero(sa)
+    cs = np.flatnonzero(a & ~done & ((flags & SYN) == 0) & (thl > 32))
+    os_ = o[cs]
+    isa = cs[(buf[os_ + 12] == 1) & (buf[os_ + 13] == 1) & (buf[os_ + 14] == 5)]
+    del cs, os_
     if len(isa):
         ln = buf[o[isa] + 15].astype(np.int64)
         nb = (ln - 2) // 8
