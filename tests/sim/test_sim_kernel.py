@@ -132,3 +132,16 @@ def test_schedule_rates_rejects_bad_input():
         schedule_rates(np.ones((3, 2, 4)), scheduler="fastest")
     with pytest.raises(AirlinkError, match="permutation"):
         schedule_rates(np.ones((3, 2, 4)), order=np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("kw", [dict(csi_delay_tti=2), dict(scheduler="maxcir", harq_priority=False),
+                                dict(scheduler="lambda", lam=2.0, traffic="onoff", on_s=0.02, off_s=0.02)])
+def test_float32_key_search_gives_the_same_run_as_the_plain_search(monkeypatch, kw):
+    import airlink.sim as S
+    a = S.simulate("quick", seed=2, duration="250ms", **kw)      # compiled, key search on
+    monkeypatch.setattr(K, "run_chunk", K._run_chunk)            # Python kernel, key search off
+    monkeypatch.setattr(K, "FAST_PATH", False)
+    b = S.simulate("quick", seed=2, duration="250ms", **kw)
+    assert np.array_equal(a.capacity.values, b.capacity.values)
+    assert a.mac.equals(b.mac)
+    assert a.mac["harq_retransmissions"].sum() > 0
