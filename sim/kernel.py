@@ -350,6 +350,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     best_key = np.zeros((2, n_c), dtype=np.float32)   # two sets, read one and write the other
     best_code = np.zeros((2, n_c), dtype=np.int32)
     m_tmp = np.zeros(n_c, dtype=np.int32)
+    touch = np.zeros(n_u * (n_c // 16 + 1), dtype=np.float32)
     x_best = np.zeros(n_c, dtype=np.float32)
     m_best = np.zeros(n_c, dtype=np.int32)
     thr_sorted = True
@@ -760,6 +761,14 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         for u in range(n_u):
             avg_thr[u] = (1.0 - a) * avg_thr[u] + a * tx_bits[u]
             out_backlog[k, u] = backlog[u]
+        # read one value per cache line of the next TTI's SINRs (independent loads), so
+        # that memory fetches them now rather than when the next TTI waits for them
+        if k + 1 < n_k:
+            j = 0
+            for u in range(n_u):
+                for c in range(0, n_c, 16):
+                    touch[j] = sinr_rep[k + 1, u, c] + sinr_real[k + 1, u, c]
+                    j += 1
 
 
 run_chunk = _run_chunk
