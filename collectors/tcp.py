@@ -92,6 +92,35 @@ def _stable_order(keys):
     return np.insert(mi, pos, li)
 
 
+def _first_with_key(keys, rows, queries):
+    """For each query: (found, ``rows`` entry of the first element - in the given order -
+    whose key equals it). ``keys`` are nearly non-decreasing (sequence order): the few
+    elements below the running maximum are searched separately, so nothing is sorted but
+    them. (An element in order with the same key as a late one always comes before it.)"""
+    n = len(keys)
+    if n > 1 and not (keys[1:] >= keys[:-1]).all():
+        late = np.zeros(n, bool)
+        late[1:] = keys[1:] < np.maximum.accumulate(keys)[:-1]
+        li = np.flatnonzero(late)
+        np.logical_not(late, out=late)
+        mk, mr = keys[late], rows[late]
+        o = np.argsort(keys[li], kind="stable")
+        lk, lr = keys[li][o], rows[li][o]
+        del late, li, o
+    else:
+        mk, mr, lk, lr = keys, rows, keys[:0], rows[:0]
+    p = np.minimum(np.searchsorted(mk, queries), len(mk) - 1)
+    hit = mk[p] == queries
+    seg = mr[p]
+    if len(lk):
+        miss = np.flatnonzero(~hit)
+        q = np.minimum(np.searchsorted(lk, queries[miss]), len(lk) - 1)
+        h2 = lk[q] == queries[miss]
+        hit[miss[h2]] = True
+        seg[miss[h2]] = lr[q[h2]]
+    return hit, seg
+
+
 def _unique_first(keys):
     """Sorted distinct keys and the index of each one's first occurrence (as
     ``np.unique(keys, return_index=True)``; cheap when the keys are nearly sorted)."""
@@ -613,15 +642,10 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             oi = np.flatnonzero(orig & (dr == d))
             if not len(ai) or not len(oi):
                 continue
-            # segments of d by (flow, end), the first sent first among equal keys
-            ekey = fl_groups[oi] * OFF + end[oi]
-            perm = _stable_order(ekey)
-            if perm is not None:
-                ekey, oi = ekey[perm], oi[perm]
-            k = fl_groups[ai] * OFF + rela[ai]
-            p = np.minimum(np.searchsorted(ekey, k), len(ekey) - 1)
-            hit = ekey[p] == k
-            seg = oi[p]
+            # the first segment of d (in flow-time order) ending where the ACK points
+            hit, seg = _first_with_key(fl_groups[oi] * OFF + end[oi], oi,
+                                       fl_groups[ai] * OFF + rela[ai])
+            del oi
             hit &= seg < ai
             ai, seg = ai[hit], seg[hit]
             rp = retx_pos[d]
@@ -700,14 +724,20 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             f = fl[rows]
             st = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
             maxpay[2 * f[st].astype(np.int64) + d] = np.maximum.reduceat(pay[rows], st)
+            del f, st
     del rows
     eff_mss = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
     eff_mss = np.where(eff_mss > 0, eff_mss, 1460)
 
-    # in flight per data direction, evaluated at every packet of the flow (one at a time)
+    # in flight per data direction, evaluated at every packet of the flow (one at a time;
+    # int64, turned into float64 by the weighted bincount)
     def infl(d):
         sm = snd_max[d]
-        return np.where(sm >= 0, np.maximum(sm - np.maximum(ack_max[1 - d], 0), 0), 0).astype(np.float64)
+        x = np.maximum(ack_max[1 - d], 0)
+        np.subtract(sm, x, out=x)
+        np.maximum(x, 0, out=x)
+        x[sm < 0] = 0
+        return x
 
     # ---- events frame
     ev_parts = []
@@ -822,7 +852,8 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     # ---- regular series per (flow, direction)
     flows.attrs["source"] = source
-    del rel, gd, flags, is_syn, data, spur_acked, spur_eifel, spur_dsack, ooo, first_of_flow
+    del rel, gd, flags, is_syn, data, spur_acked, spur_eifel, spur_dsack, ooo, first_of_flow, synfin, \
+        pure
     series = _series(fl, dr, t, pay, iplen_o, retx, fast, timeout, spurious, dupack, zero_win,
                      rela, ack_max, infl, rwnd, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method,
                      nflow, res_ns, flows)
@@ -938,9 +969,15 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
 
     def acc(rows, w=None):
         return np.bincount(rows, weights=w, minlength=total)[:total]
-    # rows of the data direction of each packet
-    r_own = row_of(fl, dr, b)
+    # rows of the data direction of each packet (built in place from the bin numbers)
+    r_own = b
     del b
+    r_own -= start_bin[fl]
+    r_own += offset[fl]
+    step = nb[fl]
+    np.copyto(step, 0, where=dr == 0)
+    r_own += step
+    del step
     # ACK-side quantities (reverse data): rows of the other direction are nb[flow] away
     r_other = nb[fl]
     np.negative(r_other, out=r_other, where=dr == 1)
@@ -952,11 +989,13 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
     # goodput: advance of the cumulative ACK sent by the other direction
     adv = np.zeros(len(t))
     for a in (0, 1):
-        m = dr == a
         am = ack_max[a]
         prev = _shift_in_group(am, fl, -1)
-        inc = np.where(m & (prev >= 0) & (am > prev), am - np.maximum(prev, 0), 0)
-        adv += inc
+        skip = (dr != a) | (prev < 0) | (am <= prev)
+        np.subtract(am, prev, out=prev)          # prev >= 0 wherever it counts
+        prev[skip] = 0
+        adv += prev
+        del prev, skip
     out["goodput_bps"] = acc(r_other, adv) * 8e9 / res_ns
     out["retransmissions"] = acc(r_own[retx]).astype(np.int64)             # sparse: count subsets
     out["fast_retransmissions"] = acc(r_own[retx & fast]).astype(np.int64)
