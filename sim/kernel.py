@@ -359,6 +359,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
             thr_sorted = False
     d_mcs = np.zeros(n_u)
     d_tx = np.zeros(n_u)
+    d_bits = np.zeros(n_u)
     d_served = np.zeros(n_u)
     # more than the whole band carries in one TTI (every subchannel at the highest rate)
     tti_bytes = 2.0 * n_c * max(1.0, rate_ext.max())
@@ -482,13 +483,6 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
             for u in range(n_u):
                 if remaining[u] < tti_bytes and (remaining[u] > 1e-9 or pend_avail[u] > 0):
                     static = False
-        # Direct TTIs: static and no retransmission pending (so HARQ priority cannot apply):
-        # every subchannel goes to its best user, with a new block (the loop further down)
-        direct = static and n_pend == 0
-        if direct:
-            for u in range(n_u):
-                if out_tx[k, u] != 0.0:
-                    direct = False
         fast = FAST_PATH and static and la_mode == 0 and thr_sorted and n_m >= 1
         if fast:
             # best user per subchannel from float32 keys (8 subchannels per vector
@@ -574,56 +568,11 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         rr = misc[0]
         pb = -1
         n_slots = n_u if sched == 4 else n_c
-        if direct:
-            n_slots = 0  # the general loop below has nothing to do
-            # per-user sums of this TTI in local arrays, added in subchannel order as below
-            # (out_tx[k] is 0 here, checked above, so tx_bits = 8 * d_tx exactly: scaling
-            # by 8 commutes with rounding; ``remaining`` is not read again this TTI)
-            for u in range(n_u):
-                d_nsub[u] = 0
-                d_mcs[u] = out_mcs[k, u]
-                d_tx[u] = 0.0
-                d_served[u] = out_served[k, u]
-            for c in range(n_c):
-                u = pre_best[c]
-                if u < 0:
-                    continue
-                m = m_best[c] if fast else m_uc[u, c]
-                nbytes = bytes_per_mcs[m]       # > 0: the metric was > 0
-                acc = sinr_real[k, u, c]
-                d_nsub[u] += 1
-                d_mcs[u] += m + 1
-                d_tx[u] += nbytes
-                failed = acc < s50_lin[m] * z_err[k, c]
-                if la_mode >= 1 and la_mode <= 3:
-                    la_ci_sum[u] += sinr_rep[k, u, c]
-                    la_blocks[u] += 1
-                    if failed:
-                        la_err[u] += 1
-                if not failed:
-                    d_served[u] += nbytes
-                    if full_u[u] == 0:
-                        backlog[u] -= nbytes
-                        if backlog[u] < 1e-9:
-                            backlog[u] = 0.0
-                elif 1 < max_tx and pend_count[u] < ring:
-                    t = (pend_head[u] + pend_count[u]) % ring
-                    pend_bytes[u, t] = nbytes
-                    pend_mcs[u, t] = m
-                    pend_acc[u, t] = acc
-                    pend_tx[u, t] = 1
-                    pend_count[u] += 1
-                    inflight[u] += nbytes
-                else:
-                    out_gaveup[k, u] += 1
-            for u in range(n_u):
-                out_nsub[k, u] += d_nsub[u]
-                out_blocks[k, u] += d_nsub[u]
-                out_mcs[k, u] = d_mcs[u]
-                out_tx[k, u] = d_tx[u]
-                tx_bits[u] = 8.0 * d_tx[u]
-                out_served[k, u] = d_served[u]
+        c_tail = n_slots
         for c in range(n_slots):
+            if static and n_pend == 0:
+                c_tail = c      # the rest goes the direct way (below)
+                break
             best = -1
             if sched == 4:
                 uu = perm[k, c]
@@ -753,6 +702,64 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
             else:
                 out_gaveup[k, u] += 1
         misc[0] = rr
+        if c_tail < n_slots:
+            # Static TTI and no retransmission pending any more (from the start, or once the
+            # general loop above has sent them all): HARQ priority cannot apply, nobody runs
+            # out of data, so every remaining subchannel's block goes to its best user, new.
+            # Per-user sums in local arrays, added in subchannel order as in the general loop.
+            # From the start of the TTI with out_tx[k] = 0, tx_bits = 8 * d_tx exactly
+            # (scaling by 8 commutes with rounding). ``remaining`` is not read again this TTI.
+            exact8 = c_tail == 0
+            for u in range(n_u):
+                if out_tx[k, u] != 0.0:
+                    exact8 = False
+            for u in range(n_u):
+                d_nsub[u] = 0
+                d_mcs[u] = out_mcs[k, u]
+                d_tx[u] = out_tx[k, u]
+                d_bits[u] = tx_bits[u]
+                d_served[u] = out_served[k, u]
+            for c in range(c_tail, n_c):
+                u = pre_best[c]
+                if u < 0:
+                    continue
+                m = m_best[c] if fast else m_uc[u, c]
+                nbytes = bytes_per_mcs[m]       # > 0: the metric was > 0
+                acc = sinr_real[k, u, c]
+                d_nsub[u] += 1
+                d_mcs[u] += m + 1
+                d_tx[u] += nbytes
+                if not exact8:
+                    d_bits[u] += nbytes * 8.0
+                failed = acc < s50_lin[m] * z_err[k, c]
+                if la_mode >= 1 and la_mode <= 3:
+                    la_ci_sum[u] += sinr_rep[k, u, c]
+                    la_blocks[u] += 1
+                    if failed:
+                        la_err[u] += 1
+                if not failed:
+                    d_served[u] += nbytes
+                    if full_u[u] == 0:
+                        backlog[u] -= nbytes
+                        if backlog[u] < 1e-9:
+                            backlog[u] = 0.0
+                elif 1 < max_tx and pend_count[u] < ring:
+                    t = (pend_head[u] + pend_count[u]) % ring
+                    pend_bytes[u, t] = nbytes
+                    pend_mcs[u, t] = m
+                    pend_acc[u, t] = acc
+                    pend_tx[u, t] = 1
+                    pend_count[u] += 1
+                    inflight[u] += nbytes
+                else:
+                    out_gaveup[k, u] += 1
+            for u in range(n_u):
+                out_nsub[k, u] += d_nsub[u]
+                out_blocks[k, u] += d_nsub[u]
+                out_mcs[k, u] = d_mcs[u]
+                out_tx[k, u] = d_tx[u]
+                tx_bits[u] = 8.0 * d_tx[u] if exact8 else d_bits[u]
+                out_served[k, u] = d_served[u]
         # PF / lambda average throughput (bits per TTI)
         if pf_window > 0:
             a = 1.0 / min(n_glob + 1, pf_window)
