@@ -92,11 +92,14 @@ def _stable_order(keys):
     return np.insert(mi, pos, li)
 
 
-def _first_with_key(keys, rows, queries):
+def _first_with_key(keys_rows: list, queries):
     """For each query: (found, ``rows`` entry of the first element - in the given order -
     whose key equals it). ``keys`` are nearly non-decreasing (sequence order): the few
     elements below the running maximum are searched separately, so nothing is sorted but
-    them. (An element in order with the same key as a late one always comes before it.)"""
+    them. (An element in order with the same key as a late one always comes before it.)
+    ``keys_rows`` = [keys, rows] is emptied, so the arrays die here once copied."""
+    keys, rows = keys_rows
+    keys_rows.clear()
     n = len(keys)
     if n > 1 and not (keys[1:] >= keys[:-1]).all():
         late = np.zeros(n, bool)
@@ -106,7 +109,7 @@ def _first_with_key(keys, rows, queries):
         mk, mr = keys[late], rows[late]
         o = np.argsort(keys[li], kind="stable")
         lk, lr = keys[li][o], rows[li][o]
-        del late, li, o
+        del late, li, o, keys, rows
     else:
         mk, mr, lk, lr = keys, rows, keys[:0], rows[:0]
     p = np.minimum(np.searchsorted(mk, queries), len(mk) - 1)
@@ -643,9 +646,16 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             if not len(ai) or not len(oi):
                 continue
             # the first segment of d (in flow-time order) ending where the ACK points
-            hit, seg = _first_with_key(fl_groups[oi] * OFF + end[oi], oi,
-                                       fl_groups[ai] * OFF + rela[ai])
-            del oi
+            keys = fl_groups[oi].astype(np.int64)
+            keys *= OFF
+            keys += end[oi]
+            q = fl_groups[ai].astype(np.int64)
+            q *= OFF
+            q += rela[ai]
+            keys_rows = [keys, oi]
+            del keys, oi
+            hit, seg = _first_with_key(keys_rows, q)
+            del q
             hit &= seg < ai
             ai, seg = ai[hit], seg[hit]
             rp = retx_pos[d]
@@ -732,8 +742,9 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     # in flight per data direction, evaluated at every packet of the flow (one at a time;
     # int64, turned into float64 by the weighted bincount)
     def infl(d):
-        sm = snd_max[d]
-        x = np.maximum(ack_max[1 - d], 0)
+        """Called once per direction, last: drops snd_max[d] and ack_max[1 - d]."""
+        sm = snd_max.pop(d)
+        x = np.maximum(ack_max.pop(1 - d), 0)
         np.subtract(sm, x, out=x)
         np.maximum(x, 0, out=x)
         x[sm < 0] = 0
@@ -854,9 +865,11 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     flows.attrs["source"] = source
     del rel, gd, flags, is_syn, data, spur_acked, spur_eifel, spur_dsack, ooo, first_of_flow, synfin, \
         pure
-    series = _series(fl, dr, t, pay, iplen_o, retx, fast, timeout, spurious, dupack, zero_win,
-                     rela, ack_max, infl, rwnd, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method,
-                     nflow, res_ns, flows)
+    # per-packet arrays handed over in a dict: the series drops each after its last use
+    per_packet = {"t": t, "pay": pay, "iplen": iplen_o, "rela": rela, "rwnd": rwnd}
+    del t, pay, iplen_o, rela, rwnd, am
+    series = _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
+                     ack_max, infl, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow, res_ns, flows)
     series.attrs.update({"source": source, "resolution_s": res_s})
     flows.attrs["source"] = source
     # flow numbers absent from a filtered packets frame: no row
@@ -938,16 +951,21 @@ def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by) -
         "bytes_fwd": by[0].astype(np.int64), "bytes_rev": by[1].astype(np.int64)})
 
 
-def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_win, rela, ack_max,
-            infl, rwnd, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow, res_ns, flows):
+def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win, ack_max,
+            infl, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow, res_ns, flows):
     """Regular time series at ``res_ns`` bins, one row per (flow, direction, bin) over each
-    flow's life (bins are aligned to the Unix epoch)."""
+    flow's life (bins are aligned to the Unix epoch). ``per_packet`` holds ``t``, ``pay``,
+    ``iplen``, ``rela`` and ``rwnd``: each is dropped from it after its last use, as
+    ``infl(d)`` drops the running maxima it reads (the memory peak of the analysis is here)."""
+    t = per_packet.pop("t")
     if nflow == 0 or len(t) == 0:
         return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns, UTC]"), "flow": [],
                              "direction": pd.Categorical([], categories=["fwd", "rev"])})
     start_bin = np.full(nflow, np.iinfo(np.int64).max)
     end_bin = np.full(nflow, -1)
     b = t // res_ns
+    n_rows = len(t)
+    del t
     gstart = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])    # fl is flow-major, time inside
     gend = np.r_[gstart[1:] - 1, len(fl) - 1]
     start_bin[fl[gstart]] = b[gstart]
@@ -957,11 +975,11 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
     size = 2 * nb
     offset = np.r_[0, np.cumsum(size)[:-1]]
     total = int(size.sum())
-    if total > 5_000_000 and total > 20 * len(t):
+    if total > 5_000_000 and total > 20 * n_rows:
         worst = int(np.argmax(nb))
         raise AirlinkError(
             f"{flows.attrs.get('source', 'capture')}: flow {worst} spans {nb[worst] * res_ns / 1e9:.0f} s; "
-            f"time series at {res_ns / 1e9:g} s would need {total} rows for {len(t)} packets "
+            f"time series at {res_ns / 1e9:g} s would need {total} rows for {n_rows} packets "
             f"(a damaged timestamp? else choose a coarser resolution)")
 
     def row_of(f, d, bb):
@@ -984,10 +1002,11 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
     r_other += r_own
     out = {}
     out["packets"] = acc(r_own).astype(np.int64)
-    out["bytes"] = acc(r_own, iplen.astype(np.float64)).astype(np.int64)
-    out["throughput_bps"] = acc(r_own, pay.astype(np.float64)) * 8e9 / res_ns
+    out["bytes"] = acc(r_own, per_packet.pop("iplen")).astype(np.int64)
+    pay = per_packet.pop("pay")
+    out["throughput_bps"] = acc(r_own, pay) * 8e9 / res_ns
     # goodput: advance of the cumulative ACK sent by the other direction
-    adv = np.zeros(len(t))
+    adv = np.zeros(n_rows)
     for a in (0, 1):
         am = ack_max[a]
         prev = _shift_in_group(am, fl, -1)
@@ -1009,8 +1028,8 @@ def _series(fl, dr, t, pay, iplen, retx, fast, timeout, spurious, dupack, zero_w
     with np.errstate(invalid="ignore", divide="ignore"):
         out["loss_rate"] = np.where(pay_b > 0, retx_b / np.maximum(pay_b, 1), np.nan)
         # receiver window advertised by the other side for this direction's data: mean in bin
-        has_ack = rela >= 0
-        rw_sum = acc(r_other[has_ack], rwnd[has_ack].astype(np.float64))
+        has_ack = per_packet.pop("rela") >= 0
+        rw_sum = acc(r_other[has_ack], per_packet.pop("rwnd")[has_ack])
         rw_n = acc(r_other[has_ack])
         out["rwnd_bytes"] = np.where(rw_n > 0, rw_sum / np.maximum(rw_n, 1), np.nan)
         # in flight: mean over the flow's packets in the bin, per data direction
