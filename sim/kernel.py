@@ -40,8 +40,9 @@ import os
 import numpy as np
 
 COMPILED = False
-#: use the float32-key best-user search where it applies (a constant of the compiled code;
-#: the Python kernel reads it at run time, which is how the tests compare both ways)
+#: use the static/direct TTI paths and the float32-key best-user search where they apply (a
+#: constant of the compiled code; the Python kernel reads it at run time, which is how the
+#: tests compare them with the plain subchannel-by-subchannel step)
 FAST_PATH = True
 
 
@@ -478,12 +479,12 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         # or has nothing to send (no data, no retransmission): who is eligible cannot change
         # within the TTI, so the best user per subchannel can be found for all subchannels at
         # once (the key pipeline below), and a new block only ever goes to that user.
-        static = sched >= 1 and sched <= 3
+        static = FAST_PATH and sched >= 1 and sched <= 3
         if static:
             for u in range(n_u):
                 if remaining[u] < tti_bytes and (remaining[u] > 1e-9 or pend_avail[u] > 0):
                     static = False
-        fast = FAST_PATH and static and la_mode == 0 and thr_sorted and n_m >= 1
+        fast = static and la_mode == 0 and thr_sorted and n_m >= 1
         if fast:
             # best user per subchannel from float32 keys (8 subchannels per vector
             # instruction), exact where the key of the best user is unique, the exact
