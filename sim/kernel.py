@@ -120,12 +120,18 @@ def _level_keys(rate_ext, weight, keys):
     """
     keys[0] = np.float32(-1.0)
     for j in range(1, rate_ext.shape[0]):
-        metric = rate_ext[j] * weight
-        if metric > 0:
-            key = np.float32(metric)
-            keys[j] = key if key > 0 else np.float32(1e-45)
-        else:
-            keys[j] = np.float32(-1.0)
+        keys[j] = _key_of(rate_ext[j] * weight)
+
+
+def _key_of(metric):
+    """The float32 key of one metric (see :func:`_level_keys`); metrics from 2**128 - 2**103
+    up are inf, as the float32 rounding makes them (written out: no overflow warning)."""
+    if not metric > 0:
+        return np.float32(-1.0)
+    if metric >= 3.4028235677973366e38:
+        return np.float32(np.inf)
+    key = np.float32(metric)
+    return key if key > 0 else np.float32(1e-45)
 
 
 def _keys_injective(rate_ext, weight, remaining):
@@ -146,11 +152,8 @@ def _keys_injective(rate_ext, weight, remaining):
                 n += 1
     vals = np.sort(vals[:n])
     for i in range(n - 1):
-        if vals[i] < vals[i + 1]:
-            a = np.float32(vals[i])
-            b = np.float32(vals[i + 1])
-            if (a if a > 0 else np.float32(1e-45)) == (b if b > 0 else np.float32(1e-45)):
-                return False
+        if vals[i] < vals[i + 1] and _key_of(vals[i]) == _key_of(vals[i + 1]):
+            return False
     return True
 
 
@@ -789,6 +792,7 @@ try:  # pragma: no cover - depends on the environment
     # the helpers first: _run_chunk resolves them as module globals when it is compiled
     _mcs_of = _jit(_mcs_of)
     _count_row = _jit(_count_row)
+    _key_of = _jit(_key_of)
     _level_keys = _jit(_level_keys)
     _select8 = _jit(_select8)
     _keys_injective = _jit(_keys_injective)
