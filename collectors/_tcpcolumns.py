@@ -4,10 +4,10 @@
 lengths or interface numbers per packet: they are properties of the flow (or unused). This
 reader decodes the capture batch by batch (the same decoder as :func:`read_pcap`) and
 keeps, per packet, only ``ts_ns`` (int64), a provisional flow id (int32), the endpoint
-order bit, ``ip_len``/``seq``/``ack``/``payload``/``tsval``/``tsecr``/``dsack_left``
-(uint32), ``flags`` (uint8), ``window`` (uint16) and ``has_ts``/``dsack`` (bool): 43 bytes
-per packet instead of the frame's ~60, with no pandas objects. Options that only SYNs
-carry (MSS, window scale, SYN option bits) are kept for SYN rows only.
+order bit, ``ip_len``/``seq``/``ack``/``payload``/``tsval``/``tsecr`` (uint32), ``flags``
+(uint8), ``window`` (uint16) and ``has_ts``/``dsack`` (bool): 39 bytes per packet instead
+of the frame's ~60, with no pandas objects. Values only some rows carry are kept for
+those rows: MSS, window scale and SYN option bits for SYNs, the left edge for DSACKs.
 
 Flows are found per batch: distinct (address, port, address, port, protocol) keys of the
 batch are mapped to connection ids with a dictionary (exact keys, no hashing across
@@ -27,8 +27,9 @@ from ._decode import SYN, decode, mix64, unique_runs
 
 KEPT = {"ts_ns": None, "ip_len": np.uint32, "seq": np.uint32, "ack": np.uint32,
         "flags": np.uint8, "window": np.uint16, "payload": np.uint32, "tsval": np.uint32,
-        "tsecr": np.uint32, "has_ts": bool, "dsack": bool, "dsack_left": np.uint32}
+        "tsecr": np.uint32, "has_ts": bool, "dsack": bool}
 SYN_KEPT = {"mss": np.uint16, "wscale": np.int8, "synopt": np.uint8}
+SPARSE_DTYPES = {"syn_index": np.int64, "dsack_index": np.int64, "dsack_left": np.uint32, **SYN_KEPT}
 
 
 V6_BASE = 1 << 32
@@ -128,7 +129,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     Returns a dict: the :data:`KEPT` arrays, ``pflow`` (int32 provisional flow id, in order
     of first appearance in the file), ``swap`` (bool: sender is the flow key's high
     endpoint), ``syn_index`` (int64 packet indices of SYN rows) with ``mss``/``wscale``/
-    ``synopt`` at those rows, ``flow_lo``/``flow_hi`` (int64 endpoints per provisional
+    ``synopt`` at those rows, ``dsack_index`` with ``dsack_left``, ``flow_lo``/``flow_hi`` (int64 endpoints per provisional
     flow; ``endpoint >> 16`` is an address identity, see :func:`address_names`),
     ``flow_proto``, ``v6_addresses``, ``source``.
     Raises like :func:`read_pcap` on damaged captures (``salvage=True`` keeps the packets
@@ -141,7 +142,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     dense = {**{k: (np.int64 if dt is None else dt) for k, dt in KEPT.items()},
              "pflow": np.int32, "swap": bool}
     store = _ColumnStore(dense)
-    syn_parts = {k: [] for k in ["syn_index"] + list(SYN_KEPT)}
+    syn_parts = {k: [] for k in SPARSE_DTYPES}
     v6_ids: dict = {}
     flow_ids: dict = {}
     unknown: set = set()
@@ -170,6 +171,9 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
             syn_parts["syn_index"].append(si + store.size)
             for k in SYN_KEPT:
                 syn_parts[k].append(d.pop(k)[si].astype(SYN_KEPT[k], copy=False))
+            di = np.flatnonzero(d["dsack"])
+            syn_parts["dsack_index"].append(di + store.size)
+            syn_parts["dsack_left"].append(d.pop("dsack_left")[di])
             store.append({"pflow": fid[inv], "swap": swap, **{k: d.pop(k) for k in KEPT}})
             del inv, swap, d
     finally:
@@ -178,7 +182,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     check_linktypes(path, reader, unknown, store.size, salvage)
     cols = store.columns()
     for k, lst in syn_parts.items():
-        dt = SYN_KEPT.get(k, np.int64)
+        dt = SPARSE_DTYPES[k]
         cols[k] = np.concatenate(lst) if len(lst) > 1 else (lst[0] if lst else np.zeros(0, dt))
     keys = list(flow_ids)
     cols["flow_lo"] = np.array([k[0] for k in keys], np.int64)

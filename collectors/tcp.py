@@ -362,10 +362,12 @@ def _from_columns(raw: dict):
     last = n - 1 - _first_index(fl_s[::-1], nflow)
     ts_first = ts[first if perm is None else perm[first]] if n else np.zeros(0, np.int64)
     ts_last = ts[last if perm is None else perm[last]] if n else np.zeros(0, np.int64)
-    iplen_s = sorted_(raw["ip_len"])
-    pk = [np.bincount(fl_s[dir_s == d], minlength=nflow) for d in (0, 1)]
-    by = [np.bincount(fl_s[dir_s == d], weights=iplen_s[dir_s == d], minlength=nflow) for d in (0, 1)]
-    del iplen_s
+    fd = fl_s.astype(np.int64)                        # (flow, direction) cell of each packet
+    fd *= 2
+    fd += dir_s
+    pk = np.bincount(fd, minlength=2 * nflow).reshape(-1, 2).T
+    by = np.bincount(fd, weights=sorted_(raw["ip_len"]), minlength=2 * nflow).reshape(-1, 2).T
+    del fd
     fwd_lo = fwd_swap == 0                            # fwd sender is the key's low endpoint
     src_ep = np.where(fwd_lo, lo_ep, hi_ep)
     dst_ep = np.where(fwd_lo, hi_ep, lo_ep)
@@ -387,9 +389,12 @@ def _from_columns(raw: dict):
     del perm, order
     for key, name in (("t", "ts_ns"), ("iplen", "ip_len"), ("seq", "seq"), ("ackraw", "ack"),
                       ("flags", "flags"), ("pay", "payload"), ("win", "window"), ("tsval", "tsval"),
-                      ("tsecr", "tsecr"), ("has_ts", "has_ts"), ("dsack", "dsack"),
-                      ("dsack_left", "dsack_left")):
+                      ("tsecr", "tsecr"), ("has_ts", "has_ts"), ("dsack", "dsack")):
         c[key] = raw.pop(name)[src_rows]
+    # DSACK left edges are kept for DSACK rows only (zero pages elsewhere are never touched)
+    c["dsack_left"] = np.zeros(len(src_rows), np.uint32)
+    dk = np.flatnonzero(c["dsack"])
+    c["dsack_left"][dk] = raw.pop("dsack_left")[np.searchsorted(raw["dsack_index"], src_rows[dk])]
     syn_rows = np.flatnonzero((c["flags"] & SYN) != 0)
     at = np.searchsorted(raw["syn_index"], src_rows[syn_rows])
     del src_rows
@@ -473,7 +478,8 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     smb_own = np.empty(n, np.int64)
     if n:
         smb_own[0] = -1
-        smb_own[1:] = np.where(dr[1:] == 0, snd_max[0][:-1], snd_max[1][:-1])
+        smb_own[1:] = snd_max[1][:-1]
+        np.copyto(smb_own[1:], snd_max[0][:-1], where=dr[1:] == 0)
         smb_own[first_of_flow] = -1
 
     def rev_at(idx):
