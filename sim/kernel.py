@@ -514,22 +514,27 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 if best_code[cur, c] & 1:
                     settle = not _keys_injective(rate_ext, weight, remaining)
                     break
+            codes = best_code[cur]
             for c in range(n_c):
-                code = best_code[cur, c]
-                best = code >> 1
-                if settle and code & 1:
-                    best = -1
-                    bestm = 0.0
-                    for i in range(n_u):
-                        u = perm[k, i]
-                        if remaining[u] <= 1e-9:
-                            continue
-                        metric = rate_ext[_mcs_of(sinr_rep[k, u, c], thr_lin) + 1] * weight[u]
-                        if metric > bestm:
-                            bestm = metric
-                            best = u
-                pre_best[c] = best
-                x_best[c] = sinr_rep[k, best, c] if best >= 0 else np.float32(0.0)
+                pre_best[c] = codes[c] >> 1
+            if settle:
+                for c in range(n_c):
+                    if codes[c] & 1:
+                        best = -1
+                        bestm = 0.0
+                        for i in range(n_u):
+                            u = perm[k, i]
+                            if remaining[u] <= 1e-9:
+                                continue
+                            metric = rate_ext[_mcs_of(sinr_rep[k, u, c], thr_lin) + 1] * weight[u]
+                            if metric > bestm:
+                                bestm = metric
+                                best = u
+                        pre_best[c] = best
+            # the chosen user's reported SINR (user 0's where nobody: its MCS is not used)
+            rep_k = sinr_rep[k]
+            for c in range(n_c):
+                x_best[c] = rep_k[max(pre_best[c], 0), c]
             _count_row(x_best, thr_lin, m_best, m_tmp)
         elif sched != 4:
             # MCS per user and subchannel from the reported SINR (compare with linear thresholds)
