@@ -510,6 +510,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     del dir_idx
     dupack &= pure & (win > 0)
     zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
+    del synfin, pure
 
     # positions of ACK advances and of duplicate ACKs per acking direction
     reset_pos, dup_pos = {}, {}
@@ -518,6 +519,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         reset_pos[a] = np.flatnonzero((m & has_ack & (rela > before(ack_max[a]))) | first_of_flow)
         dup_pos[a] = np.flatnonzero(dupack & m)
         del m
+    del first_of_flow
 
     def dups_at(idx):
         """Duplicate ACKs from the reverse direction since its last ACK advance, up to idx."""
@@ -553,6 +555,11 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             fastlike = (dup_c[sel] >= 2) & (rel[cand] == np.maximum(ackr_c[sel], 0))
             acked = data[cand] & (end[cand] <= arb_c[sel])     # tshark: spurious first
             ooo[cand[ok & (gap < irtt[fl[cand]]) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
+    del end
+
+    def end_at(idx):
+        """Sequence number after the segments at rows idx (SYN and FIN count one)."""
+        return rel[idx] + pay[idx] + is_syn[idx] + ((flags[idx] & FIN) != 0)
     retx = below & ~ooo
     ri_all = np.flatnonzero(retx)
     fast = np.zeros(n, bool)
@@ -578,7 +585,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     # ---- spurious retransmissions
     spur_acked = np.zeros(n, bool)
     if len(ri_all):
-        spur_acked[ri_all] = end[ri_all] <= rev_before(ri_all)
+        spur_acked[ri_all] = end_at(ri_all) <= rev_before(ri_all)
     spur_eifel = np.zeros(n, bool)
     spur_dsack = np.zeros(n, bool)
     ri = np.flatnonzero(retx & ~spur_acked & has_ts)
@@ -589,7 +596,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
                 continue
             am = ack_max[1 - d]                                   # monotone within flow
             key = fl_groups * OFF + am + 1
-            q = np.searchsorted(key, fl_groups[rr] * OFF + end[rr] + 1, side="left")
+            q = np.searchsorted(key, fl_groups[rr] * OFF + end_at(rr) + 1, side="left")
             ok = (q < n)
             q = np.minimum(q, n - 1)
             ok &= (fl_groups[q] == fl_groups[rr]) & (q > rr) & has_ts[q]
@@ -654,7 +661,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             # the first segment of d (in flow-time order) ending where the ACK points
             keys = fl_groups[oi].astype(np.int64)
             keys *= OFF
-            keys += end[oi]
+            keys += end_at(oi)
             q = fl_groups[ai].astype(np.int64)
             q *= OFF
             q += rela[ai]
@@ -718,7 +725,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     # no longer needed: free before the series (the memory peak)
     has_ts_syn = has_ts[syn_rows]
-    del tsval, tsecr, has_ts, end
+    del tsval, tsecr, has_ts
     # ---- window scaling (from SYNs: applied only when both sides offered it)
     ws = np.full(ngd, -1, np.int64)
     si = syn_rows[wscale_syn >= 0]
@@ -869,8 +876,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     # ---- regular series per (flow, direction)
     flows.attrs["source"] = source
-    del rel, gd, flags, is_syn, data, spur_acked, spur_eifel, spur_dsack, ooo, first_of_flow, synfin, \
-        pure
+    del rel, gd, flags, is_syn, data, spur_acked, spur_eifel, spur_dsack, ooo
     # per-packet arrays handed over in a dict: the series drops each after its last use
     per_packet = {"t": t, "pay": pay, "iplen": iplen_o, "rela": rela, "rwnd": rwnd}
     del t, pay, iplen_o, rela, rwnd, am
