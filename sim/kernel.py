@@ -369,6 +369,10 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     tti_bytes = 2.0 * n_c * max(1.0, rate_ext.max())
     tx_bits = np.zeros(n_u)
     n_bl = bl_channels.shape[0]
+    all_full = True
+    for u in range(n_u):
+        if full_u[u] == 0:
+            all_full = False
     for k in range(n_k):
         n_glob = k_global + k
         # 1. arrivals (drop-tail in packets)
@@ -728,19 +732,24 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 d_tx[u] = out_tx[k, u]
                 d_bits[u] = tx_bits[u]
                 d_served[u] = out_served[k, u]
+            if not fast:
+                for c in range(c_tail, n_c):
+                    m_best[c] = m_uc[max(pre_best[c], 0), c]
+            real_k = sinr_real[k]
+            z_k = z_err[k]
             for c in range(c_tail, n_c):
                 u = pre_best[c]
                 if u < 0:
                     continue
-                m = m_best[c] if fast else m_uc[u, c]
+                m = m_best[c]
                 nbytes = bytes_per_mcs[m]       # > 0: the metric was > 0
-                acc = sinr_real[k, u, c]
+                acc = real_k[u, c]
                 d_nsub[u] += 1
                 d_mcs[u] += m + 1
                 d_tx[u] += nbytes
                 if not exact8:
                     d_bits[u] += nbytes * 8.0
-                failed = acc < s50_lin[m] * z_err[k, c]
+                failed = acc < s50_lin[m] * z_k[c]
                 if la_mode >= 1 and la_mode <= 3:
                     la_ci_sum[u] += sinr_rep[k, u, c]
                     la_blocks[u] += 1
@@ -748,7 +757,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                         la_err[u] += 1
                 if not failed:
                     d_served[u] += nbytes
-                    if full_u[u] == 0:
+                    if not all_full and full_u[u] == 0:
                         backlog[u] -= nbytes
                         if backlog[u] < 1e-9:
                             backlog[u] = 0.0
