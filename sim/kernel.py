@@ -235,6 +235,38 @@ def _select8(x, key, t0, t1, t2, t3, t4, t5, t6, t7, v0, v1, v2, v3, v4, v5, v6,
     return key
 
 
+def _key_update9(row, thr9, keys, key_in, code_in, key_out, code_out, code_u):
+    """:func:`_key_row` and :func:`_best_update` in one pass, for up to nine thresholds
+    (``thr9`` padded with NaN, which no SINR reaches): one read of the SINR row per user."""
+    t0 = thr9[0]
+    t1 = thr9[1]
+    t2 = thr9[2]
+    t3 = thr9[3]
+    t4 = thr9[4]
+    t5 = thr9[5]
+    t6 = thr9[6]
+    t7 = thr9[7]
+    t8 = thr9[8]
+    k0 = keys[0]
+    v0 = keys[1]
+    v1 = keys[2]
+    v2 = keys[3]
+    v3 = keys[4]
+    v4 = keys[5]
+    v5 = keys[6]
+    v6 = keys[7]
+    v7 = keys[8]
+    v8 = keys[9]
+    for c in range(row.shape[0]):
+        x = row[c]
+        key = _select8(x, k0, t0, t1, t2, t3, t4, t5, t6, t7, v0, v1, v2, v3, v4, v5, v6, v7)
+        key = v8 if x >= t8 else key
+        old = key_in[c]
+        better = key > old
+        key_out[c] = key if better else old
+        code_out[c] = code_u if better else (code_in[c] | np.int32(key == old))
+
+
 def _best_update(row, t_last, v_last, key_row, key_in, code_in, key_out, code_out, code_u):
     """One user (in the TTI's random order) against the best so far, per subchannel.
 
@@ -348,7 +380,10 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         rate_ext[j + 1] = bytes_per_mcs[j]
     pend_avail = np.zeros(n_u, dtype=np.int64)
     d_nsub = np.zeros(n_u, dtype=np.int64)
-    keys = np.zeros(n_m + 1, dtype=np.float32)
+    keys = np.zeros(max(n_m + 1, 10), dtype=np.float32)
+    thr9 = np.full(9, np.nan, dtype=np.float32)     # up to nine thresholds, NaN = never reached
+    for j in range(min(n_m, 9)):
+        thr9[j] = thr_lin[j]
     key_row = np.zeros(n_c, dtype=np.float32)
     key_tmp = np.zeros(n_c, dtype=np.float32)
     best_key = np.zeros((2, n_c), dtype=np.float32)   # two sets, read one and write the other
@@ -506,9 +541,13 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                     continue
                 _level_keys(rate_ext, weight[u], keys)
                 row = sinr_rep[k, u]
-                _key_row(row, thr_lin, keys, n_m - 1, key_row, key_tmp)
-                _best_update(row, thr_lin[n_m - 1], keys[n_m], key_row, best_key[cur], best_code[cur],
-                             best_key[1 - cur], best_code[1 - cur], np.int32(2 * u))
+                if n_m <= 9:
+                    _key_update9(row, thr9, keys, best_key[cur], best_code[cur], best_key[1 - cur],
+                                 best_code[1 - cur], np.int32(2 * u))
+                else:
+                    _key_row(row, thr_lin, keys, n_m - 1, key_row, key_tmp)
+                    _best_update(row, thr_lin[n_m - 1], keys[n_m], key_row, best_key[cur],
+                                 best_code[cur], best_key[1 - cur], best_code[1 - cur], np.int32(2 * u))
                 cur = 1 - cur
             # a float32 tie needs the exact comparison only if two different metrics of
             # this TTI share a key; when no two do (e.g. MaxCIR: equal weights, the ties
@@ -812,6 +851,7 @@ try:  # pragma: no cover - depends on the environment
     _keys_injective = _jit(_keys_injective)
     _key_row = _jit(_key_row)
     _best_update = _jit(_best_update)
+    _key_update9 = _jit(_key_update9)
     _rate_update = _jit(_rate_update)
     schedule_rates = _jit(_schedule_rates)
     run_chunk = _jit(_run_chunk)

@@ -27,6 +27,14 @@ def test_mcs_rows_and_key_rows_equal_a_table_lookup(n_m):
     best_key, code = np.zeros((2, 203), np.float32), np.full((2, 203), -2, np.int32)
     K._best_update(row, thr[-1], keys[-1], kout, best_key[0], code[0], best_key[1], code[1], np.int32(6))
     assert np.array_equal(best_key[1], keys[want + 1]) and np.all(code[1] == 6)
+    if n_m <= 9:   # both in one pass, thresholds padded with NaN
+        thr9 = np.full(9, np.nan, np.float32)
+        thr9[:n_m] = thr
+        keys10 = np.zeros(10, np.float32)
+        keys10[:n_m + 1] = keys
+        best_key, code = np.zeros((2, 203), np.float32), np.full((2, 203), -2, np.int32)
+        K._key_update9(row, thr9, keys10, best_key[0], code[0], best_key[1], code[1], np.int32(4))
+        assert np.array_equal(best_key[1], keys[want + 1]) and np.all(code[1] == 4)
 
 
 def test_level_keys_keep_the_order_and_flag_shared_keys():
