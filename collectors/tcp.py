@@ -94,27 +94,26 @@ def _stable_order(keys):
 
 def _first_with_key(keys_rows: list, queries):
     """For each query: (found, ``rows`` entry of the first element - in the given order -
-    whose key equals it). ``keys`` are nearly non-decreasing (sequence order): the few
-    elements below the running maximum are searched separately, so nothing is sorted but
-    them. (An element in order with the same key as a late one always comes before it.)
-    ``keys_rows`` = [keys, rows] is emptied, so the arrays die here once copied."""
+    whose key equals it). ``keys`` are nearly non-decreasing (sequence order). The few
+    elements below the running maximum ("late") are looked up apart; in the main search
+    every key is replaced in place by the running maximum, which is non-decreasing and
+    where a late element only repeats the key of an earlier element, so the first match
+    is still the first element in order with that key. ``keys_rows`` = [keys, rows] is
+    emptied (the keys array is overwritten)."""
     keys, rows = keys_rows
     keys_rows.clear()
     n = len(keys)
+    lk = lr = keys[:0]
     if n > 1 and not (keys[1:] >= keys[:-1]).all():
-        late = np.zeros(n, bool)
-        late[1:] = keys[1:] < np.maximum.accumulate(keys)[:-1]
-        li = np.flatnonzero(late)
-        np.logical_not(late, out=late)
-        mk, mr = keys[late], rows[late]
+        rm = np.maximum.accumulate(keys)
+        li = np.flatnonzero(keys[1:] < rm[:-1]) + 1
         o = np.argsort(keys[li], kind="stable")
         lk, lr = keys[li][o], rows[li][o]
-        del late, li, o, keys, rows
-    else:
-        mk, mr, lk, lr = keys, rows, keys[:0], rows[:0]
-    p = np.minimum(np.searchsorted(mk, queries), len(mk) - 1)
-    hit = mk[p] == queries
-    seg = mr[p]
+        keys = rm
+        del rm, li, o
+    p = np.minimum(np.searchsorted(keys, queries), n - 1)
+    hit = keys[p] == queries
+    seg = rows[p]
     if len(lk):
         miss = np.flatnonzero(~hit)
         q = np.minimum(np.searchsorted(lk, queries[miss]), len(lk) - 1)
