@@ -78,7 +78,8 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7)
     outs = [z(n, u), z(n, u), z(n, u, d=np.int64), z(n, u), z(n, u, d=np.int64), z(n, u),
             z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64)]
     ring = 4096 if harq else 8
-    st = [z(u), z(u), z(u), z(u, ring), z(u, ring, d=np.int64), z(u, ring), z(u, ring, d=np.int64), z(u, d=np.int64),
+    st = [z(u), z(u), z(u), z(u, ring), z(u, ring, d=np.int64), z(u, ring), z(u, ring, d=np.int64),
+          z(u, d=np.int64),
           z(u, d=np.int64), z(4, d=np.int64), z(u, d=np.int64), z(u), z(u, d=np.int64), z(u, d=np.int64),
           z(u, d=np.int64), z(u, d=np.int64),
           np.ones(u, np.int64), np.full(u, 1500.0)]
@@ -241,7 +242,10 @@ def main():
     _, counts_k = kernel_pf(ref, table, bpm, ref_perm)
     _, counts_a = airlink_given_rates(rates[:m], ref_perm)
     k_counts = counts_k.sum(axis=0)
-    same = {name: bool(np.array_equal(np.asarray(c).reshape(-1, 10).sum(axis=0) if np.ndim(c) > 1 else c, k_counts))
+    def total(c):
+        return np.asarray(c).reshape(-1, 10).sum(axis=0)
+
+    same = {name: bool(np.array_equal(total(c), k_counts))
             for name, c in (("pure-Python", counts_p), ("plain loop", counts_g), ("numpy", counts_n),
                             ("step alone", counts_a))}
     same["step alone per TTI"] = bool(np.array_equal(counts_a, counts_k))
@@ -250,8 +254,8 @@ def main():
     def rate(t):
         return n_step / t
 
-    print(f"scheduling step, 10 users x 400 subchannels, MC-PFS; CPU time, median (best) of {args.repeat} runs of "
-          f"{n_step} TTIs:")
+    print(f"scheduling step, 10 users x 400 subchannels, MC-PFS; CPU time, median (best) of "
+          f"{args.repeat} runs of {n_step} TTIs:")
     print(f"  airlink full step (MCS lookup + MC-PFS + block/HARQ bookkeeping, no block errors): "
           f"{rate(full_med):,.0f} ({rate(full_min):,.0f}) TTI/s")
     print(f"  airlink full step with block errors and HARQ retransmissions:                   "
@@ -267,8 +271,11 @@ def main():
     print(f"  full step with HARQ errors / plain loop, rates given:       {rate(harq_med) / r_plain:,.1f}x")
     print(f"  full step / numpy per-TTI loop:                             {rate(full_med) / r_np:,.1f}x")
     target = 50
-    print(f"target >= {target}x the plain loop: full step {'met' if rate(full_med) / r_plain >= target else 'NOT met'}, "
-          f"step alone {'met' if rate(alone_med) / r_plain >= target else 'NOT met'}")
+    def verdict(r):
+        return "met" if r / r_plain >= target else "NOT met"
+
+    print(f"target >= {target}x the plain loop: full step {verdict(rate(full_med))}, "
+          f"step alone {verdict(rate(alone_med))}")
     print(f"same decisions on {m} TTIs as the full step: " + ", ".join(f"{k} {v}" for k, v in same.items()))
 
 

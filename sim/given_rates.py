@@ -46,7 +46,8 @@ def schedule_rates(rate_bytes, *, scheduler: str = "pf", window: int = 1000, pf_
     if order is None:
         order = np.random.default_rng(seed).permuted(np.tile(np.arange(n_u), (n, 1)), axis=1)
     order = np.ascontiguousarray(order, dtype=np.int64)
-    if order.shape != (n, n_u) or not np.array_equal(np.sort(order, axis=1), np.broadcast_to(np.arange(n_u), (n, n_u))):
+    identity = np.broadcast_to(np.arange(n_u), (n, n_u))
+    if order.shape != (n, n_u) or not np.array_equal(np.sort(order, axis=1), identity):
         raise AirlinkError(f"order: need one permutation of 0..{n_u - 1} per TTI, shape ({n}, {n_u})")
     avg = np.zeros(n_u) if avg_bits is None else np.array(avg_bits, dtype=np.float64).reshape(n_u)
     best = np.empty((n, n_c), dtype=np.int64)
