@@ -1,10 +1,19 @@
 """The per-TTI simulation loop: traffic, scheduling, HARQ and link adaptation for a chunk.
 
-This module holds one function, :func:`run_chunk`, written as plain loops over numpy
-arrays. When `numba <https://numba.pydata.org>`_ is installed it is compiled on first use
-(``airlink.sim.kernel.COMPILED`` says whether it is; ``AIRLINK_NUMBA=0`` turns it off);
-otherwise the same code runs as Python, with identical results, only slower. All random numbers are drawn outside, in
-numpy, from the run's seed, so both give the same output bit for bit.
+This module holds :func:`run_chunk` (and :func:`schedule_rates`, the metric schedulers alone
+on given rates), written as plain loops over numpy arrays, with small helpers for the
+vectorised passes. When `numba <https://numba.pydata.org>`_ is installed they are compiled on
+first use (``airlink.sim.kernel.COMPILED`` says whether they are; ``AIRLINK_NUMBA=0`` turns it
+off); otherwise the same code runs as Python, with identical results, only slower. All random
+numbers are drawn outside, in numpy, from the run's seed, so both give the same output bit for
+bit. The output arrays must be zero on entry (the engine passes fresh or cleared slices).
+
+Speed without changing a decision (docs/sim.md, "Speed"): in *static* TTIs of the metric
+schedulers (every user holds more than a TTI's worth or has nothing to send) the best user of
+every subchannel is found for all subchannels at once from float32 keys of ``rate * weight``
+(order-preserving; exact float64 comparison where two different metrics share a key), and
+subchannels after the TTI's retransmissions go straight to that user (*direct*). Other TTIs,
+and everything with ``FAST_PATH = False``, go subchannel by subchannel.
 
 Model, per TTI ``k`` (the engine passes the chunk's real and reported SINR):
 
