@@ -6,7 +6,7 @@ vectorised passes. When `numba <https://numba.pydata.org>`_ is installed they ar
 first use (``airlink.sim.kernel.COMPILED`` says whether they are; ``AIRLINK_NUMBA=0`` turns it
 off); otherwise the same code runs as Python, with identical results, only slower. All random
 numbers are drawn outside, in numpy, from the run's seed, so both give the same output bit for
-bit. The output arrays must be zero on entry (the engine passes fresh or cleared slices).
+bit.
 
 Speed without changing a decision (docs/sim.md, "Speed"): in *static* TTIs of the metric
 schedulers (every user holds more than a TTI's worth or has nothing to send) the best user of
