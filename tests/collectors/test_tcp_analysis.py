@@ -230,3 +230,15 @@ def test_path_analysis_containers_and_damage(tmp_path):
         C.analyze_tcp(bad)
     assert str(e_path.value) == str(e_frame.value)
     _same_analysis(C.analyze_tcp(bad, salvage=True), C.analyze_tcp(C.read_pcap(bad, salvage=True)))
+
+
+@pytest.mark.parametrize("records", [
+    [],
+    [(T0 + i * MS, link_wrap(__import__("pcapcraft").udp_packet(), 1)) for i in range(5)],
+    [(T0, b"\x02" * 12 + b"\x08\x06" + b"\x00" * 28)],                     # ARP only
+    [(T0, link_wrap(tcp_packet(A, B, 1, 2, flags="A"), 1))],
+], ids=["no-packets", "udp-only", "non-ip", "one-packet"])
+def test_path_analysis_degenerate_captures(tmp_path, records):
+    f = tmp_path / "d.pcap"
+    f.write_bytes(pcap_bytes(records))
+    _same_analysis(C.analyze_tcp(f), C.analyze_tcp(C.read_pcap(f)))
