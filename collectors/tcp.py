@@ -447,9 +447,12 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         # rows without ACK count as relative 0 in the unwrap chain (and become -1 below)
         rela[idx] = _unwrap(np.where(has_ack[idx], ackraw[idx], base_peer.astype(np.uint32)[g]), g,
                             base_peer)
-    end = rel + pay + is_syn + ((flags & FIN) != 0)
-    rela = np.where(has_ack, rela, -1)
-    del seq, ackraw
+    idx = g = None
+    del seq, ackraw, dir_idx
+    end = rel + pay
+    end += is_syn
+    end += (flags & FIN) != 0
+    rela[~has_ack] = -1
 
     # ---- running state in flow-time order, per direction
     fl_groups = fl
@@ -480,6 +483,9 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         smb_own[1:] = snd_max[1][:-1]
         np.copyto(smb_own[1:], snd_max[0][:-1], where=dr[1:] == 0)
         smb_own[first_of_flow] = -1
+    # the running maxima are computed again for the in-flight series (cheaper than keeping
+    # 16 bytes per packet through the RTT step, the memory peak)
+    del snd_max
 
     def rev_at(idx):
         """Highest cumulative ACK of the reverse direction at rows idx (inclusive)."""
@@ -501,12 +507,12 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
     dupack = np.zeros(n, bool)
     for d in (0, 1):
-        idx = dir_idx[d]
+        idx = np.flatnonzero(dr == d)
         if len(idx) > 1:
             f, ra, w = fl[idx], rela[idx], win[idx]
             dupack[idx[1:]] = (f[1:] == f[:-1]) & (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
             del f, ra, w
-    del dir_idx
+    del idx
     dupack &= pure & (win > 0)
     zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
     del synfin, pure
@@ -754,8 +760,12 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     # in flight per data direction, evaluated at every packet of the flow (one at a time;
     # int64, turned into float64 by the weighted bincount)
     def infl(d):
-        """Called once per direction, last: drops snd_max[d] and ack_max[1 - d]."""
-        sm = snd_max.pop(d)
+        """In flight of data direction d at every row (int64): snd_max[d] - ack_max[1 - d].
+        Called once per direction, in order, last: drops ack_max[1 - d] (and the segment
+        ends after direction 1)."""
+        sm = _grouped_cummax(ends[0], fl, dr == d, flow_starts)
+        if d == 1:
+            ends.clear()
         x = np.maximum(ack_max.pop(1 - d), 0)
         np.subtract(sm, x, out=x)
         np.maximum(x, 0, out=x)
@@ -875,6 +885,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     # ---- regular series per (flow, direction)
     flows.attrs["source"] = source
+    ends = [end_at(slice(None))]          # for infl()
     del rel, gd, flags, is_syn, data, spur_acked, spur_eifel, spur_dsack, ooo
     # per-packet arrays handed over in a dict: the series drops each after its last use
     per_packet = {"t": t, "pay": pay, "iplen": iplen_o, "rela": rela, "rwnd": rwnd}
@@ -1053,6 +1064,7 @@ def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
             del rows
         inflight = np.where(c > 0, s / np.maximum(c, 1), np.nan)
         out["inflight_bytes"] = inflight
+    del r_own, r_other, has_ack, pay, lost
     rows_fdir = np.repeat(np.arange(2 * nflow), np.repeat(nb, 2))
     f_of_row = rows_fdir // 2
     d_of_row = rows_fdir % 2
