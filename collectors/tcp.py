@@ -664,9 +664,12 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             if not len(ai) or not len(oi):
                 continue
             # the first segment of d (in flow-time order) ending where the ACK points
-            keys = fl_groups[oi].astype(np.int64)
+            keys = fl_groups[oi].astype(np.int64)      # flow * OFF + segment end, in place
             keys *= OFF
-            keys += end_at(oi)
+            keys += rel[oi]
+            keys += pay[oi]
+            keys += is_syn[oi]
+            keys += (flags[oi] & FIN) != 0
             q = fl_groups[ai].astype(np.int64)
             q *= OFF
             q += rela[ai]
