@@ -81,22 +81,31 @@ ALIASES = {"lambda": "lam", "a": "pf_a", "t_a": "pf_window", "users": "n_users",
            "speed": "speed_kmh"}
 
 
-def load_preset(name) -> dict:
-    """Parameters of a preset (``evdo``, ``imt-advanced``, ``hsdpa``, ``egprs``, ``1xrtt``,
-    ``quick``) or of a YAML file; a file may name a ``preset`` to start from."""
+def read_parameter_file(path) -> dict:
+    """The ``parameter: value`` mapping of a YAML file (preset or ``--config`` file), with
+    one clear error line when the file is missing, not YAML or not a mapping."""
     import yaml
-    path = Path(str(name))
-    if str(name) in PRESETS:
-        path = PRESET_DIR / f"{name}.yaml"
-    elif not (path.suffix in (".yaml", ".yml") and path.exists()):
-        raise AirlinkError(f"unknown preset {name!r} (one of {', '.join(PRESETS)}, or a YAML file)")
+    path = Path(path)
+    if not path.exists():
+        raise AirlinkError(f"{path}: no such parameter file")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise AirlinkError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
-        raise AirlinkError(f"{path}: a preset must be a mapping of parameter: value")
-    data = {k: _numeric(v) for k, v in data.items()}
+        raise AirlinkError(f"{path}: expected a mapping of parameter: value")
+    return data
+
+
+def load_preset(name) -> dict:
+    """Parameters of a preset (``evdo``, ``imt-advanced``, ``hsdpa``, ``egprs``, ``1xrtt``,
+    ``quick``) or of a YAML file; a file may name a ``preset`` to start from."""
+    path = Path(str(name))
+    if str(name) in PRESETS:
+        path = PRESET_DIR / f"{name}.yaml"
+    elif not (path.suffix in (".yaml", ".yml") and path.exists()):
+        raise AirlinkError(f"unknown preset {name!r} (one of {', '.join(PRESETS)}, or a YAML file)")
+    data = {k: _numeric(v) for k, v in read_parameter_file(path).items()}
     base = data.pop("preset", None)
     if base:
         merged = load_preset(base)

@@ -69,19 +69,11 @@ def parse_sets(items) -> dict:
 
 
 def cmd_simulate(args) -> int:
-    import yaml
     from airlink import sim
-    from airlink.traces.errors import AirlinkError
+    from airlink.sim.engine import read_parameter_file
     overrides = {}
     for path in args.config:
-        if not path.exists():
-            raise AirlinkError(f"{path}: no such config file")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise AirlinkError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-        if not isinstance(data, dict):
-            raise AirlinkError(f"{path}: expected a mapping of parameter: value")
+        data = read_parameter_file(path)
         if "preset" in data and args.preset is None:
             args.preset = data.pop("preset")
         data.pop("preset", None)
