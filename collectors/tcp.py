@@ -459,14 +459,10 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     first_of_flow = np.empty(n, bool)
     first_of_flow[:1] = True
     np.not_equal(fl[1:], fl[:-1], out=first_of_flow[1:])
-    snd_max = {}
     ack_max = {}
     flow_starts = np.flatnonzero(first_of_flow)
     for d in (0, 1):
-        m = dr == d
-        snd_max[d] = _grouped_cummax(end, fl, m, flow_starts)
-        ack_max[d] = _grouped_cummax(rela, fl, m & has_ack, flow_starts)    # ACKs sent by d (acking d^1)
-        del m
+        ack_max[d] = _grouped_cummax(rela, fl, (dr == d) & has_ack, flow_starts)  # ACKs sent by d
 
     def before(a):
         """Value at the previous row of the same flow (-1 at a flow's first row)."""
@@ -476,16 +472,17 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         out[first_of_flow] = -1
         return out
 
-    # snd_max of the row's own direction just before the row
+    # snd_max (highest sequence sent so far) of the row's own direction just before the row;
+    # one direction's running maximum at a time, and computed again for the in-flight
+    # series (cheaper than keeping 16 bytes per packet through the RTT step, the peak)
     smb_own = np.empty(n, np.int64)
     if n:
         smb_own[0] = -1
-        smb_own[1:] = snd_max[1][:-1]
-        np.copyto(smb_own[1:], snd_max[0][:-1], where=dr[1:] == 0)
+        for d in (0, 1):
+            sm = _grouped_cummax(end, fl, dr == d, flow_starts)
+            np.copyto(smb_own[1:], sm[:-1], where=dr[1:] == d)
+            del sm
         smb_own[first_of_flow] = -1
-    # the running maxima are computed again for the in-flight series (cheaper than keeping
-    # 16 bytes per packet through the RTT step, the memory peak)
-    del snd_max
 
     def rev_at(idx):
         """Highest cumulative ACK of the reverse direction at rows idx (inclusive)."""
@@ -765,15 +762,18 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     def infl(d):
         """In flight of data direction d at every row (int64): snd_max[d] - ack_max[1 - d].
         Called once per direction, in order, last: drops ack_max[1 - d] (and the segment
-        ends after direction 1)."""
+        ends after direction 1); computed in the buffers of the two running maxima."""
         sm = _grouped_cummax(ends[0], fl, dr == d, flow_starts)
         if d == 1:
             ends.clear()
-        x = np.maximum(ack_max.pop(1 - d), 0)
-        np.subtract(sm, x, out=x)
-        np.maximum(x, 0, out=x)
-        x[sm < 0] = 0
-        return x
+        am = ack_max.pop(1 - d)
+        neg = sm < 0
+        np.maximum(am, 0, out=am)
+        np.subtract(sm, am, out=sm)
+        del am
+        np.maximum(sm, 0, out=sm)
+        sm[neg] = 0
+        return sm
 
     # ---- events frame
     ev_parts = []
@@ -1039,8 +1039,9 @@ def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
         np.subtract(am, prev, out=prev)          # prev >= 0 wherever it counts
         prev[skip] = 0
         adv += prev
-        del prev, skip
+        del prev, skip, am
     out["goodput_bps"] = acc(r_other, adv) * 8e9 / res_ns
+    del adv
     out["retransmissions"] = acc(r_own[retx]).astype(np.int64)             # sparse: count subsets
     out["fast_retransmissions"] = acc(r_own[retx & fast]).astype(np.int64)
     out["timeout_retransmissions"] = acc(r_own[timeout]).astype(np.int64)
