@@ -138,7 +138,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     from .pcap import _progress_bar, check_linktypes
     path = Path(path)
     bar, update = _progress_bar(path, progress)
-    reader = CaptureReader(path, salvage=salvage, progress=update)
+    reader = CaptureReader(path, salvage=salvage, progress=update, reuse_buffer=True)
     dense = {**{k: (np.int64 if dt is None else dt) for k, dt in KEPT.items()},
              "pflow": np.int32, "swap": bool}
     store = _ColumnStore(dense)

@@ -79,7 +79,7 @@ def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
     """
     path = Path(path)
     bar, update = _progress_bar(path, progress)
-    reader = CaptureReader(path, salvage=salvage, progress=update)
+    reader = CaptureReader(path, salvage=salvage, progress=update, reuse_buffer=True)
     parts = []
     try:
         for batch in reader:
