@@ -240,6 +240,7 @@ class CaptureReader:
                         f"{struct.unpack(endian + 'I', carry[8:12])[0]} captured bytes present)")
                 self._fail(what, self._consumed)
                 break
+        self._buffer = self._mask = None       # the reused buffers are not needed any more
 
     @staticmethod
     def _u32(buf, idx, endian):
