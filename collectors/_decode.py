@@ -285,6 +285,24 @@ def mix64(x):
         return x ^ (x >> np.uint64(31))
 
 
+def group_connections(lo, hi, proto):
+    """(first index, inverse) of the distinct ``(lo, hi, proto)`` connection keys, with
+    ``lo``/``hi`` the ordered endpoint words (int64). Grouped by a 64-bit hash of the key;
+    the groups are checked against the keys and, on a hash collision (astronomically
+    rare), grouped exactly instead."""
+    h = mix64(lo.view(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
+    h ^= hi.view(np.uint64) ^ (proto.astype(np.uint64) << np.uint64(56))
+    h = mix64(h)
+    _, first, inv = unique_runs(h)
+    del h
+    rep = first[inv]
+    if not (np.array_equal(lo, lo[rep]) and np.array_equal(hi, hi[rep])
+            and np.array_equal(proto, proto[rep])):
+        key = np.rec.fromarrays([lo, hi, proto])
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return first, inv
+
+
 def unique_runs(values):
     """``np.unique(values, return_index=True, return_inverse=True)``, computed on runs of
     equal consecutive values first (captures repeat the same flow and addresses packet

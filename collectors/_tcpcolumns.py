@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ._capture import CaptureReader, file_size
-from ._decode import SYN, decode, mix64, unique_runs
+from ._decode import SYN, decode, group_connections
 
 KEPT = {"ts_ns": None, "ip_len": np.uint32, "seq": np.uint32, "ack": np.uint32,
         "flags": np.uint8, "window": np.uint16, "payload": np.uint32, "tsval": np.uint32,
@@ -78,16 +78,7 @@ def _batch_flow_keys(src, sport, dst, dport, proto):
     lo = np.minimum(ep_a, ep_b)
     hi = np.maximum(ep_a, ep_b)
     del ep_a, ep_b
-    h = mix64(lo.view(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
-    h ^= hi.view(np.uint64) ^ (proto.astype(np.uint64) << np.uint64(56))
-    h = mix64(h)
-    _, first, inv = unique_runs(h)
-    del h
-    rep = first[inv]
-    if not (np.array_equal(lo, lo[rep]) and np.array_equal(hi, hi[rep])
-            and np.array_equal(proto, proto[rep])):              # hash collision: exact grouping
-        key = np.rec.fromarrays([lo, hi, proto])
-        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    first, inv = group_connections(lo, hi, proto)
     return swap, lo[first], hi[first], proto[first], inv
 
 

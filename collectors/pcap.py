@@ -145,7 +145,7 @@ def _addr_strings(hi, lo, v6) -> list:
     return out
 
 
-from ._decode import mix64 as _mix, unique_runs  # noqa: E402
+from ._decode import group_connections  # noqa: E402
 
 
 def assign_flows(cols):
@@ -159,18 +159,8 @@ def assign_flows(cols):
     lo = np.minimum(ep_a, ep_b)
     hi = np.maximum(ep_a, ep_b)
     del ep_a, ep_b
-    proto = cols["proto"].astype(np.uint64)
-    h = _mix(lo.view(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
-    h ^= hi.view(np.uint64) ^ (proto << np.uint64(56))
-    h = _mix(h)
-    uniq, first, inv = unique_runs(h)
-    del h
-    rep = first[inv]
-    if not (np.array_equal(lo, lo[rep]) and np.array_equal(hi, hi[rep])
-            and np.array_equal(proto, proto[rep])):          # astronomically rare: exact grouping
-        key = np.rec.fromarrays([lo, hi, proto])
-        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    del rep, lo, hi
+    first, inv = group_connections(lo, hi, cols["proto"].astype(np.uint64))
+    del lo, hi
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
