@@ -291,7 +291,7 @@ def group_connections(lo, hi, proto):
     the groups are checked against the keys and, on a hash collision (astronomically
     rare), grouped exactly instead."""
     h = mix64(lo.view(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
-    h ^= hi.view(np.uint64) ^ (proto.astype(np.uint64) << np.uint64(56))
+    h ^= hi.view(np.uint64) ^ (proto.astype(np.uint64, copy=False) << np.uint64(56))
     h = mix64(h)
     _, first, inv = unique_runs(h)
     del h
