@@ -93,18 +93,21 @@ def test_imt_small_buffer_with_bursty_arrivals_lowers_active_time():
     assert u_small["throughput_mbps"] < u_large["throughput_mbps"]
 
 
-def test_egprs_link_adaptation_hybrid_is_never_the_worst():
-    ci_db = [6, 14, 22, 30]
+def test_egprs_hybrid_link_adaptation_is_as_good_as_each_single_method():
+    """Seed 004: hybrid (BLER method when poor, C/I method when good) >= each single method
+    over 6-30 dB; C/I averaging near ideal at high C/I; S_n rises with C/I for every method.
+    At the switch point hybrid alternates between the methods, hence 2.5 % of slack for the
+    Monte Carlo noise of 20,000 blocks of a 3 km/h fading channel."""
+    ci_db = [6, 10, 14, 18, 22, 26, 30]
     thr = {la: np.array([S.simulate("egprs", duration="400s", snr_db=c, link_adaptation=la)
                          .summary["aggregate_throughput_mbps"] for c in ci_db])
            for la in ("ci", "bler", "hybrid", "ideal")}
-    worst = np.minimum(thr["ci"], thr["bler"])
-    assert np.all(thr["hybrid"] >= worst * 0.98)
-    assert thr["hybrid"].mean() >= 0.99 * max(thr["ci"].mean(), thr["bler"].mean())
+    best_single = np.maximum(thr["ci"], thr["bler"])
+    assert np.all(thr["hybrid"] >= 0.975 * best_single), thr
+    assert thr["hybrid"].mean() >= 0.995 * max(thr["ci"].mean(), thr["bler"].mean())
     for la in ("ci", "bler", "hybrid"):
         assert np.all(thr[la] <= thr["ideal"] * 1.01)
         assert np.all(np.diff(thr[la]) > 0)      # S rises with C/I
-    # C/I averaging is near ideal at high C/I
     assert thr["ci"][-1] >= 0.9 * thr["ideal"][-1]
 
 
