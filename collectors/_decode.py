@@ -7,6 +7,10 @@ or without NOPs, optionally followed by SACK); packets with any other option lay
 (SYNs, unusual orders) are decoded one by one with a small parser, and IPv6 extension
 headers are followed in a bounded vector loop. Fields a short snaplen cut off are marked
 missing (timestamps 0 with ``has_ts`` false), never guessed.
+
+Records of link types not in the table (PPP, Cisco HDLC, 802.11, ...) are handed to
+:mod:`._dpktlink`, which finds their IP header with dpkt per packet; from there they are
+read like raw IP by the same code. Only those records pay for per-packet Python.
 """
 from __future__ import annotations
 
@@ -75,8 +79,13 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
         sel = slice(None) if single else lt == t
         spec = LINK_TYPES.get(int(t))
         o = off[sel]
-        if spec is None:
-            unknown.add(int(t))
+        if spec is None:                           # other link types: dpkt, per packet
+            from ._dpktlink import network_offsets
+            found = network_offsets(buf, o, cap[sel], int(t))
+            if found is None:
+                unknown.add(int(t))
+            else:
+                l3[sel], fam[sel] = found
             continue
         kind = spec[0]
         if kind == "ether":

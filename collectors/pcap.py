@@ -12,8 +12,10 @@ its first packet), absolute 32-bit ``seq``/``ack``, ``flags``, ``window`` (raw f
 ``wscale`` (-1 absent), ``syn_options`` (bit 1 SACK permitted, 2 timestamps, 4 window
 scale), ``interface`` and ``captured_bytes``.
 
-Link types: Ethernet (802.1Q/QinQ), Linux cooked SLL and SLL2, raw IP, BSD loopback.
-Records of other link types are skipped and counted in ``frame.attrs``.
+Link types: Ethernet (802.1Q/QinQ), Linux cooked SLL and SLL2, raw IP, BSD loopback are
+decoded in vector form; PPP, PPPoE, Cisco HDLC, 802.11 (plain, radiotap, PPI) through dpkt,
+per packet, up to the IP header (see :mod:`._dpktlink`). Records of other link types are
+skipped and counted in ``frame.attrs["unknown_linktypes"]``.
 """
 from __future__ import annotations
 
@@ -107,9 +109,11 @@ def check_linktypes(path, reader, unknown: set, ip_packets: int, salvage: bool) 
     """Raise when records were read but every one has a link type no decoder knows."""
     if ip_packets == 0 and reader.packets and reader.linktypes and \
             not (set(reader.linktypes) - unknown) and not salvage:
+        from ._dpktlink import OTHER_LINK_NAMES
+        supported = {**LINK_NAMES, **OTHER_LINK_NAMES}
         lt = ", ".join(str(t) for t in sorted(unknown))
         raise CaptureError(f"{path}: unknown link type {lt} at byte 20 (packet 1); 0 packets read "
-                           f"(supported: {', '.join(f'{k} {v}' for k, v in sorted(LINK_NAMES.items()))})",
+                           f"(supported: {', '.join(f'{k} {v}' for k, v in sorted(supported.items()))})",
                            offset=20, packet=1)
 
 

@@ -1,0 +1,148 @@
+"""Link layers the vectorised decoder does not know: dpkt finds the IP packet, per packet.
+
+:func:`airlink.collectors._decode.decode` reads the common link types with numpy gathers
+(its :data:`~airlink.collectors._decode.LINK_TYPES` table). Records of any other link
+type come here: dpkt parses each record's link layer (per packet, in Python) only to find
+where the IPv4/IPv6 header starts; the decoder then reads the record from that byte on
+exactly as it reads raw IP, so every column is computed by one decoder. The record itself
+is not touched: timestamp, captured and original length stay the record's.
+
+Where the IP header starts: dpkt copies bytes as it descends and keeps no offsets, so
+the first 20 (IPv4) or 40 (IPv6) header bytes dpkt decoded are looked up in the record
+(``bytes.find``, the first match; a link header cannot hold a copy of the IP header that
+follows it). Records where dpkt finds no IP (LCP, 802.11 management or protected frames,
+damaged headers) are skipped like non-IP records of the common link types.
+
+Link types (libpcap numbers, https://www.tcpdump.org/linktypes.html):
+
+* 9 PPP (RFC 1661; with or without the RFC 1662 ``ff 03`` address/control prefix),
+  50 PPP in HDLC-like framing (or Cisco HDLC when it starts with ``0f``/``8f``),
+  166 PPP of pppd (first byte is the direction), 204 PPP with a direction byte,
+  51 PPPoE session frames without Ethernet;
+* 104 Cisco HDLC (RFC 1547 4.3.1: address, control, EtherType), 205 the same with a
+  direction byte;
+* 105 IEEE 802.11, 127 802.11 with radiotap, 192 PPI (its inner link type read from
+  the PPI header): data frames (QoS or not, unprotected) with LLC/SNAP.
+
+dpkt is imported on first use only, so captures of the common link types never load it.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+OTHER_LINK_NAMES = {9: "PPP", 50: "PPP/Cisco HDLC", 51: "PPPoE", 104: "Cisco HDLC",
+                    105: "IEEE 802.11", 127: "802.11 radiotap", 166: "PPP (pppd)",
+                    192: "PPI", 204: "PPP with direction", 205: "Cisco HDLC with direction"}
+
+
+def _ppp(data):
+    """PPP as libpcap's DLT_PPP: ``ff 03`` then the protocol, or the protocol alone."""
+    from dpkt import ppp, pppoe
+    return ppp.PPP(data) if data[:2] == b"\xff\x03" else pppoe.PPP(data)
+
+
+def _cisco_hdlc(data):
+    """Address, control, 16-bit EtherType, then the packet (RFC 1547 section 4.3.1)."""
+    from dpkt.ethernet import Ethernet
+    return Ethernet.get_type(struct.unpack_from(">H", data, 2)[0])(data[4:])
+
+
+def _ppp_serial(data):
+    return _cisco_hdlc(data) if data[:1] in (b"\x0f", b"\x8f") else _ppp(data)
+
+
+def _ppp_pppd(data):
+    """Direction byte in place of the address, control ``03``, then the PPP protocol."""
+    from dpkt import pppoe
+    return pppoe.PPP(data[2:])
+
+
+def _ieee80211(data):
+    from dpkt import ieee80211
+    return ieee80211.IEEE80211(data)
+
+
+def _radiotap(data):
+    from dpkt import radiotap
+    return radiotap.Radiotap(data)
+
+
+def _ethernet(data):
+    from dpkt import ethernet
+    return ethernet.Ethernet(data)
+
+
+def _ppi(data):
+    """PPI: version, flags, header length (LE 16), inner link type (LE 32), fields."""
+    _, _, length, inner = struct.unpack_from("<BBHI", data)
+    dissect = _INNER.get(inner)
+    return None if dissect is None else dissect(data[length:])
+
+
+def _pppoe(data):
+    from dpkt import pppoe
+    return pppoe.PPPoE(data)
+
+
+# link type -> function(record bytes) -> outermost dpkt layer (or None)
+DISSECTORS = {
+    9: _ppp, 50: _ppp_serial, 51: _pppoe, 166: _ppp_pppd, 204: lambda d: _ppp(d[1:]),
+    104: _cisco_hdlc, 205: lambda d: _cisco_hdlc(d[1:]),
+    105: _ieee80211, 127: _radiotap, 192: _ppi,
+}
+_INNER = {1: _ethernet, 105: _ieee80211, 127: _radiotap, **{k: v for k, v in DISSECTORS.items() if k != 192}}
+
+
+def _first_ip(layer):
+    """The outermost dpkt IP/IP6 layer below ``layer``, or None."""
+    from dpkt import Packet, ieee80211, llc
+    from dpkt.ip import IP
+    from dpkt.ip6 import IP6
+    for _ in range(8):
+        if isinstance(layer, (IP, IP6)):
+            return layer
+        if isinstance(layer, ieee80211.IEEE80211):
+            # dpkt leaves an 802.11 data frame's body as bytes: LLC/SNAP comes next
+            if layer.type != ieee80211.DATA_TYPE or layer.wep or not isinstance(layer.data, bytes):
+                return None
+            layer = llc.LLC(layer.data)
+            continue
+        layer = getattr(layer, "data", None)
+        if not isinstance(layer, Packet):
+            return None
+    return None
+
+
+def network_offsets(buf: np.ndarray, offsets: np.ndarray, caplens: np.ndarray, linktype: int):
+    """``(l3, family)`` per record of one link type the vectorised decoder does not know.
+
+    ``l3`` (int64) is the byte offset in ``buf`` of the IP header dpkt found in the record
+    at ``offsets[i]`` (``caplens[i]`` bytes), ``family`` (uint8) 4 or 6, or 0 (and ``l3``
+    -1) where there is no IP packet. Returns None when no dissector knows ``linktype``.
+    """
+    dissect = DISSECTORS.get(int(linktype))
+    if dissect is None:
+        return None
+    from dpkt import Packet
+    from dpkt.ip import IP
+    n = len(offsets)
+    l3 = np.full(n, -1, np.int64)
+    fam = np.zeros(n, np.uint8)
+    for i, (o, c) in enumerate(zip(np.asarray(offsets).tolist(), np.asarray(caplens).tolist())):
+        record = buf[o:o + c].tobytes()
+        try:
+            ip = _first_ip(dissect(record))
+        except Exception:        # dpkt raises many kinds on damaged or cut headers: no IP
+            continue
+        if ip is None:
+            continue
+        v4 = isinstance(ip, IP)
+        head = Packet.pack_hdr(ip)[:20 if v4 else 40]
+        k = record.find(head)
+        if k < 0:
+            continue
+        l3[i] = o + k
+        fam[i] = 4 if v4 else 6
+    return l3, fam
