@@ -39,14 +39,14 @@ OTHER_LINK_NAMES = {9: "PPP", 50: "PPP/Cisco HDLC", 51: "PPPoE", 104: "Cisco HDL
 
 def _ppp(data):
     """PPP as libpcap's DLT_PPP: ``ff 03`` then the protocol, or the protocol alone."""
-    from dpkt import ppp, pppoe
-    return ppp.PPP(data) if data[:2] == b"\xff\x03" else pppoe.PPP(data)
+    import dpkt
+    return dpkt.ppp.PPP(data) if data[:2] == b"\xff\x03" else dpkt.pppoe.PPP(data)
 
 
 def _cisco_hdlc(data):
     """Address, control, 16-bit EtherType, then the packet (RFC 1547 section 4.3.1)."""
-    from dpkt.ethernet import Ethernet
-    return Ethernet.get_type(struct.unpack_from(">H", data, 2)[0])(data[4:])
+    import dpkt
+    return dpkt.ethernet.Ethernet.get_type(struct.unpack_from(">H", data, 2)[0])(data[4:])
 
 
 def _ppp_serial(data):
@@ -55,23 +55,30 @@ def _ppp_serial(data):
 
 def _ppp_pppd(data):
     """Direction byte in place of the address, control ``03``, then the PPP protocol."""
-    from dpkt import pppoe
-    return pppoe.PPP(data[2:])
+    import dpkt
+    return dpkt.pppoe.PPP(data[2:])
 
 
-def _ieee80211(data):
-    from dpkt import ieee80211
-    return ieee80211.IEEE80211(data)
-
-
-def _radiotap(data):
-    from dpkt import radiotap
-    return radiotap.Radiotap(data)
+def _pppoe(data):
+    import dpkt
+    return dpkt.pppoe.PPPoE(data)
 
 
 def _ethernet(data):
-    from dpkt import ethernet
-    return ethernet.Ethernet(data)
+    import dpkt
+    return dpkt.ethernet.Ethernet(data)
+
+
+def _ieee80211(data):
+    import dpkt
+    return dpkt.ieee80211.IEEE80211(data)
+
+
+def _radiotap(data):
+    """Radiotap is skipped by its length field (LE 16 at byte 2): its fields (rates,
+    signal, ...) do not say where IP starts, and dpkt's parse of them costs more than the
+    rest of the record. A trailing FCS stays after the IP packet, like an Ethernet trailer."""
+    return _ieee80211(data[struct.unpack_from("<H", data, 2)[0]:])
 
 
 def _ppi(data):
@@ -81,36 +88,31 @@ def _ppi(data):
     return None if dissect is None else dissect(data[length:])
 
 
-def _pppoe(data):
-    from dpkt import pppoe
-    return pppoe.PPPoE(data)
-
-
 # link type -> function(record bytes) -> outermost dpkt layer (or None)
 DISSECTORS = {
     9: _ppp, 50: _ppp_serial, 51: _pppoe, 166: _ppp_pppd, 204: lambda d: _ppp(d[1:]),
     104: _cisco_hdlc, 205: lambda d: _cisco_hdlc(d[1:]),
     105: _ieee80211, 127: _radiotap, 192: _ppi,
 }
-_INNER = {1: _ethernet, 105: _ieee80211, 127: _radiotap, **{k: v for k, v in DISSECTORS.items() if k != 192}}
+# inside PPI: also Ethernet (never reaches here on its own: the vector decoder reads it)
+_INNER = {1: _ethernet, **{k: v for k, v in DISSECTORS.items() if k != 192}}
 
 
 def _first_ip(layer):
     """The outermost dpkt IP/IP6 layer below ``layer``, or None."""
-    from dpkt import Packet, ieee80211, llc
-    from dpkt.ip import IP
-    from dpkt.ip6 import IP6
+    import dpkt
+    ip_types = (dpkt.ip.IP, dpkt.ip6.IP6)
     for _ in range(8):
-        if isinstance(layer, (IP, IP6)):
+        if isinstance(layer, ip_types):
             return layer
-        if isinstance(layer, ieee80211.IEEE80211):
+        if isinstance(layer, dpkt.ieee80211.IEEE80211):
             # dpkt leaves an 802.11 data frame's body as bytes: LLC/SNAP comes next
-            if layer.type != ieee80211.DATA_TYPE or layer.wep or not isinstance(layer.data, bytes):
+            if layer.type != dpkt.ieee80211.DATA_TYPE or layer.wep or not isinstance(layer.data, bytes):
                 return None
-            layer = llc.LLC(layer.data)
+            layer = dpkt.llc.LLC(layer.data)
             continue
         layer = getattr(layer, "data", None)
-        if not isinstance(layer, Packet):
+        if not isinstance(layer, dpkt.Packet):
             return None
     return None
 
@@ -125,8 +127,7 @@ def network_offsets(buf: np.ndarray, offsets: np.ndarray, caplens: np.ndarray, l
     dissect = DISSECTORS.get(int(linktype))
     if dissect is None:
         return None
-    from dpkt import Packet
-    from dpkt.ip import IP
+    import dpkt
     n = len(offsets)
     l3 = np.full(n, -1, np.int64)
     fam = np.zeros(n, np.uint8)
@@ -138,8 +139,8 @@ def network_offsets(buf: np.ndarray, offsets: np.ndarray, caplens: np.ndarray, l
             continue
         if ip is None:
             continue
-        v4 = isinstance(ip, IP)
-        head = Packet.pack_hdr(ip)[:20 if v4 else 40]
+        v4 = isinstance(ip, dpkt.ip.IP)
+        head = dpkt.Packet.pack_hdr(ip)[:20 if v4 else 40]
         k = record.find(head)
         if k < 0:
             continue
