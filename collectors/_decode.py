@@ -62,7 +62,8 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
     ``src``/``dst`` (int32 codes into ``addr_table``, see :func:`address_codes`),
     ``proto``, ``ip_len``, ``sport``, ``dport``, ``seq``, ``ack``, ``flags``, ``window``,
     ``payload``, ``tsval``, ``tsecr``, ``has_ts``, ``sack_blocks``, ``dsack``, ``dsack_left``,
-    ``mss``, ``wscale``, ``synopt``, ``captured``, ``iface``, ``unknown_linktypes``.
+    ``mss``, ``wscale``, ``synopt``, ``captured``, ``iface``, ``unknown_linktypes`` (link
+    types neither :data:`LINK_TYPES` nor :mod:`._dpktlink` knows; their records are dropped).
     ``raw_addresses=True`` returns ``src_hi``/``src_lo``/``dst_hi``/``dst_lo`` (uint64
     words; IPv4 in the low 32 bits of ``*_lo``) and ``v6`` instead of the address codes.
     """

@@ -135,12 +135,12 @@ def network_offsets(buf: np.ndarray, offsets: np.ndarray, caplens: np.ndarray, l
         record = buf[o:o + c].tobytes()
         try:
             ip = _first_ip(dissect(record))
+            if ip is None:
+                continue
+            v4 = isinstance(ip, dpkt.ip.IP)
+            head = dpkt.Packet.pack_hdr(ip)[:20 if v4 else 40]
         except Exception:        # dpkt raises many kinds on damaged or cut headers: no IP
             continue
-        if ip is None:
-            continue
-        v4 = isinstance(ip, dpkt.ip.IP)
-        head = dpkt.Packet.pack_hdr(ip)[:20 if v4 else 40]
         k = record.find(head)
         if k < 0:
             continue
