@@ -21,8 +21,9 @@ Link types (libpcap numbers, https://www.tcpdump.org/linktypes.html):
   51 PPPoE session frames without Ethernet;
 * 104 Cisco HDLC (RFC 1547 4.3.1: address, control, EtherType), 205 the same with a
   direction byte;
-* 105 IEEE 802.11, 127 802.11 with radiotap, 192 PPI (its inner link type read from
-  the PPI header): data frames (QoS or not, unprotected) with LLC/SNAP.
+* 105 IEEE 802.11, 127 802.11 with radiotap, 119 with a Prism and 163 with an AVS
+  header, 192 PPI (its inner link type read from the PPI header): data frames (QoS or
+  not, unprotected) with LLC/SNAP. The radio headers are skipped by their length fields.
 
 dpkt is imported on first use only, so captures of the common link types never load it.
 """
@@ -33,7 +34,8 @@ import struct
 import numpy as np
 
 OTHER_LINK_NAMES = {9: "PPP", 50: "PPP/Cisco HDLC", 51: "PPPoE", 104: "Cisco HDLC",
-                    105: "IEEE 802.11", 127: "802.11 radiotap", 166: "PPP (pppd)",
+                    105: "IEEE 802.11", 119: "802.11 Prism", 127: "802.11 radiotap",
+                    163: "802.11 AVS", 166: "PPP (pppd)",
                     192: "PPI", 204: "PPP with direction", 205: "Cisco HDLC with direction"}
 
 
@@ -81,6 +83,22 @@ def _radiotap(data):
     return _ieee80211(data[struct.unpack_from("<H", data, 2)[0]:])
 
 
+def _prism(data):
+    """Prism monitor header (msgcode, msglen in host order: little endian in practice),
+    or an AVS header in its place (libpcap accepts both under 119), then 802.11."""
+    if struct.unpack_from(">I", data)[0] & 0xFFFFFFF0 == 0x80211000:
+        return _avs(data)
+    length = struct.unpack_from("<I", data, 4)[0]
+    if length > len(data):
+        length = struct.unpack_from(">I", data, 4)[0]
+    return _ieee80211(data[length:])
+
+
+def _avs(data):
+    """AVS radio header: version ``80 21 10 0x``, header length (BE 32), fields; then 802.11."""
+    return _ieee80211(data[struct.unpack_from(">I", data, 4)[0]:])
+
+
 def _ppi(data):
     """PPI: version, flags, header length (LE 16), inner link type (LE 32), fields."""
     _, _, length, inner = struct.unpack_from("<BBHI", data)
@@ -92,7 +110,7 @@ def _ppi(data):
 DISSECTORS = {
     9: _ppp, 50: _ppp_serial, 51: _pppoe, 166: _ppp_pppd, 204: lambda d: _ppp(d[1:]),
     104: _cisco_hdlc, 205: lambda d: _cisco_hdlc(d[1:]),
-    105: _ieee80211, 127: _radiotap, 192: _ppi,
+    105: _ieee80211, 119: _prism, 127: _radiotap, 163: _avs, 192: _ppi,
 }
 # inside PPI: also Ethernet (never reaches here on its own: the vector decoder reads it)
 _INNER = {1: _ethernet, **{k: v for k, v in DISSECTORS.items() if k != 192}}

@@ -14,7 +14,7 @@ import struct
 import pandas as pd
 import pytest
 from scapy.contrib.chdlc import CHDLC
-from scapy.layers.dot11 import Dot11, Dot11QoS, Dot11WEP, RadioTap
+from scapy.layers.dot11 import Dot11, Dot11QoS, Dot11WEP, PrismHeader, RadioTap
 from scapy.layers.l2 import LLC, SNAP
 from scapy.layers.ppi import PPI
 from scapy.layers.ppp import DIR_PPP, HDLC, PPP, PPPoE
@@ -96,6 +96,8 @@ WRAPPERS = {
                                            / _dot11_data(ip)) + b"\xde\xad\xbe\xef",
                      [bytes(RadioTap() / Dot11(type=1, subtype=13))]),               # ACK frame
     "ppi": (192, lambda ip: bytes(PPI() / _dot11_data(ip)), []),
+    "prism": (119, lambda ip: bytes(PrismHeader() / _dot11_data(ip)), []),
+    "avs": (163, lambda ip: struct.pack(">II", 0x80211001, 64) + b"\x00" * 56 + bytes(_dot11_data(ip)), []),
 }
 
 
@@ -241,7 +243,7 @@ def test_common_link_types_never_use_dpkt(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not shutil.which("tshark"), reason="tshark is not installed")
-@pytest.mark.parametrize("name", ["radiotap-fcs", "ppp-serial", "cisco-hdlc", "ppi"])
+@pytest.mark.parametrize("name", ["radiotap-fcs", "ppp-serial", "cisco-hdlc", "ppi", "prism", "avs"])
 def test_fields_agree_with_tshark(tmp_path, name):
     """An independent decoder (Wireshark's) sees the same packets in the crafted files."""
     linktype, wrap, non_ip = WRAPPERS[name]
