@@ -24,6 +24,7 @@ Link types (libpcap numbers, https://www.tcpdump.org/linktypes.html):
 * 105 IEEE 802.11, 127 802.11 with radiotap, 119 with a Prism and 163 with an AVS
   header, 192 PPI (its inner link type read from the PPI header): data frames (QoS or
   not, unprotected) with LLC/SNAP. The radio headers are skipped by their length fields.
+* 239 Linux NFLOG (``tcpdump -i nflog:N``): the packet TLV.
 
 dpkt is imported on first use only, so captures of the common link types never load it.
 """
@@ -35,7 +36,7 @@ import numpy as np
 
 OTHER_LINK_NAMES = {9: "PPP", 50: "PPP/Cisco HDLC", 51: "PPPoE", 104: "Cisco HDLC",
                     105: "IEEE 802.11", 119: "802.11 Prism", 127: "802.11 radiotap",
-                    163: "802.11 AVS", 166: "PPP (pppd)",
+                    163: "802.11 AVS", 166: "PPP (pppd)", 239: "Linux NFLOG",
                     192: "PPI", 204: "PPP with direction", 205: "Cisco HDLC with direction"}
 
 
@@ -99,6 +100,23 @@ def _avs(data):
     return _ieee80211(data[struct.unpack_from(">I", data, 4)[0]:])
 
 
+def _nflog(data):
+    """Linux NFLOG: family, version, resource id, then TLVs (length incl. its 4-byte head,
+    type; host order, little endian in practice; padded to 4 bytes); type 9 is the packet.
+    There is no dpkt class for it: the TLVs are walked here and dpkt reads the packet."""
+    import dpkt
+    p = 4
+    while p + 4 <= len(data):
+        length, kind = struct.unpack_from("<HH", data, p)
+        if length < 4:
+            return None
+        if kind == 9:
+            payload = data[p + 4:p + length]
+            return (dpkt.ip6.IP6 if payload[:1] and payload[0] >> 4 == 6 else dpkt.ip.IP)(payload)
+        p += (length + 3) & ~3
+    return None
+
+
 def _ppi(data):
     """PPI: version, flags, header length (LE 16), inner link type (LE 32), fields."""
     _, _, length, inner = struct.unpack_from("<BBHI", data)
@@ -110,7 +128,7 @@ def _ppi(data):
 DISSECTORS = {
     9: _ppp, 50: _ppp_serial, 51: _pppoe, 166: _ppp_pppd, 204: lambda d: _ppp(d[1:]),
     104: _cisco_hdlc, 205: lambda d: _cisco_hdlc(d[1:]),
-    105: _ieee80211, 119: _prism, 127: _radiotap, 163: _avs, 192: _ppi,
+    105: _ieee80211, 119: _prism, 127: _radiotap, 163: _avs, 192: _ppi, 239: _nflog,
 }
 # inside PPI: also Ethernet (never reaches here on its own: the vector decoder reads it)
 _INNER = {1: _ethernet, **{k: v for k, v in DISSECTORS.items() if k != 192}}

@@ -13,9 +13,9 @@ its first packet), absolute 32-bit ``seq``/``ack``, ``flags``, ``window`` (raw f
 scale), ``interface`` and ``captured_bytes``.
 
 Link types: Ethernet (802.1Q/QinQ), Linux cooked SLL and SLL2, raw IP, BSD loopback are
-decoded in vector form; PPP, PPPoE, Cisco HDLC, 802.11 (plain, radiotap, PPI) through dpkt,
-per packet, up to the IP header (see :mod:`._dpktlink`). Records of other link types are
-skipped and counted in ``frame.attrs["unknown_linktypes"]``.
+decoded in vector form; PPP, PPPoE, Cisco HDLC, 802.11 (plain, radiotap, Prism, AVS, PPI)
+and NFLOG through dpkt, per packet, up to the IP header (see :mod:`._dpktlink`). Records
+of other link types are skipped and counted in ``frame.attrs["unknown_linktypes"]``.
 """
 from __future__ import annotations
 

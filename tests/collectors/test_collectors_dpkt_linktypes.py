@@ -74,6 +74,13 @@ def _dot11_data(ip):
             / LLC() / SNAP(code=_ethertype(ip)) / Raw(ip))
 
 
+def _nflog(ip):
+    """NFLOG header, a prefix TLV (type 10, 5 bytes + padding), the packet TLV (type 9)."""
+    def tlv(kind, value):
+        return struct.pack("<HH", 4 + len(value), kind) + value + b"\x00" * (-len(value) % 4)
+    return bytes([10 if ip[0] >> 4 == 6 else 2, 0]) + struct.pack(">H", 5) + tlv(10, b"pre\x00\x00") + tlv(9, ip)
+
+
 # name -> (link type, IP bytes -> frame, non-IP frames of that link type)
 WRAPPERS = {
     "ppp": (9, lambda ip: bytes(PPP(proto=_ppp_proto(ip)) / Raw(ip)),
@@ -96,6 +103,7 @@ WRAPPERS = {
                                            / _dot11_data(ip)) + b"\xde\xad\xbe\xef",
                      [bytes(RadioTap() / Dot11(type=1, subtype=13))]),               # ACK frame
     "ppi": (192, lambda ip: bytes(PPI() / _dot11_data(ip)), []),
+    "nflog": (239, _nflog, [bytes([2, 0, 0, 5]) + struct.pack("<HH", 8, 10) + b"pre\x00"]),
     "prism": (119, lambda ip: bytes(PrismHeader() / _dot11_data(ip)), []),
     "avs": (163, lambda ip: struct.pack(">II", 0x80211001, 64) + b"\x00" * 56 + bytes(_dot11_data(ip)), []),
 }
@@ -243,7 +251,7 @@ def test_common_link_types_never_use_dpkt(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not shutil.which("tshark"), reason="tshark is not installed")
-@pytest.mark.parametrize("name", ["radiotap-fcs", "ppp-serial", "cisco-hdlc", "ppi", "prism", "avs"])
+@pytest.mark.parametrize("name", ["radiotap-fcs", "ppp-serial", "cisco-hdlc", "ppi", "prism", "avs", "nflog"])
 def test_fields_agree_with_tshark(tmp_path, name):
     """An independent decoder (Wireshark's) sees the same packets in the crafted files."""
     linktype, wrap, non_ip = WRAPPERS[name]
@@ -259,7 +267,7 @@ def test_fields_agree_with_tshark(tmp_path, name):
     assert [tuple(int(v) for v in r) for r in ours] == theirs and len(theirs) == 15
 
 
-@pytest.mark.parametrize("name", ["radiotap-fcs", "ppp-serial", "ppi", "pppoe"])
+@pytest.mark.parametrize("name", ["radiotap-fcs", "ppp-serial", "ppi", "pppoe", "nflog"])
 def test_fuzzed_link_headers_never_crash(tmp_path, name):
     """Seeded byte flips in the link-layer part of every record: reading never raises, and
     the path analysis still equals the frame analysis."""
