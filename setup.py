@@ -1,9 +1,15 @@
-"""Build hook for the one compiled part: the replay shells' per-packet path.
+"""Build hook for the compiled parts: the replay shells' per-packet path and the pcap
+record walk of the collectors.
 
-All metadata stays in setup.cfg. The extension is optional: when no C compiler is
-available the build goes on and the shells use their pure-Python event loop.
+All metadata stays in setup.cfg. Both extensions are optional: when no C compiler is
+available the build goes on, the shells use their pure-Python event loop and the
+collectors locate pcap records with numpy.
 """
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("airlink.replay._fastpath", ["replay/_fastpath.c"],
-                             extra_compile_args=["-O2"], optional=True)])
+setup(ext_modules=[
+    Extension("airlink.replay._fastpath", ["replay/_fastpath.c"], extra_compile_args=["-O2"],
+              optional=True),
+    Extension("airlink.collectors._records", ["collectors/_records.c"], extra_compile_args=["-O2"],
+              optional=True),
+])
