@@ -201,11 +201,6 @@ class CaptureReader:
         self._consumed = 24
         carry = b""
         ts_hi = None
-        # glibc raises its mmap threshold to the size of a freed mapped block: with this one
-        # (never touched, so it costs no page faults) the decoder's per-batch temporaries
-        # (~1 MB each) reuse heap memory instead of being mapped and faulted in afresh every
-        # batch (2M packets: 124k -> 16k page faults, a third of the reading time)
-        np.empty(self.chunk + PAD, np.uint8)
         eof = False
         while not eof and self.problem is None:
             # one buffer per chunk: carried-over bytes, then the file data read in place, then
