@@ -1,9 +1,9 @@
-"""Build hook for the compiled parts: the replay shells' per-packet path and the pcap
-record walk of the collectors.
+"""Build hook for the compiled parts: the replay shells' per-packet path and the
+collectors' per-record loops (pcap record walk, header decoder).
 
 All metadata stays in setup.cfg. Both extensions are optional: when no C compiler is
 available the build goes on, the shells use their pure-Python event loop and the
-collectors locate pcap records with numpy.
+collectors find records and decode headers with numpy.
 """
 from setuptools import Extension, setup
 

@@ -33,6 +33,9 @@ static inline uint32_t rd32(const unsigned char *p, int little)
     return little ? ((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24))
                   : ((uint32_t)p[3] | ((uint32_t)p[2] << 8) | ((uint32_t)p[1] << 16) | ((uint32_t)p[0] << 24));
 }
+static inline uint32_t be16(const unsigned char *p) { return ((uint32_t)p[0] << 8) | p[1]; }
+static inline uint32_t be32(const unsigned char *p) { return rd32(p, 0); }
+static inline uint64_t be64(const unsigned char *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
 
 static int get_out(PyObject *obj, Py_buffer *view, Py_ssize_t need, const char *name)
 {
@@ -111,13 +114,6 @@ static const int out_size[N_OUT] = {8, 1, 4, 8, 8, 8, 8, 1, 4, 2, 2, 4, 4, 1, 2,
 #define OPT_SACK_OK 1
 #define OPT_TS 2
 #define OPT_WS 4
-
-static inline uint32_t be16(const unsigned char *p) { return ((uint32_t)p[0] << 8) | p[1]; }
-static inline uint32_t be32(const unsigned char *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-static inline uint64_t be64(const unsigned char *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
 
 /* RFC 2883, as _decode._is_dsack: the first block lies below the cumulative ACK, or inside
  * the second block (sequence comparisons modulo 2^32) */
@@ -265,11 +261,8 @@ static PyObject *decode(PyObject *self, PyObject *args)
             l3 = o;
             fam = (b[o] >> 4) == 4 ? 4 : (b[o] >> 4) == 6 ? 6 : 0;
         } else {
-            const unsigned char *p = b + o;
-            uint32_t le = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
-                          | ((uint32_t)p[3] << 24);
-            uint32_t bev = be32(p);
-            uint32_t af = kind == L_NULL_NET ? bev : (bev <= 0xFFFF ? bev : le);
+            uint32_t bev = be32(b + o);           /* address family, either byte order */
+            uint32_t af = kind == L_NULL_NET || bev <= 0xFFFF ? bev : rd32(b + o, 1);
             l3 = o + 4;
             fam = af == 2 ? 4 : (af == 10 || af == 24 || af == 28 || af == 30) ? 6 : 0;
         }

@@ -29,7 +29,7 @@ def records(path, *, c_walk: bool, salvage: bool, chunk: int, monkeypatch):
     cols = {k: [] for k in ("data_off", "caplen", "origlen", "ts_ns", "first", "bytes")}
     try:
         for b in reader:
-            cols["data_off"].append(b.data_off - b.data_off[0])   # buffer layouts may differ
+            cols["data_off"].append(b.data_off)      # both fill the chunk buffers alike
             cols["caplen"].append(b.caplen)
             cols["origlen"].append(b.origlen)
             cols["ts_ns"].append(b.ts_ns)
@@ -46,7 +46,7 @@ def assert_same(path, monkeypatch, **kw):
     c, c_end = records(path, c_walk=True, monkeypatch=monkeypatch, **kw)
     p, p_end = records(path, c_walk=False, monkeypatch=monkeypatch, **kw)
     assert c_end == p_end
-    for k in ("caplen", "origlen", "ts_ns", "bytes"):
+    for k in c:
         assert np.array_equal(c[k], p[k]), k
     return c, c_end
 
