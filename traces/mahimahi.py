@@ -36,6 +36,12 @@ from .trace import Trace
 
 DEFAULT_OPPORTUNITY_BYTES = 1500
 
+#: Longest trace period airlink accepts, in ms (24 h). A trace is expanded to one value per
+#: millisecond of its period (16 bytes per ms while reading), so this bounds the memory a
+#: trace file can make the reader allocate at ~1.4 GB whatever its last line says; real
+#: cellular traces are seconds to hours long.
+MAX_PERIOD_MS = 24 * 3600 * 1000
+
 
 def parse_trace_text(text: str, name: str = "<trace>") -> np.ndarray:
     """The opportunity timestamps (ms, int64) of Mahimahi trace text, checked line by line."""
@@ -45,7 +51,7 @@ def parse_trace_text(text: str, name: str = "<trace>") -> np.ndarray:
     try:
         # fast path: every line a plain integer
         values = np.array([int(x) for x in lines], dtype=np.int64)
-    except ValueError:
+    except (ValueError, OverflowError):
         values = None
     if values is None or (values < 0).any():
         values = []
@@ -55,9 +61,12 @@ def parse_trace_text(text: str, name: str = "<trace>") -> np.ndarray:
                 if no == len(lines):
                     continue
                 raise FormatError(f"{name}: line {no}: empty line (expected a millisecond timestamp)")
-            if not s.isdigit():
+            if not (s.isascii() and s.isdigit()):
                 what = "negative timestamp" if s.lstrip("-").isdigit() else f"not a non-negative integer: {s[:40]!r}"
                 raise FormatError(f"{name}: line {no}: {what}")
+            if len(s.lstrip("0")) > len(str(MAX_PERIOD_MS)) or int(s) > MAX_PERIOD_MS:
+                raise FormatError(f"{name}: line {no}: timestamp {s[:20]}{'...' if len(s) > 20 else ''} ms "
+                                  f"is beyond airlink's limit of {MAX_PERIOD_MS} ms (24 h) for a trace period")
             values.append(int(s))
         values = np.array(values, dtype=np.int64)
     bad = np.flatnonzero(np.diff(values) < 0)
@@ -68,6 +77,9 @@ def parse_trace_text(text: str, name: str = "<trace>") -> np.ndarray:
     if values[-1] == 0:
         raise FormatError(f"{name}: line {len(values)}: the last timestamp is 0, so the trace has "
                           "no period (mm-link loops with period = last value)")
+    if values[-1] > MAX_PERIOD_MS:
+        raise FormatError(f"{name}: line {len(values)}: timestamp {int(values[-1])} ms is beyond "
+                          f"airlink's limit of {MAX_PERIOD_MS} ms (24 h) for a trace period")
     return values
 
 
@@ -89,6 +101,9 @@ def trace_from_timestamps(values, opportunity_bytes: int = DEFAULT_OPPORTUNITY_B
         raise FormatError("opportunity size must be a positive number of bytes")
     values = np.asarray(values, dtype=np.int64)
     period = int(values[-1])
+    if period > MAX_PERIOD_MS:
+        raise FormatError(f"{source}: trace period {period} ms is beyond airlink's limit of "
+                          f"{MAX_PERIOD_MS} ms (24 h)")
     zeros = int(np.count_nonzero(values == 0))
     bins = np.where(values == 0, period - 1, values - 1)
     counts = np.bincount(bins, minlength=period)

@@ -82,6 +82,11 @@ def test_exact_tti_has_no_drift():
     ("0\n0\n", "the last timestamp is 0"),
     ("1\n\n2\n", "line 2: empty line"),
     ("1.5\n2\n", "line 1: not a non-negative integer"),
+    # huge fields: a period beyond 24 h would make the reader allocate 16 bytes per ms of it
+    ("1\n100000000000\n", "line 2: timestamp 100000000000 ms is beyond airlink's limit"),
+    ("1\n" + "9" * 30 + "\n", "line 2: timestamp 9999.* ms is beyond airlink's limit"),
+    ("1\n" + "9" * 5000 + "\n", "line 2: timestamp 9999.* ms is beyond airlink's limit"),
+    ("1\n86400001\n", "line 2: timestamp 86400001 ms is beyond"),
 ])
 def test_malformed_traces(tmp_path, content, message):
     p = tmp_path / "bad.trace"
