@@ -37,7 +37,7 @@ __all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "r
 # name -> module, in sniffing order (most specific first; the generic CSV reader last,
 # and only when a mapping is given)
 READERS = {"pcap": "pcap", "mac-parquet": "macparquet", "linklog": "linklog", "ucc": "ucc",
-           "icellspeed": "icellspeed", "callrecords": "callrecords", "csv": "csvmap"}
+           "icellspeed": "icellspeed", "nrscope": "nrscope", "callrecords": "callrecords", "csv": "csvmap"}
 
 
 def _module(name):

@@ -14,6 +14,7 @@ import signal
 import time
 from pathlib import Path
 
+from airlink.traces import atomic
 from airlink.traces.errors import AirlinkError
 
 from . import loop as _loop
@@ -38,11 +39,12 @@ class _Shell:
         from .plumbing import Namespace, set_timer_slack
         ns = Namespace(cmd, env=env)
         handlers = {}
+        stages = ()
         try:
             start_ns, wall_ns = time.monotonic_ns(), time.time_ns()
             ru = resource.getrusage(resource.RUSAGE_SELF)
             cpu0 = ru.ru_utime + ru.ru_stime
-            down, up = self._stages(start_ns, wall_ns, " ".join(ns.cmd))
+            down, up = stages = self._stages(start_ns, wall_ns, " ".join(ns.cmd))
 
             def kill_child(_sig=None, _frame=None):
                 ns.signal(signal.SIGKILL)
@@ -85,8 +87,14 @@ class _Shell:
                      "kernel": ns.device_drops(), **counters}
             self.last_stats = stats
             if stats_path:
-                Path(stats_path).write_text(json.dumps(stats, indent=2) + "\n")
+                atomic.write_text(stats_path, json.dumps(stats, indent=2) + "\n")
             return status
+        except BaseException:
+            # a failure (a log that could not be written, a vanished device, ...): every log
+            # not finished stays NAME.partial, none claims to be complete
+            for stage in stages:
+                stage.abort()
+            raise
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             for s, h in handlers.items():
@@ -197,7 +205,7 @@ class LossShell(_Shell):
 
 
 def _load(trace, user, opportunity_bytes):
-    from airlink.traces import Trace, read_trace
+    from airlink.traces import Trace, read_trace, split_long_ttis
     if isinstance(trace, Trace):
         tr, name = trace, str(trace.meta.get("source", "trace"))
     else:
@@ -210,6 +218,7 @@ def _load(trace, user, opportunity_bytes):
         tr = tr.select(tr.users[0])
     if tr.n_tti == 0 or tr.values.sum() <= 0:
         raise AirlinkError(f"{name}: the trace has no capacity at all")
+    tr = split_long_ttis(tr)   # 20 ms frames -> 2 x 10 ms, totals exact (the one rule, in traces)
     ms = tr.tti_ms
     if not 0.125 - 1e-9 <= ms <= 10 + 1e-9:
         raise AirlinkError(f"{name}: TTI of {ms:g} ms is outside 0.125..10 ms")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import AirlinkError, FormatError, SchemaError
+from .fromlog import Comparison, compare, from_log, split_long_ttis
 from .linklog import LinkLogWriter, per_ms, read_log, write_log
 from .mahimahi import DEFAULT_OPPORTUNITY_BYTES
 from . import mahimahi
@@ -28,6 +29,7 @@ __all__ = [
     "write_trace", "detect_format", "read_log", "write_log", "LinkLogWriter", "per_ms",
     "validate", "kinds", "columns", "KINDS", "parse_rate", "parse_duration", "parse_size",
     "parse_tti", "format_rate", "DEFAULT_OPPORTUNITY_BYTES", "example_path",
+    "from_log", "compare", "Comparison", "split_long_ttis",
 ]
 
 

@@ -57,6 +57,49 @@ def register(sub):
     k.add_argument("--opportunity-bytes", type=int, default=T.DEFAULT_OPPORTUNITY_BYTES)
     k.set_defaults(func=cmd_constant)
 
+    f = add_parser(tsub, "from-log", "turn a measured radio/MAC log into a capacity trace",
+                   "Build a byte-granular capacity trace from a transport-block or throughput column "
+                   "of a measured log (NR-Scope DCI CSV, iCellSpeed, UCC, any CSV with --mapping or "
+                   "--time-column). Units are explicit: the column's suffix (_bytes, _bps) or --unit "
+                   "(bytes or bits per row; bit/s, kbit/s, Mbit/s for rates). Amounts go into the TTI "
+                   "holding their row; rates are integrated over each TTI. The TTI is the log's slot "
+                   "timing (NR-Scope: 1 ms at 15 kHz), else the median row spacing, else --tti. Per-user "
+                   "logs: --user RNTI, 'busiest' or 'cell' (sum of all users); HARQ retransmissions carry "
+                   "no new bytes and are left out (their share is printed). With --compare (default for "
+                   "iCellSpeed: the application throughput) the mean ratio and time offset between the "
+                   "two columns are measured, so you can choose what to replay: what the scheduler "
+                   "granted (tbs) or what the application got (throughput). The output keeps source, "
+                   "column, unit and rule in its metadata; .parquet keeps any TTI, other names are "
+                   "written as Mahimahi text. TTIs over 10 ms are split when replayed.",
+                   "airlink trace from-log ../shared/data/nr-scope/t_mobile1_ueactivity_afternoon_1.csv "
+                   "--user busiest -o ue.parquet\n"
+                   "airlink trace from-log data_310410_loc-lakeway-003c.csv -o granted.parquet\n"
+                   "airlink trace from-log data_310410_loc-lakeway-003c.csv --column throughput_bps "
+                   "-o app.parquet\n"
+                   "airlink trace from-log xcal.csv --time-column td --column 5G_TBS --column 4G_TBS "
+                   "--unit bits -o endc.parquet")
+    f.add_argument("log", type=Path, metavar="LOG")
+    f.add_argument("-o", "--output", type=Path, required=True, help="trace file (.parquet, or Mahimahi text)")
+    f.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, icellspeed, ucc, csv")
+    f.add_argument("--mapping", type=Path, help="YAML column mapping for --format csv")
+    f.add_argument("--column", action="append", metavar="C",
+                   help="column to turn into capacity; repeat to sum columns (default: tbs_bytes for "
+                        "NR-Scope, tbs_bps for iCellSpeed)")
+    f.add_argument("--unit", help="unit of the column(s) when the name carries none: bytes, bits, "
+                                  "bit/s, kbit/s, Mbit/s")
+    f.add_argument("--user", help="user (RNTI) of a multi-user log, 'busiest' or 'cell'")
+    f.add_argument("--time-column", metavar="NAME",
+                   help="time column of a plain CSV read without a mapping (epoch seconds or ISO 8601)")
+    f.add_argument("--tti", type=typed(T.parse_tti), help="TTI of the trace (default: from the data)")
+    f.add_argument("--direction", choices=["downlink", "uplink"], default="downlink",
+                   help="DCIs to use in a per-slot log (downlink)")
+    f.add_argument("--compare", metavar="C", help="second column to compare with (mean ratio, offset)")
+    f.add_argument("--max-lag", type=typed(T.parse_duration), default="3s",
+                   help="largest offset searched by --compare (3s)")
+    f.add_argument("--opportunity-bytes", type=int, default=T.DEFAULT_OPPORTUNITY_BYTES)
+    f.add_argument("--json", action="store_true", help="print one JSON object")
+    f.set_defaults(func=cmd_from_log)
+
     g = add_parser(tsub, "plot", "plot a trace or a link log",
                    "Capacity over time for a trace; for an mm-link/airlink link log, capacity, "
                    "arrivals and departures per bin plus queueing delay, like Mahimahi's throughput "
@@ -138,4 +181,83 @@ def cmd_plot(args) -> int:
         s = plot_trace(tr, args.output, bin_s=float(args.bin) if args.bin else 0.1)
         _print_trace_summary(s)
     print(f"wrote {args.output}")
+    return 0
+
+
+DEFAULT_COLUMNS = {"nrscope": ["tbs_bytes"], "icellspeed": ["tbs_bps"]}
+DEFAULT_COMPARE = {"icellspeed": "throughput_bps"}
+
+
+def _read_log(args):
+    """The log as a frame: through the collectors (sniffed, or --format/--mapping), or a plain
+    CSV with only --time-column and the named columns."""
+    from airlink import collectors as C
+    if args.time_column and args.mapping is None and args.format in (None, "csv"):
+        import pandas as pd
+        if not args.log.exists():
+            raise T.AirlinkError(f"{args.log}: no such file")
+        try:
+            head = pd.read_csv(args.log, nrows=5, sep=None, engine="python")
+        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+            raise T.AirlinkError(f"{args.log}: cannot parse as a table ({str(exc).splitlines()[0]})") from None
+        if args.time_column not in head.columns:
+            raise T.AirlinkError(f"{args.log}: no column {args.time_column!r} "
+                                 f"(it has {', '.join(map(str, head.columns[:12]))})")
+        numeric = pd.to_numeric(head[args.time_column], errors="coerce").notna().all()
+        tspec = {"column": args.time_column, **({"unit": "s"} if numeric else {"format": "ISO8601"})}
+        cols = list(dict.fromkeys((args.column or []) + ([args.compare] if args.compare else [])))
+        mapping = {"kind": "rf", "time": tspec, "columns": {c: {"name": c, "scale": 1.0} for c in cols},
+                   "dedupe": "none"}
+        return C.read(args.log, format="csv", mapping=mapping)
+    kw = {"mapping": args.mapping} if args.mapping is not None else {}
+    return C.read(args.log, format=args.format, **kw)
+
+
+def cmd_from_log(args) -> int:
+    frame = _read_log(args)
+    reader = frame.attrs.get("reader", args.format or "?")
+    columns = args.column or DEFAULT_COLUMNS.get(reader)
+    if not columns:
+        raise T.AirlinkError(f"{args.log}: read as {reader}; say which column holds transport blocks or "
+                             f"throughput (--column; it has {', '.join(map(str, frame.columns[:16]))})")
+    if "dci_direction" in frame.columns:
+        attrs = dict(frame.attrs)
+        frame = frame[frame["dci_direction"] == args.direction]
+        frame.attrs.update(attrs)
+    opts = dict(unit=args.unit, user=args.user, tti=args.tti, source=str(args.log))
+    tr = T.from_log(frame, column=columns if len(columns) > 1 else columns[0], **opts)
+    if "dci_direction" in frame.columns:
+        tr.meta["direction"] = args.direction
+    other = args.compare or (DEFAULT_COMPARE.get(reader) if not args.column else None)
+    comparison = None
+    if other and other not in columns:
+        b = T.from_log(frame, column=other, **{**opts, "tti": tr.tti})
+        comparison = T.compare(tr, b, max_lag=args.max_lag).to_dict()
+        tr.meta["comparison"] = comparison
+    T.write_trace(tr, args.output, opportunity_bytes=args.opportunity_bytes)
+    m = tr.meta
+    out = {"output": str(args.output), "source": str(args.log), "reader": reader, "column": m["column"],
+           "unit": m["unit"], "user": m["user"], "tti_ms": tr.tti_ms, "tti_from": m["tti_from"],
+           "n_tti": tr.n_tti, "duration_s": float(tr.duration),
+           "mean_mbps": float(tr.mean_rate_bps()[0] / 1e6), "rows": m["rows"], "gap_s": m["gap_s"],
+           "rule": m["rule"], "carriers": m["carriers"],
+           "harq_retransmission_ratio": m.get("harq_retransmission_ratio"), "comparison": comparison}
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"wrote {args.output}: {tr.n_tti} TTIs of {tr.tti_ms:g} ms ({out['tti_from']}), "
+          f"{out['duration_s']:.3f} s, mean {out['mean_mbps']:.3f} Mbit/s")
+    print(f"from        {args.log} ({reader}), column {m['column']} in {m['unit']}, user {m['user']}, "
+          f"{m['rows']} rows")
+    print(f"rule        {m['rule']}; {m['carriers']}")
+    if m["gap_s"]:
+        print(f"gaps        {m['gap_s']:.3f} s without rows (zero capacity)")
+    if out["harq_retransmission_ratio"] is not None:
+        print(f"HARQ        {out['harq_retransmission_ratio'] * 100:.1f} % of this user's DCIs are "
+              f"retransmissions (left out: no new bytes)")
+    if comparison:
+        c = comparison
+        print(f"compare     {c['a']} / {c['b']}: mean ratio {c['mean_ratio']:.3f}; correlation "
+              f"{c['corr_0']:.2f} unshifted, {c['corr_best']:.2f} with {c['b']} shifted by "
+              f"{c['best_lag_s']:+g} s (positive: {c['b']} trails)")
     return 0

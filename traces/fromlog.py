@@ -1,0 +1,359 @@
+"""Measured logs -> capacity traces, and the one rule for TTIs longer than a link serves.
+
+:func:`from_log` turns one column of a log frame (what ``airlink.collectors`` readers
+return: a ``time`` column in UTC plus value columns) into a byte-granular capacity
+:class:`~airlink.traces.Trace`. Two kinds of column exist, told apart by the unit:
+
+- **amounts per row** (``bytes``, ``bits``; e.g. NR-Scope's transport block of one DCI, a
+  20 ms TBS sum): each row's bytes go into the TTI that contains the row's time,
+  ``c_k = sum_{i : floor((t_i - t_0) / tti) = k} x_i``;
+- **rates** (``bit/s``, ``kbit/s``, ``Mbit/s``; e.g. iCellSpeed's per-second ``*_tbs``,
+  UCC's ``DL_bitrate``): row ``i``'s rate holds from ``t_i`` until the next row, at most one
+  row spacing ``d`` (the median spacing of the log; a longer silence is a **gap** of zero
+  capacity, counted in ``meta["gap_s"]``), and
+  ``c_k = (1/8) * integral over TTI k of rate(t) dt``, exact for any TTI, finer or coarser
+  than the rows.
+
+Rows of several carriers at one time (a ``carrier`` column) are summed when the column
+differs between carriers, and taken once when it is the same on every carrier row of
+every time (a per-device value repeated per carrier, such as iCellSpeed's application
+throughput). Rows marked ``retransmission`` (HARQ retransmissions) carry no new bytes and
+are left out; the share of such rows is reported as ``meta["harq_retransmission_ratio"]``.
+
+:func:`compare` measures how two traces of one log relate (mean ratio, offset of best
+correlation), e.g. scheduled TBS against application throughput.
+
+:func:`split_long_ttis` is the one rule by which a trace whose TTI is longer than a link
+serves (1xRTT's and EGPRS's 20 ms frames, 20 ms XCAL rows) becomes replayable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from .errors import AirlinkError, SchemaError
+from .trace import Trace
+from .units import parse_duration, parse_tti, snap_fraction
+
+#: bytes per unit for per-row amounts
+AMOUNT_UNITS = {"bytes": 1.0, "byte": 1.0, "b": 1.0, "bits": 1 / 8, "bit": 1 / 8}
+#: bit/s per unit for rates
+RATE_UNITS = {"bit/s": 1.0, "bps": 1.0, "kbit/s": 1e3, "kbps": 1e3, "mbit/s": 1e6, "mbps": 1e6,
+              "gbit/s": 1e9, "gbps": 1e9}
+#: unit implied by a column-name suffix
+SUFFIX_UNITS = {"_bps": "bit/s", "_kbps": "kbit/s", "_mbps": "Mbit/s", "_bytes": "bytes", "_bits": "bits"}
+#: the longest TTI the link shells serve, and the default of :func:`split_long_ttis`
+MAX_LINK_TTI = Fraction(10, 1000)
+
+
+def _norm_unit(unit: str) -> str:
+    u = str(unit).strip()
+    low = u.lower()
+    if low in AMOUNT_UNITS or low in RATE_UNITS:
+        return low
+    raise AirlinkError(f"unknown unit {unit!r}: use bytes or bits (per row) or bit/s, kbit/s, Mbit/s")
+
+
+def column_unit(column: str, unit: str | None = None) -> str:
+    """The unit of ``column``: its name's suffix (``_bps``, ``_bytes``, ...) or ``unit``.
+
+    A given unit that contradicts the suffix is an error (``tbs_bps`` is in bit/s by its name;
+    calling it Mbit/s would scale it a million-fold); a column without either is an error.
+    """
+    implied = next((u for s, u in SUFFIX_UNITS.items() if column.lower().endswith(s)), None)
+    if unit is None:
+        if implied is None:
+            raise AirlinkError(f"column {column!r}: its name carries no unit; say which it is "
+                               f"(bytes or bits per row, bit/s, kbit/s, Mbit/s)")
+        return _norm_unit(implied)
+    u = _norm_unit(unit)
+    if implied is not None:
+        imp = _norm_unit(implied)
+        same = (AMOUNT_UNITS.get(u), RATE_UNITS.get(u)) == (AMOUNT_UNITS.get(imp), RATE_UNITS.get(imp))
+        if not same:
+            raise AirlinkError(f"column {column!r} is in {implied} by its name, not {unit}")
+    return u
+
+
+def _tti_of(tti, what: str) -> Fraction:
+    if isinstance(tti, pd.Timedelta):
+        return Fraction(int(tti.value), 10**9)
+    t = parse_tti(tti) if isinstance(tti, str) else Fraction(tti)
+    if t <= 0:
+        raise AirlinkError(f"{what}: TTI must be positive")
+    return t
+
+
+def _times_ns(frame: pd.DataFrame, time_column: str, source: str) -> np.ndarray:
+    if time_column in frame.columns:
+        t = frame[time_column]
+    elif time_column == "time" and isinstance(frame.index, pd.DatetimeIndex):
+        t = frame.index.to_series()
+    else:
+        raise SchemaError(f"{source}: no time column {time_column!r} "
+                          f"(columns: {', '.join(map(str, frame.columns[:12]))})")
+    if not pd.api.types.is_datetime64_any_dtype(t):
+        raise SchemaError(f"{source}: column {time_column!r} holds {t.dtype} values, not times")
+    if t.isna().any():
+        raise SchemaError(f"{source}: column {time_column!r}: row {int(np.flatnonzero(t.isna().to_numpy())[0])} "
+                          f"has no time")
+    if getattr(t.dt, "tz", None) is None:
+        t = t.dt.tz_localize("UTC")
+    return t.dt.tz_convert("UTC").array.asi8.astype(np.int64)
+
+
+def _values(frame: pd.DataFrame, column, source: str) -> np.ndarray:
+    if not isinstance(column, str):             # several columns: their per-row sum
+        parts = np.vstack([_values(frame, c, source) for c in column])
+        total = np.nansum(parts, axis=0)
+        total[np.isnan(parts).all(axis=0)] = np.nan
+        return total
+    if column not in frame.columns:
+        raise SchemaError(f"{source}: no column {column!r} "
+                          f"(columns: {', '.join(map(str, frame.columns[:16]))})")
+    raw = frame[column]
+    v = pd.to_numeric(raw, errors="coerce")
+    bad = v.isna() & raw.notna()
+    if bad.any():
+        r = int(np.flatnonzero(bad.to_numpy())[0])
+        raise SchemaError(f"{source}: column {column!r}: row {r}: {raw.iloc[r]!r} is not a number")
+    v = v.to_numpy(float)
+    if (v < 0).any():
+        r = int(np.flatnonzero(v < 0)[0])
+        raise SchemaError(f"{source}: column {column!r}: row {r}: negative value {v[r]:g}")
+    return v
+
+
+def _select_user(frame: pd.DataFrame, user, source: str) -> tuple[pd.DataFrame, str]:
+    if "user" not in frame.columns:
+        return frame, str(user) if user not in (None, "cell") else "1"
+    users = frame["user"].astype(str)
+    names = pd.unique(users)
+    if user is None:
+        if len(names) == 1:
+            return frame, str(names[0])
+        raise AirlinkError(f"{source}: {len(names)} users in the log; choose one, or 'cell' for the sum of "
+                           f"all, or 'busiest' (first users: {', '.join(map(str, names[:8]))})")
+    if str(user) == "cell":
+        return frame, "cell"
+    if str(user) == "busiest":
+        counts = users.value_counts()
+        user = counts.index[0]
+    sel = users == str(user)
+    if not sel.any():
+        raise AirlinkError(f"{source}: no user {user!r} in the log (users: {', '.join(map(str, names[:8]))}"
+                           f"{', ...' if len(names) > 8 else ''})")
+    return frame[sel.to_numpy()], str(user)
+
+
+def _combine_carriers(t: np.ndarray, v: np.ndarray, carrier) -> tuple[np.ndarray, np.ndarray, str]:
+    """Per-time value from per-carrier rows: sum, or once if equal on every carrier row."""
+    if carrier is None:
+        return t, v, "one row per time"
+    df = pd.DataFrame({"t": t, "v": v, "c": np.asarray(carrier)})
+    multi = df.groupby("t")["v"].transform("size") > 1
+    if not multi.any():
+        return t, v, "one carrier row per time"
+    spread = df[multi].groupby("t")["v"].agg(lambda s: s.nunique(dropna=False))
+    if (spread <= 1).all():
+        g = df.groupby("t", sort=True)["v"].first()
+        return g.index.to_numpy(np.int64), g.to_numpy(float), "same value on every carrier row: taken once"
+    g = df.groupby("t", sort=True)["v"].sum(min_count=1)
+    return g.index.to_numpy(np.int64), g.to_numpy(float), "summed over carriers"
+
+
+def _row_spacing_ns(t: np.ndarray) -> int | None:
+    d = np.diff(np.unique(t))
+    return int(np.median(d)) if d.size else None
+
+
+def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=None,
+             time_column: str = "time", tti=None, source: str | None = None) -> Trace:
+    """A byte-granular capacity :class:`Trace` from one column of a log frame.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        A log with a UTC ``time`` column (or ``time_column``) and ``column``; optional
+        ``user``, ``carrier`` and ``retransmission`` columns are honoured (module notes).
+    column : str or list of str
+        Transport-block or throughput column, e.g. ``tbs_bytes``, ``tbs_bps``; several
+        columns (e.g. ``["5G_TBS", "4G_TBS"]`` of an EN-DC log) are summed row by row.
+    unit : str, optional
+        ``bytes``/``bits`` (amount per row) or ``bit/s``/``kbit/s``/``Mbit/s`` (rate). ``None``
+        takes it from the column name's suffix; a contradicting unit is an error.
+    user : str, optional
+        One user of a multi-user log, ``"cell"`` (sum of all users) or ``"busiest"`` (the user
+        with the most rows). Needed when the log has several users.
+    tti : str, Timedelta or Fraction (seconds), optional
+        TTI of the trace. ``None``: the log's slot timing (``frame.attrs["tti_s"]``, set by
+        readers of per-slot logs), else the median spacing of the rows.
+    source : str, optional
+        Provenance; default ``frame.attrs["source"]``.
+
+    Returns
+    -------
+    Trace
+        One user, bytes per TTI, TTI 0 at the first row's time (``meta["start_ns"]``);
+        ``meta`` names source, reader, column, unit, user and the rule applied, plus
+        ``rows``, ``gap_s`` and, for logs with HARQ marks, ``harq_retransmission_ratio``.
+    """
+    src = source or str(frame.attrs.get("source", "log"))
+    columns = [column] if isinstance(column, str) else list(column)
+    if not columns:
+        raise AirlinkError(f"{src}: no column given")
+    try:
+        units = {column_unit(c, unit) for c in columns}
+    except AirlinkError as exc:
+        raise AirlinkError(f"{src}: {exc}") from None
+    if len(units) > 1:
+        raise AirlinkError(f"{src}: columns {', '.join(columns)} are in different units ({', '.join(sorted(units))})")
+    u = units.pop()
+    column = columns[0] if len(columns) == 1 else columns
+    rate = u in RATE_UNITS
+    if frame.empty:
+        raise AirlinkError(f"{src}: the log has no rows")
+    frame, uname = _select_user(frame, user, src)
+    retx_ratio = None
+    if "retransmission" in frame.columns:
+        rt = frame["retransmission"].astype(bool).to_numpy()
+        retx_ratio = float(rt.mean()) if rt.size else float("nan")
+        frame = frame[~rt]
+    t = _times_ns(frame, time_column, src)
+    v = _values(frame, column, src)
+    ok = ~np.isnan(v)
+    t, v = t[ok], v[ok]
+    if t.size == 0:
+        raise AirlinkError(f"{src}: column {column!r} has no values" + (f" for user {uname}" if user else ""))
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    carrier = frame["carrier"].to_numpy()[ok][order] if "carrier" in frame.columns else None
+    t_all = t
+    if rate:
+        t, v, carrier_rule = _combine_carriers(t, v, carrier)
+    else:
+        carrier_rule = "amounts summed per TTI"
+    if tti is not None:
+        tti_f, tti_from = _tti_of(tti, src), "given"
+    elif frame.attrs.get("tti_s"):
+        tti_f, tti_from = Fraction(frame.attrs["tti_s"]), "the log's slot timing"
+    else:
+        sp = _row_spacing_ns(t_all)
+        if sp is None or sp <= 0:
+            raise AirlinkError(f"{src}: one time only: the TTI cannot come from the rows; give it")
+        tti_f, tti_from = snap_fraction(Fraction(sp, 10**9)), "median row spacing"
+    tti_ns = tti_f * 10**9
+    start = int(t[0])
+    if not rate:
+        k = ((t - start) * tti_ns.denominator) // tti_ns.numerator
+        vals = np.bincount(k, weights=v * AMOUNT_UNITS[u], minlength=int(k[-1]) + 1)
+        gap_s = 0.0
+        rule = f"bytes of each row in the TTI holding its time ({u} per row)"
+    else:
+        sp = _row_spacing_ns(t) or int(tti_ns)
+        ends = np.minimum(np.append(t[1:], t[-1] + sp), t + sp)
+        bytes_per_ns = v * RATE_UNITS[u] / 8 / 1e9
+        xs = np.empty(2 * t.size, dtype=np.float64)
+        xs[0::2], xs[1::2] = t - start, ends - start
+        cum = np.zeros(2 * t.size)
+        seg = bytes_per_ns * (ends - t)
+        cum[1::2] = np.cumsum(seg)
+        cum[2::2] = cum[1:-1:2]
+        n = int(np.ceil(Fraction(int(ends[-1] - start)) / tti_ns))
+        edges = np.arange(n + 1) * float(tti_ns)
+        vals = np.diff(np.interp(edges, xs, cum))
+        vals[vals < 0] = 0.0
+        covered = float((ends - t).sum()) / 1e9
+        gap_s = max(0.0, float(n * tti_ns) / 1e9 - covered)
+        rule = (f"rate of each row ({u}) held until the next row, at most one row spacing "
+                f"({sp / 1e6:g} ms), integrated over each TTI")
+    meta = {"source": src, "reader": frame.attrs.get("reader"), "column": "+".join(columns), "unit": u,
+            "user": uname, "rule": rule, "carriers": carrier_rule, "tti_from": tti_from,
+            "rows": int(t_all.size), "gap_s": gap_s, "start_ns": start}
+    if retx_ratio is not None:
+        meta["harq_retransmission_ratio"] = retx_ratio
+        meta["retransmissions"] = "left out (a HARQ retransmission carries no new bytes)"
+    return Trace(vals, tti_f, [uname], "bytes", meta)
+
+
+@dataclass
+class Comparison:
+    """How trace ``a`` relates to trace ``b`` of the same log (same TTI).
+
+    ``mean_ratio`` = mean(a) / mean(b) over the common span; ``corr_0`` the Pearson
+    correlation of the per-TTI values unshifted; ``best_lag_s`` the shift of ``b`` against
+    ``a`` (positive: ``b`` trails ``a``) that maximises the correlation ``corr_best``, over
+    lags up to ``max_lag_s``.
+    """
+    a: str
+    b: str
+    tti_s: float
+    mean_ratio: float
+    corr_0: float
+    best_lag_s: float
+    corr_best: float
+    corr_by_lag: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("a", "b", "tti_s", "mean_ratio", "corr_0", "best_lag_s",
+                                              "corr_best")}
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame({"lag_s": list(self.corr_by_lag), "corr": list(self.corr_by_lag.values())})
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> float:
+    if x.size < 3 or np.std(x) == 0 or np.std(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def compare(a: Trace, b: Trace, *, max_lag="3s") -> Comparison:
+    """Mean ratio and best-correlation offset of two one-user traces on the same TTI.
+
+    Both are aligned by their ``meta["start_ns"]`` onto the common span; lag ``L`` TTIs
+    pairs ``a[k]`` with ``b[k + L]``.
+    """
+    if a.tti != b.tti:
+        raise AirlinkError(f"traces to compare need the same TTI ({a.tti_ms:g} ms vs {b.tti_ms:g} ms)")
+    tti_ns = float(a.tti * 10**9)
+    off = int(round((int(b.meta.get("start_ns", 0)) - int(a.meta.get("start_ns", 0))) / tti_ns))
+    x, y = a.values[:, 0], b.values[:, 0]
+    # put both on a's index: b[j] sits at a-index j + off
+    lo, hi = max(0, off), min(x.size, y.size + off)
+    if hi - lo < 3:
+        raise AirlinkError("the traces hardly overlap in time")
+    xa, yb = x[lo:hi], y[lo - off:hi - off]
+    mean_ratio = float(xa.mean() / yb.mean()) if yb.mean() > 0 else float("nan")
+    max_l = int(float(parse_duration(max_lag)) / float(a.tti)) if not isinstance(max_lag, (int, float)) \
+        else int(max_lag / float(a.tti))
+    corr = {}
+    for L in range(-max_l, max_l + 1):
+        i0, i1 = max(lo, lo - L), min(hi, hi - L)
+        if i1 - i0 >= 3:
+            corr[L * float(a.tti)] = _corr(x[i0:i1], y[i0 + L - off:i1 + L - off])
+    valid = {k: c for k, c in corr.items() if c == c}
+    best = max(valid, key=valid.get) if valid else float("nan")
+    return Comparison(a.meta.get("column", "a"), b.meta.get("column", "b"), float(a.tti), mean_ratio,
+                      corr.get(0.0, float("nan")), best, valid.get(best, float("nan")), corr)
+
+
+def split_long_ttis(trace: Trace, *, max_tti=None) -> Trace:
+    """The one rule for TTIs longer than a link serves (default 10 ms).
+
+    A TTI of length ``T > max_tti`` becomes ``k = ceil(T / max_tti)`` equal sub-TTIs of
+    ``T / k`` holding ``c / k`` bytes each, so every original TTI's total is exact and the
+    duration is unchanged; ``meta["resampled_from_tti_s"]`` records the original TTI.
+    A trace within the limit is returned as it is.
+    """
+    limit = MAX_LINK_TTI if max_tti is None else _tti_of(max_tti, "max_tti")
+    if trace.tti <= limit:
+        return trace
+    k = -(-trace.tti // limit)
+    k = int(k)
+    vals = np.repeat(trace.values / k, k, axis=0)
+    return Trace(vals, trace.tti / k, list(trace.users), trace.unit,
+                 {**trace.meta, "resampled_from_tti_s": f"{trace.tti.numerator}/{trace.tti.denominator}"})
