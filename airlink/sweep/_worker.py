@@ -1,0 +1,25 @@
+"""Preloaded into the worker processes of the LocalCluster that ``airlink sweep`` starts:
+asks the kernel to kill the worker when the process that started it dies (Linux
+``prctl(PR_SET_PDEATHSIG, SIGKILL)``), so a sweep killed with SIGKILL leaves no worker
+behind still writing into the campaign folder."""
+from __future__ import annotations
+
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def dask_setup(worker=None):  # the hook distributed calls on a preloaded module
+    die_with_parent()

@@ -1,0 +1,296 @@
+"""One point of a sweep: run it (on a Dask worker), check its folder, read its key results.
+
+A point's folder is ``CAMPAIGN/runs/<point id>/``: the run's own artifacts (as ``airlink run``
+writes them) plus ``point.json``, written last, with the point's parameters, its fingerprint
+(what was run), its status and row for the campaign table, and the size and sha256 of every
+file in the folder. A run is made in ``runs/.tmp-<id>-<nonce>/`` and renamed into place only
+when ``point.json`` is written, so a folder under its final name is either complete or was
+damaged afterwards - which :func:`verify_point` detects (a file missing, resized or changed).
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import hashlib
+import io
+import json
+import math
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+import traceback
+import uuid
+from pathlib import Path
+
+from airlink.traces import AirlinkError
+
+POINT_FILE = "point.json"
+TOKEN_FILE = ".campaign-token"
+RUNS = "runs"
+LIVE_LOCK_DIR = Path(tempfile.gettempdir()) / "airlink-live-slots"
+
+
+# ---------------------------------------------------------------------------- small helpers
+def sha256_file(path, *, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=1, default=str, allow_nan=False) + "\n").encode())
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _finite(v):
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+# ---------------------------------------------------------------------------- key results
+def key_results(folder) -> dict:
+    """The scalars of a run folder that a campaign table keeps, by file:
+
+    - ``summary.json`` (simulator): every top-level number as ``summary.<key>`` and each
+      user's ``summary.user<u>.throughput_mbps`` / ``.resource_fraction``;
+    - ``run.json``: each application's numbers as ``app<i>.<key>`` (i from 1, e.g.
+      ``app1.goodput_bps``), and ``stages`` = ``radio:done,live:skipped,...``;
+    - ``link-stats.json`` (the link shell): top-level numbers as ``link.<key>``;
+    - ``nmi.json``: each factor's ``nmi.<target>.<factor>.peak_nmi`` and ``.p_value``.
+    A file that is absent contributes nothing. Non-finite numbers become None."""
+    folder = Path(folder)
+    out: dict = {}
+
+    def load(name):
+        p = folder / name
+        return json.loads(p.read_text()) if p.is_file() else None
+
+    summary = load("summary.json") or {}
+    for k, v in summary.items():
+        if _finite(v) is not None:
+            out[f"summary.{k}"] = float(v)
+    for u in summary.get("users") or []:
+        for k in ("throughput_mbps", "resource_fraction"):
+            if k in u:
+                out[f"summary.user{u.get('user')}.{k}"] = _finite(u[k])
+    info = load("run.json") or {}
+    out["stages"] = ",".join(f"{s['name']}:{s['status']}" for s in info.get("stages") or [])
+    for i, app in enumerate(info.get("applications") or [], 1):
+        for k, v in app.items():
+            if _finite(v) is not None and k not in ("status", "elapsed_s"):
+                out[f"app{i}.{k}"] = float(v)
+    for k, v in (load("link-stats.json") or {}).items():
+        if _finite(v) is not None:
+            out[f"link.{k}"] = float(v)
+    for a in (load("nmi.json") or {}).get("analyses") or []:
+        for f in a.get("factors") or []:
+            out[f"nmi.{a.get('target')}.{f.get('factor')}.peak_nmi"] = _finite(f.get("peak_nmi"))
+            out[f"nmi.{a.get('target')}.{f.get('factor')}.p_value"] = _finite(f.get("p_value"))
+    return out
+
+
+def run_outcome(folder) -> tuple[str, str | None]:
+    """("done", None) when ``run.json`` says the run finished with no failed stage, else
+    ("failed", why)."""
+    p = Path(folder) / "run.json"
+    if not p.is_file():
+        return "failed", "the run wrote no run.json"
+    try:
+        info = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        return "failed", f"run.json is unreadable ({exc})"
+    failed = [s for s in info.get("stages") or [] if s.get("status") != "done" and s.get("status") not in ("skipped",)]
+    if failed:
+        return "failed", "; ".join(f"{s['name']} {s['status']}: {s.get('note') or ''}".strip() for s in failed)
+    if not info.get("finished"):
+        return "failed", "run.json has no finish time (the run was interrupted)"
+    try:
+        from airlink.rundir import MANIFEST, read_manifest
+    except ImportError:  # before run folders had a manifest
+        return "done", None
+    doc = read_manifest(folder)
+    if (Path(folder) / MANIFEST).exists() and (doc or {}).get("status") != "finished":
+        return "failed", f"{MANIFEST} says the run is {(doc or {}).get('status', 'unreadable')}"
+    return "done", None
+
+
+def file_manifest(folder) -> dict:
+    """``{relative path: [size, sha256]}`` of every file in ``folder`` except point.json."""
+    folder = Path(folder)
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and p.name != POINT_FILE:
+            out[p.relative_to(folder).as_posix()] = [p.stat().st_size, sha256_file(p)]
+    return out
+
+
+def verify_point(folder, *, fingerprint: str | None = None) -> tuple[dict | None, str]:
+    """``(point.json content, "")`` when ``folder`` holds a complete run of this fingerprint
+    whose files are all present, of their recorded size and sha256; else ``(doc or None, why)``.
+    A failed run verifies as such (the caller re-runs it)."""
+    folder = Path(folder)
+    p = folder / POINT_FILE
+    if not folder.is_dir():
+        return None, "not run yet"
+    if not p.is_file():
+        return None, f"{folder.name}: no {POINT_FILE} (half-written run)"
+    try:
+        doc = json.loads(p.read_text())
+        files = doc["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, f"{folder.name}/{POINT_FILE}: unreadable ({exc})"
+    if fingerprint is not None and doc.get("fingerprint") != fingerprint:
+        return doc, f"{folder.name}: made from a different experiment or inputs"
+    for rel, (size, digest) in files.items():
+        f = folder / rel
+        if not f.is_file():
+            return doc, f"{folder.name}/{rel}: missing"
+        if f.stat().st_size != size:
+            return doc, f"{folder.name}/{rel}: {f.stat().st_size} bytes, {size} when written"
+        if sha256_file(f) != digest:
+            return doc, f"{folder.name}/{rel}: content changed since written"
+    return doc, ""
+
+
+def replace_dir(src: Path, dst: Path) -> None:
+    """Put folder ``src`` at ``dst``: an old ``dst`` is renamed aside first, then removed."""
+    if dst.exists():
+        aside = dst.with_name(f".trash-{dst.name}-{uuid.uuid4().hex[:8]}")
+        os.replace(dst, aside)
+        os.replace(src, dst)
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        os.replace(src, dst)
+
+
+# ---------------------------------------------------------------------------- live slots
+@contextlib.contextmanager
+def live_slot(slots: int, *, poll_s: float = 0.5):
+    """Hold one of ``slots`` per-machine live slots (``flock`` on files in the temp folder),
+    waiting while all are taken: live runs of any sweep, worker or cluster on this machine
+    share the same slots, so they never exceed what the cores carry."""
+    LIVE_LOCK_DIR.mkdir(exist_ok=True)
+    while True:
+        for i in range(max(1, slots)):
+            f = open(LIVE_LOCK_DIR / f"slot{i}.lock", "w")
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.close()
+                continue
+            try:
+                yield i
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+                f.close()
+            return
+        time.sleep(poll_s)
+
+
+def _wants_live(task: dict) -> bool:
+    if task["offline"] or not task.get("has_applications"):
+        return False
+    from airlink.experiment import live_unavailable_reason
+    return live_unavailable_reason() is None
+
+
+# ---------------------------------------------------------------------------- on a worker
+def _pack(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(folder, arcname=".")
+    return buf.getvalue()
+
+
+def unpack(data: bytes, dest: Path) -> None:
+    """Unpack a run folder shipped back by a worker that does not see the campaign folder."""
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+
+
+def run_point(task: dict) -> dict:
+    """Run one point (called on a Dask worker) and return its campaign row.
+
+    ``task``: campaign (absolute path), token, point_id, params, experiment (absolute path),
+    offline, reports, fingerprint, live_slots, has_applications. When the worker sees the
+    campaign folder (same token file) the run is made there and renamed into
+    ``runs/<id>``; otherwise it is made in a local temporary folder and returned packed in
+    ``row["archive"]`` for the client to unpack. A failing run is a row with status
+    ``failed`` and the error, never an exception."""
+    campaign = Path(task["campaign"])
+    try:
+        shared = (campaign / TOKEN_FILE).read_text().strip() == task["token"]
+    except OSError:
+        shared = False
+    parent = campaign / RUNS if shared else Path(tempfile.mkdtemp(prefix="airlink-sweep-"))
+    work = parent / f".tmp-{task['point_id']}-{uuid.uuid4().hex[:8]}"
+    work.mkdir(parents=True)
+    host = socket.gethostname()
+    # who runs it, beside the folder (a run wants its folder empty): what a person (or a
+    # test) looking at a stuck sweep needs to find the process
+    beside = parent / f"{work.name}.worker.json"
+    beside.write_text(json.dumps({"host": host, "pid": os.getpid(), "started": _now()}))
+    row = {"point_id": task["point_id"], "status": "failed", "error": None, "host": host,
+           "started": _now(), "finished": None, "seconds": None}
+    t0 = time.monotonic()
+    try:
+        from airlink.experiment import load_experiment, run_experiment
+        exp = load_experiment(task["experiment"], overrides=task["params"])
+        report = True if task["reports"] is None else bool(task["reports"])
+        live = False if task["offline"] else None
+        if _wants_live(task):
+            with live_slot(task["live_slots"]):
+                run_experiment(exp, work, live=live, progress=False, report=report)
+        else:
+            run_experiment(exp, work, live=live, progress=False, report=report)
+        row["status"], row["error"] = run_outcome(work)
+    except Exception as exc:  # recorded in the row; the other points go on
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        row["error"] = (f"{type(exc).__name__}: {exc}" if isinstance(exc, AirlinkError)
+                        else f"{type(exc).__name__}: {exc} | {''.join(tb[-3:]).strip()}")[:4000]
+    row["seconds"] = time.monotonic() - t0
+    row["finished"] = _now()
+    try:
+        row.update(key_results(work))
+    except (OSError, ValueError) as exc:
+        row["error"] = (row["error"] + "; " if row["error"] else "") + f"results unreadable: {exc}"
+        row["status"] = "failed"
+    cap = work / "capacity.parquet"
+    row["trace_sha256"] = sha256_file(cap) if cap.is_file() else None
+    doc = {"point_id": task["point_id"], "params": task["params"], "fingerprint": task["fingerprint"],
+           "status": row["status"], "row": row, "files": file_manifest(work)}
+    atomic_write_json(work / POINT_FILE, doc)
+    beside.unlink(missing_ok=True)
+    if shared:
+        replace_dir(work, campaign / RUNS / task["point_id"])
+        return row
+    try:
+        return {**row, "archive": _pack(work)}
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+__all__ = ["run_point", "verify_point", "key_results", "run_outcome", "file_manifest", "live_slot",
+           "replace_dir", "unpack", "atomic_write_bytes", "atomic_write_json", "sha256_file", "POINT_FILE"]
