@@ -1,21 +1,32 @@
-"""Put several frames on one time grid, and estimate the clock offset between two captures.
+"""Put frames on a regular time grid, and estimate the clock offset between two captures.
 
-:func:`align` bins each frame's ``time`` onto a common grid of ``resolution`` (aligned to
-the Unix epoch) and aggregates every numeric column with a rule:
+This is airlink's **one** regular-grid step: inference, the CLI and the experiment runner put
+every frame through :func:`to_grid` (one frame, long format) or :func:`align` (several frames,
+one wide table). A frame's ``time`` (column or index) is binned onto a grid of ``resolution``
+aligned to the Unix epoch (bin ``k`` holds ``[k * res, (k + 1) * res)``), and every column is
+aggregated over the rows of a bin with one rule, chosen from the column's name and type:
 
-* ``mean`` (default for levels: dBm, dB, ms, rates in ``_bps``, windows, MCS, ...),
-* ``sum`` (default for amounts and counts: ``_bytes``, ``_packets``, ``packets``,
-  ``retransmissions``, ``drops``, ``dupacks``, ...),
-* ``last`` (default for categories and text),
-* ``rate``: sum of a ``_bytes`` column turned into bit/s (``x * 8 / resolution``), named
-  ``..._bps`` (e.g. ``served_bytes`` -> ``served_bps``).
+* ``sum`` for amounts and counts: names ending ``_bytes`` or ``_packets``, and ``packets``,
+  ``bytes``, ``retransmissions``, ``dupacks``, ``drops``, ... (:data:`SUM_NAMES`);
+* ``last`` for states and identifiers: non-numeric or boolean columns, ``cell_id``, ``rnti``,
+  ``harq_id``, ``pci``, ``earfcn``, ``frequency``, names ending ``_id``, ``_cid``, ``_freq``,
+  ``_state``, ``_mode`` (:data:`LAST_NAMES`, :data:`LAST_SUFFIX`);
+* ``mean`` for every other number: levels in dB/dBm, rates in ``_bps``, ``_ms`` delays,
+  MCS, CQI, PRBs per sample;
+* ``rate`` (only when asked): the sum of a ``_bytes`` column as bit/s, ``x * 8 / resolution``,
+  renamed ``..._bps``; ``max``, ``min``, ``median`` when asked.
 
-``how`` overrides: one rule for every column, or ``{column: rule}``. Frames with key columns
-(``flow``, ``direction``, ``user``, ``carrier``, ``cell_id``) are spread into one column per key
-(``name.column[key]``). The result has one row per grid step from the earliest to the latest
-time in any frame (gaps stay NaN for means, 0 for sums).
+Duplicate timestamps are simply several rows in one bin and follow the same rule. A bin no
+row falls into is a **gap** and stays missing (NaN) in every column: gaps are never closed up
+and never read as zero. ``gaps="zero"`` is for event frames (one row per packet), where an
+empty bin truly means nothing was sent: there the ``sum``/``rate`` columns of empty bins are 0.
+A bin whose rows are all NaN in a column is NaN in that column.
+
+``how`` overrides the rules: one rule for every column, or ``{column: rule}``.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -23,91 +34,282 @@ import pandas as pd
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration
 
-KEYS = ("flow", "direction", "user", "carrier", "cell_id")
+KEYS = ("flow", "direction", "user", "carrier")
 SUM_SUFFIX = ("_bytes", "_packets")
 SUM_NAMES = {"packets", "bytes", "retransmissions", "fast_retransmissions", "timeout_retransmissions",
              "spurious_retransmissions", "dupacks", "zero_windows", "frame_errors",
              "harq_retransmissions", "rlp_retransmissions", "drops"}
+LAST_NAMES = {"cell_id", "rnti", "harq_id", "pci", "earfcn", "arfcn", "frequency", "state", "network_mode",
+              "carrier", "user", "flow", "direction"}
+LAST_SUFFIX = ("_id", "_cid", "_freq", "_state", "_mode")
 RULES = ("mean", "sum", "last", "rate", "max", "min", "median")
+GAPS = ("nan", "zero")
+TIME_COLUMNS = ("time", "timestamp", "seconds_since_epoch", "time_s")
+_UCC = re.compile(r"^\d{4}\.\d{2}\.\d{2}_\d{2}\.\d{2}\.\d{2}$")
 
 
 def default_rule(column: str, dtype) -> str:
+    """The aggregation rule of a column (see the module notes)."""
     if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
+        return "last"
+    if column in LAST_NAMES or column.endswith(LAST_SUFFIX):
         return "last"
     if column.endswith(SUM_SUFFIX) or column in SUM_NAMES:
         return "sum"
     return "mean"
 
 
-def _ns(res) -> int:
-    try:
-        r = parse_duration(res)
-    except AirlinkError:
-        raise AirlinkError(f"resolution {res!r}: expected a duration such as 100ms or 1s") from None
-    ns = int(r * 10**9)
+def resolution_ns(resolution) -> int:
+    """A resolution (``"1s"``, ``"20ms"``, a Timedelta or seconds) in integer nanoseconds."""
+    if isinstance(resolution, pd.Timedelta):
+        ns = int(resolution.value)
+    else:
+        try:
+            ns = int(parse_duration(resolution) * 10**9)
+        except (AirlinkError, TypeError, ValueError):
+            raise AirlinkError(f"resolution {resolution!r}: expected a duration such as 100ms or 1s") from None
     if ns <= 0:
-        raise AirlinkError(f"resolution must be positive, got {res!r}")
+        raise AirlinkError(f"resolution must be positive, got {resolution!r}")
     return ns
 
 
-def align(frames, resolution="1s", how=None) -> pd.DataFrame:
-    """One frame on a common grid: ``time`` plus ``name.column`` per input column.
+_ns = resolution_ns
 
-    ``frames`` is a dict ``{name: frame}`` or a list (named ``f0``, ``f1``, ...). See the module
-    notes for the aggregation rules and ``how``.
+
+def _resolution_float_ns(resolution) -> float:
+    """A resolution in nanoseconds, keeping fractions (``1/600`` s -> 1666666.67 ns)."""
+    if isinstance(resolution, (float, np.floating)) and not isinstance(resolution, bool):
+        if not np.isfinite(resolution) or resolution <= 0:
+            raise AirlinkError(f"resolution must be positive, got {resolution!r}")
+        return float(resolution) * 1e9
+    if isinstance(resolution, pd.Timedelta):
+        return float(resolution_ns(resolution))
+    try:
+        ns = float(parse_duration(resolution) * 10**9)
+    except (AirlinkError, TypeError, ValueError):
+        raise AirlinkError(f"resolution {resolution!r}: expected a duration such as 100ms or 1s") from None
+    if ns <= 0:
+        raise AirlinkError(f"resolution must be positive, got {resolution!r}")
+    return ns
+
+
+def bin_of(t_ns: np.ndarray, res_ns: float, origin_ns: int = 0) -> np.ndarray:
+    """Grid bin of each time: ``floor((t - origin) / res + 1e-6)`` (integer ``res``: exact)."""
+    d = np.asarray(t_ns, dtype=np.int64) - np.int64(origin_ns)
+    if float(res_ns).is_integer():
+        return d // np.int64(res_ns)
+    return np.floor(d / res_ns + 1e-6).astype(np.int64)
+
+
+def parse_times(values, *, source: str = "frame", column: str = "time", tz=None) -> pd.DatetimeIndex:
+    """Timestamps of any form airlink meets, as a UTC :class:`pandas.DatetimeIndex`.
+
+    * datetimes (naive ones are in ``tz``, default UTC);
+    * numbers since the Unix epoch, the unit chosen by magnitude: above 1e17 ns, above 1e14
+      us, above 1e11 ms, else seconds (so ``1583371396`` and ``1583371396.25`` are seconds,
+      small numbers are seconds from 1970);
+    * UCC / G-NetTrack text ``YYYY.MM.DD_hh.mm.ss`` (local time: give ``tz``);
+    * ISO 8601 text with or without zone and with any number of fractional digits per row
+      (``2024-03-01 10:00:00``, ``2024-03-01T10:00:00.25``, ``...00.125+01:00``), naive ones
+      in ``tz``.
+
+    A value that cannot be read is an error naming ``source``, ``column``, the row (0-based,
+    of the table) and the value; missing values stay NaT.
+    """
+    s = pd.Series(np.asarray(values, dtype=object) if not isinstance(values, pd.Series) else values.to_numpy())
+    if pd.api.types.is_datetime64_any_dtype(s):
+        t = pd.DatetimeIndex(s)
+    else:
+        num = pd.to_numeric(s, errors="coerce")
+        text = s.where(s.notna() & num.isna())
+        if text.notna().any() and num.notna().any():
+            k = int(np.flatnonzero(text.notna().to_numpy())[0])
+            raise AirlinkError(f"{source}: column {column!r} mixes numbers and text (row {k}: {s.iloc[k]!r})")
+        if num.notna().any():
+            v = num.to_numpy(dtype=float)
+            big = float(np.nanmax(np.abs(v)))
+            mult = 1 if big > 1e17 else 10**3 if big > 1e14 else 10**6 if big > 1e11 else 10**9
+            ns = np.round(v * mult)
+            t = pd.DatetimeIndex(pd.to_datetime(pd.array(np.where(np.isfinite(ns), ns, np.nan)).astype("Int64"),
+                                                unit="ns", utc=True))
+        else:
+            strs = s.where(s.notna()).astype("string").str.strip()
+            first = strs.dropna().iloc[0] if strs.notna().any() else ""
+            fmt = "%Y.%m.%d_%H.%M.%S" if _UCC.match(str(first)) else "ISO8601"
+            try:
+                t = pd.DatetimeIndex(pd.to_datetime(strs, format=fmt))
+            except (ValueError, TypeError):
+                bad = pd.to_datetime(strs, format=fmt, errors="coerce").isna() & strs.notna()
+                k = int(np.flatnonzero(bad.to_numpy())[0]) if bad.any() else 0
+                raise AirlinkError(f"{source}: column {column!r} row {k}: cannot read {s.iloc[k]!r} as a time "
+                                   f"(expected epoch seconds, ISO 8601 or YYYY.MM.DD_hh.mm.ss)") from None
+    if t.tz is None:
+        try:
+            t = t.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")
+        except Exception as exc:  # unknown zone name
+            raise AirlinkError(f"{source}: time zone {tz!r}: {exc}") from None
+    return t.tz_convert("UTC")
+
+
+def time_of(frame: pd.DataFrame, *, time_column=None, tz=None, source: str = "frame"):
+    """``(times, rest)``: the frame's timestamps (UTC DatetimeIndex, via :func:`parse_times`)
+    from ``time_column``, else the ``time`` column, a DatetimeIndex, or the first of
+    :data:`TIME_COLUMNS` present; ``rest`` is the frame without that column (index reset)."""
+    if time_column is not None:
+        if time_column in frame.columns:
+            return (parse_times(frame[time_column], source=source, column=time_column, tz=tz),
+                    frame.drop(columns=[time_column]).reset_index(drop=True))
+        if frame.index.name == time_column:
+            return parse_times(frame.index, source=source, column=time_column, tz=tz), frame.reset_index(drop=True)
+        have = ", ".join(map(str, frame.columns[:25]))
+        raise AirlinkError(f"{source}: no time column {time_column!r} (columns: {have})")
+    if "time" not in frame.columns and isinstance(frame.index, pd.DatetimeIndex):
+        return parse_times(frame.index, source=source, column="index", tz=tz), frame.reset_index(drop=True)
+    col = next((c for c in TIME_COLUMNS if c in frame.columns), None)
+    if col is None and frame.index.name in TIME_COLUMNS:
+        return (parse_times(frame.index, source=source, column=str(frame.index.name), tz=tz),
+                frame.reset_index(drop=True))
+    if col is None:
+        raise AirlinkError(f"{source}: no time column or index (expected one of {', '.join(TIME_COLUMNS)}, "
+                           f"or name it)")
+    return parse_times(frame[col], source=source, column=col, tz=tz), frame.drop(columns=[col]).reset_index(drop=True)
+
+
+def _rule_of(how, col, dtype, source):
+    rule = (how.get(col) if isinstance(how, dict) else how) or default_rule(col, dtype)
+    if rule not in RULES:
+        raise AirlinkError(f"{source}: unknown aggregation {rule!r} for {col!r} (one of {', '.join(RULES)})")
+    return rule
+
+
+def to_grid(frame: pd.DataFrame, *, resolution="1s", how=None, by=None, gaps: str = "nan",
+            time_column=None, tz=None, origin=None, start_bin=None, stop_bin=None,
+            source: str = "frame") -> pd.DataFrame:
+    """One frame on a regular grid, long format: ``time`` (UTC, bin start), the ``by`` key
+    columns, then every other column aggregated per bin with its rule (module notes).
+
+    ``by`` (a column name or list) keeps one series per key value: each key gets every grid
+    step from the frame's first to its last bin (missing where it has no row). Without
+    ``by`` all rows of a bin are aggregated together. ``origin`` (a time; default the Unix
+    epoch) anchors the grid: bin ``k`` holds ``[origin + k res, origin + (k + 1) res)``, with
+    ``k = floor((t - origin) / res + 1e-6)`` so that timestamps rounded to the nanosecond on a
+    non-integer period (1.667 ms slots) stay in their own bin. ``resolution`` may then be
+    seconds as a float (``1/600``). ``start_bin``/``stop_bin`` (bin numbers) widen the grid. ``frame.attrs`` of the result carry
+    ``resolution_s``, ``empty_bins`` (grid steps with no row, per key summed), ``merged_rows``
+    (rows that shared a bin with an earlier row: duplicates and sub-resolution samples) and
+    ``rules`` (column -> rule).
+    """
+    if gaps not in GAPS:
+        raise AirlinkError(f"gaps must be one of {', '.join(GAPS)}, got {gaps!r}")
+    if isinstance(how, str) and how not in RULES:
+        raise AirlinkError(f"unknown aggregation {how!r} (one of {', '.join(RULES)})")
+    res = _resolution_float_ns(resolution)
+    org = 0 if origin is None else int(pd.Timestamp(origin).tz_localize("UTC").value
+                                       if pd.Timestamp(origin).tz is None else pd.Timestamp(origin).value)
+    t, data = time_of(frame, time_column=time_column, tz=tz, source=source)
+    keys = [by] if isinstance(by, str) else list(by or [])
+    for k in keys:
+        if k not in data.columns:
+            raise AirlinkError(f"{source}: no column {k!r} to split by (columns: {', '.join(map(str, data.columns[:25]))})")
+    ok = ~t.isna()
+    data = data.loc[ok].reset_index(drop=True)
+    b = bin_of(t[ok].asi8, res, org)
+    lo = int(b.min()) if b.size else None
+    hi = int(b.max()) if b.size else None
+    if start_bin is not None:
+        lo = int(start_bin) if lo is None else min(lo, int(start_bin))
+    if stop_bin is not None:
+        hi = int(stop_bin) if hi is None else max(hi, int(stop_bin))
+    rules, out_cols = {}, {}
+    if lo is None:
+        empty = pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns, UTC]"),
+                              **{k: pd.Series([], dtype=data[k].dtype) for k in keys}})
+        empty.attrs.update(resolution_s=res / 1e9, origin_ns=org, empty_bins=0, merged_rows=0, rules={})
+        return empty
+    grid = np.arange(lo, hi + 1)
+    data = data.assign(_bin=b)
+    groups = ["_bin", *keys]
+    if keys:
+        combos = data[keys].drop_duplicates().sort_values(keys, kind="stable")
+        arrays = [np.tile(grid, len(combos))] + [np.repeat(combos[k].to_numpy(), grid.size) for k in keys]
+        index = pd.MultiIndex.from_arrays(arrays, names=groups)
+    else:
+        index = pd.Index(grid, name="_bin")
+    gb = data.groupby(groups, observed=True, sort=False, dropna=False)
+    counts = gb.size().reindex(index)
+    present = counts.notna().to_numpy()
+    for col in [c for c in data.columns if c not in keys and c != "_bin"]:
+        rule = _rule_of(how, col, data[col].dtype, source)
+        agg = "sum" if rule == "rate" else rule
+        if agg != "last" and not pd.api.types.is_numeric_dtype(data[col].dtype):
+            raise AirlinkError(f"{source}: cannot take the {rule} of non-numeric column {col!r}")
+        if agg == "sum":
+            v = gb[col].sum(min_count=1)
+        elif agg == "last":
+            v = gb[col].last()
+        else:
+            v = gb[col].agg(agg)
+        v = v.reindex(index)
+        if agg == "sum" and gaps == "zero":
+            v = v.where(present | v.notna(), 0)
+        if rule == "rate":
+            v = v * 8e9 / res
+        name = col[:-len("_bytes")] + "_bps" if rule == "rate" and col.endswith("_bytes") else col
+        rules[name] = rule
+        out_cols[name] = v.to_numpy()
+    bins = index.get_level_values("_bin").to_numpy() if keys else grid
+    out = pd.DataFrame({"time": pd.to_datetime(np.round(org + bins * res).astype(np.int64), unit="ns", utc=True)})
+    for k in keys:
+        out[k] = index.get_level_values(k).to_numpy()
+    for name, v in out_cols.items():
+        out[name] = v
+    out.attrs.update(resolution_s=res / 1e9, origin_ns=org, empty_bins=int((~present).sum()),
+                     merged_rows=int(len(data) - present.sum()), rules=rules)
+    return out
+
+
+def align(frames, resolution="1s", how=None, *, by=None, gaps="nan") -> pd.DataFrame:
+    """Several frames as one table on a common grid: ``time`` plus ``name.column`` per input
+    column (from the earliest to the latest time in any frame; see :func:`to_grid` for the
+    rules, gaps and ``how``).
+
+    ``frames`` is a dict ``{name: frame}`` or a list (named ``f0``, ``f1``, ...). ``by``
+    (default: the key columns ``flow``, ``direction``, ``user``, ``carrier`` a frame has)
+    spreads each key value into its own column ``name.column[key]``; pass ``by=[]`` to
+    aggregate across them instead. ``gaps`` is one value for all frames or ``{name: value}``
+    (``"zero"`` for event frames such as packets; missing names mean ``"nan"``).
     """
     if not isinstance(frames, dict):
         frames = {f"f{i}": f for i, f in enumerate(frames)}
     if not frames:
         raise AirlinkError("align needs at least one frame")
-    res = _ns(resolution)
+    res = resolution_ns(resolution)
     if isinstance(how, str) and how not in RULES:
         raise AirlinkError(f"unknown aggregation {how!r} (one of {', '.join(RULES)})")
-    binned = {}
-    lo, hi = None, None
+    spans = {}
     for name, fr in frames.items():
-        if "time" not in fr.columns and fr.index.name == "time":
-            fr = fr.reset_index()
-        if "time" not in fr.columns:
-            raise AirlinkError(f"frame {name!r} has no time column")
-        t = pd.DatetimeIndex(fr["time"])
-        if t.tz is None:
-            t = t.tz_localize("UTC")
-        b = t.asi8 // res
-        if len(b):
-            lo = b.min() if lo is None else min(lo, b.min())
-            hi = b.max() if hi is None else max(hi, b.max())
-        binned[name] = (fr, b)
-    if lo is None:
+        t, _ = time_of(fr, source=f"frame {name!r}")
+        t = t[~t.isna()]
+        if len(t):
+            spans[name] = (int(bin_of(t.asi8.min(), res)), int(bin_of(t.asi8.max(), res)))
+    if not spans:
         return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns, UTC]")})
-    grid = np.arange(lo, hi + 1)
-    out = {"time": pd.to_datetime(grid * res, unit="ns", utc=True)}
-    for name, (fr, b) in binned.items():
-        keys = [k for k in KEYS if k in fr.columns]
-        data = fr.drop(columns=["time"]).copy()
-        data["_bin"] = b
-        for col in [c for c in data.columns if c not in keys and c != "_bin"]:
-            rule = (how.get(col) if isinstance(how, dict) else how) or default_rule(col, data[col].dtype)
-            if rule not in RULES:
-                raise AirlinkError(f"unknown aggregation {rule!r} for {col!r} (one of {', '.join(RULES)})")
-            agg = "sum" if rule == "rate" else rule
-            if agg != "last" and not pd.api.types.is_numeric_dtype(data[col].dtype):
-                raise AirlinkError(f"cannot take the {rule} of non-numeric column {name}.{col}")
-            g = data.groupby(["_bin", *keys], observed=True)[col].agg(agg)
-            if keys:
-                g = g.unstack(keys)
-                series = {f"[{','.join(map(str, k if isinstance(k, tuple) else (k,)))}]": g[k]
-                          for k in g.columns}
-            else:
-                series = {"": g}
-            outcol = col[:-len("_bytes")] + "_bps" if rule == "rate" and col.endswith("_bytes") else col
-            for suffix, s in series.items():
-                v = s.reindex(grid)
-                if agg == "sum":
-                    v = v.fillna(0)
-                if rule == "rate":
-                    v = v * 8e9 / res
-                out[f"{name}.{outcol}{suffix}"] = v.to_numpy()
+    lo = min(s[0] for s in spans.values())
+    hi = max(s[1] for s in spans.values())
+    out = {"time": pd.to_datetime(np.arange(lo, hi + 1) * res, unit="ns", utc=True)}
+    for name, fr in frames.items():
+        keys = [k for k in KEYS if k in fr.columns] if by is None else ([by] if isinstance(by, str) else list(by))
+        g = to_grid(fr, resolution=pd.Timedelta(res, unit="ns"), how=how, by=keys,
+                    gaps=gaps.get(name, "nan") if isinstance(gaps, dict) else gaps,
+                    start_bin=lo, stop_bin=hi, source=f"frame {name!r}")
+        cols = [c for c in g.columns if c != "time" and c not in keys]
+        if keys:
+            wide = g.set_index(["time", *keys])[cols].unstack(keys)
+            for col, *k in wide.columns:
+                out[f"{name}.{col}[{','.join(map(str, k))}]"] = wide[(col, *k)].to_numpy()
+        else:
+            for col in cols:
+                out[f"{name}.{col}"] = g[col].to_numpy()
     frame = pd.DataFrame(out)
     frame.attrs["resolution_s"] = res / 1e9
     return frame

@@ -19,7 +19,7 @@ from .analysis import (backlog_dependence, fairness_report, jitter_report, rank_
 from .fairness import (active_time_ratios, fairness_gap, fairness_summary, gap_stats, jain_index,
                        min_max_ratio, resource_fractions, retransmission_ratios, selection_ratios,
                        service_gaps)
-from .frames import read_frame, read_frames, with_time_index
+from .frames import prepare, read_frame, read_frames, with_time_index
 from .information import (BINNINGS, NORMALIZATIONS, Discretized, discretize, entropy,
                           entropy_from_counts, joint_counts, mutual_info, normalize,
                           normalized_mutual_info)
@@ -35,7 +35,7 @@ __all__ = [
     "response_lag",
     "jain_index", "fairness_gap", "resource_fractions", "min_max_ratio", "selection_ratios",
     "active_time_ratios", "retransmission_ratios", "service_gaps", "gap_stats", "fairness_summary",
-    "read_frame", "read_frames", "with_time_index",
+    "read_frame", "read_frames", "with_time_index", "prepare",
     "identify_scheduler", "SchedulerClassifier", "load_scheduler_model",
 ]
 

@@ -1,10 +1,12 @@
 """Frame-level analyses: factor ranking (seed 003 Fig. 3, Tables 1-2), backlog dependence
 (Fig. 2), fairness and scheduling jitter over a run and per window.
 
-Per-user frames (a ``user`` column, as the simulator's MAC log) are pooled: every user's
-series is laid end to end with ``max_lag`` NaN samples between them, so the joint
-histograms sum over users while no pair spans two users, and all users share one set
-of bin edges.
+Every frame first goes through :func:`airlink.inference.frames.prepare` (one regular grid
+made from its timestamps; ``resolution``, ``time_column`` and ``by`` are passed on), so
+lags and windows are in time, never in rows. Per-user frames (a ``user`` column, as the
+simulator's MAC log, or the ``by`` keys) are pooled: every user's series is laid end to end
+with ``max_lag`` NaN samples between them, so the joint histograms sum over users while no
+pair spans two users, and all users share one set of bin edges.
 """
 from __future__ import annotations
 
@@ -14,8 +16,7 @@ import pandas as pd
 from airlink.traces.errors import AirlinkError
 
 from . import fairness as F
-from .frames import (column, pooled_series, sample_period_s, users_of, wide_many, with_entities,
-                     with_time_index)
+from .frames import column, pooled_series, prepare, sample_period_s, users_of, wide_many
 from .information import discretize
 from .surrogates import peak_significance
 
@@ -38,34 +39,33 @@ def _max_lag_samples(max_lag, period: float) -> int:
     return int(max_lag)
 
 
-def _framed(frame: pd.DataFrame) -> pd.DataFrame:
-    """Accept a time column or index (as the simulator's and the collectors' frames have)."""
-    if not isinstance(frame, pd.DataFrame):
-        raise AirlinkError(f"expected a pandas DataFrame, got {type(frame).__name__}")
-    frame = frame if isinstance(frame.index, pd.DatetimeIndex) else with_time_index(frame)
-    return with_entities(frame)
+def _framed(frame: pd.DataFrame, resolution=None, time_column=None, by=None, columns=()) -> pd.DataFrame:
+    """The frame on its regular grid (:func:`~airlink.inference.frames.prepare`), the named
+    columns checked."""
+    return prepare(frame, resolution=resolution, time_column=time_column, by=by,
+                   columns=[c for c in columns if c])
 
 
-def _per_user_period(frame: pd.DataFrame) -> float:
-    if "user" in frame.columns:
-        first = frame[frame["user"] == frame["user"].iloc[0]]
-        return sample_period_s(first)
-    return sample_period_s(frame)
+_per_user_period = sample_period_s
 
 
 def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bins=16,
                  binning: str = "uniform", normalization: str = "x", n_surrogates: int = 100,
                  n_boot: int = 100, alpha: float = 0.05, user=None, seed: int = 0,
-                 progress: bool = False) -> pd.DataFrame:
+                 progress: bool = False, resolution=None, time_column=None, by=None) -> pd.DataFrame:
     """Peak ``I_N(target; factor; d)`` over ``|d| <= max_lag`` per factor, with p-value,
     threshold, bias-corrected value and bootstrap interval, sorted by peak (largest first).
 
-    ``max_lag`` is samples (int) or a duration (``"60s"``). Columns of the result:
-    ``factor, peak_nmi, lag, lag_s, p_value, threshold, bias_corrected, ci_low, ci_high,
-    n_pairs``. A positive lag means the factor leads the target.
+    The frame is first put on a regular grid of ``resolution`` (default: the median spacing
+    of its timestamps; see :func:`~airlink.inference.frames.prepare`, which also takes
+    ``time_column`` and ``by``); missing grid steps drop their pairs. ``max_lag`` is samples
+    of that grid (int) or a duration (``"60s"``). Columns of the result: ``factor, peak_nmi,
+    lag`` (samples), ``lag_s`` (seconds), ``at_edge`` (the peak sits at ``|lag| = max_lag``:
+    the true peak may lie beyond the range scanned), ``p_value, threshold, bias_corrected,
+    ci_low, ci_high, n_pairs``. A positive lag means the factor leads the target.
     """
-    frame = _framed(frame)
     factors = list(factors)
+    frame = _framed(frame, resolution, time_column, by, [target, *factors])
     if not factors:
         raise AirlinkError("give at least one factor")
     period = _per_user_period(frame)
@@ -82,12 +82,14 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
                                 seed=seed + k, progress=progress)
         d = sig.to_dict()
         rows.append(dict(factor=f, peak_nmi=d["peak_nmi"], lag=d["lag"], lag_s=d["lag_s"],
-                         p_value=d["p_value"], threshold=d["threshold"],
+                         at_edge=bool(D > 0 and abs(int(d["lag"])) == D), p_value=d["p_value"], threshold=d["threshold"],
                          bias_corrected=d["bias_corrected"], ci_low=d["ci_low"],
                          ci_high=d["ci_high"], n_pairs=d["n_pairs"]))
     out = pd.DataFrame(rows).sort_values("peak_nmi", ascending=False, kind="stable")
     out.attrs.update(target=target, max_lag=D, sample_period_s=period, bins=bins, binning=binning,
-                     normalization=normalization, n_surrogates=n_surrogates)
+                     normalization=normalization, n_surrogates=n_surrogates,
+                     empty_bins=frame.attrs.get("empty_bins"), merged_rows=frame.attrs.get("merged_rows"),
+                     users=[str(u) for u in users_of(frame)] if "user" in frame.columns else [])
     return out.reset_index(drop=True)
 
 
@@ -97,7 +99,8 @@ def _first_present(frame, names):
 
 def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog: str = "backlog_bytes",
                        channel: str | None = None, sending: str | None = None, bins=16,
-                       window="1s", max_lag="10s", n_surrogates: int = 100, seed: int = 0) -> dict:
+                       window="1s", max_lag="10s", n_surrogates: int = 100, seed: int = 0,
+                       resolution=None, time_column=None, by=None) -> dict:
     """How much the assigned rate depends on the user's backlog (seed 003, Sec. 4).
 
     Returns a dict with ``nmi_backlog`` and ``nmi_channel`` (peak ``I_N(rate; .)`` with
@@ -107,9 +110,10 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
     sending rate at which the curve stops following it: the peak of the curve when it
     later falls by more than 10 %, else the first bin served below 90 % of its sending
     rate, else NaN), and ``response_lag_s`` (median time from the start of a burst after
-    an idle period to the first sample with a non-zero assigned rate).
+    an idle period to the first sample with a non-zero assigned rate). ``resolution``,
+    ``time_column``, ``by``: the grid, as for :func:`rank_factors`.
     """
-    frame = _framed(frame)
+    frame = _framed(frame, resolution, time_column, by, [rate, backlog, channel, sending])
     rate = rate or _first_present(frame, RATE_COLUMNS)
     if rate is None:
         raise AirlinkError(f"frame has no rate column (one of {', '.join(RATE_COLUMNS)}); name it with --rate")
@@ -216,16 +220,17 @@ def _per_user_fairness(tables: dict, cols: dict, period: float) -> pd.DataFrame:
 
 
 def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: str | None = None,
-                    window=None) -> dict:
+                    window=None, resolution=None, time_column=None, by=None) -> dict:
     """Fairness over the whole run and per window.
 
     ``rate`` (default the first of served_bytes, throughput_bps, assigned_rate_bps, tbs_bps, ...) gives the
     per-user throughput; ``resource`` (default ``subchannels`` or ``prbs``) the resource
     fractions. Returns ``{"overall": {...}, "users": DataFrame, "windows": DataFrame}`` with
     the fairness gap, Jain's index, min/max resource-fraction ratio, and per user the
-    selection, active-time and retransmission ratios.
+    selection, active-time and retransmission ratios. ``resolution``, ``time_column``, ``by``:
+    the grid, as for :func:`rank_factors`.
     """
-    frame = _framed(frame)
+    frame = _framed(frame, resolution, time_column, by, [rate, resource])
     rate = rate or _first_present(frame, THROUGHPUT_COLUMNS)
     if rate is None:
         raise AirlinkError(f"frame has no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name it with --rate")
@@ -255,11 +260,13 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
     return dict(overall=overall, users=users, windows=pd.DataFrame(rows))
 
 
-def jitter_report(frame: pd.DataFrame, *, served: str | None = None) -> pd.DataFrame:
+def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=None, time_column=None,
+                  by=None) -> pd.DataFrame:
     """Inter-service gaps per user (seed 001's scheduling jitter): count, mean, std, CoV and
     max in seconds. ``served`` defaults to the first of served_bytes, subchannels, prbs,
-    assigned_rate_bps; a user counts as served in a sample where it is > 0."""
-    frame = _framed(frame)
+    assigned_rate_bps; a user counts as served in a sample where it is > 0. ``resolution``,
+    ``time_column``, ``by``: the grid, as for :func:`rank_factors`."""
+    frame = _framed(frame, resolution, time_column, by, [served])
     served = served or _first_present(frame, ("served_bytes", "subchannels", "prbs", "assigned_rate_bps",
                                               "tbs_bps"))
     if served is None:

@@ -1,10 +1,17 @@
-"""Reading and shaping the frames inference works on.
+"""Reading frames and putting them on the regular grid inference works on.
 
-A frame is any Parquet or CSV table that collectors, the simulator or replay write: a
-``time`` column or index (UTC nanoseconds, datetimes, or seconds as floats) and, for
-per-user kinds such as ``mac``, a ``user`` column. Pandas reads them directly so that
-inference does not depend on the collectors package. Several frames are aligned on the
-first one's time grid (nearest sample within one sampling period).
+A frame is any Parquet or CSV table that collectors, the simulator or replay write, or a
+measured log: a time column or index (see :func:`airlink.collectors.align.parse_times` for
+the forms read: datetimes, epoch s/ms/us/ns, ISO 8601 with any fractional digits, UCC's
+``YYYY.MM.DD_hh.mm.ss``) and data columns.
+
+Inference never works on row numbers. :func:`prepare` is the one way a frame enters an
+analysis: it puts the frame on a regular grid with :func:`airlink.collectors.align.to_grid`
+(sum for bytes and counts, mean for levels and rates, last for states and ids; duplicate
+timestamps follow the same rules; a grid step without a row stays missing and a lag scan
+skips it). Rows are split into separate series (pooled like users) only by a ``user``
+column or by the columns named in ``by``; a ``carrier``, ``flow`` or ``direction`` column
+holding several values without ``by`` is an error, never a silent split or a silent mix.
 """
 from __future__ import annotations
 
@@ -13,50 +20,36 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from airlink.collectors.align import TIME_COLUMNS, time_of, to_grid
 from airlink.traces.errors import AirlinkError
 
-TIME_COLUMNS = ("time", "timestamp", "seconds_since_epoch", "time_s")
+ENTITY_COLUMNS = ("carrier", "flow", "direction")
+# a grid made from the data is the median spacing of distinct times; when every spacing is
+# within this fraction of the median the data are already regular and keep their own origin
+REGULAR_TOLERANCE = 0.01
+
+__all__ = ["TIME_COLUMNS", "read_frame", "read_frames", "prepare", "with_time_index", "column", "wide",
+           "wide_many", "pooled_series", "users_of", "sample_period_s"]
 
 
-def _to_datetime_index(values, source: str) -> pd.DatetimeIndex:
-    s = pd.Series(values)
-    if pd.api.types.is_datetime64_any_dtype(s):
-        idx = pd.DatetimeIndex(s)
-        return idx.tz_convert("UTC") if idx.tz is not None else idx.tz_localize("UTC")
-    num = pd.to_numeric(s, errors="coerce")
-    if num.isna().all():
-        try:
-            return pd.DatetimeIndex(pd.to_datetime(s, utc=True))
-        except (ValueError, TypeError):
-            raise AirlinkError(f"{source}: cannot read the time column as times") from None
-    big = float(np.nanmax(np.abs(num.to_numpy(dtype=float)))) if len(num) else 0.0
-    unit = "ns" if big > 1e14 else "s"  # UTC ns (airlink frames) or seconds (epoch or relative)
-    return pd.DatetimeIndex(pd.to_datetime(num, unit=unit, utc=True))
+def _time_indexed(frame: pd.DataFrame, source: str, time_column=None, tz=None) -> pd.DataFrame:
+    t, rest = time_of(frame, time_column=time_column, tz=tz, source=source)
+    rest.index = t
+    rest.index.name = "time"
+    rest.attrs.update(frame.attrs)
+    return rest
 
 
-def with_time_index(frame: pd.DataFrame, source: str = "frame") -> pd.DataFrame:
-    """The frame indexed by a UTC DatetimeIndex named ``time`` (from a time column or index)."""
-    if isinstance(frame.index, pd.DatetimeIndex):
-        out = frame.copy()
-        out.index = _to_datetime_index(frame.index, source)
-    else:
-        col = next((c for c in TIME_COLUMNS if c in frame.columns), None)
-        if col is None:
-            if frame.index.name in TIME_COLUMNS:
-                out = frame.copy()
-                out.index = _to_datetime_index(frame.index.to_numpy(), source)
-            else:
-                raise AirlinkError(f"{source}: no time column or index (expected one of "
-                                   f"{', '.join(TIME_COLUMNS)})")
-        else:
-            out = frame.drop(columns=[col])
-            out.index = _to_datetime_index(frame[col].to_numpy(), source)
-    out.index.name = "time"
+def with_time_index(frame: pd.DataFrame, source: str = "frame", *, time_column=None, tz=None) -> pd.DataFrame:
+    """The frame indexed by a UTC DatetimeIndex named ``time`` (rows without a time dropped,
+    sorted stably). No grid is applied: see :func:`prepare`."""
+    out = _time_indexed(frame, source, time_column, tz)
+    out = out[~out.index.isna()]
     return out.sort_index(kind="stable")
 
 
-def read_frame(path) -> pd.DataFrame:
-    """One Parquet or CSV frame, indexed by time (``None``/``-`` read as missing)."""
+def read_table(path) -> pd.DataFrame:
+    """One Parquet or CSV table as it is (``None``, ``-``, empty read as missing)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(2, "no such file", str(path))
@@ -73,74 +66,193 @@ def read_frame(path) -> pd.DataFrame:
         raise AirlinkError(f"{path}: cannot read frame: {str(exc).splitlines()[0]}") from None
     if frame.empty:
         raise AirlinkError(f"{path}: frame has no rows")
-    return with_time_index(frame, str(path))
+    if isinstance(frame.index, pd.DatetimeIndex) or frame.index.name in TIME_COLUMNS:
+        frame = frame.reset_index()
+    frame.attrs["source"] = str(path)
+    return frame
+
+
+def read_frame(path, *, time_column=None, tz=None) -> pd.DataFrame:
+    """One Parquet or CSV frame indexed by time (not yet on a grid; see :func:`read_frames`)."""
+    frame = read_table(path)
+    return with_time_index(frame, str(path), time_column=time_column, tz=tz)
 
 
 def sample_period_s(frame: pd.DataFrame) -> float:
-    """Median spacing of distinct times in seconds (NaN for fewer than two)."""
-    t = np.unique(frame.index.asi8)
+    """The frame's grid step (``attrs["resolution_s"]``) or else the median spacing of its
+    distinct times in seconds (NaN for fewer than two)."""
+    if np.isfinite(frame.attrs.get("resolution_s", np.nan)):
+        return float(frame.attrs["resolution_s"])
+    idx = frame.index if isinstance(frame.index, pd.DatetimeIndex) else pd.DatetimeIndex(frame["time"])
+    t = np.unique(idx.asi8)
     return float(np.median(np.diff(t))) / 1e9 if t.size > 1 else float("nan")
 
 
-def read_frames(paths) -> pd.DataFrame:
-    """Read one or several frames; later ones are aligned on the first one's times
-    (nearest sample within one period; columns already present are not overwritten)."""
+def _keys_of(frame: pd.DataFrame, by, source: str) -> list:
+    keys = [by] if isinstance(by, str) else list(by or [])
+    for k in keys:
+        if k not in frame.columns:
+            have = ", ".join(str(c) for c in frame.columns[:25])
+            raise AirlinkError(f"{source}: no column {k!r} to split by (columns: {have})")
+    if "user" in frame.columns and "user" not in keys:
+        keys = ["user", *keys]
+    for c in ENTITY_COLUMNS:
+        if c in frame.columns and c not in keys:
+            values = frame[c].dropna().unique()
+            if len(values) > 1:
+                shown = ", ".join(map(str, sorted(values, key=str)[:6]))
+                raise AirlinkError(f"{source}: column {c!r} holds {len(values)} different values ({shown}); "
+                                   f"their rows would be mixed into one series: split them with by={c!r} "
+                                   f"or keep one {c}")
+    return keys
+
+
+def _check_columns(frame: pd.DataFrame, columns, source: str) -> None:
+    """Each named column exists and holds numbers: a missing column, or a text value among
+    numbers (``12,5`` or ``n/a`` in a rate), is an error naming the column (and the row and
+    value), before any grid step could hide it."""
+    for c in columns or ():
+        if c not in frame.columns:
+            have = ", ".join(str(x) for x in frame.columns[:25])
+            raise AirlinkError(f"{source}: no column {c!r} (columns: {have})")
+        raw = frame[c]
+        if raw.dtype != object:
+            continue
+        num = pd.to_numeric(raw, errors="coerce")
+        bad = num.isna() & raw.notna()
+        if bad.any():
+            k = int(np.flatnonzero(bad.to_numpy())[0])
+            raise AirlinkError(f"{source}: column {c!r} row {k + 1}: {raw.iloc[k]!r} is not a number "
+                               f"({int(bad.sum())} such value(s), {int(num.notna().sum())} numbers)")
+
+
+def _grid_of(t: pd.DatetimeIndex, resolution, source: str):
+    """``(resolution, origin)`` for :func:`to_grid`: the given resolution on the epoch grid,
+    or one made from the data (see :data:`REGULAR_TOLERANCE`)."""
+    if resolution is not None:
+        return resolution, None
+    u = np.unique(t[~t.isna()].asi8)
+    if u.size < 2:
+        raise AirlinkError(f"{source}: fewer than two distinct times, cannot tell the sampling period "
+                           f"(give a resolution)")
+    d = np.diff(u)
+    med = float(np.median(d))
+    if np.all(np.abs(d - med) <= REGULAR_TOLERANCE * med):
+        return (u[-1] - u[0]) / (u.size - 1) / 1e9, pd.Timestamp(int(u[0]), unit="ns", tz="UTC")
+    return pd.Timedelta(int(round(med)), unit="ns"), None
+
+
+def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, by=None, how=None,
+            columns=None, source: str | None = None) -> pd.DataFrame:
+    """A frame on a regular grid, as every analysis receives it: indexed by ``time`` (the
+    start of each grid step), one ``user`` column naming the series when there are several
+    (the ``user`` column and/or the ``by`` columns joined by ``/``, e.g. ``"ue/pcell"``), and
+    the data columns aggregated per step (rules in :mod:`airlink.collectors.align`).
+
+    ``resolution`` is a duration (``"1s"``, ``"20ms"``, a Timedelta); ``None`` takes the
+    median spacing of the distinct timestamps (data already regular within 1 % keep their own
+    first timestamp as grid origin, so 1.667 ms slots stay one per step). ``attrs`` of the
+    result: ``resolution_s``, ``empty_bins`` (missing steps), ``merged_rows`` (rows that
+    shared a step with another: duplicates or finer sampling), ``by``. ``columns``: names the
+    caller will read as numbers, checked on the rows before the grid (missing column, or a
+    text value, is an error naming column, row and value).
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise AirlinkError(f"expected a pandas DataFrame, got {type(frame).__name__}")
+    if frame.attrs.get("gridded") and resolution is None and by is None and how is None:
+        for c in columns or ():
+            column(frame, c)
+        return frame
+    source = source or str(frame.attrs.get("source", "frame"))
+    t, rest = time_of(frame, time_column=time_column, tz=tz, source=source)
+    _check_columns(rest, columns, source)
+    keys = _keys_of(rest, by, source)
+    res, origin = _grid_of(t, resolution, source)
+    rest = rest.assign(time=t)
+    g = to_grid(rest, resolution=res, how=how, by=keys, origin=origin, source=source)
+    attrs = dict(g.attrs)
+    if keys:
+        key = g[keys[0]].astype(str)
+        for k in keys[1:]:
+            key = key + "/" + g[k].astype(str)
+        g = g.drop(columns=keys).assign(user=key.to_numpy())
+    g = g.set_index("time")
+    g.attrs.update(frame.attrs)
+    g.attrs.update(attrs, by=keys, gridded=True, source=source)
+    return g
+
+
+def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, columns=None) -> pd.DataFrame:
+    """Read one or several frames and put them on one regular grid (:func:`prepare`).
+
+    Several frames share the grid of the first (its ``resolution`` or its sampling period):
+    each is gridded on it and joined by grid step; a column already present is not taken
+    again. At most one of them may hold several series (users or ``by`` keys). ``columns``
+    (names to be read as numbers) are checked in the file that has them, and must exist in one.
+    """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
         raise AirlinkError("no frame given")
-    base = read_frame(paths[0])
-    for p in paths[1:]:
-        other = read_frame(p)
+    tables = [read_table(p) for p in paths]
+    columns = list(columns or [])
+    for c in columns:
+        if not any(c in t.columns for t in tables):
+            have = ", ".join(dict.fromkeys(str(x) for t in tables for x in t.columns[:25]))
+            raise AirlinkError(f"{', '.join(map(str, paths))}: no column {c!r} (columns: {have})")
+
+    def mine(t):
+        return [c for c in columns if c in t.columns]
+    base = prepare(tables[0], resolution=resolution, time_column=time_column, tz=tz, by=by,
+                   columns=mine(tables[0]), source=str(paths[0]))
+    res = pd.Timedelta(round(base.attrs["resolution_s"] * 1e9), unit="ns")
+    for p, raw in zip(paths[1:], tables[1:]):
+        keys = [k for k in ([by] if isinstance(by, str) else (by or [])) if k in raw.columns]
+        other = prepare(raw, resolution=res, time_column=time_column if time_column in raw.columns else None,
+                        tz=tz, by=keys or None, columns=mine(raw), source=str(p))
         if "user" in other.columns and "user" in base.columns:
-            raise AirlinkError(f"{p}: aligning two per-user frames is not supported; merge them first")
-        tol = pd.Timedelta(seconds=max(sample_period_s(base), sample_period_s(other)) or 1.0)
+            raise AirlinkError(f"{p}: aligning two frames that both hold several series is not supported; "
+                               f"merge them first")
         new = [c for c in other.columns if c not in base.columns]
-        right = other[new].reset_index()
-        left = base.reset_index()
-        merged = pd.merge_asof(left.sort_values("time"), right.sort_values("time"), on="time",
-                               direction="nearest", tolerance=tol)
-        base = merged.set_index("time")
+        if "user" in other.columns:
+            base, other = other, base
+            new = [c for c in other.columns if c not in base.columns]
+        attrs = dict(base.attrs)
+        base = base.join(other[new], how="left")
+        base.attrs.update(attrs)
     return base
-
-
-ENTITY_COLUMNS = ("user", "carrier", "flow", "direction")
-
-
-def with_entities(frame: pd.DataFrame) -> pd.DataFrame:
-    """One ``user`` key per independent series: the user, or the combination of the
-    entity columns present (``carrier`` of a MAC log, ``flow``/``direction`` of a TCP frame),
-    e.g. ``"1/pcell"`` or ``"3/fwd"``. Frames with one series are returned unchanged."""
-    present = [c for c in ENTITY_COLUMNS if c in frame.columns]
-    if not present or present == ["user"]:
-        return frame
-    key = frame[present[0]].astype(str)
-    for c in present[1:]:
-        key = key + "/" + frame[c].astype(str)
-    out = frame.drop(columns=[c for c in present if c != "user"] if "user" in present else present)
-    out = out.assign(user=key.to_numpy())
-    return out
 
 
 def users_of(frame: pd.DataFrame) -> list:
     return sorted(frame["user"].unique().tolist(), key=str) if "user" in frame.columns else [None]
 
 
-def column(frame: pd.DataFrame, name: str, source: str = "frame") -> pd.Series:
+def column(frame: pd.DataFrame, name: str, source: str | None = None) -> pd.Series:
+    """A column as floats. Missing column, or a value that is not a number (other than an
+    empty cell), is an error naming the column (and the first such time and value)."""
+    source = source or str(frame.attrs.get("source", "frame"))
     if name not in frame.columns:
         have = ", ".join(str(c) for c in frame.columns[:25])
         raise AirlinkError(f"{source}: no column {name!r} (columns: {have})")
-    values = pd.to_numeric(frame[name], errors="coerce")
+    raw = frame[name]
+    if pd.api.types.is_bool_dtype(raw.dtype):
+        return raw.astype(float)
+    values = pd.to_numeric(raw, errors="coerce")
+    bad = values.isna() & raw.notna()
+    if bad.any():
+        k = int(np.flatnonzero(bad.to_numpy())[0])
+        raise AirlinkError(f"{source}: column {name!r} is not numeric ({int(bad.sum())} value(s) such as "
+                           f"{raw.iloc[k]!r} at {frame.index[k]})")
     if values.isna().all():
-        raise AirlinkError(f"{source}: column {name!r} has no numeric values")
+        raise AirlinkError(f"{source}: column {name!r} has no values")
     return values.astype(float)
 
 
-def wide(frame: pd.DataFrame, name: str, source: str = "frame") -> pd.DataFrame:
+def wide(frame: pd.DataFrame, name: str, source: str | None = None) -> pd.DataFrame:
     """A column as a ``(time, user)`` table (one column named ``"1"`` for a frame without users)."""
     return wide_many(frame, [name], source)[name]
 
 
-def wide_many(frame: pd.DataFrame, names, source: str = "frame") -> dict:
+def wide_many(frame: pd.DataFrame, names, source: str | None = None) -> dict:
     """Several columns as ``(time, user)`` tables on one shared time index."""
     values = {n: column(frame, n, source).to_numpy() for n in names}
     if "user" not in frame.columns:
@@ -151,9 +263,10 @@ def wide_many(frame: pd.DataFrame, names, source: str = "frame") -> dict:
     return {n: t[n] for n in names}
 
 
-def pooled_series(frame: pd.DataFrame, names, *, user=None, gap: int = 0, source: str = "frame"):
+def pooled_series(frame: pd.DataFrame, names, *, user=None, gap: int = 0, source: str | None = None):
     """Columns as aligned 1-D arrays with every user's series end to end, separated by
     ``gap`` NaN samples (so no pair within ``gap`` lags spans two users); ``user`` keeps one."""
+    source = source or str(frame.attrs.get("source", "frame"))
     users = users_of(frame)
     if user is not None:
         if "user" not in frame.columns:

@@ -63,6 +63,17 @@ class LagScan:
     sample_period_s: float = float("nan")
     params: dict = field(default_factory=dict)
 
+    @property
+    def max_lag(self) -> int:
+        """``D``: the largest |lag| scanned, in samples."""
+        return int(self.params.get("max_lag", 0))
+
+    @property
+    def peak_at_edge(self) -> bool:
+        """The peak sits at ``|lag| = max_lag``: the scan may have cut off a larger value
+        beyond its range (widen ``max_lag``)."""
+        return bool(self.max_lag > 0 and abs(self.peak_lag) == self.max_lag)
+
     def as_seconds(self) -> pd.Series:
         """The values indexed by lag in seconds."""
         return pd.Series(self.values.to_numpy(), index=pd.Index(self.lag_s, name="lag_s"),

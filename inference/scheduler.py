@@ -34,7 +34,7 @@ from scipy.stats import rankdata
 
 from airlink.traces.errors import AirlinkError
 
-from .frames import wide_many, with_entities, with_time_index
+from .frames import prepare, wide_many
 
 CLASSES = ("rr", "maxcir", "pf", "backlog")
 ALLOC_COLUMNS = ("prbs", "subchannels", "served_bytes", "assigned_rate_bps", "tbs_bps")
@@ -95,11 +95,10 @@ class Observed:
     columns: dict = field(default_factory=dict)
 
 
-def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None) -> Observed:
+def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None, resolution=None,
+            time_column=None, by=None) -> Observed:
     """Pick the allocation, channel and backlog columns of a frame as ``(time, user)`` arrays."""
-    if not isinstance(frame.index, pd.DatetimeIndex):
-        frame = with_time_index(frame)
-    frame = with_entities(frame)
+    frame = prepare(frame, resolution=resolution, time_column=time_column, by=by)
 
     def pick(given, names, what, option, required=True):
         if given:

@@ -24,10 +24,14 @@ def register(sub):
                    "Peak normalized mutual information I_N(target; factor; d) = (H(X)+H(Y)-H(X,Y_d))/H(X) "
                    "over lags |d| <= --max-lag (seed 003), per factor, with a circular-shift surrogate "
                    "p-value and threshold, a bias-corrected value and a block-bootstrap interval. A "
-                   "positive lag means the factor leads the target. Several FRAMEs are aligned on the "
-                   "first one's times.",
+                   "positive lag means the factor leads the target; lags are given in seconds and in "
+                   "grid steps, and a peak at +-max-lag is flagged (the true peak may lie beyond). The "
+                   "FRAME is first put on a regular grid made from its timestamps (--resolution), so "
+                   "gaps and irregular rows do not shift lags; several FRAMEs share the first one's grid.",
                    "airlink infer nmi mac.parquet --target assigned_rate_bps --factor backlog_bytes "
-                   "--factor sinr_db --max-lag 2s --surrogates 200")
+                   "--factor sinr_db --max-lag 2s --surrogates 200\n"
+                   "airlink infer nmi B_2019.12.16_13.40.04.csv --time-column Timestamp --resolution 1s "
+                   "--target DL_bitrate --factor SNR --factor RSRQ --max-lag 10s")
     n.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
     n.add_argument("--target", required=True, help="column being explained (X)")
     n.add_argument("--factor", action="append", required=True, help="candidate factor column (Y); repeat")
@@ -43,6 +47,7 @@ def register(sub):
     n.add_argument("--user", help="analyse one user of a per-user frame (default: all users pooled)")
     n.add_argument("--seed", type=int, default=0)
     n.add_argument("--json", action="store_true", help="print a JSON list, one object per factor")
+    _grid_options(n)
     n.set_defaults(func=cmd_nmi)
 
     f = add_parser(isub, "fairness", "fairness gap, Jain's index, resource fractions, ratios per user",
@@ -55,6 +60,7 @@ def register(sub):
     f.add_argument("--resource", help="resource column (default: subchannels or prbs)")
     f.add_argument("--window", help="also per window of this length, e.g. 1s")
     f.add_argument("--json", action="store_true")
+    _grid_options(f)
     f.set_defaults(func=cmd_fairness)
 
     b = add_parser(isub, "backlog", "does the assigned rate follow the backlog or the channel?",
@@ -72,6 +78,7 @@ def register(sub):
     b.add_argument("--bins", type=int, default=16)
     b.add_argument("--surrogates", type=int, default=100)
     b.add_argument("--json", action="store_true")
+    _grid_options(b)
     b.set_defaults(func=cmd_backlog)
 
     j = add_parser(isub, "jitter", "inter-service gaps per user",
@@ -81,6 +88,7 @@ def register(sub):
     j.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
     j.add_argument("--served", help="column > 0 when served (default served_bytes, subchannels, prbs, ...)")
     j.add_argument("--json", action="store_true")
+    _grid_options(j)
     j.set_defaults(func=cmd_jitter)
 
     s = add_parser(isub, "scheduler", "which scheduler explains the trace?",
@@ -97,7 +105,37 @@ def register(sub):
     s.add_argument("--backlog", help="backlog column, if known (default backlog_bytes when present)")
     s.add_argument("--retrain", action="store_true", help="train the model again instead of using the cache")
     s.add_argument("--json", action="store_true")
+    _grid_options(s)
     s.set_defaults(func=cmd_scheduler)
+
+
+def _grid_options(p):
+    g = p.add_argument_group("time grid (every FRAME is put on one regular grid before any analysis)")
+    g.add_argument("--resolution", help="grid step, e.g. 1s or 20ms (default: the median spacing of the "
+                                        "FRAME's timestamps); rows in one step are summed (bytes, counts), "
+                                        "averaged (dB, rates) or the last kept (states, ids); steps with "
+                                        "no row stay missing")
+    g.add_argument("--time-column", metavar="NAME",
+                   help="the time column (default: time, timestamp, seconds_since_epoch or time_s); epoch "
+                        "s/ms/us/ns, ISO 8601 or YYYY.MM.DD_hh.mm.ss (UCC), naive times taken as UTC")
+    g.add_argument("--by", action="append", metavar="COLUMN",
+                   help="one series per value of COLUMN (e.g. carrier, flow, direction), pooled like "
+                        "users; repeat for several. Without it such a column holding several values is "
+                        "an error")
+
+
+def _read(args, *columns):
+    from airlink import inference as inf
+    return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, by=args.by,
+                           columns=[c for c in columns if c])
+
+
+def _grid_line(frame) -> str:
+    a = frame.attrs
+    users = sorted(set(map(str, frame["user"]))) if "user" in frame.columns else []
+    series = f"; series: {', '.join(users)}" if users else ""
+    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {len(frame)} steps, {a.get('empty_bins', 0)} without a "
+            f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}")
 
 
 def _max_lag(text: str):
@@ -113,7 +151,7 @@ def _fmt(v, spec=".3f"):
 
 def cmd_nmi(args) -> int:
     from airlink import inference as inf
-    frame = inf.read_frames(args.frames)
+    frame = _read(args, args.target, *args.factor)
     table = inf.rank_factors(frame, target=args.target, factors=args.factor, max_lag=_max_lag(args.max_lag),
                              bins=args.bins, binning=args.binning, normalization=args.normalization,
                              n_surrogates=args.surrogates, n_boot=args.bootstrap, user=args.user,
@@ -122,21 +160,25 @@ def cmd_nmi(args) -> int:
         print_json(table.to_dict(orient="records"))
         return 0
     a = table.attrs
+    print(_grid_line(frame))
     print(f"target {args.target}: peak I_N over |lag| <= {a['max_lag']} samples "
           f"({_fmt(a['max_lag'] * a['sample_period_s'], 'g')} s), {args.bins} {args.binning} bins, "
           f"{args.surrogates} circular-shift surrogates")
-    print(f"{'factor':<24} {'peak_nmi':>8} {'lag_s':>9} {'p_value':>8} {'thresh':>7} {'corrected':>9}  interval (95%)")
+    print(f"{'factor':<24} {'peak_nmi':>8} {'lag_s':>9} {'samples':>7} {'p_value':>8} {'thresh':>7} "
+          f"{'corrected':>9}  interval (95%)")
     for r in table.itertuples():
-        print(f"{r.factor:<24} {r.peak_nmi:8.3f} {_fmt(r.lag_s, '9.3g')} {_fmt(r.p_value, '8.3f')} "
+        print(f"{r.factor:<24} {r.peak_nmi:8.3f} {_fmt(r.lag_s, '9.3g')} {r.lag:7d} {_fmt(r.p_value, '8.3f')} "
               f"{_fmt(r.threshold, '7.3f')} {_fmt(r.bias_corrected, '9.3f')}  "
-              f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]")
+              f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]" + ("  <- at the edge of the lag range" if r.at_edge else ""))
     print("positive lag: the factor leads the target")
+    if table["at_edge"].any():
+        print("a peak at the edge of the lag range may lie beyond it: widen --max-lag")
     return 0
 
 
 def cmd_fairness(args) -> int:
     from airlink import inference as inf
-    frame = inf.read_frames(args.frames)
+    frame = _read(args, args.rate, args.resource)
     rep = inf.fairness_report(frame, rate=args.rate, resource=args.resource, window=args.window)
     if args.json:
         out = dict(overall=rep["overall"], users=rep["users"].reset_index().to_dict(orient="records"))
@@ -162,7 +204,7 @@ def cmd_fairness(args) -> int:
 
 def cmd_backlog(args) -> int:
     from airlink import inference as inf
-    frame = inf.read_frames(args.frames)
+    frame = _read(args, args.rate, args.backlog, args.channel, args.sending)
     rep = inf.backlog_dependence(frame, rate=args.rate, backlog=args.backlog, channel=args.channel,
                                  sending=args.sending, bins=args.bins, window=args.window,
                                  max_lag=_max_lag(args.max_lag), n_surrogates=args.surrogates)
@@ -188,7 +230,7 @@ def cmd_backlog(args) -> int:
 
 def cmd_jitter(args) -> int:
     from airlink import inference as inf
-    frame = inf.read_frames(args.frames)
+    frame = _read(args, args.served)
     table = inf.jitter_report(frame, served=args.served)
     if args.json:
         print_json(table.to_dict(orient="records"))
@@ -200,7 +242,7 @@ def cmd_jitter(args) -> int:
 
 def cmd_scheduler(args) -> int:
     from airlink import inference as inf
-    frame = inf.read_frames(args.frames)
+    frame = _read(args, args.alloc, args.channel, args.backlog)
     model = inf.load_scheduler_model(retrain=args.retrain, progress=sys.stderr.isatty())
     res = inf.identify_scheduler(frame, model=model, alloc=args.alloc, channel=args.channel,
                                  backlog=args.backlog)

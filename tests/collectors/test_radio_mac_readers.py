@@ -124,10 +124,14 @@ def test_align_rules():
     t = pd.to_datetime(np.array([0, 200, 700, 1200]) * 10**6, unit="ns", utc=True)
     a = pd.DataFrame({"time": t, "rsrp_dbm": [-80.0, -82, -84, -90], "served_bytes": [100, 100, 100, 50]})
     b = pd.DataFrame({"time": t[:2], "flow": [0, 1], "packets": [3, 4]})
-    g = C.align({"rf": a, "tcp": b}, resolution="1s", how={"served_bytes": "rate"})
+    g = C.align({"rf": a, "tcp": b}, resolution="1s", how={"served_bytes": "rate"}, gaps={"tcp": "zero"})
     assert list(g["rf.rsrp_dbm"]) == [-82.0, -90.0]
     assert list(g["rf.served_bps"]) == [2400.0, 400.0]
+    # packets are events: an empty second is 0 packets when asked (gaps="zero") ...
     assert list(g["tcp.packets[0]"]) == [3, 0] and list(g["tcp.packets[1]"]) == [4, 0]
+    # ... and missing by default: a log without a row in a second says nothing about it
+    g = C.align({"tcp": b}, resolution="100ms")
+    assert g["tcp.packets[0]"].iloc[0] == 3 and np.isnan(g["tcp.packets[0]"].iloc[1])
 
 
 def test_clock_offset(shared_data):

@@ -108,8 +108,9 @@ def test_several_frames_are_aligned(run_airlink, tmp_path):
 
 
 def test_tcp_frame_flows_are_separate_series(run_airlink, tmp_path):
-    """A collectors-style tcp frame (time, flow, direction): each flow/direction is its own
-    series, pooled like users, never interleaved."""
+    """A collectors-style tcp frame (time, flow, direction): split only when asked (--by flow),
+    then each flow is its own series, pooled like users, never interleaved; without --by the
+    two flows are an error, never a silent split or mix."""
     rng = np.random.default_rng(8)
     n = 500
     t = pd.date_range("2026-01-01", periods=n, freq="100ms", tz="UTC")
@@ -123,10 +124,14 @@ def test_tcp_frame_flows_are_separate_series(run_airlink, tmp_path):
     frame.to_parquet(path)
     status, out, err = run_airlink("infer", "nmi", path, "--target", "rtt_ms", "--factor", "inflight_bytes",
                                    "--max-lag", "1s", "--surrogates", "0", "--json")
+    assert status == 2 and "'flow'" in err and "by='flow'" in err and len(err.strip().splitlines()) == 1
+    status, out, err = run_airlink("infer", "nmi", path, "--target", "rtt_ms", "--factor", "inflight_bytes",
+                                   "--max-lag", "1s", "--surrogates", "0", "--by", "flow", "--json")
     assert status == 0, err
     (row,) = json.loads(out)
-    assert row["lag_s"] == pytest.approx(0.3) and row["n_pairs"] == 2 * (n - 3)
+    assert row["lag_s"] == pytest.approx(0.3) and row["lag"] == 3 and row["n_pairs"] == 2 * (n - 3)
     status, out, err = run_airlink("infer", "nmi", path, "--target", "rtt_ms", "--factor", "inflight_bytes",
-                                   "--max-lag", "1s", "--surrogates", "0", "--user", "1/fwd", "--json")
+                                   "--max-lag", "1s", "--surrogates", "0", "--by", "flow", "--by", "direction",
+                                   "--user", "1/fwd", "--json")
     assert status == 0, err
     assert json.loads(out)[0]["n_pairs"] == n - 3
