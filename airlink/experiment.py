@@ -60,6 +60,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from airlink import rundir
 from airlink.traces import AirlinkError, parse_duration, parse_rate
 
 SECTIONS = ("name", "description", "radio", "shells", "applications", "capture",
@@ -191,9 +192,9 @@ def _opts(item) -> tuple:
 
 
 # ============================================================================ adapters
-def _simulate(radio: dict, outdir: Path, *, progress: bool):
-    """Adapter to airlink.sim: run the preset with overrides, write its files into outdir.
-    Returns the SimResult."""
+def _simulate(radio: dict, folder: "rundir.RunFolder", *, progress: bool):
+    """Adapter to airlink.sim: run the preset with overrides, write its files into the run
+    folder (all at once, through a staging folder). Returns the SimResult."""
     try:
         from airlink.sim import simulate
     except ImportError as exc:
@@ -201,7 +202,8 @@ def _simulate(radio: dict, outdir: Path, *, progress: bool):
     params = {k: v for k, v in radio.items() if k not in ("preset", "seed", "duration", "user", "trace")}
     result = simulate(radio.get("preset"), seed=int(radio.get("seed", 0)),
                       duration=str(radio.get("duration", "10s")), progress=progress, **params)
-    result.write(outdir)
+    with folder.staging(stage="radio") as tmp:
+        result.write(tmp)
     return result
 
 
@@ -249,11 +251,12 @@ def _replay_argv(shells: list, trace: Path | None, user, outdir: Path) -> list:
                     argv += [f"--{d}-queue", str(q)]
                 if qa:
                     argv += [f"--{d}-queue-args", str(qa)]
-            argv += ["--downlink-log", str(outdir / "downlink.log")]
+            # written under their partial names; the live stage renames them when it is over
+            argv += ["--downlink-log", str(rundir.partial_name(outdir / "downlink.log"))]
             if o.get("uplink"):
-                argv += ["--uplink-log", str(outdir / "uplink.log")]
-            argv += ["--downlink-tti-log", str(outdir / "link-downlink.parquet"),
-                     "--stats", str(outdir / "link-stats.json")]
+                argv += ["--uplink-log", str(rundir.partial_name(outdir / "uplink.log"))]
+            argv += ["--downlink-tti-log", str(rundir.partial_name(outdir / "link-downlink.parquet")),
+                     "--stats", str(rundir.partial_name(outdir / "link-stats.json"))]
             if o.get("once"):
                 argv += ["--once"]
     return argv
@@ -268,8 +271,7 @@ def _collect_capture(capture: Path, *, resolution: str, salvage: bool = True):
     except ImportError:
         from airlink.collectors.tcp import analyze_tcp  # not re-exported yet
     res = analyze_tcp(packets, resolution=resolution)
-    summary = res.summary() if callable(getattr(res, "summary", None)) else []
-    return packets, res.flows, res.series, summary
+    return packets, res, res.summary()
 
 
 def _nmi_scan(x: pd.Series, y: pd.Series, *, max_lag: int, bins: int, surrogates: int,
@@ -395,9 +397,11 @@ class Runner:
     """Runs the stages of one experiment into one output folder (see module docstring)."""
 
     def __init__(self, exp: Experiment, outdir, *, live: bool | None = None, progress: bool = True,
-                 report: bool = True):
+                 report: bool = True, overwrite: bool = False):
         self.exp = exp
         self.out = Path(outdir)
+        self.overwrite = overwrite
+        self.folder: rundir.RunFolder | None = None
         self.want_live = live
         self.progress = Progress(progress)
         self.want_report = report and exp.spec.get("report", True) is not False
@@ -419,16 +423,29 @@ class Runner:
         self.progress.note(text)
 
     def _write_info(self):
-        (self.out / "run.json").write_text(json.dumps(self.info, indent=2, default=str))
+        self.folder.write_json("run.json", self.info)
+        self.folder.write_manifest()
 
     # -- the run ---------------------------------------------------------------------
     def run(self) -> RunResult:
-        self.out.mkdir(parents=True, exist_ok=True)
+        """Run every stage; the folder's manifest says ``finished`` only when the run got to
+        the end (``failed`` after an error or an interrupt)."""
+        self.folder = rundir.RunFolder.create(self.out, overwrite=self.overwrite)
+        status = "failed"
+        try:
+            self._run_stages()
+            status = "finished"
+        finally:
+            self.folder.finish(status)
+            self.folder.give_to_sudo_user()
+        return RunResult(self.out, self.info)
+
+    def _run_stages(self) -> None:
         import yaml
-        (self.out / "experiment.yaml").write_text(
-            (f"# as run by airlink from {self.exp.path}\n" if self.exp.path else "")
-            + yaml.safe_dump(self.exp.spec, sort_keys=False))
-        (self.out / "versions.json").write_text(json.dumps(versions(), indent=2))
+        self.folder.write_text("experiment.yaml",
+                               (f"# as run by airlink from {self.exp.path}\n" if self.exp.path else "")
+                               + yaml.safe_dump(self.exp.spec, sort_keys=False))
+        self.folder.write_json("versions.json", versions())
         stages = [("radio", self.stage_radio), ("live", self.stage_live),
                   ("collect", self.stage_collect), ("infer", self.stage_infer),
                   ("report", self.stage_report)]
@@ -452,9 +469,7 @@ class Runner:
         self._write_info()
         if self.want_report:  # once more, so the page shows the finished run.json
             from airlink.report import write_report
-            write_report(self.out)
-        _give_to_sudo_user(self.out)
-        return RunResult(self.out, self.info)
+            self.folder.record(write_report(self.out), stage="report")
 
     # -- stage 1: radio ------------------------------------------------------------------
     def stage_radio(self, i):
@@ -472,7 +487,9 @@ class Runner:
                 raise AirlinkError(f"{path}: no such trace (give one with --trace PATH)")
             tr = read_trace(path)
             tr.meta.setdefault("source", str(path))
-            tr.write_parquet(self.out / "capacity.parquet")
+            with rundir.atomic_path(self.folder.file("capacity.parquet")) as tmp:
+                tr.write_parquet(tmp)
+            self.folder.record(self.out / "capacity.parquet", stage="radio")
             self.user = tr.users[0]
             self.info["replayed_user"] = self.user
             self.trace_path = path
@@ -480,12 +497,12 @@ class Runner:
             return "done", f"{path.name}: {float(tr.duration):.1f} s, mean {rate:.2f} Mbit/s"
         self.progress.stage(i, "radio", f"simulate preset {radio.get('preset')!r}, "
                                         f"{radio.get('duration', '10s')}, seed {radio.get('seed', 0)}")
-        result = _simulate(radio, self.out, progress=self.progress.tty)
+        result = _simulate(radio, self.folder, progress=self.progress.tty)
         self.trace_path = self.out / "capacity.parquet"
         if self.user not in result.capacity.users:
             raise AirlinkError(f"radio.user: no user {self.user!r} in the simulated cell "
                                f"(users {', '.join(result.capacity.users)})")
-        self.trace_path = _replayable(result.capacity, self.user, self.out) or self.trace_path
+        self.trace_path = _replayable(result.capacity, self.user, self.folder) or self.trace_path
         agg = (result.summary or {}).get("aggregate_throughput_mbps")
         rate = float(result.capacity.select(self.user).mean_rate_bps()[0] / 1e6)
         return "done", (f"{result.capacity.n_users} users, aggregate "
@@ -512,8 +529,8 @@ class Runner:
         spec = self.exp.spec
         cap = spec.get("capture") or {}
         snaplen = int(cap.get("snaplen", 128))
-        (self.out / "capture").mkdir(exist_ok=True)
-        (self.out / "apps").mkdir(exist_ok=True)
+        self.folder.mkdir(self.out / "capture")
+        self.folder.mkdir(self.out / "apps")
         port = _free_port()
         durations = []
         plan = []
@@ -551,15 +568,14 @@ class Runner:
             plan.append(entry)
         expected = max(durations + [1.0])
         plan_doc = {"apps": plan, "capture": bool(cap.get("inside", True)), "snaplen": snaplen,
-                    "pcap": str(self.out / "capture" / "inside.pcap"),
+                    "pcap": str(rundir.partial_name(self.out / "capture" / "inside.pcap")),
                     "ports": sorted({p["port"] for p in plan if "port" in p}),
                     "timeout": expected + 60}
-        plan_path = self.out / "apps" / "plan.json"
-        plan_path.write_text(json.dumps(plan_doc, indent=1))
+        plan_path = self.folder.write_json("apps/plan.json", plan_doc, stage="live")
         shells = spec.get("shells") or ([{"link": {}}] if self.trace_path else [{"delay": 0}])
         argv = _replay_argv(shells, self.trace_path, self.user, self.out)
         argv += ["--", sys.executable, "-m", "airlink.experiment", "inside", str(plan_path)]
-        (self.out / "apps" / "command.txt").write_text(" ".join(_quote(a) for a in argv) + "\n")
+        self.folder.write_text("apps/command.txt", " ".join(_quote(a) for a in argv) + "\n", stage="live")
         self.progress.stage(i, "live", f"{len(plan)} application(s) behind "
                                        f"{' > '.join(_opts(s)[0] for s in shells)}, about {expected:.0f} s")
         server = subprocess.Popen([sys.executable, "-m", "airlink.apps", "serve", "--port", str(port),
@@ -570,7 +586,8 @@ class Runner:
         try:
             _wait_for_file(self.out / "apps" / "server.ready", 10, server)
             if cap.get("host", True):
-                host_dump = _start_tcpdump(self.out / "capture" / "host.pcap", plan_doc["ports"], snaplen)
+                host_dump = _start_tcpdump(rundir.partial_name(self.out / "capture" / "host.pcap"),
+                                           plan_doc["ports"], snaplen)
             t0 = time.monotonic()
             with open(self.out / "apps" / "shell.err", "w") as err:
                 # the inside runner needs root for tcpdump and writes into OUTDIR: keep root
@@ -609,6 +626,7 @@ class Runner:
                 if p.poll() is None:
                     p.terminate()
                     p.wait(timeout=5)
+            self._promote_live_outputs()
         self.info["live"] = True
         results = []
         for entry in plan:
@@ -625,6 +643,18 @@ class Runner:
         ok = [r for r in results if "error" not in r]
         summary = "; ".join(_describe_app(r) for r in results)
         return ("done" if ok and status == 0 else "failed"), summary
+
+    def _promote_live_outputs(self) -> None:
+        """Rename what the shells and tcpdump wrote under partial names to the final names
+        (only once they have stopped), and record the live stage's files."""
+        for name in ("capture/inside.pcap", "capture/host.pcap", "downlink.log", "uplink.log",
+                     "link-downlink.parquet", "link-uplink.parquet", "link-stats.json"):
+            final = self.out / name
+            part = rundir.partial_name(final)
+            if part.exists():
+                os.replace(part, final)
+                self.folder.record(final, stage="live")
+        self.folder.record_tree(self.out / "apps", stage="live")
 
     # -- stage 3: collect ----------------------------------------------------------------
     def stage_collect(self, i):
@@ -646,19 +676,21 @@ class Runner:
         notes, all_summary = [], {}
         for k, cap in enumerate(captures):
             try:
-                packets, flows, series, summary = _collect_capture(cap, resolution=res)
+                packets, analysis, summary = _collect_capture(cap, resolution=res)
             except ImportError as exc:
                 return "skipped", f"the collectors are not available ({exc})"
             except AirlinkError as exc:
                 notes.append(str(exc))
                 continue
             prefix = "" if k == 0 else f"{cap.stem}-"
-            packets.to_parquet(self.out / f"{prefix}packets.parquet")
-            flows.to_parquet(self.out / f"{prefix}flows.parquet")
-            series.to_parquet(self.out / f"{prefix}tcp.parquet")
+            prov = {**rundir.provenance_of(packets), "file": str(cap), "reader": "pcap", "resolution": res}
+            for kind, part in rundir.COLLECT_KINDS.items():
+                frame = packets if kind == "packets" else getattr(analysis, {"tcp": "series", "tcp-events": "events"}.get(kind, kind))
+                self.folder.write_frame(f"{prefix}{part}.parquet", frame, kind=kind, stage="collect",
+                                        provenance=prov)
             all_summary[cap.name] = summary
-            notes.append(f"{cap.name}: {len(packets)} packets, {len(flows)} flows")
-        (self.out / "collect.json").write_text(json.dumps(all_summary, indent=2, default=_json_default))
+            notes.append(f"{cap.name}: {len(packets)} packets, {len(analysis.flows)} flows")
+        self.folder.write_json("collect.json", all_summary, stage="collect")
         return ("done" if all_summary else "failed"), "; ".join(notes)
 
     # -- stage 4: infer ------------------------------------------------------------------
@@ -681,7 +713,7 @@ class Runner:
                 return "skipped", f"the inference package is not available ({exc})"
             except (AirlinkError, KeyError, ValueError) as exc:
                 notes.append(f"{a.get('source')}/{a.get('target')}: {exc}")
-        (self.out / "nmi.json").write_text(json.dumps({"analyses": done}, indent=1))
+        self.folder.write_json("nmi.json", {"analyses": done}, stage="infer")
         for n in notes:
             self._note(f"inference: {n}")
         best = [f"{a['target']}<-{max(a['factors'], key=lambda f: f['peak_nmi'])['factor']}"
@@ -781,14 +813,14 @@ class Runner:
             return "skipped", "turned off"
         from airlink.report import write_report
         self.progress.stage(i, "report", f"writing {self.out / 'report.html'}")
-        write_report(self.out)
+        self.folder.record(write_report(self.out), stage="report")
         return "done", "report.html"
 
 
 MAX_LINK_TTI_MS = 10.0
 
 
-def _replayable(trace, user, outdir: Path) -> Path | None:
+def _replayable(trace, user, folder: "rundir.RunFolder") -> Path | None:
     """The link shell serves TTIs of 0.125..10 ms. A longer TTI (1xRTT's 20 ms frames,
     EGPRS's 20 ms blocks) is split into equal sub-TTIs of at most 10 ms with the bytes
     shared evenly, which keeps every TTI's total exact; the user's trace is written to
@@ -801,31 +833,13 @@ def _replayable(trace, user, outdir: Path) -> Path | None:
     col = trace.column(user)
     sub = Trace(np.repeat(col / k, k), trace.tti / k, [str(user)], trace.unit,
                 {**trace.meta, "resampled_from_tti_s": str(Fraction(trace.tti)), "selected_user": str(user)})
-    path = outdir / "link-trace.parquet"
-    sub.write_parquet(path)
+    path = folder.file("link-trace.parquet")
+    with rundir.atomic_path(path) as tmp:
+        sub.write_parquet(tmp)
+    folder.record(path, stage="radio")
     return path
 
 
-def _give_to_sudo_user(folder: Path) -> None:
-    """Under sudo, hand the output folder to the user who ran sudo (as the files of a plain
-    run would be)."""
-    uid, gid = os.environ.get("SUDO_UID"), os.environ.get("SUDO_GID")
-    if not uid or os.geteuid() != 0:
-        return
-    try:
-        uid_i, gid_i = int(uid), int(gid or uid)
-        for p in [folder, *folder.rglob("*")]:
-            os.chown(p, uid_i, gid_i, follow_symlinks=False)
-    except (OSError, ValueError):
-        pass
-
-
-def _json_default(o):
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, (pd.Timestamp, _dt.datetime)):
-        return o.isoformat()
-    return str(o)
 
 
 def _describe_app(r: dict) -> str:
@@ -941,7 +955,7 @@ def run_inside(plan_path) -> int:
         res["elapsed_s"] = time.monotonic() - t0
         if "error" in res:
             failures.append(res)
-        Path(entry["out"]).write_text(json.dumps(res, indent=1))
+        rundir.write_json(entry["out"], res)
 
     threads = [threading.Thread(target=one, args=(e,)) for e in plan["apps"]]
     for t in threads:
@@ -956,16 +970,19 @@ def run_inside(plan_path) -> int:
 
 # ============================================================================ public
 def run_experiment(experiment, outdir, *, live: bool | None = None, progress: bool = True,
-                   report: bool = True, overrides: dict | None = None) -> RunResult:
+                   report: bool = True, overrides: dict | None = None, overwrite: bool = False) -> RunResult:
     """Run an experiment (a YAML path, a mapping or an :class:`Experiment`) into ``outdir``.
 
     ``live``: None runs the live stage when this machine allows it (else says why and goes
     on offline), True requires it (error when impossible), False skips it.
     ``overrides``: dotted keys applied to the file, e.g. ``{"radio.trace": "x.down"}``.
+    ``overwrite``: an existing non-empty ``outdir`` is an error unless this is True; then the
+    artifacts of the earlier run (as its ``manifest.json`` lists them) are removed and any
+    other file in the folder stays.
     Returns a :class:`RunResult` whose ``info`` is the content of ``run.json``.
     """
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment, overrides=overrides)
-    return Runner(exp, outdir, live=live, progress=progress, report=report).run()
+    return Runner(exp, outdir, live=live, progress=progress, report=report, overwrite=overwrite).run()
 
 
 __all__ = ["Experiment", "load_experiment", "check_experiment", "run_experiment", "Runner", "RunResult",

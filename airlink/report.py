@@ -979,8 +979,8 @@ def write_report(outdir, *, output=None, title: str | None = None) -> Path:
     outdir = Path(outdir)
     page = build_report_html(outdir, title=title)
     out = Path(output) if output else outdir / REPORT_NAME
-    out.write_text(page, encoding="utf-8")
-    return out
+    from airlink.rundir import write_text
+    return write_text(out, page)
 
 
 __all__ = ["write_report", "build_report_html", "Artifacts", "fig_time_sequence", "REPORT_NAME"]

@@ -11,8 +11,10 @@ def register(sub):
                    "Run the stages of an experiment file in order: radio (simulate a preset with "
                    "overrides, or read a measured trace) -> live (the shells with the applications "
                    "inside, tcpdump inside the namespace and on the host) -> collect -> infer -> "
-                   "report. Everything lands in OUTDIR with the experiment file as run, versions.json "
-                   "and run.json. The live stage needs root and network namespaces; without them it "
+                   "report. Everything lands in OUTDIR with the experiment file as run, versions.json, "
+                   "run.json and manifest.json (every artifact, and whether the run finished). "
+                   "A non-empty OUTDIR is refused unless --overwrite; under sudo only what the run "
+                   "created is given to the invoking user. The live stage needs root and network namespaces; without them it "
                    "says why and the offline stages run on what exists.",
                    "sudo airlink run examples/pf-cell.yaml -o results/pf-cell\n"
                    "airlink run examples/lte-cubic-bbr.yaml -o results/lte --trace TMobile-LTE-short.down\n"
@@ -25,6 +27,9 @@ def register(sub):
     live = p.add_mutually_exclusive_group()
     live.add_argument("--offline", action="store_true", help="skip the live stage")
     live.add_argument("--live", action="store_true", help="fail unless the live stage can run")
+    p.add_argument("--overwrite", action="store_true",
+                   help="reuse a non-empty OUTDIR: remove the artifacts its manifest lists "
+                        "(files airlink did not write stay); without it such a folder is refused")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--quiet", action="store_true", help="no stage lines on stderr")
     p.add_argument("--json", action="store_true", help="print run.json (stages, results, notes)")
@@ -53,7 +58,8 @@ def cmd_run(args) -> int:
         exp.spec["radio"] = radio
     out = args.output or Path("results") / exp.name
     live = True if args.live else (False if args.offline else None)
-    result = run_experiment(exp, out, live=live, progress=not args.quiet, report=not args.no_report)
+    result = run_experiment(exp, out, live=live, progress=not args.quiet, report=not args.no_report,
+                            overwrite=args.overwrite)
     info = result.info
     if args.json:
         print_json(info)

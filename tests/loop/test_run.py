@@ -188,11 +188,14 @@ def test_long_ttis_are_split_for_the_link_shell(tmp_path):
     from airlink.experiment import _replayable
     from airlink.traces import Trace
     tr = Trace(np.array([[100.0, 1.0], [0.0, 2.0], [50.0, 3.0]]), "20ms", users=["1", "2"])
-    path = _replayable(tr, "1", tmp_path)
+    from airlink.rundir import RunFolder
+    folder = RunFolder.create(tmp_path / "run")
+    path = _replayable(tr, "1", folder)
+    assert folder.artifacts["link-trace.parquet"]["kind"] == "link-trace"
     sub = Trace.read_parquet(path)
     assert sub.tti_ms == 10 and sub.users == ["1"]
     assert np.allclose(sub.values[:, 0].reshape(-1, 2).sum(axis=1), [100, 0, 50])
-    assert _replayable(Trace(np.ones(5), "1ms"), "1", tmp_path / "x") is None
+    assert _replayable(Trace(np.ones(5), "1ms"), "1", folder) is None
 
 
 @pytest.mark.netns
