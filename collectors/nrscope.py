@@ -33,7 +33,8 @@ which NR-Scope writes with ``frequency_start`` 275 and TBS 0) are dropped and co
 is kept once (``attrs["duplicate_dcis"]``).
 
 Columns: ``time``, ``user`` (RNTI as text), ``slot`` (absolute slot number from the first
-frame), ``dci_direction`` (``downlink``/``uplink``/``unknown``), ``prbs``, ``prb_start``,
+slot of the log), ``sfn`` and ``slot_index`` (as logged), ``decoded_time`` (the logged
+timestamp), ``dci_direction`` (``downlink``/``uplink``/``unknown``), ``prbs``, ``prb_start``,
 ``mcs``, ``tbs_bytes``, ``layers``, ``modulation``, ``harq_id``, ``rv``, ``ndi`` and
 ``retransmission`` (True when PRBs are allocated and the TBS is 0: a HARQ retransmission
 carries no new bytes).
@@ -152,6 +153,9 @@ def read(path, *, subcarrier_spacing_khz: int | None = None) -> pd.DataFrame:
         "time": pd.to_datetime(t_ns, unit="ns", utc=True),
         "user": num["rnti"].astype(np.int64).astype(str).to_numpy(),
         "slot": rel.astype(np.int64),
+        "sfn": num["system_frame_index"].to_numpy(np.int64),
+        "slot_index": num["slot_index"].to_numpy(np.int64),
+        "decoded_time": pd.to_datetime(np.round(ts * 1e9).astype(np.int64), unit="ns", utc=True),
         "dci_direction": pd.Series(fmt).map(DIRECTIONS).fillna("unknown").to_numpy(),
         "dci_format": fmt,
         "prbs": prbs,

@@ -52,6 +52,9 @@ MAX_LINK_TTI = Fraction(10, 1000)
 def _norm_unit(unit: str) -> str:
     u = str(unit).strip()
     low = u.lower()
+    if u.endswith(("Bps", "B/s")):
+        raise AirlinkError(f"unknown unit {unit!r}: byte rates are not accepted (MBps is a common typo "
+                           f"for Mbps); use bit/s, kbit/s or Mbit/s")
     if low in AMOUNT_UNITS or low in RATE_UNITS:
         return low
     raise AirlinkError(f"unknown unit {unit!r}: use bytes or bits (per row) or bit/s, kbit/s, Mbit/s")
@@ -205,6 +208,10 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
     columns = [column] if isinstance(column, str) else list(column)
     if not columns:
         raise AirlinkError(f"{src}: no column given")
+    absent = [c for c in columns if c not in frame.columns]
+    if absent:
+        raise SchemaError(f"{src}: no column {absent[0]!r} "
+                          f"(columns: {', '.join(map(str, frame.columns[:16]))})")
     try:
         units = {column_unit(c, unit) for c in columns}
     except AirlinkError as exc:

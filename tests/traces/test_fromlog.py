@@ -1,0 +1,215 @@
+"""Measured logs -> capacity traces (``traces.from_log``, ``airlink trace from-log``) and the one
+split rule for long TTIs. Expected values are computed from the raw files with plain
+pandas/csv, never through airlink's readers."""
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from airlink import collectors as C
+from airlink import traces as T
+from airlink.traces import AirlinkError, Trace, from_log, split_long_ttis
+
+DATA = Path(__file__).parent / "data"
+XCAL = DATA / "xcal_style_mac_20ms_SYNTHETIC.csv"
+NR_AFTERNOON = "nr-scope/t_mobile1_ueactivity_afternoon_1.csv"
+ICELL = "icellspeed/D1_static/Austin/ATT/loc_31/control/data_310410_loc-lakeway-003c.csv"
+
+
+def _frame(times_s, **cols):
+    t = pd.to_datetime(np.round(np.asarray(times_s, float) * 1e9).astype(np.int64), unit="ns", utc=True)
+    return pd.DataFrame({"time": t, **cols})
+
+
+# -- rules on hand-made frames -------------------------------------------------------------
+def test_rates_are_integrated_over_any_tti():
+    f = _frame([0, 1, 2, 3], rate_bps=[8e6, 16e6, 0.0, 8e6])
+    one_s = from_log(f, column="rate_bps")
+    assert one_s.tti == 1 and one_s.values[:, 0].tolist() == [1e6, 2e6, 0.0, 1e6]
+    ms = from_log(f, column="rate_bps", tti="1ms")
+    assert ms.n_tti == 4000 and np.allclose(ms.values[:1000, 0], 1000) and np.allclose(ms.values[1000:2000, 0], 2000)
+    two = from_log(f, column="rate_bps", tti="2s")
+    assert two.values[:, 0].tolist() == [3e6, 1e6]
+    assert ms.values.sum() == pytest.approx(4e6) and ms.meta["unit"] == "bit/s"
+
+
+def test_rate_gap_is_zero_capacity_and_reported():
+    f = _frame([0, 1, 5, 6], thr=[8.0, 8.0, 16.0, 16.0])
+    tr = from_log(f, column="thr", unit="Mbit/s")
+    assert tr.values[:, 0].tolist() == [1e6, 1e6, 0, 0, 0, 2e6, 2e6]
+    assert tr.meta["gap_s"] == pytest.approx(3.0)
+
+
+def test_amounts_go_to_their_tti_and_sum():
+    f = _frame([0.0, 0.0004, 0.0031, 0.0031], tb_bits=[800, 80, 8, 16])
+    tr = from_log(f, column="tb_bits", tti="1ms")
+    assert tr.values[:, 0].tolist() == [110.0, 0.0, 0.0, 3.0]
+
+
+def test_carriers_summed_but_repeated_device_values_taken_once():
+    f = _frame([0, 0, 1, 1], carrier=["pcell", "scell_1"] * 2, tbs_bps=[8e6, 8e6, 16e6, 0.0],
+               throughput_bps=[4e6, 4e6, 12e6, 12e6])
+    assert from_log(f, column="tbs_bps").values[:, 0].tolist() == [2e6, 2e6]
+    thr = from_log(f, column="throughput_bps")
+    assert thr.values[:, 0].tolist() == [0.5e6, 1.5e6] and "once" in thr.meta["carriers"]
+
+
+def test_units_checked():
+    f = _frame([0, 1], tbs_bps=[1.0, 2.0], raw=[1, 2], text=["1", "x"])
+    with pytest.raises(AirlinkError, match="'tbs_bps' is in bit/s by its name, not Mbit/s"):
+        from_log(f, column="tbs_bps", unit="Mbit/s")
+    assert from_log(f, column="tbs_bps", unit="bps").values.sum() == pytest.approx(3 / 8)
+    with pytest.raises(AirlinkError, match="'raw': its name carries no unit"):
+        from_log(f, column="raw")
+    with pytest.raises(AirlinkError, match="unknown unit 'MBps'"):
+        from_log(f, column="raw", unit="MBps")
+    with pytest.raises(AirlinkError, match=r"column 'text': row 1: 'x' is not a number"):
+        from_log(f, column="text", unit="bits")
+    with pytest.raises(AirlinkError, match="no column 'nope'"):
+        from_log(f, column="nope", unit="bits")
+
+
+def test_users():
+    f = _frame([0, 0.0005, 0.002], user=["a", "b", "a"], tbs_bytes=[10.0, 20.0, 30.0])
+    with pytest.raises(AirlinkError, match="2 users in the log"):
+        from_log(f, column="tbs_bytes", tti="1ms")
+    assert from_log(f, column="tbs_bytes", tti="1ms", user="cell").values[:, 0].tolist() == [30, 0, 30]
+    a = from_log(f, column="tbs_bytes", tti="1ms", user="busiest")
+    assert a.users == ["a"] and a.values[:, 0].tolist() == [10, 0, 30]
+    with pytest.raises(AirlinkError, match="no user 'c'"):
+        from_log(f, column="tbs_bytes", tti="1ms", user="c")
+
+
+# -- the split rule --------------------------------------------------------------------------
+def test_split_long_ttis_keeps_every_tti_total():
+    tr = Trace([100.0, 0.0, 30.0], "20ms")
+    s = split_long_ttis(tr)
+    assert s.tti == Fraction(1, 100) and s.values[:, 0].tolist() == [50, 50, 0, 0, 15, 15]
+    assert s.duration == tr.duration and s.meta["resampled_from_tti_s"] == "1/50"
+    s3 = split_long_ttis(Trace([90.0], "25ms"))
+    assert s3.tti == Fraction(25, 3000) and np.allclose(s3.values[:, 0], 30)
+    same = Trace([1.0], "10ms")
+    assert split_long_ttis(same) is same
+    assert split_long_ttis(Trace([8.0], "2ms"), max_tti="1ms").values[:, 0].tolist() == [4, 4]
+
+
+def test_link_shell_accepts_a_20ms_trace(tmp_path):
+    """The trace `airlink run --trace` hands to the link shell: a 20 ms Parquet trace is
+    split by the one rule instead of refused."""
+    from airlink.replay.shells import _load
+    p = tmp_path / "gprs.parquet"
+    Trace([2500.0, 500.0], "20ms").write_parquet(p)
+    tr, _ = _load(p, None, 1500)
+    assert tr.tti_ms == 10 and tr.values[:, 0].tolist() == [1250, 1250, 250, 250]
+
+
+# -- real logs ---------------------------------------------------------------------------------
+def test_nrscope_user_trace_counts_new_transmissions_only(shared_data):
+    path = shared_data / NR_AFTERNOON
+    frame = C.read(path)
+    dl = frame[frame["dci_direction"] == "downlink"]
+    dl.attrs.update(frame.attrs)
+    raw = pd.read_csv(path)
+    raw = raw[(raw["dci_format"] == "1_1") & (raw["frequency_length"] > 0)]
+    user = int(raw["rnti"].value_counts().index[0])
+    mine = raw[raw["rnti"] == user]
+    tr = from_log(dl, column="tbs_bytes", user=str(user))
+    assert tr.tti == Fraction(1, 1000) and tr.meta["tti_from"] == "the log's slot timing"
+    assert tr.values.sum() == mine["transport_block_size"].sum() / 8
+    new = mine[mine["transport_block_size"] > 0]
+    assert int((tr.values[:, 0] > 0).sum()) == len(new.drop_duplicates(["system_frame_index", "slot_index",
+                                                                        "timestamp"]))
+    ratio = (mine["transport_block_size"] == 0).mean()
+    assert tr.meta["harq_retransmission_ratio"] == pytest.approx(ratio)
+    assert tr.meta["source"].endswith("afternoon_1.csv") and tr.meta["column"] == "tbs_bytes"
+    cell = from_log(dl, column="tbs_bytes", user="cell")
+    assert cell.values.sum() == raw["transport_block_size"].sum() / 8
+
+
+def _icell_raw(path):
+    raw = pd.read_csv(path, na_values=["None"])
+    tbs = raw[[c for c in raw.columns if c.endswith("_tbs")]].sum(axis=1, min_count=1)
+    return raw["seconds_since_epoch"].to_numpy(float), tbs.to_numpy(float), raw["throughput"].to_numpy(float)
+
+
+def test_icellspeed_tbs_summed_over_carriers(shared_data):
+    path = shared_data / ICELL
+    t, tbs, thr = _icell_raw(path)
+    frame = C.read(path)
+    a = from_log(frame, column="tbs_bps")
+    b = from_log(frame, column="throughput_bps")
+    assert a.tti == 1 and a.meta["carriers"] == "summed over carriers"
+    k = (t - t[0]).astype(int)
+    ok = ~np.isnan(tbs)
+    assert np.allclose(a.values[k[ok], 0], tbs[ok] * 1e6 / 8)
+    assert np.allclose(b.values[k, 0], thr * 1e6 / 8)
+    # the log's own columns: application throughput trails the TBS columns by one second
+    c = T.compare(a, b, max_lag="3s")
+    x, y = a.values[:, 0], b.values[:, 0]
+    assert c.corr_0 == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert c.corr_by_lag[1.0] == pytest.approx(np.corrcoef(x[:-1], y[1:])[0, 1])
+    assert c.best_lag_s == 1.0 and c.corr_best > c.corr_0 + 0.1
+    assert c.mean_ratio == pytest.approx(x.sum() / y.sum())
+    assert 1.02 < c.mean_ratio < 1.12                    # MAC/RLC/PDCP headers and HARQ
+
+
+def test_xcal_style_20ms_log(run_airlink, tmp_path):
+    raw = pd.read_csv(XCAL)
+    out = tmp_path / "endc.parquet"
+    status, text, err = run_airlink("trace", "from-log", XCAL, "--time-column", "td", "--column", "5G_TBS",
+                                    "--column", "4G_TBS", "--unit", "bits", "-o", out, "--json")
+    assert status == 0, err
+    s = json.loads(text)
+    assert s["tti_ms"] == 20 and s["tti_from"] == "median row spacing" and s["n_tti"] == len(raw)
+    tr = T.read_trace(out)
+    expect = (raw["5G_TBS"].fillna(0) + raw["4G_TBS"]) / 8
+    assert tr.values[:, 0].tolist() == expect.tolist()
+    assert tr.meta["column"] == "5G_TBS+4G_TBS" and tr.meta["unit"] == "bits"
+    assert split_long_ttis(tr).tti_ms == 10
+
+
+# -- command line ----------------------------------------------------------------------------
+def test_cli_nrscope_busiest_user(shared_data, run_airlink, tmp_path):
+    out = tmp_path / "ue.parquet"
+    status, text, err = run_airlink("trace", "from-log", shared_data / NR_AFTERNOON, "--user", "busiest",
+                                    "-o", out)
+    assert status == 0, err
+    assert "HARQ" in text and "retransmissions" in text
+    tr = T.read_trace(out)
+    assert tr.tti_ms == 1 and tr.meta["direction"] == "downlink" and tr.meta["rule"]
+    mm = tmp_path / "ue.down"
+    assert run_airlink("trace", "from-log", shared_data / NR_AFTERNOON, "--user", "busiest", "-o", mm)[0] == 0
+    assert mm.read_text().splitlines()[0].isdigit()
+
+
+def test_cli_icellspeed_reports_offset(shared_data, run_airlink, tmp_path):
+    status, text, err = run_airlink("trace", "from-log", shared_data / ICELL, "-o", tmp_path / "g.parquet",
+                                    "--json")
+    assert status == 0, err
+    c = json.loads(text)["comparison"]
+    assert c["b"] == "throughput_bps" and c["best_lag_s"] == 1.0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--user", "busiest", "--unit", "Mbit/s"], "afternoon_1.csv: column 'tbs_bytes' is in bytes by its name"),
+    ([], "afternoon_1.csv: 137 users in the log"),
+    (["--user", "7"], "afternoon_1.csv: no user '7'"),
+    (["--column", "nope", "--user", "busiest"], "afternoon_1.csv: no column 'nope'"),
+])
+def test_cli_bad_input_one_line(shared_data, run_airlink, tmp_path, args, message):
+    status, out, err = run_airlink("trace", "from-log", shared_data / NR_AFTERNOON, "-o", tmp_path / "x.parquet",
+                                   *args)
+    assert status == 2 and err.startswith("airlink: error: ") and message in err
+    assert err.count("\n") == 1 and not (tmp_path / "x.parquet").exists()
+
+
+def test_cli_plain_csv_errors(run_airlink, tmp_path):
+    status, _, err = run_airlink("trace", "from-log", XCAL, "--time-column", "when", "--column", "5G_TBS",
+                                 "--unit", "bits", "-o", tmp_path / "x.parquet")
+    assert status == 2 and "no column 'when'" in err and "td" in err
+    status, _, err = run_airlink("trace", "from-log", XCAL, "--time-column", "td", "--column", "5G_TBS",
+                                 "-o", tmp_path / "x.parquet")
+    assert status == 2 and "'5G_TBS': its name carries no unit" in err
