@@ -16,8 +16,10 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
   capture point), tshark's rule.
 * ``ack_max``: highest cumulative ACK sent by ``r``. *In flight* = ``snd_max - ack_max``
   (bytes; packets = bytes / MSS).
-* *Duplicate ACK* (as tshark): a segment of ``r`` without payload nor SYN/FIN/RST whose ACK
-  and non-zero window equal those of the previous segment of ``r``.
+* *Duplicate ACK* (as tshark's ``tcp.analysis.duplicate_ack``): a segment of ``r`` without
+  payload nor SYN/FIN/RST, at ``r``'s next sequence number (not a keep-alive), whose ACK and
+  non-zero window equal those of the previous segment of ``r``, and that does not answer a
+  keep-alive of ``d``.
 * *Fast retransmit*: a retransmission sent after at least 2 duplicate ACKs since the last
   advance of ``ack_max``, or inside the recovery episode such a retransmission opened
   (until ``ack_max`` passes the ``snd_max`` of its start). Every other retransmission is a
@@ -26,11 +28,14 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
   sent (tshark's notion), (b) Eifel (RFC 3522): the first ACK covering it echoes a TSval
   older than the retransmission's, or (c) DSACK (RFC 2883): ``r`` later reports its first
   byte as duplicate.
-* RTT samples: (1) sequence/ACK matching with Karn's rule: an ACK that advances
-  ``ack_max`` exactly to the end of a segment sent once gives ``t_ack - t_segment``,
-  unless ``d`` retransmitted anything in between; (2) timestamps (RFC 7323): the first ACK
-  that advances ``ack_max`` and echoes ``TSecr = v`` gives ``t_ack`` minus the time of the
-  first segment with ``TSval = v``.
+* RTT samples of direction ``d`` (the round trip from the capture point to ``d``'s receiver
+  and back): (1) sequence/ACK matching with Karn's rule: an ACK that advances ``ack_max``
+  exactly to the end of a segment sent once gives ``t_ack - t_segment``, unless ``d``
+  retransmitted anything in between; (2) timestamps (RFC 7323): the first segment of ``r``
+  echoing ``TSecr = v`` gives its time minus the time of the first segment of ``d`` (data,
+  pure ACK or SYN) with ``TSval = v``. Per flow: each direction's median/min/count, the
+  direction carrying more payload (``data_direction``) and the headline RTT the data
+  sender sees, median(data direction) + median(other direction) (:func:`_rtt_columns`).
 * Goodput: bytes newly cumulatively ACKed per second (``ack_max`` advance x 8 / bin);
   throughput: all payload bytes sent by ``d`` (retransmissions included) x 8 / bin.
 * Receiver window: ``r``'s window field shifted by ``r``'s window scale (when both SYNs
@@ -199,6 +204,11 @@ class TcpAnalysis:
                    "out_of_order": int(d["out_of_order"]),
                    "rtt_ms_median": _f(d["rtt_ms_median"]), "rtt_ms_min": _f(d["rtt_ms_min"]),
                    "rtt_samples": int(d["rtt_samples"]),
+                   "data_direction": str(d["data_direction"]) or None,
+                   "rtt_ms_median_fwd": _f(d["rtt_ms_median_fwd"]),
+                   "rtt_ms_median_rev": _f(d["rtt_ms_median_rev"]),
+                   "rtt_samples_fwd": int(d["rtt_samples_fwd"]),
+                   "rtt_samples_rev": int(d["rtt_samples_rev"]),
                    "goodput_bps": _f(d["goodput_bps"]), "loss_rate": _f(d["loss_rate"]),
                    "mss_bytes": _f(d["mss_bytes"]), "wscale_fwd": int(d["wscale_fwd"]),
                    "wscale_rev": int(d["wscale_rev"]), "sack_permitted": bool(d["sack_permitted"]),
@@ -498,7 +508,6 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
     # SYNs and FINs occupy sequence space: sent again, they are retransmissions too
     below = (data | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
-    del keepalive
 
     # ---- duplicate ACKs and zero windows (sent by this row's direction)
     pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
@@ -510,7 +519,19 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             dupack[idx[1:]] = (f[1:] == f[:-1]) & (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
             del f, ra, w
     del idx
-    dupack &= pure & (win > 0)
+    # tshark also requires the segment to sit at the sender's next sequence number (a
+    # keep-alive at snd_nxt - 1 repeating the ACK is a keep-alive, not a duplicate ACK)
+    dupack &= pure & (win > 0) & (rel == smb_own)
+    # ... and the answer to a keep-alive (the other side's previous segment) is not one either
+    cand = np.flatnonzero(dupack)
+    for d in (0, 1):
+        rows = cand[dr[cand] == d]
+        other = np.flatnonzero(dr != d)
+        if len(rows) and len(other):
+            p = np.searchsorted(other, rows) - 1
+            q = other[np.maximum(p, 0)]
+            dupack[rows[(p >= 0) & (fl[q] == fl[rows]) & keepalive[q]]] = False
+    del keepalive, cand
     zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
     del synfin, pure
 
@@ -685,14 +706,14 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             rtt_gd.append(gd[seg])
             rtt_method.append(np.zeros(len(ai), np.int8))
         del orig
-        # timestamp echo: the first ACK advancing ack_max that echoes TSecr = v, against the
-        # first data segment of the other direction with TSval = v
+        # timestamp echo: the first segment of one direction that echoes TSecr = v, against
+        # the first segment of the other direction with TSval = v (data, pure ACK or SYN:
+        # a receiver's ACKs echoed by the sender's data time the sender's side of the path)
         m32 = np.int64(M32)
         for a in (0, 1):
             d = 1 - a
-            ai = newacks[a]
-            ai = ai[has_ts[ai]]
-            tsi = np.flatnonzero(data & has_ts & (dr == d))
+            ai = np.flatnonzero(has_ts & (dr == a) & has_ack)
+            tsi = np.flatnonzero(has_ts & (dr == d))
             if not len(ai) or not len(tsi):
                 continue
             uk, first = _unique_first(fl_groups[tsi] * m32 + tsval[tsi])
@@ -840,22 +861,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     flows["dupacks"] = per_flow(dupack).astype(np.int64)
     flows["zero_windows"] = per_flow(zero_win).astype(np.int64)
     flows["out_of_order"] = per_flow(ooo).astype(np.int64)
-    rtt_flow = rtt_gd // 2
-    med = np.full(nflow, np.nan)
-    mn = np.full(nflow, np.nan)
-    cnt = np.zeros(nflow, np.int64)
-    if len(rtt_ms):
-        # prefer sequence/ACK samples; flows without any use timestamp samples
-        s = pd.DataFrame({"f": rtt_flow, "v": rtt_ms, "m": rtt_method})
-        best = s.groupby("f")["m"].transform("min")
-        s = s[s["m"] == best]
-        g = s.groupby("f")["v"]
-        med[g.median().index.to_numpy()] = g.median().to_numpy()
-        mn[g.min().index.to_numpy()] = g.min().to_numpy()
-        cnt[g.size().index.to_numpy()] = g.size().to_numpy()
-    flows["rtt_ms_median"] = med
-    flows["rtt_ms_min"] = mn
-    flows["rtt_samples"] = cnt
+    flows = _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, np.bincount(gd, weights=pay, minlength=ngd))
     retx_bytes = per_flow(retx & ~spurious, pay)
     all_bytes = per_flow(data, pay)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -903,6 +909,51 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     validate(series, "tcp", name="tcp series")
     return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
                        attrs={"packets": int(n_packets), "tcp_packets": int(n)})
+
+
+def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> pd.DataFrame:
+    """Per-direction and headline RTT columns of the flows table.
+
+    ``rtt_ms_{median,min}_{fwd,rev}`` and ``rtt_samples_{fwd,rev}``: the samples timing
+    direction d's segments against the other side's ACKs (or TSecr echoes), i.e. the round
+    trip from the capture point to d's receiver and back (sequence/ACK samples; timestamp
+    samples only for a direction without any). ``data_direction``: the direction carrying
+    more payload bytes ("" when neither carries any). The headline ``rtt_ms_median`` /
+    ``rtt_ms_min`` is the round trip the data sender sees: the two halves either side of
+    the capture point added, median(data half) + median(other half) (resp. minima); when
+    one half has no sample, the other alone. ``rtt_samples`` counts both halves' samples.
+    """
+    nflow = len(flows)
+    med = np.full((nflow, 2), np.nan)
+    mn = np.full((nflow, 2), np.nan)
+    cnt = np.zeros((nflow, 2), np.int64)
+    if len(rtt_ms):
+        pref = np.ones(2 * nflow, np.int8)
+        np.minimum.at(pref, rtt_gd, rtt_method)
+        keep = rtt_method == pref[rtt_gd]
+        g = pd.Series(rtt_ms[keep]).groupby(rtt_gd[keep])
+        at = g.size().index.to_numpy()
+        med.ravel()[at] = g.median().to_numpy()
+        mn.ravel()[at] = g.min().to_numpy()
+        cnt.ravel()[at] = g.size().to_numpy()
+    pg = np.asarray(payload_gd, np.float64)[: 2 * nflow].reshape(-1, 2) if nflow else np.zeros((0, 2))
+    data_dir = np.where(pg[:, 1] > pg[:, 0], 1, 0)
+    rows = np.arange(nflow)
+    other = 1 - data_dir
+
+    def headline(v):
+        a, b = v[rows, data_dir], v[rows, other]
+        return np.where(np.isnan(a), b, np.where(np.isnan(b), a, a + b))
+    flows["data_direction"] = np.where(pg.max(axis=1) > 0, np.where(data_dir == 1, "rev", "fwd"), "") \
+        if nflow else np.zeros(0, str)
+    flows["rtt_ms_median"] = headline(med)
+    flows["rtt_ms_min"] = headline(mn)
+    flows["rtt_samples"] = cnt.sum(axis=1)
+    for d, name in ((0, "fwd"), (1, "rev")):
+        flows[f"rtt_ms_median_{name}"] = med[:, d]
+        flows[f"rtt_ms_min_{name}"] = mn[:, d]
+        flows[f"rtt_samples_{name}"] = cnt[:, d]
+    return flows
 
 
 def _handshake_rtt_ns(fl, dr, t, flags, nflow) -> np.ndarray:

@@ -14,7 +14,8 @@ def register(sub):
                    "Parquet frames to OUTDIR: for a capture <name>.packets/.flows/.tcp/.events."
                    "parquet, for a log <name>.<kind>.parquet, plus summary.json. --json prints, "
                    "per flow: src, dst, sport, dport, packets, bytes, retransmissions, "
-                   "spurious_retransmissions, rtt_ms_median, ...",
+                   "spurious_retransmissions, data_direction, rtt_ms_median (the data sender's "
+                   "RTT: the capture point's two halves of the path added), rtt_ms_median_fwd/_rev, ...",
                    "airlink collect capture.pcap -o frames/ --resolution 100ms --json\n"
                    "airlink collect ../shared/data/ucc-5g/Download/Static/*.csv -o frames/\n"
                    "airlink collect log.tsv --format csv --mapping mapping.yaml -o frames/")
@@ -99,6 +100,10 @@ def cmd_collect(args) -> int:
                 print(f"{rec['file']}: {rec['packets']} packets, {len(rec['flows'])} flows")
                 for f in sorted(rec["flows"], key=lambda r: -r["bytes"])[:10]:
                     rtt = f"{f['rtt_ms_median']:.1f} ms" if f["rtt_ms_median"] is not None else "-"
+                    if f["data_direction"]:
+                        halves = "/".join("-" if f[f"rtt_ms_median_{d}"] is None else f"{f[f'rtt_ms_median_{d}']:.1f}"
+                                          for d in ("fwd", "rev"))
+                        rtt += f" (data {f['data_direction']}; halves fwd/rev {halves} ms)"
                     print(f"  {f['src']}:{f['sport']} -> {f['dst']}:{f['dport']} {f['proto']} "
                           f"{f['packets']} pkts {f['bytes']} B retx {f['retransmissions']} "
                           f"(spurious {f['spurious_retransmissions']}) rtt {rtt}")

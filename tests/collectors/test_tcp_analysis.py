@@ -92,9 +92,18 @@ def test_rtt_samples_obey_karn(analysis):
     rtt = ev[ev["event"] == "rtt"]
     seqack = rtt[rtt["kind"] == "seq_ack"]["rtt_ms"].to_numpy()
     assert np.allclose(seqack, [50.0])                 # later ACKs cover retransmitted data
-    tsr = sorted(rtt[rtt["kind"] == "timestamp"]["rtt_ms"].round(3))
-    assert tsr == [50.0, 50.0, 270.0]
-    assert analysis.flows.iloc[0]["rtt_ms_median"] == pytest.approx(50.0)
+    tsr = rtt[rtt["kind"] == "timestamp"]
+    # fwd: the SYN echoed by the SYN-ACK (10), data echoed by ACKs (50, 50, 270: the ACK at
+    # 410 echoes the original sent at 140) and the retransmission at 400 echoed by the
+    # DSACK at 460 (60); rev: the SYN-ACK echoed by the handshake ACK (10)
+    assert sorted(tsr[tsr["direction"] == "fwd"]["rtt_ms"].round(3)) == [10.0, 50.0, 50.0, 60.0, 270.0]
+    assert sorted(tsr[tsr["direction"] == "rev"]["rtt_ms"].round(3)) == [10.0]
+    fl = analysis.flows.iloc[0]
+    # per direction: sequence/ACK samples where a direction has any, else timestamps
+    assert fl["data_direction"] == "fwd"
+    assert (fl["rtt_ms_median_fwd"], fl["rtt_samples_fwd"]) == (pytest.approx(50.0), 1)
+    assert (fl["rtt_ms_median_rev"], fl["rtt_samples_rev"]) == (pytest.approx(10.0), 1)
+    assert fl["rtt_ms_median"] == pytest.approx(60.0)            # the two halves of the path
 
 
 def test_series(analysis):
