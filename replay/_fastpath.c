@@ -381,6 +381,12 @@ static PyObject *fp_relay(PyObject *self, PyObject *args) {
             drain_until = now_ns() + DRAIN_MAX_NS;
             continue;
         }
+        if ((fds[0].revents | fds[1].revents) & (POLLERR | POLLHUP | POLLNVAL)) {
+            /* a TUN device was removed from outside (a detached TUN fd polls POLLERR for
+               ever): stop instead of spinning */
+            errno = ENODEV;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
         now = now_ns();
         errors += stage_pull(down, now, inner);
         errors += stage_pull(up, now, outer);

@@ -60,15 +60,21 @@ class _Shell:
             set_timer_slack()
             ns.start()
             fast = (down.fast(), up.fast())
-            if None not in fast:
-                from . import _fastpath
-                counters = _fastpath.relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast)
-                counters["engine"] = "c"
-            else:
-                counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
-                                     on_finished=lambda: forward(signal.SIGTERM, None))
-                counters["engine"] = "python"
-                fast = None
+            try:
+                if None not in fast:
+                    from . import _fastpath
+                    counters = _fastpath.relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast)
+                    counters["engine"] = "c"
+                else:
+                    counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
+                                         on_finished=lambda: forward(signal.SIGTERM, None))
+                    counters["engine"] = "python"
+                    fast = None
+            except OSError as exc:
+                if isinstance(exc, AirlinkError):
+                    raise
+                raise AirlinkError(f"{self.tool}: the shell's network device failed while CMD ran "
+                                   f"({exc.strerror or exc}; removed from outside?): CMD was stopped") from None
             status = ns.wait()
             now = time.monotonic_ns()
             down.close(now)

@@ -21,6 +21,7 @@ import random
 from collections import deque
 from pathlib import Path
 
+from airlink.traces.atomic import commit, output_error, partial_path
 from airlink.traces.errors import AirlinkError, FormatError
 
 from .server import TraceServer
@@ -60,6 +61,9 @@ class Stage:
 
     def close(self, now_ns: int) -> None:
         """Flush logs; called once when the shell ends."""
+
+    def abort(self) -> None:
+        """Stop logging after a failure elsewhere (logs stay ``NAME.partial``)."""
 
     def fast(self):
         """The same stage in the C fast path (:mod:`airlink.replay._fastpath`), or None
@@ -388,12 +392,22 @@ class LinkStage(Stage):
             self.log.write_lines("".join(lines))
 
     def close(self, now_ns: int) -> None:
-        if self.log is not None or self.tti_log is not None:
-            self._flush()
-        if self.log is not None:
-            self.log.close()
-        if self.tti_log is not None:
-            self.tti_log.close()
+        try:
+            if self.log is not None or self.tti_log is not None:
+                self._flush()
+            if self.log is not None:
+                self.log.close()
+            if self.tti_log is not None:
+                self.tti_log.close()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Stop logging after a failure: logs not finished stay as ``NAME.partial``."""
+        for log in (self.log, self.tti_log):
+            if log is not None:
+                log.abort()
 
 
 FAST_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}
@@ -440,24 +454,45 @@ class TTILogWriter:
             cols[name] = pa.array(rec[:, i].astype(np.int64))
         cols["tti"] = pa.array(k)
         table = pa.table(cols)
-        if self._writer is None:
-            meta = {"kind": "mac", "tti_s": f"{server.tti.numerator}/{server.tti.denominator}",
-                    **self.meta}
-            schema = table.schema.with_metadata({b"airlink": json.dumps(meta, default=str).encode()})
-            self._writer = pq.ParquetWriter(self.path, schema)
-        self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
+        try:
+            if self._writer is None:
+                meta = {"kind": "mac", "tti_s": f"{server.tti.numerator}/{server.tti.denominator}",
+                        **self.meta}
+                schema = table.schema.with_metadata({b"airlink": json.dumps(meta, default=str).encode()})
+                self._writer = pq.ParquetWriter(partial_path(self.path), schema)
+            self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
+        except OSError as exc:
+            self.abort()
+            raise output_error(self.path, exc, doing="logging") from None
+
+    def abort(self) -> None:
+        """Stop writing; what was written stays as ``NAME.partial`` (not a complete log)."""
+        writer, self._writer = self._writer, False
+        if writer:
+            try:
+                writer.close()
+            except OSError:
+                pass
 
     def close(self) -> None:
-        if self._writer is None:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-            empty = {"time": pa.array([], pa.timestamp("ns", tz="UTC")), "user": pa.array([], pa.string())}
-            for name in ("capacity_bytes", "served_bytes", "backlog_bytes", "backlog_packets",
-                         "drops_packets", "drops_bytes", "arrivals_bytes", "tti"):
-                empty[name] = pa.array([], pa.int64())
-            pq.write_table(pa.table(empty), self.path)
-        else:
-            self._writer.close()
+        """Finish the log and give it its final name (``NAME.partial`` -> ``NAME``)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        if self._writer is False:       # aborted: stays partial
+            return
+        try:
+            if self._writer is None:
+                empty = {"time": pa.array([], pa.timestamp("ns", tz="UTC")), "user": pa.array([], pa.string())}
+                for name in ("capacity_bytes", "served_bytes", "backlog_bytes", "backlog_packets",
+                             "drops_packets", "drops_bytes", "arrivals_bytes", "tti"):
+                    empty[name] = pa.array([], pa.int64())
+                pq.write_table(pa.table(empty), partial_path(self.path))
+            else:
+                self._writer.close()
+        except OSError as exc:
+            raise output_error(self.path, exc, doing="logging") from None
+        self._writer = False
+        commit(self.path)
 
 
 def _boundaries(server, k):

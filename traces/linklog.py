@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .atomic import commit, output_error, partial_path
 from .errors import FormatError
 
 EVENTS = {"#": "opportunity", "+": "arrival", "-": "departure", "d": "drop"}
@@ -132,6 +133,12 @@ def parse_log_text(text: str, name: str = "<log>") -> pd.DataFrame:
     return frame
 
 
+def _one_line(value) -> str:
+    """A header value on one line: a command or file name with line breaks would otherwise
+    end the header and be read as (bad) event lines."""
+    return str(value).replace("\r", "\\r").replace("\n", "\\n")
+
+
 class LinkLogWriter:
     """Streaming writer of the mm-link log format.
 
@@ -144,44 +151,70 @@ class LinkLogWriter:
     def __init__(self, path, *, direction: str = "downlink", trace: str = "", queue: str = "infinite",
                  base_ms: int = 0, init_ms: int | None = None, command: str = "", tool: str = "airlink link"):
         self.path = Path(path)
-        self._f = open(self.path, "w", buffering=1 << 16)
-        w = self._f.write
-        w(f"# {tool} ({direction}) [{trace}] > {self.path}\n")
-        if command:
-            w(f"# command line: {command}\n")
-        w(f"# queue: {queue}\n")
-        w(f"# init timestamp: {init_ms if init_ms is not None else base_ms}\n")
-        w(f"# base timestamp: {base_ms}\n")
+        try:
+            self._f = open(partial_path(self.path), "w", buffering=1 << 16)
+        except OSError as exc:
+            raise output_error(self.path, exc, doing="creating the log") from None
+        one = _one_line
+        self.write_lines(f"# {tool} ({direction}) [{one(trace)}] > {one(self.path)}\n"
+                         + (f"# command line: {one(command)}\n" if command else "")
+                         + f"# queue: {one(queue)}\n"
+                         + f"# init timestamp: {init_ms if init_ms is not None else base_ms}\n"
+                         + f"# base timestamp: {base_ms}\n")
 
     @staticmethod
     def _t(t) -> str:
         return str(int(t)) if float(t).is_integer() else f"{t:.3f}"
 
     def opportunity(self, t, size: int):
-        self._f.write(f"{self._t(t)} # {int(size)}\n")
+        self.write_lines(f"{self._t(t)} # {int(size)}\n")
 
     def arrival(self, t, size: int):
-        self._f.write(f"{self._t(t)} + {int(size)}\n")
+        self.write_lines(f"{self._t(t)} + {int(size)}\n")
 
     def departure(self, t, size: int, delay):
-        self._f.write(f"{self._t(t)} - {int(size)} {int(round(delay))}\n")
+        self.write_lines(f"{self._t(t)} - {int(size)} {int(round(delay))}\n")
 
     def drop(self, t, packets: int, nbytes: int):
-        self._f.write(f"{self._t(t)} d {int(packets)} {int(nbytes)}\n")
+        self.write_lines(f"{self._t(t)} d {int(packets)} {int(nbytes)}\n")
 
     def write_lines(self, text: str):
-        """Append pre-formatted event lines (a fast path for shells that batch)."""
-        self._f.write(text)
+        """Append pre-formatted event lines (a fast path for shells that batch).
+
+        A failing write (disk full, ...) raises :class:`~airlink.traces.atomic.OutputError`
+        and leaves the log as ``NAME.partial``.
+        """
+        try:
+            self._f.write(text)
+        except OSError as exc:
+            self.abort()
+            raise output_error(self.path, exc, doing="logging") from None
+
+    def abort(self):
+        """Stop writing; what was written stays as ``NAME.partial`` (not complete)."""
+        try:
+            self._f.close()
+        except OSError:
+            pass
 
     def close(self):
-        if not self._f.closed:
+        """Finish the log: flush it and give it its final name (``NAME.partial`` -> ``NAME``)."""
+        if self._f.closed:
+            return
+        try:
             self._f.close()
+        except OSError as exc:
+            raise output_error(self.path, exc, doing="logging") from None
+        commit(self.path)
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 def write_log(frame: pd.DataFrame, path, **header) -> Path:
