@@ -179,7 +179,9 @@ def _client(scheduler: str | None, workers: int | None, n_tasks: int):
             client.close()
         return
     n = workers or max(1, min(os.cpu_count() or 1, n_tasks))
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, # the scheduler's HTTP routes on a free port (not 8787, which a
+                           # lab's own scheduler may hold), without the dashboard
+                           dashboard_address=":0", scheduler_kwargs={"dashboard": False},
                            preload=["airlink.sweep._worker"], silence_logs=logging.ERROR)
     client = Client(cluster)
     try:

@@ -67,7 +67,7 @@ class SweepSpec(BaseModel):
     def _grid(cls, grid):
         for key, values in grid.items():
             if not re.fullmatch(r"[A-Za-z_][\w-]*(\.[\w-]+)*", key):
-                raise ValueError(f"{key!r}: not a dotted key of the experiment file (like radio.seed)")
+                raise ValueError(f"{key}: not a dotted key of the experiment file (like radio.seed)")
             if not values:
                 raise ValueError(f"{key}: an empty list sweeps nothing")
             seen = set()
@@ -170,6 +170,8 @@ def _where(exc: ValidationError) -> str:
         return f"{loc}: unknown key (known: {known})"
     if err["type"] == "missing":
         return f"{loc}: required key is missing"
+    if loc == "grid" and msg.split(":", 1)[0] in (err.get("input") or {}):
+        return f"grid.{msg}"  # the validator names the key: grid.<key>: ...
     return f"{loc}: {msg}" if loc else msg
 
 
