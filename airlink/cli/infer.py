@@ -107,6 +107,7 @@ def register(sub):
     s.add_argument("--json", action="store_true")
     _grid_options(s)
     s.set_defaults(func=cmd_scheduler)
+    __import__("airlink.cli.infer_cell", fromlist=["register"]).register(isub)   # airlink infer cell
 
 
 def _grid_options(p):
