@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,13 +87,110 @@ def sniff_kind(head: bytes) -> str | None:
     return None
 
 
+class GzipStream:
+    """Decompress a gzip file (one or more members) and keep every byte that precedes
+    damage: a stream cut short, a corrupt deflate block, a bad CRC/length trailer or
+    trailing garbage ends the data where zlib could no longer decode it (Python's
+    ``gzip`` module loses the whole read that hits the damage). ``readinto`` returns
+    the decoded bytes; the first call past the damage raises :class:`GzipDamage`
+    (``.compressed_offset``: the byte of the compressed file where decoding stopped)."""
+
+    PIECE = 1 << 16                    # compressed bytes fed to zlib at a time
+
+    def __init__(self, path):
+        self._f = open(path, "rb")
+        self._d = zlib.decompressobj(31)
+        self._member_fed = False       # bytes of the current member given to zlib
+        self._pending = memoryview(b"")
+        self._in = 0                   # compressed bytes consumed
+        self._damage = None
+        self._end = False
+
+    def close(self):
+        self._f.close()
+
+    def read(self, n) -> bytes:
+        out = bytearray(n)
+        k = self.readinto(memoryview(out))
+        return bytes(out[:k])
+
+    def readinto(self, view) -> int:
+        done = 0
+        while done < len(view):
+            if not len(self._pending):
+                if self._damage is not None:
+                    if done:
+                        return done
+                    raise self._damage
+                if self._end:
+                    break
+                self._pending = memoryview(self._more())
+                continue
+            k = min(len(view) - done, len(self._pending))
+            view[done:done + k] = self._pending[:k]
+            self._pending = self._pending[k:]
+            done += k
+        return done
+
+    def _stop(self, what):
+        self._damage = GzipDamage(what, self._in)
+        self._end = True
+
+    def _more(self) -> bytes:
+        """The next decoded bytes (possibly empty); sets the end or the damage."""
+        piece = self._f.read(self.PIECE)
+        if not piece:
+            if self._member_fed and not self._d.eof:
+                self._stop(f"compressed stream cut short (gzip member unfinished at compressed byte "
+                           f"{self._in})")
+            self._end = True
+            return b""
+        outs = []
+        while piece:
+            if self._d.eof:                        # next member, zero padding, or garbage
+                if not piece.strip(b"\0"):
+                    self._in += len(piece)
+                    break
+                if piece[:2] != GZIP_MAGIC[:len(piece[:2])]:
+                    self._stop(f"trailing bytes that are not gzip data at compressed byte {self._in}")
+                    break
+                self._d = zlib.decompressobj(31)
+                self._member_fed = False
+            before = self._d.copy()
+            try:
+                outs.append(self._d.decompress(piece))
+            except zlib.error as exc:
+                # decode byte by byte from the state before this piece: keep all output up
+                # to the byte where zlib detects the damage
+                self._d = before
+                for i in range(len(piece)):
+                    try:
+                        outs.append(self._d.decompress(piece[i:i + 1]))
+                    except zlib.error:
+                        self._in += i
+                        break
+                self._stop(f"corrupt compressed data ({exc}) at compressed byte {self._in}")
+                break
+            self._member_fed = True
+            rest = self._d.unused_data if self._d.eof else b""
+            self._in += len(piece) - len(rest)
+            piece = rest
+        return b"".join(outs)
+
+
+class GzipDamage(Exception):
+    def __init__(self, what, compressed_offset):
+        super().__init__(what)
+        self.compressed_offset = compressed_offset
+
+
 def _open(path: Path):
     f = open(path, "rb")
     head = f.read(4)
     f.seek(0)
     if head[:2] == GZIP_MAGIC:
         f.close()
-        return gzip.open(path, "rb"), True
+        return GzipStream(path), True
     return f, False
 
 
@@ -123,10 +221,13 @@ class CaptureReader:
         self.progress = progress       # callable(bytes_done) or None
         self.format = None
         self.linktypes = set()
+        self._damage = None            # compressed-stream damage, reported after the data before it
 
     # -- errors -----------------------------------------------------------------
     def _fail(self, what, offset, packet=None):
         pk = self.packets + 1 if packet is None else packet
+        if self._damage is not None:   # what follows compressed-stream damage is its consequence
+            what = f"{self._damage}: {what}"
         msg = (f"{self.name}: {what} at byte {offset} (packet {pk}); "
                f"{pk - 1} packets read")
         if self.salvage:
@@ -174,6 +275,8 @@ class CaptureReader:
                 if not k:
                     break
                 done += k
+        except GzipDamage as exc:          # the bytes before it are kept and parsed first
+            self._damage = f"compressed data is damaged: {exc}"
         except (OSError, EOFError, gzip.BadGzipFile, Exception) as exc:  # zlib.error too
             self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})", self._consumed + done)
         return done
@@ -181,6 +284,9 @@ class CaptureReader:
     def _read(self, f, n):
         try:
             return f.read(n)
+        except GzipDamage as exc:
+            self._damage = f"compressed data is damaged: {exc}"
+            return b""
         except (OSError, EOFError, gzip.BadGzipFile, Exception) as exc:  # zlib.error too
             self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})", self._consumed)
             return b""
@@ -217,7 +323,7 @@ class CaptureReader:
             block[:len(carry)] = np.frombuffer(carry, np.uint8)
             got = self._readinto(f, memoryview(block)[len(carry):len(carry) + self.chunk])
             block[len(carry) + got:] = 0
-            if not got:
+            if not got or self._damage is not None:
                 eof = True
             n = len(carry) + got
             if n == 0:
@@ -256,6 +362,8 @@ class CaptureReader:
                         f"{struct.unpack(endian + 'I', carry[8:12])[0]} captured bytes present)")
                 self._fail(what, self._consumed)
                 break
+        if self._damage is not None and self.problem is None:
+            self._fail("end of the data", self._consumed)
         self._buffer = self._mask = self._walk_out = None   # the reused buffers are not needed any more
 
     def _pcap_walk_c(self, buf, n, endian, ns_per_tick, frac_max, limit):
@@ -411,6 +519,8 @@ class CaptureReader:
             p += struct.unpack_from(endian + "I", raw, p + 4)[0]
         flush()
         self._consumed = p
+        if self._damage is not None and self.problem is None:
+            self._fail("end of the data", p, self.packets + 1)
         if runs:
             cols = [np.concatenate([r[k] for r in runs]) for k in range(6)]
             yield RecordBatch(buf, cols[0], cols[1], cols[2], cols[3], cols[4],
