@@ -126,6 +126,17 @@ def link_addresses(block) -> tuple:
     return str(net.network_address + 1), str(net.network_address + 2)
 
 
+def divide_block(block, n: int) -> list:
+    """Blocks of ``n`` UEs inside a cell shell's ``block``: the block cut into ``2**m > n``
+    equal parts; part 0 keeps the shell's own link ``/30``, parts 1..n go to the UEs (each
+    UE's address is its part's ``.2``, its gateway ``.1``; shells nested in a UE divide its part)."""
+    net = ipaddress.ip_network(block)
+    m = max(1, int(n).bit_length())
+    if net.prefixlen + m > 28:
+        raise AirlinkError(f"address block {net} cannot hold {n} UEs (nested too deep or too many UEs)")
+    return [str(p) for p in list(net.subnets(prefixlen_diff=m))[1:n + 1]]
+
+
 class OuterSide:
     """The TUN on the shell's side, its addresses and the route of its whole block."""
 
@@ -262,8 +273,10 @@ def _init_main(cmd, env):
             os._exit(_exit_code(status))
 
 
-def _child_main(parent_pid, sock, outer: "OuterSide", cmd, env):
-    """Child C: make the namespace, hand the inner TUN to the shell, then run CMD."""
+def _child_main(parent_pid, sock, outer: "OuterSide", addresses, cmd, env):
+    """Child C: make the namespace, hand the inner TUN to the shell, then run CMD.
+
+    ``addresses`` = ``(inner, gateway)``: this namespace's address and its default route."""
     try:
         set_parent_death_signal()
         if os.getppid() != parent_pid:
@@ -272,7 +285,7 @@ def _child_main(parent_pid, sock, outer: "OuterSide", cmd, env):
         for s in _RELAYED:
             signal.signal(s, signal.SIG_IGN if s == signal.SIGINT else signal.SIG_DFL)
         unshare(CLONE_NEWNET)
-        fd = _configure_inner(outer.inner, outer.outer)
+        fd = _configure_inner(*addresses)
         ns = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         socket.send_fds(sock, [b"ok"], [fd, ns])
         os.close(fd)
@@ -299,15 +312,23 @@ class Namespace:
 
     ``Namespace(cmd, env)`` builds everything up to a running child waiting for
     :meth:`start`; ``outer_fd``/``inner_fd`` carry the downlink/uplink packets.
+
+    Several namespaces may share one outer side (the cell shell: one TUN and address
+    block outside, one namespace per UE): pass ``outer_side``, the namespace's own
+    ``block`` (a part of the outer side's, which nested shells inside it divide) and its
+    ``addresses`` ``(inner, gateway)``; the shared outer side is not closed with it.
     """
 
-    def __init__(self, cmd, *, env=None):
+    def __init__(self, cmd, *, env=None, outer_side: "OuterSide | None" = None, block=None,
+                 addresses=None):
         require_root()
         self.env = dict(os.environ if env is None else env)
         parent_block = self.env.get("AIRLINK_BLOCK")
-        self.outer_side = OuterSide(parent_block)
+        self._own_outer = outer_side is None
+        self.outer_side = OuterSide(parent_block) if outer_side is None else outer_side
         self.outer_fd = self.outer_side.fd
-        self.block = self.outer_side.block
+        self.block = self.outer_side.block if block is None else str(block)
+        self.addresses = (self.outer_side.inner, self.outer_side.outer) if addresses is None else tuple(addresses)
         self.env["AIRLINK_BLOCK"] = self.block
         if not parent_block:
             self.env["AIRLINK_BASE"] = self.outer_side.outer
@@ -320,7 +341,7 @@ class Namespace:
         pid = os.fork()
         if pid == 0:
             parent_sock.close()
-            _child_main(os.getppid(), child_sock, self.outer_side, self.cmd, self.env)
+            _child_main(os.getppid(), child_sock, self.outer_side, self.addresses, self.cmd, self.env)
         child_sock.close()
         self.pid = pid
         self._sock = parent_sock
@@ -338,7 +359,8 @@ class Namespace:
 
     def _fail(self, message):
         os.waitpid(self.pid, 0)
-        self.outer_side.close()
+        if self._own_outer:
+            self.outer_side.close()
         raise AirlinkError(message)
 
     def start(self):
@@ -378,7 +400,8 @@ class Namespace:
             if v is not None and v >= 0:
                 os.close(v)
                 setattr(self, fd, -1)
-        self.outer_side.close()
+        if self._own_outer:
+            self.outer_side.close()
 
 
 def _dev_stats(name: str):

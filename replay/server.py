@@ -27,7 +27,48 @@ RECORD_COLUMNS = ("tti", "capacity_bytes", "served_bytes", "backlog_bytes", "bac
                   "drops_packets", "drops_bytes", "arrivals_bytes")
 
 
-class TraceServer:
+class ByteServer:
+    """Byte-granular service of one queue: :meth:`serve` hands out a budget of bytes to the
+    head of the queue; a packet may be split across budgets (as RLC segments an SDU) and
+    departs when its last byte is served. Shared by :class:`TraceServer` (budgets from a
+    capacity trace) and the cell shell (budgets from the scheduler)."""
+
+    def __init__(self):
+        self.in_service = None     # (packet, arrival_ns) being segmented
+        self.in_service_left = 0   # its bytes still to serve
+        self.served_bytes = 0
+
+    def backlog(self, queue) -> tuple:
+        """``(bytes, packets)`` waiting: the queue plus the unserved part of the packet in service."""
+        if self.in_service is None:
+            return queue.backlog_bytes, len(queue)
+        return queue.backlog_bytes + self.in_service_left, len(queue) + 1
+
+    def serve(self, queue, budget: int, t: int, out: list) -> int:
+        """Serve up to ``budget`` bytes at time ``t``; departures are appended to ``out`` as
+        ``(packet, arrival_ns, t)``. Returns the bytes served (less than ``budget`` only
+        when the queue ran empty)."""
+        served = 0
+        left = budget
+        while left > 0:
+            if self.in_service is None:
+                item = queue.dequeue(t)
+                if item is None:
+                    break
+                self.in_service = item
+                self.in_service_left = len(item[0])
+            take = self.in_service_left if self.in_service_left < left else left
+            self.in_service_left -= take
+            left -= take
+            served += take
+            if self.in_service_left == 0:
+                out.append((self.in_service[0], self.in_service[1], t))
+                self.in_service = None
+        self.served_bytes += served
+        return served
+
+
+class TraceServer(ByteServer):
     """Serve a queue by a per-TTI capacity trace.
 
     Parameters
@@ -64,9 +105,7 @@ class TraceServer:
         self._carry = 0.0          # fractional byte remainder
         self._end_k = self._boundary(1)
         self._skip_ns = 4 * (self._tti_ns.numerator // self._tti_ns.denominator + 1)
-        self.in_service = None     # (packet, arrival_ns) being segmented
-        self.in_service_left = 0   # its bytes still to serve
-        self.served_bytes = 0
+        ByteServer.__init__(self)
         self.capacity_bytes = 0    # integer budget offered so far
         self.finished = False
         self.record = record
@@ -83,12 +122,6 @@ class TraceServer:
     def next_boundary_ns(self) -> int:
         """When the current TTI ends (its capacity is served then)."""
         return self._end_k
-
-    def backlog(self, queue) -> tuple:
-        """``(bytes, packets)`` waiting: the queue plus the unserved part of the packet in service."""
-        if self.in_service is None:
-            return queue.backlog_bytes, len(queue)
-        return queue.backlog_bytes + self.in_service_left, len(queue) + 1
 
     def advance(self, now_ns: int, queue, arrivals_bytes: int = 0) -> list:
         """Serve every TTI that ended at or before ``now_ns``.
@@ -108,24 +141,7 @@ class TraceServer:
             budget = floor(total)
             self._carry = total - budget
             self.capacity_bytes += budget
-            t = self._end_k
-            served = 0
-            left = budget
-            while left > 0:
-                if self.in_service is None:
-                    item = queue.dequeue(t)
-                    if item is None:
-                        break
-                    self.in_service = item
-                    self.in_service_left = len(item[0])
-                take = self.in_service_left if self.in_service_left < left else left
-                self.in_service_left -= take
-                left -= take
-                served += take
-                if self.in_service_left == 0:
-                    out.append((self.in_service[0], self.in_service[1], t))
-                    self.in_service = None
-            self.served_bytes += served
+            served = self.serve(queue, budget, self._end_k, out)
             if self.record:
                 self._record_row(self.k, budget, served, queue, arrivals_bytes)
             self._next_tti()

@@ -13,8 +13,9 @@ VALUE_OPTIONS = {
              "--opportunity-bytes", "--downlink-tti-log", "--uplink-tti-log", "--stats"},
     "delay": {"--trace", "--uplink", "--downlink", "--stats"},
     "loss": {"--gilbert", "--seed", "--stats"},
-    "cell": {"--scheduler", "--preset", "--users", "--log", "--seed", "--tti", "--config",
-             "--user-trace", "--queue", "--queue-args", "--set"},
+    "cell": {"--scheduler", "--preset", "--users", "--seed", "--tti", "--config", "--duration",
+             "--queue", "--queue-args", "--set", "--uplink", "--mac-log", "--log-dir", "--warmup",
+             "--late-after", "--stats"},
 }
 # How many positional arguments each shell takes before its command.
 POSITIONALS = {"link": 1, "delay": 1, "loss": 2, "cell": 0}

@@ -1,0 +1,76 @@
+"""``airlink cell [options] -- CMD [ARGS]``: several UEs share one live scheduled downlink."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from airlink.cli._common import add_parser
+
+EXAMPLE = """\
+sudo airlink cell --preset imt-advanced --scheduler pf --users 4 --seed 1 \\
+     --queue droptail --queue-args packets=500 --mac-log mac.parquet --log-dir logs/ \\
+     -- sh -c 'iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t 10'
+airlink infer nmi mac.parquet --target assigned_rate_bps --factor backlog_bytes
+sudo airlink delay 20 airlink cell --preset 1xrtt --scheduler backlog --users 2 -- ./download.sh"""
+
+
+def register(sub):
+    p = add_parser(
+        sub, "cell", "run a command in each of several UEs that share one live scheduled downlink",
+        "Run CMD once in each of N UEs, every UE in its own network namespace with its own "
+        "address ($AIRLINK_UE_ADDRESS; $AIRLINK_UE is 1..N, $AIRLINK_BASE the address of the "
+        "outside). Downlink packets to a UE wait in its base-station queue; every TTI the "
+        "simulator's scheduler (the same code as `airlink simulate`: fading channel with CSI "
+        "delay, HARQ, link adaptation) decides from the channel and the live queue backlogs how "
+        "many bytes each UE receives, so TCP's backlog feeds back into the scheduler. Writes a "
+        "per-TTI MAC log in the simulator's mac columns (--mac-log, readable by `airlink infer`) "
+        "and Mahimahi-format per-UE logs (--log-dir). A TTI handled late is counted and "
+        "reported, never stretched. Needs root; under sudo CMD runs as you. The exit status is "
+        "the worst of the commands'. Nests inside `airlink delay` / `airlink loss`.",
+        EXAMPLE)
+    p.add_argument("--preset", help="evdo, imt-advanced, hsdpa, egprs, 1xrtt, quick (default quick) or a YAML file")
+    p.add_argument("--config", type=Path, action="append", default=[],
+                   help="YAML file of parameter overrides (repeatable; later wins)")
+    p.add_argument("--scheduler", help="rr, maxcir, pf, lambda, backlog, mcpfs, or package.module:Class")
+    p.add_argument("--users", type=int, help="number of UEs (default: the preset's)")
+    p.add_argument("--seed", type=int, default=0, help="radio seed: channel and draws as `airlink simulate`'s")
+    p.add_argument("--tti", help="TTI length, 0.5 to 10 ms (default: the preset's)")
+    p.add_argument("--duration", help="stop after this long (e.g. 30s); default: when every CMD exited")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                   help="any preset parameter, value in YAML syntax (e.g. --set n_subchannels=50)")
+    p.add_argument("--queue", choices=["droptail", "drophead", "infinite"], default="droptail",
+                   help="each UE's base-station queue (droptail)")
+    p.add_argument("--queue-args", metavar="ARGS", default="packets=500",
+                   help="packets=N and/or bytes=N (default packets=500)")
+    p.add_argument("--uplink", metavar="RATE_OR_TRACE",
+                   help="per-UE uplink: a constant rate (2Mbit/s) or a capacity trace; "
+                        "default unconstrained")
+    p.add_argument("--mac-log", type=Path, metavar="FILE", help="per-TTI Parquet MAC log of the live run")
+    p.add_argument("--log-dir", type=Path, metavar="DIR", help="Mahimahi-format logs ue<N>.down.log (and .up.log)")
+    p.add_argument("--warmup", metavar="BYTES",
+                   help="start the TTI clock only when every UE has this much queued (e.g. 300KB)")
+    p.add_argument("--late-after", metavar="DURATION",
+                   help="lateness from which a TTI counts as late (default half a TTI)")
+    p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
+    p.set_defaults(func=run, cmd=[])
+
+
+def run(args) -> int:
+    from airlink.cli.simulate import parse_sets
+    from airlink.replay.cell import CellShell
+    from airlink.sim.engine import read_parameter_file
+    overrides = {}
+    for path in args.config:
+        overrides.update(read_parameter_file(path))
+    overrides.update(parse_sets(args.sets))
+    shell = CellShell(preset=args.preset, scheduler=args.scheduler, users=args.users, seed=args.seed,
+                      tti=args.tti, duration=args.duration, overrides=overrides, queue=args.queue,
+                      queue_args=None if args.queue == "infinite" else args.queue_args,
+                      uplink=args.uplink, mac_log=args.mac_log, log_dir=args.log_dir,
+                      warmup_bytes=args.warmup, late_after=args.late_after)
+    status = shell.run(args.cmd or None, stats_path=args.stats)
+    s = shell.last_stats
+    if s is not None and s["ttis"]:
+        import sys
+        print(f"airlink cell: {s['ttis']} TTIs, {s['late_ttis']} late ({100 * s['late_fraction']:.3f} %), "
+              f"shell CPU {s['cpu_per_s']:.2f} s per s", file=sys.stderr)
+    return status

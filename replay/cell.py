@@ -1,0 +1,628 @@
+"""The cell shell: several real applications share one live, scheduled downlink.
+
+``airlink cell`` gives every UE its own network namespace and address behind one shell;
+a base-station queue per UE holds the downlink packets, and once per TTI the simulator's
+scheduler (the same :meth:`airlink.sim.step.Radio.step` as ``airlink simulate``: channel
+with CSI delay, HARQ with block errors, link adaptation, RR / MaxCIR / PF / MC-PFS /
+R/T^lambda / backlog-driven) decides from the channel and the **live** queue backlogs how
+many bytes each UE receives. TCP sets the backlog from the rate it sees; the scheduler sets
+the rate from the backlog: the loop of the source papers, closed with real applications.
+
+Time: TTI ``k`` covers ``[start + k*tti, start + (k+1)*tti)``; at its end the scheduler
+decides with the bytes queued by then and the bytes granted leave the queue at once
+(byte-granular, as :class:`airlink.replay.server.ByteServer`; fractional bytes carry to
+the next TTI). A TTI handled more than ``late_after`` (half a TTI by default) after its end
+is *late*: counted, logged (``late`` column) and reported, never stretched - the TTI grid
+stays fixed to the clock.
+
+Addresses: the shell takes an address block like every shell (``AIRLINK_BASE`` is the
+outermost side's address), cuts it into parts (:func:`airlink.replay.plumbing.divide_block`)
+and gives UE ``i`` the ``.2`` of part ``i``; downlink packets go to the UE whose part holds
+their destination. CMD runs once per UE, as the user who ran sudo, with ``AIRLINK_UE``
+(1..N) and ``AIRLINK_UE_ADDRESS`` set; the exit status is the worst (largest) of theirs.
+
+Library entry point::
+
+    from airlink.replay.cell import run_cell
+    status = run_cell(["sh", "-c", "iperf3 -c $AIRLINK_BASE -p $((5200+AIRLINK_UE)) -R -t 10"],
+                      preset="imt-advanced", scheduler="pf", users=4, seed=1,
+                      queue="droptail", queue_args="packets=500", mac_log="mac.parquet")
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import os
+import resource
+import select
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from airlink.traces.errors import AirlinkError
+from airlink.traces.units import parse_duration, parse_rate, parse_size
+
+from .queues import make_queue
+from .server import ByteServer
+from .stages import LinkStage, Stage
+
+KILL_GRACE_S = 3.0
+DRAIN_QUIET_NS = 30_000_000     # after every CMD exited: stop once 30 ms pass without a packet ...
+DRAIN_MAX_NS = 1_000_000_000    # ... or after 1 s
+READ_BATCH = 256
+MAX_PACKET = 65536
+UNBOUNDED_S = 24 * 3600         # the radio's horizon when no duration is given
+MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in memory)
+
+#: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
+LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
+                "late", "lateness_us")
+
+
+class CellShell:
+    """A live cell: N UEs in their own namespaces, one scheduled downlink (``airlink cell``).
+
+    Parameters (keyword-only; ``None`` means the preset's value)
+    ----------
+    preset : name or YAML file of a simulator preset (default ``quick``)
+    scheduler : ``rr``, ``maxcir``, ``pf``, ``lambda``, ``backlog``, ``mcpfs``, a dotted path
+        or a scheduler object (see :mod:`airlink.sim.sched_base`)
+    users : number of UEs
+    seed : the radio's seed: the same seed gives the simulator's channel and draws
+    tti : TTI length (``"1ms"``; 0.5 to 10 ms)
+    duration : stop after this long (CMDs get SIGTERM); None: until every CMD has exited
+    overrides : further preset parameters (``{"n_subchannels": 50, "pf_a": 0.01}``)
+    queue, queue_args : each UE's base-station queue (``droptail``/``drophead`` with
+        ``packets=``/``bytes=``, or ``infinite``; see :mod:`airlink.replay.queues`)
+    uplink : None (unconstrained), a rate (``"2Mbit/s"``, constant per UE) or a capacity
+        trace (path or :class:`airlink.traces.Trace`; column ``i`` for UE ``i`` when it has
+        one per UE, else the same trace for every UE)
+    mac_log : path of the per-TTI Parquet MAC log (the simulator's ``mac`` columns with the
+        live queue's backlog, arrivals and drops, plus ``drops_bytes``, ``late``,
+        ``lateness_us``)
+    log_dir : folder for Mahimahi-format per-UE logs ``ue<N>.down.log`` (and ``ue<N>.up.log``
+        with a constrained uplink)
+    warmup_bytes : hold the TTI clock until every UE has this many bytes queued (int or
+        ``"300KB"``): to start from full queues, as a full-buffer simulation does
+    late_after : lateness (duration) from which a TTI counts as late (default half a TTI)
+    """
+
+    tool = "airlink cell"
+
+    def __init__(self, *, preset=None, scheduler=None, users=None, seed: int = 0, tti=None,
+                 duration=None, overrides=None, queue: str = "droptail", queue_args=None,
+                 uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None):
+        from airlink.sim.engine import _scheduler_name, _validate, make_scheduler, resolve_config
+        over = dict(overrides or {})
+        for key, value in (("n_users", users), ("tti", tti)):
+            if value is not None:
+                over[key] = value
+        sched_spec = scheduler if scheduler is not None else over.pop("scheduler", None)
+        cfg = resolve_config(preset, {**over, "scheduler": sched_spec if isinstance(sched_spec, str) else None})
+        if sched_spec is None or isinstance(sched_spec, str):
+            sched_spec = cfg["scheduler"]
+        self.scheduler = make_scheduler(sched_spec, cfg)
+        cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else _scheduler_name(self.scheduler)
+        cfg["seed"] = int(seed)
+        self.n_users, self.n_subchannels = _validate(cfg)
+        from airlink.sim.step import parse_cfg_tti
+        self.tti = parse_cfg_tti(cfg["tti"])
+        if not Fraction(1, 2000) <= self.tti <= Fraction(1, 100):
+            raise AirlinkError(f"a cell's TTI must be 0.5 to 10 ms, got {float(self.tti) * 1000:g} ms")
+        self.duration = None if duration is None else parse_duration(duration)
+        if self.duration is not None:
+            self.n_tti = int(self.duration / self.tti)
+            if self.n_tti < 1:
+                raise AirlinkError(f"duration {float(self.duration):g} s holds no TTI")
+            cfg["duration"] = f"{float(self.duration):g}s"
+        else:
+            self.n_tti = None
+            horizon = MEASURED_UNBOUNDED_S if cfg["channel_trace"] is not None else UNBOUNDED_S
+            cfg["duration"] = f"{horizon}s"
+        self.cfg = cfg
+        self.queue_kind, self.queue_args = queue, queue_args
+        make_queue(queue, queue_args)       # bad options fail before any namespace exists
+        self.uplink = _uplink_capacity(uplink, self.n_users, self.tti)
+        self.mac_log = None if mac_log is None else Path(mac_log)
+        self.log_dir = None if log_dir is None else Path(log_dir)
+        self.warmup_bytes = None if warmup_bytes is None else parse_size(warmup_bytes)
+        late = Fraction(self.tti) / 2 if late_after is None else parse_duration(late_after, "ms")
+        self.late_ns = int(late * 10**9)
+        self.last_stats = None
+
+    def _radio(self, live=True):
+        from airlink.sim.step import Radio, n_tti_of
+        return Radio(self.cfg, self.scheduler, n_users=self.n_users, n_subchannels=self.n_subchannels,
+                     n_tti=n_tti_of(self.cfg), live=live)
+
+    # -- running -------------------------------------------------------------------------
+    def run(self, cmd=None, *, env=None, stats_path=None) -> int:
+        """Run ``cmd`` once in every UE's namespace; the worst exit status (128 + signal
+        number for a command killed by a signal). ``stats_path`` writes a JSON summary
+        (also kept in :attr:`last_stats`)."""
+        from .plumbing import Namespace, OuterSide, divide_block, require_root, set_timer_slack
+        require_root(self.tool)
+        base_env = dict(os.environ if env is None else env)
+        # a throw-away radio compiles/loads the step before any clock runs
+        _warm_up(self._radio())
+        radio = self._radio()
+        outer = OuterSide(base_env.get("AIRLINK_BLOCK"))
+        namespaces = []
+        handlers = {}
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            blocks = divide_block(outer.block, self.n_users)
+            for i, block in enumerate(blocks, start=1):
+                net = ipaddress.ip_network(block)
+                inner, gateway = str(net.network_address + 2), str(net.network_address + 1)
+                ue_env = dict(base_env)
+                ue_env.update(AIRLINK_UE=str(i), AIRLINK_UE_ADDRESS=inner, AIRLINK_USERS=str(self.n_users))
+                ue_env.setdefault("AIRLINK_BASE", outer.outer)
+                namespaces.append(Namespace(cmd, env=ue_env, outer_side=outer, block=block,
+                                            addresses=(inner, gateway)))
+            cmdline = " ".join(namespaces[0].cmd)
+
+            def forward(sig, _frame):
+                for ns in namespaces:
+                    ns.signal(sig)
+                if signal.getitimer(signal.ITIMER_REAL)[0] == 0:
+                    signal.setitimer(signal.ITIMER_REAL, KILL_GRACE_S)
+
+            def kill_all(_sig=None, _frame=None):
+                for ns in namespaces:
+                    ns.signal(signal.SIGKILL)
+
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+                handlers[s] = signal.signal(s, forward)
+            handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_all)
+            set_timer_slack()
+            ru = resource.getrusage(resource.RUSAGE_SELF)
+            cpu0 = ru.ru_utime + ru.ru_stime
+            live = _LiveCell(self, radio, outer, namespaces, pool, cmdline)
+            for ns in namespaces:
+                ns.start()
+            live.loop(stop=lambda: forward(signal.SIGTERM, None))
+            statuses = [ns.wait() for ns in namespaces]
+            ru = resource.getrusage(resource.RUSAGE_SELF)
+            stats = live.finish(statuses, cpu_s=ru.ru_utime + ru.ru_stime - cpu0,
+                                kernel=[ns.device_drops() for ns in namespaces])
+            self.last_stats = stats
+            if stats_path:
+                Path(stats_path).write_text(json.dumps(stats, indent=2, default=str) + "\n")
+            return max(statuses)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            for s, h in handlers.items():
+                signal.signal(s, h)
+            for ns in namespaces:
+                ns.signal(signal.SIGKILL)
+            for ns in namespaces:
+                try:
+                    ns.wait()
+                finally:
+                    ns.close()
+            outer.close()
+            pool.shutdown(wait=True)
+
+
+def run_cell(cmd=None, *, stats_path=None, env=None, **options) -> int:
+    """Run ``cmd`` in every UE of a live cell; see :class:`CellShell` for the options.
+    Returns the worst exit status."""
+    return CellShell(**options).run(cmd, env=env, stats_path=stats_path)
+
+
+def _uplink_capacity(uplink, n_users, tti):
+    """Per-UE ``(capacity bytes per TTI array, tti, name)`` or None (unconstrained)."""
+    if uplink is None:
+        return None
+    from airlink.traces import Trace, read_trace
+    if isinstance(uplink, (int, float)) or (isinstance(uplink, str) and not Path(uplink).exists()
+                                            and any(c.isdigit() for c in uplink)):
+        bps = parse_rate(uplink)
+        if not bps > 0:
+            raise AirlinkError(f"uplink rate must be positive, got {uplink!r}")
+        cap = np.array([bps * float(tti) / 8])
+        return [(cap, tti, f"{bps:g} bit/s")] * n_users
+    tr = uplink if isinstance(uplink, Trace) else read_trace(uplink)
+    name = str(uplink) if not isinstance(uplink, Trace) else str(tr.meta.get("source", "trace"))
+    if tr.unit != "bytes":
+        raise AirlinkError(f"{name}: an uplink needs a capacity trace in bytes per TTI, not {tr.unit!r}")
+    out = []
+    for i in range(n_users):
+        col = tr.values[:, i if tr.n_users == n_users else 0]
+        if col.sum() <= 0:
+            raise AirlinkError(f"{name}: UE {i + 1}'s uplink trace has no capacity at all")
+        out.append((col, tr.tti, name))
+    return out
+
+
+def _warm_up(radio):
+    inp = radio.inputs(0, 1)
+    radio.step(inp, 0, 1, radio.new_outputs(1), backlog=np.zeros(radio.n_users))
+
+
+class _LiveCell:
+    """The real-time loop of one run (state and counters); see :class:`CellShell`."""
+
+    def __init__(self, shell: CellShell, radio, outer, namespaces, pool, cmdline):
+        self.shell, self.radio, self.pool = shell, radio, pool
+        self.outer_fd = outer.fd
+        self.n = n = shell.n_users
+        self.inner_fds = [ns.inner_fd for ns in namespaces]
+        self.pidfds = {ns.pidfd: i for i, ns in enumerate(namespaces)}
+        self.queues = [make_queue(shell.queue_kind, shell.queue_args) for _ in range(n)]
+        self.servers = [ByteServer() for _ in range(n)]
+        self.carry = np.zeros(n)
+        net = ipaddress.ip_network(outer.block)
+        parts = [ipaddress.ip_network(b) for b in (ns.block for ns in namespaces)]
+        self.net_base = int(net.network_address)
+        self.net_mask = int(net.netmask)
+        self.part_shift = 32 - parts[0].prefixlen
+        self.arrivals_bytes = [0] * n
+        self.arrivals_packets = [0] * n
+        self.departures_bytes = [0] * n
+        self.departures_packets = [0] * n
+        self.unroutable = 0
+        self.write_errors = 0
+        self.tti_ns = shell.tti * 10**9
+        self.uplinks = []
+        self.up_logs = []
+        self.down_logs = [None] * n
+        self.wall_start_ns = time.time_ns()
+        if shell.log_dir is not None:
+            from airlink.traces import LinkLogWriter
+            shell.log_dir.mkdir(parents=True, exist_ok=True)
+            q = self.queues[0].describe()
+            self.down_logs = [LinkLogWriter(shell.log_dir / f"ue{i + 1}.down.log", direction="downlink",
+                                            trace=f"cell {shell.cfg['preset']} {shell.cfg['scheduler']}",
+                                            queue=q, base_ms=self.wall_start_ns // 1_000_000,
+                                            command=cmdline, tool="airlink cell") for i in range(n)]
+            self._log_lines = [[] for _ in range(n)]
+        start = time.monotonic_ns()
+        for i in range(n):
+            if shell.uplink is None:
+                self.uplinks.append(Stage())
+                continue
+            cap, tti, name = shell.uplink[i]
+            log = None
+            if shell.log_dir is not None:
+                from airlink.traces import LinkLogWriter
+                log = LinkLogWriter(shell.log_dir / f"ue{i + 1}.up.log", direction="uplink", trace=name,
+                                    queue="infinite", base_ms=self.wall_start_ns // 1_000_000,
+                                    command=cmdline, tool="airlink cell")
+            self.uplinks.append(LinkStage(cap, tti, queue=make_queue("infinite"), start_ns=start, log=log))
+        # per-chunk MAC rows of the live columns
+        self._mac_writer = None
+        self._pending_write = None
+        self.ttis = 0
+        self.late = 0
+        self.lateness = []          # per chunk: arrays of lateness (ns)
+        self.max_late_ns = 0
+        first = radio.chunk if shell.n_tti is None else min(radio.chunk, shell.n_tti)
+        self.first_inputs = radio.inputs(0, first)
+
+    # -- the TTI -------------------------------------------------------------------------------
+    def _new_chunk(self, inp):
+        n = self.n
+        rows = inp.n
+        self.inp = inp
+        self.out = self.radio.new_outputs(rows)
+        self.live = {"backlog_bytes": np.zeros((rows, n)), "backlog_packets": np.zeros((rows, n), np.int64),
+                     "arrivals_bytes": np.zeros((rows, n)), "drops_packets": np.zeros((rows, n), np.int64),
+                     "drops_bytes": np.zeros((rows, n), np.int64), "late": np.zeros((rows, n), bool),
+                     "lateness_us": np.zeros((rows, n), np.int64)}
+        self.rows = 0
+        k_next = inp.k0 + inp.n
+        horizon = self.radio.n_tti if self.shell.n_tti is None else self.shell.n_tti
+        if k_next < horizon:
+            self._next = self.pool.submit(self.radio.inputs, k_next, min(self.radio.chunk, horizon - k_next))
+        else:
+            self._next = None
+
+    def _tti(self, k, now):
+        """Decide and serve TTI ``k`` (it ended at ``boundary(k + 1)``, handled at ``now``)."""
+        i = k - self.inp.k0
+        if i >= self.inp.n:
+            self._flush_mac()
+            self._new_chunk(self._next.result())
+            i = 0
+        queues, servers = self.queues, self.servers
+        # the bytes queued, less the fraction of a byte the scheduler already served (carry)
+        backlog = np.array([s.backlog(q)[0] for s, q in zip(servers, queues)], dtype=np.float64)
+        np.maximum(backlog - self.carry, 0.0, out=backlog)
+        row = {name: a[i:i + 1] for name, a in self.out.items()}
+        self.radio.step(self.inp, i, i + 1, row, backlog=backlog)
+        served = self.out["served"][i]
+        t_end = self._boundary(k + 1)
+        late_ns = now - t_end
+        carry = self.carry
+        carry += served
+        live = self.live
+        for u in range(self.n):
+            budget = math.floor(carry[u] + 1e-9)
+            deps = []
+            if budget > 0:
+                carry[u] -= budget
+                servers[u].serve(queues[u], budget, t_end, deps)
+                fd = self.inner_fds[u]
+                for p, _a, _t in deps:
+                    try:
+                        os.write(fd, p)
+                    except OSError:
+                        self.write_errors += 1
+                self.departures_packets[u] += len(deps)
+                self.departures_bytes[u] += sum(len(d[0]) for d in deps)
+            if carry[u] < 0:
+                carry[u] = 0.0
+            b, p = servers[u].backlog(queues[u])
+            live["backlog_bytes"][i, u] = b
+            live["backlog_packets"][i, u] = p
+            if self.down_logs[u] is not None:
+                self._log_tti(u, t_end, budget, deps)
+        live["late"][i] = late_ns > self.shell.late_ns
+        live["lateness_us"][i] = max(late_ns, 0) // 1000
+        self._arrivals_row(i)
+        self.rows = i + 1
+        self.ttis += 1
+        if late_ns > self.shell.late_ns:
+            self.late += 1
+        if late_ns > self.max_late_ns:
+            self.max_late_ns = late_ns
+
+    def _arrivals_row(self, i):
+        """Arrivals and drops since the previous TTI go to this TTI's row."""
+        live = self.live
+        for u, q in enumerate(self.queues):
+            prev = self._seen[u]
+            live["arrivals_bytes"][i, u] = self.arrivals_bytes[u] - prev[0]
+            live["drops_packets"][i, u] = q.drops_packets - prev[1]
+            live["drops_bytes"][i, u] = q.drops_bytes - prev[2]
+            self._seen[u] = (self.arrivals_bytes[u], q.drops_packets, q.drops_bytes)
+
+    def _log_tti(self, u, t_end, budget, deps):
+        base = self.base_mono
+        lines = self._log_lines[u]
+        t_ms = (t_end - base) / 1e6
+        fmt = self.down_logs[u]._t
+        if budget > 0:
+            lines.append(f"{fmt(round(t_ms, 3))} # {budget}\n")
+        for p, a, _t in deps:
+            lines.append(f"{fmt(round(t_ms, 3))} - {len(p)} {int(round((t_end - a) / 1e6))}\n")
+        if len(lines) > 5000:
+            self.down_logs[u].write_lines("".join(lines))
+            lines.clear()
+
+    def _boundary(self, k):
+        x = k * self.tti_ns
+        return self.start_ns + x.numerator // x.denominator
+
+    def _flush_mac(self, final=False):
+        """Write the finished rows of the current chunk to the MAC log (in the background,
+        one chunk at a time, in order)."""
+        shell = self.shell
+        if shell.mac_log is None or self.rows == 0:
+            return
+        r = self.rows
+        out = {k: v[:r] for k, v in self.out.items()}
+        live = {k: v[:r] for k, v in self.live.items()}
+        inp = self.inp
+        args = (out, live, inp.sinr_db[:r], inp.sinr_rep_db[:r], inp.k0)
+        if self._pending_write is not None:
+            self._pending_write.result()
+        self._pending_write = self.pool.submit(self._write_mac, *args)
+        if final:
+            self._pending_write.result()
+
+    def _write_mac(self, out, live, sinr_db, sinr_rep_db, k0):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        frame = self.radio.mac_frame(out, sinr_db, sinr_rep_db, live["arrivals_bytes"],
+                                     start_ns=self.wall_start_ns, k0=k0)
+        for name in LIVE_COLUMNS:
+            frame[name] = live[name].ravel()
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        if self._mac_writer is None:
+            from airlink import __version__
+            cfg = {k: v for k, v in self.shell.cfg.items() if k != "description"}
+            meta = {"source": "airlink cell", "preset": cfg["preset"], "scheduler": cfg["scheduler"],
+                    "parameters": cfg, "seed": cfg["seed"], "rate_table": self.radio.table.name,
+                    "tti_s": f"{self.shell.tti.numerator}/{self.shell.tti.denominator}",
+                    "queue": self.queues[0].describe(), "airlink_version": __version__,
+                    "late_after_us": self.shell.late_ns // 1000}
+            header = json.dumps({"kind": "mac", "meta": meta}, default=str).encode()
+            schema = table.schema.with_metadata({b"airlink": header})
+            self._mac_writer = pq.ParquetWriter(shell_path(self.shell.mac_log), schema)
+        self._mac_writer.write_table(table.replace_schema_metadata(self._mac_writer.schema.metadata))
+
+    # -- the loop ------------------------------------------------------------------------
+    def loop(self, stop):
+        """Move packets and run TTIs until every CMD has exited (then a short drain, TTIs
+        still running, so that closing handshakes get through) or the duration is over
+        (then CMDs get SIGTERM; the loop ends when they have exited)."""
+        clock = time.monotonic_ns
+        read, write = os.read, os.write
+        outer_fd = self.outer_fd
+        inner = self.inner_fds
+        rlist = [outer_fd, *inner, *self.pidfds]
+        running = set(self.pidfds)
+        queues = self.queues
+        warmup = self.shell.warmup_bytes
+        started = False
+        self._seen = [(0, 0, 0)] * self.n
+        self.base_mono = clock()
+        drain_until = None
+        quiet_since = None
+        limit = self.shell.n_tti
+        over = False
+        k = 0
+        if warmup is None:
+            started = self._start(clock())
+        while True:
+            now = clock()
+            if started and not over:
+                k = self._run_due(k, now)
+                if limit is not None and k >= limit:
+                    over = True
+                    stop()              # the run's duration is over: CMDs get SIGTERM
+            for st in self.uplinks:
+                for p in st.pull(now):
+                    try:
+                        write(outer_fd, p)
+                    except OSError:
+                        self.write_errors += 1
+            if not running and (over or drain_until is not None and (
+                    now >= drain_until or quiet_since is not None and now - quiet_since > DRAIN_QUIET_NS)):
+                break
+            # sleep until a packet, a TTI end or an uplink event
+            t = self._boundary(k + 1) if started and not over else None
+            for st in self.uplinks:
+                e = st.next_event_ns()
+                if e is not None and (t is None or e < t):
+                    t = e
+            timeout = None if t is None else max(t - clock(), 0) / 1e9
+            if drain_until is not None or not started:
+                cap = DRAIN_QUIET_NS / 1e9 if started else 0.01
+                timeout = cap if timeout is None else min(timeout, cap)
+            try:
+                ready = select.select(rlist, [], [], timeout)[0]
+            except InterruptedError:   # pragma: no cover - PEP 475 retries
+                continue
+            if not ready:
+                if drain_until is not None and quiet_since is None:
+                    quiet_since = clock()
+                if not started and self._all_backlogged(warmup):
+                    started = self._start(clock())
+                continue
+            quiet_since = None
+            now = clock()
+            if started and not over:
+                # TTIs that ended before these packets were read are decided without them
+                k = self._run_due(k, now)
+            for fd in ready:
+                if fd in running:
+                    running.discard(fd)
+                    rlist.remove(fd)
+                    if not running and drain_until is None:
+                        drain_until = now + DRAIN_MAX_NS
+                elif fd == outer_fd:
+                    for _ in range(READ_BATCH):
+                        try:
+                            p = read(outer_fd, MAX_PACKET)
+                        except BlockingIOError:
+                            break
+                        u = self._ue_of(p)
+                        if u < 0:
+                            self.unroutable += 1
+                            continue
+                        self.arrivals_packets[u] += 1
+                        self.arrivals_bytes[u] += len(p)
+                        q = queues[u]
+                        before = q.drops_packets
+                        q.enqueue(p, now)
+                        if self.down_logs[u] is not None:
+                            self._log_arrival(u, now, p, q.drops_packets - before)
+                elif fd in inner:
+                    st = self.uplinks[inner.index(fd)]
+                    for _ in range(READ_BATCH):
+                        try:
+                            st.push(read(fd, MAX_PACKET), now)
+                        except BlockingIOError:
+                            break
+            if not started and self._all_backlogged(warmup):
+                started = self._start(clock())
+        if started:
+            self._flush_mac(final=True)
+
+
+    def _run_due(self, k, now):
+        """Run every TTI that ended by ``now`` (up to the duration); the next TTI to run."""
+        limit = self.shell.n_tti
+        while self._boundary(k + 1) <= now and (limit is None or k < limit):
+            self._tti(k, now)
+            k += 1
+        return k
+
+    def _start(self, now):
+        """TTI 0 starts now: the first chunk's inputs were made before (``first_inputs``)."""
+        self._new_chunk(self.first_inputs)
+        self.start_ns = time.monotonic_ns()
+        self._seen = [(self.arrivals_bytes[u], q.drops_packets, q.drops_bytes) for u, q in enumerate(self.queues)]
+        return True
+
+    def _all_backlogged(self, warmup):
+        return all(s.backlog(q)[0] >= warmup for s, q in zip(self.servers, self.queues))
+
+    def _log_arrival(self, u, now, p, dropped):
+        t_ms = (now - self.base_mono) / 1e6
+        fmt = self.down_logs[u]._t
+        self._log_lines[u].append(f"{fmt(round(t_ms, 3))} + {len(p)}\n")
+        if dropped:
+            self._log_lines[u].append(f"{fmt(round(t_ms, 3))} d {dropped} {len(p) * dropped}\n")
+
+    def _ue_of(self, p) -> int:
+        """The UE (0-based) whose address part holds the packet's IPv4 destination, or -1."""
+        if len(p) < 20 or p[0] >> 4 != 4:
+            return -1
+        dst = int.from_bytes(p[16:20], "big")
+        if dst & self.net_mask != self.net_base:
+            return -1
+        u = ((dst - self.net_base) >> self.part_shift) - 1
+        return u if 0 <= u < self.n else -1
+
+    # -- the end ---------------------------------------------------------------------------
+    def finish(self, statuses, *, cpu_s, kernel) -> dict:
+        now = time.monotonic_ns()
+        for u in range(self.n):
+            if self.down_logs[u] is not None:
+                self.down_logs[u].write_lines("".join(self._log_lines[u]))
+                self.down_logs[u].close()
+            self.uplinks[u].close(now)
+        if self._mac_writer is not None:
+            self._mac_writer.close()
+            os.replace(shell_path(self.shell.mac_log), self.shell.mac_log)
+        elif self.shell.mac_log is not None:
+            _empty_mac(self.shell.mac_log)
+        ues = []
+        for u in range(self.n):
+            q, srv = self.queues[u], self.servers[u]
+            qb, qp = srv.backlog(q)
+            ues.append({
+                "ue": u + 1, "status": statuses[u],
+                "downlink": {"arrivals_packets": self.arrivals_packets[u], "arrivals_bytes": self.arrivals_bytes[u],
+                             "departures_packets": self.departures_packets[u],
+                             "departures_bytes": self.departures_bytes[u],
+                             "drops_packets": q.drops_packets, "drops_bytes": q.drops_bytes,
+                             "queued_packets": qp, "queued_bytes": qb, "queue": q.describe()},
+                "uplink": self.uplinks[u].stats(),
+                "kernel": kernel[u]})
+        duration = (now - self.base_mono) / 1e9
+        ttis = self.ttis
+        return {"tool": "airlink cell", "preset": self.shell.cfg["preset"],
+                "scheduler": self.shell.cfg["scheduler"], "seed": self.shell.cfg["seed"],
+                "users": self.n, "tti_ms": float(self.shell.tti) * 1000, "status": max(statuses),
+                "duration_s": duration, "cpu_s": cpu_s, "cpu_per_s": cpu_s / duration if duration > 0 else None,
+                "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
+                "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
+                "unroutable_packets": self.unroutable, "write_errors": self.write_errors, "ues": ues}
+
+
+def shell_path(path: Path) -> Path:
+    """Where a log is written until the run ends (then renamed into place)."""
+    from airlink.traces.atomic import partial_path
+    return partial_path(path)
+
+
+def _empty_mac(path):
+    """A MAC log with the columns and no rows (the clock never started)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from airlink.sim.step import MAC_COLUMNS
+    cols = {"time": pa.array([], pa.timestamp("ns", tz="UTC")), "user": pa.array([], pa.string())}
+    for name in MAC_COLUMNS + tuple(c for c in LIVE_COLUMNS if c not in MAC_COLUMNS):
+        cols[name] = pa.array([], pa.float64())
+    pq.write_table(pa.table(cols), path)

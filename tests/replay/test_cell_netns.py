@@ -1,0 +1,246 @@
+"""The cell shell with real packets through real namespaces (airlink cell).
+
+Every test runs the shell inside a throw-away namespace (``test_ns``); a UDP source in that
+namespace (the shell's outer side) sends to each UE what the UE asks for, so the UEs'
+base-station queues fill with real packets. The reference for "same decisions" is
+``airlink simulate``'s output for the same preset, seed and duration.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from _replay_netns import AIRLINK
+
+pytestmark = pytest.mark.netns
+
+# The UDP source (outer side): a UE sends "RATE_BPS SECONDS BURST_PACKETS" to port 9000;
+# the source answers with BURST packets at once, then RATE_BPS of 1500-byte IP packets
+# for SECONDS. A UE that sends "stop" ends its flow.
+SOURCE = textwrap.dedent('''
+    import select, socket, sys, time
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    s.bind(("0.0.0.0", 9000))
+    payload = b"x" * 1472
+    flows = {}                      # addr -> [next send time, end time, interval, on_s, off_s]
+    print("ready", flush=True)
+    while True:
+        now = time.monotonic()
+        due = [f[0] for f in flows.values()]
+        timeout = max(0.0, min(due) - now) if due else None
+        if select.select([s], [], [], timeout)[0]:
+            msg, addr = s.recvfrom(2048)
+            words = msg.decode().split()
+            if words[0] == "stop":
+                flows.pop(addr, None)
+                continue
+            rate, secs, burst = float(words[0]), float(words[1]), int(words[2])
+            on_s, off_s = (float(words[3]), float(words[4])) if len(words) > 3 else (0.0, 0.0)
+            for _ in range(burst):
+                s.sendto(payload, addr)
+            now = time.monotonic()
+            flows[addr] = [now, now + secs, 1500 * 8 / rate, on_s, off_s, now]
+        now = time.monotonic()
+        for addr, f in list(flows.items()):
+            while f[0] <= now:
+                if now >= f[1]:
+                    flows.pop(addr)
+                    break
+                period = f[3] + f[4]
+                if period > 0 and (f[0] - f[5]) % period >= f[3]:
+                    f[0] += period - (f[0] - f[5]) % period     # off: skip to the next on
+                    continue
+                s.sendto(payload, addr)
+                f[0] += f[2]
+''')
+
+# What each UE runs: ask for a flow, receive until told to stop, report bytes received.
+UE = textwrap.dedent('''
+    import os, socket, sys, time
+    rate, secs, burst = sys.argv[1], sys.argv[2], sys.argv[3]
+    extra = sys.argv[4:]
+    ue = int(os.environ["AIRLINK_UE"])
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.settimeout(0.5)
+    s.sendto(" ".join([rate, secs, burst, *extra]).encode(), (os.environ["AIRLINK_BASE"], 9000))
+    got = 0
+    end = time.monotonic() + float(secs) + 2
+    try:
+        while time.monotonic() < end:
+            try:
+                got += len(s.recv(4096))
+            except socket.timeout:
+                pass
+    finally:
+        out = os.environ.get("UE_OUT")
+        if out:
+            with open(f"{out}/ue{ue}.txt", "w") as f:
+                f.write(str(got))
+''')
+
+
+@pytest.fixture
+def udp_source(test_ns, tmp_path):
+    (tmp_path / "source.py").write_text(SOURCE)
+    (tmp_path / "ue.py").write_text(UE)
+    p = test_ns.popen([sys.executable, str(tmp_path / "source.py")], stdout=subprocess.PIPE,
+                      stderr=subprocess.DEVNULL, text=True)
+    test_ns.servers.append(p)
+    assert p.stdout.readline().strip() == "ready"
+    return tmp_path / "ue.py"
+
+
+def _mac(path):
+    m = pd.read_parquet(path)
+    return {c: m.pivot(index="time", columns="user", values=c).sort_index(axis=1, key=lambda s: s.astype(int))
+            for c in ("served_bytes", "backlog_bytes", "late", "drops_packets", "arrivals_bytes", "tx_bytes")
+            if c in m.columns}
+
+
+SMALL = ["--set", "bandwidth_hz=1.08e6"]   # the quick preset at a quarter of its bandwidth: 2.7 Mbit/s
+
+
+def test_full_queues_get_the_simulators_decisions(test_ns, udp_source, tmp_path):
+    """UDP above capacity to 4 UEs (300 packets at once, then 2 Mbit/s each against a 2.7
+    Mbit/s cell), the clock held until every queue is full: per-UE served bytes per TTI
+    equal `airlink simulate`'s full-buffer run with the same preset, seed and duration."""
+    r = test_ns.airlink("cell", "--preset", "quick", *SMALL, "--users", "4", "--seed", "7",
+                        "--scheduler", "pf", "--duration", "2s", "--queue-args", "packets=300",
+                        "--warmup", "400000", "--mac-log", tmp_path / "mac.parquet",
+                        "--stats", tmp_path / "stats.json", "--",
+                        sys.executable, udp_source, "2e6", "4", "300", timeout=60)
+    assert r.returncode in (0, 143), r.stderr
+    sim_dir = tmp_path / "sim"
+    s = subprocess.run([AIRLINK, "simulate", "--preset", "quick", *SMALL, "--seed", "7", "--scheduler", "pf",
+                        "--duration", "2s", "-o", sim_dir, "--no-progress"], capture_output=True, text=True)
+    assert s.returncode == 0, s.stderr
+    sim = _mac(sim_dir / "mac.parquet")
+    live = _mac(tmp_path / "mac.parquet")
+    assert live["served_bytes"].shape == sim["served_bytes"].shape == (2000, 4)
+    # the precondition: no UE's queue ran dry (else its service would differ for a reason)
+    assert (live["backlog_bytes"].to_numpy() > 20000).all(), live["backlog_bytes"].min()
+    on_time = ~live["late"].to_numpy().any(axis=1)
+    a, b = live["served_bytes"].to_numpy(), sim["served_bytes"].to_numpy()
+    assert np.array_equal(a[on_time], b[on_time])
+    assert on_time.mean() > 0.5, "most TTIs were late: the machine is overloaded"
+    # every TTI's decision is the simulator's (late ones too: the queues were full anyway)
+    assert np.array_equal(a, b)
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["ttis"] == 2000
+    assert stats["late_ttis"] == int((~on_time).sum())
+
+
+def test_conservation_per_ue(test_ns, udp_source, tmp_path):
+    """Per UE: packets in = out + dropped + still queued; the bytes the MAC log says were
+    served equal the bytes that left the queue (up to the fractional carry, < 1 byte)."""
+    r = test_ns.airlink("cell", "--preset", "quick", *SMALL, "--users", "3", "--seed", "1",
+                        "--scheduler", "maxcir", "--queue-args", "packets=40",
+                        "--mac-log", tmp_path / "mac.parquet", "--stats", tmp_path / "stats.json", "--",
+                        sys.executable, udp_source, "1.5e6", "1.5", "60", timeout=60,
+                        env={"UE_OUT": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    mac = _mac(tmp_path / "mac.parquet")
+    for ue in stats["ues"]:
+        d = ue["downlink"]
+        assert d["arrivals_packets"] == d["departures_packets"] + d["drops_packets"] + d["queued_packets"], d
+        assert d["arrivals_bytes"] >= d["departures_bytes"] + d["drops_bytes"]
+        assert d["drops_packets"] > 0, "40 packets against 1.5 Mbit/s each must overflow"
+        col = str(ue["ue"])
+        served = mac["served_bytes"][col].sum()
+        departed_and_in_service = d["arrivals_bytes"] - d["drops_bytes"] - d["queued_bytes"]
+        assert abs(served - departed_and_in_service) < 1.0, (served, departed_and_in_service)
+        assert mac["drops_packets"][col].sum() == d["drops_packets"]
+        # what the UE's application received is what left the queue (minus IP/UDP headers)
+        got = int((tmp_path / f"ue{col}.txt").read_text())
+        assert got == d["departures_packets"] * 1472
+        assert ue["kernel"]["inner"]["tx_dropped"] == 0 and ue["kernel"]["outer"]["rx_dropped"] == 0
+
+
+def test_failing_command_gives_the_worst_status_and_cleans_up(test_ns):
+    before = test_ns.links(), test_ns.routes()
+    r = test_ns.airlink("cell", "--users", "3", "--", "sh", "-c", 'exit $((AIRLINK_UE * 2))')
+    assert r.returncode == 6, r.stderr
+    assert test_ns.links() == before[0] and test_ns.routes() == before[1]
+
+
+def test_missing_command_and_bad_options_fail_with_one_line(test_ns):
+    r = test_ns.airlink("cell", "--users", "2", "--", "/no/such/program")
+    assert r.returncode == 127
+    r = test_ns.airlink("cell", "--tti", "20ms", "--", "true")
+    assert r.returncode == 2 and r.stderr.startswith("airlink: error: a cell's TTI must be 0.5 to 10 ms")
+    r = test_ns.airlink("cell", "--queue-args", "packets=-1", "--", "true")
+    assert r.returncode == 2 and "must not be negative" in r.stderr
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_signals_to_the_shell_leave_nothing_behind(test_ns, tmp_path, how):
+    """Ctrl-C, SIGTERM and SIGKILL of the shell: no TUN, route or process of it (or of the
+    UEs' commands, background ones included) is left."""
+    before = test_ns.links(), test_ns.routes()
+    marker = f"CELLTEST={tmp_path.name}-{int(how)}"
+    p = test_ns.popen([AIRLINK, "cell", "--users", "3", "--", "sh", "-c", "sleep 60 & sleep 60"],
+                      env={"CELLTEST": marker.split("=")[1]}, start_new_session=True,
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(150):
+            if len(_marked(marker, "sleep")) >= 6:
+                break
+            time.sleep(0.1)
+        sleepers = _marked(marker, "sleep")
+        assert len(sleepers) == 6
+        assert any(": al" in line for line in test_ns.links().splitlines())
+        if how == signal.SIGINT:   # the terminal sends Ctrl-C to the whole foreground group
+            os.killpg(p.pid, how)
+        else:
+            p.send_signal(how)
+        status = p.wait(timeout=20)
+        assert status != 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for _ in range(50):
+        if not _marked(marker, None) and test_ns.links() == before[0]:
+            break
+        time.sleep(0.1)
+    assert not _marked(marker, None)
+    assert test_ns.links() == before[0]
+    assert test_ns.routes() == before[1]
+
+
+def _marked(marker, comm):
+    """Processes whose environment holds ``marker`` (and whose name is ``comm``)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            name = open(f"/proc/{pid}/comm").read().strip()
+        except OSError:
+            continue
+        if marker.encode() in env and (comm is None or name == comm):
+            out.append(int(pid))
+    return out
+
+
+def test_nests_inside_delay(test_ns, udp_source, tmp_path):
+    """airlink delay 10 airlink cell: the UEs reach the outside through both shells, each
+    UE's round trip carries the delay shell's 2 x 10 ms."""
+    r = test_ns.airlink("delay", "10", AIRLINK, "cell", "--users", "2", "--",
+                        "sh", "-c", "ping -c 3 -i 0.2 $AIRLINK_BASE | tail -1", timeout=60)
+    assert r.returncode == 0, r.stderr
+    rtts = [float(line.split("=")[1].split("/")[0]) for line in r.stdout.splitlines() if "min/avg" in line]
+    assert len(rtts) == 2 and all(x >= 20.0 for x in rtts), r.stdout
