@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from airlink.traces.errors import AirlinkError
+from airlink.traces.errors import AirlinkError, FormatError
 from airlink.traces.units import parse_duration, parse_rate, parse_size
 
 MISSING = ["-", "", "None", "none", "NA", "NaN", "nan", "null", "N/A"]
@@ -35,6 +35,32 @@ def header_columns(path) -> list:
 def sep_of(path) -> str:
     first = head_text(path).splitlines()[0] if head_text(path) else ""
     return "\t" if first.count("\t") > first.count(",") else ("," if "," in first else r"\s+")
+
+
+def numbers(values: pd.Series, *, path, column: str, lines=None) -> pd.Series:
+    """A column as floats; missing cells (:data:`MISSING`) stay NaN, any other text is an
+    error naming the file, the column, the line (``lines[k]`` for row ``k``; default ``k + 2``,
+    under a one-line header) and the value - never a silent NaN."""
+    num = pd.to_numeric(values, errors="coerce")
+    bad = num.isna() & values.notna()
+    if bad.any():
+        if values.dtype == object:
+            bad &= ~values.astype(str).str.strip().isin(MISSING)
+        if bad.any():
+            k = int(np.flatnonzero(bad.to_numpy())[0])
+            line = int(lines[k]) if lines is not None else k + 2
+            raise FormatError(f"{path}: column {column!r} line {line}: {values.iloc[k]!r} is not a number "
+                              f"({int(bad.sum())} such value(s))")
+    return num.astype(float)
+
+
+def require_columns(raw: pd.DataFrame, names, path, what: str = "") -> None:
+    """Every name is a column of ``raw``, else an error naming the file and the missing columns."""
+    missing = [c for c in names if c not in raw.columns]
+    if missing:
+        raise FormatError(f"{path}: {what + ' ' if what else ''}column(s) {', '.join(map(repr, missing))} not in the "
+                          f"file (it has {', '.join(map(str, raw.columns[:16]))}"
+                          f"{', ...' if len(raw.columns) > 16 else ''})")
 
 
 def unit_factor(unit: str, target: str) -> float:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from airlink.traces.errors import AirlinkError, FormatError
 from airlink.traces.schema import validate
 
-from ._tabular import MISSING, finish, header_columns, parse_times, sep_of, unit_factor
+from ._tabular import MISSING, finish, header_columns, numbers, parse_times, require_columns, sep_of, unit_factor
 
 NAME = "csv"
 
@@ -77,10 +78,12 @@ def read(path, mapping=None, **_) -> pd.DataFrame:
                           skipinitialspace=True)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise FormatError(f"{path}: cannot parse as a table ({str(exc).splitlines()[0]})") from None
-    missing = [c for c in [tcol, *cols] if c not in raw.columns]
-    if missing:
-        raise FormatError(f"{path}: column(s) {', '.join(map(str, missing))} named in the mapping are not in "
-                          f"the file (it has {', '.join(map(str, raw.columns[:12]))})")
+    require_columns(raw, [tcol, *cols], path, "mapped")
+    # a header line repeated inside the file (logs appended to each other) is not data
+    header = raw.astype(str).eq(pd.Series(raw.columns, index=raw.columns).astype(str)).all(axis=1)
+    repeated_headers = int(header.sum())
+    lines = pd.Series(np.arange(len(raw)) + 2)[~header.to_numpy()].to_numpy()
+    raw = raw.loc[~header].reset_index(drop=True)
     out = {"time": parse_times(raw[tcol], fmt=tspec.get("format"), tz=tspec.get("tz"),
                                unit=tspec.get("unit"))}
     for src, spec in cols.items():
@@ -91,7 +94,7 @@ def read(path, mapping=None, **_) -> pd.DataFrame:
         numeric = dst.endswith(("_bps", "_bytes", "_db", "_dbm", "_ms", "_kmh", "_s")) or spec.get("unit") \
             or spec.get("scale") is not None
         if numeric:
-            col = pd.to_numeric(col, errors="coerce") * unit_factor(spec.get("unit", ""), dst) \
+            col = numbers(col, path=path, column=src, lines=lines) * unit_factor(spec.get("unit", ""), dst) \
                 * float(spec.get("scale", 1.0))
         out[dst] = col.to_numpy()
     if m.get("keep_unmapped"):
@@ -103,5 +106,6 @@ def read(path, mapping=None, **_) -> pd.DataFrame:
         frame[k] = v
     dd = m.get("dedupe", "last")
     frame = finish(frame, path, m.get("reader", NAME), dedupe=None if dd in (None, "none", False) else dd)
+    frame.attrs["repeated_headers"] = repeated_headers
     kind = m.get("kind", "rf")
     return validate(frame, kind, name=str(path))

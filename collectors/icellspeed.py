@@ -8,6 +8,12 @@ chosen from the layout (per-carrier statistics present -> Mbit/s) and cross-chec
 the values: a "Mbit/s" median above 10 000 or a "bit/s" median below 1 000 is rejected with
 a message rather than silently scaled. ``None`` = carrier absent (the row is dropped).
 
+Time: ``seconds_since_epoch``, whole seconds since the Unix epoch (UTC), one row per second
+(the statistics of that second); missing seconds stay missing (no row); a repeated
+(second, carrier) keeps the last row, counted in ``attrs["duplicate_times"]``. A column the
+layout needs that is absent (a renamed ``pcell_sum_nRB``), or text where a number belongs,
+is an error naming the file and column (and the line) - never a column of NaN.
+
 Columns: ``time``, ``user`` (``ue``), ``carrier``, ``cell_id``, ``prbs``, ``prbs_max``, ``mcs``,
 ``tbs_bps``, ``rsrp_dbm``, ``rsrq_db``, ``snr_db``, ``throughput_bps`` (the device's
 application throughput, repeated on each carrier row of the second), ``frequency``.
@@ -22,11 +28,12 @@ import pandas as pd
 from airlink.traces.errors import FormatError
 from airlink.traces.schema import validate
 
-from ._tabular import MISSING, header_columns
+from ._tabular import MISSING, header_columns, numbers, require_columns
 
 NAME = "icellspeed"
 CARRIERS = ["pcell", "scell_1", "scell_2", "scell_3"]
 SIGNATURE = {"seconds_since_epoch", "throughput", "pcell_cid"}
+STATIC_STATS = ("cid", "rsrp", "rsrq", "tbs", "max_nRB", "sum_nRB", "mcs", "snr")
 
 
 def is_format(path) -> bool:
@@ -44,9 +51,20 @@ def read(path, *, throughput_unit: str | None = None, **_) -> pd.DataFrame:
         raw = pd.read_csv(path, na_values=MISSING)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise FormatError(f"{path}: cannot parse as CSV ({str(exc).splitlines()[0]})") from None
-    static = "pcell_tbs" in raw.columns
+    require_columns(raw, ["seconds_since_epoch", "throughput", "pcell_cid"], path)
+    static = any(c.startswith("pcell_") and c not in ("pcell_cid", "pcell_freq") for c in raw.columns)
+    carriers = [c for c in CARRIERS if f"{c}_cid" in raw.columns]
+    # static layout: every carrier present carries all its statistics (a renamed one is an
+    # error, not a column of NaN); driving layout: identity and frequency only
+    need = STATIC_STATS if static else ("cid",)
+    require_columns(raw, [f"{c}_{x}" for c in carriers for x in need], path,
+                    "static-layout" if static else "")
+
+    def num(name, scale=1.0):
+        return numbers(raw[name], path=path, column=name) * scale
+
     unit = throughput_unit or ("Mbit/s" if static else "bit/s")
-    thr = pd.to_numeric(raw["throughput"], errors="coerce")
+    thr = num("throughput")
     med = float(thr[thr > 0].median()) if (thr > 0).any() else 0.0
     if unit == "Mbit/s" and med > 1e4:
         raise FormatError(f"{path}: throughput median {med:g} is not plausible in Mbit/s "
@@ -55,14 +73,12 @@ def read(path, *, throughput_unit: str | None = None, **_) -> pd.DataFrame:
         raise FormatError(f"{path}: throughput median {med:g} is not plausible in bit/s "
                           f"(pass throughput_unit='Mbit/s')")
     thr_bps = thr * (1e6 if unit == "Mbit/s" else 1.0)
-    t = pd.to_datetime(pd.to_numeric(raw["seconds_since_epoch"], errors="coerce") * 1e9, unit="ns", utc=True)
+    t = pd.to_datetime(num("seconds_since_epoch") * 1e9, unit="ns", utc=True)
     parts = []
-    for c in CARRIERS:
-        if f"{c}_cid" not in raw.columns:
-            continue
+    for c in carriers:
         def col(suffix, scale=1.0):
             name = f"{c}_{suffix}"
-            return pd.to_numeric(raw[name], errors="coerce") * scale if name in raw.columns else np.nan
+            return num(name, scale) if name in raw.columns else np.nan
         part = pd.DataFrame({
             "time": t, "user": "ue", "carrier": c, "cell_id": col("cid"), "frequency": col("freq"),
             "prbs": col("sum_nRB"), "prbs_max": col("max_nRB"), "mcs": col("mcs"),

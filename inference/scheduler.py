@@ -31,17 +31,23 @@ import numpy as np
 import pandas as pd
 from scipy.signal import lfilter
 from scipy.stats import rankdata
+from sklearn.base import BaseEstimator, ClassifierMixin
 
 from airlink.traces.errors import AirlinkError
 
-from .frames import prepare, wide_many
+from .frames import prepare, sample_period_s, wide_many
 
 CLASSES = ("rr", "maxcir", "pf", "backlog")
 ALLOC_COLUMNS = ("prbs", "subchannels", "served_bytes", "assigned_rate_bps", "tbs_bps")
 CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "rsrq_db", "ecio_db", "rsrp_dbm")
 TC_GRID = (3, 10, 30, 100, 300, 1000, 3000)
-MODEL_VERSION = 4
+MODEL_VERSION = 5
 CONFIDENT_PROBABILITY = 0.6
+# what the training cells look like (training_runs/_views): 1 ms and 20 ms TTIs, and their
+# 10-sample averages (10 ms, 200 ms); cells of 3 and 6 users (allowed up to twice that)
+TRAINED_PERIOD_S = (0.0005, 0.4)
+TRAINED_USERS = (3, 12)
+MIN_SAMPLES = 20
 # the best t_c must agree this much better than the median candidate to count as resolved
 PF_RESOLVED_MARGIN = 0.05
 
@@ -93,33 +99,48 @@ class Observed:
     backlog: np.ndarray | None
     period_s: float
     columns: dict = field(default_factory=dict)
+    users: list = field(default_factory=list)
+    keys: list = field(default_factory=list)
 
 
 def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None, resolution=None,
-            time_column=None, by=None) -> Observed:
-    """Pick the allocation, channel and backlog columns of a frame as ``(time, user)`` arrays."""
-    frame = prepare(frame, resolution=resolution, time_column=time_column, by=by)
+            time_column=None, by=None, require_channel: bool = True, require_alloc: bool = True) -> Observed:
+    """Pick the allocation, channel and backlog columns of a frame as ``(time, user)`` arrays,
+    on the frame's regular grid (:func:`~airlink.inference.frames.prepare`: ``resolution``,
+    ``time_column`` and ``by`` are passed on). ``Observed.columns`` names the columns used and
+    ``users`` the series taken as users. Without a channel column ``channel`` is all NaN
+    (or an error when ``require_channel``); likewise the allocation (``require_alloc``)."""
+    frame = prepare(frame, resolution=resolution, time_column=time_column, by=by,
+                    columns=[x for x in (alloc, channel, backlog) if x])
+    source = str(frame.attrs.get("source", "frame"))
 
-    def pick(given, names, what, option, required=True):
+    def pick(given, names, what, keyword, required=True):
         if given:
             return given
         for c in names:
             if c in frame.columns and pd.to_numeric(frame[c], errors="coerce").notna().any():
                 return c
         if required:
-            raise AirlinkError(f"frame has no {what} column (one of {', '.join(names)}); "
-                              f"name it with --{option}")
+            raise AirlinkError(f"{source}: no {what} column (one of {', '.join(names)}); name it with {keyword}=")
         return None
 
-    a = pick(alloc, ALLOC_COLUMNS, "allocation", "alloc")
-    c = pick(channel, CHANNEL_COLUMNS, "channel-quality", "channel")
+    a = pick(alloc, ALLOC_COLUMNS, "allocation", "alloc", required=require_alloc)
+    c = pick(channel, CHANNEL_COLUMNS, "channel-quality", "channel", required=require_channel)
     b = pick(backlog, ("backlog_bytes", "backlog_packets"), "backlog", "backlog", required=False)
-    tables = wide_many(frame, [x for x in (a, c, b) if x])
-    t = tables[a].index.asi8
-    period = float(np.median(np.diff(t))) / 1e9 if t.size > 1 else float("nan")
-    return Observed(tables[a].to_numpy(float), tables[c].to_numpy(float),
+    if a is None:  # a stand-in of the right shape, all missing
+        tables = wide_many(frame.assign(_no_alloc=0.0), ["_no_alloc", *[x for x in (c, b) if x]])
+        tables["_no_alloc"] = tables["_no_alloc"] * np.nan
+        first = "_no_alloc"
+    else:
+        tables = wide_many(frame, [x for x in (a, c, b) if x])
+        first = a
+    period = sample_period_s(frame)
+    A = tables[first].to_numpy(float)
+    return Observed(A, tables[c].to_numpy(float) if c else np.full(A.shape, np.nan),
                     tables[b].to_numpy(float) if b else None, period,
-                    dict(alloc=a, channel=c, backlog=b))
+                    dict(alloc=a, channel=c, backlog=b),
+                    users=[str(u) for u in tables[first].columns] if "user" in frame.columns else [],
+                    keys=list(frame.attrs.get("by", [])))
 
 
 def _user_features(A, C, B) -> dict:
@@ -159,9 +180,14 @@ def _active(A, B, window: int = 25) -> np.ndarray:
     if B is not None:  # data queued before the TTI (the log shows the backlog after it) or served in it
         b = np.nan_to_num(B) > 0
         return np.vstack([b[:1], b[:-1]]) | (np.nan_to_num(A) > 0)
-    served = (np.nan_to_num(A) > 0).astype(float)
-    k = np.ones(2 * window + 1)
-    return np.apply_along_axis(lambda v: np.convolve(v, k, mode="same"), 0, served) > 0
+    served = (np.nan_to_num(A) > 0).astype(np.int64)
+    # served within +-window samples: a running count from the cumulative sum (same length
+    # as the series whatever its length; np.convolve(mode="same") is not when shorter)
+    c = np.vstack([np.zeros((1, served.shape[1]), np.int64), np.cumsum(served, axis=0)])
+    T = served.shape[0]
+    hi = np.minimum(np.arange(T) + window + 1, T)
+    lo = np.maximum(np.arange(T) - window, 0)
+    return (c[hi] - c[lo]) > 0
 
 
 def _pf_metrics(a: np.ndarray, c_db: np.ndarray, grid):
@@ -318,27 +344,49 @@ def _without_backlog(obs: Observed) -> Observed:
     return Observed(obs.alloc, obs.channel, None, obs.period_s, obs.columns)
 
 
-class SchedulerClassifier:
-    """Random-forest scheduler classifier on :func:`scheduler_features` (``view`` cell or user)."""
+class SchedulerClassifier(ClassifierMixin, BaseEstimator):
+    """Random-forest scheduler classifier on :func:`scheduler_features`, a scikit-learn
+    estimator: parameters are stored by ``__init__`` (``get_params``/``set_params``/``clone``
+    work), everything learned is set in :meth:`fit` and ends with ``_`` (``forest_``,
+    ``classes_``, ``n_features_in_``).
 
-    def __init__(self, *, view: str = "cell", n_estimators: int = 300, random_state: int = 0):
+    Parameters
+    ----------
+    view : {"cell", "user"}
+        Which feature set the rows are (several users visible, or one user's view); recorded
+        with the model, not used in the arithmetic.
+    n_estimators, min_samples_leaf, random_state
+        Passed to :class:`sklearn.ensemble.RandomForestClassifier`.
+    """
+
+    def __init__(self, *, view: str = "cell", n_estimators: int = 300, min_samples_leaf: int = 2,
+                 random_state: int = 0):
         self.view = view
         self.n_estimators = n_estimators
+        self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
 
     def fit(self, X, y):
         from sklearn.ensemble import RandomForestClassifier
-        self.model_ = RandomForestClassifier(n_estimators=self.n_estimators, random_state=self.random_state,
-                                             min_samples_leaf=2, n_jobs=1)
-        self.model_.fit(X, y)
-        self.classes_ = list(self.model_.classes_)
+        from sklearn.utils.multiclass import check_classification_targets
+        from sklearn.utils.validation import validate_data
+        X, y = validate_data(self, X, y)
+        check_classification_targets(y)
+        self.forest_ = RandomForestClassifier(n_estimators=self.n_estimators, random_state=self.random_state,
+                                              min_samples_leaf=self.min_samples_leaf, n_jobs=1)
+        self.forest_.fit(X, y)
+        self.classes_ = self.forest_.classes_
         return self
 
     def predict_proba(self, X):
-        return self.model_.predict_proba(np.atleast_2d(X))
+        from sklearn.utils.validation import check_is_fitted, validate_data
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False)
+        return self.forest_.predict_proba(X)
 
     def predict(self, X):
-        return self.model_.predict(np.atleast_2d(X))
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
 
 
 def _observe_run(run) -> Observed:
@@ -413,30 +461,120 @@ def load_scheduler_model(*, retrain: bool = False, progress: bool = False) -> di
     return model
 
 
+def _carrier_groups(obs: Observed) -> dict:
+    """``{device: [series index, ...]}`` when the series are split by carrier (several carriers
+    of one device are one UE's carrier aggregation, not users competing for a cell)."""
+    if "carrier" not in obs.keys or not obs.users:
+        return {}
+    pos = obs.keys.index("carrier")
+    groups = {}
+    for i, name in enumerate(obs.users):
+        parts = name.split("/")
+        device = "/".join(p for j, p in enumerate(parts) if j != pos)
+        groups.setdefault(device, []).append(i)
+    return groups
+
+
+def _subset(obs: Observed, cols) -> Observed:
+    cols = list(cols)
+    return Observed(obs.alloc[:, cols], obs.channel[:, cols], None if obs.backlog is None else obs.backlog[:, cols],
+                    obs.period_s, obs.columns, [obs.users[i] for i in cols] if obs.users else [], obs.keys)
+
+
+def out_of_distribution(obs: Observed, view: str) -> list:
+    """Reasons the observation is unlike the simulated cells the model learned from (empty
+    when it is like them): sampling period outside :data:`TRAINED_PERIOD_S`, a user count
+    outside :data:`TRAINED_USERS` (cell view), no channel, too few samples or no service."""
+    reasons = []
+    if obs.columns.get("alloc") is None:
+        reasons.append(f"no allocation column (one of {', '.join(ALLOC_COLUMNS)}): nothing shows what the "
+                       f"scheduler gave")
+    lo, hi = TRAINED_PERIOD_S
+    if not np.isfinite(obs.period_s):
+        reasons.append("the sampling period is unknown")
+    elif not lo <= obs.period_s <= hi:
+        reasons.append(f"one sample per {obs.period_s:g} s: the model learned from per-TTI logs and their "
+                       f"10-TTI averages ({lo * 1e3:g} ms to {hi * 1e3:g} ms); coarser samples average many "
+                       f"scheduling decisions away")
+    n_users = obs.alloc.shape[1]
+    ulo, uhi = TRAINED_USERS
+    if view == "cell" and not ulo <= n_users <= uhi:
+        reasons.append(f"{n_users} users: the cell model learned from cells of {ulo} to {uhi} users")
+    if obs.columns.get("channel") is None or not np.isfinite(obs.channel).any():
+        reasons.append("no channel-quality values (SINR, SNR, CQI, ...): the rules differ in how they "
+                       "follow the channel")
+    if obs.alloc.shape[0] < MIN_SAMPLES:
+        reasons.append(f"{obs.alloc.shape[0]} samples (at least {MIN_SAMPLES} needed)")
+    if obs.columns.get("alloc") is not None and not (np.nan_to_num(obs.alloc) > 0).any():
+        reasons.append("no sample with an allocation > 0")
+    return reasons
+
+
 def identify_scheduler(frame: pd.DataFrame, *, model: dict | None = None, alloc=None, channel=None,
-                       backlog=None) -> dict:
-    """Which scheduler explains the frame: ``scheduler``, ``probability``, ``probabilities``,
-    ``view`` (cell or user), ``pf_time_constant_s`` (when PF is the answer) and the model's
-    held-out accuracy."""
-    model = model or load_scheduler_model()
-    obs = observe(frame, alloc=alloc, channel=channel, backlog=backlog)
-    if obs.alloc.shape[0] < 20:
-        raise AirlinkError(f"need at least 20 samples to identify a scheduler, got {obs.alloc.shape[0]}")
+                       backlog=None, resolution=None, time_column=None, by=None) -> dict:
+    """Which scheduler explains the frame, or an honest "cannot tell".
+
+    Returns a dict: ``scheduler`` (``rr``, ``maxcir``, ``pf``, ``backlog``, or ``"unknown"``
+    when the data are out of the model's distribution), ``best_guess`` and ``probability``
+    (the model's top class, also when unknown), ``probabilities``, ``confident`` (top
+    probability >= :data:`CONFIDENT_PROBABILITY` and nothing out of distribution),
+    ``reasons`` (why not confident / why unknown), ``view`` (cell or user), ``users_used``
+    (the series taken as users), ``ignored`` (series left out, with the reason), ``columns``,
+    ``samples``, ``sample_period_s``, ``pf_time_constant_*`` when PF is the answer, and the
+    model's held-out accuracy. It never raises on a readable frame with an allocation column;
+    the grid options are those of :func:`~airlink.inference.frames.prepare`.
+    """
+    ignored = []
+    if by is None and "carrier" in frame.columns and frame["carrier"].nunique() > 1:
+        by = ["carrier"]  # a per-carrier MAC log: its carriers are examined below, never mixed
+    obs = observe(frame, alloc=alloc, channel=channel, backlog=backlog, resolution=resolution,
+                  time_column=time_column, by=by, require_channel=False, require_alloc=False)
+    groups = _carrier_groups(obs)
+    if groups and any(len(v) > 1 for v in groups.values()):
+        keep = []
+        for device, idx in groups.items():
+            served = np.nansum(obs.alloc[:, idx], axis=0)
+            main = idx[int(np.argmax(served))] if served.size else idx[0]
+            keep.append(main)
+            for i in idx:
+                if i != main:
+                    ignored.append(dict(series=obs.users[i], reason=f"another carrier of device {device!r} "
+                                        f"(carrier aggregation: one UE's cells, not competing users); "
+                                        f"its carrier with the most allocation, {obs.users[main]!r}, is used"))
+        obs = _subset(obs, sorted(keep))
     view = "cell" if obs.alloc.shape[1] > 1 else "user"
+    reasons = out_of_distribution(obs, view)
+    model = model or load_scheduler_model()
     clf = model["models"][view]
-    proba = clf.predict_proba(scheduler_features(obs, view=view))[0]
-    probs = {str(c): float(p) for c, p in zip(clf.classes_, proba)}
-    best = max(probs, key=probs.get)
-    out = dict(scheduler=best, probability=probs[best], probabilities=probs, view=view,
+    out = dict(view=view, users_used=obs.users or [obs.columns["alloc"] or "-"], ignored=ignored,
                columns=obs.columns, users=int(obs.alloc.shape[1]), samples=int(obs.alloc.shape[0]),
                sample_period_s=obs.period_s)
-    pf = estimate_pf_time_constant(obs)
-    out["pf_time_constant_tti"] = pf["tc_samples"] if best == "pf" else None
-    out["pf_time_constant_s"] = pf["tc_s"] if best == "pf" else None
-    out["pf_time_constant_resolved"] = pf["resolved"] if best == "pf" else None
+    computable = obs.alloc.shape[0] >= 3 and (np.nan_to_num(obs.alloc) > 0).any() and np.isfinite(obs.channel).any()
+    if computable:
+        with np.errstate(all="ignore"):
+            feats = scheduler_features(obs, view=view)
+        feats = np.nan_to_num(feats)
+        proba = clf.predict_proba(np.atleast_2d(feats))[0]
+        probs = {str(c): float(p) for c, p in zip(clf.classes_, proba)}
+        best = max(probs, key=probs.get)
+    else:
+        probs, best = {}, None
+    out.update(best_guess=best, probability=probs.get(best, float("nan")) if best else float("nan"),
+               probabilities=probs)
+    if best is not None and probs[best] < CONFIDENT_PROBABILITY:
+        reasons.append(f"top probability {probs[best]:.2f} < {CONFIDENT_PROBABILITY}: below this the held-out "
+                       f"answers were right little more often than a coin")
+    ood = bool(out_of_distribution(obs, view))
+    out["scheduler"] = "unknown" if ood or best is None else best
+    out["reasons"] = reasons
+    out["confident"] = bool(best is not None and not reasons)
+    if best == "pf" and not ood:
+        pf = estimate_pf_time_constant(obs)
+        out.update(pf_time_constant_tti=pf["tc_samples"], pf_time_constant_s=pf["tc_s"],
+                   pf_time_constant_resolved=pf["resolved"])
+    else:
+        out.update(pf_time_constant_tti=None, pf_time_constant_s=None, pf_time_constant_resolved=None)
     out["model"] = dict(description=f"random forest ({view} view), trained on {model['n_runs']} simulated runs",
                         heldout_accuracy=model["heldout_accuracy"][view],
                         heldout_by_kind=model["heldout_by_kind"][view], version=model["version"])
-    # below this the held-out answers were right little more often than a coin (docs/inference.md)
-    out["confident"] = bool(probs[best] >= CONFIDENT_PROBABILITY)
     return out

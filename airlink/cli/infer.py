@@ -243,16 +243,28 @@ def cmd_jitter(args) -> int:
 
 def cmd_scheduler(args) -> int:
     from airlink import inference as inf
-    frame = _read(args, args.alloc, args.channel, args.backlog)
+    frame = _read(args, args.alloc, args.channel, args.backlog) if args.by or not _has_carriers(args) else \
+        _read_with_carriers(args)
     model = inf.load_scheduler_model(retrain=args.retrain, progress=sys.stderr.isatty())
     res = inf.identify_scheduler(frame, model=model, alloc=args.alloc, channel=args.channel,
                                  backlog=args.backlog)
     if args.json:
         print_json(res)
         return 0
-    note = "" if res["confident"] else "; low confidence, treat as unknown"
-    print(f"scheduler: {res['scheduler']} (probability {res['probability']:.2f}{note}; "
-          f"{res['view']} view, {res['users']} user(s), {res['samples']} samples)")
+    if res["scheduler"] == "unknown":
+        guess = (f"; the model's best guess would be {res['best_guess']} ({res['probability']:.2f})"
+                 if res["best_guess"] else "")
+        print(f"scheduler: cannot tell{guess}")
+    else:
+        note = "" if res["confident"] else "; not confident, treat as unknown"
+        print(f"scheduler: {res['scheduler']} (probability {res['probability']:.2f}{note})")
+    for r in res["reasons"]:
+        print(f"  - {r}")
+    print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
+          f"users: {', '.join(map(str, res['users_used']))} (columns: "
+          + ", ".join(f"{k} {v}" for k, v in res["columns"].items() if v) + ")")
+    for g in res["ignored"]:
+        print(f"  not a user: {g['series']}: {g['reason']}")
     for name, p in sorted(res["probabilities"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<8} {p:.2f}")
     if res.get("pf_time_constant_s") is not None:
@@ -263,3 +275,16 @@ def cmd_scheduler(args) -> int:
     print(f"model: {res['model']['description']}; held-out accuracy {res['model']['heldout_accuracy']:.3f} "
           f"(by view: {kinds})")
     return 0
+
+
+def _has_carriers(args) -> bool:
+    from airlink.inference.frames import read_table
+    t = read_table(args.frames[0])
+    return "carrier" in t.columns and t["carrier"].nunique() > 1
+
+
+def _read_with_carriers(args):
+    """A per-carrier MAC log: split by carrier so that identify_scheduler can tell one device's
+    carrier aggregation from competing users (and say so)."""
+    args.by = ["carrier"]
+    return _read(args, args.alloc, args.channel, args.backlog)
