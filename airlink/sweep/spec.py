@@ -223,9 +223,6 @@ def check_points(sweep: Sweep) -> dict[str, Any]:
             out[p.id] = load_experiment(sweep.experiment_path, overrides=p.params)
         except AirlinkError as exc:
             raise AirlinkError(f"{label}: point {canonical(p.params)}: {exc}") from None
-        except (TypeError, AttributeError) as exc:  # a dotted key through a list or a value
-            raise AirlinkError(f"{label}: point {canonical(p.params)}: cannot set these keys in "
-                               f"{sweep.experiment_path} ({exc})") from None
     return out
 
 

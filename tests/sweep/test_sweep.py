@@ -196,7 +196,7 @@ def test_bad_sweep_files_name_file_and_key(tmp_path):
     r = subprocess.run([str(AIRLINK), "sweep", str(p), "-o", str(tmp_path / "c")], capture_output=True, text=True)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"airlink: error: {p}: point ")
-    assert "radoi: unknown section" in r.stderr
+    assert "base.yaml" in r.stderr and "radoi: unknown" in r.stderr
     assert not (tmp_path / "c").exists()
     assert base.exists()
 
