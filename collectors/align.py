@@ -129,20 +129,33 @@ def parse_times(values, *, source: str = "frame", column: str = "time", tz=None)
             v = num.to_numpy(dtype=float)
             big = float(np.nanmax(np.abs(v)))
             mult = 1 if big > 1e17 else 10**3 if big > 1e14 else 10**6 if big > 1e11 else 10**9
-            ns = np.round(v * mult)
-            t = pd.DatetimeIndex(pd.to_datetime(pd.array(np.where(np.isfinite(ns), ns, np.nan)).astype("Int64"),
-                                                unit="ns", utc=True))
+            ok = np.isfinite(v)
+            whole = np.floor(np.where(ok, v, 0))          # whole units and fraction apart: float64
+            ns = whole.astype(np.int64) * mult + np.round((np.where(ok, v, 0) - whole) * mult).astype(np.int64)
+            ns[~ok] = np.iinfo(np.int64).min              # cannot hold 1e18 ns exactly; this is NaT
+            t = pd.DatetimeIndex(pd.to_datetime(ns, unit="ns", utc=True))
         else:
             strs = s.where(s.notna()).astype("string").str.strip()
             first = strs.dropna().iloc[0] if strs.notna().any() else ""
             fmt = "%Y.%m.%d_%H.%M.%S" if _UCC.match(str(first)) else "ISO8601"
+            # rows with a zone (Z, +01:00) are exact instants; the others are in tz
+            aware = strs.str.contains(r"(?:Z|[+-]\d{2}:?\d{2})$", regex=True).fillna(False).to_numpy(bool)
+            ns = np.full(len(strs), np.iinfo(np.int64).min, dtype=np.int64)
             try:
-                t = pd.DatetimeIndex(pd.to_datetime(strs, format=fmt))
+                if aware.any():
+                    ns[aware] = pd.DatetimeIndex(pd.to_datetime(strs[aware], format=fmt, utc=True)).asi8
+                naive = ~aware & strs.notna().to_numpy(bool)
+                if naive.any():
+                    loc = pd.DatetimeIndex(pd.to_datetime(strs[naive], format=fmt))
+                    ns[naive] = loc.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT").asi8
             except (ValueError, TypeError):
-                bad = pd.to_datetime(strs, format=fmt, errors="coerce").isna() & strs.notna()
+                bad = pd.to_datetime(strs, format=fmt, errors="coerce", utc=True).isna() & strs.notna()
                 k = int(np.flatnonzero(bad.to_numpy())[0]) if bad.any() else 0
                 raise AirlinkError(f"{source}: column {column!r} row {k}: cannot read {s.iloc[k]!r} as a time "
                                    f"(expected epoch seconds, ISO 8601 or YYYY.MM.DD_hh.mm.ss)") from None
+            except Exception as exc:  # unknown zone name
+                raise AirlinkError(f"{source}: time zone {tz!r}: {exc}") from None
+            t = pd.DatetimeIndex(pd.to_datetime(ns, unit="ns", utc=True))
     if t.tz is None:
         try:
             t = t.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")

@@ -1,0 +1,173 @@
+"""Inference respects time: one regular grid made from the timestamps, gaps left missing,
+duplicates aggregated by rule, lags in seconds, peaks at the edge of the range flagged."""
+import csv
+import datetime as dt
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import airlink.inference as inf
+from airlink.collectors.align import parse_times, to_grid
+from airlink.traces.errors import AirlinkError
+
+
+def irregular_shifted(seed=1, seconds=3000, shift_s=4, spacings=(1, 2, 3, 5)):
+    """A factor that leads the target by ``shift_s`` seconds, logged at irregular times (rows
+    1, 2, 3 or 5 s apart, as merged drive-test logs are): target(t) = f(t), factor(t) =
+    f(t + shift_s) for a random level sequence f over whole seconds."""
+    rng = np.random.default_rng(seed)
+    f = rng.integers(0, 8, size=seconds + shift_s + 1)
+    t = np.cumsum(rng.choice(spacings, size=seconds))
+    t = t[t < seconds]
+    return pd.DataFrame({"time": 1_700_000_000 + t, "target": f[t], "factor": f[t + shift_s]})
+
+
+def test_peak_lag_in_seconds_on_irregular_rows():
+    frame = irregular_shifted()
+    rows = inf.lag_scan(frame["target"].to_numpy(float), frame["factor"].to_numpy(float), max_lag=8,
+                        bins=8, sample_period=1.0)
+    # treating rows as consecutive samples loses the relation: the peak is elsewhere and weak
+    assert rows.peak < 0.5
+    table = inf.rank_factors(frame, target="target", factors=["factor"], max_lag="8s", bins=8,
+                             n_surrogates=19, n_boot=0, resolution="1s")
+    row = table.iloc[0]
+    # by construction target(t) = factor(t - 4 s): the factor leads by 4 s and, on the grid,
+    # knowing it 4 s earlier gives the target exactly (NMI 1)
+    assert row["lag_s"] == 4.0 and row["lag"] == 4 and row["peak_nmi"] == pytest.approx(1.0)
+    assert not row["at_edge"]
+    # the pairs at lag 4 are the seconds t logged with t - 4 also logged: counted by hand
+    logged = set(frame["time"].tolist())
+    assert row["n_pairs"] == sum(1 for s in logged if s - 4 in logged)
+    assert table.attrs["empty_bins"] == (frame["time"].max() - frame["time"].min() + 1) - len(frame)
+
+
+def test_default_grid_is_the_median_spacing():
+    frame = irregular_shifted(spacings=(1, 1, 1, 2, 3, 5))
+    g = inf.prepare(frame)
+    assert g.attrs["resolution_s"] == 1.0 and g.index.is_monotonic_increasing
+    assert np.all(np.diff(g.index.asi8) == 10**9)
+
+
+def test_edge_peak_is_flagged_text_and_json(run_airlink, tmp_path):
+    frame = irregular_shifted(shift_s=6, spacings=(1,))
+    path = tmp_path / "f.csv"
+    frame.to_csv(path, index=False)
+    status, out, err = run_airlink("infer", "nmi", path, "--target", "target", "--factor", "factor",
+                                   "--max-lag", "6s", "--surrogates", "0", "--bins", "8", "--json")
+    assert status == 0, err
+    (row,) = json.loads(out)
+    assert row["lag_s"] == 6.0 and row["lag"] == 6 and row["at_edge"] is True
+    status, out, err = run_airlink("infer", "nmi", path, "--target", "target", "--factor", "factor",
+                                   "--max-lag", "6s", "--surrogates", "0", "--bins", "8")
+    assert status == 0, err
+    assert "at the edge of the lag range" in out and "widen --max-lag" in out
+    status, out, _ = run_airlink("infer", "nmi", path, "--target", "target", "--factor", "factor",
+                                 "--max-lag", "9s", "--surrogates", "0", "--bins", "8", "--json")
+    assert json.loads(out)[0]["at_edge"] is False and json.loads(out)[0]["lag_s"] == 6.0
+
+
+def test_subsecond_rows_on_a_coarser_grid():
+    """20 ms rows put on a 100 ms grid: sums of bytes, means of levels, last of states."""
+    t = pd.Timestamp("2021-04-13 14:22:05", tz="UTC") + pd.to_timedelta(np.arange(10) * 20, unit="ms")
+    frame = pd.DataFrame({"time": t, "tb_bytes": np.arange(10) * 100, "sinr_db": np.arange(10, dtype=float),
+                          "cell_id": [7] * 7 + [9] * 3})
+    g = to_grid(frame, resolution="100ms")
+    assert g["tb_bytes"].tolist() == [0 + 100 + 200 + 300 + 400, 500 + 600 + 700 + 800 + 900]
+    assert g["sinr_db"].tolist() == [2.0, 7.0]
+    assert g["cell_id"].tolist() == [7, 9]
+    assert g.attrs["rules"] == {"tb_bytes": "sum", "sinr_db": "mean", "cell_id": "last"}
+
+
+def test_gaps_stay_missing_and_duplicates_follow_the_rule():
+    t = 1_700_000_000 + np.array([0, 1, 1, 4])
+    frame = pd.DataFrame({"time": t, "rx_bytes": [10, 20, 30, 40], "rsrp_dbm": [-80.0, -90, -100, -70]})
+    g = to_grid(frame, resolution="1s")
+    assert len(g) == 5 and g.attrs["empty_bins"] == 2 and g.attrs["merged_rows"] == 1
+    assert g["rx_bytes"].tolist()[:2] == [10, 50] and np.isnan(g["rx_bytes"].iloc[2])
+    assert g["rsrp_dbm"].iloc[1] == -95.0 and np.isnan(g["rsrp_dbm"].iloc[3])
+    z = to_grid(frame, resolution="1s", gaps="zero")
+    assert z["rx_bytes"].tolist() == [10, 50, 0, 0, 40] and np.isnan(z["rsrp_dbm"].iloc[2])
+
+
+def test_time_forms():
+    iso = parse_times(pd.Series(["2024-03-01T10:00:00", "2024-03-01T10:00:00.5", "2024-03-01 10:00:01.125",
+                                 "2024-03-01T11:00:02+01:00"]))
+    assert [t.isoformat() for t in iso] == ["2024-03-01T10:00:00+00:00", "2024-03-01T10:00:00.500000+00:00",
+                                           "2024-03-01T10:00:01.125000+00:00", "2024-03-01T10:00:02+00:00"]
+    ucc = parse_times(pd.Series(["2019.12.16_13.40.04"]), tz="Europe/Dublin")
+    assert ucc[0] == pd.Timestamp("2019-12-16 13:40:04", tz="UTC")        # Dublin is UTC in winter
+    for values, unit in (([1583371396, 1583371397], "s"), ([1583371396500, 1583371397000], "ms"),
+                         ([1583371396.25, 1583371397.5], "s")):
+        got = parse_times(pd.Series(values))
+        assert got.equals(pd.DatetimeIndex(pd.to_datetime(values, unit=unit, utc=True)))
+    with pytest.raises(AirlinkError, match=r"f.csv: column 'td' row 1: cannot read 'yesterday'"):
+        parse_times(pd.Series(["2024-03-01 10:00:00", "yesterday"]), source="f.csv", column="td")
+
+
+def test_xcal_style_td_column(datapath_traces):
+    """The 20 ms XCAL-style layout (synthetic file of the trace tests): ``td`` read as ISO times."""
+    g = inf.read_frames(datapath_traces, time_column="td", resolution="20ms")
+    raw = pd.read_csv(datapath_traces)
+    assert g.attrs["resolution_s"] == 0.02 and g.attrs["merged_rows"] == 0
+    assert len(g) == len(raw) and g["5G_TBS"].isna().sum() == raw["5G_TBS"].isna().sum()
+
+
+@pytest.fixture
+def datapath_traces():
+    from pathlib import Path
+    p = Path(__file__).resolve().parents[1] / "traces" / "data" / "xcal_style_mac_20ms_SYNTHETIC.csv"
+    if not p.exists():
+        pytest.skip(f"{p} not present")
+    return p
+
+
+def ucc_files(root):
+    return sorted((root / "ucc-5g").rglob("*.csv"))
+
+
+def test_ucc_real_files_gaps_and_duplicates(shared_data):
+    """Every real UCC file on a 1 s grid from its Timestamp column: the steps, the missing
+    seconds and the merged duplicate rows equal a count made with the csv module and
+    datetime.strptime; a duplicated second's DL_bitrate is the mean of its rows."""
+    files = ucc_files(shared_data)
+    if not files:
+        pytest.skip("no UCC files in ../shared/data/ucc-5g")
+    seen_gap = seen_dup = False
+    for f in files:
+        with open(f, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        secs = [dt.datetime.strptime(r["Timestamp"], "%Y.%m.%d_%H.%M.%S") for r in rows]
+        distinct = sorted(set(secs))
+        steps = int((distinct[-1] - distinct[0]).total_seconds()) + 1
+        g = inf.read_frames(f, time_column="Timestamp", resolution="1s")
+        assert len(g) == steps, f
+        assert g.attrs["empty_bins"] == steps - len(distinct), f
+        assert g.attrs["merged_rows"] == len(rows) - len(distinct), f
+        seen_gap |= steps > len(distinct)
+        by_sec = {}
+        for s, r in zip(secs, rows):
+            by_sec.setdefault(s, []).append(r["DL_bitrate"])
+        dup = next((s for s, v in by_sec.items() if len(v) > 1 and "-" not in v), None)
+        if dup is not None:
+            seen_dup = True
+            want = np.mean([float(v) for v in by_sec[dup]])
+            assert g.loc[pd.Timestamp(dup, tz="UTC"), "DL_bitrate"] == pytest.approx(want), f
+        gap = next((distinct[0] + dt.timedelta(seconds=k) for k in range(steps)
+                    if distinct[0] + dt.timedelta(seconds=k) not in by_sec), None)
+        if gap is not None:
+            assert np.isnan(g.loc[pd.Timestamp(gap, tz="UTC"), "RSRP"]), f
+    assert seen_gap and seen_dup
+
+
+def test_ucc_nmi_cli_with_time_column(run_airlink, shared_data):
+    files = ucc_files(shared_data)
+    if not files:
+        pytest.skip("no UCC files in ../shared/data/ucc-5g")
+    status, out, err = run_airlink("infer", "nmi", files[0], "--time-column", "Timestamp", "--resolution", "1s",
+                                   "--target", "DL_bitrate", "--factor", "SNR", "--max-lag", "10s",
+                                   "--surrogates", "9", "--json")
+    assert status == 0, err
+    (row,) = json.loads(out)
+    assert float(row["lag_s"]).is_integer() and row["lag_s"] == row["lag"] and abs(row["lag"]) <= 10
