@@ -61,7 +61,7 @@ MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
-                "late", "lateness_us")
+                "backlog_seen_bytes", "late", "lateness_us")
 
 
 class CellShell:
@@ -82,9 +82,12 @@ class CellShell:
     uplink : None (unconstrained), a rate (``"2Mbit/s"``, constant per UE) or a capacity
         trace (path or :class:`airlink.traces.Trace`; column ``i`` for UE ``i`` when it has
         one per UE, else the same trace for every UE)
-    mac_log : path of the per-TTI Parquet MAC log (the simulator's ``mac`` columns with the
-        live queue's backlog, arrivals and drops, plus ``drops_bytes``, ``late``,
-        ``lateness_us``)
+    mac_log : path of the per-TTI Parquet MAC log: the simulator's ``mac`` columns, with the
+        live queue's ``backlog_bytes``/``backlog_packets`` (after the TTI's service, as the
+        simulator's), ``arrivals_bytes`` and ``drops_packets``, plus ``drops_bytes``,
+        ``backlog_seen_bytes`` (what the scheduler saw at its decision: queued bytes less
+        the fraction of a byte already granted), ``late`` and ``lateness_us`` (how long
+        after its end the TTI was handled)
     log_dir : folder for Mahimahi-format per-UE logs ``ue<N>.down.log`` (and ``ue<N>.up.log``
         with a constrained uplink)
     warmup_bytes : hold the TTI clock until every UE has this many bytes queued (int or
@@ -314,7 +317,8 @@ class _LiveCell:
         self.out = self.radio.new_outputs(rows)
         self.live = {"backlog_bytes": np.zeros((rows, n)), "backlog_packets": np.zeros((rows, n), np.int64),
                      "arrivals_bytes": np.zeros((rows, n)), "drops_packets": np.zeros((rows, n), np.int64),
-                     "drops_bytes": np.zeros((rows, n), np.int64), "late": np.zeros((rows, n), bool),
+                     "drops_bytes": np.zeros((rows, n), np.int64), "backlog_seen_bytes": np.zeros((rows, n)),
+                     "late": np.zeros((rows, n), bool),
                      "lateness_us": np.zeros((rows, n), np.int64)}
         self.rows = 0
         k_next = inp.k0 + inp.n
@@ -337,6 +341,7 @@ class _LiveCell:
         np.maximum(backlog - self.carry, 0.0, out=backlog)
         row = {name: a[i:i + 1] for name, a in self.out.items()}
         self.radio.step(self.inp, i, i + 1, row, backlog=backlog)
+        self.live["backlog_seen_bytes"][i] = backlog
         served = self.out["served"][i]
         t_end = self._boundary(k + 1)
         late_ns = now - t_end
