@@ -61,34 +61,21 @@ def default_rule(column: str, dtype) -> str:
 
 def resolution_ns(resolution) -> int:
     """A resolution (``"1s"``, ``"20ms"``, a Timedelta or seconds) in integer nanoseconds."""
-    if isinstance(resolution, pd.Timedelta):
-        ns = int(resolution.value)
-    else:
-        try:
-            ns = int(parse_duration(resolution) * 10**9)
-        except (AirlinkError, TypeError, ValueError):
-            raise AirlinkError(f"resolution {resolution!r}: expected a duration such as 100ms or 1s") from None
-    if ns <= 0:
-        raise AirlinkError(f"resolution must be positive, got {resolution!r}")
-    return ns
-
-
-_ns = resolution_ns
+    return int(round(_resolution_float_ns(resolution)))
 
 
 def _resolution_float_ns(resolution) -> float:
     """A resolution in nanoseconds, keeping fractions (``1/600`` s -> 1666666.67 ns)."""
-    if isinstance(resolution, (float, np.floating)) and not isinstance(resolution, bool):
-        if not np.isfinite(resolution) or resolution <= 0:
-            raise AirlinkError(f"resolution must be positive, got {resolution!r}")
-        return float(resolution) * 1e9
     if isinstance(resolution, pd.Timedelta):
-        return float(resolution_ns(resolution))
-    try:
-        ns = float(parse_duration(resolution) * 10**9)
-    except (AirlinkError, TypeError, ValueError):
-        raise AirlinkError(f"resolution {resolution!r}: expected a duration such as 100ms or 1s") from None
-    if ns <= 0:
+        ns = float(resolution.value)
+    elif isinstance(resolution, (float, np.floating)):
+        ns = float(resolution) * 1e9
+    else:
+        try:
+            ns = float(parse_duration(resolution) * 10**9)
+        except (AirlinkError, TypeError, ValueError):
+            raise AirlinkError(f"resolution {resolution!r}: expected a duration such as 100ms or 1s") from None
+    if not np.isfinite(ns) or ns <= 0:
         raise AirlinkError(f"resolution must be positive, got {resolution!r}")
     return ns
 

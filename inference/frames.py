@@ -107,6 +107,20 @@ def _keys_of(frame: pd.DataFrame, by, source: str) -> list:
     return keys
 
 
+def _numbers(raw: pd.Series, name: str, source: str, place) -> pd.Series:
+    """``raw`` as floats; a value that is neither a number nor missing is an error naming the
+    column, its place (``place(k)`` for position ``k``) and the value."""
+    if pd.api.types.is_bool_dtype(raw.dtype):
+        return raw.astype(float)
+    values = pd.to_numeric(raw, errors="coerce")
+    bad = values.isna() & raw.notna()
+    if bad.any():
+        k = int(np.flatnonzero(bad.to_numpy())[0])
+        raise AirlinkError(f"{source}: column {name!r} {place(k)}: {raw.iloc[k]!r} is not a number "
+                           f"({int(bad.sum())} such value(s))")
+    return values.astype(float)
+
+
 def _check_columns(frame: pd.DataFrame, columns, source: str) -> None:
     """Each named column exists and holds numbers: a missing column, or a text value among
     numbers (``12,5`` or ``n/a`` in a rate), is an error naming the column (and the row and
@@ -115,15 +129,7 @@ def _check_columns(frame: pd.DataFrame, columns, source: str) -> None:
         if c not in frame.columns:
             have = ", ".join(str(x) for x in frame.columns[:25])
             raise AirlinkError(f"{source}: no column {c!r} (columns: {have})")
-        raw = frame[c]
-        if raw.dtype != object:
-            continue
-        num = pd.to_numeric(raw, errors="coerce")
-        bad = num.isna() & raw.notna()
-        if bad.any():
-            k = int(np.flatnonzero(bad.to_numpy())[0])
-            raise AirlinkError(f"{source}: column {c!r} row {k + 1}: {raw.iloc[k]!r} is not a number "
-                               f"({int(bad.sum())} such value(s), {int(num.notna().sum())} numbers)")
+        _numbers(frame[c], c, source, lambda k: f"row {k + 1}")
 
 
 def _grid_of(t: pd.DatetimeIndex, resolution, source: str):
@@ -233,15 +239,7 @@ def column(frame: pd.DataFrame, name: str, source: str | None = None) -> pd.Seri
     if name not in frame.columns:
         have = ", ".join(str(c) for c in frame.columns[:25])
         raise AirlinkError(f"{source}: no column {name!r} (columns: {have})")
-    raw = frame[name]
-    if pd.api.types.is_bool_dtype(raw.dtype):
-        return raw.astype(float)
-    values = pd.to_numeric(raw, errors="coerce")
-    bad = values.isna() & raw.notna()
-    if bad.any():
-        k = int(np.flatnonzero(bad.to_numpy())[0])
-        raise AirlinkError(f"{source}: column {name!r} is not numeric ({int(bad.sum())} value(s) such as "
-                           f"{raw.iloc[k]!r} at {frame.index[k]})")
+    values = _numbers(frame[name], name, source, lambda k: f"at {frame.index[k]}")
     if values.isna().all():
         raise AirlinkError(f"{source}: column {name!r} has no values")
     return values.astype(float)

@@ -96,7 +96,10 @@ def register(sub):
                    "per-user allocation (rate or PRBs), channel quality and backlog where known. The "
                    "model is trained on simulated cells on first use and cached under "
                    "$AIRLINK_CACHE or ~/.cache/airlink; its held-out accuracy is printed with it. "
-                   "For PF it also estimates the averaging time constant.",
+                   "For PF it also estimates the averaging time constant. It names the series it took "
+                   "as users (one phone's carrier-aggregation cells are not competing users) and says "
+                   "'cannot tell', with the reasons, on data unlike the per-TTI cells it learned from "
+                   "(per-second samples, too few users, no channel column).",
                    "airlink infer scheduler sim/mac.parquet --json\n"
                    "airlink infer scheduler data_310410.csv --alloc pcell_sum_nRB --channel pcell_snr")
     s.add_argument("frames", nargs="+", type=Path, metavar="FRAME")

@@ -16,20 +16,21 @@ def first_lines(path, n):
         return [next(fh) for _ in range(n)]
 
 
+def first_file(shared_data, folder, pattern):
+    files = sorted((shared_data / folder).rglob(pattern))
+    if not files:
+        pytest.skip(f"no {pattern} files in ../shared/data/{folder}")
+    return files[0]
+
+
 @pytest.fixture
 def ucc_file(shared_data):
-    files = sorted((shared_data / "ucc-5g" / "Download").rglob("*.csv"))
-    if not files:
-        pytest.skip("no UCC files in ../shared/data/ucc-5g")
-    return files[0]
+    return first_file(shared_data, "ucc-5g/Download", "*.csv")
 
 
 @pytest.fixture
 def icell_file(shared_data):
-    files = sorted((shared_data / "icellspeed" / "D1_static").rglob("data_*.csv"))
-    if not files:
-        pytest.skip("no iCellSpeed D1_static files in ../shared/data/icellspeed")
-    return files[0]
+    return first_file(shared_data, "icellspeed/D1_static", "data_*.csv")
 
 
 def replace_field(line, header, column, value):
