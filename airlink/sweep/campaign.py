@@ -40,8 +40,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from airlink.sweep.runs import (POINT_FILE, RUNS, TOKEN_FILE, atomic_write_bytes, replace_dir, run_point,
-                                sha256_file, unpack, verify_point)
+from airlink.sweep.runs import POINT_FILE, RUNS, TOKEN_FILE, replace_dir, run_point, sha256_file, unpack, verify_point
+from airlink.traces.atomic import write_bytes
 from airlink.sweep.spec import Sweep, canonical, check_points, load_sweep
 from airlink.traces import AirlinkError
 
@@ -107,7 +107,7 @@ def write_store(campaign: Path, rows: list, keys: list, meta: dict) -> Path:
     buf = io.BytesIO()
     pq.write_table(table.replace_schema_metadata(md), buf)
     path = campaign / STORE
-    atomic_write_bytes(path, buf.getvalue())
+    write_bytes(path, buf.getvalue())
     return path
 
 
@@ -206,6 +206,17 @@ def _lock(campaign: Path):
         f.close()
 
 
+def _remove_leftovers(runs: Path) -> None:
+    """Remove what runs that never finished left (the sweep or a worker was killed): their
+    ``.tmp-*`` folders and files and ``.trash-*`` folders."""
+    for p in runs.iterdir():
+        if p.name.startswith((".tmp-", ".trash-")):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+
+
 def _say(progress: bool, text: str):
     if progress:
         print(f"airlink sweep: {text}", file=sys.stderr, flush=True)
@@ -248,7 +259,7 @@ def _run_locked(sweep, campaign, exps, *, scheduler, workers, live_slots, progre
     tasks = {}
     token_path = campaign / TOKEN_FILE
     token = token_path.read_text().strip() if token_path.is_file() else uuid.uuid4().hex
-    atomic_write_bytes(token_path, (token + "\n").encode())
+    write_bytes(token_path, (token + "\n").encode())
     slots = live_slots or max(1, (os.cpu_count() or 1) // 2)
     for p in points:
         exp = exps[p.id]
@@ -259,14 +270,8 @@ def _run_locked(sweep, campaign, exps, *, scheduler, workers, live_slots, progre
                        "reports": sweep.spec.reports, "fingerprint": _fingerprint(exp, sweep, inputs),
                        "live_slots": slots, "has_applications": bool(exp.spec.get("applications"))}
     meta = _provenance(sweep, all_inputs)
-    atomic_write_bytes(campaign / "sweep.yaml", yaml.safe_dump(sweep.to_dict(), sort_keys=False).encode())
-    # left-overs of runs that never finished (the sweep or a worker was killed)
-    for p in (campaign / RUNS).iterdir():
-        if p.name.startswith((".tmp-", ".trash-")):
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
+    write_bytes(campaign / "sweep.yaml", yaml.safe_dump(sweep.to_dict(), sort_keys=False).encode())
+    _remove_leftovers(campaign / RUNS)
     rows, todo, reused = {}, [], []
     for p in points:
         doc, why = verify_point(campaign / RUNS / p.id, fingerprint=tasks[p.id]["fingerprint"])
@@ -289,6 +294,7 @@ def _run_locked(sweep, campaign, exps, *, scheduler, workers, live_slots, progre
     _say(progress, f"{len(points)} point(s): {len(reused)} already done, {len(todo)} to run")
     if todo:
         _execute(campaign, tasks, todo, rows, store, scheduler=scheduler, workers=workers, progress=progress)
+        _remove_leftovers(campaign / RUNS)  # of runs whose worker died: every task has ended
     frame, _ = read_campaign(campaign)
     return SweepResult(campaign, frame, todo, reused)
 

@@ -23,7 +23,7 @@ from airlink.traces import AirlinkError
 
 REPORT_NAME = "report.html"
 PREFERRED_METRICS = ("app1.goodput_bps", "summary.aggregate_throughput_mbps", "summary.jain_index",
-                     "link.drops_packets")
+                     "link.downlink.drops_packets")
 
 
 def confidence_table(frame: pd.DataFrame, metric: str, *, by: list, level: float = 0.95) -> pd.DataFrame:
@@ -179,8 +179,8 @@ def write_sweep_report(campaign, *, output=None, metric: str | None = None, x: s
     """Write the sweep report page (default ``CAMPAIGN/report.html``) and return its path."""
     page = build_sweep_report(campaign, metric=metric, x=x, by=by)
     out = Path(output) if output else Path(campaign) / REPORT_NAME
-    from airlink.sweep.runs import atomic_write_bytes
-    atomic_write_bytes(out, page.encode("utf-8"))
+    from airlink.traces.atomic import write_bytes
+    write_bytes(out, page.encode("utf-8"))
     return out
 
 

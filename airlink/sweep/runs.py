@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 
 from airlink.traces import AirlinkError
+from airlink.traces.atomic import write_bytes
 
 POINT_FILE = "point.json"
 TOKEN_FILE = ".campaign-token"
@@ -45,19 +46,9 @@ def sha256_file(path, *, chunk: int = 1 << 20) -> str:
             h.update(b)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``path`` through a temporary file in the same folder and a rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=1, default=str, allow_nan=False) + "\n").encode())
+    """``obj`` as JSON (NaN refused) into ``path``, through a temporary name and a rename."""
+    write_bytes(path, (json.dumps(obj, indent=1, default=str, allow_nan=False) + "\n").encode())
 
 
 def _now() -> str:
@@ -76,7 +67,8 @@ def key_results(folder) -> dict:
       user's ``summary.user<u>.throughput_mbps`` / ``.resource_fraction``;
     - ``run.json``: each application's numbers as ``app<i>.<key>`` (i from 1, e.g.
       ``app1.goodput_bps``), and ``stages`` = ``radio:done,live:skipped,...``;
-    - ``link-stats.json`` (the link shell): top-level numbers as ``link.<key>``;
+    - ``link-stats.json`` (the link shell): top-level numbers as ``link.<key>`` and each
+      direction's as ``link.<direction>.<key>`` (``link.downlink.drops_packets``);
     - ``nmi.json``: each factor's ``nmi.<target>.<factor>.peak_nmi`` and ``.p_value``.
     A file that is absent contributes nothing. Non-finite numbers become None."""
     folder = Path(folder)
@@ -101,8 +93,12 @@ def key_results(folder) -> dict:
             if _finite(v) is not None and k not in ("status", "elapsed_s"):
                 out[f"app{i}.{k}"] = float(v)
     for k, v in (load("link-stats.json") or {}).items():
-        if _finite(v) is not None:
+        if _finite(v) is not None and k != "status":
             out[f"link.{k}"] = float(v)
+        elif isinstance(v, dict):  # per direction: link.downlink.drops_packets, ...
+            for k2, v2 in v.items():
+                if _finite(v2) is not None:
+                    out[f"link.{k}.{k2}"] = float(v2)
     for a in (load("nmi.json") or {}).get("analyses") or []:
         for f in a.get("factors") or []:
             out[f"nmi.{a.get('target')}.{f.get('factor')}.peak_nmi"] = _finite(f.get("peak_nmi"))
@@ -293,4 +289,4 @@ def run_point(task: dict) -> dict:
 
 
 __all__ = ["run_point", "verify_point", "key_results", "run_outcome", "file_manifest", "live_slot",
-           "replace_dir", "unpack", "atomic_write_bytes", "atomic_write_json", "sha256_file", "POINT_FILE"]
+           "replace_dir", "unpack", "atomic_write_json", "sha256_file", "POINT_FILE"]

@@ -71,7 +71,7 @@ def test_distributed_cluster_equals_local_runs(tmp_path, dask_cluster):
 
 def test_resume_after_sigkill_and_damaged_folders_rerun(tmp_path):
     sweep_path = write_sweep(tmp_path / "s", grid={"radio.scheduler": ["rr", "pf"]}, seeds=[1, 2, 3, 4],
-                             duration="3s")
+                             duration="1.5s")
     camp = tmp_path / "camp"
     proc = subprocess.Popen([str(AIRLINK), "sweep", str(sweep_path), "-o", str(camp), "--workers", "2", "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -152,6 +152,7 @@ def test_worker_killed_mid_run_leaves_point_failed_or_rerun(tmp_path, dask_clust
     row = frame.loc[slow]
     assert row["status"] == "done" or "Killed" in str(row["error"]), row
     assert (camp / "runs" / slow / POINT_FILE).is_file()
+    assert not [p.name for p in (camp / "runs").iterdir() if p.name.startswith(".")]  # killed run's left-overs gone
     bad = frame[frame["radio.user"] == 9]
     assert set(bad["status"]) == {"failed"} and bad["error"].str.contains("no user '9'").all(), bad["error"]
     fast = frame[(frame["radio.user"] == 1) & (frame["radio.duration"] == "0.5s")]
@@ -224,3 +225,25 @@ def test_report_page_from_campaign(tmp_path):
     assert "<td>pf</td><td class=\"n\">3</td><td class=\"n\">11.67</td>" in page    # mean of 11, 11.5, 12.5
     r = subprocess.run([str(AIRLINK), "sweep", "report", str(camp), "--metric", "nope"], capture_output=True, text=True)
     assert r.returncode == 2 and "no column 'nope'" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_worker_without_the_campaign_folder_ships_the_run_back(tmp_path):
+    """A worker on a machine that does not see the campaign folder (another token) runs in a
+    temporary folder of its own and returns the folder packed; unpacked, it verifies."""
+    from airlink.sweep.runs import run_point, unpack, verify_point
+    sweep_path = write_sweep(tmp_path / "s", grid={"radio.scheduler": ["rr"]})
+    sweep = load_sweep(sweep_path)
+    p = sweep.points()[0]
+    camp = tmp_path / "camp"
+    (camp / "runs").mkdir(parents=True)
+    (camp / ".campaign-token").write_text("the-clients-token\n")
+    row = run_point({"campaign": str(camp), "token": "another-machine", "point_id": p.id, "params": p.params,
+                     "experiment": str(sweep.experiment_path), "offline": True, "reports": None,
+                     "fingerprint": "f", "live_slots": 1, "has_applications": False})
+    assert row["status"] == "done", row["error"]
+    assert not list((camp / "runs").iterdir())            # nothing written into the campaign
+    unpack(row.pop("archive"), camp / "runs" / p.id)
+    doc, why = verify_point(camp / "runs" / p.id, fingerprint="f")
+    assert why == "" and doc["row"]["summary.aggregate_throughput_mbps"] == row["summary.aggregate_throughput_mbps"]
+    summary = json.loads((camp / "runs" / p.id / "summary.json").read_text())
+    assert row["summary.aggregate_throughput_mbps"] == summary["aggregate_throughput_mbps"]
