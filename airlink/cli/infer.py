@@ -194,6 +194,7 @@ def cmd_fairness(args) -> int:
         print_json(out)
         return 0
     o = rep["overall"]
+    print(_grid_line(frame))
     print(f"{o['users']} users, rate column {o['rate']}, resource {o['resource']}")
     print(f"fairness gap (max-min)/min   {_fmt(o['fairness_gap'])}")
     print(f"Jain's index                 {_fmt(o['jain_index'])}")
@@ -216,6 +217,7 @@ def cmd_backlog(args) -> int:
         print_json(rep)
         return 0
     nb, nc = rep["nmi_backlog"], rep["nmi_channel"]
+    print(_grid_line(frame))
     print(f"NMI({rep['rate']}; {rep['backlog']}) = {nb['peak_nmi']:.3f} at lag {_fmt(nb['lag_s'], 'g')} s, "
           f"p = {_fmt(nb['p_value'])}")
     if nc:
@@ -239,6 +241,7 @@ def cmd_jitter(args) -> int:
     if args.json:
         print_json(table.to_dict(orient="records"))
         return 0
+    print(_grid_line(frame))
     print(f"inter-service gaps (served = {table.attrs['served']} > 0), seconds")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

@@ -171,3 +171,31 @@ def test_ucc_nmi_cli_with_time_column(run_airlink, shared_data):
     assert status == 0, err
     (row,) = json.loads(out)
     assert float(row["lag_s"]).is_integer() and row["lag_s"] == row["lag"] and abs(row["lag"]) <= 10
+
+
+def test_slots_of_a_non_integer_period_keep_one_step_each():
+    """1.667 ms slots (1/600 s) stored to the nanosecond: a grid made from the data keeps one
+    slot per step (an epoch grid of 1666667 ns would merge neighbours and open holes)."""
+    k = np.arange(6000)
+    t = np.round(k * 1e9 / 600).astype(np.int64) + 1_700_000_000 * 10**9
+    frame = pd.DataFrame({"time": pd.to_datetime(t, unit="ns", utc=True), "served_bytes": k})
+    g = inf.prepare(frame)
+    assert len(g) == 6000 and g.attrs["merged_rows"] == 0 and g.attrs["empty_bins"] == 0
+    assert g["served_bytes"].tolist() == k.tolist()
+    assert g.attrs["resolution_s"] == pytest.approx(1 / 600)
+
+
+def test_scheduler_cli_names_users_and_carrier_aggregation(run_airlink, shared_data, tmp_path):
+    pytest.importorskip("airlink.sim", reason="the scheduler model trains on the simulator")
+    from airlink import collectors as C
+    files = sorted((shared_data / "icellspeed" / "D1_static").rglob("data_*.csv"))
+    frames = [C.read(f) for f in files[:10]]
+    frame = next((f for f in frames if f["carrier"].nunique() > 1), None)
+    if frame is None:
+        pytest.skip("no multi-carrier iCellSpeed file among the first ten")
+    path = tmp_path / "mac.parquet"
+    frame.to_parquet(path)
+    status, out, err = run_airlink("infer", "scheduler", path)
+    assert status == 0, err
+    assert out.startswith("scheduler: cannot tell") and "users: ue/" in out
+    assert "not a user: ue/" in out and "carrier aggregation" in out
