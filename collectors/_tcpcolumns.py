@@ -182,4 +182,5 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     cols["v6_addresses"] = list(v6_ids)
     cols["source"] = str(path)
     cols["problem"] = reader.problem
+    cols["records"] = int(reader.packets)
     return cols

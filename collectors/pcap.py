@@ -207,7 +207,12 @@ def _frame(cols) -> pd.DataFrame:
         ts = cols["ts_ns"]
     flow, direction = assign_flows(cols)
     hi, lo, six = cols.pop("addr_table")
-    names = _addr_strings(hi, lo, six)
+    return _assemble(cols, flow, direction, _addr_strings(hi, lo, six))
+
+
+def _assemble(cols, flow, direction, names) -> pd.DataFrame:
+    """The packets frame from decoded columns (``src``/``dst``: codes into ``names``),
+    flow numbers and direction codes; ``cols`` is emptied."""
     cats = pd.Index(names, dtype=object)
     code_t = np.int16 if len(names) < 32000 else np.int32
     src = pd.Categorical.from_codes(cols.pop("src").astype(code_t), categories=cats)
@@ -228,3 +233,86 @@ def _frame(cols) -> pd.DataFrame:
                       ("syn_options", "synopt"), ("interface", "iface"), ("captured_bytes", "captured")):
         df[name] = cols.pop(key)
     return df
+
+
+def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bool = False,
+                 info: dict | None = None):
+    """The packets frame of a capture, one batch (~16 MB of capture) at a time, with flow
+    numbers and directions taken from ``flows`` (the flows table of :func:`analyze_tcp`
+    of the same capture: ``fwd`` is its ``src -> dst``), so memory does not grow with the
+    capture. Concatenated, the frames equal :func:`read` of the capture, time order
+    included: a record is at most ``max_lateness_ns`` older than the latest record before
+    it in the file (``TcpAnalysis.max_lateness_ns``; None: found by a first pass over the
+    record headers), so rows are held back only while a later record could still come
+    before them (records out of time order, as multi-queue capture gives, hold back only
+    the rows they could overtake). ``info`` (a dict) receives the frame attrs :func:`read`
+    would set, complete once the generator is exhausted."""
+    path = Path(path)
+    if max_lateness_ns is None:
+        max_lateness_ns, top = 0, None
+        for b in CaptureReader(path, salvage=salvage, reuse_buffer=True):
+            ts = b.ts_ns
+            run = np.maximum.accumulate(ts) if top is None else np.maximum.accumulate(np.maximum(ts, top))
+            max_lateness_ns = max(max_lateness_ns, int((run - ts).max()))
+            top = int(run[-1])
+    names = sorted(set(flows["src"].astype(str)) | set(flows["dst"].astype(str)))
+    code_of = {n: i for i, n in enumerate(names)}
+    fkey = {}                 # (low endpoint, high endpoint, protocol) -> (flow, fwd sender is high)
+    for f, s, sp, d, dp, pr in zip(flows["flow"].tolist(), flows["src"].astype(str).tolist(),
+                                   flows["sport"].tolist(), flows["dst"].astype(str).tolist(),
+                                   flows["dport"].tolist(), flows["proto"].tolist()):
+        a, b = (code_of[s] << 16) | sp, (code_of[d] << 16) | dp
+        fkey[(min(a, b), max(a, b), pr)] = (f, int(a > b))
+    reader = CaptureReader(path, salvage=salvage, reuse_buffer=True)
+    unknown: set = set()
+    n_ip = 0
+    held = None                                       # rows a later record could still precede
+    top = None                                        # latest time read so far
+    for batch in reader:
+        d = decode(batch)
+        del batch
+        unknown |= d.pop("unknown_linktypes")
+        d.pop("keep", None)
+        m = len(d["ts_ns"])
+        if m:
+            _, hi, lo, six = d.pop("addr_table")
+            g = np.array([code_of[n] for n in _addr_strings(hi, lo, six)], np.int32)
+            d["src"], d["dst"] = g[d["src"]], g[d["dst"]]
+            ep_a = (d["src"].astype(np.int64) << 16) | d["sport"]
+            ep_b = (d["dst"].astype(np.int64) << 16) | d["dport"]
+            swap = ep_a > ep_b                        # the sender is the key's high endpoint
+            lo, hi = np.minimum(ep_a, ep_b), np.maximum(ep_a, ep_b)
+            del ep_a, ep_b
+            first, inv = group_connections(lo, hi, d["proto"].astype(np.uint64))
+            fd = np.array([fkey[k] for k in zip(lo[first].tolist(), hi[first].tolist(),
+                                                d["proto"][first].tolist())], np.int64).reshape(-1, 2)
+            del lo, hi
+            d["flow"] = fd[inv, 0].astype(np.int32)
+            d["direction"] = (swap != fd[inv, 1].astype(bool)).astype(np.int8)
+            del swap, inv
+            n_ip += m
+            d = {c: v for c, v in d.items() if isinstance(v, np.ndarray) and len(v) == m}
+            if held is not None:
+                d = {c: np.concatenate([held[c], d[c]]) for c in d}
+            ts = d["ts_ns"]
+            if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
+                order = np.argsort(ts, kind="stable")     # equal times keep file order
+                d = {c: v[order] for c, v in d.items()}
+            top = int(d["ts_ns"][-1]) if top is None else max(top, int(d["ts_ns"][-1]))
+            # every later record is at or after top - max_lateness_ns (equal times keep file order)
+            cut = int(np.searchsorted(d["ts_ns"], top - max_lateness_ns, side="right"))
+            held = {c: v[cut:] for c, v in d.items()} if cut < len(d["ts_ns"]) else None
+            if cut:
+                out = {c: v[:cut] for c, v in d.items()}
+                yield _assemble(out, out.pop("flow"), out.pop("direction"), names)
+            del d
+    if held is not None:                              # the rows no later record can precede now
+        yield _assemble(held, held.pop("flow"), held.pop("direction"), names)
+    check_linktypes(path, reader, unknown, n_ip, salvage)
+    if info is not None:
+        info.update({"source": str(path), "reader": NAME, "format": reader.format,
+                     "records": int(reader.packets), "ip_packets": int(n_ip),
+                     "linktypes": sorted(int(t) for t in reader.linktypes),
+                     "unknown_linktypes": sorted(unknown)})
+        if reader.problem:
+            info["problem"] = reader.problem

@@ -182,6 +182,10 @@ class TcpAnalysis:
     resolution_s: float
     source: str = ""
     attrs: dict = field(default_factory=dict)
+    #: analysed from a capture path: the largest step back in time (ns) from the latest
+    #: record before it to a record, in file order (0: the capture is in time order);
+    #: None when analysed from a packets frame (sorted already)
+    max_lateness_ns: int | None = None
 
     def summary(self) -> list:
         """Per-flow dicts (the ``airlink collect --json`` records)."""
@@ -245,14 +249,24 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False) -> T
         from ._tcpcolumns import read_columns
         raw = read_columns(packets_or_path, salvage=salvage)
         source = raw["source"]
+        extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
+        ts = raw["ts_ns"]
+        late = 0 if len(ts) < 2 or (ts[1:] >= ts[:-1]).all() else int((np.maximum.accumulate(ts) - ts).max())
+        del ts
         c, flows, n_packets = _from_columns(raw)
         del raw
     else:
         packets = packets_or_path
         validate(packets, "packets", name="packets")
         source = packets.attrs.get("source", "") if hasattr(packets, "attrs") else ""
+        extra = {"records": int(packets.attrs.get("records", len(packets))),
+                 **({"problem": packets.attrs["problem"]} if packets.attrs.get("problem") else {})}
         c, flows, n_packets = _from_frame(packets)
-    return _analyze(c, flows, n_packets, res_s, source)
+        late = None
+    a = _analyze(c, flows, n_packets, res_s, source)
+    a.attrs.update(extra)     # records read (IP or not) and the salvage message, if any
+    a.max_lateness_ns = late
+    return a
 
 
 def _col(df, name, dtype=None, default=0):

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from airlink.cli._common import add_parser, print_json
+from airlink.rundir import FrameStreamWriter, atomic_path
 
 
 def register(sub):
@@ -63,26 +64,29 @@ def cmd_collect(args) -> int:
         if fmt is None and (C.pcap.is_format(path) or path.name.lower().endswith(C.CAPTURE_SUFFIXES)):
             fmt = "pcap"
         if fmt == "pcap":
-            packets = C.read_pcap(path, salvage=args.salvage)
-            analysis = C.analyze_tcp(packets, resolution=args.resolution)
+            # the analysis reads narrow columns straight from the capture (no packets frame);
+            # the packets frame, when asked for, is written batch by batch in a second pass
+            analysis = C.analyze_tcp(path, resolution=args.resolution, salvage=args.salvage)
             written = []
+            info = dict(analysis.attrs)
             if not args.no_packets:
-                written.append(_write(packets, out / f"{stem}.packets.parquet"))
-            written.append(_write(analysis.flows, out / f"{stem}.flows.parquet"))
-            written.append(_write(analysis.series, out / f"{stem}.tcp.parquet"))
-            written.append(_write(analysis.events, out / f"{stem}.events.parquet"))
-            rec = {"file": str(path), "reader": "pcap", "packets": int(packets.attrs.get("records", len(packets))),
+                written.append(_write_packets(C, path, analysis, out / f"{stem}.packets.parquet",
+                                              args.salvage, info))
+            written.append(_write(analysis.flows, out / f"{stem}.flows.parquet", "flows"))
+            written.append(_write(analysis.series, out / f"{stem}.tcp.parquet", "tcp"))
+            written.append(_write(analysis.events, out / f"{stem}.events.parquet", "tcp-events"))
+            rec = {"file": str(path), "reader": "pcap", "packets": int(info["records"]),
                    "flows": analysis.summary(), "outputs": written}
-            if packets.attrs.get("problem"):
-                rec["problem"] = packets.attrs["problem"]
-                print(f"airlink: warning: {packets.attrs['problem']} (--salvage kept them)", file=sys.stderr)
+            if info.get("problem"):
+                rec["problem"] = info["problem"]
+                print(f"airlink: warning: {info['problem']} (--salvage kept them)", file=sys.stderr)
         else:
             if args.mapping is not None:
                 kw["mapping"] = args.mapping
                 fmt = fmt or "csv"
             frame = C.read(path, format=fmt, **kw)
             kind = "mac" if "user" in frame.columns else "rf"
-            written = [_write(frame, out / f"{stem}.{kind}.parquet")]
+            written = [_write(frame, out / f"{stem}.{kind}.parquet", kind)]
             rec = {"file": str(path), "reader": frame.attrs.get("reader", fmt), "kind": kind,
                    "rows": int(len(frame)), "columns": [str(c) for c in frame.columns],
                    "start": str(frame["time"].iloc[0]) if len(frame) else None,
@@ -113,17 +117,51 @@ def cmd_collect(args) -> int:
     return 0
 
 
-def _write(frame, path: Path) -> str:
-    """Parquet with the frame's provenance (attrs) in the file metadata."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from airlink import __version__
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    prov = {k: v for k, v in frame.attrs.items() if isinstance(v, (str, int, float, list, bool, dict))}
-    prov["airlink_version"] = __version__
-    meta[b"airlink"] = json.dumps(prov, default=str).encode()
-    table = table.replace_schema_metadata(meta)
-    pq.write_table(table, path)
+def _write(frame, path: Path, kind: str) -> str:
+    """Parquet, atomically, with the frame's kind and provenance (attrs) in the metadata."""
+    from airlink.rundir import write_frame
+    write_frame(path, frame, kind=kind)
     return str(path)
+
+
+def _write_packets(C, path: Path, analysis, dest: Path, salvage: bool, info: dict) -> str:
+    """The packets frame in Parquet row groups, one per capture batch (memory does not grow
+    with the capture). ``info`` receives the reader's attrs (records, problem, ...)."""
+    import contextlib
+
+    import pyarrow as pa
+
+    from airlink.collectors.pcap import iter_packets
+    from airlink.rundir import provenance_of
+    meta: dict = {}
+    with contextlib.ExitStack() as stack:          # the file appears only if every batch was written
+        writer = None
+        for part in iter_packets(path, flows=analysis.flows, max_lateness_ns=analysis.max_lateness_ns,
+                                 salvage=salvage, info=meta):
+            table = pa.Table.from_pandas(part, preserve_index=False)
+            if writer is None:
+                prov = provenance_of(part)
+                prov.update({"source": str(path), "reader": "pcap", "row_groups": "one per capture batch"})
+                writer = stack.enter_context(PacketsWriter(dest, table.schema, kind="packets",
+                                                           provenance=prov))
+            writer.write(table)
+    if writer is None:                             # no IP packet: the empty frame
+        _write(C.read_pcap(path, salvage=salvage), dest, "packets")
+    info.update(meta)
+    return str(dest)
+
+
+
+class PacketsWriter(FrameStreamWriter):
+    """The run folder's row-group writer, with dictionary encoding kept to the columns
+    where it pays (addresses, direction, flow, protocol, ports): by default every column is
+    tried, and half the packets file's write time went to sequence numbers and timestamps
+    whose dictionaries overflow (2M packets: 0.88 -> 0.39 s CPU, 27 -> 25 MB)."""
+
+    DICTIONARY = ["src", "dst", "direction", "flow", "proto", "sport", "dport"]
+
+    def __enter__(self):
+        import pyarrow.parquet as pq
+        self._cm = atomic_path(self.path)
+        self._writer = pq.ParquetWriter(self._cm.__enter__(), self.schema, use_dictionary=self.DICTIONARY)
+        return self
