@@ -89,17 +89,11 @@ def unit_factor(unit: str, target: str) -> float:
 
 
 def parse_times(values: pd.Series, *, fmt=None, tz=None, unit=None, name="time") -> pd.Series:
-    """Times as UTC. ``unit`` (s, ms, us, ns) for numbers since the epoch; ``fmt`` a strftime
-    pattern; ``tz`` the zone of naive local times (e.g. Europe/Dublin)."""
-    if unit:
-        num = pd.to_numeric(values, errors="coerce")
-        mult = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit]
-        t = pd.to_datetime((num * mult).round().astype("Int64"), unit="ns", utc=True)
-        return t
-    t = pd.to_datetime(values, format=fmt, errors="coerce")
-    if getattr(t.dt, "tz", None) is None:
-        t = t.dt.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")
-    return t.dt.tz_convert("UTC")
+    """Times as UTC, unreadable ones NaT (the readers drop and count them):
+    :func:`airlink.collectors.align.parse_times` with ``unit`` (s, ms, us, ns) for numbers
+    since the epoch, ``fmt`` a strftime pattern, ``tz`` the zone of naive local times."""
+    from .align import parse_times as parse
+    return pd.Series(parse(values, column=name, tz=tz, format=fmt, unit=unit, errors="coerce"))
 
 
 def finish(frame: pd.DataFrame, path, reader: str, *, dedupe="last") -> pd.DataFrame:

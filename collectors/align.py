@@ -88,61 +88,94 @@ def bin_of(t_ns: np.ndarray, res_ns: float, origin_ns: int = 0) -> np.ndarray:
     return np.floor(d / res_ns + 1e-6).astype(np.int64)
 
 
-def parse_times(values, *, source: str = "frame", column: str = "time", tz=None) -> pd.DatetimeIndex:
+_UNITS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_NAT = np.iinfo(np.int64).min
+
+
+def _epoch_ns(v: np.ndarray, mult: int) -> np.ndarray:
+    """Numbers of ``1/mult``-second units since the epoch as int64 ns (NaN -> NaT), the whole
+    units and the fraction apart: float64 cannot hold 1.6e18 ns to the nanosecond."""
+    ok = np.isfinite(v)
+    whole = np.floor(np.where(ok, v, 0))
+    ns = whole.astype(np.int64) * mult + np.round((np.where(ok, v, 0) - whole) * mult).astype(np.int64)
+    ns[~ok] = _NAT
+    return ns
+
+
+def parse_times(values, *, source: str = "frame", column: str = "time", tz=None, format=None, unit=None,
+                errors: str = "raise") -> pd.DatetimeIndex:
     """Timestamps of any form airlink meets, as a UTC :class:`pandas.DatetimeIndex`.
 
     * datetimes (naive ones are in ``tz``, default UTC);
-    * numbers since the Unix epoch, the unit chosen by magnitude: above 1e17 ns, above 1e14
-      us, above 1e11 ms, else seconds (so ``1583371396`` and ``1583371396.25`` are seconds,
-      small numbers are seconds from 1970);
-    * UCC / G-NetTrack text ``YYYY.MM.DD_hh.mm.ss`` (local time: give ``tz``);
-    * ISO 8601 text with or without zone and with any number of fractional digits per row
-      (``2024-03-01 10:00:00``, ``2024-03-01T10:00:00.25``, ``...00.125+01:00``), naive ones
-      in ``tz``.
+    * numbers since the Unix epoch, in ``unit`` (``s``, ``ms``, ``us``, ``ns``) or, without
+      one, the unit chosen by magnitude: above 1e17 ns, above 1e14 us, above 1e11 ms, else
+      seconds (so ``1583371396`` and ``1583371396.25`` are seconds, small numbers are seconds
+      from 1970);
+    * text in ``format`` (a strftime pattern), or without one: UCC / G-NetTrack
+      ``YYYY.MM.DD_hh.mm.ss`` (local time: give ``tz``) or ISO 8601 with or without zone and
+      with any number of fractional digits per row (``2024-03-01 10:00:00``,
+      ``2024-03-01T10:00:00.25``, ``...00.125+01:00``), naive ones in ``tz``; text that is
+      neither is parsed value by value by pandas (``03/05/2020`` is read month first).
 
-    A value that cannot be read is an error naming ``source``, ``column``, the row (0-based,
-    of the table) and the value; missing values stay NaT.
+    With ``errors="raise"`` a value that cannot be read is an error naming ``source``,
+    ``column``, the row (0-based, of the table) and the value; with ``"coerce"`` it is NaT.
+    Missing values are NaT.
     """
     s = pd.Series(np.asarray(values, dtype=object) if not isinstance(values, pd.Series) else values.to_numpy())
-    if pd.api.types.is_datetime64_any_dtype(s):
+    coerce = errors == "coerce"
+
+    def fail(k, why):
+        raise AirlinkError(f"{source}: column {column!r} row {k}: {why} {s.iloc[k]!r}")
+
+    if pd.api.types.is_datetime64_any_dtype(s) and unit is None:
         t = pd.DatetimeIndex(s)
-    else:
+    elif unit is not None or format is None and pd.to_numeric(s, errors="coerce").notna().any():
+        if unit is not None and unit not in _UNITS:
+            raise AirlinkError(f"{source}: time unit {unit!r} is not one of {', '.join(_UNITS)}")
         num = pd.to_numeric(s, errors="coerce")
-        text = s.where(s.notna() & num.isna())
-        if text.notna().any() and num.notna().any():
-            k = int(np.flatnonzero(text.notna().to_numpy())[0])
-            raise AirlinkError(f"{source}: column {column!r} mixes numbers and text (row {k}: {s.iloc[k]!r})")
-        if num.notna().any():
-            v = num.to_numpy(dtype=float)
+        bad = s.notna().to_numpy() & num.isna().to_numpy()
+        if bad.any() and not coerce:
+            fail(int(np.flatnonzero(bad)[0]), "a number is expected, got")
+        v = num.to_numpy(dtype=float)
+        if unit is not None:
+            mult = _UNITS[unit]
+        else:
             big = float(np.nanmax(np.abs(v)))
             mult = 1 if big > 1e17 else 10**3 if big > 1e14 else 10**6 if big > 1e11 else 10**9
-            ok = np.isfinite(v)
-            whole = np.floor(np.where(ok, v, 0))          # whole units and fraction apart: float64
-            ns = whole.astype(np.int64) * mult + np.round((np.where(ok, v, 0) - whole) * mult).astype(np.int64)
-            ns[~ok] = np.iinfo(np.int64).min              # cannot hold 1e18 ns exactly; this is NaT
-            t = pd.DatetimeIndex(pd.to_datetime(ns, unit="ns", utc=True))
-        else:
-            strs = s.where(s.notna()).astype("string").str.strip()
-            first = strs.dropna().iloc[0] if strs.notna().any() else ""
-            fmt = "%Y.%m.%d_%H.%M.%S" if _UCC.match(str(first)) else "ISO8601"
-            # rows with a zone (Z, +01:00) are exact instants; the others are in tz
-            aware = strs.str.contains(r"(?:Z|[+-]\d{2}:?\d{2})$", regex=True).fillna(False).to_numpy(bool)
-            ns = np.full(len(strs), np.iinfo(np.int64).min, dtype=np.int64)
+        t = pd.DatetimeIndex(pd.to_datetime(_epoch_ns(v, mult), unit="ns", utc=True))
+    else:
+        strs = s.where(s.notna()).astype("string").str.strip()
+        first = strs.dropna().iloc[0] if strs.notna().any() else ""
+        fmt = format or ("%Y.%m.%d_%H.%M.%S" if _UCC.match(str(first)) else "ISO8601")
+        # rows with a zone (Z, +01:00) are exact instants; the others are in tz
+        aware = strs.str.contains(r"(?:Z|[+-]\d{2}:?\d{2})$", regex=True).fillna(False).to_numpy(bool)
+        naive = ~aware & strs.notna().to_numpy(bool)
+        how = "coerce" if coerce else "raise"
+
+        def read(fmt):
+            ns = np.full(len(strs), _NAT, dtype=np.int64)
+            if aware.any():
+                ns[aware] = pd.DatetimeIndex(pd.to_datetime(strs[aware], format=fmt, utc=True, errors=how)).asi8
+            if naive.any():
+                loc = pd.DatetimeIndex(pd.to_datetime(strs[naive], format=fmt, errors=how))
+                ns[naive] = loc.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT").asi8
+            return ns
+        try:
             try:
-                if aware.any():
-                    ns[aware] = pd.DatetimeIndex(pd.to_datetime(strs[aware], format=fmt, utc=True)).asi8
-                naive = ~aware & strs.notna().to_numpy(bool)
-                if naive.any():
-                    loc = pd.DatetimeIndex(pd.to_datetime(strs[naive], format=fmt))
-                    ns[naive] = loc.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT").asi8
+                ns = read(fmt)
             except (ValueError, TypeError):
-                bad = pd.to_datetime(strs, format=fmt, errors="coerce", utc=True).isna() & strs.notna()
-                k = int(np.flatnonzero(bad.to_numpy())[0]) if bad.any() else 0
-                raise AirlinkError(f"{source}: column {column!r} row {k}: cannot read {s.iloc[k]!r} as a time "
-                                   f"(expected epoch seconds, ISO 8601 or YYYY.MM.DD_hh.mm.ss)") from None
-            except Exception as exc:  # unknown zone name
-                raise AirlinkError(f"{source}: time zone {tz!r}: {exc}") from None
-            t = pd.DatetimeIndex(pd.to_datetime(ns, unit="ns", utc=True))
+                if format is not None or fmt != "ISO8601":
+                    raise
+                ns = read("mixed")  # other spellings (03/05/2020 10:00): parsed one by one
+            if format is None and fmt == "ISO8601" and coerce and (ns == _NAT).all() and naive.any():
+                ns = read("mixed")
+        except (ValueError, TypeError):
+            bad = pd.to_datetime(strs, format=fmt, errors="coerce", utc=True).isna() & strs.notna()
+            fail(int(np.flatnonzero(bad.to_numpy())[0]) if bad.any() else 0,
+                 f"cannot read as a time ({'format ' + format if format else 'expected epoch seconds, ISO 8601 or YYYY.MM.DD_hh.mm.ss'}):")
+        except Exception as exc:  # unknown zone name
+            raise AirlinkError(f"{source}: time zone {tz!r}: {exc}") from None
+        t = pd.DatetimeIndex(pd.to_datetime(ns, unit="ns", utc=True))
     if t.tz is None:
         try:
             t = t.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")

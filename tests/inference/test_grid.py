@@ -102,7 +102,7 @@ def test_time_forms():
                          ([1583371396.25, 1583371397.5], "s")):
         got = parse_times(pd.Series(values))
         assert got.equals(pd.DatetimeIndex(pd.to_datetime(values, unit=unit, utc=True)))
-    with pytest.raises(AirlinkError, match=r"f.csv: column 'td' row 1: cannot read 'yesterday'"):
+    with pytest.raises(AirlinkError, match=r"f.csv: column .td. row 1: cannot read as a time .*yesterday"):
         parse_times(pd.Series(["2024-03-01 10:00:00", "yesterday"]), source="f.csv", column="td")
 
 
