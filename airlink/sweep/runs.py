@@ -106,9 +106,10 @@ def key_results(folder) -> dict:
     return out
 
 
-def run_outcome(folder) -> tuple[str, str | None]:
-    """("done", None) when ``run.json`` says the run finished with no failed stage, else
-    ("failed", why)."""
+def run_outcome(folder, *, live_expected: bool = False) -> tuple[str, str | None]:
+    """("done", None) when ``run.json`` says the run finished with no failed stage (and, with
+    ``live_expected``, its live stage ran: a campaign of live points must not fill up with
+    offline ones where the machine cannot run them), else ("failed", why)."""
     p = Path(folder) / "run.json"
     if not p.is_file():
         return "failed", "the run wrote no run.json"
@@ -119,6 +120,10 @@ def run_outcome(folder) -> tuple[str, str | None]:
     failed = [s for s in info.get("stages") or [] if s.get("status") != "done" and s.get("status") not in ("skipped",)]
     if failed:
         return "failed", "; ".join(f"{s['name']} {s['status']}: {s.get('note') or ''}".strip() for s in failed)
+    live = next((s for s in info.get("stages") or [] if s.get("name") == "live"), None)
+    if live_expected and live is not None and live.get("status") != "done":
+        return "failed", (f"live stage {live.get('status')}: {live.get('note') or ''} (a sweep with "
+                          "offline: true runs the offline stages only)")
     if not info.get("finished"):
         return "failed", "run.json has no finish time (the run was interrupted)"
     try:
@@ -182,14 +187,16 @@ def replace_dir(src: Path, dst: Path) -> None:
 
 # ---------------------------------------------------------------------------- live slots
 @contextlib.contextmanager
-def live_slot(slots: int, *, poll_s: float = 0.5):
-    """Hold one of ``slots`` per-machine live slots (``flock`` on files in the temp folder),
-    waiting while all are taken: live runs of any sweep, worker or cluster on this machine
-    share the same slots, so they never exceed what the cores carry."""
-    LIVE_LOCK_DIR.mkdir(exist_ok=True)
+def live_slot(slots: int, *, poll_s: float = 0.5, folder=None):
+    """Hold one of ``slots`` per-machine live slots (``flock`` on ``slot<i>.lock`` in
+    ``folder``, default the temporary folder's ``airlink-live-slots``), waiting while all are
+    taken: live runs of any sweep, worker or cluster on this machine share the same slots, so
+    they never exceed what the cores carry."""
+    folder = Path(folder) if folder is not None else LIVE_LOCK_DIR
+    folder.mkdir(exist_ok=True)
     while True:
         for i in range(max(1, slots)):
-            f = open(LIVE_LOCK_DIR / f"slot{i}.lock", "w")
+            f = open(folder / f"slot{i}.lock", "w")
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -261,7 +268,7 @@ def run_point(task: dict) -> dict:
                 run_experiment(exp, work, live=live, progress=False, report=report)
         else:
             run_experiment(exp, work, live=live, progress=False, report=report)
-        row["status"], row["error"] = run_outcome(work)
+        row["status"], row["error"] = run_outcome(work, live_expected=not task["offline"] and task.get("has_applications"))
     except Exception as exc:  # recorded in the row; the other points go on
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         row["error"] = (f"{type(exc).__name__}: {exc}" if isinstance(exc, AirlinkError)

@@ -247,3 +247,48 @@ def test_worker_without_the_campaign_folder_ships_the_run_back(tmp_path):
     assert why == "" and doc["row"]["summary.aggregate_throughput_mbps"] == row["summary.aggregate_throughput_mbps"]
     summary = json.loads((camp / "runs" / p.id / "summary.json").read_text())
     assert row["summary.aggregate_throughput_mbps"] == summary["aggregate_throughput_mbps"]
+
+
+def test_run_outcome_from_run_json(tmp_path):
+    """done only for a finished run without a failed stage; a live sweep's point whose live
+    stage was skipped is failed with the reason (not silently an offline run)."""
+    from airlink.sweep.runs import run_outcome
+
+    def folder(stages, finished=True):
+        d = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
+        d.mkdir()
+        doc = {"stages": [{"name": n, "status": s, "note": f"{n} note"} for n, s in stages]}
+        if finished:
+            doc["finished"] = "2026-11-24T00:00:00+00:00"
+        (d / "run.json").write_text(json.dumps(doc))
+        return d
+
+    ok = folder([("radio", "done"), ("live", "skipped"), ("infer", "done")])
+    assert run_outcome(ok) == ("done", None)
+    status, why = run_outcome(ok, live_expected=True)
+    assert status == "failed" and "live stage skipped: live note" in why
+    status, why = run_outcome(folder([("radio", "done"), ("collect", "failed")]))
+    assert status == "failed" and why == "collect failed: collect note"
+    status, why = run_outcome(folder([("radio", "done")], finished=False))
+    assert status == "failed" and "interrupted" in why
+    assert run_outcome(tmp_path / "nothing")[0] == "failed"
+
+
+def test_live_slots_are_shared_by_processes(tmp_path):
+    """A live run holds a per-machine slot: another process waits while all are taken and
+    goes on when one is freed; with a second slot it does not wait."""
+    from airlink.sweep.runs import live_slot
+    slots = tmp_path / "slots"   # not the machine's: a live sweep running beside the test would hold those
+    code = ("import sys; from pathlib import Path; from airlink.sweep.runs import live_slot\n"
+            "with live_slot(int(sys.argv[1]), poll_s=0.05, folder=sys.argv[3]): Path(sys.argv[2]).write_text('in')\n")
+    with live_slot(1, folder=slots):
+        waiting = subprocess.Popen([sys.executable, "-c", code, "1", str(tmp_path / "one"), str(slots)])
+        free = subprocess.run([sys.executable, "-c", code, "2", str(tmp_path / "two"), str(slots)], timeout=60)
+        try:
+            assert free.returncode == 0 and (tmp_path / "two").exists()      # second slot: no wait
+            time.sleep(1.0)
+            assert waiting.poll() is None and not (tmp_path / "one").exists()  # one slot, taken: waits
+        except BaseException:
+            waiting.kill()
+            raise
+    assert waiting.wait(timeout=60) == 0 and (tmp_path / "one").exists()
