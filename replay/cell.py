@@ -30,6 +30,7 @@ Library entry point::
 """
 from __future__ import annotations
 
+import gc
 import ipaddress
 import json
 import math
@@ -37,7 +38,9 @@ import os
 import resource
 import select
 import signal
+import sys
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
@@ -55,6 +58,7 @@ KILL_GRACE_S = 3.0
 DRAIN_QUIET_NS = 30_000_000     # after every CMD exited: stop once 30 ms pass without a packet ...
 DRAIN_MAX_NS = 1_000_000_000    # ... or after 1 s
 READ_BATCH = 256
+PREFETCH = 2                    # chunks of radio inputs made ahead of the clock
 MAX_PACKET = 65536
 UNBOUNDED_S = 24 * 3600         # the radio's horizon when no duration is given
 MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in memory)
@@ -93,13 +97,17 @@ class CellShell:
     warmup_bytes : hold the TTI clock until every UE has this many bytes queued (int or
         ``"300KB"``): to start from full queues, as a full-buffer simulation does
     late_after : lateness (duration) from which a TTI counts as late (default half a TTI)
+    realtime : run the shell's loop and its radio thread under the real-time policy
+        ``SCHED_RR`` (priority 10) so that a busy machine delays TTIs less; the UEs'
+        commands keep the normal policy. Off by default (it takes CPU from everything else).
     """
 
     tool = "airlink cell"
 
     def __init__(self, *, preset=None, scheduler=None, users=None, seed: int = 0, tti=None,
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None,
-                 uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None):
+                 uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
+                 realtime: bool = False):
         from airlink.sim.engine import _scheduler_name, _validate, make_scheduler, resolve_config
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
@@ -136,6 +144,7 @@ class CellShell:
         self.warmup_bytes = None if warmup_bytes is None else parse_size(warmup_bytes)
         late = Fraction(self.tti) / 2 if late_after is None else parse_duration(late_after, "ms")
         self.late_ns = int(late * 10**9)
+        self.realtime = bool(realtime)
         self.last_stats = None
 
     def _radio(self, live=True):
@@ -158,6 +167,7 @@ class CellShell:
         namespaces = []
         handlers = {}
         pool = ThreadPoolExecutor(max_workers=1)
+        switch = sys.getswitchinterval()
         try:
             blocks = divide_block(outer.block, self.n_users)
             for i, block in enumerate(blocks, start=1):
@@ -184,12 +194,29 @@ class CellShell:
                 handlers[s] = signal.signal(s, forward)
             handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_all)
             set_timer_slack()
+            # the radio and log threads hand the GIL back to the TTI loop within 0.5 ms
+            sys.setswitchinterval(0.0005)
+            if self.realtime:
+                # after the UEs were forked (they keep the normal policy), before the
+                # radio threads start (they inherit it)
+                try:
+                    os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(10))
+                except OSError as exc:
+                    raise AirlinkError(f"cannot use the real-time scheduling policy: {exc.strerror}") from None
             ru = resource.getrusage(resource.RUSAGE_SELF)
             cpu0 = ru.ru_utime + ru.ru_stime
             live = _LiveCell(self, radio, outer, namespaces, pool, cmdline)
+            # everything allocated so far (numpy, pandas, numba, pyarrow modules) leaves the
+            # collector's view: a full collection during the run then takes microseconds,
+            # not the tens of milliseconds that made TTIs late
+            gc.collect()
+            gc.freeze()
             for ns in namespaces:
                 ns.start()
-            live.loop(stop=lambda: forward(signal.SIGTERM, None))
+            try:
+                live.loop(stop=lambda: forward(signal.SIGTERM, None))
+            finally:
+                gc.unfreeze()
             statuses = [ns.wait() for ns in namespaces]
             ru = resource.getrusage(resource.RUSAGE_SELF)
             stats = live.finish(statuses, cpu_s=ru.ru_utime + ru.ru_stime - cpu0,
@@ -199,6 +226,7 @@ class CellShell:
                 Path(stats_path).write_text(json.dumps(stats, indent=2, default=str) + "\n")
             return max(statuses)
         finally:
+            sys.setswitchinterval(switch)
             signal.setitimer(signal.ITIMER_REAL, 0)
             for s, h in handlers.items():
                 signal.signal(s, h)
@@ -210,7 +238,7 @@ class CellShell:
                 finally:
                     ns.close()
             outer.close()
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_cell(cmd=None, *, stats_path=None, env=None, **options) -> int:
@@ -254,6 +282,8 @@ class _LiveCell:
 
     def __init__(self, shell: CellShell, radio, outer, namespaces, pool, cmdline):
         self.shell, self.radio, self.pool = shell, radio, pool
+        self.writer = ThreadPoolExecutor(max_workers=1)     # MAC log chunks, in order
+        self._ahead = deque()
         self.outer_fd = outer.fd
         self.n = n = shell.n_users
         self.inner_fds = [ns.inner_fd for ns in namespaces]
@@ -308,6 +338,8 @@ class _LiveCell:
         self.max_late_ns = 0
         first = radio.chunk if shell.n_tti is None else min(radio.chunk, shell.n_tti)
         self.first_inputs = radio.inputs(0, first)
+        self._k_submit = first
+        self._top_up()
 
     # -- the TTI -------------------------------------------------------------------------------
     def _new_chunk(self, inp):
@@ -321,19 +353,22 @@ class _LiveCell:
                      "late": np.zeros((rows, n), bool),
                      "lateness_us": np.zeros((rows, n), np.int64)}
         self.rows = 0
-        k_next = inp.k0 + inp.n
+        self._top_up()
+
+    def _top_up(self):
+        """Keep PREFETCH chunks of radio inputs in the making (a thread; numpy releases the GIL)."""
         horizon = self.radio.n_tti if self.shell.n_tti is None else self.shell.n_tti
-        if k_next < horizon:
-            self._next = self.pool.submit(self.radio.inputs, k_next, min(self.radio.chunk, horizon - k_next))
-        else:
-            self._next = None
+        while len(self._ahead) < PREFETCH and self._k_submit < horizon:
+            n_next = min(self.radio.chunk, horizon - self._k_submit)
+            self._ahead.append(self.pool.submit(self.radio.inputs, self._k_submit, n_next))
+            self._k_submit += n_next
 
     def _tti(self, k, now):
         """Decide and serve TTI ``k`` (it ended at ``boundary(k + 1)``, handled at ``now``)."""
         i = k - self.inp.k0
         if i >= self.inp.n:
             self._flush_mac()
-            self._new_chunk(self._next.result())
+            self._new_chunk(self._ahead.popleft().result())
             i = 0
         queues, servers = self.queues, self.servers
         # the bytes queued, less the fraction of a byte the scheduler already served (carry)
@@ -419,18 +454,22 @@ class _LiveCell:
         args = (out, live, inp.sinr_db[:r], inp.sinr_rep_db[:r], inp.k0)
         if self._pending_write is not None:
             self._pending_write.result()
-        self._pending_write = self.pool.submit(self._write_mac, *args)
+        self._pending_write = self.writer.submit(self._write_mac, *args)
         if final:
             self._pending_write.result()
 
     def _write_mac(self, out, live, sinr_db, sinr_rep_db, k0):
         import pyarrow as pa
         import pyarrow.parquet as pq
-        frame = self.radio.mac_frame(out, sinr_db, sinr_rep_db, live["arrivals_bytes"],
-                                     start_ns=self.wall_start_ns, k0=k0)
+        cols = self.radio.mac_columns(out, sinr_db, sinr_rep_db, live["arrivals_bytes"],
+                                      start_ns=self.wall_start_ns, k0=k0)
         for name in LIVE_COLUMNS:
-            frame[name] = live[name].ravel()
-        table = pa.Table.from_pandas(frame, preserve_index=False)
+            cols[name] = live[name].ravel()
+        # straight from numpy (little time under the GIL, which the TTI loop needs)
+        arrays = {name: pa.array(v, type=pa.string()) if name == "user" else
+                  pa.array(v, type=pa.timestamp("ns", tz="UTC")) if name == "time" else pa.array(v)
+                  for name, v in cols.items()}
+        table = pa.table(arrays)
         if self._mac_writer is None:
             from airlink import __version__
             cfg = {k: v for k, v in self.shell.cfg.items() if k != "description"}
@@ -587,6 +626,7 @@ class _LiveCell:
                 self.down_logs[u].write_lines("".join(self._log_lines[u]))
                 self.down_logs[u].close()
             self.uplinks[u].close(now)
+        self.writer.shutdown(wait=True)
         if self._mac_writer is not None:
             self._mac_writer.close()
             os.replace(shell_path(self.shell.mac_log), self.shell.mac_log)

@@ -264,10 +264,11 @@ class Radio:
             sched.update(out["tx"][r] * 8.0)
 
     # -- the MAC log ------------------------------------------------------------------------------
-    def mac_frame(self, out: dict, sinr_db, sinr_rep_db, arrivals, *, start_ns: int = 0,
-                  k0: int = 0) -> pd.DataFrame:
-        """The ``mac`` frame of ``len(out['served'])`` TTIs from TTI ``k0``: one row per TTI
-        and user (users ``"1"`` .. ``"N"``), time = TTI start (``start_ns`` + k x TTI, UTC).
+    def mac_columns(self, out: dict, sinr_db, sinr_rep_db, arrivals, *, start_ns: int = 0,
+                    k0: int = 0) -> dict:
+        """The ``mac`` columns of ``len(out['served'])`` TTIs from TTI ``k0`` as numpy arrays,
+        one row per TTI and user (users ``"1"`` .. ``"N"``); ``time`` = TTI start in integer
+        UTC nanoseconds (``start_ns`` + k x TTI).
 
         ``assigned_rate_bps`` = bits sent in the TTI / TTI length, or for the backlog-driven
         scheduler, code channels held x the channel rate; ``backlog_packets`` =
@@ -287,8 +288,8 @@ class Radio:
         else:
             assigned = out["tx"] * 8 / self.tti_s
         backlog = out["backlog"]
-        return pd.DataFrame({
-            "time": pd.to_datetime(np.repeat(t, n_u), utc=True),
+        return {
+            "time": np.repeat(t, n_u),
             "user": np.tile(np.array(users, dtype=object), n),
             "subchannels": out["nsub"].ravel(),
             "mcs": mcs.ravel(),
@@ -303,7 +304,14 @@ class Radio:
             "assigned_rate_bps": assigned.ravel().astype(np.float64),
             "arrivals_bytes": np.asarray(arrivals).ravel(),
             "drops_packets": out["drops"].ravel(),
-        })
+        }
+
+    def mac_frame(self, out: dict, sinr_db, sinr_rep_db, arrivals, *, start_ns: int = 0,
+                  k0: int = 0) -> pd.DataFrame:
+        """:meth:`mac_columns` as a frame of kind ``mac`` (``time`` as UTC datetimes)."""
+        cols = self.mac_columns(out, sinr_db, sinr_rep_db, arrivals, start_ns=start_ns, k0=k0)
+        cols["time"] = pd.to_datetime(cols["time"], utc=True)
+        return pd.DataFrame(cols)
 
 
 def n_tti_of(cfg: dict) -> int:

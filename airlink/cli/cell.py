@@ -50,6 +50,9 @@ def register(sub):
                    help="start the TTI clock only when every UE has this much queued (e.g. 300KB)")
     p.add_argument("--late-after", metavar="DURATION",
                    help="lateness from which a TTI counts as late (default half a TTI)")
+    p.add_argument("--realtime", action="store_true",
+                   help="run the shell under the real-time policy SCHED_RR (fewer late TTIs on a busy "
+                        "machine; takes CPU from everything else)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
     p.set_defaults(func=run, cmd=[])
 
@@ -66,7 +69,7 @@ def run(args) -> int:
                       tti=args.tti, duration=args.duration, overrides=overrides, queue=args.queue,
                       queue_args=None if args.queue == "infinite" else args.queue_args,
                       uplink=args.uplink, mac_log=args.mac_log, log_dir=args.log_dir,
-                      warmup_bytes=args.warmup, late_after=args.late_after)
+                      warmup_bytes=args.warmup, late_after=args.late_after, realtime=args.realtime)
     status = shell.run(args.cmd or None, stats_path=args.stats)
     s = shell.last_stats
     if s is not None and s["ttis"]:

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Benchmark: the live cell shell (``airlink cell``) under bulk TCP to every UE.
+
+Runs what a user runs - the ``airlink cell`` command as a whole process - on the
+imt-advanced preset (10 UEs x 400 subchannels, 1 ms TTIs, MC-PFS) with one bulk TCP
+download (iperf3 -R) per UE from servers on the shell's outer side, and reports per run:
+
+* TTIs handled and TTIs handled late (more than half a TTI after their end), the largest
+  lateness - the real-time goal is < 0.1 % late;
+* the shell's CPU time per second of run (from its own rusage, in ``--stats``);
+* the aggregate TCP goodput the UEs received, and its ratio to the capacity ``airlink
+  simulate`` gives the same preset and seed with full buffers over the same time (the
+  reference: the same scheduler code without real packets).
+
+Several runs; median and min-max printed. Needs root (namespaces, TUN) and iperf3. Every
+namespace it makes is deleted afterwards.
+
+    sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 8
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+AIRLINK = str(BIN / "airlink")
+NS = f"al-bench-cell-{os.getpid()}"
+
+
+def sh(*argv, **kw):
+    return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)
+
+
+def one_run(args, work: Path) -> dict:
+    out = work / "ue"
+    out.mkdir(parents=True, exist_ok=True)
+    servers = []
+    try:
+        for u in range(1, args.users + 1):
+            servers.append(subprocess.Popen(["ip", "netns", "exec", NS, "iperf3", "-s", "-p", str(5200 + u)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(0.5)
+        ue_cmd = (f"iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t {args.seconds} --json "
+                  f"> {out}/ue$AIRLINK_UE.json")
+        env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+        for k in ("AIRLINK_BASE", "AIRLINK_BLOCK", "AIRLINK_DEPTH"):
+            env.pop(k, None)
+        cmd = ["ip", "netns", "exec", NS, AIRLINK, "cell", "--preset", args.preset, "--users", str(args.users),
+               "--seed", str(args.seed), "--queue-args", "packets=500", "--stats", str(work / "stats.json"),
+               "--mac-log", str(work / "mac.parquet"), "--", "sh", "-c", ue_cmd]
+        t0 = time.monotonic()
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.seconds + 120)
+        wall = time.monotonic() - t0
+        if r.returncode != 0:
+            raise SystemExit(f"airlink cell failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+    finally:
+        for p in servers:
+            p.kill()
+            p.wait()
+    stats = json.loads((work / "stats.json").read_text())
+    goodput = 0.0
+    for u in range(1, args.users + 1):
+        d = json.loads((out / f"ue{u}.json").read_text())
+        goodput += d["end"]["sum_received"]["bits_per_second"]
+    return {"wall_s": wall, "ttis": stats["ttis"], "late_ttis": stats["late_ttis"],
+            "late_pct": 100 * stats["late_fraction"], "max_lateness_ms": stats["max_lateness_us"] / 1000,
+            "cpu_per_s": stats["cpu_per_s"], "goodput_mbps": goodput / 1e6}
+
+
+def simulated_capacity_mbps(args) -> float:
+    from airlink.sim import simulate
+    r = simulate(args.preset, seed=args.seed, duration=f"{args.seconds}s", n_users=args.users)
+    return r.summary["aggregate_throughput_mbps"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=8, help="length of each iperf3 download")
+    ap.add_argument("--preset", default="imt-advanced")
+    ap.add_argument("--users", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if os.geteuid() != 0 or not shutil.which("iperf3"):
+        raise SystemExit("needs root and iperf3")
+    sh("ip", "netns", "add", NS)
+    work = Path(tempfile.mkdtemp(prefix="bench-cell-"))
+    rows = []
+    try:
+        sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
+        for i in range(args.runs):
+            row = one_run(args, work / f"run{i}")
+            rows.append(row)
+            print(f"run {i + 1}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()), flush=True)
+    finally:
+        subprocess.run(["ip", "netns", "pids", NS], capture_output=True)
+        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    cap = simulated_capacity_mbps(args)
+    print(f"\n{args.preset}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE")
+    for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "goodput_mbps"):
+        v = [r[key] for r in rows]
+        print(f"{key:>16}: median {statistics.median(v):.4g}  (min {min(v):.4g}, max {max(v):.4g})")
+    g = statistics.median(r["goodput_mbps"] for r in rows)
+    print(f"simulated full-buffer capacity (airlink simulate, same preset/seed): {cap:.1f} Mbit/s; "
+          f"live goodput / simulated capacity = {g / cap:.3f}")
+
+
+if __name__ == "__main__":
+    main()
