@@ -102,10 +102,9 @@ def finish(frame: pd.DataFrame, path, reader: str, *, dedupe="last") -> pd.DataF
     frame = frame.loc[~bad]
     frame = frame.sort_values("time", kind="stable", ignore_index=True)
     keys = ["time"] + [c for c in ("carrier", "user", "cell_id") if c in frame.columns and c != "cell_id"]
-    dup = frame.duplicated(keys, keep=dedupe if dedupe else False)
-    ndup = int(dup.sum())
+    ndup = int(frame.duplicated(keys, keep="first").sum())    # rows beyond the first of their time
     if dedupe:
-        frame = frame.loc[~dup].reset_index(drop=True)
+        frame = frame.loc[~frame.duplicated(keys, keep=dedupe)].reset_index(drop=True)
     t = frame["time"].drop_duplicates().array.asi8
     gaps = int((np.diff(t) > 1.5 * np.median(np.diff(t))).sum()) if len(t) > 2 else 0
     frame.attrs.update({"source": str(path), "reader": reader, "rows_without_time": int(bad.sum()),

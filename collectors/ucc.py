@@ -2,9 +2,12 @@
 
 ``Timestamp`` is local Irish time ``YYYY.MM.DD_hh.mm.ss`` (taken as Europe/Dublin and
 converted to UTC), ``-`` marks missing values, ``DL_bitrate``/``UL_bitrate`` are kbit/s
-(converted to ``_bps``). Rows with duplicate timestamps (the app logs a second row when the
-GPS fix changes) keep the last; gaps of 2-3 s are left as gaps and counted in
-``frame.attrs["gaps"]``.
+(converted to ``_bps``). One row per second of the phone's clock; rows with a duplicate
+timestamp (two samples stamped with one second, often beside a missing one, with different
+bit rates) are all kept and counted in ``frame.attrs["duplicate_times"]`` (rows beyond the
+first of their second): the grid step of inference merges them by its rules (the mean of the
+rates), the same whether the frame comes from this reader or from the raw CSV. Gaps of 2-3 s
+are left as gaps and counted in ``frame.attrs["gaps"]``.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ NAME = "ucc"
 SIGNATURE = {"Timestamp", "NetworkMode", "RSRP", "DL_bitrate", "State"}
 
 MAPPING = {
-    "kind": "rf", "reader": NAME,
+    "kind": "rf", "reader": NAME, "dedupe": "none",
     "time": {"column": "Timestamp", "format": "%Y.%m.%d_%H.%M.%S", "tz": "Europe/Dublin"},
     "columns": {
         "Speed": {"name": "speed_kmh", "unit": "km/h"}, "CellID": "cell_id",
