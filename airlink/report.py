@@ -11,21 +11,23 @@ needed. Sections and their inputs:
 ==========================  ==============================================================
 run parameters              ``experiment.yaml``, ``config.yaml``, ``versions.json``, ``run.json``
 summary                     ``summary.json`` (simulator), ``flows.parquet`` (collectors)
-TCP time-sequence graph     a packets frame (``packets.parquet``) or a capture (``*.pcap``)
-goodput vs capacity         ``tcp.parquet`` (or packets) and ``capacity.parquet``
+TCP time-sequence graph     the packets frame and the TCP events (retransmissions) of the
+                            collect stage (``packets.parquet``, ``events.parquet``)
+goodput vs capacity         ``tcp.parquet`` and the link's per-TTI log or ``capacity.parquet``
 RTT and packets in flight   ``tcp.parquet``
-queue backlog               a per-TTI link log (``link-*.parquet``, kind ``mac``), a Mahimahi
-                            link log (``*.log``) or the simulator's ``mac.parquet``
+queue backlog               a per-TTI link log (``link-*.parquet``), a Mahimahi link log
+                            (``downlink.log``) or the simulator's ``mac.parquet``
 NMI against lag             ``nmi.json`` (curves with the surrogate threshold)
 factor table                ``nmi.json``
 fairness and jitter         ``summary.json`` users, ``mac.parquet``, per-flow goodput
 ==========================  ==============================================================
 
-Files are found by conventional name first, then by their columns (any Parquet frame that
-validates as a kind in :mod:`airlink.traces.schema`), so the folder of a single
-``airlink collect`` or ``airlink simulate`` run makes a (partial) report too.
+Files are found by kind (:func:`airlink.rundir.find`: the run's ``manifest.json``, else the
+declared name patterns, so the folder of a single ``airlink collect`` or ``airlink
+simulate`` makes a partial report too). The report only reads and draws: it never decodes
+a capture or re-runs an analysis; a section whose artifact is missing says so.
 
-The ``nmi.json`` layout (written by :func:`airlink.experiment.infer_stage`)::
+The ``nmi.json`` layout (written by the infer stage, :mod:`airlink.experiment.infer`)::
 
     {"analyses": [{"target": "assigned_rate_bps", "source": "mac.parquet",
                    "resolution_s": 1.0,
@@ -47,73 +49,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from airlink import rundir
 from airlink.traces import AirlinkError, Trace
 
 REPORT_NAME = "report.html"
-_MAX_SCAN_FILES = 200
-
-
-# --------------------------------------------------------------------------- adapters
-def _read_capture(path: Path) -> pd.DataFrame:
-    """Packets frame of a capture: the collectors' reader when it exists, else a small dpkt
-    fallback (IPv4/IPv6 TCP only) so that a report can be made before the collectors land.
-    Adapter to airlink.collectors: the one place that changes if its API does."""
-    try:
-        from airlink.collectors import read_pcap
-    except Exception:  # collectors not built yet
-        read_pcap = None
-    if read_pcap is not None:
-        return read_pcap(path, salvage=True)
-    return _dpkt_packets(path)
-
-
-def _dpkt_packets(path: Path) -> pd.DataFrame:
-    import dpkt
-    rows = []
-    with open(path, "rb") as f:
-        try:
-            reader = dpkt.pcap.Reader(f)
-        except ValueError:
-            f.seek(0)
-            reader = dpkt.pcapng.Reader(f)
-        dl = reader.datalink()
-        for ts, buf in reader:
-            try:
-                if dl == dpkt.pcap.DLT_EN10MB:
-                    ip = dpkt.ethernet.Ethernet(buf).data
-                elif dl == dpkt.pcap.DLT_LINUX_SLL:
-                    ip = dpkt.sll.SLL(buf).data
-                elif dl in (dpkt.pcap.DLT_RAW, 101, 12, 14):
-                    ip = dpkt.ip.IP(buf) if (buf[0] >> 4) == 4 else dpkt.ip6.IP6(buf)
-                else:
-                    continue
-            except Exception:
-                continue
-            if not isinstance(ip, (dpkt.ip.IP, dpkt.ip6.IP6)) or not isinstance(ip.data, dpkt.tcp.TCP):
-                continue
-            tcp = ip.data
-            src = ip.src
-            dst = ip.dst
-            import socket
-            fam = socket.AF_INET if len(src) == 4 else socket.AF_INET6
-            rows.append((int(round(ts * 1e9)), socket.inet_ntop(fam, src), socket.inet_ntop(fam, dst),
-                         6, len(ip) if hasattr(ip, "__len__") else 0, tcp.sport, tcp.dport,
-                         tcp.seq, tcp.ack, tcp.flags, tcp.win, len(tcp.data)))
-    cols = ["time", "src", "dst", "proto", "ip_len_bytes", "sport", "dport", "seq", "ack",
-            "flags", "window", "payload_bytes"]
-    frame = pd.DataFrame(rows, columns=cols)
-    frame["time"] = pd.to_datetime(frame["time"], unit="ns", utc=True)
-    return frame
-
-
-def _tcp_series_from_packets(packets: pd.DataFrame, resolution_s: float = 1.0):
-    """(flows, tcp series) from packets via the collectors' analysis, or (None, None)."""
-    try:
-        from airlink.collectors import analyze_tcp
-    except Exception:
-        return None, None
-    res = analyze_tcp(packets, resolution=f"{resolution_s:g}s")
-    return res.flows, res.series
 
 
 # --------------------------------------------------------------------------- artifacts
@@ -125,34 +64,6 @@ def _seconds(frame: pd.DataFrame, t0=None) -> np.ndarray:
     return (ns - base) / 1e9
 
 
-def _classify_parquet(path: Path) -> str | None:
-    """Kind of a Parquet file from its metadata and column names (no data read)."""
-    import pyarrow.parquet as pq
-    try:
-        schema = pq.read_schema(path)
-    except Exception:
-        return None
-    meta = schema.metadata or {}
-    raw = meta.get(b"airlink")
-    if raw:
-        try:
-            kind = json.loads(raw).get("kind")
-            if kind == "trace":
-                return "capacity"
-        except Exception:
-            pass
-    cols = set(schema.names)
-    if {"seq", "ack", "src", "dst"} <= cols:
-        return "packets"
-    if {"flow", "sport", "dport", "start"} <= cols:
-        return "flows"
-    if {"flow", "direction"} <= cols and ({"goodput_bps", "throughput_bps"} & cols) and "event" not in cols:
-        return "tcp"
-    if "user" in cols and ({"backlog_bytes", "served_bytes", "capacity_bytes"} & cols):
-        return "mac"
-    return None
-
-
 class Artifacts:
     """What a run folder holds, loaded lazily; each property is None when absent."""
 
@@ -162,23 +73,9 @@ class Artifacts:
             raise AirlinkError(f"{self.outdir}: no such folder")
         self.notes: list[str] = []
 
-    # -- discovery ------------------------------------------------------------------
-    @cached_property
-    def parquet_by_kind(self) -> dict:
-        found: dict = {}
-        files = sorted(self.outdir.rglob("*.parquet"))[:_MAX_SCAN_FILES]
-        for p in files:
-            kind = _classify_parquet(p)
-            if kind:
-                found.setdefault(kind, []).append(p)
-        return found
-
-    def _pick(self, kind: str, preferred: tuple = ()) -> Path | None:
-        for name in preferred:
-            p = self.outdir / name
-            if p.exists():
-                return p
-        files = self.parquet_by_kind.get(kind, [])
+    # -- discovery: by kind, as airlink.rundir declares the artifacts -------------------
+    def _pick(self, kind: str) -> Path | None:
+        files = rundir.find(self.outdir, kind)
         return files[0] if files else None
 
     def _json(self, name: str):
@@ -230,7 +127,7 @@ class Artifacts:
 
     @cached_property
     def capacity_path(self):
-        return self._pick("capacity", ("capacity.parquet",))
+        return self._pick("capacity")
 
     @cached_property
     def capacity(self) -> Trace | None:
@@ -254,21 +151,17 @@ class Artifacts:
     @cached_property
     def mac(self) -> pd.DataFrame | None:
         """The simulator's MAC log (many users)."""
-        p = self._pick("mac", ("mac.parquet",))
-        if p is None or p.name.startswith("link-"):
-            others = [q for q in self.parquet_by_kind.get("mac", []) if not q.name.startswith("link-")]
-            p = others[0] if others else None
+        p = self._pick("mac")
         return self._frame(p) if p else None
 
     @cached_property
     def link_tti(self) -> dict:
         """Per-TTI link logs of the replay shells, by direction (``link-downlink.parquet``)."""
         out = {}
-        for p in self.parquet_by_kind.get("mac", []):
-            if p.name.startswith("link-"):
-                f = self._frame(p)
-                if f is not None:
-                    out[p.stem[len("link-"):]] = f
+        for p in rundir.find(self.outdir, "link-tti"):
+            f = self._frame(p)
+            if f is not None:
+                out[p.stem[len("link-"):]] = f
         return out
 
     @cached_property
@@ -277,7 +170,7 @@ class Artifacts:
         from airlink.traces import per_ms, read_log
         from airlink.traces.linklog import is_log_file
         out = {}
-        for p in sorted(self.outdir.rglob("*.log"))[:20]:
+        for p in rundir.find(self.outdir, "link-log"):
             if not is_log_file(p):
                 continue
             try:
@@ -288,41 +181,40 @@ class Artifacts:
 
     @cached_property
     def captures(self) -> list:
-        return sorted(list(self.outdir.rglob("*.pcap")) + list(self.outdir.rglob("*.pcapng")))[:20]
+        return rundir.find(self.outdir, "capture")
+
+    @cached_property
+    def packets_path(self) -> Path | None:
+        return self._pick("packets")
 
     @cached_property
     def packets(self) -> pd.DataFrame | None:
-        p = self._pick("packets", ("packets.parquet",))
-        if p is not None:
-            return self._frame(p)
-        # prefer the capture taken inside the namespace (the client side)
-        caps = sorted(self.captures, key=lambda c: (0 if "inside" in c.name else 1, c.name))
-        for cap in caps:
-            try:
-                frame = _read_capture(cap)
-            except Exception as exc:
-                self.notes.append(f"{cap.name}: could not read ({exc})")
-                continue
-            if len(frame):
-                self.packets_source = cap.name
-                return frame
-        return None
-
-    packets_source = "packets.parquet"
+        """The collect stage's packets frame (the report never decodes a capture itself)."""
+        p = self.packets_path
+        return self._frame(p) if p is not None else None
 
     @cached_property
     def flows(self) -> pd.DataFrame | None:
-        p = self._pick("flows", ("flows.parquet",))
-        if p is not None:
-            return self._frame(p)
-        return self._derived[0]
+        p = self._pick("flows")
+        return self._frame(p) if p is not None else None
 
     @cached_property
     def tcp(self) -> pd.DataFrame | None:
-        p = self._pick("tcp", ("tcp.parquet",))
-        if p is not None:
-            return self._frame(p)
-        return self._derived[1]
+        p = self._pick("tcp")
+        return self._frame(p) if p is not None else None
+
+    @cached_property
+    def events(self) -> pd.DataFrame | None:
+        """The collect stage's TCP events (retransmissions, dupacks, ...), by packet row."""
+        p = self._pick("tcp-events")
+        return self._frame(p) if p is not None else None
+
+    def uncollected(self) -> str:
+        """Why a TCP section has no input: names the captures nobody collected."""
+        if self.captures:
+            names = ", ".join(c.name for c in self.captures)
+            return f"no packets frame; the capture(s) {names} were not collected (airlink collect writes it)"
+        return "no packets frame and no capture"
 
     @cached_property
     def flow_labels(self) -> dict:
@@ -339,16 +231,6 @@ class Artifacts:
                 if cc:
                     out[f["flow"]] = f"flow {f['flow']} ({cc})"
         return out
-
-    @cached_property
-    def _derived(self):
-        if self.packets is None:
-            return None, None
-        try:
-            return _tcp_series_from_packets(self.packets)
-        except Exception as exc:
-            self.notes.append(f"TCP analysis of the capture failed: {exc}")
-            return None, None
 
 
 # --------------------------------------------------------------------------- figures
@@ -411,11 +293,14 @@ def _data_flow(packets: pd.DataFrame):
     return data, rev, best
 
 
-def fig_time_sequence(packets: pd.DataFrame, *, max_points: int = 60000):
+def fig_time_sequence(packets: pd.DataFrame, *, events: pd.DataFrame | None = None, max_points: int = 60000):
     """tcptrace-style time-sequence graph of the busiest flow: data segments (relative
     sequence number of each segment's end) against time, the cumulative ACK line, the
-    receive-window limit (ACK + advertised window), and retransmissions in red (segments that
-    do not advance the highest sequence number sent so far). Returns (fig, stats) or None."""
+    receive-window limit (ACK + advertised window), and in red the segments the collectors'
+    TCP analysis marked as retransmissions (``events`` rows ``event == "retransmission"``,
+    whose ``packet`` is the row in ``packets``: the same ones the flow table counts). Without
+    ``events`` no retransmissions are marked (``stats["retransmissions"]`` is None).
+    Returns (fig, stats) or None."""
     plt = _pyplot()
     need = {"seq", "ack", "src", "dst", "sport", "dport"}
     if not need <= set(packets.columns):
@@ -431,6 +316,7 @@ def fig_time_sequence(packets: pd.DataFrame, *, max_points: int = 60000):
     keep = pay > 0
     seq = d["seq"].to_numpy(np.int64)[keep]
     td, pay = td[keep], pay[keep]
+    rows = np.flatnonzero(data_m)[keep]
     if not len(seq):
         return None
     isn = seq[0]
@@ -439,7 +325,11 @@ def fig_time_sequence(packets: pd.DataFrame, *, max_points: int = 60000):
     jumps = np.diff(rel, prepend=rel[0])
     rel = rel + (1 << 32) * np.cumsum(jumps < -(1 << 31))
     end = rel + pay
-    retrans = end <= np.maximum.accumulate(np.concatenate([[0], end[:-1]]))
+    if events is not None and {"event", "packet"} <= set(events.columns):
+        marked = events.loc[events["event"].astype(str) == "retransmission", "packet"].to_numpy(np.int64)
+        retrans = np.isin(rows, marked)
+    else:
+        retrans = np.zeros(len(rel), bool)
     a = packets[rev_m]
     ta = t_all[rev_m]
     ack = ((a["ack"].to_numpy(np.int64) - isn) % (1 << 32)).astype(np.float64)
@@ -468,7 +358,8 @@ def fig_time_sequence(packets: pd.DataFrame, *, max_points: int = 60000):
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
-    return fig, {"flow": label, "segments": int(len(rel)), "retransmissions": int(retrans.sum()),
+    return fig, {"flow": label, "segments": int(len(rel)),
+                 "retransmissions": int(retrans.sum()) if events is not None else None,
                  "bytes": int(end.max())}
 
 
@@ -660,14 +551,9 @@ def _gaps_ms(mac: pd.DataFrame) -> dict:
 
 
 def _fairness_numbers(x: np.ndarray) -> tuple:
-    """(Jain's index, fairness gap (max-min)/min) - airlink.inference's definitions (seed 003's
-    f_gap), with a local fallback while that package is absent. Adapter to airlink.inference."""
-    try:
-        from airlink.inference import fairness_gap, jain_index
-        return float(jain_index(x)), float(fairness_gap(x))
-    except ImportError:
-        jain = float(x.sum() ** 2 / (len(x) * (x ** 2).sum())) if (x ** 2).sum() > 0 else float("nan")
-        return jain, (float((x.max() - x.min()) / x.min()) if x.min() > 0 else float("inf"))
+    """(Jain's index, fairness gap (max-min)/min): airlink.inference.fairness's definitions."""
+    from airlink.inference import fairness_gap, jain_index
+    return float(jain_index(x)), float(fairness_gap(x))
 
 
 def fig_fairness(art: Artifacts, of: str = "auto"):
@@ -824,22 +710,24 @@ def _section_summary(art: Artifacts) -> str:
                             "rtt_ms_median", "mss_bytes") if c in f.columns]
         parts.append("<h3>TCP flows</h3>" + _table(f[cols].head(30).to_dict("records"), cols))
     else:
-        parts.append(_missing("no flows frame (flows.parquet) and no capture to analyse"))
+        parts.append(_missing(f"TCP flow table: {art.uncollected().replace('packets', 'flows')}"))
     return _section("Summary", "".join(parts), "summary")
 
 
 def _section_tcp(art: Artifacts, notes: list) -> str:
     parts = []
     if art.packets is not None and len(art.packets):
-        h, st = _render(lambda: fig_time_sequence(art.packets),
-                        f"TCP time-sequence graph ({art.packets_source})",
+        h, st = _render(lambda: fig_time_sequence(art.packets, events=art.events),
+                        f"TCP time-sequence graph ({art.packets_path.name})",
                         "the capture holds no TCP payload", notes)
         parts.append(h)
         if st:
-            parts.append(f'<p>{st["segments"]} data segments, {st["retransmissions"]} retransmitted, '
+            retx = ("retransmissions not marked: no TCP events frame" if st["retransmissions"] is None
+                    else f'{st["retransmissions"]} retransmitted (as in the flow table)')
+            parts.append(f'<p>{st["segments"]} data segments, {retx}, '
                          f'{st["bytes"] / 1e6:.2f} MB sequence space, flow {html.escape(st["flow"])}.</p>')
     else:
-        parts.append(_missing("TCP time-sequence graph: no packets.parquet and no readable *.pcap"))
+        parts.append(_missing(f"TCP time-sequence graph: {art.uncollected()}"))
     h, _ = _render(lambda: fig_goodput(art.tcp, art.capacity, art.replayed_user, art.flow_labels,
                                                art.link_tti.get("downlink")),
                    "goodput against trace capacity",

@@ -14,11 +14,16 @@ Per user (seed 000's definitions, with ``t_m`` the run length):
 
 Aggregate: ``aggregate_throughput_mbps``, Jain's index ``(sum x)^2 / (n sum x^2)`` over the
 user throughputs, ``fairness_gap = (max - min) / min`` (seed 003; ``null`` when a user got
-nothing), ``resource_fraction_min_max_ratio`` (seed 001's fairness axis).
+nothing while another did), ``resource_fraction_min_max_ratio`` (seed 001's fairness axis).
+The fairness metrics and gap statistics are defined once, in
+:mod:`airlink.inference.fairness` (degenerate cases included: all-zero throughput is Jain
+1.0 and gap 0); this module only accumulates the per-user totals they are applied to.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from airlink.inference.fairness import fairness_gap, gap_stats as _gap_stats, jain_index, min_max_ratio, service_gaps
 
 
 def _f(x):
@@ -104,14 +109,12 @@ class SummaryAccumulator:
                 row.update({"gap_mean_ms": None, "gap_std_ms": None, "gap_cov": None, "gap_max_ms": None})
             row["drops_packets"] = int(self.drops[i])
             per_user.append(row)
-        fmin, fmax = (frac.min(), frac.max()) if n_u else (0.0, 0.0)
-        tmin, tmax = (thr.min(), thr.max()) if n_u else (0.0, 0.0)
         blocks = self.blocks.sum()
         return {
             "aggregate_throughput_mbps": _f(thr.sum()),
-            "jain_index": jain_index(thr),
-            "fairness_gap": _f((tmax - tmin) / tmin) if tmin > 0 else None,
-            "resource_fraction_min_max_ratio": _f(fmin / fmax) if fmax > 0 else None,
+            "jain_index": _f(jain_index(thr)),
+            "fairness_gap": _f(fairness_gap(thr)),
+            "resource_fraction_min_max_ratio": _f(min_max_ratio(frac)),
             "retransmission_ratio": _f(self.retx.sum() / blocks) if blocks else 0.0,
             "duration_s": _f(dur),
             "n_tti": int(n_tti),
@@ -120,20 +123,11 @@ class SummaryAccumulator:
 
 
 def gap_stats(scheduled: np.ndarray, tti_ms: float) -> dict:
-    """Gap statistics (ms) of the TTIs where ``scheduled`` is true."""
-    idx = np.flatnonzero(scheduled)
-    if len(idx) < 2:
-        return {"gap_mean_ms": None, "gap_std_ms": None, "gap_cov": None, "gap_max_ms": None}
-    g = np.diff(idx) * tti_ms
-    mean, std = g.mean(), g.std()
-    return {"gap_mean_ms": _f(mean), "gap_std_ms": _f(std), "gap_cov": _f(std / mean),
-            "gap_max_ms": _f(g.max())}
-
-
-def jain_index(x) -> float:
-    x = np.asarray(x, dtype=np.float64)
-    s2 = (x ** 2).sum()
-    return float(x.sum() ** 2 / (len(x) * s2)) if s2 > 0 else 1.0
+    """Gap statistics (ms) of the TTIs where ``scheduled`` is true
+    (:func:`airlink.inference.fairness.service_gaps` and ``gap_stats``)."""
+    st = _gap_stats(service_gaps(np.asarray(scheduled, dtype=float), tti_s=tti_ms)[0])
+    return {"gap_mean_ms": _f(st["mean"]), "gap_std_ms": _f(st["std"]), "gap_cov": _f(st["cov"]),
+            "gap_max_ms": _f(st["max"])}
 
 
 def summarize(*, users, tti_s: float, n_subchannels: int, served, nsub, blocks, retx, active,

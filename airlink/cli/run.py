@@ -53,9 +53,13 @@ def cmd_run(args) -> int:
     overrides = _overrides(args)
     exp = load_experiment(args.experiment, overrides=overrides)
     if args.trace:
+        if not exp.resolve(args.trace).exists():
+            from airlink.traces import AirlinkError
+            raise AirlinkError(f"--trace {args.trace}: no such trace file")
         radio = {k: v for k, v in (exp.spec.get("radio") or {}).items() if k in ("user",)}
         radio["trace"] = args.trace
         exp.spec["radio"] = radio
+        exp.check()
     out = args.output or Path("results") / exp.name
     live = True if args.live else (False if args.offline else None)
     result = run_experiment(exp, out, live=live, progress=not args.quiet, report=not args.no_report,

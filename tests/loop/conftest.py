@@ -59,16 +59,21 @@ def make_synthetic_run(outdir, *, seed: int = 1, duration_s: float = 10.0):
     t_all = np.concatenate([ts, ts[retx_idx] + 0.2])
     order = np.argsort(t_all, kind="stable")
     seq_all, t_all = seq_all[order], t_all[order]
-    data = pd.DataFrame({"time": t_all, "src": "10.0.0.1", "dst": "10.0.0.2", "proto": 6,
+    is_retx = np.concatenate([np.zeros(n_seg, bool), np.ones(len(retx_idx), bool)])[order]
+    data = pd.DataFrame({"time": t_all, "is_retx": is_retx, "src": "10.0.0.1", "dst": "10.0.0.2", "proto": 6,
                          "ip_len_bytes": mss + 52, "sport": 5001, "dport": 40000,
                          "seq": seq_all % (1 << 32), "ack": 1, "flags": 0x10, "window_bytes": 65535,
                          "payload_bytes": mss})
-    acks = pd.DataFrame({"time": ts + 0.04, "src": "10.0.0.2", "dst": "10.0.0.1", "proto": 6,
+    acks = pd.DataFrame({"time": ts + 0.04, "is_retx": False, "src": "10.0.0.2", "dst": "10.0.0.1", "proto": 6,
                          "ip_len_bytes": 52, "sport": 40000, "dport": 5001, "seq": 1,
                          "ack": (seq + mss) % (1 << 32), "flags": 0x10,
                          "window_bytes": 3_000_000, "payload_bytes": 0})
     packets = pd.concat([data, acks]).sort_values("time", kind="stable", ignore_index=True)
+    retx_rows = np.flatnonzero(packets.pop("is_retx").to_numpy(bool))
     packets["time"] = _utc(packets["time"])
+    # what the collectors' TCP analysis writes: one event row per retransmitted packet
+    pd.DataFrame({"time": packets["time"].iloc[retx_rows].to_numpy(), "packet": retx_rows, "flow": 0,
+                  "direction": "fwd", "event": "retransmission"}).to_parquet(outdir / "events.parquet")
     validate(packets, "packets")
     packets.to_parquet(outdir / "packets.parquet")
     flows = pd.DataFrame([{"flow": 0, "src": "10.0.0.1", "dst": "10.0.0.2", "sport": 5001, "dport": 40000,

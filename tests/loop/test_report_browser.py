@@ -75,10 +75,6 @@ def test_the_checker_sees_a_broken_figure_and_a_console_error(tmp_path):
 
 def test_report_of_a_real_offline_run_renders(tmp_path, shared_data):
     """A report built from real artifacts: a simulated cell and a real capture."""
-    try:
-        from airlink.sim import simulate  # noqa: F401
-    except ImportError:
-        pytest.skip("airlink.sim.simulate not available yet")
     from airlink.experiment import run_experiment
     spec = {"name": "browser", "radio": {"preset": "quick", "seed": 3, "duration": "3s"},
             "applications": [{"bulk": {"seconds": 1}}], "infer": {"surrogates": 5},

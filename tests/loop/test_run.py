@@ -15,17 +15,6 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
-def _sim_available():
-    try:
-        from airlink.sim import simulate  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-needs_sim = pytest.mark.skipif(not _sim_available(), reason="airlink.sim.simulate not available yet")
-
-
 @pytest.mark.parametrize("name", ["pf-cell", "backlog-onoff", "lte-cubic-bbr"])
 def test_examples_load(name):
     exp = load_experiment(EXAMPLES / f"{name}.yaml")
@@ -34,12 +23,16 @@ def test_examples_load(name):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ({"name": "x", "radoi": {}}, "unknown section"),
+    ({"name": "x", "radoi": {}}, "radoi: unknown key"),
     ({"name": "x", "radio": {"preset": "quick", "trace": "a.down"}}, "either a preset or a trace"),
     ({"name": "x", "shells": [{"lnik": {}}]}, "shells[0]: must be one of delay, loss, link"),
-    ({"name": "x", "applications": [{"bulk": {"cc": "vegas"}}]}, "unknown congestion control 'vegas'"),
+    ({"name": "x", "applications": [{"bulk": {"cc": "vegas"}}]}, "applications[0].bulk.cc: Input should be 'reno', 'cubic' or 'bbr' (got 'vegas')"),
     ({"name": "x", "radio": {"preset": "quick", "duration": "ten"}}, "radio.duration"),
-    ({"name": "x", "infer": {"nmi": [{"target": "a"}]}}, "infer.nmi[0]: needs target and factors"),
+    ({"name": "x", "infer": {"nmi": [{"target": "a"}]}}, "infer.nmi[0].factors: required key is missing"),
+    ({"name": "x", "collect": {"resolutoin": "1s"}}, "experiment: collect.resolutoin: unknown key"),
+    ({"name": "x", "capture": {"snaplen": "x"}}, "capture.snaplen: Input should be a valid integer"),
+    ({"name": "x", "infer": {"surrogates": "many"}}, "infer.surrogates: Input should be a valid integer"),
+    ({"name": "x", "applications": [{"onoff": {"rate": "fast"}}]}, "applications[0].onoff.rate: cannot read rate"),
 ])
 def test_bad_experiments_say_where(spec, message):
     with pytest.raises(AirlinkError, match=None) as err:
@@ -55,7 +48,6 @@ def test_bad_yaml_names_file_and_line(tmp_path, run_airlink):
     assert err.count("\n") == 1
 
 
-@needs_sim
 def test_offline_run_simulates_collects_infers_reports(tmp_path, shared_data):
     """Live stage off: radio (simulated PF cell) -> collect (a real capture) -> infer -> report."""
     spec = {"name": "offline", "radio": {"preset": "quick", "seed": 2, "duration": "5s", "user": 1},
@@ -67,7 +59,7 @@ def test_offline_run_simulates_collects_infers_reports(tmp_path, shared_data):
     out = res.outdir
     stages = {s["name"]: s for s in res.info["stages"]}
     assert [s["name"] for s in res.info["stages"]] == ["radio", "live", "collect", "infer", "report"]
-    assert stages["live"]["status"] == "skipped" and "--offline" in stages["live"]["note"]
+    assert stages["live"]["status"] == "skipped" and stages["live"]["note"] == "turned off"
     assert stages["radio"]["status"] == "done" and stages["collect"]["status"] == "done"
     assert any("does/not/exist.pcap" in n for n in res.info["notes"])
     for name in ("experiment.yaml", "versions.json", "run.json", "capacity.parquet", "mac.parquet",
@@ -87,7 +79,6 @@ def test_offline_run_simulates_collects_infers_reports(tmp_path, shared_data):
     assert "live stage skipped" in page
 
 
-@needs_sim
 def test_cli_run_offline_json(tmp_path, run_airlink):
     exp = tmp_path / "e.yaml"
     exp.write_text("name: tiny\nradio: {preset: quick, duration: 2s, seed: 1}\n"
@@ -130,7 +121,6 @@ def _run_in(netns, *args, timeout=240):
 
 
 @pytest.mark.netns
-@needs_sim
 def test_live_run_replays_user1_under_cubic_and_bbr(tmp_path, test_netns):
     exp = tmp_path / "live.yaml"
     exp.write_text(
@@ -168,7 +158,8 @@ def test_live_run_replays_user1_under_cubic_and_bbr(tmp_path, test_netns):
 
 def test_without_root_it_says_why_and_goes_offline(tmp_path, monkeypatch, capsys):
     import airlink.experiment as E
-    monkeypatch.setattr(E.os, "geteuid", lambda: 1000)
+    import airlink.experiment.live as live_stage
+    monkeypatch.setattr(live_stage.os, "geteuid", lambda: 1000)
     reason = E.live_unavailable_reason()
     assert "needs root" in reason
     spec = {"name": "noroot", "applications": [{"bulk": {"seconds": 1}}]}

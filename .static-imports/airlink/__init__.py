@@ -1,0 +1,1 @@
+../../airlink/__init__.py

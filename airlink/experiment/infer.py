@@ -1,0 +1,189 @@
+"""The infer stage: NMI factor rankings of the run's own frames, computed by
+:func:`airlink.inference.rank_factors` exactly as ``airlink infer nmi`` computes them.
+
+Each analysis names a ``source``:
+
+* ``mac`` - the simulator's ``mac.parquet`` as written, one user (``radio.user``);
+* ``tcp`` - ``series-tcp.parquet``, written here: the busiest TCP direction of the collect
+  stage's ``tcp`` frame on a regular grid, joined by real timestamps
+  (:func:`airlink.collectors.align.to_grid`) with the link shell's per-TTI log (capacity
+  offered as ``capacity_bps``, queue ``backlog_bytes``). Without that log there is no clock
+  shared by the capture and the trace, so ``capacity_bps`` is left out and the analysis
+  says so.
+
+Every entry of ``nmi.json`` carries the ``airlink infer nmi`` command line that reproduces
+its table from the run folder, and ``significant`` (``p_value < alpha``); the stage's note
+names a factor only when it is significant.
+"""
+from __future__ import annotations
+
+import shlex
+
+import numpy as np
+import pandas as pd
+
+from airlink import rundir
+from airlink.traces import AirlinkError, parse_duration
+
+TCP_SERIES = "series-tcp.parquet"
+MAC_FACTORS = ("backlog_bytes", "sinr_db", "harq_retransmissions")
+TCP_FACTORS = {"goodput_bps": ("capacity_bps", "rtt_ms", "inflight_packets", "backlog_bytes"),
+               "rtt_ms": ("capacity_bps", "inflight_packets", "backlog_bytes")}
+
+
+def nmi_table(paths, *, target: str, factors, resolution, max_lag, bins: int, surrogates: int,
+              bootstrap: int, user=None, seed: int = 0) -> pd.DataFrame:
+    """The factor table ``airlink infer nmi PATHS --target T --factor F ... --resolution R
+    --max-lag L --bins B --surrogates S --bootstrap N [--user U] --seed K`` prints: frames read
+    and gridded by :func:`airlink.inference.read_frames`, ranked by
+    :func:`airlink.inference.rank_factors`."""
+    from airlink import inference as inf
+    frame = inf.read_frames(paths, resolution=resolution, columns=[target, *factors])
+    return inf.rank_factors(frame, target=target, factors=list(factors), max_lag=max_lag, bins=bins,
+                            n_surrogates=surrogates, n_boot=bootstrap, user=user, seed=seed)
+
+
+def nmi_command(paths, *, target: str, factors, resolution, max_lag, bins: int, surrogates: int,
+                bootstrap: int, user=None, seed: int = 0) -> str:
+    """The ``airlink infer nmi`` command line equal to :func:`nmi_table` with these options."""
+    argv = ["airlink", "infer", "nmi", *map(str, paths), "--target", target]
+    for f in factors:
+        argv += ["--factor", f]
+    argv += ["--resolution", str(resolution), "--max-lag", str(max_lag), "--bins", str(bins),
+             "--surrogates", str(surrogates), "--bootstrap", str(bootstrap), "--seed", str(seed)]
+    if user is not None:
+        argv += ["--user", str(user)]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _curve(paths, *, target, factor, resolution, lag_samples: int, bins: int, user) -> dict:
+    """NMI against lag for the report's figure, on the same grid, bins and lag range as the
+    table (its peak is the table's ``peak_nmi``)."""
+    from airlink import inference as inf
+    from airlink.inference.frames import pooled_series
+    frame = inf.read_frames(paths, resolution=resolution, columns=[target, factor])
+    s = pooled_series(frame, [target, factor], user=user, gap=lag_samples)
+    scan = inf.lag_scan(s[target], s[factor], max_lag=lag_samples, bins=bins,
+                        sample_period=frame.attrs["resolution_s"])
+    return {"lag_s": [float(v) for v in scan.lag_s], "nmi": [float(v) for v in scan.values.to_numpy()]}
+
+
+def _finite(v):
+    return None if v is None or not np.isfinite(v) else float(v)
+
+
+class InferStage:
+    """The infer stage of :class:`~airlink.experiment.stages.Runner`."""
+
+    # -- stage 4: infer ------------------------------------------------------------------
+    def stage_infer(self, i):
+        cfg = self.exp.model.infer
+        if not cfg.enabled:
+            self.progress.stage(i, "infer", "turned off")
+            return "skipped", "turned off"
+        analyses = [a.model_dump() for a in cfg.nmi] if cfg.nmi else self._default_analyses()
+        if not analyses:
+            self.progress.stage(i, "infer", "no series to analyse")
+            return "skipped", "no mac.parquet or tcp.parquet to analyse"
+        self.progress.stage(i, "infer", f"{len(analyses)} NMI factor ranking(s), {cfg.surrogates} surrogates each")
+        done, notes = [], []
+        for a in analyses:
+            try:
+                done.append(self._analyse(a, cfg))
+            except AirlinkError as exc:
+                notes.append(f"{a['source']}/{a['target']}: {exc}")
+        self.folder.write_json("nmi.json", {"analyses": done}, stage="infer")
+        for n in notes:
+            self._note(f"inference: {n}")
+        found = []
+        for a in done:
+            sig = [f["factor"] for f in a["factors"] if f["significant"]]
+            found.append(f"{a['target']}<-{sig[0]}" if sig else f"{a['target']}: no significant factor")
+        return ("done" if done else "failed"), ", ".join(found) or "; ".join(notes)
+
+    def _default_analyses(self) -> list:
+        out = []
+        mac = self.out / "mac.parquet"
+        if mac.exists():
+            import pyarrow.parquet as pq
+            cols = set(pq.read_schema(mac).names)
+            factors = [c for c in MAC_FACTORS if c in cols]
+            if "assigned_rate_bps" in cols and factors:
+                out.append({"source": "mac", "target": "assigned_rate_bps", "factors": factors,
+                            "resolution": "100ms", "max_lag": "2s"})
+        if rundir.find(self.out, "tcp"):
+            res = self.exp.model.collect.resolution
+            for target, factors in TCP_FACTORS.items():
+                out.append({"source": "tcp", "target": target, "factors": list(factors),
+                            "resolution": res, "max_lag": "5s"})
+        return out
+
+    def _analyse(self, a: dict, cfg) -> dict:
+        res = a.get("resolution") or "1s"
+        res_s = float(parse_duration(str(res)))
+        target = a["target"]
+        if a["source"] == "mac":
+            path, user = self.out / "mac.parquet", (a.get("user") or self.user)
+            if not path.exists():
+                raise AirlinkError("no mac.parquet (the radio stage simulates one)")
+        else:
+            path, user = self._tcp_series(res), None
+        import pyarrow.parquet as pq
+        cols = set(pq.read_schema(path).names)
+        if target not in cols:
+            raise AirlinkError(f"{path.name}: no column {target!r} (have {', '.join(sorted(cols))})")
+        factors = [f for f in a["factors"] if f in cols]
+        skipped = [f for f in a["factors"] if f not in cols]
+        if not factors:
+            raise AirlinkError(f"{path.name}: none of the factors {', '.join(a['factors'])} is a column")
+        rel = [path.relative_to(self.out)]
+        opts = dict(target=target, factors=factors, resolution=res, max_lag=a.get("max_lag") or "5s",
+                    bins=int(a.get("bins") or cfg.bins), surrogates=cfg.surrogates,
+                    bootstrap=cfg.bootstrap, user=user, seed=int(a.get("seed") or cfg.seed))
+        table = nmi_table([path], **opts)
+        D = int(table.attrs["max_lag"])
+        entries = []
+        for r in table.to_dict(orient="records"):
+            p = _finite(r["p_value"])
+            entries.append({"factor": r["factor"], "peak_nmi": float(r["peak_nmi"]), "lag": int(r["lag"]),
+                            "lag_s": _finite(r["lag_s"]), "at_edge": bool(r["at_edge"]), "p_value": p,
+                            "significant": bool(p is not None and p < cfg.alpha),
+                            "threshold": _finite(r["threshold"]), "bias_corrected": _finite(r["bias_corrected"]),
+                            "ci": [_finite(r["ci_low"]), _finite(r["ci_high"])], "n_pairs": int(r["n_pairs"]),
+                            "n_surrogates": cfg.surrogates,
+                            "curve": _curve([path], target=target, factor=r["factor"], resolution=res,
+                                            lag_samples=D, bins=opts["bins"], user=user)})
+        note = f"not columns of {path.name}: {', '.join(skipped)}" if skipped else ""
+        if a["source"] == "tcp" and "capacity_bps" in skipped:
+            note += " (no link log: the capture and the trace share no clock, so capacity is left out)"
+        return {"source": a["source"], "frame": rel[0].as_posix(), "target": target, "user": user,
+                "resolution_s": res_s, "max_lag_samples": D, "bins": opts["bins"], "alpha": cfg.alpha,
+                "samples": int(table["n_pairs"].max()) if len(table) else 0, "factors": entries,
+                "note": note, "command": nmi_command(rel, **opts)}
+
+    def _tcp_series(self, resolution) -> "Path":
+        """Write ``series-tcp.parquet`` (module notes) and return its path."""
+        from airlink.collectors.align import to_grid
+        tcp_paths = rundir.find(self.out, "tcp")
+        if not tcp_paths:
+            raise AirlinkError("no tcp frame (the collect stage writes tcp.parquet)")
+        tcp = pd.read_parquet(tcp_paths[0])
+        col = "goodput_bps" if "goodput_bps" in tcp else "throughput_bps"
+        flow, direction = tcp.groupby(["flow", "direction"], observed=True)[col].sum().idxmax()
+        rows = tcp[(tcp["flow"] == flow) & (tcp["direction"] == direction)].drop(columns=["flow", "direction"])
+        frame = to_grid(rows.select_dtypes(exclude="object"), resolution=resolution,
+                        source=tcp_paths[0].name)
+        sources = [tcp_paths[0].name]
+        link = self.out / "link-downlink.parquet"
+        if link.exists():
+            lk = pd.read_parquet(link)
+            keep = [c for c in ("capacity_bytes", "backlog_bytes") if c in lk.columns]
+            if keep:
+                lk = lk[["time", *keep]] if "time" in lk.columns else lk[keep]
+                grid = to_grid(lk, resolution=resolution, how={"capacity_bytes": "rate", "backlog_bytes": "mean"},
+                               source=link.name)
+                frame = frame.merge(grid, on="time", how="left")
+                sources.append(link.name)
+        return self.folder.write_frame(TCP_SERIES, frame, kind="series", stage="infer",
+                                       provenance={"sources": sources, "flow": int(flow), "direction": str(direction),
+                                                   "resolution": str(resolution), "grid": "collectors.align.to_grid"})

@@ -1,0 +1,376 @@
+"""The experiment file, declared: sections, their keys, types and defaults (each defined once,
+here), checked before any stage runs.
+
+The models are pydantic v2 with ``extra="forbid"``: an unknown key or a value of the wrong
+type is an :class:`~airlink.traces.AirlinkError` naming the file and the key path
+(``pf-cell.yaml: collect.resolutoin: unknown key``). Only ``radio`` takes keys of its own
+beyond those declared: they are preset overrides passed to :func:`airlink.sim.simulate`,
+which checks them. Durations are strings with a unit (``"500ms"``, ``"20s"``) or numbers of
+seconds; they are kept as given and parsed with :func:`airlink.traces.parse_duration`.
+
+:class:`Experiment` keeps the mapping as written (``spec``, with overrides applied: what
+``experiment.yaml`` in the run folder holds) and the checked model with every default
+filled in (``model``), which the stages read.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, ClassVar, Literal, Union
+
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      model_validator)
+
+from airlink.traces import AirlinkError, parse_duration, parse_rate
+
+STAGES = ("radio", "live", "collect", "infer", "report")
+SHELL_KINDS = ("delay", "loss", "link")
+APP_KINDS = ("bulk", "iperf3", "onoff", "command")
+CONGESTION_CONTROLS = ("reno", "cubic", "bbr")
+
+
+def _check_duration(value):
+    text = value if isinstance(value, str) else f"{value}s"
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 500ms or 20s")
+    try:
+        parse_duration(text)
+    except AirlinkError as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
+def _check_rate(value):
+    try:
+        parse_rate(str(value))
+    except AirlinkError as exc:
+        raise ValueError(str(exc)) from None
+    return str(value)
+
+
+#: a duration: ``"500ms"``, ``"20s"``, or a number of seconds (kept as ``"<n>s"``)
+Duration = Annotated[Union[str, int, float], AfterValidator(_check_duration)]
+Rate = Annotated[Union[str, int, float], AfterValidator(_check_rate)]
+Text = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)]
+CC = Literal["reno", "cubic", "bbr"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# ---------------------------------------------------------------------------- radio
+class Radio(_Model):
+    """Where capacity comes from: a simulated cell (``preset`` and overrides) or a measured
+    ``trace`` (Mahimahi or Parquet)."""
+
+    model_config = ConfigDict(extra="allow")
+    preset: str | None = None
+    trace: str | None = None
+    seed: int = 0
+    duration: Duration | None = None      # None: the preset's duration
+    user: Text = "1"
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if self.trace is not None and self.preset is not None:
+            raise ValueError("give either a preset or a trace, not both")
+        return self
+
+    def overrides(self) -> dict:
+        """The preset overrides (every key not declared above)."""
+        return dict(self.model_extra or {})
+
+
+# ---------------------------------------------------------------------------- shells
+class DelayShell(_Model):
+    ms: float = 0.0
+    trace: str | None = None
+
+
+class LossShell(_Model):
+    downlink: float | None = Field(None, ge=0, le=1)
+    uplink: float | None = Field(None, ge=0, le=1)
+    gilbert: str | None = None
+
+
+class LinkShell(_Model):
+    queue: str | None = None
+    queue_args: Text | None = None
+    downlink_queue: str | None = None
+    downlink_queue_args: Text | None = None
+    uplink_queue: str | None = None
+    uplink_queue_args: Text | None = None
+    uplink: str | None = None
+    once: bool = False
+
+
+def _one_of(kinds):
+    """Before-validator of a list item ``{kind: options}`` (or a bare ``kind``): exactly one
+    known kind."""
+    def check(item):
+        if isinstance(item, str) and item in kinds:
+            return {item: {}}
+        if not isinstance(item, dict) or len(item) != 1 or next(iter(item)) not in kinds:
+            raise ValueError(f"must be one of {', '.join(kinds)} with its options")
+        return item
+    return check
+
+
+def _scalar_as(key):
+    """Before-validator: a bare value stands for ``{key: value}`` (``delay: 20``)."""
+    def wrap(v):
+        if v is None:
+            return {}
+        return v if isinstance(v, dict) else {key: v}
+    return wrap
+
+
+class _OneOf(_Model):
+    """A list item that is exactly one of the fields in ``KINDS``."""
+    KINDS: ClassVar[tuple] = ()
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in self.KINDS if getattr(self, k) is not None)
+
+    @property
+    def options(self):
+        return getattr(self, self.kind)
+
+
+class Shell(_OneOf):
+    KINDS: ClassVar[tuple] = SHELL_KINDS
+    delay: Annotated[DelayShell, BeforeValidator(_scalar_as("ms"))] | None = None
+    loss: Annotated[LossShell, BeforeValidator(_scalar_as("downlink"))] | None = None
+    link: Annotated[LinkShell, BeforeValidator(_scalar_as("queue"))] | None = None
+
+
+# ---------------------------------------------------------------------------- applications
+class Bulk(_Model):
+    """A TCP download from the host's server, ``cc`` set per socket."""
+    cc: CC | None = None
+    seconds: Duration = "10s"
+    start: float = Field(0.0, ge=0)
+
+
+class Iperf3(_Model):
+    args: Text | list[Text] = "-R -t 10"
+    cc: CC | None = None
+    start: float = Field(0.0, ge=0)
+
+
+class OnOff(_Model):
+    """UDP at ``rate`` for ``on`` seconds, silent for ``off`` seconds, for ``seconds``."""
+    rate: Rate = "76.8kbps"
+    on: float = Field(1.0, gt=0)
+    off: float = Field(5.0, ge=0)
+    seconds: Duration = "30s"
+    size: int = Field(1000, gt=0, le=65507)
+    start: float = Field(0.0, ge=0)
+
+
+class Command(_Model):
+    command: Text | list[Text]
+    seconds: float = Field(0.0, ge=0)
+    start: float = Field(0.0, ge=0)
+
+
+def _yaml_on_off(v):
+    """YAML 1.1 reads the keys ``on``/``off`` as booleans: give them their names back."""
+    if isinstance(v, dict):
+        return {({True: "on", False: "off"}[k] if isinstance(k, bool) else k): x for k, x in v.items()}
+    return v
+
+
+class Application(_OneOf):
+    KINDS: ClassVar[tuple] = APP_KINDS
+    bulk: Annotated[Bulk, BeforeValidator(_scalar_as("seconds"))] | None = None
+    iperf3: Annotated[Iperf3, BeforeValidator(_scalar_as("args"))] | None = None
+    onoff: Annotated[OnOff, BeforeValidator(_yaml_on_off), BeforeValidator(_scalar_as("rate"))] | None = None
+    command: Annotated[Command, BeforeValidator(_scalar_as("command"))] | None = None
+
+
+# ---------------------------------------------------------------------------- the rest
+class Capture(_Model):
+    inside: bool = True
+    host: bool = True
+    snaplen: int = Field(128, ge=68, le=262144)
+
+
+class Collect(_Model):
+    resolution: Duration = "1s"
+
+
+class NmiAnalysis(_Model):
+    """One factor ranking: ``target`` against each of ``factors`` in the ``source`` frame."""
+    source: Literal["mac", "tcp"] = "mac"
+    target: str
+    factors: list[str] = Field(min_length=1)
+    resolution: Duration | None = None
+    max_lag: Duration | int = "5s"
+    bins: int | None = Field(None, ge=2)
+    seed: int | None = None
+    user: Text | None = None
+
+
+class Infer(_Model):
+    """Options of every NMI ranking, with ``airlink infer nmi``'s defaults."""
+    enabled: bool = True
+    surrogates: int = Field(100, ge=0)
+    bootstrap: int = Field(100, ge=0)
+    bins: int = Field(16, ge=2)
+    alpha: float = Field(0.05, gt=0, lt=1)
+    seed: int = 0
+    nmi: list[NmiAnalysis] | None = None
+
+
+class Offline(_Model):
+    captures: list[str] = []
+
+
+def _false_is_off(v):
+    return {"enabled": False} if v is False else ({} if v is None or v is True else v)
+
+
+class ExperimentSpec(_Model):
+    """The whole file. ``report: false`` turns the report page off."""
+    name: Text | None = None
+    description: str | None = None
+    radio: Annotated[Radio, BeforeValidator(lambda v: {} if v is None else v)] = Radio()
+    shells: Annotated[list[Annotated[Shell, BeforeValidator(_one_of(SHELL_KINDS))]],
+                      BeforeValidator(lambda v: [] if v is None else v)] = []
+    applications: Annotated[list[Annotated[Application, BeforeValidator(_one_of(APP_KINDS))]],
+                            BeforeValidator(lambda v: [] if v is None else v)] = []
+    capture: Annotated[Capture, BeforeValidator(lambda v: {} if v is None else v)] = Capture()
+    collect: Annotated[Collect, BeforeValidator(lambda v: {} if v is None else v)] = Collect()
+    infer: Annotated[Infer, BeforeValidator(_false_is_off)] = Infer()
+    offline: Annotated[Offline, BeforeValidator(lambda v: {} if v is None else v)] = Offline()
+    report: bool = True
+
+    @model_validator(mode="after")
+    def _link_needs_radio(self):
+        has_radio = self.radio.preset is not None or self.radio.trace is not None or bool(self.radio.overrides())
+        for i, sh in enumerate(self.shells):
+            if sh.kind == "link" and not has_radio:
+                raise ValueError(f"shells[{i}]: a link shell needs a radio section (preset or trace)")
+        return self
+
+
+# ---------------------------------------------------------------------------- loading
+def _key_path(loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "union[", "str", "int", "float", "list[")) or "[" in str(part):
+            continue  # pydantic's names for the branch of a union it tried
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _message(err: dict) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "missing":
+        return "required key is missing"
+    msg = str(err["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        msg = msg.replace(prefix, "")
+    got = err.get("input")
+    if err["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
+        msg += f" (got {got!r})"
+    return msg
+
+
+def validate_spec(spec: dict, *, where: str = "experiment") -> "ExperimentSpec":
+    """The checked model of an experiment mapping; the first problem is an AirlinkError
+    ``WHERE: KEY.PATH: what is wrong``."""
+    try:
+        return ExperimentSpec.model_validate(spec)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # a union reports one error per branch: the most specific (longest path) explains best
+        err = max(errors, key=lambda e: (len(_key_path(e["loc"])), e["type"] == "extra_forbidden"))
+        path = _key_path(err["loc"])
+        msg = _message(err)
+        if msg.startswith(("shells[", "applications[")):
+            raise AirlinkError(f"{where}: {msg}") from None
+        raise AirlinkError(f"{where}: {path + ': ' if path else ''}{msg}") from None
+
+
+@dataclass
+class Experiment:
+    """A checked experiment: the mapping as given (``spec``), the model with every default
+    (``model``), and where it came from (for relative paths)."""
+
+    spec: dict
+    path: Path | None = None
+    base: Path = field(default_factory=Path.cwd)
+    model: ExperimentSpec = field(default_factory=ExperimentSpec)
+
+    @property
+    def name(self) -> str:
+        return str(self.model.name or self.spec.get("name") or (self.path.stem if self.path else "experiment"))
+
+    def resolve(self, p) -> Path:
+        """A path from the file: as given if it exists (relative to the working directory),
+        else relative to the experiment file's folder."""
+        p = Path(os.path.expandvars(os.path.expanduser(str(p))))
+        if p.is_absolute() or p.exists():
+            return p
+        alt = self.base / p
+        return alt if alt.exists() else p
+
+    def check(self) -> "Experiment":
+        """Validate ``spec`` again (after a change to it) and refresh ``model``."""
+        self.model = validate_spec(self.spec, where=str(self.path.name if self.path else "experiment"))
+        return self
+
+
+def load_experiment(source, *, overrides: dict | None = None) -> Experiment:
+    """Read and check an experiment (a YAML path or a mapping). ``overrides`` are dotted keys
+    (``{"radio.seed": 3, "radio.trace": "x.down"}``) applied before checking."""
+    import yaml
+    path = None
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.exists():
+            raise AirlinkError(f"{path}: no such experiment file")
+        try:
+            spec = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}: " if mark else ""
+            raise AirlinkError(f"{path}: {where}not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        except UnicodeDecodeError as exc:
+            raise AirlinkError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
+    elif isinstance(source, dict):
+        spec = copy.deepcopy(source)
+    else:
+        raise AirlinkError(f"an experiment is a YAML file or a mapping, not {type(source).__name__}")
+    where = path.name if path else "experiment"
+    if not isinstance(spec, dict):
+        raise AirlinkError(f"{where}: an experiment file is a mapping of sections "
+                           f"({', '.join(ExperimentSpec.model_fields)})")
+    for key, value in (overrides or {}).items():
+        node = spec
+        parts = str(key).split(".")
+        for k, part in enumerate(parts[:-1]):
+            child = node.get(part) if isinstance(node, dict) else None
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise AirlinkError(f"{where}: {'.'.join(parts[:k + 1])}: not a mapping, cannot set {key}")
+            node = child
+        node[parts[-1]] = value
+    exp = Experiment(spec, path, path.resolve().parent if path else Path.cwd())
+    return exp.check()
+
+
+def check_experiment(exp: Experiment) -> None:
+    """Raise one clear line for the first problem in ``exp.spec`` (see :func:`validate_spec`)."""
+    exp.check()

@@ -1,0 +1,289 @@
+"""The runner: stages radio -> live -> collect -> infer -> report into one run folder."""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from airlink import rundir
+from airlink.experiment.infer import InferStage
+from airlink.experiment.live import LiveStage
+from airlink.experiment.spec import STAGES, Experiment
+from airlink.traces import AirlinkError
+
+class Progress:
+    """One line per stage on stderr; a tqdm bar for the live stage's seconds when on a tty."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.tty = enabled and sys.stderr.isatty()
+
+    def stage(self, i: int, name: str, what: str):
+        if self.enabled:
+            print(f"airlink run: [{i}/{len(STAGES)}] {name}: {what}", file=sys.stderr, flush=True)
+
+    def note(self, text: str):
+        if self.enabled:
+            print(f"airlink run: {text}", file=sys.stderr, flush=True)
+
+    def timer(self, total_s: float, desc: str):
+        if not self.tty:
+            return None
+        from tqdm import tqdm
+        return tqdm(total=round(total_s), desc=desc, unit="s", leave=False)
+
+
+def _simulate(radio, folder: "rundir.RunFolder", *, progress: bool):
+    """Adapter to airlink.sim: run the preset with overrides, write its files into the run
+    folder (all at once, through a staging folder). Returns the SimResult."""
+    try:
+        from airlink.sim import simulate
+    except ImportError as exc:
+        raise AirlinkError(f"the simulator (airlink.sim.simulate) is not available: {exc}") from None
+    result = simulate(radio.preset, seed=radio.seed, duration=radio.duration, progress=progress,
+                      **radio.overrides())
+    with folder.staging(stage="radio") as tmp:
+        result.write(tmp)
+    return result
+
+
+def _collect_capture(capture: Path, *, resolution: str, salvage: bool = True):
+    """Adapter to airlink.collectors: (packets, flows, tcp series, summary) of a capture."""
+    from airlink.collectors import read_pcap
+    packets = read_pcap(capture, salvage=salvage)
+    try:
+        from airlink.collectors import analyze_tcp
+    except ImportError:
+        from airlink.collectors.tcp import analyze_tcp  # not re-exported yet
+    res = analyze_tcp(packets, resolution=resolution)
+    return packets, res, res.summary()
+
+
+@dataclass
+class RunResult:
+    outdir: Path
+    info: dict
+
+    @property
+    def report(self) -> Path:
+        return self.outdir / "report.html"
+
+
+def versions() -> dict:
+    """Versions of airlink, Python, the libraries and the tools a run used."""
+    import importlib.metadata as md
+    from airlink import __version__
+    out = {"airlink": __version__, "python": platform.python_version(),
+           "platform": platform.platform(), "kernel": platform.release()}
+    for pkg in ("numpy", "pandas", "pyarrow", "scipy", "scikit-learn", "matplotlib", "dpkt", "pyyaml"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    for tool, args in (("tcpdump", ["--version"]), ("iperf3", ["--version"]), ("ip", ["-V"])):
+        if shutil.which(tool):
+            try:
+                r = subprocess.run([tool, *args], capture_output=True, text=True, timeout=5)
+                line = (r.stdout or r.stderr).strip().splitlines()
+                out[tool] = line[0] if line else "?"
+            except Exception:
+                pass
+    try:
+        root = Path(__file__).resolve().parents[1]
+        r = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                           text=True, timeout=5)
+        if r.returncode == 0:
+            out["git_commit"] = r.stdout.strip()
+    except Exception:
+        pass
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+            out["tcp_congestion_controls"] = f.read().strip()
+    except OSError:
+        pass
+    return out
+
+
+class Runner(LiveStage, InferStage):
+    """Runs the stages of one experiment into one output folder (see module docstring)."""
+
+    def __init__(self, exp: Experiment, outdir, *, live: bool | None = None, progress: bool = True,
+                 report: bool = True, overwrite: bool = False):
+        self.exp = exp
+        self.out = Path(outdir)
+        self.overwrite = overwrite
+        self.folder: rundir.RunFolder | None = None
+        self.want_live = live
+        self.progress = Progress(progress)
+        self.want_report = report and exp.model.report
+        self.info = {"name": exp.name, "experiment": str(exp.path) if exp.path else None,
+                     "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                     "stages": [], "notes": [], "live": False, "applications": []}
+        self.trace_path: Path | None = None
+        self.user = None
+        self.captures: list = []
+
+    # -- helpers ---------------------------------------------------------------------
+    def _record(self, name, status, t0, note=""):
+        self.info["stages"].append({"name": name, "status": status, "seconds": time.monotonic() - t0,
+                                    "note": note})
+        self._write_info()
+
+    def _note(self, text):
+        self.info["notes"].append(text)
+        self.progress.note(text)
+
+    def _write_info(self):
+        self.folder.write_json("run.json", self.info)
+        self.folder.write_manifest()
+
+    # -- the run ---------------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Run every stage; the folder's manifest says ``finished`` only when the run got to
+        the end (``failed`` after an error or an interrupt)."""
+        self.folder = rundir.RunFolder.create(self.out, overwrite=self.overwrite)
+        status = "failed"
+        try:
+            self._run_stages()
+            status = "finished"
+        finally:
+            self.folder.finish(status)
+            self.folder.give_to_sudo_user()
+        return RunResult(self.out, self.info)
+
+    def _run_stages(self) -> None:
+        import yaml
+        self.folder.write_text("experiment.yaml",
+                               (f"# as run by airlink from {self.exp.path}\n" if self.exp.path else "")
+                               + yaml.safe_dump(self.exp.spec, sort_keys=False))
+        self.folder.write_json("versions.json", versions())
+        stages = [("radio", self.stage_radio), ("live", self.stage_live),
+                  ("collect", self.stage_collect), ("infer", self.stage_infer),
+                  ("report", self.stage_report)]
+        for i, (name, fn) in enumerate(stages, 1):
+            t0 = time.monotonic()
+            try:
+                status, note = fn(i)
+            except AirlinkError as exc:
+                self._record(name, "failed", t0, str(exc))
+                # a bad radio section, or a live stage that was required, ends the run with
+                # one clear line; otherwise the later stages still run on what exists
+                if name == "radio" or (name == "live" and self.want_live):
+                    raise
+                self._note(f"{name} stage failed: {exc}")
+                continue
+            except KeyboardInterrupt:
+                self._record(name, "interrupted", t0)
+                raise
+            self._record(name, status, t0, note)
+        self.info["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self._write_info()
+        if self.want_report:  # once more, so the page shows the finished run.json
+            from airlink.report import write_report
+            self.folder.record(write_report(self.out), stage="report")
+
+    # -- stage 1: radio ------------------------------------------------------------------
+    def stage_radio(self, i):
+        radio = self.exp.model.radio
+        if radio.preset is None and radio.trace is None and not radio.overrides():
+            self.progress.stage(i, "radio", "no radio section; nothing to do")
+            return "skipped", "no radio section"
+        self.user = radio.user
+        self.info["replayed_user"] = self.user
+        if radio.trace is not None:
+            from airlink.traces import read_trace
+            path = self.exp.resolve(radio.trace)
+            self.progress.stage(i, "radio", f"measured trace {path}")
+            if not path.exists():
+                raise AirlinkError(f"{path}: no such trace")
+            tr = read_trace(path)
+            tr.meta.setdefault("source", str(path))
+            with rundir.atomic_path(self.folder.file("capacity.parquet")) as tmp:
+                tr.write_parquet(tmp)
+            self.folder.record(self.out / "capacity.parquet", stage="radio")
+            self.user = tr.users[0]
+            self.info["replayed_user"] = self.user
+            self.trace_path = path
+            rate = tr.mean_rate_bps()[0] / 1e6
+            return "done", f"{path.name}: {float(tr.duration):.1f} s, mean {rate:.2f} Mbit/s"
+        self.progress.stage(i, "radio", f"simulate preset {radio.preset!r}, "
+                                        f"{radio.duration or 'its duration'}, seed {radio.seed}")
+        result = _simulate(radio, self.folder, progress=self.progress.tty)
+        self.trace_path = self.out / "capacity.parquet"
+        if self.user not in result.capacity.users:
+            raise AirlinkError(f"radio.user: no user {self.user!r} in the simulated cell "
+                               f"(users {', '.join(result.capacity.users)})")
+        self.trace_path = _replayable(result.capacity, self.user, self.folder) or self.trace_path
+        agg = (result.summary or {}).get("aggregate_throughput_mbps")
+        rate = float(result.capacity.select(self.user).mean_rate_bps()[0] / 1e6)
+        return "done", (f"{result.capacity.n_users} users, aggregate "
+                        f"{agg if agg is None else round(agg, 2)} Mbit/s; user {self.user} {rate:.2f} Mbit/s")
+
+    # -- stage 3: collect ----------------------------------------------------------------
+    def stage_collect(self, i):
+        captures = list(self.captures)
+        if not captures:
+            offline = self.exp.model.offline.captures
+            found = [self.exp.resolve(c) for c in offline]
+            missing = [str(c) for c in found if not c.exists()]
+            captures = [c for c in found if c.exists()]
+            if missing:
+                self._note(f"offline captures not found: {', '.join(missing)}")
+            if captures:
+                self._note(f"collecting the offline capture(s) instead: {', '.join(c.name for c in captures)}")
+        if not captures:
+            self.progress.stage(i, "collect", "no capture to collect")
+            return "skipped", "no capture"
+        res = self.exp.model.collect.resolution
+        self.progress.stage(i, "collect", f"{len(captures)} capture(s) at {res}")
+        notes, all_summary = [], {}
+        for k, cap in enumerate(captures):
+            try:
+                packets, analysis, summary = _collect_capture(cap, resolution=res)
+            except ImportError as exc:
+                return "skipped", f"the collectors are not available ({exc})"
+            except AirlinkError as exc:
+                notes.append(str(exc))
+                continue
+            prefix = "" if k == 0 else f"{cap.stem}-"
+            prov = {**rundir.provenance_of(packets), "file": str(cap), "reader": "pcap", "resolution": res}
+            for kind, part in rundir.COLLECT_KINDS.items():
+                frame = packets if kind == "packets" else getattr(analysis, {"tcp": "series", "tcp-events": "events"}.get(kind, kind))
+                self.folder.write_frame(f"{prefix}{part}.parquet", frame, kind=kind, stage="collect",
+                                        provenance=prov)
+            all_summary[cap.name] = summary
+            notes.append(f"{cap.name}: {len(packets)} packets, {len(analysis.flows)} flows")
+        self.folder.write_json("collect.json", all_summary, stage="collect")
+        return ("done" if all_summary else "failed"), "; ".join(notes)
+
+    # -- stage 5: report -----------------------------------------------------------------
+    def stage_report(self, i):
+        if not self.want_report:
+            self.progress.stage(i, "report", "turned off")
+            return "skipped", "turned off"
+        from airlink.report import write_report
+        self.progress.stage(i, "report", f"writing {self.out / 'report.html'}")
+        self.folder.record(write_report(self.out), stage="report")
+        return "done", "report.html"
+
+
+def _replayable(trace, user, folder: "rundir.RunFolder") -> Path | None:
+    """The link shell serves TTIs of 0.125..10 ms. A longer TTI (1xRTT's 20 ms frames, EGPRS's
+    20 ms blocks) is split by :func:`airlink.traces.split_long_ttis` (the one rule: equal
+    sub-TTIs with the bytes shared evenly) and the user's trace written to
+    ``link-trace.parquet``. Returns None when the trace can be replayed as it is."""
+    from airlink.traces import split_long_ttis
+    sub = split_long_ttis(trace.select(str(user)))
+    if sub is trace or sub.tti == trace.tti:
+        return None
+    sub.meta["selected_user"] = str(user)
+    path = folder.file("link-trace.parquet")
+    with rundir.atomic_path(path) as tmp:
+        sub.write_parquet(tmp)
+    folder.record(path, stage="radio")
+    return path

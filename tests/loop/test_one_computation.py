@@ -1,0 +1,90 @@
+"""One computation, one place: what `airlink run` reports equals what the standalone
+commands compute on the run's own files."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+AIRLINK = [sys.executable, "-c", "import sys; from airlink.cli import main; sys.exit(main())"]
+
+
+@pytest.fixture(scope="module")
+def offline_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("one") / "run"
+    exp = out.parent / "exp.yaml"
+    exp.write_text("name: one\nradio: {preset: quick, seed: 4, duration: 8s, user: 2}\n"
+                   "collect: {resolution: 500ms}\ninfer: {surrogates: 20, bootstrap: 20}\nreport: false\n"
+                   f"offline: {{captures: [{REPO / 'examples' / 'data' / 'pf-cell-host.pcap.gz'}]}}\n")
+    r = subprocess.run([*AIRLINK, "run", str(exp), "-o", str(out), "--offline", "--quiet"],
+                       capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_run_nmi_table_equals_airlink_infer_nmi_on_the_run_files(offline_run):
+    analyses = json.loads((offline_run / "nmi.json").read_text())["analyses"]
+    assert {a["source"] for a in analyses} == {"mac", "tcp"}
+    for a in analyses:
+        argv = shlex.split(a["command"])
+        assert argv[:3] == ["airlink", "infer", "nmi"]
+        r = subprocess.run([*AIRLINK, *argv[1:], "--json"], capture_output=True, text=True,
+                           cwd=offline_run, timeout=600)
+        assert r.returncode == 0, r.stderr
+        cli = {row["factor"]: row for row in json.loads(r.stdout)}
+        assert [f["factor"] for f in a["factors"]] == list(cli)
+        for f in a["factors"]:
+            row = cli[f["factor"]]
+            assert f["peak_nmi"] == row["peak_nmi"] and f["lag"] == row["lag"]
+            for key in ("lag_s", "p_value", "threshold", "bias_corrected"):
+                assert f[key] == (None if row[key] is None else pytest.approx(row[key], abs=0, rel=0)), key
+            assert f["ci"] == [row["ci_low"], row["ci_high"]]
+            assert f["n_pairs"] == row["n_pairs"]
+            assert f["significant"] == (row["p_value"] is not None and row["p_value"] < a["alpha"])
+            # the curve drawn in the report peaks at the table's value
+            assert max(f["curve"]["nmi"]) == pytest.approx(f["peak_nmi"], abs=1e-12)
+
+
+def test_run_summary_names_only_significant_factors(offline_run):
+    info = json.loads((offline_run / "run.json").read_text())
+    note = next(s["note"] for s in info["stages"] if s["name"] == "infer")
+    analyses = json.loads((offline_run / "nmi.json").read_text())["analyses"]
+    for a in analyses:
+        sig = [f["factor"] for f in a["factors"] if f["significant"]]
+        if sig:
+            assert f"{a['target']}<-{sig[0]}" in note
+        else:
+            assert f"{a['target']}: no significant factor" in note
+        for f in a["factors"]:
+            if not f["significant"]:
+                assert f"{a['target']}<-{f['factor']}" not in note
+
+
+def test_the_tcp_series_is_the_busiest_direction_on_the_collect_grid(offline_run):
+    import pandas as pd
+    from airlink import rundir
+    series = pd.read_parquet(offline_run / "series-tcp.parquet")
+    tcp = pd.read_parquet(offline_run / "tcp.parquet")
+    assert rundir.kind_of(offline_run / "series-tcp.parquet") == "series"
+    tot = tcp.groupby(["flow", "direction"], observed=True)["goodput_bps"].sum()
+    flow, direction = tot.idxmax()
+    rows = tcp[(tcp["flow"] == flow) & (tcp["direction"] == direction)].set_index("time")
+    # tcp.parquet is already on the 500 ms grid: the series carries its values unchanged
+    got = series.set_index("time")["goodput_bps"].reindex(rows.index)
+    assert np.allclose(got.to_numpy(), rows["goodput_bps"].to_numpy(), equal_nan=True)
+
+
+def test_time_sequence_marks_what_the_flow_table_counts(offline_run):
+    """The page must not contradict itself: red marks = the flow table's retransmissions
+    (the bundled capture has 2, by tshark's tcp.analysis.retransmission too)."""
+    from airlink.report import Artifacts, fig_time_sequence
+    art = Artifacts(offline_run)
+    _, stats = fig_time_sequence(art.packets, events=art.events)
+    assert stats["retransmissions"] == int(art.flows["retransmissions"].sum()) == 2
