@@ -32,6 +32,8 @@ which NR-Scope writes with ``frequency_start`` 275 and TBS 0) are dropped and co
 (``attrs["empty_dcis"]``); the same DCI twice (same slot, RNTI, format and HARQ process)
 is kept once (``attrs["duplicate_dcis"]``).
 
+:func:`select_direction` keeps the DCIs of one direction.
+
 Columns: ``time``, ``user`` (RNTI as text), ``slot`` (absolute slot number from the first
 slot of the log), ``sfn`` and ``slot_index`` (as logged), ``decoded_time`` (the logged
 timestamp), ``dci_direction`` (``downlink``/``uplink``/``unknown``), ``prbs``, ``prb_start``,
@@ -183,3 +185,16 @@ def read(path, *, subcarrier_spacing_khz: int | None = None) -> pd.DataFrame:
         "time_rule": "slot start from SFN/slot, wrap-around undone with the decoding timestamp",
     })
     return validate(frame, "mac", name=str(path))
+
+
+def select_direction(frame: pd.DataFrame, direction: str = "downlink") -> pd.DataFrame:
+    """The DCIs of one direction (``downlink`` or ``uplink``), with the reader's ``attrs``
+    kept; a frame without ``dci_direction`` (one direction only) is returned as it is."""
+    if direction not in ("downlink", "uplink"):
+        raise AirlinkError(f"direction must be downlink or uplink, got {direction!r}")
+    if "dci_direction" not in frame.columns:
+        return frame
+    out = frame[frame["dci_direction"] == direction]
+    out.attrs.update(frame.attrs)
+    out.attrs["direction"] = direction
+    return out

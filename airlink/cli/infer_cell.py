@@ -42,15 +42,13 @@ def _fmt(v, spec=".3f"):
 
 def cmd_cell(args) -> int:
     from airlink import collectors as C
+    from airlink.collectors.nrscope import select_direction
     from airlink.inference.cell_logs import analyze_cell
     from airlink.traces import AirlinkError
     if args.cell_prbs is not None and args.cell_prbs <= 0:
         raise AirlinkError(f"cell PRBs must be positive, got {args.cell_prbs}")
     frame = C.read(args.log, format=args.format)
-    if "dci_direction" in frame.columns:
-        attrs = dict(frame.attrs)
-        frame = frame[frame["dci_direction"] == args.direction]
-        frame.attrs.update(attrs)
+    frame = select_direction(frame, args.direction)
     res = analyze_cell(frame, window=args.window, cell_prbs=args.cell_prbs, source=str(args.log))
     if args.json:
         print_json(res.to_dict())

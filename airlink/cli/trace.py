@@ -214,20 +214,18 @@ def _read_log(args):
 
 
 def cmd_from_log(args) -> int:
+    from airlink.collectors.nrscope import select_direction
     frame = _read_log(args)
     reader = frame.attrs.get("reader", args.format or "?")
     columns = args.column or DEFAULT_COLUMNS.get(reader)
     if not columns:
         raise T.AirlinkError(f"{args.log}: read as {reader}; say which column holds transport blocks or "
                              f"throughput (--column; it has {', '.join(map(str, frame.columns[:16]))})")
-    if "dci_direction" in frame.columns:
-        attrs = dict(frame.attrs)
-        frame = frame[frame["dci_direction"] == args.direction]
-        frame.attrs.update(attrs)
+    frame = select_direction(frame, args.direction)
     opts = dict(unit=args.unit, user=args.user, tti=args.tti, source=str(args.log))
     tr = T.from_log(frame, column=columns if len(columns) > 1 else columns[0], **opts)
-    if "dci_direction" in frame.columns:
-        tr.meta["direction"] = args.direction
+    if frame.attrs.get("direction"):
+        tr.meta["direction"] = frame.attrs["direction"]
     other = args.compare or (DEFAULT_COMPARE.get(reader) if not args.column else None)
     comparison = None
     if other and other not in columns:

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from airlink import collectors as C
+from airlink.collectors.nrscope import select_direction
 from airlink.inference.cell_logs import analyze_cell
 
 AFTERNOON = "nr-scope/t_mobile1_ueactivity_afternoon_1.csv"   # no duplicate DCIs in this file
@@ -19,8 +20,7 @@ AFTERNOON = "nr-scope/t_mobile1_ueactivity_afternoon_1.csv"   # no duplicate DCI
 def afternoon(shared_data):
     path = shared_data / AFTERNOON
     frame = C.read(path)
-    dl = frame[frame["dci_direction"] == "downlink"]
-    dl.attrs.update(frame.attrs)
+    dl = select_direction(frame, "downlink")
     raw = pd.read_csv(path)
     raw = raw[(raw["dci_format"] == "1_1") & (raw["frequency_length"] > 0)]
     return dl, raw, analyze_cell(dl)
@@ -67,8 +67,7 @@ def test_real_cells_are_too_idle_for_a_verdict(shared_data):
     for name in ("t_mobile1_ueactivity_afternoon_1.csv", "t_mobile2_ueactivity_morning_1.csv",
                  "t_mobile2_ueactivity_night_1.csv"):
         frame = C.read(shared_data / "nr-scope" / name)
-        dl = frame[frame["dci_direction"] == "downlink"]
-        dl.attrs.update(frame.attrs)
+        dl = select_direction(frame, "downlink")
         v = analyze_cell(dl).verdict
         assert v["label"] == "cannot tell" and not v["confident"], name
         assert any("rarely competed" in r for r in v["reasons"])

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from airlink import collectors as C
+from airlink.collectors.nrscope import select_direction
 from airlink import traces as T
 from airlink.traces import AirlinkError, Trace, from_log, split_long_ttis
 
@@ -110,8 +111,7 @@ def test_link_shell_accepts_a_20ms_trace(tmp_path):
 def test_nrscope_user_trace_counts_new_transmissions_only(shared_data):
     path = shared_data / NR_AFTERNOON
     frame = C.read(path)
-    dl = frame[frame["dci_direction"] == "downlink"]
-    dl.attrs.update(frame.attrs)
+    dl = select_direction(frame, "downlink")
     raw = pd.read_csv(path)
     raw = raw[(raw["dci_format"] == "1_1") & (raw["frequency_length"] > 0)]
     user = int(raw["rnti"].value_counts().index[0])
