@@ -117,3 +117,30 @@ def test_missing_columns_and_other_files_not_claimed(shared_data, tmp_path):
     icell = next((shared_data / "icellspeed").rglob("*.csv"))
     assert not nrscope.is_format(icell)
     assert not nrscope.is_format(tmp_path / "absent.csv")      # never raises
+
+
+def test_damaged_copies_read_or_fail_with_one_clear_error(shared_data, tmp_path):
+    """Cut and byte-flipped copies of a real log: the reader returns a frame or raises
+    airlink's own error naming the file - never another exception."""
+    from airlink.traces import AirlinkError
+    data = (shared_data / "nr-scope" / "t_mobile2_ueactivity_morning_1.csv").read_bytes()
+    rng = np.random.default_rng(7)
+    p = tmp_path / "mutant.csv"
+    outcomes = {"read": 0, "error": 0}
+    for i in range(60):
+        d = bytearray(data)
+        if i % 3 == 0:
+            d = d[: int(rng.integers(len(d) // 10, len(d)))]
+        else:
+            for _ in range(int(rng.integers(1, 12))):
+                d[int(rng.integers(0, len(d)))] = int(rng.choice(list(b"x,\n9-. ")))
+        p.write_bytes(bytes(d))
+        try:
+            frame = nrscope.read(p)
+        except AirlinkError as exc:
+            assert "mutant.csv" in str(exc) and "\n" not in str(exc)
+            outcomes["error"] += 1
+        else:
+            assert (np.diff(frame["time"].array.asi8) >= 0).all()
+            outcomes["read"] += 1
+    assert outcomes["read"] and outcomes["error"]
