@@ -213,3 +213,17 @@ def test_cli_plain_csv_errors(run_airlink, tmp_path):
     status, _, err = run_airlink("trace", "from-log", XCAL, "--time-column", "td", "--column", "5G_TBS",
                                  "-o", tmp_path / "x.parquet")
     assert status == 2 and "'5G_TBS': its name carries no unit" in err
+
+
+def test_xcal_style_through_a_column_mapping():
+    """The generic CSV reader's mapping names the units; from_log then reads them off the
+    column names (nr_tbs_bytes, lte_tbs_bytes)."""
+    mapping = {"kind": "mac", "time": {"column": "td", "format": "ISO8601"},
+               "columns": {"5G_TBS": {"name": "nr_tbs_bytes", "unit": "bit"},
+                           "4G_TBS": {"name": "lte_tbs_bytes", "unit": "bit"}},
+               "constants": {"user": "ue"}}
+    frame = C.read(XCAL, format="csv", mapping=mapping)
+    tr = from_log(frame, column=["nr_tbs_bytes", "lte_tbs_bytes"])
+    raw = pd.read_csv(XCAL)
+    assert tr.tti_ms == 20 and tr.meta["unit"] == "bytes"
+    assert np.allclose(tr.values[:, 0], (raw["5G_TBS"].fillna(0) + raw["4G_TBS"]) / 8)
