@@ -121,7 +121,9 @@ def _grid_options(p):
                                         "no row stay missing")
     g.add_argument("--time-column", metavar="NAME",
                    help="the time column (default: time, timestamp, seconds_since_epoch or time_s); epoch "
-                        "s/ms/us/ns, ISO 8601 or YYYY.MM.DD_hh.mm.ss (UCC), naive times taken as UTC")
+                        "s/ms/us/ns, ISO 8601 or YYYY.MM.DD_hh.mm.ss (UCC); naive times in --tz")
+    g.add_argument("--tz", metavar="ZONE", help="zone of naive (local) times, e.g. Europe/Dublin for UCC "
+                                                "logs (default UTC)")
     g.add_argument("--by", action="append", metavar="COLUMN",
                    help="one series per value of COLUMN (e.g. carrier, flow, direction), pooled like "
                         "users; repeat for several. Without it such a column holding several values is "
@@ -130,8 +132,8 @@ def _grid_options(p):
 
 def _read(args, *columns):
     from airlink import inference as inf
-    return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, by=args.by,
-                           columns=[c for c in columns if c])
+    return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, tz=args.tz,
+                           by=args.by, columns=[c for c in columns if c])
 
 
 def _grid_line(frame) -> str:

@@ -199,3 +199,22 @@ def test_scheduler_cli_names_users_and_carrier_aggregation(run_airlink, shared_d
     assert status == 0, err
     assert out.startswith("scheduler: cannot tell") and "users: ue/" in out
     assert "not a user: ue/" in out and "carrier aggregation" in out
+
+
+def test_tz_for_local_times(run_airlink, tmp_path):
+    """Naive UCC-style local times: --tz Europe/Dublin moves summer times one hour back to UTC."""
+    t = [f"2020.07.01_12.00.{s:02d}" for s in range(40)]
+    rng = np.random.default_rng(2)
+    v = rng.integers(0, 8, 45)
+    path = tmp_path / "ucc.csv"
+    pd.DataFrame({"Timestamp": t, "a": v[:40], "b": v[2:42]}).to_csv(path, index=False)
+    g = inf.read_frames(path, time_column="Timestamp", tz="Europe/Dublin")
+    assert g.index[0] == pd.Timestamp("2020-07-01 11:00:00", tz="UTC")
+    status, out, err = run_airlink("infer", "nmi", path, "--time-column", "Timestamp", "--tz", "Europe/Dublin",
+                                   "--target", "a", "--factor", "b", "--max-lag", "5s", "--surrogates", "0",
+                                   "--bins", "8", "--json")
+    assert status == 0, err
+    assert json.loads(out)[0]["lag_s"] == 2.0           # b(t) = a(t + 2): the factor leads by 2 s
+    status, _, err = run_airlink("infer", "nmi", path, "--time-column", "Timestamp", "--tz", "Mars/Olympus",
+                                 "--target", "a", "--factor", "b", "--surrogates", "0")
+    assert status == 2 and "Mars/Olympus" in err and len(err.strip().splitlines()) == 1
