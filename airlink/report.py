@@ -537,16 +537,18 @@ def fig_nmi(analysis: dict):
 
 
 def _gaps_ms(mac: pd.DataFrame) -> dict:
-    """Inter-service gaps (ms) per user: time between consecutive TTIs with served bytes."""
+    """Inter-service gaps (ms) per user: :func:`airlink.inference.fairness.service_gaps` on the
+    times of the rows with served bytes."""
+    from airlink.inference.fairness import service_gaps
     out = {}
     if "served_bytes" not in mac:
         return out
     for u, rows in mac.groupby("user", sort=False):
         t = _seconds(rows, 0) * 1e3
-        served = rows["served_bytes"].to_numpy(np.float64) > 0
-        ts = np.sort(t[served])
-        if len(ts) > 1:
-            out[str(u)] = np.diff(ts)
+        order = np.argsort(t, kind="stable")
+        gaps = service_gaps(rows["served_bytes"].to_numpy(np.float64)[order], times=t[order])[0]
+        if len(gaps):
+            out[str(u)] = gaps
     return out
 
 

@@ -82,12 +82,19 @@ def retransmission_ratios(retransmissions, transmissions) -> np.ndarray:
         return np.where(u > 0, r / np.where(u > 0, u, 1), np.nan)
 
 
-def service_gaps(served, *, tti_s: float = 1.0) -> list:
-    """Inter-service gaps per user in seconds: a list (one array per user column) of the
-    times between consecutive TTIs in which the user was served."""
+def service_gaps(served, *, tti_s: float = 1.0, times=None) -> list:
+    """Inter-service gaps per user: a list (one array per user column) of the times between
+    consecutive rows in which the user was served (``served > 0``).
+
+    Rows are TTIs of ``tti_s`` each (gap = rows apart x ``tti_s``), or, with ``times`` (one
+    time per row, increasing, in any unit), samples at those times (gap = difference of the
+    times, in that unit), for logs whose rows are not one per TTI."""
     s = np.nan_to_num(np.asarray(served, dtype=float))
     if s.ndim == 1:
         s = s[:, None]
+    if times is not None:
+        t = np.asarray(times, dtype=float)
+        return [np.diff(t[s[:, m] > 0]) for m in range(s.shape[1])]
     return [np.diff(np.flatnonzero(s[:, m] > 0)) * float(tti_s) for m in range(s.shape[1])]
 
 

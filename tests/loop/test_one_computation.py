@@ -88,3 +88,34 @@ def test_time_sequence_marks_what_the_flow_table_counts(offline_run):
     art = Artifacts(offline_run)
     _, stats = fig_time_sequence(art.packets, events=art.events)
     assert stats["retransmissions"] == int(art.flows["retransmissions"].sum()) == 2
+
+
+def test_simulator_summary_uses_the_one_fairness_definition():
+    """sim's summary.json numbers are inference.fairness's, degenerate cases included."""
+    from airlink import inference as inf
+    from airlink.sim import metrics as M
+    served = np.array([[1500.0, 0, 300], [0, 0, 300], [1500.0, 0, 0], [0, 0, 300]])
+    nsub = (served > 0).astype(float)
+    s = M.summarize(users=["1", "2", "3"], tti_s=0.001, n_subchannels=1, served=served, nsub=nsub,
+                    blocks=nsub, retx=np.zeros_like(served), active=np.ones_like(served))
+    thr = np.array([u["throughput_mbps"] for u in s["users"]])
+    assert s["jain_index"] == inf.jain_index(thr)
+    assert s["fairness_gap"] is None and inf.fairness_gap(thr) == float("inf")   # JSON has no inf
+    # by hand: user 1 served at TTIs 0 and 2 -> one gap of 2 ms
+    assert s["users"][0]["gap_mean_ms"] == pytest.approx(2.0)
+    zero = M.summarize(users=["1", "2"], tti_s=0.001, n_subchannels=1, served=np.zeros((3, 2)),
+                       nsub=np.zeros((3, 2)), blocks=np.zeros((3, 2)), retx=np.zeros((3, 2)),
+                       active=np.zeros((3, 2)))
+    assert zero["jain_index"] == inf.jain_index([0, 0]) == 1.0
+    assert zero["fairness_gap"] == inf.fairness_gap([0, 0]) == 0.0
+    assert zero["resource_fraction_min_max_ratio"] == inf.min_max_ratio([0, 0]) == 1.0
+
+
+def test_service_gaps_on_irregular_times():
+    from airlink.inference import service_gaps
+    served = np.array([5.0, 0, 7, 1, 0, 0, 2])
+    times = np.array([0.0, 1, 3, 4, 10, 11, 20])
+    (g,) = service_gaps(served, times=times)
+    assert g.tolist() == [3.0, 1.0, 16.0]          # 0->3, 3->4, 4->20
+    (g,) = service_gaps(served, tti_s=2.0)
+    assert g.tolist() == [4.0, 2.0, 6.0]           # rows 0, 2, 3, 6 apart x 2
