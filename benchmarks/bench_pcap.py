@@ -8,7 +8,12 @@ memory (the child process's max RSS, via wait4) and ratios:
 * airlink complete per-flow TCP analysis (``analyze_tcp``: flows, RTT, retransmission
   classes, series), whole process - compared with ``tcptrace -n -l -r`` (C);
 * a dpkt per-packet loop extracting the same fields, and ``tshark -T fields`` (both on a
-  prefix of ``--prefix`` packets, since they run at tens of thousands of packets/s).
+  prefix of ``--prefix`` packets, since they run at tens of thousands of packets/s);
+* **what users run**: ``airlink collect CAPTURE -o DIR`` (the whole process, every output
+  written: packets, flows, TCP series, events, summary) against ``tcptrace -n -l -r`` on
+  the same capture, in turn (collect, tcptrace, collect, ...) so each pair sees the same
+  machine load; per-pair ratios with their median and min-max (``--collect-only`` runs just
+  this part).
 
 The capture (about two million packets) is made with ``--make``: two network namespaces
 joined by a veth pair with TSO/GSO/GRO off, an iperf3 bulk download between them, captured
@@ -161,6 +166,43 @@ print(json.dumps({"packets": n, "loop_s": time.perf_counter() - t0}))
 """
 
 
+def collect_vs_tcptrace(cap: str, n: int, runs: int) -> dict:
+    """``airlink collect`` (whole process, all outputs written to a fresh folder) and
+    ``tcptrace -n -l -r`` on the same capture, alternating; medians and min-max of wall and
+    CPU seconds, peak RSS and the per-pair ratios."""
+    import statistics
+    out = WORK / "collect-out"
+    airlink = str(Path(PY).with_name("airlink"))
+    pairs = []
+    for _ in range(max(1, runs)):
+        shutil.rmtree(out, ignore_errors=True)
+        a = run_measured([airlink, "collect", cap, "-o", str(out)])
+        b = run_measured(["tcptrace", "-n", "-l", "-r", cap])
+        pairs.append((a, b))
+    shutil.rmtree(out, ignore_errors=True)
+
+    def spread(values):
+        return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    res = {"runs": len(pairs), "packets": n,
+           "collect_wall_s": spread([a[0] for a, _ in pairs]),
+           "collect_cpu_s": spread([a[3] for a, _ in pairs]),
+           "collect_peak_bytes": spread([a[1] for a, _ in pairs]),
+           "tcptrace_wall_s": spread([b[0] for _, b in pairs]),
+           "tcptrace_cpu_s": spread([b[3] for _, b in pairs]),
+           "wall_ratio": spread([a[0] / b[0] for a, b in pairs]),
+           "cpu_ratio": spread([a[3] / b[3] for a, b in pairs]),
+           "bytes_per_packet": spread([a[1] / max(n, 1) for a, _ in pairs])}
+    print(f"airlink collect vs tcptrace -n -l -r, {len(pairs)} pairs in turn (median, min-max):")
+    for key, label, fmt in (("collect_wall_s", "collect wall s", ".2f"), ("tcptrace_wall_s", "tcptrace wall s", ".2f"),
+                            ("collect_cpu_s", "collect CPU s", ".2f"), ("tcptrace_cpu_s", "tcptrace CPU s", ".2f"),
+                            ("wall_ratio", "collect / tcptrace, wall (target <= 1.5)", ".2f"),
+                            ("cpu_ratio", "collect / tcptrace, CPU", ".2f"),
+                            ("bytes_per_packet", "collect peak RSS, B/packet (target <= 150)", ".0f")):
+        v = res[key]
+        print(f"  {label:45s} {v['median']:{fmt}}  ({v['min']:{fmt}}-{v['max']:{fmt}})")
+    return res
+
+
 def count_packets(path: Path) -> int:
     out = subprocess.run([PY, "-c", "import sys; from airlink.collectors import read_pcap; "
                           "pk = read_pcap(sys.argv[1], progress=False); print(pk.attrs['records'])",
@@ -179,6 +221,8 @@ def main(argv=None) -> int:
                     help="runs of airlink, the dpkt loop and tcptrace; the fastest is reported "
                          "(the machine may be shared)")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    ap.add_argument("--collect-only", action="store_true",
+                    help="only airlink collect against tcptrace (--repeat pairs)")
     args = ap.parse_args(argv)
     if args.make:
         make_capture(args.capture, args.packets)
@@ -188,6 +232,14 @@ def main(argv=None) -> int:
     cap = str(args.capture)
     size = args.capture.stat().st_size
     res = {"capture": cap, "bytes": size, "machine": f"{os.cpu_count()} cores"}
+    if args.collect_only:
+        if not shutil.which("tcptrace"):
+            print("tcptrace is not installed", file=sys.stderr)
+            return 2
+        res["collect"] = collect_vs_tcptrace(cap, count_packets(args.capture), args.repeat)
+        if args.json:
+            args.json.write_text(json.dumps(res, indent=2, default=str))
+        return 0
 
     cpu = {}
 
@@ -265,6 +317,8 @@ def main(argv=None) -> int:
             cpu["airlink_analyze"] / cpu["tcptrace"]
     ratios["analysis peak memory, bytes per packet (target <= 200)"] = a_an["rss"] / max(n, 1)
     res["cpu_s"] = cpu
+    if "tcptrace" in res:
+        res["collect"] = collect_vs_tcptrace(cap, n, args.repeat)
     print("CPU seconds (user+sys, least of the runs): " +
           ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
     for k, v in ratios.items():

@@ -235,6 +235,18 @@ def _assemble(cols, flow, direction, names) -> pd.DataFrame:
     return df
 
 
+def lateness(ts, top=None) -> tuple:
+    """(largest step back in time, in ns, from the latest earlier record to a record of
+    ``ts`` - 0 when in time order -, latest time) of timestamps in file order; ``top``: the
+    latest time before ``ts`` (to chain batches)."""
+    if not len(ts):
+        return 0, top
+    if top is None and (len(ts) < 2 or (ts[1:] >= ts[:-1]).all()):
+        return 0, int(ts[-1])
+    run = np.maximum.accumulate(ts if top is None else np.maximum(ts, top))
+    return int((run - ts).max()), int(run[-1])
+
+
 def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bool = False,
                  info: dict | None = None):
     """The packets frame of a capture, one batch (~16 MB of capture) at a time, with flow
@@ -247,14 +259,13 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
     before them (records out of time order, as multi-queue capture gives, hold back only
     the rows they could overtake). ``info`` (a dict) receives the frame attrs :func:`read`
     would set, complete once the generator is exhausted."""
+    from ._tcpcolumns import _batch_flow_keys
     path = Path(path)
     if max_lateness_ns is None:
         max_lateness_ns, top = 0, None
         for b in CaptureReader(path, salvage=salvage, reuse_buffer=True):
-            ts = b.ts_ns
-            run = np.maximum.accumulate(ts) if top is None else np.maximum.accumulate(np.maximum(ts, top))
-            max_lateness_ns = max(max_lateness_ns, int((run - ts).max()))
-            top = int(run[-1])
+            late, top = lateness(b.ts_ns, top)
+            max_lateness_ns = max(max_lateness_ns, late)
     names = sorted(set(flows["src"].astype(str)) | set(flows["dst"].astype(str)))
     code_of = {n: i for i, n in enumerate(names)}
     fkey = {}                 # (low endpoint, high endpoint, protocol) -> (flow, fwd sender is high)
@@ -278,15 +289,12 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
             _, hi, lo, six = d.pop("addr_table")
             g = np.array([code_of[n] for n in _addr_strings(hi, lo, six)], np.int32)
             d["src"], d["dst"] = g[d["src"]], g[d["dst"]]
-            ep_a = (d["src"].astype(np.int64) << 16) | d["sport"]
-            ep_b = (d["dst"].astype(np.int64) << 16) | d["dport"]
-            swap = ep_a > ep_b                        # the sender is the key's high endpoint
-            lo, hi = np.minimum(ep_a, ep_b), np.maximum(ep_a, ep_b)
-            del ep_a, ep_b
-            first, inv = group_connections(lo, hi, d["proto"].astype(np.uint64))
-            fd = np.array([fkey[k] for k in zip(lo[first].tolist(), hi[first].tolist(),
-                                                d["proto"][first].tolist())], np.int64).reshape(-1, 2)
-            del lo, hi
+            # swap: the sender is the key's high endpoint
+            swap, flo, fhi, fproto, inv = _batch_flow_keys(
+                d["src"].astype(np.int64), d["sport"], d["dst"].astype(np.int64), d["dport"],
+                d["proto"].astype(np.int64))
+            fd = np.array([fkey[k] for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())],
+                          np.int64).reshape(-1, 2)
             d["flow"] = fd[inv, 0].astype(np.int32)
             d["direction"] = (swap != fd[inv, 1].astype(bool)).astype(np.int8)
             del swap, inv

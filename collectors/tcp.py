@@ -250,9 +250,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False) -> T
         raw = read_columns(packets_or_path, salvage=salvage)
         source = raw["source"]
         extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
-        ts = raw["ts_ns"]
-        late = 0 if len(ts) < 2 or (ts[1:] >= ts[:-1]).all() else int((np.maximum.accumulate(ts) - ts).max())
-        del ts
+        from .pcap import lateness
+        late = lateness(raw["ts_ns"])[0]
         c, flows, n_packets = _from_columns(raw)
         del raw
     else:
