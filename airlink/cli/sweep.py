@@ -28,6 +28,9 @@ def register(sub):
         "airlink sweep examples/sweeps/quick.yaml -o campaigns/quick --workers 2\n"
         "airlink sweep examples/sweeps/quick.yaml -o campaigns/quick --scheduler tcp://10.0.0.5:8786\n"
         "airlink sweep report campaigns/quick --metric summary.jain_index")
+    p.usage = ("airlink sweep SWEEP.yaml [-o CAMPAIGN] [--scheduler ADDRESS | --workers N] "
+               "[--live-slots N] [--quiet] [--json]\n"
+               "       airlink sweep report CAMPAIGN [-o PAGE] [--metric COLUMN] [--x KEY] [--by KEY]")
     p.add_argument("target", nargs="+", metavar="SWEEP.yaml | report CAMPAIGN",
                    help="a sweep file to run, or `report` and a campaign folder")
     p.add_argument("-o", "--output", type=Path,
