@@ -10,8 +10,10 @@ For each iCellSpeed static file (Purdue, MobiCom 2020; ``../shared/data/icellspe
 2. ``airlink link granted.parquet --once --downlink-tti-log ...`` runs a bulk TCP download
    of the trace's length (a plain socket sender outside, a receiver inside that stamps every
    read with the wall clock), in a throw-away namespace.
-3. Printed per file: served bytes vs trace per second (the shell's own fidelity: mean ratio,
-   correlation); goodput vs the logged application throughput per second (mean ratio,
+3. Printed per file: served bytes vs trace per second (mean ratio, correlation), the share of
+   capacity the shell left unused while bytes were queued (the shell's own fidelity: 0 when
+   it serves every byte it may) and the share of TTIs not filled because the queue was empty
+   (the sender's part); goodput vs the logged application throughput per second (mean ratio,
    correlation) unshifted and with the log's measured offset; goodput vs TBS.
 
 Seconds are counted from the link's first TTI (the TTI log's wall clock); the last partial
@@ -131,8 +133,14 @@ def one_run(ns: BenchNS, csv: Path, tmp: Path) -> dict:
     s = slice(1, n)                                 # skip slow start
     shifted_app = app_s[1 + lag:n] if lag >= 0 else app_s[1:n + lag]
     shifted_good = goodput[1:n - lag] if lag >= 0 else goodput[1 - lag:n]
+    # capacity the shell left unused although bytes were queued at the TTI's end (should be 0:
+    # any shortfall of served vs trace is then the sender's, which had nothing queued)
+    busy = log["backlog_bytes"].to_numpy() > 0
+    wasted = float((log["capacity_bytes"] - log["served_bytes"]).to_numpy()[busy].clip(0).sum())
+    idle_ttis = float((~busy & (log["served_bytes"] < log["capacity_bytes"])).mean())
     return {
         "file": csv.name, "seconds": n, "trace_mbps": trace_s[s].mean() * 8 / 1e6,
+        "wasted_while_queued": wasted / float(log["capacity_bytes"].sum()), "ttis_unfilled_empty_queue": idle_ttis,
         "log_tbs_over_app": info["comparison"]["mean_ratio"], "log_offset_s": info["comparison"]["best_lag_s"],
         "log_corr_0": info["comparison"]["corr_0"], "log_corr_offset": info["comparison"]["corr_best"],
         "served_over_trace": served[s].sum() / trace_s[s].sum(), "served_trace_corr": corr(served[s], trace_s[s]),
@@ -144,6 +152,7 @@ def one_run(ns: BenchNS, csv: Path, tmp: Path) -> dict:
 
 
 COLUMNS = [("served_over_trace", "served/trace"), ("served_trace_corr", "r(served,trace)"),
+           ("wasted_while_queued", "unused while queued"), ("ttis_unfilled_empty_queue", "TTIs short, queue empty"),
            ("goodput_over_tbs", "goodput/TBS"), ("goodput_over_app", "goodput/app"),
            ("goodput_app_corr", "r(goodput,app)"), ("goodput_over_app_offset", "goodput/app@off"),
            ("goodput_app_corr_offset", "r(goodput,app)@off")]
