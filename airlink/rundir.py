@@ -12,8 +12,9 @@ interface, so it is declared here once:
   whose manifest is missing or says ``running`` is not a complete run
   (:func:`is_complete`).
 * Atomic writers - every artifact is written under a temporary name in the same folder
-  (``.partial-<pid>-<name>``) and renamed into place, so an interrupted writer never leaves
-  a file under the final name (:func:`atomic_path`, :func:`write_frame`, :func:`write_text`,
+  (``<name>.partial``, :mod:`airlink.traces.atomic`, the one implementation the shells'
+  logs use too) and renamed into place, so an interrupted writer never leaves a file under
+  the final name (:func:`atomic_path`, :func:`write_frame`, :func:`write_text`,
   :class:`FrameStreamWriter` for row groups).
 * Safety under ``sudo`` - an existing non-empty folder is refused unless ``overwrite`` is
   given; then only the artifacts the previous manifest lists are removed (anything else in
@@ -30,13 +31,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from airlink.traces.atomic import PARTIAL_SUFFIX, atomic_path, commit, partial_path, write_text
 from airlink.traces.errors import AirlinkError
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "airlink-run/1"
 KIND_KEY = b"airlink.kind"
 PROVENANCE_KEY = b"airlink.provenance"
-PARTIAL_PREFIX = ".partial-"
 STATUSES = ("running", "finished", "failed")
 
 
@@ -111,35 +112,7 @@ def _now() -> str:
 
 
 # ---------------------------------------------------------------------------- atomic writes
-def partial_name(path) -> Path:
-    """The temporary name a writer uses for ``path``: same folder, same suffix."""
-    path = Path(path)
-    return path.with_name(f"{PARTIAL_PREFIX}{os.getpid()}-{path.name}")
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """Yield a temporary path in ``path``'s folder; on success rename it to ``path``, on any
-    error remove it (nothing appears under the final name unless the write completed)."""
-    path = Path(path)
-    tmp = partial_name(path)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def write_text(path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically; returns ``path``."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    return Path(path)
+# atomic_path, write_text, partial_path, commit: airlink.traces.atomic (re-exported here)
 
 
 def write_json(path, obj) -> Path:
@@ -312,7 +285,7 @@ class RunFolder:
         for d in sorted(dirs, key=lambda x: -len(x.parts)):
             with contextlib.suppress(OSError):
                 (self.path / d).rmdir()  # only when empty: foreign files keep their folder
-        for stale in self.path.glob(f"**/{PARTIAL_PREFIX}*"):
+        for stale in self.path.glob(f"**/*{PARTIAL_SUFFIX}"):
             with contextlib.suppress(OSError):
                 stale.unlink()
         with contextlib.suppress(OSError):
@@ -352,7 +325,7 @@ class RunFolder:
     def record_tree(self, folder, *, stage: str) -> None:
         """Record every file under ``folder`` (one this run created)."""
         for p in sorted(Path(folder).rglob("*")):
-            if p.is_file() and not p.name.startswith(PARTIAL_PREFIX):
+            if p.is_file() and not p.name.endswith(PARTIAL_SUFFIX):
                 self.record(p, stage=stage)
 
     def write_frame(self, name, frame, *, kind: str | None = None, stage: str | None = None,
@@ -376,7 +349,7 @@ class RunFolder:
         files at once (the simulator); on success each file is renamed into the run folder
         and recorded, on error the folder is removed."""
         import shutil
-        tmp = self.path / f"{PARTIAL_PREFIX}{os.getpid()}-{stage}"
+        tmp = partial_path(self.path / f".{stage}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:
@@ -448,7 +421,7 @@ def find(folder, kind: str) -> list:
         if a.kind != kind:
             continue
         for p in sorted(folder.glob(a.pattern)):
-            if p in out or not p.is_file() or p.name.startswith(PARTIAL_PREFIX):
+            if p in out or not p.is_file() or p.name.endswith(PARTIAL_SUFFIX):
                 continue
             if declared(p.relative_to(folder).as_posix()).kind != kind:
                 continue
@@ -468,6 +441,7 @@ def _order(folder: Path, p: Path) -> tuple:
     return (len(ARTIFACTS), rel)
 
 
-__all__ = ["ARTIFACTS", "Artifact", "MANIFEST", "RunFolder", "FrameStreamWriter", "atomic_path",
-           "declared", "find", "is_complete", "kind_of", "read_manifest", "write_frame",
-           "write_json", "write_text", "partial_name", "provenance_of", "json_default"]
+__all__ = ["ARTIFACTS", "Artifact", "MANIFEST", "PARTIAL_SUFFIX", "RunFolder", "FrameStreamWriter",
+           "atomic_path", "commit", "declared", "find", "is_complete", "kind_of", "read_manifest",
+           "write_frame", "write_json", "write_text", "partial_path", "provenance_of",
+           "json_default"]

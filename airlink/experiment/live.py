@@ -86,12 +86,12 @@ def _replay_argv(shells: list, trace: Path | None, user, outdir: Path) -> list:
                     argv += [f"--{d}-queue", str(q)]
                 if qa:
                     argv += [f"--{d}-queue-args", str(qa)]
-            # written under their partial names; the live stage renames them when it is over
-            argv += ["--downlink-log", str(rundir.partial_name(outdir / "downlink.log"))]
+            # the shell writes its logs atomically itself (NAME.partial, renamed when complete)
+            argv += ["--downlink-log", str(outdir / "downlink.log")]
             if o.get("uplink"):
-                argv += ["--uplink-log", str(rundir.partial_name(outdir / "uplink.log"))]
-            argv += ["--downlink-tti-log", str(rundir.partial_name(outdir / "link-downlink.parquet")),
-                     "--stats", str(rundir.partial_name(outdir / "link-stats.json"))]
+                argv += ["--uplink-log", str(outdir / "uplink.log")]
+            argv += ["--downlink-tti-log", str(outdir / "link-downlink.parquet"),
+                     "--stats", str(outdir / "link-stats.json")]
             if o.get("once"):
                 argv += ["--once"]
     return argv
@@ -158,7 +158,7 @@ class LiveStage:
             plan.append(entry)
         expected = max(durations + [1.0])
         plan_doc = {"apps": plan, "capture": cap.inside, "snaplen": snaplen,
-                    "pcap": str(rundir.partial_name(self.out / "capture" / "inside.pcap")),
+                    "pcap": str(rundir.partial_path(self.out / "capture" / "inside.pcap")),
                     "ports": sorted({p["port"] for p in plan if "port" in p}),
                     "timeout": expected + 60}
         plan_path = self.folder.write_json("apps/plan.json", plan_doc, stage="live")
@@ -177,7 +177,7 @@ class LiveStage:
         try:
             _wait_for_file(self.out / "apps" / "server.ready", 10, server)
             if cap.host:
-                host_dump = _start_tcpdump(rundir.partial_name(self.out / "capture" / "host.pcap"),
+                host_dump = _start_tcpdump(rundir.partial_path(self.out / "capture" / "host.pcap"),
                                            plan_doc["ports"], snaplen)
             t0 = time.monotonic()
             with open(self.out / "apps" / "shell.err", "w") as err:
@@ -236,15 +236,15 @@ class LiveStage:
         return ("done" if ok and status == 0 else "failed"), summary
 
     def _promote_live_outputs(self) -> None:
-        """Rename what the shells and tcpdump wrote under partial names to the final names
-        (only once they have stopped), and record the live stage's files."""
+        """Give tcpdump's captures their final names (only once it has stopped) and record
+        the live stage's files (the shells' logs are complete when they exist)."""
+        for name in ("capture/inside.pcap", "capture/host.pcap"):
+            if rundir.partial_path(self.out / name).exists():
+                rundir.commit(self.out / name)
         for name in ("capture/inside.pcap", "capture/host.pcap", "downlink.log", "uplink.log",
                      "link-downlink.parquet", "link-uplink.parquet", "link-stats.json"):
-            final = self.out / name
-            part = rundir.partial_name(final)
-            if part.exists():
-                os.replace(part, final)
-                self.folder.record(final, stage="live")
+            if (self.out / name).exists():
+                self.folder.record(self.out / name, stage="live")
         self.folder.record_tree(self.out / "apps", stage="live")
 
 

@@ -344,8 +344,14 @@ def load_experiment(source, *, overrides: dict | None = None) -> Experiment:
             spec = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}: " if mark else ""
-            raise AirlinkError(f"{path}: {where}not valid YAML ({getattr(exc, 'problem', exc)})") from None
+            if mark is not None:
+                where, why = f"line {mark.line + 1}: ", getattr(exc, "problem", None)
+            elif isinstance(exc, yaml.reader.ReaderError):
+                where, why = f"character {exc.position + 1}: ", exc.reason
+            else:
+                where, why = "", None
+            why = " ".join(str(why or exc).split())
+            raise AirlinkError(f"{path}: {where}not valid YAML ({why})") from None
         except UnicodeDecodeError as exc:
             raise AirlinkError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
     elif isinstance(source, dict):

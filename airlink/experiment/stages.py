@@ -66,12 +66,28 @@ def _collect_capture(capture: Path, *, resolution: str, salvage: bool = True):
 
 @dataclass
 class RunResult:
+    """What a run did: ``outdir`` (the run folder) and ``info`` (the content of ``run.json``)."""
+
     outdir: Path
     info: dict
 
     @property
     def report(self) -> Path:
         return self.outdir / "report.html"
+
+    @property
+    def complete(self) -> bool:
+        """True when the run folder's manifest says the run finished."""
+        return rundir.is_complete(self.outdir)
+
+    def to_dict(self) -> dict:
+        """``run.json``'s content plus the run folder."""
+        return {"outdir": str(self.outdir), **self.info}
+
+    def to_frame(self):
+        """One row per stage: ``name``, ``status``, ``seconds``, ``note``."""
+        import pandas as pd
+        return pd.DataFrame(self.info.get("stages", []), columns=["name", "status", "seconds", "note"])
 
 
 def versions() -> dict:

@@ -211,3 +211,60 @@ def test_live_iperf3_and_command_over_a_measured_style_trace(tmp_path, test_netn
     assert iperf["app"] == "iperf3" and iperf["cc"] == "cubic"
     assert iperf["goodput_bps"] > 0.8 * 12e6 * 1448 / 1500, iperf
     assert cmd["status"] == 0 and "2 received" in cmd["stdout"]
+
+
+def test_run_result_is_an_object_with_frame_and_dict(tmp_path):
+    spec = {"name": "tiny", "radio": {"preset": "quick", "seed": 1, "duration": "1s"},
+            "infer": False, "report": False}
+    res = run_experiment(spec, tmp_path / "o", live=False, progress=False)
+    frame = res.to_frame()
+    assert frame["name"].tolist() == ["radio", "live", "collect", "infer", "report"]
+    assert frame.set_index("name").loc["infer", "status"] == "skipped"
+    assert res.to_dict()["outdir"] == str(tmp_path / "o") and res.to_dict()["name"] == "tiny"
+    assert res.complete
+
+
+# ----------------------------------------------------------------------------- fuzzed files
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
+                     st.text(max_size=12))
+_values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                         st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+                       max_leaves=12)
+_keys = st.sampled_from(["name", "radio", "shells", "applications", "capture", "collect", "infer",
+                         "offline", "report", "description", "radoi"])
+_section_values = st.one_of(_values, st.fixed_dictionaries({}, optional={
+    "preset": _values, "seed": _values, "duration": _values, "snaplen": _values, "surrogates": _values,
+    "resolution": _values, "nmi": _values, "captures": _values}))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(_keys, _section_values, max_size=6))
+def test_any_mapping_is_checked_or_refused_with_one_line(spec):
+    """Random experiment mappings: either valid, or an AirlinkError of one line that names a
+    place - never another exception."""
+    try:
+        load_experiment(spec)
+    except AirlinkError as exc:
+        msg = str(exc)
+        assert msg.startswith("experiment: ") and "\n" not in msg
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(["pf-cell", "backlog-onoff", "lte-cubic-bbr"]), cut=st.floats(0, 1),
+       flips=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)), max_size=4))
+def test_mangled_example_files_give_one_line_naming_the_file(tmp_path, name, cut, flips):
+    """The examples truncated and byte-flipped: valid, or one AirlinkError naming the file."""
+    data = bytearray((EXAMPLES / f"{name}.yaml").read_bytes())
+    for where, byte in flips:
+        data[int(where * (len(data) - 1))] = byte
+    data = data[: int(cut * len(data))]
+    path = tmp_path / f"{name}.yaml"
+    path.write_bytes(bytes(data))
+    try:
+        load_experiment(path)
+    except AirlinkError as exc:
+        msg = str(exc)
+        assert (f"{name}.yaml" in msg) and "\n" not in msg, msg

@@ -133,7 +133,7 @@ with FrameStreamWriter({str(final)!r}, pa.Schema.from_pandas(chunk, preserve_ind
         while not ready.exists():
             assert proc.poll() is None, "writer exited early"
             time.sleep(0.05)
-        assert [p.name.startswith(rundir.PARTIAL_PREFIX) for p in tmp_path.iterdir() if p != ready] == [True]
+        assert [p.name for p in tmp_path.iterdir() if p != ready] == ["packets.parquet.partial"]
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -186,5 +186,5 @@ def test_a_killed_run_is_not_complete(tmp_path):
     listed = _manifest_paths(out)
     for p in out.rglob("*"):
         if p.is_file():
-            assert p.name.startswith(rundir.PARTIAL_PREFIX) or p.relative_to(out).as_posix() in listed, p
+            assert p.name.endswith(rundir.PARTIAL_SUFFIX) or p.relative_to(out).as_posix() in listed, p
     assert not (out / "report.html").exists()
