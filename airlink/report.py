@@ -363,8 +363,10 @@ def fig_time_sequence(packets: pd.DataFrame, *, events: pd.DataFrame | None = No
                  "bytes": int(end.max())}
 
 
-def _main_direction(tcp: pd.DataFrame):
-    """The (flow, direction) rows of the busiest data direction, sorted by time."""
+def main_direction(tcp: pd.DataFrame):
+    """The rows of the busiest data direction of a ``tcp`` frame (largest summed goodput, else
+    throughput), sorted by time; None when there is none. The infer stage's ``tcp`` analysis
+    and the RTT figure both use this one choice."""
     col = "goodput_bps" if "goodput_bps" in tcp else "throughput_bps"
     if col not in tcp:
         return None
@@ -381,7 +383,8 @@ def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: 
     """Goodput of each flow's data direction (Mbit/s) against the replayed capacity trace.
 
     With the link's per-TTI log (``link``) the capacity drawn is what the link actually
-    offered, on the same clock as the capture; otherwise the trace from its start."""
+    offered, on the same clock as the capture; otherwise the trace from its start, and the
+    legend says that the two share no clock."""
     plt = _pyplot()
     labels = labels or {}
     fig, ax = plt.subplots(figsize=(10, 4))
@@ -418,7 +421,8 @@ def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: 
         w = windowed_rate_mbps(sel, 1.0)[:, 0]
         t = np.arange(len(w)) * 1.0
         ax.fill_between(t, w, step="post", alpha=0.25, color="tab:gray",
-                        label=f"capacity, user {u} (mean {sel.mean_rate_bps()[0] / 1e6:.2f} Mbit/s)")
+                        label=f"capacity, user {u} (mean {sel.mean_rate_bps()[0] / 1e6:.2f} Mbit/s; "
+                              "from the trace's start: no link log ties it to the capture's clock)")
         stats["capacity_mbps"] = float(sel.mean_rate_bps()[0] / 1e6)
         drew = True
     if not drew:
@@ -436,7 +440,7 @@ def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: 
 
 def fig_rtt_inflight(tcp: pd.DataFrame):
     plt = _pyplot()
-    rows = _main_direction(tcp)
+    rows = main_direction(tcp)
     if rows is None or not ({"rtt_ms", "inflight_packets", "inflight_bytes"} & set(rows.columns)):
         return None
     t = _seconds(rows)

@@ -167,10 +167,12 @@ class InferStage:
         tcp_paths = rundir.find(self.out, "tcp")
         if not tcp_paths:
             raise AirlinkError("no tcp frame (the collect stage writes tcp.parquet)")
-        tcp = pd.read_parquet(tcp_paths[0])
-        col = "goodput_bps" if "goodput_bps" in tcp else "throughput_bps"
-        flow, direction = tcp.groupby(["flow", "direction"], observed=True)[col].sum().idxmax()
-        rows = tcp[(tcp["flow"] == flow) & (tcp["direction"] == direction)].drop(columns=["flow", "direction"])
+        from airlink.report import main_direction
+        rows = main_direction(pd.read_parquet(tcp_paths[0]))
+        if rows is None or not len(rows):
+            raise AirlinkError(f"{tcp_paths[0].name}: no TCP direction with goodput or throughput")
+        flow, direction = rows["flow"].iloc[0], rows["direction"].iloc[0]
+        rows = rows.drop(columns=["flow", "direction"])
         frame = to_grid(rows.select_dtypes(exclude="object"), resolution=resolution,
                         source=tcp_paths[0].name)
         sources = [tcp_paths[0].name]
