@@ -15,7 +15,7 @@ download (iperf3 -R) per UE from servers on the shell's outer side, and reports 
 Several runs; median and min-max printed. Needs root (namespaces, TUN) and iperf3. Every
 namespace it makes is deleted afterwards.
 
-    sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 8
+    sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 8 [--realtime]
 """
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def one_run(args, work: Path) -> dict:
             env.pop(k, None)
         cmd = ["ip", "netns", "exec", NS, AIRLINK, "cell", "--preset", args.preset, "--users", str(args.users),
                "--seed", str(args.seed), "--queue-args", "packets=500", "--stats", str(work / "stats.json"),
-               "--mac-log", str(work / "mac.parquet"), "--", "sh", "-c", ue_cmd]
+               "--mac-log", str(work / "mac.parquet"), *(["--realtime"] if args.realtime else []),
+               "--", "sh", "-c", ue_cmd]
         t0 = time.monotonic()
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.seconds + 120)
         wall = time.monotonic() - t0
@@ -88,6 +89,7 @@ def main():
     ap.add_argument("--preset", default="imt-advanced")
     ap.add_argument("--users", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--realtime", action="store_true", help="run the shell with --realtime (SCHED_RR)")
     args = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("iperf3"):
         raise SystemExit("needs root and iperf3")
@@ -105,7 +107,8 @@ def main():
         subprocess.run(["ip", "netns", "del", NS], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     cap = simulated_capacity_mbps(args)
-    print(f"\n{args.preset}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE")
+    print(f"\n{args.preset}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE"
+          f"{', --realtime' if args.realtime else ''}")
     for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "goodput_mbps"):
         v = [r[key] for r in rows]
         print(f"{key:>16}: median {statistics.median(v):.4g}  (min {min(v):.4g}, max {max(v):.4g})")

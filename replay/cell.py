@@ -62,6 +62,7 @@ PREFETCH = 2                    # chunks of radio inputs made ahead of the clock
 MAX_PACKET = 65536
 UNBOUNDED_S = 24 * 3600         # the radio's horizon when no duration is given
 MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in memory)
+UNBOUNDED_CHUNK_S = 2           # radio inputs per chunk of a run without a duration
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
@@ -149,8 +150,11 @@ class CellShell:
 
     def _radio(self, live=True):
         from airlink.sim.step import Radio, n_tti_of
+        # with a duration, the simulator's chunks (identical draws); without, chunks of at
+        # most UNBOUNDED_CHUNK_S, so that no chunk of an endless run is huge
+        cap = None if self.n_tti is not None else max(1, int(UNBOUNDED_CHUNK_S / self.tti))
         return Radio(self.cfg, self.scheduler, n_users=self.n_users, n_subchannels=self.n_subchannels,
-                     n_tti=n_tti_of(self.cfg), live=live)
+                     n_tti=n_tti_of(self.cfg), live=live, max_chunk=cap)
 
     # -- running -------------------------------------------------------------------------
     def run(self, cmd=None, *, env=None, stats_path=None) -> int:

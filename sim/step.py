@@ -95,10 +95,14 @@ class Radio:
     live : bool
         The queues are real and given to :meth:`step` as ``backlog``: no traffic model,
         no full-buffer users, no drops by the simulator (the live queues drop).
+    max_chunk : int, optional
+        At most this many TTIs per chunk (a live cell without an end). Chunk boundaries
+        change the channel only by float32 rounding (~1e-6), which can in rare cases flip an
+        MCS at a threshold: for bit-identical decisions use the simulator's chunks (None).
     """
 
     def __init__(self, cfg: dict, scheduler, *, n_users: int, n_subchannels: int, n_tti: int,
-                 live: bool = False):
+                 live: bool = False, max_chunk: int | None = None):
         n_u, n_c = n_users, n_subchannels
         self.cfg, self.scheduler, self.live = cfg, scheduler, live
         self.n_users, self.n_subchannels, self.n_tti = n_u, n_c, n_tti
@@ -170,7 +174,7 @@ class Radio:
         self.s50 = 10 ** (table.s50_db.astype(np.float64) / 10)
         self.beta = table.slope * 10 / np.log(10)
         self.csi_delay = int(cfg["csi_delay_tti"])
-        self.chunk = max(1, min(n_tti, int(cfg["chunk_elements"]) // (n_u * n_c)))
+        self.chunk = max(1, min(n_tti, int(cfg["chunk_elements"]) // (n_u * n_c), max_chunk or n_tti))
         self.n_slots = max(n_c, n_u)
         #: resources per TTI for the summary: code channels (backlog scheduler) or subchannels
         self.n_resources = int(cfg["backlog_sector_channels"]) if isinstance(scheduler, BacklogScheduler) else n_c
