@@ -268,3 +268,14 @@ def test_mangled_example_files_give_one_line_naming_the_file(tmp_path, name, cut
     except AirlinkError as exc:
         msg = str(exc)
         assert (f"{name}.yaml" in msg) and "\n" not in msg, msg
+
+
+def test_the_cli_lists_exactly_the_commands_that_exist(run_airlink):
+    from airlink.cli import COMMANDS
+    status, out, _ = run_airlink("--help")
+    assert status == 0
+    listed = [line.split()[0] for line in out.split("positional arguments:")[1].split("options:")[0]
+              .splitlines()[2:] if line.startswith("    ") and not line.startswith("      ")]
+    assert listed == COMMANDS
+    for name in COMMANDS:
+        assert (REPO / "airlink" / "cli" / f"{name}.py").is_file(), name
