@@ -12,7 +12,8 @@ the dotted key, e.g. ``radio.scheduler``), the key results of the run
 (:func:`airlink.sweep.runs.key_results`: ``summary.*``, ``app<i>.*``, ``link.*``, ``nmi.*``,
 ``stages``), ``artifacts`` (the run folder, relative to the campaign), ``host``, ``started``,
 ``finished``, ``seconds`` (wall time of the run), ``fingerprint`` and ``trace_sha256`` (of
-the run's ``capacity.parquet``). The Parquet metadata key ``airlink`` holds the sweep, the
+the run's ``capacity.parquet``), and from the run's ``versions.json`` what the machine that
+ran it had: ``airlink_version``, ``git_commit``, ``kernel``, ``congestion_controls``. The Parquet metadata key ``airlink`` holds the sweep, the
 versions of the machine that wrote the table (airlink and its git commit, Python, libraries,
 kernel, available congestion controls) and the sha256 of the experiment file and of every
 input file the experiment names (measured traces, offline captures).
@@ -47,7 +48,8 @@ from airlink.traces import AirlinkError
 
 STORE = "campaign.parquet"
 FIXED = ["point_id", "status", "error"]
-TAIL = ["artifacts", "host", "started", "finished", "seconds", "fingerprint", "trace_sha256"]
+TAIL = ["artifacts", "host", "started", "finished", "seconds", "fingerprint", "trace_sha256",
+        "airlink_version", "git_commit", "kernel", "congestion_controls"]
 
 
 # ---------------------------------------------------------------------------- results

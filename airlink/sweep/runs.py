@@ -282,6 +282,12 @@ def run_point(task: dict) -> dict:
         row["status"] = "failed"
     cap = work / "capacity.parquet"
     row["trace_sha256"] = sha256_file(cap) if cap.is_file() else None
+    try:  # what the machine that ran it had (workers of one campaign may differ)
+        v = json.loads((work / "versions.json").read_text())
+    except (OSError, ValueError):
+        v = {}
+    row.update({"airlink_version": v.get("airlink"), "git_commit": v.get("git_commit"), "kernel": v.get("kernel"),
+                "congestion_controls": v.get("tcp_congestion_controls")})
     doc = {"point_id": task["point_id"], "params": task["params"], "fingerprint": task["fingerprint"],
            "status": row["status"], "row": row, "files": file_manifest(work)}
     atomic_write_json(work / POINT_FILE, doc)

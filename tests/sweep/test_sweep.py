@@ -65,6 +65,9 @@ def test_distributed_cluster_equals_local_runs(tmp_path, dask_cluster):
     # provenance travels with the table
     _, meta = read_campaign(tmp_path / "camp")
     assert meta["versions"]["kernel"] == os.uname().release
+    assert set(frame["kernel"]) == {os.uname().release} and frame["airlink_version"].notna().all()
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        assert set(frame["congestion_controls"]) == {f.read().strip()}
     assert meta["experiment_sha256"] == sha256_file(tmp_path / "s" / "base.yaml")
     assert meta["sweep"]["grid"] == {"radio.scheduler": ["rr", "maxcir"]}
 
