@@ -30,7 +30,7 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
   byte as duplicate.
 * RTT samples of direction ``d`` (the round trip from the capture point to ``d``'s receiver
   and back): (1) sequence/ACK matching with Karn's rule: an ACK that advances ``ack_max``
-  exactly to the end of a segment sent once gives ``t_ack - t_segment``, unless ``d``
+  exactly to the end of a data or SYN segment sent once gives ``t_ack - t_segment``, unless ``d``
   retransmitted anything in between; (2) timestamps (RFC 7323): the first segment of ``r``
   echoing ``TSecr = v`` gives its time minus the time of the first segment of ``d`` (data,
   pure ACK or SYN) with ``TSval = v``. Per flow: each direction's median/min/count, the
@@ -670,7 +670,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         """(time, RTT ms, data direction group, method 0 seq/ACK 1 timestamp, packet) arrays;
         its working arrays die when it returns."""
         rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = [], [], [], [], []
-        orig = data & ~retx
+        orig = (data | is_syn) & ~retx          # SYNs are timed too (tshark does): the handshake gives both halves
         # Karn: originals whose first byte was later retransmitted (judged for matched
         # segments only, against the sorted keys of every retransmission)
         retx_keys = np.sort(gd[retx] * OFF + rel[retx])

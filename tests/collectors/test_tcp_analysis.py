@@ -90,8 +90,11 @@ def test_retransmission_classes(analysis):
 def test_rtt_samples_obey_karn(analysis):
     ev = analysis.events
     rtt = ev[ev["event"] == "rtt"]
-    seqack = rtt[rtt["kind"] == "seq_ack"]["rtt_ms"].to_numpy()
-    assert np.allclose(seqack, [50.0])                 # later ACKs cover retransmitted data
+    seqack = rtt[rtt["kind"] == "seq_ack"]
+    # the SYN (0 -> SYN-ACK at 10), the SYN-ACK (10 -> ACK at 20), the first data ACK (30 ->
+    # 80); later ACKs cover retransmitted data (Karn)
+    assert np.allclose(seqack[seqack["direction"] == "fwd"]["rtt_ms"], [10.0, 50.0])
+    assert np.allclose(seqack[seqack["direction"] == "rev"]["rtt_ms"], [10.0])
     tsr = rtt[rtt["kind"] == "timestamp"]
     # fwd: the SYN echoed by the SYN-ACK (10), data echoed by ACKs (50, 50, 270: the ACK at
     # 410 echoes the original sent at 140) and the retransmission at 400 echoed by the
@@ -101,9 +104,10 @@ def test_rtt_samples_obey_karn(analysis):
     fl = analysis.flows.iloc[0]
     # per direction: sequence/ACK samples where a direction has any, else timestamps
     assert fl["data_direction"] == "fwd"
-    assert (fl["rtt_ms_median_fwd"], fl["rtt_samples_fwd"]) == (pytest.approx(50.0), 1)
+    assert (fl["rtt_ms_median_fwd"], fl["rtt_samples_fwd"]) == (pytest.approx(30.0), 2)
     assert (fl["rtt_ms_median_rev"], fl["rtt_samples_rev"]) == (pytest.approx(10.0), 1)
-    assert fl["rtt_ms_median"] == pytest.approx(60.0)            # the two halves of the path
+    assert fl["rtt_ms_median"] == pytest.approx(40.0)            # the two halves of the path
+    assert fl["rtt_ms_min"] == pytest.approx(20.0)
 
 
 def test_series(analysis):
