@@ -83,8 +83,8 @@ def register(sub):
     f.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, icellspeed, ucc, csv")
     f.add_argument("--mapping", type=Path, help="YAML column mapping for --format csv")
     f.add_argument("--column", action="append", metavar="C",
-                   help="column to turn into capacity; repeat to sum columns (default: tbs_bytes for "
-                        "NR-Scope, tbs_bps for iCellSpeed)")
+                   help="column to turn into capacity; repeat to sum columns (default: tbs_bytes or "
+                        "tbs_bps when the log has one, e.g. NR-Scope, iCellSpeed)")
     f.add_argument("--unit", help="unit of the column(s) when the name carries none: bytes, bits, "
                                   "bit/s, kbit/s, Mbit/s")
     f.add_argument("--user", help="user (RNTI) of a multi-user log, 'busiest' or 'cell'")
@@ -217,7 +217,8 @@ def cmd_from_log(args) -> int:
     from airlink.collectors.nrscope import select_direction
     frame = _read_log(args)
     reader = frame.attrs.get("reader", args.format or "?")
-    columns = args.column or DEFAULT_COLUMNS.get(reader)
+    columns = args.column or DEFAULT_COLUMNS.get(reader) or \
+        [c for c in ("tbs_bytes", "tbs_bps") if c in frame.columns][:1]
     if not columns:
         raise T.AirlinkError(f"{args.log}: read as {reader}; say which column holds transport blocks or "
                              f"throughput (--column; it has {', '.join(map(str, frame.columns[:16]))})")

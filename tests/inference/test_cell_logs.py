@@ -121,3 +121,18 @@ def test_cli_text_json_and_errors(shared_data, run_airlink, tmp_path):
     icell = next((shared_data / "icellspeed" / "D1_static").rglob("*.csv"))
     status, _, err = run_airlink("infer", "cell", icell)
     assert status == 2 and err.startswith("airlink: error: ") and icell.name in err and "slot length" in err
+
+
+def test_collected_frame_gives_the_same_answers(shared_data, run_airlink, tmp_path):
+    """`airlink collect` keeps the slot timing, so the Parquet frame answers like the CSV."""
+    path = shared_data / "nr-scope" / "t_mobile2_ueactivity_morning_1.csv"
+    assert run_airlink("collect", path, "-o", tmp_path)[0] == 0
+    pq = next(tmp_path.glob("*.parquet"))
+    a = json.loads(run_airlink("infer", "cell", path, "--json")[1])
+    b = json.loads(run_airlink("infer", "cell", pq, "--json")[1])
+    assert a["summary"] | {"source": None} == b["summary"] | {"source": None}
+    assert a["users"] == b["users"]
+    for src, out in ((path, tmp_path / "a.parquet"), (pq, tmp_path / "b.parquet")):
+        assert run_airlink("trace", "from-log", src, "--user", "24520", "-o", out)[0] == 0
+    from airlink.traces import read_trace
+    assert read_trace(tmp_path / "a.parquet") == read_trace(tmp_path / "b.parquet")
