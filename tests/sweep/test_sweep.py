@@ -295,3 +295,17 @@ def test_live_slots_are_shared_by_processes(tmp_path):
             waiting.kill()
             raise
     assert waiting.wait(timeout=60) == 0 and (tmp_path / "one").exists()
+
+
+def test_example_sweeps_check():
+    """Every sweep file in examples/sweeps/ loads and every one of its points is a valid
+    experiment (what `airlink sweep` checks before running anything)."""
+    import yaml
+    from airlink.sweep import check_points
+    folder = Path(__file__).resolve().parents[2] / "examples" / "sweeps"
+    sweeps = [p for p in sorted(folder.glob("*.yaml")) if "experiment" in (yaml.safe_load(p.read_text()) or {})]
+    assert len(sweeps) >= 6
+    for p in sweeps:
+        sweep = load_sweep(p)
+        exps = check_points(sweep)
+        assert len(exps) == len(sweep.points()) > 1, p
