@@ -54,7 +54,7 @@ def one_run(args, work: Path) -> dict:
         for k in ("AIRLINK_BASE", "AIRLINK_BLOCK", "AIRLINK_DEPTH"):
             env.pop(k, None)
         cmd = ["ip", "netns", "exec", NS, AIRLINK, "cell", "--preset", args.preset, "--users", str(args.users),
-               "--seed", str(args.seed), "--queue-args", "packets=500", "--stats", str(work / "stats.json"),
+               "--seed", str(args.seed), "--scheduler", args.scheduler, "--queue-args", "packets=500", "--stats", str(work / "stats.json"),
                "--mac-log", str(work / "mac.parquet"), *(["--realtime"] if args.realtime else []),
                "--", "sh", "-c", ue_cmd]
         t0 = time.monotonic()
@@ -78,7 +78,8 @@ def one_run(args, work: Path) -> dict:
 
 def simulated_capacity_mbps(args) -> float:
     from airlink.sim import simulate
-    r = simulate(args.preset, seed=args.seed, duration=f"{args.seconds}s", n_users=args.users)
+    r = simulate(args.preset, seed=args.seed, duration=f"{args.seconds}s", n_users=args.users,
+                 scheduler=args.scheduler)
     return r.summary["aggregate_throughput_mbps"]
 
 
@@ -89,6 +90,7 @@ def main():
     ap.add_argument("--preset", default="imt-advanced")
     ap.add_argument("--users", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scheduler", default="pf", help="the cell's scheduler (pf)")
     ap.add_argument("--realtime", action="store_true", help="run the shell with --realtime (SCHED_RR)")
     args = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("iperf3"):
@@ -107,7 +109,7 @@ def main():
         subprocess.run(["ip", "netns", "del", NS], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     cap = simulated_capacity_mbps(args)
-    print(f"\n{args.preset}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE"
+    print(f"\n{args.preset}, {args.scheduler}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE"
           f"{', --realtime' if args.realtime else ''}")
     for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "goodput_mbps"):
         v = [r[key] for r in rows]
