@@ -12,17 +12,14 @@ import pytest
 from airlink import collectors as C
 from airlink.collectors.nrscope import select_direction
 from airlink.inference.cell_logs import analyze_cell
+from _nrscope_expect import downlink_and_raw
 
 AFTERNOON = "nr-scope/t_mobile1_ueactivity_afternoon_1.csv"   # no duplicate DCIs in this file
 
 
 @pytest.fixture(scope="module")
 def afternoon(shared_data):
-    path = shared_data / AFTERNOON
-    frame = C.read(path)
-    dl = select_direction(frame, "downlink")
-    raw = pd.read_csv(path)
-    raw = raw[(raw["dci_format"] == "1_1") & (raw["frequency_length"] > 0)]
+    dl, raw = downlink_and_raw(shared_data / AFTERNOON)
     return dl, raw, analyze_cell(dl)
 
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from airlink import collectors as C
-from airlink.collectors.nrscope import select_direction
 from airlink import traces as T
 from airlink.traces import AirlinkError, Trace, from_log, split_long_ttis
+from _nrscope_expect import downlink_and_raw
 
 DATA = Path(__file__).parent / "data"
 XCAL = DATA / "xcal_style_mac_20ms_SYNTHETIC.csv"
@@ -109,11 +109,7 @@ def test_link_shell_accepts_a_20ms_trace(tmp_path):
 
 # -- real logs ---------------------------------------------------------------------------------
 def test_nrscope_user_trace_counts_new_transmissions_only(shared_data):
-    path = shared_data / NR_AFTERNOON
-    frame = C.read(path)
-    dl = select_direction(frame, "downlink")
-    raw = pd.read_csv(path)
-    raw = raw[(raw["dci_format"] == "1_1") & (raw["frequency_length"] > 0)]
+    dl, raw = downlink_and_raw(shared_data / NR_AFTERNOON)
     user = int(raw["rnti"].value_counts().index[0])
     mine = raw[raw["rnti"] == user]
     tr = from_log(dl, column="tbs_bytes", user=str(user))
