@@ -72,10 +72,37 @@ def small_batches():
     kw["chunk"] = old
 
 
+def mixed_families():
+    """IPv6 and IPv4 TCP, UDP, ICMP and an ARP record (not IP: not in the packets frame),
+    interleaved over many batches, two records late."""
+    from scapy.layers.inet import ICMP, IP
+    recs = []
+    for i in range(600):
+        t = T0 + i * 7 * US
+        k = i % 5
+        if k == 0:
+            frame = tcp_packet("fd00::1", "fd00::2", 443, 5555, seq=1 + 10 * i, flags="PA", payload=b"v" * 10, v6=True)
+        elif k == 1:
+            frame = tcp_packet("fd00::2", "fd00::1", 5555, 443, seq=9, ack=1 + 10 * i, flags="A", v6=True)
+        elif k == 2:
+            frame = bytes(IP(src="10.1.0.1", dst="10.1.0.9") / ICMP(seq=i))
+        elif k == 3:
+            frame = udp_packet(src="10.1.0.2", dst="10.1.0.3", sport=53, dport=4000 + i % 3)
+        else:
+            recs.append((t, b"\x02" * 12 + b"\x08\x06" + b"\x00" * 28))     # ARP
+            continue
+        recs.append((t, link_wrap(frame, 1)))
+    recs.insert(300, recs.pop(250))
+    recs.insert(500, recs.pop(420))
+    return recs
+
+
 def _captures(shared_data, tmp_path):
     f = tmp_path / "reordered.pcap"
     f.write_bytes(pcap_bytes(reordered_capture()))
-    files = [f]
+    g = tmp_path / "families.pcap"
+    g.write_bytes(pcap_bytes(mixed_families()))
+    files = [f, g]
     if shared_data is not None:
         files += [shared_data / "tcp-pcaps/zeek-head/ssh.pcap",
                   shared_data / "tcp-pcaps/zeek-head/206_example_a.pcap",
@@ -100,7 +127,7 @@ def test_iter_packets_equals_read_pcap(tmp_path, maybe_shared, small_batches):
     for f in _captures(maybe_shared, tmp_path):
         ref = C.read_pcap(f)
         a = C.analyze_tcp(f)
-        assert (a.max_lateness_ns > 0) == (f.name == "reordered.pcap")
+        assert (a.max_lateness_ns > 0) == (f.name in ("reordered.pcap", "families.pcap"))
         for lateness in (a.max_lateness_ns, None):          # from the analysis, or found by a pass
             info = {}
             parts = list(iter_packets(f, flows=a.flows, max_lateness_ns=lateness, info=info))
