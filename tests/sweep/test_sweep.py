@@ -309,3 +309,29 @@ def test_example_sweeps_check():
         sweep = load_sweep(p)
         exps = check_points(sweep)
         assert len(exps) == len(sweep.points()) > 1, p
+
+
+def test_changed_input_trace_reruns_and_is_hashed(tmp_path):
+    """The sha256 of a measured trace the experiment reads is in the table's provenance and in
+    each point's fingerprint: change the file and the points run again."""
+    import yaml
+    folder = tmp_path / "s"
+    folder.mkdir()
+    trace = folder / "link.down"
+    trace.write_text("".join(f"{t}\n" for t in range(1, 2001, 2)))      # one 1500-byte slot every 2 ms
+    (folder / "base.yaml").write_text(yaml.safe_dump({"name": "m", "radio": {"trace": "link.down"},
+                                                      "infer": {"enabled": False}, "report": False}))
+    (folder / "s.yaml").write_text(yaml.safe_dump({"experiment": "base.yaml", "offline": True,
+                                                   "grid": {"collect.resolution": ["1s", "500ms"]}}))
+    sweep = folder / "s.yaml"
+    camp = tmp_path / "camp"
+    first = run_sweep(sweep, camp, workers=1, progress=False)
+    if set(first.frame["status"]) != {"done"}:
+        pytest.fail(f"runs failed: {first.frame['error'].tolist()}")
+    _, meta = read_campaign(camp)
+    assert meta["inputs"] == {str(trace.resolve()): sha256_file(trace)}
+    assert run_sweep(sweep, camp, workers=1, progress=False).ran == []
+    trace.write_text("".join(f"{t}\n" for t in range(1, 2001)))          # twice the capacity
+    again = run_sweep(sweep, camp, workers=1, progress=False)
+    assert sorted(again.ran) == sorted(first.frame["point_id"])
+    assert set(again.frame["trace_sha256"]) != set(first.frame["trace_sha256"])
