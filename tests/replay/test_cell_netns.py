@@ -144,7 +144,8 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path):
     served equal the bytes that left the queue (up to the fractional carry, < 1 byte)."""
     r = test_ns.airlink("cell", "--preset", "quick", *SMALL, "--users", "3", "--seed", "1",
                         "--scheduler", "maxcir", "--queue-args", "packets=40",
-                        "--mac-log", tmp_path / "mac.parquet", "--stats", tmp_path / "stats.json", "--",
+                        "--mac-log", tmp_path / "mac.parquet", "--stats", tmp_path / "stats.json",
+                        "--log-dir", tmp_path / "logs", "--",
                         sys.executable, udp_source, "1.5e6", "1.5", "60", timeout=60,
                         env={"UE_OUT": str(tmp_path)})
     assert r.returncode == 0, r.stderr
@@ -164,6 +165,15 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path):
         got = int((tmp_path / f"ue{col}.txt").read_text())
         assert got == d["departures_packets"] * 1472
         assert ue["kernel"]["inner"]["tx_dropped"] == 0 and ue["kernel"]["outer"]["rx_dropped"] == 0
+        # the Mahimahi-format log, read back by airlink's own reader, tells the same story
+        from airlink.traces.linklog import read_log
+        log = read_log(tmp_path / "logs" / f"ue{col}.down.log")
+        ev = log.groupby("event", observed=True)["bytes"].agg(["sum", "count"])
+        assert ev.loc["arrival", "count"] == d["arrivals_packets"]
+        assert ev.loc["departure", "sum"] == d["departures_bytes"]
+        assert log.loc[log.event == "drop", "packets"].sum() == d["drops_packets"]
+        assert ev.loc["opportunity", "sum"] == pytest.approx(served, abs=1.0)
+        assert (log.loc[log.event == "departure", "delay_ms"] >= 0).all()
 
 
 def test_failing_command_gives_the_worst_status_and_cleans_up(test_ns):
@@ -293,3 +303,36 @@ def test_closed_loop_maxcir_with_full_queues_follows_the_channel(test_ns, udp_so
         b, c = ranked.loc["backlog_seen_bytes"], ranked.loc["sinr_reported_db"]
         assert c["peak_nmi"] > b["peak_nmi"], ranked
         assert c["p_value"] < 0.05, ranked
+
+
+def test_uplink_rate_limits_each_ue(test_ns, tmp_path):
+    """--uplink 1Mbit/s: each UE's upload (UDP, 3 Mbit/s offered for 1 s) leaves the shell at
+    about 1 Mbit/s; the stats count what the uplink stage held back."""
+    stats = tmp_path / "stats.json"
+    r = test_ns.airlink("cell", "--users", "2", "--uplink", "1Mbit/s", "--stats", stats, "--",
+                        sys.executable, "-c",
+                        "import os, socket, time\n"
+                        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                        "end = time.monotonic() + 1\n"
+                        "while time.monotonic() < end:\n"
+                        "    s.sendto(b'x' * 1000, (os.environ['AIRLINK_BASE'], 9))\n"
+                        "    time.sleep(1028 * 8 / 3e6)\n", timeout=60)
+    assert r.returncode == 0, r.stderr
+    st = json.loads(stats.read_text())
+    for ue in st["ues"]:
+        up = ue["uplink"]
+        assert up["stage"] == "link"
+        assert up["arrivals_packets"] == up["departures_packets"] + up["drops_packets"] + up["queued_packets"]
+        # 1 Mbit/s over the run (the UE ran ~1 s, the shell drains at most 1 s more)
+        assert up["departures_bytes"] <= 1e6 / 8 * (st["duration_s"] + 0.01)
+        assert up["arrivals_bytes"] > 2 * up["departures_bytes"]      # 3 Mbit/s offered
+
+
+def test_bad_uplink_and_unknown_parameter_fail_before_any_namespace(test_ns):
+    before = test_ns.links()
+    r = test_ns.airlink("cell", "--uplink", "2 Mbyte", "--", "true")
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "airlink: error: cannot read rate '2 Mbyte': unknown unit 'mbyte' (use bps, kbps, Mbps or Gbps)")
+    r = test_ns.airlink("cell", "--set", "subchanels=4", "--", "true")
+    assert r.returncode == 2 and "unknown parameter 'subchanels'" in r.stderr
+    assert test_ns.links() == before
