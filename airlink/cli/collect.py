@@ -1,11 +1,10 @@
 """``airlink collect``: captures and radio/MAC logs -> Parquet frames and a summary."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from airlink.cli._common import add_parser, print_json
-from airlink.rundir import FrameStreamWriter, atomic_path
+from airlink.rundir import FrameStreamWriter, atomic_path, write_json
 
 
 def register(sub):
@@ -95,7 +94,7 @@ def cmd_collect(args) -> int:
                 if k in frame.attrs:
                     rec[k] = frame.attrs[k]
         summary["files"].append(rec)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_json(out / "summary.json", summary)          # atomically, like every output
     if args.json:
         print_json(summary)
     else:
