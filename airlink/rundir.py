@@ -41,6 +41,10 @@ PROVENANCE_KEY = b"airlink.provenance"
 STATUSES = ("running", "finished", "failed")
 
 
+class FolderNotEmptyError(AirlinkError):
+    """The output folder of a new run exists and holds files (see :meth:`RunFolder.create`)."""
+
+
 @dataclass(frozen=True)
 class Artifact:
     """One declared artifact: ``pattern`` (relative path, ``fnmatch`` wildcards), ``kind``,
@@ -255,8 +259,8 @@ class RunFolder:
         fresh = not p.exists()
         if not fresh and any(p.iterdir()):
             if not overwrite:
-                raise AirlinkError(f"{p}: output folder exists and is not empty (choose another "
-                                   "folder, or overwrite the earlier run's artifacts)")
+                raise FolderNotEmptyError(f"{p}: output folder exists and is not empty (choose another "
+                                          "folder, or overwrite the earlier run's artifacts)")
             rf._remove_previous()
         missing = []
         q = p
@@ -441,7 +445,7 @@ def _order(folder: Path, p: Path) -> tuple:
     return (len(ARTIFACTS), rel)
 
 
-__all__ = ["ARTIFACTS", "Artifact", "MANIFEST", "PARTIAL_SUFFIX", "RunFolder", "FrameStreamWriter",
+__all__ = ["ARTIFACTS", "Artifact", "FolderNotEmptyError", "MANIFEST", "PARTIAL_SUFFIX", "RunFolder", "FrameStreamWriter",
            "atomic_path", "commit", "declared", "find", "is_complete", "kind_of", "read_manifest",
            "write_frame", "write_json", "write_text", "partial_path", "provenance_of",
            "json_default"]

@@ -62,8 +62,13 @@ def cmd_run(args) -> int:
         exp.check()
     out = args.output or Path("results") / exp.name
     live = True if args.live else (False if args.offline else None)
-    result = run_experiment(exp, out, live=live, progress=not args.quiet, report=not args.no_report,
-                            overwrite=args.overwrite)
+    from airlink.rundir import FolderNotEmptyError
+    try:
+        result = run_experiment(exp, out, live=live, progress=not args.quiet, report=not args.no_report,
+                                overwrite=args.overwrite)
+    except FolderNotEmptyError as exc:
+        raise FolderNotEmptyError(f"{exc}; --overwrite removes only what the earlier airlink run "
+                                  "wrote") from None
     info = result.info
     if args.json:
         print_json(info)

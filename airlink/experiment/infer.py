@@ -32,15 +32,16 @@ TCP_FACTORS = {"goodput_bps": ("capacity_bps", "rtt_ms", "inflight_packets", "ba
 
 
 def nmi_table(paths, *, target: str, factors, resolution, max_lag, bins: int, surrogates: int,
-              bootstrap: int, user=None, seed: int = 0) -> pd.DataFrame:
-    """The factor table ``airlink infer nmi PATHS --target T --factor F ... --resolution R
-    --max-lag L --bins B --surrogates S --bootstrap N [--user U] --seed K`` prints: frames read
-    and gridded by :func:`airlink.inference.read_frames`, ranked by
+              bootstrap: int, user=None, seed: int = 0) -> tuple:
+    """(the gridded frame, the factor table) of ``airlink infer nmi PATHS --target T --factor F
+    ... --resolution R --max-lag L --bins B --surrogates S --bootstrap N [--user U] --seed K``:
+    frames read and gridded by :func:`airlink.inference.read_frames`, ranked by
     :func:`airlink.inference.rank_factors`."""
     from airlink import inference as inf
     frame = inf.read_frames(paths, resolution=resolution, columns=[target, *factors])
-    return inf.rank_factors(frame, target=target, factors=list(factors), max_lag=max_lag, bins=bins,
-                            n_surrogates=surrogates, n_boot=bootstrap, user=user, seed=seed)
+    return frame, inf.rank_factors(frame, target=target, factors=list(factors), max_lag=max_lag,
+                                   bins=bins, n_surrogates=surrogates, n_boot=bootstrap, user=user,
+                                   seed=seed)
 
 
 def nmi_command(paths, *, target: str, factors, resolution, max_lag, bins: int, surrogates: int,
@@ -56,12 +57,11 @@ def nmi_command(paths, *, target: str, factors, resolution, max_lag, bins: int, 
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def _curve(paths, *, target, factor, resolution, lag_samples: int, bins: int, user) -> dict:
-    """NMI against lag for the report's figure, on the same grid, bins and lag range as the
-    table (its peak is the table's ``peak_nmi``)."""
+def _curve(frame, *, target, factor, lag_samples: int, bins: int, user) -> dict:
+    """NMI against lag for the report's figure, on the table's gridded frame, bins and lag
+    range (its peak is the table's ``peak_nmi``)."""
     from airlink import inference as inf
     from airlink.inference.frames import pooled_series
-    frame = inf.read_frames(paths, resolution=resolution, columns=[target, factor])
     s = pooled_series(frame, [target, factor], user=user, gap=lag_samples)
     scan = inf.lag_scan(s[target], s[factor], max_lag=lag_samples, bins=bins,
                         sample_period=frame.attrs["resolution_s"])
@@ -140,7 +140,7 @@ class InferStage:
         opts = dict(target=target, factors=factors, resolution=res, max_lag=a.get("max_lag") or "5s",
                     bins=int(a.get("bins") or cfg.bins), surrogates=cfg.surrogates,
                     bootstrap=cfg.bootstrap, user=user, seed=int(a.get("seed") or cfg.seed))
-        table = nmi_table([path], **opts)
+        frame, table = nmi_table([path], **opts)
         D = int(table.attrs["max_lag"])
         entries = []
         for r in table.to_dict(orient="records"):
@@ -151,8 +151,8 @@ class InferStage:
                             "threshold": _finite(r["threshold"]), "bias_corrected": _finite(r["bias_corrected"]),
                             "ci": [_finite(r["ci_low"]), _finite(r["ci_high"])], "n_pairs": int(r["n_pairs"]),
                             "n_surrogates": cfg.surrogates,
-                            "curve": _curve([path], target=target, factor=r["factor"], resolution=res,
-                                            lag_samples=D, bins=opts["bins"], user=user)})
+                            "curve": _curve(frame, target=target, factor=r["factor"], lag_samples=D,
+                                            bins=opts["bins"], user=user)})
         note = f"not columns of {path.name}: {', '.join(skipped)}" if skipped else ""
         if a["source"] == "tcp" and "capacity_bps" in skipped:
             note += " (no link log: the capture and the trace share no clock, so capacity is left out)"

@@ -172,7 +172,7 @@ class LiveStage:
         server = subprocess.Popen([sys.executable, "-m", "airlink.apps", "serve", "--port", str(port),
                                    "--log", str(self.out / "apps" / "server.json"),
                                    "--ready", str(self.out / "apps" / "server.ready")],
-                                  stdout=subprocess.DEVNULL, stderr=open(self.out / "apps" / "server.err", "w"))
+                                  stdout=subprocess.DEVNULL, stderr=open(rundir.partial_path(self.out / "apps" / "server.err"), "w"))
         host_dump = None
         try:
             _wait_for_file(self.out / "apps" / "server.ready", 10, server)
@@ -180,12 +180,12 @@ class LiveStage:
                 host_dump = _start_tcpdump(rundir.partial_path(self.out / "capture" / "host.pcap"),
                                            plan_doc["ports"], snaplen)
             t0 = time.monotonic()
-            with open(self.out / "apps" / "shell.err", "w") as err:
+            with open(rundir.partial_path(self.out / "apps" / "shell.err"), "w") as err:
                 # the inside runner needs root for tcpdump and writes into OUTDIR: keep root
                 # there (the shells drop to the sudo user when SUDO_UID is set); the whole
                 # folder is given to that user at the end of the run instead
                 env = {k: v for k, v in os.environ.items() if k not in ("SUDO_UID", "SUDO_GID")}
-                shell = subprocess.Popen(argv, stdout=open(self.out / "apps" / "shell.out", "w"),
+                shell = subprocess.Popen(argv, stdout=open(rundir.partial_path(self.out / "apps" / "shell.out"), "w"),
                                          stderr=err, env=env)
                 bar = self.progress.timer(expected, "live")
                 try:
@@ -236,9 +236,11 @@ class LiveStage:
         return ("done" if ok and status == 0 else "failed"), summary
 
     def _promote_live_outputs(self) -> None:
-        """Give tcpdump's captures their final names (only once it has stopped) and record
-        the live stage's files (the shells' logs are complete when they exist)."""
-        for name in ("capture/inside.pcap", "capture/host.pcap"):
+        """Give tcpdump's captures and the processes' stdout/stderr their final names (only
+        once they have stopped) and record the live stage's files (the shells' logs are
+        complete when they exist)."""
+        for name in ("capture/inside.pcap", "capture/host.pcap", "apps/server.err", "apps/shell.err",
+                     "apps/shell.out"):
             if rundir.partial_path(self.out / name).exists():
                 rundir.commit(self.out / name)
         for name in ("capture/inside.pcap", "capture/host.pcap", "downlink.log", "uplink.log",

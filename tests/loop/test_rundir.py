@@ -100,6 +100,7 @@ def test_non_empty_folder_is_refused_without_overwrite(tmp_path):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("airlink: error: ") and "not empty" in lines[0]
+    assert "--overwrite" in lines[0]
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
 
