@@ -74,8 +74,14 @@ def cmd_sweep(args) -> int:
     from airlink.sweep import load_sweep, run_sweep
     sweep = load_sweep(Path(target[0]))
     out = args.output or Path("campaigns") / sweep.name
-    result = run_sweep(sweep, out, scheduler=args.scheduler, workers=args.workers,
-                       live_slots=args.live_slots, progress=not args.quiet)
+    try:
+        result = run_sweep(sweep, out, scheduler=args.scheduler, workers=args.workers,
+                           live_slots=args.live_slots, progress=not args.quiet)
+    except KeyboardInterrupt:
+        import sys
+        print(f"airlink sweep: interrupted; {out / 'campaign.parquet'} marks the points not run as "
+              "pending - the same command resumes", file=sys.stderr)
+        return 130
     counts = result.counts
     if args.json:
         print_json(result.to_dict())
