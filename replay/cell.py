@@ -21,7 +21,7 @@ and gives UE ``i`` the ``.2`` of part ``i``; downlink packets go to the UE whose
 their destination. CMD runs once per UE, as the user who ran sudo, with ``AIRLINK_UE``
 (1..N) and ``AIRLINK_UE_ADDRESS`` set; the exit status is the worst (largest) of theirs.
 
-Library entry point::
+Library entry point (``cmd`` may also be a list of N commands, one per UE)::
 
     from airlink.replay.cell import run_cell
     status = run_cell(["sh", "-c", "iperf3 -c $AIRLINK_BASE -p $((5200+AIRLINK_UE)) -R -t 10"],
@@ -83,7 +83,8 @@ class CellShell:
     duration : stop after this long (CMDs get SIGTERM); None: until every CMD has exited
     overrides : further preset parameters (``{"n_subchannels": 50, "pf_a": 0.01}``)
     queue, queue_args : each UE's base-station queue (``droptail``/``drophead`` with
-        ``packets=``/``bytes=``, or ``infinite``; see :mod:`airlink.replay.queues`)
+        ``packets=``/``bytes=``, or ``infinite``; see :mod:`airlink.replay.queues`);
+        ``queue_args=None``: the preset's ``buffer_packets`` packets
     uplink : None (unconstrained), a rate (``"2Mbit/s"``, constant per UE) or a capacity
         trace (path or :class:`airlink.traces.Trace`; column ``i`` for UE ``i`` when it has
         one per UE, else the same trace for every UE)
@@ -137,6 +138,8 @@ class CellShell:
             horizon = MEASURED_UNBOUNDED_S if cfg["channel_trace"] is not None else UNBOUNDED_S
             cfg["duration"] = f"{horizon}s"
         self.cfg = cfg
+        if queue_args is None and queue in ("droptail", "drophead"):
+            queue_args = {"packets": int(cfg["buffer_packets"] or 500)}     # the preset's buffer
         self.queue_kind, self.queue_args = queue, queue_args
         make_queue(queue, queue_args)       # bad options fail before any namespace exists
         self.uplink = _uplink_capacity(uplink, self.n_users, self.tti)
@@ -159,9 +162,11 @@ class CellShell:
     # -- running -------------------------------------------------------------------------
     def run(self, cmd=None, *, env=None, stats_path=None) -> int:
         """Run ``cmd`` once in every UE's namespace; the worst exit status (128 + signal
-        number for a command killed by a signal). ``stats_path`` writes a JSON summary
-        (also kept in :attr:`last_stats`)."""
+        number for a command killed by a signal). ``cmd`` is one argument list for every UE,
+        or a list of N argument lists (UE ``i`` runs the ``i``-th). ``stats_path`` writes a
+        JSON summary (also kept in :attr:`last_stats`)."""
         from .plumbing import Namespace, OuterSide, divide_block, require_root, set_timer_slack
+        cmds = _per_ue_commands(cmd, self.n_users)
         require_root(self.tool)
         base_env = dict(os.environ if env is None else env)
         # a throw-away radio compiles/loads the step before any clock runs
@@ -180,9 +185,10 @@ class CellShell:
                 ue_env = dict(base_env)
                 ue_env.update(AIRLINK_UE=str(i), AIRLINK_UE_ADDRESS=inner, AIRLINK_USERS=str(self.n_users))
                 ue_env.setdefault("AIRLINK_BASE", outer.outer)
-                namespaces.append(Namespace(cmd, env=ue_env, outer_side=outer, block=block,
+                namespaces.append(Namespace(cmds[i - 1], env=ue_env, outer_side=outer, block=block,
                                             addresses=(inner, gateway)))
-            cmdline = " ".join(namespaces[0].cmd)
+            cmdline = " | ".join(" ".join(ns.cmd) for ns in namespaces) if cmds[0] is not cmds[-1] \
+                else " ".join(namespaces[0].cmd)
 
             def forward(sig, _frame):
                 for ns in namespaces:
@@ -249,6 +255,16 @@ def run_cell(cmd=None, *, stats_path=None, env=None, **options) -> int:
     """Run ``cmd`` in every UE of a live cell; see :class:`CellShell` for the options.
     Returns the worst exit status."""
     return CellShell(**options).run(cmd, env=env, stats_path=stats_path)
+
+
+def _per_ue_commands(cmd, n_users) -> list:
+    """One argument list (or None: the user's shell) per UE."""
+    if cmd and all(isinstance(c, (list, tuple)) for c in cmd):
+        if len(cmd) != n_users:
+            raise AirlinkError(f"{len(cmd)} commands for {n_users} UEs: give one command, or one per UE")
+        return [list(c) for c in cmd]
+    one = list(cmd) if cmd else None
+    return [one] * n_users
 
 
 def _uplink_capacity(uplink, n_users, tti):

@@ -39,8 +39,8 @@ def register(sub):
                    help="any preset parameter, value in YAML syntax (e.g. --set n_subchannels=50)")
     p.add_argument("--queue", choices=["droptail", "drophead", "infinite"], default="droptail",
                    help="each UE's base-station queue (droptail)")
-    p.add_argument("--queue-args", metavar="ARGS", default="packets=500",
-                   help="packets=N and/or bytes=N (default packets=500)")
+    p.add_argument("--queue-args", metavar="ARGS",
+                   help="packets=N and/or bytes=N (default: the preset's buffer_packets packets)")
     p.add_argument("--uplink", metavar="RATE_OR_TRACE",
                    help="per-UE uplink: a constant rate (2Mbit/s) or a capacity trace; "
                         "default unconstrained")

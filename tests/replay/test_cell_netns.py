@@ -336,3 +336,20 @@ def test_bad_uplink_and_unknown_parameter_fail_before_any_namespace(test_ns):
     r = test_ns.airlink("cell", "--set", "subchanels=4", "--", "true")
     assert r.returncode == 2 and "unknown parameter 'subchanels'" in r.stderr
     assert test_ns.links() == before
+
+
+def test_each_ue_can_run_its_own_command(test_ns, tmp_path):
+    """A list of commands, one per UE (what an experiment file's per-UE applications become)."""
+    from airlink.replay.cell import CellShell
+    script = (
+        "import os, sys\n"
+        "from airlink.replay.cell import run_cell\n"
+        f"out = {str(tmp_path)!r}\n"
+        "cmds = [['sh', '-c', f'echo first $AIRLINK_UE > {out}/a'], ['sh', '-c', f'echo second $AIRLINK_UE > {out}/b']]\n"
+        "sys.exit(run_cell(cmds, users=2, preset='quick'))\n")
+    r = test_ns.exec([sys.executable, "-c", script], timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "a").read_text() == "first 1\n"
+    assert (tmp_path / "b").read_text() == "second 2\n"
+    with pytest.raises(Exception, match="3 commands for 2 UEs"):
+        CellShell(users=2).run([["true"]] * 3)
