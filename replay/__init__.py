@@ -8,6 +8,9 @@ devices; the shell moves packets between them through one *stage* per direction:
                        downlink_queue_args="packets=200").run(["curl", "-o", "/dev/null", url])
     DelayShell(20).run(["airlink", "link", "down.trace", "--", "iperf3", "-c", base, "-R"])
 
+``CellShell`` / ``run_cell`` (``airlink cell``, :mod:`airlink.replay.cell`): several UEs in
+their own namespaces share one live downlink scheduled by the simulator's step.
+
 Pure parts (no root needed): queues (:mod:`airlink.replay.queues`), the byte-granular
 trace server (:class:`TraceServer`) and the stages (:mod:`airlink.replay.stages`); only
 :mod:`airlink.replay.plumbing` touches the kernel.
@@ -15,6 +18,7 @@ trace server (:class:`TraceServer`) and the stages (:mod:`airlink.replay.stages`
 from __future__ import annotations
 
 from . import queues
+from .cell import CellShell, run_cell
 from .queues import (CoDelQueue, DropHeadQueue, DropTailQueue, InfiniteQueue, PIEQueue,
                      make_queue, parse_queue_args)
 from .server import RECORD_COLUMNS, TraceServer
@@ -22,7 +26,8 @@ from .shells import DelayShell, LinkShell, LossShell, delay, link, loss
 from .stages import DelaySeries, DelayStage, LinkStage, LossStage, Stage, TTILogWriter
 
 __all__ = [
-    "LinkShell", "DelayShell", "LossShell", "link", "delay", "loss", "queues", "make_queue",
+    "LinkShell", "DelayShell", "LossShell", "CellShell", "run_cell", "link", "delay", "loss", "queues",
+    "make_queue",
     "parse_queue_args", "InfiniteQueue", "DropTailQueue", "DropHeadQueue", "CoDelQueue",
     "PIEQueue", "TraceServer", "RECORD_COLUMNS", "Stage", "LinkStage", "DelayStage",
     "LossStage", "DelaySeries", "TTILogWriter",
