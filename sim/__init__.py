@@ -14,6 +14,7 @@ Main entry points::
 ``S.schedulers`` maps scheduler names to classes. A scheduler of your own implements
 ``reset/assign/update`` (see :mod:`airlink.sim.sched_base`).
 ``S.schedule_rates(rate_bytes)`` runs the metric schedulers alone on rates you give.
+``S.Radio`` is the per-TTI step that ``simulate`` and the live cell shell share.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from .sched_maxcir import MaxCIR
 from .sched_mcpfs import MultiCarrierPF
 from .sched_pf import ProportionalFair
 from .sched_rr import RoundRobin
+from .step import Radio
 from .traffic import Traffic
 
 __all__ = [
@@ -38,5 +40,5 @@ __all__ = [
     "SumOfSinusoids", "PROFILES", "doppler_hz", "pathloss_db", "snr_from_geometry",
     "frequency_correlation", "resample_measured", "measured_snr_db", "Traffic", "Scheduler",
     "Context", "argmax_ties", "RoundRobin", "MaxCIR", "ProportionalFair", "MultiCarrierPF",
-    "GeneralizedPF", "BacklogScheduler",
+    "GeneralizedPF", "BacklogScheduler", "Radio",
 ]
