@@ -114,7 +114,8 @@ class _ColumnStore:
         return {k: a[:self.size] for k, a in self.arrays.items()}
 
 
-def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
+def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=None,
+                 census: bool = False, limit: int | None = None) -> dict | None:
     """Narrow columns of every IP packet of a capture, in file order (see the module notes).
 
     Returns a dict: the :data:`KEPT` arrays, ``pflow`` (int32 provisional flow id, in order
@@ -125,6 +126,16 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     ``flow_proto``, ``v6_addresses``, ``source``.
     Raises like :func:`read_pcap` on damaged captures (``salvage=True`` keeps the packets
     before the damage).
+
+    Provisional flow ids are the same on every read of a file, which two modes use to
+    analyse a capture a group of flows at a time: ``census=True`` keeps no packet columns,
+    only per provisional flow ``flow_packets``, ``flow_first_ts`` and ``flow_first_index``
+    (the first packet in stable time order: least (time, IP-packet index in the file)),
+    plus ``ts_ns`` (every IP packet's time, file order) and ``lateness_ns``; ``keep`` (bool
+    per provisional flow id) keeps only the packets of those flows, numbers the kept flows
+    0.. in id order (``flow_lo``/... hold only them; ``kept_ids``: their provisional ids)
+    and adds ``ipidx`` (int64: each kept packet's index among the file's IP packets).
+    ``limit``: return None as soon as the capture turns out to hold more IP packets.
     """
     from .pcap import _progress_bar, check_linktypes
     path = Path(path)
@@ -138,9 +149,22 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
     flow_ids: dict = {}
     unknown: set = set()
     size = file_size(path)
+    if keep is not None:
+        keep = np.asarray(keep, bool)
+        compact = np.cumsum(keep) - 1
+        store = _ColumnStore({**dense, "ipidx": np.int64})
+    n_ip = 0
+    if census:
+        from .pcap import lateness
+        counts = np.zeros(0, np.int64)
+        first_ts = np.zeros(0, np.int64)
+        first_ix = np.zeros(0, np.int64)
+        ts_parts, late, top = [], 0, None
     try:
         for batch in reader:
-            if store.capacity == 0 and len(batch.data_off):
+            if census or keep is not None:
+                pass                        # no reservation from the file size (few or no rows kept)
+            elif store.capacity == 0 and len(batch.data_off):
                 # records in the file, from this batch's bytes per record (+15 %; pages of
                 # the unused tail are never touched, so cost no memory)
                 span = int(batch.data_off[-1] + batch.caplen[-1] - batch.data_off[0]) + 16
@@ -158,6 +182,34 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
             del src, dst
             fid = np.array([flow_ids.setdefault(k, len(flow_ids))
                             for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
+            ipidx0, n_ip = n_ip, n_ip + m
+            if limit is not None and n_ip > limit:
+                return None
+            if census:
+                pfl = fid[inv]
+                ts = d["ts_ns"]
+                nf = len(flow_ids)
+                counts = np.r_[counts, np.zeros(nf - len(counts), np.int64)]
+                first_ts = np.r_[first_ts, np.full(nf - len(first_ts), np.iinfo(np.int64).max)]
+                first_ix = np.r_[first_ix, np.full(nf - len(first_ix), np.iinfo(np.int64).max)]
+                counts += np.bincount(pfl, minlength=nf)
+                o = np.lexsort((np.arange(m), ts))          # stable time order inside the batch
+                u, fi = np.unique(pfl[o], return_index=True)
+                ct, ci = ts[o][fi], o[fi] + ipidx0
+                better = (ct < first_ts[u]) | ((ct == first_ts[u]) & (ci < first_ix[u]))
+                first_ts[u[better]], first_ix[u[better]] = ct[better], ci[better]
+                lt, top = lateness(ts, top)
+                late = max(late, lt)
+                ts_parts.append(ts)
+                del inv, swap, d
+                continue
+            if keep is not None:
+                pfl = fid[inv]
+                sel = np.flatnonzero(keep[pfl]) if len(keep) else np.zeros(0, np.int64)
+                d = {k: (v[sel] if isinstance(v, np.ndarray) and len(v) == m else v) for k, v in d.items()}
+                fid, inv, swap = compact[pfl[sel]].astype(np.int32), np.arange(len(sel)), swap[sel]
+                d["ipidx"] = sel + ipidx0
+                m = len(sel)
             si = np.flatnonzero((d["flags"] & SYN) != 0)
             syn_parts["syn_index"].append(si + store.size)
             for k in SYN_KEPT:
@@ -165,17 +217,27 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True) -> dict:
             di = np.flatnonzero(d["dsack"])
             syn_parts["dsack_index"].append(di + store.size)
             syn_parts["dsack_left"].append(d.pop("dsack_left")[di])
-            store.append({"pflow": fid[inv], "swap": swap, **{k: d.pop(k) for k in KEPT}})
+            extra = {"ipidx": d.pop("ipidx")} if keep is not None else {}
+            store.append({"pflow": fid[inv], "swap": swap, **{k: d.pop(k) for k in KEPT}, **extra})
             del inv, swap, d
     finally:
         if bar is not None:
             bar.close()
-    check_linktypes(path, reader, unknown, store.size, salvage)
+    check_linktypes(path, reader, unknown, n_ip if (census or keep is not None) else store.size, salvage)
+    if census:
+        keys = list(flow_ids)
+        return {"flow_packets": counts, "flow_first_ts": first_ts, "flow_first_index": first_ix,
+                "ts_ns": np.concatenate(ts_parts) if ts_parts else np.zeros(0, np.int64),
+                "lateness_ns": late, "ip_packets": n_ip, "flows": len(keys),
+                "source": str(path), "problem": reader.problem, "records": int(reader.packets)}
     cols = store.columns()
     for k, lst in syn_parts.items():
         dt = SPARSE_DTYPES[k]
         cols[k] = np.concatenate(lst) if len(lst) > 1 else (lst[0] if lst else np.zeros(0, dt))
     keys = list(flow_ids)
+    if keep is not None:
+        cols["kept_ids"] = np.flatnonzero(keep[:len(keys)])
+        keys = [keys[i] for i in cols["kept_ids"].tolist()]
     cols["flow_lo"] = np.array([k[0] for k in keys], np.int64)
     cols["flow_hi"] = np.array([k[1] for k in keys], np.int64)
     cols["flow_proto"] = np.array([k[2] for k in keys], np.int64)

@@ -236,18 +236,28 @@ def _resolution_s(resolution) -> float:
     return r
 
 
-def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False) -> TcpAnalysis:
+def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
+                max_packets: int | None = None) -> TcpAnalysis:
     """Flows, TCP events and per-direction time series at ``resolution`` (e.g. ``"100ms"``).
 
     ``packets_or_path`` is a ``packets`` frame (from :func:`read_pcap`) or a capture path.
     See the module notes for every definition; numbers that depend on where the capture
     was taken (in flight, RTT, which losses are visible) are described in docs/collectors.md.
+
+    ``max_packets`` (capture path only; None: no limit): analyse at most about this many
+    packets at a time - the flows are analysed in groups (one pass over the file per
+    group, a flow larger than the limit alone), so memory follows the largest group, not
+    the capture. The result is the same as in one piece.
     """
     res_s = _resolution_s(resolution)
     if isinstance(packets_or_path, (str, Path)):
         # no packets frame: the capture is decoded straight into the narrow columns used here
         from ._tcpcolumns import read_columns
-        raw = read_columns(packets_or_path, salvage=salvage)
+        limit = None if max_packets is None else max(1, int(max_packets))
+        raw = read_columns(packets_or_path, salvage=salvage, limit=limit)
+        if raw is None:                      # more packets than max_packets: flows in groups
+            census = read_columns(packets_or_path, salvage=salvage, census=True)
+            return _analyze_grouped(packets_or_path, census, res_s, salvage, limit)
         source = raw["source"]
         extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
         from .pcap import lateness
@@ -357,7 +367,8 @@ def _from_columns(raw: dict):
     npf = len(raw["flow_lo"])
     first_p = _first_index(pf, npf)                 # first time-ordered row of each flow
     rank = np.empty(npf, np.int64)
-    rank[np.argsort(first_p, kind="stable")] = np.arange(npf)
+    raw["flow_order"] = np.argsort(first_p, kind="stable")    # flow number -> provisional id
+    rank[raw["flow_order"]] = np.arange(npf)
     fl_s = rank[pf].astype(np.int32)
     del pf
     nflow = npf
@@ -407,7 +418,9 @@ def _from_columns(raw: dict):
     c = {"fl": fl_s[order], "dr": dir_s[order]}
     del fl_s, dir_s
     src_rows = order if perm is None else perm[order]
-    c["order"] = _narrow_index(order)
+    # events name packets by their row in the time-sorted packets frame; reading a group of
+    # flows, that is computed later from each packet's index among the file's IP packets
+    c["order"] = raw.pop("ipidx")[src_rows] if "ipidx" in raw else _narrow_index(order)
     del perm, order
     for key, name in (("t", "ts_ns"), ("iplen", "ip_len"), ("seq", "seq"), ("ackraw", "ack"),
                       ("flags", "flags"), ("pay", "payload"), ("win", "window"), ("tsval", "tsval"),
@@ -922,6 +935,70 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     validate(series, "tcp", name="tcp series")
     return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
                        attrs={"packets": int(n_packets), "tcp_packets": int(n)})
+
+
+def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packets: int) -> TcpAnalysis:
+    """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there)."""
+    from ._tcpcolumns import read_columns
+    counts = census["flow_packets"]
+    # global flow numbers: order of each flow's first packet in stable time order
+    gorder = np.lexsort((census["flow_first_index"], census["flow_first_ts"]))
+    gnum = np.empty(len(counts), np.int64)
+    gnum[gorder] = np.arange(len(counts))
+    groups, cur, size = [], [], 0
+    for f in gorder.tolist():
+        if cur and size + counts[f] > max_packets:
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(f)
+        size += int(counts[f])
+    if cur:
+        groups.append(cur)
+    flows, series, events, tcp_packets = [], [], [], 0
+    for g in groups:
+        keep = np.zeros(len(counts), bool)
+        keep[g] = True
+        raw = read_columns(path, salvage=salvage, keep=keep)
+        local = gnum[raw["kept_ids"]]              # provisional id (compact) -> global number
+        c, fl, n = _from_columns(raw)
+        to_global = local[raw.pop("flow_order")]  # the group's flow numbers -> global ones
+        del raw
+        a = _analyze(c, fl, n, res_s, str(path))
+        for frame in (a.flows, a.series, a.events):
+            if len(frame):
+                frame["flow"] = to_global[frame["flow"].to_numpy()]
+        flows.append(a.flows)
+        series.append(a.series)
+        events.append(a.events)
+        tcp_packets += a.attrs["tcp_packets"]
+        del a, c, fl
+    def joined(frames):
+        """Frames of the groups with rows (an empty one may lack columns or dtypes)."""
+        full = [f for f in frames if len(f)]
+        return pd.concat(full, ignore_index=True) if full else frames[0]
+    flows = joined(flows).sort_values("flow", ignore_index=True)
+    series = joined(series).sort_values(["time", "flow", "direction"], kind="stable", ignore_index=True)
+    events = joined(events).sort_values(["time", "flow"], kind="stable", ignore_index=True)
+    # events' packets: index among the file's IP packets -> row of the time-sorted frame
+    ts = census.pop("ts_ns")
+    if census["lateness_ns"] > 0 and len(events):
+        rank = np.empty(len(ts), np.int64)
+        rank[np.argsort(ts, kind="stable")] = np.arange(len(ts))
+        events["packet"] = rank[events["packet"].to_numpy()]
+        del rank
+    del ts
+    if len(events):
+        events["direction"] = pd.Categorical(events["direction"].astype(str), categories=["fwd", "rev"])
+        events["event"] = events["event"].astype(str).astype("category")
+    for frame in (flows, series, events):
+        frame.attrs = {"source": str(path)}
+    series.attrs["resolution_s"] = res_s
+    a = TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=str(path),
+                    attrs={"packets": int(census["ip_packets"]), "tcp_packets": int(tcp_packets),
+                           "records": census["records"],
+                           **({"problem": census["problem"]} if census["problem"] else {})})
+    a.max_lateness_ns = int(census["lateness_ns"])
+    return a
 
 
 def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> pd.DataFrame:
