@@ -225,6 +225,12 @@ class CellShell:
                 ns.start()
             try:
                 live.loop(stop=lambda: forward(signal.SIGTERM, None))
+            except OSError as exc:
+                if isinstance(exc, AirlinkError):
+                    raise
+                raise AirlinkError(f"{self.tool}: a network device of the cell failed while the UEs ran "
+                                   f"({exc.strerror or exc}; removed from outside?): the UEs' commands "
+                                   f"were stopped") from None
             finally:
                 gc.unfreeze()
             statuses = [ns.wait() for ns in namespaces]

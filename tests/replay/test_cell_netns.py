@@ -353,3 +353,32 @@ def test_each_ue_can_run_its_own_command(test_ns, tmp_path):
     assert (tmp_path / "b").read_text() == "second 2\n"
     with pytest.raises(Exception, match="3 commands for 2 UEs"):
         CellShell(users=2).run([["true"]] * 3)
+
+
+def test_tun_device_removed_under_a_running_cell(test_ns, tmp_path):
+    """The cell's outside TUN device deleted while the UEs run: one clear line, status 2,
+    no MAC log claiming to be complete, nothing left behind."""
+    before_routes = test_ns.routes()
+    mac = tmp_path / "mac.parquet"
+    p = test_ns.popen([AIRLINK, "cell", "--users", "2", "--mac-log", str(mac), "--",
+                       "sh", "-c", "ping -i 0.05 $AIRLINK_BASE > /dev/null"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(100):
+            devices = [l.split(":")[1].strip() for l in test_ns.links().splitlines() if ": al" in l]
+            if devices:
+                break
+            time.sleep(0.1)
+        assert devices
+        time.sleep(1.0)
+        test_ns.exec(["ip", "link", "del", devices[0]])
+        status = p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = p.stderr.read().strip().splitlines()
+    assert status == 2, err
+    assert err[0].startswith("airlink: error: airlink cell: a network device of the cell failed"), err
+    assert not mac.exists()
+    assert test_ns.routes() == before_routes
