@@ -256,19 +256,12 @@ class RunFolder:
         p = rf.path
         if p.exists() and not p.is_dir():
             raise AirlinkError(f"{p}: exists and is not a folder")
-        fresh = not p.exists()
-        if not fresh and any(p.iterdir()):
+        if p.exists() and any(p.iterdir()):
             if not overwrite:
                 raise FolderNotEmptyError(f"{p}: output folder exists and is not empty (choose another "
                                           "folder, or overwrite the earlier run's artifacts)")
             rf._remove_previous()
-        missing = []
-        q = p
-        while not q.exists():
-            missing.append(q)
-            q = q.parent
-        p.mkdir(parents=True, exist_ok=True)
-        rf._created_abs = [m for m in reversed(missing)]
+        rf.mkdir(p)
         rf.write_manifest()
         return rf
 
@@ -306,6 +299,8 @@ class RunFolder:
         return p
 
     def mkdir(self, folder) -> Path:
+        """Make ``folder`` and its missing parents, remembering each one made (they are this
+        run's, so their owner changes under sudo)."""
         folder = Path(folder)
         if not folder.exists():
             missing = []
