@@ -22,7 +22,7 @@ An experiment file has these sections (all but ``name`` optional)::
       - command: "ping -c 5 $AIRLINK_BASE"
     capture: {inside: true, host: true, snaplen: 128}
     collect: {resolution: 1s}
-    infer:
+    infer:                      # defaults as airlink infer nmi: 100 surrogates, 100 bootstrap, 16 bins
       surrogates: 50
       nmi:                      # default: what the available frames allow
         - {source: mac, target: assigned_rate_bps, factors: [backlog_bytes, sinr_db], max_lag: 5s}
@@ -31,12 +31,15 @@ An experiment file has these sections (all but ``name`` optional)::
 
 Stages, in order: **radio** (simulate or read the trace) -> **live** (shells + applications,
 tcpdump inside the namespace and on the host) -> **collect** (captures -> packets, flows and
-TCP series frames) -> **infer** (NMI lag scans with surrogate thresholds -> ``nmi.json``)
--> **report** (``report.html``). The live stage needs root, ``ip netns`` and
-``/dev/net/tun``; without them it is skipped with the reason, and the offline stages run
-on what exists (``offline.captures``). Every artifact lands in the output folder with the
-experiment file as run (``experiment.yaml``), ``versions.json`` and ``run.json`` (stage
-status, timings, notes), so a run can be repeated.
+TCP series and events frames) -> **infer** (:func:`airlink.inference.rank_factors`, as
+``airlink infer nmi`` computes it -> ``nmi.json``) -> **report** (``report.html``). The live
+stage needs root, ``ip netns`` and ``/dev/net/tun``; without them it is skipped with the
+reason, and the offline stages run on what exists (``offline.captures``). The whole file is
+checked before any stage runs. Every artifact lands in the output folder (declared in
+:mod:`airlink.rundir`, written atomically) with the experiment file as run
+(``experiment.yaml``), ``versions.json``, ``run.json`` (stage status, timings, notes) and
+``manifest.json`` (what the run wrote, and whether it finished), so a run can be repeated.
+A non-empty output folder is refused unless ``overwrite=True``.
 
 Modules, by responsibility: :mod:`~airlink.experiment.spec` (the file: declared sections,
 defaults, checks), :mod:`~airlink.experiment.stages` (the runner and the radio, collect and
