@@ -43,7 +43,7 @@ import pandas as pd
 
 from airlink.sweep.runs import POINT_FILE, RUNS, TOKEN_FILE, replace_dir, run_point, sha256_file, unpack, verify_point
 from airlink.traces.atomic import write_bytes
-from airlink.sweep.spec import Sweep, canonical, check_points, load_sweep
+from airlink.sweep.spec import Sweep, canonical, check_points, load_sweep, value_label
 from airlink.traces import AirlinkError
 
 STORE = "campaign.parquet"
@@ -92,8 +92,9 @@ def _frame(rows: list, keys: list) -> pd.DataFrame:
     cols = FIXED + keys + results + TAIL
     data = {}
     for c in cols:
-        if c in keys:
-            data[c] = _column([r["params"].get(c) for r in rows])
+        if c in keys:  # a list or mapping value as its JSON text
+            data[c] = _column([value_label(r["params"][c]) if isinstance(r["params"].get(c), (list, dict))
+                               else r["params"].get(c) for r in rows])
         else:
             data[c] = _column([r.get(c) for r in rows])
     return pd.DataFrame(data, columns=cols)

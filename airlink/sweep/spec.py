@@ -36,6 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from airlink.traces import AirlinkError
 
 Scalar = Union[bool, int, float, str]
+#: a grid value: a scalar, or a whole list or mapping put in place of the key's value (how a
+#: sweep reaches into the experiment's lists: ``shells: [[...], [...]]``)
+Value = Union[Scalar, list, dict]
 
 
 class ReportSpec(BaseModel):
@@ -55,7 +58,7 @@ class SweepSpec(BaseModel):
     description: Optional[str] = None
     experiment: str
     offline: bool = False
-    grid: dict[str, list[Scalar]] = Field(default_factory=dict)
+    grid: dict[str, list[Value]] = Field(default_factory=dict)
     seeds: Optional[list[int]] = None
     repeat: Optional[int] = Field(default=None, ge=1)
     seed_key: str = "radio.seed"
@@ -152,11 +155,19 @@ def canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def value_label(value) -> str:
+    """A grid value as text: scalars as written, a list or mapping as its canonical JSON."""
+    return canonical(value) if isinstance(value, (list, dict)) else str(value)
+
+
 def point_id(params: dict) -> str:
     """``<last key part>=<value>_..._<8 hex>``: readable, filesystem-safe, and unique by the
-    hash of the canonical parameters (sha256 of the sorted-key JSON, first 8 hex digits)."""
+    hash of the canonical parameters (sha256 of the sorted-key JSON, first 8 hex digits). A
+    list or mapping value is shown by the first 6 hex digits of its own hash."""
     digest = hashlib.sha256(canonical(params).encode()).hexdigest()[:8]
-    parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items()]
+    parts = [f"{k.rsplit('.', 1)[-1]}=" + (str(v) if not isinstance(v, (list, dict)) else
+                                             hashlib.sha256(canonical(v).encode()).hexdigest()[:6])
+             for k, v in params.items()]
     label = re.sub(r"[^A-Za-z0-9=.+-]+", "-", "_".join(parts))[:80].strip("-_.")
     return f"{label}_{digest}" if label else digest
 
@@ -226,4 +237,5 @@ def check_points(sweep: Sweep) -> dict[str, Any]:
     return out
 
 
-__all__ = ["SweepSpec", "ReportSpec", "Sweep", "Point", "load_sweep", "check_points", "point_id", "canonical"]
+__all__ = ["SweepSpec", "ReportSpec", "Sweep", "Point", "load_sweep", "check_points", "point_id", "canonical",
+           "value_label"]

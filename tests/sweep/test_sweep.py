@@ -335,3 +335,21 @@ def test_changed_input_trace_reruns_and_is_hashed(tmp_path):
     again = run_sweep(sweep, camp, workers=1, progress=False)
     assert sorted(again.ran) == sorted(first.frame["point_id"])
     assert set(again.frame["trace_sha256"]) != set(first.frame["trace_sha256"])
+
+
+def test_grid_values_may_be_whole_lists(tmp_path):
+    """A grid value may be a list (or mapping) put in place of the key's value - how a sweep
+    varies the link queue inside the experiment's list of shells; the table holds it as JSON."""
+    from airlink.sweep import check_points
+    from airlink.sweep.campaign import write_store
+    shells = [[{"delay": 10}, {"link": {"queue": "droptail", "queue_args": f"packets={n}"}}] for n in (40, 500)]
+    sweep = load_sweep(write_sweep(tmp_path / "s", grid={"shells": shells, "radio.scheduler": ["pf"]}))
+    points = sweep.points()
+    exps = check_points(sweep)
+    assert [exps[p.id].spec["shells"] for p in points] == shells
+    assert len({p.id for p in points}) == 2
+    rows = [{"point_id": p.id, "status": "done", "params": p.params} for p in points]
+    write_store(tmp_path, rows, sweep.keys, {"sweep": sweep.to_dict()})
+    frame, _ = read_campaign(tmp_path)
+    assert [json.loads(v) for v in frame["shells"]] == shells
+    assert list(frame["radio.scheduler"]) == ["pf", "pf"]
