@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,23 @@ def _order(values, original: pd.Series) -> list:
         return sorted(values, key=lambda s: seen.index(s) if s in seen else len(seen))
 
 
+def short_labels(labels) -> dict:
+    """Long labels (a whole list given as a grid value, as JSON text) shown by what differs:
+    the common prefix and suffix of all of them cut off (``...packets=40"}}]`` -> ``40``)."""
+    labels = [str(v) for v in labels]
+    if len(labels) < 2 or max(map(len, labels)) <= 24:
+        return {v: v for v in labels}
+    head = len(os.path.commonprefix(labels))
+    tail = len(os.path.commonprefix([v[::-1] for v in labels]))
+    first = labels[0]
+    while head and first[head - 1].isalnum():  # never cut through a number or a word
+        head -= 1
+    while tail and first[len(first) - tail].isalnum():
+        tail -= 1
+    cut = {v: v[head:len(v) - tail] for v in labels}
+    return cut if all(cut.values()) and len(set(cut.values())) == len(labels) else {v: v for v in labels}
+
+
 def fig_grid(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, x: str, by: list):
     """Means of ``metric`` against ``x``, one line per combination of ``by``, 95 % intervals as
     error bars."""
@@ -71,15 +89,17 @@ def fig_grid(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, x: str, b
     fig, ax = plt.subplots(figsize=(8, 4.2))
     xs = _order(table[x].unique(), frame[x])
     pos = {v: i for i, v in enumerate(xs)}
+    names = {k: short_labels(table[k].unique()) for k in by}
     groups = table.groupby(by, sort=False) if by else [((), table)]
     joined = "-" if pd.api.types.is_numeric_dtype(frame[x]) else "none"  # no line between categories
     for label, g in groups:
         g = g.assign(_p=g[x].map(pos)).sort_values("_p")
         err = np.vstack([g["mean"] - g["ci_low"], g["ci_high"] - g["mean"]])
         err = np.where(np.isfinite(err), err, 0.0)
-        name = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(by, label if isinstance(label, tuple) else (label,)))
+        name = ", ".join(f"{k.rsplit('.', 1)[-1]}={names[k].get(str(v), v)}"
+                         for k, v in zip(by, label if isinstance(label, tuple) else (label,)))
         ax.errorbar(g["_p"], g["mean"], yerr=err, marker="o", capsize=3, linestyle=joined, label=name or metric)
-    ax.set_xticks(range(len(xs)), xs)
+    ax.set_xticks(range(len(xs)), [short_labels(xs)[v] for v in xs])
     ax.set_xlabel(x)
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
@@ -184,4 +204,4 @@ def write_sweep_report(campaign, *, output=None, metric: str | None = None, x: s
     return out
 
 
-__all__ = ["confidence_table", "build_sweep_report", "write_sweep_report", "fig_grid"]
+__all__ = ["confidence_table", "build_sweep_report", "write_sweep_report", "fig_grid", "short_labels"]

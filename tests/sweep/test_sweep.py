@@ -353,3 +353,12 @@ def test_grid_values_may_be_whole_lists(tmp_path):
     frame, _ = read_campaign(tmp_path)
     assert [json.loads(v) for v in frame["shells"]] == shells
     assert list(frame["radio.scheduler"]) == ["pf", "pf"]
+
+
+def test_short_labels_cut_what_is_common():
+    from airlink.sweep.report import short_labels
+    long = [json.dumps([{"delay": 10}, {"link": {"queue_args": f"packets={n}"}}]) for n in (40, 500, 1500)]
+    assert list(short_labels(long).values()) == ["40", "500", "1500"]
+    assert short_labels(["pf", "maxcir"]) == {"pf": "pf", "maxcir": "maxcir"}   # short: as they are
+    same_tail = ["x" * 30 + "a", "x" * 30 + "ba"]                               # cut would empty one
+    assert short_labels(same_tail) == {v: v for v in same_tail}
