@@ -26,6 +26,8 @@ class OutputError(AirlinkError, OSError):
 def partial_path(path) -> Path:
     """The temporary name a file is written under before it is complete: ``NAME.partial``."""
     path = Path(path)
+    if not path.name or path.name in (".", ".."):
+        raise OutputError(f"{str(path) or repr('')}: not a file name (a folder or empty)")
     return path.with_name(path.name + PARTIAL_SUFFIX)
 
 

@@ -6,6 +6,7 @@ for durations that must stay exact), bytes.
 """
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -36,6 +37,8 @@ def _split(text: str, what: str) -> tuple[str, str]:
     m = re.fullmatch(r"\s*" + _NUM + r"\s*([A-Za-z/]*)\s*", str(text))
     if not m:
         raise AirlinkError(f"cannot read {what} {text!r}: expected a number with a unit")
+    if not math.isfinite(float(m.group(1))):
+        raise AirlinkError(f"cannot read {what} {text!r}: the number is out of range")
     return m.group(1), m.group(2).lower()
 
 
@@ -107,6 +110,8 @@ def parse_tti(text) -> Fraction:
     s = str(text).strip()
     m = re.fullmatch(r"(\d+)\s*/\s*(\d+)\s*([a-z]*)", s.lower())
     if m:
+        if int(m.group(2)) == 0:
+            raise AirlinkError(f"cannot read TTI {text!r}: division by zero")
         value = Fraction(int(m.group(1)), int(m.group(2)))
         unit = m.group(3) or "ms"
         if unit not in _DURATION_UNITS:
