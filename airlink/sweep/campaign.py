@@ -11,7 +11,8 @@ not run yet, e.g. the sweep was interrupted), ``error``, one column per swept ke
 the dotted key, e.g. ``radio.scheduler``), the key results of the run
 (:func:`airlink.sweep.runs.key_results`: ``summary.*``, ``app<i>.*``, ``link.*``, ``nmi.*``,
 ``stages``), ``artifacts`` (the run folder, relative to the campaign), ``host``, ``started``,
-``finished``, ``seconds`` (wall time of the run), ``fingerprint`` and ``trace_sha256`` (of
+``finished``, ``seconds`` (wall time of the run), ``slot_wait_s`` (of which a live run
+waited for its live slot), ``fingerprint`` and ``trace_sha256`` (of
 the run's ``capacity.parquet``), and from the run's ``versions.json`` what the machine that
 ran it had: ``airlink_version``, ``git_commit``, ``kernel``, ``congestion_controls``. The Parquet metadata key ``airlink`` holds the sweep, the
 versions of the machine that wrote the table (airlink and its git commit, Python, libraries,
@@ -48,7 +49,7 @@ from airlink.traces import AirlinkError
 
 STORE = "campaign.parquet"
 FIXED = ["point_id", "status", "error"]
-TAIL = ["artifacts", "host", "started", "finished", "seconds", "fingerprint", "trace_sha256",
+TAIL = ["artifacts", "host", "started", "finished", "seconds", "slot_wait_s", "fingerprint", "trace_sha256",
         "airlink_version", "git_commit", "kernel", "congestion_controls"]
 
 

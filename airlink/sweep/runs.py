@@ -264,7 +264,9 @@ def run_point(task: dict) -> dict:
         report = True if task["reports"] is None else bool(task["reports"])
         live = False if task["offline"] else None
         if _wants_live(task):
+            t_wait = time.monotonic()
             with live_slot(task["live_slots"]):
+                row["slot_wait_s"] = time.monotonic() - t_wait
                 run_experiment(exp, work, live=live, progress=False, report=report)
         else:
             run_experiment(exp, work, live=live, progress=False, report=report)
