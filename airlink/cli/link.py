@@ -13,7 +13,8 @@ def register(sub):
         sub, "link", "run a command behind a link whose capacity follows a trace",
         "Run CMD (default: your shell) in a new network namespace behind a link that serves "
         "each direction by a capacity trace: a Mahimahi trace (1500-byte opportunities per ms) "
-        "or an airlink Parquet trace (bytes per TTI, TTIs of 0.125 to 10 ms). Service is "
+        "or an airlink Parquet trace (bytes per TTI; TTIs of 0.125 to 10 ms are served as they are, "
+        "longer ones split into equal sub-TTIs of at most 10 ms that share the TTI's bytes). Service is "
         "byte-granular: packets may be split across TTIs and several share one; capacity left "
         "unused in a TTI is lost. The trace loops unless --once. Without --uplink the uplink is "
         "unconstrained. Inside, $AIRLINK_BASE is the address of this side. Needs root; under "
