@@ -61,7 +61,7 @@ def shell_pids(ns: str) -> dict:
         except OSError:
             continue
         words = [a.decode(errors="replace") for a in argv if a]
-        if len(words) >= 3 and words[1].endswith("/airlink") and words[2] in ("delay", "link"):
+        if len(words) >= 3 and words[1].endswith("/airlink") and words[2] in ("delay", "link", "cell"):
             out.setdefault(words[2], int(pid))
     return out
 
@@ -72,11 +72,16 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=100.0, help="Mbit/s")
     ap.add_argument("--sample-s", type=float, default=5.0)
     ap.add_argument("--keep", help="folder to keep the logs in")
+    ap.add_argument("--cell", type=int, metavar="UES",
+                    help="soak the cell shell instead: UES users, each with its own bulk download, "
+                         "under `airlink cell --preset imt-advanced --scheduler pf`")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("soak: needs root (namespaces, TUN)", file=sys.stderr)
         return 2
     seconds = int(a.minutes * 60)
+    if a.cell:
+        return soak_cell(a, seconds)
     work = Path(a.keep or tempfile.mkdtemp(prefix="airlink-soak-"))
     work.mkdir(parents=True, exist_ok=True)
     trace = work / "constant.down"
@@ -160,6 +165,76 @@ def main(argv=None) -> int:
     print(json.dumps(report, indent=2, default=float))
     ok = (all(abs(m["change"]) <= 0.05 for m in mem.values()) and
           all(v == 0 for v in (cons["downlink"], cons["uplink"], *cons["log_vs_counters"].values())))
+    print("soak:", "memory flat and conservation exact" if ok else "CHECK FAILED")
+    return 0 if ok else 1
+
+
+def soak_cell(a, seconds: int) -> int:
+    """The cell shell with ``a.cell`` UEs, each with its own bulk download, behind delay 10."""
+    import numpy as np
+    import pandas as pd
+    work = Path(a.keep or tempfile.mkdtemp(prefix="airlink-soak-cell-"))
+    work.mkdir(parents=True, exist_ok=True)
+    ns = f"airlink-soak-{os.getpid()}"
+    sh("ip", "netns", "add", ns).check_returncode()
+    servers = []
+    try:
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        for i in range(1, a.cell + 1):
+            servers.append(subprocess.Popen(["ip", "netns", "exec", ns, "iperf3", "-s", "-p", str(5210 + i)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(0.5)
+        env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+        cmd = ["ip", "netns", "exec", ns, AIRLINK, "delay", "10", AIRLINK, "cell", "--preset", "imt-advanced",
+               "--scheduler", "pf", "--users", str(a.cell), "--seed", "1", "--mac-log", str(work / "mac.parquet"),
+               "--log-dir", str(work / "logs"), "--stats", str(work / "stats.json"), "--",
+               "sh", "-c", f"iperf3 -c $AIRLINK_BASE -p $((5210 + AIRLINK_UE)) -R -t {seconds} >/dev/null"]
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+        samples, pids = [], {}
+        while p.poll() is None:
+            time.sleep(a.sample_s)
+            if len(pids) < 2:
+                pids = shell_pids(ns)
+            samples.append((time.monotonic() - t0, {k: rss_kib(v) for k, v in pids.items()}))
+        err = p.stderr.read()
+        if p.returncode != 0:
+            print(f"soak: the shells exited {p.returncode}: {err.strip()}", file=sys.stderr)
+            return 1
+    finally:
+        for s in servers:
+            s.kill()
+            s.wait()
+        for pid in sh("ip", "netns", "pids", ns).stdout.split():
+            try:
+                os.kill(int(pid), 9)
+            except (ProcessLookupError, ValueError):
+                pass
+        sh("ip", "netns", "del", ns)
+    report = {"minutes": a.minutes, "ues": a.cell}
+    mem = {}
+    for name in ("delay", "cell"):
+        first = [s[name] for t, s in samples if 55 <= t <= 65 and s.get(name)]
+        last = [s[name] for t, s in samples if t >= seconds - 60 and s.get(name)]
+        if first and last:
+            mem[name] = {"minute1_mib": np.median(first) / 1024, "last_mib": np.median(last) / 1024,
+                         "change": np.median(last) / np.median(first) - 1}
+    report["rss"] = mem
+    st = json.loads((work / "stats.json").read_text())
+    cons = {}
+    for ue in st["ues"]:
+        for d in ("downlink", "uplink"):
+            c = ue[d]
+            cons[f"ue{ue['ue']}.{d}"] = c["arrivals_bytes"] - (c["departures_bytes"] + c["drops_bytes"] + c["queued_bytes"])
+    report["conservation_residuals_bytes"] = cons
+    mac = pd.read_parquet(work / "mac.parquet")
+    t = (mac["time"] - mac["time"].iloc[0]).dt.total_seconds()
+    late = mac.groupby(t // 60)["late"].mean() if "late" in mac else pd.Series(dtype=float)
+    report["late_tti_fraction_per_minute"] = [round(float(x), 4) for x in late]
+    report["late_fraction"] = st.get("late_fraction")
+    report["shell_cpu_per_s"] = st.get("cpu_per_s")
+    print(json.dumps(report, indent=2, default=float))
+    ok = all(abs(m["change"]) <= 0.05 for m in mem.values()) and all(v == 0 for v in cons.values())
     print("soak:", "memory flat and conservation exact" if ok else "CHECK FAILED")
     return 0 if ok else 1
 
