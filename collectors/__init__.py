@@ -58,6 +58,7 @@ def read(path, format: str | None = None, **kw):
     it declined.
     """
     path = Path(path)
+    _check_options(kw, format)
     if not path.exists():
         raise AirlinkError(f"{path}: no such file")
     if path.is_dir():
@@ -65,13 +66,13 @@ def read(path, format: str | None = None, **kw):
     if format is not None:
         if format not in READERS:
             raise AirlinkError(f"unknown format {format!r} (one of {', '.join(READERS)})")
-        return _module(format).read(path, **kw)
+        return _module(format).read(path, **_options_of(format, kw))
     if path.stat().st_size == 0:
         raise FormatError(f"{path}: empty file (0 bytes)")
     tried = []
     for name in READERS:
         if name == "csv" and kw.get("mapping") is None:
-            tried.append("csv (needs a column mapping: mapping=... / --mapping M.yaml)")
+            tried.append("csv (needs a column mapping)")
             continue
         mod = _module(name)
         try:
@@ -81,12 +82,39 @@ def read(path, format: str | None = None, **kw):
             tried.append(f"{name} ({type(exc).__name__}: {exc})")
             continue
         if ok:
-            return mod.read(path, **kw)
+            return mod.read(path, **_options_of(name, kw))
         why = getattr(mod, "why_not", None)
         tried.append(f"{name} ({why(path) if why else 'not recognised'})")
     if path.name.lower().endswith(CAPTURE_SUFFIXES):
-        return read_pcap(path, **kw)          # a damaged capture: let the pcap reader say where
+        return read_pcap(path, **_options_of("pcap", kw))   # a damaged capture: the pcap reader says where
     raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried))
+
+
+def _accepted(name: str) -> set:
+    """Keyword options of reader ``name``'s ``read`` (none is swallowed by ``**kw``)."""
+    import inspect
+    params = inspect.signature(_module(name).read).parameters.values()
+    return {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "path"}
+
+
+def _check_options(kw: dict, format) -> None:
+    """A misspelled or foreign option is an error, never silently ignored.
+
+    With ``format`` given, every option must be that reader's; when the format is sniffed,
+    every option must be some reader's (options of the other formats are then unused).
+    """
+    names = [format] if format in READERS else list(READERS)
+    known = set().union(*(_accepted(n) for n in names))
+    unknown = sorted(set(kw) - known)
+    if unknown:
+        whose = f"the {format} reader" if format in READERS else "any reader"
+        raise AirlinkError(f"option(s) {', '.join(map(repr, unknown))} not known to {whose} "
+                           f"(known: {', '.join(sorted(known)) or 'none'})")
+
+
+def _options_of(name: str, kw: dict) -> dict:
+    accepted = _accepted(name)
+    return {k: v for k, v in kw.items() if k in accepted}
 
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".dmp")

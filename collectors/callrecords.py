@@ -42,7 +42,7 @@ def why_not(path) -> str:
     return "header lacks start, end and sector columns"
 
 
-def read(path, *, resolution_s: int = 1, tz=None, **_) -> pd.DataFrame:
+def read(path, *, resolution_s: int = 1, tz=None) -> pd.DataFrame:
     """Active sessions per sector per second from call records (see module notes)."""
     path = Path(path)
     raw = pd.read_csv(path, sep=sep_of(path), na_values=MISSING, engine="python")

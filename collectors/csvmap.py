@@ -59,12 +59,12 @@ def why_not(path) -> str:
     return "no header line with delimited column names"
 
 
-def read(path, mapping=None, **_) -> pd.DataFrame:
+def read(path, *, mapping=None) -> pd.DataFrame:
     """Read a delimited table with ``mapping`` (dict or YAML path; see module notes)."""
     path = Path(path)
     m = load_mapping(mapping)
     if not m:
-        raise AirlinkError(f"{path}: the generic CSV reader needs a column mapping (--mapping M.yaml)")
+        raise AirlinkError(f"{path}: the generic CSV reader needs a column mapping (a YAML file or dict naming the time and value columns)")
     cols = m.get("columns") or {}
     tspec = m.get("time") or {}
     if isinstance(tspec, str):

@@ -44,7 +44,7 @@ def why_not(path) -> str:
     return f"header lacks {', '.join(sorted(SIGNATURE - set(header_columns(path))))}"
 
 
-def read(path, *, throughput_unit: str | None = None, **_) -> pd.DataFrame:
+def read(path, *, throughput_unit: str | None = None) -> pd.DataFrame:
     """Read one iCellSpeed CSV (static or driving layout) into a per-carrier ``mac`` frame."""
     path = Path(path)
     try:

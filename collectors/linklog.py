@@ -32,7 +32,7 @@ def why_not(path) -> str:
     return "first lines are not mm-link log headers or 'TIME EVENT SIZE' events"
 
 
-def read(path, *, bin_ms: float = 1.0, **_) -> pd.DataFrame:
+def read(path, *, bin_ms: float = 1.0) -> pd.DataFrame:
     """Per-``bin_ms`` capacity, arrivals, departures, drops and backlog of a link log."""
     path = Path(path)
     log = read_log(path)

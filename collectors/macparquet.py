@@ -37,7 +37,7 @@ def why_not(path) -> str:
         return str(exc)
 
 
-def read(path, **_) -> pd.DataFrame:
+def read(path) -> pd.DataFrame:
     """Read a MAC log Parquet file; a ``time_ms`` column becomes UTC ``time``."""
     path = Path(path)
     try:

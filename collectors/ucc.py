@@ -39,6 +39,6 @@ def why_not(path) -> str:
     return f"header lacks {', '.join(sorted(SIGNATURE - set(header_columns(path))))}"
 
 
-def read(path, **_):
+def read(path):
     """Read one UCC CSV into an ``rf`` frame (see module notes)."""
     return csvmap.read(path, mapping=MAPPING)

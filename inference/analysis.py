@@ -50,8 +50,8 @@ _per_user_period = sample_period_s
 
 
 def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bins=16,
-                 binning: str = "uniform", normalization: str = "x", n_surrogates: int = 100,
-                 n_boot: int = 100, alpha: float = 0.05, user=None, seed: int = 0,
+                 binning: str = "uniform", normalization: str = "x", surrogates: int = 100,
+                 bootstrap: int = 100, alpha: float = 0.05, user=None, seed: int = 0,
                  progress: bool = False, resolution=None, time_column=None, by=None) -> pd.DataFrame:
     """Peak ``I_N(target; factor; d)`` over ``|d| <= max_lag`` per factor, with p-value,
     threshold, bias-corrected value and bootstrap interval, sorted by peak (largest first).
@@ -78,7 +78,7 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
         y = discretize(series[f], bins=bins, binning=binning)
         sig = peak_significance(x, y, max_lag=D, normalization=normalization,
                                 sample_period=period if np.isfinite(period) else None,
-                                n_surrogates=n_surrogates, n_boot=n_boot, alpha=alpha,
+                                surrogates=surrogates, bootstrap=bootstrap, alpha=alpha,
                                 seed=seed + k, progress=progress)
         d = sig.to_dict()
         rows.append(dict(factor=f, peak_nmi=d["peak_nmi"], lag=d["lag"], lag_s=d["lag_s"],
@@ -87,7 +87,7 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
                          ci_high=d["ci_high"], n_pairs=d["n_pairs"]))
     out = pd.DataFrame(rows).sort_values("peak_nmi", ascending=False, kind="stable")
     out.attrs.update(target=target, max_lag=D, sample_period_s=period, bins=bins, binning=binning,
-                     normalization=normalization, n_surrogates=n_surrogates,
+                     normalization=normalization, surrogates=surrogates,
                      empty_bins=frame.attrs.get("empty_bins"), merged_rows=frame.attrs.get("merged_rows"),
                      users=[str(u) for u in users_of(frame)] if "user" in frame.columns else [])
     return out.reset_index(drop=True)
@@ -99,7 +99,7 @@ def _first_present(frame, names):
 
 def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog: str = "backlog_bytes",
                        channel: str | None = None, sending: str | None = None, bins=16,
-                       window="1s", max_lag="10s", n_surrogates: int = 100, seed: int = 0,
+                       window="1s", max_lag="10s", surrogates: int = 100, seed: int = 0,
                        resolution=None, time_column=None, by=None) -> dict:
     """How much the assigned rate depends on the user's backlog (seed 003, Sec. 4).
 
@@ -116,11 +116,11 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
     frame = _framed(frame, resolution, time_column, by, [rate, backlog, channel, sending])
     rate = rate or _first_present(frame, RATE_COLUMNS)
     if rate is None:
-        raise AirlinkError(f"frame has no rate column (one of {', '.join(RATE_COLUMNS)}); name it with --rate")
+        raise AirlinkError(f"frame has no rate column (one of {', '.join(RATE_COLUMNS)}); name the rate column")
     channel = channel or _first_present(frame, CHANNEL_COLUMNS)
     column(frame, backlog)
     result = dict(rate=rate, backlog=backlog, channel=channel)
-    kw = dict(max_lag=max_lag, bins=bins, n_surrogates=n_surrogates, seed=seed)
+    kw = dict(max_lag=max_lag, bins=bins, surrogates=surrogates, seed=seed)
     rb = rank_factors(frame, target=rate, factors=[backlog], **kw).iloc[0].to_dict()
     result["nmi_backlog"] = rb
     if channel is not None:
@@ -233,7 +233,7 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
     frame = _framed(frame, resolution, time_column, by, [rate, resource])
     rate = rate or _first_present(frame, THROUGHPUT_COLUMNS)
     if rate is None:
-        raise AirlinkError(f"frame has no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name it with --rate")
+        raise AirlinkError(f"frame has no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name the rate column")
     resource = resource or _first_present(frame, ("subchannels", "prbs"))
     cols = dict(rate=rate, resource=resource, backlog=_first_present(frame, ("backlog_bytes", "backlog_packets")),
                 retx=_first_present(frame, ("harq_retransmissions", "rlp_retransmissions")))

@@ -46,7 +46,7 @@ class PeakSignificance:
     bias_corrected: float
     ci_low: float
     ci_high: float
-    n_surrogates: int
+    surrogates: int
     n_pairs: int
 
     def to_dict(self) -> dict:
@@ -65,7 +65,7 @@ def _surrogate_codes(d: Discretized, rng, kind: str, max_lag: int, block: int) -
     return Discretized(codes, d.n_levels, d.edges, d.levels)
 
 
-def _block_bootstrap(cx: np.ndarray, kx: int, cy: np.ndarray, ky: int, lag: int, n_boot: int,
+def _block_bootstrap(cx: np.ndarray, kx: int, cy: np.ndarray, ky: int, lag: int, bootstrap: int,
                      rng, normalization: str, block: int) -> np.ndarray:
     n = cx.size
     a = cx[max(lag, 0):n + min(lag, 0)]
@@ -73,13 +73,13 @@ def _block_bootstrap(cx: np.ndarray, kx: int, cy: np.ndarray, ky: int, lag: int,
     ok = (a >= 0) & (b >= 0)
     joint = (a * ky + b)[ok]
     m = joint.size
-    if m < 2 or n_boot <= 0:
+    if m < 2 or bootstrap <= 0:
         return np.array([])
     block = max(1, min(block, m))
     n_blocks = int(np.ceil(m / block))
-    out = np.empty((n_boot, kx, ky), dtype=np.int64)
+    out = np.empty((bootstrap, kx, ky), dtype=np.int64)
     offsets = np.arange(block)
-    for k in range(n_boot):
+    for k in range(bootstrap):
         starts = rng.integers(0, m - block + 1, n_blocks)
         idx = (starts[:, None] + offsets).ravel()[:m]
         out[k] = np.bincount(joint[idx], minlength=kx * ky).reshape(kx, ky)
@@ -88,14 +88,14 @@ def _block_bootstrap(cx: np.ndarray, kx: int, cy: np.ndarray, ky: int, lag: int,
 
 def peak_significance(x, y, *, max_lag=None, bins=16, binning: str = "uniform",
                       keep_levels: bool = True, normalization: str = "x", sample_period=None,
-                      n_surrogates: int = 200, surrogate: str = "circular", n_boot: int = 200,
+                      surrogates: int = 200, surrogate: str = "circular", bootstrap: int = 200,
                       alpha: float = 0.05, block=None, seed: int = 0,
                       scan: LagScan | None = None, progress: bool = False) -> PeakSignificance:
     """Peak NMI over lags with p-value, threshold, bias-corrected value and interval.
 
     Parameters are those of :func:`airlink.inference.lag_scan`, plus
-    ``n_surrogates`` (0 turns the test off: p-value and threshold are NaN), ``surrogate``
-    (``circular`` or ``block``), ``n_boot`` bootstrap resamples, ``alpha`` (threshold at
+    ``surrogates`` (0 turns the test off: p-value and threshold are NaN), ``surrogate``
+    (``circular`` or ``block``), ``bootstrap`` bootstrap resamples, ``alpha`` (threshold at
     the ``1 - alpha`` null quantile, ``1 - alpha`` interval), ``block`` length in samples
     for block surrogates and the bootstrap (default ``sqrt(n)``) and ``seed``.
     """
@@ -114,7 +114,7 @@ def peak_significance(x, y, *, max_lag=None, bins=16, binning: str = "uniform",
     blk = int(block) if block else max(1, int(round(np.sqrt(n))))
     rng = np.random.default_rng(seed)
     lags = np.arange(-D, D + 1)
-    null = np.empty(max(int(n_surrogates), 0))
+    null = np.empty(max(int(surrogates), 0))
     it = range(null.size)
     if progress:
         from tqdm import tqdm
@@ -128,7 +128,7 @@ def peak_significance(x, y, *, max_lag=None, bins=16, binning: str = "uniform",
         null_mean = float(null.mean())
     else:
         p_value = threshold = null_mean = float("nan")
-    boots = _block_bootstrap(dx.codes, dx.n_levels, dy.codes, dy.n_levels, scan.peak_lag, n_boot,
+    boots = _block_bootstrap(dx.codes, dx.n_levels, dy.codes, dy.n_levels, scan.peak_lag, bootstrap,
                              rng, normalization, blk)
     if boots.size:
         # basic (reverse-percentile) interval: resampling duplicates blocks, which lowers the
@@ -142,5 +142,5 @@ def peak_significance(x, y, *, max_lag=None, bins=16, binning: str = "uniform",
         peak_nmi=scan.peak, lag=scan.peak_lag, lag_s=scan.peak_lag_s, p_value=p_value,
         threshold=threshold, null_mean=null_mean,
         bias_corrected=scan.peak - null_mean if null.size else float("nan"),
-        ci_low=float(lo), ci_high=float(hi), n_surrogates=int(null.size),
+        ci_low=float(lo), ci_high=float(hi), surrogates=int(null.size),
         n_pairs=int(scan.pairs[scan.peak_lag + D]))

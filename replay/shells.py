@@ -151,7 +151,7 @@ class LinkShell(_Shell):
             make_queue(kind, args)
         self.logs = {"downlink": (downlink_log, downlink_tti_log), "uplink": (uplink_log, uplink_tti_log)}
         if uplink is None and (uplink_log or uplink_tti_log or uplink_queue != "infinite"):
-            raise AirlinkError("uplink queue and logs need an uplink trace (--uplink)")
+            raise AirlinkError("an uplink queue or log needs an uplink trace")
 
     def _stage(self, direction, trace, name, start_ns, wall_ns, command):
         from airlink.traces import LinkLogWriter
@@ -183,7 +183,7 @@ class DelayShell(_Shell):
 
     def __init__(self, delay_ms=None, *, series=None):
         if (delay_ms is None) == (series is None):
-            raise AirlinkError("give a delay in ms or a delay series (--trace), not both")
+            raise AirlinkError("give a delay in ms or a delay series, not both")
         if series is not None and not isinstance(series, DelaySeries):
             series = DelaySeries.read_csv(series)
         self.delay = series if series is not None else float(delay_ms)

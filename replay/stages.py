@@ -231,7 +231,7 @@ class LossStage(Stage):
             if len(g) == 2:
                 g += [0.0, 1.0]
             if len(g) != 4 or not all(0 <= x <= 1 for x in g):
-                raise AirlinkError("--gilbert takes P_GB,P_BG[,LOSS_G,LOSS_B], each between 0 and 1")
+                raise AirlinkError("Gilbert-Elliott loss takes P_GB,P_BG[,LOSS_G,LOSS_B], each between 0 and 1")
             self.gilbert = g
             self._bad = False
 

@@ -183,7 +183,7 @@ def _scheduler_name(s) -> str:
     return getattr(s, "name", None) or type(s).__name__
 
 
-def simulate(preset: str | None = None, *, seed: int = 0, duration="10s", progress: bool = False,
+def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progress: bool = False,
              **overrides) -> SimResult:
     """Simulate a cell and return per-TTI capacity traces, a MAC log and a summary.
 

@@ -160,7 +160,7 @@ def cmd_nmi(args) -> int:
     frame = _read(args, args.target, *args.factor)
     table = inf.rank_factors(frame, target=args.target, factors=args.factor, max_lag=_max_lag(args.max_lag),
                              bins=args.bins, binning=args.binning, normalization=args.normalization,
-                             n_surrogates=args.surrogates, n_boot=args.bootstrap, user=args.user,
+                             surrogates=args.surrogates, bootstrap=args.bootstrap, user=args.user,
                              seed=args.seed, progress=sys.stderr.isatty())
     if args.json:
         print_json(table.to_dict(orient="records"))
@@ -214,7 +214,7 @@ def cmd_backlog(args) -> int:
     frame = _read(args, args.rate, args.backlog, args.channel, args.sending)
     rep = inf.backlog_dependence(frame, rate=args.rate, backlog=args.backlog, channel=args.channel,
                                  sending=args.sending, bins=args.bins, window=args.window,
-                                 max_lag=_max_lag(args.max_lag), n_surrogates=args.surrogates)
+                                 max_lag=_max_lag(args.max_lag), surrogates=args.surrogates)
     if args.json:
         print_json(rep)
         return 0

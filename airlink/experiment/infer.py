@@ -40,7 +40,7 @@ def nmi_table(paths, *, target: str, factors, resolution, max_lag, bins: int, su
     from airlink import inference as inf
     frame = inf.read_frames(paths, resolution=resolution, columns=[target, *factors])
     return frame, inf.rank_factors(frame, target=target, factors=list(factors), max_lag=max_lag,
-                                   bins=bins, n_surrogates=surrogates, n_boot=bootstrap, user=user,
+                                   bins=bins, surrogates=surrogates, bootstrap=bootstrap, user=user,
                                    seed=seed)
 
 
@@ -150,7 +150,7 @@ class InferStage:
                             "significant": bool(p is not None and p < cfg.alpha),
                             "threshold": _finite(r["threshold"]), "bias_corrected": _finite(r["bias_corrected"]),
                             "ci": [_finite(r["ci_low"]), _finite(r["ci_high"])], "n_pairs": int(r["n_pairs"]),
-                            "n_surrogates": cfg.surrogates,
+                            "surrogates": cfg.surrogates,
                             "curve": _curve(frame, target=target, factor=r["factor"], lag_samples=D,
                                             bins=opts["bins"], user=user)})
         note = f"not columns of {path.name}: {', '.join(skipped)}" if skipped else ""

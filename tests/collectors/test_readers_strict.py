@@ -136,5 +136,19 @@ def test_library_errors_name_no_cli_flags():
     import airlink.inference as inf
     frame = pd.DataFrame({"time": np.arange(30), "flow": [0, 1] * 15, "x": np.arange(30.0)})
     with pytest.raises(AirlinkError) as e:
-        inf.rank_factors(frame, target="x", factors=["x"], n_surrogates=0)
+        inf.rank_factors(frame, target="x", factors=["x"], surrogates=0)
     assert "--" not in str(e.value) and "by='flow'" in str(e.value)
+
+
+def test_reader_options_are_checked_not_swallowed(shared_data, tmp_path):
+    """A misspelled option is an error naming it; an option of another format is unused when
+    the format is sniffed, and an error when the format is named."""
+    ucc = next((shared_data / "ucc-5g").rglob("*.csv"))
+    with pytest.raises(AirlinkError, match="'salvge'"):
+        C.read(ucc, salvge=True)
+    assert len(C.read(ucc, salvage=True)) > 0          # pcap's option, sniffed format: unused
+    with pytest.raises(AirlinkError, match="'salvage' not known to the ucc reader"):
+        C.read(ucc, format="ucc", salvage=True)
+    with pytest.raises(TypeError):
+        from airlink.collectors import ucc as U
+        U.read(ucc, mapping={})

@@ -31,7 +31,7 @@ def test_peak_lag_in_seconds_on_irregular_rows():
     # treating rows as consecutive samples loses the relation: the peak is elsewhere and weak
     assert rows.peak < 0.5
     table = inf.rank_factors(frame, target="target", factors=["factor"], max_lag="8s", bins=8,
-                             n_surrogates=19, n_boot=0, resolution="1s")
+                             surrogates=19, bootstrap=0, resolution="1s")
     row = table.iloc[0]
     # by construction target(t) = factor(t - 4 s): the factor leads by 4 s and, on the grid,
     # knowing it 4 s earlier gives the target exactly (NMI 1)

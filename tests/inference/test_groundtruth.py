@@ -21,7 +21,7 @@ def maxcir_full():
 
 def peaks(mac, channel="sinr_reported_db"):
     t = inf.rank_factors(mac, target="assigned_rate_bps", factors=["backlog_bytes", channel],
-                         max_lag="2s", n_surrogates=19, n_boot=20)
+                         max_lag="2s", surrogates=19, bootstrap=20)
     return t.set_index("factor")
 
 
@@ -40,7 +40,7 @@ def test_maxcir_with_full_buffers_follows_channel(maxcir_full):
 
 
 def test_backlog_dependence_report(backlog_onoff):
-    rep = inf.backlog_dependence(backlog_onoff, n_surrogates=9)
+    rep = inf.backlog_dependence(backlog_onoff, surrogates=9)
     assert rep["backlog_dominates"] is True
     assert rep["nmi_backlog"]["peak_nmi"] > 0.4
     assert rep["sending"] == "arrivals_bytes"
@@ -57,7 +57,7 @@ def test_throttling_begins_where_cbr_stops_being_followed():
         m["time"] = m["time"] + pd.Timedelta(seconds=30 * k)
         m["user"] = m["user"].astype(str) + f"@{int(rate)}"
         frames.append(m)
-    rep = inf.backlog_dependence(pd.concat(frames, ignore_index=True), n_surrogates=0, window="2s")
+    rep = inf.backlog_dependence(pd.concat(frames, ignore_index=True), surrogates=0, window="2s")
     xs = [c["sending_rate_bps"] for c in rep["curve"]]
     assert min(xs) == pytest.approx(20e3, rel=0.1) and max(xs) == pytest.approx(80e3, rel=0.1)
     assert 40e3 <= rep["throttle_onset_bps"] <= 80e3

@@ -37,7 +37,7 @@ def test_not_root_is_said_clearly(run_airlink, tmp_path, monkeypatch):
     (["link", "{t}", "--downlink-queue", "droptail", "--downlink-queue-args", "packets=x", "true"],
      "whole number"),
     (["link", "missing.trace", "true"], "missing.trace: no such file"),
-    (["link", "{t}", "--uplink-log", "u.log", "true"], "need an uplink trace"),
+    (["link", "{t}", "--uplink-log", "u.log", "true"], "needs an uplink trace"),
     (["delay", "--", "true"], "give a delay in ms"),
     (["loss", "downlink", "1.5", "true"], "between 0 and 1"),
     (["loss", "downlink", "--gilbert", "0.1", "true"], "2 or 4 numbers"),
