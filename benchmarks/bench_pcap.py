@@ -203,9 +203,44 @@ def collect_vs_tcptrace(cap: str, n: int, runs: int) -> dict:
     return res
 
 
+def make_concatenated(src: Path, dst: Path, copies: int) -> None:
+    """``copies`` copies of an Ethernet/IPv4 classic pcap one after the other, copy k
+    shifted in time by k x (its duration + 1 s) and its addresses' third octet set to k (so
+    each copy's connections are distinct flows, as captures of successive downloads are);
+    checksums are left as they are (the analyses do not check them)."""
+    import numpy as np
+    sys.path.insert(0, str(HERE.parent))
+    from airlink.collectors._capture import CaptureReader
+    batches = list(CaptureReader(src))
+    first = int(batches[0].ts_ns[0]) // 10**9
+    last = int(max(int(b.ts_ns.max()) for b in batches)) // 10**9
+    shift = last - first + 1
+    with open(src, "rb") as f:
+        header = f.read(24)
+    with open(dst, "wb") as out:
+        out.write(header)
+        for k in range(copies):
+            for b in batches:
+                lo = int(b.data_off[0]) - 16
+                hi = int(b.data_off[-1] + b.caplen[-1])
+                chunk = b.buf[lo:hi].copy()
+                off = b.data_off - lo
+                sec = off - 16
+                v = chunk[sec] | (chunk[sec + 1].astype(np.uint32) << 8) | (chunk[sec + 2].astype(np.uint32) << 16) \
+                    | (chunk[sec + 3].astype(np.uint32) << 24)
+                v = v + np.uint32(k * shift)
+                for i in range(4):
+                    chunk[sec + i] = (v >> np.uint32(8 * i)) & 0xFF
+                ip4 = (chunk[off + 12] == 8) & (chunk[off + 13] == 0) & (b.caplen >= 34)
+                chunk[off[ip4] + 14 + 14] = k
+                chunk[off[ip4] + 14 + 18] = k
+                out.write(chunk.tobytes())
+
+
 def count_packets(path: Path) -> int:
-    out = subprocess.run([PY, "-c", "import sys; from airlink.collectors import read_pcap; "
-                          "pk = read_pcap(sys.argv[1], progress=False); print(pk.attrs['records'])",
+    """Records in the capture (walked, not decoded: no memory in proportion to it)."""
+    out = subprocess.run([PY, "-c", "import sys; from airlink.collectors._capture import CaptureReader; "
+                          "print(sum(len(b.data_off) for b in CaptureReader(sys.argv[1], reuse_buffer=True)))",
                           str(path)], capture_output=True, text=True, check=True)
     return int(out.stdout.strip())
 
@@ -223,12 +258,20 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     ap.add_argument("--collect-only", action="store_true",
                     help="only airlink collect against tcptrace (--repeat pairs)")
+    ap.add_argument("--copies", type=int, default=0, metavar="K",
+                    help="first write K time-shifted copies of the capture into one file "
+                         "(benchmarks/_work/<name>-Kx.pcap, distinct flows per copy) and benchmark that")
     args = ap.parse_args(argv)
     if args.make:
         make_capture(args.capture, args.packets)
     if not args.capture.exists():
         print(f"no capture at {args.capture}; run with --make (root) or --capture FILE", file=sys.stderr)
         return 2
+    if args.copies > 1:
+        big = WORK / f"{args.capture.stem}-{args.copies}x.pcap"
+        if not big.exists():
+            make_concatenated(args.capture, big, args.copies)
+        args.capture = big
     cap = str(args.capture)
     size = args.capture.stat().st_size
     res = {"capture": cap, "bytes": size, "machine": f"{os.cpu_count()} cores"}

@@ -131,7 +131,8 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     analyse a capture a group of flows at a time: ``census=True`` keeps no packet columns,
     only per provisional flow ``flow_packets``, ``flow_first_ts`` and ``flow_first_index``
     (the first packet in stable time order: least (time, IP-packet index in the file)),
-    plus ``ts_ns`` (every IP packet's time, file order) and ``lateness_ns``; ``keep`` (bool
+    plus ``ts_file`` (a temporary file of every IP packet's time, int64, file order) and
+    ``lateness_ns``; ``keep`` (bool
     per provisional flow id) keeps only the packets of those flows, numbers the kept flows
     0.. in id order (``flow_lo``/... hold only them; ``kept_ids``: their provisional ids)
     and adds ``ipidx`` (int64: each kept packet's index among the file's IP packets).
@@ -159,7 +160,9 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
         counts = np.zeros(0, np.int64)
         first_ts = np.zeros(0, np.int64)
         first_ix = np.zeros(0, np.int64)
-        ts_parts, late, top = [], 0, None
+        import tempfile
+        ts_file = tempfile.TemporaryFile()      # every packet's time, on disk until needed
+        late, top = 0, None
     try:
         for batch in reader:
             if census or keep is not None:
@@ -200,7 +203,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
                 first_ts[u[better]], first_ix[u[better]] = ct[better], ci[better]
                 lt, top = lateness(ts, top)
                 late = max(late, lt)
-                ts_parts.append(ts)
+                ts.astype(np.int64, copy=False).tofile(ts_file)
                 del inv, swap, d
                 continue
             if keep is not None:
@@ -227,7 +230,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     if census:
         keys = list(flow_ids)
         return {"flow_packets": counts, "flow_first_ts": first_ts, "flow_first_index": first_ix,
-                "ts_ns": np.concatenate(ts_parts) if ts_parts else np.zeros(0, np.int64),
+                "ts_file": ts_file,
                 "lateness_ns": late, "ip_packets": n_ip, "flows": len(keys),
                 "source": str(path), "problem": reader.problem, "records": int(reader.packets)}
     cols = store.columns()

@@ -980,13 +980,22 @@ def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packet
     series = joined(series).sort_values(["time", "flow", "direction"], kind="stable", ignore_index=True)
     events = joined(events).sort_values(["time", "flow"], kind="stable", ignore_index=True)
     # events' packets: index among the file's IP packets -> row of the time-sorted frame
-    ts = census.pop("ts_ns")
-    if census["lateness_ns"] > 0 and len(events):
-        rank = np.empty(len(ts), np.int64)
-        rank[np.argsort(ts, kind="stable")] = np.arange(len(ts))
-        events["packet"] = rank[events["packet"].to_numpy()]
-        del rank
-    del ts
+    # (the same unless records are out of time order)
+    with census.pop("ts_file") as f:
+        if census["lateness_ns"] > 0 and len(events):
+            f.seek(0)
+            ts = np.fromfile(f, dtype=np.int64)
+            perm = np.argsort(ts, kind="stable")           # row -> IP-packet index
+            del ts
+            q = events["packet"].to_numpy()
+            wanted = np.zeros(len(perm), bool)
+            wanted[q] = True
+            rows = np.flatnonzero(wanted[perm])            # rows holding an event's packet
+            del wanted
+            idx = perm[rows]
+            del perm
+            o = np.argsort(idx)
+            events["packet"] = rows[o][np.searchsorted(idx[o], q)]
     if len(events):
         events["direction"] = pd.Categorical(events["direction"].astype(str), categories=["fwd", "rev"])
         events["event"] = events["event"].astype(str).astype("category")

@@ -28,11 +28,11 @@ def register(sub):
     p.add_argument("--salvage", action="store_true",
                    help="keep the packets before a damaged place in a capture instead of failing")
     p.add_argument("--no-packets", action="store_true", help="do not write the per-packet frame")
-    p.add_argument("--max-packets", type=int, default=5_000_000, metavar="N",
+    p.add_argument("--max-packets", type=int, default=3_000_000, metavar="N",
                    help="analyse at most about N packets at a time: a bigger capture is analysed "
                         "a group of flows at a time, one pass over the file per group (a flow "
                         "bigger than N alone), so memory follows the largest group, ~200 bytes per "
-                        "packet; results are the same (default 5000000)")
+                        "packet; results are the same (default 3000000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_collect)
 
