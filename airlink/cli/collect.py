@@ -91,7 +91,14 @@ def cmd_collect(args) -> int:
             if args.mapping is not None:
                 kw["mapping"] = args.mapping
                 fmt = fmt or "csv"
-            frame = C.read(path, format=fmt, **kw)
+            try:
+                frame = C.read(path, format=fmt, **kw)
+            except AirlinkError as exc:
+                if args.mapping is None and fmt in (None, "csv") and "mapping" in str(exc):
+                    # the library names no flag: say here how to read any CSV/TSV
+                    raise AirlinkError(f"{exc}; a CSV/TSV of another layout needs --mapping FILE "
+                                       f"(see docs/collectors.md)") from None
+                raise
             kind = "mac" if "user" in frame.columns else "rf"
             written = [_write(frame, out / f"{stem}.{kind}.parquet", kind)]
             rec = {"file": str(path), "reader": frame.attrs.get("reader", fmt), "kind": kind,
