@@ -175,7 +175,7 @@ def _client(scheduler: str | None, workers: int | None, n_tasks: int):
     if scheduler:
         try:
             client = Client(scheduler, timeout="20s")
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address
             raise AirlinkError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
         try:
             yield client
