@@ -148,7 +148,8 @@ class LiveStage:
                     args += ["-C", o.cc]
                 entry.update(port=iperf_port, args=args, seconds=sec)
                 host_procs.append(subprocess.Popen(["iperf3", "-s", "-1", "-p", str(iperf_port)],
-                                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                                   preexec_fn=_die_with_runner))
                 iperf_port += 1
             else:
                 cmd = o.command
@@ -172,7 +173,8 @@ class LiveStage:
         server = subprocess.Popen([sys.executable, "-m", "airlink.apps", "serve", "--port", str(port),
                                    "--log", str(self.out / "apps" / "server.json"),
                                    "--ready", str(self.out / "apps" / "server.ready")],
-                                  stdout=subprocess.DEVNULL, stderr=open(rundir.partial_path(self.out / "apps" / "server.err"), "w"))
+                                  stdout=subprocess.DEVNULL, stderr=open(rundir.partial_path(self.out / "apps" / "server.err"), "w"),
+                                  preexec_fn=_die_with_runner)
         host_dump = None
         try:
             _wait_for_file(self.out / "apps" / "server.ready", 10, server)
@@ -186,7 +188,7 @@ class LiveStage:
                 # folder is given to that user at the end of the run instead
                 env = {k: v for k, v in os.environ.items() if k not in ("SUDO_UID", "SUDO_GID")}
                 shell = subprocess.Popen(argv, stdout=open(rundir.partial_path(self.out / "apps" / "shell.out"), "w"),
-                                         stderr=err, env=env)
+                                         stderr=err, env=env, preexec_fn=_die_with_runner)
                 bar = self.progress.timer(expected, "live")
                 try:
                     while shell.poll() is None:
@@ -284,15 +286,24 @@ def _wait_for_file(path: Path, timeout: float, proc=None):
         time.sleep(0.05)
 
 
+def _die_with_runner() -> None:
+    """In a child of the runner: be killed when the runner dies, even by SIGKILL (the shell
+    stack then takes its namespaces and applications with it; tcpdump leaves only its
+    ``.partial`` capture). Runs between fork and exec."""
+    from airlink.replay.plumbing import set_parent_death_signal
+    set_parent_death_signal(signal.SIGKILL)
+
+
 def _start_tcpdump(path: Path, ports: list, snaplen: int, interface: str = "any"):
     """tcpdump writing ``path``, returned once it listens (or None if tcpdump is missing)."""
     if not shutil.which("tcpdump"):
         return None
     flt = " or ".join(f"port {p}" for p in ports) or "tcp"
-    proc = subprocess.Popen(["tcpdump", "-i", interface, "-s", str(snaplen), "-U", "-n", "-w", str(path),
+    # -Z root: tcpdump's drop to its own user would clear the parent-death signal
+    proc = subprocess.Popen(["tcpdump", "-Z", "root", "-i", interface, "-s", str(snaplen), "-U", "-n", "-w", str(path),
                              "-y", "LINUX_SLL", flt] if interface == "any" else
-                            ["tcpdump", "-i", interface, "-s", str(snaplen), "-U", "-n", "-w", str(path), flt],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            ["tcpdump", "-Z", "root", "-i", interface, "-s", str(snaplen), "-U", "-n", "-w", str(path), flt],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_runner)
     os.set_blocking(proc.stderr.fileno(), False)
     t0, buf = time.monotonic(), b""
     while time.monotonic() - t0 < 10:

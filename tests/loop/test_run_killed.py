@@ -1,0 +1,107 @@
+"""SIGKILL at random moments of a live `airlink run` (issue #12): nothing is left running or
+configured, and nothing under a final name claims to be complete when the run was not.
+
+Each case runs ``airlink run examples/pf-cell.yaml`` in a throw-away namespace (as
+scripts/demo.sh does) and kills it with SIGKILL after a delay drawn with a fixed seed
+(somewhere in the radio, live or collect stage). Then:
+
+- no process the run started is alive (found by an environment marker every child inherits:
+  shells, tcpdump, the applications);
+- the namespace holds no device but ``lo`` (the shells' TUN devices are gone);
+- the manifest does not say ``finished``, so ``rundir.is_complete`` is false;
+- every Parquet file under a final name reads whole, and no ``report.html`` exists (the
+  report is the last stage: a page would claim a complete run).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+AIRLINK = str(Path(sys.executable).parent / "airlink")
+
+pytestmark = [pytest.mark.netns, pytest.mark.slow]
+
+
+def _marked(marker: str) -> list:
+    """Pids of processes whose environment carries ``marker``."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in env:
+            out.append(int(pid))
+    return out
+
+
+@pytest.fixture
+def run_ns(root_netns):
+    name = f"airlink-kill-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
+    try:
+        yield name
+    finally:
+        for pid in subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+# kill moments (s after start), drawn once with a fixed seed: radio, live and collect stages
+MOMENTS = sorted(round(random.Random(12).uniform(lo, hi), 2) for lo, hi in ((0.5, 4), (6, 20), (20, 34)))
+
+
+@pytest.mark.parametrize("after_s", MOMENTS)
+def test_sigkill_leaves_nothing_and_claims_nothing(run_ns, tmp_path, after_s):
+    from airlink import rundir
+    marker = f"AIRLINK_KILL_TEST={uuid.uuid4().hex}"
+    key, value = marker.split("=")
+    out = tmp_path / "run"
+    env = dict(os.environ, **{key: value}, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    p = subprocess.Popen(["ip", "netns", "exec", run_ns, AIRLINK, "run", str(REPO / "examples" / "pf-cell.yaml"),
+                          "-o", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + after_s
+    while time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    if p.poll() is not None:
+        pytest.fail(f"the run ended before the kill at {after_s} s: {p.stderr.read()[-2000:]}")
+    # SIGKILL to the run itself (not its process group), as an OOM killer or `kill -9 PID` does;
+    # `ip netns exec` execs, so p.pid is the airlink process
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    left = []
+    for _ in range(100):               # children notice their parent's death and stop
+        left = [pid for pid in _marked(value) if pid != os.getpid()]
+        if not left:
+            break
+        time.sleep(0.1)
+    names = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120] for pid in left
+             if Path(f"/proc/{pid}").exists()}
+    assert not left, f"processes left running after SIGKILL at {after_s} s: {names}"
+    links = subprocess.run(["ip", "netns", "exec", run_ns, "ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert [l.split(":")[1].strip() for l in links.splitlines()] == ["lo"], links
+    if not out.exists():
+        return                          # killed before the run folder was made: nothing written
+    if (out / rundir.MANIFEST).exists():
+        assert json.loads((out / rundir.MANIFEST).read_text()).get("status") != "finished"
+    assert not rundir.is_complete(out)
+    assert not (out / "report.html").exists()
+    import pyarrow.parquet as pq
+    for f in out.rglob("*.parquet"):
+        pq.read_table(f)                # whole, or it would not have its final name
