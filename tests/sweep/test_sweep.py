@@ -98,8 +98,21 @@ def test_resume_after_sigkill_and_damaged_folders_rerun(tmp_path):
     done_before = {p.parent.name: p.stat().st_mtime_ns for p in (camp / "runs").glob("*/" + POINT_FILE)}
     assert 2 <= len(done_before) < 8
 
+    import psutil
+    before = {c.pid for c in psutil.Process().children(recursive=True)}   # e.g. another test's cluster
     res = run_sweep(sweep_path, camp, workers=2, progress=False)
     assert set(res.frame["status"]) == {"done"} and len(res.frame) == 8
+    # the local cluster's workers are gone once run_sweep returns (the multiprocessing
+    # resource tracker, one per Python process, is not a worker)
+
+    def cmdline(c):
+        try:
+            return " ".join(c.cmdline())
+        except psutil.Error:  # gone, or a zombie
+            return ""
+    workers = [c.pid for c in psutil.Process().children(recursive=True)
+               if c.pid not in before and "resource_tracker" not in cmdline(c)]
+    assert not wait_gone(workers), "local cluster workers outlived run_sweep"
     assert set(res.reused) == set(done_before) and set(res.ran) == set(res.frame["point_id"]) - set(done_before)
     for pid, mtime in done_before.items():
         assert (camp / "runs" / pid / POINT_FILE).stat().st_mtime_ns == mtime, f"{pid} was run again"
