@@ -10,7 +10,7 @@ A sweep file is a YAML mapping::
       radio.duration: [1s, 2s]
     seeds: [1, 2, 3]                   # or  repeat: 3  (= seeds 1, 2, 3)
     seed_key: radio.seed               # the key the seeds go to (default radio.seed)
-    reports: false                     # a report page per run (default: the experiment's setting)
+    reports: false                     # no report page per run (default: the experiment's setting)
     report:                            # what ``airlink sweep report`` draws (all optional)
       metric: summary.aggregate_throughput_mbps
       x: radio.duration
