@@ -247,6 +247,32 @@ def lateness(ts, top=None) -> tuple:
     return int((run - ts).max()), int(run[-1])
 
 
+def in_time_order(parts, max_lateness_ns: int):
+    """Rows of ``parts`` (dicts of equal-length arrays with ``ts_ns``, in file order) in
+    stable time order - as ``np.argsort(ts, kind="stable")`` of all of them would put them -,
+    part by part: every later row is at or after (latest time so far - ``max_lateness_ns``),
+    so only rows after that are held back for the next part."""
+    held = None
+    top = None
+    for d in parts:
+        if held is not None:
+            d = {c: np.concatenate([held[c], d[c]]) for c in d}
+        ts = d["ts_ns"]
+        if not len(ts):
+            continue
+        if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
+            order = np.argsort(ts, kind="stable")       # equal times keep file order
+            d = {c: v[order] for c, v in d.items()}
+        top = int(d["ts_ns"][-1]) if top is None else max(top, int(d["ts_ns"][-1]))
+        cut = int(np.searchsorted(d["ts_ns"], top - max_lateness_ns, side="right"))
+        held = {c: v[cut:] for c, v in d.items()} if cut < len(d["ts_ns"]) else None
+        if cut:
+            yield {c: v[:cut] for c, v in d.items()}
+        del d
+    if held is not None:
+        yield held
+
+
 def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bool = False,
                  info: dict | None = None):
     """The packets frame of a capture, one batch (~16 MB of capture) at a time, with flow
@@ -277,15 +303,18 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
     reader = CaptureReader(path, salvage=salvage, reuse_buffer=True)
     unknown: set = set()
     n_ip = 0
-    held = None                                       # rows a later record could still precede
-    top = None                                        # latest time read so far
-    for batch in reader:
-        d = decode(batch)
-        del batch
-        unknown |= d.pop("unknown_linktypes")
-        d.pop("keep", None)
-        m = len(d["ts_ns"])
-        if m:
+
+    def batches():
+        """Decoded IP packets of each batch, with flow and direction, in file order."""
+        nonlocal unknown, n_ip
+        for batch in reader:
+            d = decode(batch)
+            del batch
+            unknown |= d.pop("unknown_linktypes")
+            d.pop("keep", None)
+            m = len(d["ts_ns"])
+            if not m:
+                continue
             _, hi, lo, six = d.pop("addr_table")
             g = np.array([code_of[n] for n in _addr_strings(hi, lo, six)], np.int32)
             d["src"], d["dst"] = g[d["src"]], g[d["dst"]]
@@ -297,25 +326,11 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
                           np.int64).reshape(-1, 2)
             d["flow"] = fd[inv, 0].astype(np.int32)
             d["direction"] = (swap != fd[inv, 1].astype(bool)).astype(np.int8)
-            del swap, inv
             n_ip += m
-            d = {c: v for c, v in d.items() if isinstance(v, np.ndarray) and len(v) == m}
-            if held is not None:
-                d = {c: np.concatenate([held[c], d[c]]) for c in d}
-            ts = d["ts_ns"]
-            if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
-                order = np.argsort(ts, kind="stable")     # equal times keep file order
-                d = {c: v[order] for c, v in d.items()}
-            top = int(d["ts_ns"][-1]) if top is None else max(top, int(d["ts_ns"][-1]))
-            # every later record is at or after top - max_lateness_ns (equal times keep file order)
-            cut = int(np.searchsorted(d["ts_ns"], top - max_lateness_ns, side="right"))
-            held = {c: v[cut:] for c, v in d.items()} if cut < len(d["ts_ns"]) else None
-            if cut:
-                out = {c: v[:cut] for c, v in d.items()}
-                yield _assemble(out, out.pop("flow"), out.pop("direction"), names)
-            del d
-    if held is not None:                              # the rows no later record can precede now
-        yield _assemble(held, held.pop("flow"), held.pop("direction"), names)
+            yield {c: v for c, v in d.items() if isinstance(v, np.ndarray) and len(v) == m}
+
+    for out in in_time_order(batches(), max_lateness_ns):
+        yield _assemble(out, out.pop("flow"), out.pop("direction"), names)
     check_linktypes(path, reader, unknown, n_ip, salvage)
     if info is not None:
         info.update({"source": str(path), "reader": NAME, "format": reader.format,

@@ -59,6 +59,7 @@ M32 = 1 << 32
 OFF = np.int64(1 << 41)   # group offset for grouped keys (values < 2 TiB); a numpy int64 so
                           # int32 group numbers times OFF are computed in int64
 RETX_KINDS = ["fast", "timeout"]
+_RANK_CHUNK = 1 << 22        # packet times read back at a time to rank events' packets (flow groups)
 
 
 def _grouped_cummax(values, groups, valid, starts=None):
@@ -983,17 +984,27 @@ def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packet
     # (the same unless records are out of time order)
     with census.pop("ts_file") as f:
         if census["lateness_ns"] > 0 and len(events):
-            f.seek(0)
-            ts = np.fromfile(f, dtype=np.int64)
-            perm = np.argsort(ts, kind="stable")           # row -> IP-packet index
-            del ts
+            from .pcap import in_time_order
             q = events["packet"].to_numpy()
-            wanted = np.zeros(len(perm), bool)
-            wanted[q] = True
-            rows = np.flatnonzero(wanted[perm])            # rows holding an event's packet
-            del wanted
-            idx = perm[rows]
-            del perm
+            wanted = np.unique(q)
+            chunk = _RANK_CHUNK
+
+            def parts():
+                f.seek(0)
+                start = 0
+                while True:
+                    ts = np.fromfile(f, dtype=np.int64, count=chunk)
+                    if not len(ts):
+                        return
+                    yield {"ts_ns": ts, "idx": np.arange(start, start + len(ts))}
+                    start += len(ts)
+            rows, idx, done = [], [], 0                # time-sorted row of each wanted packet
+            for part in in_time_order(parts(), census["lateness_ns"]):
+                hit = np.flatnonzero(np.isin(part["idx"], wanted))
+                rows.append(hit + done)
+                idx.append(part["idx"][hit])
+                done += len(part["idx"])
+            rows, idx = np.concatenate(rows), np.concatenate(idx)
             o = np.argsort(idx)
             events["packet"] = rows[o][np.searchsorted(idx[o], q)]
     if len(events):
