@@ -26,6 +26,7 @@ import pandas as pd
 
 from airlink.traces.errors import AirlinkError, FormatError
 from airlink.traces.schema import validate
+from airlink.traces.yamlfile import read_yaml_mapping
 
 from ._tabular import MISSING, finish, header_columns, numbers, parse_times, require_columns, sep_of, unit_factor
 
@@ -37,16 +38,10 @@ def load_mapping(mapping) -> dict:
         return {}
     if isinstance(mapping, dict):
         return mapping
-    path = Path(mapping)
-    if not path.exists():
-        raise AirlinkError(f"{path}: no such mapping file")
-    import yaml
-    try:
-        m = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise FormatError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(m, dict):
-        raise FormatError(f"{path}: a mapping file must be a YAML mapping with 'columns' and 'time'")
+    m = read_yaml_mapping(mapping, what="mapping", error=FormatError,
+                          expect="a mapping file must be a YAML mapping with 'columns' and 'time'")
+    if not m:
+        raise FormatError(f"{mapping}: a mapping file must be a YAML mapping with 'columns' and 'time'")
     return m
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 from airlink.traces import Trace, parse_duration
 from airlink.traces.errors import AirlinkError
+from airlink.traces.yamlfile import read_yaml_mapping
 
 from . import kernel as K
 from .metrics import SummaryAccumulator
@@ -75,17 +76,7 @@ ALIASES = {"lambda": "lam", "a": "pf_a", "t_a": "pf_window", "users": "n_users",
 def read_parameter_file(path) -> dict:
     """The ``parameter: value`` mapping of a YAML file (preset or ``--config`` file), with
     one clear error line when the file is missing, not YAML or not a mapping."""
-    import yaml
-    path = Path(path)
-    if not path.exists():
-        raise AirlinkError(f"{path}: no such parameter file")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise AirlinkError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise AirlinkError(f"{path}: expected a mapping of parameter: value")
-    return data
+    return read_yaml_mapping(path, what="parameter", expect="expected a mapping of parameter: value")
 
 
 def load_preset(name) -> dict:

@@ -24,6 +24,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       model_validator)
 
 from airlink.traces import AirlinkError, parse_duration, parse_rate
+from airlink.traces.yamlfile import read_yaml_mapping
 
 STAGES = ("radio", "live", "collect", "infer", "report")
 SHELL_KINDS = ("delay", "loss", "link")
@@ -268,7 +269,9 @@ def _key_path(loc) -> str:
         elif str(part).startswith(("function-", "union[", "str", "int", "float", "list[")) or "[" in str(part):
             continue  # pydantic's names for the branch of a union it tried
         else:
-            out += f".{part}" if out else str(part)
+            # a key that is not a plain word (a line break, a dot, spaces) is shown quoted
+            name = str(part) if str(part).replace("_", "").replace("-", "").isalnum() else repr(str(part))
+            out += f".{name}" if out else name
     return out
 
 
@@ -334,26 +337,11 @@ class Experiment:
 def load_experiment(source, *, overrides: dict | None = None) -> Experiment:
     """Read and check an experiment (a YAML path or a mapping). ``overrides`` are dotted keys
     (``{"radio.seed": 3, "radio.trace": "x.down"}``) applied before checking."""
-    import yaml
     path = None
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if not path.exists():
-            raise AirlinkError(f"{path}: no such experiment file")
-        try:
-            spec = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            if mark is not None:
-                where, why = f"line {mark.line + 1}: ", getattr(exc, "problem", None)
-            elif isinstance(exc, yaml.reader.ReaderError):
-                where, why = f"character {exc.position + 1}: ", exc.reason
-            else:
-                where, why = "", None
-            why = " ".join(str(why or exc).split())
-            raise AirlinkError(f"{path}: {where}not valid YAML ({why})") from None
-        except UnicodeDecodeError as exc:
-            raise AirlinkError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
+        spec = read_yaml_mapping(path, what="experiment", expect="an experiment file is a mapping of sections "
+                                 f"({', '.join(ExperimentSpec.model_fields)})")
     elif isinstance(source, dict):
         spec = copy.deepcopy(source)
     else:

@@ -34,6 +34,7 @@ from typing import Any, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from airlink.traces import AirlinkError
+from airlink.traces.yamlfile import read_yaml_mapping
 
 Scalar = Union[bool, int, float, str]
 #: a grid value: a scalar, or a whole list or mapping put in place of the key's value (how a
@@ -174,7 +175,8 @@ def point_id(params: dict) -> str:
 
 def _where(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
+    loc = ".".join(str(p) if str(p).replace("_", "").replace("-", "").isalnum() else repr(str(p))
+                   for p in err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         known = ", ".join(SweepSpec.model_fields) if len(err["loc"]) == 1 else ", ".join(ReportSpec.model_fields)
@@ -191,18 +193,10 @@ def load_sweep(source) -> Sweep:
     to the working directory). Raises :class:`AirlinkError` naming the file and the key path
     (``sweep.yaml: grid.radio.seed: an empty list sweeps nothing``). Every point is then
     checked against the base experiment by :func:`check_points`."""
-    import yaml
     path = None
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if not path.is_file():
-            raise AirlinkError(f"{path}: no such sweep file")
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}: " if mark else ""
-            raise AirlinkError(f"{path}: {where}not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raw = read_yaml_mapping(path, what="sweep", expect="a sweep file is a mapping (experiment:, grid:, ...)")
     elif isinstance(source, dict):
         raw = source
     else:

@@ -18,28 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from airlink.traces.errors import AirlinkError
+from test_linklog import MM_LOG
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 EXAMPLES = int(os.environ.get("AIRLINK_FUZZ_EXAMPLES", "60"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=20_000, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))
 
-MM_LINK_LOG = b"""\
-# mahimahi mm-link (downlink) [/usr/share/mahimahi/traces/Verizon-LTE-short.down] > down.log
-# command line: mm-link Verizon-LTE-short.up Verizon-LTE-short.down --downlink-log=down.log
-# queue: droptail [packets=100]
-# init timestamp: 1488844446543
-# base timestamp: 1488844446543
-0 # 1504
-0 + 1504
-0 - 1504 0
-3 + 80
-5 # 1504
-5 # 1504
-5 - 80 2
-7 + 1504
-7 d 2 3008
-"""
+MM_LINK_LOG = MM_LOG.encode()     # hand-written Mahimahi mm-link lines (tests/traces)
 
 
 def _seed(rel: str, limit: int) -> bytes:

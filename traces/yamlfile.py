@@ -1,0 +1,42 @@
+"""One reader for airlink's YAML files (experiment and sweep files, presets and parameter
+files, column mappings): the mapping they hold, or one error line naming the file and the
+place - a missing file, a line that is not YAML, bytes that are not text, or a document that
+is not a mapping.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import AirlinkError
+
+
+def read_yaml_mapping(path, *, what: str, expect: str, error=AirlinkError) -> dict:
+    """The mapping in YAML file ``path``; an empty file is ``{}``.
+
+    ``what`` names the kind of file in "no such ``what`` file"; ``expect`` is the message for a
+    document that is not a mapping (e.g. "an experiment file is a mapping of sections");
+    ``error`` is the exception class raised (an :class:`AirlinkError`).
+    """
+    import yaml
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: no such {what} file" if not path.exists() else f"{path}: is a directory")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where, why = f"line {mark.line + 1}: ", getattr(exc, "problem", None)
+        elif isinstance(exc, yaml.reader.ReaderError):
+            where, why = f"character {exc.position + 1}: ", exc.reason
+        else:
+            where, why = "", None
+        why = " ".join(str(why or exc).split())
+        raise error(f"{path}: {where}not valid YAML ({why})") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise error(f"{path}: {expect}")
+    return data
