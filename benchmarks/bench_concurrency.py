@@ -26,55 +26,28 @@ import tempfile
 import time
 from pathlib import Path
 
-VENV_BIN = Path(sys.executable).parent
-AIRLINK = str(VENV_BIN / "airlink")
-PAYLOAD = 1448 / 1500
-
-
-def sh(*argv, **kw):
-    return subprocess.run(list(map(str, argv)), capture_output=True, text=True, **kw)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _netns import AIRLINK, PAYLOAD, airlink_processes, sh, throwaway_namespace, user_env  # noqa: E402
 
 
 def netns_names() -> set:
     return {l.split()[0] for l in sh("ip", "netns", "list").stdout.splitlines() if l.strip()}
 
 
-def airlink_processes() -> list:
-    out = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if len(argv) > 2 and argv[1].endswith(b"/airlink") and argv[2] == b"link":
-                out.append(int(pid))
-    return out
-
-
 def run_n(n: int, rate: float, seconds: int, work: Path) -> dict:
     trace = work / f"c{rate:g}.down"
     if not trace.exists():
         sh(AIRLINK, "trace", "constant", f"{rate:g}Mbit/s", "-o", trace).check_returncode()
-    ns = f"airlink-many-{os.getpid()}-{n}"
-    before = netns_names()
-    procs_before = set(airlink_processes())
-    sh("ip", "netns", "add", ns).check_returncode()
-    servers, shells = [], []
-    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-    try:
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    before, procs_before = netns_names(), set(airlink_processes("link"))
+    ratios, cpu, errors = [], 0.0, []
+    with throwaway_namespace(f"many{n}", iperf_ports=[5400 + i for i in range(n)]) as ns:
+        shells = []
         for i in range(n):
-            servers.append(subprocess.Popen(["ip", "netns", "exec", ns, "iperf3", "-s", "-p", str(5400 + i)],
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(0.5 + 0.02 * n)
-        for i in range(n):
-            out = work / f"n{n}-{i}.json"
+            out, stats = work / f"n{n}-{i}.json", work / f"n{n}-{i}.stats"
             shells.append((subprocess.Popen(
-                ["ip", "netns", "exec", ns, AIRLINK, "link", str(trace), "--stats", str(work / f"n{n}-{i}.stats"),
+                ["ip", "netns", "exec", ns, AIRLINK, "link", str(trace), "--stats", str(stats),
                  "--", "sh", "-c", f"iperf3 -c $AIRLINK_BASE -p {5400 + i} -R -t {seconds} -C cubic --json > {out}"],
-                env=env, stderr=subprocess.PIPE, text=True), out, work / f"n{n}-{i}.stats"))
-        ratios, cpu, errors = [], 0.0, []
+                env=user_env(), stderr=subprocess.PIPE, text=True), out, stats))
         for p, out, stats in shells:
             p.wait(timeout=seconds + 120)
             if p.returncode != 0:
@@ -83,24 +56,15 @@ def run_n(n: int, rate: float, seconds: int, work: Path) -> dict:
             d = json.loads(out.read_text())
             ratios.append(d["end"]["sum_received"]["bits_per_second"] / (rate * 1e6 * PAYLOAD))
             cpu += json.loads(stats.read_text())["cpu_s"]
-    finally:
-        for s in servers:
-            s.kill()
-            s.wait()
         links = sh("ip", "netns", "exec", ns, "ip", "-o", "link").stdout
         left_devices = [l.split(":")[1].strip() for l in links.splitlines() if l.split(":")[1].strip() != "lo"]
-        for pid in sh("ip", "netns", "pids", ns).stdout.split():
-            try:
-                os.kill(int(pid), 9)
-            except (ProcessLookupError, ValueError):
-                pass
-        sh("ip", "netns", "del", ns)
     time.sleep(0.5)
     return {"shells": n, "ok": len(ratios), "errors": errors,
             "min": min(ratios, default=float("nan")), "median": statistics.median(ratios) if ratios else float("nan"),
             "max": max(ratios, default=float("nan")), "all_ge_0.95": bool(ratios) and len(ratios) == n and min(ratios) >= 0.95,
             "shell_cpu_s": round(cpu, 2), "left_devices": left_devices,
-            "left_namespaces": sorted(netns_names() - before), "left_processes": sorted(set(airlink_processes()) - procs_before)}
+            "left_namespaces": sorted(netns_names() - before),
+            "left_processes": sorted(set(airlink_processes("link")) - procs_before)}
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,115 @@
+"""What the live benchmarks share: a throw-away namespace with iperf3 servers in it, the
+shell processes' memory, and the commands users run (``.venv/bin/airlink``).
+
+Everything a benchmark starts lives in the namespace ``airlink-<what>-<pid>`` and is killed
+with it when the ``with`` block ends, also on an error or Ctrl-C.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+VENV_BIN = Path(sys.executable).parent
+AIRLINK = str(VENV_BIN / "airlink")
+PAYLOAD = 1448 / 1500          # TCP payload of a 1500-byte IP packet with timestamps
+
+
+def sh(*argv, **kw):
+    return subprocess.run(list(map(str, argv)), capture_output=True, text=True, **kw)
+
+
+def user_env() -> dict:
+    """The environment a user's shell would give the commands (venv on PATH, no shell marks)."""
+    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    for k in ("AIRLINK_BASE", "AIRLINK_BLOCK", "AIRLINK_DEPTH", "MAHIMAHI_BASE"):
+        env.pop(k, None)
+    return env
+
+
+@contextmanager
+def throwaway_namespace(what: str, *, iperf_ports=()):
+    """A namespace (loopback up) with one ``iperf3 -s`` per port; yields its name."""
+    name = f"airlink-{what}-{os.getpid()}"
+    sh("ip", "netns", "add", name).check_returncode()
+    servers = []
+    try:
+        sh("ip", "netns", "exec", name, "ip", "link", "set", "lo", "up")
+        for port in iperf_ports:
+            servers.append(subprocess.Popen(["ip", "netns", "exec", name, "iperf3", "-s", "-p", str(port)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 5
+        while iperf_ports and time.monotonic() < deadline:
+            listening = sh("ip", "netns", "exec", name, "ss", "-ltnH").stdout
+            if all(f":{p} " in listening for p in iperf_ports):
+                break
+            time.sleep(0.05)
+        yield name
+    finally:
+        for s in servers:
+            s.kill()
+            s.wait()
+        for pid in sh("ip", "netns", "pids", name).stdout.split():
+            try:
+                os.kill(int(pid), 9)
+            except (ProcessLookupError, ValueError):
+                pass
+        sh("ip", "netns", "del", name)
+
+
+def rss_kib(pid: int) -> int | None:
+    """Resident set size of ``pid`` in KiB (None once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def airlink_processes(*subcommands) -> dict:
+    """``{pid: subcommand}`` of running ``airlink SUBCOMMAND`` processes (the shells)."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        if len(words) >= 3 and words[1].endswith("/airlink") and words[2] in subcommands:
+            out[int(pid)] = words[2]
+    return out
+
+
+def run_sampling_rss(cmd, *, shells, every_s: float):
+    """Run ``cmd`` to its end, sampling the RSS of the new ``airlink`` shell processes named
+    in ``shells``; returns ``(returncode, stderr, [(t_s, {shell: rss_kib})])``."""
+    before = set(airlink_processes(*shells))
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=user_env(), stderr=subprocess.PIPE, text=True)
+    samples, pids = [], {}
+    while p.poll() is None:
+        time.sleep(every_s)
+        if len(pids) < len(shells):
+            pids = {pid: s for pid, s in airlink_processes(*shells).items() if pid not in before}
+        samples.append((time.monotonic() - t0, {s: rss_kib(pid) for pid, s in pids.items()}))
+    return p.returncode, p.stderr.read(), samples
+
+
+def rss_change(samples, seconds: int, shells) -> dict:
+    """Per shell: median RSS in minute 1 vs the last minute, and the relative change."""
+    import numpy as np
+    out = {}
+    for name in shells:
+        first = [s[name] for t, s in samples if 55 <= t <= 65 and s.get(name)]
+        last = [s[name] for t, s in samples if t >= seconds - 60 and s.get(name)]
+        if first and last:
+            out[name] = {"minute1_mib": np.median(first) / 1024, "last_mib": np.median(last) / 1024,
+                         "change": np.median(last) / np.median(first) - 1}
+    return out
