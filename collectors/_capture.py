@@ -245,7 +245,7 @@ class CaptureReader:
         try:
             try:
                 head = f.read(24 if not gz else 24)
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            except (OSError, EOFError, gzip.BadGzipFile, GzipDamage) as exc:
                 raise CaptureError(f"{self.name}: cannot decompress ({exc}) at byte 0 "
                                    f"(packet 1); 0 packets read", offset=0, packet=1) from None
             if not head:

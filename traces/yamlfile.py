@@ -35,6 +35,8 @@ def read_yaml_mapping(path, *, what: str, expect: str, error=AirlinkError) -> di
         raise error(f"{path}: {where}not valid YAML ({why})") from None
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
+    except (ValueError, OverflowError, RecursionError) as exc:   # a 5000-digit number, deep nesting
+        raise error(f"{path}: not valid YAML ({' '.join(str(exc).split())[:120]})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -182,3 +182,28 @@ def test_gzipped_pcap_fuzz(tmp_path_factory):
 
 def test_mm_link_log_fuzz(tmp_path_factory):
     _fuzz("mmlog", None, 0, ".log", _read_log, seed=MM_LINK_LOG)(tmp_path_factory)
+
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_sweep_file_fuzz(tmp_path_factory):
+    """Damaged sweep files (beside their base experiment) load and check their points, or
+    fail with one AirlinkError line naming the file."""
+    def read(p):
+        import shutil
+
+        from airlink.sweep.spec import check_points, load_sweep
+        shutil.copy(EXAMPLES_DIR / "sweeps" / "quick-cell.yaml", p.parent / "quick-cell.yaml")
+        check_points(load_sweep(p))
+    seed = (EXAMPLES_DIR / "sweeps" / "quick.yaml").read_bytes()
+    _fuzz("sweep", None, 0, ".yaml", read, seed=seed)(tmp_path_factory)
+
+
+def test_experiment_file_fuzz(tmp_path_factory):
+    """Damaged experiment files load and validate, or fail with one AirlinkError line."""
+    def read(p):
+        from airlink.experiment import load_experiment
+        load_experiment(p)
+    seed = (EXAMPLES_DIR / "pf-cell.yaml").read_bytes()
+    _fuzz("experiment", None, 0, ".yaml", read, seed=seed)(tmp_path_factory)
