@@ -239,7 +239,8 @@ class CellShell:
                                 kernel=[ns.device_drops() for ns in namespaces])
             self.last_stats = stats
             if stats_path:
-                Path(stats_path).write_text(json.dumps(stats, indent=2, default=str) + "\n")
+                from airlink.traces.atomic import write_text
+                write_text(stats_path, json.dumps(stats, indent=2, default=str) + "\n")
             return max(statuses)
         finally:
             sys.setswitchinterval(switch)
@@ -696,4 +697,6 @@ def _empty_mac(path):
     cols = {"time": pa.array([], pa.timestamp("ns", tz="UTC")), "user": pa.array([], pa.string())}
     for name in MAC_COLUMNS + tuple(c for c in LIVE_COLUMNS if c not in MAC_COLUMNS):
         cols[name] = pa.array([], pa.float64())
-    pq.write_table(pa.table(cols), path)
+    from airlink.traces.atomic import atomic_path
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.table(cols), tmp)

@@ -50,12 +50,11 @@ class SimResult:
         header = {"kind": "mac", "meta": _jsonable(self.capacity.meta)}
         meta = dict(table.schema.metadata or {})
         meta[b"airlink"] = json.dumps(header).encode()
-        pq.write_table(table.replace_schema_metadata(meta), out / "mac.parquet")
-        with open(out / "summary.json", "w") as f:
-            json.dump(_jsonable(self.summary), f, indent=2)
-            f.write("\n")
-        with open(out / "config.yaml", "w") as f:
-            yaml.safe_dump(_jsonable(self.config), f, sort_keys=True)
+        from airlink.traces.atomic import atomic_path, write_text
+        with atomic_path(out / "mac.parquet") as tmp:
+            pq.write_table(table.replace_schema_metadata(meta), tmp)
+        write_text(out / "summary.json", json.dumps(_jsonable(self.summary), indent=2) + "\n")
+        write_text(out / "config.yaml", yaml.safe_dump(_jsonable(self.config), sort_keys=True))
         self.skipped_mahimahi = []
         if mahimahi:
             for u in self.capacity.users:

@@ -56,11 +56,13 @@ def commit(path) -> Path:
 def atomic_path(path):
     """``with atomic_path(p) as tmp: write(tmp)`` - ``p`` appears only if the block succeeds.
 
-    On an exception the temporary file is removed; file-system errors become OutputError.
+    The folder of ``p`` is created when missing. On an exception the temporary file is
+    removed; file-system errors become OutputError.
     """
     path = Path(path)
     tmp = partial_path(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)     # an output's folder is made for it
         yield tmp
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -164,9 +164,8 @@ def format_trace(trace: Trace, user=None, opportunity_bytes: int = DEFAULT_OPPOR
 def write_trace(trace: Trace, path, user=None,
                 opportunity_bytes: int = DEFAULT_OPPORTUNITY_BYTES) -> Path:
     """Write one user of a capacity Trace as a Mahimahi trace file (any TTI length)."""
-    path = Path(path)
-    path.write_text(format_trace(trace, user, opportunity_bytes))
-    return path
+    from .atomic import write_text
+    return write_text(path, format_trace(trace, user, opportunity_bytes))
 
 
 def is_trace_file(path) -> bool:

@@ -37,7 +37,7 @@ def plot_trace(trace: Trace, out, *, bin_s: float = 0.1, title: str | None = Non
         ax.legend(loc="upper right", fontsize="small", ncol=min(4, trace.n_users))
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(Path(out))
+    _save(fig, out)
     plt.close(fig)
     return summary
 
@@ -74,6 +74,14 @@ def plot_linklog(frame, out, *, bin_ms: float = 500.0, title: str | None = None)
     ax2.set_xlabel("time (s)")
     ax2.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(Path(out))
+    _save(fig, out)
     plt.close(fig)
     return s
+
+
+def _save(fig, out) -> None:
+    """Save a figure atomically, in the format its file name asks for (png, pdf, svg)."""
+    from .atomic import atomic_path
+    out = Path(out)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format=out.suffix.lstrip(".").lower() or "png")

@@ -185,7 +185,9 @@ class Trace:
         header = {"kind": "trace", "tti_s": f"{self.tti.numerator}/{self.tti.denominator}",
                   "unit": self.unit, "users": self.users, "meta": _jsonable(self.meta)}
         table = table.replace_schema_metadata({_META_KEY: json.dumps(header).encode()})
-        pq.write_table(table, path)
+        from .atomic import atomic_path
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
         return path
 
     @classmethod

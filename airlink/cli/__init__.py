@@ -71,7 +71,8 @@ def main(argv=None) -> int:
     except AirlinkError as exc:
         return error(str(exc))
     except FileNotFoundError as exc:
-        return error(f"{exc.filename}: no such file or directory")
+        return error(f"{exc.filename}: no such file or directory" if exc.filename
+                     else f"no such file or directory ({exc})")
     except PermissionError as exc:
         return error(f"{exc.filename}: permission denied")
     except IsADirectoryError as exc:
