@@ -15,6 +15,8 @@ import pandas as pd
 
 from airlink.traces.errors import AirlinkError
 
+from .results import BacklogReport, FairnessReport, JitterReport
+
 from . import fairness as F
 from .frames import column, pooled_series, prepare, sample_period_s, users_of, wide_many
 from .information import discretize
@@ -100,10 +102,10 @@ def _first_present(frame, names):
 def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog: str = "backlog_bytes",
                        channel: str | None = None, sending: str | None = None, bins=16,
                        window="1s", max_lag="10s", surrogates: int = 100, seed: int = 0,
-                       resolution=None, time_column=None, by=None) -> dict:
+                       resolution=None, time_column=None, by=None) -> "BacklogReport":
     """How much the assigned rate depends on the user's backlog (seed 003, Sec. 4).
 
-    Returns a dict with ``nmi_backlog`` and ``nmi_channel`` (peak ``I_N(rate; .)`` with
+    Returns a :class:`~airlink.inference.results.BacklogReport` (a mapping) with ``nmi_backlog`` and ``nmi_channel`` (peak ``I_N(rate; .)`` with
     significance), ``backlog_dominates``, and when a sending rate is known (column
     ``sending_rate_bps``, or ``arrivals_bytes`` per sample): ``curve`` (mean assigned rate per
     sending-rate bin over ``window`` windows, seed 003 Fig. 2), ``throttle_onset_bps`` (the
@@ -119,7 +121,7 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
         raise AirlinkError(f"frame has no rate column (one of {', '.join(RATE_COLUMNS)}); name the rate column")
     channel = channel or _first_present(frame, CHANNEL_COLUMNS)
     column(frame, backlog)
-    result = dict(rate=rate, backlog=backlog, channel=channel)
+    result = BacklogReport(rate=rate, backlog=backlog, channel=channel)
     kw = dict(max_lag=max_lag, bins=bins, surrogates=surrogates, seed=seed)
     rb = rank_factors(frame, target=rate, factors=[backlog], **kw).iloc[0].to_dict()
     result["nmi_backlog"] = rb
@@ -220,12 +222,13 @@ def _per_user_fairness(tables: dict, cols: dict, period: float) -> pd.DataFrame:
 
 
 def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: str | None = None,
-                    window=None, resolution=None, time_column=None, by=None) -> dict:
+                    window=None, resolution=None, time_column=None, by=None) -> "FairnessReport":
     """Fairness over the whole run and per window.
 
     ``rate`` (default the first of served_bytes, throughput_bps, assigned_rate_bps, tbs_bps, ...) gives the
     per-user throughput; ``resource`` (default ``subchannels`` or ``prbs``) the resource
-    fractions. Returns ``{"overall": {...}, "users": DataFrame, "windows": DataFrame}`` with
+    fractions. Returns a :class:`~airlink.inference.results.FairnessReport` (a mapping
+    ``{"overall": {...}, "users": DataFrame, "windows": DataFrame}``) with
     the fairness gap, Jain's index, min/max resource-fraction ratio, and per user the
     selection, active-time and retransmission ratios. ``resolution``, ``time_column``, ``by``:
     the grid, as for :func:`rank_factors`.
@@ -257,13 +260,14 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
             m = rate_w.loc[t].to_numpy()
             rows.append(dict(time=t, fairness_gap=F.fairness_gap(m), jain_index=F.jain_index(m),
                              min_max_resource_ratio=F.min_max_ratio(np.nan_to_num(res_w.loc[t].to_numpy()))))
-    return dict(overall=overall, users=users, windows=pd.DataFrame(rows))
+    return FairnessReport(overall=overall, users=users, windows=pd.DataFrame(rows))
 
 
 def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=None, time_column=None,
-                  by=None) -> pd.DataFrame:
+                  by=None) -> "JitterReport":
     """Inter-service gaps per user (seed 001's scheduling jitter): count, mean, std, CoV and
-    max in seconds. ``served`` defaults to the first of served_bytes, subchannels, prbs,
+    max in seconds, as a :class:`~airlink.inference.results.JitterReport` (``served``: the
+    column used; ``users``: the table, also ``to_frame()``). ``served`` defaults to the first of served_bytes, subchannels, prbs,
     assigned_rate_bps; a user counts as served in a sample where it is > 0. ``resolution``,
     ``time_column``, ``by``: the grid, as for :func:`rank_factors`."""
     frame = _framed(frame, resolution, time_column, by, [served])
@@ -278,6 +282,4 @@ def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=
         st = F.gap_stats(gaps)
         rows.append(dict(user=user, gaps=st["count"], mean_s=st["mean"], std_s=st["std"], cov=st["cov"],
                          max_s=st["max"]))
-    out = pd.DataFrame(rows)
-    out.attrs["served"] = served
-    return out
+    return JitterReport(served=served, users=pd.DataFrame(rows))

@@ -77,14 +77,14 @@ def main(argv=None) -> int:
         return error(f"{exc.filename}: permission denied")
     except IsADirectoryError as exc:
         return error(f"{exc.filename}: is a directory")
-    except OSError as exc:   # any other file-system refusal: name too long, no space, read-only, ...
-        what = exc.strerror or str(exc)
-        return error(f"{exc.filename}: {what[:1].lower() + what[1:]}" if exc.filename else what)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:   # any other file-system refusal: name too long, no space, read-only, ...
+        what = exc.strerror or str(exc)
+        return error(f"{exc.filename}: {what[:1].lower() + what[1:]}" if exc.filename else what)
     return int(status or 0)
 
 

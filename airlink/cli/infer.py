@@ -187,12 +187,9 @@ def cmd_fairness(args) -> int:
     frame = _read(args, args.rate, args.resource)
     rep = inf.fairness_report(frame, rate=args.rate, resource=args.resource, window=args.window)
     if args.json:
-        out = dict(overall=rep["overall"], users=rep["users"].reset_index().to_dict(orient="records"))
-        if args.window:
-            w = rep["windows"].copy()
-            if not w.empty:
-                w["time"] = w["time"].astype(str)
-            out["windows"] = w.to_dict(orient="records")
+        out = rep.to_dict()
+        if not args.window:
+            out.pop("windows", None)
         print_json(out)
         return 0
     o = rep["overall"]
@@ -216,7 +213,7 @@ def cmd_backlog(args) -> int:
                                  sending=args.sending, bins=args.bins, window=args.window,
                                  max_lag=_max_lag(args.max_lag), surrogates=args.surrogates)
     if args.json:
-        print_json(rep)
+        print_json(rep.to_dict())
         return 0
     nb, nc = rep["nmi_backlog"], rep["nmi_channel"]
     print(_grid_line(frame))
@@ -239,12 +236,13 @@ def cmd_backlog(args) -> int:
 def cmd_jitter(args) -> int:
     from airlink import inference as inf
     frame = _read(args, args.served)
-    table = inf.jitter_report(frame, served=args.served)
+    rep = inf.jitter_report(frame, served=args.served)
+    table = rep.to_frame()
     if args.json:
-        print_json(table.to_dict(orient="records"))
+        print_json(rep.to_dict()["users"])
         return 0
     print(_grid_line(frame))
-    print(f"inter-service gaps (served = {table.attrs['served']} > 0), seconds")
+    print(f"inter-service gaps (served = {rep['served']} > 0), seconds")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0
 

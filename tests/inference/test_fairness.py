@@ -77,8 +77,20 @@ def test_fairness_report_on_frame():
 
 
 def test_jitter_report_on_frame():
-    j = inf.jitter_report(toy_mac())
+    rep = inf.jitter_report(toy_mac())
+    j = rep.to_frame()
+    assert rep["served"] == "served_bytes" and rep.to_dict()["users"][0]["user"] == "1"
     two = j[j.user == "2"].iloc[0]
     assert two["mean_s"] == pytest.approx(0.004) and two["cov"] == pytest.approx(0.0)
     one = j[j.user == "1"].iloc[0]
     assert one["max_s"] == pytest.approx(0.002)
+
+
+def test_reports_follow_the_result_convention():
+    """Every report is a mapping with to_dict() (plain JSON values) and to_frame() (its table)."""
+    import json
+    rep = inf.fairness_report(toy_mac(), window="4ms")
+    assert rep.to_frame().equals(rep["users"])
+    d = rep.to_dict()
+    json.dumps(d)                                   # plain values only (NaN -> None)
+    assert d["overall"]["users"] == rep["overall"]["users"] and len(d["windows"]) == len(rep["windows"])
