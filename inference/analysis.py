@@ -30,8 +30,14 @@ THROUGHPUT_COLUMNS = ("served_bytes", "throughput_bps", "assigned_rate_bps", "tb
 
 
 def _max_lag_samples(max_lag, period: float) -> int:
+    """Grid steps in a frame-level ``max_lag``: a duration (``"10s"``, ``"200ms"``, a
+    Timedelta); a bare number is refused, since it could mean seconds or steps."""
     if max_lag is None:
         return 0
+    if isinstance(max_lag, pd.Timedelta):
+        max_lag = f"{max_lag.total_seconds()}s"
+    if not isinstance(max_lag, str):
+        raise AirlinkError(f"max lag {max_lag!r}: give a duration with a unit (e.g. '10s', '200ms')")
     if isinstance(max_lag, str):
         from airlink.traces.units import parse_duration
         seconds = float(parse_duration(max_lag))

@@ -146,7 +146,11 @@ def _grid_line(frame) -> str:
 
 def _max_lag(text: str):
     text = str(text).strip()
-    return int(text) if text.isdigit() else text
+    if text.replace(".", "", 1).isdigit():
+        from airlink.traces import AirlinkError
+        raise AirlinkError(f"--max-lag {text}: give a duration with a unit (e.g. 10s or 200ms), "
+                           "not a bare number of samples")
+    return text
 
 
 def _fmt(v, spec=".3f"):

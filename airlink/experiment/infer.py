@@ -137,7 +137,10 @@ class InferStage:
         if not factors:
             raise AirlinkError(f"{path.name}: none of the factors {', '.join(a['factors'])} is a column")
         rel = [path.relative_to(self.out)]
-        opts = dict(target=target, factors=factors, resolution=res, max_lag=a.get("max_lag") or "5s",
+        max_lag = a.get("max_lag") or "5s"
+        if not isinstance(max_lag, str):       # a bare number in an experiment file is seconds
+            max_lag = f"{max_lag}s"
+        opts = dict(target=target, factors=factors, resolution=res, max_lag=max_lag,
                     bins=int(a.get("bins") or cfg.bins), surrogates=cfg.surrogates,
                     bootstrap=cfg.bootstrap, user=user, seed=int(a.get("seed") or cfg.seed))
         frame, table = nmi_table([path], **opts)

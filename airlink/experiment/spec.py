@@ -211,7 +211,7 @@ class NmiAnalysis(_Model):
     target: str
     factors: list[str] = Field(min_length=1)
     resolution: Duration | None = None
-    max_lag: Duration | int = "5s"
+    max_lag: Duration = "5s"
     bins: int | None = Field(None, ge=2)
     seed: int | None = None
     user: Text | None = None

@@ -32,9 +32,22 @@ def test_nmi_json(run_airlink, coupled_csv):
 
 def test_nmi_table_and_surrogates_off(run_airlink, coupled_csv):
     status, out, err = run_airlink("infer", "nmi", coupled_csv, "--target", "rate", "--factor", "backlog",
-                                   "--max-lag", "5", "--surrogates", "0", "--bins", "8")
+                                   "--max-lag", "5s", "--surrogates", "0", "--bins", "8")
     assert status == 0, err
     assert "backlog" in out and "positive lag: the factor leads" in out
+
+
+def test_max_lag_is_a_duration_not_samples(run_airlink, coupled_csv):
+    """A bare number could mean seconds or grid steps: it is refused with one line."""
+    status, out, err = run_airlink("infer", "nmi", coupled_csv, "--target", "rate", "--factor", "backlog",
+                                   "--max-lag", "5", "--surrogates", "0")
+    assert status == 2 and "give a duration with a unit" in err and len(err.strip().splitlines()) == 1
+    import pandas as pd
+
+    from airlink import inference as inf
+    from airlink.traces import AirlinkError
+    with pytest.raises(AirlinkError, match="duration"):
+        inf.rank_factors(pd.read_csv(coupled_csv), target="rate", factors=["backlog"], max_lag=5, surrogates=0)
 
 
 def test_bad_column_is_one_line(run_airlink, coupled_csv):

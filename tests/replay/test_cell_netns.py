@@ -261,7 +261,7 @@ def _ranked(mac_path, user):
     frame = pd.read_parquet(mac_path)
     r = rank_factors(frame, target="assigned_rate_bps",
                      factors=["backlog_bytes", "backlog_seen_bytes", "sinr_reported_db"],
-                     user=user, max_lag=10, surrogates=100, bootstrap=20, bins=8)
+                     user=user, max_lag="100ms", surrogates=100, bootstrap=20, bins=8)
     return r.set_index("factor")
 
 
