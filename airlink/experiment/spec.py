@@ -116,7 +116,8 @@ def _one_of(kinds):
             return {item: {}}
         if not isinstance(item, dict) or len(item) != 1 or next(iter(item)) not in kinds:
             raise ValueError(f"must be one of {', '.join(kinds)} with its options")
-        return item
+        kind, options = next(iter(item.items()))
+        return {kind: {} if options is None else options}     # `- delay:` = the defaults
     return check
 
 

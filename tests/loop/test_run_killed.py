@@ -2,15 +2,18 @@
 configured, and nothing under a final name claims to be complete when the run was not.
 
 Each case runs ``airlink run examples/pf-cell.yaml`` in a throw-away namespace (as
-scripts/demo.sh does) and kills it with SIGKILL after a delay drawn with a fixed seed
-(somewhere in the radio, live or collect stage). Then:
+scripts/demo.sh does) and kills it with SIGKILL at a moment drawn with a fixed seed inside
+one stage: a random delay after the stage's first file appears (the run folder: radio; the
+live stage's plan: live; the host capture under its final name: collect), so the moment
+falls in that stage on a fast machine as on a slow one. Then:
 
 - no process the run started is alive (found by an environment marker every child inherits:
   shells, tcpdump, the applications);
 - the namespace holds no device but ``lo`` (the shells' TUN devices are gone);
-- the manifest does not say ``finished``, so ``rundir.is_complete`` is false;
-- every Parquet file under a final name reads whole, and no ``report.html`` exists (the
-  report is the last stage: a page would claim a complete run).
+- unless the manifest says ``finished`` (the kill came after the run's last write, and
+  then every artifact it lists is there), ``rundir.is_complete`` is false and no
+  ``report.html`` exists (the report is the last stage: a page would claim a complete run);
+- every Parquet file under a final name reads whole.
 """
 from __future__ import annotations
 
@@ -63,12 +66,15 @@ def run_ns(root_netns):
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
-# kill moments (s after start), drawn once with a fixed seed: radio, live and collect stages
-MOMENTS = sorted(round(random.Random(12).uniform(lo, hi), 2) for lo, hi in ((0.5, 4), (6, 20), (20, 34)))
+# (stage, file whose appearance starts the stage's window, seconds after it drawn with a fixed seed)
+_rng = random.Random(12)
+MOMENTS = [("radio", "", round(_rng.uniform(0.0, 0.5), 2)),
+           ("live", "apps/plan.json", round(_rng.uniform(0.5, 5.0), 2)),
+           ("collect", "capture/host.pcap", round(_rng.uniform(0.0, 1.0), 2))]
 
 
-@pytest.mark.parametrize("after_s", MOMENTS)
-def test_sigkill_leaves_nothing_and_claims_nothing(run_ns, tmp_path, after_s):
+@pytest.mark.parametrize("stage, trigger, after_s", MOMENTS, ids=[m[0] for m in MOMENTS])
+def test_sigkill_leaves_nothing_and_claims_nothing(run_ns, tmp_path, stage, trigger, after_s):
     from airlink import rundir
     marker = f"AIRLINK_KILL_TEST={uuid.uuid4().hex}"
     key, value = marker.split("=")
@@ -76,11 +82,12 @@ def test_sigkill_leaves_nothing_and_claims_nothing(run_ns, tmp_path, after_s):
     env = dict(os.environ, **{key: value}, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     p = subprocess.Popen(["ip", "netns", "exec", run_ns, AIRLINK, "run", str(REPO / "examples" / "pf-cell.yaml"),
                           "-o", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + after_s
-    while time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.05)
+    give_up = time.monotonic() + 240
+    while not (out / trigger).exists() and p.poll() is None and time.monotonic() < give_up:
+        time.sleep(0.01)
+    time.sleep(after_s)
     if p.poll() is not None:
-        pytest.fail(f"the run ended before the kill at {after_s} s: {p.stderr.read()[-2000:]}")
+        pytest.fail(f"the run ended before the kill in its {stage} stage: {p.stderr.read()[-2000:]}")
     # SIGKILL to the run itself (not its process group), as an OOM killer or `kill -9 PID` does;
     # `ip netns exec` execs, so p.pid is the airlink process
     os.kill(p.pid, signal.SIGKILL)
@@ -93,15 +100,18 @@ def test_sigkill_leaves_nothing_and_claims_nothing(run_ns, tmp_path, after_s):
         time.sleep(0.1)
     names = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120] for pid in left
              if Path(f"/proc/{pid}").exists()}
-    assert not left, f"processes left running after SIGKILL at {after_s} s: {names}"
+    assert not left, f"processes left running after SIGKILL in the {stage} stage: {names}"
     links = subprocess.run(["ip", "netns", "exec", run_ns, "ip", "-o", "link"], capture_output=True, text=True).stdout
     assert [l.split(":")[1].strip() for l in links.splitlines()] == ["lo"], links
     if not out.exists():
         return                          # killed before the run folder was made: nothing written
-    if (out / rundir.MANIFEST).exists():
-        assert json.loads((out / rundir.MANIFEST).read_text()).get("status") != "finished"
-    assert not rundir.is_complete(out)
-    assert not (out / "report.html").exists()
+    manifest = json.loads((out / rundir.MANIFEST).read_text()) if (out / rundir.MANIFEST).exists() else {}
+    if manifest.get("status") == "finished":
+        for a in manifest["artifacts"]:         # finished before the kill: everything listed is there
+            assert (out / a["path"]).exists(), a
+    else:
+        assert not rundir.is_complete(out)
+        assert not (out / "report.html").exists()
     import pyarrow.parquet as pq
     for f in out.rglob("*.parquet"):
         pq.read_table(f)                # whole, or it would not have its final name
