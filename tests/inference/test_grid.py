@@ -186,7 +186,6 @@ def test_slots_of_a_non_integer_period_keep_one_step_each():
 
 
 def test_scheduler_cli_names_users_and_carrier_aggregation(run_airlink, shared_data, tmp_path):
-    pytest.importorskip("airlink.sim", reason="the scheduler model trains on the simulator")
     from airlink import collectors as C
     files = sorted((shared_data / "icellspeed" / "D1_static").rglob("data_*.csv"))
     frames = [C.read(f) for f in files[:10]]

@@ -1,12 +1,9 @@
-"""Ground truth from the simulator: who drives the assigned rate (seed 003's Table 1 setting)."""
+"""Ground truth from the simulator: who drives the assigned rate (the Table 1 setting of Mattar et al., CDMA2000)."""
 import pandas as pd
 import pytest
 
 import airlink.inference as inf
-
-sim = pytest.importorskip("airlink.sim", reason="the simulator (airlink.sim) is not available")
-if not hasattr(sim, "simulate"):
-    pytest.skip("airlink.sim.simulate is not available yet", allow_module_level=True)
+from airlink import sim
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +41,7 @@ def test_backlog_dependence_report(backlog_onoff):
     assert rep["backlog_dominates"] is True
     assert rep["nmi_backlog"]["peak_nmi"] > 0.4
     assert rep["sending"] == "arrivals_bytes"
-    # the rate follows each burst within a second (seed 003 Sec. 4)
+    # the rate follows each burst within a second (Mattar et al. Sec. 4)
     assert 0 <= rep["response_lag_s"] < 1.0
     assert rep["curve"]
 

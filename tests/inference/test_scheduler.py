@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-sim = pytest.importorskip("airlink.sim", reason="the simulator (airlink.sim) is not available")
-from airlink.inference import scheduler as S  # noqa: E402
+from airlink import sim
+from airlink.inference import scheduler as S
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from _sweep_helpers import DASK, DaskCluster
 
 @pytest.fixture(scope="module")
 def dask_cluster(tmp_path_factory):
-    if not DASK.exists():
-        pytest.skip(f"the dask command is not installed ({DASK})")
+    # dask/distributed are airlink dependencies: a missing `dask` command is a broken install
+    assert DASK.exists(), f"the dask command is missing ({DASK}): distributed is not installed"
     cluster = DaskCluster(tmp_path_factory.mktemp("dask"))
     try:
         yield cluster.start()
