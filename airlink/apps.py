@@ -8,7 +8,7 @@ client (inside the emulated link) so the server (outside, on the host) needs no 
   for that many seconds (or ``bytes``) and closes. Each connection has its own algorithm.
 - **on-off UDP**: the client sends one JSON datagram ``{"rate_bps": 76800, "on_s": 1,
   "off_s": 5, "seconds": 30, "size": 1000}``; the server answers with datagrams at the rate
-  during on periods (seed 003's 1 s on / 5 s off sources at 38.4 and 76.8 kbit/s).
+  during on periods (Mattar et al.'s 1 s on / 5 s off sources at 38.4 and 76.8 kbit/s).
 
 Command line (used by :mod:`airlink.experiment`, handy by hand too)::
 
@@ -230,7 +230,7 @@ def fetch(host: str, port: int, *, cc: str | None = None, seconds: float = 10.0,
 
 def onoff(host: str, port: int, *, rate_bps: float = 76800, on_s: float = 1.0, off_s: float = 5.0,
           seconds: float = 30.0, size: int = 1000) -> dict:
-    """Receive an on-off UDP stream (seed 003's sources) from a :func:`serve` server."""
+    """Receive an on-off UDP stream (Mattar et al.'s sources) from a :func:`serve` server."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(max(off_s, 1.0) + 2.0)
         req = {"rate_bps": rate_bps, "on_s": on_s, "off_s": off_s, "seconds": seconds, "size": size}

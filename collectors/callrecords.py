@@ -1,5 +1,5 @@
 """Call records (one row per session: start, end, sector) -> active sessions per sector
-per second, the "sector load" of the CDMA2000 study (REFERENCE.md, seed 003).
+per second, the "sector load" of the CDMA2000 study (REFERENCE.md, Mattar et al.).
 
 Accepted headers (case-insensitive): start (``start``, ``start_time``, ``begin``,
 ``setup``), end (``end``, ``end_time``, ``stop``, ``release``), sector (``sector``,

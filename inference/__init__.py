@@ -1,9 +1,9 @@
-"""Inference: what drives a scheduler and TCP, measured from time series (seed 003 and beyond).
+"""Inference: what drives a scheduler and TCP, measured from time series (Mattar et al. and beyond).
 
 Flat public API::
 
     import airlink.inference as inf
-    inf.normalized_mutual_info(x, y)                 # seed 003's I_N = I(X;Y)/H(X) at lag 0
+    inf.normalized_mutual_info(x, y)                 # Mattar et al.'s I_N = I(X;Y)/H(X) at lag 0
     scan = inf.lag_scan(x, y, max_lag=60)            # all lags at once; scan.peak, scan.peak_lag
     sig = inf.peak_significance(x, y, max_lag=60)    # p-value, threshold, bias-corrected, interval
     table = inf.rank_factors(frame, target="assigned_rate_bps", factors=["backlog_bytes", "sinr_db"])

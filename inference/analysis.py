@@ -1,4 +1,4 @@
-"""Frame-level analyses: factor ranking (seed 003 Fig. 3, Tables 1-2), backlog dependence
+"""Frame-level analyses: factor ranking (Mattar et al. Fig. 3, Tables 1-2), backlog dependence
 (Fig. 2), fairness and scheduling jitter over a run and per window.
 
 Every frame first goes through :func:`airlink.inference.frames.prepare` (one regular grid
@@ -109,12 +109,12 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
                        channel: str | None = None, sending: str | None = None, bins=16,
                        window="1s", max_lag="10s", surrogates: int = 100, seed: int = 0,
                        resolution=None, time_column=None, by=None) -> "BacklogReport":
-    """How much the assigned rate depends on the user's backlog (seed 003, Sec. 4).
+    """How much the assigned rate depends on the user's backlog (Mattar et al., Sec. 4).
 
     Returns a :class:`~airlink.inference.results.BacklogReport` (a mapping) with ``nmi_backlog`` and ``nmi_channel`` (peak ``I_N(rate; .)`` with
     significance), ``backlog_dominates``, and when a sending rate is known (column
     ``sending_rate_bps``, or ``arrivals_bytes`` per sample): ``curve`` (mean assigned rate per
-    sending-rate bin over ``window`` windows, seed 003 Fig. 2), ``throttle_onset_bps`` (the
+    sending-rate bin over ``window`` windows, Mattar et al. Fig. 2), ``throttle_onset_bps`` (the
     sending rate at which the curve stops following it: the peak of the curve when it
     later falls by more than 10 %, else the first bin served below 90 % of its sending
     rate, else NaN), and ``response_lag_s`` (median time from the start of a burst after
@@ -214,7 +214,7 @@ def _per_user_fairness(tables: dict, cols: dict, period: float) -> pd.DataFrame:
     if cols.get("resource"):
         res = np.nan_to_num(tables[cols["resource"]].sum().to_numpy())
         out["resource_fraction"] = F.resource_fractions(res)
-    # seed 000's s_m counts selections per resource unit (subchannel); per TTI without one
+    # Kakuda & Tsuru's s_m counts selections per resource unit (subchannel); per TTI without one
     out["selection_ratio"] = (out["resource_fraction"].to_numpy() if cols.get("resource")
                               else F.selection_ratios(rate.to_numpy()))
     if cols.get("backlog"):
@@ -271,7 +271,7 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
 
 def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=None, time_column=None,
                   by=None) -> "JitterReport":
-    """Inter-service gaps per user (seed 001's scheduling jitter): count, mean, std, CoV and
+    """Inter-service gaps per user (the EV-DO study's scheduling jitter): count, mean, std, CoV and
     max in seconds, as a :class:`~airlink.inference.results.JitterReport` (``served``: the
     column used; ``users``: the table, also ``to_frame()``). ``served`` defaults to the first of served_bytes, subchannels, prbs,
     assigned_rate_bps; a user counts as served in a sample where it is > 0. ``resolution``,

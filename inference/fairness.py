@@ -2,14 +2,14 @@
 
 Formulas:
 
-- fairness gap (seed 003): ``f_gap(y_1..y_n) = (max y - min y) / min y`` (``inf`` when
+- fairness gap (Mattar et al.): ``f_gap(y_1..y_n) = (max y - min y) / min y`` (``inf`` when
   ``min y == 0 < max y``; 0 for all-equal values);
 - Jain's index: ``J = (sum y)^2 / (n sum y^2)``, ``1/n .. 1`` (1.0 for all zeros);
-- resource fraction of user m: ``rho_m = r_m / sum r``; seed 001's fairness measure is
+- resource fraction of user m: ``rho_m = r_m / sum r``; the EV-DO study's fairness measure is
   the ratio ``min rho / max rho``;
 - selection ratio ``s_m / sum s``, active-time ratio ``a_m / t_m`` and retransmission
-  ratio ``r_m / u_m`` (seed 000);
-- inter-service gaps (seed 001's scheduling jitter): times between consecutive services
+  ratio ``r_m / u_m`` (Kakuda & Tsuru);
+- inter-service gaps (the EV-DO study's scheduling jitter): times between consecutive services
   of one user, their mean, standard deviation, coefficient of variation (std / mean) and max.
 
 All functions take arrays (a user axis last where there is a time axis), return Python

@@ -1,6 +1,6 @@
 """Discretization, entropy, mutual information and normalized mutual information.
 
-The paper's measure (seed 003, Sec. 3) is
+The paper's measure (Mattar et al., Sec. 3) is
 
     I_N(X; Y; d) = (H(X) + H(Y) - H(X, Y_d)) / H(X)
 
@@ -151,7 +151,7 @@ def measures_from_counts(counts: np.ndarray) -> tuple[float, float, float]:
 def normalize(hx: float, hy: float, hxy: float, normalization: str = "x") -> float:
     """Mutual information ``I = H(X) + H(Y) - H(X,Y)`` divided as ``normalization`` says.
 
-    ``x``: ``I / H(X)`` (seed 003's ``I_N``); ``y``: ``I / H(Y)``; ``arithmetic``,
+    ``x``: ``I / H(X)`` (Mattar et al.'s ``I_N``); ``y``: ``I / H(Y)``; ``arithmetic``,
     ``geometric``, ``min``, ``max``: ``I`` over that mean of ``H(X)`` and ``H(Y)``
     (scikit-learn's ``average_method``); ``joint``: ``I / H(X, Y)``; ``none``: ``I`` in nats.
     """
@@ -186,7 +186,7 @@ def mutual_info(x, y, *, bins=16, binning: str = "uniform", keep_levels: bool = 
 
 def normalized_mutual_info(x, y, *, bins=16, binning: str = "uniform", keep_levels: bool = True,
                            normalization: str = "x") -> float:
-    """Normalized mutual information at lag 0, default seed 003's ``I_N = I(X;Y) / H(X)``.
+    """Normalized mutual information at lag 0, default Mattar et al.'s ``I_N = I(X;Y) / H(X)``.
 
     ``X`` is the series being explained (the target), ``Y`` the factor. With
     ``normalization="arithmetic"`` (or ``geometric``, ``min``, ``max``) this equals

@@ -209,7 +209,7 @@ def lag_scan(x, y, *, max_lag=None, bins=16, binning: str = "uniform", keep_leve
         Discretization, see :func:`airlink.inference.discretize`. Pre-discretized
         :class:`~airlink.inference.information.Discretized` inputs are used as they are.
     normalization : str
-        ``"x"`` is seed 003's ``I_N``; see :func:`airlink.inference.normalize` for the others.
+        ``"x"`` is Mattar et al.'s ``I_N``; see :func:`airlink.inference.normalize` for the others.
     sample_period : float seconds or str, optional
         Sampling period, for lags in seconds.
     method : {"auto", "fft", "direct"}

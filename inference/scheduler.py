@@ -15,7 +15,7 @@ Training runs on first use (about a minute on one core) and is cached under
 ``$AIRLINK_CACHE`` or ``~/.cache/airlink``; the held-out accuracy on whole simulated
 runs never seen in training is stored and printed with the model.
 
-PF's averaging time constant ``t_c = 1/a`` (seed 001: ``T_i(t+1) = (1-a) T_i(t) + a R_i(t)``)
+PF's averaging time constant ``t_c = 1/a`` (the EV-DO study: ``T_i(t+1) = (1-a) T_i(t) + a R_i(t)``)
 is estimated by replaying the PF rule with candidate ``t_c`` on the measured channel
 (rate proxy ``log2(1 + SINR)``) and served amounts, keeping the ``t_c`` whose choices agree
 most with the observed allocation.

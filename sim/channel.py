@@ -69,7 +69,7 @@ def doppler_hz(speed_kmh: float, carrier_hz: float) -> float:
 
 
 def pathloss_db(distance_m) -> np.ndarray:
-    """Macro-cell path loss ``L = 128.1 + 37.6 log10(R)`` dB, R in km (3GPP TR 25.814; seed 002)."""
+    """Macro-cell path loss ``L = 128.1 + 37.6 log10(R)`` dB, R in km (3GPP TR 25.814; the HSDPA study)."""
     r_km = np.maximum(np.asarray(distance_m, dtype=np.float64), 1.0) / 1000.0
     return 128.1 + 37.6 * np.log10(r_km)
 

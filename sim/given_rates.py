@@ -27,7 +27,7 @@ def schedule_rates(rate_bytes, *, scheduler: str = "pf", window: int = 1000, pf_
         subchannel in each TTI (0 = cannot use it)
     scheduler : ``"maxcir"`` (``argmax R``), ``"pf"``/``"mcpfs"`` (``argmax R/T``, seeds
         000/001) or ``"lambda"`` (``argmax R/T**lam``)
-    window : ``t_a`` of ``a = 1 / min(n, t_a)`` (seed 000); 0 = fixed ``pf_a`` (seed 001)
+    window : ``t_a`` of ``a = 1 / min(n, t_a)`` (Kakuda & Tsuru); 0 = fixed ``pf_a`` (the EV-DO study)
     order : (n_tti, n_users) user order per TTI for ties (the earliest wins); default a
         random permutation per TTI from ``seed``
     avg_bits : starting average ``T`` per user (bits per TTI), default 0 (top priority)

@@ -1,20 +1,20 @@
 """Summary metrics of a run (the content of ``summary.json``).
 
-Per user (seed 000's definitions, with ``t_m`` the run length):
+Per user (Kakuda & Tsuru's definitions, with ``t_m`` the run length):
 
 - ``throughput_mbps``: bytes delivered x 8 / run length (``U_m = b_m / t_m``);
 - ``selection_ratio``: the user's share of all (TTI, subchannel) allocations, ``s_m / sum s``;
 - ``resource_fraction``: allocations / (TTIs x subchannels) (for one subchannel, the share
-  of slots; seed 001's "fraction of time slots"; for the backlog scheduler, code channels
+  of slots; the EV-DO study's "fraction of time slots"; for the backlog scheduler, code channels
   held / (TTIs x the sector's code channels));
 - ``active_time_ratio``: fraction of TTIs with data queued (``a_m / t_m``);
 - ``retransmission_ratio``: HARQ retransmissions / blocks sent (``r_m / u_m``);
 - ``gap_mean_ms``, ``gap_std_ms``, ``gap_cov``, ``gap_max_ms``: gaps between consecutive
-  TTIs in which the user is scheduled (start to start; seed 001's scheduling jitter).
+  TTIs in which the user is scheduled (start to start; the EV-DO study's scheduling jitter).
 
 Aggregate: ``aggregate_throughput_mbps``, Jain's index ``(sum x)^2 / (n sum x^2)`` over the
-user throughputs, ``fairness_gap = (max - min) / min`` (seed 003; ``null`` when a user got
-nothing while another did), ``resource_fraction_min_max_ratio`` (seed 001's fairness axis).
+user throughputs, ``fairness_gap = (max - min) / min`` (Mattar et al.; ``null`` when a user got
+nothing while another did), ``resource_fraction_min_max_ratio`` (the EV-DO study's fairness axis).
 The fairness metrics and gap statistics are defined once, in
 :mod:`airlink.inference.fairness` (degenerate cases included: all-zero throughput is Jain
 1.0 and gap 0); this module only accumulates the per-user totals they are applied to.

@@ -4,15 +4,15 @@ A :class:`RateTable` is an ordered list of modulation and coding schemes (MCS), 
 the **SINR threshold** (dB) at which it is chosen and its **rate over the whole band**
 (bit/s). The simulator divides the band rate by the number of subchannels to get the rate
 of one subchannel, so one table serves any number of subchannels. A user whose reported
-SINR is below the lowest threshold gets rate 0 and is never scheduled (as in seed 001).
+SINR is below the lowest threshold gets rate 0 and is never scheduled (as in the EV-DO study).
 
 Tables built in (``RATE_TABLES``):
 
 ``evdo``
-    1xEV-DO forward link, seed 001: SNR (dB) -> DRC rate (kbit/s), -12.5 dB 38.4 ...
+    1xEV-DO forward link, the EV-DO study: SNR (dB) -> DRC rate (kbit/s), -12.5 dB 38.4 ...
     9.5 dB 2457.6. The thresholds are the paper's.
 ``imt-advanced``
-    The nine MCS of seed 000 (QPSK 1/8 ... 64QAM 3/4, 15.128 ... 274 Mbit/s over 80 MHz).
+    The nine MCS of Kakuda & Tsuru (QPSK 1/8 ... 64QAM 3/4, 15.128 ... 274 Mbit/s over 80 MHz).
     The paper gives no thresholds; airlink uses the spectral efficiency ``eta`` of each MCS
     and an attenuated Shannon bound, ``threshold_db = 10 log10(2**eta - 1) + 3 dB`` (a 3 dB
     implementation gap), which places QPSK 1/8 at -5.4 dB and 64QAM 3/4 at 12.9 dB.
@@ -20,13 +20,13 @@ Tables built in (``RATE_TABLES``):
     3GPP TS 36.213 Table 7.2.3-1 (CQI 1-15, efficiency 0.1523 ... 5.5547 bit/s/Hz) over a
     20 MHz carrier; thresholds from the same gap rule.
 ``egprs``
-    EGPRS MCS-1..9 (called PCS-1..6 in seed 004) and GPRS CS-1..4, kbit/s per timeslot
-    (``egprs-pcs`` = the six 8-PSK schemes of seed 004, ``gprs-cs`` = CS-1..4). Their
+    EGPRS MCS-1..9 (called PCS-1..6 in Tan et al.) and GPRS CS-1..4, kbit/s per timeslot
+    (``egprs-pcs`` = the six 8-PSK schemes of Tan et al., ``gprs-cs`` = CS-1..4). Their
     50 % BLER points are the logistic model parameters in :data:`EGPRS_BLER` (the paper
     has no curves; the values are chosen so that each more robust scheme wins at low C/I,
     roughly following published EGPRS link curves for TU3).
 ``hsdpa``
-    HSDPA with 15 codes (CQI-like ladder up to 14.4 Mbit/s peak, seed 002), gap rule.
+    HSDPA with 15 codes (CQI-like ladder up to 14.4 Mbit/s peak, the HSDPA study), gap rule.
 
 User tables come from a CSV file with columns ``sinr_db`` and ``rate_bps`` (or
 ``efficiency_bps_hz`` plus ``bandwidth_hz`` in the preset), one row per MCS, see
@@ -113,7 +113,7 @@ class RateTable:
 
     def throughput(self, mcs, sinr_db, *, latency: bool = False) -> np.ndarray:
         """Expected throughput (bit/s) of one MCS at a SINR: ``S = R (1 - BLER)``, or with
-        retransmission latency ``S = R (1 - BLER) / (1 + BLER)`` (seed 004)."""
+        retransmission latency ``S = R (1 - BLER) / (1 + BLER)`` (Tan et al.)."""
         b = self.bler(mcs, sinr_db)
         s = self.rate_bps[np.asarray(mcs)] * (1 - b)
         return s / (1 + b) if latency else s
@@ -183,7 +183,7 @@ def _hsdpa() -> RateTable:
                      gap_threshold_db(mbps / 3.84) - 1.0, mbps * 1e6)
 
 
-# EGPRS: kbit/s per timeslot (seed 004) and logistic BLER curves chosen by airlink:
+# EGPRS: kbit/s per timeslot (Tan et al.) and logistic BLER curves chosen by airlink:
 # (name, rate kbit/s, s50 dB C/I at 50 % BLER, slope 1/dB). The paper names the 8-PSK
 # schemes PCS-1..6; GPRS CS-1..4 are GMSK.
 EGPRS_BLER = [

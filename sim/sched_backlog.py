@@ -1,5 +1,5 @@
 """Backlog-driven rate assignment in the style of CDMA2000 1xRTT supplemental channels
-(seed 003): the *assigned rate follows the user's queue*, not its channel.
+(Mattar et al.): the *assigned rate follows the user's queue*, not its channel.
 
 The sector has ``C`` code channels of one base rate each (9.6 kbit/s in the ``1xrtt``
 preset). Every ``interval`` TTIs each user gets a number of channels from a discrete set
@@ -9,7 +9,7 @@ preset). Every ``interval`` TTIs each user gets a number of channels from a disc
 2. capped by what its wideband reported SINR supports (``thresholds_db`` per step);
 3. users that stay *greedy* for more than ``greedy_s`` - backlog above ``greedy_bytes``
    or holding at least ``greedy_channels`` channels (76.8 kbit/s); a greedy interval adds
-   to the user's greedy time, a modest one takes from it - are throttled one step down per further interval, to the lowest rate (seed 003: CBR
+   to the user's greedy time, a modest one takes from it - are throttled one step down per further interval, to the lowest rate (Mattar et al.: CBR
    throughput tracks the sending rate up to ~50 kbit/s, then falls; a 1 s on-off burst is
    not greedy);
 4. if the sector's channels do not suffice, the largest allocations step down first.

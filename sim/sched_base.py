@@ -95,7 +95,7 @@ class Scheduler:
 
 class AveragingScheduler(Scheduler):
     """Keeps ``T[u]``, the average bits per TTI sent to each user:
-    ``T <- (1 - a) T + a * sent`` with ``a`` fixed or ``1 / min(n, t_a)`` (seed 000's ``L``)."""
+    ``T <- (1 - a) T + a * sent`` with ``a`` fixed or ``1 / min(n, t_a)`` (Kakuda & Tsuru's ``L``)."""
 
     def __init__(self, *, a: float = 0.001, window: int | None = None):
         self.a = float(a)

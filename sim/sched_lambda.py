@@ -1,4 +1,4 @@
-"""Generalized proportional fair with fairness exponent lambda (seed 001):
+"""Generalized proportional fair with fairness exponent lambda (the EV-DO study):
 ``argmax_u R_u(t) / T_u(t)**lambda``.
 
 lambda = 0 is MaxCIR (max rate), 1 is PF, large lambda tends to rate fairness (the user

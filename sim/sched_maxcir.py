@@ -1,5 +1,5 @@
 """MaxCIR (max rate): each subchannel goes to the user with the highest rate there
-(seed 000: ``argmax_m R_{m,c}(n)``; seed 001's lambda = 0). Ties at random."""
+(Kakuda & Tsuru: ``argmax_m R_{m,c}(n)``; the EV-DO study's lambda = 0). Ties at random."""
 from __future__ import annotations
 
 import numpy as np

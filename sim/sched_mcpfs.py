@@ -1,4 +1,4 @@
-"""Multi-carrier Proportional Fair (MC-PFS, seed 000): PF deciding per subchannel,
+"""Multi-carrier Proportional Fair (MC-PFS, Kakuda & Tsuru): PF deciding per subchannel,
 ``argmax_m R_{m,c}(n) / T_m(n)``, ``T_m(n+1) = (1 - 1/L) T_m(n) + (1/L) sum_c R_{m,c}(n)
 d_{m,c}(n)``, ``L = min(n, t_a)``.
 

@@ -1,9 +1,9 @@
-"""Proportional Fair: ``argmax_u R_u(t) / T_u(t)`` (seed 001), per subchannel when there
-are several (MC-PFS, seed 000: ``argmax_m R_{m,c}(n) / T_m(n)``).
+"""Proportional Fair: ``argmax_u R_u(t) / T_u(t)`` (the EV-DO study), per subchannel when there
+are several (MC-PFS, Kakuda & Tsuru: ``argmax_m R_{m,c}(n) / T_m(n)``).
 
 ``T_u`` is the average bits per TTI sent to user ``u``:
-``T(t+1) = (1 - a) T(t) + a R(t)`` with EWMA constant ``a`` (seed 001, 1xEV-DO), or with
-window ``t_a``: ``a = 1 / L``, ``L = min(n, t_a)`` (seed 000), which makes the first
+``T(t+1) = (1 - a) T(t) + a R(t)`` with EWMA constant ``a`` (the EV-DO study, 1xEV-DO), or with
+window ``t_a``: ``a = 1 / L``, ``L = min(n, t_a)`` (Kakuda & Tsuru), which makes the first
 ``t_a`` TTIs a running mean. ``R(t)`` counts all bits sent in the TTI over all
 subchannels (HARQ blocks included) and 0 for users not served. A user never served yet
 (``T = 0``) has top priority. Ties at random.

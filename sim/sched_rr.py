@@ -1,4 +1,4 @@
-"""Round Robin: users with data are served in turn (seed 001), whatever their channel.
+"""Round Robin: users with data are served in turn (the EV-DO study), whatever their channel.
 
 Each subchannel goes to the next user in cyclic order (from the one after the last user
 served) that has data and whose reported SINR supports some MCS there.

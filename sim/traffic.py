@@ -7,9 +7,9 @@
     phase.
 ``onoff``
     CBR at ``rate_bps`` during ``on_s`` seconds, silent for ``off_s`` seconds, repeating
-    (seed 003 used 1 s on / 5 s off at 38.4 and 76.8 kbit/s); each user starts at a random
+    (Mattar et al. used 1 s on / 5 s off at 38.4 and 76.8 kbit/s); each user starts at a random
     point of the cycle. With ``onoff_exponential`` the on and off periods are exponentially
-    distributed with those means instead (a two-state Markov source, as seed 002's VoIP).
+    distributed with those means instead (a two-state Markov source, as the HSDPA study's VoIP).
 ``poisson``
     Poisson packet arrivals at mean ``rate_bps``.
 ``trace``
@@ -18,7 +18,7 @@
     it loops when shorter than the run.
 
 A list of models gives each user its own (e.g. ``[full, onoff, onoff]``: one bulk user among
-VoIP-like sources, as in seed 002).
+VoIP-like sources, as in the HSDPA study).
 
 Arrivals are returned chunk by chunk in **bytes per TTI** (whole packets); the queue and
 its drop-tail limit live in the simulation loop.

@@ -22,7 +22,7 @@ def register(sub):
 
     n = add_parser(isub, "nmi", "rank factors of a target by peak time-shifted NMI",
                    "Peak normalized mutual information I_N(target; factor; d) = (H(X)+H(Y)-H(X,Y_d))/H(X) "
-                   "over lags |d| <= --max-lag (seed 003), per factor, with a circular-shift surrogate "
+                   "over lags |d| <= --max-lag (Mattar et al.), per factor, with a circular-shift surrogate "
                    "p-value and threshold, a bias-corrected value and a block-bootstrap interval. A "
                    "positive lag means the factor leads the target; lags are given in seconds and in "
                    "grid steps, and a peak at +-max-lag is flagged (the true peak may lie beyond). The "
@@ -64,7 +64,7 @@ def register(sub):
     f.set_defaults(func=cmd_fairness)
 
     b = add_parser(isub, "backlog", "does the assigned rate follow the backlog or the channel?",
-                   "Backlog dependence (seed 003 Sec. 4): peak NMI(rate; backlog) vs NMI(rate; channel) "
+                   "Backlog dependence (Mattar et al. Sec. 4): peak NMI(rate; backlog) vs NMI(rate; channel) "
                    "with p-values, the assigned-rate vs sending-rate curve, the sending rate at which "
                    "throttling begins and the response lag of the rate to bursts.",
                    "airlink infer backlog sim/mac.parquet --max-lag 2s")
@@ -82,7 +82,7 @@ def register(sub):
     b.set_defaults(func=cmd_backlog)
 
     j = add_parser(isub, "jitter", "inter-service gaps per user",
-                   "Scheduling jitter (seed 001): gaps between consecutive services of each user: "
+                   "Scheduling jitter (the EV-DO study): gaps between consecutive services of each user: "
                    "count, mean, std, coefficient of variation and max, in seconds.",
                    "airlink infer jitter sim/mac.parquet --json")
     j.add_argument("frames", nargs="+", type=Path, metavar="FRAME")

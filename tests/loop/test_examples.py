@@ -57,7 +57,7 @@ def test_backlog_onoff_reproduces_seed_003(tmp_path, example_netns):
     nmi = json.loads((tmp_path / "o" / "nmi.json").read_text())
     (analysis,) = nmi["analyses"]
     peaks = {f["factor"]: f for f in analysis["factors"]}
-    # seed 003: the assigned rate follows the backlog (0.57), not the channel (0.15)
+    # Mattar et al.: the assigned rate follows the backlog (0.57), not the channel (0.15)
     assert peaks["backlog_bytes"]["peak_nmi"] > 0.4
     assert peaks["backlog_bytes"]["peak_nmi"] > 2 * peaks["sinr_db"]["peak_nmi"]
 

@@ -1,4 +1,4 @@
-"""A small reference NMI for the simulator's fidelity tests (seed 003's definition).
+"""A small reference NMI for the simulator's fidelity tests (Mattar et al.'s definition).
 
 ``I_N(X;Y) = (H(X) + H(Y) - H(X,Y)) / H(X)`` over equal-frequency bins, peak over shifts.
 Kept in the tests so that they do not depend on the inference package being built.

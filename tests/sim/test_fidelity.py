@@ -19,7 +19,7 @@ if not K.COMPILED:
 
 @pytest.fixture(scope="module")
 def evdo_a():
-    """EV-DO (seed 001), 16 users, PF at a = 0.1, 0.01, 0.001; 60 s = 36,000 slots."""
+    """EV-DO (the EV-DO study), 16 users, PF at a = 0.1, 0.01, 0.001; 60 s = 36,000 slots."""
     return {a: S.simulate("evdo", duration="60s", pf_a=a).summary for a in (0.1, 0.01, 0.001)}
 
 
@@ -59,7 +59,7 @@ def test_lambda_sweep_throughput_falls_and_fairness_peaks_at_one():
 
 @pytest.fixture(scope="module")
 def imt():
-    """IMT-Advanced (seed 000) at reduced size: 100 subchannels of 800 kHz (same 80 MHz), 3 s."""
+    """IMT-Advanced (Kakuda & Tsuru) at reduced size: 100 subchannels of 800 kHz (same 80 MHz), 3 s."""
     kw = dict(duration="3s", n_subchannels=100, subchannel_hz=800e3)
     return {s: S.simulate("imt-advanced", scheduler=s, **kw).summary for s in ("pf", "maxcir")}
 
