@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from airlink.traces.atomic import atomic_path, commit, partial_path, write_text
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_rate, parse_size
 
@@ -239,7 +240,6 @@ class CellShell:
                                 kernel=[ns.device_drops() for ns in namespaces])
             self.last_stats = stats
             if stats_path:
-                from airlink.traces.atomic import write_text
                 write_text(stats_path, json.dumps(stats, indent=2, default=str) + "\n")
             return max(statuses)
         finally:
@@ -507,7 +507,7 @@ class _LiveCell:
                     "late_after_us": self.shell.late_ns // 1000}
             header = json.dumps({"kind": "mac", "meta": meta}, default=str).encode()
             schema = table.schema.with_metadata({b"airlink": header})
-            self._mac_writer = pq.ParquetWriter(shell_path(self.shell.mac_log), schema)
+            self._mac_writer = pq.ParquetWriter(partial_path(self.shell.mac_log), schema)
         self._mac_writer.write_table(table.replace_schema_metadata(self._mac_writer.schema.metadata))
 
     # -- the loop ------------------------------------------------------------------------
@@ -656,7 +656,7 @@ class _LiveCell:
         self.writer.shutdown(wait=True)
         if self._mac_writer is not None:
             self._mac_writer.close()
-            os.replace(shell_path(self.shell.mac_log), self.shell.mac_log)
+            commit(self.shell.mac_log)
         elif self.shell.mac_log is not None:
             _empty_mac(self.shell.mac_log)
         ues = []
@@ -683,12 +683,6 @@ class _LiveCell:
                 "unroutable_packets": self.unroutable, "write_errors": self.write_errors, "ues": ues}
 
 
-def shell_path(path: Path) -> Path:
-    """Where a log is written until the run ends (then renamed into place)."""
-    from airlink.traces.atomic import partial_path
-    return partial_path(path)
-
-
 def _empty_mac(path):
     """A MAC log with the columns and no rows (the clock never started)."""
     import pyarrow as pa
@@ -697,6 +691,5 @@ def _empty_mac(path):
     cols = {"time": pa.array([], pa.timestamp("ns", tz="UTC")), "user": pa.array([], pa.string())}
     for name in MAC_COLUMNS + tuple(c for c in LIVE_COLUMNS if c not in MAC_COLUMNS):
         cols[name] = pa.array([], pa.float64())
-    from airlink.traces.atomic import atomic_path
     with atomic_path(path) as tmp:
         pq.write_table(pa.table(cols), tmp)
