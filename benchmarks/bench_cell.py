@@ -30,42 +30,25 @@ import tempfile
 import time
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
-AIRLINK = str(BIN / "airlink")
-NS = f"al-bench-cell-{os.getpid()}"
-
-
-def sh(*argv, **kw):
-    return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _netns import AIRLINK, throwaway_namespace, user_env  # noqa: E402
 
 
 def one_run(args, work: Path) -> dict:
     out = work / "ue"
     out.mkdir(parents=True, exist_ok=True)
-    servers = []
-    try:
-        for u in range(1, args.users + 1):
-            servers.append(subprocess.Popen(["ip", "netns", "exec", NS, "iperf3", "-s", "-p", str(5200 + u)],
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(0.5)
-        ue_cmd = (f"iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t {args.seconds} --json "
-                  f"> {out}/ue$AIRLINK_UE.json")
-        env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-        for k in ("AIRLINK_BASE", "AIRLINK_BLOCK", "AIRLINK_DEPTH"):
-            env.pop(k, None)
-        cmd = ["ip", "netns", "exec", NS, AIRLINK, "cell", "--preset", args.preset, "--users", str(args.users),
-               "--seed", str(args.seed), "--scheduler", args.scheduler, "--queue-args", "packets=500", "--stats", str(work / "stats.json"),
-               "--mac-log", str(work / "mac.parquet"), *(["--realtime"] if args.realtime else []),
-               "--", "sh", "-c", ue_cmd]
+    ue_cmd = (f"iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t {args.seconds} --json "
+              f"> {out}/ue$AIRLINK_UE.json")
+    with throwaway_namespace("bench-cell", iperf_ports=[5200 + u for u in range(1, args.users + 1)]) as ns:
+        cmd = ["ip", "netns", "exec", ns, AIRLINK, "cell", "--preset", args.preset, "--users", str(args.users),
+               "--seed", str(args.seed), "--scheduler", args.scheduler, "--queue-args", "packets=500",
+               "--stats", str(work / "stats.json"), "--mac-log", str(work / "mac.parquet"),
+               *(["--realtime"] if args.realtime else []), "--", "sh", "-c", ue_cmd]
         t0 = time.monotonic()
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.seconds + 120)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=user_env(), timeout=args.seconds + 120)
         wall = time.monotonic() - t0
-        if r.returncode != 0:
-            raise SystemExit(f"airlink cell failed ({r.returncode}): {r.stderr.strip()[-500:]}")
-    finally:
-        for p in servers:
-            p.kill()
-            p.wait()
+    if r.returncode != 0:
+        raise SystemExit(f"airlink cell failed ({r.returncode}): {r.stderr.strip()[-500:]}")
     stats = json.loads((work / "stats.json").read_text())
     goodput = 0.0
     for u in range(1, args.users + 1):
@@ -95,18 +78,14 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("iperf3"):
         raise SystemExit("needs root and iperf3")
-    sh("ip", "netns", "add", NS)
     work = Path(tempfile.mkdtemp(prefix="bench-cell-"))
     rows = []
     try:
-        sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
         for i in range(args.runs):
             row = one_run(args, work / f"run{i}")
             rows.append(row)
             print(f"run {i + 1}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()), flush=True)
     finally:
-        subprocess.run(["ip", "netns", "pids", NS], capture_output=True)
-        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     cap = simulated_capacity_mbps(args)
     print(f"\n{args.preset}, {args.scheduler}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE"
