@@ -111,7 +111,8 @@ def declared(relpath: str) -> Artifact | None:
     return None
 
 
-def _now() -> str:
+def utc_now_iso() -> str:
+    """Now, UTC, ISO 8601 to the second: the time stamps of manifests and campaign rows."""
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -243,7 +244,7 @@ class RunFolder:
         self.created: list = []        # files and folders this run created (relative paths)
         self.artifacts: dict = {}      # relative path -> {"kind", "stage"}
         self.status = "running"
-        self.started = _now()
+        self.started = utc_now_iso()
         self._created_abs: list = []   # absolute paths of the folders this run made
 
     # -- opening --------------------------------------------------------------------
@@ -366,7 +367,7 @@ class RunFolder:
         doc = {"format": MANIFEST_FORMAT, "status": self.status, "started": self.started,
                "artifacts": [{"path": k, **v} for k, v in sorted(self.artifacts.items())]}
         if self.status != "running":
-            doc["ended"] = _now()
+            doc["ended"] = utc_now_iso()
         return doc
 
     def write_manifest(self) -> None:

@@ -10,7 +10,6 @@ damaged afterwards - which :func:`verify_point` detects (a file missing, resized
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import fcntl
 import hashlib
 import io
@@ -26,6 +25,7 @@ import traceback
 import uuid
 from pathlib import Path
 
+from airlink.rundir import utc_now_iso
 from airlink.traces import AirlinkError
 from airlink.traces.atomic import write_bytes
 
@@ -49,10 +49,6 @@ def sha256_file(path, *, chunk: int = 1 << 20) -> str:
 def atomic_write_json(path: Path, obj) -> None:
     """``obj`` as JSON (NaN refused) into ``path``, through a temporary name and a rename."""
     write_bytes(path, (json.dumps(obj, indent=1, default=str, allow_nan=False) + "\n").encode())
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _finite(v):
@@ -254,9 +250,9 @@ def run_point(task: dict) -> dict:
     # who runs it, beside the folder (a run wants its folder empty): what a person (or a
     # test) looking at a stuck sweep needs to find the process
     beside = parent / f"{work.name}.worker.json"
-    beside.write_text(json.dumps({"host": host, "pid": os.getpid(), "started": _now()}))
+    beside.write_text(json.dumps({"host": host, "pid": os.getpid(), "started": utc_now_iso()}))
     row = {"point_id": task["point_id"], "status": "failed", "error": None, "host": host,
-           "started": _now(), "finished": None, "seconds": None}
+           "started": utc_now_iso(), "finished": None, "seconds": None}
     t0 = time.monotonic()
     try:
         from airlink.experiment import load_experiment, run_experiment
@@ -276,7 +272,7 @@ def run_point(task: dict) -> dict:
         row["error"] = (f"{type(exc).__name__}: {exc}" if isinstance(exc, AirlinkError)
                         else f"{type(exc).__name__}: {exc} | {''.join(tb[-3:]).strip()}")[:4000]
     row["seconds"] = time.monotonic() - t0
-    row["finished"] = _now()
+    row["finished"] = utc_now_iso()
     try:
         row.update(key_results(work))
     except (OSError, ValueError) as exc:
