@@ -28,26 +28,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from _replay_netns import marked_processes
 
 REPO = Path(__file__).resolve().parents[2]
 AIRLINK = str(Path(sys.executable).parent / "airlink")
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
-
-
-def _marked(marker: str) -> list:
-    """Pids of processes whose environment carries ``marker``."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in env:
-            out.append(int(pid))
-    return out
 
 
 @pytest.fixture
@@ -94,7 +80,7 @@ def test_sigkill_leaves_nothing_and_claims_nothing(run_ns, tmp_path, stage, trig
     p.wait(timeout=10)
     left = []
     for _ in range(100):               # children notice their parent's death and stop
-        left = [pid for pid in _marked(value) if pid != os.getpid()]
+        left = marked_processes(marker)
         if not left:
             break
         time.sleep(0.1)

@@ -99,3 +99,21 @@ def assert_conserved(stats: dict):
         k = stats["kernel"][side]
         assert k is not None and k["tx_dropped"] == 0 and k["rx_dropped"] == 0, (side, k)
     assert stats["write_errors"] == 0
+
+
+def marked_processes(marker: str, comm: str | None = None) -> list:
+    """Pids of processes whose environment holds the entry ``marker`` (``KEY=VALUE``, which
+    every child of a test's command inherits) and, when given, whose name is ``comm``."""
+    out = []
+    entry = marker.encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if entry in env and (comm is None or name == comm):
+            out.append(int(pid))
+    return out

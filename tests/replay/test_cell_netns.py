@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _replay_netns import AIRLINK
+from _replay_netns import AIRLINK, marked_processes
 
 pytestmark = pytest.mark.netns
 
@@ -203,10 +203,10 @@ def test_signals_to_the_shell_leave_nothing_behind(test_ns, tmp_path, how):
                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(150):
-            if len(_marked(marker, "sleep")) >= 6:
+            if len(marked_processes(marker, "sleep")) >= 6:
                 break
             time.sleep(0.1)
-        sleepers = _marked(marker, "sleep")
+        sleepers = marked_processes(marker, "sleep")
         assert len(sleepers) == 6
         assert any(": al" in line for line in test_ns.links().splitlines())
         if how == signal.SIGINT:   # the terminal sends Ctrl-C to the whole foreground group
@@ -220,28 +220,12 @@ def test_signals_to_the_shell_leave_nothing_behind(test_ns, tmp_path, how):
             p.kill()
             p.wait()
     for _ in range(50):
-        if not _marked(marker, None) and test_ns.links() == before[0]:
+        if not marked_processes(marker) and test_ns.links() == before[0]:
             break
         time.sleep(0.1)
-    assert not _marked(marker, None)
+    assert not marked_processes(marker)
     assert test_ns.links() == before[0]
     assert test_ns.routes() == before[1]
-
-
-def _marked(marker, comm):
-    """Processes whose environment holds ``marker`` (and whose name is ``comm``)."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-            name = open(f"/proc/{pid}/comm").read().strip()
-        except OSError:
-            continue
-        if marker.encode() in env and (comm is None or name == comm):
-            out.append(int(pid))
-    return out
 
 
 def test_nests_inside_delay(test_ns, udp_source, tmp_path):
