@@ -104,6 +104,7 @@ def test_report_of_a_collect_folder(tmp_path, shared_data, run_airlink):
     assert any("time-sequence" in a for a in alts)
     assert any("goodput against trace capacity" in a for a in alts)
     assert any("RTT and data in flight" in a for a in alts)
+    assert "could not be drawn" not in page      # a figure's own failure shows as a note: not here
 
 
 def test_report_of_a_simulate_folder(tmp_path, run_airlink):
@@ -114,6 +115,7 @@ def test_report_of_a_simulate_folder(tmp_path, run_airlink):
     for name in ("goodput against trace capacity", "queue backlog", "fairness", "jitter"):
         assert any(name in a for a in alts), (name, alts)
     assert "aggregate_throughput_mbps" in page
+    assert "could not be drawn" not in page
 
 
 def test_report_reads_the_json_of_airlink_infer_nmi(tmp_path):
