@@ -58,7 +58,8 @@ def read(path, format: str | None = None, **kw):
     it declined.
     """
     path = Path(path)
-    _check_options(kw, format)
+    if kw:
+        _check_options(kw, format)
     if not path.exists():
         raise AirlinkError(f"{path}: no such file")
     if path.is_dir():
