@@ -174,11 +174,14 @@ class FrameStreamWriter:
             for chunk in chunks:
                 w.write(chunk)            # a DataFrame or a pyarrow Table of ``schema``
 
-    The file appears under ``path`` only when the block ends without an error."""
+    The file appears under ``path`` only when the block ends without an error.
+    ``use_dictionary``: pyarrow's option - True (every column tried) or the list of columns
+    to dictionary-encode (the others skip the dictionary pass)."""
 
-    def __init__(self, path, schema, *, kind: str, provenance: dict | None = None):
+    def __init__(self, path, schema, *, kind: str, provenance: dict | None = None, use_dictionary=True):
         self.path = Path(path)
         self.schema = _stamp(schema, kind=kind, provenance=provenance)
+        self.use_dictionary = use_dictionary
         self._cm = None
         self._writer = None
 
@@ -186,7 +189,7 @@ class FrameStreamWriter:
         import pyarrow.parquet as pq
         self._cm = atomic_path(self.path)
         tmp = self._cm.__enter__()
-        self._writer = pq.ParquetWriter(tmp, self.schema)
+        self._writer = pq.ParquetWriter(tmp, self.schema, use_dictionary=self.use_dictionary)
         return self
 
     def write(self, chunk) -> None:
