@@ -20,6 +20,7 @@ from .results import BacklogReport, FairnessReport, JitterReport
 from . import fairness as F
 from .frames import column, pooled_series, prepare, sample_period_s, users_of, wide_many
 from .information import discretize
+from .lagscan import lag_scan
 from .surrogates import peak_significance
 
 CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "ecio_db", "rsrq_db", "rsrp_dbm",
@@ -60,17 +61,20 @@ _per_user_period = sample_period_s
 def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bins=16,
                  binning: str = "uniform", normalization: str = "x", surrogates: int = 100,
                  bootstrap: int = 100, alpha: float = 0.05, user=None, seed: int = 0,
-                 progress: bool = False, resolution=None, time_column=None, by=None) -> pd.DataFrame:
+                 progress: bool = False, resolution=None, time_column=None, by=None,
+                 curves: bool = False) -> pd.DataFrame:
     """Peak ``I_N(target; factor; d)`` over ``|d| <= max_lag`` per factor, with p-value,
     threshold, bias-corrected value and bootstrap interval, sorted by peak (largest first).
 
     The frame is first put on a regular grid of ``resolution`` (default: the median spacing
     of its timestamps; see :func:`~airlink.inference.frames.prepare`, which also takes
-    ``time_column`` and ``by``); missing grid steps drop their pairs. ``max_lag`` is samples
-    of that grid (int) or a duration (``"60s"``). Columns of the result: ``factor, peak_nmi,
+    ``time_column`` and ``by``); missing grid steps drop their pairs. ``max_lag`` is a duration
+    (``"60s"``, a Timedelta). Columns of the result: ``factor, peak_nmi,
     lag`` (samples), ``lag_s`` (seconds), ``at_edge`` (the peak sits at ``|lag| = max_lag``:
     the true peak may lie beyond the range scanned), ``p_value, threshold, bias_corrected,
     ci_low, ci_high, n_pairs``. A positive lag means the factor leads the target.
+    ``curves=True`` also keeps each factor's whole scan, ``attrs["curves"][factor] =
+    {"lag_s": [...], "nmi": [...]}`` (the scan whose peak is the table's ``peak_nmi``).
     """
     factors = list(factors)
     frame = _framed(frame, resolution, time_column, by, [target, *factors])
@@ -81,13 +85,16 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
     D = max(0, min(_max_lag_samples(max_lag, period), max(n_per_user - 2, 0)))
     series = pooled_series(frame, [target] + factors, user=user, gap=D)
     x = discretize(series[target], bins=bins, binning=binning)
-    rows = []
+    rows, scans = [], {}
+    sample_period = period if np.isfinite(period) else None
     for k, f in enumerate(factors):
         y = discretize(series[f], bins=bins, binning=binning)
-        sig = peak_significance(x, y, max_lag=D, normalization=normalization,
-                                sample_period=period if np.isfinite(period) else None,
+        scan = lag_scan(x, y, max_lag=D, normalization=normalization, sample_period=sample_period)
+        if curves:
+            scans[f] = {"lag_s": [float(v) for v in scan.lag_s], "nmi": [float(v) for v in scan.values.to_numpy()]}
+        sig = peak_significance(x, y, max_lag=D, normalization=normalization, sample_period=sample_period,
                                 surrogates=surrogates, bootstrap=bootstrap, alpha=alpha,
-                                seed=seed + k, progress=progress)
+                                seed=seed + k, progress=progress, scan=scan)
         d = sig.to_dict()
         rows.append(dict(factor=f, peak_nmi=d["peak_nmi"], lag=d["lag"], lag_s=d["lag_s"],
                          at_edge=bool(D > 0 and abs(int(d["lag"])) == D), p_value=d["p_value"], threshold=d["threshold"],
@@ -97,7 +104,8 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
     out.attrs.update(target=target, max_lag=D, sample_period_s=period, bins=bins, binning=binning,
                      normalization=normalization, surrogates=surrogates,
                      empty_bins=frame.attrs.get("empty_bins"), merged_rows=frame.attrs.get("merged_rows"),
-                     users=[str(u) for u in users_of(frame)] if "user" in frame.columns else [])
+                     users=[str(u) for u in users_of(frame)] if "user" in frame.columns else [],
+                     **({"curves": scans} if curves else {}))
     return out.reset_index(drop=True)
 
 

@@ -32,7 +32,7 @@ TCP_FACTORS = {"goodput_bps": ("capacity_bps", "rtt_ms", "inflight_packets", "ba
 
 
 def nmi_table(paths, *, target: str, factors, resolution, max_lag, bins: int, surrogates: int,
-              bootstrap: int, user=None, seed: int = 0) -> tuple:
+              bootstrap: int, user=None, seed: int = 0, curves: bool = False) -> tuple:
     """(the gridded frame, the factor table) of ``airlink infer nmi PATHS --target T --factor F
     ... --resolution R --max-lag L --bins B --surrogates S --bootstrap N [--user U] --seed K``:
     frames read and gridded by :func:`airlink.inference.read_frames`, ranked by
@@ -41,7 +41,7 @@ def nmi_table(paths, *, target: str, factors, resolution, max_lag, bins: int, su
     frame = inf.read_frames(paths, resolution=resolution, columns=[target, *factors])
     return frame, inf.rank_factors(frame, target=target, factors=list(factors), max_lag=max_lag,
                                    bins=bins, surrogates=surrogates, bootstrap=bootstrap, user=user,
-                                   seed=seed)
+                                   seed=seed, curves=curves)
 
 
 def nmi_command(paths, *, target: str, factors, resolution, max_lag, bins: int, surrogates: int,
@@ -55,17 +55,6 @@ def nmi_command(paths, *, target: str, factors, resolution, max_lag, bins: int, 
     if user is not None:
         argv += ["--user", str(user)]
     return " ".join(shlex.quote(a) for a in argv)
-
-
-def _curve(frame, *, target, factor, lag_samples: int, bins: int, user) -> dict:
-    """NMI against lag for the report's figure, on the table's gridded frame, bins and lag
-    range (its peak is the table's ``peak_nmi``)."""
-    from airlink import inference as inf
-    from airlink.inference.frames import pooled_series
-    s = pooled_series(frame, [target, factor], user=user, gap=lag_samples)
-    scan = inf.lag_scan(s[target], s[factor], max_lag=lag_samples, bins=bins,
-                        sample_period=frame.attrs["resolution_s"])
-    return {"lag_s": [float(v) for v in scan.lag_s], "nmi": [float(v) for v in scan.values.to_numpy()]}
 
 
 def _finite(v):
@@ -143,7 +132,7 @@ class InferStage:
         opts = dict(target=target, factors=factors, resolution=res, max_lag=max_lag,
                     bins=int(a.get("bins") or cfg.bins), surrogates=cfg.surrogates,
                     bootstrap=cfg.bootstrap, user=user, seed=int(a.get("seed") or cfg.seed))
-        frame, table = nmi_table([path], **opts)
+        _, table = nmi_table([path], **opts, curves=True)
         D = int(table.attrs["max_lag"])
         entries = []
         for r in table.to_dict(orient="records"):
@@ -153,9 +142,7 @@ class InferStage:
                             "significant": bool(p is not None and p < cfg.alpha),
                             "threshold": _finite(r["threshold"]), "bias_corrected": _finite(r["bias_corrected"]),
                             "ci": [_finite(r["ci_low"]), _finite(r["ci_high"])], "n_pairs": int(r["n_pairs"]),
-                            "surrogates": cfg.surrogates,
-                            "curve": _curve(frame, target=target, factor=r["factor"], lag_samples=D,
-                                            bins=opts["bins"], user=user)})
+                            "surrogates": cfg.surrogates, "curve": table.attrs["curves"][r["factor"]]})
         note = f"not columns of {path.name}: {', '.join(skipped)}" if skipped else ""
         if a["source"] == "tcp" and "capacity_bps" in skipped:
             note += " (no link log: the capture and the trace share no clock, so capacity is left out)"
