@@ -6,6 +6,15 @@ client (inside the emulated link) so the server (outside, on the host) needs no 
   the server sets ``TCP_CONGESTION`` on that accepted socket (Linux; ``reno``, ``cubic``,
   ``bbr`` or anything in ``/proc/sys/net/ipv4/tcp_available_congestion_control``), then sends
   for that many seconds (or ``bytes``) and closes. Each connection has its own algorithm.
+  The client's receive window: by default the kernel's autotuning (``net.ipv4.tcp_rmem``);
+  ``rwnd_bytes=R`` (``--rwnd 64KiB``) sets ``SO_RCVBUF = R`` on the client socket *before*
+  it connects (the window scale is fixed by the SYN), which turns autotuning off. Linux
+  doubles the value it is given (``socket(7)``: the other half is for its bookkeeping), so
+  the socket's buffer is ``2 R`` and the advertised window about ``R`` (how much of the
+  buffer is advertised follows ``net.ipv4.tcp_adv_win_scale``, since Linux 6.6 the measured
+  payload-to-memory ratio). Mattar et al.'s receive windows of 8 and 64 KB are
+  ``rwnd_bytes=8192`` and ``65536``. The result records the buffer the kernel reports
+  (``rcvbuf_bytes``, i.e. ``2 R``).
 - **on-off UDP**: the client sends one JSON datagram ``{"rate_bps": 76800, "on_s": 1,
   "off_s": 5, "seconds": 30, "size": 1000}``; the server answers with datagrams at the rate
   during on periods (Mattar et al.'s 1 s on / 5 s off sources at 38.4 and 76.8 kbit/s).
@@ -14,6 +23,7 @@ Command line (used by :mod:`airlink.experiment`, handy by hand too)::
 
     python -m airlink.apps serve --port 5201                # on the host
     python -m airlink.apps fetch 100.64.0.1 5201 --cc bbr --seconds 10 --json
+    python -m airlink.apps fetch 100.64.0.1 5201 --cc reno --rwnd 8KiB --seconds 10
     python -m airlink.apps onoff 100.64.0.1 5201 --rate 76.8kbps --on 1 --off 5 --seconds 30
 """
 from __future__ import annotations
@@ -25,6 +35,8 @@ import socket
 import sys
 import threading
 import time
+
+from airlink.traces.errors import AirlinkError
 
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
 CHUNK = 64 * 1024
@@ -204,27 +216,57 @@ def serve(port: int, *, host: str = "0.0.0.0", log_path=None, ready_path=None,
 
 
 # ----------------------------------------------------------------------------- clients
+def set_receive_buffer(sock: socket.socket, rwnd_bytes: int) -> int:
+    """Set ``SO_RCVBUF = rwnd_bytes`` on ``sock`` and return the buffer the kernel reports,
+    ``2 * rwnd_bytes`` on Linux (it doubles the value for its bookkeeping, ``socket(7)``).
+
+    Above ``net.core.rmem_max`` the kernel silently caps the value: then ``SO_RCVBUFFORCE``
+    is tried (needs CAP_NET_ADMIN), and if the buffer is still short an
+    :class:`~airlink.traces.errors.AirlinkError` says so rather than running with a window
+    other than the one asked for."""
+    rwnd_bytes = int(rwnd_bytes)
+    if rwnd_bytes <= 0:
+        raise AirlinkError(f"receive window must be a positive number of bytes, got {rwnd_bytes}")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rwnd_bytes)
+    got = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    if got < 2 * rwnd_bytes:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), rwnd_bytes)
+            got = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        except OSError:
+            pass
+    if got < 2 * rwnd_bytes:
+        raise AirlinkError(f"receive window of {rwnd_bytes} bytes: the kernel gave a buffer of {got} bytes "
+                           f"(at most net.core.rmem_max; raise it or run as root)")
+    return got
+
+
 def fetch(host: str, port: int, *, cc: str | None = None, seconds: float = 10.0,
-          nbytes: int = 0, timeout: float = 30.0) -> dict:
+          nbytes: int = 0, rwnd_bytes: int | None = None, timeout: float = 30.0) -> dict:
     """Bulk TCP download of ``seconds`` (or ``nbytes``) from a :func:`serve` server with the
-    server's socket using congestion control ``cc``. Returns bytes, seconds and goodput."""
+    server's socket using congestion control ``cc``. ``rwnd_bytes``: the client's receive
+    window, ``SO_RCVBUF`` set before connecting (see :func:`set_receive_buffer`; None = the
+    kernel's autotuning). Returns bytes, seconds, goodput (bytes x 8 / seconds, bit/s) and
+    the receive buffer the kernel reported (``rcvbuf_bytes``)."""
     t0 = time.monotonic()
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        s.sendall((json.dumps({"cc": cc, "seconds": seconds, "bytes": nbytes}) + "\n").encode())
+    addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    with socket.socket(addr[0], socket.SOCK_STREAM) as s:
+        rcvbuf = None if rwnd_bytes is None else set_receive_buffer(s, rwnd_bytes)
         s.settimeout(timeout)
+        s.connect(addr[4])
+        if rcvbuf is None:
+            rcvbuf = s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        s.sendall((json.dumps({"cc": cc, "seconds": seconds, "bytes": nbytes}) + "\n").encode())
         got = 0
-        first = None
         while True:
             data = s.recv(CHUNK)
             if not data:
                 break
-            if first is None:
-                first = time.monotonic()
             got += len(data)
         local = s.getsockname()
     el = time.monotonic() - t0
     return {"app": "bulk", "cc": cc, "bytes": got, "seconds": el, "goodput_bps": got * 8 / el if el else 0.0,
+            "rwnd_bytes": rwnd_bytes, "rcvbuf_bytes": rcvbuf,
             "local": f"{local[0]}:{local[1]}", "server": f"{host}:{port}"}
 
 
@@ -266,6 +308,8 @@ def main(argv=None) -> int:
     f.add_argument("--cc")
     f.add_argument("--seconds", type=float, default=10.0)
     f.add_argument("--bytes", type=int, default=0)
+    f.add_argument("--rwnd", help="receive window, e.g. 8KiB or 65536: SO_RCVBUF on the client socket "
+                                  "(the kernel doubles it); default: the kernel's autotuning")
     f.add_argument("--json", action="store_true")
     o = sub.add_parser("onoff")
     o.add_argument("host")
@@ -281,7 +325,13 @@ def main(argv=None) -> int:
         serve(a.port, host=a.host, log_path=a.log, ready_path=a.ready)
         return 0
     if a.cmd == "fetch":
-        res = fetch(a.host, a.port, cc=a.cc, seconds=a.seconds, nbytes=a.bytes)
+        from airlink.traces import parse_size
+        try:
+            res = fetch(a.host, a.port, cc=a.cc, seconds=a.seconds, nbytes=a.bytes,
+                        rwnd_bytes=None if a.rwnd is None else parse_size(a.rwnd))
+        except AirlinkError as exc:
+            print(f"airlink: error: {exc}", file=sys.stderr)
+            return 2
     else:
         res = onoff(a.host, a.port, rate_bps=parse_rate(a.rate), on_s=a.on, off_s=a.off,
                     seconds=a.seconds, size=a.size)
