@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       model_validator)
 
 from airlink.traces import AirlinkError, parse_duration, parse_rate
+from airlink.traces.units import parse_size
 from airlink.traces.yamlfile import read_yaml_mapping
 
 STAGES = ("radio", "live", "collect", "infer", "report")
@@ -195,6 +197,115 @@ class Application(_OneOf):
     command: Annotated[Command, BeforeValidator(_scalar_as("command"))] | None = None
 
 
+# ---------------------------------------------------------------------------- cell
+def _check_size(value):
+    if isinstance(value, bool):
+        raise ValueError("expected a size in bytes such as 300KB or 50000")
+    try:
+        parse_size(value)
+    except AirlinkError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def parse_ues(key) -> list[int]:
+    """UE numbers of a ``cell.ues`` key: ``3``, ``"2-4"`` (a range, both ends included) or
+    ``"1,3,5"`` (and mixes: ``"1,4-6"``)."""
+    out = []
+    for part in str(key).split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+        if not m:
+            raise ValueError("a UE number (3), a range (2-4) or a list (1,3,5-7)")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if lo < 1 or hi < lo:
+            raise ValueError("UE numbers count from 1 and a range goes upwards (2-4)")
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+AppList = Annotated[list[Annotated[Application, BeforeValidator(_one_of(APP_KINDS))]],
+                    BeforeValidator(lambda v: [] if v is None else v)]
+
+
+class Cell(_Model):
+    """A live cell (:func:`airlink.replay.cell.run_cell`): every UE in its own namespace, one
+    scheduled downlink fed by the live queue backlogs. Options as ``airlink cell``'s; None
+    means the preset's value. ``set``: preset parameters (``{pf_a: 0.01}``). Applications:
+    ``applications`` run in every UE that ``ues`` does not list; ``ues`` maps UE numbers
+    (``1``, ``2-4``, ``1,3``) to that UE's own list."""
+
+    preset: str | None = None
+    scheduler: str | None = None
+    users: int | None = Field(None, ge=1)
+    seed: int = 0
+    tti: Duration | None = None
+    duration: Duration | None = None           # None: until every UE's applications ended
+    overrides: dict[str, Any] = Field(default_factory=dict, alias="set")
+    queue: Literal["droptail", "drophead", "infinite"] = "droptail"
+    queue_args: Text | None = None             # None: the preset's buffer_packets packets
+    uplink: Text | None = None                 # None: unconstrained; a rate or a trace path
+    warmup: Annotated[Union[str, int], AfterValidator(_check_size)] | None = None   # bytes
+    late_after: Duration | None = None         # None: half a TTI
+    realtime: bool = False
+    applications: AppList = []
+    ues: Annotated[dict[str, AppList], BeforeValidator(
+        lambda v: {} if v is None else ({str(k): x for k, x in v.items()} if isinstance(v, dict) else v))] = {}
+
+    @model_validator(mode="after")
+    def _ues(self):
+        seen: dict = {}
+        for key in self.ues:
+            try:
+                numbers = parse_ues(key)
+            except ValueError as exc:
+                raise ValueError(f"cell.ues.{key}: {exc}") from None
+            for n in numbers:
+                if n in seen:
+                    raise ValueError(f"cell.ues.{key}: UE {n} is also in cell.ues.{seen[n]}")
+                if self.users is not None and n > self.users:
+                    raise ValueError(f"cell.ues.{key}: UE {n} but the cell has {self.users} UEs (cell.users)")
+                seen[n] = key
+        if not self.applications and not any(self.ues.values()):
+            raise ValueError("cell: no application for any UE (give cell.applications, run by every UE, "
+                             "and/or cell.ues, per UE)")
+        return self
+
+    def per_ue(self, n_users: int) -> list:
+        """The applications of UE 1..``n_users``, a list per UE (``ues`` entries replace
+        ``applications`` for the UEs they name)."""
+        out = [list(self.applications) for _ in range(n_users)]
+        for key, apps in self.ues.items():
+            for n in parse_ues(key):
+                if n > n_users:
+                    raise AirlinkError(f"cell.ues.{key}: UE {n} but the cell has {n_users} UEs")
+                out[n - 1] = list(apps)
+        return out
+
+    def options(self) -> dict:
+        """Keyword options of :class:`airlink.replay.cell.CellShell` (units parsed there)."""
+        return dict(preset=self.preset, scheduler=self.scheduler, users=self.users, seed=self.seed,
+                    tti=self.tti, duration=self.duration, overrides=dict(self.overrides), queue=self.queue,
+                    queue_args=None if self.queue == "infinite" else self.queue_args, uplink=self.uplink,
+                    warmup_bytes=self.warmup, late_after=self.late_after, realtime=self.realtime)
+
+    def resolve(self) -> dict:
+        """The simulator's full parameter set of this cell (preset <- ``set`` <- users, tti,
+        scheduler); an unknown parameter or preset is an AirlinkError naming its key path."""
+        from airlink.sim.engine import ALIASES, DEFAULTS, resolve_config
+        for key in self.overrides:
+            if ALIASES.get(key, key) not in DEFAULTS:
+                raise AirlinkError(f"cell.set.{key}: unknown preset parameter (known: {', '.join(sorted(DEFAULTS))})")
+        over = dict(self.overrides)
+        for key, value in (("n_users", self.users), ("tti", self.tti), ("scheduler", self.scheduler)):
+            if value is not None:
+                over[key] = value
+        try:
+            return resolve_config(self.preset, over)
+        except AirlinkError as exc:
+            raise AirlinkError(f"cell.preset: {exc}") from None
+
+
 # ---------------------------------------------------------------------------- the rest
 class Capture(_Model):
     inside: bool = True
@@ -250,7 +361,26 @@ class ExperimentSpec(_Model):
     collect: Annotated[Collect, BeforeValidator(lambda v: {} if v is None else v)] = Collect()
     infer: Annotated[Infer, BeforeValidator(_false_is_off)] = Infer()
     offline: Annotated[Offline, BeforeValidator(lambda v: {} if v is None else v)] = Offline()
+    cell: Cell | None = None
     report: bool = True
+
+    @model_validator(mode="after")
+    def _cell_alone(self):
+        """A cell is its own radio and its own link: it replaces ``radio``, the ``link``
+        shell and the top-level ``applications``; ``delay`` and ``loss`` shells wrap it."""
+        if self.cell is None:
+            return self
+        if "radio" in self.model_fields_set:
+            raise ValueError("radio: a cell experiment has no radio section (the cell simulates its own "
+                             "radio: cell.preset, cell.set); give radio or cell, not both")
+        if self.applications:
+            raise ValueError("applications: a cell experiment gives its applications in cell.applications "
+                             "(every UE) or cell.ues (per UE)")
+        for i, sh in enumerate(self.shells):
+            if sh.kind == "link":
+                raise ValueError(f"shells[{i}].link: a cell is its own link (queues: cell.queue, "
+                                 "cell.queue_args); only delay and loss shells wrap a cell")
+        return self
 
     @model_validator(mode="after")
     def _link_needs_radio(self):
@@ -301,7 +431,7 @@ def validate_spec(spec: dict, *, where: str = "experiment") -> "ExperimentSpec":
         err = max(errors, key=lambda e: (len(_key_path(e["loc"])), e["type"] == "extra_forbidden"))
         path = _key_path(err["loc"])
         msg = _message(err)
-        if msg.startswith(("shells[", "applications[")):
+        if msg.startswith(("shells[", "applications[")) or (path and msg.startswith(path)):
             raise AirlinkError(f"{where}: {msg}") from None
         raise AirlinkError(f"{where}: {path + ': ' if path else ''}{msg}") from None
 
@@ -331,7 +461,14 @@ class Experiment:
 
     def check(self) -> "Experiment":
         """Validate ``spec`` again (after a change to it) and refresh ``model``."""
-        self.model = validate_spec(self.spec, where=str(self.path.name if self.path else "experiment"))
+        where = str(self.path.name if self.path else "experiment")
+        self.model = validate_spec(self.spec, where=where)
+        if self.model.cell is not None:
+            try:
+                cfg = self.model.cell.resolve()
+                self.model.cell.per_ue(int(cfg["n_users"]))
+            except AirlinkError as exc:
+                raise AirlinkError(f"{where}: {exc}") from None
         return self
 
 
