@@ -36,8 +36,6 @@ import sys
 import threading
 import time
 
-from airlink.traces.errors import AirlinkError
-
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
 CHUNK = 64 * 1024
 
@@ -224,6 +222,7 @@ def set_receive_buffer(sock: socket.socket, rwnd_bytes: int) -> int:
     is tried (needs CAP_NET_ADMIN), and if the buffer is still short an
     :class:`~airlink.traces.errors.AirlinkError` says so rather than running with a window
     other than the one asked for."""
+    from airlink.traces.errors import AirlinkError   # here: airlink.traces imports pandas
     rwnd_bytes = int(rwnd_bytes)
     if rwnd_bytes <= 0:
         raise AirlinkError(f"receive window must be a positive number of bytes, got {rwnd_bytes}")
@@ -293,7 +292,6 @@ def onoff(host: str, port: int, *, rate_bps: float = 76800, on_s: float = 1.0, o
 
 
 def main(argv=None) -> int:
-    from airlink.traces import parse_rate
     p = argparse.ArgumentParser(prog="python -m airlink.apps", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -325,14 +323,19 @@ def main(argv=None) -> int:
         serve(a.port, host=a.host, log_path=a.log, ready_path=a.ready)
         return 0
     if a.cmd == "fetch":
-        from airlink.traces import parse_size
-        try:
-            res = fetch(a.host, a.port, cc=a.cc, seconds=a.seconds, nbytes=a.bytes,
-                        rwnd_bytes=None if a.rwnd is None else parse_size(a.rwnd))
-        except AirlinkError as exc:
-            print(f"airlink: error: {exc}", file=sys.stderr)
-            return 2
+        if a.rwnd is None:
+            res = fetch(a.host, a.port, cc=a.cc, seconds=a.seconds, nbytes=a.bytes)
+        else:   # airlink.traces imports pandas: only when a size is to be read
+            from airlink.traces import parse_size
+            from airlink.traces.errors import AirlinkError
+            try:
+                res = fetch(a.host, a.port, cc=a.cc, seconds=a.seconds, nbytes=a.bytes,
+                            rwnd_bytes=parse_size(a.rwnd))
+            except AirlinkError as exc:
+                print(f"airlink: error: {exc}", file=sys.stderr)
+                return 2
     else:
+        from airlink.traces import parse_rate
         res = onoff(a.host, a.port, rate_bps=parse_rate(a.rate), on_s=a.on, off_s=a.off,
                     seconds=a.seconds, size=a.size)
     print(json.dumps(res) if a.json else
