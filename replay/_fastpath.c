@@ -8,6 +8,19 @@
  * --once). Semantics are identical to the Python stages (see their docstrings): TTI k's
  * capacity is served at the end of TTI k to the bytes queued by then, packets may be split
  * across TTIs, unused capacity is lost, fractional capacity carries its remainder.
+ *
+ * Offload mode (vnet_hdr(10) on both stages, TUN devices opened with IFF_VNET_HDR and
+ * TUNSETOFFLOAD): every packet carries a 10-byte virtio_net_hdr in front, and a TCP or
+ * UDP GSO super-packet (up to 64 KB, gso_size bytes of payload per segment) crosses user
+ * space once. Every stage treats it as the sequence of segments the kernel would have
+ * sent without offload (each segment = the IP/L4 headers + its gso_size slice of the
+ * payload), so counters, the loss draws, the queue limits and the link's byte-granular
+ * service are exactly those of plain mode: a segment leaves the link when its last byte
+ * is served. Where a TTI's budget, a queue limit or a loss draw cuts a super-packet, the
+ * shell cuts it into pieces of whole segments (make_piece: IP total length / payload
+ * length, IPv4 ID + index and header checksum, TCP sequence number, FIN/PSH only on the
+ * last piece and CWR only on the first, UDP length, and the L4 checksum left to the
+ * kernel as a partial checksum over the pseudo-header, VIRTIO_NET_HDR_F_NEEDS_CSUM).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_PACKET 65536
+#define READ_BUFFER (1 << 17)   /* a 64 KB super-packet and its header fit with room */
 #define READ_BATCH 512
 #define DRAIN_QUIET_NS 30000000LL
 #define DRAIN_MAX_NS 1000000000LL
@@ -28,22 +41,36 @@
 enum { K_PASS = 0, K_DELAY = 1, K_LOSS = 2, K_LINK = 3 };
 enum { Q_INFINITE = 0, Q_DROPTAIL = 1, Q_DROPHEAD = 2 };
 
+/* struct virtio_net_hdr (little-endian on the hosts we run on) */
+#define VNET_F_NEEDS_CSUM 1
+#define VNET_GSO_NONE 0
+#define VNET_GSO_TCPV4 1
+#define VNET_GSO_TCPV6 4
+#define VNET_GSO_UDP_L4 5
+#define VNET_GSO_ECN 0x80
+
 typedef struct Packet {
     struct Packet *next;
     int64_t t;          /* arrival (link) or release time (delay) */
-    int len;
+    int len;            /* bytes in data: the vnet header (off bytes) and the IP packet */
+    int off;            /* vnet header size (0 in plain mode) */
+    int nseg;           /* segments (1 unless a GSO super-packet) */
+    int lo;             /* segments [0, lo) already left or were dropped */
+    int ipl, hl;        /* IP header length; IP + L4 header length (0 when nseg == 1) */
+    int gso, plen;      /* payload bytes per segment; payload bytes in all */
     unsigned char data[];
 } Packet;
 
 typedef struct {
     Packet *head, *tail;
-    long long count, bytes;
+    long long count, bytes;     /* segments and their plain-mode bytes */
 } Fifo;
 
 typedef struct {
     PyObject_HEAD
     int kind;
-    /* counters */
+    int vnet;           /* virtio_net_hdr size in front of every packet (0: plain) */
+    /* counters (segments and plain-mode bytes) */
     long long arr_p, arr_b, dep_p, dep_b, drop_p, drop_b;
     Fifo q;             /* delay: pending; link: queue; pass/loss: ready */
     /* delay */
@@ -62,9 +89,17 @@ typedef struct {
     long long capacity_bytes, served_bytes;
     int qkind;
     long long lim_packets, lim_bytes;
-    Packet *in_service;
-    long long in_service_left;
+    Packet *in_service; /* its segment `seg` is served; [lo, seg) done, not yet emitted */
+    int seg;
+    long long seg_left; /* bytes of segment `seg` still to serve; 0: not started */
 } Stage;
+
+/* Where departures go: a file descriptor, or a Python list (the push/pull test API). */
+typedef struct {
+    int fd;
+    PyObject *list;
+    long long errors;
+} Sink;
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -72,12 +107,120 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* ---- segments ---------------------------------------------------------------------- */
+
+static inline unsigned rd16(const unsigned char *p) { return (p[0] << 8) | p[1]; }
+static inline void wr16(unsigned char *p, unsigned v) { p[0] = v >> 8; p[1] = v & 0xff; }
+static inline unsigned le16(const unsigned char *p) { return p[0] | (p[1] << 8); }
+static inline void wle16(unsigned char *p, unsigned v) { p[0] = v & 0xff; p[1] = v >> 8; }
+
+/* Plain-mode bytes of segments [a, b): each carries the headers and its payload slice. */
+static inline long long wire(const Packet *p, int a, int b) {
+    long long end = (long long)b * p->gso;
+    if (end > p->plen) end = p->plen;
+    return (long long)(b - a) * p->hl + end - (long long)a * p->gso;
+}
+
+/* Fill in the segment layout of a packet just read (data, len, off set). A packet that
+   is not a TCP/UDP GSO super-packet the shell can cut is one segment of its IP length. */
+static void parse_segments(Packet *p) {
+    int iplen = p->len - p->off;
+    p->nseg = 1; p->lo = 0; p->ipl = 0; p->hl = 0; p->gso = iplen; p->plen = iplen;
+    if (!p->off || iplen < 20) return;
+    const unsigned char *h = p->data, *ip = p->data + p->off;
+    int type = h[1] & ~VNET_GSO_ECN, gso = le16(h + 4);
+    if (type == VNET_GSO_NONE || gso <= 0) return;
+    int ipl, proto, total;
+    if ((ip[0] >> 4) == 4) {
+        ipl = (ip[0] & 15) * 4; proto = ip[9]; total = rd16(ip + 2);
+    } else if ((ip[0] >> 4) == 6 && iplen >= 40) {
+        ipl = 40; proto = ip[6]; total = 40 + rd16(ip + 4);
+    } else return;
+    if (total != iplen || ipl < 20 || ipl + 8 > iplen) return;
+    int l4;
+    if (proto == 6 && (type == VNET_GSO_TCPV4 || type == VNET_GSO_TCPV6)) l4 = (ip[ipl + 12] >> 4) * 4;
+    else if (proto == 17 && type == VNET_GSO_UDP_L4) l4 = 8;
+    else return;
+    if (l4 < 8 || ipl + l4 > iplen) return;
+    int plen = iplen - ipl - l4;
+    int n = (plen + gso - 1) / gso;
+    if (n <= 1) return;
+    p->nseg = n; p->ipl = ipl; p->hl = ipl + l4; p->gso = gso; p->plen = plen;
+}
+
+static uint32_t sum16(const unsigned char *p, int n, uint32_t s) {
+    for (; n > 1; n -= 2, p += 2) s += rd16(p);
+    if (n) s += p[0] << 8;
+    return s;
+}
+
+static unsigned fold(uint32_t s) {
+    while (s >> 16) s = (s & 0xffff) + (s >> 16);
+    return s;
+}
+
+/* A new packet holding segments [a, b) of p, as the kernel would have cut them. */
+static Packet *make_piece(const Packet *p, int a, int b) {
+    long long pa = (long long)a * p->gso, pb = (long long)b * p->gso;
+    if (pb > p->plen) pb = p->plen;
+    int n = (int)(pb - pa), len = p->off + p->hl + n;
+    Packet *q = malloc(sizeof(Packet) + len);
+    if (!q) return NULL;
+    *q = *p;
+    q->next = NULL;
+    q->len = len; q->nseg = b - a; q->lo = 0; q->plen = n;
+    if (q->nseg == 1) { q->hl = 0; q->ipl = 0; q->gso = p->hl + n; q->plen = p->hl + n; }
+    memcpy(q->data, p->data, p->off + p->hl);
+    memcpy(q->data + p->off + p->hl, p->data + p->off + p->hl + pa, n);
+    unsigned char *h = q->data, *ip = q->data + p->off, *l4 = ip + p->ipl;
+    int tcp = ip[(ip[0] >> 4) == 4 ? 9 : 6] == 6;
+    int l4len = p->hl - p->ipl + n;
+    h[0] = VNET_F_NEEDS_CSUM;
+    if (b - a == 1) { h[1] = VNET_GSO_NONE; wle16(h + 4, 0); }
+    wle16(h + 2, p->hl);
+    wle16(h + 6, p->ipl);
+    wle16(h + 8, tcp ? 16 : 6);
+    uint32_t ps;
+    if ((ip[0] >> 4) == 4) {
+        wr16(ip + 2, p->hl + n);
+        wr16(ip + 4, (rd16(ip + 4) + a) & 0xffff);
+        wr16(ip + 10, 0);
+        wr16(ip + 10, ~fold(sum16(ip, p->ipl, 0)) & 0xffff);
+        ps = sum16(ip + 12, 8, 0) + ip[9] + l4len;
+    } else {
+        wr16(ip + 4, l4len);
+        ps = sum16(ip + 8, 32, 0) + ip[6] + l4len;
+    }
+    if (tcp) {
+        uint32_t seq = ((uint32_t)ip[p->ipl + 4] << 24) | (ip[p->ipl + 5] << 16) | (ip[p->ipl + 6] << 8) | ip[p->ipl + 7];
+        seq += (uint32_t)pa;
+        l4[4] = seq >> 24; l4[5] = seq >> 16; l4[6] = seq >> 8; l4[7] = seq;
+        if (b < p->nseg) l4[13] &= ~0x09;      /* FIN, PSH: the last piece only */
+        if (a > 0) l4[13] &= ~0x80;            /* CWR: the first piece only */
+        wr16(l4 + 16, fold(ps));
+    } else {
+        wr16(l4 + 4, l4len);
+        wr16(l4 + 6, fold(ps));
+    }
+    return q;
+}
+
+/* ---- queues ------------------------------------------------------------------------ */
+
 static void fifo_push(Fifo *f, Packet *p) {
     p->next = NULL;
     if (f->tail) f->tail->next = p; else f->head = p;
     f->tail = p;
-    f->count++;
-    f->bytes += p->len;
+    f->count += p->nseg - p->lo;
+    f->bytes += wire(p, p->lo, p->nseg);
+}
+
+static void fifo_push_front(Fifo *f, Packet *p) {
+    p->next = f->head;
+    f->head = p;
+    if (!f->tail) f->tail = p;
+    f->count += p->nseg - p->lo;
+    f->bytes += wire(p, p->lo, p->nseg);
 }
 
 static Packet *fifo_pop(Fifo *f) {
@@ -85,14 +228,33 @@ static Packet *fifo_pop(Fifo *f) {
     if (!p) return NULL;
     f->head = p->next;
     if (!f->head) f->tail = NULL;
-    f->count--;
-    f->bytes -= p->len;
+    f->count -= p->nseg - p->lo;
+    f->bytes -= wire(p, p->lo, p->nseg);
     return p;
 }
 
 static void fifo_clear(Fifo *f) {
     Packet *p;
     while ((p = fifo_pop(f))) free(p);
+}
+
+/* Push the segments of p marked in keep[0..nseg) as few pieces as possible; drops the
+   others (counted by the caller). Takes ownership of p. */
+static void push_kept(Fifo *f, Packet *p, const unsigned char *keep) {
+    int n = p->nseg, a = 0;
+    while (a < n && !keep[a]) a++;
+    int b = a;
+    while (b < n && keep[b]) b++;
+    if (a == 0 && b == n) { fifo_push(f, p); return; }
+    while (a < n) {
+        Packet *q = make_piece(p, a, b);
+        if (q) fifo_push(f, q);
+        a = b;
+        while (a < n && !keep[a]) a++;
+        b = a;
+        while (b < n && keep[b]) b++;
+    }
+    free(p);
 }
 
 static uint64_t rng_next(uint64_t *s) {      /* splitmix64 */
@@ -111,9 +273,43 @@ static int64_t boundary(Stage *s, long long k) {
 
 /* ---- stage operations ------------------------------------------------------------ */
 
+/* Segments of the link's packet in service that plain mode would still hold in its
+   queue (all after `seg`, and `seg` itself while not started), and their bytes. */
+static void service_tail(Stage *s, long long *np, long long *nb) {
+    Packet *p = s->in_service;
+    *np = 0; *nb = 0;
+    if (!p) return;
+    int first = s->seg + (s->seg_left > 0);
+    *np = p->nseg - first;
+    *nb = wire(p, first, p->nseg);
+}
+
+/* Give the queued segments of the packet in service back to the queue's head (drophead
+   may drop them, as plain mode would): the started segment stays in service alone. */
+static void detach_service_tail(Stage *s) {
+    Packet *p = s->in_service;
+    if (!p) return;
+    if (s->seg_left == 0) {             /* nothing started: all of it is queued again */
+        p->lo = s->seg;
+        s->in_service = NULL;
+        fifo_push_front(&s->q, p);
+        return;
+    }
+    if (s->seg + 1 >= p->nseg) return;
+    Packet *cur = make_piece(p, s->seg, s->seg + 1);
+    if (!cur) return;
+    p->lo = s->seg + 1;
+    fifo_push_front(&s->q, p);
+    s->in_service = cur;
+    s->seg = 0;
+}
+
+static unsigned char keep_buf[65536];
+
 static void stage_push(Stage *s, Packet *p, int64_t now) {
-    s->arr_p++;
-    s->arr_b += p->len;
+    int n = p->nseg;
+    s->arr_p += n;
+    s->arr_b += wire(p, 0, n);
     switch (s->kind) {
     case K_PASS:
         fifo_push(&s->q, p);
@@ -127,53 +323,103 @@ static void stage_push(Stage *s, Packet *p, int64_t now) {
         return;
     }
     case K_LOSS: {
-        int lost;
-        if (!s->gilbert) {
-            lost = rng_uniform(&s->rng) < s->rate;
-        } else {
-            if (s->bad) { if (rng_uniform(&s->rng) < s->p_bg) s->bad = 0; }
-            else if (rng_uniform(&s->rng) < s->p_gb) s->bad = 1;
-            lost = rng_uniform(&s->rng) < (s->bad ? s->loss_b : s->loss_g);
+        int lost_any = 0;
+        for (int i = 0; i < n; i++) {      /* one draw (or chain step) per segment */
+            int lost;
+            if (!s->gilbert) {
+                lost = rng_uniform(&s->rng) < s->rate;
+            } else {
+                if (s->bad) { if (rng_uniform(&s->rng) < s->p_bg) s->bad = 0; }
+                else if (rng_uniform(&s->rng) < s->p_gb) s->bad = 1;
+                lost = rng_uniform(&s->rng) < (s->bad ? s->loss_b : s->loss_g);
+            }
+            keep_buf[i] = !lost;
+            if (lost) { lost_any = 1; s->drop_p++; s->drop_b += wire(p, i, i + 1); }
         }
-        if (lost) { s->drop_p++; s->drop_b += p->len; free(p); }
-        else fifo_push(&s->q, p);
+        if (!lost_any) fifo_push(&s->q, p);
+        else push_kept(&s->q, p, keep_buf);
         return;
     }
-    case K_LINK:
+    case K_LINK: {
         p->t = now;
-        if (s->qkind == Q_DROPTAIL &&
-            ((s->lim_packets && s->q.count + 1 > s->lim_packets) ||
-             (s->lim_bytes && s->q.bytes + p->len > s->lim_bytes))) {
-            s->drop_p++; s->drop_b += p->len; free(p);
+        long long tp, tb;
+        service_tail(s, &tp, &tb);
+        if (s->qkind == Q_DROPTAIL) {
+            long long count = s->q.count + tp, bytes = s->q.bytes + tb;
+            int dropped = 0;
+            for (int i = 0; i < n; i++) {  /* segment by segment, as they would arrive */
+                long long w = wire(p, i, i + 1);
+                int over = (s->lim_packets && count + 1 > s->lim_packets) ||
+                           (s->lim_bytes && bytes + w > s->lim_bytes);
+                keep_buf[i] = !over;
+                if (over) { dropped = 1; s->drop_p++; s->drop_b += w; }
+                else { count++; bytes += w; }
+            }
+            if (!dropped) fifo_push(&s->q, p);
+            else push_kept(&s->q, p, keep_buf);
             return;
         }
         fifo_push(&s->q, p);
         if (s->qkind == Q_DROPHEAD) {
-            while (s->q.head && ((s->lim_packets && s->q.count > s->lim_packets) ||
-                                 (s->lim_bytes && s->q.bytes > s->lim_bytes))) {
-                Packet *old = fifo_pop(&s->q);
-                s->drop_p++; s->drop_b += old->len; free(old);
+            /* dropping from the head after the whole super-packet is the same as after
+               each of its segments: the first kept segment only moves forward */
+            while ((s->lim_packets && s->q.count + tp > s->lim_packets) ||
+                   (s->lim_bytes && s->q.bytes + tb > s->lim_bytes)) {
+                if (tp) { detach_service_tail(s); tp = tb = 0; continue; }
+                Packet *h = s->q.head;
+                long long w = wire(h, h->lo, h->lo + 1);
+                s->drop_p++; s->drop_b += w;
+                if (h->lo + 1 == h->nseg) {
+                    free(fifo_pop(&s->q));
+                } else {
+                    h->lo++;
+                    s->q.count--; s->q.bytes -= w;
+                }
             }
         }
         return;
     }
+    }
 }
 
-/* Write every packet due by `now` to fd; returns the number of write errors. */
-static long long stage_pull(Stage *s, int64_t now, int fd) {
-    long long errors = 0;
+static void sink_write(Sink *out, const unsigned char *buf, int len) {
+    if (out->list) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)buf, len);
+        if (!b || PyList_Append(out->list, b) < 0) out->errors++;
+        Py_XDECREF(b);
+    } else if (write(out->fd, buf, len) < 0) {
+        out->errors++;
+    }
+}
+
+/* Segments [a, b) of p leave now (p itself when that is all of it; p is not freed). */
+static void emit(Stage *s, Packet *p, int a, int b, Sink *out) {
+    s->dep_p += b - a;
+    s->dep_b += wire(p, a, b);
+    if (a == 0 && b == p->nseg) {
+        sink_write(out, p->data, p->len);
+        return;
+    }
+    Packet *q = make_piece(p, a, b);
+    if (!q) { out->errors++; return; }
+    sink_write(out, q->data, q->len);
+    free(q);
+}
+
+/* Write every packet due by `now` to the sink. */
+static void stage_pull(Stage *s, int64_t now, Sink *out) {
     Packet *p;
-#define EMIT(pk) do { \
-        s->dep_p++; s->dep_b += (pk)->len; \
-        if (write(fd, (pk)->data, (pk)->len) < 0) errors++; \
-        free(pk); } while (0)
     switch (s->kind) {
     case K_PASS:
     case K_LOSS:
-        while ((p = fifo_pop(&s->q))) EMIT(p);
+        while ((p = fifo_pop(&s->q))) { emit(s, p, p->lo, p->nseg, out); free(p); }
         break;
     case K_DELAY:
-        while (s->q.head && s->q.head->t <= now) { p = fifo_pop(&s->q); EMIT(p); }
+        while (s->q.head && s->q.head->t <= now) {
+            p = fifo_pop(&s->q);
+            emit(s, p, p->lo, p->nseg, out);
+            free(p);
+        }
         break;
     case K_LINK:
         while (s->end_k <= now) {
@@ -186,25 +432,32 @@ static long long stage_pull(Stage *s, int64_t now, int fd) {
                 if (!s->in_service) {
                     s->in_service = fifo_pop(&s->q);
                     if (!s->in_service) break;
-                    s->in_service_left = s->in_service->len;
+                    s->seg = s->in_service->lo;
+                    s->seg_left = 0;
                 }
-                long long take = s->in_service_left < left ? s->in_service_left : left;
-                s->in_service_left -= take;
+                p = s->in_service;
+                if (s->seg_left == 0) s->seg_left = wire(p, s->seg, s->seg + 1);
+                long long take = s->seg_left < left ? s->seg_left : left;
+                s->seg_left -= take;
                 left -= take;
                 s->served_bytes += take;
-                if (s->in_service_left == 0) {
-                    p = s->in_service;
+                if (s->seg_left == 0 && ++s->seg == p->nseg) {
+                    emit(s, p, p->lo, p->nseg, out);
+                    free(p);
                     s->in_service = NULL;
-                    EMIT(p);
                 }
+            }
+            /* segments of the packet in service done in this TTI leave at its end too */
+            p = s->in_service;
+            if (p && s->seg > p->lo) {
+                emit(s, p, p->lo, s->seg, out);
+                p->lo = s->seg;
             }
             s->k++;
             s->end_k = boundary(s, s->k + 1);
         }
         break;
     }
-#undef EMIT
-    return errors;
 }
 
 /* Next time the stage has something to give, or -1 when idle. */
@@ -219,6 +472,18 @@ static int64_t stage_next(Stage *s) {
     }
 }
 
+/* A packet from buf (len bytes, the vnet header first when the stage has one). */
+static Packet *new_packet(Stage *s, const unsigned char *buf, Py_ssize_t len) {
+    if (len < s->vnet) return NULL;
+    Packet *p = malloc(sizeof(Packet) + len);
+    if (!p) return NULL;
+    p->len = (int)len;
+    p->off = s->vnet;
+    memcpy(p->data, buf, len);
+    parse_segments(p);
+    return p;
+}
+
 /* ---- the Python type -------------------------------------------------------------- */
 
 static void Stage_dealloc(Stage *s) {
@@ -231,7 +496,12 @@ static void Stage_dealloc(Stage *s) {
 static PyObject *Stage_stats(Stage *s, PyObject *Py_UNUSED(ignored)) {
     static const char *names[] = {"pass", "delay", "loss", "link"};
     long long qb = s->q.bytes, qp = s->q.count;
-    if (s->kind == K_LINK && s->in_service) { qb += s->in_service_left; qp += 1; }
+    if (s->kind == K_LINK && s->in_service) {
+        long long tp, tb;
+        service_tail(s, &tp, &tb);
+        qp += tp + (s->seg_left > 0);
+        qb += tb + s->seg_left;
+    }
     PyObject *d = Py_BuildValue(
         "{s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "stage", names[s->kind],
         "arrivals_packets", s->arr_p, "arrivals_bytes", s->arr_b,
@@ -247,8 +517,48 @@ static PyObject *Stage_stats(Stage *s, PyObject *Py_UNUSED(ignored)) {
     return d;
 }
 
+static PyObject *Stage_vnet_hdr(Stage *s, PyObject *arg) {
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n != 0 && n != 10) {
+        PyErr_SetString(PyExc_ValueError, "vnet header size must be 0 (plain) or 10 (virtio_net_hdr)");
+        return NULL;
+    }
+    if (s->arr_p) {
+        PyErr_SetString(PyExc_ValueError, "the vnet header size is set before the first packet");
+        return NULL;
+    }
+    s->vnet = (int)n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Stage_push(Stage *s, PyObject *args) {
+    Py_buffer b;
+    long long now;
+    if (!PyArg_ParseTuple(args, "y*L", &b, &now)) return NULL;
+    Packet *p = new_packet(s, b.buf, b.len);
+    PyBuffer_Release(&b);
+    if (!p) { PyErr_SetString(PyExc_ValueError, "packet shorter than its vnet header"); return NULL; }
+    stage_push(s, p, now);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Stage_pull(Stage *s, PyObject *args) {
+    long long now;
+    if (!PyArg_ParseTuple(args, "L", &now)) return NULL;
+    Sink out = {-1, PyList_New(0), 0};
+    if (!out.list) return NULL;
+    stage_pull(s, now, &out);
+    if (out.errors) { Py_DECREF(out.list); return PyErr_NoMemory(); }
+    return out.list;
+}
+
 static PyMethodDef Stage_methods[] = {
     {"stats", (PyCFunction)Stage_stats, METH_NOARGS, "Counters as the Python stages report them."},
+    {"vnet_hdr", (PyCFunction)Stage_vnet_hdr, METH_O,
+     "vnet_hdr(size): 10 = every packet starts with a virtio_net_hdr (offload mode), 0 = plain."},
+    {"push", (PyCFunction)Stage_push, METH_VARARGS, "push(packet, now_ns): a packet arrived (as relay reads it)."},
+    {"pull", (PyCFunction)Stage_pull, METH_VARARGS, "pull(now_ns) -> [packet]: what leaves by now (as relay writes it)."},
     {NULL}
 };
 
@@ -320,14 +630,12 @@ static PyObject *fp_link(PyObject *self, PyObject *args) {
 
 static long long read_into(int fd, Stage *s, int64_t now) {
     long long n = 0;
-    static unsigned char buf[MAX_PACKET];
+    static unsigned char buf[READ_BUFFER];
     for (int i = 0; i < READ_BATCH; i++) {
         ssize_t r = read(fd, buf, sizeof buf);
         if (r < 0) break;               /* EAGAIN: drained */
-        Packet *p = malloc(sizeof(Packet) + r);
-        if (!p) break;
-        p->len = (int)r;
-        memcpy(p->data, buf, r);
+        Packet *p = new_packet(s, buf, r);
+        if (!p) continue;
         stage_push(s, p, now);
         n++;
     }
@@ -340,14 +648,15 @@ static PyObject *fp_relay(PyObject *self, PyObject *args) {
     Stage *down, *up;
     if (!PyArg_ParseTuple(args, "iiiO!O!", &outer, &inner, &stop, &StageType, &down, &StageType, &up))
         return NULL;
-    long long errors = 0, wakeups = 0;
+    long long wakeups = 0;
+    Sink to_inner = {inner, NULL, 0}, to_outer = {outer, NULL, 0};
     int64_t drain_until = -1;
     struct pollfd fds[3] = {{outer, POLLIN, 0}, {inner, POLLIN, 0}, {stop, POLLIN, 0}};
     int nfds = stop >= 0 ? 3 : 2;
     for (;;) {
         int64_t now = now_ns();
-        errors += stage_pull(down, now, inner);
-        errors += stage_pull(up, now, outer);
+        stage_pull(down, now, &to_inner);
+        stage_pull(up, now, &to_outer);
         int64_t t = stage_next(down), u = stage_next(up);
         if (t < 0 || (u >= 0 && u < t)) t = u;
         struct timespec ts, *tsp = NULL;
@@ -388,12 +697,12 @@ static PyObject *fp_relay(PyObject *self, PyObject *args) {
             return PyErr_SetFromErrno(PyExc_OSError);
         }
         now = now_ns();
-        errors += stage_pull(down, now, inner);
-        errors += stage_pull(up, now, outer);
+        stage_pull(down, now, &to_inner);
+        stage_pull(up, now, &to_outer);
         if (fds[0].revents & POLLIN) read_into(outer, down, now);
         if (fds[1].revents & POLLIN) read_into(inner, up, now);
     }
-    return Py_BuildValue("{s:L,s:L}", "write_errors", errors, "wakeups", wakeups);
+    return Py_BuildValue("{s:L,s:L}", "write_errors", to_inner.errors + to_outer.errors, "wakeups", wakeups);
 }
 
 static PyMethodDef methods[] = {

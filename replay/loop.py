@@ -6,6 +6,10 @@ are written to ``inner_fd``; packets read from ``inner_fd`` go through ``uplink`
 served on time) until a packet arrives or a stage's next event is due, on a monotonic
 clock (``time.monotonic_ns``). It ends when ``stop_fd`` becomes readable (a pidfd: CMD's
 side exited), when ``should_stop()`` is true, or when a stage is finished.
+
+``vnet_hdr``: the fds carry a ``virtio_net_hdr`` of that many bytes in front of every
+packet (TUN devices opened for offload, offloads not set: the header is all zero); the
+loop strips it on reading and writes a zero one, so the stages see plain IP packets.
 """
 from __future__ import annotations
 
@@ -20,10 +24,18 @@ MAX_PACKET = 65536
 
 
 def run(outer_fd: int, inner_fd: int, downlink, uplink, *, stop_fd: int | None = None,
-        should_stop=None, on_finished=None) -> dict:
+        should_stop=None, on_finished=None, vnet_hdr: int = 0) -> dict:
     """Run until stopped; returns loop counters (``write_errors``, ``wakeups``)."""
     clock = time.monotonic_ns
     read, write = os.read, os.write
+    if vnet_hdr:
+        header = bytes(vnet_hdr)
+
+        def read(fd, n, _read=os.read):
+            return _read(fd, n + vnet_hdr)[vnet_hdr:]
+
+        def write(fd, p, _writev=os.writev):
+            return _writev(fd, (header, p))
     rlist = [outer_fd, inner_fd] + ([stop_fd] if stop_fd is not None else [])
     write_errors = 0
     wakeups = 0

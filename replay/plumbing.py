@@ -45,8 +45,14 @@ CLONE_NEWPID = 0x20000000
 PR_SET_PDEATHSIG = 1
 PR_SET_TIMERSLACK = 29
 TUNSETIFF = 0x400454CA
+TUNSETOFFLOAD = 0x400454D0
+TUNSETVNETHDRSZ = 0x400454D8
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
+IFF_VNET_HDR = 0x4000
+VNET_HDR_SIZE = 10        # struct virtio_net_hdr
+TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN = 0x01, 0x02, 0x04, 0x08
+TUN_F_USO4, TUN_F_USO6 = 0x20, 0x40   # Linux 6.2 and later
 TXQUEUELEN = 20000        # packets; far above any burst so the kernel never drops
 INNER_DEVICE = "airlink0"
 ROOT_RANGE = ipaddress.ip_network("100.64.0.0/10")
@@ -87,16 +93,39 @@ def require_root(tool: str = "airlink link") -> None:
         raise AirlinkError("/dev/net/tun is missing (load the tun module: modprobe tun)")
 
 
-def open_tun(name: str) -> int:
-    """A non-blocking, non-persistent TUN fd (no packet-info header) named ``name``."""
+def open_tun(name: str, *, vnet_hdr: bool = False) -> int:
+    """A non-blocking, non-persistent TUN fd (no packet-info header) named ``name``.
+
+    ``vnet_hdr``: every packet read or written starts with a 10-byte ``virtio_net_hdr``
+    (``IFF_VNET_HDR``, ``TUNSETVNETHDRSZ``), the precondition of :func:`set_offload`.
+    Until offloads are set, the kernel hands over plain, checksummed packets behind an
+    all-zero header."""
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
+    flags = IFF_TUN | IFF_NO_PI | (IFF_VNET_HDR if vnet_hdr else 0)
     try:
-        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH22x", name.encode(), IFF_TUN | IFF_NO_PI))
+        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH22x", name.encode(), flags))
+        if vnet_hdr:
+            fcntl.ioctl(fd, TUNSETVNETHDRSZ, struct.pack("i", VNET_HDR_SIZE))
     except OSError:
         os.close(fd)
         raise
     os.set_blocking(fd, False)
     return fd
+
+
+def set_offload(fd: int) -> int:
+    """Let the kernel hand GSO super-packets to a ``vnet_hdr`` TUN fd: partial checksums
+    and TCP segmentation (IPv4, IPv6, with ECN), plus UDP segmentation where the kernel
+    has it. Packets of up to 64 KB then cross user space once, with their segment size
+    in the header (the fast path serves them segment by segment). Returns the flags set."""
+    full = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN
+    for flags in (full | TUN_F_USO4 | TUN_F_USO6, full):
+        try:
+            fcntl.ioctl(fd, TUNSETOFFLOAD, flags)
+            return flags
+        except OSError as exc:
+            error = exc
+    raise error
 
 
 def ip(*args: str) -> None:
@@ -140,9 +169,9 @@ def divide_block(block, n: int) -> list:
 class OuterSide:
     """The TUN on the shell's side, its addresses and the route of its whole block."""
 
-    def __init__(self, parent_block: str | None):
+    def __init__(self, parent_block: str | None, *, vnet_hdr: bool = False):
         self.name = f"al{os.getpid()}"[:15]
-        self.fd = open_tun(self.name)
+        self.fd = open_tun(self.name, vnet_hdr=vnet_hdr)
         try:
             ip("link", "set", "dev", self.name, "txqueuelen", str(TXQUEUELEN), "up")
             for block in candidate_blocks(parent_block):
@@ -164,9 +193,9 @@ class OuterSide:
             self.fd = -1
 
 
-def _configure_inner(inner: str, outer: str) -> int:
+def _configure_inner(inner: str, outer: str, vnet_hdr: bool = False) -> int:
     """In the new namespace: loopback, the inner TUN, its address and default route."""
-    fd = open_tun(INNER_DEVICE)
+    fd = open_tun(INNER_DEVICE, vnet_hdr=vnet_hdr)
     ip("link", "set", "dev", "lo", "up")
     ip("link", "set", "dev", INNER_DEVICE, "txqueuelen", str(TXQUEUELEN), "up")
     ip("addr", "add", f"{inner}/30", "dev", INNER_DEVICE)
@@ -273,7 +302,7 @@ def _init_main(cmd, env):
             os._exit(_exit_code(status))
 
 
-def _child_main(parent_pid, sock, outer: "OuterSide", addresses, cmd, env):
+def _child_main(parent_pid, sock, outer: "OuterSide", addresses, cmd, env, vnet_hdr=False):
     """Child C: make the namespace, hand the inner TUN to the shell, then run CMD.
 
     ``addresses`` = ``(inner, gateway)``: this namespace's address and its default route."""
@@ -285,7 +314,7 @@ def _child_main(parent_pid, sock, outer: "OuterSide", addresses, cmd, env):
         for s in _RELAYED:
             signal.signal(s, signal.SIG_IGN if s == signal.SIGINT else signal.SIG_DFL)
         unshare(CLONE_NEWNET)
-        fd = _configure_inner(*addresses)
+        fd = _configure_inner(*addresses, vnet_hdr)
         ns = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         socket.send_fds(sock, [b"ok"], [fd, ns])
         os.close(fd)
@@ -313,6 +342,10 @@ class Namespace:
     ``Namespace(cmd, env)`` builds everything up to a running child waiting for
     :meth:`start`; ``outer_fd``/``inner_fd`` carry the downlink/uplink packets.
 
+    ``vnet_hdr``: both TUN devices carry a ``virtio_net_hdr`` in front of every packet
+    (see :func:`open_tun`; the shell's loop then calls :func:`set_offload` on both fds
+    when its fast path runs). Only for a namespace with its own outer side.
+
     Several namespaces may share one outer side (the cell shell: one TUN and address
     block outside, one namespace per UE): pass ``outer_side``, the namespace's own
     ``block`` (a part of the outer side's, which nested shells inside it divide) and its
@@ -320,12 +353,15 @@ class Namespace:
     """
 
     def __init__(self, cmd, *, env=None, outer_side: "OuterSide | None" = None, block=None,
-                 addresses=None):
+                 addresses=None, vnet_hdr: bool = False):
         require_root()
+        if vnet_hdr and outer_side is not None:
+            raise AirlinkError("a shared outer side has no virtio_net_hdr (vnet_hdr needs its own outer side)")
+        self.vnet_hdr = bool(vnet_hdr)
         self.env = dict(os.environ if env is None else env)
         parent_block = self.env.get("AIRLINK_BLOCK")
         self._own_outer = outer_side is None
-        self.outer_side = OuterSide(parent_block) if outer_side is None else outer_side
+        self.outer_side = OuterSide(parent_block, vnet_hdr=self.vnet_hdr) if outer_side is None else outer_side
         self.outer_fd = self.outer_side.fd
         self.block = self.outer_side.block if block is None else str(block)
         self.addresses = (self.outer_side.inner, self.outer_side.outer) if addresses is None else tuple(addresses)
@@ -341,7 +377,8 @@ class Namespace:
         pid = os.fork()
         if pid == 0:
             parent_sock.close()
-            _child_main(os.getppid(), child_sock, self.outer_side, self.addresses, self.cmd, self.env)
+            _child_main(os.getppid(), child_sock, self.outer_side, self.addresses, self.cmd, self.env,
+                        self.vnet_hdr)
         child_sock.close()
         self.pid = pid
         self._sock = parent_sock

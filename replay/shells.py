@@ -19,7 +19,7 @@ from airlink.traces.errors import AirlinkError
 
 from . import loop as _loop
 from .queues import make_queue
-from .stages import DelaySeries, DelayStage, LinkStage, LossStage, Stage, TTILogWriter
+from .stages import DelaySeries, DelayStage, LinkStage, LossStage, Stage, TTILogWriter, offload_wanted
 
 KILL_GRACE_S = 3.0   # after SIGTERM/SIGHUP/SIGINT (or the end of a --once trace), CMD is killed
 
@@ -36,8 +36,9 @@ class _Shell:
         ``stats_path`` writes a JSON summary (per-direction counters, kernel drops at the
         TUN devices). The summary is also kept in :attr:`last_stats`.
         """
-        from .plumbing import Namespace, set_timer_slack
-        ns = Namespace(cmd, env=env)
+        from .plumbing import VNET_HDR_SIZE, Namespace, set_offload, set_timer_slack
+        vnet = VNET_HDR_SIZE if offload_wanted() else 0
+        ns = Namespace(cmd, env=env, vnet_hdr=bool(vnet))
         handlers = {}
         stages = ()
         try:
@@ -58,8 +59,15 @@ class _Shell:
                 handlers[s] = signal.signal(s, forward)
             handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_child)
             set_timer_slack()
-            ns.start()
             fast = (down.fast(), up.fast())
+            offload = bool(vnet) and None not in fast
+            if offload:
+                # GSO super-packets only for the C stages, which serve them segment by segment
+                for stage in fast:
+                    stage.vnet_hdr(vnet)
+                for fd in (ns.outer_fd, ns.inner_fd):
+                    set_offload(fd)
+            ns.start()
             try:
                 if None not in fast:
                     from . import _fastpath
@@ -67,9 +75,10 @@ class _Shell:
                     counters["engine"] = "c"
                 else:
                     counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
-                                         on_finished=lambda: forward(signal.SIGTERM, None))
+                                         on_finished=lambda: forward(signal.SIGTERM, None), vnet_hdr=vnet)
                     counters["engine"] = "python"
                     fast = None
+                counters["offload"] = offload
             except OSError as exc:
                 if isinstance(exc, AirlinkError):
                     raise

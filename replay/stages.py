@@ -425,6 +425,14 @@ def _fastpath():
     return fp
 
 
+def offload_wanted() -> bool:
+    """Whether the shells open their TUN devices for offload (GSO super-packets through the
+    C fast path): yes unless ``AIRLINK_OFFLOAD=0`` or the fast path is off or not built."""
+    import os
+    return os.environ.get("AIRLINK_OFFLOAD", "1").strip() not in ("0", "no", "off", "false") \
+        and _fastpath() is not None
+
+
 class TTILogWriter:
     """Per-TTI Parquet log of a link direction, written in pieces; columns of the
     ``mac`` kind: ``time`` (UTC, TTI start), ``user``, ``capacity_bytes``,
