@@ -71,6 +71,15 @@ class InferStage:
             self.progress.stage(i, "infer", "turned off")
             return "skipped", "turned off"
         analyses = [a.model_dump() for a in cfg.nmi] if cfg.nmi else self._default_analyses()
+        from airlink.experiment.cellrun import cell_mac_path, write_cell_reports
+        cell_note = None
+        if cell_mac_path(self.out) is not None:
+            try:
+                cell_note = write_cell_reports(self.folder, self.out)
+            except AirlinkError as exc:
+                self._note(f"inference: fairness and jitter of the cell: {exc}")
+        if not analyses and cell_note:
+            return "done", cell_note
         if not analyses:
             self.progress.stage(i, "infer", "no series to analyse")
             return "skipped", "no mac.parquet or tcp.parquet to analyse"
@@ -88,18 +97,30 @@ class InferStage:
         for a in done:
             sig = [f["factor"] for f in a["factors"] if f["significant"]]
             found.append(f"{a['target']}<-{sig[0]}" if sig else f"{a['target']}: no significant factor")
-        return ("done" if done else "failed"), ", ".join(found) or "; ".join(notes)
+        note = ", ".join(found) or "; ".join(notes)
+        return ("done" if done else "failed"), (f"{note}; {cell_note}" if cell_note else note)
+
+    def _mac_log(self) -> "Path | None":
+        """The run's MAC log: the simulator's (radio stage) or the live cell's."""
+        found = rundir.find(self.out, "mac")
+        return found[0] if found else None
 
     def _default_analyses(self) -> list:
         out = []
-        mac = self.out / "mac.parquet"
-        if mac.exists():
+        mac = self._mac_log()
+        if mac is not None:
             import pyarrow.parquet as pq
             cols = set(pq.read_schema(mac).names)
             factors = [c for c in MAC_FACTORS if c in cols]
             if "assigned_rate_bps" in cols and factors:
-                out.append({"source": "mac", "target": "assigned_rate_bps", "factors": factors,
-                            "resolution": "100ms", "max_lag": "2s"})
+                # the replayed user of a simulated cell; every UE of a live cell
+                users = [None]
+                if self.exp.model.cell is not None:
+                    users = sorted(pq.read_table(mac, columns=["user"]).column("user").unique().to_pylist(),
+                                   key=lambda u: (len(str(u)), str(u)))
+                for u in users:
+                    out.append({"source": "mac", "target": "assigned_rate_bps", "factors": factors,
+                                "resolution": "100ms", "max_lag": "2s", **({"user": str(u)} if u is not None else {})})
         if rundir.find(self.out, "tcp"):
             res = self.exp.model.collect.resolution
             for target, factors in TCP_FACTORS.items():
@@ -112,9 +133,10 @@ class InferStage:
         res_s = float(parse_duration(str(res)))
         target = a["target"]
         if a["source"] == "mac":
-            path, user = self.out / "mac.parquet", (a.get("user") or self.user)
-            if not path.exists():
-                raise AirlinkError("no mac.parquet (the radio stage simulates one)")
+            path, user = self._mac_log(), (a.get("user") or self.user)
+            if path is None:
+                raise AirlinkError("no MAC log (the radio stage simulates mac.parquet, a cell writes "
+                                   "cell-mac.parquet)")
         else:
             path, user = self._tcp_series(res), None
         import pyarrow.parquet as pq

@@ -14,12 +14,17 @@ from airlink.experiment.live import _start_tcpdump, _stop
 def run_inside(plan_path) -> int:
     """What runs inside the emulated link: tcpdump on the namespace's interfaces, then the
     applications together (each at its start offset), then stop tcpdump. Writes one JSON
-    result per application; returns 0 when every application succeeded."""
+    result per application; returns 0 when every application succeeded. In a cell (the plan
+    has ``ues``), each UE runs the list and capture of its ``$AIRLINK_UE``."""
     import threading
     from airlink import apps as A
     plan = json.loads(Path(plan_path).read_text())
     base = os.environ.get("AIRLINK_BASE", "127.0.0.1")
-    dump = _start_tcpdump(Path(plan["pcap"]), plan["ports"], plan["snaplen"]) if plan.get("capture") else None
+    apps, pcap = plan.get("apps", []), plan.get("pcap")
+    if "ues" in plan:   # a cell: every UE runs this with its own $AIRLINK_UE and its own list
+        ue = os.environ.get("AIRLINK_UE", "")
+        apps, pcap = plan["ues"].get(ue, []), plan["pcaps"].get(ue)
+    dump = _start_tcpdump(Path(pcap), plan["ports"], plan["snaplen"]) if plan.get("capture") and pcap and apps else None
     failures = []
 
     def one(entry):
@@ -56,7 +61,7 @@ def run_inside(plan_path) -> int:
             failures.append(res)
         rundir.write_json(entry["out"], res)
 
-    threads = [threading.Thread(target=one, args=(e,)) for e in plan["apps"]]
+    threads = [threading.Thread(target=one, args=(e,)) for e in apps]
     for t in threads:
         t.start()
     for t in threads:

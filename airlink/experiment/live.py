@@ -94,13 +94,45 @@ def _replay_argv(shells: list, trace: Path | None, user, outdir: Path) -> list:
 
 
 
+def _cell_argv(cell, exp, outdir: Path, set_file: Path | None) -> list:
+    """Adapter to ``airlink cell``'s command line for a ``cell:`` section (the run folder's
+    MAC log, per-UE Mahimahi logs and stats); the caller appends ``--`` and the command."""
+    argv = airlink_executable() + ["cell"]
+    preset = cell.preset
+    if preset is not None and exp.resolve(preset).exists():
+        preset = str(exp.resolve(preset))
+    uplink = cell.uplink
+    if uplink is not None and exp.resolve(uplink).exists():
+        uplink = str(exp.resolve(uplink))
+    for flag, value in (("--preset", preset), ("--scheduler", cell.scheduler), ("--users", cell.users),
+                        ("--seed", cell.seed), ("--tti", cell.tti), ("--duration", cell.duration),
+                        ("--queue", cell.queue),
+                        ("--queue-args", None if cell.queue == "infinite" else cell.queue_args),
+                        ("--uplink", uplink), ("--warmup", cell.warmup), ("--late-after", cell.late_after)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if set_file is not None:
+        argv += ["--config", str(set_file)]
+    if cell.realtime:
+        argv += ["--realtime"]
+    # the cell writes its outputs atomically itself (NAME.partial, renamed when complete)
+    argv += ["--mac-log", str(outdir / CELL_MAC), "--log-dir", str(outdir / CELL_LOGS),
+             "--stats", str(outdir / CELL_STATS)]
+    return argv
+
+
+#: the cell's outputs in the run folder (declared in airlink.rundir)
+CELL_MAC, CELL_STATS, CELL_LOGS = "cell-mac.parquet", "cell-stats.json", "cell-logs"
+
+
 class LiveStage:
     """The live stage of :class:`~airlink.experiment.stages.Runner`."""
 
     # -- stage 2: live -------------------------------------------------------------------
     def stage_live(self, i):
+        cell = self.exp.model.cell
         apps = self.exp.model.applications
-        if not apps:
+        if not apps and cell is None:
             self.progress.stage(i, "live", "no applications; skipped")
             return "skipped", "no applications"
         reason = None if self.want_live else "turned off"
@@ -112,59 +144,81 @@ class LiveStage:
             self.progress.stage(i, "live", f"skipped: {reason}")
             self._note(f"live stage skipped: {reason}; running the offline part on what exists")
             return "skipped", reason
+        if cell is not None:
+            return self._live_cell(i, cell)
         return self._live(i, apps)
 
     def _live(self, i, apps):
         model = self.exp.model
-        cap = model.capture
+        from airlink.experiment.spec import Shell
+        shells = model.shells or [Shell.model_validate({"link": {}} if self.trace_path else {"delay": {}})]
+        argv = _replay_argv(shells, self.trace_path, self.user, self.out)
+        return self._run_live(i, {None: apps}, argv, f"behind {' > '.join(s.kind for s in shells)}")
+
+    def _live_cell(self, i, cell):
+        """The ``cell:`` section: ``airlink cell`` (inside the ``delay``/``loss`` shells), every
+        UE running its own applications (``python -m airlink.experiment inside`` picks them
+        by ``$AIRLINK_UE``)."""
+        cfg = cell.resolve()
+        n = int(cfg["n_users"])
+        set_file = None
+        if cell.overrides:
+            import yaml
+            set_file = self.folder.write_text("apps/cell-set.yaml", yaml.safe_dump(dict(cell.overrides)),
+                                              stage="live")
+        argv = _replay_argv(self.exp.model.shells, None, None, self.out) + _cell_argv(cell, self.exp, self.out, set_file)
+        self.folder.mkdir(self.out / CELL_LOGS)
+        where = " > ".join([s.kind for s in self.exp.model.shells] + [f"a {n}-UE cell ({cfg['preset']}, "
+                                                                     f"{cfg['scheduler']})"])
+        status, note = self._run_live(i, {u + 1: a for u, a in enumerate(cell.per_ue(n))}, argv, f"in {where}",
+                                      duration_s=None if cell.duration is None else float(parse_duration(cell.duration)))
+        stats = self.out / CELL_STATS
+        if stats.exists():
+            s = json.loads(stats.read_text())
+            self.info["cell"] = {k: s.get(k) for k in ("preset", "scheduler", "seed", "users", "tti_ms", "ttis",
+                                                       "late_ttis", "late_fraction", "max_lateness_us",
+                                                       "cpu_per_s", "status")}
+            note += (f"; {s.get('ttis')} TTIs, {s.get('late_ttis')} late "
+                     f"({100 * (s.get('late_fraction') or 0):.2f} %)")
+        else:
+            status = "failed"
+            note += f"; the cell wrote no {CELL_STATS}"
+        return status, note
+
+    def _run_live(self, i, groups: dict, argv: list, where: str, duration_s: float | None = None):
+        """Start the servers and the host capture, run ``argv -- python -m airlink.experiment
+        inside apps/plan.json`` under supervision, collect the application results.
+        ``groups``: the applications per UE (``{1: [...], 2: [...]}``), or ``{None: [...]}``
+        for one emulated link."""
+        cap = self.exp.model.capture
         snaplen = cap.snaplen
         self.folder.mkdir(self.out / "capture")
         self.folder.mkdir(self.out / "apps")
         port = _free_port()
-        durations = []
-        plan = []
         host_procs = []
-        iperf_port = port + 1
-        for k, item in enumerate(apps):
-            kind, o = item.kind, item.options
-            entry = {"kind": kind, "index": k, "start": float(o.start),
-                     "out": str(self.out / "apps" / f"app{k + 1}-{kind}.json")}
-            if kind == "bulk":
-                entry.update(port=port, cc=o.cc, seconds=float(parse_duration(o.seconds)))
-            elif kind == "onoff":
-                entry.update(port=port, rate_bps=parse_rate(o.rate), on_s=o.on, off_s=o.off,
-                             seconds=float(parse_duration(o.seconds)), size=o.size)
-            elif kind == "iperf3":
-                if not shutil.which("iperf3"):
-                    raise AirlinkError("applications: iperf3 is not installed")
-                args = o.args.split() if isinstance(o.args, str) else list(o.args)
-                sec = float(args[args.index("-t") + 1]) if "-t" in args else 10.0
-                if o.cc:
-                    args += ["-C", o.cc]
-                entry.update(port=iperf_port, args=args, seconds=sec)
-                host_procs.append(subprocess.Popen(["iperf3", "-s", "-1", "-p", str(iperf_port)],
-                                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                                   preexec_fn=_die_with_runner))
-                iperf_port += 1
-            else:
-                cmd = o.command
-                entry.update(command=cmd if isinstance(cmd, str) else " ".join(_quote(c) for c in cmd),
-                             seconds=o.seconds)
-            durations.append(entry["start"] + entry.get("seconds", 0))
-            plan.append(entry)
-        expected = max(durations + [1.0])
-        plan_doc = {"apps": plan, "capture": cap.inside, "snaplen": snaplen,
-                    "pcap": str(rundir.partial_path(self.out / "capture" / "inside.pcap")),
-                    "ports": sorted({p["port"] for p in plan if "port" in p}),
-                    "timeout": expected + 60}
+        iperf_port = [port + 1]
+        plans, durations = {}, []
+        for ue, apps in groups.items():
+            folder = self.out / "apps" if ue is None else self.out / "apps" / f"ue{ue}"
+            self.folder.mkdir(folder)
+            plans[ue] = [self._plan_entry(k, item, folder, port, iperf_port, host_procs, ue)
+                         for k, item in enumerate(apps)]
+            durations += [e["start"] + e.get("seconds", 0) for e in plans[ue]]
+        expected = max(durations + [1.0]) if duration_s is None else duration_s
+        entries = [e for plan in plans.values() for e in plan]
+        plan_doc = {"capture": cap.inside, "snaplen": snaplen,
+                    "ports": sorted({p["port"] for p in entries if "port" in p}), "timeout": expected + 60}
+        if None in plans:
+            plan_doc.update(apps=plans[None],
+                            pcap=str(rundir.partial_path(self.out / "capture" / "inside.pcap")))
+        else:
+            plan_doc.update(ues={str(u): p for u, p in plans.items()},
+                            pcaps={str(u): str(rundir.partial_path(self.out / "capture" / f"ue{u}.pcap"))
+                                   for u in plans})
         plan_path = self.folder.write_json("apps/plan.json", plan_doc, stage="live")
-        from airlink.experiment.spec import Shell
-        shells = model.shells or [Shell.model_validate({"link": {}} if self.trace_path else {"delay": {}})]
-        argv = _replay_argv(shells, self.trace_path, self.user, self.out)
-        argv += ["--", sys.executable, "-m", "airlink.experiment", "inside", str(plan_path)]
+        argv = argv + ["--", sys.executable, "-m", "airlink.experiment", "inside", str(plan_path)]
         self.folder.write_text("apps/command.txt", " ".join(_quote(a) for a in argv) + "\n", stage="live")
-        self.progress.stage(i, "live", f"{len(plan)} application(s) behind "
-                                       f"{' > '.join(s.kind for s in shells)}, about {expected:.0f} s")
+        self.progress.stage(i, "live", f"{len(entries)} application(s) {where}, about {expected:.0f} s")
         server = subprocess.Popen([sys.executable, "-m", "airlink.apps", "serve", "--port", str(port),
                                    "--log", str(self.out / "apps" / "server.json"),
                                    "--ready", str(self.out / "apps" / "server.ready")],
@@ -217,33 +271,70 @@ class LiveStage:
             self._promote_live_outputs()
         self.info["live"] = True
         results = []
-        for entry in plan:
+        for entry in entries:
             try:
-                results.append(json.loads(Path(entry["out"]).read_text()))
+                res = json.loads(Path(entry["out"]).read_text())
             except Exception:
-                results.append({"app": entry["kind"], "error": "no result written"})
+                res = {"app": entry["kind"], "error": "no result written"}
+            results.append(res if entry.get("ue") is None else {"ue": entry["ue"], **res})
         self.info["applications"] = results
-        self.captures = [p for p in (self.out / "capture" / "host.pcap", self.out / "capture" / "inside.pcap")
-                         if p.exists() and p.stat().st_size > 24]
+        captures = [self.out / "capture" / "host.pcap", self.out / "capture" / "inside.pcap"]
+        captures += [self.out / "capture" / f"ue{u}.pcap" for u in plans if u is not None]
+        self.captures = [p for p in captures if p.exists() and p.stat().st_size > 24]
         if status != 0:
             tail = (self.out / "apps" / "shell.err").read_text(errors="replace").strip().splitlines()[-3:]
             self._note(f"the shell command exited with status {status}: {' | '.join(tail)}")
         ok = [r for r in results if "error" not in r]
-        summary = "; ".join(_describe_app(r) for r in results)
+        summary = "; ".join((f"UE {r['ue']} " if "ue" in r else "") + _describe_app(r) for r in results)
         return ("done" if ok and status == 0 else "failed"), summary
+
+    def _plan_entry(self, k, item, folder: Path, port, iperf_port: list, host_procs: list, ue=None) -> dict:
+        """One application of the plan (what the inside runner does), its server started
+        outside when it needs one of its own (iperf3: one ``iperf3 -s -1`` per application)."""
+        kind, o = item.kind, item.options
+        entry = {"kind": kind, "index": k, "start": float(o.start), "out": str(folder / f"app{k + 1}-{kind}.json")}
+        if ue is not None:
+            entry["ue"] = ue
+        if kind == "bulk":
+            entry.update(port=port, cc=o.cc, seconds=float(parse_duration(o.seconds)))
+        elif kind == "onoff":
+            entry.update(port=port, rate_bps=parse_rate(o.rate), on_s=o.on, off_s=o.off,
+                         seconds=float(parse_duration(o.seconds)), size=o.size)
+        elif kind == "iperf3":
+            if not shutil.which("iperf3"):
+                raise AirlinkError("applications: iperf3 is not installed")
+            args = o.args.split() if isinstance(o.args, str) else list(o.args)
+            sec = float(args[args.index("-t") + 1]) if "-t" in args else 10.0
+            if o.cc:
+                args += ["-C", o.cc]
+            entry.update(port=iperf_port[0], args=args, seconds=sec)
+            host_procs.append(subprocess.Popen(["iperf3", "-s", "-1", "-p", str(iperf_port[0])],
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                               preexec_fn=_die_with_runner))
+            iperf_port[0] += 1
+        else:
+            cmd = o.command
+            entry.update(command=cmd if isinstance(cmd, str) else " ".join(_quote(c) for c in cmd),
+                         seconds=o.seconds)
+        return entry
 
     def _promote_live_outputs(self) -> None:
         """Give tcpdump's captures and the processes' stdout/stderr their final names (only
         once they have stopped) and record the live stage's files (the shells' logs are
         complete when they exist)."""
+        pcaps = [f"capture/{p.name[:-len(rundir.PARTIAL_SUFFIX)]}"
+                 for p in (self.out / "capture").glob("ue*.pcap" + rundir.PARTIAL_SUFFIX)]
         for name in ("capture/inside.pcap", "capture/host.pcap", "apps/server.err", "apps/shell.err",
-                     "apps/shell.out"):
+                     "apps/shell.out", *pcaps):
             if rundir.partial_path(self.out / name).exists():
                 rundir.commit(self.out / name)
-        for name in ("capture/inside.pcap", "capture/host.pcap", "downlink.log", "uplink.log",
-                     "link-downlink.parquet", "link-uplink.parquet", "link-stats.json"):
+        for name in ("downlink.log", "uplink.log", "link-downlink.parquet", "link-uplink.parquet",
+                     "link-stats.json", CELL_MAC, CELL_STATS):
             if (self.out / name).exists():
                 self.folder.record(self.out / name, stage="live")
+        for sub in ("capture", CELL_LOGS):
+            if (self.out / sub).is_dir():
+                self.folder.record_tree(self.out / sub, stage="live")
         self.folder.record_tree(self.out / "apps", stage="live")
 
 

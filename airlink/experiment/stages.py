@@ -206,6 +206,9 @@ class Runner(LiveStage, InferStage):
     # -- stage 1: radio ------------------------------------------------------------------
     def stage_radio(self, i):
         radio = self.exp.model.radio
+        if self.exp.model.cell is not None:
+            self.progress.stage(i, "radio", "the cell simulates its radio live (cell section)")
+            return "skipped", "the cell simulates its radio live"
         if radio.preset is None and radio.trace is None and not radio.overrides():
             self.progress.stage(i, "radio", "no radio section; nothing to do")
             return "skipped", "no radio section"
@@ -242,6 +245,19 @@ class Runner(LiveStage, InferStage):
 
     # -- stage 3: collect ----------------------------------------------------------------
     def stage_collect(self, i):
+        status, note = self._collect_captures(i)
+        from airlink.experiment.cellrun import cell_mac_path, cell_summary
+        if cell_mac_path(self.out) is None:
+            return status, note
+        # a cell run: per-UE numbers of the live MAC log, the cell's counters and the apps
+        summary = cell_summary(self.out, applications=self.info.get("applications"))
+        self.folder.write_json("cell.json", summary, stage="collect")
+        per_ue = ", ".join(f"UE {u['ue']} {(u['mac_throughput_bps'] or 0) / 1e6:.2f}" for u in summary["ues"])
+        cell_note = f"cell MAC log: {per_ue} Mbit/s served"
+        return ("done" if status == "skipped" else status), (f"{note}; {cell_note}" if note and status != "skipped"
+                                                            else cell_note)
+
+    def _collect_captures(self, i):
         captures = list(self.captures)
         if not captures:
             offline = self.exp.model.offline.captures

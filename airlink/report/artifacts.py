@@ -82,6 +82,37 @@ class Artifacts:
         return self._json("nmi.json")
 
     @cached_property
+    def cell(self):
+        """The collect stage's per-UE numbers of a live cell run (``cell.json``)."""
+        return self._json("cell.json")
+
+    @cached_property
+    def cell_stats(self):
+        """The cell shell's counters (``cell-stats.json``)."""
+        p = self._pick("cell-stats")
+        return self._json(p.relative_to(self.outdir).as_posix()) if p else None
+
+    @cached_property
+    def fairness(self):
+        """Fairness across a cell's UEs (``fairness.json``: ``airlink infer fairness``'s)."""
+        return self._json("fairness.json")
+
+    @cached_property
+    def jitter(self):
+        """Inter-service gaps per UE (``jitter.json``: ``airlink infer jitter``'s)."""
+        return self._json("jitter.json")
+
+    @cached_property
+    def mac_path(self) -> Path | None:
+        return self._pick("mac")
+
+    @cached_property
+    def mac_source(self) -> str:
+        """What the MAC log is, for captions: the live cell's or the simulator's."""
+        p = self.mac_path
+        return "live cell's MAC log" if p is not None and p.name.startswith("cell-") else "simulator MAC log"
+
+    @cached_property
     def capacity_path(self):
         return self._pick("capacity")
 
@@ -106,8 +137,8 @@ class Artifacts:
 
     @cached_property
     def mac(self) -> pd.DataFrame | None:
-        """The simulator's MAC log (many users)."""
-        p = self._pick("mac")
+        """The MAC log (many users): the simulator's, or the live cell's."""
+        p = self.mac_path
         return self._frame(p) if p else None
 
     @cached_property

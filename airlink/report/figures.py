@@ -243,7 +243,7 @@ def fig_backlog(art: Artifacts):
                 t, v = s.index.to_numpy() * 0.01, s.to_numpy()
             ax.plot(t, v / 1e3, lw=0.8, label=f"user {u}")
         ax.set_ylabel("base-station backlog (kB)")
-        source = "simulator MAC log"
+        source = art.mac_source
     else:
         return None
     ax.set_xlabel("time (s)")
@@ -308,10 +308,20 @@ def fig_fairness(art: Artifacts, of: str = "auto"):
     plt = _pyplot()
     rows, label = [], ""
     users = (art.summary if isinstance(art.summary, dict) else {}).get("users") or []
+    cell = art.cell if isinstance(art.cell, dict) else {}
     if users and of in ("auto", "users"):
         rows = [(str(u.get("user")), float(u.get("throughput_mbps") or 0.0),
                  u.get("resource_fraction")) for u in users]
         label = "user"
+    elif cell.get("ues") and of in ("auto", "users"):
+        # a live cell: MAC throughput per UE (cell.json), resource fraction (fairness.json)
+        fair = ((art.fairness or {}).get("report") or {}).get("users") or []
+        frac = {str(u.get("user")): u.get("resource_fraction") for u in fair}
+        rows = [(str(u["ue"]), float(u.get("mac_throughput_bps") or 0.0) / 1e6, frac.get(str(u["ue"])))
+                for u in cell["ues"]]
+        if any(r[2] is None for r in rows):
+            rows = [(n, x, None) for n, x, _ in rows]
+        label = "UE (live cell, MAC log)"
     elif of in ("auto", "flows") and art.tcp is not None and "goodput_bps" in art.tcp:
         tcp = art.tcp
         active = tcp[tcp["goodput_bps"] > 0]  # each flow's mean over the bins it was active
@@ -348,7 +358,7 @@ def fig_fairness(art: Artifacts, of: str = "auto"):
 def fig_jitter(art: Artifacts):
     """Distribution (CCDF) of inter-service gaps per user from the MAC log."""
     plt = _pyplot()
-    source = "simulator MAC log"
+    source = art.mac_source
     gaps = _gaps_ms(art.mac) if art.mac is not None else {}
     if not gaps:
         for direction, f in art.link_tti.items():
@@ -376,3 +386,35 @@ def fig_jitter(art: Artifacts):
         ax.legend(loc="lower left", fontsize="x-small", ncol=4)
     fig.tight_layout()
     return fig, stats
+
+
+def fig_cell(art: Artifacts, bin_s: float = 1.0):
+    """A live cell over time, from its MAC log: bytes served per UE (Mbit/s per ``bin_s``)
+    and the share of TTIs handled late (``late`` column) per bin."""
+    mac = art.mac
+    if mac is None or "served_bytes" not in mac or "late" not in mac or not len(mac):
+        return None
+    plt = _pyplot()
+    t = _seconds(mac)
+    k = np.floor(t / bin_s).astype(np.int64)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    served = pd.DataFrame({"bin": k, "user": mac["user"].astype(str).to_numpy(),
+                           "b": mac["served_bytes"].to_numpy(np.float64)}).pivot_table(
+        index="bin", columns="user", values="b", aggfunc="sum", fill_value=0.0)
+    users = sorted(served.columns, key=lambda s: (len(s), s))
+    for u in users[:16]:
+        ax.plot(served.index.to_numpy() * bin_s, served[u].to_numpy() * 8 / bin_s / 1e6, lw=1.0,
+                drawstyle="steps-post", label=f"UE {u}")
+    ax.set_ylabel(f"served (Mbit/s, {bin_s:g} s bins)")
+    ax.set_title(f"live cell: bytes the scheduler served per UE ({art.mac_path.name})")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small", ncol=4 if len(users) > 4 else 1)
+    per_tti = pd.DataFrame({"bin": k, "time": mac["time"].to_numpy(), "late": mac["late"].astype(bool).to_numpy()})
+    per_tti = per_tti.drop_duplicates("time")
+    late = per_tti.groupby("bin")["late"].mean()
+    ax2.bar(late.index.to_numpy() * bin_s, late.to_numpy() * 100, width=bin_s, align="edge", color="tab:red")
+    ax2.set_ylabel("late TTIs (%)")
+    ax2.set_xlabel("time (s)")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig, {"late_ttis": int(per_tti["late"].sum()), "ttis": int(len(per_tti))}

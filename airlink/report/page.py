@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from airlink.report.artifacts import Artifacts
-from airlink.report.figures import (_pyplot, fig_backlog, fig_fairness, fig_goodput, fig_jitter, fig_nmi,
-                                    fig_rtt_inflight, fig_time_sequence)
+from airlink.report.figures import (_pyplot, fig_backlog, fig_cell, fig_fairness, fig_goodput, fig_jitter,
+                                    fig_nmi, fig_rtt_inflight, fig_time_sequence)
 
 REPORT_NAME = "report.html"
 
@@ -121,7 +121,8 @@ def _section_summary(art: Artifacts) -> str:
                                 "gap_std_ms", "gap_cov", "gap_max_ms") if c in users[0]]
             parts.append(_table(users, cols))
     else:
-        parts.append(_missing("no summary.json (the simulator stage did not run)"))
+        parts.append(_missing("no summary.json (a live cell run: see the live cell section)" if art.cell else
+                              "no summary.json (the simulator stage did not run)"))
     if art.flows is not None and len(art.flows):
         f = art.flows
         cols = [c for c in ("flow", "src", "sport", "dst", "dport", "packets_fwd", "packets_rev",
@@ -131,6 +132,62 @@ def _section_summary(art: Artifacts) -> str:
     else:
         parts.append(_missing(f"TCP flow table: {art.uncollected().replace('packets', 'flows')}"))
     return _section("Summary", "".join(parts), "summary")
+
+
+def _section_cell(art: Artifacts, notes: list) -> str | None:
+    """A live cell run (``cell.json``): per-UE goodput and MAC throughput, late TTIs, the MAC
+    log over time and the per-UE NMI table. None when the folder holds no cell run."""
+    cell = art.cell if isinstance(art.cell, dict) else None
+    if cell is None and art.cell_stats is None:
+        return None
+    parts = []
+    if cell is None:
+        parts.append(_missing("per-UE table: no cell.json (the collect stage writes it from cell-mac.parquet)"))
+    else:
+        rows = [{"UE": u["ue"], "applications": u.get("applications"),
+                 "goodput (Mbit/s)": None if u.get("app_goodput_bps") is None else u["app_goodput_bps"] / 1e6,
+                 "received (bytes)": u.get("app_bytes"), "served (bytes)": u.get("served_bytes"),
+                 "MAC throughput (Mbit/s)": None if u.get("mac_throughput_bps") is None
+                 else u["mac_throughput_bps"] / 1e6,
+                 "queue drops (packets)": u.get("drops_packets"), "exit status": u.get("status")}
+                for u in cell.get("ues", [])]
+        parts.append("<h3>Per UE</h3>" + _table(rows, list(rows[0]) if rows else ["UE"], fmt={
+            "goodput (Mbit/s)": "{:.3f}", "MAC throughput (Mbit/s)": "{:.3f}", "served (bytes)": "{:.0f}",
+            "received (bytes)": "{:.0f}", "queue drops (packets)": "{:.0f}"}))
+        parts.append("<p>goodput and received bytes: the applications' own counts (payload); served bytes "
+                     "and MAC throughput: the scheduler's grants in the MAC log (IP packets, headers "
+                     "and retransmissions included).</p>")
+    st = cell or art.cell_stats or {}
+    if st.get("ttis"):
+        frac = st.get("late_fraction")
+        mac_late = st.get("late_ttis_mac")
+        parts.append(
+            f"<p>{st['ttis']} TTIs of {st.get('tti_ms'):g} ms ({html.escape(str(st.get('preset')))} preset, "
+            f"{html.escape(str(st.get('scheduler')))} scheduler, seed {st.get('seed')}): "
+            f"<b>{st.get('late_ttis')} late</b> ({100 * (frac or 0):.3f} %"
+            + (f"; the MAC log marks {mac_late}" if mac_late is not None else "")
+            + f"), the latest {(st.get('max_lateness_us') or 0) / 1e3:.2f} ms after its end; "
+            f"shell CPU {st.get('cpu_per_s') or 0:.2f} s per s.</p>")
+    h, _ = _render(lambda: fig_cell(art), "live cell: served bytes per UE and late TTIs",
+                   "the MAC log over time: no cell-mac.parquet with served_bytes and late", notes)
+    parts.append(h)
+    rows = []
+    for a in (art.nmi or {}).get("analyses", []) if isinstance(art.nmi, dict) else []:
+        if a.get("source") != "mac" or a.get("user") is None:
+            continue
+        for f in a.get("factors", []):
+            rows.append({"UE": a.get("user"), "target": a.get("target"), "factor": f.get("factor"),
+                         "peak NMI": f.get("peak_nmi"), "lag (s)": f.get("lag_s"), "p-value": f.get("p_value"),
+                         "surrogate threshold": f.get("threshold"),
+                         "significant": None if f.get("significant") is None else
+                         ("yes" if f["significant"] else "no")})
+    if rows:
+        parts.append("<h3>Per-UE NMI of the MAC log</h3>" + _table(
+            rows, list(rows[0]), fmt={"peak NMI": "{:.3f}", "surrogate threshold": "{:.3f}",
+                                      "p-value": "{:.3g}", "lag (s)": "{:g}"}))
+    else:
+        parts.append(_missing("per-UE NMI table: no per-UE MAC analysis in nmi.json"))
+    return _section("Live cell", "".join(parts), "cell")
 
 
 def _section_tcp(art: Artifacts, notes: list) -> str:
@@ -183,8 +240,9 @@ def _section_nmi(art: Artifacts, notes: list) -> str:
                         "nmi")
     parts = []
     for a in nmi["analyses"]:
+        who = f", user {a['user']}" if a.get("user") is not None else ""
         parts.append(f"<h3>Target {html.escape(str(a.get('target')))} "
-                     f"({html.escape(str(a.get('source', '')))})</h3>")
+                     f"({html.escape(str(a.get('source', '')) + who)})</h3>")
         h, _ = _render(lambda a=a: fig_nmi(a), f"NMI against lag, target {a.get('target')}",
                        "no lag curves in nmi.json", notes)
         parts.append(h)
@@ -196,7 +254,9 @@ def _section_nmi(art: Artifacts, notes: list) -> str:
                          "lag (s)": f.get("lag_s"), "p-value": f.get("p_value"),
                          "surrogate threshold": thr,
                          "interval": None if ci[0] is None else f"{ci[0]:.3f} .. {ci[1]:.3f}",
-                         "significant": None if thr is None or f.get("peak_nmi") is None
+                         # the infer stage's verdict (p < alpha) when it gave one
+                         "significant": ("yes" if f["significant"] else "no") if f.get("significant") is not None
+                         else None if thr is None or f.get("peak_nmi") is None
                          else ("yes" if f["peak_nmi"] > thr else "no")})
         parts.append("<h4>Factor table</h4>" + _table(
             rows, ["factor", "peak NMI", "lag (s)", "p-value", "surrogate threshold", "interval",
@@ -223,6 +283,21 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
             parts.append(_figure_html(out[0], "fairness across the TCP flows"))
         elif out is not None:
             _pyplot().close(out[0])
+    fair = (art.fairness or {}).get("report") if isinstance(art.fairness, dict) else None
+    if fair and fair.get("overall"):
+        o = fair["overall"]
+        parts.append(f"<p>Across the cell's UEs (<code>{html.escape(art.fairness.get('command', ''))}</code>): "
+                     f"Jain's index {o.get('jain_index', float('nan')):.3f}, fairness gap "
+                     f"{o.get('fairness_gap', float('nan')):.3g}, min/max resource fraction "
+                     f"{o.get('min_max_resource_ratio', float('nan')):.3f} (rate {html.escape(str(o.get('rate')))}, "
+                     f"resource {html.escape(str(o.get('resource')))}).</p>")
+        users = fair.get("users") or []
+        if users:
+            parts.append(_table(users, list(users[0])))
+    jit = art.jitter if isinstance(art.jitter, dict) else None
+    if jit and jit.get("users"):
+        parts.append(f"<p>Scheduling jitter (<code>{html.escape(jit.get('command', ''))}</code>), gaps in "
+                     "seconds:</p>" + _table(jit["users"], list(jit["users"][0])))
     h, _ = _render(lambda: fig_jitter(art), "jitter: inter-service gaps",
                    "jitter: no MAC log (mac.parquet) and no per-TTI link log with served_bytes", notes)
     parts.append(h)
@@ -255,9 +330,11 @@ def build_report_html(outdir, *, title: str | None = None) -> str:
     if name is None:
         info = art.run_info or {}
         name = info.get("name") or Path(outdir).resolve().name
+    cell = _section_cell(art, notes)
     body = [
         _section_run(art),
         _section_summary(art),
+        *([cell] if cell else []),
         _section_tcp(art, notes),
         _section_queue(art, notes),
         _section_nmi(art, notes),
@@ -268,7 +345,8 @@ def build_report_html(outdir, *, title: str | None = None) -> str:
                              "notes"))
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (
-        ("parameters", "parameters"), ("summary", "summary"), ("tcp", "TCP"), ("queue", "queue"),
+        ("parameters", "parameters"), ("summary", "summary"), *([("cell", "cell")] if cell else []),
+        ("tcp", "TCP"), ("queue", "queue"),
         ("nmi", "NMI"), ("fairness", "fairness")))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>airlink report: {html.escape(str(name))}</title><style>{_CSS}</style></head><body>"

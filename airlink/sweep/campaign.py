@@ -272,7 +272,7 @@ def _run_locked(sweep, campaign, exps, *, scheduler, workers, live_slots, progre
         tasks[p.id] = {"campaign": str(campaign), "token": token, "point_id": p.id, "params": p.params,
                        "experiment": str(sweep.experiment_path), "offline": sweep.spec.offline,
                        "reports": sweep.spec.reports, "fingerprint": _fingerprint(exp, sweep, inputs),
-                       "live_slots": slots, "has_applications": bool(exp.spec.get("applications"))}
+                       "live_slots": slots, "has_applications": bool(exp.spec.get("applications") or exp.spec.get("cell"))}
     meta = _provenance(sweep, all_inputs)
     write_bytes(campaign / "sweep.yaml", yaml.safe_dump(sweep.to_dict(), sort_keys=False).encode())
     _remove_leftovers(campaign / RUNS)

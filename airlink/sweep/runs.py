@@ -65,7 +65,12 @@ def key_results(folder) -> dict:
       ``app1.goodput_bps``), and ``stages`` = ``radio:done,live:skipped,...``;
     - ``link-stats.json`` (the link shell): top-level numbers as ``link.<key>`` and each
       direction's as ``link.<direction>.<key>`` (``link.downlink.drops_packets``);
-    - ``nmi.json``: each factor's ``nmi.<target>.<factor>.peak_nmi`` and ``.p_value``.
+    - ``nmi.json``: each factor's ``nmi.<target>.<factor>.peak_nmi`` and ``.p_value``
+      (``nmi.ue<u>.<target>.<factor>...`` for a live cell's per-UE analyses);
+    - ``cell.json`` (a live cell): top-level numbers as ``cell.<key>`` (``cell.late_fraction``)
+      and each UE's as ``cell.ue<u>.<key>`` (``cell.ue1.mac_throughput_bps``,
+      ``cell.ue1.app_goodput_bps``); ``fairness.json``: ``fairness.<key>`` of its overall
+      numbers (``fairness.jain_index``).
     A file that is absent contributes nothing. Non-finite numbers become None."""
     folder = Path(folder)
     out: dict = {}
@@ -96,9 +101,21 @@ def key_results(folder) -> dict:
                 if _finite(v2) is not None:
                     out[f"link.{k}.{k2}"] = float(v2)
     for a in (load("nmi.json") or {}).get("analyses") or []:
+        ue = f"ue{a['user']}." if a.get("user") is not None and (folder / "cell.json").is_file() else ""
         for f in a.get("factors") or []:
-            out[f"nmi.{a.get('target')}.{f.get('factor')}.peak_nmi"] = _finite(f.get("peak_nmi"))
-            out[f"nmi.{a.get('target')}.{f.get('factor')}.p_value"] = _finite(f.get("p_value"))
+            out[f"nmi.{ue}{a.get('target')}.{f.get('factor')}.peak_nmi"] = _finite(f.get("peak_nmi"))
+            out[f"nmi.{ue}{a.get('target')}.{f.get('factor')}.p_value"] = _finite(f.get("p_value"))
+    cell = load("cell.json") or {}
+    for k, v in cell.items():
+        if _finite(v) is not None:
+            out[f"cell.{k}"] = float(v)
+    for u in cell.get("ues") or []:
+        for k, v in u.items():
+            if _finite(v) is not None and k != "ue":
+                out[f"cell.ue{u.get('ue')}.{k}"] = float(v)
+    for k, v in ((load("fairness.json") or {}).get("report") or {}).get("overall", {}).items():
+        if _finite(v) is not None:
+            out[f"fairness.{k}"] = float(v)
     return out
 
 

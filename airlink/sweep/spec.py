@@ -9,7 +9,7 @@ A sweep file is a YAML mapping::
       radio.scheduler: [maxcir, pf]
       radio.duration: [1s, 2s]
     seeds: [1, 2, 3]                   # or  repeat: 3  (= seeds 1, 2, 3)
-    seed_key: radio.seed               # the key the seeds go to (default radio.seed)
+    seed_key: radio.seed               # the key the seeds go to (default radio.seed; cell.seed for a cell)
     reports: false                     # no report page per run (default: the experiment's setting)
     report:                            # what ``airlink sweep report`` draws (all optional)
       metric: summary.aggregate_throughput_mbps
@@ -213,6 +213,9 @@ def load_sweep(source) -> Sweep:
     exp = exp if exp.is_absolute() else (base / exp)
     if not exp.is_file():
         raise AirlinkError(f"{label}: experiment: no such experiment file {exp}")
+    if "seed_key" not in raw and "cell" in read_yaml_mapping(exp, what="experiment", expect="a mapping"):
+        # a live cell has no radio section: its seed is cell.seed
+        spec = SweepSpec.model_validate({**raw, "seed_key": "cell.seed"})
     return Sweep(spec, path, exp.resolve())
 
 
