@@ -285,6 +285,56 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
     before them (records out of time order, as multi-queue capture gives, hold back only
     the rows they could overtake). ``info`` (a dict) receives the frame attrs :func:`read`
     would set, complete once the generator is exhausted."""
+    for out, names in _packet_columns(path, flows=flows, max_lateness_ns=max_lateness_ns,
+                                      salvage=salvage, info=info):
+        yield _assemble(out, out.pop("flow"), out.pop("direction"), names)
+
+
+def iter_packet_tables(path, *, flows, max_lateness_ns: int | None = None, salvage: bool = False,
+                       info: dict | None = None, stop=None, batch_bytes: int | None = None):
+    """:func:`iter_packets` as pyarrow Tables (for writing Parquet row groups): the same
+    columns, types and values as ``pyarrow.Table.from_pandas`` of its frames, built from
+    the decoded arrays without a pandas frame (the first batch goes through pandas once to
+    fix the schema, pandas metadata included). ``stop`` (a ``threading.Event`` or None):
+    set, the generator raises :class:`InterruptedError` before the next batch.
+    ``batch_bytes``: capture bytes read per batch (None: the reader's default, 16 MiB);
+    smaller batches hold less memory (and make more, smaller tables)."""
+    import pyarrow as pa
+    schema = None
+    for out, names in _packet_columns(path, flows=flows, max_lateness_ns=max_lateness_ns,
+                                      salvage=salvage, info=info, batch_bytes=batch_bytes):
+        if stop is not None and stop.is_set():
+            raise InterruptedError(f"{path}: packets pass stopped")
+        if schema is None:
+            table = pa.Table.from_pandas(_assemble(out, out.pop("flow"), out.pop("direction"), names),
+                                         preserve_index=False)
+            schema = table.schema
+            dictionary = pa.array(names, pa.string())
+            directions = pa.array(DIRECTIONS, pa.string())
+            yield table
+            continue
+        arrays = []
+        for f in schema:
+            if f.name == "time":
+                arrays.append(pa.array(out.pop("ts_ns"), pa.int64()).view(f.type))
+            elif f.name in ("src", "dst", "direction"):
+                codes = out.pop(f.name).astype(f.type.index_type.to_pandas_dtype(), copy=False)
+                arrays.append(pa.DictionaryArray.from_arrays(
+                    codes, directions if f.name == "direction" else dictionary))
+            else:
+                arrays.append(pa.array(out.pop(_COLUMN_KEYS.get(f.name, f.name)), f.type))
+        yield pa.Table.from_arrays(arrays, schema=schema)
+
+
+# packets frame column -> key of the decoded arrays, where they differ
+_COLUMN_KEYS = {"ip_len_bytes": "ip_len", "payload_bytes": "payload", "mss_bytes": "mss",
+                "syn_options": "synopt", "interface": "iface", "captured_bytes": "captured"}
+
+
+def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=None):
+    """(decoded columns with ``flow`` and ``direction``, address names that ``src``/``dst``
+    index) of the capture's IP packets in stable time order, a batch at a time (the
+    generator behind :func:`iter_packets` and :func:`iter_packet_tables`)."""
     from ._tcpcolumns import _batch_flow_keys
     path = Path(path)
     if max_lateness_ns is None:
@@ -300,7 +350,8 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
                                    flows["dport"].tolist(), flows["proto"].tolist()):
         a, b = (code_of[s] << 16) | sp, (code_of[d] << 16) | dp
         fkey[(min(a, b), max(a, b), pr)] = (f, int(a > b))
-    reader = CaptureReader(path, salvage=salvage, reuse_buffer=True)
+    reader = CaptureReader(path, salvage=salvage, reuse_buffer=True,
+                           **({} if batch_bytes is None else {"chunk": int(batch_bytes)}))
     unknown: set = set()
     n_ip = 0
 
@@ -330,7 +381,7 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
             yield {c: v for c, v in d.items() if isinstance(v, np.ndarray) and len(v) == m}
 
     for out in in_time_order(batches(), max_lateness_ns):
-        yield _assemble(out, out.pop("flow"), out.pop("direction"), names)
+        yield out, names
     check_linktypes(path, reader, unknown, n_ip, salvage)
     if info is not None:
         info.update({"source": str(path), "reader": NAME, "format": reader.format,

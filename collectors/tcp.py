@@ -59,6 +59,7 @@ M32 = 1 << 32
 OFF = np.int64(1 << 41)   # group offset for grouped keys (values < 2 TiB); a numpy int64 so
                           # int32 group numbers times OFF are computed in int64
 RETX_KINDS = ["fast", "timeout"]
+FLOW_KEYS = ("flow", "src", "dst", "sport", "dport", "proto")   # what names a flow in the flows table
 _RANK_CHUNK = 1 << 22        # packet times read back at a time to rank events' packets (flow groups)
 
 
@@ -238,7 +239,7 @@ def _resolution_s(resolution) -> float:
 
 
 def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
-                max_packets: int | None = None) -> TcpAnalysis:
+                max_packets: int | None = None, flows_ready=None) -> TcpAnalysis:
     """Flows, TCP events and per-direction time series at ``resolution`` (e.g. ``"100ms"``).
 
     ``packets_or_path`` is a ``packets`` frame (from :func:`read_pcap`) or a capture path.
@@ -249,6 +250,13 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     packets at a time - the flows are analysed in groups (one pass over the file per
     group, a flow larger than the limit alone), so memory follows the largest group, not
     the capture. The result is the same as in one piece.
+
+    ``flows_ready`` (capture path only; None: not used): called once as
+    ``flows_ready(flows, max_lateness_ns)`` with a copy of the flows table's identifying
+    columns (flow, src, dst, sport, dport, proto) and ``TcpAnalysis.max_lateness_ns`` as soon
+    as they are known - before the per-packet analysis when the capture is analysed in one
+    piece, at the end when in flow groups -, so a caller can run a second pass over the
+    capture (:func:`.pcap.iter_packets`) in another thread while the analysis runs.
     """
     res_s = _resolution_s(resolution)
     if isinstance(packets_or_path, (str, Path)):
@@ -258,14 +266,21 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         raw = read_columns(packets_or_path, salvage=salvage, limit=limit)
         if raw is None:                      # more packets than max_packets: flows in groups
             census = read_columns(packets_or_path, salvage=salvage, census=True)
-            return _analyze_grouped(packets_or_path, census, res_s, salvage, limit)
+            a = _analyze_grouped(packets_or_path, census, res_s, salvage, limit)
+            if flows_ready is not None:
+                flows_ready(a.flows[list(FLOW_KEYS)].copy(), a.max_lateness_ns)
+            return a
         source = raw["source"]
         extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
         from .pcap import lateness
         late = lateness(raw["ts_ns"])[0]
         c, flows, n_packets = _from_columns(raw)
         del raw
+        if flows_ready is not None:          # a copy: the analysis adds columns to its own
+            flows_ready(flows[list(FLOW_KEYS)].copy(), late)
     else:
+        if flows_ready is not None:
+            raise AirlinkError("analyze_tcp: flows_ready is called for a capture path only, not a packets frame")
         packets = packets_or_path
         validate(packets, "packets", name="packets")
         source = packets.attrs.get("source", "") if hasattr(packets, "attrs") else ""

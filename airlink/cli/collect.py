@@ -10,6 +10,9 @@ from airlink.rundir import FrameStreamWriter, write_json
 # on every column, half the packets file's write time went to sequence numbers and timestamps
 # whose dictionaries overflow (2M packets: 0.88 -> 0.39 s CPU, 27 -> 25 MB).
 PACKETS_DICTIONARY = ["src", "dst", "direction", "flow", "proto", "sport", "dport"]
+# Capture bytes per batch (and row group) of the packets pass. It runs beside the analysis:
+# 4 MiB batches add ~40 MiB to the analysis's peak, 16 MiB ones ~120 MiB, for the same time.
+PACKETS_BATCH_BYTES = 4 << 20
 
 
 def register(sub):
@@ -73,20 +76,31 @@ def cmd_collect(args) -> int:
         if fmt is None and (C.pcap.is_format(path) or path.name.lower().endswith(C.CAPTURE_SUFFIXES)):
             fmt = "pcap"
         if fmt == "pcap":
-            # the analysis reads narrow columns straight from the capture (no packets frame);
-            # the packets frame, when asked for, is written batch by batch in a second pass
+            # the analysis reads narrow columns straight from the capture (no packets frame)
             if args.max_packets < 1:
                 raise AirlinkError(f"--max-packets must be at least 1, got {args.max_packets}")
-            analysis = C.analyze_tcp(path, resolution=args.resolution, salvage=args.salvage,
-                                     max_packets=args.max_packets)
-            written = []
+            # the packets frame, when asked for, is written in a second pass over the capture,
+            # in a thread started as soon as the flows are numbered: it runs while the
+            # analysis does (both spend most of their time in C and numpy, without the GIL)
+            packets_dest = out / f"{stem}.packets.parquet"
+            packets = _PacketsPass(C, path, packets_dest, args.salvage)
+            try:
+                analysis = C.analyze_tcp(path, resolution=args.resolution, salvage=args.salvage,
+                                         max_packets=args.max_packets,
+                                         flows_ready=None if args.no_packets else packets.start)
+            except BaseException:
+                packets.cancel()
+                raise
             info = dict(analysis.attrs)
-            if not args.no_packets:
-                written.append(_write_packets(C, path, analysis, out / f"{stem}.packets.parquet",
-                                              args.salvage, info))
-            written.append(_write(analysis.flows, out / f"{stem}.flows.parquet", "flows"))
-            written.append(_write(analysis.series, out / f"{stem}.tcp.parquet", "tcp"))
-            written.append(_write(analysis.events, out / f"{stem}.events.parquet", "tcp-events"))
+            try:
+                written = [_write(analysis.flows, out / f"{stem}.flows.parquet", "flows"),
+                           _write(analysis.series, out / f"{stem}.tcp.parquet", "tcp"),
+                           _write(analysis.events, out / f"{stem}.events.parquet", "tcp-events")]
+                if not args.no_packets:
+                    written.insert(0, packets.result(info))
+            except BaseException:
+                packets.cancel()
+                raise
             rec = {"file": str(path), "reader": "pcap", "packets": int(info["records"]),
                    "flows": analysis.summary(), "outputs": written}
             if info.get("problem"):
@@ -143,29 +157,68 @@ def _write(frame, path: Path, kind: str) -> str:
     return str(path)
 
 
-def _write_packets(C, path: Path, analysis, dest: Path, salvage: bool, info: dict) -> str:
-    """The packets frame in Parquet row groups, one per capture batch (memory does not grow
-    with the capture). ``info`` receives the reader's attrs (records, problem, ...)."""
-    import contextlib
+class _PacketsPass:
+    """The packets frame written in Parquet row groups, one per capture batch (memory does
+    not grow with the capture), by a thread: :meth:`start` (the ``flows_ready`` of
+    :func:`analyze_tcp`) begins it, :meth:`result` waits for it and raises what it raised,
+    :meth:`cancel` stops it between batches (its file, partial or complete, is removed)."""
 
-    import pyarrow as pa
+    def __init__(self, C, path: Path, dest: Path, salvage: bool):
+        import threading
+        self.C, self.path, self.dest, self.salvage = C, path, dest, salvage
+        self.stop = threading.Event()
+        self.thread = None
+        self.error = None
+        self.meta: dict = {}
 
-    from airlink.collectors.pcap import iter_packets
-    from airlink.rundir import provenance_of
-    meta: dict = {}
-    with contextlib.ExitStack() as stack:          # the file appears only if every batch was written
-        writer = None
-        for part in iter_packets(path, flows=analysis.flows, max_lateness_ns=analysis.max_lateness_ns,
-                                 salvage=salvage, info=meta):
-            table = pa.Table.from_pandas(part, preserve_index=False)
-            if writer is None:
-                prov = provenance_of(part)
-                prov.update({"source": str(path), "reader": "pcap", "row_groups": "one per capture batch"})
-                writer = stack.enter_context(FrameStreamWriter(dest, table.schema, kind="packets",
-                                                               provenance=prov,
-                                                               use_dictionary=PACKETS_DICTIONARY))
-            writer.write(table)
-    if writer is None:                             # no IP packet: the empty frame
-        _write(C.read_pcap(path, salvage=salvage), dest, "packets")
-    info.update(meta)
-    return str(dest)
+    def start(self, flows, max_lateness_ns) -> None:
+        import threading
+        self.thread = threading.Thread(target=self._run, args=(flows, max_lateness_ns),
+                                       name="airlink-collect-packets", daemon=True)
+        self.thread.start()
+
+    def _run(self, flows, max_lateness_ns) -> None:
+        try:
+            self._write(flows, max_lateness_ns)
+        except BaseException as exc:              # re-raised by result() in the main thread
+            self.error = exc
+
+    def _write(self, flows, max_lateness_ns) -> None:
+        import contextlib
+
+        from airlink.collectors.pcap import iter_packet_tables
+        from airlink.rundir import provenance_of
+        with contextlib.ExitStack() as stack:     # the file appears only if every batch was written
+            writer = None
+            for table in iter_packet_tables(self.path, flows=flows, max_lateness_ns=max_lateness_ns,
+                                            salvage=self.salvage, info=self.meta, stop=self.stop,
+                                            batch_bytes=PACKETS_BATCH_BYTES):
+                if writer is None:
+                    prov = provenance_of(table)     # the airlink version
+                    prov.update({"source": str(self.path), "reader": "pcap",
+                                 "row_groups": "one per capture batch"})
+                    writer = stack.enter_context(FrameStreamWriter(self.dest, table.schema, kind="packets",
+                                                                   provenance=prov,
+                                                                   use_dictionary=PACKETS_DICTIONARY))
+                writer.write(table)
+        if writer is None:                        # no IP packet: the empty frame
+            _write(self.C.read_pcap(self.path, salvage=self.salvage), self.dest, "packets")
+
+    def result(self, info: dict) -> str:
+        """Wait for the pass; ``info`` receives the reader's attrs (records, problem, ...)."""
+        if self.thread is None:
+            raise RuntimeError("the packets pass was never started")
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        info.update(self.meta)
+        return str(self.dest)
+
+    def cancel(self) -> None:
+        """Stop the pass (between batches) and remove its file if it was already complete:
+        a command that fails leaves no packets frame behind."""
+        if self.thread is not None:
+            self.stop.set()
+            self.thread.join()
+            if self.error is None:
+                self.dest.unlink(missing_ok=True)

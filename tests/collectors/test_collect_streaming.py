@@ -63,8 +63,11 @@ def reordered_capture(n=3000, seed=7):
 
 
 @pytest.fixture
-def small_batches():
-    """Capture batches of 4 KiB: dozens of batches per file, boundaries inside flows."""
+def small_batches(monkeypatch):
+    """Capture batches of 4 KiB: dozens of batches per file, boundaries inside flows (the
+    packets pass of `airlink collect` too)."""
+    from airlink.cli import collect
+    monkeypatch.setattr(collect, "PACKETS_BATCH_BYTES", 4096)
     kw = CaptureReader.__init__.__kwdefaults__
     old = kw["chunk"]
     kw["chunk"] = 4096
@@ -233,3 +236,75 @@ def test_collect_max_packets(tmp_path, run_airlink):
                                       pd.read_parquet(outs[1] / f"r.{name}.parquet"))
     status, _, err = run_airlink("collect", f, "-o", tmp_path / "bad", "--max-packets", "0")
     assert status == 2 and "--max-packets" in err and len(err.strip().splitlines()) == 1
+
+
+def test_packet_tables_equal_the_frames(tmp_path, maybe_shared, small_batches):
+    """iter_packet_tables builds Arrow tables from the decoded arrays (no pandas frame after
+    the first batch): the same schema, pandas metadata included, and the same values as
+    pyarrow's conversion of iter_packets' frames."""
+    import pyarrow as pa
+
+    from airlink.collectors.pcap import iter_packet_tables
+    for f in _captures(maybe_shared, tmp_path):
+        a = C.analyze_tcp(f)
+        frames = list(iter_packets(f, flows=a.flows, max_lateness_ns=a.max_lateness_ns))
+        info = {}
+        tables = list(iter_packet_tables(f, flows=a.flows, max_lateness_ns=a.max_lateness_ns, info=info,
+                                         batch_bytes=8192))
+        assert len(tables) > 5, f
+        ref = pa.Table.from_pandas(pd.concat(frames, ignore_index=True), preserve_index=False)
+        for t in tables:
+            assert t.schema.equals(tables[0].schema, check_metadata=True)
+        got = pa.concat_tables(tables)
+        assert got.schema.remove_metadata().equals(ref.schema.remove_metadata()), f
+        assert got.schema.metadata[b"pandas"] == pa.Table.from_pandas(frames[0], preserve_index=False) \
+            .schema.metadata[b"pandas"]
+        _same_frame(got.to_pandas(), pd.concat(frames, ignore_index=True))
+        assert info == C.read_pcap(f).attrs
+
+
+def test_collect_failure_during_the_analysis_stops_the_packets_pass(tmp_path, small_batches, run_airlink,
+                                                                   monkeypatch):
+    """The packets pass runs in a thread beside the analysis: when the analysis fails after
+    it started, the command fails with one line, the thread is stopped and no packets file
+    (nor a partial one) is left."""
+    import threading
+
+    import airlink.collectors.tcp as tcp_module
+    from airlink.cli import collect
+    from airlink.traces.errors import AirlinkError
+    f = tmp_path / "r.pcap"
+    f.write_bytes(pcap_bytes(reordered_capture()))
+    started = []
+
+    def failing(*args, **kw):
+        started.append(True)
+        raise AirlinkError("analysis failed on purpose")
+    monkeypatch.setattr(tcp_module, "_analyze", failing)
+    def start_and_finish(self, flows, late):
+        """The pass started and already complete (its file written) when the analysis fails."""
+        self._run(flows, late)
+        assert self.dest.exists()
+        self.thread = threading.Thread(target=lambda: None)
+        self.thread.start()
+    for done in (False, True):            # the pass still running, or done, when the analysis fails
+        if done:
+            monkeypatch.setattr(collect._PacketsPass, "start", start_and_finish)
+        out = tmp_path / f"o{done}"
+        status, _, err = run_airlink("collect", f, "-o", out)
+        assert status == 2 and "analysis failed on purpose" in err and len(err.strip().splitlines()) == 1
+        assert started.pop() is True
+        assert not any(t.name == "airlink-collect-packets" for t in threading.enumerate())
+        assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_flows_ready_is_for_capture_paths(tmp_path):
+    f = tmp_path / "r.pcap"
+    f.write_bytes(pcap_bytes(reordered_capture(300)))
+    seen = []
+    a = C.analyze_tcp(f, flows_ready=lambda flows, late: seen.append((flows, late)))
+    assert len(seen) == 1 and seen[0][1] == a.max_lateness_ns
+    pd.testing.assert_frame_equal(seen[0][0], a.flows[["flow", "src", "dst", "sport", "dport", "proto"]])
+    from airlink.traces.errors import AirlinkError
+    with pytest.raises(AirlinkError, match="capture path"):
+        C.analyze_tcp(C.read_pcap(f), flows_ready=lambda *a: None)
