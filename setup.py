@@ -10,6 +10,8 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("airlink.replay._fastpath", ["replay/_fastpath.c"], extra_compile_args=["-O2"],
               optional=True),
+    Extension("airlink.replay._cellpath", ["replay/_cellpath.c"], extra_compile_args=["-O2"],
+              optional=True),
     Extension("airlink.collectors._records", ["collectors/_records.c"], extra_compile_args=["-O2"],
               optional=True),
 ])

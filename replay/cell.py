@@ -38,10 +38,7 @@ import os
 import resource
 import select
 import signal
-import sys
 import time
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
 
@@ -51,6 +48,7 @@ from airlink.traces.atomic import atomic_path, commit, partial_path, write_text
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_rate, parse_size
 
+from .cell_radio import RadioFeed
 from .queues import make_queue
 from .server import ByteServer
 from .stages import LinkStage, Stage
@@ -64,6 +62,7 @@ MAX_PACKET = 65536
 UNBOUNDED_S = 24 * 3600         # the radio's horizon when no duration is given
 MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in memory)
 UNBOUNDED_CHUNK_S = 2           # radio inputs per chunk of a run without a duration
+_C_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}   # queues of the C path (its constants)
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
@@ -173,12 +172,15 @@ class CellShell:
         # a throw-away radio compiles/loads the step before any clock runs
         _warm_up(self._radio())
         radio = self._radio()
-        outer = OuterSide(base_env.get("AIRLINK_BLOCK"))
+        # the radio process is forked before any namespace or TUN device exists
+        horizon = radio.n_tti if self.n_tti is None else self.n_tti
+        mac = None if self.mac_log is None else _MacLog(self, radio, make_queue(self.queue_kind, self.queue_args).describe())
+        feed = RadioFeed(radio, horizon=horizon, ahead=PREFETCH, mac=mac)
+        outer = None
         namespaces = []
         handlers = {}
-        pool = ThreadPoolExecutor(max_workers=1)
-        switch = sys.getswitchinterval()
         try:
+            outer = OuterSide(base_env.get("AIRLINK_BLOCK"))
             blocks = divide_block(outer.block, self.n_users)
             for i, block in enumerate(blocks, start=1):
                 net = ipaddress.ip_network(block)
@@ -205,18 +207,15 @@ class CellShell:
                 handlers[s] = signal.signal(s, forward)
             handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_all)
             set_timer_slack()
-            # the radio and log threads hand the GIL back to the TTI loop within 0.5 ms
-            sys.setswitchinterval(0.0005)
             if self.realtime:
-                # after the UEs were forked (they keep the normal policy), before the
-                # radio threads start (they inherit it)
+                # after the UEs and the radio process were forked: they keep the normal policy
                 try:
                     os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(10))
                 except OSError as exc:
                     raise AirlinkError(f"cannot use the real-time scheduling policy: {exc.strerror}") from None
             ru = resource.getrusage(resource.RUSAGE_SELF)
             cpu0 = ru.ru_utime + ru.ru_stime
-            live = _LiveCell(self, radio, outer, namespaces, pool, cmdline)
+            live = _LiveCell(self, radio, feed, outer, namespaces, cmdline)
             # everything allocated so far (numpy, pandas, numba, pyarrow modules) leaves the
             # collector's view: a full collection during the run then takes microseconds,
             # not the tens of milliseconds that made TTIs late
@@ -243,7 +242,6 @@ class CellShell:
                 write_text(stats_path, json.dumps(stats, indent=2, default=str) + "\n")
             return max(statuses)
         finally:
-            sys.setswitchinterval(switch)
             signal.setitimer(signal.ITIMER_REAL, 0)
             for s, h in handlers.items():
                 signal.signal(s, h)
@@ -254,8 +252,9 @@ class CellShell:
                     ns.wait()
                 finally:
                     ns.close()
-            outer.close()
-            pool.shutdown(wait=True, cancel_futures=True)
+            if outer is not None:
+                outer.close()
+            feed.kill()
 
 
 def run_cell(cmd=None, *, stats_path=None, env=None, **options) -> int:
@@ -304,13 +303,65 @@ def _warm_up(radio):
     radio.step(inp, 0, 1, radio.new_outputs(1), backlog=np.zeros(radio.n_users))
 
 
-class _LiveCell:
-    """The real-time loop of one run (state and counters); see :class:`CellShell`."""
+class _MacLog:
+    """Writes the cell's MAC log chunk by chunk (in the radio process: :mod:`.cell_radio`)."""
 
-    def __init__(self, shell: CellShell, radio, outer, namespaces, pool, cmdline):
-        self.shell, self.radio, self.pool = shell, radio, pool
-        self.writer = ThreadPoolExecutor(max_workers=1)     # MAC log chunks, in order
-        self._ahead = deque()
+    def __init__(self, shell: CellShell, radio, queue_desc: str):
+        self.shell, self.radio, self.queue_desc = shell, radio, queue_desc
+        self._writer = None
+
+    def write(self, out, live, sinr_db, sinr_rep_db, k0, wall_start_ns):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        cols = self.radio.mac_columns(out, sinr_db, sinr_rep_db, live["arrivals_bytes"],
+                                      start_ns=wall_start_ns, k0=k0)
+        for name in LIVE_COLUMNS:
+            cols[name] = live[name].ravel()
+        arrays = {name: pa.array(v, type=pa.string()) if name == "user" else
+                  pa.array(v, type=pa.timestamp("ns", tz="UTC")) if name == "time" else pa.array(v)
+                  for name, v in cols.items()}
+        table = pa.table(arrays)
+        if self._writer is None:
+            from airlink import __version__
+            shell = self.shell
+            cfg = {k: v for k, v in shell.cfg.items() if k != "description"}
+            meta = {"source": "airlink cell", "preset": cfg["preset"], "scheduler": cfg["scheduler"],
+                    "parameters": cfg, "seed": cfg["seed"], "rate_table": self.radio.table.name,
+                    "tti_s": f"{shell.tti.numerator}/{shell.tti.denominator}",
+                    "queue": self.queue_desc, "airlink_version": __version__,
+                    "late_after_us": shell.late_ns // 1000}
+            header = json.dumps({"kind": "mac", "meta": meta}, default=str).encode()
+            schema = table.schema.with_metadata({b"airlink": header})
+            self._writer = pq.ParquetWriter(partial_path(shell.mac_log), schema)
+        self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
+
+    def close(self, written: bool):
+        if self._writer is not None:
+            self._writer.close()
+            commit(self.shell.mac_log)
+        else:
+            _empty_mac(self.shell.mac_log)
+
+
+def _cellpath():
+    """The C per-packet path (:mod:`airlink.replay._cellpath`), or None when not built."""
+    try:
+        from . import _cellpath
+    except ImportError:
+        return None
+    return _cellpath
+
+
+class _LiveCell:
+    """The real-time loop of one run (state and counters); see :class:`CellShell`.
+
+    Packets move in C (:mod:`airlink.replay._cellpath`, with the GIL released between TTIs)
+    for the common configuration - unconstrained uplinks, no Mahimahi logs, an infinite,
+    drop-tail or drop-head queue - and in the Python loop otherwise (:meth:`loop_python`);
+    both run the same :meth:`_tti`."""
+
+    def __init__(self, shell: CellShell, radio, feed, outer, namespaces, cmdline):
+        self.shell, self.radio, self.feed = shell, radio, feed
         self.outer_fd = outer.fd
         self.n = n = shell.n_users
         self.inner_fds = [ns.inner_fd for ns in namespaces]
@@ -318,6 +369,8 @@ class _LiveCell:
         self.queues = [make_queue(shell.queue_kind, shell.queue_args) for _ in range(n)]
         self.servers = [ByteServer() for _ in range(n)]
         self.carry = np.zeros(n)
+        self._backlog = np.zeros(n)
+        self._budgets = np.zeros(n, np.int64)
         net = ipaddress.ip_network(outer.block)
         parts = [ipaddress.ip_network(b) for b in (ns.block for ns in namespaces)]
         self.net_base = int(net.network_address)
@@ -331,16 +384,20 @@ class _LiveCell:
         self.write_errors = 0
         self.tti_ns = shell.tti * 10**9
         self.uplinks = []
-        self.up_logs = []
         self.down_logs = [None] * n
         self.wall_start_ns = time.time_ns()
+        cp = _cellpath()
+        q0 = self.queues[0]
+        self.path = None
+        if cp is not None and shell.uplink is None and shell.log_dir is None and q0.kind in _C_QUEUES:
+            self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
+                                _C_QUEUES[q0.kind], getattr(q0, "packets", 0), getattr(q0, "bytes", 0))
         if shell.log_dir is not None:
             from airlink.traces import LinkLogWriter
             shell.log_dir.mkdir(parents=True, exist_ok=True)
-            q = self.queues[0].describe()
             self.down_logs = [LinkLogWriter(shell.log_dir / f"ue{i + 1}.down.log", direction="downlink",
                                             trace=f"cell {shell.cfg['preset']} {shell.cfg['scheduler']}",
-                                            queue=q, base_ms=self.wall_start_ns // 1_000_000,
+                                            queue=q0.describe(), base_ms=self.wall_start_ns // 1_000_000,
                                             command=cmdline, tool="airlink cell") for i in range(n)]
             self._log_lines = [[] for _ in range(n)]
         start = time.monotonic_ns()
@@ -356,65 +413,73 @@ class _LiveCell:
                                     queue="infinite", base_ms=self.wall_start_ns // 1_000_000,
                                     command=cmdline, tool="airlink cell")
             self.uplinks.append(LinkStage(cap, tti, queue=make_queue("infinite"), start_ns=start, log=log))
-        # per-chunk MAC rows of the live columns
-        self._mac_writer = None
-        self._pending_write = None
         self.ttis = 0
         self.late = 0
-        self.lateness = []          # per chunk: arrays of lateness (ns)
         self.max_late_ns = 0
-        first = radio.chunk if shell.n_tti is None else min(radio.chunk, shell.n_tti)
-        self.first_inputs = radio.inputs(0, first)
-        self._k_submit = first
-        self._top_up()
+        self.slot = None
+        self.rows = 0
+        # the first chunk of radio inputs exists before any clock runs
+        self._first = feed.next_chunk()
 
     # -- the TTI -------------------------------------------------------------------------------
-    def _new_chunk(self, inp):
-        n = self.n
-        rows = inp.n
-        self.inp = inp
-        self.out = self.radio.new_outputs(rows)
-        self.live = {"backlog_bytes": np.zeros((rows, n)), "backlog_packets": np.zeros((rows, n), np.int64),
-                     "arrivals_bytes": np.zeros((rows, n)), "drops_packets": np.zeros((rows, n), np.int64),
-                     "drops_bytes": np.zeros((rows, n), np.int64), "backlog_seen_bytes": np.zeros((rows, n)),
-                     "late": np.zeros((rows, n), bool),
-                     "lateness_us": np.zeros((rows, n), np.int64)}
+    def _new_chunk(self, chunk):
+        self.slot, self.inp, self.out, self.live = chunk
         self.rows = 0
-        self._top_up()
 
-    def _top_up(self):
-        """Keep PREFETCH chunks of radio inputs in the making (a thread; numpy releases the GIL)."""
-        horizon = self.radio.n_tti if self.shell.n_tti is None else self.shell.n_tti
-        while len(self._ahead) < PREFETCH and self._k_submit < horizon:
-            n_next = min(self.radio.chunk, horizon - self._k_submit)
-            self._ahead.append(self.pool.submit(self.radio.inputs, self._k_submit, n_next))
-            self._k_submit += n_next
+    def _release(self):
+        """Hand the current chunk back to the radio process (its rows go to the MAC log)."""
+        if self.slot is not None:
+            self.feed.release(self.slot, self.rows, self.inp.k0, self.wall_start_ns)
+            self.slot = None
 
     def _tti(self, k, now):
         """Decide and serve TTI ``k`` (it ended at ``boundary(k + 1)``, handled at ``now``)."""
         i = k - self.inp.k0
         if i >= self.inp.n:
-            self._flush_mac()
-            self._new_chunk(self._ahead.popleft().result())
+            self._release()
+            self._new_chunk(self.feed.next_chunk())
             i = 0
-        queues, servers = self.queues, self.servers
+        path = self.path
+        backlog = self._backlog
+        if path is not None:
+            path.backlog(backlog)
+        else:
+            backlog[:] = [s.backlog(q)[0] for s, q in zip(self.servers, self.queues)]
         # the bytes queued, less the fraction of a byte the scheduler already served (carry)
-        backlog = np.array([s.backlog(q)[0] for s, q in zip(servers, queues)], dtype=np.float64)
         np.maximum(backlog - self.carry, 0.0, out=backlog)
         row = {name: a[i:i + 1] for name, a in self.out.items()}
         self.radio.step(self.inp, i, i + 1, row, backlog=backlog)
-        self.live["backlog_seen_bytes"][i] = backlog
-        served = self.out["served"][i]
+        live = self.live
+        live["backlog_seen_bytes"][i] = backlog
         t_end = self._boundary(k + 1)
         late_ns = now - t_end
+        # whole bytes leave the queues; fractions of a byte carry to the next TTI
         carry = self.carry
-        carry += served
-        live = self.live
+        carry += self.out["served"][i]
+        budgets = np.floor(carry + 1e-9)
+        carry -= budgets
+        np.maximum(carry, 0.0, out=carry)
+        self._budgets[:] = budgets
+        if path is not None:
+            path.serve(self._budgets, live["backlog_bytes"][i], live["backlog_packets"][i],
+                       live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i])
+        else:
+            self._serve_python(i, t_end)
+        live["late"][i] = late_ns > self.shell.late_ns
+        live["lateness_us"][i] = max(late_ns, 0) // 1000
+        self.rows = i + 1
+        self.ttis += 1
+        if late_ns > self.shell.late_ns:
+            self.late += 1
+        if late_ns > self.max_late_ns:
+            self.max_late_ns = late_ns
+
+    def _serve_python(self, i, t_end):
+        queues, servers, live = self.queues, self.servers, self.live
         for u in range(self.n):
-            budget = math.floor(carry[u] + 1e-9)
+            budget = int(self._budgets[u])
             deps = []
             if budget > 0:
-                carry[u] -= budget
                 servers[u].serve(queues[u], budget, t_end, deps)
                 fd = self.inner_fds[u]
                 for p, _a, _t in deps:
@@ -424,22 +489,12 @@ class _LiveCell:
                         self.write_errors += 1
                 self.departures_packets[u] += len(deps)
                 self.departures_bytes[u] += sum(len(d[0]) for d in deps)
-            if carry[u] < 0:
-                carry[u] = 0.0
             b, p = servers[u].backlog(queues[u])
             live["backlog_bytes"][i, u] = b
             live["backlog_packets"][i, u] = p
             if self.down_logs[u] is not None:
                 self._log_tti(u, t_end, budget, deps)
-        live["late"][i] = late_ns > self.shell.late_ns
-        live["lateness_us"][i] = max(late_ns, 0) // 1000
         self._arrivals_row(i)
-        self.rows = i + 1
-        self.ttis += 1
-        if late_ns > self.shell.late_ns:
-            self.late += 1
-        if late_ns > self.max_late_ns:
-            self.max_late_ns = late_ns
 
     def _arrivals_row(self, i):
         """Arrivals and drops since the previous TTI go to this TTI's row."""
@@ -468,53 +523,55 @@ class _LiveCell:
         x = k * self.tti_ns
         return self.start_ns + x.numerator // x.denominator
 
-    def _flush_mac(self, final=False):
-        """Write the finished rows of the current chunk to the MAC log (in the background,
-        one chunk at a time, in order)."""
-        shell = self.shell
-        if shell.mac_log is None or self.rows == 0:
-            return
-        r = self.rows
-        out = {k: v[:r] for k, v in self.out.items()}
-        live = {k: v[:r] for k, v in self.live.items()}
-        inp = self.inp
-        args = (out, live, inp.sinr_db[:r], inp.sinr_rep_db[:r], inp.k0)
-        if self._pending_write is not None:
-            self._pending_write.result()
-        self._pending_write = self.writer.submit(self._write_mac, *args)
-        if final:
-            self._pending_write.result()
-
-    def _write_mac(self, out, live, sinr_db, sinr_rep_db, k0):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-        cols = self.radio.mac_columns(out, sinr_db, sinr_rep_db, live["arrivals_bytes"],
-                                      start_ns=self.wall_start_ns, k0=k0)
-        for name in LIVE_COLUMNS:
-            cols[name] = live[name].ravel()
-        # straight from numpy (little time under the GIL, which the TTI loop needs)
-        arrays = {name: pa.array(v, type=pa.string()) if name == "user" else
-                  pa.array(v, type=pa.timestamp("ns", tz="UTC")) if name == "time" else pa.array(v)
-                  for name, v in cols.items()}
-        table = pa.table(arrays)
-        if self._mac_writer is None:
-            from airlink import __version__
-            cfg = {k: v for k, v in self.shell.cfg.items() if k != "description"}
-            meta = {"source": "airlink cell", "preset": cfg["preset"], "scheduler": cfg["scheduler"],
-                    "parameters": cfg, "seed": cfg["seed"], "rate_table": self.radio.table.name,
-                    "tti_s": f"{self.shell.tti.numerator}/{self.shell.tti.denominator}",
-                    "queue": self.queues[0].describe(), "airlink_version": __version__,
-                    "late_after_us": self.shell.late_ns // 1000}
-            header = json.dumps({"kind": "mac", "meta": meta}, default=str).encode()
-            schema = table.schema.with_metadata({b"airlink": header})
-            self._mac_writer = pq.ParquetWriter(partial_path(self.shell.mac_log), schema)
-        self._mac_writer.write_table(table.replace_schema_metadata(self._mac_writer.schema.metadata))
-
     # -- the loop ------------------------------------------------------------------------
     def loop(self, stop):
         """Move packets and run TTIs until every CMD has exited (then a short drain, TTIs
         still running, so that closing handshakes get through) or the duration is over
         (then CMDs get SIGTERM; the loop ends when they have exited)."""
+        if self.path is None:
+            self.loop_python(stop)
+            return
+        clock = time.monotonic_ns
+        path = self.path
+        running = list(self.pidfds)
+        warmup = self.shell.warmup_bytes
+        self.base_mono = clock()
+        limit = self.shell.n_tti
+        started = over = False
+        drain_until = None
+        drain_start = 0
+        k = 0
+        if warmup is None:
+            started = self._start(clock())
+        while True:
+            now = clock()
+            if started and not over:
+                k = self._run_due(k, now)
+                if limit is not None and k >= limit:
+                    over = True
+                    stop()              # the run's duration is over: CMDs get SIGTERM
+            if not running and (over or drain_until is not None and (
+                    now >= drain_until or now - max(path.last_packet_ns, drain_start) > DRAIN_QUIET_NS)):
+                break
+            if started and not over:
+                deadline = self._boundary(k + 1)
+            else:
+                deadline = now + (DRAIN_QUIET_NS if started else 10_000_000)
+            if drain_until is not None:
+                deadline = min(deadline, now + DRAIN_QUIET_NS)
+            j = path.wait(deadline, running)
+            if j >= 0:
+                del running[j]
+                if not running and drain_until is None:
+                    drain_start = clock()
+                    drain_until = drain_start + DRAIN_MAX_NS
+            if not started and self._all_backlogged(warmup):
+                started = self._start(clock())
+        if started:
+            self._release()
+
+    def loop_python(self, stop):
+        """:meth:`loop` with the packets moved in Python (uplink stages, Mahimahi logs)."""
         clock = time.monotonic_ns
         read, write = os.read, os.write
         outer_fd = self.outer_fd
@@ -607,8 +664,7 @@ class _LiveCell:
             if not started and self._all_backlogged(warmup):
                 started = self._start(clock())
         if started:
-            self._flush_mac(final=True)
-
+            self._release()
 
     def _run_due(self, k, now):
         """Run every TTI that ended by ``now`` (up to the duration); the next TTI to run."""
@@ -619,13 +675,18 @@ class _LiveCell:
         return k
 
     def _start(self, now):
-        """TTI 0 starts now: the first chunk's inputs were made before (``first_inputs``)."""
-        self._new_chunk(self.first_inputs)
+        """TTI 0 starts now: the first chunk's inputs were made before."""
+        self._new_chunk(self._first)
         self.start_ns = time.monotonic_ns()
+        if self.path is not None:
+            self.path.mark()
         self._seen = [(self.arrivals_bytes[u], q.drops_packets, q.drops_bytes) for u, q in enumerate(self.queues)]
         return True
 
     def _all_backlogged(self, warmup):
+        if self.path is not None:
+            self.path.backlog(self._backlog)
+            return bool((self._backlog >= warmup).all())
         return all(s.backlog(q)[0] >= warmup for s, q in zip(self.servers, self.queues))
 
     def _log_arrival(self, u, now, p, dropped):
@@ -646,6 +707,23 @@ class _LiveCell:
         return u if 0 <= u < self.n else -1
 
     # -- the end ---------------------------------------------------------------------------
+    def _ue_counters(self, u) -> tuple:
+        """``(downlink, uplink)`` counters of UE ``u`` (0-based) for the stats."""
+        q = self.queues[u]
+        if self.path is not None:
+            c = self.path.ue_stats(u)
+            up_p, up_b = c.pop("uplink_packets"), c.pop("uplink_bytes")
+            up = {"stage": "pass", "arrivals_packets": up_p, "arrivals_bytes": up_b, "departures_packets": up_p,
+                  "departures_bytes": up_b, "drops_packets": 0, "drops_bytes": 0, "queued_packets": 0,
+                  "queued_bytes": 0}
+            return {**c, "queue": q.describe()}, up
+        qb, qp = self.servers[u].backlog(q)
+        down = {"arrivals_packets": self.arrivals_packets[u], "arrivals_bytes": self.arrivals_bytes[u],
+                "departures_packets": self.departures_packets[u], "departures_bytes": self.departures_bytes[u],
+                "drops_packets": q.drops_packets, "drops_bytes": q.drops_bytes,
+                "queued_packets": qp, "queued_bytes": qb, "queue": q.describe()}
+        return down, self.uplinks[u].stats()
+
     def finish(self, statuses, *, cpu_s, kernel) -> dict:
         now = time.monotonic_ns()
         for u in range(self.n):
@@ -653,31 +731,21 @@ class _LiveCell:
                 self.down_logs[u].write_lines("".join(self._log_lines[u]))
                 self.down_logs[u].close()
             self.uplinks[u].close(now)
-        self.writer.shutdown(wait=True)
-        if self._mac_writer is not None:
-            self._mac_writer.close()
-            commit(self.shell.mac_log)
-        elif self.shell.mac_log is not None:
-            _empty_mac(self.shell.mac_log)
+        radio_cpu_s = self.feed.close()
         ues = []
         for u in range(self.n):
-            q, srv = self.queues[u], self.servers[u]
-            qb, qp = srv.backlog(q)
-            ues.append({
-                "ue": u + 1, "status": statuses[u],
-                "downlink": {"arrivals_packets": self.arrivals_packets[u], "arrivals_bytes": self.arrivals_bytes[u],
-                             "departures_packets": self.departures_packets[u],
-                             "departures_bytes": self.departures_bytes[u],
-                             "drops_packets": q.drops_packets, "drops_bytes": q.drops_bytes,
-                             "queued_packets": qp, "queued_bytes": qb, "queue": q.describe()},
-                "uplink": self.uplinks[u].stats(),
-                "kernel": kernel[u]})
+            down, up = self._ue_counters(u)
+            ues.append({"ue": u + 1, "status": statuses[u], "downlink": down, "uplink": up, "kernel": kernel[u]})
+        if self.path is not None:
+            self.unroutable, self.write_errors = self.path.unroutable, self.path.write_errors
         duration = (now - self.base_mono) / 1e9
         ttis = self.ttis
+        cpu_s += radio_cpu_s
         return {"tool": "airlink cell", "preset": self.shell.cfg["preset"],
                 "scheduler": self.shell.cfg["scheduler"], "seed": self.shell.cfg["seed"],
                 "users": self.n, "tti_ms": float(self.shell.tti) * 1000, "status": max(statuses),
                 "duration_s": duration, "cpu_s": cpu_s, "cpu_per_s": cpu_s / duration if duration > 0 else None,
+                "radio_cpu_s": radio_cpu_s, "packet_path": "C" if self.path is not None else "Python",
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
                 "unroutable_packets": self.unroutable, "write_errors": self.write_errors, "ues": ues}

@@ -1,0 +1,414 @@
+/*
+ * airlink.replay._cellpath: the per-packet path of the cell shell (``airlink cell``) in C.
+ *
+ * One object holds the cell's packets: the outer TUN (downlink packets in, uplink packets
+ * out), one inner TUN per UE, and one base-station queue per UE (infinite, droptail or
+ * drophead by packets and/or bytes, as replay/queues.py) with byte-granular service (as
+ * replay/server.py's ByteServer: the head packet may be split across TTIs and departs
+ * with its last byte; the packet in service is outside the queue, so it counts toward no
+ * limit). Uplinks are unconstrained (packets from a UE go straight out).
+ *
+ * Python decides once per TTI (airlink.sim.step.Radio.step with the live backlogs); in
+ * between, Cell.wait() moves packets with the GIL released until the TTI's end or until
+ * one of the given process fds (pidfds) is readable:
+ *
+ *     cell.wait(deadline_ns, pidfds)   -> index of a readable pidfd, or -1 at the deadline
+ *     cell.backlog(bytes_f8)           -> the bytes each UE has queued (float64 array)
+ *     cell.serve(budgets_i8, bb_f8, bp_i8, arr_f8, dp_i8, db_i8)
+ *         serve each UE's integer budget of bytes now (departures written to its TUN),
+ *         then fill the row: backlog bytes/packets after service, arrivals bytes and
+ *         drops packets/bytes since the previous serve() or mark()
+ *
+ * A packet read at or after the deadline stays in the kernel until the TTI has been
+ * decided: TTIs that ended before a packet was read are decided without it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "structmember.h"
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PACKET 65536
+#define READ_BATCH 64           /* packets per fd and wake-up before the clock is read again */
+#define MAX_WAIT_FDS 4096
+
+enum { Q_INFINITE = 0, Q_DROPTAIL = 1, Q_DROPHEAD = 2 };
+
+typedef struct Packet {
+    struct Packet *next;
+    int len;
+    unsigned char data[];
+} Packet;
+
+typedef struct {
+    Packet *head, *tail;
+    long long count, bytes;
+} Fifo;
+
+typedef struct {
+    long long arr_p, arr_b, dep_p, dep_b, drop_p, drop_b;  /* downlink */
+    long long up_p, up_b;                                  /* uplink (passed straight out) */
+    long long seen_arr_b, seen_drop_p, seen_drop_b;        /* at the previous row */
+    Fifo q;
+    Packet *svc;                                           /* in service (outside the queue) */
+    long long svc_left;
+    int fd;
+} UE;
+
+typedef struct {
+    PyObject_HEAD
+    int n, outer_fd, qkind, shift;
+    uint32_t net_base, net_mask;
+    long long lim_p, lim_b;
+    UE *ue;
+    long long unroutable, write_errors, last_ns;
+    unsigned char *buf;
+    struct pollfd *pfd;
+} Cell;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void fifo_push(Fifo *f, Packet *p) {
+    p->next = NULL;
+    if (f->tail) f->tail->next = p; else f->head = p;
+    f->tail = p;
+    f->count++;
+    f->bytes += p->len;
+}
+
+static Packet *fifo_pop(Fifo *f) {
+    Packet *p = f->head;
+    if (!p) return NULL;
+    f->head = p->next;
+    if (!f->head) f->tail = NULL;
+    f->count--;
+    f->bytes -= p->len;
+    return p;
+}
+
+static int over(Cell *c, UE *u, long long extra_p, long long extra_b) {
+    return (c->lim_p && u->q.count + extra_p > c->lim_p) || (c->lim_b && u->q.bytes + extra_b > c->lim_b);
+}
+
+/* the UE (0-based) whose address part holds the IPv4 destination, or -1 */
+static int ue_of(Cell *c, const unsigned char *p, int len) {
+    if (len < 20 || (p[0] >> 4) != 4) return -1;
+    uint32_t dst = ((uint32_t)p[16] << 24) | ((uint32_t)p[17] << 16) | ((uint32_t)p[18] << 8) | p[19];
+    if ((dst & c->net_mask) != c->net_base) return -1;
+    long long u = ((long long)(dst - c->net_base) >> c->shift) - 1;
+    return (u >= 0 && u < c->n) ? (int)u : -1;
+}
+
+static void enqueue(Cell *c, UE *u, const unsigned char *data, int len) {
+    u->arr_p++;
+    u->arr_b += len;
+    if (c->qkind == Q_DROPTAIL && over(c, u, 1, len)) {
+        u->drop_p++;
+        u->drop_b += len;
+        return;
+    }
+    Packet *p = malloc(sizeof(Packet) + len);
+    if (!p) {                      /* no memory: the packet is lost, counted as a drop */
+        u->drop_p++;
+        u->drop_b += len;
+        return;
+    }
+    p->len = len;
+    memcpy(p->data, data, len);
+    fifo_push(&u->q, p);
+    if (c->qkind == Q_DROPHEAD) {
+        while (u->q.head && over(c, u, 0, 0)) {
+            Packet *old = fifo_pop(&u->q);
+            u->drop_p++;
+            u->drop_b += old->len;
+            free(old);
+        }
+    }
+}
+
+/* read what the outer TUN holds (downlink): at most READ_BATCH packets */
+static void read_outer(Cell *c) {
+    for (int i = 0; i < READ_BATCH; i++) {
+        ssize_t r = read(c->outer_fd, c->buf, MAX_PACKET);
+        if (r < 0) break;
+        int u = ue_of(c, c->buf, (int)r);
+        if (u < 0) { c->unroutable++; continue; }
+        enqueue(c, &c->ue[u], c->buf, (int)r);
+    }
+}
+
+/* a UE's uplink packets go straight out */
+static void read_inner(Cell *c, UE *u) {
+    for (int i = 0; i < READ_BATCH; i++) {
+        ssize_t r = read(u->fd, c->buf, MAX_PACKET);
+        if (r < 0) break;
+        u->up_p++;
+        u->up_b += r;
+        if (write(c->outer_fd, c->buf, (size_t)r) < 0) c->write_errors++;
+    }
+}
+
+/* ---- methods -------------------------------------------------------------------------- */
+
+static PyObject *Cell_wait(Cell *c, PyObject *args) {
+    long long deadline;
+    PyObject *fds;
+    if (!PyArg_ParseTuple(args, "LO", &deadline, &fds)) return NULL;
+    PyObject *seq = PySequence_Fast(fds, "pidfds must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+    if (m > MAX_WAIT_FDS) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many fds"); return NULL; }
+    int n = c->n;
+    struct pollfd *pfd = c->pfd;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, j));
+        if (v == -1 && PyErr_Occurred()) { Py_DECREF(seq); return NULL; }
+        pfd[n + 1 + j].fd = (int)v;
+        pfd[n + 1 + j].events = POLLIN;
+    }
+    Py_DECREF(seq);
+    pfd[0].fd = c->outer_fd;
+    pfd[0].events = POLLIN;
+    for (int u = 0; u < n; u++) { pfd[1 + u].fd = c->ue[u].fd; pfd[1 + u].events = POLLIN; }
+    int nfds = n + 1 + (int)m;
+    int ready = -1, failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        int64_t now = now_ns();
+        if (now >= deadline) break;
+        int64_t left = deadline - now;
+        struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
+        int got = ppoll(pfd, nfds, &ts, NULL);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            failed = errno;
+            break;
+        }
+        if (got == 0) continue;             /* the clock is read again above */
+        int moved = 0;
+        if (pfd[0].revents & POLLIN) { read_outer(c); moved = 1; }
+        for (int u = 0; u < n; u++)
+            if (pfd[1 + u].revents & POLLIN) { read_inner(c, &c->ue[u]); moved = 1; }
+        if (moved) c->last_ns = now_ns();
+        for (int j = n + 1; j < nfds; j++)
+            if (pfd[j].revents) { ready = j - n - 1; break; }
+        if (ready >= 0) break;
+        if ((pfd[0].revents | 0) & (POLLERR | POLLNVAL)) { failed = EIO; break; }
+        for (int u = 0; u < n; u++)
+            if (pfd[1 + u].revents & (POLLERR | POLLNVAL)) { failed = EIO; break; }
+        if (failed) break;
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) { errno = failed; return PyErr_SetFromErrno(PyExc_OSError); }
+    return PyLong_FromLong(ready);
+}
+
+static int get_buf(PyObject *obj, Py_buffer *b, const char *fmt, Py_ssize_t n, const char *what) {
+    if (PyObject_GetBuffer(obj, b, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (b->len != n * b->itemsize || b->itemsize != 8 || strcmp(b->format, fmt) != 0) {
+        PyBuffer_Release(b);
+        PyErr_Format(PyExc_ValueError, "%s: need %zd values of type %s", what, n, fmt);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Cell_backlog(Cell *c, PyObject *arg) {
+    Py_buffer b;
+    if (get_buf(arg, &b, "d", c->n, "backlog") < 0) return NULL;
+    double *out = b.buf;
+    for (int u = 0; u < c->n; u++) out[u] = (double)(c->ue[u].q.bytes + (c->ue[u].svc ? c->ue[u].svc_left : 0));
+    PyBuffer_Release(&b);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cell_serve(Cell *c, PyObject *args) {
+    PyObject *o[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
+    static const char *fmt[6] = {"q", "d", "q", "d", "q", "q"};
+    static const char *what[6] = {"budgets", "backlog bytes", "backlog packets", "arrivals bytes",
+                                  "drops packets", "drops bytes"};
+    Py_buffer b[6];
+    int got = 0;
+    for (; got < 6; got++) {
+        /* numpy's int64 is "l" on LP64 */
+        if (PyObject_GetBuffer(o[got], &b[got], PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) break;
+        const char *f = b[got].format;
+        int ok = b[got].itemsize == 8 && b[got].len == 8 * (Py_ssize_t)c->n &&
+                 (fmt[got][0] == 'd' ? strcmp(f, "d") == 0 : (strcmp(f, "q") == 0 || strcmp(f, "l") == 0));
+        if (!ok) {
+            PyBuffer_Release(&b[got]);
+            PyErr_Format(PyExc_ValueError, "serve: %s need %d values of 8 bytes (%s)", what[got], c->n, fmt[got]);
+            break;
+        }
+    }
+    if (got < 6) {
+        for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+        return NULL;
+    }
+    long long *budget = b[0].buf, *bp = b[2].buf, *dp = b[4].buf, *db = b[5].buf;
+    double *bb = b[1].buf, *arr = b[3].buf;
+    for (int i = 0; i < c->n; i++) {
+        UE *u = &c->ue[i];
+        long long left = budget[i];
+        while (left > 0) {
+            if (!u->svc) {
+                u->svc = fifo_pop(&u->q);
+                if (!u->svc) break;
+                u->svc_left = u->svc->len;
+            }
+            long long take = u->svc_left < left ? u->svc_left : left;
+            u->svc_left -= take;
+            left -= take;
+            if (u->svc_left == 0) {
+                Packet *p = u->svc;
+                u->svc = NULL;
+                u->dep_p++;
+                u->dep_b += p->len;
+                if (write(u->fd, p->data, (size_t)p->len) < 0) c->write_errors++;
+                free(p);
+            }
+        }
+        bb[i] = (double)(u->q.bytes + (u->svc ? u->svc_left : 0));
+        bp[i] = u->q.count + (u->svc ? 1 : 0);
+        arr[i] = (double)(u->arr_b - u->seen_arr_b);
+        dp[i] = u->drop_p - u->seen_drop_p;
+        db[i] = u->drop_b - u->seen_drop_b;
+        u->seen_arr_b = u->arr_b;
+        u->seen_drop_p = u->drop_p;
+        u->seen_drop_b = u->drop_b;
+    }
+    for (int i = 0; i < 6; i++) PyBuffer_Release(&b[i]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cell_mark(Cell *c, PyObject *Py_UNUSED(ignored)) {
+    for (int i = 0; i < c->n; i++) {
+        c->ue[i].seen_arr_b = c->ue[i].arr_b;
+        c->ue[i].seen_drop_p = c->ue[i].drop_p;
+        c->ue[i].seen_drop_b = c->ue[i].drop_b;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
+    long i = PyLong_AsLong(arg);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0 || i >= c->n) { PyErr_SetString(PyExc_IndexError, "no such UE"); return NULL; }
+    UE *u = &c->ue[i];
+    long long qb = u->q.bytes + (u->svc ? u->svc_left : 0), qp = u->q.count + (u->svc ? 1 : 0);
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}",
+                         "arrivals_packets", u->arr_p, "arrivals_bytes", u->arr_b,
+                         "departures_packets", u->dep_p, "departures_bytes", u->dep_b,
+                         "drops_packets", u->drop_p, "drops_bytes", u->drop_b,
+                         "queued_packets", qp, "queued_bytes", qb,
+                         "uplink_packets", u->up_p, "uplink_bytes", u->up_b);
+}
+
+static void Cell_dealloc(Cell *c) {
+    if (c->ue) {
+        for (int i = 0; i < c->n; i++) {
+            Packet *p;
+            while ((p = fifo_pop(&c->ue[i].q))) free(p);
+            free(c->ue[i].svc);
+        }
+        PyMem_Free(c->ue);
+    }
+    PyMem_Free(c->buf);
+    PyMem_Free(c->pfd);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"outer_fd", "inner_fds", "net_base", "net_mask", "part_shift", "queue",
+                             "packets", "bytes", NULL};
+    int outer, shift, qkind;
+    unsigned long base, mask;
+    long long lim_p, lim_b;
+    PyObject *inner;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL", kwlist, &outer, &inner, &base, &mask, &shift,
+                                     &qkind, &lim_p, &lim_b))
+        return -1;
+    if (qkind < Q_INFINITE || qkind > Q_DROPHEAD || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
+        PyErr_SetString(PyExc_ValueError, "bad queue kind, limit or part shift");
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(inner, "inner_fds must be a sequence");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > 65536) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "1 to 65536 UEs"); return -1; }
+    c->ue = PyMem_Calloc(n, sizeof(UE));
+    c->buf = PyMem_Malloc(MAX_PACKET);
+    c->pfd = PyMem_Calloc(n + 1 + MAX_WAIT_FDS, sizeof(struct pollfd));
+    if (!c->ue || !c->buf || !c->pfd) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
+    c->n = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+        c->ue[i].fd = (int)v;
+    }
+    Py_DECREF(seq);
+    c->outer_fd = outer;
+    c->net_base = (uint32_t)base;
+    c->net_mask = (uint32_t)mask;
+    c->shift = shift;
+    c->qkind = qkind;
+    c->lim_p = qkind == Q_INFINITE ? 0 : lim_p;
+    c->lim_b = qkind == Q_INFINITE ? 0 : lim_b;
+    return 0;
+}
+
+static PyMethodDef Cell_methods[] = {
+    {"wait", (PyCFunction)Cell_wait, METH_VARARGS,
+     "wait(deadline_ns, pidfds): move packets until the deadline (-1) or a pidfd is readable (its index)."},
+    {"backlog", (PyCFunction)Cell_backlog, METH_O, "backlog(out): bytes queued per UE into a float64 array."},
+    {"serve", (PyCFunction)Cell_serve, METH_VARARGS,
+     "serve(budgets, backlog_bytes, backlog_packets, arrivals_bytes, drops_packets, drops_bytes)."},
+    {"mark", (PyCFunction)Cell_mark, METH_NOARGS, "Arrivals and drops of the next row count from now."},
+    {"ue_stats", (PyCFunction)Cell_ue_stats, METH_O, "A UE's counters as a dict."},
+    {NULL}
+};
+
+static PyMemberDef Cell_members[] = {
+    {"unroutable", T_LONGLONG, offsetof(Cell, unroutable), READONLY, "packets to no UE's address"},
+    {"write_errors", T_LONGLONG, offsetof(Cell, write_errors), READONLY, "failed TUN writes"},
+    {"last_packet_ns", T_LONGLONG, offsetof(Cell, last_ns), READONLY, "when packets last moved"},
+    {NULL}
+};
+
+static PyTypeObject CellType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "airlink.replay._cellpath.Cell",
+    .tp_basicsize = sizeof(Cell),
+    .tp_dealloc = (destructor)Cell_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The cell shell's packets: per-UE queues with byte-granular service (see the module).",
+    .tp_methods = Cell_methods,
+    .tp_members = Cell_members,
+    .tp_init = (initproc)Cell_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cellpath",
+                                    "The cell shell's per-packet path in C.", -1, NULL, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__cellpath(void) {
+    if (PyType_Ready(&CellType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&CellType);
+    if (PyModule_AddObject(m, "Cell", (PyObject *)&CellType) < 0) { Py_DECREF(&CellType); Py_DECREF(m); return NULL; }
+    PyModule_AddIntConstant(m, "INFINITE", Q_INFINITE);
+    PyModule_AddIntConstant(m, "DROPTAIL", Q_DROPTAIL);
+    PyModule_AddIntConstant(m, "DROPHEAD", Q_DROPHEAD);
+    return m;
+}
