@@ -72,6 +72,7 @@ typedef struct {
     int vnet;           /* virtio_net_hdr size in front of every packet (0: plain) */
     /* counters (segments and plain-mode bytes) */
     long long arr_p, arr_b, dep_p, dep_b, drop_p, drop_b;
+    long long superpackets, pieces;     /* GSO arrivals; pieces cut out of them */
     Fifo q;             /* delay: pending; link: queue; pass/loss: ready */
     /* delay */
     int64_t delay_ns, last_release;
@@ -240,7 +241,7 @@ static void fifo_clear(Fifo *f) {
 
 /* Push the segments of p marked in keep[0..nseg) as few pieces as possible; drops the
    others (counted by the caller). Takes ownership of p. */
-static void push_kept(Fifo *f, Packet *p, const unsigned char *keep) {
+static void push_kept(Stage *s, Fifo *f, Packet *p, const unsigned char *keep) {
     int n = p->nseg, a = 0;
     while (a < n && !keep[a]) a++;
     int b = a;
@@ -248,7 +249,7 @@ static void push_kept(Fifo *f, Packet *p, const unsigned char *keep) {
     if (a == 0 && b == n) { fifo_push(f, p); return; }
     while (a < n) {
         Packet *q = make_piece(p, a, b);
-        if (q) fifo_push(f, q);
+        if (q) { fifo_push(f, q); s->pieces++; }
         a = b;
         while (a < n && !keep[a]) a++;
         b = a;
@@ -298,6 +299,7 @@ static void detach_service_tail(Stage *s) {
     if (s->seg + 1 >= p->nseg) return;
     Packet *cur = make_piece(p, s->seg, s->seg + 1);
     if (!cur) return;
+    s->pieces++;
     p->lo = s->seg + 1;
     fifo_push_front(&s->q, p);
     s->in_service = cur;
@@ -308,6 +310,7 @@ static unsigned char keep_buf[65536];
 
 static void stage_push(Stage *s, Packet *p, int64_t now) {
     int n = p->nseg;
+    s->superpackets += n > 1;
     s->arr_p += n;
     s->arr_b += wire(p, 0, n);
     switch (s->kind) {
@@ -337,7 +340,7 @@ static void stage_push(Stage *s, Packet *p, int64_t now) {
             if (lost) { lost_any = 1; s->drop_p++; s->drop_b += wire(p, i, i + 1); }
         }
         if (!lost_any) fifo_push(&s->q, p);
-        else push_kept(&s->q, p, keep_buf);
+        else push_kept(s, &s->q, p, keep_buf);
         return;
     }
     case K_LINK: {
@@ -356,7 +359,7 @@ static void stage_push(Stage *s, Packet *p, int64_t now) {
                 else { count++; bytes += w; }
             }
             if (!dropped) fifo_push(&s->q, p);
-            else push_kept(&s->q, p, keep_buf);
+            else push_kept(s, &s->q, p, keep_buf);
             return;
         }
         fifo_push(&s->q, p);
@@ -402,6 +405,7 @@ static void emit(Stage *s, Packet *p, int a, int b, Sink *out) {
     }
     Packet *q = make_piece(p, a, b);
     if (!q) { out->errors++; return; }
+    s->pieces++;
     sink_write(out, q->data, q->len);
     free(q);
 }
@@ -508,6 +512,12 @@ static PyObject *Stage_stats(Stage *s, PyObject *Py_UNUSED(ignored)) {
         "departures_packets", s->dep_p, "departures_bytes", s->dep_b,
         "drops_packets", s->drop_p, "drops_bytes", s->drop_b,
         "queued_packets", qp, "queued_bytes", qb);
+    if (d && s->vnet) {
+        PyObject *v = PyLong_FromLongLong(s->superpackets);
+        PyDict_SetItemString(d, "superpackets", v); Py_XDECREF(v);
+        v = PyLong_FromLongLong(s->pieces);
+        PyDict_SetItemString(d, "pieces_cut", v); Py_XDECREF(v);
+    }
     if (d && s->kind == K_LINK) {
         PyObject *v = PyLong_FromLongLong(s->capacity_bytes);
         PyDict_SetItemString(d, "capacity_bytes", v); Py_XDECREF(v);
