@@ -17,7 +17,7 @@
  *     cell.serve(budgets_i8, bb_f8, bp_i8, arr_f8, dp_i8, db_i8)
  *         serve each UE's integer budget of bytes now (departures written to its TUN),
  *         then fill the row: backlog bytes/packets after service, arrivals bytes and
- *         drops packets/bytes since the previous serve() or mark()
+ *         drops packets/bytes since the previous serve() (the first: since the start)
  *
  * A packet read at or after the deadline stays in the kernel until the TTI has been
  * decided: TTIs that ended before a packet was read are decided without it.
@@ -135,26 +135,33 @@ static void enqueue(Cell *c, UE *u, const unsigned char *data, int len) {
     }
 }
 
-/* read what the outer TUN holds (downlink): at most READ_BATCH packets */
-static void read_outer(Cell *c) {
+/* a failed read: 0 when the device is only empty for now, else the errno */
+static int read_failure(void) {
+    return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : errno;
+}
+
+/* read what the outer TUN holds (downlink): at most READ_BATCH packets; 0 or an errno */
+static int read_outer(Cell *c) {
     for (int i = 0; i < READ_BATCH; i++) {
         ssize_t r = read(c->outer_fd, c->buf, MAX_PACKET);
-        if (r < 0) break;
+        if (r < 0) return read_failure();
         int u = ue_of(c, c->buf, (int)r);
         if (u < 0) { c->unroutable++; continue; }
         enqueue(c, &c->ue[u], c->buf, (int)r);
     }
+    return 0;
 }
 
-/* a UE's uplink packets go straight out */
-static void read_inner(Cell *c, UE *u) {
+/* a UE's uplink packets go straight out; 0 or an errno */
+static int read_inner(Cell *c, UE *u) {
     for (int i = 0; i < READ_BATCH; i++) {
         ssize_t r = read(u->fd, c->buf, MAX_PACKET);
-        if (r < 0) break;
+        if (r < 0) return read_failure();
         u->up_p++;
         u->up_b += r;
         if (write(c->outer_fd, c->buf, (size_t)r) < 0) c->write_errors++;
     }
+    return 0;
 }
 
 /* ---- methods -------------------------------------------------------------------------- */
@@ -195,17 +202,20 @@ static PyObject *Cell_wait(Cell *c, PyObject *args) {
         }
         if (got == 0) continue;             /* the clock is read again above */
         int moved = 0;
-        if (pfd[0].revents & POLLIN) { read_outer(c); moved = 1; }
-        for (int u = 0; u < n; u++)
-            if (pfd[1 + u].revents & POLLIN) { read_inner(c, &c->ue[u]); moved = 1; }
+        /* a device in error (removed from outside) fails its read, or else reports it */
+        if (pfd[0].revents) { failed = read_outer(c); moved = 1; }
+        if (!failed && (pfd[0].revents & (POLLERR | POLLNVAL | POLLHUP))) failed = EIO;
+        for (int u = 0; u < n && !failed; u++)
+            if (pfd[1 + u].revents) {
+                failed = read_inner(c, &c->ue[u]);
+                moved = 1;
+                if (!failed && (pfd[1 + u].revents & (POLLERR | POLLNVAL | POLLHUP))) failed = EIO;
+            }
         if (moved) c->last_ns = now_ns();
+        if (failed) break;
         for (int j = n + 1; j < nfds; j++)
             if (pfd[j].revents) { ready = j - n - 1; break; }
         if (ready >= 0) break;
-        if ((pfd[0].revents | 0) & (POLLERR | POLLNVAL)) { failed = EIO; break; }
-        for (int u = 0; u < n; u++)
-            if (pfd[1 + u].revents & (POLLERR | POLLNVAL)) { failed = EIO; break; }
-        if (failed) break;
     }
     Py_END_ALLOW_THREADS
     if (failed) { errno = failed; return PyErr_SetFromErrno(PyExc_OSError); }
@@ -291,15 +301,6 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *Cell_mark(Cell *c, PyObject *Py_UNUSED(ignored)) {
-    for (int i = 0; i < c->n; i++) {
-        c->ue[i].seen_arr_b = c->ue[i].arr_b;
-        c->ue[i].seen_drop_p = c->ue[i].drop_p;
-        c->ue[i].seen_drop_b = c->ue[i].drop_b;
-    }
-    Py_RETURN_NONE;
-}
-
 static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
     long i = PyLong_AsLong(arg);
     if (i == -1 && PyErr_Occurred()) return NULL;
@@ -373,7 +374,6 @@ static PyMethodDef Cell_methods[] = {
     {"backlog", (PyCFunction)Cell_backlog, METH_O, "backlog(out): bytes queued per UE into a float64 array."},
     {"serve", (PyCFunction)Cell_serve, METH_VARARGS,
      "serve(budgets, backlog_bytes, backlog_packets, arrivals_bytes, drops_packets, drops_bytes)."},
-    {"mark", (PyCFunction)Cell_mark, METH_NOARGS, "Arrivals and drops of the next row count from now."},
     {"ue_stats", (PyCFunction)Cell_ue_stats, METH_O, "A UE's counters as a dict."},
     {NULL}
 };

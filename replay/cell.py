@@ -8,7 +8,9 @@ R/T^lambda / backlog-driven) decides from the channel and the **live** queue bac
 many bytes each UE receives. TCP sets the backlog from the rate it sees; the scheduler sets
 the rate from the backlog: the loop of the source papers, closed with real applications.
 
-Time: TTI ``k`` covers ``[start + k*tti, start + (k+1)*tti)``; at its end the scheduler
+Time: the clock starts once every UE's command has been started (no packet can flow
+before; with ``warmup_bytes``, once every queue also holds that much); TTI ``k`` covers
+``[start + k*tti, start + (k+1)*tti)``; at its end the scheduler
 decides with the bytes queued by then and the bytes granted leave the queue at once
 (byte-granular, as :class:`airlink.replay.server.ByteServer`; fractional bytes carry to
 the next TTI). A TTI handled more than ``late_after`` (half a TTI by default) after its end
@@ -62,6 +64,8 @@ MAX_PACKET = 65536
 UNBOUNDED_S = 24 * 3600         # the radio's horizon when no duration is given
 MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in memory)
 UNBOUNDED_CHUNK_S = 2           # radio inputs per chunk of a run without a duration
+START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
+START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
 _C_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}   # queues of the C path (its constants)
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
@@ -90,7 +94,8 @@ class CellShell:
         one per UE, else the same trace for every UE)
     mac_log : path of the per-TTI Parquet MAC log: the simulator's ``mac`` columns, with the
         live queue's ``backlog_bytes``/``backlog_packets`` (after the TTI's service, as the
-        simulator's), ``arrivals_bytes`` and ``drops_packets``, plus ``drops_bytes``,
+        simulator's), ``arrivals_bytes`` and ``drops_packets`` (those before the clock
+        started count in TTI 0), plus ``drops_bytes``,
         ``backlog_seen_bytes`` (what the scheduler saw at its decision: queued bytes less
         the fraction of a byte already granted), ``late`` and ``lateness_us`` (how long
         after its end the TTI was handled)
@@ -99,9 +104,10 @@ class CellShell:
     warmup_bytes : hold the TTI clock until every UE has this many bytes queued (int or
         ``"300KB"``): to start from full queues, as a full-buffer simulation does
     late_after : lateness (duration) from which a TTI counts as late (default half a TTI)
-    realtime : run the shell's loop and its radio thread under the real-time policy
-        ``SCHED_RR`` (priority 10) so that a busy machine delays TTIs less; the UEs'
-        commands keep the normal policy. Off by default (it takes CPU from everything else).
+    realtime : run the shell's TTI loop under the real-time policy ``SCHED_RR`` (priority
+        10) so that a busy machine delays TTIs less; the UEs' commands and the radio process
+        (:mod:`airlink.replay.cell_radio`) keep the normal policy. Off by default (it takes
+        CPU from everything else).
     """
 
     tool = "airlink cell"
@@ -298,6 +304,25 @@ def _uplink_capacity(uplink, n_users, tti):
     return out
 
 
+def _command_started(pid: int, own_cmdline: bytes) -> bool:
+    """Whether the command of the UE namespace whose first process is ``pid`` has been
+    started: the namespace's init (``pid``'s child) forked it and it called exec (its command
+    line is no longer the shell's); True also when the namespace's processes are gone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            init = f.read().split()
+        if not init:
+            return False
+        with open(f"/proc/{init[0]}/task/{init[0]}/children") as f:
+            cmd = f.read().split()
+        if not cmd:
+            return False
+        with open(f"/proc/{cmd[0]}/cmdline", "rb") as f:
+            return f.read() != own_cmdline
+    except OSError:
+        return True
+
+
 def _warm_up(radio):
     inp = radio.inputs(0, 1)
     radio.step(inp, 0, 1, radio.new_outputs(1), backlog=np.zeros(radio.n_users))
@@ -366,6 +391,10 @@ class _LiveCell:
         self.n = n = shell.n_users
         self.inner_fds = [ns.inner_fd for ns in namespaces]
         self.pidfds = {ns.pidfd: i for i, ns in enumerate(namespaces)}
+        self.namespaces = namespaces
+        self._commands_started = False
+        with open("/proc/self/cmdline", "rb") as f:
+            self._own_cmdline = f.read()
         self.queues = [make_queue(shell.queue_kind, shell.queue_args) for _ in range(n)]
         self.servers = [ByteServer() for _ in range(n)]
         self.carry = np.zeros(n)
@@ -429,7 +458,7 @@ class _LiveCell:
     def _release(self):
         """Hand the current chunk back to the radio process (its rows go to the MAC log)."""
         if self.slot is not None:
-            self.feed.release(self.slot, self.rows, self.inp.k0, self.wall_start_ns)
+            self.feed.release(self.slot, self.rows, self.inp.k0, self.wall_start_ns + self.start_ns - self.base_mono)
             self.slot = None
 
     def _tti(self, k, now):
@@ -541,8 +570,6 @@ class _LiveCell:
         drain_until = None
         drain_start = 0
         k = 0
-        if warmup is None:
-            started = self._start(clock())
         while True:
             now = clock()
             if started and not over:
@@ -553,10 +580,13 @@ class _LiveCell:
             if not running and (over or drain_until is not None and (
                     now >= drain_until or now - max(path.last_packet_ns, drain_start) > DRAIN_QUIET_NS)):
                 break
+            if not started and self._may_start(warmup, running):
+                started = self._start(clock())
+                continue
             if started and not over:
                 deadline = self._boundary(k + 1)
             else:
-                deadline = now + (DRAIN_QUIET_NS if started else 10_000_000)
+                deadline = now + (DRAIN_QUIET_NS if started else START_POLL_NS)
             if drain_until is not None:
                 deadline = min(deadline, now + DRAIN_QUIET_NS)
             j = path.wait(deadline, running)
@@ -565,8 +595,6 @@ class _LiveCell:
                 if not running and drain_until is None:
                     drain_start = clock()
                     drain_until = drain_start + DRAIN_MAX_NS
-            if not started and self._all_backlogged(warmup):
-                started = self._start(clock())
         if started:
             self._release()
 
@@ -588,10 +616,10 @@ class _LiveCell:
         limit = self.shell.n_tti
         over = False
         k = 0
-        if warmup is None:
-            started = self._start(clock())
         while True:
             now = clock()
+            if not started and self._may_start(warmup, [fd for fd in self.pidfds if fd in running]):
+                started = self._start(now)
             if started and not over:
                 k = self._run_due(k, now)
                 if limit is not None and k >= limit:
@@ -614,7 +642,7 @@ class _LiveCell:
                     t = e
             timeout = None if t is None else max(t - clock(), 0) / 1e9
             if drain_until is not None or not started:
-                cap = DRAIN_QUIET_NS / 1e9 if started else 0.01
+                cap = DRAIN_QUIET_NS / 1e9 if started else START_POLL_NS / 1e9
                 timeout = cap if timeout is None else min(timeout, cap)
             try:
                 ready = select.select(rlist, [], [], timeout)[0]
@@ -623,8 +651,6 @@ class _LiveCell:
             if not ready:
                 if drain_until is not None and quiet_since is None:
                     quiet_since = clock()
-                if not started and self._all_backlogged(warmup):
-                    started = self._start(clock())
                 continue
             quiet_since = None
             now = clock()
@@ -661,8 +687,6 @@ class _LiveCell:
                             st.push(read(fd, MAX_PACKET), now)
                         except BlockingIOError:
                             break
-            if not started and self._all_backlogged(warmup):
-                started = self._start(clock())
         if started:
             self._release()
 
@@ -675,13 +699,22 @@ class _LiveCell:
         return k
 
     def _start(self, now):
-        """TTI 0 starts now: the first chunk's inputs were made before."""
+        """TTI 0 starts now: the first chunk's inputs were made before. Packets that
+        arrived (or were dropped) before count in TTI 0's row of the MAC log."""
         self._new_chunk(self._first)
         self.start_ns = time.monotonic_ns()
-        if self.path is not None:
-            self.path.mark()
-        self._seen = [(self.arrivals_bytes[u], q.drops_packets, q.drops_bytes) for u, q in enumerate(self.queues)]
         return True
+
+    def _may_start(self, warmup, running) -> bool:
+        """Whether the TTI clock starts now: once every UE's command has been started (and
+        every queue holds ``warmup`` bytes, when asked for)."""
+        if not self._commands_started:
+            alive = {self.pidfds[fd] for fd in running}
+            self._commands_started = time.monotonic_ns() - self.base_mono > START_WAIT_NS or all(
+                _command_started(ns.pid, self._own_cmdline) for i, ns in enumerate(self.namespaces) if i in alive)
+            if not self._commands_started:
+                return False
+        return warmup is None or self._all_backlogged(warmup)
 
     def _all_backlogged(self, warmup):
         if self.path is not None:
