@@ -64,6 +64,7 @@ MAX_PACKET = 65536
 UNBOUNDED_S = 24 * 3600         # the radio's horizon when no duration is given
 MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in memory)
 UNBOUNDED_CHUNK_S = 2           # radio inputs per chunk of a run without a duration
+LOOP_NICE = -10                 # the TTI loop's niceness (without --realtime): it wakes up first
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
 _C_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}   # queues of the C path (its constants)
@@ -213,12 +214,14 @@ class CellShell:
                 handlers[s] = signal.signal(s, forward)
             handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_all)
             set_timer_slack()
+            # after the UEs and the radio process were forked: they keep their priority
             if self.realtime:
-                # after the UEs and the radio process were forked: they keep the normal policy
                 try:
                     os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(10))
                 except OSError as exc:
                     raise AirlinkError(f"cannot use the real-time scheduling policy: {exc.strerror}") from None
+            else:
+                os.setpriority(os.PRIO_PROCESS, 0, LOOP_NICE)
             ru = resource.getrusage(resource.RUSAGE_SELF)
             cpu0 = ru.ru_utime + ru.ru_stime
             live = _LiveCell(self, radio, feed, outer, namespaces, cmdline)
@@ -778,7 +781,8 @@ class _LiveCell:
                 "scheduler": self.shell.cfg["scheduler"], "seed": self.shell.cfg["seed"],
                 "users": self.n, "tti_ms": float(self.shell.tti) * 1000, "status": max(statuses),
                 "duration_s": duration, "cpu_s": cpu_s, "cpu_per_s": cpu_s / duration if duration > 0 else None,
-                "radio_cpu_s": radio_cpu_s, "packet_path": "C" if self.path is not None else "Python",
+                "radio_cpu_s": radio_cpu_s, "radio_waits": self.feed.waits,
+                "radio_wait_s": self.feed.wait_ns / 1e9, "packet_path": "C" if self.path is not None else "Python",
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
                 "unroutable_packets": self.unroutable, "write_errors": self.write_errors, "ues": ues}

@@ -28,6 +28,7 @@ import pickle
 import resource
 import signal
 import socket
+import time
 from collections import deque
 
 import numpy as np
@@ -40,6 +41,7 @@ LIVE_ARRAYS = (("backlog_bytes", np.float64), ("backlog_packets", np.int64), ("a
                ("drops_packets", np.int64), ("drops_bytes", np.int64), ("backlog_seen_bytes", np.float64),
                ("late", np.bool_), ("lateness_us", np.int64))
 _MSG = 65536
+WAITED_NS = 100_000  # a chunk that took longer to arrive than this was waited for
 NICE = 19           # the radio process's niceness (lowest priority)
 
 
@@ -111,6 +113,8 @@ class RadioFeed:
         self._pending = deque()          # (slot, k0, n) asked for, in order
         self._k_next = 0
         self.child_cpu_s = None
+        self.waits = 0                   # chunks the shell had to wait for ...
+        self.wait_ns = 0                 # ... and how long in all
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         parent = os.getpid()
         pid = os.fork()
@@ -153,7 +157,12 @@ class RadioFeed:
         if not self._pending:
             raise AirlinkError("the cell ran past its radio's horizon")
         slot, k0, n = self._pending.popleft()
+        t0 = time.monotonic_ns()
         msg = self._recv()
+        waited = time.monotonic_ns() - t0
+        if waited > WAITED_NS:
+            self.waits += 1
+            self.wait_ns += waited
         if msg[:2] != ("ready", slot):
             raise AirlinkError(f"the cell's radio process answered {msg[:2]} for slot {slot}")
         s = self.slots[slot]

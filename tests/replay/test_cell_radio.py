@@ -1,0 +1,108 @@
+"""The cell shell's radio process (airlink.replay.cell_radio.RadioFeed), without root.
+
+The process must hand the shell exactly the inputs the simulator's own Radio makes (same
+seed, same chunks: the identical-decisions guarantee rests on it), write the MAC rows the
+shell gives it, surface its failures as errors and leave no process behind.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from airlink.replay.cell_radio import RadioFeed
+from airlink.sim.engine import _validate, make_scheduler, resolve_config
+from airlink.sim.step import Radio, n_tti_of
+from airlink.traces.errors import AirlinkError
+
+
+def _radio(duration="0.35s", **over):
+    cfg = resolve_config("quick", {"scheduler": "pf", "chunk_elements": 3000, **over})
+    cfg["duration"], cfg["seed"] = duration, 4
+    n_u, n_c = _validate(cfg)
+    return Radio(cfg, make_scheduler("pf", cfg), n_users=n_u, n_subchannels=n_c, n_tti=n_tti_of(cfg), live=True)
+
+
+def _gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+class _Rows:
+    """A MAC sink that records, in the process, what it was given (to a file)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def write(self, out, live, sinr_db, sinr_rep_db, k0, wall_start_ns):
+        with open(self.path, "a") as f:
+            f.write(f"{k0} {len(out['served'])} {out['served'].sum():.6f} {live['lateness_us'].sum()} "
+                    f"{float(sinr_db.sum()):.3f} {wall_start_ns}\n")
+
+    def close(self, written):
+        with open(self.path, "a") as f:
+            f.write(f"closed {written}\n")
+
+
+def test_chunks_are_the_radios_own_inputs_in_order(tmp_path):
+    """Every chunk (the last one short) equals what an identical Radio makes in this process."""
+    ref = _radio()
+    feed = RadioFeed(_radio(), horizon=ref.n_tti, ahead=2, mac=_Rows(tmp_path / "rows"))
+    pid = feed.pid
+    try:
+        assert ref.chunk < ref.n_tti and ref.n_tti % ref.chunk != 0      # several chunks, a short last one
+        expected_rows = []
+        for k0 in range(0, ref.n_tti, ref.chunk):
+            n = min(ref.chunk, ref.n_tti - k0)
+            want = ref.inputs(k0, n)
+            slot, got, out, live = feed.next_chunk()
+            assert (got.k0, got.n) == (k0, n)
+            for name in ("real", "rep", "arrivals", "u_err", "perm", "sinr_db", "sinr_rep_db"):
+                assert np.array_equal(getattr(got, name), getattr(want, name)), name
+            # the outputs come zeroed; the shell fills some rows and hands the slot back
+            assert all(not a.any() for a in (*out.values(), *live.values()))
+            rows = n - 1
+            out["served"][:rows] = 1.5
+            live["lateness_us"][:rows] = 7
+            feed.release(slot, rows, k0, 1000 + k0)
+            expected_rows.append(f"{k0} {rows} {1.5 * rows * ref.n_users:.6f} {7 * rows * ref.n_users} "
+                                 f"{float(want.sinr_db[:rows].sum()):.3f} {1000 + k0}")
+        with pytest.raises(AirlinkError, match="past its radio's horizon"):
+            feed.next_chunk()
+        assert feed.close() > 0
+        assert (tmp_path / "rows").read_text().splitlines() == [*expected_rows, "closed True"]
+    finally:
+        feed.kill()
+    assert _gone(pid)
+
+
+class _Broken(_Rows):
+    def write(self, *args):
+        raise OSError(28, "No space left on device")
+
+
+def test_a_failure_in_the_process_is_an_error_of_the_shell(tmp_path):
+    feed = RadioFeed(_radio(), horizon=_radio().n_tti, ahead=1, mac=_Broken(tmp_path / "rows"))
+    pid = feed.pid
+    try:
+        slot, inp, out, live = feed.next_chunk()
+        feed.release(slot, 3, inp.k0, 0)
+        # the chunk made before the failure still arrives; the one after it is the error
+        with pytest.raises(AirlinkError, match="radio process failed: OSError.*No space left on device"):
+            for _ in range(2):
+                feed.next_chunk()
+    finally:
+        feed.kill()
+    assert _gone(pid)
+
+
+def test_kill_ends_the_process_at_once():
+    feed = RadioFeed(_radio("5s"), horizon=5000, ahead=2)
+    pid = feed.pid
+    feed.kill()
+    feed.kill()                     # twice is harmless
+    assert _gone(pid)
