@@ -1,27 +1,30 @@
 #!/usr/bin/env python3
-"""Benchmark: airlink's pcap reader and TCP analysis against dpkt, tshark and tcptrace.
+"""Benchmark: ``airlink collect`` (what users run) against ``tcptrace -n -l -r`` on the same
+capture, in one run.
 
-Runs every tool on the same capture in one run and prints packets per second, peak
-memory (the child process's max RSS, via wait4) and ratios:
+Default: ``airlink collect CAPTURE -o DIR`` - the whole process, every output written
+(packets, flows, TCP series, events, summary) - and ``tcptrace -n -l -r CAPTURE`` run in
+turn (collect, tcptrace, collect, ...) ``--repeat`` times, so each pair sees the same
+machine load. Printed: wall and CPU seconds (user+sys) and peak RSS (wait4) of both, the
+per-pair ratios collect / tcptrace, and bytes of peak memory per packet - each as the
+median and the min-max over the pairs.
 
-* airlink field extraction (``read_pcap``), whole process and in-process parse time;
-* airlink complete per-flow TCP analysis (``analyze_tcp``: flows, RTT, retransmission
-  classes, series), whole process - compared with ``tcptrace -n -l -r`` (C);
-* a dpkt per-packet loop extracting the same fields, and ``tshark -T fields`` (both on a
-  prefix of ``--prefix`` packets, since they run at tens of thousands of packets/s);
-* **what users run**: ``airlink collect CAPTURE -o DIR`` (the whole process, every output
-  written: packets, flows, TCP series, events, summary) against ``tcptrace -n -l -r`` on
-  the same capture, in turn (collect, tcptrace, collect, ...) so each pair sees the same
-  machine load; per-pair ratios with their median and min-max (``--collect-only`` runs just
-  this part).
+``--tools`` adds the older per-tool table: airlink ``read_pcap`` and ``analyze_tcp`` in a
+script, a dpkt per-packet loop and ``tshark -T fields`` (on a prefix of ``--prefix``
+packets, since they run at tens of thousands of packets/s), tcptrace.
 
 The capture (about two million packets) is made with ``--make``: two network namespaces
 joined by a veth pair with TSO/GSO/GRO off, an iperf3 bulk download between them, captured
 by tcpdump at snaplen 128 on the receiver side. It is written to benchmarks/_work/
-(gitignored) and the namespaces are deleted afterwards. Needs root.
+(gitignored) and the namespaces are deleted afterwards. Needs root. ``--copies K`` first
+writes K time-shifted copies of the capture into one file (each copy's connections
+distinct flows); with ``--one-flow`` the copies continue the biggest connection as ONE
+long flow instead (the streaming case: memory must not grow with a single flow).
 
     sudo .venv/bin/python benchmarks/bench_pcap.py --make          # make the capture, then run
-    .venv/bin/python benchmarks/bench_pcap.py --capture my.pcap     # any capture
+    .venv/bin/python benchmarks/bench_pcap.py                      # 2M capture, 5 pairs (~20 s)
+    .venv/bin/python benchmarks/bench_pcap.py --copies 10 --one-flow --repeat 1   # 20M, one flow
+    .venv/bin/python benchmarks/bench_pcap.py --capture my.pcap --tools           # any capture
 """
 from __future__ import annotations
 
@@ -191,23 +194,50 @@ def collect_vs_tcptrace(cap: str, n: int, runs: int) -> dict:
            "tcptrace_cpu_s": spread([b[3] for _, b in pairs]),
            "wall_ratio": spread([a[0] / b[0] for a, b in pairs]),
            "cpu_ratio": spread([a[3] / b[3] for a, b in pairs]),
-           "bytes_per_packet": spread([a[1] / max(n, 1) for a, _ in pairs])}
+           "bytes_per_packet": spread([a[1] / max(n, 1) for a, _ in pairs]),
+           "collect_peak_mib": spread([a[1] / 2**20 for a, _ in pairs]),
+           "tcptrace_peak_mib": spread([b[1] / 2**20 for _, b in pairs])}
     print(f"airlink collect vs tcptrace -n -l -r, {len(pairs)} pairs in turn (median, min-max):")
     for key, label, fmt in (("collect_wall_s", "collect wall s", ".2f"), ("tcptrace_wall_s", "tcptrace wall s", ".2f"),
                             ("collect_cpu_s", "collect CPU s", ".2f"), ("tcptrace_cpu_s", "tcptrace CPU s", ".2f"),
                             ("wall_ratio", "collect / tcptrace, wall (target <= 1.5)", ".2f"),
                             ("cpu_ratio", "collect / tcptrace, CPU", ".2f"),
+                            ("collect_peak_mib", "collect peak RSS MiB", ".0f"),
+                            ("tcptrace_peak_mib", "tcptrace peak RSS MiB", ".0f"),
                             ("bytes_per_packet", "collect peak RSS, B/packet (target <= 150)", ".0f")):
         v = res[key]
         print(f"  {label:45s} {v['median']:{fmt}}  ({v['min']:{fmt}}-{v['max']:{fmt}})")
     return res
 
 
-def make_concatenated(src: Path, dst: Path, copies: int) -> None:
+def _be32(chunk, at):
+    """Big-endian 32-bit fields at byte positions ``at`` of ``chunk`` (uint8) as uint64."""
+    import numpy as np
+    v = np.zeros(len(at), np.uint64)
+    for i in range(4):
+        v = (v << np.uint64(8)) | chunk[at + i].astype(np.uint64)
+    return v
+
+
+def _put_be32(chunk, at, v):
+    import numpy as np
+    v = np.asarray(v, np.uint64) & np.uint64(0xFFFFFFFF)
+    for i in range(4):
+        chunk[at + i] = ((v >> np.uint64(8 * (3 - i))) & np.uint64(0xFF)).astype(np.uint8)
+
+
+def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = False) -> None:
     """``copies`` copies of an Ethernet/IPv4 classic pcap one after the other, copy k
-    shifted in time by k x (its duration + 1 s) and its addresses' third octet set to k (so
-    each copy's connections are distinct flows, as captures of successive downloads are);
-    checksums are left as they are (the analyses do not check them)."""
+    shifted in time by k x (its duration + 1 s). Checksums are left as they are (the
+    analyses do not check them).
+
+    ``one_flow=False``: copy k's addresses get k as their third octet, so each copy's
+    connections are distinct flows (as captures of successive downloads are).
+    ``one_flow=True``: the copies continue the capture's biggest connection as ONE long
+    flow - copy k keeps only that connection's packets, its sequence numbers (and the
+    peer's ACK numbers and SACK edges) moved on by k x the bytes the copy carries, its TCP
+    timestamps by k x the time shift in ms; SYNs are kept in the first copy only, FINs and
+    RSTs in the last only."""
     import numpy as np
     sys.path.insert(0, str(HERE.parent))
     from airlink.collectors._capture import CaptureReader
@@ -217,24 +247,108 @@ def make_concatenated(src: Path, dst: Path, copies: int) -> None:
     shift = last - first + 1
     with open(src, "rb") as f:
         header = f.read(24)
+
+    def fields(b):
+        """Per record of batch b: the record's chunk, offsets, and TCP header facts."""
+        lo = int(b.data_off[0]) - 16
+        hi = int(b.data_off[-1] + b.caplen[-1])
+        chunk = b.buf[lo:hi].copy()
+        off = (b.data_off - lo).astype(np.int64)
+        ip4 = (chunk[off + 12] == 8) & (chunk[off + 13] == 0) & (b.caplen >= 34)
+        ihl = np.where(ip4, (chunk[np.minimum(off + 14, len(chunk) - 1)] & 15).astype(np.int64) * 4, 0)
+        tcp = ip4 & (chunk[np.minimum(off + 23, len(chunk) - 1)] == 6) & (b.caplen >= 14 + ihl + 20)
+        th = off + 14 + ihl                                   # TCP header of TCP records
+        return chunk, off, ip4, tcp, th
+
+    if one_flow:                                              # the biggest connection, its sender
+        keys = {}
+        for b in batches:
+            chunk, off, ip4, tcp, th = fields(b)
+            i = np.flatnonzero(tcp)
+            a = _be32(chunk, off[i] + 26) << np.uint64(16) | (_be32(chunk, th[i]) >> np.uint64(16))
+            z = _be32(chunk, off[i] + 30) << np.uint64(16) | (_be32(chunk, th[i]) & np.uint64(0xFFFF))
+            pay = (b.origlen[i] - 14 - (th[i] - off[i] - 14) - (chunk[th[i] + 12] >> 4).astype(np.int64) * 4)
+            for x, y, n in zip(a.tolist(), z.tolist(), pay.tolist()):
+                k = keys.setdefault((x, y), [0, 0, None, 0])
+                k[0] += 1
+                k[1] += max(n, 0)
+            del chunk
+        conn = {}
+        for (x, y), (n, by, *_) in keys.items():
+            c = conn.setdefault((min(x, y), max(x, y)), [0, None, 0])
+            c[0] += n
+            if by > c[2]:
+                c[1], c[2] = x, by                            # sender: the side with more payload
+        (lo_ep, hi_ep), _ = max(conn.items(), key=lambda kv: kv[1][0])
+        # sequence space one copy carries, per side: first to last byte of its data
+        seq0, lo_b, hi_b = {}, {}, {}
+        for b in batches:
+            chunk, off, ip4, tcp, th = fields(b)
+            i = np.flatnonzero(tcp)
+            a = _be32(chunk, off[i] + 26) << np.uint64(16) | (_be32(chunk, th[i]) >> np.uint64(16))
+            for side in (lo_ep, hi_ep):
+                r = i[a == np.uint64(side)]
+                j = th[r]
+                pay = b.origlen[r] - (j - off[r]) - (chunk[j + 12] >> 4).astype(np.int64) * 4
+                j, pay = j[pay > 0], pay[pay > 0]
+                if not len(j):
+                    continue
+                sq = _be32(chunk, j + 4).astype(np.int64)
+                seq0.setdefault(side, int(sq[0]))
+                rel = (sq - seq0[side] + (1 << 31)) % (1 << 32) - (1 << 31)   # signed: early segments too
+                lo_b[side] = min(lo_b.get(side, 1 << 40), int(rel.min()))
+                hi_b[side] = max(hi_b.get(side, -(1 << 40)), int((rel + pay).max()))
+        span = {side: hi_b[side] - lo_b[side] if side in hi_b else 0 for side in (lo_ep, hi_ep)}
     with open(dst, "wb") as out:
         out.write(header)
         for k in range(copies):
             for b in batches:
-                lo = int(b.data_off[0]) - 16
-                hi = int(b.data_off[-1] + b.caplen[-1])
-                chunk = b.buf[lo:hi].copy()
-                off = b.data_off - lo
+                chunk, off, ip4, tcp, th = fields(b)
                 sec = off - 16
                 v = chunk[sec] | (chunk[sec + 1].astype(np.uint32) << 8) | (chunk[sec + 2].astype(np.uint32) << 16) \
                     | (chunk[sec + 3].astype(np.uint32) << 24)
                 v = v + np.uint32(k * shift)
                 for i in range(4):
                     chunk[sec + i] = (v >> np.uint32(8 * i)) & 0xFF
-                ip4 = (chunk[off + 12] == 8) & (chunk[off + 13] == 0) & (b.caplen >= 34)
-                chunk[off[ip4] + 14 + 14] = k
-                chunk[off[ip4] + 14 + 18] = k
-                out.write(chunk.tobytes())
+                if not one_flow:
+                    chunk[off[ip4] + 14 + 14] = k
+                    chunk[off[ip4] + 14 + 18] = k
+                    out.write(chunk.tobytes())
+                    continue
+                i = np.flatnonzero(tcp)
+                a = _be32(chunk, off[i] + 26) << np.uint64(16) | (_be32(chunk, th[i]) >> np.uint64(16))
+                z = _be32(chunk, off[i] + 30) << np.uint64(16) | (_be32(chunk, th[i]) & np.uint64(0xFFFF))
+                mine = (np.minimum(a, z) == np.uint64(lo_ep)) & (np.maximum(a, z) == np.uint64(hi_ep))
+                flags = chunk[th[i] + 13]
+                keep = np.ones(len(off), bool) if k == 0 else np.zeros(len(off), bool)
+                keep[i] = mine | (k == 0)
+                if k > 0:
+                    keep[i[(flags & 0x02) != 0]] = False
+                if k < copies - 1:
+                    keep[i[mine & ((flags & 0x05) != 0)]] = False
+                if k > 0:
+                    ti, ai, tcp_off = th[i[mine]], a[mine], (chunk[th[i[mine]] + 12] >> 4).astype(np.int64) * 4
+                    for side, peer in ((lo_ep, hi_ep), (hi_ep, lo_ep)):
+                        # copy k of a side's data starts where copy k-1 ended; the peer ACKs it
+                        own = ai == np.uint64(side)
+                        d = np.uint64(k * span[side])
+                        _put_be32(chunk, ti[own] + 4, _be32(chunk, ti[own] + 4) + d)
+                        acks = ti[~own][(chunk[ti[~own] + 13] & 0x10) != 0]
+                        _put_be32(chunk, acks + 8, _be32(chunk, acks + 8) + d)
+                        # NOP NOP TS NOP NOP SACK from the peer: its edges are in this side's space
+                        sk = ti[~own][(tcp_off[~own] >= 44) & (chunk[ti[~own] + 22] == 8)
+                                      & (chunk[ti[~own] + 32] == 1) & (chunk[ti[~own] + 34] == 5)]
+                        for s_at in sk.tolist():
+                            at = s_at + 36 + 4 * np.arange((int(chunk[s_at + 35]) - 2) // 4)
+                            at = at[at + 4 <= len(chunk)]
+                            _put_be32(chunk, at, _be32(chunk, at) + d)
+                    # NOP NOP TS: values and echoes move on with the time shift (1 ms clock)
+                    ts = ti[(tcp_off >= 32) & (chunk[ti + 20] == 1) & (chunk[ti + 21] == 1)
+                            & (chunk[ti + 22] == 8) & (chunk[ti + 23] == 10)]
+                    for at in (ts + 24, ts + 28):
+                        _put_be32(chunk, at, _be32(chunk, at) + np.uint64(k * shift * 1000))
+                starts, ends = off[keep] - 16, off[keep] + b.caplen[keep]
+                out.write(b"".join(chunk[x:y].tobytes() for x, y in zip(starts.tolist(), ends.tolist())))
 
 
 def count_packets(path: Path) -> int:
@@ -251,16 +365,21 @@ def main(argv=None) -> int:
     ap.add_argument("--make", action="store_true", help="make the capture first (root, netns)")
     ap.add_argument("--packets", type=int, default=2_000_000, help="packets to capture with --make")
     ap.add_argument("--prefix", type=int, default=200_000,
-                    help="packets given to the slow per-packet tools (dpkt loop, tshark)")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="runs of airlink, the dpkt loop and tcptrace; the fastest is reported "
-                         "(the machine may be shared)")
+                    help="packets given to the slow per-packet tools (dpkt loop, tshark; --tools)")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="pairs of airlink collect and tcptrace run in turn (default 5); with "
+                         "--tools also runs of each tool, the fastest reported")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    ap.add_argument("--tools", action="store_true",
+                    help="also the per-tool table (read_pcap, analyze_tcp, dpkt loop, tshark, tcptrace)")
     ap.add_argument("--collect-only", action="store_true",
-                    help="only airlink collect against tcptrace (--repeat pairs)")
+                    help="only airlink collect against tcptrace (the default; kept for old commands)")
     ap.add_argument("--copies", type=int, default=0, metavar="K",
                     help="first write K time-shifted copies of the capture into one file "
                          "(benchmarks/_work/<name>-Kx.pcap, distinct flows per copy) and benchmark that")
+    ap.add_argument("--one-flow", action="store_true",
+                    help="with --copies: the copies continue the biggest connection as one long flow "
+                         "(benchmarks/_work/<name>-Kx-oneflow.pcap)")
     args = ap.parse_args(argv)
     if args.make:
         make_capture(args.capture, args.packets)
@@ -268,18 +387,20 @@ def main(argv=None) -> int:
         print(f"no capture at {args.capture}; run with --make (root) or --capture FILE", file=sys.stderr)
         return 2
     if args.copies > 1:
-        big = WORK / f"{args.capture.stem}-{args.copies}x.pcap"
+        big = WORK / f"{args.capture.stem}-{args.copies}x{'-oneflow' if args.one_flow else ''}.pcap"
         if not big.exists():
-            make_concatenated(args.capture, big, args.copies)
+            make_concatenated(args.capture, big, args.copies, one_flow=args.one_flow)
         args.capture = big
     cap = str(args.capture)
     size = args.capture.stat().st_size
     res = {"capture": cap, "bytes": size, "machine": f"{os.cpu_count()} cores"}
-    if args.collect_only:
-        if not shutil.which("tcptrace"):
-            print("tcptrace is not installed", file=sys.stderr)
-            return 2
-        res["collect"] = collect_vs_tcptrace(cap, count_packets(args.capture), args.repeat)
+    if not shutil.which("tcptrace"):
+        print("tcptrace is not installed (the reference tool)", file=sys.stderr)
+        return 2
+    if not args.tools:
+        n = count_packets(args.capture)
+        print(f"capture {cap}: {n} packets, {size / 1e6:.1f} MB, machine {res['machine']}")
+        res["collect"] = collect_vs_tcptrace(cap, n, args.repeat)
         if args.json:
             args.json.write_text(json.dumps(res, indent=2, default=str))
         return 0
@@ -360,8 +481,7 @@ def main(argv=None) -> int:
             cpu["airlink_analyze"] / cpu["tcptrace"]
     ratios["analysis peak memory, bytes per packet (target <= 200)"] = a_an["rss"] / max(n, 1)
     res["cpu_s"] = cpu
-    if "tcptrace" in res:
-        res["collect"] = collect_vs_tcptrace(cap, n, args.repeat)
+    res["collect"] = collect_vs_tcptrace(cap, n, args.repeat)
     print("CPU seconds (user+sys, least of the runs): " +
           ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
     for k, v in ratios.items():
