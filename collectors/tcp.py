@@ -274,10 +274,11 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
         from .pcap import lateness
         late = lateness(raw["ts_ns"])[0]
-        c, flows, n_packets = _from_columns(raw)
+        # flows_ready gets a copy (the analysis adds columns to its own), as soon as the
+        # flows table exists, before the TCP rows are gathered
+        c, flows, n_packets = _from_columns(raw, flows_ready=None if flows_ready is None else
+                                            lambda flows: flows_ready(flows[list(FLOW_KEYS)].copy(), late))
         del raw
-        if flows_ready is not None:          # a copy: the analysis adds columns to its own
-            flows_ready(flows[list(FLOW_KEYS)].copy(), late)
     else:
         if flows_ready is not None:
             raise AirlinkError("analyze_tcp: flows_ready is called for a capture path only, not a packets frame")
@@ -368,10 +369,11 @@ def _from_frame(packets):
     return c, flows, len(packets)
 
 
-def _from_columns(raw: dict):
+def _from_columns(raw: dict, flows_ready=None):
     """Inputs of :func:`_analyze` from :func:`._tcpcolumns.read_columns` (capture path):
     flow numbers and directions fixed as :func:`.pcap.assign_flows` does, the flows table,
-    and the TCP rows in flow order, each column gathered once and freed."""
+    and the TCP rows in flow order, each column gathered once and freed. ``flows_ready``
+    (or None) is called with the flows table as soon as it is built."""
     ts = raw["ts_ns"]
     n = len(ts)
     # time order (stable), as read_pcap sorts an out-of-order capture
@@ -426,6 +428,8 @@ def _from_columns(raw: dict):
                          dst=address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
                          sport=src_ep & 0xFFFF, dport=dst_ep & 0xFFFF, proto=fproto if nflow else [],
                          start=ts_first, endt=ts_last, pk=pk, by=by)
+    if flows_ready is not None:
+        flows_ready(flows)
     # TCP rows, flow-major and time order inside
     tcp = np.flatnonzero(fproto[fl_s] == 6)
     ft = fl_s[tcp]
