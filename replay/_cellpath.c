@@ -34,7 +34,8 @@
 #include <unistd.h>
 
 #define MAX_PACKET 65536
-#define READ_BATCH 64           /* packets per fd and wake-up before the clock is read again */
+#define READ_BATCH 64           /* packets per fd and wake-up at most */
+#define CLOCK_EVERY 4           /* packets moved between two looks at the clock */
 #define MAX_WAIT_FDS 4096
 
 enum { Q_INFINITE = 0, Q_DROPTAIL = 1, Q_DROPHEAD = 2 };
@@ -140,9 +141,11 @@ static int read_failure(void) {
     return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : errno;
 }
 
-/* read what the outer TUN holds (downlink): at most READ_BATCH packets; 0 or an errno */
-static int read_outer(Cell *c) {
+/* read what the outer TUN holds (downlink): at most READ_BATCH packets, none once the
+   deadline has passed (the TTI is decided first); 0 or an errno */
+static int read_outer(Cell *c, int64_t deadline) {
     for (int i = 0; i < READ_BATCH; i++) {
+        if (i % CLOCK_EVERY == CLOCK_EVERY - 1 && now_ns() >= deadline) break;
         ssize_t r = read(c->outer_fd, c->buf, MAX_PACKET);
         if (r < 0) return read_failure();
         int u = ue_of(c, c->buf, (int)r);
@@ -152,9 +155,10 @@ static int read_outer(Cell *c) {
     return 0;
 }
 
-/* a UE's uplink packets go straight out; 0 or an errno */
-static int read_inner(Cell *c, UE *u) {
+/* a UE's uplink packets go straight out (as read_outer); 0 or an errno */
+static int read_inner(Cell *c, UE *u, int64_t deadline) {
     for (int i = 0; i < READ_BATCH; i++) {
+        if (i % CLOCK_EVERY == CLOCK_EVERY - 1 && now_ns() >= deadline) break;
         ssize_t r = read(u->fd, c->buf, MAX_PACKET);
         if (r < 0) return read_failure();
         u->up_p++;
@@ -203,11 +207,11 @@ static PyObject *Cell_wait(Cell *c, PyObject *args) {
         if (got == 0) continue;             /* the clock is read again above */
         int moved = 0;
         /* a device in error (removed from outside) fails its read, or else reports it */
-        if (pfd[0].revents) { failed = read_outer(c); moved = 1; }
+        if (pfd[0].revents) { failed = read_outer(c, deadline); moved = 1; }
         if (!failed && (pfd[0].revents & (POLLERR | POLLNVAL | POLLHUP))) failed = EIO;
         for (int u = 0; u < n && !failed; u++)
             if (pfd[1 + u].revents) {
-                failed = read_inner(c, &c->ue[u]);
+                failed = read_inner(c, &c->ue[u], deadline);
                 moved = 1;
                 if (!failed && (pfd[1 + u].revents & (POLLERR | POLLNVAL | POLLHUP))) failed = EIO;
             }

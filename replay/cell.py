@@ -451,7 +451,7 @@ class _LiveCell:
         self.slot = None
         self.rows = 0
         # the first chunk of radio inputs exists before any clock runs
-        self._first = feed.next_chunk()
+        self._first = feed.next_chunk(counted=False)
 
     # -- the TTI -------------------------------------------------------------------------------
     def _new_chunk(self, chunk):
@@ -694,10 +694,12 @@ class _LiveCell:
             self._release()
 
     def _run_due(self, k, now):
-        """Run every TTI that ended by ``now`` (up to the duration); the next TTI to run."""
+        """Run every TTI that ended by ``now`` (up to the duration); the next TTI to run.
+        Each TTI's lateness is taken when its own decision starts."""
         limit = self.shell.n_tti
+        clock = time.monotonic_ns
         while self._boundary(k + 1) <= now and (limit is None or k < limit):
-            self._tti(k, now)
+            self._tti(k, clock())
             k += 1
         return k
 

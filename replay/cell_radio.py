@@ -18,7 +18,8 @@ shell -> process ``("fill", slot, k0, n)``, ``("mac", slot, rows, k0, wall_start
 ``("close",)``; process -> shell ``("ready", slot, k0, n)``, ``("closed", cpu_s)``,
 ``("error", message)``. The process dies with the shell (``PR_SET_PDEATHSIG``), ignores
 Ctrl-C (the shell forwards it to the UEs and ends the run itself) and ends when its socket
-closes.
+closes. It keeps the normal priority (a lower one starved it on a busy machine, and the loop
+then waited for inputs); the TTI loop, at niceness -10 or real-time, preempts it anyway.
 """
 from __future__ import annotations
 
@@ -42,7 +43,6 @@ LIVE_ARRAYS = (("backlog_bytes", np.float64), ("backlog_packets", np.int64), ("a
                ("late", np.bool_), ("lateness_us", np.int64))
 _MSG = 65536
 WAITED_NS = 100_000  # a chunk that took longer to arrive than this was waited for
-NICE = 19           # the radio process's niceness (lowest priority)
 
 
 def _layout(rows, n_u, n_c, n_slots, out_types):
@@ -152,15 +152,16 @@ class RadioFeed:
         self._pending.append((slot, self._k_next, n))
         self._k_next += n
 
-    def next_chunk(self):
-        """``(slot index, ChunkInputs, out, live)`` of the next chunk (waits until it is made)."""
+    def next_chunk(self, *, counted: bool = True):
+        """``(slot index, ChunkInputs, out, live)`` of the next chunk (waits until it is made;
+        ``counted``: a wait longer than 0.1 ms counts in :attr:`waits` and :attr:`wait_ns`)."""
         if not self._pending:
             raise AirlinkError("the cell ran past its radio's horizon")
         slot, k0, n = self._pending.popleft()
         t0 = time.monotonic_ns()
         msg = self._recv()
         waited = time.monotonic_ns() - t0
-        if waited > WAITED_NS:
+        if counted and waited > WAITED_NS:
             self.waits += 1
             self.wait_ns += waited
         if msg[:2] != ("ready", slot):
@@ -211,8 +212,6 @@ def _child(parent, sock, feed: RadioFeed):   # pragma: no cover - runs in the fo
         if os.getppid() != parent:
             os._exit(1)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        # work ahead in the machine's spare time: the TTI loop preempts this process at once
-        os.nice(NICE)
         for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(s, signal.SIG_DFL)
         radio, mac = feed.radio, feed.mac
