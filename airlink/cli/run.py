@@ -15,8 +15,11 @@ def register(sub):
                    "run.json and manifest.json (every artifact, and whether the run finished). "
                    "A non-empty OUTDIR is refused unless --overwrite; under sudo only what the run "
                    "created is given to the invoking user. The live stage needs root and network namespaces; without them it "
-                   "says why and the offline stages run on what exists.",
+                   "says why and the offline stages run on what exists. A cell: section runs several UEs "
+                   "that share one live scheduled downlink (airlink cell), each with its own applications, "
+                   "instead of replaying one user's capacity.",
                    "sudo airlink run examples/pf-cell.yaml -o results/pf-cell\n"
+                   "sudo airlink run examples/cell.yaml -o results/cell --set cell.set.pf_a=0.01\n"
                    "airlink run examples/lte-cubic-bbr.yaml -o results/lte --trace TMobile-LTE-short.down\n"
                    "airlink run examples/backlog-onoff.yaml -o results/backlog --set radio.seed=4")
     p.add_argument("experiment", type=Path, help="experiment file (YAML); see examples/")

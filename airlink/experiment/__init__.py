@@ -29,6 +29,18 @@ An experiment file has these sections (all but ``name`` optional)::
     offline:                    # used when the live part cannot run here
       captures: [../shared/data/tcp-pcaps/zeek-head/206_example_b.pcap]
 
+or, instead of ``radio``, a link shell and ``applications``, a live cell (``airlink cell``:
+several UEs share one scheduled downlink; ``delay``/``loss`` shells wrap it)::
+
+    cell:
+      preset: quick
+      scheduler: pf
+      users: 4
+      queue_args: packets=100
+      set: {pf_a: 0.01}         # any preset parameter
+      applications: [{bulk: {cc: reno, seconds: 10}}]        # every UE not in ues
+      ues: {1: [{onoff: {rate: 38.4kbps}}], 2-3: [bulk]}      # per UE: number, range, list
+
 Stages, in order: **radio** (simulate or read the trace) -> **live** (shells + applications,
 tcpdump inside the namespace and on the host) -> **collect** (captures -> packets, flows and
 TCP series and events frames) -> **infer** (:func:`airlink.inference.rank_factors`, as
@@ -44,7 +56,8 @@ A non-empty output folder is refused unless ``overwrite=True``.
 Modules, by responsibility: :mod:`~airlink.experiment.spec` (the file: declared sections,
 defaults, checks), :mod:`~airlink.experiment.stages` (the runner and the radio, collect and
 report stages), :mod:`~airlink.experiment.live` (the live stage: shells, tcpdump, server,
-supervision), :mod:`~airlink.experiment.infer` (NMI factor rankings through
+supervision, the cell's command line), :mod:`~airlink.experiment.cellrun` (a cell run's
+per-UE numbers, fairness and jitter), :mod:`~airlink.experiment.infer` (NMI factor rankings through
 :func:`airlink.inference.rank_factors`), :mod:`~airlink.experiment.inside` (what runs inside
 the emulated link). The run folder's artifacts are declared in :mod:`airlink.rundir`.
 """

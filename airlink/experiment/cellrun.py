@@ -2,8 +2,9 @@
 (``cell-stats.json``) and the applications' results (``run.json``).
 
 * :func:`cell_summary` (the collect stage, ``cell.json``): per UE the bytes the scheduler
-  served (sum of the MAC log's ``served_bytes``), the MAC throughput
-  ``8 * served_bytes / (TTIs * TTI length)`` in bit/s, the bytes that arrived and were
+  served (sum of the MAC log's ``served_bytes``), the MAC throughput while active
+  ``8 * served_bytes / active_s`` in bit/s, where ``active_s`` runs from the start of the first
+  TTI that served the UE to the end of the last, the bytes that arrived and were
   dropped at the UE's base-station queue, and the applications' own received bytes and
   goodput; for the run the TTIs, the late TTIs (the cell's counters and the MAC log's
   ``late`` column) and the shell's CPU per second.
@@ -62,8 +63,8 @@ def cell_summary(outdir, *, applications: list | None = None) -> dict:
             "app_goodput_bps": (sum(float(a.get(APP_GOODPUT) or 0.0) for a in apps)
                                 if any(APP_GOODPUT in a for a in apps) else None),
             "served_bytes": served,
-            "mac_throughput_bps": (8 * served / (n_tti * tti_s) if served is not None and n_tti and tti_s
-                                   else None),
+            "mac_throughput_bps": _active_rate_bps(m, tti_s),
+            "active_s": _active_span_s(m, tti_s),
             "arrivals_bytes": float(m["arrivals_bytes"].sum()) if "arrivals_bytes" in m else None,
             "drops_packets": float(m["drops_packets"].sum()) if "drops_packets" in m else None,
             "departures_bytes": dl.get("departures_bytes"),
@@ -76,6 +77,21 @@ def cell_summary(outdir, *, applications: list | None = None) -> dict:
             "late_ttis_mac": late_mac, "late_fraction": stats.get("late_fraction"),
             "max_lateness_us": stats.get("max_lateness_us"), "cpu_per_s": stats.get("cpu_per_s"),
             "unroutable_packets": stats.get("unroutable_packets"), "ues": rows}
+
+
+def _active_span_s(m: pd.DataFrame, tti_s: float | None) -> float | None:
+    """Seconds from the start of the first TTI that served the UE to the end of the last."""
+    if tti_s is None or "served_bytes" not in m:
+        return None
+    t = pd.DatetimeIndex(m.loc[m["served_bytes"] > 0, "time"])
+    return None if not len(t) else (t.max() - t.min()).total_seconds() + tti_s
+
+
+def _active_rate_bps(m: pd.DataFrame, tti_s: float | None) -> float | None:
+    """``8 * served_bytes / active span`` (bit/s): the MAC throughput while the UE was
+    served, comparable with an application's goodput over its own duration."""
+    span = _active_span_s(m, tti_s)
+    return None if not span else 8 * float(m["served_bytes"].sum()) / span
 
 
 def _describe(a: dict) -> str:

@@ -34,23 +34,28 @@ APP_KINDS = ("bulk", "iperf3", "onoff", "command")
 CONGESTION_CONTROLS = ("reno", "cubic", "bbr")
 
 
-def _check_duration(value):
-    text = value if isinstance(value, str) else f"{value}s"
+def _parses(parse, value, *, example: str):
+    """``value`` after ``parse(value)`` succeeded; pydantic's ValueError (its message) if not."""
     if isinstance(value, bool):
-        raise ValueError("expected a duration such as 500ms or 20s")
+        raise ValueError(f"expected {example}")
     try:
-        parse_duration(text)
+        parse(value)
     except AirlinkError as exc:
         raise ValueError(str(exc)) from None
-    return text
+    return value
+
+
+def _check_duration(value):
+    return _parses(parse_duration, value if isinstance(value, str) else f"{value}s",
+                   example="a duration such as 500ms or 20s")
 
 
 def _check_rate(value):
-    try:
-        parse_rate(str(value))
-    except AirlinkError as exc:
-        raise ValueError(str(exc)) from None
-    return str(value)
+    return _parses(parse_rate, str(value), example="a rate such as 2Mbit/s")
+
+
+def _check_size(value):
+    return _parses(parse_size, value, example="a size in bytes such as 300KB or 50000")
 
 
 #: a duration: ``"500ms"``, ``"20s"``, or a number of seconds (kept as ``"<n>s"``)
@@ -198,15 +203,6 @@ class Application(_OneOf):
 
 
 # ---------------------------------------------------------------------------- cell
-def _check_size(value):
-    if isinstance(value, bool):
-        raise ValueError("expected a size in bytes such as 300KB or 50000")
-    try:
-        parse_size(value)
-    except AirlinkError as exc:
-        raise ValueError(str(exc)) from None
-    return value
-
 
 def parse_ues(key) -> list[int]:
     """UE numbers of a ``cell.ues`` key: ``3``, ``"2-4"`` (a range, both ends included) or
