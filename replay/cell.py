@@ -224,6 +224,7 @@ class CellShell:
                 os.setpriority(os.PRIO_PROCESS, 0, LOOP_NICE)
             ru = resource.getrusage(resource.RUSAGE_SELF)
             cpu0 = ru.ru_utime + ru.ru_stime
+            faults0 = ru.ru_minflt + ru.ru_majflt
             live = _LiveCell(self, radio, feed, outer, namespaces, cmdline)
             # everything allocated so far (numpy, pandas, numba, pyarrow modules) leaves the
             # collector's view: a full collection during the run then takes microseconds,
@@ -245,6 +246,7 @@ class CellShell:
             statuses = [ns.wait() for ns in namespaces]
             ru = resource.getrusage(resource.RUSAGE_SELF)
             stats = live.finish(statuses, cpu_s=ru.ru_utime + ru.ru_stime - cpu0,
+                                page_faults=ru.ru_minflt + ru.ru_majflt - faults0,
                                 kernel=[ns.device_drops() for ns in namespaces])
             self.last_stats = stats
             if stats_path:
@@ -762,7 +764,7 @@ class _LiveCell:
                 "queued_packets": qp, "queued_bytes": qb, "queue": q.describe()}
         return down, self.uplinks[u].stats()
 
-    def finish(self, statuses, *, cpu_s, kernel) -> dict:
+    def finish(self, statuses, *, cpu_s, page_faults, kernel) -> dict:
         now = time.monotonic_ns()
         for u in range(self.n):
             if self.down_logs[u] is not None:
@@ -783,7 +785,7 @@ class _LiveCell:
                 "scheduler": self.shell.cfg["scheduler"], "seed": self.shell.cfg["seed"],
                 "users": self.n, "tti_ms": float(self.shell.tti) * 1000, "status": max(statuses),
                 "duration_s": duration, "cpu_s": cpu_s, "cpu_per_s": cpu_s / duration if duration > 0 else None,
-                "radio_cpu_s": radio_cpu_s, "radio_waits": self.feed.waits,
+                "page_faults": page_faults, "radio_cpu_s": radio_cpu_s, "radio_waits": self.feed.waits,
                 "radio_wait_s": self.feed.wait_ns / 1e9, "packet_path": "C" if self.path is not None else "Python",
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,

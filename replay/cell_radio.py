@@ -107,7 +107,8 @@ class RadioFeed:
         out_types = {k: v.dtype for k, v in radio.new_outputs(1).items()}
         layout, size = _layout(self.rows, n_u, n_c, radio.n_slots, out_types)
         self.n_slots = ahead + 1
-        self._mm = mmap.mmap(-1, size * self.n_slots)
+        # MAP_POPULATE: the shell's page table maps every page now, not with a fault at a TTI
+        self._mm = mmap.mmap(-1, size * self.n_slots, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
         self.slots = [Slot(self._mm, i * size, layout) for i in range(self.n_slots)]
         self._free = deque(range(self.n_slots))
         self._pending = deque()          # (slot, k0, n) asked for, in order

@@ -51,8 +51,8 @@ def register(sub):
     p.add_argument("--late-after", metavar="DURATION",
                    help="lateness from which a TTI counts as late (default half a TTI)")
     p.add_argument("--realtime", action="store_true",
-                   help="run the shell under the real-time policy SCHED_RR (fewer late TTIs on a busy "
-                        "machine; takes CPU from everything else)")
+                   help="run the shell's TTI loop under the real-time policy SCHED_RR instead of "
+                        "niceness -10 (fewer late TTIs on a busy machine; takes CPU from everything else)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
     p.set_defaults(func=run, cmd=[])
 
