@@ -167,7 +167,9 @@ class InferStage:
                             "surrogates": cfg.surrogates, "curve": table.attrs["curves"][r["factor"]]})
         note = f"not columns of {path.name}: {', '.join(skipped)}" if skipped else ""
         if a["source"] == "tcp" and "capacity_bps" in skipped:
-            note += " (no link log: the capture and the trace share no clock, so capacity is left out)"
+            note += (" (the busiest flow's UE is not known, so the cell's MAC log is not joined)"
+                     if self.exp.model.cell is not None else
+                     " (no link log: the capture and the trace share no clock, so capacity is left out)")
         return {"source": a["source"], "frame": rel[0].as_posix(), "target": target, "user": user,
                 "resolution_s": res_s, "max_lag_samples": D, "bins": opts["bins"], "alpha": cfg.alpha,
                 "samples": int(table["n_pairs"].max()) if len(table) else 0, "factors": entries,
@@ -188,9 +190,12 @@ class InferStage:
         frame = to_grid(rows.select_dtypes(exclude="object"), resolution=resolution,
                         source=tcp_paths[0].name)
         sources = [tcp_paths[0].name]
-        link = self.out / "link-downlink.parquet"
+        link, lk = self.out / "link-downlink.parquet", None
         if link.exists():
             lk = pd.read_parquet(link)
+        else:
+            link, lk = self._cell_rows_of_flow(flow)
+        if lk is not None:
             keep = [c for c in ("capacity_bytes", "backlog_bytes") if c in lk.columns]
             if keep:
                 lk = lk[["time", *keep]] if "time" in lk.columns else lk[keep]
@@ -201,3 +206,25 @@ class InferStage:
         return self.folder.write_frame(TCP_SERIES, frame, kind="series", stage="infer",
                                        provenance={"sources": sources, "flow": int(flow), "direction": str(direction),
                                                    "resolution": str(resolution), "grid": "collectors.align.to_grid"})
+
+    def _cell_rows_of_flow(self, flow) -> tuple:
+        """(the cell's MAC log path, its rows of the UE that ran ``flow``), or (None, None):
+        in a cell run the flow's UE is the one whose application's local address and port is
+        an end of the flow (``flows.parquet`` of the same capture; ``run.json``). The MAC log
+        and the capture share the real clock, so they join by timestamp like a link log."""
+        from airlink.experiment.cellrun import cell_mac_path
+        mac = cell_mac_path(self.out)
+        flows_paths = rundir.find(self.out, "flows")
+        if mac is None or not flows_paths:
+            return None, None
+        flows = pd.read_parquet(flows_paths[0])
+        row = flows[flows["flow"] == flow]
+        if not len(row):
+            return None, None
+        f = row.iloc[0]
+        ends = {f"{f['src']}:{f['sport']}", f"{f['dst']}:{f['dport']}"}
+        ue = next((a["ue"] for a in self.info.get("applications", []) if a.get("local") in ends), None)
+        if ue is None:
+            return None, None
+        rows = pd.read_parquet(mac, filters=[("user", "==", str(ue))])
+        return mac, rows.drop(columns=["user"])

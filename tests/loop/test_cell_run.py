@@ -320,3 +320,100 @@ def test_live_sweep_over_cell_keys(tmp_path, fresh_netns, root_netns):
         for u in summary["ues"]:
             assert row[f"cell.ue{u['ue']}.served_bytes"] == pytest.approx(u["served_bytes"])
         assert "live:done" in row["stages"]
+
+
+# ----------------------------------------------------------------------------- anywhere
+def _synthetic_cell_folder(out: Path) -> dict:
+    """A cell run folder by hand: 2 UEs, 3000 TTIs of 1 ms; UE 1 served 1500 bytes in every
+    other TTI for 3 s, UE 2 served 500 bytes in every TTI of the second second only; TTIs
+    100..149 late. Returns what was put in."""
+    n, tti = 3000, 1e-3
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    times = t0 + pd.to_timedelta(np.arange(n) * tti, unit="s")
+    k = np.arange(n)
+    served = {"1": np.where(k % 2 == 0, 1500.0, 0.0), "2": np.where((k >= 1000) & (k < 2000), 500.0, 0.0)}
+    rows = []
+    for u, s in served.items():
+        rows.append(pd.DataFrame({
+            "time": times, "user": u, "served_bytes": s, "capacity_bytes": np.full(n, 1500.0),
+            "subchannels": (s > 0) * 12.0, "sinr_db": np.full(n, 10.0 if u == "1" else -2.0),
+            "backlog_bytes": np.full(n, 3000.0), "assigned_rate_bps": s * 8 / tti,
+            "harq_retransmissions": np.zeros(n), "arrivals_bytes": s, "drops_packets": np.zeros(n),
+            "late": (k >= 100) & (k < 150), "lateness_us": np.where((k >= 100) & (k < 150), 900.0, 0.0)}))
+    out.mkdir(parents=True)
+    pd.concat(rows, ignore_index=True).to_parquet(out / "cell-mac.parquet")
+    (out / "cell-stats.json").write_text(json.dumps({
+        "preset": "quick", "scheduler": "pf", "seed": 1, "users": 2, "tti_ms": 1.0, "ttis": n, "late_ttis": 50,
+        "late_fraction": 50 / n, "max_lateness_us": 900, "cpu_per_s": 0.3,
+        "ues": [{"ue": 1, "status": 0, "downlink": {"departures_bytes": served["1"].sum()}},
+                {"ue": 2, "status": 0, "downlink": {"departures_bytes": served["2"].sum()}}]}))
+    apps = [{"ue": 1, "app": "bulk", "cc": "cubic", "bytes": 2_000_000, "goodput_bps": 5.3e6},
+            {"ue": 2, "app": "onoff", "bytes": 400_000}]
+    (out / "run.json").write_text(json.dumps({"name": "synthetic-cell", "stages": [], "applications": apps}))
+    return {"served": {u: float(s.sum()) for u, s in served.items()}, "apps": apps}
+
+
+def test_cell_summary_reports_and_page_from_a_folder_made_by_hand(tmp_path, run_airlink):
+    from airlink.experiment.cellrun import cell_reports, cell_summary
+    from airlink.report import build_report_html
+    out = tmp_path / "run"
+    made = _synthetic_cell_folder(out)
+    summary = cell_summary(out)
+    ues = {u["ue"]: u for u in summary["ues"]}
+    assert ues[1]["served_bytes"] == 1500 * 1500 and ues[2]["served_bytes"] == 1000 * 500
+    # active spans: UE 1 from TTI 0 to the end of TTI 2998, UE 2 from TTI 1000 to the end of 1999
+    assert ues[1]["active_s"] == pytest.approx(2.999) and ues[2]["active_s"] == pytest.approx(1.0)
+    assert ues[1]["mac_throughput_bps"] == pytest.approx(8 * 1500 * 1500 / 2.999)
+    assert ues[2]["mac_throughput_bps"] == pytest.approx(8 * 500_000 / 1.0)
+    assert (ues[1]["app_bytes"], ues[1]["app_goodput_bps"], ues[2]["app_bytes"], ues[2]["app_goodput_bps"]) == \
+        (2_000_000, 5.3e6, 400_000, None)
+    assert (summary["late_ttis"], summary["late_ttis_mac"], summary["mac_ttis"]) == (50, 50, 3000)
+    reps = cell_reports(out)
+    mean = np.array([1500 * 1500, 1000 * 500]) / 3000
+    overall = reps["fairness"]["report"]["overall"]
+    assert overall["jain_index"] == pytest.approx(mean.sum() ** 2 / (2 * (mean ** 2).sum()))
+    assert overall["fairness_gap"] == pytest.approx((mean.max() - mean.min()) / mean.min())
+    gaps = {u["user"]: u for u in reps["jitter"]["users"]}
+    assert gaps["1"]["mean_s"] == pytest.approx(0.002) and gaps["1"]["cov"] == pytest.approx(0.0, abs=1e-9)
+    import os
+    here = os.getcwd()
+    try:
+        os.chdir(out)
+        status, stdout, _ = run_airlink(*shlex.split(reps["fairness"]["command"])[1:])
+        assert status == 0 and json.loads(stdout) == reps["fairness"]["report"]
+    finally:
+        os.chdir(here)
+    (out / "cell.json").write_text(json.dumps(summary))
+    (out / "fairness.json").write_text(json.dumps(reps["fairness"]))
+    (out / "jitter.json").write_text(json.dumps(reps["jitter"]))
+    page = build_report_html(out)
+    assert '<section id="cell"><h2>Live cell</h2>' in page and "could not be drawn" not in page
+    assert "<b>50 late</b> (1.667 %; the MAC log marks 50)" in page and "3000 TTIs of 1 ms" in page
+    assert '<td class="n">2250000</td>' in page and '<td class="n">500000</td>' in page      # served bytes
+    assert f'<td class="n">{8 * 1500 * 1500 / 2.999 / 1e6:.3f}</td>' in page                   # MAC Mbit/s
+    assert f"Jain&#x27;s index {overall['jain_index']:.3f}" in page or f"Jain's index {overall['jain_index']:.3f}" in page
+    assert "per-UE NMI table: no per-UE MAC analysis in nmi.json" in page    # none was run here
+
+
+@pytest.mark.netns
+def test_cell_tcp_series_joins_the_flows_ue_by_real_time(cell_run):
+    """The TCP analyses' frame takes capacity and backlog from the MAC log rows of the UE that
+    ran the busiest flow: per 500 ms bin, capacity_bps = 8 x that UE's capacity_bytes / 0.5 s."""
+    out, info = cell_run
+    series = pd.read_parquet(out / "series-tcp.parquet")
+    from airlink import rundir
+    import pyarrow.parquet as pq
+    prov = json.loads(pq.read_schema(out / "series-tcp.parquet").metadata[rundir.PROVENANCE_KEY])
+    assert prov["sources"] == ["tcp.parquet", "cell-mac.parquet"]
+    flow = pd.read_parquet(out / "flows.parquet").set_index("flow").loc[prov["flow"]]
+    ends = {f"{flow['src']}:{flow['sport']}", f"{flow['dst']}:{flow['dport']}"}
+    ue = next(a["ue"] for a in info["applications"] if a.get("local") in ends)
+    mac = pd.read_parquet(out / "cell-mac.parquet")
+    mac = mac[mac["user"] == str(ue)]
+    ns = pd.DatetimeIndex(mac["time"]).asi8
+    bins = ns // 500_000_000 * 500_000_000
+    expect = mac.groupby(bins)["capacity_bytes"].sum() * 8 / 0.5
+    got = series.set_index(pd.DatetimeIndex(series["time"]).asi8)["capacity_bps"].dropna()
+    common = got.index.intersection(expect.index)
+    assert len(common) >= 4
+    np.testing.assert_allclose(got.loc[common].to_numpy(), expect.loc[common].to_numpy(), rtol=1e-9)
