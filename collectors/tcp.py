@@ -52,6 +52,8 @@ import pandas as pd
 
 from airlink.traces.errors import AirlinkError
 from airlink.traces.schema import validate
+
+from ._capture import _records
 from airlink.traces.units import parse_duration
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
@@ -139,6 +141,44 @@ def _unique_first(keys):
     ch[1:] = ks[1:] != ks[:-1]
     first = np.flatnonzero(ch)
     return ks[ch], (first if perm is None else perm[first])
+
+
+def _ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a: int):
+    """Timestamp-echo RTT pairs (rows in flow-major order): for each flow and each TSecr
+    value v that direction ``a`` echoes, ``ai`` = the first row of ``a`` (with timestamps
+    and ACK) echoing v and ``seg`` = the first row of the other direction (with timestamps)
+    whose TSval is v, where ``seg < ai``; ordered by (flow, v). In C (two small hash tables
+    per flow, ``_records.ts_echo``) when the extension is built, else with numpy (every
+    candidate row's key sorted: the analysis' memory peak)."""
+    if _records is not None:
+        try:
+            raw = _records.ts_echo(np.ascontiguousarray(fl, np.int32), np.ascontiguousarray(dr, np.int8),
+                                   np.ascontiguousarray(has_ts, bool), np.ascontiguousarray(has_ack, bool),
+                                   np.ascontiguousarray(tsval, np.uint32), np.ascontiguousarray(tsecr, np.uint32),
+                                   int(a))
+        except ValueError:                 # rows not flow-major: the numpy way below
+            raw = None
+        if raw is not None:
+            t3 = np.frombuffer(raw, np.int64).reshape(-1, 3)
+            o = np.lexsort((t3[:, 2], fl[t3[:, 0]]))
+            return t3[o, 0], t3[o, 1]
+    m32 = np.int64(M32)
+    d = 1 - a
+    ai = np.flatnonzero(has_ts & (dr == a) & has_ack)
+    tsi = np.flatnonzero(has_ts & (dr == d))
+    if not len(ai) or not len(tsi):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    uk, first = _unique_first(fl[tsi] * m32 + tsval[tsi])
+    first_idx = tsi[first]
+    k = fl[ai] * m32 + tsecr[ai]
+    # first ACK echoing each value only
+    _, fa = _unique_first(k)
+    ai, k = ai[fa], k[fa]
+    p = np.minimum(np.searchsorted(uk, k), len(uk) - 1)
+    hit = uk[p] == k
+    seg = first_idx[p]
+    hit &= seg < ai
+    return ai[hit], seg[hit]
 
 
 def _shift_in_group(a, groups, fill):
@@ -755,24 +795,8 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         # timestamp echo: the first segment of one direction that echoes TSecr = v, against
         # the first segment of the other direction with TSval = v (data, pure ACK or SYN:
         # a receiver's ACKs echoed by the sender's data time the sender's side of the path)
-        m32 = np.int64(M32)
         for a in (0, 1):
-            d = 1 - a
-            ai = np.flatnonzero(has_ts & (dr == a) & has_ack)
-            tsi = np.flatnonzero(has_ts & (dr == d))
-            if not len(ai) or not len(tsi):
-                continue
-            uk, first = _unique_first(fl_groups[tsi] * m32 + tsval[tsi])
-            first_idx = tsi[first]
-            k = fl_groups[ai] * m32 + tsecr[ai]
-            # first ACK echoing each value only
-            _, fa = _unique_first(k)
-            ai, k = ai[fa], k[fa]
-            p = np.minimum(np.searchsorted(uk, k), len(uk) - 1)
-            hit = uk[p] == k
-            seg = first_idx[p]
-            hit &= seg < ai
-            ai, seg = ai[hit], seg[hit]
+            ai, seg = _ts_echo_pairs(fl_groups, dr, has_ts, has_ack, tsval, tsecr, a)
             rtt_t.append(t[ai])
             rtt_pk.append(order[ai])
             rtt_ms.append((t[ai] - t[seg]) / 1e6)
