@@ -120,5 +120,11 @@ def write_cell_reports(folder: "rundir.RunFolder", outdir) -> str:
     folder.write_json("jitter.json", reps["jitter"], stage="infer")
     o = reps["fairness"]["report"]["overall"]
     covs = [u["cov"] for u in reps["jitter"]["users"] if u.get("cov") is not None]
-    return (f"UEs' Jain index {o['jain_index']:.3f}, fairness gap {o['fairness_gap']:.3g}"
+    return (f"UEs' Jain index {_num(o.get('jain_index'), '.3f')}, fairness gap {_num(o.get('fairness_gap'), '.3g')}"
             + (f", gap CoV {min(covs):.2f}-{max(covs):.2f}" if covs else ""))
+
+
+def _num(v, spec: str) -> str:
+    """A number of a report as text; None (undefined: e.g. the fairness gap when a UE got
+    nothing) as ``undefined``."""
+    return "undefined" if v is None else format(v, spec)

@@ -162,7 +162,7 @@ def _section_cell(art: Artifacts, notes: list) -> str | None:
         frac = st.get("late_fraction")
         mac_late = st.get("late_ttis_mac")
         parts.append(
-            f"<p>{st['ttis']} TTIs of {st.get('tti_ms'):g} ms ({html.escape(str(st.get('preset')))} preset, "
+            f"<p>{st['ttis']} TTIs of {_num(st.get('tti_ms'), 'g')} ms ({html.escape(str(st.get('preset')))} preset, "
             f"{html.escape(str(st.get('scheduler')))} scheduler, seed {st.get('seed')}): "
             f"<b>{st.get('late_ttis')} late</b> ({100 * (frac or 0):.3f} %"
             + (f"; the MAC log marks {mac_late}" if mac_late is not None else "")
@@ -267,6 +267,11 @@ def _section_nmi(art: Artifacts, notes: list) -> str:
     return _section("What drives the rate: NMI against lag", "".join(parts), "nmi")
 
 
+def _num(v, spec: str) -> str:
+    """A number of a JSON report for the page; None (undefined) as a dash."""
+    return "&ndash;" if v is None or (isinstance(v, float) and math.isnan(v)) else html.escape(format(v, spec))
+
+
 def _section_fairness(art: Artifacts, notes: list) -> str:
     parts = []
     h, _ = _render(lambda: fig_fairness(art), "fairness: throughput and resource share",
@@ -287,9 +292,9 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
     if fair and fair.get("overall"):
         o = fair["overall"]
         parts.append(f"<p>Across the cell's UEs (<code>{html.escape(art.fairness.get('command', ''))}</code>): "
-                     f"Jain's index {o.get('jain_index', float('nan')):.3f}, fairness gap "
-                     f"{o.get('fairness_gap', float('nan')):.3g}, min/max resource fraction "
-                     f"{o.get('min_max_resource_ratio', float('nan')):.3f} (rate {html.escape(str(o.get('rate')))}, "
+                     f"Jain's index {_num(o.get('jain_index'), '.3f')}, fairness gap "
+                     f"{_num(o.get('fairness_gap'), '.3g')}, min/max resource fraction "
+                     f"{_num(o.get('min_max_resource_ratio'), '.3f')} (rate {html.escape(str(o.get('rate')))}, "
                      f"resource {html.escape(str(o.get('resource')))}).</p>")
         users = fair.get("users") or []
         if users:

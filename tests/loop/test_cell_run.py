@@ -417,3 +417,35 @@ def test_cell_tcp_series_joins_the_flows_ue_by_real_time(cell_run):
     common = got.index.intersection(expect.index)
     assert len(common) >= 4
     np.testing.assert_allclose(got.loc[common].to_numpy(), expect.loc[common].to_numpy(), rtol=1e-9)
+
+
+@pytest.mark.netns
+def test_a_failing_ue_fails_the_live_stage_and_the_rest_still_runs(tmp_path, fresh_netns, root_netns):
+    """UE 2's command fails, UE 3 runs nothing: the cell's status is the worst, the live stage
+    says so, collect/infer/report still run on what the cell wrote."""
+    exp = tmp_path / "fail.yaml"
+    exp.write_text(yaml.safe_dump({
+        "name": "fail", "cell": {"preset": "quick", "users": 3, "seed": 1,
+                                 "ues": {1: [{"bulk": {"seconds": 1}}], 2: [{"command": "exit 3"}]}},
+        "capture": {"inside": False, "host": True}, "infer": {"surrogates": 5, "bootstrap": 5}}))
+    out = tmp_path / "out"
+    r = subprocess.run(["ip", "netns", "exec", fresh_netns, *AIRLINK, "run", str(exp), "-o", str(out), "--json",
+                        "--quiet"], capture_output=True, text=True, timeout=400, cwd=REPO)
+    assert r.returncode == 1, r.stderr + r.stdout
+    info = json.loads(r.stdout)
+    stages = {s["name"]: s for s in info["stages"]}
+    assert stages["live"]["status"] == "failed" and "UE 2 command: exit status 3" in stages["live"]["note"]
+    assert any("exited with status 1" in n for n in info["notes"])
+    assert [stages[s]["status"] for s in ("collect", "infer", "report")] == ["done", "done", "done"]
+    cmd = next(a for a in info["applications"] if a["ue"] == 2)
+    assert (cmd["status"], cmd["error"]) == (3, "exit status 3")
+    ues = {u["ue"]: u for u in json.loads((out / "cell.json").read_text())["ues"]}
+    assert (ues[1]["status"], ues[2]["status"], ues[3]["status"]) == (0, 1, 0)
+    assert ues[3]["applications"] == "none" and ues[3]["served_bytes"] == 0
+    assert ues[1]["served_bytes"] > 0
+    assert rundir_status(out) == "finished"
+
+
+def rundir_status(out: Path) -> str:
+    from airlink import rundir
+    return rundir.read_manifest(out)["status"]
