@@ -272,6 +272,28 @@ def _num(v, spec: str) -> str:
     return "&ndash;" if v is None or (isinstance(v, float) and math.isnan(v)) else html.escape(format(v, spec))
 
 
+def _cell_fairness_html(art: Artifacts) -> str:
+    """A cell run's ``fairness.json`` and ``jitter.json`` (airlink infer's numbers), as text
+    and tables; empty when the folder has neither."""
+    parts = []
+    fair = (art.fairness or {}).get("report") if isinstance(art.fairness, dict) else None
+    if fair and fair.get("overall"):
+        o = fair["overall"]
+        parts.append(f"<p>Across the cell's UEs (<code>{html.escape(art.fairness.get('command', ''))}</code>): "
+                     f"Jain's index {_num(o.get('jain_index'), '.3f')}, fairness gap "
+                     f"{_num(o.get('fairness_gap'), '.3g')}, min/max resource fraction "
+                     f"{_num(o.get('min_max_resource_ratio'), '.3f')} (rate {html.escape(str(o.get('rate')))}, "
+                     f"resource {html.escape(str(o.get('resource')))}).</p>")
+        users = fair.get("users") or []
+        if users:
+            parts.append(_table(users, list(users[0])))
+    jit = art.jitter if isinstance(art.jitter, dict) else None
+    if jit and jit.get("users"):
+        parts.append(f"<p>Scheduling jitter (<code>{html.escape(jit.get('command', ''))}</code>), gaps in "
+                     "seconds:</p>" + _table(jit["users"], list(jit["users"][0])))
+    return "".join(parts)
+
+
 def _section_fairness(art: Artifacts, notes: list) -> str:
     parts = []
     h, _ = _render(lambda: fig_fairness(art), "fairness: throughput and resource share",
@@ -288,21 +310,10 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
             parts.append(_figure_html(out[0], "fairness across the TCP flows"))
         elif out is not None:
             _pyplot().close(out[0])
-    fair = (art.fairness or {}).get("report") if isinstance(art.fairness, dict) else None
-    if fair and fair.get("overall"):
-        o = fair["overall"]
-        parts.append(f"<p>Across the cell's UEs (<code>{html.escape(art.fairness.get('command', ''))}</code>): "
-                     f"Jain's index {_num(o.get('jain_index'), '.3f')}, fairness gap "
-                     f"{_num(o.get('fairness_gap'), '.3g')}, min/max resource fraction "
-                     f"{_num(o.get('min_max_resource_ratio'), '.3f')} (rate {html.escape(str(o.get('rate')))}, "
-                     f"resource {html.escape(str(o.get('resource')))}).</p>")
-        users = fair.get("users") or []
-        if users:
-            parts.append(_table(users, list(users[0])))
-    jit = art.jitter if isinstance(art.jitter, dict) else None
-    if jit and jit.get("users"):
-        parts.append(f"<p>Scheduling jitter (<code>{html.escape(jit.get('command', ''))}</code>), gaps in "
-                     "seconds:</p>" + _table(jit["users"], list(jit["users"][0])))
+    try:
+        parts.append(_cell_fairness_html(art))
+    except Exception as exc:  # a damaged fairness.json / jitter.json is a note
+        notes.append(f"fairness.json / jitter.json could not be shown ({type(exc).__name__}: {exc})")
     h, _ = _render(lambda: fig_jitter(art), "jitter: inter-service gaps",
                    "jitter: no MAC log (mac.parquet) and no per-TTI link log with served_bytes", notes)
     parts.append(h)
@@ -335,7 +346,11 @@ def build_report_html(outdir, *, title: str | None = None) -> str:
     if name is None:
         info = art.run_info or {}
         name = info.get("name") or Path(outdir).resolve().name
-    cell = _section_cell(art, notes)
+    try:
+        cell = _section_cell(art, notes)
+    except Exception as exc:  # a damaged cell.json / cell-stats.json must not lose the page
+        notes.append(f"live cell section could not be drawn ({type(exc).__name__}: {exc})")
+        cell = _section("Live cell", _missing(f"the live cell section could not be drawn: {exc}"), "cell")
     body = [
         _section_run(art),
         _section_summary(art),

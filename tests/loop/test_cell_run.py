@@ -449,3 +449,17 @@ def test_a_failing_ue_fails_the_live_stage_and_the_rest_still_runs(tmp_path, fre
 def rundir_status(out: Path) -> str:
     from airlink import rundir
     return rundir.read_manifest(out)["status"]
+
+
+@pytest.mark.parametrize("damage", [
+    {"cell.json": '{"ues": "x", "ttis": "many"}'}, {"cell.json": "[1, 2"},
+    {"cell-stats.json": '{"ttis": 10, "tti_ms": null, "late_ttis": null}'}, {"fairness.json": '{"report": 3}'},
+])
+def test_a_damaged_cell_file_is_a_note_not_a_crash(tmp_path, damage):
+    from airlink.report import build_report_html
+    out = tmp_path / "run"
+    _synthetic_cell_folder(out)
+    for name, text in damage.items():
+        (out / name).write_text(text)
+    page = build_report_html(out)
+    assert "Live cell" in page and "</html>" in page
