@@ -1,91 +1,88 @@
 #!/usr/bin/env python3
-"""Replay-shell speed: bulk TCP download through constant-rate links, airlink vs mm-link.
+"""Replay-shell speed at gigabit rates: bulk TCP download through constant-rate links.
 
-For each rate (12, 48, 120, 300, 500, 1000 Mbit/s), with and without a nested
-``airlink delay 10``, one iperf3 download (``-R``) runs through ``airlink link`` and,
-when ``mm-link``/``mm-delay`` are on PATH, through Mahimahi on the same trace file.
-Printed per run: goodput / achievable goodput (capacity x 1448/1500, the TCP payload of a
-1500-byte IP packet with timestamps), drops outside the configured queue (kernel TUN
-drops, softnet drops, write errors), and CPU seconds per gigabit of the shell processes
-(airlink: the shells' own rusage; mm-link: the rusage of its process tree minus the
-iperf3 client's share). Ratios airlink/mm-link are printed when both ran.
+What users run: ``airlink delay 10 airlink link TRACE -- iperf3 -c ... -R`` (nested) at
+300, 1000 and 2000 Mbit/s, and ``airlink link TRACE -- iperf3 ...`` alone at 5000 Mbit/s
+(``--nested-rates``, ``--link-rates``), each in offload mode (the default: GSO
+super-packets cross the shells whole) and once in plain mode (``AIRLINK_OFFLOAD=0``,
+every packet crosses user space at 1500 bytes). The sender is iperf3 in a throw-away
+namespace outside the shells (cubic), the receiver iperf3 ``-R`` inside.
 
-Needs root; every run happens inside a throw-away namespace ``airlink-bench-<pid>`` so
-the machine's own namespace is not touched. Usage::
+Printed per configuration (median and min-max over ``--runs`` runs):
 
-    sudo .venv/bin/python benchmarks/bench_replay.py                 # full table (~3 min)
-    sudo .venv/bin/python benchmarks/bench_replay.py --rates 300 --seconds 10 --cc cubic
+* goodput / achievable, achievable = capacity x 1448/1500 (the TCP payload of a
+  1500-byte IP packet with timestamps);
+* the shells' CPU seconds (their own user+system rusage, from ``--stats``) per gigabit
+  of IP traffic they carried;
+* drops outside the configured queue (kernel TUN drops, softnet drops, write errors).
+
+The sender's namespace gets a 32 MiB ``tcp_wmem`` maximum (``--sender-wmem``): at 2 Gbit/s
+with a 20 ms RTT the bandwidth-delay product is 5 MB, more than the usual 4 MB default,
+which alone caps such a download near 0.6 of the link whatever the shells do.
+
+The physical reference in the same run: kernel TCP between two namespaces over a plain
+veth pair (no shell), with the kernel's offloads (TSO/GSO/GRO, checksums) on and off.
+Mahimahi (``mm-delay``/``mm-link``) runs on the same trace files when on PATH.
+
+Needs root and iperf3; everything runs inside namespaces this script makes and deletes::
+
+    sudo .venv/bin/python benchmarks/bench_replay.py                    # ~3.5 min
+    sudo .venv/bin/python benchmarks/bench_replay.py --nested-rates 300 --link-rates '' --runs 1
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
+import fcntl
 import json
 import os
-import resource
 import shutil
+import socket
+import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
-VENV_BIN = Path(sys.executable).parent
-AIRLINK = str(VENV_BIN / "airlink")
-PAYLOAD = 1448 / 1500
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _netns import AIRLINK, PAYLOAD, sh, throwaway_namespace, user_env  # noqa: E402
 
 
-def sh(*argv, **kw):
-    return subprocess.run(list(map(str, argv)), capture_output=True, text=True, **kw)
-
-
-class BenchNS:
-    def __init__(self):
-        self.name = f"airlink-bench-{os.getpid()}"
-        sh("ip", "netns", "add", self.name).check_returncode()
-        sh("ip", "netns", "exec", self.name, "ip", "link", "set", "lo", "up").check_returncode()
-        self.server = subprocess.Popen(["ip", "netns", "exec", self.name, "iperf3", "-s"],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            if ":5201 " in sh("ip", "netns", "exec", self.name, "ss", "-ltnH").stdout:
-                break
-            time.sleep(0.05)
-
-    def run(self, argv, timeout):
-        env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-        for k in ("AIRLINK_BASE", "AIRLINK_BLOCK", "AIRLINK_DEPTH", "MAHIMAHI_BASE"):
-            env.pop(k, None)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        r = subprocess.run(["ip", "netns", "exec", self.name, *map(str, argv)], capture_output=True,
-                           text=True, timeout=timeout, env=env)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        r.cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-        return r
-
-    def close(self):
-        self.server.kill()
-        self.server.wait()
-        for pid in sh("ip", "netns", "pids", self.name).stdout.split():
-            try:
-                os.kill(int(pid), 9)
-            except (ProcessLookupError, ValueError):
-                pass
-        sh("ip", "netns", "del", self.name)
+def ns_run(ns, argv, timeout, env=None):
+    """Run ``argv`` in namespace ``ns``; the result carries the CPU seconds of its tree."""
+    before = os.times()
+    r = subprocess.run(["ip", "netns", "exec", ns, *map(str, argv)], capture_output=True, text=True,
+                       timeout=timeout, env=env or user_env())
+    after = os.times()
+    r.cpu_s = (after.children_user + after.children_system) - (before.children_user + before.children_system)
+    return r
 
 
 def softnet_drops() -> int:
-    total = 0
     with open("/proc/net/softnet_stat") as f:
-        for line in f:
-            total += int(line.split()[1], 16)
-    return total
+        return sum(int(line.split()[1], 16) for line in f)
 
 
-def iperf_cmd(out: Path, seconds: int, cc: str, base_var: str) -> str:
+def iperf_cmd(out: Path, seconds: int, cc: str, base_var: str, host=None) -> str:
     cc_opt = f"-C {cc} " if cc else ""
-    return f"iperf3 -c ${base_var} -R {cc_opt}-t {seconds} -O 2 --json > {out}"
+    return f"iperf3 -c {host or '$' + base_var} -R {cc_opt}-t {seconds} -O 2 --json > {out}"
 
 
-def run_airlink(ns, trace, rate, nested, seconds, cc, tmp):
+def summarise(d, rate_mbps, cpu_s, drops, carried_bits):
+    recv = d["end"]["sum_received"]
+    goodput = recv["bits_per_second"]
+    out = {"goodput_mbps": goodput / 1e6, "drops_outside_queue": drops, "cpu_s": cpu_s}
+    if rate_mbps:
+        out["ratio"] = goodput / (rate_mbps * 1e6 * PAYLOAD)
+    if carried_bits:
+        out["cpu_s_per_gbit"] = cpu_s / (carried_bits / 1e9)
+    return out
+
+
+def run_airlink(ns, trace, rate, nested, seconds, cc, tmp, offload):
     out, outer, inner = tmp / "ip.json", tmp / "outer.json", tmp / "inner.json"
     for p in (out, outer, inner):
         p.unlink(missing_ok=True)
@@ -93,8 +90,9 @@ def run_airlink(ns, trace, rate, nested, seconds, cc, tmp):
     cmd = ["sh", "-c", iperf_cmd(out, seconds, cc, "AIRLINK_BASE")]
     argv = ([AIRLINK, "delay", "10", "--stats", outer, "airlink", *link[1:], "--"] if nested
             else link + ["--"]) + cmd
+    env = dict(user_env(), AIRLINK_OFFLOAD="1" if offload else "0")
     sd = softnet_drops()
-    r = ns.run(argv, timeout=seconds + 60)
+    r = ns_run(ns, argv, seconds + 60, env)
     if r.returncode != 0 or not out.exists():
         return {"error": (r.stderr or "no iperf3 output").strip().splitlines()[-1:]}
     stats = [json.loads(p.read_text()) for p in (outer, inner) if p.exists()]
@@ -104,6 +102,8 @@ def run_airlink(ns, trace, rate, nested, seconds, cc, tmp):
         for side in s["kernel"].values():
             if side:
                 drops += side["tx_dropped"] + side["rx_dropped"]
+        if s.get("offload") is not offload:
+            return {"error": [f"offload mode {offload} asked, shell ran with {s.get('offload')}"]}
     link = json.loads((inner if nested else outer).read_text())
     carried = (link["downlink"]["departures_bytes"] + link["uplink"]["departures_bytes"]) * 8
     return summarise(json.loads(out.read_text()), rate, sum(s["cpu_s"] for s in stats), drops, carried)
@@ -115,78 +115,166 @@ def run_mahimahi(ns, trace, rate, nested, seconds, cc, tmp):
     cmd = iperf_cmd(out, seconds, cc, "MAHIMAHI_BASE")
     argv = (["mm-delay", "10"] if nested else []) + ["mm-link", trace, trace, "--", "sh", "-c", cmd]
     sd = softnet_drops()
-    r = ns.run(argv, timeout=seconds + 60)
+    r = ns_run(ns, argv, seconds + 60)
     if r.returncode != 0 or not out.exists():
         return {"error": (r.stderr or "no iperf3 output").strip().splitlines()[-1:]}
     d = json.loads(out.read_text())
-    # the tree's CPU minus the iperf3 client's own share (its --json cpu_utilization_percent)
+    # the tree's CPU minus the iperf3 client's own share; bits estimated from iperf3's bytes
     client = d["end"].get("cpu_utilization_percent", {}).get("host_total", 0) / 100 * seconds
-    return summarise(d, rate, max(r.cpu_s - client, 0.0), softnet_drops() - sd)
-
-
-def summarise(d, rate, cpu_s, drops, carried_bits=None):
-    """CPU per gigabit counts every IP bit the link carried while the shells ran (the
-    airlink shells count them; for mm-link they are estimated from iperf3's bytes over
-    the measured seconds plus the 2 omitted ones)."""
-    if "error" in d:
-        return {"error": d["error"]}
     recv = d["end"]["sum_received"]
-    goodput = recv["bits_per_second"]
-    total_bits = carried_bits or (recv["bytes"] * 8) * (recv["seconds"] + 2) / max(recv["seconds"], 1e-9) / PAYLOAD
-    return {"goodput_mbps": goodput / 1e6, "ratio": goodput / (rate * 1e6 * PAYLOAD),
-            "drops_outside_queue": drops, "cpu_s": cpu_s, "cpu_s_per_gbit": cpu_s / (total_bits / 1e9)}
+    bits = recv["bytes"] * 8 * (recv["seconds"] + 2) / max(recv["seconds"], 1e-9) / PAYLOAD
+    return summarise(d, rate, max(r.cpu_s - client, 0.0), softnet_drops() - sd, bits)
 
 
-def fmt(res):
-    if "error" in res:
-        return f"error: {res['error']}"
-    return (f"{res['goodput_mbps']:8.1f} Mbit/s  ratio {res['ratio']:.3f}  drops {res['drops_outside_queue']:>4}"
-            f"  cpu {res['cpu_s']:5.2f} s = {res['cpu_s_per_gbit']:.2f} s/Gbit")
+# -- the plain-veth reference ---------------------------------------------------------------
+
+SIOCETHTOOL = 0x8946
+# legacy ethtool "set" commands (struct ethtool_value {u32 cmd, data}); still honoured
+ETHTOOL_OFF = {"rx-checksum": 0x15, "tx-checksum": 0x17, "scatter-gather": 0x19, "tso": 0x1F,
+               "gso": 0x24, "gro": 0x2C}
+
+
+@contextmanager
+def in_netns(name: str):
+    from airlink.replay.plumbing import CLONE_NEWNET, setns
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        setns(target, CLONE_NEWNET)
+        yield
+    finally:
+        setns(own, CLONE_NEWNET)
+        os.close(own)
+        os.close(target)
+
+
+def offloads_off(ns: str, dev: str):
+    """``ethtool -K DEV tso off gso off gro off sg off tx off rx off`` (ethtool is not
+    installed here), by the SIOCETHTOOL ioctl inside namespace ``ns``."""
+    with in_netns(ns):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            for name, cmd in ETHTOOL_OFF.items():
+                value = ctypes.create_string_buffer(struct.pack("II", cmd, 0))
+                ifreq = struct.pack("16sP8x", dev.encode(), ctypes.addressof(value))
+                try:
+                    fcntl.ioctl(s, SIOCETHTOOL, ifreq)
+                except OSError as exc:
+                    print(f"  (veth {dev}: could not turn {name} off: {exc.strerror})")
+        finally:
+            s.close()
+
+
+def run_veth(server_ns, seconds, cc, tmp, offload: bool):
+    client = f"airlink-veth-{os.getpid()}"
+    sh("ip", "netns", "add", client).check_returncode()
+    try:
+        sh("ip", "-n", client, "link", "set", "lo", "up")
+        sh("ip", "-n", server_ns, "link", "add", "vbs", "type", "veth", "peer", "name", "vbc",
+           "netns", client).check_returncode()
+        for ns, dev, addr in ((server_ns, "vbs", "10.251.0.1/30"), (client, "vbc", "10.251.0.2/30")):
+            sh("ip", "-n", ns, "addr", "add", addr, "dev", dev).check_returncode()
+            sh("ip", "-n", ns, "link", "set", dev, "up").check_returncode()
+            if not offload:
+                offloads_off(ns, dev)
+        out = tmp / "veth.json"
+        out.unlink(missing_ok=True)
+        r = ns_run(client, ["sh", "-c", iperf_cmd(out, seconds, cc, "", host="10.251.0.1")], seconds + 60)
+        if r.returncode != 0 or not out.exists():
+            return {"error": (r.stderr or "no iperf3 output").strip().splitlines()[-1:]}
+        return summarise(json.loads(out.read_text()), None, 0.0, 0, None)
+    finally:
+        sh("ip", "-n", server_ns, "link", "del", "vbs")
+        sh("ip", "netns", "del", client)
+
+
+# -- reporting ------------------------------------------------------------------------------
+
+def spread(values, fmt):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    return f"{fmt.format(med)} [{fmt.format(min(values))}-{fmt.format(max(values))}]" if len(values) > 1 \
+        else fmt.format(med)
+
+
+def report(label, runs):
+    ok = [r for r in runs if "error" not in r]
+    errors = [r["error"] for r in runs if "error" in r]
+    line = f"{label:34s}"
+    if ok:
+        line += f" {spread([r['goodput_mbps'] for r in ok], '{:.0f}'):>17s} Mbit/s"
+        if "ratio" in ok[0]:
+            line += f"  ratio {spread([r['ratio'] for r in ok], '{:.3f}'):>19s}"
+        if "cpu_s_per_gbit" in ok[0]:
+            line += f"  cpu {spread([r['cpu_s_per_gbit'] for r in ok], '{:.3f}'):>19s} s/Gbit"
+            line += f"  drops {max(r['drops_outside_queue'] for r in ok)}"
+    if errors:
+        line += f"  ({len(errors)} failed: {errors[0]})"
+    print(line, flush=True)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rates", default="12,48,120,300,500,1000", help="Mbit/s, comma separated")
-    ap.add_argument("--seconds", type=int, default=8, help="iperf3 measurement time (after 2 s omitted)")
+    ap.add_argument("--nested-rates", default="300,1000,2000",
+                    help="Mbit/s with 'airlink delay 10' around the link (comma separated)")
+    ap.add_argument("--link-rates", default="5000", help="Mbit/s through one 'airlink link' alone")
+    ap.add_argument("--runs", type=int, default=3, help="runs per configuration in offload mode")
+    ap.add_argument("--plain-runs", type=int, default=1, help="runs per configuration in plain mode (0: skip)")
+    ap.add_argument("--veth-runs", type=int, default=2, help="runs of the plain-veth reference (0: skip)")
+    ap.add_argument("--seconds", type=int, default=5, help="iperf3 measurement time (after 2 s omitted)")
     ap.add_argument("--cc", default="cubic", help="TCP congestion control of the sender ('' = system default)")
-    ap.add_argument("--no-nested", action="store_true", help="skip the nested delay runs")
+    ap.add_argument("--sender-wmem", type=int, default=32 << 20,
+                    help="tcp_wmem maximum (bytes) of the sender's namespace (0: the system's)")
     ap.add_argument("--json", type=Path, help="also write all results as JSON")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_replay: needs root (network namespaces and TUN)", file=sys.stderr)
         return 2
     from airlink.traces import constant, write_trace
-    rates = [float(r) for r in args.rates.split(",")]
+    configs = [(float(r), True) for r in args.nested_rates.split(",") if r.strip()] + \
+              [(float(r), False) for r in args.link_rates.split(",") if r.strip()]
     have_mm = shutil.which("mm-link") is not None and shutil.which("mm-delay") is not None
     if not have_mm:
-        print("mm-link comparison skipped: mm-link/mm-delay not on PATH "
-              "(Mahimahi is not packaged in Debian's archive here)")
-    print(f"machine: {os.cpu_count()} cores, {os.uname().release}; sender congestion control: "
-          f"{args.cc or 'system default'}; iperf3 -R -t {args.seconds} -O 2")
-    ns = BenchNS()
+        print("Mahimahi comparison skipped: mm-link/mm-delay not on PATH (not packaged here; "
+              "building it from source failed on this machine)")
+    load = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} cores, Linux {os.uname().release}, load average {load:.1f} at start; "
+          f"sender {args.cc or 'system default'}, tcp_wmem max {args.sender_wmem or 'of the system'}; iperf3 -R -t {args.seconds} -O 2; "
+          f"median [min-max] over runs")
     results = []
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            tmp = Path(d)
-            os.chmod(tmp, 0o755)
-            for rate in rates:
-                trace = tmp / f"c{rate:g}.down"
-                write_trace(constant(rate * 1e6, 1), trace)   # Mahimahi file: both tools read it
-                for nested in ([False] if args.no_nested else [False, True]):
-                    label = f"{rate:6g} Mbit/s {'delay 10 + link' if nested else 'link          '}"
-                    a = run_airlink(ns, trace, rate, nested, args.seconds, args.cc, tmp)
-                    row = {"rate_mbps": rate, "nested_delay": nested, "airlink": a}
-                    print(f"{label}  airlink {fmt(a)}", flush=True)
-                    if have_mm:
-                        m = run_mahimahi(ns, trace, rate, nested, args.seconds, args.cc, tmp)
-                        row["mahimahi"] = m
-                        print(f"{' ' * len(label)}  mm-link {fmt(m)}", flush=True)
-                        if "error" not in a and "error" not in m:
-                            print(f"{' ' * len(label)}  airlink/mm-link: goodput x{a['goodput_mbps'] / m['goodput_mbps']:.2f}, "
-                                  f"CPU/Gbit x{a['cpu_s_per_gbit'] / max(m['cpu_s_per_gbit'], 1e-9):.2f}")
-                    results.append(row)
-    finally:
-        ns.close()
+    t0 = time.monotonic()
+    with throwaway_namespace("replay-bench", iperf_ports=(5201,)) as ns, tempfile.TemporaryDirectory() as d:
+        if args.sender_wmem:
+            # the sender's socket buffer must hold a bandwidth-delay product: 2 Gbit/s x 20 ms
+            # = 5 MB, above the usual 4 MB tcp_wmem maximum (which caps such a run near 0.6)
+            sh("ip", "netns", "exec", ns, "sysctl", "-w",
+               f"net.ipv4.tcp_wmem=4096 16384 {args.sender_wmem}").check_returncode()
+        tmp = Path(d)
+        os.chmod(tmp, 0o755)
+        for offload, label in ((True, "with offloads"), (False, "offloads off")):
+            n = args.veth_runs
+            runs = [run_veth(ns, args.seconds, args.cc, tmp, offload) for _ in range(n)]
+            if runs:
+                report(f"plain veth, {label}", runs)
+                results.append({"reference": "veth", "offload": offload, "runs": runs})
+        for rate, nested in configs:
+            trace = tmp / f"c{rate:g}.down"
+            write_trace(constant(rate * 1e6, 1), trace)   # Mahimahi file: both tools read it
+            what = f"{rate:5g} Mbit/s {'delay 10 + link' if nested else 'link alone'}"
+            for offload, n in ((True, args.runs), (False, args.plain_runs)):
+                runs = [run_airlink(ns, trace, rate, nested, args.seconds, args.cc, tmp, offload)
+                        for _ in range(n)]
+                if runs:
+                    report(f"{what}, {'offload' if offload else 'plain'}", runs)
+                    results.append({"rate_mbps": rate, "nested_delay": nested, "offload": offload,
+                                    "runs": runs})
+            if have_mm:
+                runs = [run_mahimahi(ns, trace, rate, nested, args.seconds, args.cc, tmp)]
+                report(f"{what}, Mahimahi", runs)
+                results.append({"rate_mbps": rate, "nested_delay": nested, "tool": "mahimahi", "runs": runs})
+    print(f"load average {os.getloadavg()[0]:.1f} at the end; {time.monotonic() - t0:.0f} s in all")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
