@@ -83,3 +83,19 @@ def test_pf_cell_offline_collects_its_bundled_capture(tmp_path):
     (flow,) = json.loads((tmp_path / "o" / "collect.json").read_text())["pf-cell-host.pcap.gz"]
     assert flow["packets"] == 12301 and 4.5e6 < flow["goodput_bps"] < 5.6e6
     assert (tmp_path / "o" / "report.html").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_cell_example(tmp_path, example_netns):
+    """examples/cell.yaml as docs/loop.md runs it: two UEs share one live PF downlink."""
+    info = _run_example("cell", tmp_path / "o", example_netns)
+    if not example_netns:
+        assert [s["status"] for s in info["stages"]][:2] == ["skipped", "skipped"]
+        return
+    apps = {a["ue"]: a for a in info["applications"]}
+    assert (apps[1]["cc"], apps[2]["cc"]) == ("cubic", "reno")
+    cell = json.loads((tmp_path / "o" / "cell.json").read_text())
+    for u in cell["ues"]:
+        assert 0 < u["app_bytes"] <= u["served_bytes"], u     # payload under the IP bytes served
+    assert cell["ttis"] > 8000 and cell["late_ttis"] == cell["late_ttis_mac"]
+    assert "Live cell" in (tmp_path / "o" / "report.html").read_text()
