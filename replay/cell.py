@@ -752,11 +752,10 @@ class _LiveCell:
         q = self.queues[u]
         if self.path is not None:
             c = self.path.ue_stats(u)
-            up_p, up_b = c.pop("uplink_packets"), c.pop("uplink_bytes")
-            up = {"stage": "pass", "arrivals_packets": up_p, "arrivals_bytes": up_b, "departures_packets": up_p,
-                  "departures_bytes": up_b, "drops_packets": 0, "drops_bytes": 0, "queued_packets": 0,
-                  "queued_bytes": 0}
-            return {**c, "queue": q.describe()}, up
+            up = self.uplinks[u]        # the pass-through stage the C path stands in for
+            up.arrivals_packets = up.departures_packets = c.pop("uplink_packets")
+            up.arrivals_bytes = up.departures_bytes = c.pop("uplink_bytes")
+            return {**c, "queue": q.describe()}, up.stats()
         qb, qp = self.servers[u].backlog(q)
         down = {"arrivals_packets": self.arrivals_packets[u], "arrivals_bytes": self.arrivals_bytes[u],
                 "departures_packets": self.departures_packets[u], "departures_bytes": self.departures_bytes[u],
