@@ -167,6 +167,14 @@ class LiveStage:
             set_file = self.folder.write_text("apps/cell-set.yaml", yaml.safe_dump(dict(cell.overrides)),
                                               stage="live")
         argv = _replay_argv(self.exp.model.shells, None, None, self.out) + _cell_argv(cell, self.exp, self.out, set_file)
+        if cell.duration is not None:
+            limit = float(parse_duration(cell.duration))
+            for u, apps in enumerate(cell.per_ue(n), start=1):
+                ends = [float(a.options.start) + float(parse_duration(getattr(a.options, "seconds", 0) or 0))
+                        for a in apps if a.kind in ("bulk", "onoff")]
+                if ends and max(ends) > limit:
+                    self._note(f"cell.duration ({limit:g} s) ends before UE {u}'s applications "
+                               f"({max(ends):g} s): the cell stops them and their results may be missing")
         self.folder.mkdir(self.out / CELL_LOGS)
         where = " > ".join([s.kind for s in self.exp.model.shells] + [f"a {n}-UE cell ({cfg['preset']}, "
                                                                      f"{cfg['scheduler']})"])
