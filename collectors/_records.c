@@ -33,6 +33,10 @@
  * the TSecr values that direction a echoes: ai is the first row of a (with timestamps and
  * ACK) echoing v, seg the first row of the other direction (with timestamps) whose TSval
  * is v; a triple is given only when seg < ai. Triples come in row order of ai.
+ *
+ * unwrap(raw, groups, base, out) and cummax(values, groups, valid, out): the per-group
+ * loops of collectors/tcp.py's _unwrap and _grouped_cummax (see there), one pass each
+ * instead of several whole-array numpy passes; groups are contiguous runs of equal values.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -577,6 +581,84 @@ done:
     return result;
 }
 
+/* ---- unwrap, cummax ---------------------------------------------------------------- */
+
+/* raw uint32[n], groups int32[n], base uint32[ngroups], out int64[n]: out = raw - base[group]
+ * modulo 2^32 at a group's first row, then each step between neighbours taken as the signed
+ * 32-bit difference */
+static PyObject *unwrap(PyObject *self, PyObject *args)
+{
+    Py_buffer raw, grp, base, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &raw, &grp, &base, &out))
+        return NULL;
+    Py_ssize_t n = raw.len / 4, nb = base.len / 4;
+    int bad = grp.len != 4 * n || out.len != 8 * n;
+    if (!bad) {
+        const uint32_t *r = raw.buf, *b = base.buf;
+        const int32_t *g = grp.buf;
+        int64_t *o = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        uint32_t prev = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (g[i] < 0 || g[i] >= nb) {
+                bad = 1;
+                break;
+            }
+            uint32_t rel = r[i] - b[g[i]];
+            if (i == 0 || g[i] != g[i - 1])
+                o[i] = (int64_t)rel;
+            else
+                o[i] = o[i - 1] + (int32_t)(rel - prev);
+            prev = rel;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&grp);
+    PyBuffer_Release(&base);
+    PyBuffer_Release(&out);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "unwrap: lengths differ or a group has no base");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* values int64[n], groups int32[n], valid bool[n], out int64[n]: running maximum within each
+ * group of (valid ? value : -1) */
+static PyObject *cummax(PyObject *self, PyObject *args)
+{
+    Py_buffer val, grp, ok, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &val, &grp, &ok, &out))
+        return NULL;
+    Py_ssize_t n = val.len / 8;
+    int bad = grp.len != 4 * n || ok.len != n || out.len != 8 * n;
+    if (!bad) {
+        const int64_t *v = val.buf;
+        const int32_t *g = grp.buf;
+        const unsigned char *m = ok.buf;
+        int64_t *o = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        int64_t cur = -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t q = m[i] ? v[i] : -1;
+            if (i == 0 || g[i] != g[i - 1] || q > cur)
+                cur = q;
+            o[i] = cur;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&val);
+    PyBuffer_Release(&grp);
+    PyBuffer_Release(&ok);
+    PyBuffer_Release(&out);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "cummax: arrays of different lengths");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(buf, n, little, ns_per_tick, frac_max, limit, off, cap, orig, ts) -> "
@@ -587,6 +669,10 @@ static PyMethodDef methods[] = {
     {"ts_echo", ts_echo, METH_VARARGS,
      "ts_echo(fl, dr, has_ts, has_ack, tsval, tsecr, a) -> bytes of int64 (ai, seg, v) triples: "
      "the timestamp-echo RTT pairs, flow by flow (see the module source)."},
+    {"unwrap", unwrap, METH_VARARGS,
+     "unwrap(raw, groups, base, out): 32-bit values unwrapped within contiguous groups (tcp._unwrap)."},
+    {"cummax", cummax, METH_VARARGS,
+     "cummax(values, groups, valid, out): running maximum within contiguous groups (tcp._grouped_cummax)."},
     {NULL, NULL, 0, NULL},
 };
 

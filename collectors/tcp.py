@@ -67,8 +67,14 @@ _RANK_CHUNK = 1 << 22        # packet times read back at a time to rank events' 
 
 def _grouped_cummax(values, groups, valid, starts=None):
     """Inclusive running maximum of ``values[valid]`` within contiguous ``groups``; -1 before
-    the first valid value of a group. ``starts`` (first row of each group), when given and
-    short, lets each group be scanned as a slice (no offset arrays)."""
+    the first valid value of a group. One pass in C (``_records.cummax``) when the extension
+    is built; else with numpy: ``starts`` (first row of each group), when given and short,
+    lets each group be scanned as a slice (no offset arrays)."""
+    if _records is not None:
+        out = np.empty(len(values), np.int64)
+        _records.cummax(np.ascontiguousarray(values, np.int64), np.ascontiguousarray(groups, np.int32),
+                        np.ascontiguousarray(valid, bool), out)
+        return out
     if starts is not None and len(starts) <= 256:
         q = np.where(valid, values, -1)
         bounds = np.r_[starts, len(q)]
@@ -192,8 +198,14 @@ def _shift_in_group(a, groups, fill):
 
 def _unwrap(raw, groups, base):
     """32-bit values -> int64 relative to ``base[groups]``, unwrapped within contiguous groups
-    (each step between neighbours taken as the signed 32-bit difference)."""
+    (each step between neighbours taken as the signed 32-bit difference). One pass in C
+    (``_records.unwrap``) when the extension is built, else whole-array numpy steps."""
     n = len(raw)
+    if _records is not None and n:                         # the same loop in C, one pass
+        out = np.empty(n, np.int64)
+        _records.unwrap(np.ascontiguousarray(raw, np.uint32), np.ascontiguousarray(groups, np.int32),
+                        np.ascontiguousarray(base, np.int64).astype(np.uint32), out)
+        return out
     rel = np.subtract(np.asarray(raw).astype(np.uint32, copy=False), base.astype(np.uint32)[groups],
                       dtype=np.uint32)                     # modulo 2**32
     out = np.empty(n, np.int64)

@@ -269,8 +269,9 @@ def test_ts_echo_pairs_same_in_c(monkeypatch):
                                   np.zeros(2, np.uint32), np.zeros(2, np.uint32), 0)
 
 
-def test_tcp_analysis_same_with_c_ts_echo(shared_data, monkeypatch):
-    """The whole analysis of real captures is the same with the C timestamp echo."""
+def test_tcp_analysis_same_with_c_loops(shared_data, monkeypatch):
+    """The whole analysis of real captures is the same with the C loops (timestamp echo,
+    unwrapping, running maxima) as with numpy."""
     import pandas as pd
 
     import airlink.collectors.tcp as tcp
@@ -288,3 +289,28 @@ def test_tcp_analysis_same_with_c_ts_echo(shared_data, monkeypatch):
             pd.testing.assert_frame_equal(getattr(a, k), getattr(b, k), check_exact=True, obj=f"{f.name} {k}")
         echoes += int(((a.events["event"] == "rtt") & (a.events["kind"] == "timestamp")).sum())
     assert echoes > 500          # ssh.pcap, timestamp.pcap, comp005.trace time by echoes
+
+
+def test_unwrap_and_cummax_same_in_c(monkeypatch):
+    """The C unwrap and running maximum against their numpy forms on seeded random groups:
+    steps across 2**31 both ways, wrapping past 2**32, values below -1, one group and many
+    (the numpy running maximum has two forms: slices for <= 256 groups, offsets beyond)."""
+    import airlink.collectors.tcp as tcp
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        m = int(rng.integers(1, 2000))
+        ng = int(rng.choice([1, 3, 300]))
+        groups = np.sort(rng.integers(0, ng, m)).astype(np.int32)
+        base = rng.integers(0, 2**32, ng).astype(np.int64)
+        raw = (base[groups] + np.cumsum(rng.integers(-2**31 + 1, 2**31, m) // rng.choice([1, 1000, 10**6]))) % 2**32
+        raw = raw.astype(np.uint32)
+        values = rng.integers(-3, 10**12, m).astype(np.int64)
+        valid = rng.random(m) < 0.7
+        starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+        monkeypatch.setattr(tcp, "_records", _capture._records)
+        got = tcp._unwrap(raw, groups, base), tcp._grouped_cummax(values, groups, valid, starts)
+        monkeypatch.setattr(tcp, "_records", None)
+        ref = tcp._unwrap(raw, groups, base), tcp._grouped_cummax(values, groups, valid, starts)
+        for x, y in zip(got, ref):
+            assert x.dtype == y.dtype
+            np.testing.assert_array_equal(x, y)
