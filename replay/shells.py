@@ -60,13 +60,17 @@ class _Shell:
             handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_child)
             set_timer_slack()
             fast = (down.fast(), up.fast())
-            offload = bool(vnet) and None not in fast
-            if offload:
+            offload = False
+            if vnet and None not in fast:
                 # GSO super-packets only for the C stages, which serve them segment by segment
                 for stage in fast:
                     stage.vnet_hdr(vnet)
-                for fd in (ns.outer_fd, ns.inner_fd):
-                    set_offload(fd)
+                try:
+                    for fd in (ns.outer_fd, ns.inner_fd):
+                        set_offload(fd)
+                    offload = True
+                except OSError:     # a kernel without TUN offloads: plain packets behind the header
+                    pass
             ns.start()
             try:
                 if None not in fast:
