@@ -417,6 +417,7 @@ class _LiveCell:
         self.unroutable = 0
         self.write_errors = 0
         self.tti_ns = shell.tti * 10**9
+        self._tti_num, self._tti_den = self.tti_ns.numerator, self.tti_ns.denominator
         self.uplinks = []
         self.down_logs = [None] * n
         self.wall_start_ns = time.time_ns()
@@ -554,8 +555,8 @@ class _LiveCell:
             lines.clear()
 
     def _boundary(self, k):
-        x = k * self.tti_ns
-        return self.start_ns + x.numerator // x.denominator
+        """When TTI ``k`` starts (ns, exact: integer arithmetic on the TTI as a fraction)."""
+        return self.start_ns + k * self._tti_num // self._tti_den
 
     # -- the loop ------------------------------------------------------------------------
     def loop(self, stop):
