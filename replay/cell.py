@@ -109,7 +109,8 @@ class CellShell:
     realtime : run the shell's TTI loop under the real-time policy ``SCHED_RR`` (priority
         10) so that a busy machine delays TTIs less; the UEs' commands and the radio process
         (:mod:`airlink.replay.cell_radio`) keep the normal policy. Off by default (it takes
-        CPU from everything else).
+        CPU from everything else): the loop then runs at niceness -10 with a 0.1 ms time
+        slice where the kernel allows one (Linux 6.12+).
     """
 
     tool = "airlink cell"
