@@ -126,9 +126,10 @@ def plain(vnet_packets) -> list:
 
 def run_stage(make, packets, arrivals_ns, until_ns, vnet):
     """Push packets at their times and pull at every TTI end; returns (per-TTI departures
-    as lists of packets, final stats)."""
+    as lists of packets, final stats). ``vnet=None``: a Python stage (no header)."""
     st = make()
-    st.vnet_hdr(10 if vnet else 0)
+    if vnet is not None:
+        st.vnet_hdr(10 if vnet else 0)
     deps = []
     events = sorted(zip(arrivals_ns, range(len(packets))))
     i = 0
@@ -140,9 +141,10 @@ def run_stage(make, packets, arrivals_ns, until_ns, vnet):
     return deps, st.stats()
 
 
-def link_maker(capacity, queue="infinite", args=None):
+def link_maker(capacity, queue="infinite", args=None, python=False):
     def make():
-        return LinkStage(capacity, Fraction(1, 1000), queue=make_queue(queue, args), start_ns=0).fast()
+        stage = LinkStage(capacity, Fraction(1, 1000), queue=make_queue(queue, args), start_ns=0)
+        return stage if python else stage.fast()
     return make
 
 
@@ -180,6 +182,14 @@ def test_link_serves_super_packets_as_their_segments(queue, args, capacity):
     pkts, times = traffic()
     compare_modes(link_maker(capacity, queue, args), pkts, times, until_ns=30 * TTI_NS)  # mid-service
     deps, st = compare_modes(link_maker(capacity, queue, args), pkts, times, until_ns=120 * TTI_NS)
+    # ... and both are the reference semantics: the Python stage on the plain segments
+    segs = [reference_segments(p) for p in pkts]
+    d_py, s_py = run_stage(link_maker(capacity, queue, args, python=True), [x for ss in segs for x in ss],
+                           [t for t, ss in zip(times, segs) for _ in ss], 120 * TTI_NS, vnet=None)
+    assert [[x for p in tti for x in reference_segments(p)] for tti in deps] == d_py
+    assert all(s_py[k] == st[k] for k in ("arrivals_packets", "arrivals_bytes", "departures_packets",
+                                          "departures_bytes", "drops_packets", "drops_bytes",
+                                          "queued_packets", "queued_bytes", "capacity_bytes"))
     assert st["queued_packets"] == 0     # drained: every byte left or was dropped
     assert st["arrivals_packets"] == st["departures_packets"] + st["drops_packets"] + st["queued_packets"]
     assert st["arrivals_bytes"] == st["departures_bytes"] + st["drops_bytes"] + st["queued_bytes"]
