@@ -260,13 +260,18 @@ def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = Fal
         th = off + 14 + ihl                                   # TCP header of TCP records
         return chunk, off, ip4, tcp, th
 
+    def endpoints(chunk, off, th, i):
+        """(sender, receiver) of TCP records i as address << 16 | port (uint64)."""
+        ports = _be32(chunk, th[i])
+        return (_be32(chunk, off[i] + 26) << np.uint64(16) | (ports >> np.uint64(16)),
+                _be32(chunk, off[i] + 30) << np.uint64(16) | (ports & np.uint64(0xFFFF)))
+
     if one_flow:                                              # the biggest connection, its sender
         keys = {}
         for b in batches:
             chunk, off, ip4, tcp, th = fields(b)
             i = np.flatnonzero(tcp)
-            a = _be32(chunk, off[i] + 26) << np.uint64(16) | (_be32(chunk, th[i]) >> np.uint64(16))
-            z = _be32(chunk, off[i] + 30) << np.uint64(16) | (_be32(chunk, th[i]) & np.uint64(0xFFFF))
+            a, z = endpoints(chunk, off, th, i)
             pay = (b.origlen[i] - 14 - (th[i] - off[i] - 14) - (chunk[th[i] + 12] >> 4).astype(np.int64) * 4)
             for x, y, n in zip(a.tolist(), z.tolist(), pay.tolist()):
                 k = keys.setdefault((x, y), [0, 0, None, 0])
@@ -285,7 +290,7 @@ def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = Fal
         for b in batches:
             chunk, off, ip4, tcp, th = fields(b)
             i = np.flatnonzero(tcp)
-            a = _be32(chunk, off[i] + 26) << np.uint64(16) | (_be32(chunk, th[i]) >> np.uint64(16))
+            a = endpoints(chunk, off, th, i)[0]
             for side in (lo_ep, hi_ep):
                 r = i[a == np.uint64(side)]
                 j = th[r]
@@ -316,8 +321,7 @@ def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = Fal
                     out.write(chunk.tobytes())
                     continue
                 i = np.flatnonzero(tcp)
-                a = _be32(chunk, off[i] + 26) << np.uint64(16) | (_be32(chunk, th[i]) >> np.uint64(16))
-                z = _be32(chunk, off[i] + 30) << np.uint64(16) | (_be32(chunk, th[i]) & np.uint64(0xFFFF))
+                a, z = endpoints(chunk, off, th, i)
                 mine = (np.minimum(a, z) == np.uint64(lo_ep)) & (np.maximum(a, z) == np.uint64(hi_ep))
                 flags = chunk[th[i] + 13]
                 keep = np.ones(len(off), bool) if k == 0 else np.zeros(len(off), bool)
