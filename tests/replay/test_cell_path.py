@@ -1,0 +1,154 @@
+"""The cell shell's C packet path (airlink.replay._cellpath) against the Python reference.
+
+The C path keeps its own per-UE queues and byte-granular service; the reference is the
+Python one the rest of airlink uses (``replay/queues.py``'s drop-tail/drop-head/infinite
+queues and ``replay/server.py``'s ByteServer). Packet sockets (``SOCK_SEQPACKET``) stand in
+for the TUN devices - one packet per read and write, as a TUN device - so no root is
+needed. The same random packets (some to no UE) and budgets go through both; every row the
+C path fills, every packet each UE receives and the final counters must be the same.
+"""
+from __future__ import annotations
+
+import ipaddress
+import random
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from airlink.replay.queues import make_queue
+from airlink.replay.server import ByteServer
+
+cp = pytest.importorskip("airlink.replay._cellpath", reason="the C packet path is not built (no C compiler)")
+
+BLOCK = ipaddress.ip_network("100.64.0.0/24")
+N = 3
+SHIFT = 6                     # parts of 64 addresses: UE i (1-based) owns part i
+
+
+def _packet(rng, dst: int, size: int) -> bytes:
+    body = bytes(rng.getrandbits(8) for _ in range(size - 20))
+    return bytes([0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1]) + dst.to_bytes(4, "big") + body
+
+
+def _drain(sock) -> list:
+    out = []
+    while True:
+        try:
+            out.append(sock.recv(70000))
+        except BlockingIOError:
+            return out
+
+
+class _Reference:
+    """The Python cell: classification, queues.py's queue, ByteServer per UE."""
+
+    def __init__(self, kind, args):
+        self.q = [make_queue(kind, args) for _ in range(N)]
+        self.srv = [ByteServer() for _ in range(N)]
+        self.arr = [0] * N
+        self.seen = [(0, 0, 0)] * N
+        self.unroutable = 0
+
+    def arrive(self, p):
+        dst = int.from_bytes(p[16:20], "big")
+        u = ((dst - int(BLOCK.network_address)) >> SHIFT) - 1
+        if dst & int(BLOCK.netmask) != int(BLOCK.network_address) or not 0 <= u < N:
+            self.unroutable += 1
+            return
+        self.arr[u] += len(p)
+        self.q[u].enqueue(p, 0)
+
+    def serve(self, budgets):
+        sent, row = [], []
+        for u in range(N):
+            deps = []
+            self.srv[u].serve(self.q[u], int(budgets[u]), 0, deps)
+            sent.append([d[0] for d in deps])
+            b, n = self.srv[u].backlog(self.q[u])
+            q = self.q[u]
+            a0, p0, b0 = self.seen[u]
+            row.append((b, n, self.arr[u] - a0, q.drops_packets - p0, q.drops_bytes - b0))
+            self.seen[u] = (self.arr[u], q.drops_packets, q.drops_bytes)
+        return sent, row
+
+
+@pytest.mark.parametrize("kind,args", [("droptail", {"packets": 5}), ("droptail", {"bytes": 6000}),
+                                       ("drophead", {"packets": 4}), ("drophead", {"bytes": 5000, "packets": 9}),
+                                       ("infinite", None)])
+def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args):
+    rng = random.Random(f"{kind}{args}")
+    outer_shell, outer_test = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    inner = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(N)]
+    socks = [outer_shell, outer_test, *(s for pair in inner for s in pair)]
+    try:
+        for s in socks:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+            s.setblocking(False)
+        q0 = make_queue(kind, args)
+        cell = cp.Cell(outer_shell.fileno(), [p[0].fileno() for p in inner], int(BLOCK.network_address),
+                       int(BLOCK.netmask), SHIFT, {"infinite": 0, "droptail": 1, "drophead": 2}[kind],
+                       getattr(q0, "packets", 0), getattr(q0, "bytes", 0))
+        ref = _Reference(kind, args)
+        rows = {name: np.zeros(N, dtype) for name, dtype in (("bb", np.float64), ("bp", np.int64),
+                                                             ("arr", np.float64), ("dp", np.int64),
+                                                             ("db", np.int64))}
+        base = int(BLOCK.network_address)
+        for step in range(60):
+            for _ in range(rng.randrange(0, 12)):
+                u = rng.randrange(0, N + 1)          # N: an address of no UE (part 0 or beyond)
+                dst = base + (rng.choice([1, 200]) if u == N else (u + 1) * 64 + 2)
+                p = _packet(rng, dst, rng.randrange(20, 1500))
+                outer_test.send(p)
+                ref.arrive(p)
+            # uplink: a UE's packets leave unchanged
+            ups = []
+            for u in range(N):
+                if rng.random() < 0.3:
+                    p = _packet(rng, base + 1, rng.randrange(40, 200))
+                    inner[u][1].send(p)
+                    ups.append(p)
+            assert cell.wait(time.monotonic_ns() + 3_000_000, []) == -1
+            assert sorted(_drain(outer_test)) == sorted(ups)
+            budgets = np.array([rng.choice([0, 0, 1, 700, 1499, 1500, 4000]) for _ in range(N)], np.int64)
+            cell.serve(budgets, rows["bb"], rows["bp"], rows["arr"], rows["dp"], rows["db"])
+            sent, want = ref.serve(budgets)
+            for u in range(N):
+                assert _drain(inner[u][1]) == sent[u], (step, u)
+                got = (rows["bb"][u], rows["bp"][u], rows["arr"][u], rows["dp"][u], rows["db"][u])
+                assert got == want[u], (step, u)
+        assert cell.unroutable == ref.unroutable > 0
+        for u in range(N):
+            st = cell.ue_stats(u)
+            b, n = ref.srv[u].backlog(ref.q[u])
+            assert (st["queued_bytes"], st["queued_packets"]) == (b, n)
+            assert (st["drops_packets"], st["drops_bytes"]) == (ref.q[u].drops_packets, ref.q[u].drops_bytes)
+            assert st["arrivals_bytes"] == ref.arr[u]
+            assert st["arrivals_packets"] == st["departures_packets"] + st["drops_packets"] + st["queued_packets"]
+        if kind != "infinite":
+            assert sum(cell.ue_stats(u)["drops_packets"] for u in range(N)) > 0
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_wait_returns_the_index_of_an_ended_process_and_rejects_bad_rows():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ue, ue_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    r1, w1 = socket.socketpair()
+    r2, w2 = socket.socketpair()
+    try:
+        cell = cp.Cell(a.fileno(), [ue.fileno()], int(BLOCK.network_address), int(BLOCK.netmask), SHIFT, 0, 0, 0)
+        w2.send(b"x")                    # the second "pidfd" is readable
+        assert cell.wait(time.monotonic_ns() + 1_000_000_000, [r1.fileno(), r2.fileno()]) == 1
+        t0 = time.monotonic_ns()
+        assert cell.wait(t0 + 2_000_000, [r1.fileno()]) == -1
+        assert time.monotonic_ns() >= t0 + 2_000_000
+        with pytest.raises(ValueError, match="budgets"):
+            cell.serve(np.zeros(2, np.int64), *(np.zeros(1) for _ in range(5)))
+        with pytest.raises(ValueError, match="backlog"):
+            cell.backlog(np.zeros(1, np.int64))
+    finally:
+        for s in (a, b, ue, ue_peer, r1, w1, r2, w2):
+            s.close()
