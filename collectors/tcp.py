@@ -52,9 +52,9 @@ import pandas as pd
 
 from airlink.traces.errors import AirlinkError
 from airlink.traces.schema import validate
-
-from ._capture import _records
 from airlink.traces.units import parse_duration
+
+from ._capture import _records      # the C loops (None when not built or AIRLINK_PURE_PYTHON)
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 M32 = 1 << 32
