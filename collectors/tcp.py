@@ -54,7 +54,11 @@ from airlink.traces.errors import AirlinkError
 from airlink.traces.schema import validate
 from airlink.traces.units import parse_duration
 
-from ._capture import _records      # the C loops (None when not built or AIRLINK_PURE_PYTHON)
+from ._capture import _records as _built
+
+# the analysis loops in C (None when the extension is not built, is an older build without
+# them, or AIRLINK_PURE_PYTHON is set: the numpy forms run)
+_records = _built if all(hasattr(_built, f) for f in ("ts_echo", "unwrap", "cummax")) else None
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 M32 = 1 << 32
