@@ -159,7 +159,7 @@ class LiveStage:
         """The ``cell:`` section: ``airlink cell`` (inside the ``delay``/``loss`` shells), every
         UE running its own applications (``python -m airlink.experiment inside`` picks them
         by ``$AIRLINK_UE``)."""
-        cfg = cell.resolve()
+        cfg = cell.resolve(preset_path=self.exp.cell_preset_path())
         n = int(cfg["n_users"])
         set_file = None
         if cell.overrides:

@@ -285,9 +285,11 @@ class Cell(_Model):
                     queue_args=None if self.queue == "infinite" else self.queue_args, uplink=self.uplink,
                     warmup_bytes=self.warmup, late_after=self.late_after, realtime=self.realtime)
 
-    def resolve(self) -> dict:
+    def resolve(self, *, preset_path=None) -> dict:
         """The simulator's full parameter set of this cell (preset <- ``set`` <- users, tti,
-        scheduler); an unknown parameter or preset is an AirlinkError naming its key path."""
+        scheduler); an unknown parameter or preset is an AirlinkError naming its key path.
+        ``preset_path``: the preset file as found from the experiment's folder (None: ``preset``
+        as written)."""
         from airlink.sim.engine import ALIASES, DEFAULTS, resolve_config
         for key in self.overrides:
             if ALIASES.get(key, key) not in DEFAULTS:
@@ -297,7 +299,7 @@ class Cell(_Model):
             if value is not None:
                 over[key] = value
         try:
-            return resolve_config(self.preset, over)
+            return resolve_config(preset_path or self.preset, over)
         except AirlinkError as exc:
             raise AirlinkError(f"cell.preset: {exc}") from None
 
@@ -455,13 +457,21 @@ class Experiment:
         alt = self.base / p
         return alt if alt.exists() else p
 
+    def cell_preset_path(self) -> str | None:
+        """The ``cell.preset`` file as found by :meth:`resolve`, or None (a preset name)."""
+        preset = self.model.cell.preset if self.model.cell is not None else None
+        if preset is None or not str(preset).endswith((".yaml", ".yml")):
+            return None
+        p = self.resolve(preset)
+        return str(p) if p.is_file() else None
+
     def check(self) -> "Experiment":
         """Validate ``spec`` again (after a change to it) and refresh ``model``."""
         where = str(self.path.name if self.path else "experiment")
         self.model = validate_spec(self.spec, where=where)
         if self.model.cell is not None:
             try:
-                cfg = self.model.cell.resolve()
+                cfg = self.model.cell.resolve(preset_path=self.cell_preset_path())
                 self.model.cell.per_ue(int(cfg["n_users"]))
             except AirlinkError as exc:
                 raise AirlinkError(f"{where}: {exc}") from None

@@ -463,3 +463,22 @@ def test_a_damaged_cell_file_is_a_note_not_a_crash(tmp_path, damage):
         (out / name).write_text(text)
     page = build_report_html(out)
     assert "Live cell" in page and "</html>" in page
+
+
+def test_a_preset_file_is_found_beside_the_experiment(tmp_path, monkeypatch):
+    """cell.preset may name a YAML file relative to the experiment file (not the working
+    directory); the UE count it sets bounds cell.ues, and a sweep fingerprints the file."""
+    (tmp_path / "my-preset.yaml").write_text("preset: quick\nn_users: 3\n")
+    (tmp_path / "exp.yaml").write_text("name: r\ncell: {preset: my-preset.yaml, ues: {3: [bulk]}}\n")
+    monkeypatch.chdir(REPO)
+    exp = load_experiment(tmp_path / "exp.yaml")
+    assert exp.cell_preset_path() == str(tmp_path / "my-preset.yaml")
+    assert [len(a) for a in exp.model.cell.per_ue(3)] == [0, 0, 1]
+    (tmp_path / "exp.yaml").write_text("name: r\ncell: {preset: my-preset.yaml, ues: {4: [bulk]}}\n")
+    with pytest.raises(AirlinkError, match="exp.yaml: cell.ues.4: UE 4 but the cell has 3 UEs"):
+        load_experiment(tmp_path / "exp.yaml")
+    from airlink.sweep.campaign import _inputs
+    exp = load_experiment(tmp_path / "exp.yaml", overrides={"cell.ues": {"3": ["bulk"]}})
+    import hashlib
+    digest = hashlib.sha256((tmp_path / "my-preset.yaml").read_bytes()).hexdigest()
+    assert _inputs(exp) == {str(tmp_path / "my-preset.yaml"): digest}
