@@ -26,10 +26,14 @@ Needs root, tcpdump. Every namespace, server and capture it starts is gone when 
 The machine this ran on was shared: the load average is recorded with every run, and so are
 the late TTIs (a late TTI is decided and served late, never stretched: see docs/cell.md).
 
-    sudo .venv/bin/python benchmarks/repro_cell.py kakuda --out repro/kakuda
-    sudo .venv/bin/python benchmarks/repro_cell.py evdo --out repro/evdo
-    sudo .venv/bin/python benchmarks/repro_cell.py mattar --out repro/mattar
-    sudo .venv/bin/python benchmarks/repro_cell.py all --out repro      # the three, ~12 min
+    sudo .venv/bin/python benchmarks/repro_cell.py kakuda --out repro/kakuda    # 12 runs, ~5 min
+    sudo .venv/bin/python benchmarks/repro_cell.py evdo --out repro/evdo        # 3 runs, ~2 min
+    sudo .venv/bin/python benchmarks/repro_cell.py mattar --out repro/mattar    # 6 runs, ~9 min
+    sudo .venv/bin/python benchmarks/repro_cell.py all --out repro              # the three, ~16 min
+
+Each study prints one line per run and writes OUT/results.json (every number, the command,
+late TTIs, load); OUT/<run>/ keeps the MAC log, stats, the applications' results and the
+``airlink collect`` frames (the capture itself only with ``--keep``).
 """
 from __future__ import annotations
 
