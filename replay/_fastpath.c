@@ -27,9 +27,13 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,6 +97,7 @@ typedef struct {
     Packet *in_service; /* its segment `seg` is served; [lo, seg) done, not yet emitted */
     int seg;
     long long seg_left; /* bytes of segment `seg` still to serve; 0: not started */
+    unsigned char keep[65536];  /* per-segment verdicts of one arrival (loss, droptail) */
 } Stage;
 
 /* Where departures go: a file descriptor, or a Python list (the push/pull test API). */
@@ -306,8 +311,6 @@ static void detach_service_tail(Stage *s) {
     s->seg = 0;
 }
 
-static unsigned char keep_buf[65536];
-
 static void stage_push(Stage *s, Packet *p, int64_t now) {
     int n = p->nseg;
     s->superpackets += n > 1;
@@ -336,11 +339,11 @@ static void stage_push(Stage *s, Packet *p, int64_t now) {
                 else if (rng_uniform(&s->rng) < s->p_gb) s->bad = 1;
                 lost = rng_uniform(&s->rng) < (s->bad ? s->loss_b : s->loss_g);
             }
-            keep_buf[i] = !lost;
+            s->keep[i] = !lost;
             if (lost) { lost_any = 1; s->drop_p++; s->drop_b += wire(p, i, i + 1); }
         }
         if (!lost_any) fifo_push(&s->q, p);
-        else push_kept(s, &s->q, p, keep_buf);
+        else push_kept(s, &s->q, p, s->keep);
         return;
     }
     case K_LINK: {
@@ -354,12 +357,12 @@ static void stage_push(Stage *s, Packet *p, int64_t now) {
                 long long w = wire(p, i, i + 1);
                 int over = (s->lim_packets && count + 1 > s->lim_packets) ||
                            (s->lim_bytes && bytes + w > s->lim_bytes);
-                keep_buf[i] = !over;
+                s->keep[i] = !over;
                 if (over) { dropped = 1; s->drop_p++; s->drop_b += w; }
                 else { count++; bytes += w; }
             }
             if (!dropped) fifo_push(&s->q, p);
-            else push_kept(s, &s->q, p, keep_buf);
+            else push_kept(s, &s->q, p, s->keep);
             return;
         }
         fifo_push(&s->q, p);
@@ -638,11 +641,10 @@ static PyObject *fp_link(PyObject *self, PyObject *args) {
     return (PyObject *)s;
 }
 
-static long long read_into(int fd, Stage *s, int64_t now) {
+static long long read_into(int fd, Stage *s, int64_t now, unsigned char *buf) {
     long long n = 0;
-    static unsigned char buf[READ_BUFFER];
     for (int i = 0; i < READ_BATCH; i++) {
-        ssize_t r = read(fd, buf, sizeof buf);
+        ssize_t r = read(fd, buf, READ_BUFFER);
         if (r < 0) break;               /* EAGAIN: drained */
         Packet *p = new_packet(s, buf, r);
         if (!p) continue;
@@ -659,6 +661,7 @@ static PyObject *fp_relay(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "iiiO!O!", &outer, &inner, &stop, &StageType, &down, &StageType, &up))
         return NULL;
     long long wakeups = 0;
+    static unsigned char buf[READ_BUFFER];
     Sink to_inner = {inner, NULL, 0}, to_outer = {outer, NULL, 0};
     int64_t drain_until = -1;
     struct pollfd fds[3] = {{outer, POLLIN, 0}, {inner, POLLIN, 0}, {stop, POLLIN, 0}};
@@ -709,10 +712,158 @@ static PyObject *fp_relay(PyObject *self, PyObject *args) {
         now = now_ns();
         stage_pull(down, now, &to_inner);
         stage_pull(up, now, &to_outer);
-        if (fds[0].revents & POLLIN) read_into(outer, down, now);
-        if (fds[1].revents & POLLIN) read_into(inner, up, now);
+        if (fds[0].revents & POLLIN) read_into(outer, down, now, buf);
+        if (fds[1].revents & POLLIN) read_into(inner, up, now, buf);
     }
     return Py_BuildValue("{s:L,s:L}", "write_errors", to_inner.errors + to_outer.errors, "wakeups", wakeups);
+}
+
+/* ---- one thread per direction ------------------------------------------------------ */
+
+/* What the two directions share: when the drain after CMD's exit ends, when a packet last
+   moved, whether each is idle, and a request to quit (an error or a Python exception). */
+typedef struct {
+    _Atomic int64_t drain_until;    /* -1: CMD still runs */
+    _Atomic int64_t last_move;
+    _Atomic int idle[2];
+    _Atomic int quit;
+} Shared;
+
+typedef struct {
+    int me, in_fd, stop_fd, wake_fd, other_wake_fd;
+    Stage *st;
+    Sink out;
+    Shared *sh;
+    unsigned char *buf;
+    long long wakeups;
+    int error;                      /* errno that ended this direction, 0 */
+    int python_error;               /* main thread: a signal handler raised */
+} Dir;
+
+static void wake(int fd) {
+    uint64_t one = 1;
+    if (write(fd, &one, sizeof one) < 0) { /* the other side reads it or has ended */ }
+}
+
+static void quit_both(Dir *d) {
+    atomic_store(&d->sh->quit, 1);
+    wake(d->other_wake_fd);
+}
+
+/* The loop of one direction: read in_fd, the stage, write out. Same rules as relay. */
+static void *dir_loop(void *arg) {
+    Dir *d = arg;
+    Shared *sh = d->sh;
+    struct pollfd fds[3] = {{d->in_fd, POLLIN, 0}, {d->wake_fd, POLLIN, 0}, {d->stop_fd, POLLIN, 0}};
+    int nfds = d->stop_fd >= 0 ? 3 : 2;
+    for (;;) {
+        if (atomic_load(&sh->quit)) break;
+        int64_t now = now_ns();
+        long long before = d->st->dep_p;
+        stage_pull(d->st, now, &d->out);
+        if (d->st->dep_p != before) atomic_store(&sh->last_move, now);
+        int64_t t = stage_next(d->st), wait = -1;
+        if (t >= 0) { wait = t - now_ns(); if (wait < 0) wait = 0; }
+        int64_t drain = atomic_load(&sh->drain_until);
+        if (drain >= 0) {
+            int64_t left = drain - now_ns();
+            if (left <= 0) break;
+            atomic_store(&sh->idle[d->me], t < 0);
+            if (t < 0 && atomic_load(&sh->idle[1 - d->me]) &&
+                now_ns() - atomic_load(&sh->last_move) >= DRAIN_QUIET_NS)
+                break;                  /* both drained and quiet */
+            int64_t cap = t < 0 ? (DRAIN_QUIET_NS < left ? DRAIN_QUIET_NS : left) : left;
+            if (wait < 0 || wait > cap) wait = cap;
+        }
+        struct timespec ts, *tsp = NULL;
+        if (wait >= 0) { ts.tv_sec = wait / 1000000000LL; ts.tv_nsec = wait % 1000000000LL; tsp = &ts; }
+        int r;
+        if (d->me == 0) {
+            Py_BEGIN_ALLOW_THREADS
+            r = ppoll(fds, nfds, tsp, NULL);
+            Py_END_ALLOW_THREADS
+        } else {
+            r = ppoll(fds, nfds, tsp, NULL);
+        }
+        if (r < 0) {
+            if (errno != EINTR) { d->error = errno; quit_both(d); break; }
+            if (d->me == 0 && PyErr_CheckSignals() < 0) { d->python_error = 1; quit_both(d); break; }
+            continue;
+        }
+        d->wakeups++;
+        if (r == 0) continue;
+        if (fds[1].revents & POLLIN) break;     /* the other direction asks to end */
+        if (nfds == 3 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+            nfds = 2;
+            int64_t expected = -1;
+            atomic_compare_exchange_strong(&sh->drain_until, &expected, now_ns() + DRAIN_MAX_NS);
+            continue;
+        }
+        if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            d->error = ENODEV;          /* a TUN device removed from outside */
+            quit_both(d);
+            break;
+        }
+        now = now_ns();
+        before = d->st->dep_p;
+        stage_pull(d->st, now, &d->out);
+        if ((fds[0].revents & POLLIN) && read_into(d->in_fd, d->st, now, d->buf) > 0)
+            atomic_store(&sh->last_move, now);
+        else if (d->st->dep_p != before)
+            atomic_store(&sh->last_move, now);
+    }
+    atomic_store(&sh->idle[d->me], 1);
+    return NULL;
+}
+
+/* relay_threads(outer_fd, inner_fd, stop_fd, downlink, uplink): relay with the downlink in
+   this thread and the uplink in a second one (each direction's kernel work - the
+   receiver's TCP on writes inward, the sender's on writes outward - runs in its own
+   thread, so a busy machine gives the shell two shares of CPU). Same results. */
+static PyObject *fp_relay_threads(PyObject *self, PyObject *args) {
+    int outer, inner, stop;
+    Stage *down, *up;
+    if (!PyArg_ParseTuple(args, "iiiO!O!", &outer, &inner, &stop, &StageType, &down, &StageType, &up))
+        return NULL;
+    Shared sh;
+    atomic_init(&sh.drain_until, -1);
+    atomic_init(&sh.last_move, now_ns());
+    atomic_init(&sh.idle[0], 0);
+    atomic_init(&sh.idle[1], 0);
+    atomic_init(&sh.quit, 0);
+    int w0 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), w1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    unsigned char *buf0 = malloc(READ_BUFFER), *buf1 = malloc(READ_BUFFER);
+    if (w0 < 0 || w1 < 0 || !buf0 || !buf1) {
+        if (w0 >= 0) close(w0);
+        if (w1 >= 0) close(w1);
+        free(buf0); free(buf1);
+        return PyErr_NoMemory();
+    }
+    Dir d0 = {0, outer, stop, w0, w1, down, {inner, NULL, 0}, &sh, buf0, 0, 0, 0};
+    Dir d1 = {1, inner, stop, w1, w0, up, {outer, NULL, 0}, &sh, buf1, 0, 0, 0};
+    pthread_t th;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);     /* signals stay with this (Python's) thread */
+    int rc = pthread_create(&th, NULL, dir_loop, &d1);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        close(w0); close(w1); free(buf0); free(buf1);
+        errno = rc;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    dir_loop(&d0);
+    wake(w1);                                   /* this direction ended: so does the other */
+    atomic_store(&sh.quit, 1);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(th, NULL);
+    Py_END_ALLOW_THREADS
+    close(w0); close(w1); free(buf0); free(buf1);
+    if (d0.python_error) return NULL;
+    int err = d0.error ? d0.error : d1.error;
+    if (err) { errno = err; return PyErr_SetFromErrno(PyExc_OSError); }
+    return Py_BuildValue("{s:L,s:L,s:i}", "write_errors", d0.out.errors + d1.out.errors,
+                         "wakeups", d0.wakeups + d1.wakeups, "threads", 2);
 }
 
 static PyMethodDef methods[] = {
@@ -722,6 +873,8 @@ static PyMethodDef methods[] = {
     {"link", fp_link, METH_VARARGS,
      "link(capacity_float64_bytes, tti_ns_num, tti_ns_den, start_ns, queue_kind, packets, bytes)."},
     {"relay", fp_relay, METH_VARARGS, "relay(outer_fd, inner_fd, stop_fd, downlink, uplink)."},
+    {"relay_threads", fp_relay_threads, METH_VARARGS,
+     "relay_threads(outer_fd, inner_fd, stop_fd, downlink, uplink): one thread per direction."},
     {NULL}
 };
 

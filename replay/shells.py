@@ -19,7 +19,7 @@ from airlink.traces.errors import AirlinkError
 
 from . import loop as _loop
 from .queues import make_queue
-from .stages import DelaySeries, DelayStage, LinkStage, LossStage, Stage, TTILogWriter, offload_wanted
+from .stages import DelaySeries, DelayStage, LinkStage, LossStage, Stage, TTILogWriter, offload_wanted, relay_threads
 
 KILL_GRACE_S = 3.0   # after SIGTERM/SIGHUP/SIGINT (or the end of a --once trace), CMD is killed
 
@@ -75,7 +75,8 @@ class _Shell:
             try:
                 if None not in fast:
                     from . import _fastpath
-                    counters = _fastpath.relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast)
+                    relay = _fastpath.relay_threads if relay_threads() == 2 else _fastpath.relay
+                    counters = relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast)
                     counters["engine"] = "c"
                 else:
                     counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,

@@ -73,9 +73,9 @@ def test_disk_full_while_logging(test_ns, tmp_path, tiny_disk):
     assert_clean(test_ns, marker.read_text().strip())
 
 
-@pytest.mark.parametrize("engine", ["c", "python"])
+@pytest.mark.parametrize("engine", ["c", "c-2-threads", "python"])
 def test_tun_device_removed_under_a_running_shell(test_ns, tmp_path, engine):
-    if engine == "c":
+    if engine.startswith("c"):
         from airlink.replay.stages import _fastpath
         if _fastpath() is None:
             pytest.skip("the C fast path was not built here (no compiler at install)")
@@ -84,7 +84,8 @@ def test_tun_device_removed_under_a_running_shell(test_ns, tmp_path, engine):
     log = ["--downlink-log", tmp_path / "down.log"] if engine == "python" else []
     p = test_ns.popen([AIRLINK, "link", str(_constant_trace(tmp_path)), *map(str, log), "--", "sh", "-c",
                        NS_MARK.format(marker=marker) + "iperf3 -c $AIRLINK_BASE -p 5302 -R -t 30 >/dev/null"],
-                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                      env={"AIRLINK_RELAY_THREADS": "2" if engine == "c-2-threads" else "1"})
     deadline = time.monotonic() + 20
     while not marker.exists():
         assert p.poll() is None and time.monotonic() < deadline, "CMD did not start"

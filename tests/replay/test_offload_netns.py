@@ -58,9 +58,9 @@ def constant_trace(path, mbps):
     return path
 
 
-@pytest.mark.parametrize("offload", ["1", "0"])
+@pytest.mark.parametrize("offload,threads", [("1", "1"), ("0", "1"), ("1", "2")])
 @pytest.mark.parametrize("chain", ["link", "delay+loss+link"])
-def test_tcp_stream_crosses_cut_super_packets_intact(test_ns, tmp_path, offload, chain):
+def test_tcp_stream_crosses_cut_super_packets_intact(test_ns, tmp_path, offload, threads, chain):
     trace = constant_trace(tmp_path / "c.down", 120)
     link = ["link", trace, "--downlink-queue", "droptail", "--downlink-queue-args", "packets=60",
             "--stats", tmp_path / "link.json"]
@@ -69,7 +69,7 @@ def test_tcp_stream_crosses_cut_super_packets_intact(test_ns, tmp_path, offload,
          "--seed", "5", "--stats", tmp_path / "loss.json", "airlink", *link]
     start_server(test_ns)
     r = test_ns.airlink(*argv, "--", sys.executable, "-c", CLIENT.format(port=PORT), timeout=120,
-                        env={"AIRLINK_OFFLOAD": offload})
+                        env={"AIRLINK_OFFLOAD": offload, "AIRLINK_RELAY_THREADS": threads})
     assert r.returncode == 0, r.stderr
     want = hashlib.sha256(random.Random(7).randbytes(SIZE)).hexdigest()
     assert r.stdout.split() == [str(SIZE), want]
@@ -81,6 +81,7 @@ def test_tcp_stream_crosses_cut_super_packets_intact(test_ns, tmp_path, offload,
         assert_conserved(st)
         assert st["offload"] is (offload == "1")
         assert st["engine"] == "c"
+        assert st.get("threads", 1) == int(threads)
         if name == "link" and offload == "1":
             # super-packets arrived and the 1.5 kB-per-0.1 ms budgets (and the queue) cut them
             assert st["downlink"]["superpackets"] > 0
