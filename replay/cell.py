@@ -480,7 +480,7 @@ class _LiveCell:
     def _release(self):
         """Hand the current chunk back to the radio process (its rows go to the MAC log)."""
         if self.slot is not None:
-            self.feed.release(self.slot, self.rows, self.inp.k0, self.wall_start_ns + self.start_ns - self.base_mono)
+            self.feed.release(self.slot, self.rows, self.inp.k0, self.wall_tti0_ns)
             self.slot = None
 
     def _tti(self, k, now):
@@ -727,6 +727,7 @@ class _LiveCell:
         arrived (or were dropped) before count in TTI 0's row of the MAC log."""
         self._new_chunk(self._first)
         self.start_ns = time.monotonic_ns()
+        self.wall_tti0_ns = time.time_ns()         # the MAC log's time of TTI 0
         return True
 
     def _may_start(self, warmup, running) -> bool:

@@ -155,16 +155,22 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs):
     each UE's application received is what left its queue. Through the Python packet path
     (Mahimahi logs asked for) and the C one (the common configuration), with drop-tail and
     drop-head queues."""
+    t_before = time.time_ns()
     r = test_ns.airlink("cell", "--preset", "quick", *SMALL, "--users", "3", "--seed", "1",
                         "--scheduler", "maxcir", "--queue", queue, "--queue-args", "packets=40",
                         "--mac-log", tmp_path / "mac.parquet", "--stats", tmp_path / "stats.json",
                         *(["--log-dir", tmp_path / "logs"] if logs else []), "--",
                         sys.executable, udp_source, "1.5e6", "1.5", "60", timeout=60,
                         env={"UE_OUT": str(tmp_path)})
+    t_after = time.time_ns()
     assert r.returncode == 0, r.stderr
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["packet_path"] == ("C" if not logs and _c_path_built() else "Python")
     mac = _mac(tmp_path / "mac.parquet")
+    # the MAC log's times are the TTIs' wall-clock times: inside the run, one TTI apart
+    times = mac["served_bytes"].index.as_unit("ns").asi8
+    assert t_before <= times[0] and times[-1] <= t_after, (t_before, times[0], times[-1], t_after)
+    assert (np.diff(times) == 1_000_000).all()
     for ue in stats["ues"]:
         d = ue["downlink"]
         assert d["arrivals_packets"] == d["departures_packets"] + d["drops_packets"] + d["queued_packets"], d
