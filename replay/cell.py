@@ -35,7 +35,6 @@ from __future__ import annotations
 import gc
 import ipaddress
 import json
-import math
 import os
 import resource
 import select
