@@ -206,15 +206,16 @@ class Artifacts:
     @cached_property
     def flow_labels(self) -> dict:
         """flow id -> "flow N (cc)" from the applications in run.json (matched by the
-        client's address and port), else "flow N"."""
+        client's address and port; "UE u flow N (cc)" in a cell run), else "flow N"."""
         out = {}
         apps = (self.run_info or {}).get("applications") or []
-        local = {a.get("local"): a.get("cc") for a in apps if a.get("local")}
+        local = {a.get("local"): a for a in apps if a.get("local")}
         if self.flows is None or not local:
             return out
         for _, f in self.flows.iterrows():
             for a, b in ((f.get("src"), f.get("sport")), (f.get("dst"), f.get("dport"))):
-                cc = local.get(f"{a}:{b}")
-                if cc:
-                    out[f["flow"]] = f"flow {f['flow']} ({cc})"
+                app = local.get(f"{a}:{b}")
+                if app and app.get("cc"):
+                    ue = f"UE {app['ue']} " if app.get("ue") is not None else ""
+                    out[f["flow"]] = f"{ue}flow {f['flow']} ({app['cc']})"
         return out

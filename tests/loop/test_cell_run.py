@@ -157,6 +157,16 @@ def _departed_bytes(log: Path) -> int:
     return total
 
 
+def _stages_and_notes(stdout: str) -> str:
+    """What a failed run's --json says, short: its stages and notes."""
+    try:
+        info = json.loads(stdout)
+    except ValueError:
+        return stdout[-3000:]
+    return json.dumps({"stages": info.get("stages"), "notes": info.get("notes"),
+                       "applications": info.get("applications")}, indent=1)
+
+
 @pytest.fixture(scope="module")
 def cell_run(tmp_path_factory, root_netns):
     """A 2-UE cell (quick preset, PF, 100-packet queues) behind 5 ms of delay: UE 1 a cubic
@@ -178,7 +188,7 @@ def cell_run(tmp_path_factory, root_netns):
         out = tmp / "out"
         r = subprocess.run(["ip", "netns", "exec", ns, *AIRLINK, "run", str(exp), "-o", str(out), "--live",
                             "--json", "--quiet"], capture_output=True, text=True, timeout=400, cwd=REPO)
-        assert r.returncode == 0, r.stderr + r.stdout
+        assert r.returncode == 0, r.stderr + _stages_and_notes(r.stdout)
         left = subprocess.run(["ip", "netns", "exec", ns, "ip", "-o", "link"], capture_output=True, text=True).stdout
         assert "tun" not in left, left           # the cell took its devices with it
         return out, json.loads(r.stdout)
@@ -293,6 +303,10 @@ def test_cell_report_page(cell_run):
     assert "airlink infer fairness cell-mac.parquet --json" in page
     n_fig = page.count('<img class="plot"')
     assert n_fig >= 6, n_fig
+    from airlink.report import Artifacts
+    labels = sorted(Artifacts(out).flow_labels.values())      # the goodput figure's legend
+    assert len(labels) == 2 and re.fullmatch(r"UE 1 flow \d+ \(cubic\)", labels[0]), labels
+    assert re.fullmatch(r"UE 2 flow \d+ \(reno\)", labels[1]), labels
 
 
 @pytest.mark.netns
