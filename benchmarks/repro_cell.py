@@ -26,10 +26,10 @@ Needs root, tcpdump. Every namespace, server and capture it starts is gone when 
 The machine this ran on was shared: the load average is recorded with every run, and so are
 the late TTIs (a late TTI is decided and served late, never stretched: see docs/cell.md).
 
-    sudo .venv/bin/python benchmarks/repro_cell.py kakuda --out repro/kakuda    # 12 runs, ~5 min
-    sudo .venv/bin/python benchmarks/repro_cell.py evdo --out repro/evdo        # 3 runs, ~2 min
-    sudo .venv/bin/python benchmarks/repro_cell.py mattar --out repro/mattar    # 6 runs, ~9 min
-    sudo .venv/bin/python benchmarks/repro_cell.py all --out repro              # the three, ~16 min
+    sudo .venv/bin/python benchmarks/repro_cell.py kakuda --out results/repro/kakuda    # 12 runs, ~5 min
+    sudo .venv/bin/python benchmarks/repro_cell.py evdo --out results/repro/evdo        # 3 runs, ~2 min
+    sudo .venv/bin/python benchmarks/repro_cell.py mattar --out results/repro/mattar    # 6 runs, ~9 min
+    sudo .venv/bin/python benchmarks/repro_cell.py all --out results/repro              # the three, ~16 min
 
 Each study prints one line per run and writes OUT/results.json (every number, the command,
 late TTIs, load); OUT/<run>/ keeps the MAC log, stats, the applications' results and the
@@ -361,7 +361,7 @@ def mattar(args, out: Path) -> list:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("study", choices=["kakuda", "evdo", "mattar", "all"])
-    ap.add_argument("--out", default="repro-cell", help="folder for every run's MAC log, stats and results")
+    ap.add_argument("--out", default="results/repro-cell", help="folder for every run's MAC log, stats and results")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=None, help="length of each download (default per study)")
     ap.add_argument("--keep", action="store_true", help="keep the captures")
