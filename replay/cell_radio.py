@@ -14,7 +14,8 @@ live columns, which the process turns into the MAC log's rows once the shell has
 the chunk; then it refills the slot with the next chunk's inputs.
 
 Protocol (pickled messages over a ``SOCK_SEQPACKET`` socket pair, all in order):
-shell -> process ``("fill", slot, k0, n)``, ``("mac", slot, rows, k0, wall_start_ns)``,
+shell -> process ``("fill", slot, k0, n)``, ``("done", slot, rows, k0, wall_start_ns)`` (the
+shell wrote ``rows`` rows of the slot: MAC log rows),
 ``("close",)``; process -> shell ``("ready", slot, k0, n)``, ``("closed", cpu_s)``,
 ``("error", message)``. The process dies with the shell (``PR_SET_PDEATHSIG``), ignores
 Ctrl-C (the shell forwards it to the UEs and ends the run itself) and ends when its socket
@@ -65,6 +66,7 @@ class Slot:
 
     def __init__(self, buf, base, layout):
         self.out, self.live = {}, {}
+        self.used = 0           # rows of out/live the shell wrote (fresh memory is zeros)
         for group, name, shape, dtype, offset in layout:
             a = np.ndarray(shape, dtype=dtype, buffer=buf, offset=base + offset)
             if group == "in":
@@ -84,7 +86,8 @@ class Slot:
             self.sinr_db[:n] = inp.sinr_db
             self.sinr_rep_db[:n] = inp.sinr_rep_db
         for a in (*self.out.values(), *self.live.values()):
-            a[:n] = 0
+            a[:self.used] = 0
+        self.used = 0
 
 
 class RadioFeed:
@@ -107,8 +110,8 @@ class RadioFeed:
         out_types = {k: v.dtype for k, v in radio.new_outputs(1).items()}
         layout, size = _layout(self.rows, n_u, n_c, radio.n_slots, out_types)
         self.n_slots = ahead + 1
-        # MAP_POPULATE: the shell's page table maps every page now, not with a fault at a TTI
-        self._mm = mmap.mmap(-1, size * self.n_slots, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+        # anonymous shared memory: zero-filled, its pages allocated as they are first written
+        self._mm = mmap.mmap(-1, size * self.n_slots)
         self.slots = [Slot(self._mm, i * size, layout) for i in range(self.n_slots)]
         self._free = deque(range(self.n_slots))
         self._pending = deque()          # (slot, k0, n) asked for, in order
@@ -173,8 +176,8 @@ class RadioFeed:
     def release(self, slot: int, rows: int, k0: int, wall_start_ns: int):
         """The shell is done with ``slot``: write its ``rows`` first rows to the MAC log, then
         make the next chunk in it."""
-        if self.mac is not None and rows > 0:
-            self._send("mac", slot, rows, k0, wall_start_ns)
+        if rows > 0:
+            self._send("done", slot, rows, k0, wall_start_ns)
         self._free.append(slot)
         if self._k_next < self.horizon:
             self._ask()
@@ -227,12 +230,14 @@ def _child(parent, sock, feed: RadioFeed):   # pragma: no cover - runs in the fo
                     _, slot, k0, n = msg
                     feed.slots[slot].fill(radio.inputs(k0, n, mac_log=mac is not None), mac is not None)
                     sock.send(pickle.dumps(("ready", slot, k0, n)))
-                elif msg[0] == "mac":
+                elif msg[0] == "done":
                     _, slot, rows, k0, wall = msg
                     s = feed.slots[slot]
-                    mac.write({k: v[:rows] for k, v in s.out.items()}, {k: v[:rows] for k, v in s.live.items()},
-                              s.sinr_db[:rows], s.sinr_rep_db[:rows], k0, wall)
-                    written = True
+                    s.used = rows
+                    if mac is not None:
+                        mac.write({k: v[:rows] for k, v in s.out.items()}, {k: v[:rows] for k, v in s.live.items()},
+                                  s.sinr_db[:rows], s.sinr_rep_db[:rows], k0, wall)
+                        written = True
                 elif msg[0] == "close":
                     if mac is not None:
                         mac.close(written)
