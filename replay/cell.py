@@ -697,10 +697,10 @@ class _LiveCell:
                         self.arrivals_packets[u] += 1
                         self.arrivals_bytes[u] += len(p)
                         q = queues[u]
-                        before = q.drops_packets
+                        before = q.drops_packets, q.drops_bytes
                         q.enqueue(p, now)
                         if self.down_logs[u] is not None:
-                            self._log_arrival(u, now, p, q.drops_packets - before)
+                            self._log_arrival(u, now, p, q.drops_packets - before[0], q.drops_bytes - before[1])
                 elif fd in inner:
                     st = self.uplinks[inner.index(fd)]
                     for _ in range(READ_BATCH):
@@ -746,12 +746,14 @@ class _LiveCell:
             return bool((self._backlog >= warmup).all())
         return all(s.backlog(q)[0] >= warmup for s, q in zip(self.servers, self.queues))
 
-    def _log_arrival(self, u, now, p, dropped):
+    def _log_arrival(self, u, now, p, dropped, dropped_bytes):
+        """An arrival, and the packets it made the queue drop (itself, or older ones at the
+        head of a drop-head queue) with their bytes."""
         t_ms = (now - self.base_mono) / 1e6
         fmt = self.down_logs[u]._t
         self._log_lines[u].append(f"{fmt(round(t_ms, 3))} + {len(p)}\n")
         if dropped:
-            self._log_lines[u].append(f"{fmt(round(t_ms, 3))} d {dropped} {len(p) * dropped}\n")
+            self._log_lines[u].append(f"{fmt(round(t_ms, 3))} d {dropped} {dropped_bytes}\n")
 
     def _ue_of(self, p) -> int:
         """The UE (0-based) whose address part holds the packet's IPv4 destination, or -1."""

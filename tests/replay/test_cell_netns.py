@@ -147,8 +147,9 @@ def _c_path_built():
     return True
 
 
-@pytest.mark.parametrize("queue,logs", [("droptail", True), ("droptail", False), ("drophead", False)],
-                         ids=["python-path-droptail", "c-path-droptail", "c-path-drophead"])
+@pytest.mark.parametrize("queue,logs", [("droptail", True), ("drophead", True), ("droptail", False),
+                                        ("drophead", False)],
+                         ids=["python-path-droptail", "python-path-drophead", "c-path-droptail", "c-path-drophead"])
 def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs):
     """Per UE: packets in = out + dropped + still queued; the bytes the MAC log says were
     served equal the bytes that left the queue (up to the fractional carry, < 1 byte); what
@@ -194,6 +195,7 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs):
         assert ev.loc["arrival", "count"] == d["arrivals_packets"]
         assert ev.loc["departure", "sum"] == d["departures_bytes"]
         assert log.loc[log.event == "drop", "packets"].sum() == d["drops_packets"]
+        assert log.loc[log.event == "drop", "bytes"].sum() == d["drops_bytes"]
         assert ev.loc["opportunity", "sum"] == pytest.approx(served, abs=1.0)
         assert (log.loc[log.event == "departure", "delay_ms"] >= 0).all()
 
