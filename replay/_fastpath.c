@@ -144,7 +144,8 @@ static void parse_segments(Packet *p) {
     } else return;
     if (total != iplen || ipl < 20 || ipl + 8 > iplen) return;
     int l4;
-    if (proto == 6 && (type == VNET_GSO_TCPV4 || type == VNET_GSO_TCPV6)) l4 = (ip[ipl + 12] >> 4) * 4;
+    if (proto == 6 && (type == VNET_GSO_TCPV4 || type == VNET_GSO_TCPV6) && ipl + 20 <= iplen)
+        l4 = (ip[ipl + 12] >> 4) * 4;
     else if (proto == 17 && type == VNET_GSO_UDP_L4) l4 = 8;
     else return;
     if (l4 < 8 || ipl + l4 > iplen) return;

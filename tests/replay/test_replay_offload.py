@@ -255,3 +255,15 @@ def test_packets_without_gso_are_one_segment():
     deps, st = run_stage(link_maker([30.0]), [pkt], [0], 3 * TTI_NS, vnet=True)
     assert [p for tti in deps for p in tti] == [pkt]
     assert st["departures_packets"] == 1 and st["departures_bytes"] == len(ack)
+
+
+def test_gso_headers_the_shell_cannot_cut_leave_the_packet_whole():
+    """A header claiming TCP GSO on a packet without room for the TCP header, or on a
+    non-TCP packet, is one segment of its full length (no read past the packet)."""
+    short = bytes(IP(src="100.64.0.1", dst="100.64.0.2", proto=6) / Raw(b"\0" * 8))
+    icmp = bytes(IP(src="100.64.0.1", dst="100.64.0.2") / scapy_all.ICMP() / Raw(b"x" * 3000))
+    pkts = [struct.pack(HDR, NEEDS_CSUM, GSO_TCPV4, 28, 1448, 20, 16) + p for p in (short, icmp)]
+    deps, st = run_stage(link_maker([1e6]), pkts, [0, 0], 2 * TTI_NS, vnet=True)
+    assert [p for tti in deps for p in tti] == pkts
+    assert st["departures_packets"] == 2 and st["departures_bytes"] == len(short) + len(icmp)
+    assert st["superpackets"] == 0
