@@ -14,10 +14,13 @@
  *
  *     cell.wait(deadline_ns, pidfds)   -> index of a readable pidfd, or -1 at the deadline
  *     cell.backlog(bytes_f8)           -> the bytes each UE has queued (float64 array)
- *     cell.serve(budgets_i8, bb_f8, bp_i8, arr_f8, dp_i8, db_i8)
+ *     cell.serve(budgets_i8, bb_f8, bp_i8, arr_f8, dp_i8, db_i8[, t_end_ns])
  *         serve each UE's integer budget of bytes now (departures written to its TUN),
  *         then fill the row: backlog bytes/packets after service, arrivals bytes and
  *         drops packets/bytes since the previous serve() (the first: since the start)
+ *
+ *     cell.take_events()   -> with log=True: per UE, the arrivals, drops, opportunities and
+ *         departures since the last call (for the Mahimahi-format logs), as raw records
  *
  * A packet read at or after the deadline stays in the kernel until the TTI has been
  * decided: TTIs that ended before a packet was read are decided without it.
@@ -41,9 +44,18 @@ enum { Q_INFINITE = 0, Q_DROPTAIL = 1, Q_DROPHEAD = 2 };
 
 typedef struct Packet {
     struct Packet *next;
+    int64_t t;                  /* arrival (ns) */
     int len;
     unsigned char data[];
 } Packet;
+
+/* a logged event (the Mahimahi-format per-UE log, --log-dir): kind 0 arrival (len),
+   1 drop (len = packets, x = bytes), 2 opportunity (x = bytes granted), 3 departure
+   (len, x = its arrival time) */
+typedef struct {
+    int64_t t, x;
+    int32_t kind, len;
+} Event;
 
 typedef struct {
     Packet *head, *tail;
@@ -58,15 +70,17 @@ typedef struct {
     Packet *svc;                                           /* in service (outside the queue) */
     long long svc_left;
     int fd;
+    Event *ev;                                             /* logged events not yet taken */
+    Py_ssize_t nev, evcap;
 } UE;
 
 typedef struct {
     PyObject_HEAD
-    int n, outer_fd, qkind, shift;
+    int n, outer_fd, qkind, shift, log;
     uint32_t net_base, net_mask;
     long long lim_p, lim_b;
     UE *ue;
-    long long unroutable, write_errors, last_ns;
+    long long unroutable, write_errors, last_ns, log_lost;
     unsigned char *buf;
     struct pollfd *pfd;
 } Cell;
@@ -108,30 +122,51 @@ static int ue_of(Cell *c, const unsigned char *p, int len) {
     return (u >= 0 && u < c->n) ? (int)u : -1;
 }
 
-static void enqueue(Cell *c, UE *u, const unsigned char *data, int len) {
+static void log_event(Cell *c, UE *u, int kind, int64_t t, long long len, long long x) {
+    if (!c->log) return;
+    if (u->nev == u->evcap) {
+        Py_ssize_t cap = u->evcap ? 2 * u->evcap : 1024;
+        Event *e = realloc(u->ev, cap * sizeof(Event));
+        if (!e) { c->log_lost++; return; }
+        u->ev = e;
+        u->evcap = cap;
+    }
+    Event *e = &u->ev[u->nev++];
+    e->t = t; e->x = x; e->kind = kind; e->len = (int32_t)len;
+}
+
+static void enqueue(Cell *c, UE *u, const unsigned char *data, int len, int64_t now) {
     u->arr_p++;
     u->arr_b += len;
+    log_event(c, u, 0, now, len, 0);
     if (c->qkind == Q_DROPTAIL && over(c, u, 1, len)) {
         u->drop_p++;
         u->drop_b += len;
+        log_event(c, u, 1, now, 1, len);
         return;
     }
     Packet *p = malloc(sizeof(Packet) + len);
     if (!p) {                      /* no memory: the packet is lost, counted as a drop */
         u->drop_p++;
         u->drop_b += len;
+        log_event(c, u, 1, now, 1, len);
         return;
     }
+    p->t = now;
     p->len = len;
     memcpy(p->data, data, len);
     fifo_push(&u->q, p);
     if (c->qkind == Q_DROPHEAD) {
+        long long n = 0, b = 0;
         while (u->q.head && over(c, u, 0, 0)) {
             Packet *old = fifo_pop(&u->q);
-            u->drop_p++;
-            u->drop_b += old->len;
+            n++;
+            b += old->len;
             free(old);
         }
+        u->drop_p += n;
+        u->drop_b += b;
+        if (n) log_event(c, u, 1, now, n, b);
     }
 }
 
@@ -145,12 +180,13 @@ static int read_failure(void) {
    since moving one can cost tens of microseconds of the kernel's TCP work); 0 or an errno */
 static int read_outer(Cell *c, int64_t deadline) {
     for (int i = 0; i < READ_BATCH; i++) {
-        if (now_ns() >= deadline) break;
+        int64_t now = now_ns();
+        if (now >= deadline) break;
         ssize_t r = read(c->outer_fd, c->buf, MAX_PACKET);
         if (r < 0) return read_failure();
         int u = ue_of(c, c->buf, (int)r);
         if (u < 0) { c->unroutable++; continue; }
-        enqueue(c, &c->ue[u], c->buf, (int)r);
+        enqueue(c, &c->ue[u], c->buf, (int)r, now);
     }
     return 0;
 }
@@ -247,7 +283,8 @@ static PyObject *Cell_backlog(Cell *c, PyObject *arg) {
 
 static PyObject *Cell_serve(Cell *c, PyObject *args) {
     PyObject *o[6];
-    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
+    long long t_end = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOO|L", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &t_end)) return NULL;
     static const char *fmt[6] = {"q", "d", "q", "d", "q", "q"};
     static const char *what[6] = {"budgets", "backlog bytes", "backlog packets", "arrivals bytes",
                                   "drops packets", "drops bytes"};
@@ -274,6 +311,7 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
     for (int i = 0; i < c->n; i++) {
         UE *u = &c->ue[i];
         long long left = budget[i];
+        if (left > 0) log_event(c, u, 2, t_end, 0, left);
         while (left > 0) {
             if (!u->svc) {
                 u->svc = fifo_pop(&u->q);
@@ -288,6 +326,7 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
                 u->svc = NULL;
                 u->dep_p++;
                 u->dep_b += p->len;
+                log_event(c, u, 3, t_end, p->len, p->t);
                 if (write(u->fd, p->data, (size_t)p->len) < 0) c->write_errors++;
                 free(p);
             }
@@ -303,6 +342,19 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
     }
     for (int i = 0; i < 6; i++) PyBuffer_Release(&b[i]);
     Py_RETURN_NONE;
+}
+
+static PyObject *Cell_take_events(Cell *c, PyObject *Py_UNUSED(ignored)) {
+    PyObject *out = PyTuple_New(c->n);
+    if (!out) return NULL;
+    for (int i = 0; i < c->n; i++) {
+        UE *u = &c->ue[i];
+        PyObject *b = PyBytes_FromStringAndSize((const char *)u->ev, u->nev * (Py_ssize_t)sizeof(Event));
+        if (!b) { Py_DECREF(out); return NULL; }
+        PyTuple_SET_ITEM(out, i, b);
+        u->nev = 0;
+    }
+    return out;
 }
 
 static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
@@ -325,6 +377,7 @@ static void Cell_dealloc(Cell *c) {
             Packet *p;
             while ((p = fifo_pop(&c->ue[i].q))) free(p);
             free(c->ue[i].svc);
+            free(c->ue[i].ev);
         }
         PyMem_Free(c->ue);
     }
@@ -335,13 +388,14 @@ static void Cell_dealloc(Cell *c) {
 
 static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"outer_fd", "inner_fds", "net_base", "net_mask", "part_shift", "queue",
-                             "packets", "bytes", NULL};
+                             "packets", "bytes", "log", NULL};
     int outer, shift, qkind;
     unsigned long base, mask;
     long long lim_p, lim_b;
     PyObject *inner;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL", kwlist, &outer, &inner, &base, &mask, &shift,
-                                     &qkind, &lim_p, &lim_b))
+    int log = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL|p", kwlist, &outer, &inner, &base, &mask, &shift,
+                                     &qkind, &lim_p, &lim_b, &log))
         return -1;
     if (qkind < Q_INFINITE || qkind > Q_DROPHEAD || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
         PyErr_SetString(PyExc_ValueError, "bad queue kind, limit or part shift");
@@ -367,6 +421,7 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     c->net_mask = (uint32_t)mask;
     c->shift = shift;
     c->qkind = qkind;
+    c->log = log;
     c->lim_p = qkind == Q_INFINITE ? 0 : lim_p;
     c->lim_b = qkind == Q_INFINITE ? 0 : lim_b;
     return 0;
@@ -379,6 +434,8 @@ static PyMethodDef Cell_methods[] = {
     {"serve", (PyCFunction)Cell_serve, METH_VARARGS,
      "serve(budgets, backlog_bytes, backlog_packets, arrivals_bytes, drops_packets, drops_bytes)."},
     {"ue_stats", (PyCFunction)Cell_ue_stats, METH_O, "A UE's counters as a dict."},
+    {"take_events", (PyCFunction)Cell_take_events, METH_NOARGS,
+     "The logged events since the last call, per UE: bytes of (t, x int64; kind, len int32) records."},
     {NULL}
 };
 
@@ -386,6 +443,7 @@ static PyMemberDef Cell_members[] = {
     {"unroutable", T_LONGLONG, offsetof(Cell, unroutable), READONLY, "packets to no UE's address"},
     {"write_errors", T_LONGLONG, offsetof(Cell, write_errors), READONLY, "failed TUN writes"},
     {"last_packet_ns", T_LONGLONG, offsetof(Cell, last_ns), READONLY, "when packets last moved"},
+    {"log_lost", T_LONGLONG, offsetof(Cell, log_lost), READONLY, "events not logged for want of memory"},
     {NULL}
 };
 

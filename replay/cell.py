@@ -68,6 +68,8 @@ LOOP_SLICE_NS = 100_000         # ... and asks for a 0.1 ms time slice (the shor
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
 _C_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}   # queues of the C path (its constants)
+#: an event the C path logs for the Mahimahi-format logs (replay/_cellpath.c's Event)
+_EVENT = np.dtype([("t", "<i8"), ("x", "<i8"), ("kind", "<i4"), ("len", "<i4")])
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
@@ -401,9 +403,9 @@ class _LiveCell:
     """The real-time loop of one run (state and counters); see :class:`CellShell`.
 
     Packets move in C (:mod:`airlink.replay._cellpath`, with the GIL released between TTIs)
-    for the common configuration - unconstrained uplinks, no Mahimahi logs, an infinite,
-    drop-tail or drop-head queue - and in the Python loop otherwise (:meth:`loop_python`);
-    both run the same :meth:`_tti`."""
+    with unconstrained uplinks and an infinite, drop-tail or drop-head queue, and in the
+    Python loop otherwise (a constrained uplink: :meth:`loop_python`); both run the same
+    :meth:`_tti`."""
 
     def __init__(self, shell: CellShell, radio, feed, outer, namespaces, cmdline):
         self.shell, self.radio, self.feed = shell, radio, feed
@@ -439,9 +441,12 @@ class _LiveCell:
         cp = _cellpath()
         q0 = self.queues[0]
         self.path = None
-        if cp is not None and shell.uplink is None and shell.log_dir is None and q0.kind in _C_QUEUES:
+        self._c_logs = False
+        if cp is not None and shell.uplink is None and q0.kind in _C_QUEUES:
+            self._c_logs = shell.log_dir is not None
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
-                                _C_QUEUES[q0.kind], getattr(q0, "packets", 0), getattr(q0, "bytes", 0))
+                                _C_QUEUES[q0.kind], getattr(q0, "packets", 0), getattr(q0, "bytes", 0),
+                                log=self._c_logs)
         if shell.log_dir is not None:
             from airlink.traces import LinkLogWriter
             shell.log_dir.mkdir(parents=True, exist_ok=True)
@@ -512,7 +517,9 @@ class _LiveCell:
         self._budgets[:] = budgets
         if path is not None:
             path.serve(self._budgets, live["backlog_bytes"][i], live["backlog_packets"][i],
-                       live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i])
+                       live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i], t_end)
+            if self._c_logs:
+                self._log_events()
         else:
             self._serve_python(i, t_end)
         live["late"][i] = late_ns > self.shell.late_ns
@@ -545,6 +552,29 @@ class _LiveCell:
             if self.down_logs[u] is not None:
                 self._log_tti(u, t_end, budget, deps)
         self._arrivals_row(i)
+
+    def _log_events(self):
+        """The C path's logged events since the last call, as Mahimahi-format lines (the
+        same lines the Python path writes: :meth:`_log_arrival`, :meth:`_log_tti`)."""
+        base = self.base_mono
+        for u, raw in enumerate(self.path.take_events()):
+            if not raw:
+                continue
+            fmt = self.down_logs[u]._t
+            lines = self._log_lines[u]
+            for t, x, kind, n in np.frombuffer(raw, _EVENT).tolist():
+                tm = fmt(round((t - base) / 1e6, 3))
+                if kind == 0:
+                    lines.append(f"{tm} + {n}\n")
+                elif kind == 1:
+                    lines.append(f"{tm} d {n} {x}\n")
+                elif kind == 2:
+                    lines.append(f"{tm} # {x}\n")
+                else:
+                    lines.append(f"{tm} - {n} {int(round((t - x) / 1e6))}\n")
+            if len(lines) > 5000:
+                self.down_logs[u].write_lines("".join(lines))
+                lines.clear()
 
     def _arrivals_row(self, i):
         """Arrivals and drops since the previous TTI go to this TTI's row."""
@@ -784,6 +814,8 @@ class _LiveCell:
 
     def finish(self, statuses, *, cpu_s, page_faults, kernel) -> dict:
         now = time.monotonic_ns()
+        if self._c_logs:
+            self._log_events()
         for u in range(self.n):
             if self.down_logs[u] is not None:
                 self.down_logs[u].write_lines("".join(self._log_lines[u]))

@@ -147,26 +147,29 @@ def _c_path_built():
     return True
 
 
-@pytest.mark.parametrize("queue,logs", [("droptail", True), ("drophead", True), ("droptail", False),
-                                        ("drophead", False)],
-                         ids=["python-path-droptail", "python-path-drophead", "c-path-droptail", "c-path-drophead"])
-def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs):
+@pytest.mark.parametrize("queue,logs,uplink", [("droptail", True, True), ("drophead", True, True),
+                                               ("droptail", True, False), ("drophead", True, False),
+                                               ("droptail", False, False)],
+                         ids=["python-path-droptail", "python-path-drophead", "c-path-droptail",
+                              "c-path-drophead", "c-path-no-logs"])
+def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink):
     """Per UE: packets in = out + dropped + still queued; the bytes the MAC log says were
     served equal the bytes that left the queue (up to the fractional carry, < 1 byte); what
-    each UE's application received is what left its queue. Through the Python packet path
-    (Mahimahi logs asked for) and the C one (the common configuration), with drop-tail and
-    drop-head queues."""
+    each UE's application received is what left its queue; the Mahimahi-format log tells the
+    same. Through the Python packet path (a constrained uplink selects it; 100 Mbit/s holds
+    nothing back here) and the C one, with drop-tail and drop-head queues."""
     t_before = time.time_ns()
     r = test_ns.airlink("cell", "--preset", "quick", *SMALL, "--users", "3", "--seed", "1",
                         "--scheduler", "maxcir", "--queue", queue, "--queue-args", "packets=40",
                         "--mac-log", tmp_path / "mac.parquet", "--stats", tmp_path / "stats.json",
-                        *(["--log-dir", tmp_path / "logs"] if logs else []), "--",
+                        *(["--log-dir", tmp_path / "logs"] if logs else []),
+                        *(["--uplink", "100Mbit/s"] if uplink else []), "--",
                         sys.executable, udp_source, "1.5e6", "1.5", "60", timeout=60,
                         env={"UE_OUT": str(tmp_path)})
     t_after = time.time_ns()
     assert r.returncode == 0, r.stderr
     stats = json.loads((tmp_path / "stats.json").read_text())
-    assert stats["packet_path"] == ("C" if not logs and _c_path_built() else "Python")
+    assert stats["packet_path"] == ("C" if not uplink and _c_path_built() else "Python")
     mac = _mac(tmp_path / "mac.parquet")
     # the MAC log's times are the TTIs' wall-clock times: inside the run, one TTI apart
     times = mac["served_bytes"].index.as_unit("ns").asi8

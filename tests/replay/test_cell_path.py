@@ -50,6 +50,7 @@ class _Reference:
         self.arr = [0] * N
         self.seen = [(0, 0, 0)] * N
         self.unroutable = 0
+        self.events = [[] for _ in range(N)]      # (kind, len, x) as the C path logs them
 
     def arrive(self, p):
         dst = int.from_bytes(p[16:20], "big")
@@ -58,7 +59,12 @@ class _Reference:
             self.unroutable += 1
             return
         self.arr[u] += len(p)
-        self.q[u].enqueue(p, 0)
+        q = self.q[u]
+        before = q.drops_packets, q.drops_bytes
+        q.enqueue(p, 0)
+        self.events[u].append((0, len(p), 0))
+        if q.drops_packets > before[0]:
+            self.events[u].append((1, q.drops_packets - before[0], q.drops_bytes - before[1]))
 
     def serve(self, budgets):
         sent, row = [], []
@@ -66,6 +72,8 @@ class _Reference:
             deps = []
             self.srv[u].serve(self.q[u], int(budgets[u]), 0, deps)
             sent.append([d[0] for d in deps])
+            if budgets[u] > 0:
+                self.events[u] += [(2, 0, int(budgets[u]))] + [(3, len(d[0]), None) for d in deps]
             b, n = self.srv[u].backlog(self.q[u])
             q = self.q[u]
             a0, p0, b0 = self.seen[u]
@@ -89,7 +97,7 @@ def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args):
         q0 = make_queue(kind, args)
         cell = cp.Cell(outer_shell.fileno(), [p[0].fileno() for p in inner], int(BLOCK.network_address),
                        int(BLOCK.netmask), SHIFT, {"infinite": 0, "droptail": 1, "drophead": 2}[kind],
-                       getattr(q0, "packets", 0), getattr(q0, "bytes", 0))
+                       getattr(q0, "packets", 0), getattr(q0, "bytes", 0), log=True)
         ref = _Reference(kind, args)
         rows = {name: np.zeros(N, dtype) for name, dtype in (("bb", np.float64), ("bp", np.int64),
                                                              ("arr", np.float64), ("dp", np.int64),
@@ -112,8 +120,17 @@ def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args):
             assert cell.wait(time.monotonic_ns() + 3_000_000, []) == -1
             assert sorted(_drain(outer_test)) == sorted(ups)
             budgets = np.array([rng.choice([0, 0, 1, 700, 1499, 1500, 4000]) for _ in range(N)], np.int64)
-            cell.serve(budgets, rows["bb"], rows["bp"], rows["arr"], rows["dp"], rows["db"])
+            t_end = time.monotonic_ns()
+            cell.serve(budgets, rows["bb"], rows["bp"], rows["arr"], rows["dp"], rows["db"], t_end)
             sent, want = ref.serve(budgets)
+            # the log's events: the reference's, opportunities and departures at the TTI's end,
+            # each departure carrying its packet's arrival time (before the end)
+            for u, raw in enumerate(cell.take_events()):
+                ev = np.frombuffer(raw, [("t", "<i8"), ("x", "<i8"), ("kind", "<i4"), ("len", "<i4")])
+                want_ev, ref.events[u] = ref.events[u], []
+                assert [(k, n, x if k != 3 else None) for t, x, k, n in ev.tolist()] == want_ev, (step, u)
+                served = ev[ev["kind"] >= 2]
+                assert (served["t"] == t_end).all() and (served["x"][served["kind"] == 3] < t_end).all()
             for u in range(N):
                 assert _drain(inner[u][1]) == sent[u], (step, u)
                 got = (rows["bb"][u], rows["bp"][u], rows["arr"][u], rows["dp"][u], rows["db"][u])
