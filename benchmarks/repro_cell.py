@@ -62,9 +62,12 @@ PY = sys.executable
 # ----------------------------------------------------------------------------- one live run
 def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, seconds: float,
              queue_args: str, cc: str | None = None, rwnd: str | None = None, sets=(), tti=None,
-             delay_ms: float | None = None, capture: bool = False, realtime: bool = True) -> dict:
+             delay_ms: float | None = None, capture: bool = False, realtime: bool = True,
+             server_sysctls=()) -> dict:
     """One ``airlink cell`` run (inside ``airlink delay`` when ``delay_ms``) with one bulk
-    download per UE from a server outside; returns the paths and the per-UE app results."""
+    download per UE from a server outside; returns the paths and the per-UE app results.
+    ``server_sysctls``: ``NAME=VALUE`` set in the server's namespace only (the TCP senders'
+    stack, e.g. ``net.ipv4.tcp_frto=0``)."""
     out.mkdir(parents=True, exist_ok=True)
     fetch = f"{PY} -m airlink.apps fetch $AIRLINK_BASE {PORT} --seconds {seconds} --json"
     if cc:
@@ -86,6 +89,8 @@ def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, s
     (out / "command.txt").write_text(" ".join(cmd) + "\n")
     load0 = os.getloadavg()
     with throwaway_namespace(f"repro-{os.getpid() % 10000}") as ns:
+        for kv in server_sysctls:
+            subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", kv], check=True)
         server = subprocess.Popen(["ip", "netns", "exec", ns, PY, "-m", "airlink.apps", "serve", "--port", str(PORT),
                                    "--log", str(out / "server.json"), "--ready", str(out / "server.ready")],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -263,7 +268,8 @@ def evdo(args, out: Path) -> list:
         sets = [f"pf_a={a}"]
         sim = simulate("evdo", scheduler="pf", seed=args.seed, seconds=args.seconds, users=16, sets=sets)
         run = live_run(out / f"a{a}", preset="evdo", users=16, scheduler="pf", seed=args.seed,
-                       seconds=args.seconds, queue_args="packets=10", cc="reno", sets=sets, capture=True)
+                       seconds=args.seconds, queue_args="packets=10", cc="reno", sets=sets, capture=True,
+                       delay_ms=args.delay, server_sysctls=args.server_sysctl)
         t = mac_tables(run["mac"], 16)
         tti_s = 1 / 600
         gaps = [F.gap_stats(g) for g in F.service_gaps(t["subchannels"].to_numpy(), tti_s=tti_s)]
@@ -375,6 +381,10 @@ def main(argv=None):
     ap.add_argument("--resolution", default="500ms", help="mattar: grid of the RTT / in-flight series")
     ap.add_argument("--max-lag", default="5s")
     ap.add_argument("--bins", type=int, default=8)
+    ap.add_argument("--delay", type=float, default=None,
+                    help="one-way delay in ms around the cell (default: kakuda 13, mattar 250, evdo none)")
+    ap.add_argument("--server-sysctl", action="append", default=[], metavar="NAME=VALUE",
+                    help="evdo: a sysctl of the senders' namespace, e.g. net.ipv4.tcp_frto=0 (repeatable)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0 or not shutil.which("tcpdump"):
         raise SystemExit("needs root and tcpdump")
@@ -391,7 +401,7 @@ def main(argv=None):
     for st in studies:
         a = argparse.Namespace(**vars(args))
         a.seconds = args.seconds or defaults[st]
-        a.delay = {"kakuda": 13, "mattar": 250}.get(st)
+        a.delay = args.delay if args.delay is not None else {"kakuda": 13, "mattar": 250}.get(st)
         d = out / st if args.study == "all" else out
         d.mkdir(parents=True, exist_ok=True)
         print(f"== {st} ({a.seconds:g} s per download)", flush=True)
