@@ -32,7 +32,8 @@ def run_inside(plan_path) -> int:
         t0 = time.monotonic()
         try:
             if entry["kind"] == "bulk":
-                res = A.fetch(base, entry["port"], cc=entry.get("cc"), seconds=entry["seconds"])
+                res = A.fetch(base, entry["port"], cc=entry.get("cc"), seconds=entry["seconds"],
+                              rwnd_bytes=entry.get("rwnd_bytes"))
             elif entry["kind"] == "onoff":
                 res = A.onoff(base, entry["port"], rate_bps=entry["rate_bps"], on_s=entry["on_s"],
                               off_s=entry["off_s"], seconds=entry["seconds"], size=entry["size"])

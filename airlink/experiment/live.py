@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from airlink import rundir
-from airlink.traces import AirlinkError, parse_duration, parse_rate
+from airlink.traces import AirlinkError, parse_duration, parse_rate, parse_size
 
 
 def live_unavailable_reason() -> str | None:
@@ -304,7 +304,8 @@ class LiveStage:
         if ue is not None:
             entry["ue"] = ue
         if kind == "bulk":
-            entry.update(port=port, cc=o.cc, seconds=float(parse_duration(o.seconds)))
+            entry.update(port=port, cc=o.cc, seconds=float(parse_duration(o.seconds)),
+                         rwnd_bytes=None if o.rwnd is None else int(parse_size(o.rwnd)))
         elif kind == "onoff":
             entry.update(port=port, rate_bps=parse_rate(o.rate), on_s=o.on, off_s=o.off,
                          seconds=float(parse_duration(o.seconds)), size=o.size)

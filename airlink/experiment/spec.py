@@ -159,9 +159,12 @@ class Shell(_OneOf):
 
 # ---------------------------------------------------------------------------- applications
 class Bulk(_Model):
-    """A TCP download from the host's server, ``cc`` set per socket."""
+    """A TCP download from the host's server, ``cc`` set per socket; ``rwnd``: the client's
+    receive buffer (``SO_RCVBUF`` before connecting, e.g. ``8KiB``; None = the kernel's
+    autotuning), as in Mattar et al.'s 8 vs 64 KB receive windows."""
     cc: CC | None = None
     seconds: Duration = "10s"
+    rwnd: Annotated[Union[str, int], AfterValidator(_check_size)] | None = None
     start: float = Field(0.0, ge=0)
 
 
