@@ -62,8 +62,7 @@ def super_packet(payload_len, *, mss=1448, v6=False, udp=False, flags="PA", ip_i
     ipl = 40 if v6 else 20
     hl = len(raw) - payload_len
     gso_type = GSO_UDP_L4 if udp else GSO_TCPV6 if v6 else GSO_TCPV4
-    seg = mss if not udp else mss
-    return struct.pack(HDR, NEEDS_CSUM, gso_type, hl, seg, ipl, 6 if udp else 16) + raw
+    return struct.pack(HDR, NEEDS_CSUM, gso_type, hl, mss, ipl, 6 if udp else 16) + raw
 
 
 def kernel_complete(piece: bytes) -> bytes:
