@@ -68,8 +68,11 @@ LOOP_SLICE_NS = 100_000         # ... and asks for a 0.1 ms time slice (the shor
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
 _C_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}   # queues of the C path (its constants)
-#: an event the C path logs for the Mahimahi-format logs (replay/_cellpath.c's Event)
+#: an event of the Mahimahi-format logs, as the C path records it (replay/_cellpath.c's
+#: Event): time (ns), x, kind, len - an arrival (len), a drop (len packets, x bytes), an
+#: opportunity (x bytes granted) or a departure (len, x = its arrival time)
 _EVENT = np.dtype([("t", "<i8"), ("x", "<i8"), ("kind", "<i4"), ("len", "<i4")])
+EV_ARRIVAL, EV_DROP, EV_OPPORTUNITY, EV_DEPARTURE = 0, 1, 2, 3
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
@@ -554,27 +557,10 @@ class _LiveCell:
         self._arrivals_row(i)
 
     def _log_events(self):
-        """The C path's logged events since the last call, as Mahimahi-format lines (the
-        same lines the Python path writes: :meth:`_log_arrival`, :meth:`_log_tti`)."""
-        base = self.base_mono
+        """The C path's logged events since the last call, into the Mahimahi-format logs."""
         for u, raw in enumerate(self.path.take_events()):
-            if not raw:
-                continue
-            fmt = self.down_logs[u]._t
-            lines = self._log_lines[u]
-            for t, x, kind, n in np.frombuffer(raw, _EVENT).tolist():
-                tm = fmt(round((t - base) / 1e6, 3))
-                if kind == 0:
-                    lines.append(f"{tm} + {n}\n")
-                elif kind == 1:
-                    lines.append(f"{tm} d {n} {x}\n")
-                elif kind == 2:
-                    lines.append(f"{tm} # {x}\n")
-                else:
-                    lines.append(f"{tm} - {n} {int(round((t - x) / 1e6))}\n")
-            if len(lines) > 5000:
-                self.down_logs[u].write_lines("".join(lines))
-                lines.clear()
+            if raw:
+                self._log(u, np.frombuffer(raw, _EVENT).tolist())
 
     def _arrivals_row(self, i):
         """Arrivals and drops since the previous TTI go to this TTI's row."""
@@ -587,14 +573,25 @@ class _LiveCell:
             self._seen[u] = (self.arrivals_bytes[u], q.drops_packets, q.drops_bytes)
 
     def _log_tti(self, u, t_end, budget, deps):
-        base = self.base_mono
+        """The Python path's opportunity and departures of UE ``u`` in a TTI."""
+        events = [(t_end, budget, EV_OPPORTUNITY, 0)] if budget > 0 else []
+        self._log(u, events + [(t_end, a, EV_DEPARTURE, len(p)) for p, a, _t in deps])
+
+    def _log(self, u, events):
+        """Events ``(t_ns, x, kind, len)`` of UE ``u`` (see :data:`_EVENT`) as lines of its
+        Mahimahi-format log, written out in batches."""
+        fmt, base = self.down_logs[u]._t, self.base_mono
         lines = self._log_lines[u]
-        t_ms = (t_end - base) / 1e6
-        fmt = self.down_logs[u]._t
-        if budget > 0:
-            lines.append(f"{fmt(round(t_ms, 3))} # {budget}\n")
-        for p, a, _t in deps:
-            lines.append(f"{fmt(round(t_ms, 3))} - {len(p)} {int(round((t_end - a) / 1e6))}\n")
+        for t, x, kind, n in events:
+            tm = fmt(round((t - base) / 1e6, 3))
+            if kind == EV_ARRIVAL:
+                lines.append(f"{tm} + {n}\n")
+            elif kind == EV_DROP:
+                lines.append(f"{tm} d {n} {x}\n")
+            elif kind == EV_OPPORTUNITY:
+                lines.append(f"{tm} # {x}\n")
+            else:
+                lines.append(f"{tm} - {n} {int(round((t - x) / 1e6))}\n")
         if len(lines) > 5000:
             self.down_logs[u].write_lines("".join(lines))
             lines.clear()
@@ -777,13 +774,9 @@ class _LiveCell:
         return all(s.backlog(q)[0] >= warmup for s, q in zip(self.servers, self.queues))
 
     def _log_arrival(self, u, now, p, dropped, dropped_bytes):
-        """An arrival, and the packets it made the queue drop (itself, or older ones at the
-        head of a drop-head queue) with their bytes."""
-        t_ms = (now - self.base_mono) / 1e6
-        fmt = self.down_logs[u]._t
-        self._log_lines[u].append(f"{fmt(round(t_ms, 3))} + {len(p)}\n")
-        if dropped:
-            self._log_lines[u].append(f"{fmt(round(t_ms, 3))} d {dropped} {dropped_bytes}\n")
+        """The Python path's arrival, and the packets it made the queue drop (itself, or
+        older ones at the head of a drop-head queue) with their bytes."""
+        self._log(u, [(now, 0, EV_ARRIVAL, len(p))] + ([(now, dropped_bytes, EV_DROP, dropped)] if dropped else []))
 
     def _ue_of(self, p) -> int:
         """The UE (0-based) whose address part holds the packet's IPv4 destination, or -1."""
