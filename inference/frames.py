@@ -228,8 +228,18 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
     return base
 
 
+def user_order(label) -> tuple:
+    """Sort key of a user label: numbers by value (UE 2 before UE 10), then other labels
+    (RNTIs in hex, names) as text."""
+    text = str(label)
+    try:
+        return (0, float(text), text)
+    except ValueError:
+        return (1, 0.0, text)
+
+
 def users_of(frame: pd.DataFrame) -> list:
-    return sorted(frame["user"].unique().tolist(), key=str) if "user" in frame.columns else [None]
+    return sorted(frame["user"].unique().tolist(), key=user_order) if "user" in frame.columns else [None]
 
 
 def column(frame: pd.DataFrame, name: str, source: str | None = None) -> pd.Series:
@@ -258,7 +268,7 @@ def wide_many(frame: pd.DataFrame, names, source: str | None = None) -> dict:
     t = pd.DataFrame(values, index=pd.MultiIndex.from_arrays(
         [frame.index, frame["user"].astype(str).to_numpy()], names=["time", "user"]))
     t = t.groupby(level=["time", "user"], sort=True).mean().unstack("user")
-    return {n: t[n] for n in names}
+    return {n: t[n][sorted(t[n].columns, key=user_order)] for n in names}
 
 
 def pooled_series(frame: pd.DataFrame, names, *, user=None, gap: int = 0, source: str | None = None):

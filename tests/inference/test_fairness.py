@@ -94,3 +94,18 @@ def test_reports_follow_the_result_convention():
     d = rep.to_dict()
     json.dumps(d)                                   # plain values only (NaN -> None)
     assert d["overall"]["users"] == rep["overall"]["users"] and len(d["windows"]) == len(rep["windows"])
+
+
+def test_users_come_in_numeric_order():
+    """Twelve UEs labelled "1".."12" are reported 1, 2, ..., 12 (not "1", "10", "11", "2"),
+    each with its own mean: user u serves 100 * u bytes per TTI."""
+    import numpy as np
+    import pandas as pd
+    from airlink.inference import fairness_report
+    t = np.repeat(np.arange(50), 12) / 1000
+    users = np.tile(np.arange(1, 13), 50)
+    frame = pd.DataFrame({"time": t, "user": users.astype(str), "served_bytes": users * 100.0,
+                          "subchannels": 1.0, "backlog_bytes": 1.0})
+    table = fairness_report(frame, time_column="time")["users"]
+    assert table.index.tolist() == [str(u) for u in range(1, 13)]
+    assert table["mean_served_bytes"].tolist() == [100.0 * u for u in range(1, 13)]
