@@ -15,20 +15,42 @@ tried and why.
 """
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 
 from airlink.traces.errors import AirlinkError, FormatError
+from airlink.traces.lazy import lazy_names
 
-from ._capture import CaptureError
-from .align import align, estimate_clock_offset
-from .callrecords import read as read_callrecords
-from .csvmap import read as read_csv
-from .icellspeed import read as read_icellspeed
-from .linklog import read as read_linklog
-from .macparquet import read as read_mac
-from .pcap import read as read_pcap
-from .tcp import TcpAnalysis, analyze_tcp
-from .ucc import read as read_ucc
+# Public name -> (module, attribute), loaded on first use (PEP 562): `airlink collect` on a
+# capture reaches the column reader without importing pandas (~0.3 s), which the analysis
+# needs only to build its frames.
+_LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align"),
+         "estimate_clock_offset": ("align", "estimate_clock_offset"),
+         "read_callrecords": ("callrecords", "read"), "read_csv": ("csvmap", "read"),
+         "read_icellspeed": ("icellspeed", "read"), "read_linklog": ("linklog", "read"),
+         "read_mac": ("macparquet", "read"), "read_pcap": ("pcap", "read"),
+         "TcpAnalysis": ("tcp", "TcpAnalysis"), "analyze_tcp": ("tcp", "analyze_tcp"),
+         "read_ucc": ("ucc", "read")}
+_SUBMODULES = {"align", "callrecords", "csvmap", "icellspeed", "linklog", "macparquet", "nrscope",
+               "pcap", "tcp", "ucc"}
+
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, _SUBMODULES)
+
+
+class _Package(types.ModuleType):
+    """``align`` names both a submodule and its function: importing the submodule
+    (``from airlink.collectors.align import ...``) must not make ``C.align`` the module."""
+
+    def __setattr__(self, name, value):
+        if name == "align" and isinstance(value, types.ModuleType):
+            return                  # the import system recording the submodule: keep the function
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "read_linklog",
            "read_ucc", "read_icellspeed", "read_csv", "read_mac", "read_callrecords", "align",
@@ -87,7 +109,7 @@ def read(path, format: str | None = None, **kw):
         why = getattr(mod, "why_not", None)
         tried.append(f"{name} ({why(path) if why else 'not recognised'})")
     if path.name.lower().endswith(CAPTURE_SUFFIXES):
-        return read_pcap(path, **_options_of("pcap", kw))   # a damaged capture: the pcap reader says where
+        return _module("pcap").read(path, **_options_of("pcap", kw))   # a damaged capture: the pcap reader says where
     raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried))
 
 

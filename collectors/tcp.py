@@ -48,10 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from airlink.traces.errors import AirlinkError
-from airlink.traces.schema import validate
 from airlink.traces.units import parse_duration
 
 from ._capture import _records as _built
@@ -314,6 +312,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     piece, at the end when in flow groups -, so a caller can run a second pass over the
     capture (:func:`.pcap.iter_packets`) in another thread while the analysis runs.
     """
+    from airlink.traces.schema import validate
     res_s = _resolution_s(resolution)
     if isinstance(packets_or_path, (str, Path)):
         # no packets frame: the capture is decoded straight into the narrow columns used here
@@ -360,12 +359,14 @@ def _col(df, name, dtype=None, default=0):
 
 def time_ns(frame) -> np.ndarray:
     """The ``time`` column (or index) of a frame as int64 ns since the epoch."""
+    import pandas as pd
     t = frame["time"] if "time" in frame.columns else frame.index
     return np.asarray(pd.DatetimeIndex(t).asi8, dtype=np.int64)
 
 
 def _direction_codes(packets) -> np.ndarray:
     """0 for fwd, 1 for rev, from a categorical, string or integer ``direction`` column."""
+    import pandas as pd
     if "direction" not in packets.columns:
         return np.zeros(len(packets), np.int64)
     col = packets["direction"]
@@ -517,6 +518,8 @@ def _from_columns(raw: dict, flows_ready=None):
 
 
 def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAnalysis:
+    import pandas as pd
+    from airlink.traces.schema import validate
     res_ns = int(round(res_s * 1e9))
     nflow = len(flows)
     order, fl, dr, t, iplen_o = c.pop("order"), c.pop("fl"), c.pop("dr"), c.pop("t"), c.pop("iplen")
@@ -999,6 +1002,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
 def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packets: int) -> TcpAnalysis:
     """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there)."""
+    import pandas as pd
     from ._tcpcolumns import read_columns
     counts = census["flow_packets"]
     # global flow numbers: order of each flow's first packet in stable time order
@@ -1092,6 +1096,7 @@ def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> pd.DataFrame:
     the capture point added, median(data half) + median(other half) (resp. minima); when
     one half has no sample, the other alone. ``rtt_samples`` counts both halves' samples.
     """
+    import pandas as pd
     nflow = len(flows)
     med = np.full((nflow, 2), np.nan)
     mn = np.full((nflow, 2), np.nan)
@@ -1156,6 +1161,7 @@ def _first_index(groups, ngroups) -> np.ndarray:
 
 
 def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:
+    import pandas as pd
     n = len(flow_all)
     nflow = int(flow_all.max()) + 1 if n else 0
     first = _first_index(flow_all, nflow)
@@ -1185,6 +1191,7 @@ def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:
 
 def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by) -> pd.DataFrame:
     """The flows frame from per-flow arrays (times int64 ns; pk/by: per-direction counts)."""
+    import pandas as pd
     return pd.DataFrame({
         "flow": np.arange(nflow, dtype=np.int64), "src": src, "dst": dst,
         "sport": np.asarray(sport, np.int64), "dport": np.asarray(dport, np.int64),
@@ -1202,6 +1209,7 @@ def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
     flow's life (bins are aligned to the Unix epoch). ``per_packet`` holds ``t``, ``pay``,
     ``iplen``, ``rela`` and ``rwnd``: each is dropped from it after its last use, as
     ``infl(d)`` drops the running maxima it reads (the memory peak of the analysis is here)."""
+    import pandas as pd
     t = per_packet.pop("t")
     if nflow == 0 or len(t) == 0:
         return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns, UTC]"), "flow": [],

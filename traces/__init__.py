@@ -14,15 +14,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import AirlinkError, FormatError, SchemaError
-from .fromlog import Comparison, compare, from_log, split_long_ttis
-from .linklog import LinkLogWriter, per_ms, read_log, write_log
-from .mahimahi import DEFAULT_OPPORTUNITY_BYTES
-from . import mahimahi
-from .schema import KINDS, columns, kinds, validate
-from .trace import Trace, constant
-from .units import format_rate, parse_duration, parse_rate, parse_size, parse_tti
+from .lazy import lazy_names
 
 TRACE_FORMATS = ("mahimahi", "parquet")
+
+# Public names load on first use (PEP 562): importing the package, or only its errors (as
+# every `airlink` command does), does not import numpy or pandas (~0.3 s).
+_LAZY = {name: (module, name) for module, names in {
+    "fromlog": ("Comparison", "compare", "from_log", "split_long_ttis"),
+    "linklog": ("LinkLogWriter", "per_ms", "read_log", "write_log"),
+    "schema": ("KINDS", "columns", "kinds", "validate"),
+    "trace": ("Trace", "constant"),
+    "units": ("DEFAULT_OPPORTUNITY_BYTES", "format_rate", "parse_duration", "parse_rate",
+              "parse_size", "parse_tti"),
+}.items() for name in names}
 
 __all__ = [
     "AirlinkError", "FormatError", "SchemaError", "Trace", "constant", "read_trace",
@@ -31,6 +36,8 @@ __all__ = [
     "parse_tti", "format_rate", "DEFAULT_OPPORTUNITY_BYTES", "example_path",
     "from_log", "compare", "Comparison", "split_long_ttis",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, submodules=("mahimahi",))
 
 
 def detect_format(path, fmt: str | None = None) -> str:
@@ -44,6 +51,7 @@ def detect_format(path, fmt: str | None = None) -> str:
     if p.suffix.lower() in (".parquet", ".pq"):
         return "parquet"
     if p.exists():
+        from . import mahimahi
         with open(p, "rb") as f:
             if f.read(4) == b"PAR1":
                 return "parquet"
@@ -54,11 +62,16 @@ def detect_format(path, fmt: str | None = None) -> str:
 
 
 def read_trace(path, format: str | None = None, *, user=None,
-               opportunity_bytes: int = DEFAULT_OPPORTUNITY_BYTES) -> Trace:
+               opportunity_bytes: int | None = None) -> "Trace":
     """Read a capacity Trace from a Mahimahi trace file or an airlink Parquet trace.
 
-    ``user`` selects one user's column of a multi-user trace.
+    ``user`` selects one user's column of a multi-user trace; ``opportunity_bytes`` is the
+    bytes of one Mahimahi delivery opportunity (None: ``DEFAULT_OPPORTUNITY_BYTES``, 1500).
     """
+    from . import mahimahi
+    from .trace import Trace
+    if opportunity_bytes is None:
+        opportunity_bytes = mahimahi.DEFAULT_OPPORTUNITY_BYTES
     path = Path(path)
     if not path.exists():
         raise AirlinkError(f"{path}: no such file")
@@ -72,9 +85,13 @@ def read_trace(path, format: str | None = None, *, user=None,
     return tr.select(user) if user is not None else tr
 
 
-def write_trace(trace: Trace, path, format: str | None = None, *, user=None,
-                opportunity_bytes: int = DEFAULT_OPPORTUNITY_BYTES) -> Path:
-    """Write a Trace as Parquet (all users) or Mahimahi text (one user, default the first)."""
+def write_trace(trace: "Trace", path, format: str | None = None, *, user=None,
+                opportunity_bytes: int | None = None) -> Path:
+    """Write a Trace as Parquet (all users) or Mahimahi text (one user, default the first);
+    ``opportunity_bytes`` as in :func:`read_trace`."""
+    from . import mahimahi
+    if opportunity_bytes is None:
+        opportunity_bytes = mahimahi.DEFAULT_OPPORTUNITY_BYTES
     path = Path(path)
     fmt = format or ("parquet" if path.suffix.lower() in (".parquet", ".pq") else "mahimahi")
     if fmt == "parquet":

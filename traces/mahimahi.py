@@ -33,8 +33,7 @@ import numpy as np
 
 from .errors import FormatError
 from .trace import Trace
-
-DEFAULT_OPPORTUNITY_BYTES = 1500
+from .units import DEFAULT_OPPORTUNITY_BYTES
 
 #: Longest trace period airlink accepts, in ms (24 h). A trace is expanded to one value per
 #: millisecond of its period (16 bytes per ms while reading), so this bounds the memory a

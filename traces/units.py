@@ -12,6 +12,9 @@ from fractions import Fraction
 
 from .errors import AirlinkError
 
+#: Bytes of one Mahimahi delivery opportunity (one MTU-sized packet), in trace files.
+DEFAULT_OPPORTUNITY_BYTES = 1500
+
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
 _RATE_UNITS = {

@@ -49,3 +49,27 @@ def test_mapping_cli(tmp_path, run_airlink):
     bad.write_text("kind: rf\ntime: {column: nope}\ncolumns: {q: rsrp_dbm}\n")
     status, _, err = run_airlink("collect", data, "--mapping", bad, "-o", tmp_path / "o")
     assert status == 2 and "nope" in err and len(err.strip().splitlines()) == 1
+
+
+def test_packages_load_pandas_only_when_used():
+    """`airlink collect` reaches the capture reader without importing pandas (~0.3 s): the
+    packages' public names load on first use (PEP 562) and are all still there."""
+    import subprocess
+    import sys
+    code = (
+        "import sys\n"
+        "import airlink.traces as T, airlink.collectors as C\n"
+        "from airlink.cli import build_parser\n"
+        "build_parser()\n"
+        "from airlink.collectors import _tcpcolumns, tcp\n"
+        "assert 'pandas' not in sys.modules, 'pandas imported before the analysis needs it'\n"
+        "from airlink.collectors.align import to_grid  # the submodule first, then C.align\n"
+        "for mod in (T, C):\n"
+        "    missing = [n for n in mod.__all__ if not hasattr(mod, n)]\n"
+        "    assert not missing, missing\n"
+        "    assert set(mod.__all__) <= set(dir(mod))\n"
+        "assert callable(C.align) and C.align.__module__ == 'airlink.collectors.align'\n"
+        "assert T.mahimahi.DEFAULT_OPPORTUNITY_BYTES == T.DEFAULT_OPPORTUNITY_BYTES == 1500\n"
+        "assert C.read_pcap is C.pcap.read and C.TcpAnalysis is C.tcp.TcpAnalysis\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
