@@ -216,6 +216,10 @@ def _child(parent, sock, feed: RadioFeed):   # pragma: no cover - runs in the fo
         if os.getppid() != parent:
             os._exit(1)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # one BLAS thread: OpenBLAS's threads (one per core) took every core at each chunk
+        # and spun there, which made the TTI loop late; the numbers stay the same
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(1)
         for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(s, signal.SIG_DFL)
         radio, mac = feed.radio, feed.mac
