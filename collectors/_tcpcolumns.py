@@ -82,6 +82,25 @@ def _batch_flow_keys(src, sport, dst, dport, proto):
     return swap, lo[first], hi[first], proto[first], inv
 
 
+def decode_connections(batch, v6_ids: dict, flow_ids: dict, unknown: set):
+    """One capture batch decoded (``decode(raw_addresses=True)``), its connections numbered:
+    ``(columns, fid, inv, swap)`` - ``fid[inv]`` is each packet's provisional flow id (order
+    of first appearance in the file; ``flow_ids`` maps (low endpoint, high endpoint,
+    protocol) to it across batches, ``v6_ids`` the IPv6 addresses), ``swap`` the
+    endpoint-order bit; the batch's unknown link types are added to ``unknown``."""
+    d = decode(batch, raw_addresses=True)
+    unknown |= d.pop("unknown_linktypes")
+    if not len(d["ts_ns"]):
+        return d, np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, bool)
+    src, dst = _address_idents(d, v6_ids)
+    swap, flo, fhi, fproto, inv = _batch_flow_keys(
+        src, d.pop("sport"), dst, d.pop("dport"), d["proto"].astype(np.int64))
+    del src, dst
+    fid = np.array([flow_ids.setdefault(k, len(flow_ids))
+                    for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
+    return d, fid, inv, swap
+
+
 class _ColumnStore:
     """Columns filled batch after batch into arrays reserved once (no per-batch pieces to
     concatenate: the peak is the columns themselves, not twice them); grows by doubling
@@ -173,18 +192,11 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
                 span = int(batch.data_off[-1] + batch.caplen[-1] - batch.data_off[0]) + 16
                 per = max(span / len(batch.data_off), 16.0)
                 store.reserve(int(size / per * 1.15) + len(batch.data_off) + 1024)
-            d = decode(batch, raw_addresses=True)
+            d, fid, inv, swap = decode_connections(batch, v6_ids, flow_ids, unknown)
             del batch
-            unknown |= d.pop("unknown_linktypes")
             m = len(d["ts_ns"])
             if m == 0:
                 continue
-            src, dst = _address_idents(d, v6_ids)
-            swap, flo, fhi, fproto, inv = _batch_flow_keys(
-                src, d.pop("sport"), dst, d.pop("dport"), d["proto"].astype(np.int64))
-            del src, dst
-            fid = np.array([flow_ids.setdefault(k, len(flow_ids))
-                            for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
             ipidx0, n_ip = n_ip, n_ip + m
             if limit is not None and n_ip > limit:
                 return None

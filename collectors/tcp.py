@@ -64,7 +64,11 @@ OFF = np.int64(1 << 41)   # group offset for grouped keys (values < 2 TiB); a nu
                           # int32 group numbers times OFF are computed in int64
 RETX_KINDS = ["fast", "timeout"]
 FLOW_KEYS = ("flow", "src", "dst", "sport", "dport", "proto")   # what names a flow in the flows table
-_RANK_CHUNK = 1 << 22        # packet times read back at a time to rank events' packets (flow groups)
+_RANK_CHUNK = 1 << 22
+# A flow of more packets than max_packets is analysed in time chunks of at most this many
+# packets (collectors/_tcpstream.py), with the state that crosses chunks carried.
+STREAM_LONG_FLOWS = True
+STREAM_CHUNK_ROWS = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
 
 
 def _grouped_cummax(values, groups, valid, starts=None):
@@ -302,8 +306,10 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
 
     ``max_packets`` (capture path only; None: no limit): analyse at most about this many
     packets at a time - the flows are analysed in groups (one pass over the file per
-    group, a flow larger than the limit alone), so memory follows the largest group, not
-    the capture. The result is the same as in one piece.
+    group), a flow larger than the limit through time in chunks of at most
+    min(max_packets, :data:`STREAM_CHUNK_ROWS`) packets with its state carried (two passes;
+    ``collectors/_tcpstream.py``), so memory follows the limit, not the capture. The result
+    is the same as in one piece.
 
     ``flows_ready`` (capture path only; None: not used): called once as
     ``flows_ready(flows, max_lateness_ns)`` with a copy of the flows table's identifying
@@ -864,8 +870,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             maxpay[2 * f[st].astype(np.int64) + d] = np.maximum.reduceat(pay[rows], st)
             del f, st
     del rows
-    eff_mss = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
-    eff_mss = np.where(eff_mss > 0, eff_mss, 1460)
+    eff_mss = _effective_mss(mss, maxpay)
 
     # in flight per data direction, evaluated at every packet of the flow (one at a time;
     # int64, turned into float64 by the weighted bincount)
@@ -921,21 +926,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
                 "event": kind, "kind": "",
                 "seq": rela[ii], "payload_bytes": 0, "spurious": False, "spurious_reason": "",
                 "rtt_ms": np.nan}))
-    if ev_parts:
-        events = pd.concat(ev_parts, ignore_index=True)
-        events = events.sort_values(["time", "flow"], kind="stable", ignore_index=True)
-    else:
-        events = pd.DataFrame({"time": np.zeros(0, np.int64), "packet": np.zeros(0, np.int64),
-                               "flow": np.zeros(0, np.int64),
-                               "direction": np.zeros(0, np.int64), "event": [], "kind": [],
-                               "seq": np.zeros(0, np.int64), "payload_bytes": np.zeros(0, np.int64),
-                               "spurious": np.zeros(0, bool), "spurious_reason": [],
-                               "rtt_ms": np.zeros(0)})
-    events["time"] = pd.to_datetime(events["time"].to_numpy(np.int64), unit="ns", utc=True)
-    events["direction"] = pd.Categorical.from_codes(events["direction"].to_numpy(np.int8),
-                                                    categories=["fwd", "rev"])
-    events["event"] = events["event"].astype("category")
-    events.attrs["source"] = source
+    events = _events_frame(ev_parts, source)
     del order, ev_parts
 
 
@@ -1000,6 +991,36 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
                        attrs={"packets": int(n_packets), "tcp_packets": int(n)})
 
 
+
+def _effective_mss(mss, maxpay):
+    """Per data direction: the MSS the peer announced, else the largest payload, else 1460."""
+    ngd = len(mss)
+    eff = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
+    return np.where(eff > 0, eff, 1460)
+
+
+def _events_frame(ev_parts: list, source: str):
+    """The events frame from its parts (out-of-order, retransmission, RTT, duplicate-ACK and
+    zero-window rows, in that order), sorted by time then flow (stably)."""
+    import pandas as pd
+    if ev_parts:
+        events = pd.concat(ev_parts, ignore_index=True)
+        events = events.sort_values(["time", "flow"], kind="stable", ignore_index=True)
+    else:
+        events = pd.DataFrame({"time": np.zeros(0, np.int64), "packet": np.zeros(0, np.int64),
+                               "flow": np.zeros(0, np.int64),
+                               "direction": np.zeros(0, np.int64), "event": [], "kind": [],
+                               "seq": np.zeros(0, np.int64), "payload_bytes": np.zeros(0, np.int64),
+                               "spurious": np.zeros(0, bool), "spurious_reason": [],
+                               "rtt_ms": np.zeros(0)})
+    events["time"] = pd.to_datetime(events["time"].to_numpy(np.int64), unit="ns", utc=True)
+    events["direction"] = pd.Categorical.from_codes(events["direction"].to_numpy(np.int8),
+                                                    categories=["fwd", "rev"])
+    events["event"] = events["event"].astype("category")
+    events.attrs["source"] = source
+    return events
+
+
 def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packets: int) -> TcpAnalysis:
     """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there)."""
     import pandas as pd
@@ -1020,6 +1041,22 @@ def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packet
         groups.append(cur)
     flows, series, events, tcp_packets = [], [], [], 0
     for g in groups:
+        if STREAM_LONG_FLOWS and len(g) == 1 and counts[g[0]] > max_packets:
+            # one flow bigger than the limit: analysed in time chunks (memory follows the chunk)
+            from ._tcpstream import analyze_one_flow
+            a = analyze_one_flow(path, g[0], res_s=res_s, salvage=salvage,
+                                 lateness_ns=int(census["lateness_ns"]),
+                                 chunk_rows=min(max_packets, STREAM_CHUNK_ROWS))
+            if a is not None:
+                for frame in (a.flows, a.series, a.events):
+                    if len(frame):
+                        frame["flow"] = gnum[g[0]]
+                flows.append(a.flows)
+                series.append(a.series)
+                events.append(a.events)
+                tcp_packets += a.attrs["tcp_packets"]
+                del a
+                continue
         keep = np.zeros(len(counts), bool)
         keep[g] = True
         raw = read_columns(path, salvage=salvage, keep=keep)
@@ -1235,9 +1272,6 @@ def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
             f"time series at {res_ns / 1e9:g} s would need {total} rows for {n_rows} packets "
             f"(a damaged timestamp? else choose a coarser resolution)")
 
-    def row_of(f, d, bb):
-        return offset[f] + d * nb[f] + (bb - start_bin[f])
-
     def acc(rows, w=None):
         return np.bincount(rows, weights=w, minlength=total)[:total]
     # rows of the data direction of each packet (built in place from the bin numbers)
@@ -1297,6 +1331,20 @@ def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
         inflight = np.where(c > 0, s / np.maximum(c, 1), np.nan)
         out["inflight_bytes"] = inflight
     del r_own, r_other, has_ack, pay, lost
+    return _series_frame(out, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow=nflow, nb=nb,
+                         offset=offset, start_bin=start_bin, end_bin=end_bin, res_ns=res_ns)
+
+
+def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflow, nb, offset,
+                  start_bin, end_bin, res_ns):
+    """The series frame from the per-row sums in ``out`` (rows: flow, direction, bin as in
+    :func:`_series`), adding the in-flight packets (bytes / effective MSS) and the per-bin
+    RTT median (sequence/ACK samples; timestamp ones where a direction has none)."""
+    import pandas as pd
+    total = int((2 * nb).sum())
+
+    def row_of(f, d, bb):
+        return offset[f] + d * nb[f] + (bb - start_bin[f])
     rows_fdir = np.repeat(np.arange(2 * nflow), np.repeat(nb, 2))
     f_of_row = rows_fdir // 2
     d_of_row = rows_fdir % 2

@@ -38,9 +38,9 @@ def register(sub):
     p.add_argument("--no-packets", action="store_true", help="do not write the per-packet frame")
     p.add_argument("--max-packets", type=int, default=3_000_000, metavar="N",
                    help="analyse at most about N packets at a time: a bigger capture is analysed "
-                        "a group of flows at a time, one pass over the file per group (a flow "
-                        "bigger than N alone), so memory follows the largest group, ~200 bytes per "
-                        "packet; results are the same (default 3000000)")
+                        "a group of flows at a time, one pass over the file per group, and a flow "
+                        "bigger than N through time in chunks (two passes), so memory follows N, "
+                        "~200 bytes per packet, not the capture; results are the same (default 3000000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_collect)
 

@@ -1,0 +1,677 @@
+"""The TCP analysis of ONE flow in time chunks, with the state that crosses chunk boundaries
+carried (docs/collectors.md, "What a time-chunked analysis of one flow has to carry"):
+memory follows the chunk, not the flow.
+
+It computes what :func:`.tcp._analyze` computes for a single flow, definition for
+definition, and gives identical frames (tested with small chunks on real captures and on
+one-flow copies). Two passes over the flow's packets: the first finds what the first
+packet of each kind fixes for the whole flow (direction, ISNs, handshake RTT, first and
+last time, per-direction totals), the second runs the analysis chunk by chunk. The three
+decisions that look forward in time concern sparse rows and are settled at the flow's end:
+Karn (a later retransmission voids an RTT sample), Eifel (the first ACK covering a
+retransmission, held until it arrives) and DSACK (the last retransmission of the reported
+block). Per-bin sums of the series add across chunks (integer-valued float sums: exact).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._decode import SYN
+from .tcp import (ACK, FIN, M32, OFF, RST, TcpAnalysis, _effective_mss, _events_frame,
+                  _first_with_key, _grouped_cummax, _rtt_columns, _series_frame, _unwrap)
+
+
+def _cummax(values, valid, carry):
+    """Running maximum of ``values[valid]`` over the rows, starting from ``carry``."""
+    out = _grouped_cummax(values, np.zeros(len(values), np.int32), valid)
+    np.maximum(out, carry, out=out)
+    return out
+
+
+def _unwrap_from(raw, base, last_raw, last_rel):
+    """:func:`.tcp._unwrap` of one direction's values continued from the previous chunk's
+    last raw value and its unwrapped value (None: the flow's first rows)."""
+    g = np.zeros(len(raw) + (last_raw is not None), np.int32)
+    b = np.array([base], np.int64)
+    if last_raw is None:
+        return _unwrap(raw, g, b)
+    u = _unwrap(np.r_[np.uint32(last_raw), raw.astype(np.uint32)], g, b)
+    return u[1:] - u[0] + last_rel
+
+
+def _before(a, carry):
+    """Value at the previous row (``carry`` at the chunk's first row)."""
+    out = np.empty_like(a)
+    out[:1] = carry
+    out[1:] = a[:-1]
+    return out
+
+
+class FlowStream:
+    """Chunk-by-chunk analysis of one TCP flow. ``first`` holds what the first pass found
+    (see :func:`first_pass`); :meth:`chunk` takes the flow's rows in stable time order;
+    :meth:`finish` returns the flows row, series and events as :func:`.tcp._analyze` would."""
+
+    def __init__(self, first: dict, res_ns: int):
+        self.f = first
+        self.res_ns = res_ns
+        self.base = np.asarray(first["base"], np.int64)            # ISN per direction
+        self.irtt = first["irtt"]
+        self.start_bin = first["t_first"] // res_ns
+        self.nb = first["t_last"] // res_ns - self.start_bin + 1
+        total = 2 * self.nb
+        self.acc = {k: np.zeros(total) for k in ("packets", "bytes", "pay", "adv", "dupacks",
+                                                   "zero_windows", "rw_sum", "rw_n", "infl_s", "infl_c")}
+        self.rows = 0
+        self.last_seq = [None, None]
+        self.last_rel = [0, 0]
+        self.last_ack = [None, None]
+        self.last_rela = [0, 0]
+        self.am = [-1, -1]                 # ACK running maximum per acking direction
+        self.sm = [-1, -1]                 # snd_max (running maximum of segment ends)
+        self.prev = [None, None]           # (rela, window) of the direction's previous row
+        self.ka = [None, None]             # keep-alive flag of the direction's previous row
+        self.dups = [0, 0]                 # duplicate ACKs since the last ACK advance
+        self.adv_t = [None, None]          # time of the last row that advanced snd_max
+        self.lf = [[None, None], [None, None]]   # [round][d]: snd_max before the last fast retx
+        self.nretx = [0, 0]
+        self.maxpay = [0, 0]
+        self.paysum = [0.0, 0.0]
+        self.retx = []                     # per chunk: dict of the retransmissions' columns
+        self.eifel = {}                    # retx row -> Eifel verdict (once its ACK came)
+        self.pending = [[], []]            # per d: (row, end, tsval) awaiting the covering ACK
+        self.dsack = []
+        self.orig = [None, None]           # per d: carried originals awaiting their ACK
+        self.seqack = [[], []]             # per a: sample parts (t, pk, ms, seg rel)
+        self.ts_first = [None, None]       # per d: (sorted tsval, row, t) first occurrences
+        self.echoed = [np.zeros(0, np.int64), np.zeros(0, np.int64)]
+        self.tspairs = [[], []]            # per a: (t, pk, ms, v)
+        self.ev = {"ooo": [], "dupack": [], "zero_window": []}
+        self.syn = []                      # per chunk: the SYN rows' direction and options
+
+    # ---- one chunk
+    def chunk(self, c: dict) -> None:
+        t, flags, pay = c["t"], c["flags"], c["payload"].astype(np.int64)
+        n = len(t)
+        if not n:
+            return
+        g0 = self.rows
+        grow = np.arange(g0, g0 + n)
+        dr = (c["swap"].astype(np.int8) != self.f["fwd_swap"]).astype(np.int8)
+        is_syn = (flags & SYN) != 0
+        has_ack = (flags & ACK) != 0
+        base = self.base
+        rel = np.empty(n, np.int64)
+        rela = np.empty(n, np.int64)
+        for d in (0, 1):
+            idx = np.flatnonzero(dr == d)
+            if not len(idx):
+                continue
+            s = c["seq"][idx]
+            rel[idx] = _unwrap_from(s, base[d], self.last_seq[d], self.last_rel[d])
+            self.last_seq[d], self.last_rel[d] = int(s[-1]), int(rel[idx[-1]])
+            araw = np.where(has_ack[idx], c["ack"][idx], np.uint32(base[1 - d] % M32))
+            rela[idx] = _unwrap_from(araw, base[1 - d], self.last_ack[d], self.last_rela[d])
+            self.last_ack[d], self.last_rela[d] = int(araw[-1]), int(rela[idx[-1]])
+        end = rel + pay + is_syn + ((flags & FIN) != 0)
+        rela[~has_ack] = -1
+        am = {a: _cummax(rela, (dr == a) & has_ack, self.am[a]) for a in (0, 1)}
+        am_before = {a: _before(am[a], self.am[a]) for a in (0, 1)}
+        smb_own = np.empty(n, np.int64)
+        sm = {}
+        for d in (0, 1):
+            sm[d] = _cummax(end, dr == d, self.sm[d])
+            smb = _before(sm[d], self.sm[d])
+            np.copyto(smb_own, smb, where=dr == d)
+        data = pay > 0
+        synfin = (flags & (SYN | FIN)) != 0
+        keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
+        below = (data | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+        win = c["window"]
+        pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
+        dupack = np.zeros(n, bool)
+        for d in (0, 1):
+            idx = np.flatnonzero(dr == d)
+            if not len(idx):
+                continue
+            ra, w = rela[idx], win[idx]
+            dupack[idx[1:]] = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
+            if self.prev[d] is not None:
+                dupack[idx[0]] = (ra[0] == self.prev[d][0]) & (w[0] == self.prev[d][1])
+            self.prev[d] = (int(ra[-1]), int(w[-1]))
+        dupack &= pure & (win > 0) & (rel == smb_own)
+        cand = np.flatnonzero(dupack)
+        for d in (0, 1):
+            rows = cand[dr[cand] == d]
+            other = np.flatnonzero(dr != d)
+            if not len(rows):
+                continue
+            p = np.searchsorted(other, rows) - 1
+            ka_prev = np.where(p >= 0, keepalive[other[np.maximum(p, 0)]] if len(other) else False,
+                               bool(self.ka[1 - d]) if self.ka[1 - d] is not None else False)
+            dupack[rows[ka_prev]] = False
+        for d in (0, 1):
+            idx = np.flatnonzero(dr == d)
+            if len(idx):
+                self.ka[d] = bool(keepalive[idx[-1]])
+        zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
+
+        reset_pos = {a: np.flatnonzero((dr == a) & has_ack & (rela > am_before[a])) for a in (0, 1)}
+        dup_pos = {a: np.flatnonzero(dupack & (dr == a)) for a in (0, 1)}
+
+        def dups_at(idx):
+            out = np.zeros(len(idx), np.int64)
+            for a in (0, 1):
+                sel = dr[idx] != a
+                ii = idx[sel]
+                R, D = reset_pos[a], dup_pos[a]
+                k = np.searchsorted(R, ii, "right") - 1
+                lr = R[np.maximum(k, 0)] if len(R) else ii
+                since = np.searchsorted(D, ii, "right") - np.searchsorted(D, lr, "right")
+                carried = self.dups[a] + np.searchsorted(D, ii, "right")
+                out[sel] = np.where(k >= 0, since, carried)
+            return out
+
+        def rev_at(idx):
+            return np.where(dr[idx] == 0, am[1][idx], am[0][idx])
+
+        def rev_before(idx):
+            return np.where(dr[idx] == 0, am_before[1][idx], am_before[0][idx])
+
+        ooo = np.zeros(n, bool)
+        bi = np.flatnonzero(below)
+        if len(bi):
+            dup_c, ackr_c, arb_c = dups_at(bi), rev_at(bi), rev_before(bi)
+            for d in (0, 1):
+                sel = dr[bi] == d
+                cand = bi[sel]
+                if not len(cand):
+                    continue
+                advpos = np.flatnonzero((dr == d) & (end > smb_own))
+                k = np.searchsorted(advpos, cand, "right") - 1
+                if len(advpos):
+                    tq = np.where(k >= 0, t[advpos[np.maximum(k, 0)]],
+                                  self.adv_t[d] if self.adv_t[d] is not None else 0)
+                else:
+                    tq = np.full(len(cand), self.adv_t[d] if self.adv_t[d] is not None else 0)
+                ok = (k >= 0) | (self.adv_t[d] is not None)
+                gap = t[cand] - tq
+                fastlike = (dup_c[sel] >= 2) & (rel[cand] == np.maximum(ackr_c[sel], 0))
+                acked = data[cand] & (end[cand] <= arb_c[sel])
+                ooo[cand[ok & (gap < self.irtt) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
+        for d in (0, 1):
+            advpos = np.flatnonzero((dr == d) & (end > smb_own))
+            if len(advpos):
+                self.adv_t[d] = int(t[advpos[-1]])
+
+        retx = below & ~ooo
+        ri_all = np.flatnonzero(retx)
+        fast = np.zeros(n, bool)
+        if len(ri_all):
+            fast[ri_all[dups_at(ri_all) >= 2]] = True
+            ackr_r = rev_at(ri_all)
+            for rnd in range(2):
+                for d in (0, 1):
+                    sel = dr[ri_all] == d
+                    rr = ri_all[sel]
+                    if not len(rr):
+                        continue
+                    fpos = rr[fast[rr]]
+                    k = np.searchsorted(fpos, rr, "right") - 1
+                    carry = self.lf[rnd][d]
+                    lim = np.where(k >= 0, smb_own[fpos[np.maximum(k, 0)]] if len(fpos) else 0,
+                                   carry if carry is not None else 0)
+                    valid = (k >= 0) | (carry is not None)
+                    if len(fpos):
+                        self.lf[rnd][d] = int(smb_own[fpos[-1]])
+                    fast[rr[valid & (ackr_r[sel] < lim)]] = True
+
+        # ---- retransmissions (spurious verdicts settled at the end)
+        spur_acked = np.zeros(n, bool)
+        if len(ri_all):
+            spur_acked[ri_all] = end[ri_all] <= rev_before(ri_all)
+            ri = ri_all
+            self.retx.append({"row": grow[ri], "t": t[ri], "pk": c["ipidx"][ri], "dr": dr[ri],
+                              "rel": rel[ri], "pay": pay[ri], "fast": fast[ri],
+                              "acked": spur_acked[ri], "data": data[ri]})
+            for d in (0, 1):
+                rr = ri[(dr[ri] == d) & ~spur_acked[ri] & c["has_ts"][ri]]
+                self.pending[d].extend(zip(grow[rr].tolist(), end[rr].tolist(), c["tsval"][rr].tolist()))
+        self._settle_eifel(am, c, grow)
+        di = np.flatnonzero(c["dsack"])
+        if len(di):
+            dgd = dr[di] ^ 1
+            dl = (c["dsack_left"][di].astype(np.int64) - base[dgd]) % M32
+            near = np.maximum(rela[di], 0)
+            dl = near + (((dl - near) + (1 << 31)) % M32) - (1 << 31)
+            self.dsack.append((grow[di], dgd.astype(np.int64), dl))
+
+        # ---- RTT samples: sequence/ACK matching (Karn settled at the end)
+        nretx_at = {}
+        for d in (0, 1):
+            cnt = np.cumsum(retx & (dr == d))
+            nretx_at[d] = self.nretx[d] + cnt - (retx & (dr == d))      # retx of d before each row
+        orig = (data | is_syn) & ~retx
+        for a in (0, 1):
+            d = 1 - a
+            ai = np.flatnonzero((dr == a) & has_ack & (rela > 0) & (rela > am_before[a]))
+            oi = np.flatnonzero(orig & (dr == d))
+            new = {"key": end[oi], "row": grow[oi], "t": t[oi], "rel": rel[oi], "nr": nretx_at[d][oi]}
+            held = self.orig[d]
+            allo = new if held is None else {k: np.r_[held[k], new[k]] for k in new}
+            if len(ai) and len(allo["key"]):
+                hit, pos = _first_with_key([allo["key"].copy(), np.arange(len(allo["key"]))], rela[ai])
+                seg_row = allo["row"][pos]
+                hit &= seg_row < grow[ai]
+                ok = hit & (nretx_at[d][ai] == allo["nr"][pos])
+                ai, pos = ai[ok], pos[ok]
+                self.seqack[a].append((t[ai], c["ipidx"][ai], (t[ai] - allo["t"][pos]) / 1e6, allo["rel"][pos]))
+            # keep the first original per segment end not yet covered by the ACKs
+            keep = allo["key"] > am[a][-1]
+            kk = allo["key"][keep]
+            _, first = np.unique(kk, return_index=True)
+            first.sort()
+            self.orig[d] = {k: v[keep][first] for k, v in allo.items()}
+        for d in (0, 1):
+            self.nretx[d] += int((retx & (dr == d)).sum())
+
+        # ---- RTT samples: timestamp echo
+        has_ts = c["has_ts"]
+        for d in (0, 1):
+            tsi = np.flatnonzero(has_ts & (dr == d))
+            v = c["tsval"][tsi].astype(np.int64)
+            u, fi = np.unique(v, return_index=True)
+            new = (u, grow[tsi[fi]], t[tsi[fi]])
+            held = self.ts_first[d]
+            if held is not None:
+                keys = np.r_[held[0], new[0]]
+                rows = np.r_[held[1], new[1]]
+                tt = np.r_[held[2], new[2]]
+                uk, fi = np.unique(keys, return_index=True)       # held entries come first
+                new = (uk, rows[fi], tt[fi])
+            self.ts_first[d] = new
+        for a in (0, 1):
+            d = 1 - a
+            ai = np.flatnonzero(has_ts & (dr == a) & has_ack)
+            v = c["tsecr"][ai].astype(np.int64)
+            u, fi = np.unique(v, return_index=True)
+            fresh = ~np.isin(u, self.echoed[a])
+            u, ai = u[fresh], ai[fi[fresh]]
+            self.echoed[a] = np.union1d(self.echoed[a], u)
+            uk, rows, tt = self.ts_first[d]
+            echoed_now = u
+            if len(u) and len(uk):
+                p = np.minimum(np.searchsorted(uk, u), len(uk) - 1)
+                hit = (uk[p] == u) & (rows[p] < grow[ai])
+                ai, p, u = ai[hit], p[hit], u[hit]
+                self.tspairs[a].append((t[ai], c["ipidx"][ai], (t[ai] - tt[p]) / 1e6, u))
+            # a value echoed once is never looked up again
+            keep = ~np.isin(uk, echoed_now)
+            self.ts_first[d] = (uk[keep], rows[keep], tt[keep])
+
+        # ---- events of this chunk
+        for name, mask, direction, seqv in (("ooo", ooo, dr, rel), ("dupack", dupack, dr ^ 1, rela),
+                                            ("zero_window", zero_win, dr ^ 1, rela)):
+            ii = np.flatnonzero(mask)
+            if len(ii):
+                self.ev[name].append({"time": t[ii], "packet": c["ipidx"][ii].astype(np.int64),
+                                      "direction": direction[ii], "seq": seqv[ii],
+                                      "payload_bytes": pay[ii].astype(np.int64)})
+        si = np.flatnonzero(is_syn)
+        if len(si):
+            self.syn.append((dr[si], c["wscale"][si].astype(np.int64), c["mss"][si].astype(np.int64),
+                             c["synopt"][si].astype(np.int64), has_ts[si]))
+        for d in (0, 1):
+            pd_ = pay[dr == d]
+            if len(pd_):
+                self.maxpay[d] = max(self.maxpay[d], int(pd_.max()))
+                self.paysum[d] += float(pd_.sum())
+
+        # ---- series sums
+        A = self.acc
+        r_own = t // self.res_ns - self.start_bin + dr.astype(np.int64) * self.nb
+        r_other = np.where(dr == 1, r_own - self.nb, r_own + self.nb)
+        total = 2 * self.nb
+
+        def add(key, rows, w=None):
+            A[key] += np.bincount(rows, weights=w, minlength=total)[:total]
+        add("packets", r_own)
+        add("bytes", r_own, c["ip_len"].astype(np.int64))
+        add("pay", r_own, pay)
+        adv = np.zeros(n)
+        for a in (0, 1):
+            prev = am_before[a].copy()
+            skip = (dr != a) | (prev < 0) | (am[a] <= prev)
+            np.subtract(am[a], prev, out=prev)
+            prev[skip] = 0
+            adv += prev
+        add("adv", r_other, adv)
+        add("dupacks", r_other[dupack])
+        add("zero_windows", r_other[zero_win])
+        ha = rela >= 0
+        ws = self.f["shift"]
+        rwnd = np.where(is_syn, win, win.astype(np.int64) << ws[dr])
+        add("rw_sum", r_other[ha], rwnd[ha])
+        add("rw_n", r_other[ha])
+        for d in (0, 1):
+            inf = sm[d].copy()
+            neg = inf < 0
+            inf -= np.maximum(am[1 - d], 0)
+            np.maximum(inf, 0, out=inf)
+            inf[neg] = 0
+            rows = np.where(dr == d, r_own, r_other)
+            add("infl_s", rows, inf)
+            add("infl_c", rows)
+        if len(ri_all):
+            self.retx[-1]["bin_row"] = r_own[ri_all]
+        for a in (0, 1):
+            R, D = reset_pos[a], dup_pos[a]
+            self.dups[a] = int((D > R[-1]).sum()) if len(R) else self.dups[a] + len(D)
+            self.am[a] = int(am[a][-1])
+        for d in (0, 1):
+            self.sm[d] = int(sm[d][-1])
+        self.rows += n
+
+    def _settle_eifel(self, am, c, grow) -> None:
+        """Eifel for the retransmissions whose first covering ACK is in this chunk."""
+        for d in (0, 1):
+            if not self.pending[d]:
+                continue
+            rows, ends, tsv = (np.array(x, np.int64) for x in zip(*self.pending[d]))
+            amd = am[1 - d]                                   # non-decreasing over the chunk
+            q = np.searchsorted(amd, ends, side="left")
+            found = q < len(amd)
+            qq = np.minimum(q, len(amd) - 1)
+            diff = (tsv - c["tsecr"][qq].astype(np.int64)) % M32
+            verdict = found & c["has_ts"][qq] & (diff > 0) & (diff < (1 << 31))
+            for r, f, v in zip(rows.tolist(), found.tolist(), verdict.tolist()):
+                if f:
+                    self.eifel[r] = v
+            self.pending[d] = [p for p, f in zip(self.pending[d], found.tolist()) if not f]
+
+    # ---- the end of the flow
+    def finish(self, flows, source: str, res_s: float) -> TcpAnalysis:
+        """``flows``: the one-row flows frame (:func:`.tcp._flows_frame`) of this flow."""
+        import pandas as pd
+        from airlink.traces.schema import validate
+        nflow = 1
+        R = {k: np.concatenate([r[k] for r in self.retx]) if self.retx else np.zeros(0, np.int64)
+             for k in ("row", "t", "pk", "dr", "rel", "pay", "fast", "acked", "data", "bin_row")}
+        for k in ("fast", "acked", "data"):
+            R[k] = R[k].astype(bool)
+        nr = len(R["row"])
+        eifel = np.array([self.eifel.get(r, False) for r in R["row"].tolist()], bool)
+        dsack = np.zeros(nr, bool)
+        if self.dsack and nr:
+            drow = np.concatenate([x[0] for x in self.dsack])
+            dgd = np.concatenate([x[1] for x in self.dsack])
+            dl = np.concatenate([x[2] for x in self.dsack])
+            rkey = R["dr"].astype(np.int64) * OFF + R["rel"]
+            srt = np.argsort(rkey, kind="stable")
+            rkey_s = rkey[srt]
+            k = dgd * OFF + dl
+            hi = np.searchsorted(rkey_s, k, side="right") - 1
+            okd = hi >= 0
+            hi = np.maximum(hi, 0)
+            okd &= rkey_s[hi] == k
+            cand = srt[hi]
+            okd &= R["row"][cand] < drow
+            dsack[cand[okd]] = True
+        acked, eifel, dsack = R["acked"] & R["data"], eifel & R["data"], dsack & R["data"]
+        spurious = acked | eifel | dsack
+        fast = R["fast"]
+        # RTT samples in _analyze's order: sequence/ACK per acking direction, then timestamps
+        retx_keys = np.sort(R["dr"].astype(np.int64) * OFF + R["rel"])
+        parts = []
+        for a in (0, 1):
+            for tt, pk, ms, srel in self.seqack[a]:
+                key = (1 - a) * OFF + srel
+                if len(retx_keys):
+                    pos = np.minimum(np.searchsorted(retx_keys, key), len(retx_keys) - 1)
+                    ok = retx_keys[pos] != key
+                    tt, pk, ms = tt[ok], pk[ok], ms[ok]
+                parts.append((tt, pk, ms, np.full(len(tt), 1 - a, np.int64), np.zeros(len(tt), np.int8)))
+        for a in (0, 1):
+            if self.tspairs[a]:
+                tt, pk, ms, v = (np.concatenate(x) for x in zip(*self.tspairs[a]))
+                o = np.argsort(v, kind="stable")
+                parts.append((tt[o], pk[o], ms[o], np.full(len(tt), 1 - a, np.int64), np.ones(len(tt), np.int8)))
+        if parts:
+            rtt_t, rtt_pk, rtt_ms, rtt_gd, rtt_method = (np.concatenate(x) for x in zip(*parts))
+            rtt_pk = rtt_pk.astype(np.int64)
+        else:
+            rtt_t, rtt_pk, rtt_ms = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+            rtt_gd, rtt_method = np.zeros(0, np.int64), np.zeros(0, np.int8)
+
+        # ---- events frame (as _analyze builds it)
+        ev_parts = []
+
+        def simple(name, event):
+            if self.ev[name]:
+                e = {k: np.concatenate([x[k] for x in self.ev[name]]) for k in self.ev[name][0]}
+                ev_parts.append(pd.DataFrame({
+                    "time": e["time"], "packet": e["packet"], "flow": np.zeros(len(e["time"]), np.int64),
+                    "direction": e["direction"], "event": event, "kind": "",
+                    "seq": e["seq"], "payload_bytes": e["payload_bytes"] if name == "ooo" else 0,
+                    "spurious": False, "spurious_reason": "", "rtt_ms": np.nan}))
+        simple("ooo", "out_of_order")
+        if nr:
+            ev_parts.append(pd.DataFrame({
+                "time": R["t"], "packet": R["pk"].astype(np.int64), "flow": np.zeros(nr, np.int64),
+                "direction": R["dr"].astype(np.int8), "event": "retransmission",
+                "kind": np.where(fast, "fast", "timeout"), "seq": R["rel"],
+                "payload_bytes": R["pay"].astype(np.int64), "spurious": spurious,
+                "spurious_reason": np.select([acked, eifel, dsack], ["already_acked", "eifel", "dsack"], ""),
+                "rtt_ms": np.nan}))
+        if len(rtt_t):
+            ev_parts.append(pd.DataFrame({
+                "time": rtt_t, "packet": rtt_pk, "flow": rtt_gd // 2, "direction": rtt_gd % 2, "event": "rtt",
+                "kind": np.where(rtt_method == 0, "seq_ack", "timestamp"), "seq": -1,
+                "payload_bytes": 0, "spurious": False, "spurious_reason": "", "rtt_ms": rtt_ms}))
+        simple("dupack", "dupack")
+        simple("zero_window", "zero_window")
+        events = _events_frame(ev_parts, source)
+
+        # ---- flows row
+        counts = {"retransmissions": nr, "fast_retransmissions": int(fast.sum()),
+                  "timeout_retransmissions": int((~fast).sum()),
+                  "spurious_retransmissions": int(spurious.sum()),
+                  "dupacks": int(sum(len(x["time"]) for x in self.ev["dupack"])),
+                  "zero_windows": int(sum(len(x["time"]) for x in self.ev["zero_window"])),
+                  "out_of_order": int(sum(len(x["time"]) for x in self.ev["ooo"]))}
+        for k, v in counts.items():
+            flows[k] = np.array([v], np.int64)
+        flows = _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, np.array(self.paysum))
+        lost = ~spurious
+        retx_bytes = float(R["pay"][lost].sum()) if nr else 0.0
+        all_bytes = self.paysum[0] + self.paysum[1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            flows["loss_rate"] = np.where(np.array([all_bytes]) > 0, np.array([retx_bytes]) / max(all_bytes, 1), np.nan)
+        acked_b = np.zeros(1)
+        for a in (0, 1):
+            acked_b[0] += max(self.am[a], 0) - (self.am[a] > 0)
+        dur = flows["duration_s"].to_numpy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            flows["goodput_bps"] = np.where(dur > 0, acked_b * 8 / dur, np.nan)
+        mss = np.asarray(self.f["mss"], np.int64).reshape(-1, 2)
+        ws = np.asarray(self.f["ws"], np.int64)
+        flows["mss_bytes"] = np.where(mss.max(axis=1) > 0, np.where(mss[:, 0] > 0, mss[:, 0], mss[:, 1]), np.nan)
+        flows["wscale_fwd"] = ws.reshape(-1, 2)[:, 0]
+        flows["wscale_rev"] = ws.reshape(-1, 2)[:, 1]
+        sp = np.zeros(2, bool)
+        tsok = np.zeros(2, bool)
+        for sdr, _, _, so, hts in self.syn:
+            np.logical_or.at(sp, sdr.astype(np.int64), (so & 1) != 0)
+            np.logical_or.at(tsok, sdr.astype(np.int64), ((so & 2) != 0) | hts)
+        flows["sack_permitted"] = sp.reshape(-1, 2).all(axis=1)
+        flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1)
+        flows.attrs["source"] = source
+
+        # ---- series
+        A = self.acc
+        nb, res_ns, total = self.nb, self.res_ns, 2 * self.nb
+        if total > 5_000_000 and total > 20 * self.rows:
+            from airlink.traces.errors import AirlinkError
+            raise AirlinkError(
+                f"{source or 'capture'}: flow 0 spans {nb * res_ns / 1e9:.0f} s; time series at "
+                f"{res_ns / 1e9:g} s would need {total} rows for {self.rows} packets "
+                f"(a damaged timestamp? else choose a coarser resolution)")
+
+        def acc(rows, w=None):
+            return np.bincount(rows, weights=w, minlength=total)[:total]
+        out = {"packets": A["packets"].astype(np.int64), "bytes": A["bytes"].astype(np.int64),
+               "throughput_bps": A["pay"] * 8e9 / res_ns, "goodput_bps": A["adv"] * 8e9 / res_ns}
+        br = R["bin_row"].astype(np.int64)
+        out["retransmissions"] = acc(br).astype(np.int64)
+        out["fast_retransmissions"] = acc(br[fast]).astype(np.int64)
+        out["timeout_retransmissions"] = acc(br[~fast]).astype(np.int64)
+        out["spurious_retransmissions"] = acc(br[spurious]).astype(np.int64)
+        out["dupacks"] = A["dupacks"].astype(np.int64)
+        out["zero_windows"] = A["zero_windows"].astype(np.int64)
+        retx_b = acc(br[lost], R["pay"][lost].astype(np.float64))
+        pay_b = out["throughput_bps"] * res_ns / 8e9
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["loss_rate"] = np.where(pay_b > 0, retx_b / np.maximum(pay_b, 1), np.nan)
+            out["rwnd_bytes"] = np.where(A["rw_n"] > 0, A["rw_sum"] / np.maximum(A["rw_n"], 1), np.nan)
+            out["inflight_bytes"] = np.where(A["infl_c"] > 0, A["infl_s"] / np.maximum(A["infl_c"], 1), np.nan)
+        eff = _effective_mss(mss.ravel(), np.array(self.maxpay, np.int64))
+        series = _series_frame(out, eff, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow=1, nb=np.array([nb]),
+                               offset=np.array([0]), start_bin=np.array([self.start_bin]),
+                               end_bin=np.array([self.start_bin + nb - 1]), res_ns=res_ns)
+        series.attrs.update({"source": source, "resolution_s": res_s})
+        validate(flows, "flows", name="flows")
+        validate(series, "tcp", name="tcp series")
+        return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
+                           attrs={"packets": int(self.f["packets"]), "tcp_packets": int(self.rows)})
+
+
+def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict):
+    """The rows of one flow (provisional id ``pflow`` of :func:`._tcpcolumns.read_columns`),
+    batch by batch in file order, every column dense (SYN options and DSACK edges too) plus
+    ``ipidx`` (index among the file's IP packets). ``info`` receives the flow's key
+    (``lo``, ``hi``, ``proto``) and the capture's IPv6 address list once read."""
+    from ._capture import CaptureReader
+    from ._tcpcolumns import KEPT, SYN_KEPT, decode_connections
+    from .pcap import check_linktypes
+    reader = CaptureReader(path, salvage=salvage, reuse_buffer=True)
+    v6_ids: dict = {}
+    flow_ids: dict = {}
+    unknown: set = set()
+    n_ip = 0
+    for batch in reader:
+        d, fid, inv, swap = decode_connections(batch, v6_ids, flow_ids, unknown)
+        del batch
+        hit = np.flatnonzero(fid == pflow)
+        if len(hit):
+            if "lo" not in info:
+                info.update(zip(("lo", "hi", "proto"), list(flow_ids)[pflow]))
+            sel = np.flatnonzero(inv == hit[0])
+            out = {k: d[k][sel] for k in (*KEPT, *SYN_KEPT, "dsack_left")}
+            out["swap"] = swap[sel]
+            out["ipidx"] = sel + n_ip
+            yield out
+        n_ip += len(d["ts_ns"])
+    check_linktypes(path, reader, unknown, n_ip, salvage)
+    info["v6_addresses"] = list(v6_ids)
+
+
+def _time_chunks(path, pflow, *, salvage, lateness_ns, chunk_rows, info):
+    """The flow's rows in stable time order (as ``read_pcap`` sorts them), at most
+    ``chunk_rows`` at a time."""
+    from .pcap import in_time_order
+    for part in in_time_order(iter_flow_rows(path, pflow, salvage=salvage, info=info), lateness_ns):
+        n = len(part["ts_ns"])
+        for a in range(0, n, chunk_rows):
+            yield {k: v[a:a + chunk_rows] for k, v in part.items()}
+
+
+def first_pass(chunks) -> dict:
+    """What the first packets of each kind fix for the whole flow (the sides are the
+    endpoint-order bit ``swap``): the forward side (first pure SYN's, else first packet's),
+    the ISN per side (first SYN's sequence number, else first packet's), the handshake RTT
+    (first SYN to the forward side's first plain ACK; 3 ms without), window scale and MSS
+    from the SYNs (the last one announcing it), first and last time, packets and bytes."""
+    f = {"t_first": None, "t_last": None, "fwd_syn": None, "first_swap": None, "packets": 0,
+         "seq_first": [None, None], "seq_syn": [None, None], "t_syn": None, "t_ack": [None, None],
+         "ws": [-1, -1], "mss": [0, 0], "pk": [0, 0], "by": [0, 0]}
+    for c in chunks:
+        t, flags, swap = c["ts_ns"], c["flags"], c["swap"].astype(np.int64)
+        if not len(t):
+            continue
+        if f["t_first"] is None:
+            f["t_first"], f["first_swap"] = int(t[0]), int(swap[0])
+        f["t_last"] = int(t[-1])
+        f["packets"] += len(t)
+        for s in (0, 1):
+            rows = np.flatnonzero(swap == s)
+            if not len(rows):
+                continue
+            f["pk"][s] += len(rows)
+            f["by"][s] += int(c["ip_len"][rows].astype(np.int64).sum())
+            if f["seq_first"][s] is None:
+                f["seq_first"][s] = int(c["seq"][rows[0]])
+            syn = rows[(flags[rows] & SYN) != 0]
+            if len(syn):
+                if f["seq_syn"][s] is None:
+                    f["seq_syn"][s] = int(c["seq"][syn[0]])
+                w = c["wscale"][syn].astype(np.int64)
+                if (w >= 0).any():
+                    f["ws"][s] = int(w[w >= 0][-1])
+                ms = c["mss"][syn].astype(np.int64)
+                if (ms > 0).any():
+                    f["mss"][s] = int(ms[ms > 0][-1])
+            ack = rows[(flags[rows] & (SYN | ACK)) == ACK]
+            if len(ack) and f["t_ack"][s] is None:
+                f["t_ack"][s] = int(t[ack[0]])
+        pure = np.flatnonzero((flags & 0x12) == 0x02)
+        if len(pure) and f["fwd_syn"] is None:
+            f["fwd_syn"] = int(swap[pure[0]])
+        if f["t_syn"] is None and len(pure):
+            f["t_syn"] = int(t[pure[0]])
+    fs = f["fwd_syn"] if f["fwd_syn"] is not None else f["first_swap"]
+    f["fwd_swap"] = fs
+    side = [fs, 1 - fs]                                   # direction d -> side
+    f["base"] = [f["seq_syn"][s] if f["seq_syn"][s] is not None else
+                 (f["seq_first"][s] if f["seq_first"][s] is not None else 0) for s in side]
+    f["irtt"] = 3_000_000
+    ta = f["t_ack"][fs]
+    if f["t_syn"] is not None and ta is not None and ta - f["t_syn"] > 0:
+        f["irtt"] = ta - f["t_syn"]
+    ws = np.array([f["ws"][s] for s in side], np.int64)
+    f["ws"] = ws
+    f["shift"] = np.maximum(ws, 0) if (ws >= 0).all() else np.zeros(2, np.int64)
+    f["mss"] = np.array([f["mss"][s] for s in side], np.int64)
+    f["pk"] = [f["pk"][s] for s in side]
+    f["by"] = [f["by"][s] for s in side]
+    return f
+
+
+def analyze_one_flow(path, pflow: int, *, res_s: float, salvage: bool, lateness_ns: int,
+                     chunk_rows: int) -> TcpAnalysis | None:
+    """The analysis of one TCP flow of a capture in time chunks of ``chunk_rows`` packets
+    (None when the flow is not TCP: the caller analyses it whole)."""
+    from ._tcpcolumns import address_names
+    from .tcp import _flows_frame
+    info: dict = {}
+
+    def chunks():
+        return _time_chunks(path, pflow, salvage=salvage, lateness_ns=lateness_ns,
+                            chunk_rows=chunk_rows, info=info)
+    first = first_pass(chunks())
+    if info.get("proto") != 6 or first["t_first"] is None:
+        return None
+    res_ns = int(round(res_s * 1e9))
+    stream = FlowStream(first, res_ns)
+    for c in chunks():
+        c["t"] = c.pop("ts_ns")
+        stream.chunk(c)
+    lo, hi = info["lo"], info["hi"]
+    src, dst = (lo, hi) if first["fwd_swap"] == 0 else (hi, lo)
+    v6 = info["v6_addresses"]
+    flows = _flows_frame(1, src=address_names(np.array([src >> 16]), v6),
+                         dst=address_names(np.array([dst >> 16]), v6),
+                         sport=np.array([src & 0xFFFF]), dport=np.array([dst & 0xFFFF]),
+                         proto=np.array([6]), start=np.array([first["t_first"]]),
+                         endt=np.array([first["t_last"]]),
+                         pk=np.array(first["pk"]).reshape(2, 1), by=np.array(first["by"], np.float64).reshape(2, 1))
+    return stream.finish(flows, str(path), res_s)
