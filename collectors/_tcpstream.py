@@ -18,7 +18,8 @@ import numpy as np
 
 from ._decode import SYN
 from .tcp import (ACK, FIN, M32, OFF, RST, TcpAnalysis, _effective_mss, _events_frame,
-                  _first_with_key, _grouped_cummax, _rtt_columns, _series_frame, _unwrap)
+                  _first_with_key, _grouped_cummax, _recovery, _rtt_columns, _series_frame,
+                  _unwrap)
 
 
 def _cummax(values, valid, carry):
@@ -209,22 +210,7 @@ class FlowStream:
         fast = np.zeros(n, bool)
         if len(ri_all):
             fast[ri_all[dups_at(ri_all) >= 2]] = True
-            ackr_r = rev_at(ri_all)
-            for rnd in range(2):
-                for d in (0, 1):
-                    sel = dr[ri_all] == d
-                    rr = ri_all[sel]
-                    if not len(rr):
-                        continue
-                    fpos = rr[fast[rr]]
-                    k = np.searchsorted(fpos, rr, "right") - 1
-                    carry = self.lf[rnd][d]
-                    lim = np.where(k >= 0, smb_own[fpos[np.maximum(k, 0)]] if len(fpos) else 0,
-                                   carry if carry is not None else 0)
-                    valid = (k >= 0) | (carry is not None)
-                    if len(fpos):
-                        self.lf[rnd][d] = int(smb_own[fpos[-1]])
-                    fast[rr[valid & (ackr_r[sel] < lim)]] = True
+            _recovery(ri_all, dr, np.zeros(n, np.int32), fast, rev_at(ri_all), smb_own, carry=self.lf)
 
         # ---- retransmissions (spurious verdicts settled at the end)
         spur_acked = np.zeros(n, bool)

@@ -699,20 +699,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     fast = np.zeros(n, bool)
     if len(ri_all):
         fast[ri_all[dups_at(ri_all) >= 2]] = True
-        ackr_r = rev_at(ri_all)
-        # recovery episodes opened by a fast retransmission
-        for _ in range(2):
-            for d in (0, 1):
-                sel = dr[ri_all] == d
-                rr = ri_all[sel]
-                fpos = rr[fast[rr]]
-                if not len(fpos):
-                    continue
-                k = np.searchsorted(fpos, rr, "right") - 1
-                valid = k >= 0
-                lf = fpos[np.maximum(k, 0)]
-                same = valid & (fl[lf] == fl[rr])
-                fast[rr[same & (ackr_r[sel] < smb_own[lf])]] = True
+        _recovery(ri_all, dr, fl, fast, rev_at(ri_all), smb_own)
     timeout = retx & ~fast
     del smb_own, below, reset_pos, dup_pos
 
@@ -990,6 +977,37 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
                        attrs={"packets": int(n_packets), "tcp_packets": int(n)})
 
+
+
+def _recovery(ri, dr, fl, fast, ackr, smb_own, carry=None) -> None:
+    """Marks in ``fast`` the retransmissions (rows ``ri``) inside a recovery episode that a
+    fast retransmission opened: until the reverse direction's cumulative ACK (``ackr`` at
+    each of ``ri``) passes the ``snd_max`` the last fast retransmission saw (``smb_own``);
+    two passes, the second also from the episodes the first found. ``carry`` (time chunks
+    of one flow; None: rows hold whole flows): per pass and direction, that ``snd_max`` of
+    the last fast retransmission in earlier chunks (None: none), updated in place."""
+    for rnd in range(2):
+        for d in (0, 1):
+            sel = dr[ri] == d
+            rr = ri[sel]
+            fpos = rr[fast[rr]]
+            before = None if carry is None else carry[rnd][d]
+            if not len(rr) or (not len(fpos) and before is None):
+                continue
+            k = np.searchsorted(fpos, rr, "right") - 1
+            if len(fpos):
+                lf = fpos[np.maximum(k, 0)]
+                valid = (k >= 0) & (fl[lf] == fl[rr])
+                lim = smb_own[lf]
+                if carry is not None:
+                    carry[rnd][d] = int(smb_own[fpos[-1]])
+            else:
+                valid = np.zeros(len(rr), bool)
+                lim = np.zeros(len(rr), np.int64)
+            if before is not None:
+                lim = np.where(k >= 0, lim, before)
+                valid |= k < 0
+            fast[rr[valid & (ackr[sel] < lim)]] = True
 
 
 def _effective_mss(mss, maxpay):
