@@ -244,6 +244,10 @@ class LiveStage:
                 # there (the shells drop to the sudo user when SUDO_UID is set); the whole
                 # folder is given to that user at the end of the run instead
                 env = {k: v for k, v in os.environ.items() if k not in ("SUDO_UID", "SUDO_GID")}
+                if cap.inside or cap.host:
+                    # captures of 1500-byte segments, as the collect stage's RTT and
+                    # per-packet figures expect; AIRLINK_OFFLOAD=1 in the environment wins
+                    env.setdefault("AIRLINK_OFFLOAD", "0")
                 shell = subprocess.Popen(argv, stdout=open(rundir.partial_path(self.out / "apps" / "shell.out"), "w"),
                                          stderr=err, env=env, preexec_fn=_die_with_runner)
                 bar = self.progress.timer(expected, "live")
