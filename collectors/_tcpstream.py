@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from ._decode import SYN
-from .tcp import (ACK, FIN, M32, OFF, RST, TcpAnalysis, _effective_mss, _events_frame,
-                  _first_with_key, _grouped_cummax, _recovery, _rtt_columns, _series_frame,
-                  _unwrap)
+from .tcp import (ACK, FIN, M32, OFF, RST, RTT_KINDS, TcpAnalysis, _effective_mss,
+                  _events_frame, _first_with_key, _grouped_cummax, _recovery, _rtt_columns,
+                  _series_frame, _unwrap)
 
 
 def _cummax(values, valid, carry):
@@ -452,7 +452,7 @@ class FlowStream:
         if len(rtt_t):
             ev_parts.append(pd.DataFrame({
                 "time": rtt_t, "packet": rtt_pk, "flow": rtt_gd // 2, "direction": rtt_gd % 2, "event": "rtt",
-                "kind": np.where(rtt_method == 0, "seq_ack", "timestamp"), "seq": -1,
+                "kind": RTT_KINDS[rtt_method], "seq": -1,
                 "payload_bytes": 0, "spurious": False, "spurious_reason": "", "rtt_ms": rtt_ms}))
         simple("dupack", "dupack")
         simple("zero_window", "zero_window")

@@ -63,12 +63,15 @@ M32 = 1 << 32
 OFF = np.int64(1 << 41)   # group offset for grouped keys (values < 2 TiB); a numpy int64 so
                           # int32 group numbers times OFF are computed in int64
 RETX_KINDS = ["fast", "timeout"]
+# the events' RTT kind by method (0 sequence/ACK, 1 timestamp): one str object for all rows
+# (an RTT sample is most events; a string made per row would cost ~60 bytes each)
+RTT_KINDS = np.array(["seq_ack", "timestamp"], dtype=object)
 FLOW_KEYS = ("flow", "src", "dst", "sport", "dport", "proto")   # what names a flow in the flows table
-_RANK_CHUNK = 1 << 22
+_RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
 # A flow of more packets than max_packets is analysed in time chunks of at most this many
 # packets (collectors/_tcpstream.py), with the state that crosses chunks carried.
 STREAM_LONG_FLOWS = True
-STREAM_CHUNK_ROWS = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
+STREAM_CHUNK_ROWS = 1 << 20
 
 
 def _grouped_cummax(values, groups, valid, starts=None):
@@ -902,7 +905,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         rf = rtt_gd // 2
         ev_parts.append(pd.DataFrame({
             "time": rtt_t, "packet": rtt_pk, "flow": rf, "direction": rtt_gd % 2, "event": "rtt",
-            "kind": np.where(rtt_method == 0, "seq_ack", "timestamp"), "seq": -1,
+            "kind": RTT_KINDS[rtt_method], "seq": -1,
             "payload_bytes": 0, "spurious": False, "spurious_reason": "", "rtt_ms": rtt_ms}))
     for mask, kind in ((dupack, "dupack"), (zero_win, "zero_window")):
         ii = np.flatnonzero(mask)
@@ -1126,8 +1129,13 @@ def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packet
             o = np.argsort(idx)
             events["packet"] = rows[o][np.searchsorted(idx[o], q)]
     if len(events):
-        events["direction"] = pd.Categorical(events["direction"].astype(str), categories=["fwd", "rev"])
-        events["event"] = events["event"].astype(str).astype("category")
+        # categoricals the concatenation kept (the groups had the same categories) stay as
+        # they are; only mixed ones are rebuilt (a string per row: ~60 bytes each)
+        if not (isinstance(events["direction"].dtype, pd.CategoricalDtype)
+                and list(events["direction"].cat.categories) == ["fwd", "rev"]):
+            events["direction"] = pd.Categorical(events["direction"].astype(str), categories=["fwd", "rev"])
+        if not isinstance(events["event"].dtype, pd.CategoricalDtype):
+            events["event"] = events["event"].astype(str).astype("category")
     for frame in (flows, series, events):
         frame.attrs = {"source": str(path)}
     series.attrs["resolution_s"] = res_s
