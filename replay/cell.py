@@ -580,18 +580,18 @@ class _LiveCell:
     def _log(self, u, events):
         """Events ``(t_ns, x, kind, len)`` of UE ``u`` (see :data:`_EVENT`) as lines of its
         Mahimahi-format log, written out in batches."""
-        fmt, base = self.down_logs[u]._t, self.base_mono
+        line, base = self.down_logs[u].event_line, self.base_mono
         lines = self._log_lines[u]
         for t, x, kind, n in events:
-            tm = fmt(round((t - base) / 1e6, 3))
+            ms = (t - base) / 1e6
             if kind == EV_ARRIVAL:
-                lines.append(f"{tm} + {n}\n")
+                lines.append(line(ms, "+", n))
             elif kind == EV_DROP:
-                lines.append(f"{tm} d {n} {x}\n")
+                lines.append(line(ms, "d", n, x))
             elif kind == EV_OPPORTUNITY:
-                lines.append(f"{tm} # {x}\n")
+                lines.append(line(ms, "#", x))
             else:
-                lines.append(f"{tm} - {n} {int(round((t - x) / 1e6))}\n")
+                lines.append(line(ms, "-", n, round((t - x) / 1e6)))
         if len(lines) > 5000:
             self.down_logs[u].write_lines("".join(lines))
             lines.clear()

@@ -377,18 +377,18 @@ class LinkStage(Stage):
                     # the opportunity is at the end of its TTI
                     events.append((s._boundary(int(row[0]) + 1), 0, int(row[1]), 0))
             events.sort(key=lambda e: (e[0], e[1]))
+            line = self.log.event_line
             lines = []
-            fmt = self.log._t
             for t, kind, a, b in events:
                 ms = (t - base) / 1e6
                 if kind == 0:
-                    lines.append(f"{fmt(round(ms, 3))} # {a}\n")
+                    lines.append(line(ms, "#", a))
                 elif kind == 1:
-                    lines.append(f"{fmt(round(ms, 3))} + {a}\n")
+                    lines.append(line(ms, "+", a))
                 elif kind == 2:
-                    lines.append(f"{fmt(round(ms, 3))} - {a} {int(round(b / 1e6))}\n")
+                    lines.append(line(ms, "-", a, round(b / 1e6)))
                 else:
-                    lines.append(f"{fmt(round(ms, 3))} d {a} {b}\n")
+                    lines.append(line(ms, "d", a, b))
             self.log.write_lines("".join(lines))
 
     def close(self, now_ns: int) -> None:

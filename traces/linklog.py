@@ -163,20 +163,26 @@ class LinkLogWriter:
                          + f"# base timestamp: {base_ms}\n")
 
     @staticmethod
-    def _t(t) -> str:
-        return str(int(t)) if float(t).is_integer() else f"{t:.3f}"
+    def event_line(t_ms, symbol: str, *fields) -> str:
+        """One event line: the time in ms since the base timestamp (an integer as Mahimahi
+        writes it, else rounded to 3 decimals for sub-ms TTIs), the event's symbol (``#``
+        opportunity bytes, ``+`` arrival bytes, ``-`` departure bytes and queueing delay in
+        ms, ``d`` dropped packets and bytes) and its integer fields."""
+        t_ms = round(float(t_ms), 3)
+        t = str(int(t_ms)) if t_ms.is_integer() else f"{t_ms:.3f}"
+        return f"{t} {symbol} " + " ".join(str(int(f)) for f in fields) + "\n"
 
     def opportunity(self, t, size: int):
-        self.write_lines(f"{self._t(t)} # {int(size)}\n")
+        self.write_lines(self.event_line(t, "#", size))
 
     def arrival(self, t, size: int):
-        self.write_lines(f"{self._t(t)} + {int(size)}\n")
+        self.write_lines(self.event_line(t, "+", size))
 
     def departure(self, t, size: int, delay):
-        self.write_lines(f"{self._t(t)} - {int(size)} {int(round(delay))}\n")
+        self.write_lines(self.event_line(t, "-", size, round(delay)))
 
     def drop(self, t, packets: int, nbytes: int):
-        self.write_lines(f"{self._t(t)} d {int(packets)} {int(nbytes)}\n")
+        self.write_lines(self.event_line(t, "d", packets, nbytes))
 
     def write_lines(self, text: str):
         """Append pre-formatted event lines (a fast path for shells that batch).
