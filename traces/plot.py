@@ -9,7 +9,8 @@ from .stats import linklog_bins, linklog_summary, trace_summary, windowed_rate_m
 from .trace import Trace
 
 
-def _pyplot():
+def headless_pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no display needed)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -19,7 +20,7 @@ def _pyplot():
 def plot_trace(trace: Trace, out, *, bin_s: float = 0.1, title: str | None = None) -> dict:
     """Capacity over time per user (Mbit/s in bins of ``bin_s``) with each user's mean dashed.
     Returns the trace summary."""
-    plt = _pyplot()
+    plt = headless_pyplot()
     rates = windowed_rate_mbps(trace, bin_s)
     per = max(1, int(round(bin_s / float(trace.tti))))
     t = np.arange(rates.shape[0]) * per * float(trace.tti)
@@ -46,7 +47,7 @@ def plot_linklog(frame, out, *, bin_ms: float = 500.0, title: str | None = None)
     """Mahimahi-style graphs of a link log: capacity (shaded), arrivals and departures per bin
     on top; per-packet queueing delay below. Returns the log summary (average capacity,
     throughput, utilisation, 95th-percentile delay)."""
-    plt = _pyplot()
+    plt = headless_pyplot()
     b = linklog_bins(frame, bin_ms)
     s = linklog_summary(frame)
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), dpi=110, sharex=True)

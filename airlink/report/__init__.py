@@ -39,12 +39,14 @@ from __future__ import annotations
 
 # modules by responsibility: artifacts (reading, by kind), figures (drawing), page (HTML)
 from airlink.report.artifacts import Artifacts
-from airlink.report.figures import (_pyplot, fig_backlog, fig_fairness, fig_goodput, fig_jitter, fig_nmi,
+from airlink.report.figures import (fig_backlog, fig_fairness, fig_goodput, fig_jitter, fig_nmi,
                                     fig_rtt_inflight, fig_time_sequence, main_direction)
-# the page's building blocks, also used by the sweep report (airlink.sweep.report)
-from airlink.report.page import (_CSS, REPORT_NAME, _figure_html, _missing, _pre, _section, _table,
-                                 build_report_html, write_report)
+# the page's building blocks, public for other pages (the sweep report, airlink.sweep.report)
+from airlink.report.page import (PAGE_CSS, REPORT_NAME, build_report_html, figure_html, html_section,
+                                 html_table, missing_note, pre_block, write_report)
+from airlink.traces.plot import headless_pyplot
 
 __all__ = ["write_report", "build_report_html", "Artifacts", "fig_time_sequence", "fig_goodput",
            "fig_rtt_inflight", "fig_backlog", "fig_nmi", "fig_fairness", "fig_jitter", "main_direction",
-           "REPORT_NAME"]
+           "REPORT_NAME", "PAGE_CSS", "figure_html", "html_section", "html_table", "missing_note", "pre_block",
+           "headless_pyplot"]

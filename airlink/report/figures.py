@@ -7,13 +7,7 @@ import pandas as pd
 
 from airlink.report.artifacts import Artifacts, _seconds
 from airlink.traces import Trace
-
-
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
+from airlink.traces.plot import headless_pyplot
 
 
 def _data_flow(packets: pd.DataFrame):
@@ -40,7 +34,7 @@ def fig_time_sequence(packets: pd.DataFrame, *, events: pd.DataFrame | None = No
     whose ``packet`` is the row in ``packets``: the same ones the flow table counts). Without
     ``events`` no retransmissions are marked (``stats["retransmissions"]`` is None).
     Returns (fig, stats) or None."""
-    plt = _pyplot()
+    plt = headless_pyplot()
     need = {"seq", "ack", "src", "dst", "sport", "dport"}
     if not need <= set(packets.columns):
         return None
@@ -124,7 +118,7 @@ def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: 
     With the link's per-TTI log (``link``) the capacity drawn is what the link actually
     offered, on the same clock as the capture; otherwise the trace from its start, and the
     legend says that the two share no clock."""
-    plt = _pyplot()
+    plt = headless_pyplot()
     labels = labels or {}
     fig, ax = plt.subplots(figsize=(10, 4))
     drew = False
@@ -178,7 +172,7 @@ def fig_goodput(tcp: pd.DataFrame | None, capacity: Trace | None, user, labels: 
 
 
 def fig_rtt_inflight(tcp: pd.DataFrame):
-    plt = _pyplot()
+    plt = headless_pyplot()
     rows = main_direction(tcp)
     if rows is None or not ({"rtt_ms", "inflight_packets", "inflight_bytes"} & set(rows.columns)):
         return None
@@ -210,7 +204,7 @@ def fig_rtt_inflight(tcp: pd.DataFrame):
 def fig_backlog(art: Artifacts):
     """Queue backlog: per-TTI link log of the replay shell first, else the Mahimahi link log
     (arrivals minus departures and drops, cumulated), else the simulator's per-user backlog."""
-    plt = _pyplot()
+    plt = headless_pyplot()
     if art.link_tti:
         fig, ax = plt.subplots(figsize=(10, 4))
         for direction, f in art.link_tti.items():
@@ -255,7 +249,7 @@ def fig_backlog(art: Artifacts):
 
 
 def fig_nmi(analysis: dict):
-    plt = _pyplot()
+    plt = headless_pyplot()
     factors = [f for f in analysis.get("factors", []) if f.get("curve")]
     if not factors:
         return None
@@ -305,7 +299,7 @@ def fig_fairness(art: Artifacts, of: str = "auto"):
     """Per-user throughput and resource fraction (simulator summary, ``of="users"``) or
     per-flow goodput (``of="flows"``; ``"auto"``: users when there are, else flows), with
     Jain's index and the fairness gap in the title."""
-    plt = _pyplot()
+    plt = headless_pyplot()
     rows, label = [], ""
     users = (art.summary if isinstance(art.summary, dict) else {}).get("users") or []
     cell = art.cell if isinstance(art.cell, dict) else {}
@@ -357,7 +351,7 @@ def fig_fairness(art: Artifacts, of: str = "auto"):
 
 def fig_jitter(art: Artifacts):
     """Distribution (CCDF) of inter-service gaps per user from the MAC log."""
-    plt = _pyplot()
+    plt = headless_pyplot()
     source = art.mac_source
     gaps = _gaps_ms(art.mac) if art.mac is not None else {}
     if not gaps:
@@ -394,7 +388,7 @@ def fig_cell(art: Artifacts, bin_s: float = 1.0):
     mac = art.mac
     if mac is None or "served_bytes" not in mac or "late" not in mac or not len(mac):
         return None
-    plt = _pyplot()
+    plt = headless_pyplot()
     t = _seconds(mac)
     k = np.floor(t / bin_s).astype(np.int64)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})

@@ -11,14 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from airlink.report.artifacts import Artifacts
-from airlink.report.figures import (_pyplot, fig_backlog, fig_cell, fig_fairness, fig_goodput, fig_jitter,
+from airlink.report.figures import (fig_backlog, fig_cell, fig_fairness, fig_goodput, fig_jitter,
                                     fig_nmi, fig_rtt_inflight, fig_time_sequence)
+from airlink.traces.plot import headless_pyplot
 
 REPORT_NAME = "report.html"
 
 
-def _figure_html(fig, caption: str) -> str:
-    plt = _pyplot()
+def figure_html(fig, caption: str) -> str:
+    plt = headless_pyplot()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96)
     plt.close(fig)
@@ -28,11 +29,11 @@ def _figure_html(fig, caption: str) -> str:
             f"<figcaption>{cap}</figcaption></figure>")
 
 
-def _missing(text: str) -> str:
+def missing_note(text: str) -> str:
     return f'<p class="missing">Not shown: {html.escape(text)}</p>'
 
 
-def _table(rows: list, columns: list, *, fmt=None) -> str:
+def html_table(rows: list, columns: list, *, fmt=None) -> str:
     fmt = fmt or {}
 
     def cell(c, v):
@@ -53,7 +54,7 @@ def _table(rows: list, columns: list, *, fmt=None) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _section(title: str, body: str, anchor: str) -> str:
+def html_section(title: str, body: str, anchor: str) -> str:
     return f'<section id="{anchor}"><h2>{html.escape(title)}</h2>{body}</section>'
 
 
@@ -63,14 +64,14 @@ def _render(builder, caption: str, missing: str, notes: list) -> tuple:
         out = builder()
     except Exception as exc:  # a broken input must not lose the rest of the report
         notes.append(f"{caption}: could not be drawn ({type(exc).__name__}: {exc})")
-        return _missing(f"{caption} could not be drawn: {exc}"), {}
+        return missing_note(f"{caption} could not be drawn: {exc}"), {}
     if out is None:
-        return _missing(missing), {}
+        return missing_note(missing), {}
     fig, stats = out
-    return _figure_html(fig, caption), stats
+    return figure_html(fig, caption), stats
 
 
-def _pre(text: str) -> str:
+def pre_block(text: str) -> str:
     return f"<pre>{html.escape(text)}</pre>"
 
 
@@ -80,27 +81,27 @@ def _section_run(art: Artifacts) -> str:
     if info:
         stages = info.get("stages", [])
         if stages:
-            parts.append("<h3>Stages</h3>" + _table(
+            parts.append("<h3>Stages</h3>" + html_table(
                 [{"stage": s.get("name"), "status": s.get("status"), "seconds": s.get("seconds"),
                   "note": s.get("note", "")} for s in stages],
                 ["stage", "status", "seconds", "note"], fmt={"seconds": "{:.1f}"}))
         for note in info.get("notes", []):
             parts.append(f'<p class="note">{html.escape(note)}</p>')
     if art.experiment_text:
-        parts.append("<h3>Experiment file</h3>" + _pre(art.experiment_text))
+        parts.append("<h3>Experiment file</h3>" + pre_block(art.experiment_text))
     else:
-        parts.append(_missing("no experiment.yaml in this folder (not made by airlink run)"))
+        parts.append(missing_note("no experiment.yaml in this folder (not made by airlink run)"))
     command = art._text("apps/command.txt")
     if command:
-        parts.append("<h3>Live command line (re-run by hand)</h3>" + _pre(command))
+        parts.append("<h3>Live command line (re-run by hand)</h3>" + pre_block(command))
     if art.config_text:
-        parts.append("<h3>Simulator parameters (config.yaml)</h3>" + _pre(art.config_text))
+        parts.append("<h3>Simulator parameters (config.yaml)</h3>" + pre_block(art.config_text))
     if art.versions:
-        parts.append("<h3>Versions</h3>" + _table(
+        parts.append("<h3>Versions</h3>" + html_table(
             [{"component": k, "version": v} for k, v in art.versions.items()], ["component", "version"]))
     else:
-        parts.append(_missing("no versions.json"))
-    return _section("Run parameters", "".join(parts), "parameters")
+        parts.append(missing_note("no versions.json"))
+    return html_section("Run parameters", "".join(parts), "parameters")
 
 
 def _section_summary(art: Artifacts) -> str:
@@ -113,25 +114,25 @@ def _section_summary(art: Artifacts) -> str:
                             "resource_fraction_min_max_ratio") if k in s]
         if keys:
             parts.append("<h3>Cell (simulator summary.json)</h3>" +
-                         _table([{k: s[k] for k in keys}], keys))
+                         html_table([{k: s[k] for k in keys}], keys))
         users = s.get("users") or []
         if users:
             cols = [c for c in ("user", "throughput_mbps", "selection_ratio", "resource_fraction",
                                 "active_time_ratio", "retransmission_ratio", "gap_mean_ms",
                                 "gap_std_ms", "gap_cov", "gap_max_ms") if c in users[0]]
-            parts.append(_table(users, cols))
+            parts.append(html_table(users, cols))
     else:
-        parts.append(_missing("no summary.json (a live cell run: see the live cell section)" if art.cell else
+        parts.append(missing_note("no summary.json (a live cell run: see the live cell section)" if art.cell else
                               "no summary.json (the simulator stage did not run)"))
     if art.flows is not None and len(art.flows):
         f = art.flows
         cols = [c for c in ("flow", "src", "sport", "dst", "dport", "packets_fwd", "packets_rev",
                             "bytes_fwd", "bytes_rev", "retransmissions", "spurious_retransmissions",
                             "rtt_ms_median", "mss_bytes") if c in f.columns]
-        parts.append("<h3>TCP flows</h3>" + _table(f[cols].head(30).to_dict("records"), cols))
+        parts.append("<h3>TCP flows</h3>" + html_table(f[cols].head(30).to_dict("records"), cols))
     else:
-        parts.append(_missing(f"TCP flow table: {art.uncollected().replace('packets', 'flows')}"))
-    return _section("Summary", "".join(parts), "summary")
+        parts.append(missing_note(f"TCP flow table: {art.uncollected().replace('packets', 'flows')}"))
+    return html_section("Summary", "".join(parts), "summary")
 
 
 def _section_cell(art: Artifacts, notes: list) -> str | None:
@@ -142,7 +143,7 @@ def _section_cell(art: Artifacts, notes: list) -> str | None:
         return None
     parts = []
     if cell is None:
-        parts.append(_missing("per-UE table: no cell.json (the collect stage writes it from cell-mac.parquet)"))
+        parts.append(missing_note("per-UE table: no cell.json (the collect stage writes it from cell-mac.parquet)"))
     else:
         rows = [{"UE": u["ue"], "applications": u.get("applications"),
                  "goodput (Mbit/s)": None if u.get("app_goodput_bps") is None else u["app_goodput_bps"] / 1e6,
@@ -151,7 +152,7 @@ def _section_cell(art: Artifacts, notes: list) -> str | None:
                  else u["mac_throughput_bps"] / 1e6,
                  "queue drops (packets)": u.get("drops_packets"), "exit status": u.get("status")}
                 for u in cell.get("ues", [])]
-        parts.append("<h3>Per UE</h3>" + _table(rows, list(rows[0]) if rows else ["UE"], fmt={
+        parts.append("<h3>Per UE</h3>" + html_table(rows, list(rows[0]) if rows else ["UE"], fmt={
             "goodput (Mbit/s)": "{:.3f}", "MAC throughput (Mbit/s)": "{:.3f}", "served (bytes)": "{:.0f}",
             "received (bytes)": "{:.0f}", "queue drops (packets)": "{:.0f}"}))
         parts.append("<p>goodput and received bytes: the applications' own counts (payload); served bytes "
@@ -182,12 +183,12 @@ def _section_cell(art: Artifacts, notes: list) -> str | None:
                          "significant": None if f.get("significant") is None else
                          ("yes" if f["significant"] else "no")})
     if rows:
-        parts.append("<h3>Per-UE NMI of the MAC log</h3>" + _table(
+        parts.append("<h3>Per-UE NMI of the MAC log</h3>" + html_table(
             rows, list(rows[0]), fmt={"peak NMI": "{:.3f}", "surrogate threshold": "{:.3f}",
                                       "p-value": "{:.3g}", "lag (s)": "{:g}"}))
     else:
-        parts.append(_missing("per-UE NMI table: no per-UE MAC analysis in nmi.json"))
-    return _section("Live cell", "".join(parts), "cell")
+        parts.append(missing_note("per-UE NMI table: no per-UE MAC analysis in nmi.json"))
+    return html_section("Live cell", "".join(parts), "cell")
 
 
 def _section_tcp(art: Artifacts, notes: list) -> str:
@@ -203,7 +204,7 @@ def _section_tcp(art: Artifacts, notes: list) -> str:
             parts.append(f'<p>{st["segments"]} data segments, {retx}, '
                          f'{st["bytes"] / 1e6:.2f} MB sequence space, flow {html.escape(st["flow"])}.</p>')
     else:
-        parts.append(_missing(f"TCP time-sequence graph: {art.uncollected()}"))
+        parts.append(missing_note(f"TCP time-sequence graph: {art.uncollected()}"))
     h, _ = _render(lambda: fig_goodput(art.tcp, art.capacity, art.replayed_user, art.flow_labels,
                                                art.link_tti.get("downlink")),
                    "goodput against trace capacity",
@@ -214,9 +215,9 @@ def _section_tcp(art: Artifacts, notes: list) -> str:
         h, _ = _render(lambda: fig_rtt_inflight(art.tcp), "RTT and data in flight",
                        "RTT and in-flight: the tcp series has no rtt_ms/inflight columns", notes)
     else:
-        h = _missing("RTT and packets in flight: no tcp series (tcp.parquet) and no capture to analyse")
+        h = missing_note("RTT and packets in flight: no tcp series (tcp.parquet) and no capture to analyse")
     parts.append(h)
-    return _section("TCP", "".join(parts), "tcp")
+    return html_section("TCP", "".join(parts), "tcp")
 
 
 def _section_queue(art: Artifacts, notes: list) -> str:
@@ -225,7 +226,7 @@ def _section_queue(art: Artifacts, notes: list) -> str:
                     "mac.parquet with backlog_bytes", notes)
     if st.get("source"):
         h += f"<p>Backlog from the {html.escape(st['source'])}.</p>"
-    return _section("Queue", h, "queue")
+    return html_section("Queue", h, "queue")
 
 
 def _section_nmi(art: Artifacts, notes: list) -> str:
@@ -235,8 +236,8 @@ def _section_nmi(art: Artifacts, notes: list) -> str:
                              "factors": [{**f, "ci": [f.get("ci_low"), f.get("ci_high")]}
                                          for f in nmi if isinstance(f, dict) and "factor" in f]}]}
     if not isinstance(nmi, dict) or not nmi.get("analyses"):
-        return _section("What drives the rate: NMI against lag",
-                        _missing("no nmi.json (the inference stage did not run or found no series)"),
+        return html_section("What drives the rate: NMI against lag",
+                        missing_note("no nmi.json (the inference stage did not run or found no series)"),
                         "nmi")
     parts = []
     for a in nmi["analyses"]:
@@ -258,13 +259,13 @@ def _section_nmi(art: Artifacts, notes: list) -> str:
                          "significant": ("yes" if f["significant"] else "no") if f.get("significant") is not None
                          else None if thr is None or f.get("peak_nmi") is None
                          else ("yes" if f["peak_nmi"] > thr else "no")})
-        parts.append("<h4>Factor table</h4>" + _table(
+        parts.append("<h4>Factor table</h4>" + html_table(
             rows, ["factor", "peak NMI", "lag (s)", "p-value", "surrogate threshold", "interval",
                    "significant"], fmt={"peak NMI": "{:.3f}", "surrogate threshold": "{:.3f}",
                                         "p-value": "{:.3g}", "lag (s)": "{:g}"}))
         if a.get("note"):
             parts.append(f'<p class="note">{html.escape(a["note"])}</p>')
-    return _section("What drives the rate: NMI against lag", "".join(parts), "nmi")
+    return html_section("What drives the rate: NMI against lag", "".join(parts), "nmi")
 
 
 def _num(v, spec: str) -> str:
@@ -286,11 +287,11 @@ def _cell_fairness_html(art: Artifacts) -> str:
                      f"resource {html.escape(str(o.get('resource')))}).</p>")
         users = fair.get("users") or []
         if users:
-            parts.append(_table(users, list(users[0])))
+            parts.append(html_table(users, list(users[0])))
     jit = art.jitter if isinstance(art.jitter, dict) else None
     if jit and jit.get("users"):
         parts.append(f"<p>Scheduling jitter (<code>{html.escape(jit.get('command', ''))}</code>), gaps in "
-                     "seconds:</p>" + _table(jit["users"], list(jit["users"][0])))
+                     "seconds:</p>" + html_table(jit["users"], list(jit["users"][0])))
     return "".join(parts)
 
 
@@ -307,9 +308,9 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
         except Exception as exc:
             notes.append(f"fairness across TCP flows: could not be drawn ({exc})")
         if out is not None and out[1].get("n", 0) >= 2:
-            parts.append(_figure_html(out[0], "fairness across the TCP flows"))
+            parts.append(figure_html(out[0], "fairness across the TCP flows"))
         elif out is not None:
-            _pyplot().close(out[0])
+            headless_pyplot().close(out[0])
     try:
         parts.append(_cell_fairness_html(art))
     except Exception as exc:  # a damaged fairness.json / jitter.json is a note
@@ -317,10 +318,10 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
     h, _ = _render(lambda: fig_jitter(art), "jitter: inter-service gaps",
                    "jitter: no MAC log (mac.parquet) and no per-TTI link log with served_bytes", notes)
     parts.append(h)
-    return _section("Fairness and jitter", "".join(parts), "fairness")
+    return html_section("Fairness and jitter", "".join(parts), "fairness")
 
 
-_CSS = """
+PAGE_CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
 max-width:1100px;padding:0 1em;color:#222;line-height:1.4}
 h1{margin-bottom:0}.sub{color:#666;margin-top:.2em}
@@ -350,7 +351,7 @@ def build_report_html(outdir, *, title: str | None = None) -> str:
         cell = _section_cell(art, notes)
     except Exception as exc:  # a damaged cell.json / cell-stats.json must not lose the page
         notes.append(f"live cell section could not be drawn ({type(exc).__name__}: {exc})")
-        cell = _section("Live cell", _missing(f"the live cell section could not be drawn: {exc}"), "cell")
+        cell = html_section("Live cell", missing_note(f"the live cell section could not be drawn: {exc}"), "cell")
     body = [
         _section_run(art),
         _section_summary(art),
@@ -361,7 +362,7 @@ def build_report_html(outdir, *, title: str | None = None) -> str:
         _section_fairness(art, notes),
     ]
     if notes:
-        body.append(_section("Notes", "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes),
+        body.append(html_section("Notes", "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes),
                              "notes"))
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (
@@ -369,7 +370,7 @@ def build_report_html(outdir, *, title: str | None = None) -> str:
         ("tcp", "TCP"), ("queue", "queue"),
         ("nmi", "NMI"), ("fairness", "fairness")))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>airlink report: {html.escape(str(name))}</title><style>{_CSS}</style></head><body>"
+            f"<title>airlink report: {html.escape(str(name))}</title><style>{PAGE_CSS}</style></head><body>"
             f"<h1>airlink report: {html.escape(str(name))}</h1>"
             f'<p class="sub">{html.escape(str(Path(outdir)))} &middot; made {now}</p>'
             f"<nav>{nav}</nav>" + "".join(body) + "</body></html>\n")

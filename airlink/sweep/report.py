@@ -84,8 +84,8 @@ def short_labels(labels) -> dict:
 def fig_grid(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, x: str, by: list):
     """Means of ``metric`` against ``x``, one line per combination of ``by``, 95 % intervals as
     error bars."""
-    from airlink.report import _pyplot
-    plt = _pyplot()
+    from airlink.report import headless_pyplot
+    plt = headless_pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.2))
     xs = _order(table[x].unique(), frame[x])
     pos = {v: i for i, v in enumerate(xs)}
@@ -146,7 +146,7 @@ def build_sweep_report(campaign, *, metric: str | None = None, x: str | None = N
     """The sweep report page for a campaign folder as an HTML string (see module docstring).
     ``metric``, ``x``, ``by``: None = the sweep file's ``report:`` section, else chosen from
     the table (goodput of the first application, else the cell's aggregate throughput)."""
-    from airlink.report import _CSS, _figure_html, _missing, _pre, _section, _table
+    from airlink.report import PAGE_CSS, figure_html, missing_note, pre_block, html_section, html_table
     campaign = Path(campaign)
     frame, meta = read_campaign(campaign)
     sweep = meta.get("sweep") or {}
@@ -154,33 +154,33 @@ def build_sweep_report(campaign, *, metric: str | None = None, x: str | None = N
     counts = frame["status"].value_counts().to_dict()
     parts = []
     if metric is None:
-        parts.append(_section("Across the grid", _missing("no numeric result in the campaign table"), "grid"))
+        parts.append(html_section("Across the grid", missing_note("no numeric result in the campaign table"), "grid"))
     else:
         table = confidence_table(frame, metric, by=group)
         body = [f"<p>{html.escape(metric)} over {counts.get('done', 0)} finished run(s); mean and 95 % "
                 f"confidence interval over {'seeds (' + html.escape(seed_key) + ')' if seed_key else 'repeats'}"
                 f" per grid cell (Student's t).</p>"]
         if x is not None and table["n"].sum() > 0:
-            body.append(_figure_html(fig_grid(table, frame, metric, x=x, by=by_keys),
+            body.append(figure_html(fig_grid(table, frame, metric, x=x, by=by_keys),
                                      f"{metric} against {x}" + (f", one line per {', '.join(by_keys)}" if by_keys else "")))
-        body.append(_table(table.to_dict("records"), list(table.columns)))
-        parts.append(_section("Across the grid", "".join(body), "grid"))
+        body.append(html_table(table.to_dict("records"), list(table.columns)))
+        parts.append(html_section("Across the grid", "".join(body), "grid"))
     shown = ["point_id", "status"] + [k for k in frame.columns if k in (group + ([seed_key] if seed_key else []))]
     shown += [metric] if metric else []
     shown += ["seconds", "host"]
-    runs = _table(frame[shown].to_dict("records"), shown)
+    runs = html_table(frame[shown].to_dict("records"), shown)
     for r in frame["point_id"]:
         if (campaign / "runs" / r / "report.html").is_file():
             esc = html.escape(r)
             runs = runs.replace(f"<td>{esc}</td>", f'<td><a href="runs/{esc}/report.html">{esc}</a></td>', 1)
-    parts.append(_section("Runs", runs, "runs"))
+    parts.append(html_section("Runs", runs, "runs"))
     failed = frame[frame["status"] != "done"]
     if len(failed):
-        parts.append(_section("Failed and pending runs", _table(failed[["point_id", "status", "error"]].to_dict("records"),
+        parts.append(html_section("Failed and pending runs", html_table(failed[["point_id", "status", "error"]].to_dict("records"),
                                                                 ["point_id", "status", "error"]), "failures"))
     import json
     prov = {k: meta.get(k) for k in ("versions", "experiment_sha256", "inputs")}
-    parts.append(_section("Provenance", _pre(json.dumps({"sweep": sweep, **prov}, indent=1, default=str)),
+    parts.append(html_section("Provenance", pre_block(json.dumps({"sweep": sweep, **prov}, indent=1, default=str)),
                           "provenance"))
     name = sweep.get("name") or campaign.resolve().name
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -188,7 +188,7 @@ def build_sweep_report(campaign, *, metric: str | None = None, x: str | None = N
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (("grid", "across the grid"), ("runs", "runs"),
                                                          ("provenance", "provenance")))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>airlink sweep: {html.escape(str(name))}</title><style>{_CSS}</style></head><body>"
+            f"<title>airlink sweep: {html.escape(str(name))}</title><style>{PAGE_CSS}</style></head><body>"
             f"<h1>airlink sweep: {html.escape(str(name))}</h1>"
             f'<p class="sub">{html.escape(str(campaign / STORE))} &middot; {len(frame)} points: '
             f"{html.escape(status)} &middot; made {now}</p><nav>{nav}</nav>" + "".join(parts) + "</body></html>\n")
