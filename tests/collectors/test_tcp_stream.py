@@ -78,3 +78,70 @@ def test_switch_off_analyses_the_long_flow_whole(shared_data, monkeypatch, chunk
     monkeypatch.setattr(tcp, "STREAM_LONG_FLOWS", False)
     _same(C.analyze_tcp(f, max_packets=40), C.analyze_tcp(f))
     assert not chunks_seen
+
+
+def _late_syn_capture():
+    """One IPv6 connection whose capture starts mid-flow (the server's data first, sequence
+    numbers about to wrap past 2^32), with duplicate ACKs, two retransmissions after them
+    (of data already ACKed), a DSACK, and timestamps; then the client
+    opens the same 4-tuple again with a SYN (window scale, MSS, timestamps, SACK) and the
+    transfer goes on: the forward side, the ISNs, the window scales and the handshake RTT
+    are fixed by packets far into the flow."""
+    from pcapcraft import link_wrap, tcp_packet
+    c, s = "2001:db8::1", "2001:db8::2"
+    recs, t = [], 1_700_000_000 * 10**9
+    seq, ack = (1 << 32) - 30_000, 7
+
+    def add(src, frame, dt=200_000):
+        nonlocal t
+        t += dt
+        recs.append((t, link_wrap(frame, 1)))
+
+    def data(n, ts, **kw):
+        return tcp_packet(s, c, 80, 50000, seq=n % (1 << 32), ack=ack, flags="PA", payload=b"d" * 1000,
+                          v6=True, options=[("Timestamp", (ts, 0))], **kw)
+
+    def acknowledge(n, ts, echo, sack=None):
+        opts = [("Timestamp", (ts, echo))] + ([("SAck", sack)] if sack else [])
+        return tcp_packet(c, s, 50000, 80, seq=ack, ack=n % (1 << 32), flags="A", v6=True, options=opts)
+    for i in range(60):
+        add(s, data(seq + 1000 * i, 100 + i))
+        if i % 2:
+            add(c, acknowledge(seq + 1000 * (i + 1), 500 + i, 100 + i))
+    top = seq + 60_000
+    for k in range(3):                                   # duplicate ACKs: segment 50 was lost
+        add(c, acknowledge(seq + 50_000, 600 + k, 159))
+    add(s, data(seq + 50_000, 170))                     # after three duplicate ACKs
+    add(c, acknowledge(top, 610, 170))
+    add(s, data(seq + 40_000, 171))
+    dl = (seq + 40_000) % (1 << 32)
+    add(c, acknowledge(top, 611, 171, sack=(dl, (dl + 1000) % (1 << 32))))   # DSACK
+    isn_c, isn_s = 5_000, 9_000_000
+    add(c, tcp_packet(c, s, 50000, 80, seq=isn_c, flags="S", v6=True,
+                      options=[("MSS", 1440), ("SAckOK", b""), ("Timestamp", (700, 0)), ("WScale", 7)]),
+        dt=2_000_000)
+    add(s, tcp_packet(s, c, 80, 50000, seq=isn_s, ack=isn_c + 1, flags="SA", v6=True,
+                      options=[("MSS", 1400), ("SAckOK", b""), ("Timestamp", (200, 700)), ("WScale", 5)]))
+    add(c, tcp_packet(c, s, 50000, 80, seq=isn_c + 1, ack=isn_s + 1, flags="A", v6=True,
+                      options=[("Timestamp", (701, 200))]))
+    ack = isn_c + 1
+    for i in range(40):
+        add(s, data(isn_s + 1 + 1000 * i, 201 + i))
+        if i % 3 == 2:
+            add(c, acknowledge(isn_s + 1 + 1000 * (i + 1), 702 + i, 201 + i))
+    return recs
+
+
+@pytest.mark.parametrize("limit", [1, 5, 33])
+def test_flow_decided_late_streamed_equal_in_memory(tmp_path, limit, chunks_seen):
+    from pcapcraft import pcap_bytes
+    f = tmp_path / "late-syn.pcap"
+    f.write_bytes(pcap_bytes(_late_syn_capture()))
+    whole = C.analyze_tcp(f, resolution="100ms")
+    fl = whole.flows.iloc[0]
+    assert len(whole.flows) == 1 and fl["src"] == "2001:db8::1" and fl["wscale_fwd"] == 7
+    ev = whole.events
+    assert set(ev.loc[ev["event"] == "retransmission", "spurious_reason"].astype(str)) >= {"already_acked"}
+    assert (ev["event"] == "dupack").sum() >= 2 and (ev["kind"] == "timestamp").any()
+    _same(C.analyze_tcp(f, resolution="100ms", max_packets=limit), whole)
+    assert len(chunks_seen) >= (fl["packets_fwd"] + fl["packets_rev"]) // limit
