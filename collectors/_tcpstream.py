@@ -40,6 +40,15 @@ def _unwrap_from(raw, base, last_raw, last_rel):
     return u[1:] - u[0] + last_rel
 
 
+def _member(values, sorted_set):
+    """``np.isin(values, sorted_set)`` for a sorted ``sorted_set`` (binary search: the sets
+    carried across chunks grow, and a hash or sort of them per chunk would not pay)."""
+    if not len(sorted_set):
+        return np.zeros(len(values), bool)
+    p = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[p] == values
+
+
 def _before(a, carry):
     """Value at the previous row (``carry`` at the chunk's first row)."""
     out = np.empty_like(a)
@@ -281,9 +290,9 @@ class FlowStream:
             ai = np.flatnonzero(has_ts & (dr == a) & has_ack)
             v = c["tsecr"][ai].astype(np.int64)
             u, fi = np.unique(v, return_index=True)
-            fresh = ~np.isin(u, self.echoed[a])
+            fresh = ~_member(u, self.echoed[a])
             u, ai = u[fresh], ai[fi[fresh]]
-            self.echoed[a] = np.union1d(self.echoed[a], u)
+            self.echoed[a] = np.insert(self.echoed[a], np.searchsorted(self.echoed[a], u), u)
             uk, rows, tt = self.ts_first[d]
             echoed_now = u
             if len(u) and len(uk):
@@ -292,7 +301,7 @@ class FlowStream:
                 ai, p, u = ai[hit], p[hit], u[hit]
                 self.tspairs[a].append((t[ai], c["ipidx"][ai], (t[ai] - tt[p]) / 1e6, u))
             # a value echoed once is never looked up again
-            keep = ~np.isin(uk, echoed_now)
+            keep = ~_member(uk, echoed_now)
             self.ts_first[d] = (uk[keep], rows[keep], tt[keep])
 
         # ---- events of this chunk
