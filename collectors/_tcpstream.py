@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._decode import SYN
-from .tcp import (ACK, FIN, M32, OFF, RST, RTT_KINDS, TcpAnalysis, _effective_mss,
+from .tcp import (ACK, FIN, M32, OFF, RST, RTT_KINDS, TcpAnalysis, _effective_mss, check_series_rows,
                   _events_frame, _first_with_key, _grouped_cummax, _recovery, _rtt_columns,
                   _series_frame, _unwrap)
 
@@ -505,12 +505,7 @@ class FlowStream:
         # ---- series
         A = self.acc
         nb, res_ns, total = self.nb, self.res_ns, 2 * self.nb
-        if total > 5_000_000 and total > 20 * self.rows:
-            from airlink.traces.errors import AirlinkError
-            raise AirlinkError(
-                f"{source or 'capture'}: flow 0 spans {nb * res_ns / 1e9:.0f} s; time series at "
-                f"{res_ns / 1e9:g} s would need {total} rows for {self.rows} packets "
-                f"(a damaged timestamp? else choose a coarser resolution)")
+        check_series_rows(source, 0, nb, res_ns, total, self.rows)
 
         def acc(rows, w=None):
             return np.bincount(rows, weights=w, minlength=total)[:total]

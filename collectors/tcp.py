@@ -1266,6 +1266,17 @@ def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by) -
         "bytes_fwd": by[0].astype(np.int64), "bytes_rev": by[1].astype(np.int64)})
 
 
+def check_series_rows(source, flow: int, flow_bins: int, res_ns: int, total: int, n_rows: int) -> None:
+    """Refuse a time series of ``total`` rows (flow, direction, bin of ``res_ns``) that is
+    both above 5 million and 20x the ``n_rows`` packets: a flow spanning ``flow_bins`` bins
+    for so few packets is almost always a damaged timestamp."""
+    if total > 5_000_000 and total > 20 * n_rows:
+        raise AirlinkError(
+            f"{source or 'capture'}: flow {flow} spans {flow_bins * res_ns / 1e9:.0f} s; "
+            f"time series at {res_ns / 1e9:g} s would need {total} rows for {n_rows} packets "
+            f"(a damaged timestamp? else choose a coarser resolution)")
+
+
 def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win, ack_max,
             infl, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow, res_ns, flows):
     """Regular time series at ``res_ns`` bins, one row per (flow, direction, bin) over each
@@ -1291,12 +1302,8 @@ def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
     size = 2 * nb
     offset = np.r_[0, np.cumsum(size)[:-1]]
     total = int(size.sum())
-    if total > 5_000_000 and total > 20 * n_rows:
-        worst = int(np.argmax(nb))
-        raise AirlinkError(
-            f"{flows.attrs.get('source', 'capture')}: flow {worst} spans {nb[worst] * res_ns / 1e9:.0f} s; "
-            f"time series at {res_ns / 1e9:g} s would need {total} rows for {n_rows} packets "
-            f"(a damaged timestamp? else choose a coarser resolution)")
+    worst = int(np.argmax(nb)) if len(nb) else 0
+    check_series_rows(flows.attrs.get("source"), worst, int(nb[worst]) if len(nb) else 0, res_ns, total, n_rows)
 
     def acc(rows, w=None):
         return np.bincount(rows, weights=w, minlength=total)[:total]
