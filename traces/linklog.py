@@ -170,7 +170,9 @@ class LinkLogWriter:
         ms, ``d`` dropped packets and bytes) and its integer fields."""
         t_ms = round(float(t_ms), 3)
         t = str(int(t_ms)) if t_ms.is_integer() else f"{t_ms:.3f}"
-        return f"{t} {symbol} " + " ".join(str(int(f)) for f in fields) + "\n"
+        if len(fields) == 1:        # the per-packet lines: no join (this runs for every packet)
+            return f"{t} {symbol} {int(fields[0])}\n"
+        return f"{t} {symbol} {int(fields[0])} {int(fields[1])}\n"
 
     def opportunity(self, t, size: int):
         self.write_lines(self.event_line(t, "#", size))
