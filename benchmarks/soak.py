@@ -39,6 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _netns import AIRLINK, PAYLOAD, rss_change, run_sampling_rss, sh, throwaway_namespace  # noqa: E402
 
 
+def unaccounted_bytes(counters: dict) -> int:
+    """Conservation residual of one direction's counters: arrivals - (departures + drops +
+    still queued), in bytes; 0 when every byte is accounted for."""
+    return counters["arrivals_bytes"] - (counters["departures_bytes"] + counters["drops_bytes"]
+                                         + counters["queued_bytes"])
+
 def soak_link(a, seconds: int, work: Path) -> tuple:
     import pandas as pd
 
@@ -56,8 +62,7 @@ def soak_link(a, seconds: int, work: Path) -> tuple:
         raise SystemExit(f"soak: the shells exited {status}: {err.strip()}")
     report = {"minutes": a.minutes, "rate_mbps": a.rate, "rss": rss_change(samples, seconds, ("delay", "link"))}
     st = json.loads((work / "stats.json").read_text())
-    cons = {d: st[d]["arrivals_bytes"] - (st[d]["departures_bytes"] + st[d]["drops_bytes"] + st[d]["queued_bytes"])
-            for d in ("downlink", "uplink")}
+    cons = {d: unaccounted_bytes(st[d]) for d in ("downlink", "uplink")}
     by = read_log(work / "down.log").pipe(lambda log: log.groupby(log["event"].astype(str))["bytes"].sum())
     s = st["downlink"]
     cons["log_vs_counters"] = {"arrivals": int(by.get("arrival", 0)) - s["arrivals_bytes"],
@@ -93,9 +98,7 @@ def soak_cell(a, seconds: int, work: Path) -> tuple:
         raise SystemExit(f"soak: the shells exited {status}: {err.strip()}")
     report = {"minutes": a.minutes, "ues": a.cell, "rss": rss_change(samples, seconds, ("delay", "cell"))}
     st = json.loads((work / "stats.json").read_text())
-    cons = {f"ue{ue['ue']}.{d}": ue[d]["arrivals_bytes"] - (ue[d]["departures_bytes"] + ue[d]["drops_bytes"]
-                                                             + ue[d]["queued_bytes"])
-            for ue in st["ues"] for d in ("downlink", "uplink")}
+    cons = {f"ue{ue['ue']}.{d}": unaccounted_bytes(ue[d]) for ue in st["ues"] for d in ("downlink", "uplink")}
     report["conservation_residuals_bytes"] = cons
     mac = pd.read_parquet(work / "mac.parquet")
     t = (mac["time"] - mac["time"].iloc[0]).dt.total_seconds()
