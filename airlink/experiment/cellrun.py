@@ -24,6 +24,7 @@ import pandas as pd
 
 from airlink import rundir
 from airlink.experiment.live import CELL_MAC, CELL_STATS
+from airlink.inference.frames import user_order
 
 #: applications' result keys that count received bytes / goodput (bulk, onoff, iperf3)
 APP_BYTES, APP_GOODPUT = "bytes", "goodput_bps"
@@ -49,12 +50,14 @@ def cell_summary(outdir, *, applications: list | None = None) -> dict:
     n_tti = int(mac["time"].nunique()) if len(mac) else 0
     late_mac = int(mac.loc[mac["late"].astype(bool), "time"].nunique()) if "late" in mac and len(mac) else None
     counters = {int(u["ue"]): u for u in stats.get("ues", [])}
-    users = sorted({str(u) for u in mac["user"].unique()} | {str(k) for k in counters}, key=lambda s: (len(s), s))
+    per_user = dict(tuple(mac.groupby(mac["user"].astype(str), sort=False))) if len(mac) else {}
+    users = sorted(set(per_user) | {str(k) for k in counters}, key=user_order)
     rows = []
     for user in users:
-        m = mac[mac["user"].astype(str) == user]
+        m = per_user.get(user, mac.iloc[:0])
         apps = [a for a in applications if str(a.get("ue")) == user]
         served = float(m["served_bytes"].sum()) if "served_bytes" in m else None
+        span = _active_span_s(m, tti_s)
         dl = (counters.get(int(user)) or {}).get("downlink", {})
         rows.append({
             "ue": int(user),
@@ -63,8 +66,10 @@ def cell_summary(outdir, *, applications: list | None = None) -> dict:
             "app_goodput_bps": (sum(float(a.get(APP_GOODPUT) or 0.0) for a in apps)
                                 if any(APP_GOODPUT in a for a in apps) else None),
             "served_bytes": served,
-            "mac_throughput_bps": _active_rate_bps(m, tti_s),
-            "active_s": _active_span_s(m, tti_s),
+            # the MAC throughput while the UE was served, comparable with an application's
+            # goodput over its own duration: 8 * served_bytes / active span (bit/s)
+            "mac_throughput_bps": 8 * served / span if span and served is not None else None,
+            "active_s": span,
             "arrivals_bytes": float(m["arrivals_bytes"].sum()) if "arrivals_bytes" in m else None,
             "drops_packets": float(m["drops_packets"].sum()) if "drops_packets" in m else None,
             "departures_bytes": dl.get("departures_bytes"),
@@ -85,13 +90,6 @@ def _active_span_s(m: pd.DataFrame, tti_s: float | None) -> float | None:
         return None
     t = pd.DatetimeIndex(m.loc[m["served_bytes"] > 0, "time"])
     return None if not len(t) else (t.max() - t.min()).total_seconds() + tti_s
-
-
-def _active_rate_bps(m: pd.DataFrame, tti_s: float | None) -> float | None:
-    """``8 * served_bytes / active span`` (bit/s): the MAC throughput while the UE was
-    served, comparable with an application's goodput over its own duration."""
-    span = _active_span_s(m, tti_s)
-    return None if not span else 8 * float(m["served_bytes"].sum()) / span
 
 
 def _describe(a: dict) -> str:
