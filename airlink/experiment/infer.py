@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from airlink import rundir
+from airlink.inference.frames import user_order
 from airlink.traces import AirlinkError, parse_duration
 
 TCP_SERIES = "series-tcp.parquet"
@@ -117,7 +118,7 @@ class InferStage:
                 users = [None]
                 if self.exp.model.cell is not None:
                     users = sorted(pq.read_table(mac, columns=["user"]).column("user").unique().to_pylist(),
-                                   key=lambda u: (len(str(u)), str(u)))
+                                   key=user_order)
                 for u in users:
                     out.append({"source": "mac", "target": "assigned_rate_bps", "factors": factors,
                                 "resolution": "100ms", "max_lag": "2s", **({"user": str(u)} if u is not None else {})})

@@ -7,6 +7,7 @@ import pandas as pd
 
 from airlink.report.artifacts import Artifacts, _seconds
 from airlink.traces import Trace
+from airlink.inference.frames import user_order
 from airlink.traces.plot import headless_pyplot
 
 
@@ -226,7 +227,7 @@ def fig_backlog(art: Artifacts):
         mac = art.mac
         fig, ax = plt.subplots(figsize=(10, 4))
         t0 = pd.DatetimeIndex(mac["time"] if "time" in mac else mac.index).asi8.min()
-        users = sorted(mac["user"].unique(), key=lambda u: (len(str(u)), str(u)))[:8]
+        users = sorted(mac["user"].unique(), key=user_order)[:8]
         for u in users:
             rows = mac[mac["user"] == u]
             t = _seconds(rows, t0)
@@ -364,7 +365,7 @@ def fig_jitter(art: Artifacts):
         return None
     fig, ax = plt.subplots(figsize=(10, 3.8))
     stats = {}
-    for u in sorted(gaps, key=lambda s: (len(s), s))[:16]:
+    for u in sorted(gaps, key=user_order)[:16]:
         g = np.sort(gaps[u])
         ccdf = 1.0 - np.arange(len(g)) / len(g)
         ax.step(g, ccdf, where="post", lw=0.9, label=f"user {u}")
@@ -395,7 +396,7 @@ def fig_cell(art: Artifacts, bin_s: float = 1.0):
     served = pd.DataFrame({"bin": k, "user": mac["user"].astype(str).to_numpy(),
                            "b": mac["served_bytes"].to_numpy(np.float64)}).pivot_table(
         index="bin", columns="user", values="b", aggfunc="sum", fill_value=0.0)
-    users = sorted(served.columns, key=lambda s: (len(s), s))
+    users = sorted(served.columns, key=user_order)
     for u in users[:16]:
         ax.plot(served.index.to_numpy() * bin_s, served[u].to_numpy() * 8 / bin_s / 1e6, lw=1.0,
                 drawstyle="steps-post", label=f"UE {u}")
