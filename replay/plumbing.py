@@ -10,9 +10,14 @@ How a shell is built (all plain Linux, no setuid helper, no daemon)::
                                            lo up, TUN "airlink0" (inner),
                                            address, default route, forward
     <---- inner TUN fd over SCM_RIGHTS ---
+                                           exec the lean _nsinit.py
     event loop between the two fds -- go -> unshare(PID), fork ----------> B = pid 1: PDEATHSIG=KILL,
                                            relay signals, wait B           fork D, relay signals, wait D
                                                                            D: drop to SUDO_UID, exec CMD
+
+C and B run :mod:`._nsinit` in a bare interpreter (``python -I -S``), not as forks of the
+shell: a fork keeps the shell's hundreds of MB mapped, and tearing that down when CMD ends
+took long enough to make a live shell's TTIs late.
 
 Clean-up is by construction: both TUNs are non-persistent (they vanish when the shell's
 fds close, even on SIGKILL); C dies with the shell (PDEATHSIG), B with C, and when B
@@ -39,6 +44,8 @@ import subprocess
 import sys
 
 from airlink.traces.errors import AirlinkError
+
+from ._nsinit import RELAYED, _wait_for
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
@@ -226,84 +233,13 @@ def default_command() -> list:
     return [os.environ.get("SHELL") or "/bin/sh"]
 
 
-def _drop_privileges():
-    """Become the user who ran sudo (SUDO_UID/SUDO_GID), as Mahimahi does."""
-    uid, gid = os.environ.get("SUDO_UID"), os.environ.get("SUDO_GID")
-    if not uid or os.geteuid() != 0:
-        return
-    uid = int(uid)
-    gid = int(gid) if gid else uid
-    try:
-        user = pwd.getpwuid(uid)
-        os.initgroups(user.pw_name, gid)
-        os.environ["HOME"] = user.pw_dir
-        os.environ["USER"] = os.environ["LOGNAME"] = user.pw_name
-    except KeyError:
-        os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
-
-
-_RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-
-def _relay_signals_to(pid: int):
-    def relay(sig, _frame):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-    for s in _RELAYED:
-        signal.signal(s, relay)
-
-
-def _exit_code(status: int) -> int:
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
-
-
-def _wait_for(pid: int) -> int:
-    while True:
-        try:
-            got, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            return 1
-        if got == pid:
-            return _exit_code(status)
-
-
-def _init_main(cmd, env):
-    """Pid 1 of the new pid namespace: start CMD, relay signals, exit with its status."""
-    set_parent_death_signal()
-    keep_root = is_shell_command(cmd)
-    pid = os.fork()
-    if pid == 0:
-        for s in _RELAYED:
-            signal.signal(s, signal.SIG_DFL)
-        try:
-            if not keep_root:
-                _drop_privileges()
-            os.execvpe(cmd[0], cmd, env)
-        except FileNotFoundError:
-            os.write(2, f"airlink: error: {cmd[0]}: command not found\n".encode())
-            os._exit(127)
-        except OSError as exc:
-            os.write(2, f"airlink: error: {cmd[0]}: {exc.strerror}\n".encode())
-            os._exit(126)
-    _relay_signals_to(pid)
-    # Reap everything (orphans come to pid 1) until CMD itself ends; the kernel then
-    # kills what is left in the namespace when this process exits.
-    while True:
-        try:
-            got, status = os.wait()
-        except ChildProcessError:
-            os._exit(1)
-        if got == pid:
-            os._exit(_exit_code(status))
+NSINIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_nsinit.py")
 
 
 def _child_main(parent_pid, sock, outer: "OuterSide", addresses, cmd, env, vnet_hdr=False):
-    """Child C: make the namespace, hand the inner TUN to the shell, then run CMD.
+    """Child C: make the namespace, hand the inner TUN to the shell, then become the lean
+    program :mod:`._nsinit` (which waits for the shell's go and runs CMD in a new pid
+    namespace), so that no copy of the shell's memory stays mapped while CMD runs.
 
     ``addresses`` = ``(inner, gateway)``: this namespace's address and its default route."""
     try:
@@ -311,7 +247,7 @@ def _child_main(parent_pid, sock, outer: "OuterSide", addresses, cmd, env, vnet_
         if os.getppid() != parent_pid:
             os._exit(1)
         outer.close()
-        for s in _RELAYED:
+        for s in RELAYED:
             signal.signal(s, signal.SIG_IGN if s == signal.SIGINT else signal.SIG_DFL)
         unshare(CLONE_NEWNET)
         fd = _configure_inner(*addresses, vnet_hdr)
@@ -319,20 +255,15 @@ def _child_main(parent_pid, sock, outer: "OuterSide", addresses, cmd, env, vnet_
         socket.send_fds(sock, [b"ok"], [fd, ns])
         os.close(fd)
         os.close(ns)
-        if sock.recv(16) != b"go":
-            os._exit(1)
-        sock.close()
-        unshare(CLONE_NEWPID)
-        pid = os.fork()
-        if pid == 0:
-            _init_main(cmd, env)
-        _relay_signals_to(pid)
-        os._exit(_wait_for(pid))
+        sock_fd = sock.detach()
+        os.set_inheritable(sock_fd, True)
+        os.execve(sys.executable, [sys.executable, "-I", "-S", NSINIT, str(sock_fd),
+                                   "1" if is_shell_command(cmd) else "0", *cmd], env)
     except BaseException as exc:  # report to the shell, never return into its code
         try:
             sock.send(f"error: {exc}".encode()[:4000])
-        except OSError:
-            pass
+        except OSError:         # the fds were sent already: the shell reads no more
+            os.write(2, f"airlink: error: the namespace could not start its command: {exc}\n".encode())
         os._exit(1)
 
 

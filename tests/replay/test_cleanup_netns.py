@@ -115,3 +115,35 @@ def test_once_stops_cmd_when_the_trace_ends(test_ns, tmp_path):
     import json
     st = json.loads(stats.read_text())
     assert st["engine"] == "python" and st["downlink"]["ttis"] == 300
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def _children(pid: int) -> list:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]
+
+
+def test_the_processes_holding_the_namespace_are_lean_not_forks_of_the_shell(test_ns, tmp_path):
+    """While CMD runs, the namespace's first process and its init are the small
+    ``_nsinit.py`` program (their exit costs no teardown of the shell's memory), not copies
+    of the shell: their command line names it and each maps a fraction of the shell's RSS."""
+    p, _inode = start_shell(test_ns, tmp_path)
+    try:
+        (child,) = _children(p.pid)
+        (init,) = _children(child)
+        shell_rss = _rss_kib(p.pid)
+        for pid in (child, init):
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            assert any(a.endswith(b"_nsinit.py") for a in argv), argv
+            assert _rss_kib(pid) * 4 < shell_rss, (pid, _rss_kib(pid), shell_rss)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=15)
