@@ -58,7 +58,8 @@ def one_run(args, work: Path) -> dict:
     return {"wall_s": wall, "ttis": stats["ttis"], "late_ttis": stats["late_ttis"],
             "late_pct": 100 * stats["late_fraction"], "max_lateness_ms": stats["max_lateness_us"] / 1000,
             "cpu_per_s": stats["cpu_per_s"], "radio_cpu_per_s": stats["radio_cpu_s"] / stats["duration_s"],
-            "radio_waits": stats["radio_waits"], "goodput_mbps": goodput / 1e6}
+            "radio_waits": stats["radio_waits"], "loop_rescues": stats.get("loop_rescues", 0),
+            "goodput_mbps": goodput / 1e6}
 
 
 def simulated_capacity_mbps(args) -> float:
@@ -77,10 +78,13 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--scheduler", default="pf", help="the cell's scheduler (pf)")
     ap.add_argument("--realtime", action="store_true", help="run the shell with --realtime (SCHED_RR)")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="keep each run's MAC log, stats and iperf3 reports in DIR/runN (to look at the "
+                         "late TTIs: the MAC log's late and lateness_us columns)")
     args = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("iperf3"):
         raise SystemExit("needs root and iperf3")
-    work = Path(tempfile.mkdtemp(prefix="bench-cell-"))
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench-cell-"))
     rows = []
     try:
         for i in range(args.runs):
@@ -88,7 +92,8 @@ def main():
             rows.append(row)
             print(f"run {i + 1}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()), flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
     cap = simulated_capacity_mbps(args)
     print(f"\n{args.preset}, {args.scheduler}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE"
           f"{', --realtime' if args.realtime else ''}")

@@ -19,17 +19,35 @@
  *         then fill the row: backlog bytes/packets after service, arrivals bytes and
  *         drops packets/bytes since the previous serve() (the first: since the start)
  *
+ *     cell.close()         -> stops the rescuer threads (also when the object is freed)
  *     cell.take_events()   -> with log=True: per UE, the arrivals, drops, opportunities and
  *         departures since the last call (for the Mahimahi-format logs), as raw records
  *
  * A packet read at or after the deadline stays in the kernel until the TTI has been
  * decided: TTIs that ended before a packet was read are decided without it.
+ *
+ * Rescuers (rescue_ns > 0): a CPU can stop running anything for a millisecond - a
+ * hypervisor that deschedules the virtual CPU, a long non-preemptible kernel path on a
+ * kernel without full preemption - and the loop, asleep until the TTI's end, then wakes
+ * that much late although another CPU is free. Two small threads, each pinned to one of
+ * the first two CPUs the process may use, sleep until rescue_ns after the deadline of every
+ * wait(); one that wakes while the loop has still not come back from that wait moves the
+ * loop (sched_setaffinity) to its own CPU, which is running, so the loop runs there at
+ * once; the loop takes back the CPU set it had when the Cell was made as wait() returns.
+ * They change only the affinity of the shell's own loop thread, and count what they did
+ * (cell.rescues).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "structmember.h"
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +57,7 @@
 #define MAX_PACKET 65536
 #define READ_BATCH 64           /* packets per fd and wake-up at most */
 #define MAX_WAIT_FDS 4096
+#define MAX_RESCUERS 2
 
 enum { Q_INFINITE = 0, Q_DROPTAIL = 1, Q_DROPHEAD = 2 };
 
@@ -83,6 +102,16 @@ typedef struct {
     long long unroutable, write_errors, last_ns, log_lost;
     unsigned char *buf;
     struct pollfd *pfd;
+    /* rescuers (see the top) */
+    pthread_t resc[MAX_RESCUERS];
+    int n_resc, resc_cpu[MAX_RESCUERS];
+    pid_t loop_tid;
+    cpu_set_t loop_mask;
+    long long rescue_ns, rescues;
+    _Atomic uint32_t seq;           /* a new wait() (or the end) was published: futex word */
+    _Atomic int64_t pub_deadline;   /* the deadline of wait() number seq */
+    _Atomic uint32_t returned;      /* the seq of the last wait() that returned */
+    _Atomic int moved, stop;
 } Cell;
 
 static int64_t now_ns(void) {
@@ -204,6 +233,91 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
     return 0;
 }
 
+/* ---- rescuers -------------------------------------------------------------------------- */
+
+static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
+    return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, FUTEX_BITSET_MATCH_ANY);
+}
+
+typedef struct { Cell *c; int i; } RescuerArg;
+
+static void *rescuer_main(void *arg) {
+    RescuerArg a = *(RescuerArg *)arg;
+    free(arg);
+    Cell *c = a.c;
+    cpu_set_t own;
+    CPU_ZERO(&own);
+    CPU_SET(c->resc_cpu[a.i], &own);
+    pthread_setaffinity_np(pthread_self(), sizeof own, &own);
+    uint32_t seen = 0;
+    while (!atomic_load(&c->stop)) {
+        uint32_t s = atomic_load(&c->seq);
+        int64_t d = atomic_load(&c->pub_deadline);
+        if (s == seen || atomic_load(&c->returned) == s) {      /* nothing to watch: wait for a wait() */
+            futex(&c->seq, FUTEX_WAIT_PRIVATE, s, NULL);
+            continue;
+        }
+        seen = s;
+        int64_t t = d + c->rescue_ns;
+        struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
+        /* until then, unless a new wait() is published (the word changes) */
+        if (futex(&c->seq, FUTEX_WAIT_BITSET_PRIVATE, s, &ts) == 0 || errno != ETIMEDOUT) continue;
+        if (atomic_load(&c->seq) == s && atomic_load(&c->returned) != s && !atomic_load(&c->stop)) {
+            if (sched_setaffinity(c->loop_tid, sizeof own, &own) == 0) {
+                atomic_store(&c->moved, 1);
+                __atomic_fetch_add(&c->rescues, 1, __ATOMIC_RELAXED);
+            }
+        }
+    }
+    return NULL;
+}
+
+/* start the rescuers on the first two CPUs the calling (loop) thread may use; 0 or errno */
+static int start_rescuers(Cell *c) {
+    c->loop_tid = (pid_t)syscall(SYS_gettid);
+    if (sched_getaffinity(0, sizeof c->loop_mask, &c->loop_mask) != 0) return errno;
+    int k = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE && k < MAX_RESCUERS; cpu++)
+        if (CPU_ISSET(cpu, &c->loop_mask)) c->resc_cpu[k++] = cpu;
+    if (k < 2) return 0;                      /* one CPU: nowhere to move the loop to */
+    for (int i = 0; i < k; i++) {
+        RescuerArg *a = malloc(sizeof *a);
+        if (!a) return ENOMEM;
+        a->c = c;
+        a->i = i;
+        int err = pthread_create(&c->resc[i], NULL, rescuer_main, a);
+        if (err) { free(a); return err; }
+        c->n_resc++;
+    }
+    return 0;
+}
+
+static void stop_rescuers(Cell *c) {
+    if (!c->n_resc) return;
+    atomic_store(&c->stop, 1);
+    atomic_fetch_add(&c->seq, 1);
+    futex(&c->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+    for (int i = 0; i < c->n_resc; i++) pthread_join(c->resc[i], NULL);
+    c->n_resc = 0;
+    if (atomic_exchange(&c->moved, 0)) sched_setaffinity(c->loop_tid, sizeof c->loop_mask, &c->loop_mask);
+}
+
+/* the loop enters wait(deadline): the rescuers watch it */
+static uint32_t publish_wait(Cell *c, int64_t deadline) {
+    if (!c->n_resc) return 0;
+    atomic_store(&c->pub_deadline, deadline);
+    uint32_t s = atomic_fetch_add(&c->seq, 1) + 1;
+    futex(&c->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+    return s;
+}
+
+/* the loop is back from wait() number s: its CPU set again if a rescuer moved it */
+static void wait_returned(Cell *c, uint32_t s) {
+    if (!c->n_resc) return;
+    atomic_store(&c->returned, s);
+    if (atomic_exchange(&c->moved, 0)) sched_setaffinity(0, sizeof c->loop_mask, &c->loop_mask);
+}
+
 /* ---- methods -------------------------------------------------------------------------- */
 
 static PyObject *Cell_wait(Cell *c, PyObject *args) {
@@ -229,6 +343,7 @@ static PyObject *Cell_wait(Cell *c, PyObject *args) {
     int nfds = n + 1 + (int)m;
     int ready = -1, failed = 0;
     Py_BEGIN_ALLOW_THREADS
+    uint32_t published = publish_wait(c, deadline);
     for (;;) {
         int64_t now = now_ns();
         if (now >= deadline) break;
@@ -257,6 +372,7 @@ static PyObject *Cell_wait(Cell *c, PyObject *args) {
             if (pfd[j].revents) { ready = j - n - 1; break; }
         if (ready >= 0) break;
     }
+    wait_returned(c, published);
     Py_END_ALLOW_THREADS
     if (failed) { errno = failed; return PyErr_SetFromErrno(PyExc_OSError); }
     return PyLong_FromLong(ready);
@@ -372,6 +488,7 @@ static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
 }
 
 static void Cell_dealloc(Cell *c) {
+    stop_rescuers(c);
     if (c->ue) {
         for (int i = 0; i < c->n; i++) {
             Packet *p;
@@ -388,15 +505,17 @@ static void Cell_dealloc(Cell *c) {
 
 static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"outer_fd", "inner_fds", "net_base", "net_mask", "part_shift", "queue",
-                             "packets", "bytes", "log", NULL};
+                             "packets", "bytes", "log", "rescue_ns", NULL};
     int outer, shift, qkind;
     unsigned long base, mask;
     long long lim_p, lim_b;
     PyObject *inner;
     int log = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL|p", kwlist, &outer, &inner, &base, &mask, &shift,
-                                     &qkind, &lim_p, &lim_b, &log))
+    long long rescue_ns = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL|pL", kwlist, &outer, &inner, &base, &mask, &shift,
+                                     &qkind, &lim_p, &lim_b, &log, &rescue_ns))
         return -1;
+    if (c->n_resc) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
     if (qkind < Q_INFINITE || qkind > Q_DROPHEAD || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
         PyErr_SetString(PyExc_ValueError, "bad queue kind, limit or part shift");
         return -1;
@@ -424,7 +543,19 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     c->log = log;
     c->lim_p = qkind == Q_INFINITE ? 0 : lim_p;
     c->lim_b = qkind == Q_INFINITE ? 0 : lim_b;
+    c->rescue_ns = rescue_ns;
+    if (rescue_ns > 0) {
+        int err = start_rescuers(c);
+        if (err) { errno = err; PyErr_SetFromErrno(PyExc_OSError); return -1; }
+    }
     return 0;
+}
+
+static PyObject *Cell_close(Cell *c, PyObject *Py_UNUSED(ignored)) {
+    Py_BEGIN_ALLOW_THREADS
+    stop_rescuers(c);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef Cell_methods[] = {
@@ -434,6 +565,7 @@ static PyMethodDef Cell_methods[] = {
     {"serve", (PyCFunction)Cell_serve, METH_VARARGS,
      "serve(budgets, backlog_bytes, backlog_packets, arrivals_bytes, drops_packets, drops_bytes)."},
     {"ue_stats", (PyCFunction)Cell_ue_stats, METH_O, "A UE's counters as a dict."},
+    {"close", (PyCFunction)Cell_close, METH_NOARGS, "Stop the rescuer threads (also done when freed)."},
     {"take_events", (PyCFunction)Cell_take_events, METH_NOARGS,
      "The logged events since the last call, per UE: bytes of (t, x int64; kind, len int32) records."},
     {NULL}
@@ -444,6 +576,7 @@ static PyMemberDef Cell_members[] = {
     {"write_errors", T_LONGLONG, offsetof(Cell, write_errors), READONLY, "failed TUN writes"},
     {"last_packet_ns", T_LONGLONG, offsetof(Cell, last_ns), READONLY, "when packets last moved"},
     {"log_lost", T_LONGLONG, offsetof(Cell, log_lost), READONLY, "events not logged for want of memory"},
+    {"rescues", T_LONGLONG, offsetof(Cell, rescues), READONLY, "times a rescuer moved the late loop to its CPU"},
     {NULL}
 };
 

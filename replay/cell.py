@@ -65,6 +65,8 @@ MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in
 UNBOUNDED_CHUNK_S = 2           # radio inputs per chunk of a run without a duration
 LOOP_NICE = -10                 # the TTI loop's niceness (without --realtime): it wakes up first ...
 LOOP_SLICE_NS = 100_000         # ... and asks for a 0.1 ms time slice (the shortest), so it preempts at once
+RESCUE_DIVISOR = 3              # a rescuer moves a loop still asleep a third of --late-after past a TTI's end
+                                # (AIRLINK_CELL_RESCUE=0: no rescuers; see _cellpath.c)
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
 _C_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}   # queues of the C path (its constants)
@@ -329,10 +331,10 @@ def _raise_loop_priority():
         os.setpriority(os.PRIO_PROCESS, 0, LOOP_NICE)
 
 
-def _command_started(pid: int, own_cmdline: bytes) -> bool:
+def _command_started(pid: int) -> bool:
     """Whether the command of the UE namespace whose first process is ``pid`` has been
     started: the namespace's init (``pid``'s child) forked it and it called exec (its command
-    line is no longer the shell's); True also when the namespace's processes are gone."""
+    line is no longer its init's); True also when the namespace's processes are gone."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             init = f.read().split()
@@ -342,10 +344,18 @@ def _command_started(pid: int, own_cmdline: bytes) -> bool:
             cmd = f.read().split()
         if not cmd:
             return False
+        with open(f"/proc/{init[0]}/cmdline", "rb") as f:
+            init_cmdline = f.read()
         with open(f"/proc/{cmd[0]}/cmdline", "rb") as f:
-            return f.read() != own_cmdline
+            return f.read() != init_cmdline
     except OSError:
         return True
+
+
+def _rescue_ns(late_ns: int) -> int:
+    """How long after a TTI's end a rescuer thread moves the loop, still not back from its
+    wait, to a CPU that runs (0: no rescuers, with ``AIRLINK_CELL_RESCUE=0``)."""
+    return 0 if os.environ.get("AIRLINK_CELL_RESCUE", "1") == "0" else late_ns // RESCUE_DIVISOR
 
 
 def _warm_up(radio):
@@ -418,8 +428,6 @@ class _LiveCell:
         self.pidfds = {ns.pidfd: i for i, ns in enumerate(namespaces)}
         self.namespaces = namespaces
         self._commands_started = False
-        with open("/proc/self/cmdline", "rb") as f:
-            self._own_cmdline = f.read()
         self.queues = [make_queue(shell.queue_kind, shell.queue_args) for _ in range(n)]
         self.servers = [ByteServer() for _ in range(n)]
         self.carry = np.zeros(n)
@@ -449,7 +457,7 @@ class _LiveCell:
             self._c_logs = shell.log_dir is not None
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
                                 _C_QUEUES[q0.kind], getattr(q0, "packets", 0), getattr(q0, "bytes", 0),
-                                log=self._c_logs)
+                                log=self._c_logs, rescue_ns=_rescue_ns(shell.late_ns))
         if shell.log_dir is not None:
             from airlink.traces import LinkLogWriter
             shell.log_dir.mkdir(parents=True, exist_ok=True)
@@ -643,6 +651,7 @@ class _LiveCell:
                 if not running and drain_until is None:
                     drain_start = clock()
                     drain_until = drain_start + DRAIN_MAX_NS
+        path.close()
         if started:
             self._release()
 
@@ -762,7 +771,7 @@ class _LiveCell:
         if not self._commands_started:
             alive = {self.pidfds[fd] for fd in running}
             self._commands_started = time.monotonic_ns() - self.base_mono > START_WAIT_NS or all(
-                _command_started(ns.pid, self._own_cmdline) for i, ns in enumerate(self.namespaces) if i in alive)
+                _command_started(ns.pid) for i, ns in enumerate(self.namespaces) if i in alive)
             if not self._commands_started:
                 return False
         return warmup is None or self._all_backlogged(warmup)
@@ -830,6 +839,7 @@ class _LiveCell:
                 "duration_s": duration, "cpu_s": cpu_s, "cpu_per_s": cpu_s / duration if duration > 0 else None,
                 "page_faults": page_faults, "radio_cpu_s": radio_cpu_s, "radio_waits": self.feed.waits,
                 "radio_wait_s": self.feed.wait_ns / 1e9, "packet_path": "C" if self.path is not None else "Python",
+                "loop_rescues": self.path.rescues if self.path is not None else 0,
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
                 "unroutable_packets": self.unroutable, "write_errors": self.write_errors, "ues": ues}

@@ -10,6 +10,7 @@ C path fills, every packet each UE receives and the final counters must be the s
 from __future__ import annotations
 
 import ipaddress
+import os
 import random
 import socket
 import time
@@ -169,3 +170,85 @@ def test_wait_returns_the_index_of_an_ended_process_and_rejects_bad_rows():
     finally:
         for s in (a, b, ue, ue_peer, r1, w1, r2, w2):
             s.close()
+
+
+def _cpus_usable() -> list:
+    return sorted(os.sched_getaffinity(0))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a real-time CPU hog stands in for a stalled CPU)")
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs (a rescuer moves the loop to another)")
+def test_a_rescuer_moves_a_loop_whose_cpu_runs_something_else_and_the_loop_takes_its_cpus_back():
+    """The loop waits on CPU ``a`` while a real-time busy loop holds ``a`` (as a stalled CPU
+    would): the loop cannot run there before the hog ends, so only a rescuer (on another
+    CPU) moving it lets wait() return while the hog still spins; afterwards the loop's CPU
+    set is the one it had when the Cell was made (the test pinned it to ``a`` after)."""
+    import subprocess
+    import sys
+    import threading
+    cpus = _cpus_usable()
+    a, b = cpus[0], cpus[1]
+    mine = os.sched_getaffinity(0)
+    s = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ue = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    # the hog: SCHED_FIFO on CPU a; spins (for far longer than the test needs) once told
+    code = ("import os, sys, time\n"
+            f"os.sched_setaffinity(0, {{{a}}})\n"
+            "os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))\n"
+            "sys.stdout.write('ready\\n'); sys.stdout.flush()\n"
+            "sys.stdin.readline()\n"
+            "end = time.monotonic() + 3\n"
+            "while time.monotonic() < end:\n"
+            "    pass\n")
+    hog = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def start_spinning():
+        os.sched_setaffinity(0, {b})
+        time.sleep(0.05)                        # the loop is asleep in wait() by then
+        hog.stdin.write("spin\n")
+        hog.stdin.flush()
+    try:
+        assert hog.stdout.readline() == "ready\n"
+        cell = cp.Cell(s[0].fileno(), [ue[0].fileno()], int(BLOCK.network_address), int(BLOCK.netmask), SHIFT,
+                       0, 0, 0, rescue_ns=5_000_000)
+        os.sched_setaffinity(0, {a})
+        starter = threading.Thread(target=start_spinning)
+        starter.start()
+        assert cell.wait(time.monotonic_ns() + 300_000_000, []) == -1
+        assert hog.poll() is None, "wait() returned only after the hog ended: no rescue"
+        assert cell.rescues >= 1
+        assert os.sched_getaffinity(0) == mine, "the loop has the CPU set it had when the Cell was made"
+        starter.join()
+        cell.close()
+    finally:
+        os.sched_setaffinity(0, mine)
+        hog.kill()
+        hog.wait()
+        for p in (s, ue):
+            for x in p:
+                x.close()
+
+
+def test_without_rescue_ns_no_thread_is_started_and_close_stops_the_rescuers():
+    import threading  # noqa: F401 - counts come from /proc, not from threading
+    s = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ue = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+    try:
+        before = threads()
+        cell = cp.Cell(s[0].fileno(), [ue[0].fileno()], int(BLOCK.network_address), int(BLOCK.netmask), SHIFT, 0, 0, 0)
+        assert threads() == before and cell.rescues == 0
+        if len(_cpus_usable()) >= 2:
+            cell2 = cp.Cell(s[0].fileno(), [ue[0].fileno()], int(BLOCK.network_address), int(BLOCK.netmask),
+                            SHIFT, 0, 0, 0, rescue_ns=1_000_000)
+            assert threads() == before + 2
+            assert cell2.wait(time.monotonic_ns() + 2_000_000, []) == -1
+            cell2.close()
+            assert threads() == before
+            cell2.close()                       # twice is fine
+    finally:
+        for p in (s, ue):
+            for x in p:
+                x.close()
