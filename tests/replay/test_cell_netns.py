@@ -317,8 +317,9 @@ def test_closed_loop_maxcir_with_full_queues_follows_the_channel(test_ns, udp_so
 
 
 def test_uplink_rate_limits_each_ue(test_ns, tmp_path):
-    """--uplink 1Mbit/s: each UE's upload (UDP, 3 Mbit/s offered for 1 s) leaves the shell at
-    about 1 Mbit/s; the stats count what the uplink stage held back."""
+    """--uplink 1Mbit/s: each UE's upload (UDP, about 6 Mbit/s offered for 1 s: at least 3
+    even on a busy machine) leaves the shell at about 1 Mbit/s; the stats count what the
+    uplink stage held back."""
     stats = tmp_path / "stats.json"
     r = test_ns.airlink("cell", "--users", "2", "--uplink", "1Mbit/s", "--stats", stats, "--",
                         sys.executable, "-c",
@@ -327,7 +328,7 @@ def test_uplink_rate_limits_each_ue(test_ns, tmp_path):
                         "end = time.monotonic() + 1\n"
                         "while time.monotonic() < end:\n"
                         "    s.sendto(b'x' * 1000, (os.environ['AIRLINK_BASE'], 9))\n"
-                        "    time.sleep(1028 * 8 / 3e6)\n", timeout=60)
+                        "    time.sleep(1028 * 8 / 6e6)\n", timeout=60)
     assert r.returncode == 0, r.stderr
     st = json.loads(stats.read_text())
     for ue in st["ues"]:
@@ -336,7 +337,7 @@ def test_uplink_rate_limits_each_ue(test_ns, tmp_path):
         assert up["arrivals_packets"] == up["departures_packets"] + up["drops_packets"] + up["queued_packets"]
         # 1 Mbit/s over the run (the UE ran ~1 s, the shell drains at most 1 s more)
         assert up["departures_bytes"] <= 1e6 / 8 * (st["duration_s"] + 0.01)
-        assert up["arrivals_bytes"] > 2 * up["departures_bytes"]      # 3 Mbit/s offered
+        assert up["arrivals_bytes"] > 2 * up["departures_bytes"]      # >= 3 Mbit/s offered
 
 
 def test_bad_uplink_and_unknown_parameter_fail_before_any_namespace(test_ns):
