@@ -111,7 +111,7 @@ typedef struct {
     _Atomic uint32_t seq;           /* a new wait() (or the end) was published: futex word */
     _Atomic int64_t pub_deadline;   /* the deadline of wait() number seq */
     _Atomic uint32_t returned;      /* the seq of the last wait() that returned */
-    _Atomic int moved, stop;
+    _Atomic int moved, stop, sleepers;
 } Cell;
 
 static int64_t now_ns(void) {
@@ -252,16 +252,21 @@ static void *rescuer_main(void *arg) {
     uint32_t seen = 0;
     while (!atomic_load(&c->stop)) {
         uint32_t s = atomic_load(&c->seq);
-        int64_t d = atomic_load(&c->pub_deadline);
-        if (s == seen || atomic_load(&c->returned) == s) {      /* nothing to watch: wait for a wait() */
-            futex(&c->seq, FUTEX_WAIT_PRIVATE, s, NULL);
+        if (s == seen || atomic_load(&c->returned) == s) {
+            /* nothing to watch: sleep until the loop publishes its next wait() (it wakes
+               the sleepers only; a rescuer already timed for a wait() sees the next one
+               when it wakes, so at 1 ms TTIs most wake once per TTI) */
+            atomic_fetch_add(&c->sleepers, 1);
+            if (atomic_load(&c->seq) == s && !atomic_load(&c->stop))
+                futex(&c->seq, FUTEX_WAIT_PRIVATE, s, NULL);
+            atomic_fetch_sub(&c->sleepers, 1);
             continue;
         }
         seen = s;
-        int64_t t = d + c->rescue_ns;
+        int64_t t = atomic_load(&c->pub_deadline) + c->rescue_ns;
         struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
-        /* until then, unless a new wait() is published (the word changes) */
-        if (futex(&c->seq, FUTEX_WAIT_BITSET_PRIVATE, s, &ts) == 0 || errno != ETIMEDOUT) continue;
+        while (futex(&c->seq, FUTEX_WAIT_BITSET_PRIVATE, s, &ts) != 0 && errno == EINTR) {}
+        if (now_ns() < t) continue;                             /* woken early (the end) */
         if (atomic_load(&c->seq) == s && atomic_load(&c->returned) != s && !atomic_load(&c->stop)) {
             if (sched_setaffinity(c->loop_tid, sizeof own, &own) == 0) {
                 atomic_store(&c->moved, 1);
@@ -307,7 +312,7 @@ static uint32_t publish_wait(Cell *c, int64_t deadline) {
     if (!c->n_resc) return 0;
     atomic_store(&c->pub_deadline, deadline);
     uint32_t s = atomic_fetch_add(&c->seq, 1) + 1;
-    futex(&c->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+    if (atomic_load(&c->sleepers)) futex(&c->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
     return s;
 }
 
