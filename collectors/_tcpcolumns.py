@@ -133,8 +133,172 @@ class _ColumnStore:
         return {k: a[:self.size] for k, a in self.arrays.items()}
 
 
+_NONE = np.iinfo(np.int64).max
+
+
+class _Census:
+    """What analysing a capture a group of flows at a time needs (see :func:`read_columns`,
+    ``census=True``), added batch after batch: per provisional flow its packet count, last
+    time, first packet and first pure SYN; per flow and side (endpoint-order bit) what
+    :func:`._tcpstream.first_pass` reads from a flow's first packets of each kind; every
+    packet's time in a temporary file; the lateness of the records. "First" and "last"
+    are in stable time order: least / greatest (time, IP-packet index in the file)."""
+
+    # name: (per side, last rather than first)
+    TRACKED = {"first": (False, False), "last": (False, True), "syn": (False, False),
+               "side_first": (True, False),
+               "side_syn": (True, False), "side_ack": (True, False), "side_ws": (True, True),
+               "side_mss": (True, True)}
+
+    def __init__(self):
+        import tempfile
+        self.nflows = 0
+        self.counts = np.zeros(0, np.int64)
+        self.pk = np.zeros(0, np.int64)
+        self.by = np.zeros(0, np.float64)
+        # name -> [time, index, value] of the row kept per flow (or flow * 2 + side)
+        self.kept = {k: [np.zeros(0, np.int64) for _ in range(3)] for k in self.TRACKED}
+        self.ts_file = tempfile.TemporaryFile()      # every packet's time, on disk until needed
+        self.late, self.top = 0, None
+
+    def add(self, pfl, ts, swap, d: dict, ipidx0: int, nflows: int) -> None:
+        """Packets ``ipidx0``.. of the file (in file order; ``d``: their ``flags``, ``seq``,
+        ``ip_len``, ``wscale``, ``mss``), of ``nflows`` flows so far."""
+        from .pcap import lateness
+        grow = nflows - self.nflows
+        self.nflows = nflows
+        self.counts = np.r_[self.counts, np.zeros(grow, np.int64)]
+        self.pk = np.r_[self.pk, np.zeros(2 * grow, np.int64)]
+        self.by = np.r_[self.by, np.zeros(2 * grow)]
+        for name, (per_side, last) in self.TRACKED.items():
+            none = -1 if last else _NONE
+            kt, ki, kv = self.kept[name]
+            m = grow * (2 if per_side else 1)
+            self.kept[name] = [np.r_[kt, np.full(m, none)], np.r_[ki, np.full(m, none)],
+                               np.r_[kv, np.full(m, -1, np.int64)]]
+        self.counts += np.bincount(pfl, minlength=nflows)
+        side = pfl.astype(np.int64) * 2 + swap
+        self.pk += np.bincount(side, minlength=2 * nflows)
+        self.by += np.bincount(side, weights=d["ip_len"], minlength=2 * nflows)
+        flags = d["flags"]
+        o = np.lexsort((np.arange(len(ts)), ts))     # stable time order inside the batch
+        syn_o = o[(flags[o] & 0x02) != 0]
+        for name, keys, rows, values in (
+                ("first", pfl, o, swap), ("last", pfl, o, swap), ("syn", pfl, o[(flags[o] & 0x12) == 0x02], swap),
+                ("side_first", side, o, d["seq"]), ("side_syn", side, syn_o, d["seq"]),
+                ("side_ack", side, o[(flags[o] & 0x12) == 0x10], ts),
+                ("side_ws", side, syn_o[d["wscale"][syn_o] >= 0], d["wscale"]),
+                ("side_mss", side, syn_o[d["mss"][syn_o] > 0], d["mss"])):
+            self._keep(name, keys, rows, ts, ipidx0, values)
+        lt, self.top = lateness(ts, self.top)
+        self.late = max(self.late, lt)
+        ts.astype(np.int64, copy=False).tofile(self.ts_file)
+
+    def _keep(self, name: str, keys, rows, ts, ipidx0: int, values) -> None:
+        """Keep each key's first (or last) of ``rows`` (batch rows in stable time order)
+        when it precedes (follows) the one kept."""
+        if not len(rows):
+            return
+        last = self.TRACKED[name][1]
+        if last:
+            rows = rows[::-1]
+        u, fi = np.unique(keys[rows], return_index=True)
+        r = rows[fi]
+        ct, ci = ts[r], r + ipidx0
+        kt, ki, kv = self.kept[name]
+        better = ((ct > kt[u]) | ((ct == kt[u]) & (ci > ki[u]))) if last else \
+            ((ct < kt[u]) | ((ct == kt[u]) & (ci < ki[u])))
+        ub = u[better]
+        kt[ub], ki[ub], kv[ub] = ct[better], ci[better], values[r[better]]
+
+    def result(self) -> dict:
+        k = self.kept
+        out = {"flow_packets": self.counts, "flow_first_ts": k["first"][0], "flow_first_index": k["first"][1],
+               "flow_first_swap": k["first"][2], "flow_syn_swap": k["syn"][2], "flow_syn_ts": k["syn"][0],
+               "flow_last_ts": k["last"][0], "side_packets": self.pk, "side_bytes": self.by,
+               "ts_file": self.ts_file, "lateness_ns": self.late}
+        for name in ("side_first", "side_syn", "side_ack", "side_ws", "side_mss"):
+            out[name] = k[name][2]             # -1: no such row
+        return out
+
+
+class PacketColumns:
+    """The narrow columns of :func:`read_columns` (``keep``: bool per provisional flow id,
+    or None for every packet), filled batch after batch from :func:`decode_connections`."""
+
+    def __init__(self, keep=None):
+        dense = {**{k: (np.int64 if dt is None else dt) for k, dt in KEPT.items()},
+                 "pflow": np.int32, "swap": bool}
+        self.keep = None if keep is None else np.asarray(keep, bool)
+        if self.keep is not None:
+            self.compact = np.cumsum(self.keep) - 1
+            dense["ipidx"] = np.int64
+        self.store = _ColumnStore(dense)
+        self.sparse = {k: [] for k in SPARSE_DTYPES}
+
+    @property
+    def size(self) -> int:
+        return self.store.size
+
+    def reserve_for(self, batch, file_bytes: int) -> None:
+        """Reserve, at the first batch, the records the file holds from this batch's bytes
+        per record (+15 %; pages of the unused tail are never touched, so cost no memory)."""
+        if self.store.capacity == 0 and len(batch.data_off):
+            span = int(batch.data_off[-1] + batch.caplen[-1] - batch.data_off[0]) + 16
+            per = max(span / len(batch.data_off), 16.0)
+            self.store.reserve(int(file_bytes / per * 1.15) + len(batch.data_off) + 1024)
+
+    def add(self, d: dict, fid, inv, swap, ipidx0: int) -> None:
+        """A decoded batch (``d`` is emptied) of IP packets ``ipidx0``.. of the file."""
+        keep = self.keep
+        if keep is not None:
+            m = len(d["ts_ns"])
+            pfl = fid[inv]
+            sel = np.flatnonzero(keep[pfl]) if len(keep) else np.zeros(0, np.int64)
+            d = {k: (v[sel] if isinstance(v, np.ndarray) and len(v) == m else v) for k, v in d.items()}
+            fid, inv, swap = self.compact[pfl[sel]].astype(np.int32), np.arange(len(sel)), swap[sel]
+            d["ipidx"] = sel + ipidx0
+        base, sparse = self.store.size, self.sparse
+        si = np.flatnonzero((d["flags"] & SYN) != 0)
+        sparse["syn_index"].append(si + base)
+        for k in SYN_KEPT:
+            sparse[k].append(d.pop(k)[si].astype(SYN_KEPT[k], copy=False))
+        di = np.flatnonzero(d["dsack"])
+        sparse["dsack_index"].append(di + base)
+        sparse["dsack_left"].append(d.pop("dsack_left")[di])
+        extra = {"ipidx": d.pop("ipidx")} if keep is not None else {}
+        self.store.append({"pflow": fid[inv], "swap": swap, **{k: d.pop(k) for k in KEPT}, **extra})
+
+    def dense(self) -> dict:
+        """The columns so far with ``wscale`` and ``mss`` at every row (-1 / 0 off SYNs)."""
+        out = self.store.columns()
+        idx = self.sparse["syn_index"]
+        for k, fill in (("wscale", -1), ("mss", 0)):
+            out[k] = np.full(self.store.size, fill, SYN_KEPT[k])
+            if idx:
+                out[k][np.concatenate(idx)] = np.concatenate(self.sparse[k])
+        return out
+
+    def result(self, flow_ids: dict, v6_ids: dict) -> dict:
+        """The columns (see :func:`read_columns`) and the flows' keys; ``flow_ids`` and
+        ``v6_ids``: those :func:`decode_connections` filled."""
+        cols = self.store.columns()
+        for k, lst in self.sparse.items():
+            dt = SPARSE_DTYPES[k]
+            cols[k] = np.concatenate(lst) if len(lst) > 1 else (lst[0] if lst else np.zeros(0, dt))
+        keys = list(flow_ids)
+        if self.keep is not None:
+            cols["kept_ids"] = np.flatnonzero(self.keep[:len(keys)])
+            keys = [keys[i] for i in cols["kept_ids"].tolist()]
+        cols["flow_lo"] = np.array([k[0] for k in keys], np.int64)
+        cols["flow_hi"] = np.array([k[1] for k in keys], np.int64)
+        cols["flow_proto"] = np.array([k[2] for k in keys], np.int64)
+        cols["v6_addresses"] = list(v6_ids)
+        return cols
+
+
 def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=None,
-                 census: bool = False, limit: int | None = None) -> dict | None:
+                 census: bool = False, limit: int | None = None) -> dict:
     """Narrow columns of every IP packet of a capture, in file order (see the module notes).
 
     Returns a dict: the :data:`KEPT` arrays, ``pflow`` (int32 provisional flow id, in order
@@ -150,113 +314,65 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     analyse a capture a group of flows at a time: ``census=True`` keeps no packet columns,
     only per provisional flow ``flow_packets``, ``flow_first_ts`` and ``flow_first_index``
     (the first packet in stable time order: least (time, IP-packet index in the file)),
-    plus ``ts_file`` (a temporary file of every IP packet's time, int64, file order) and
+    ``flow_first_swap`` (that packet's endpoint-order bit) and ``flow_syn_swap`` (the bit
+    of the flow's first pure SYN in that order, -1 without one), the flows' ``flow_lo``/
+    ``flow_hi``/``flow_proto`` and ``v6_addresses``, plus ``ts_file`` (a temporary file of every IP packet's time, int64, file order) and
     ``lateness_ns``; ``keep`` (bool
     per provisional flow id) keeps only the packets of those flows, numbers the kept flows
     0.. in id order (``flow_lo``/... hold only them; ``kept_ids``: their provisional ids)
     and adds ``ipidx`` (int64: each kept packet's index among the file's IP packets).
-    ``limit``: return None as soon as the capture turns out to hold more IP packets.
+    ``limit``: as soon as the capture turns out to hold more IP packets, the packets read
+    are turned into the start of a census and the rest of the file is read as with
+    ``census=True`` (the result then has ``census``: True): no second pass for it.
     """
     from .pcap import _progress_bar, check_linktypes
     path = Path(path)
     bar, update = _progress_bar(path, progress)
     reader = CaptureReader(path, salvage=salvage, progress=update, reuse_buffer=True)
-    dense = {**{k: (np.int64 if dt is None else dt) for k, dt in KEPT.items()},
-             "pflow": np.int32, "swap": bool}
-    store = _ColumnStore(dense)
-    syn_parts = {k: [] for k in SPARSE_DTYPES}
     v6_ids: dict = {}
     flow_ids: dict = {}
     unknown: set = set()
     size = file_size(path)
-    if keep is not None:
-        keep = np.asarray(keep, bool)
-        compact = np.cumsum(keep) - 1
-        store = _ColumnStore({**dense, "ipidx": np.int64})
+    columns = None if census else PacketColumns(keep)
     n_ip = 0
-    if census:
-        from .pcap import lateness
-        counts = np.zeros(0, np.int64)
-        first_ts = np.zeros(0, np.int64)
-        first_ix = np.zeros(0, np.int64)
-        import tempfile
-        ts_file = tempfile.TemporaryFile()      # every packet's time, on disk until needed
-        late, top = 0, None
+    tally = _Census() if census else None
     try:
         for batch in reader:
-            if census or keep is not None:
-                pass                        # no reservation from the file size (few or no rows kept)
-            elif store.capacity == 0 and len(batch.data_off):
-                # records in the file, from this batch's bytes per record (+15 %; pages of
-                # the unused tail are never touched, so cost no memory)
-                span = int(batch.data_off[-1] + batch.caplen[-1] - batch.data_off[0]) + 16
-                per = max(span / len(batch.data_off), 16.0)
-                store.reserve(int(size / per * 1.15) + len(batch.data_off) + 1024)
+            if columns is not None and keep is None:
+                columns.reserve_for(batch, size)
             d, fid, inv, swap = decode_connections(batch, v6_ids, flow_ids, unknown)
             del batch
             m = len(d["ts_ns"])
             if m == 0:
                 continue
             ipidx0, n_ip = n_ip, n_ip + m
-            if limit is not None and n_ip > limit:
-                return None
-            if census:
-                pfl = fid[inv]
-                ts = d["ts_ns"]
-                nf = len(flow_ids)
-                counts = np.r_[counts, np.zeros(nf - len(counts), np.int64)]
-                first_ts = np.r_[first_ts, np.full(nf - len(first_ts), np.iinfo(np.int64).max)]
-                first_ix = np.r_[first_ix, np.full(nf - len(first_ix), np.iinfo(np.int64).max)]
-                counts += np.bincount(pfl, minlength=nf)
-                o = np.lexsort((np.arange(m), ts))          # stable time order inside the batch
-                u, fi = np.unique(pfl[o], return_index=True)
-                ct, ci = ts[o][fi], o[fi] + ipidx0
-                better = (ct < first_ts[u]) | ((ct == first_ts[u]) & (ci < first_ix[u]))
-                first_ts[u[better]], first_ix[u[better]] = ct[better], ci[better]
-                lt, top = lateness(ts, top)
-                late = max(late, lt)
-                ts.astype(np.int64, copy=False).tofile(ts_file)
-                del inv, swap, d
-                continue
-            if keep is not None:
-                pfl = fid[inv]
-                sel = np.flatnonzero(keep[pfl]) if len(keep) else np.zeros(0, np.int64)
-                d = {k: (v[sel] if isinstance(v, np.ndarray) and len(v) == m else v) for k, v in d.items()}
-                fid, inv, swap = compact[pfl[sel]].astype(np.int32), np.arange(len(sel)), swap[sel]
-                d["ipidx"] = sel + ipidx0
-                m = len(sel)
-            si = np.flatnonzero((d["flags"] & SYN) != 0)
-            syn_parts["syn_index"].append(si + store.size)
-            for k in SYN_KEPT:
-                syn_parts[k].append(d.pop(k)[si].astype(SYN_KEPT[k], copy=False))
-            di = np.flatnonzero(d["dsack"])
-            syn_parts["dsack_index"].append(di + store.size)
-            syn_parts["dsack_left"].append(d.pop("dsack_left")[di])
-            extra = {"ipidx": d.pop("ipidx")} if keep is not None else {}
-            store.append({"pflow": fid[inv], "swap": swap, **{k: d.pop(k) for k in KEPT}, **extra})
+            if limit is not None and n_ip > limit and tally is None:
+                # more packets than the limit: what was read becomes the start of a census
+                tally = _Census()
+                if columns.size:
+                    done = columns.dense()
+                    tally.add(done.pop("pflow"), done.pop("ts_ns"), done.pop("swap"), done, 0, len(flow_ids))
+                    del done
+                columns = None
+            if tally is not None:
+                tally.add(fid[inv], d["ts_ns"], swap, d, ipidx0, len(flow_ids))
+            else:
+                columns.add(d, fid, inv, swap, ipidx0)
             del inv, swap, d
     finally:
         if bar is not None:
             bar.close()
-    check_linktypes(path, reader, unknown, n_ip if (census or keep is not None) else store.size, salvage)
-    if census:
+    check_linktypes(path, reader, unknown, n_ip if (tally is not None or keep is not None) else columns.size,
+                    salvage)
+    if tally is not None:
         keys = list(flow_ids)
-        return {"flow_packets": counts, "flow_first_ts": first_ts, "flow_first_index": first_ix,
-                "ts_file": ts_file,
-                "lateness_ns": late, "ip_packets": n_ip, "flows": len(keys),
+        return {**tally.result(), "census": True,
+                "flow_lo": np.array([k[0] for k in keys], np.int64),
+                "flow_hi": np.array([k[1] for k in keys], np.int64),
+                "flow_proto": np.array([k[2] for k in keys], np.int64), "v6_addresses": list(v6_ids),
+                "ip_packets": n_ip, "flows": len(keys),
                 "source": str(path), "problem": reader.problem, "records": int(reader.packets)}
-    cols = store.columns()
-    for k, lst in syn_parts.items():
-        dt = SPARSE_DTYPES[k]
-        cols[k] = np.concatenate(lst) if len(lst) > 1 else (lst[0] if lst else np.zeros(0, dt))
-    keys = list(flow_ids)
-    if keep is not None:
-        cols["kept_ids"] = np.flatnonzero(keep[:len(keys)])
-        keys = [keys[i] for i in cols["kept_ids"].tolist()]
-    cols["flow_lo"] = np.array([k[0] for k in keys], np.int64)
-    cols["flow_hi"] = np.array([k[1] for k in keys], np.int64)
-    cols["flow_proto"] = np.array([k[2] for k in keys], np.int64)
-    cols["v6_addresses"] = list(v6_ids)
+    cols = columns.result(flow_ids, v6_ids)
     cols["source"] = str(path)
     cols["problem"] = reader.problem
     cols["records"] = int(reader.packets)

@@ -535,11 +535,14 @@ class FlowStream:
                            attrs={"packets": int(self.f["packets"]), "tcp_packets": int(self.rows)})
 
 
-def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict):
+def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None):
     """The rows of one flow (provisional id ``pflow`` of :func:`._tcpcolumns.read_columns`),
     batch by batch in file order, every column dense (SYN options and DSACK edges too) plus
     ``ipidx`` (index among the file's IP packets). ``info`` receives the flow's key
-    (``lo``, ``hi``, ``proto``) and the capture's IPv6 address list once read."""
+    (``lo``, ``hi``, ``proto``) and the capture's IPv6 address list once read.
+    ``others`` (a :class:`._tcpcolumns.PacketColumns` or None) is given every batch too (it
+    keeps the packets of the flows it was made for) and, once the file is read, its
+    columns as ``others.collected`` (as :func:`._tcpcolumns.read_columns` with ``keep``)."""
     from ._capture import CaptureReader
     from ._tcpcolumns import KEPT, SYN_KEPT, decode_connections
     from .pcap import check_linktypes
@@ -551,7 +554,9 @@ def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict):
     for batch in reader:
         d, fid, inv, swap = decode_connections(batch, v6_ids, flow_ids, unknown)
         del batch
+        m = len(d["ts_ns"])
         hit = np.flatnonzero(fid == pflow)
+        out = None
         if len(hit):
             if "lo" not in info:
                 info.update(zip(("lo", "hi", "proto"), list(flow_ids)[pflow]))
@@ -559,17 +564,24 @@ def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict):
             out = {k: d[k][sel] for k in (*KEPT, *SYN_KEPT, "dsack_left")}
             out["swap"] = swap[sel]
             out["ipidx"] = sel + n_ip
+        if others is not None and m:
+            others.add(d, fid, inv, swap, n_ip)
+        del d
+        if out is not None:
             yield out
-        n_ip += len(d["ts_ns"])
+        n_ip += m
     check_linktypes(path, reader, unknown, n_ip, salvage)
     info["v6_addresses"] = list(v6_ids)
+    if others is not None:
+        others.collected = others.result(flow_ids, v6_ids)
 
 
-def _time_chunks(path, pflow, *, salvage, lateness_ns, chunk_rows, info):
+def _time_chunks(path, pflow, *, salvage, lateness_ns, chunk_rows, info, others=None):
     """The flow's rows in stable time order (as ``read_pcap`` sorts them), at most
-    ``chunk_rows`` at a time."""
+    ``chunk_rows`` at a time (``others``: see :func:`iter_flow_rows`)."""
     from .pcap import in_time_order
-    for part in in_time_order(iter_flow_rows(path, pflow, salvage=salvage, info=info), lateness_ns):
+    for part in in_time_order(iter_flow_rows(path, pflow, salvage=salvage, info=info, others=others),
+                              lateness_ns):
         n = len(part["ts_ns"])
         for a in range(0, n, chunk_rows):
             yield {k: v[a:a + chunk_rows] for k, v in part.items()}
@@ -618,6 +630,32 @@ def first_pass(chunks) -> dict:
             f["fwd_syn"] = int(swap[pure[0]])
         if f["t_syn"] is None and len(pure):
             f["t_syn"] = int(t[pure[0]])
+    return _settle(f)
+
+
+def first_from_census(census: dict, pflow: int) -> dict:
+    """:func:`first_pass` of provisional flow ``pflow`` from a census of the capture
+    (:func:`._tcpcolumns.read_columns`; the same firsts and lasts, kept per flow and side
+    while the census read the file), without another pass over the capture."""
+    def side(name, s):
+        v = int(census[name][2 * pflow + s])
+        return None if v < 0 else v
+    syn_sw = int(census["flow_syn_swap"][pflow])
+    f = {"t_first": int(census["flow_first_ts"][pflow]), "t_last": int(census["flow_last_ts"][pflow]),
+         "fwd_syn": None if syn_sw < 0 else syn_sw, "first_swap": int(census["flow_first_swap"][pflow]),
+         "packets": int(census["flow_packets"][pflow]),
+         "seq_first": [side("side_first", s) for s in (0, 1)], "seq_syn": [side("side_syn", s) for s in (0, 1)],
+         "t_syn": None if syn_sw < 0 else int(census["flow_syn_ts"][pflow]),
+         "t_ack": [side("side_ack", s) for s in (0, 1)],
+         "ws": [int(census["side_ws"][2 * pflow + s]) for s in (0, 1)],
+         "mss": [max(int(census["side_mss"][2 * pflow + s]), 0) for s in (0, 1)],
+         "pk": [int(census["side_packets"][2 * pflow + s]) for s in (0, 1)],
+         "by": [int(census["side_bytes"][2 * pflow + s]) for s in (0, 1)]}
+    return _settle(f)
+
+
+def _settle(f: dict) -> dict:
+    """The flow-wide decisions from the firsts of :func:`first_pass` (sides -> directions)."""
     fs = f["fwd_syn"] if f["fwd_syn"] is not None else f["first_swap"]
     f["fwd_swap"] = fs
     side = [fs, 1 - fs]                                   # direction d -> side
@@ -637,22 +675,31 @@ def first_pass(chunks) -> dict:
 
 
 def analyze_one_flow(path, pflow: int, *, res_s: float, salvage: bool, lateness_ns: int,
-                     chunk_rows: int) -> TcpAnalysis | None:
+                     chunk_rows: int, census: dict | None = None, others=None) -> TcpAnalysis | None:
     """The analysis of one TCP flow of a capture in time chunks of ``chunk_rows`` packets
-    (None when the flow is not TCP: the caller analyses it whole)."""
+    (None when the flow is not TCP: the caller analyses it whole). ``census`` (that of
+    :func:`._tcpcolumns.read_columns`, or None): what the flow's first packets fix is
+    taken from it instead of a first pass over the capture; then ``others`` (a
+    :class:`._tcpcolumns.PacketColumns` or None) gathers other flows' packets in the same
+    pass over the capture (:func:`iter_flow_rows`)."""
     from ._tcpcolumns import address_names
     from .tcp import _flows_frame
     info: dict = {}
 
-    def chunks():
+    def chunks(others=None):
         return _time_chunks(path, pflow, salvage=salvage, lateness_ns=lateness_ns,
-                            chunk_rows=chunk_rows, info=info)
-    first = first_pass(chunks())
-    if info.get("proto") != 6 or first["t_first"] is None:
-        return None
+                            chunk_rows=chunk_rows, info=info, others=others)
+    if census is not None:
+        if census["flow_proto"][pflow] != 6:
+            return None
+        first = first_from_census(census, pflow)
+    else:
+        first = first_pass(chunks())
+        if info.get("proto") != 6 or first["t_first"] is None:
+            return None
     res_ns = int(round(res_s * 1e9))
     stream = FlowStream(first, res_ns)
-    for c in chunks():
+    for c in chunks(others if census is not None else None):
         c["t"] = c.pop("ts_ns")
         stream.chunk(c)
     lo, hi = info["lo"], info["hi"]

@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ._capture import CaptureError, CaptureReader, file_size, sniff_kind
 from ._decode import LINK_NAMES, decode
@@ -184,6 +183,7 @@ def assign_flows(cols):
 
 
 def _frame(cols) -> pd.DataFrame:
+    import pandas as pd
     if cols is None or len(cols["ts_ns"]) == 0:
         df = pd.DataFrame({
             "time": pd.Series([], dtype="datetime64[ns, UTC]"),
@@ -213,6 +213,7 @@ def _frame(cols) -> pd.DataFrame:
 def _assemble(cols, flow, direction, names) -> pd.DataFrame:
     """The packets frame from decoded columns (``src``/``dst``: codes into ``names``),
     flow numbers and direction codes; ``cols`` is emptied."""
+    import pandas as pd
     cats = pd.Index(names, dtype=object)
     code_t = np.int16 if len(names) < 32000 else np.int32
     src = pd.Categorical.from_codes(cols.pop("src").astype(code_t), categories=cats)

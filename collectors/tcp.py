@@ -317,23 +317,23 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     ``flows_ready`` (capture path only; None: not used): called once as
     ``flows_ready(flows, max_lateness_ns)`` with a copy of the flows table's identifying
     columns (flow, src, dst, sport, dport, proto) and ``TcpAnalysis.max_lateness_ns`` as soon
-    as they are known - before the per-packet analysis when the capture is analysed in one
-    piece, at the end when in flow groups -, so a caller can run a second pass over the
+    as they are known - before the per-packet analysis: in one piece once the flows are
+    numbered, in flow groups after the census pass, before the first group -, so a caller can run a second pass over the
     capture (:func:`.pcap.iter_packets`) in another thread while the analysis runs.
     """
-    from airlink.traces.schema import validate
     res_s = _resolution_s(resolution)
     if isinstance(packets_or_path, (str, Path)):
         # no packets frame: the capture is decoded straight into the narrow columns used here
         from ._tcpcolumns import read_columns
         limit = None if max_packets is None else max(1, int(max_packets))
         raw = read_columns(packets_or_path, salvage=salvage, limit=limit)
-        if raw is None:                      # more packets than max_packets: flows in groups
-            census = read_columns(packets_or_path, salvage=salvage, census=True)
-            a = _analyze_grouped(packets_or_path, census, res_s, salvage, limit)
-            if flows_ready is not None:
-                flows_ready(a.flows[list(FLOW_KEYS)].copy(), a.max_lateness_ns)
-            return a
+        if raw.get("census"):                # more packets than max_packets: flows in groups
+            census = raw
+            del raw
+            gnum, keys = _census_flows(census)
+            if flows_ready is not None:      # before the groups: a second pass can run beside them
+                flows_ready(keys, int(census["lateness_ns"]))
+            return _analyze_grouped(packets_or_path, census, gnum, res_s, salvage, limit)
         source = raw["source"]
         extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
         from .pcap import lateness
@@ -346,6 +346,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     else:
         if flows_ready is not None:
             raise AirlinkError("analyze_tcp: flows_ready is called for a capture path only, not a packets frame")
+        from airlink.traces.schema import validate      # (imports pandas: not before a capture is read)
         packets = packets_or_path
         validate(packets, "packets", name="packets")
         source = packets.attrs.get("source", "") if hasattr(packets, "attrs") else ""
@@ -692,6 +693,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             fastlike = (dup_c[sel] >= 2) & (rel[cand] == np.maximum(ackr_c[sel], 0))
             acked = data[cand] & (end[cand] <= arb_c[sel])     # tshark: spurious first
             ooo[cand[ok & (gap < irtt[fl[cand]]) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
+            del advpos                   # a row number per packet of d: not kept to the RTT step
     del end
 
     def end_at(idx):
@@ -727,6 +729,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             diff = (tsval[rr].astype(np.int64) - tsecr[q].astype(np.int64)) % M32
             older = (diff > 0) & (diff < (1 << 31))
             spur_eifel[rr[ok & older]] = True
+            del key                      # 8 bytes per packet: not kept to the RTT step (the peak)
     di = np.flatnonzero(dsack)
     rtx_idx = np.flatnonzero(retx)
     if len(di) and len(rtx_idx):
@@ -1042,15 +1045,38 @@ def _events_frame(ev_parts: list, source: str):
     return events
 
 
-def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packets: int) -> TcpAnalysis:
-    """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there)."""
+def _census_flows(census: dict):
+    """(global flow number of each provisional flow, the flows table's identifying columns
+    :data:`FLOW_KEYS` in flow order) from a census (:func:`._tcpcolumns.read_columns`),
+    by the rules of :func:`_from_columns`: flows numbered in order of their first packet in
+    stable time order; ``src`` is the side of the flow's first pure SYN (TCP), else of its
+    first packet."""
+    import pandas as pd
+
+    from ._tcpcolumns import address_names
+    nflow = len(census["flow_packets"])
+    gorder = np.lexsort((census["flow_first_index"], census["flow_first_ts"]))
+    gnum = np.empty(nflow, np.int64)
+    gnum[gorder] = np.arange(nflow)
+    lo, hi, proto = (census[k][gorder] for k in ("flow_lo", "flow_hi", "flow_proto"))
+    syn_sw = census["flow_syn_swap"][gorder]
+    fwd_lo = np.where((proto == 6) & (syn_sw >= 0), syn_sw, census["flow_first_swap"][gorder]) == 0
+    src_ep, dst_ep = np.where(fwd_lo, lo, hi), np.where(fwd_lo, hi, lo)
+    v6 = census["v6_addresses"]
+    keys = pd.DataFrame({"flow": np.arange(nflow, dtype=np.int64),
+                         "src": address_names(src_ep >> 16, v6) if nflow else np.zeros(0, str),
+                         "dst": address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
+                         "sport": src_ep & 0xFFFF, "dport": dst_ep & 0xFFFF, "proto": proto})
+    return gnum, keys
+
+
+def _analyze_grouped(path, census: dict, gnum, res_s: float, salvage: bool, max_packets: int) -> TcpAnalysis:
+    """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there);
+    ``gnum``: the global flow number of each provisional flow (:func:`_census_flows`)."""
     import pandas as pd
     from ._tcpcolumns import read_columns
     counts = census["flow_packets"]
-    # global flow numbers: order of each flow's first packet in stable time order
-    gorder = np.lexsort((census["flow_first_index"], census["flow_first_ts"]))
-    gnum = np.empty(len(counts), np.int64)
-    gnum[gorder] = np.arange(len(counts))
+    gorder = np.argsort(gnum)                  # provisional flows in global order
     groups, cur, size = [], [], 0
     for f in gorder.tolist():
         if cur and size + counts[f] > max_packets:
@@ -1060,14 +1086,33 @@ def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packet
         size += int(counts[f])
     if cur:
         groups.append(cur)
+    from ._tcpcolumns import PacketColumns
+
+    def keep_of(g):
+        keep = np.zeros(len(counts), bool)
+        keep[g] = True
+        return keep
+    # a flow bigger than the limit alone in its group is streamed (one pass over the file,
+    # time chunks: memory follows the chunk); that pass also gathers the packets of one
+    # group of smaller flows, which then needs no pass of its own. The frames are sorted at
+    # the end, so the groups' order does not matter: the streamed ones go first.
+    streamed = [STREAM_LONG_FLOWS and len(g) == 1 and counts[g[0]] > max_packets for g in groups]
+    gathered = {}                                # group -> its columns, read in a streamed pass
+    plain = [i for i in range(len(groups)) if not streamed[i]]
     flows, series, events, tcp_packets = [], [], [], 0
-    for g in groups:
-        if STREAM_LONG_FLOWS and len(g) == 1 and counts[g[0]] > max_packets:
-            # one flow bigger than the limit: analysed in time chunks (memory follows the chunk)
+    for i in sorted(range(len(groups)), key=lambda i: not streamed[i]):
+        g = groups[i]
+        if streamed[i]:
             from ._tcpstream import analyze_one_flow
+            j = next((j for j in plain if j not in gathered), None)
+            others = None if j is None else PacketColumns(keep_of(groups[j]))
             a = analyze_one_flow(path, g[0], res_s=res_s, salvage=salvage,
                                  lateness_ns=int(census["lateness_ns"]),
-                                 chunk_rows=min(max_packets, STREAM_CHUNK_ROWS))
+                                 chunk_rows=min(max_packets, STREAM_CHUNK_ROWS), census=census,
+                                 others=others)
+            if others is not None and hasattr(others, "collected"):
+                gathered[j] = others.collected
+            del others
             if a is not None:
                 for frame in (a.flows, a.series, a.events):
                     if len(frame):
@@ -1078,9 +1123,9 @@ def _analyze_grouped(path, census: dict, res_s: float, salvage: bool, max_packet
                 tcp_packets += a.attrs["tcp_packets"]
                 del a
                 continue
-        keep = np.zeros(len(counts), bool)
-        keep[g] = True
-        raw = read_columns(path, salvage=salvage, keep=keep)
+        raw = gathered.pop(i, None)
+        if raw is None:
+            raw = read_columns(path, salvage=salvage, keep=keep_of(g))
         local = gnum[raw["kept_ids"]]              # provisional id (compact) -> global number
         c, fl, n = _from_columns(raw)
         to_global = local[raw.pop("flow_order")]  # the group's flow numbers -> global ones

@@ -308,3 +308,57 @@ def test_flows_ready_is_for_capture_paths(tmp_path):
     from airlink.traces.errors import AirlinkError
     with pytest.raises(AirlinkError, match="capture path"):
         C.analyze_tcp(C.read_pcap(f), flows_ready=lambda *a: None)
+
+
+def late_syns(n=120):
+    """Connections whose direction is not their first packet's: in each, the side that
+    speaks second (in time order; the file holds a later record first) sends the first
+    pure SYN, after a SYN-ACK of the other side (not a pure SYN); plus UDP and IPv6."""
+    recs = []
+    for i in range(n):
+        t = T0 + i * 10 * US
+        k = i % 5
+        a, b = f"10.9.{k}.1", f"10.9.{k}.2"
+        if k == 4:
+            frame = udp_packet(a, b, sport=6000, dport=53)
+        elif i < 15:
+            frame = tcp_packet(b, a, 80, 41000 + k, seq=7, ack=1, flags="SA" if k == 0 else "A",
+                               v6=k == 3) if k != 3 else \
+                tcp_packet("fd00::2", "fd00::1", 80, 41003, seq=7, ack=1, flags="A", v6=True)
+        elif k == 3:
+            frame = tcp_packet("fd00::1", "fd00::2", 41003, 80, seq=1, flags="S" if i < 40 else "A", v6=True)
+        else:
+            frame = tcp_packet(a, b, 41000 + k, 80, seq=1, flags="S" if i < 40 else "PA",
+                               payload=b"" if i < 40 else b"q" * 20)
+        recs.append((t, link_wrap(frame, 1)))
+    recs[3], recs[8] = recs[8], recs[3]           # one record out of time order
+    return recs
+
+
+@pytest.mark.parametrize("max_packets", [1, 40])
+def test_flows_ready_before_the_groups(tmp_path, maybe_shared, monkeypatch, max_packets):
+    """A capture analysed in flow groups hands its flows to flows_ready after the census
+    pass, before any group is analysed (so the packets pass of `airlink collect` runs beside
+    the groups): the same identifying columns as the finished flows table - numbers, and
+    src/dst from the first pure SYN or else the first packet."""
+    import airlink.collectors._tcpstream as stream_module
+    import airlink.collectors.tcp as tcp_module
+    analysed = []
+    for mod, name in ((tcp_module, "_analyze"), (stream_module, "analyze_one_flow")):
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *a, _real=real, **k: analysed.append(1) or _real(*a, **k))
+    g = tmp_path / "late-syns.pcap"
+    g.write_bytes(pcap_bytes(late_syns()))
+    for f in _captures(maybe_shared, tmp_path) + [g]:
+        seen = []
+        analysed.clear()
+        a = C.analyze_tcp(f, max_packets=max_packets,
+                          flows_ready=lambda flows, late: seen.append((flows, late, len(analysed))))
+        assert len(seen) == 1 and seen[0][1] == a.max_lateness_ns and seen[0][2] == 0, f
+        assert analysed, f
+        pd.testing.assert_frame_equal(seen[0][0], a.flows[["flow", "src", "dst", "sport", "dport", "proto"]])
+    whole = C.analyze_tcp(g).flows.set_index("flow")
+    # hand-checked directions: the pure SYN's side is src even where the other side spoke first
+    assert whole.loc[whole["sport"] == 41001, "src"].tolist() == ["10.9.1.1"]
+    assert whole.loc[whole["sport"] == 41003, "src"].tolist() == ["fd00::1"]
+    assert whole.loc[whole["dport"] == 53, "src"].tolist() == ["10.9.4.1"]

@@ -145,3 +145,35 @@ def test_flow_decided_late_streamed_equal_in_memory(tmp_path, limit, chunks_seen
     assert (ev["event"] == "dupack").sum() >= 2 and (ev["kind"] == "timestamp").any()
     _same(C.analyze_tcp(f, resolution="100ms", max_packets=limit), whole)
     assert len(chunks_seen) >= (fl["packets_fwd"] + fl["packets_rev"]) // limit
+
+
+@pytest.mark.parametrize("limit", [None, 1, 300])
+def test_census_gives_what_the_first_pass_reads(shared_data, tmp_path, limit):
+    """The census (one read of the capture, also the start of it read as columns before
+    the limit was passed) keeps per flow and side what first_pass reads from the flow's
+    own rows in time order - the streamed analysis takes it from there: the same dict,
+    for every TCP flow of every shared capture, one out of time order included."""
+    import numpy as np
+
+    from airlink.collectors._tcpcolumns import read_columns
+    from test_collect_streaming import displaced
+    files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
+        sorted((shared_data / "tcp-pcaps").rglob("*.trace"))
+    late = tmp_path / "displaced.pcap"
+    late.write_bytes(displaced((shared_data / "tcp-pcaps/zeek-head/ssh.pcap").read_bytes()))
+    flows_seen = 0
+    for f in files + [late]:
+        census = read_columns(f, census=True) if limit is None else read_columns(f, limit=limit)
+        if not census.get("census"):
+            continue                                    # fewer packets than the limit
+        for pf in np.flatnonzero(census["flow_proto"] == 6).tolist():
+            info = {}
+            ref = _tcpstream.first_pass(_tcpstream._time_chunks(f, pf, salvage=False,
+                                                               lateness_ns=census["lateness_ns"],
+                                                               chunk_rows=97, info=info))
+            got = _tcpstream.first_from_census(census, pf)
+            assert got.keys() == ref.keys(), f
+            for k in ref:
+                assert np.array_equal(np.asarray(got[k]), np.asarray(ref[k])), (f, pf, k)
+            flows_seen += 1
+    assert flows_seen > 50
