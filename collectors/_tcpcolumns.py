@@ -181,7 +181,9 @@ class _Census:
         self.pk += np.bincount(side, minlength=2 * nflows)
         self.by += np.bincount(side, weights=d["ip_len"], minlength=2 * nflows)
         flags = d["flags"]
-        o = np.lexsort((np.arange(len(ts)), ts))     # stable time order inside the batch
+        n = len(ts)
+        # stable time order inside the batch (most batches are in time order already)
+        o = np.arange(n) if n < 2 or (ts[1:] >= ts[:-1]).all() else np.argsort(ts, kind="stable")
         syn_o = o[(flags[o] & 0x02) != 0]
         for name, keys, rows, values in (
                 ("first", pfl, o, swap), ("last", pfl, o, swap), ("syn", pfl, o[(flags[o] & 0x12) == 0x02], swap),
@@ -351,8 +353,12 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
                 tally = _Census()
                 if columns.size:
                     done = columns.dense()
-                    tally.add(done.pop("pflow"), done.pop("ts_ns"), done.pop("swap"), done, 0, len(flow_ids))
-                    del done
+                    step = 1 << 16                  # in batch-sized parts (sorted alone, if at all)
+                    for a in range(0, columns.size, step):
+                        part = {k: v[a:a + step] for k, v in done.items()}
+                        tally.add(part.pop("pflow"), part.pop("ts_ns"), part.pop("swap"), part, a,
+                                  len(flow_ids))
+                    del done, part
                 columns = None
             if tally is not None:
                 tally.add(fid[inv], d["ts_ns"], swap, d, ipidx0, len(flow_ids))
