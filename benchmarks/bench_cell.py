@@ -44,7 +44,8 @@ def one_run(args, work: Path) -> dict:
         cmd = ["ip", "netns", "exec", ns, AIRLINK, "cell", "--preset", args.preset, "--users", str(args.users),
                "--seed", str(args.seed), "--scheduler", args.scheduler, "--queue-args", "packets=500",
                "--stats", str(work / "stats.json"), "--mac-log", str(work / "mac.parquet"),
-               *(["--realtime"] if args.realtime else []), "--", "sh", "-c", ue_cmd]
+               *(["--realtime"] if args.realtime else []), *(["--uplink", args.uplink] if args.uplink else []),
+               "--", "sh", "-c", ue_cmd]
         t0 = time.monotonic()
         r = subprocess.run(cmd, capture_output=True, text=True, env=user_env(), timeout=args.seconds + 120)
         wall = time.monotonic() - t0
@@ -78,6 +79,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--scheduler", default="pf", help="the cell's scheduler (pf)")
     ap.add_argument("--realtime", action="store_true", help="run the shell with --realtime (SCHED_RR)")
+    ap.add_argument("--uplink", metavar="RATE|TRACE", help="each UE's uplink (default unconstrained), e.g. 20Mbit/s")
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep each run's MAC log, stats and iperf3 reports in DIR/runN (to look at the "
                          "late TTIs: the MAC log's late and lateness_us columns)")

@@ -6,7 +6,11 @@
  * drophead by packets and/or bytes, as replay/queues.py) with byte-granular service (as
  * replay/server.py's ByteServer: the head packet may be split across TTIs and departs
  * with its last byte; the packet in service is outside the queue, so it counts toward no
- * limit). Uplinks are unconstrained (packets from a UE go straight out).
+ * limit). A UE's uplink is unconstrained (its packets go straight out) or, after
+ * set_uplink(), an infinite queue served byte-granularly by a per-TTI capacity trace of its
+ * own grid (as replay/stages.py's LinkStage: TTI k's capacity, plus the fraction of a byte
+ * carried from TTI k-1, is served at the end of TTI k to the bytes queued by then; the trace
+ * repeats; a packet read at time t is queued after the TTIs that ended by t were served).
  *
  * Python decides once per TTI (airlink.sim.step.Radio.step with the live backlogs); in
  * between, Cell.wait() moves packets with the GIL released until the TTI's end or until
@@ -19,6 +23,9 @@
  *         then fill the row: backlog bytes/packets after service, arrivals bytes and
  *         drops packets/bytes since the previous serve() (the first: since the start)
  *
+ *     cell.set_uplink(ue, capacity_f8, tti_num, tti_den, start_ns)
+ *         constrain UE ue's (0-based) uplink: capacity bytes per TTI, the TTI as the
+ *         fraction tti_num/tti_den of a nanosecond, TTI 0 starting at start_ns
  *     cell.close()         -> stops the rescuer threads (also when the object is freed)
  *     cell.take_events()   -> with log=True: per UE, the arrivals, drops, opportunities and
  *         departures since the last call (for the Mahimahi-format logs), as raw records
@@ -42,6 +49,7 @@
 #include "structmember.h"
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
@@ -83,7 +91,14 @@ typedef struct {
 
 typedef struct {
     long long arr_p, arr_b, dep_p, dep_b, drop_p, drop_b;  /* downlink */
-    long long up_p, up_b;                                  /* uplink (passed straight out) */
+    long long up_p, up_b;                                  /* uplink arrivals */
+    /* a constrained uplink (set_uplink; up_cap NULL: unconstrained) */
+    Fifo upq;
+    Packet *up_svc;
+    long long up_svc_left, up_dep_p, up_dep_b, up_lost_p, up_lost_b, up_cap_bytes, up_k, up_num, up_den;
+    double *up_cap, up_carry;
+    Py_ssize_t up_n;
+    int64_t up_start, up_end;
     long long seen_arr_b, seen_drop_p, seen_drop_b;        /* at the previous row */
     Fifo q;
     Packet *svc;                                           /* in service (outside the queue) */
@@ -95,7 +110,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    int n, outer_fd, qkind, shift, log;
+    int n, outer_fd, qkind, shift, log, uplinks;
     uint32_t net_base, net_mask;
     long long lim_p, lim_b;
     UE *ue;
@@ -199,6 +214,65 @@ static void enqueue(Cell *c, UE *u, const unsigned char *data, int len, int64_t 
     }
 }
 
+/* serve up to budget bytes at time t from a queue and its packet in service (byte-granular,
+   as replay/server.py's ByteServer): a packet leaves, written to fd, with its last byte.
+   With u set, departures are logged for u (the downlink's Mahimahi log). */
+static void serve_fifo(Cell *c, Fifo *q, Packet **svc, long long *svc_left, long long left, int fd,
+                       long long *dep_p, long long *dep_b, UE *u, int64_t t) {
+    while (left > 0) {
+        if (!*svc) {
+            *svc = fifo_pop(q);
+            if (!*svc) break;
+            *svc_left = (*svc)->len;
+        }
+        long long take = *svc_left < left ? *svc_left : left;
+        *svc_left -= take;
+        left -= take;
+        if (*svc_left == 0) {
+            Packet *p = *svc;
+            *svc = NULL;
+            (*dep_p)++;
+            *dep_b += p->len;
+            if (u) log_event(c, u, 3, t, p->len, p->t);
+            if (write(fd, p->data, (size_t)p->len) < 0) c->write_errors++;
+            free(p);
+        }
+    }
+}
+
+static int64_t up_boundary(UE *u, long long k) {
+    return u->up_start + (int64_t)((__int128)k * u->up_num / u->up_den);
+}
+
+/* serve every uplink TTI of u that ended at or before now */
+static void advance_uplink(Cell *c, UE *u, int64_t now) {
+    while (u->up_end <= now) {
+        double total = u->up_carry + u->up_cap[u->up_k % u->up_n];
+        double budget = floor(total);
+        u->up_carry = total - budget;
+        u->up_cap_bytes += (long long)budget;
+        if (u->upq.head || u->up_svc) {
+            serve_fifo(c, &u->upq, &u->up_svc, &u->up_svc_left, (long long)budget, c->outer_fd,
+                       &u->up_dep_p, &u->up_dep_b, NULL, u->up_end);
+            c->last_ns = now;
+        }
+        u->up_k++;
+        u->up_end = up_boundary(u, u->up_k + 1);
+    }
+}
+
+/* serve the uplinks due by now; the earliest end of a TTI that has bytes to serve, or limit */
+static int64_t uplinks_due(Cell *c, int64_t now, int64_t limit) {
+    int64_t next = limit;
+    for (int i = 0; i < c->n; i++) {
+        UE *u = &c->ue[i];
+        if (!u->up_cap) continue;
+        advance_uplink(c, u, now);
+        if ((u->upq.head || u->up_svc) && u->up_end < next) next = u->up_end;
+    }
+    return next;
+}
+
 /* a failed read: 0 when the device is only empty for now, else the errno */
 static int read_failure(void) {
     return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : errno;
@@ -223,12 +297,23 @@ static int read_outer(Cell *c, int64_t deadline) {
 /* a UE's uplink packets go straight out (as read_outer); 0 or an errno */
 static int read_inner(Cell *c, UE *u, int64_t deadline) {
     for (int i = 0; i < READ_BATCH; i++) {
-        if (now_ns() >= deadline) break;
+        int64_t now = now_ns();
+        if (now >= deadline) break;
         ssize_t r = read(u->fd, c->buf, MAX_PACKET);
         if (r < 0) return read_failure();
         u->up_p++;
         u->up_b += r;
-        if (write(c->outer_fd, c->buf, (size_t)r) < 0) c->write_errors++;
+        if (!u->up_cap) {
+            if (write(c->outer_fd, c->buf, (size_t)r) < 0) c->write_errors++;
+            continue;
+        }
+        advance_uplink(c, u, now);          /* TTIs that ended before it came go without it */
+        Packet *p = malloc(sizeof(Packet) + r);
+        if (!p) { u->up_lost_p++; u->up_lost_b += r; continue; }   /* no memory: lost */
+        p->t = now;
+        p->len = (int)r;
+        memcpy(p->data, c->buf, r);
+        fifo_push(&u->upq, p);
     }
     return 0;
 }
@@ -351,8 +436,10 @@ static PyObject *Cell_wait(Cell *c, PyObject *args) {
     uint32_t published = publish_wait(c, deadline);
     for (;;) {
         int64_t now = now_ns();
+        int64_t wake = c->uplinks ? uplinks_due(c, now, deadline) : deadline;
         if (now >= deadline) break;
-        int64_t left = deadline - now;
+        int64_t left = wake - now;
+        if (left < 0) left = 0;
         struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
         int got = ppoll(pfd, nfds, &ts, NULL);
         if (got < 0) {
@@ -431,27 +518,8 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
     double *bb = b[1].buf, *arr = b[3].buf;
     for (int i = 0; i < c->n; i++) {
         UE *u = &c->ue[i];
-        long long left = budget[i];
-        if (left > 0) log_event(c, u, 2, t_end, 0, left);
-        while (left > 0) {
-            if (!u->svc) {
-                u->svc = fifo_pop(&u->q);
-                if (!u->svc) break;
-                u->svc_left = u->svc->len;
-            }
-            long long take = u->svc_left < left ? u->svc_left : left;
-            u->svc_left -= take;
-            left -= take;
-            if (u->svc_left == 0) {
-                Packet *p = u->svc;
-                u->svc = NULL;
-                u->dep_p++;
-                u->dep_b += p->len;
-                log_event(c, u, 3, t_end, p->len, p->t);
-                if (write(u->fd, p->data, (size_t)p->len) < 0) c->write_errors++;
-                free(p);
-            }
-        }
+        if (budget[i] > 0) log_event(c, u, 2, t_end, 0, budget[i]);
+        serve_fifo(c, &u->q, &u->svc, &u->svc_left, budget[i], u->fd, &u->dep_p, &u->dep_b, u, t_end);
         bb[i] = (double)(u->q.bytes + (u->svc ? u->svc_left : 0));
         bp[i] = u->q.count + (u->svc ? 1 : 0);
         arr[i] = (double)(u->arr_b - u->seen_arr_b);
@@ -484,12 +552,19 @@ static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
     if (i < 0 || i >= c->n) { PyErr_SetString(PyExc_IndexError, "no such UE"); return NULL; }
     UE *u = &c->ue[i];
     long long qb = u->q.bytes + (u->svc ? u->svc_left : 0), qp = u->q.count + (u->svc ? 1 : 0);
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}",
+    long long uqb = u->upq.bytes + (u->up_svc ? u->up_svc_left : 0), uqp = u->upq.count + (u->up_svc ? 1 : 0);
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}}",
                          "arrivals_packets", u->arr_p, "arrivals_bytes", u->arr_b,
                          "departures_packets", u->dep_p, "departures_bytes", u->dep_b,
                          "drops_packets", u->drop_p, "drops_bytes", u->drop_b,
                          "queued_packets", qp, "queued_bytes", qb,
-                         "uplink_packets", u->up_p, "uplink_bytes", u->up_b);
+                         "uplink_packets", u->up_p, "uplink_bytes", u->up_b,
+                         "uplink", "arrivals_packets", u->up_p, "arrivals_bytes", u->up_b,
+                         "departures_packets", u->up_cap ? u->up_dep_p : u->up_p,
+                         "departures_bytes", u->up_cap ? u->up_dep_b : u->up_b,
+                         "drops_packets", u->up_lost_p, "drops_bytes", u->up_lost_b,
+                         "queued_packets", uqp, "queued_bytes", uqb,
+                         "capacity_bytes", u->up_cap_bytes, "ttis", u->up_k);
 }
 
 static void Cell_dealloc(Cell *c) {
@@ -500,6 +575,9 @@ static void Cell_dealloc(Cell *c) {
             while ((p = fifo_pop(&c->ue[i].q))) free(p);
             free(c->ue[i].svc);
             free(c->ue[i].ev);
+            while ((p = fifo_pop(&c->ue[i].upq))) free(p);
+            free(c->ue[i].up_svc);
+            free(c->ue[i].up_cap);
         }
         PyMem_Free(c->ue);
     }
@@ -556,6 +634,39 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     return 0;
 }
 
+static PyObject *Cell_set_uplink(Cell *c, PyObject *args) {
+    int i;
+    PyObject *cap;
+    long long num, den, start;
+    if (!PyArg_ParseTuple(args, "iOLLL", &i, &cap, &num, &den, &start)) return NULL;
+    if (i < 0 || i >= c->n) { PyErr_SetString(PyExc_IndexError, "no such UE"); return NULL; }
+    if (num <= 0 || den <= 0) { PyErr_SetString(PyExc_ValueError, "the uplink TTI must be positive"); return NULL; }
+    Py_buffer b;
+    if (PyObject_GetBuffer(cap, &b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t n = b.len / 8;
+    if (b.itemsize != 8 || strcmp(b.format, "d") != 0 || n < 1) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "uplink capacity: need at least one float64 value");
+        return NULL;
+    }
+    double *v = malloc(n * sizeof(double));
+    if (!v) { PyBuffer_Release(&b); return PyErr_NoMemory(); }
+    memcpy(v, b.buf, n * sizeof(double));
+    PyBuffer_Release(&b);
+    UE *u = &c->ue[i];
+    free(u->up_cap);
+    u->up_cap = v;
+    u->up_n = n;
+    u->up_num = num;
+    u->up_den = den;
+    u->up_start = start;
+    u->up_k = 0;
+    u->up_carry = 0.0;
+    u->up_end = up_boundary(u, 1);
+    c->uplinks = 1;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Cell_close(Cell *c, PyObject *Py_UNUSED(ignored)) {
     Py_BEGIN_ALLOW_THREADS
     stop_rescuers(c);
@@ -570,6 +681,8 @@ static PyMethodDef Cell_methods[] = {
     {"serve", (PyCFunction)Cell_serve, METH_VARARGS,
      "serve(budgets, backlog_bytes, backlog_packets, arrivals_bytes, drops_packets, drops_bytes)."},
     {"ue_stats", (PyCFunction)Cell_ue_stats, METH_O, "A UE's counters as a dict."},
+    {"set_uplink", (PyCFunction)Cell_set_uplink, METH_VARARGS,
+     "set_uplink(ue, capacity, tti_num, tti_den, start_ns): a constrained uplink (see the module)."},
     {"close", (PyCFunction)Cell_close, METH_NOARGS, "Stop the rescuer threads (also done when freed)."},
     {"take_events", (PyCFunction)Cell_take_events, METH_NOARGS,
      "The logged events since the last call, per UE: bytes of (t, x int64; kind, len int32) records."},

@@ -416,9 +416,9 @@ class _LiveCell:
     """The real-time loop of one run (state and counters); see :class:`CellShell`.
 
     Packets move in C (:mod:`airlink.replay._cellpath`, with the GIL released between TTIs)
-    with unconstrained uplinks and an infinite, drop-tail or drop-head queue, and in the
-    Python loop otherwise (a constrained uplink: :meth:`loop_python`); both run the same
-    :meth:`_tti`."""
+    with an infinite, drop-tail or drop-head queue and any uplink, and in the Python loop
+    otherwise (other queues; a constrained uplink together with Mahimahi-format logs:
+    :meth:`loop_python`); both run the same :meth:`_tti`."""
 
     def __init__(self, shell: CellShell, radio, feed, outer, namespaces, cmdline):
         self.shell, self.radio, self.feed = shell, radio, feed
@@ -453,7 +453,9 @@ class _LiveCell:
         q0 = self.queues[0]
         self.path = None
         self._c_logs = False
-        if cp is not None and shell.uplink is None and q0.kind in _C_QUEUES:
+        # the C path: any downlink queue it has; a constrained uplink only without logs (the
+        # uplink's Mahimahi log is written by the Python stage)
+        if cp is not None and q0.kind in _C_QUEUES and (shell.uplink is None or shell.log_dir is None):
             self._c_logs = shell.log_dir is not None
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
                                 _C_QUEUES[q0.kind], getattr(q0, "packets", 0), getattr(q0, "bytes", 0),
@@ -479,6 +481,11 @@ class _LiveCell:
                                     queue="infinite", base_ms=self.wall_start_ns // 1_000_000,
                                     command=cmdline, tool="airlink cell")
             self.uplinks.append(LinkStage(cap, tti, queue=make_queue("infinite"), start_ns=start, log=log))
+            if self.path is not None:
+                # the stage checked the trace; the C path serves it, on the same grid
+                tti_ns = self.uplinks[-1].server._tti_ns
+                self.path.set_uplink(i, np.ascontiguousarray(cap, dtype=np.float64), tti_ns.numerator,
+                                     tti_ns.denominator, start)
         self.ttis = 0
         self.late = 0
         self.max_late_ns = 0
@@ -803,10 +810,13 @@ class _LiveCell:
         q = self.queues[u]
         if self.path is not None:
             c = self.path.ue_stats(u)
-            up = self.uplinks[u]        # the pass-through stage the C path stands in for
-            up.arrivals_packets = up.departures_packets = c.pop("uplink_packets")
-            up.arrivals_bytes = up.departures_bytes = c.pop("uplink_bytes")
-            return {**c, "queue": q.describe()}, up.stats()
+            del c["uplink_packets"], c["uplink_bytes"]
+            up, st = c.pop("uplink"), self.uplinks[u]     # the stage the C path stands in for
+            if st.kind == "link":
+                up = {"stage": "link", **up, "queue": st.queue.describe()}
+            else:
+                up = {"stage": st.kind, **{k: v for k, v in up.items() if k not in ("capacity_bytes", "ttis")}}
+            return {**c, "queue": q.describe()}, up
         qb, qp = self.servers[u].backlog(q)
         down = {"arrivals_packets": self.arrivals_packets[u], "arrivals_bytes": self.arrivals_bytes[u],
                 "departures_packets": self.departures_packets[u], "departures_bytes": self.departures_bytes[u],

@@ -172,6 +172,68 @@ def test_wait_returns_the_index_of_an_ended_process_and_rejects_bad_rows():
             s.close()
 
 
+def _uplink_model(cap_per_tti: float, ttis: int, sizes: list) -> tuple:
+    """What a byte-granular server with a fractional per-TTI capacity sends of a FIFO of
+    ``sizes`` queued before TTI 0: ``(budgets, departed sizes, bytes still queued)``.
+    TTI k's budget is floor(carry + capacity); the fraction carries on (as
+    replay/server.py's TraceServer); a packet leaves with its last byte."""
+    carry, budgets = 0.0, []
+    for _ in range(ttis):
+        total = carry + cap_per_tti
+        b = int(total // 1)
+        carry = total - b
+        budgets.append(b)
+    served, done, cum = sum(budgets), [], 0
+    for size in sizes:
+        if cum + size > served:
+            break
+        cum += size
+        done.append(size)
+    return budgets, done, sum(sizes) - min(served, sum(sizes))
+
+
+def test_a_constrained_uplink_is_served_byte_granularly_at_its_ttis_ends():
+    """set_uplink: a UE's packets queue and leave at the ends of the uplink's own TTIs,
+    byte-granular, with the fraction of a byte carried (700.5 bytes per 1 ms TTI), exactly
+    as the model above; the rest stays queued; the counters add up."""
+    outer_shell, outer_cell = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ue_cell, ue_app = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    for x in (outer_shell, outer_cell, ue_cell, ue_app):
+        x.setblocking(False)
+    rng = random.Random(7)
+    sizes = [rng.randint(200, 1400) for _ in range(30)]
+    packets = [bytes([i]) * n for i, n in enumerate(sizes)]
+    try:
+        cell = cp.Cell(outer_cell.fileno(), [ue_cell.fileno()], int(BLOCK.network_address), int(BLOCK.netmask),
+                       SHIFT, 0, 0, 0)
+        start = time.monotonic_ns() + 300_000_000            # TTI 0 starts well after the packets came
+        cell.set_uplink(0, np.array([700.5]), 1_000_000, 1, start)
+        for p in packets:
+            ue_app.send(p)
+        assert cell.wait(time.monotonic_ns() + 5_000_000, []) == -1
+        st = cell.ue_stats(0)["uplink"]
+        assert st["ttis"] == 0 and st["queued_packets"] == 30 and st["arrivals_bytes"] == sum(sizes), \
+            "the packets were read before the uplink's TTI 0 began"
+        assert _drain(outer_shell) == []
+        while time.monotonic_ns() < start + 12_500_000:
+            cell.wait(start + 12_500_000, [])
+        st = cell.ue_stats(0)["uplink"]
+        budgets, done, left = _uplink_model(700.5, st["ttis"], sizes)
+        assert st["ttis"] >= 12
+        assert st["capacity_bytes"] == sum(budgets)
+        assert _drain(outer_shell) == packets[:len(done)]
+        assert (st["departures_packets"], st["departures_bytes"]) == (len(done), sum(done))
+        assert st["queued_bytes"] == left and st["drops_packets"] == 0
+        assert st["arrivals_packets"] == st["departures_packets"] + st["queued_packets"]
+        with pytest.raises(ValueError, match="TTI"):
+            cell.set_uplink(0, np.array([1.0]), 0, 1, start)
+        with pytest.raises(IndexError):
+            cell.set_uplink(1, np.array([1.0]), 1, 1, start)
+    finally:
+        for x in (outer_shell, outer_cell, ue_cell, ue_app):
+            x.close()
+
+
 def _cpus_usable() -> list:
     return sorted(os.sched_getaffinity(0))
 
