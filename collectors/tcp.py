@@ -308,11 +308,12 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     was taken (in flight, RTT, which losses are visible) are described in docs/collectors.md.
 
     ``max_packets`` (capture path only; None: no limit): analyse at most about this many
-    packets at a time - the flows are analysed in groups (one pass over the file per
-    group), a flow larger than the limit through time in chunks of at most
-    min(max_packets, :data:`STREAM_CHUNK_ROWS`) packets with its state carried (two passes;
-    ``collectors/_tcpstream.py``), so memory follows the limit, not the capture. The result
-    is the same as in one piece.
+    packets at a time - after a census of the flows (the rest of the reading pass that
+    found the capture too big), the flows are analysed in groups (one pass over the file
+    per group), a flow larger than the limit through time in chunks of at most
+    min(max_packets, :data:`STREAM_CHUNK_ROWS`) packets with its state carried (one pass,
+    which also gathers one group of smaller flows; ``collectors/_tcpstream.py``), so memory
+    follows the limit, not the capture. The result is the same as in one piece.
 
     ``flows_ready`` (capture path only; None: not used): called once as
     ``flows_ready(flows, max_lateness_ns)`` with a copy of the flows table's identifying
