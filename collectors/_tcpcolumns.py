@@ -153,6 +153,7 @@ class _Census:
     def __init__(self):
         import tempfile
         self.nflows = 0
+        self.cap = 0                      # flows the arrays hold (grown by doubling)
         self.counts = np.zeros(0, np.int64)
         self.pk = np.zeros(0, np.int64)
         self.by = np.zeros(0, np.float64)
@@ -161,25 +162,36 @@ class _Census:
         self.ts_file = tempfile.TemporaryFile()      # every packet's time, on disk until needed
         self.late, self.top = 0, None
 
+    def _grow(self, nflows: int) -> None:
+        """Room for ``nflows`` flows; capacity doubles, so a capture of millions of flows
+        does not copy every array at every batch."""
+        self.nflows = nflows
+        if nflows <= self.cap:
+            return
+        cap = max(nflows, 2 * self.cap, 64)
+
+        def grown(a, per_side, fill):
+            out = np.full(cap * (2 if per_side else 1), fill, a.dtype)
+            out[:len(a)] = a
+            return out
+        self.counts = grown(self.counts, False, 0)
+        self.pk = grown(self.pk, True, 0)
+        self.by = grown(self.by, True, 0)
+        for name, (per_side, last) in self.TRACKED.items():
+            none = -1 if last else _NONE
+            kt, ki, kv = self.kept[name]
+            self.kept[name] = [grown(kt, per_side, none), grown(ki, per_side, none), grown(kv, per_side, -1)]
+        self.cap = cap
+
     def add(self, pfl, ts, swap, d: dict, ipidx0: int, nflows: int) -> None:
         """Packets ``ipidx0``.. of the file (in file order; ``d``: their ``flags``, ``seq``,
         ``ip_len``, ``wscale``, ``mss``), of ``nflows`` flows so far."""
         from .pcap import lateness
-        grow = nflows - self.nflows
-        self.nflows = nflows
-        self.counts = np.r_[self.counts, np.zeros(grow, np.int64)]
-        self.pk = np.r_[self.pk, np.zeros(2 * grow, np.int64)]
-        self.by = np.r_[self.by, np.zeros(2 * grow)]
-        for name, (per_side, last) in self.TRACKED.items():
-            none = -1 if last else _NONE
-            kt, ki, kv = self.kept[name]
-            m = grow * (2 if per_side else 1)
-            self.kept[name] = [np.r_[kt, np.full(m, none)], np.r_[ki, np.full(m, none)],
-                               np.r_[kv, np.full(m, -1, np.int64)]]
-        self.counts += np.bincount(pfl, minlength=nflows)
+        self._grow(nflows)
+        np.add.at(self.counts, pfl, 1)
         side = pfl.astype(np.int64) * 2 + swap
-        self.pk += np.bincount(side, minlength=2 * nflows)
-        self.by += np.bincount(side, weights=d["ip_len"], minlength=2 * nflows)
+        np.add.at(self.pk, side, 1)
+        np.add.at(self.by, side, d["ip_len"].astype(np.float64))
         flags = d["flags"]
         n = len(ts)
         # stable time order inside the batch (most batches are in time order already)
@@ -214,10 +226,12 @@ class _Census:
         kt[ub], ki[ub], kv[ub] = ct[better], ci[better], values[r[better]]
 
     def result(self) -> dict:
-        k = self.kept
-        out = {"flow_packets": self.counts, "flow_first_ts": k["first"][0], "flow_first_index": k["first"][1],
+        nf, ns = self.nflows, 2 * self.nflows
+        k = {name: [a[:ns if self.TRACKED[name][0] else nf] for a in arrays]
+             for name, arrays in self.kept.items()}
+        out = {"flow_packets": self.counts[:nf], "flow_first_ts": k["first"][0], "flow_first_index": k["first"][1],
                "flow_first_swap": k["first"][2], "flow_syn_swap": k["syn"][2], "flow_syn_ts": k["syn"][0],
-               "flow_last_ts": k["last"][0], "side_packets": self.pk, "side_bytes": self.by,
+               "flow_last_ts": k["last"][0], "side_packets": self.pk[:ns], "side_bytes": self.by[:ns],
                "ts_file": self.ts_file, "lateness_ns": self.late}
         for name in ("side_first", "side_syn", "side_ack", "side_ws", "side_mss"):
             out[name] = k[name][2]             # -1: no such row
