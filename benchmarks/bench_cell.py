@@ -102,6 +102,8 @@ def main():
     for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "goodput_mbps"):
         v = [r[key] for r in rows]
         print(f"{key:>16}: median {statistics.median(v):.4g}  (min {min(v):.4g}, max {max(v):.4g})")
+    late, ttis = sum(r["late_ttis"] for r in rows), sum(r["ttis"] for r in rows)
+    print(f"{'all runs':>16}: {late} late TTIs of {ttis} = {100 * late / ttis:.4g} %")
     g = statistics.median(r["goodput_mbps"] for r in rows)
     print(f"simulated full-buffer capacity (airlink simulate, same preset/seed): {cap:.1f} Mbit/s; "
           f"live goodput / simulated capacity = {g / cap:.3f}")
