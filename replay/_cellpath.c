@@ -27,8 +27,9 @@
  *         constrain UE ue's (0-based) uplink: capacity bytes per TTI, the TTI as the
  *         fraction tti_num/tti_den of a nanosecond, TTI 0 starting at start_ns
  *     cell.close()         -> stops the rescuer threads (also when the object is freed)
- *     cell.take_events()   -> with log=True: per UE, the arrivals, drops, opportunities and
- *         departures since the last call (for the Mahimahi-format logs), as raw records
+ *     cell.take_events([uplink])  -> with log=True: per UE, the arrivals, drops,
+ *         opportunities and departures since the last call (for the Mahimahi-format logs),
+ *         as raw records: the downlink's, or with uplink=True the constrained uplink's
  *
  * A packet read at or after the deadline stays in the kernel until the TTI has been
  * decided: TTIs that ended before a packet was read are decided without it.
@@ -90,6 +91,11 @@ typedef struct {
 } Fifo;
 
 typedef struct {
+    Event *ev;                  /* logged events not yet taken */
+    Py_ssize_t n, cap;
+} Events;
+
+typedef struct {
     long long arr_p, arr_b, dep_p, dep_b, drop_p, drop_b;  /* downlink */
     long long up_p, up_b;                                  /* uplink arrivals */
     /* a constrained uplink (set_uplink; up_cap NULL: unconstrained) */
@@ -104,8 +110,7 @@ typedef struct {
     Packet *svc;                                           /* in service (outside the queue) */
     long long svc_left;
     int fd;
-    Event *ev;                                             /* logged events not yet taken */
-    Py_ssize_t nev, evcap;
+    Events dl, ul;                                         /* logged events: downlink, uplink */
 } UE;
 
 typedef struct {
@@ -166,34 +171,34 @@ static int ue_of(Cell *c, const unsigned char *p, int len) {
     return (u >= 0 && u < c->n) ? (int)u : -1;
 }
 
-static void log_event(Cell *c, UE *u, int kind, int64_t t, long long len, long long x) {
-    if (!c->log) return;
-    if (u->nev == u->evcap) {
-        Py_ssize_t cap = u->evcap ? 2 * u->evcap : 1024;
-        Event *e = realloc(u->ev, cap * sizeof(Event));
+static void log_event(Cell *c, Events *l, int kind, int64_t t, long long len, long long x) {
+    if (!c->log || !l) return;
+    if (l->n == l->cap) {
+        Py_ssize_t cap = l->cap ? 2 * l->cap : 1024;
+        Event *e = realloc(l->ev, cap * sizeof(Event));
         if (!e) { c->log_lost++; return; }
-        u->ev = e;
-        u->evcap = cap;
+        l->ev = e;
+        l->cap = cap;
     }
-    Event *e = &u->ev[u->nev++];
+    Event *e = &l->ev[l->n++];
     e->t = t; e->x = x; e->kind = kind; e->len = (int32_t)len;
 }
 
 static void enqueue(Cell *c, UE *u, const unsigned char *data, int len, int64_t now) {
     u->arr_p++;
     u->arr_b += len;
-    log_event(c, u, 0, now, len, 0);
+    log_event(c, &u->dl, 0, now, len, 0);
     if (c->qkind == Q_DROPTAIL && over(c, u, 1, len)) {
         u->drop_p++;
         u->drop_b += len;
-        log_event(c, u, 1, now, 1, len);
+        log_event(c, &u->dl, 1, now, 1, len);
         return;
     }
     Packet *p = malloc(sizeof(Packet) + len);
     if (!p) {                      /* no memory: the packet is lost, counted as a drop */
         u->drop_p++;
         u->drop_b += len;
-        log_event(c, u, 1, now, 1, len);
+        log_event(c, &u->dl, 1, now, 1, len);
         return;
     }
     p->t = now;
@@ -210,15 +215,15 @@ static void enqueue(Cell *c, UE *u, const unsigned char *data, int len, int64_t 
         }
         u->drop_p += n;
         u->drop_b += b;
-        if (n) log_event(c, u, 1, now, n, b);
+        if (n) log_event(c, &u->dl, 1, now, n, b);
     }
 }
 
 /* serve up to budget bytes at time t from a queue and its packet in service (byte-granular,
    as replay/server.py's ByteServer): a packet leaves, written to fd, with its last byte.
-   With u set, departures are logged for u (the downlink's Mahimahi log). */
+   Departures are logged in l (a Mahimahi-format log's events) when logs are on. */
 static void serve_fifo(Cell *c, Fifo *q, Packet **svc, long long *svc_left, long long left, int fd,
-                       long long *dep_p, long long *dep_b, UE *u, int64_t t) {
+                       long long *dep_p, long long *dep_b, Events *l, int64_t t) {
     while (left > 0) {
         if (!*svc) {
             *svc = fifo_pop(q);
@@ -233,7 +238,7 @@ static void serve_fifo(Cell *c, Fifo *q, Packet **svc, long long *svc_left, long
             *svc = NULL;
             (*dep_p)++;
             *dep_b += p->len;
-            if (u) log_event(c, u, 3, t, p->len, p->t);
+            log_event(c, l, 3, t, p->len, p->t);
             if (write(fd, p->data, (size_t)p->len) < 0) c->write_errors++;
             free(p);
         }
@@ -251,9 +256,10 @@ static void advance_uplink(Cell *c, UE *u, int64_t now) {
         double budget = floor(total);
         u->up_carry = total - budget;
         u->up_cap_bytes += (long long)budget;
+        if (budget > 0) log_event(c, &u->ul, 2, u->up_end, 0, (long long)budget);
         if (u->upq.head || u->up_svc) {
             serve_fifo(c, &u->upq, &u->up_svc, &u->up_svc_left, (long long)budget, c->outer_fd,
-                       &u->up_dep_p, &u->up_dep_b, NULL, u->up_end);
+                       &u->up_dep_p, &u->up_dep_b, &u->ul, u->up_end);
             c->last_ns = now;
         }
         u->up_k++;
@@ -308,8 +314,14 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
             continue;
         }
         advance_uplink(c, u, now);          /* TTIs that ended before it came go without it */
+        log_event(c, &u->ul, 0, now, r, 0);
         Packet *p = malloc(sizeof(Packet) + r);
-        if (!p) { u->up_lost_p++; u->up_lost_b += r; continue; }   /* no memory: lost */
+        if (!p) {                           /* no memory: the packet is lost, counted as a drop */
+            u->up_lost_p++;
+            u->up_lost_b += r;
+            log_event(c, &u->ul, 1, now, 1, r);
+            continue;
+        }
         p->t = now;
         p->len = (int)r;
         memcpy(p->data, c->buf, r);
@@ -518,8 +530,8 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
     double *bb = b[1].buf, *arr = b[3].buf;
     for (int i = 0; i < c->n; i++) {
         UE *u = &c->ue[i];
-        if (budget[i] > 0) log_event(c, u, 2, t_end, 0, budget[i]);
-        serve_fifo(c, &u->q, &u->svc, &u->svc_left, budget[i], u->fd, &u->dep_p, &u->dep_b, u, t_end);
+        if (budget[i] > 0) log_event(c, &u->dl, 2, t_end, 0, budget[i]);
+        serve_fifo(c, &u->q, &u->svc, &u->svc_left, budget[i], u->fd, &u->dep_p, &u->dep_b, &u->dl, t_end);
         bb[i] = (double)(u->q.bytes + (u->svc ? u->svc_left : 0));
         bp[i] = u->q.count + (u->svc ? 1 : 0);
         arr[i] = (double)(u->arr_b - u->seen_arr_b);
@@ -533,15 +545,17 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *Cell_take_events(Cell *c, PyObject *Py_UNUSED(ignored)) {
+static PyObject *Cell_take_events(Cell *c, PyObject *args) {
+    int uplink = 0;
+    if (!PyArg_ParseTuple(args, "|p", &uplink)) return NULL;
     PyObject *out = PyTuple_New(c->n);
     if (!out) return NULL;
     for (int i = 0; i < c->n; i++) {
-        UE *u = &c->ue[i];
-        PyObject *b = PyBytes_FromStringAndSize((const char *)u->ev, u->nev * (Py_ssize_t)sizeof(Event));
+        Events *l = uplink ? &c->ue[i].ul : &c->ue[i].dl;
+        PyObject *b = PyBytes_FromStringAndSize((const char *)l->ev, l->n * (Py_ssize_t)sizeof(Event));
         if (!b) { Py_DECREF(out); return NULL; }
         PyTuple_SET_ITEM(out, i, b);
-        u->nev = 0;
+        l->n = 0;
     }
     return out;
 }
@@ -574,7 +588,8 @@ static void Cell_dealloc(Cell *c) {
             Packet *p;
             while ((p = fifo_pop(&c->ue[i].q))) free(p);
             free(c->ue[i].svc);
-            free(c->ue[i].ev);
+            free(c->ue[i].dl.ev);
+            free(c->ue[i].ul.ev);
             while ((p = fifo_pop(&c->ue[i].upq))) free(p);
             free(c->ue[i].up_svc);
             free(c->ue[i].up_cap);
@@ -684,8 +699,9 @@ static PyMethodDef Cell_methods[] = {
     {"set_uplink", (PyCFunction)Cell_set_uplink, METH_VARARGS,
      "set_uplink(ue, capacity, tti_num, tti_den, start_ns): a constrained uplink (see the module)."},
     {"close", (PyCFunction)Cell_close, METH_NOARGS, "Stop the rescuer threads (also done when freed)."},
-    {"take_events", (PyCFunction)Cell_take_events, METH_NOARGS,
-     "The logged events since the last call, per UE: bytes of (t, x int64; kind, len int32) records."},
+    {"take_events", (PyCFunction)Cell_take_events, METH_VARARGS,
+     "take_events(uplink=False): the logged events since the last call, per UE: bytes of (t, x int64; "
+     "kind, len int32) records (the downlink's, or the constrained uplinks')."},
     {NULL}
 };
 

@@ -363,6 +363,25 @@ def _warm_up(radio):
     radio.step(inp, 0, 1, radio.new_outputs(1), backlog=np.zeros(radio.n_users))
 
 
+def _log_lines(writer, lines: list, base_ns: int, events) -> None:
+    """Events ``(t_ns, x, kind, len)`` (see :data:`_EVENT`) as lines of a Mahimahi-format
+    log (times in ms since ``base_ns``), written out by ``writer`` in batches."""
+    line = writer.event_line
+    for t, x, kind, n in events:
+        ms = (t - base_ns) / 1e6
+        if kind == EV_ARRIVAL:
+            lines.append(line(ms, "+", n))
+        elif kind == EV_DROP:
+            lines.append(line(ms, "d", n, x))
+        elif kind == EV_OPPORTUNITY:
+            lines.append(line(ms, "#", x))
+        else:
+            lines.append(line(ms, "-", n, round((t - x) / 1e6)))
+    if len(lines) > 5000:
+        writer.write_lines("".join(lines))
+        lines.clear()
+
+
 class _MacLog:
     """Writes the cell's MAC log chunk by chunk (in the radio process: :mod:`.cell_radio`)."""
 
@@ -404,7 +423,10 @@ class _MacLog:
 
 
 def _cellpath():
-    """The C per-packet path (:mod:`airlink.replay._cellpath`), or None when not built."""
+    """The C per-packet path (:mod:`airlink.replay._cellpath`), or None when not built or
+    ``AIRLINK_PURE_PYTHON=1`` (as the link shells: the Python loop, for comparisons)."""
+    if os.environ.get("AIRLINK_PURE_PYTHON"):
+        return None
     try:
         from . import _cellpath
     except ImportError:
@@ -416,9 +438,9 @@ class _LiveCell:
     """The real-time loop of one run (state and counters); see :class:`CellShell`.
 
     Packets move in C (:mod:`airlink.replay._cellpath`, with the GIL released between TTIs)
-    with an infinite, drop-tail or drop-head queue and any uplink, and in the Python loop
-    otherwise (other queues; a constrained uplink together with Mahimahi-format logs:
-    :meth:`loop_python`); both run the same :meth:`_tti`."""
+    with an infinite, drop-tail or drop-head queue, and in the Python loop otherwise (the
+    other queues, or without the C module: :meth:`loop_python`); both run the same
+    :meth:`_tti`."""
 
     def __init__(self, shell: CellShell, radio, feed, outer, namespaces, cmdline):
         self.shell, self.radio, self.feed = shell, radio, feed
@@ -453,9 +475,7 @@ class _LiveCell:
         q0 = self.queues[0]
         self.path = None
         self._c_logs = False
-        # the C path: any downlink queue it has; a constrained uplink only without logs (the
-        # uplink's Mahimahi log is written by the Python stage)
-        if cp is not None and q0.kind in _C_QUEUES and (shell.uplink is None or shell.log_dir is None):
+        if cp is not None and q0.kind in _C_QUEUES:
             self._c_logs = shell.log_dir is not None
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
                                 _C_QUEUES[q0.kind], getattr(q0, "packets", 0), getattr(q0, "bytes", 0),
@@ -486,6 +506,8 @@ class _LiveCell:
                 tti_ns = self.uplinks[-1].server._tti_ns
                 self.path.set_uplink(i, np.ascontiguousarray(cap, dtype=np.float64), tti_ns.numerator,
                                      tti_ns.denominator, start)
+        # lines of the constrained uplinks' logs, when the C path serves them
+        self._up_lines = [[] for _ in range(n)] if self._c_logs and shell.uplink is not None else None
         self.ttis = 0
         self.late = 0
         self.max_late_ns = 0
@@ -572,10 +594,16 @@ class _LiveCell:
         self._arrivals_row(i)
 
     def _log_events(self):
-        """The C path's logged events since the last call, into the Mahimahi-format logs."""
+        """The C path's logged events since the last call, into the Mahimahi-format logs
+        (the downlinks', and the constrained uplinks' through their stages' writers)."""
         for u, raw in enumerate(self.path.take_events()):
             if raw:
                 self._log(u, np.frombuffer(raw, _EVENT).tolist())
+        if self._up_lines is not None:
+            for u, raw in enumerate(self.path.take_events(True)):
+                if raw:
+                    st = self.uplinks[u]
+                    _log_lines(st.log, self._up_lines[u], st.base_ns, np.frombuffer(raw, _EVENT).tolist())
 
     def _arrivals_row(self, i):
         """Arrivals and drops since the previous TTI go to this TTI's row."""
@@ -593,23 +621,8 @@ class _LiveCell:
         self._log(u, events + [(t_end, a, EV_DEPARTURE, len(p)) for p, a, _t in deps])
 
     def _log(self, u, events):
-        """Events ``(t_ns, x, kind, len)`` of UE ``u`` (see :data:`_EVENT`) as lines of its
-        Mahimahi-format log, written out in batches."""
-        line, base = self.down_logs[u].event_line, self.base_mono
-        lines = self._log_lines[u]
-        for t, x, kind, n in events:
-            ms = (t - base) / 1e6
-            if kind == EV_ARRIVAL:
-                lines.append(line(ms, "+", n))
-            elif kind == EV_DROP:
-                lines.append(line(ms, "d", n, x))
-            elif kind == EV_OPPORTUNITY:
-                lines.append(line(ms, "#", x))
-            else:
-                lines.append(line(ms, "-", n, round((t - x) / 1e6)))
-        if len(lines) > 5000:
-            self.down_logs[u].write_lines("".join(lines))
-            lines.clear()
+        """Events ``(t_ns, x, kind, len)`` of UE ``u``'s downlink as lines of its log."""
+        _log_lines(self.down_logs[u], self._log_lines[u], self.base_mono, events)
 
     def _boundary(self, k):
         """When TTI ``k`` starts (ns, exact: integer arithmetic on the TTI as a fraction)."""
@@ -832,6 +845,8 @@ class _LiveCell:
             if self.down_logs[u] is not None:
                 self.down_logs[u].write_lines("".join(self._log_lines[u]))
                 self.down_logs[u].close()
+            if self._up_lines is not None:
+                self.uplinks[u].log.write_lines("".join(self._up_lines[u]))
             self.uplinks[u].close(now)
         radio_cpu_s = self.feed.close()
         ues = []

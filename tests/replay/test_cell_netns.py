@@ -147,18 +147,19 @@ def _c_path_built():
     return True
 
 
-@pytest.mark.parametrize("queue,logs,uplink", [("droptail", True, True), ("drophead", True, True),
-                                               ("droptail", True, False), ("drophead", True, False),
-                                               ("droptail", False, False), ("drophead", False, True)],
-                         ids=["python-path-droptail", "python-path-drophead", "c-path-droptail",
-                              "c-path-drophead", "c-path-no-logs", "c-path-uplink"])
-def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink):
+@pytest.mark.parametrize("queue,logs,uplink,python", [
+    ("droptail", True, True, True), ("drophead", True, True, True), ("droptail", True, False, False),
+    ("drophead", True, False, False), ("droptail", False, False, False), ("drophead", False, True, False),
+    ("droptail", True, True, False)],
+    ids=["python-path-droptail", "python-path-drophead", "c-path-droptail", "c-path-drophead", "c-path-no-logs",
+         "c-path-uplink", "c-path-uplink-logs"])
+def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink, python):
     """Per UE: packets in = out + dropped + still queued; the bytes the MAC log says were
     served equal the bytes that left the queue (up to the fractional carry, < 1 byte); what
-    each UE's application received is what left its queue; the Mahimahi-format log tells the
-    same. Through the Python packet path (a constrained uplink with logs selects it; 100
-    Mbit/s holds nothing back here) and the C one (also with that uplink, without logs),
-    with drop-tail and drop-head queues."""
+    each UE's application received is what left its queue; the Mahimahi-format logs (the
+    downlink's, and the constrained uplink's) tell the same. Through the Python packet loop
+    (``AIRLINK_PURE_PYTHON=1``) and the C one, with drop-tail and drop-head queues, an
+    unconstrained uplink and one of 100 Mbit/s (which holds nothing back here)."""
     t_before = time.time_ns()
     r = test_ns.airlink("cell", "--preset", "quick", *SMALL, "--users", "3", "--seed", "1",
                         "--scheduler", "maxcir", "--queue", queue, "--queue-args", "packets=40",
@@ -166,11 +167,11 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink)
                         *(["--log-dir", tmp_path / "logs"] if logs else []),
                         *(["--uplink", "100Mbit/s"] if uplink else []), "--",
                         sys.executable, udp_source, "1.5e6", "1.5", "60", timeout=60,
-                        env={"UE_OUT": str(tmp_path)})
+                        env={"UE_OUT": str(tmp_path), **({"AIRLINK_PURE_PYTHON": "1"} if python else {})})
     t_after = time.time_ns()
     assert r.returncode == 0, r.stderr
     stats = json.loads((tmp_path / "stats.json").read_text())
-    assert stats["packet_path"] == ("C" if not (uplink and logs) and _c_path_built() else "Python")
+    assert stats["packet_path"] == ("C" if not python and _c_path_built() else "Python")
     mac = _mac(tmp_path / "mac.parquet")
     # the MAC log's times are the TTIs' wall-clock times: inside the run, one TTI apart
     times = mac["served_bytes"].index.as_unit("ns").asi8
@@ -202,6 +203,17 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink)
         assert log.loc[log.event == "drop", "bytes"].sum() == d["drops_bytes"]
         assert ev.loc["opportunity", "sum"] == pytest.approx(served, abs=1.0)
         assert (log.loc[log.event == "departure", "delay_ms"] >= 0).all()
+        if uplink:
+            up = ue["uplink"]
+            assert up["stage"] == "link" and up["arrivals_packets"] >= 1
+            assert up["arrivals_packets"] == up["departures_packets"] + up["drops_packets"] + up["queued_packets"]
+            ulog = read_log(tmp_path / "logs" / f"ue{col}.up.log")
+            uev = ulog.groupby("event", observed=True)["bytes"].agg(["sum", "count"])
+            assert uev.loc["arrival", "count"] == up["arrivals_packets"]
+            assert uev.loc["departure", "sum"] == up["departures_bytes"]
+            # an opportunity per uplink TTI with capacity: 100 Mbit/s of 1 ms TTIs = 12500 bytes
+            assert (ulog.loc[ulog.event == "opportunity", "bytes"] == 12500).all()
+            assert uev.loc["opportunity", "count"] == up["ttis"]
 
 
 def test_failing_command_gives_the_worst_status_and_cleans_up(test_ns):
