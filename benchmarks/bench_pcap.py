@@ -105,10 +105,10 @@ def make_capture(path: Path, packets: int) -> None:
             sh("ip", "netns", "del", ns, check=False)
 
 
-def run_measured(cmd, *, stdout=subprocess.DEVNULL):
+def run_measured(cmd, *, stdout=subprocess.DEVNULL, env=None):
     """(wall seconds, peak RSS bytes, stdout text, CPU seconds) of one child process."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     # read stdout fully (may be large for tshark) while the child runs
     out = proc.stdout.read()
     err = proc.stderr.read()
@@ -176,10 +176,16 @@ def collect_vs_tcptrace(cap: str, n: int, runs: int) -> dict:
     import statistics
     out = WORK / "collect-out"
     airlink = str(Path(PY).with_name("airlink"))
+    # as a user's install runs it: Python caches the compiled modules (an environment that
+    # sets PYTHONDONTWRITEBYTECODE recompiles airlink's modules at every start, ~0.05-0.08 s);
+    # one unmeasured run of each tool first writes that cache and warms the page cache
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    run_measured([airlink, "collect", cap, "-o", str(out)], env=env)
+    run_measured(["tcptrace", "-n", "-l", "-r", cap])
     pairs = []
     for _ in range(max(1, runs)):
         shutil.rmtree(out, ignore_errors=True)
-        a = run_measured([airlink, "collect", cap, "-o", str(out)])
+        a = run_measured([airlink, "collect", cap, "-o", str(out)], env=env)
         b = run_measured(["tcptrace", "-n", "-l", "-r", cap])
         pairs.append((a, b))
     shutil.rmtree(out, ignore_errors=True)
