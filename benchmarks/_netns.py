@@ -72,19 +72,22 @@ def rss_kib(pid: int) -> int | None:
 
 
 def airlink_processes(*subcommands) -> dict:
-    """``{pid: subcommand}`` of running ``airlink SUBCOMMAND`` processes (the shells)."""
-    out = {}
+    """``{pid: subcommand}`` of running ``airlink SUBCOMMAND`` processes (the shells); a
+    process forked by such a shell with its command line (the cell's radio process) is
+    ``"SUBCOMMAND child"``, so that each is sampled on its own."""
+    found, parent = {}, {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
+            parent[int(pid)] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
         words = [a.decode(errors="replace") for a in argv if a]
         if len(words) >= 3 and words[1].endswith("/airlink") and words[2] in subcommands:
-            out[int(pid)] = words[2]
-    return out
+            found[int(pid)] = words[2]
+    return {pid: f"{sub} child" if found.get(parent.get(pid)) == sub else sub for pid, sub in found.items()}
 
 
 def run_sampling_rss(cmd, *, shells, every_s: float):
@@ -96,20 +99,24 @@ def run_sampling_rss(cmd, *, shells, every_s: float):
     samples, pids = [], {}
     while p.poll() is None:
         time.sleep(every_s)
-        if len(pids) < len(shells):
+        if len(set(pids.values()) & set(shells)) < len(shells):
             pids = {pid: s for pid, s in airlink_processes(*shells).items() if pid not in before}
         samples.append((time.monotonic() - t0, {s: rss_kib(pid) for pid, s in pids.items()}))
     return p.returncode, p.stderr.read(), samples
 
 
 def rss_change(samples, seconds: int, shells) -> dict:
-    """Per shell: median RSS in minute 1 vs the last minute, and the relative change."""
+    """Per shell: median RSS in minute 1 vs the last minute, the relative change, and the
+    median of every minute (MiB)."""
     import numpy as np
     out = {}
     for name in shells:
         first = [s[name] for t, s in samples if 55 <= t <= 65 and s.get(name)]
         last = [s[name] for t, s in samples if t >= seconds - 60 and s.get(name)]
         if first and last:
+            minutes = [[s[name] for t, s in samples if m * 60 <= t < (m + 1) * 60 and s.get(name)]
+                       for m in range(int(seconds // 60) + 1)]
             out[name] = {"minute1_mib": np.median(first) / 1024, "last_mib": np.median(last) / 1024,
-                         "change": np.median(last) / np.median(first) - 1}
+                         "change": np.median(last) / np.median(first) - 1,
+                         "per_minute_mib": [round(float(np.median(v)) / 1024, 1) for v in minutes if v]}
     return out

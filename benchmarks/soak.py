@@ -25,6 +25,7 @@ Usage (root)::
     sudo .venv/bin/python benchmarks/soak.py                   # 10 min at 100 Mbit/s
     sudo .venv/bin/python benchmarks/soak.py --minutes 2 --rate 50
     sudo .venv/bin/python benchmarks/soak.py --cell 4          # the cell shell, 4 UEs
+    sudo .venv/bin/python benchmarks/soak.py --cell 10 --realtime   # 10 UEs, SCHED_RR loop
 """
 from __future__ import annotations
 
@@ -91,12 +92,14 @@ def soak_cell(a, seconds: int, work: Path) -> tuple:
         status, err, samples = run_sampling_rss(
             ["ip", "netns", "exec", ns, AIRLINK, "delay", "10", AIRLINK, "cell", "--preset", "imt-advanced",
              "--scheduler", "pf", "--users", str(a.cell), "--seed", "1", "--mac-log", str(work / "mac.parquet"),
-             "--log-dir", str(work / "logs"), "--stats", str(work / "stats.json"), "--",
+             "--log-dir", str(work / "logs"), "--stats", str(work / "stats.json"),
+             *(["--realtime"] if a.realtime else []), "--",
              "sh", "-c", f"iperf3 -c $AIRLINK_BASE -p $((5210 + AIRLINK_UE)) -R -t {seconds} >/dev/null"],
             shells=("delay", "cell"), every_s=a.sample_s)
     if status != 0:
         raise SystemExit(f"soak: the shells exited {status}: {err.strip()}")
-    report = {"minutes": a.minutes, "ues": a.cell, "rss": rss_change(samples, seconds, ("delay", "cell"))}
+    report = {"minutes": a.minutes, "ues": a.cell,
+              "rss": rss_change(samples, seconds, ("delay", "cell", "cell child"))}
     st = json.loads((work / "stats.json").read_text())
     cons = {f"ue{ue['ue']}.{d}": unaccounted_bytes(ue[d]) for ue in st["ues"] for d in ("downlink", "uplink")}
     report["conservation_residuals_bytes"] = cons
@@ -116,6 +119,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", help="folder to keep the logs in (default: a new temporary folder)")
     ap.add_argument("--cell", type=int, metavar="UES",
                     help="soak the cell shell instead: UES users, each with its own bulk download")
+    ap.add_argument("--realtime", action="store_true", help="with --cell: the cell's loop under SCHED_RR")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("soak: needs root (namespaces, TUN)", file=sys.stderr)

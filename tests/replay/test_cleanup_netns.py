@@ -96,6 +96,11 @@ def test_sudo_user_runs_cmd_and_nested_shells_keep_root(test_ns):
     env = {"SUDO_UID": "65534", "SUDO_GID": "65534"}
     r = test_ns.exec([AIRLINK, "delay", "0", "--", "id", "-u"], env=env)
     assert r.returncode == 0 and r.stdout.strip() == "65534", r.stderr
+    # and the user's HOME, USER and LOGNAME (from the password database), not root's
+    import pwd
+    user = pwd.getpwuid(65534)
+    r = test_ns.exec([AIRLINK, "delay", "0", "--", "sh", "-c", 'echo "$HOME $USER $LOGNAME"'], env=env)
+    assert r.returncode == 0 and r.stdout.split() == [user.pw_dir, user.pw_name, user.pw_name], r.stderr
     r = test_ns.exec([AIRLINK, "delay", "0", "airlink", "delay", "0", "--", "id", "-u"], env=env)
     assert r.returncode == 0 and r.stdout.strip() == "65534", r.stderr
 
