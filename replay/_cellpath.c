@@ -184,6 +184,24 @@ static void log_event(Cell *c, Events *l, int kind, int64_t t, long long len, lo
     e->t = t; e->x = x; e->kind = kind; e->len = (int32_t)len;
 }
 
+/* a copy of the packet at the tail of q (arrival time now); 0, or -1 when there was no
+   memory: the packet is lost, counted in lost_p/lost_b and logged as a drop */
+static int push_copy(Cell *c, Fifo *q, Events *l, const unsigned char *data, int len, int64_t now,
+                     long long *lost_p, long long *lost_b) {
+    Packet *p = malloc(sizeof(Packet) + len);
+    if (!p) {
+        (*lost_p)++;
+        *lost_b += len;
+        log_event(c, l, 1, now, 1, len);
+        return -1;
+    }
+    p->t = now;
+    p->len = len;
+    memcpy(p->data, data, len);
+    fifo_push(q, p);
+    return 0;
+}
+
 static void enqueue(Cell *c, UE *u, const unsigned char *data, int len, int64_t now) {
     u->arr_p++;
     u->arr_b += len;
@@ -194,17 +212,7 @@ static void enqueue(Cell *c, UE *u, const unsigned char *data, int len, int64_t 
         log_event(c, &u->dl, 1, now, 1, len);
         return;
     }
-    Packet *p = malloc(sizeof(Packet) + len);
-    if (!p) {                      /* no memory: the packet is lost, counted as a drop */
-        u->drop_p++;
-        u->drop_b += len;
-        log_event(c, &u->dl, 1, now, 1, len);
-        return;
-    }
-    p->t = now;
-    p->len = len;
-    memcpy(p->data, data, len);
-    fifo_push(&u->q, p);
+    if (push_copy(c, &u->q, &u->dl, data, len, now, &u->drop_p, &u->drop_b) < 0) return;
     if (c->qkind == Q_DROPHEAD) {
         long long n = 0, b = 0;
         while (u->q.head && over(c, u, 0, 0)) {
@@ -315,17 +323,7 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
         }
         advance_uplink(c, u, now);          /* TTIs that ended before it came go without it */
         log_event(c, &u->ul, 0, now, r, 0);
-        Packet *p = malloc(sizeof(Packet) + r);
-        if (!p) {                           /* no memory: the packet is lost, counted as a drop */
-            u->up_lost_p++;
-            u->up_lost_b += r;
-            log_event(c, &u->ul, 1, now, 1, r);
-            continue;
-        }
-        p->t = now;
-        p->len = (int)r;
-        memcpy(p->data, c->buf, r);
-        fifo_push(&u->upq, p);
+        push_copy(c, &u->upq, &u->ul, c->buf, (int)r, now, &u->up_lost_p, &u->up_lost_b);
     }
     return 0;
 }
