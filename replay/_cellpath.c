@@ -172,7 +172,7 @@ static int ue_of(Cell *c, const unsigned char *p, int len) {
 }
 
 static void log_event(Cell *c, Events *l, int kind, int64_t t, long long len, long long x) {
-    if (!c->log || !l) return;
+    if (!c->log) return;
     if (l->n == l->cap) {
         Py_ssize_t cap = l->cap ? 2 * l->cap : 1024;
         Event *e = realloc(l->ev, cap * sizeof(Event));
@@ -565,12 +565,11 @@ static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
     UE *u = &c->ue[i];
     long long qb = u->q.bytes + (u->svc ? u->svc_left : 0), qp = u->q.count + (u->svc ? 1 : 0);
     long long uqb = u->upq.bytes + (u->up_svc ? u->up_svc_left : 0), uqp = u->upq.count + (u->up_svc ? 1 : 0);
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}}",
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}}",
                          "arrivals_packets", u->arr_p, "arrivals_bytes", u->arr_b,
                          "departures_packets", u->dep_p, "departures_bytes", u->dep_b,
                          "drops_packets", u->drop_p, "drops_bytes", u->drop_b,
                          "queued_packets", qp, "queued_bytes", qb,
-                         "uplink_packets", u->up_p, "uplink_bytes", u->up_b,
                          "uplink", "arrivals_packets", u->up_p, "arrivals_bytes", u->up_b,
                          "departures_packets", u->up_cap ? u->up_dep_p : u->up_p,
                          "departures_bytes", u->up_cap ? u->up_dep_b : u->up_b,

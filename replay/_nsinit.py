@@ -33,8 +33,10 @@ RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _die_with_parent():
-    _libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(int(signal.SIGKILL)), 0, 0, 0)
+def set_parent_death_signal(sig=signal.SIGKILL) -> None:
+    """Get ``sig`` when the parent dies (``prctl(PR_SET_PDEATHSIG)``); OSError if refused."""
+    if _libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(int(sig)), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
 
 def _relay_signals_to(pid):
@@ -83,7 +85,7 @@ def _drop_privileges(env):
 
 def _init(cmd, keep_root):
     """Pid 1 of the new pid namespace: start CMD, relay signals, exit with its status."""
-    _die_with_parent()
+    set_parent_death_signal()
     env = dict(os.environ)
     pid = os.fork()
     if pid == 0:
@@ -113,8 +115,8 @@ def _init(cmd, keep_root):
 
 def main(argv):
     sock_fd, keep_root, cmd = int(argv[1]), argv[2] == "1", argv[3:]
-    _die_with_parent()
     try:
+        set_parent_death_signal()
         if os.read(sock_fd, 16) != b"go":
             os._exit(1)
         os.close(sock_fd)

@@ -823,7 +823,6 @@ class _LiveCell:
         q = self.queues[u]
         if self.path is not None:
             c = self.path.ue_stats(u)
-            del c["uplink_packets"], c["uplink_bytes"]
             up, st = c.pop("uplink"), self.uplinks[u]     # the stage the C path stands in for
             if st.kind == "link":
                 up = {"stage": "link", **up, "queue": st.queue.describe()}

@@ -45,11 +45,9 @@ import sys
 
 from airlink.traces.errors import AirlinkError
 
-from ._nsinit import RELAYED, _wait_for
+from ._nsinit import RELAYED, _wait_for, set_parent_death_signal  # noqa: F401 - also this module's API
 
 CLONE_NEWNET = 0x40000000
-CLONE_NEWPID = 0x20000000
-PR_SET_PDEATHSIG = 1
 PR_SET_TIMERSLACK = 29
 TUNSETIFF = 0x400454CA
 TUNSETOFFLOAD = 0x400454D0
@@ -85,10 +83,6 @@ def setns(fd: int, nstype: int) -> None:
 def set_timer_slack(ns: int = 1000) -> None:
     """Wake timers within ``ns`` of their deadline (the default slack is 50 us)."""
     _libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
-
-
-def set_parent_death_signal(sig=signal.SIGKILL) -> None:
-    _check(_libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(int(sig)), 0, 0, 0), "prctl")
 
 
 def require_root(tool: str = "airlink link") -> None:
