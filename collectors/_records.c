@@ -37,11 +37,15 @@
  * unwrap(raw, groups, base, out) and cummax(values, groups, valid, out): the per-group
  * loops of collectors/tcp.py's _unwrap and _grouped_cummax (see there), one pass each
  * instead of several whole-array numpy passes; groups are contiguous runs of equal values.
+ *
+ * conn_*: the provisional connection numbering of collectors/_tcpcolumns.Connections, one
+ * hash table kept across the batches of a read (see "connections" below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline uint32_t rd32(const unsigned char *p, int little)
 {
@@ -659,6 +663,271 @@ static PyObject *cummax(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- connections ------------------------------------------------------------------- */
+
+/* Provisional connection numbers across the batches of one read of a capture (the C side of
+ * collectors/_tcpcolumns.Connections; its pure-Python twin there gives the same numbers):
+ *
+ *   conn_new() -> capsule
+ *   conn_number(capsule, version, src_hi, src_lo, dst_hi, dst_lo, sport, dport, proto,
+ *               pflow, swap) -> number of connections so far
+ *   conn_keys(capsule, lo, hi, proto)       fill int64[n] x 2 and uint8[n] (n = connections)
+ *   conn_v6(capsule) -> bytes of uint64 (hi, lo) pairs, in IPv6 address number order
+ *
+ * An address's identity is its IPv4 value, or V6_BASE + its IPv6 number (order of first
+ * appearance); an endpoint is (identity << 16) | port; a connection is (low endpoint, high
+ * endpoint, protocol), numbered in order of first appearance; swap = the packet's sender is
+ * the high endpoint. Open addressing on a splitmix64 hash of the exact key (no hash is
+ * trusted: slots compare the keys); consecutive packets of one connection skip the lookup. */
+#define V6_BASE ((int64_t)1 << 32)
+
+typedef struct {
+    int64_t *lo, *hi;
+    uint8_t *proto;
+    int64_t n, cap;
+    int32_t *slot;               /* connection number, -1 empty */
+    uint64_t mask;
+    uint64_t *a6;                /* (hi, lo) per IPv6 address number */
+    int64_t n6, cap6;
+    int32_t *slot6;
+    uint64_t mask6;
+    int have_last;               /* the previous packet's raw key and its answer */
+    uint64_t l_shi, l_slo, l_dhi, l_dlo;
+    uint32_t l_sp, l_dp, l_pr, l_ver;
+    int32_t l_id;
+    uint8_t l_swap;
+} conns;
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+static void conns_free(PyObject *capsule)
+{
+    conns *c = PyCapsule_GetPointer(capsule, "airlink.conns");
+    if (!c)
+        return;
+    free(c->lo); free(c->hi); free(c->proto); free(c->slot); free(c->a6); free(c->slot6);
+    free(c);
+}
+
+static int32_t *empty_slots(uint64_t size)
+{
+    int32_t *s = malloc(size * sizeof(int32_t));
+    if (s)
+        for (uint64_t i = 0; i < size; i++)
+            s[i] = -1;
+    return s;
+}
+
+static inline uint64_t flow_hash(int64_t lo, int64_t hi, uint32_t proto)
+{
+    return mix64(mix64((uint64_t)lo ^ 0x9E3779B97F4A7C15ULL) ^ (uint64_t)hi ^ ((uint64_t)proto << 56));
+}
+
+/* table sizes double at half load; returns 0 on allocation failure */
+static int conns_grow(conns *c)
+{
+    if (c->n < c->cap)
+        return 1;
+    int64_t cap = c->cap ? 2 * c->cap : 1024;
+    int64_t *lo = realloc(c->lo, cap * sizeof(int64_t));
+    if (!lo) return 0;
+    c->lo = lo;
+    int64_t *hi = realloc(c->hi, cap * sizeof(int64_t));
+    if (!hi) return 0;
+    c->hi = hi;
+    uint8_t *pr = realloc(c->proto, cap);
+    if (!pr) return 0;
+    c->proto = pr;
+    uint64_t size = 2 * (uint64_t)cap;
+    int32_t *slot = empty_slots(size);
+    if (!slot) return 0;
+    for (int64_t k = 0; k < c->n; k++) {
+        uint64_t h = flow_hash(c->lo[k], c->hi[k], c->proto[k]) & (size - 1);
+        while (slot[h] >= 0)
+            h = (h + 1) & (size - 1);
+        slot[h] = (int32_t)k;
+    }
+    free(c->slot);
+    c->slot = slot;
+    c->mask = size - 1;
+    c->cap = cap;
+    return 1;
+}
+
+static int conns_grow6(conns *c)
+{
+    if (c->n6 < c->cap6)
+        return 1;
+    int64_t cap = c->cap6 ? 2 * c->cap6 : 256;
+    uint64_t *a6 = realloc(c->a6, cap * 2 * sizeof(uint64_t));
+    if (!a6) return 0;
+    c->a6 = a6;
+    uint64_t size = 2 * (uint64_t)cap;
+    int32_t *slot = empty_slots(size);
+    if (!slot) return 0;
+    for (int64_t k = 0; k < c->n6; k++) {
+        uint64_t h = mix64(c->a6[2 * k] ^ mix64(c->a6[2 * k + 1])) & (size - 1);
+        while (slot[h] >= 0)
+            h = (h + 1) & (size - 1);
+        slot[h] = (int32_t)k;
+    }
+    free(c->slot6);
+    c->slot6 = slot;
+    c->mask6 = size - 1;
+    c->cap6 = cap;
+    return 1;
+}
+
+/* identity of an address (see above); -1 on allocation failure */
+static int64_t address_ident(conns *c, uint32_t version, uint64_t hi, uint64_t lo)
+{
+    if (version != 6)
+        return (int64_t)lo;
+    if (!conns_grow6(c))
+        return -1;
+    uint64_t h = mix64(hi ^ mix64(lo)) & c->mask6;
+    for (;; h = (h + 1) & c->mask6) {
+        int32_t k = c->slot6[h];
+        if (k < 0) {
+            k = (int32_t)c->n6++;
+            c->a6[2 * k] = hi;
+            c->a6[2 * k + 1] = lo;
+            c->slot6[h] = k;
+            return V6_BASE + k;
+        }
+        if (c->a6[2 * k] == hi && c->a6[2 * k + 1] == lo)
+            return V6_BASE + k;
+    }
+}
+
+static PyObject *conn_new(PyObject *self, PyObject *args)
+{
+    conns *c = calloc(1, sizeof(conns));
+    if (!c)
+        return PyErr_NoMemory();
+    PyObject *cap = PyCapsule_New(c, "airlink.conns", conns_free);
+    if (!cap)
+        free(c);
+    return cap;
+}
+
+static PyObject *conn_number(PyObject *self, PyObject *args)
+{
+    PyObject *capsule;
+    Py_buffer b[10];
+    if (!PyArg_ParseTuple(args, "Oy*y*y*y*y*y*y*y*w*w*", &capsule, &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &b[8], &b[9]))
+        return NULL;
+    conns *c = PyCapsule_GetPointer(capsule, "airlink.conns");
+    Py_ssize_t n = b[0].len;
+    /* widths: version u8, addresses u64 x4, ports u16 x2, proto u8, pflow i32, swap bool */
+    static const int width[10] = {1, 8, 8, 8, 8, 2, 2, 1, 4, 1};
+    int bad = c == NULL, nomem = 0;
+    for (int k = 0; k < 10 && !bad; k++)
+        bad = b[k].len != n * width[k];
+    if (!bad) {
+        const uint8_t *ver = b[0].buf, *pr = b[7].buf;
+        const uint64_t *shi = b[1].buf, *slo = b[2].buf, *dhi = b[3].buf, *dlo = b[4].buf;
+        const uint16_t *sp = b[5].buf, *dp = b[6].buf;
+        int32_t *out = b[8].buf;
+        uint8_t *swap = b[9].buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (c->have_last && slo[i] == c->l_slo && dlo[i] == c->l_dlo && sp[i] == c->l_sp
+                && dp[i] == c->l_dp && pr[i] == c->l_pr && ver[i] == c->l_ver && shi[i] == c->l_shi
+                && dhi[i] == c->l_dhi) {
+                out[i] = c->l_id;
+                swap[i] = c->l_swap;
+                continue;
+            }
+            int64_t sa = address_ident(c, ver[i], shi[i], slo[i]);
+            int64_t da = address_ident(c, ver[i], dhi[i], dlo[i]);
+            if (sa < 0 || da < 0 || !conns_grow(c)) {
+                nomem = 1;
+                break;
+            }
+            int64_t ea = (sa << 16) | sp[i], eb = (da << 16) | dp[i];
+            uint8_t sw = ea > eb;
+            int64_t lo = sw ? eb : ea, hi = sw ? ea : eb;
+            uint64_t h = flow_hash(lo, hi, pr[i]) & c->mask;
+            int32_t id;
+            for (;; h = (h + 1) & c->mask) {
+                id = c->slot[h];
+                if (id < 0) {
+                    id = (int32_t)c->n++;
+                    c->lo[id] = lo;
+                    c->hi[id] = hi;
+                    c->proto[id] = pr[i];
+                    c->slot[h] = id;
+                    break;
+                }
+                if (c->lo[id] == lo && c->hi[id] == hi && c->proto[id] == pr[i])
+                    break;
+            }
+            out[i] = id;
+            swap[i] = sw;
+            c->have_last = 1;
+            c->l_shi = shi[i]; c->l_slo = slo[i]; c->l_dhi = dhi[i]; c->l_dlo = dlo[i];
+            c->l_sp = sp[i]; c->l_dp = dp[i]; c->l_pr = pr[i]; c->l_ver = ver[i];
+            c->l_id = id;
+            c->l_swap = sw;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int k = 0; k < 10; k++)
+        PyBuffer_Release(&b[k]);
+    if (nomem)
+        return PyErr_NoMemory();
+    if (bad) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "conn_number: arrays of different lengths or dtypes");
+        return NULL;
+    }
+    return PyLong_FromLongLong(c->n);
+}
+
+static PyObject *conn_keys(PyObject *self, PyObject *args)
+{
+    PyObject *capsule;
+    Py_buffer lo, hi, pr;
+    if (!PyArg_ParseTuple(args, "Ow*w*w*", &capsule, &lo, &hi, &pr))
+        return NULL;
+    conns *c = PyCapsule_GetPointer(capsule, "airlink.conns");
+    int bad = c == NULL || lo.len != 8 * c->n || hi.len != 8 * c->n || pr.len != c->n;
+    if (!bad && c->n) {
+        memcpy(lo.buf, c->lo, 8 * c->n);
+        memcpy(hi.buf, c->hi, 8 * c->n);
+        memcpy(pr.buf, c->proto, c->n);
+    }
+    PyBuffer_Release(&lo);
+    PyBuffer_Release(&hi);
+    PyBuffer_Release(&pr);
+    if (bad) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "conn_keys: arrays not of the number of connections");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *conn_v6(PyObject *self, PyObject *args)
+{
+    PyObject *capsule;
+    if (!PyArg_ParseTuple(args, "O", &capsule))
+        return NULL;
+    conns *c = PyCapsule_GetPointer(capsule, "airlink.conns");
+    if (!c)
+        return NULL;
+    return PyBytes_FromStringAndSize((const char *)c->a6, (Py_ssize_t)(c->n6 * 2 * sizeof(uint64_t)));
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(buf, n, little, ns_per_tick, frac_max, limit, off, cap, orig, ts) -> "
@@ -673,6 +942,12 @@ static PyMethodDef methods[] = {
      "unwrap(raw, groups, base, out): 32-bit values unwrapped within contiguous groups (tcp._unwrap)."},
     {"cummax", cummax, METH_VARARGS,
      "cummax(values, groups, valid, out): running maximum within contiguous groups (tcp._grouped_cummax)."},
+    {"conn_new", conn_new, METH_NOARGS, "conn_new() -> capsule: an empty connection table (see the module source)."},
+    {"conn_number", conn_number, METH_VARARGS,
+     "conn_number(table, version, src_hi, src_lo, dst_hi, dst_lo, sport, dport, proto, pflow, swap) -> "
+     "connections so far: provisional connection numbers of a batch (see the module source)."},
+    {"conn_keys", conn_keys, METH_VARARGS, "conn_keys(table, lo, hi, proto): the connections' keys, in number order."},
+    {"conn_v6", conn_v6, METH_VARARGS, "conn_v6(table) -> bytes of uint64 (hi, lo) per IPv6 address number."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,12 +9,11 @@ order bit, ``ip_len``/``seq``/``ack``/``payload``/``tsval``/``tsecr`` (uint32), 
 of the frame's ~60, with no pandas objects. Values only some rows carry are kept for
 those rows: MSS, window scale and SYN option bits for SYNs, the left edge for DSACKs.
 
-Flows are found per batch: distinct (address, port, address, port, protocol) keys of the
-batch are mapped to connection ids with a dictionary (exact keys, no hashing across
-batches), addresses likewise. Flow numbers and directions are then fixed exactly as
-:func:`airlink.collectors.pcap.assign_flows` fixes them (order of first appearance in
-time order; ``fwd`` = side of the first pure SYN, else of the first packet), so the
-analysis gives the same numbers as ``analyze_tcp(read_pcap(path))``.
+Connections are numbered as they are met (:class:`Connections`: one hash table of exact
+keys kept across the batches, in C when the extension is built). Flow numbers and
+directions are then fixed exactly as :func:`airlink.collectors.pcap.assign_flows` fixes
+them (order of first appearance in time order; ``fwd`` = side of the first pure SYN, else
+of the first packet), so the analysis gives the same numbers as ``analyze_tcp(read_pcap(path))``.
 """
 from __future__ import annotations
 
@@ -33,27 +32,6 @@ SPARSE_DTYPES = {"syn_index": np.int64, "dsack_index": np.int64, "dsack_left": n
 
 
 V6_BASE = 1 << 32
-
-
-def _address_idents(d: dict, v6_ids: dict):
-    """Per-packet address identities (int64) from decoded raw address words: an IPv4
-    address is its own 32-bit value, an IPv6 address ``V6_BASE +`` its number in
-    ``v6_ids`` (a dictionary of exact (high, low) words, filled across batches)."""
-    v6 = d.pop("v6")
-    src, dst = d.pop("src_lo").view(np.int64), d.pop("dst_lo").view(np.int64)
-    src_hi, dst_hi = d.pop("src_hi"), d.pop("dst_hi")
-    i6 = np.flatnonzero(v6)
-    if len(i6):
-        src, dst = src.copy(), dst.copy()
-        words = np.stack([np.concatenate([src_hi[i6], dst_hi[i6]]),
-                          np.concatenate([src[i6], dst[i6]]).view(np.uint64)], axis=1)
-        uniq, inv = np.unique(words, axis=0, return_inverse=True)
-        ids = np.array([v6_ids.setdefault((h, l), len(v6_ids)) for h, l in uniq.tolist()],
-                       np.int64) + V6_BASE
-        inv = inv.ravel()
-        src[i6] = ids[inv[:len(i6)]]
-        dst[i6] = ids[inv[len(i6):]]
-    return src, dst
 
 
 def address_names(idents, v6_addresses: list) -> np.ndarray:
@@ -82,23 +60,108 @@ def _batch_flow_keys(src, sport, dst, dport, proto):
     return swap, lo[first], hi[first], proto[first], inv
 
 
-def decode_connections(batch, v6_ids: dict, flow_ids: dict, unknown: set):
-    """One capture batch decoded (``decode(raw_addresses=True)``), its connections numbered:
-    ``(columns, fid, inv, swap)`` - ``fid[inv]`` is each packet's provisional flow id (order
-    of first appearance in the file; ``flow_ids`` maps (low endpoint, high endpoint,
-    protocol) to it across batches, ``v6_ids`` the IPv6 addresses), ``swap`` the
-    endpoint-order bit; the batch's unknown link types are added to ``unknown``."""
+class Connections:
+    """Provisional connection numbers across the batches of one read of a capture.
+
+    An address's identity is its IPv4 value, or :data:`V6_BASE` + its IPv6 number (order of
+    first appearance in the file); an endpoint is ``(identity << 16) | port``; a connection
+    is (low endpoint, high endpoint, protocol), numbered 0.. in order of first appearance in
+    the file, so every read of a file numbers its connections alike. :meth:`number` gives
+    each packet its connection number and ``swap`` (its sender is the high endpoint).
+
+    Kept in one C hash table (``collectors/_records.c``, ``conn_*``: exact keys, consecutive
+    packets of one connection skip the lookup) when the extension is built; otherwise in
+    dictionaries filled from the batch's distinct keys - the same numbers either way (a
+    test compares them)."""
+
+    def __init__(self):
+        from ._capture import _records
+        self._table = _records.conn_new() if _records is not None else None
+        self._n = 0
+        self._flow_ids: dict = {}        # pure Python: (lo, hi, proto) -> number
+        self._v6_ids: dict = {}          # pure Python: (hi, lo) -> IPv6 address number
+
+    def __len__(self) -> int:
+        return self._n
+
+    def number(self, d: dict):
+        """``(pflow, swap)`` (int32, bool per packet) of a batch decoded with
+        ``decode(raw_addresses=True)``; its address words are taken out of ``d``."""
+        version = np.ascontiguousarray(d.pop("version"), np.uint8)
+        d.pop("v6", None)
+        words = [np.ascontiguousarray(d.pop(k), np.uint64) for k in ("src_hi", "src_lo", "dst_hi", "dst_lo")]
+        sport = np.ascontiguousarray(d["sport"], np.uint16)
+        dport = np.ascontiguousarray(d["dport"], np.uint16)
+        proto = np.ascontiguousarray(d["proto"], np.uint8)
+        if self._table is not None:
+            from ._capture import _records
+            pflow = np.empty(len(version), np.int32)
+            swap = np.empty(len(version), bool)
+            self._n = _records.conn_number(self._table, version, *words, sport, dport, proto, pflow, swap)
+            return pflow, swap
+        src, dst = self._identities(version == 6, *words)
+        swap, flo, fhi, fproto, inv = _batch_flow_keys(src, sport.astype(np.int64), dst,
+                                                       dport.astype(np.int64), proto.astype(np.int64))
+        ids = self._flow_ids
+        # first appearance in the file: the batch's new keys in order of their first packet
+        first = np.full(len(flo), len(inv), np.int64)
+        np.minimum.at(first, inv, np.arange(len(inv)))
+        for k in np.argsort(first, kind="stable").tolist():
+            ids.setdefault((int(flo[k]), int(fhi[k]), int(fproto[k])), len(ids))
+        fid = np.array([ids[k] for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
+        self._n = len(ids)
+        return fid[inv], swap
+
+    def _identities(self, v6, src_hi, src_lo, dst_hi, dst_lo):
+        """Per-packet address identities (int64) of source and destination (pure Python)."""
+        src, dst = src_lo.view(np.int64), dst_lo.view(np.int64)
+        i6 = np.flatnonzero(v6)
+        if len(i6):
+            src, dst = src.copy(), dst.copy()
+            # per packet: source then destination, as the C table meets them
+            hi = np.stack([src_hi[i6], dst_hi[i6]], axis=1).ravel()
+            lo = np.stack([src_lo[i6], dst_lo[i6]], axis=1).ravel()
+            uniq, first, inv = np.unique(np.stack([hi, lo], axis=1), axis=0, return_index=True,
+                                         return_inverse=True)
+            for k in np.argsort(first, kind="stable").tolist():
+                self._v6_ids.setdefault((int(uniq[k, 0]), int(uniq[k, 1])), len(self._v6_ids))
+            ids = np.array([self._v6_ids[(h, l)] for h, l in uniq.tolist()], np.int64) + V6_BASE
+            both = ids[inv.ravel()].reshape(-1, 2)
+            src[i6], dst[i6] = both[:, 0], both[:, 1]
+        return src, dst
+
+    def keys(self):
+        """``(lo, hi, proto)``: int64 arrays of the connections' keys, in number order."""
+        n = self._n
+        if self._table is not None:
+            from ._capture import _records
+            lo, hi, pr = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint8)
+            _records.conn_keys(self._table, lo, hi, pr)
+            return lo, hi, pr.astype(np.int64)
+        k = np.array(list(self._flow_ids), np.int64).reshape(-1, 3)
+        return k[:, 0].copy(), k[:, 1].copy(), k[:, 2].copy()
+
+    def v6_addresses(self) -> list:
+        """``(high, low)`` 64-bit words of each IPv6 address, in number order (for
+        :func:`address_names`)."""
+        if self._table is not None:
+            from ._capture import _records
+            return [tuple(w) for w in np.frombuffer(_records.conn_v6(self._table), np.uint64)
+                    .reshape(-1, 2).tolist()]
+        return list(self._v6_ids)
+
+
+def decode_connections(batch, conns: Connections, unknown: set):
+    """One capture batch decoded (``decode(raw_addresses=True)``) and its packets given
+    their connections: ``(columns, pflow, swap)`` - provisional connection numbers and
+    endpoint-order bits from ``conns`` (see :class:`Connections`); the batch's unknown link
+    types are added to ``unknown``."""
     d = decode(batch, raw_addresses=True)
     unknown |= d.pop("unknown_linktypes")
     if not len(d["ts_ns"]):
-        return d, np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, bool)
-    src, dst = _address_idents(d, v6_ids)
-    swap, flo, fhi, fproto, inv = _batch_flow_keys(
-        src, d.pop("sport"), dst, d.pop("dport"), d["proto"].astype(np.int64))
-    del src, dst
-    fid = np.array([flow_ids.setdefault(k, len(flow_ids))
-                    for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
-    return d, fid, inv, swap
+        return d, np.zeros(0, np.int32), np.zeros(0, bool)
+    pflow, swap = conns.number(d)
+    return d, pflow, swap
 
 
 class _ColumnStore:
@@ -238,6 +301,22 @@ class _Census:
         return out
 
 
+def records_in_file(batch, file_bytes: int) -> float:
+    """Records a capture of ``file_bytes`` bytes holds, estimated from the bytes per record
+    (16-byte header + captured bytes) of one of its batches: file bytes / bytes per record.
+    An underestimate for a compressed file (``file_bytes`` is its compressed size)."""
+    if not len(batch.data_off):
+        return 0.0
+    span = int(batch.data_off[-1] + batch.caplen[-1] - batch.data_off[0]) + 16
+    return file_bytes / max(span / len(batch.data_off), 16.0)
+
+
+# With a limit, a capture estimated (from its first batch) to hold more than this many times
+# the limit's records is read as a census from its first packet: gathering columns up to the
+# limit only to turn them into the start of a census costs a third of the census pass.
+CENSUS_AT_ONCE = 1.5
+
+
 class PacketColumns:
     """The narrow columns of :func:`read_columns` (``keep``: bool per provisional flow id,
     or None for every packet), filled batch after batch from :func:`decode_connections`."""
@@ -257,22 +336,20 @@ class PacketColumns:
         return self.store.size
 
     def reserve_for(self, batch, file_bytes: int) -> None:
-        """Reserve, at the first batch, the records the file holds from this batch's bytes
-        per record (+15 %; pages of the unused tail are never touched, so cost no memory)."""
+        """Reserve, at the first batch, the records the file holds (:func:`records_in_file`,
+        +15 %; pages of the unused tail are never touched, so cost no memory)."""
         if self.store.capacity == 0 and len(batch.data_off):
-            span = int(batch.data_off[-1] + batch.caplen[-1] - batch.data_off[0]) + 16
-            per = max(span / len(batch.data_off), 16.0)
-            self.store.reserve(int(file_bytes / per * 1.15) + len(batch.data_off) + 1024)
+            self.store.reserve(int(records_in_file(batch, file_bytes) * 1.15) + len(batch.data_off) + 1024)
 
-    def add(self, d: dict, fid, inv, swap, ipidx0: int) -> None:
-        """A decoded batch (``d`` is emptied) of IP packets ``ipidx0``.. of the file."""
+    def add(self, d: dict, pflow, swap, ipidx0: int) -> None:
+        """A decoded batch (``d`` is emptied) of IP packets ``ipidx0``.. of the file, with
+        their provisional connection numbers and endpoint-order bits."""
         keep = self.keep
         if keep is not None:
             m = len(d["ts_ns"])
-            pfl = fid[inv]
-            sel = np.flatnonzero(keep[pfl]) if len(keep) else np.zeros(0, np.int64)
+            sel = np.flatnonzero(keep[pflow]) if len(keep) else np.zeros(0, np.int64)
             d = {k: (v[sel] if isinstance(v, np.ndarray) and len(v) == m else v) for k, v in d.items()}
-            fid, inv, swap = self.compact[pfl[sel]].astype(np.int32), np.arange(len(sel)), swap[sel]
+            pflow, swap = self.compact[pflow[sel]].astype(np.int32), swap[sel]
             d["ipidx"] = sel + ipidx0
         base, sparse = self.store.size, self.sparse
         si = np.flatnonzero((d["flags"] & SYN) != 0)
@@ -283,7 +360,7 @@ class PacketColumns:
         sparse["dsack_index"].append(di + base)
         sparse["dsack_left"].append(d.pop("dsack_left")[di])
         extra = {"ipidx": d.pop("ipidx")} if keep is not None else {}
-        self.store.append({"pflow": fid[inv], "swap": swap, **{k: d.pop(k) for k in KEPT}, **extra})
+        self.store.append({"pflow": pflow, "swap": swap, **{k: d.pop(k) for k in KEPT}, **extra})
 
     def dense(self) -> dict:
         """The columns so far with ``wscale`` and ``mss`` at every row (-1 / 0 off SYNs)."""
@@ -295,21 +372,19 @@ class PacketColumns:
                 out[k][np.concatenate(idx)] = np.concatenate(self.sparse[k])
         return out
 
-    def result(self, flow_ids: dict, v6_ids: dict) -> dict:
-        """The columns (see :func:`read_columns`) and the flows' keys; ``flow_ids`` and
-        ``v6_ids``: those :func:`decode_connections` filled."""
+    def result(self, conns: Connections) -> dict:
+        """The columns (see :func:`read_columns`) and the flows' keys (``conns``: what
+        :func:`decode_connections` numbered them with)."""
         cols = self.store.columns()
         for k, lst in self.sparse.items():
             dt = SPARSE_DTYPES[k]
             cols[k] = np.concatenate(lst) if len(lst) > 1 else (lst[0] if lst else np.zeros(0, dt))
-        keys = list(flow_ids)
+        lo, hi, proto = conns.keys()
         if self.keep is not None:
-            cols["kept_ids"] = np.flatnonzero(self.keep[:len(keys)])
-            keys = [keys[i] for i in cols["kept_ids"].tolist()]
-        cols["flow_lo"] = np.array([k[0] for k in keys], np.int64)
-        cols["flow_hi"] = np.array([k[1] for k in keys], np.int64)
-        cols["flow_proto"] = np.array([k[2] for k in keys], np.int64)
-        cols["v6_addresses"] = list(v6_ids)
+            cols["kept_ids"] = kept = np.flatnonzero(self.keep[:len(lo)])
+            lo, hi, proto = lo[kept], hi[kept], proto[kept]
+        cols["flow_lo"], cols["flow_hi"], cols["flow_proto"] = lo, hi, proto
+        cols["v6_addresses"] = conns.v6_addresses()
         return cols
 
 
@@ -339,14 +414,15 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     and adds ``ipidx`` (int64: each kept packet's index among the file's IP packets).
     ``limit``: as soon as the capture turns out to hold more IP packets, the packets read
     are turned into the start of a census and the rest of the file is read as with
-    ``census=True`` (the result then has ``census``: True): no second pass for it.
+    ``census=True`` (the result then has ``census``: True): no second pass for it; a capture
+    whose first batch says it holds more than :data:`CENSUS_AT_ONCE` times the limit
+    (:func:`records_in_file`) is read as a census from its first packet.
     """
     from .pcap import _progress_bar, check_linktypes
     path = Path(path)
     bar, update = _progress_bar(path, progress)
     reader = CaptureReader(path, salvage=salvage, progress=update, reuse_buffer=True)
-    v6_ids: dict = {}
-    flow_ids: dict = {}
+    conns = Connections()
     unknown: set = set()
     size = file_size(path)
     columns = None if census else PacketColumns(keep)
@@ -354,9 +430,12 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     tally = _Census() if census else None
     try:
         for batch in reader:
-            if columns is not None and keep is None:
-                columns.reserve_for(batch, size)
-            d, fid, inv, swap = decode_connections(batch, v6_ids, flow_ids, unknown)
+            if columns is not None and keep is None and columns.size == 0:
+                if limit is not None and records_in_file(batch, size) > CENSUS_AT_ONCE * limit:
+                    tally, columns = _Census(), None
+                else:
+                    columns.reserve_for(batch, size)
+            d, pflow, swap = decode_connections(batch, conns, unknown)
             del batch
             m = len(d["ts_ns"])
             if m == 0:
@@ -371,28 +450,25 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
                     for a in range(0, columns.size, step):
                         part = {k: v[a:a + step] for k, v in done.items()}
                         tally.add(part.pop("pflow"), part.pop("ts_ns"), part.pop("swap"), part, a,
-                                  len(flow_ids))
+                                  len(conns))
                     del done, part
                 columns = None
             if tally is not None:
-                tally.add(fid[inv], d["ts_ns"], swap, d, ipidx0, len(flow_ids))
+                tally.add(pflow, d["ts_ns"], swap, d, ipidx0, len(conns))
             else:
-                columns.add(d, fid, inv, swap, ipidx0)
-            del inv, swap, d
+                columns.add(d, pflow, swap, ipidx0)
+            del pflow, swap, d
     finally:
         if bar is not None:
             bar.close()
     check_linktypes(path, reader, unknown, n_ip if (tally is not None or keep is not None) else columns.size,
                     salvage)
     if tally is not None:
-        keys = list(flow_ids)
-        return {**tally.result(), "census": True,
-                "flow_lo": np.array([k[0] for k in keys], np.int64),
-                "flow_hi": np.array([k[1] for k in keys], np.int64),
-                "flow_proto": np.array([k[2] for k in keys], np.int64), "v6_addresses": list(v6_ids),
-                "ip_packets": n_ip, "flows": len(keys),
+        lo, hi, proto = conns.keys()
+        return {**tally.result(), "census": True, "flow_lo": lo, "flow_hi": hi, "flow_proto": proto,
+                "v6_addresses": conns.v6_addresses(), "ip_packets": n_ip, "flows": len(lo),
                 "source": str(path), "problem": reader.problem, "records": int(reader.packets)}
-    cols = columns.result(flow_ids, v6_ids)
+    cols = columns.result(conns)
     cols["source"] = str(path)
     cols["problem"] = reader.problem
     cols["records"] = int(reader.packets)

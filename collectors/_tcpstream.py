@@ -544,36 +544,34 @@ def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None):
     keeps the packets of the flows it was made for) and, once the file is read, its
     columns as ``others.collected`` (as :func:`._tcpcolumns.read_columns` with ``keep``)."""
     from ._capture import CaptureReader
-    from ._tcpcolumns import KEPT, SYN_KEPT, decode_connections
+    from ._tcpcolumns import KEPT, SYN_KEPT, Connections, decode_connections
     from .pcap import check_linktypes
     reader = CaptureReader(path, salvage=salvage, reuse_buffer=True)
-    v6_ids: dict = {}
-    flow_ids: dict = {}
+    conns = Connections()
     unknown: set = set()
     n_ip = 0
     for batch in reader:
-        d, fid, inv, swap = decode_connections(batch, v6_ids, flow_ids, unknown)
+        d, pfl, swap = decode_connections(batch, conns, unknown)
         del batch
         m = len(d["ts_ns"])
-        hit = np.flatnonzero(fid == pflow)
+        sel = np.flatnonzero(pfl == pflow)
         out = None
-        if len(hit):
+        if len(sel):
             if "lo" not in info:
-                info.update(zip(("lo", "hi", "proto"), list(flow_ids)[pflow]))
-            sel = np.flatnonzero(inv == hit[0])
+                info.update(zip(("lo", "hi", "proto"), (int(k[pflow]) for k in conns.keys())))
             out = {k: d[k][sel] for k in (*KEPT, *SYN_KEPT, "dsack_left")}
             out["swap"] = swap[sel]
             out["ipidx"] = sel + n_ip
         if others is not None and m:
-            others.add(d, fid, inv, swap, n_ip)
+            others.add(d, pfl, swap, n_ip)
         del d
         if out is not None:
             yield out
         n_ip += m
     check_linktypes(path, reader, unknown, n_ip, salvage)
-    info["v6_addresses"] = list(v6_ids)
+    info["v6_addresses"] = conns.v6_addresses()
     if others is not None:
-        others.collected = others.result(flow_ids, v6_ids)
+        others.collected = others.result(conns)
 
 
 def _time_chunks(path, pflow, *, salvage, lateness_ns, chunk_rows, info, others=None):

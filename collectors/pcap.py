@@ -336,7 +336,9 @@ def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=
     """(decoded columns with ``flow`` and ``direction``, address names that ``src``/``dst``
     index) of the capture's IP packets in stable time order, a batch at a time (the
     generator behind :func:`iter_packets` and :func:`iter_packet_tables`)."""
-    from ._tcpcolumns import _batch_flow_keys
+    from airlink.traces.errors import AirlinkError
+
+    from ._tcpcolumns import Connections, address_names
     path = Path(path)
     if max_lateness_ns is None:
         max_lateness_ns, top = 0, None
@@ -345,39 +347,58 @@ def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=
             max_lateness_ns = max(max_lateness_ns, late)
     names = sorted(set(flows["src"].astype(str)) | set(flows["dst"].astype(str)))
     code_of = {n: i for i, n in enumerate(names)}
-    fkey = {}                 # (low endpoint, high endpoint, protocol) -> (flow, fwd sender is high)
-    for f, s, sp, d, dp, pr in zip(flows["flow"].tolist(), flows["src"].astype(str).tolist(),
-                                   flows["sport"].tolist(), flows["dst"].astype(str).tolist(),
-                                   flows["dport"].tolist(), flows["proto"].tolist()):
-        a, b = (code_of[s] << 16) | sp, (code_of[d] << 16) | dp
-        fkey[(min(a, b), max(a, b), pr)] = (f, int(a > b))
+    flow_of_key = {tuple(key): f for f, *key in zip(flows["flow"].tolist(), flows["src"].astype(str).tolist(),
+                                                   flows["sport"].tolist(), flows["dst"].astype(str).tolist(),
+                                                   flows["dport"].tolist(), flows["proto"].tolist())}
     reader = CaptureReader(path, salvage=salvage, reuse_buffer=True,
                            **({} if batch_bytes is None else {"chunk": int(batch_bytes)}))
+    conns = Connections()
+    # per connection number: flow, fwd sender is the key's high endpoint, address codes of
+    # the key's low and high endpoints (extended as connections appear)
+    per = {"flow": np.zeros(0, np.int32), "fwd_hi": np.zeros(0, bool),
+           "lo": np.zeros(0, np.int32), "hi": np.zeros(0, np.int32)}
     unknown: set = set()
     n_ip = 0
+
+    def known(start: int) -> None:
+        """The flows of connections ``start``.. (from ``flows``: its src -> dst is fwd)."""
+        lo, hi, proto = (k[start:] for k in conns.keys())
+        v6 = conns.v6_addresses()
+        lo_name, hi_name = address_names(lo >> 16, v6).tolist(), address_names(hi >> 16, v6).tolist()
+        new = {k: np.empty(len(lo), dt) for k, dt in (("flow", np.int32), ("fwd_hi", bool),
+                                                       ("lo", np.int32), ("hi", np.int32))}
+        for i, (ln, lp, hn, hp, pr) in enumerate(zip(lo_name, (lo & 0xFFFF).tolist(), hi_name,
+                                                      (hi & 0xFFFF).tolist(), proto.tolist())):
+            f = flow_of_key.get((ln, lp, hn, hp, pr))
+            new["fwd_hi"][i] = f is None
+            f = flow_of_key.get((hn, hp, ln, lp, pr)) if f is None else f
+            if f is None:
+                raise AirlinkError(f"{path}: connection {ln}:{lp} <-> {hn}:{hp} (protocol {pr}) "
+                                   f"is not in the flows table given")
+            new["flow"][i], new["lo"][i], new["hi"][i] = f, code_of[ln], code_of[hn]
+        for k in per:
+            per[k] = np.concatenate([per[k], new[k]])
 
     def batches():
         """Decoded IP packets of each batch, with flow and direction, in file order."""
         nonlocal unknown, n_ip
         for batch in reader:
-            d = decode(batch)
+            d = decode(batch, raw_addresses=True)
             del batch
             unknown |= d.pop("unknown_linktypes")
             d.pop("keep", None)
             m = len(d["ts_ns"])
             if not m:
                 continue
-            _, hi, lo, six = d.pop("addr_table")
-            g = np.array([code_of[n] for n in _addr_strings(hi, lo, six)], np.int32)
-            d["src"], d["dst"] = g[d["src"]], g[d["dst"]]
+            pfl, swap = conns.number(d)
+            if len(conns) > len(per["flow"]):
+                known(len(per["flow"]))
             # swap: the sender is the key's high endpoint
-            swap, flo, fhi, fproto, inv = _batch_flow_keys(
-                d["src"].astype(np.int64), d["sport"], d["dst"].astype(np.int64), d["dport"],
-                d["proto"].astype(np.int64))
-            fd = np.array([fkey[k] for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())],
-                          np.int64).reshape(-1, 2)
-            d["flow"] = fd[inv, 0].astype(np.int32)
-            d["direction"] = (swap != fd[inv, 1].astype(bool)).astype(np.int8)
+            d["flow"] = per["flow"][pfl]
+            d["direction"] = (swap != per["fwd_hi"][pfl]).astype(np.int8)
+            lo, hi = per["lo"][pfl], per["hi"][pfl]
+            d["src"], d["dst"] = np.where(swap, hi, lo), np.where(swap, lo, hi)
+            del pfl, swap, lo, hi
             n_ip += m
             yield {c: v for c, v in d.items() if isinstance(v, np.ndarray) and len(v) == m}
 
