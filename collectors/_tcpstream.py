@@ -19,7 +19,7 @@ import numpy as np
 from ._decode import SYN
 from .tcp import (ACK, FIN, M32, OFF, RST, RTT_KINDS, TcpAnalysis, _effective_mss, check_series_rows,
                   _events_frame, _first_with_key, _grouped_cummax, _recovery, _rtt_columns,
-                  _series_frame, _unwrap)
+                  _series_frame, _unique_first, _unwrap)
 
 
 def _cummax(values, valid, carry):
@@ -49,12 +49,44 @@ def _member(values, sorted_set):
     return sorted_set[p] == values
 
 
-def _before(a, carry):
-    """Value at the previous row (``carry`` at the chunk's first row)."""
-    out = np.empty_like(a)
-    out[:1] = carry
-    out[1:] = a[:-1]
+def _time_runs(t, res_ns: int, start_bin: int):
+    """For rows in time order (``t`` non-decreasing, ns): ``(starts, bins, n)``, the first
+    row of each run of rows in one time bin (``t // res_ns - start_bin``) and that bin;
+    found by a binary search per bin edge, not a division per row. None when ``t`` is
+    not in order."""
+    n = len(t)
+    if n > 1 and not (t[1:] >= t[:-1]).all():
+        return None
+    lo, hi = int(t[0]) // res_ns, int(t[-1]) // res_ns
+    starts = np.concatenate(([0], np.searchsorted(t, np.arange(lo + 1, hi + 1) * res_ns)))
+    full = np.diff(starts, append=n) > 0
+    return starts[full], np.arange(lo, hi + 1)[full] - start_bin, n
+
+
+def _bin_sums(w, tb, runs, nb: int, half=None, to: int = 0, flip: bool = False):
+    """Sums of ``w`` (integers per row; None: 1 per row) per half and time bin, as a float
+    vector of ``2 * nb`` (half * nb + bin). ``half``: each row's (0/1; ``flip``: the other
+    one), None: every row's is ``to``. Equals ``np.bincount(tb + half * nb, w,
+    minlength=2 * nb)`` (integer sums: exact): with ``runs`` (:func:`_time_runs`) each run
+    is summed whole (``np.add.reduceat``), else (``tb``: each row's bin) by ``np.bincount``."""
+    out = np.zeros(2 * nb)
+    if runs is None:
+        h = np.full(len(tb), to, np.int64) if half is None else half.astype(np.int64) ^ int(flip)
+        return out + np.bincount(tb + h * nb, weights=w, minlength=2 * nb)[:2 * nb]
+    starts, b, n = runs
+    s = np.diff(starts, append=n) if w is None else np.add.reduceat(w, starts, dtype=np.int64)
+    if half is None:
+        out[to * nb + b] = s
+        return out
+    s1 = np.add.reduceat(half if w is None else w * half, starts, dtype=np.int64)
+    out[b], out[nb + b] = (s1, s - s1) if flip else (s - s1, s1)
     return out
+
+
+def _steps(x, carry):
+    """Rows where the non-decreasing ``x`` rises (from ``carry`` at the chunk's first row)."""
+    r = np.flatnonzero(x[1:] != x[:-1]) + 1
+    return np.concatenate(([0], r)) if len(x) and x[0] != carry else r
 
 
 class FlowStream:
@@ -108,13 +140,15 @@ class FlowStream:
         g0 = self.rows
         grow = np.arange(g0, g0 + n)
         dr = (c["swap"].astype(np.int8) != self.f["fwd_swap"]).astype(np.int8)
+        isd = (dr == 0, dr == 1)                             # rows of each direction
+        didx = (np.flatnonzero(isd[0]), np.flatnonzero(isd[1]))
         is_syn = (flags & SYN) != 0
         has_ack = (flags & ACK) != 0
         base = self.base
         rel = np.empty(n, np.int64)
         rela = np.empty(n, np.int64)
         for d in (0, 1):
-            idx = np.flatnonzero(dr == d)
+            idx = didx[d]
             if not len(idx):
                 continue
             s = c["seq"][idx]
@@ -125,14 +159,11 @@ class FlowStream:
             self.last_ack[d], self.last_rela[d] = int(araw[-1]), int(rela[idx[-1]])
         end = rel + pay + is_syn + ((flags & FIN) != 0)
         rela[~has_ack] = -1
-        am = {a: _cummax(rela, (dr == a) & has_ack, self.am[a]) for a in (0, 1)}
-        am_before = {a: _before(am[a], self.am[a]) for a in (0, 1)}
-        smb_own = np.empty(n, np.int64)
-        sm = {}
-        for d in (0, 1):
-            sm[d] = _cummax(end, dr == d, self.sm[d])
-            smb = _before(sm[d], self.sm[d])
-            np.copyto(smb_own, smb, where=dr == d)
+        am = {a: _cummax(rela, isd[a] & has_ack, self.am[a]) for a in (0, 1)}
+        sm = {d: _cummax(end, isd[d], self.sm[d]) for d in (0, 1)}
+        smb_own = np.empty(n, np.int64)                      # own snd_max before each row
+        smb_own[0] = self.sm[int(dr[0])]
+        np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
         data = pay > 0
         synfin = (flags & (SYN | FIN)) != 0
         keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
@@ -141,7 +172,7 @@ class FlowStream:
         pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
         dupack = np.zeros(n, bool)
         for d in (0, 1):
-            idx = np.flatnonzero(dr == d)
+            idx = didx[d]
             if not len(idx):
                 continue
             ra, w = rela[idx], win[idx]
@@ -153,7 +184,7 @@ class FlowStream:
         cand = np.flatnonzero(dupack)
         for d in (0, 1):
             rows = cand[dr[cand] == d]
-            other = np.flatnonzero(dr != d)
+            other = didx[1 - d]
             if not len(rows):
                 continue
             p = np.searchsorted(other, rows) - 1
@@ -161,13 +192,12 @@ class FlowStream:
                                bool(self.ka[1 - d]) if self.ka[1 - d] is not None else False)
             dupack[rows[ka_prev]] = False
         for d in (0, 1):
-            idx = np.flatnonzero(dr == d)
-            if len(idx):
-                self.ka[d] = bool(keepalive[idx[-1]])
+            if len(didx[d]):
+                self.ka[d] = bool(keepalive[didx[d][-1]])
         zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
 
-        reset_pos = {a: np.flatnonzero((dr == a) & has_ack & (rela > am_before[a])) for a in (0, 1)}
-        dup_pos = {a: np.flatnonzero(dupack & (dr == a)) for a in (0, 1)}
+        reset_pos = {a: _steps(am[a], self.am[a]) for a in (0, 1)}    # rows whose ACK advances
+        dup_pos = {a: np.flatnonzero(dupack & isd[a]) for a in (0, 1)}
 
         def dups_at(idx):
             out = np.zeros(len(idx), np.int64)
@@ -185,10 +215,15 @@ class FlowStream:
         def rev_at(idx):
             return np.where(dr[idx] == 0, am[1][idx], am[0][idx])
 
+        def am_before(a, idx):                  # ACK maximum of a before each row idx
+            return np.where(idx > 0, am[a][np.maximum(idx - 1, 0)], self.am[a])
+
         def rev_before(idx):
-            return np.where(dr[idx] == 0, am_before[1][idx], am_before[0][idx])
+            return np.where(dr[idx] == 0, am_before(1, idx), am_before(0, idx))
 
         ooo = np.zeros(n, bool)
+        adv = np.flatnonzero(end > smb_own)                  # rows that advance their snd_max
+        adv_pos = [adv[dr[adv] == d] for d in (0, 1)]
         bi = np.flatnonzero(below)
         if len(bi):
             dup_c, ackr_c, arb_c = dups_at(bi), rev_at(bi), rev_before(bi)
@@ -197,7 +232,7 @@ class FlowStream:
                 cand = bi[sel]
                 if not len(cand):
                     continue
-                advpos = np.flatnonzero((dr == d) & (end > smb_own))
+                advpos = adv_pos[d]
                 k = np.searchsorted(advpos, cand, "right") - 1
                 if len(advpos):
                     tq = np.where(k >= 0, t[advpos[np.maximum(k, 0)]],
@@ -210,9 +245,8 @@ class FlowStream:
                 acked = data[cand] & (end[cand] <= arb_c[sel])
                 ooo[cand[ok & (gap < self.irtt) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
         for d in (0, 1):
-            advpos = np.flatnonzero((dr == d) & (end > smb_own))
-            if len(advpos):
-                self.adv_t[d] = int(t[advpos[-1]])
+            if len(adv_pos[d]):
+                self.adv_t[d] = int(t[adv_pos[d][-1]])
 
         retx = below & ~ooo
         ri_all = np.flatnonzero(retx)
@@ -242,54 +276,69 @@ class FlowStream:
             self.dsack.append((grow[di], dgd.astype(np.int64), dl))
 
         # ---- RTT samples: sequence/ACK matching (Karn settled at the end)
-        nretx_at = {}
-        for d in (0, 1):
-            cnt = np.cumsum(retx & (dr == d))
-            nretx_at[d] = self.nretx[d] + cnt - (retx & (dr == d))      # retx of d before each row
+        # retransmissions of d before a row: self.nretx[d] + searchsorted(rd[d], row)
+        rd = [ri_all[dr[ri_all] == d] for d in (0, 1)]
         orig = (data | is_syn) & ~retx
         for a in (0, 1):
             d = 1 - a
-            ai = np.flatnonzero((dr == a) & has_ack & (rela > 0) & (rela > am_before[a]))
-            oi = np.flatnonzero(orig & (dr == d))
-            new = {"key": end[oi], "row": grow[oi], "t": t[oi], "rel": rel[oi], "nr": nretx_at[d][oi]}
+            ai = reset_pos[a][rela[reset_pos[a]] > 0]
+            oi = np.flatnonzero(orig & isd[d])
             held = self.orig[d]
-            allo = new if held is None else {k: np.r_[held[k], new[k]] for k in new}
-            if len(ai) and len(allo["key"]):
-                hit, pos = _first_with_key([allo["key"].copy(), np.arange(len(allo["key"]))], rela[ai])
-                seg_row = allo["row"][pos]
-                hit &= seg_row < grow[ai]
-                ok = hit & (nretx_at[d][ai] == allo["nr"][pos])
-                ai, pos = ai[ok], pos[ok]
-                self.seqack[a].append((t[ai], c["ipidx"][ai], (t[ai] - allo["t"][pos]) / 1e6, allo["rel"][pos]))
+            nh = 0 if held is None else len(held["key"])
+            keys = end[oi] if held is None else np.concatenate((held["key"], end[oi]))
+
+            def originals(p):
+                """The held-then-new originals at positions ``p`` of ``keys``."""
+                isn = p >= nh
+                sn = oi[p[isn] - nh]
+                new = {"key": keys[p], "row": grow[sn], "t": t[sn], "rel": rel[sn],
+                       "nr": self.nretx[d] + np.searchsorted(rd[d], sn)}
+                if not nh:
+                    return new
+                ish = ~isn
+                out = {"key": new.pop("key")}
+                for k, v in new.items():
+                    out[k] = np.empty(len(p), v.dtype)
+                    out[k][isn] = v
+                    out[k][ish] = held[k][p[ish]]
+                return out
+            if len(ai) and len(keys):
+                hit, pos = _first_with_key([keys, np.arange(len(keys))], rela[ai])
+                ai, pos = ai[hit], pos[hit]
+                seg = originals(pos)
+                ok = (seg["row"] < grow[ai]) & (self.nretx[d] + np.searchsorted(rd[d], ai) == seg["nr"])
+                ai = ai[ok]
+                self.seqack[a].append((t[ai], c["ipidx"][ai], (t[ai] - seg["t"][ok]) / 1e6, seg["rel"][ok]))
             # keep the first original per segment end not yet covered by the ACKs
-            keep = allo["key"] > am[a][-1]
-            kk = allo["key"][keep]
-            _, first = np.unique(kk, return_index=True)
+            keep = np.flatnonzero(keys > am[a][-1])
+            _, first = _unique_first(keys[keep])
             first.sort()
-            self.orig[d] = {k: v[keep][first] for k, v in allo.items()}
+            self.orig[d] = originals(keep[first])
         for d in (0, 1):
-            self.nretx[d] += int((retx & (dr == d)).sum())
+            self.nretx[d] += len(rd[d])
 
         # ---- RTT samples: timestamp echo
         has_ts = c["has_ts"]
         for d in (0, 1):
-            tsi = np.flatnonzero(has_ts & (dr == d))
-            v = c["tsval"][tsi].astype(np.int64)
-            u, fi = np.unique(v, return_index=True)
-            new = (u, grow[tsi[fi]], t[tsi[fi]])
+            tsi = np.flatnonzero(has_ts & isd[d])
+            u, fi = _unique_first(c["tsval"][tsi])
+            new = (u.astype(np.int64), grow[tsi[fi]], t[tsi[fi]])
             held = self.ts_first[d]
             if held is not None:
-                keys = np.r_[held[0], new[0]]
-                rows = np.r_[held[1], new[1]]
-                tt = np.r_[held[2], new[2]]
-                uk, fi = np.unique(keys, return_index=True)       # held entries come first
-                new = (uk, rows[fi], tt[fi])
+                if not len(new[0]) or (len(held[0]) and held[0][-1] < new[0][0]):
+                    new = tuple(np.concatenate((h, x)) for h, x in zip(held, new))
+                else:
+                    keys = np.r_[held[0], new[0]]
+                    rows = np.r_[held[1], new[1]]
+                    tt = np.r_[held[2], new[2]]
+                    uk, fi = np.unique(keys, return_index=True)       # held entries come first
+                    new = (uk, rows[fi], tt[fi])
             self.ts_first[d] = new
         for a in (0, 1):
             d = 1 - a
-            ai = np.flatnonzero(has_ts & (dr == a) & has_ack)
-            v = c["tsecr"][ai].astype(np.int64)
-            u, fi = np.unique(v, return_index=True)
+            ai = np.flatnonzero(has_ts & isd[a] & has_ack)
+            u, fi = _unique_first(c["tsecr"][ai])
+            u = u.astype(np.int64)
             fresh = ~_member(u, self.echoed[a])
             u, ai = u[fresh], ai[fi[fresh]]
             self.echoed[a] = np.insert(self.echoed[a], np.searchsorted(self.echoed[a], u), u)
@@ -317,48 +366,57 @@ class FlowStream:
             self.syn.append((dr[si], c["wscale"][si].astype(np.int64), c["mss"][si].astype(np.int64),
                              c["synopt"][si].astype(np.int64), has_ts[si]))
         for d in (0, 1):
-            pd_ = pay[dr == d]
+            pd_ = pay[didx[d]]
             if len(pd_):
                 self.maxpay[d] = max(self.maxpay[d], int(pd_.max()))
                 self.paysum[d] += float(pd_.sum())
 
-        # ---- series sums
+        # ---- series sums (a row's own half is its direction's, the other half the reverse)
         A = self.acc
-        r_own = t // self.res_ns - self.start_bin + dr.astype(np.int64) * self.nb
-        r_other = np.where(dr == 1, r_own - self.nb, r_own + self.nb)
-        total = 2 * self.nb
+        nb = self.nb
+        runs = _time_runs(t, self.res_ns, self.start_bin)
+        tb = None if runs is not None else t // self.res_ns - self.start_bin
 
-        def add(key, rows, w=None):
-            A[key] += np.bincount(rows, weights=w, minlength=total)[:total]
-        add("packets", r_own)
-        add("bytes", r_own, c["ip_len"].astype(np.int64))
-        add("pay", r_own, pay)
-        adv = np.zeros(n)
-        for a in (0, 1):
-            prev = am_before[a].copy()
-            skip = (dr != a) | (prev < 0) | (am[a] <= prev)
-            np.subtract(am[a], prev, out=prev)
-            prev[skip] = 0
-            adv += prev
-        add("adv", r_other, adv)
-        add("dupacks", r_other[dupack])
-        add("zero_windows", r_other[zero_win])
+        def add(key, w, half=None, to=0, flip=False):
+            A[key] += _bin_sums(w, tb, runs, nb, half, to, flip)
+
+        def add_rows(key, ii, to_half, w=None):        # few rows: their bins one by one
+            A[key] += np.bincount((t[ii] // self.res_ns - self.start_bin) + to_half * nb, weights=w,
+                                  minlength=2 * nb)[:2 * nb]
+        add("packets", None, dr)
+        add("bytes", c["ip_len"], dr)
+        add("pay", pay, dr)
+        for a in (0, 1):                  # ACK advances (not the first ACK) go to the acked half
+            r = reset_pos[a]
+            prev = am_before(a, r)
+            r = r[prev >= 0]
+            add_rows("adv", r, 1 - a, am[a][r] - prev[prev >= 0])
+        for key, mask in (("dupacks", dupack), ("zero_windows", zero_win)):
+            ii = np.flatnonzero(mask)
+            add_rows(key, ii, 1 - dr[ii].astype(np.int64))
+        # advertised window: window << the sender's scale (not on SYNs), summed per
+        # direction and bin, then scaled (powers of two: exact)
         ha = rela >= 0
-        ws = self.f["shift"]
-        rwnd = np.where(is_syn, win, win.astype(np.int64) << ws[dr])
-        add("rw_sum", r_other[ha], rwnd[ha])
-        add("rw_n", r_other[ha])
-        for d in (0, 1):
-            inf = sm[d].copy()
-            neg = inf < 0
-            inf -= np.maximum(am[1 - d], 0)
+        rw = np.where(ha & ~is_syn, win, 0)
+        v = _bin_sums(rw, tb, runs, nb, dr, flip=True)
+        v[:nb] *= 2.0 ** int(self.f["shift"][1])
+        v[nb:] *= 2.0 ** int(self.f["shift"][0])
+        A["rw_sum"] += v
+        si = np.flatnonzero(is_syn & ha)
+        add_rows("rw_sum", si, 1 - dr[si].astype(np.int64), win[si])
+        add("rw_n", ha, dr, flip=True)
+        for d in (0, 1):                  # in flight: snd_max - the reverse ACK maximum, >= 0
+            inf = sm[d] - am[1 - d]
+            k = np.searchsorted(am[1 - d], 0)                # no ACK yet (a prefix): as 0
+            inf[:k] = sm[d][:k]
             np.maximum(inf, 0, out=inf)
-            inf[neg] = 0
-            rows = np.where(dr == d, r_own, r_other)
-            add("infl_s", rows, inf)
-            add("infl_c", rows)
+            inf[:np.searchsorted(sm[d], 0)] = 0              # nothing sent yet (a prefix)
+            add("infl_s", inf, None, d)
+        cnt = _bin_sums(None, tb, runs, nb)[:nb]             # rows per bin, both halves
+        A["infl_c"][:nb] += cnt
+        A["infl_c"][nb:] += cnt
         if len(ri_all):
-            self.retx[-1]["bin_row"] = r_own[ri_all]
+            self.retx[-1]["bin_row"] = t[ri_all] // self.res_ns - self.start_bin + dr[ri_all].astype(np.int64) * nb
         for a in (0, 1):
             R, D = reset_pos[a], dup_pos[a]
             self.dups[a] = int((D > R[-1]).sum()) if len(R) else self.dups[a] + len(D)
