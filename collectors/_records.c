@@ -928,6 +928,86 @@ static PyObject *conn_v6(PyObject *self, PyObject *args)
     return PyBytes_FromStringAndSize((const char *)c->a6, (Py_ssize_t)(c->n6 * 2 * sizeof(uint64_t)));
 }
 
+/* ---- one TCP flow in time chunks ---------------------------------------------------- */
+
+/* stream_rows(dr, seq, ack, flags, pay, state, rel, rela, end, am0, am1, sm0, sm1, smb): the
+ * per-row chain of collectors/_tcpstream.FlowStream.chunk (its numpy twin, _rows_numpy, gives
+ * the same values; a test compares them), one pass instead of unwraps and running maxima
+ * per direction. dr int8[n] (direction 0/1), seq/ack uint32[n], flags uint8[n], pay int64[n];
+ * state int64[18], read and updated: base[d] (ISN, 0-1), seq_seen[d] (2-3), last_seq[d] (4-5),
+ * last_rel[d] (6-7), ack_seen[d] (8-9), last_ack[d] (10-11), last_rela[d] (12-13), am[a] (14-15,
+ * the ACK maximum of direction a, -1: none), sm[d] (16-17, snd_max, -1: none). Out int64[n]:
+ *   rel  = sequence number unwrapped from the direction's previous one (signed 32-bit step;
+ *          the first of a direction: (seq - base[d]) mod 2^32),
+ *   rela = the same of the ACK number against base[1-d] (rows without ACK step from
+ *          base[1-d]'s value and give -1),
+ *   end  = rel + pay + SYN + FIN,
+ *   am0/am1, sm0/sm1 = the running maxima after each row (ACK-bearing rows of a / rows of d),
+ *   smb  = snd_max of the row's own direction before the row. */
+static PyObject *stream_rows(PyObject *self, PyObject *args)
+{
+    Py_buffer b[14];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13]))
+        return NULL;
+    Py_ssize_t n = b[0].len;
+    int bad = b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != n || b[4].len != 8 * n ||
+              b[5].len != 18 * 8;
+    for (int k = 6; k < 14; k++)
+        bad |= b[k].len != 8 * n;
+    if (!bad) {
+        const int8_t *dr = b[0].buf;
+        const uint32_t *seq = b[1].buf, *ack = b[2].buf;
+        const uint8_t *fl = b[3].buf;
+        const int64_t *pay = b[4].buf;
+        int64_t *st = b[5].buf;
+        int64_t *rel = b[6].buf, *rela = b[7].buf, *end = b[8].buf, *am0 = b[9].buf, *am1 = b[10].buf,
+                *sm0 = b[11].buf, *sm1 = b[12].buf, *smb = b[13].buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int d = dr[i];
+            if (d != 0 && d != 1) {
+                bad = 1;
+                break;
+            }
+            uint32_t s = seq[i];
+            int64_t r = st[2 + d] ? st[6 + d] + (int32_t)(s - (uint32_t)st[4 + d]) : (int64_t)(uint32_t)(s - (uint32_t)st[d]);
+            st[2 + d] = 1;
+            st[4 + d] = s;
+            st[6 + d] = r;
+            int ha = (fl[i] & 0x10) != 0;
+            uint32_t a = ha ? ack[i] : (uint32_t)st[1 - d];
+            int64_t ra = st[8 + d] ? st[12 + d] + (int32_t)(a - (uint32_t)st[10 + d])
+                                   : (int64_t)(uint32_t)(a - (uint32_t)st[1 - d]);
+            st[8 + d] = 1;
+            st[10 + d] = a;
+            st[12 + d] = ra;
+            rel[i] = r;
+            rela[i] = ha ? ra : -1;
+            int64_t e = r + pay[i] + ((fl[i] & 0x02) != 0) + ((fl[i] & 0x01) != 0);
+            end[i] = e;
+            smb[i] = st[16 + d];
+            if (e > st[16 + d])
+                st[16 + d] = e;
+            if (ha && ra > st[14 + d])
+                st[14 + d] = ra;
+            am0[i] = st[14];
+            am1[i] = st[15];
+            sm0[i] = st[16];
+            sm1[i] = st[17];
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int k = 0; k < 14; k++)
+        PyBuffer_Release(&b[k]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "stream_rows: arrays of different lengths, a state of other "
+                                          "than 18 values or a direction other than 0/1");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(buf, n, little, ns_per_tick, frac_max, limit, off, cap, orig, ts) -> "
@@ -948,6 +1028,9 @@ static PyMethodDef methods[] = {
      "connections so far: provisional connection numbers of a batch (see the module source)."},
     {"conn_keys", conn_keys, METH_VARARGS, "conn_keys(table, lo, hi, proto): the connections' keys, in number order."},
     {"conn_v6", conn_v6, METH_VARARGS, "conn_v6(table) -> bytes of uint64 (hi, lo) per IPv6 address number."},
+    {"stream_rows", stream_rows, METH_VARARGS,
+     "stream_rows(dr, seq, ack, flags, pay, state, rel, rela, end, am0, am1, sm0, sm1, smb): the per-row "
+     "chain of one flow's time chunk (_tcpstream; see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -177,3 +177,82 @@ def test_census_gives_what_the_first_pass_reads(shared_data, tmp_path, limit):
                 assert np.array_equal(np.asarray(got[k]), np.asarray(ref[k])), (f, pf, k)
             flows_seen += 1
     assert flows_seen > 50
+
+
+@pytest.fixture(params=["c", "numpy"])
+def row_chain(request, monkeypatch):
+    """The per-row chain of a chunk (unwrapped numbers, running maxima) in C
+    (``_records.stream_rows``) or by its numpy twin."""
+    if request.param == "c":
+        if _tcpstream._stream_rows is None:
+            pytest.skip("the _records extension is not built")
+    else:
+        monkeypatch.setattr(_tcpstream, "_stream_rows", None)
+    return request.param
+
+
+def test_row_chain_both_ways_equal_in_memory(shared_data, tmp_path, row_chain):
+    """Both ways of the per-row chain give the in-memory analysis: on the real captures in
+    chunks of 7 packets, and on a flow whose sequence numbers wrap past 2^32 mid-chunk."""
+    from pcapcraft import pcap_bytes
+    late = tmp_path / "late-syn.pcap"
+    late.write_bytes(pcap_bytes(_late_syn_capture()))
+    files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + [late]
+    for f in files:
+        _same(C.analyze_tcp(f, resolution="100ms", max_packets=7), C.analyze_tcp(f, resolution="100ms"))
+
+
+def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
+    """The C chain and its numpy twin, fed the same chunks of one long flow (13 rows each,
+    so boundaries fall everywhere), return the same arrays and carry the same state."""
+    import numpy as np
+    if _tcpstream._stream_rows is None:
+        pytest.skip("the _records extension is not built")
+    from airlink.collectors._tcpcolumns import read_columns
+    f = shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap"
+    census = read_columns(f, census=True)
+    pf = int(np.argmax(census["flow_packets"]))
+    first = _tcpstream.first_from_census(census, pf)
+    a, b = _tcpstream.FlowStream(first, 10**8), _tcpstream.FlowStream(first, 10**8)
+    rows = 0
+    for c in _tcpstream._time_chunks(f, pf, salvage=False, lateness_ns=census["lateness_ns"],
+                                     chunk_rows=13, info={}):
+        flags, pay = c["flags"], c["payload"].astype(np.int64)
+        dr = (c["swap"].astype(np.int8) != first["fwd_swap"]).astype(np.int8)
+        isd = (dr == 0, dr == 1)
+        args = (c, dr, isd, (np.flatnonzero(isd[0]), np.flatnonzero(isd[1])), flags, pay,
+                (flags & tcp.ACK) != 0, (flags & 2) != 0)
+        got, ref = a._rows_c(*args), b._rows_numpy(*args)
+        for x, y in zip(got, ref):
+            for k in ((0, 1) if isinstance(x, dict) else (None,)):
+                xa, ya = (x, y) if k is None else (x[k], y[k])
+                assert xa.dtype == ya.dtype and np.array_equal(xa, ya)
+        for s in (a, b):
+            s.am = [int(got[3][0][-1]), int(got[3][1][-1])]
+            s.sm = [int(got[4][0][-1]), int(got[4][1][-1])]
+        assert (a.last_seq, a.last_rel, a.last_ack, a.last_rela) == (b.last_seq, b.last_rel, b.last_ack, b.last_rela)
+        rows += len(dr)
+    assert rows > 1000
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_bin_sums_are_bincount(ordered):
+    """Per half and time bin sums over runs of rows (rows in time order, bins left empty
+    between them) equal np.bincount over each row's half and bin, by definition."""
+    import numpy as np
+    rng = np.random.default_rng(5)
+    n, nb, res = 5000, 40, 1000
+    t = np.sort(rng.choice(np.r_[0:10_000, 25_000:30_000, 39_000:40_000], n)) + 3 * res
+    if not ordered:
+        t = rng.permutation(t)
+    dr = rng.integers(0, 2, n).astype(np.int8)
+    w = rng.integers(0, 1 << 20, n).astype(np.uint32)
+    runs = _tcpstream._time_runs(t, res, 3)
+    assert (runs is None) == (not ordered)
+    tb = t // res - 3
+    for weights in (None, w, w > 1000):
+        for half, to, flip in ((dr, 0, False), (dr, 0, True), (None, 0, False), (None, 1, False)):
+            h = (np.full(n, to) if half is None else half.astype(np.int64) ^ flip)
+            ref = np.bincount(tb + h * nb, weights=weights, minlength=2 * nb)
+            got = _tcpstream._bin_sums(weights, tb, runs, nb, half, to, flip)
+            assert got.dtype == np.float64 and np.array_equal(got, ref)
