@@ -964,6 +964,10 @@ static PyObject *stream_rows(PyObject *self, PyObject *args)
         int64_t *rel = b[6].buf, *rela = b[7].buf, *end = b[8].buf, *am0 = b[9].buf, *am1 = b[10].buf,
                 *sm0 = b[11].buf, *sm1 = b[12].buf, *smb = b[13].buf;
         Py_BEGIN_ALLOW_THREADS
+        int64_t seen[2] = {st[2], st[3]}, lrel[2] = {st[6], st[7]}, aseen[2] = {st[8], st[9]},
+                lrela[2] = {st[12], st[13]}, am[2] = {st[14], st[15]}, sm[2] = {st[16], st[17]};
+        uint32_t base[2] = {(uint32_t)st[0], (uint32_t)st[1]}, lseq[2] = {(uint32_t)st[4], (uint32_t)st[5]},
+                 lack[2] = {(uint32_t)st[10], (uint32_t)st[11]};
         for (Py_ssize_t i = 0; i < n; i++) {
             int d = dr[i];
             if (d != 0 && d != 1) {
@@ -971,30 +975,40 @@ static PyObject *stream_rows(PyObject *self, PyObject *args)
                 break;
             }
             uint32_t s = seq[i];
-            int64_t r = st[2 + d] ? st[6 + d] + (int32_t)(s - (uint32_t)st[4 + d]) : (int64_t)(uint32_t)(s - (uint32_t)st[d]);
-            st[2 + d] = 1;
-            st[4 + d] = s;
-            st[6 + d] = r;
-            int ha = (fl[i] & 0x10) != 0;
-            uint32_t a = ha ? ack[i] : (uint32_t)st[1 - d];
-            int64_t ra = st[8 + d] ? st[12 + d] + (int32_t)(a - (uint32_t)st[10 + d])
-                                   : (int64_t)(uint32_t)(a - (uint32_t)st[1 - d]);
-            st[8 + d] = 1;
-            st[10 + d] = a;
-            st[12 + d] = ra;
+            int64_t r = seen[d] ? lrel[d] + (int32_t)(s - lseq[d]) : (int64_t)(uint32_t)(s - base[d]);
+            seen[d] = 1;
+            lseq[d] = s;
+            lrel[d] = r;
+            unsigned f = fl[i];
+            int ha = (f & 0x10) != 0;
+            uint32_t a = ha ? ack[i] : base[1 - d];
+            int64_t ra = aseen[d] ? lrela[d] + (int32_t)(a - lack[d]) : (int64_t)(uint32_t)(a - base[1 - d]);
+            aseen[d] = 1;
+            lack[d] = a;
+            lrela[d] = ra;
             rel[i] = r;
             rela[i] = ha ? ra : -1;
-            int64_t e = r + pay[i] + ((fl[i] & 0x02) != 0) + ((fl[i] & 0x01) != 0);
+            int64_t e = r + pay[i] + ((f & 0x02) != 0) + ((f & 0x01) != 0);
             end[i] = e;
-            smb[i] = st[16 + d];
-            if (e > st[16 + d])
-                st[16 + d] = e;
-            if (ha && ra > st[14 + d])
-                st[14 + d] = ra;
-            am0[i] = st[14];
-            am1[i] = st[15];
-            sm0[i] = st[16];
-            sm1[i] = st[17];
+            smb[i] = sm[d];
+            if (e > sm[d])
+                sm[d] = e;
+            if (ha && ra > am[d])
+                am[d] = ra;
+            am0[i] = am[0];
+            am1[i] = am[1];
+            sm0[i] = sm[0];
+            sm1[i] = sm[1];
+        }
+        for (int d = 0; d < 2; d++) {
+            st[2 + d] = seen[d];
+            st[4 + d] = lseq[d];
+            st[6 + d] = lrel[d];
+            st[8 + d] = aseen[d];
+            st[10 + d] = lack[d];
+            st[12 + d] = lrela[d];
+            st[14 + d] = am[d];
+            st[16 + d] = sm[d];
         }
         Py_END_ALLOW_THREADS
     }
