@@ -183,12 +183,15 @@ class FrameStreamWriter:
 
     The file appears under ``path`` only when the block ends without an error.
     ``use_dictionary``: pyarrow's option - True (every column tried) or the list of columns
-    to dictionary-encode (the others skip the dictionary pass)."""
+    to dictionary-encode (the others skip the dictionary pass); ``write_statistics`` likewise
+    (True, or the columns whose row groups get min/max statistics for readers' filters)."""
 
-    def __init__(self, path, schema, *, kind: str, provenance: dict | None = None, use_dictionary=True):
+    def __init__(self, path, schema, *, kind: str, provenance: dict | None = None, use_dictionary=True,
+                 write_statistics=True):
         self.path = Path(path)
         self.schema = _stamp(schema, kind=kind, provenance=provenance)
         self.use_dictionary = use_dictionary
+        self.write_statistics = write_statistics
         self._cm = None
         self._writer = None
 
@@ -196,7 +199,8 @@ class FrameStreamWriter:
         import pyarrow.parquet as pq
         self._cm = atomic_path(self.path)
         tmp = self._cm.__enter__()
-        self._writer = pq.ParquetWriter(tmp, self.schema, use_dictionary=self.use_dictionary)
+        self._writer = pq.ParquetWriter(tmp, self.schema, use_dictionary=self.use_dictionary,
+                                        write_statistics=self.write_statistics)
         return self
 
     def write(self, chunk) -> None:

@@ -252,7 +252,8 @@ def in_time_order(parts, max_lateness_ns: int):
     """Rows of ``parts`` (dicts of equal-length arrays with ``ts_ns``, in file order) in
     stable time order - as ``np.argsort(ts, kind="stable")`` of all of them would put them -,
     part by part: every later row is at or after (latest time so far - ``max_lateness_ns``),
-    so only rows after that are held back for the next part."""
+    so only rows after that are held back for the next part. A part's arrays are reordered
+    in place (only the rows that move are written: captures out of order are so in places)."""
     held = None
     top = None
     for d in parts:
@@ -263,7 +264,11 @@ def in_time_order(parts, max_lateness_ns: int):
             continue
         if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
             order = np.argsort(ts, kind="stable")       # equal times keep file order
-            d = {c: v[order] for c, v in d.items()}
+            moved = np.flatnonzero(order != np.arange(len(order)))
+            src = order[moved]
+            for v in d.values():
+                v[moved] = v[src]                       # the right side is gathered first
+            del order, moved, src
         top = int(d["ts_ns"][-1]) if top is None else max(top, int(d["ts_ns"][-1]))
         cut = int(np.searchsorted(d["ts_ns"], top - max_lateness_ns, side="right"))
         held = {c: v[cut:] for c, v in d.items()} if cut < len(d["ts_ns"]) else None
@@ -276,7 +281,7 @@ def in_time_order(parts, max_lateness_ns: int):
 
 def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bool = False,
                  info: dict | None = None):
-    """The packets frame of a capture, one batch (~16 MB of capture) at a time, with flow
+    """The packets frame of a capture, one batch (~4 MiB of capture) at a time, with flow
     numbers and directions taken from ``flows`` (the flows table of :func:`analyze_tcp`
     of the same capture: ``fwd`` is its ``src -> dst``), so memory does not grow with the
     capture. Concatenated, the frames equal :func:`read` of the capture, time order
@@ -298,7 +303,7 @@ def iter_packet_tables(path, *, flows, max_lateness_ns: int | None = None, salva
     the decoded arrays without a pandas frame (the first batch goes through pandas once to
     fix the schema, pandas metadata included). ``stop`` (a ``threading.Event`` or None):
     set, the generator raises :class:`InterruptedError` before the next batch.
-    ``batch_bytes``: capture bytes read per batch (None: the reader's default, 16 MiB);
+    ``batch_bytes``: capture bytes read per batch (None: the reader's default, 4 MiB);
     smaller batches hold less memory (and make more, smaller tables)."""
     import pyarrow as pa
     schema = None

@@ -1153,7 +1153,8 @@ def _analyze_grouped(path, census: dict, gnum, res_s: float, salvage: bool, max_
         if census["lateness_ns"] > 0 and len(events):
             from .pcap import in_time_order
             q = events["packet"].to_numpy()
-            wanted = np.unique(q)
+            wanted = np.zeros(int(census["ip_packets"]), bool)     # 1 byte per packet
+            wanted[q] = True
             chunk = _RANK_CHUNK
 
             def parts():
@@ -1167,7 +1168,7 @@ def _analyze_grouped(path, census: dict, gnum, res_s: float, salvage: bool, max_
                     start += len(ts)
             rows, idx, done = [], [], 0                # time-sorted row of each wanted packet
             for part in in_time_order(parts(), census["lateness_ns"]):
-                hit = np.flatnonzero(np.isin(part["idx"], wanted))
+                hit = np.flatnonzero(wanted[part["idx"]])
                 rows.append(hit + done)
                 idx.append(part["idx"][hit])
                 done += len(part["idx"])
