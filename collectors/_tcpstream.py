@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._capture import _records
 from ._decode import SYN
 from .tcp import (ACK, FIN, M32, OFF, RST, RTT_KINDS, TcpAnalysis, _effective_mss, check_series_rows,
                   _events_frame, _first_with_key, _grouped_cummax, _recovery, _rtt_columns,
                   _series_frame, _unique_first, _unwrap)
+
+
+_stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
 
 
 def _cummax(values, valid, carry):
@@ -31,13 +35,15 @@ def _cummax(values, valid, carry):
 
 def _unwrap_from(raw, base, last_raw, last_rel):
     """:func:`.tcp._unwrap` of one direction's values continued from the previous chunk's
-    last raw value and its unwrapped value (None: the flow's first rows)."""
-    g = np.zeros(len(raw) + (last_raw is not None), np.int32)
-    b = np.array([base], np.int64)
+    last raw value and its unwrapped value (None: the flow's first rows): ``last_rel`` +
+    the signed 32-bit step from ``last_raw`` to ``raw[0]`` + the unwrapped steps after."""
+    g = np.zeros(len(raw), np.int32)
     if last_raw is None:
-        return _unwrap(raw, g, b)
-    u = _unwrap(np.r_[np.uint32(last_raw), raw.astype(np.uint32)], g, b)
-    return u[1:] - u[0] + last_rel
+        return _unwrap(raw, g, np.array([base], np.int64))
+    u = _unwrap(raw, g, np.array([int(raw[0])], np.int64))
+    step = (int(raw[0]) - int(last_raw)) % M32
+    u += last_rel + (step - M32 if step >= 1 << 31 else step)
+    return u
 
 
 def _member(values, sorted_set):
@@ -144,26 +150,8 @@ class FlowStream:
         didx = (np.flatnonzero(isd[0]), np.flatnonzero(isd[1]))
         is_syn = (flags & SYN) != 0
         has_ack = (flags & ACK) != 0
-        base = self.base
-        rel = np.empty(n, np.int64)
-        rela = np.empty(n, np.int64)
-        for d in (0, 1):
-            idx = didx[d]
-            if not len(idx):
-                continue
-            s = c["seq"][idx]
-            rel[idx] = _unwrap_from(s, base[d], self.last_seq[d], self.last_rel[d])
-            self.last_seq[d], self.last_rel[d] = int(s[-1]), int(rel[idx[-1]])
-            araw = np.where(has_ack[idx], c["ack"][idx], np.uint32(base[1 - d] % M32))
-            rela[idx] = _unwrap_from(araw, base[1 - d], self.last_ack[d], self.last_rela[d])
-            self.last_ack[d], self.last_rela[d] = int(araw[-1]), int(rela[idx[-1]])
-        end = rel + pay + is_syn + ((flags & FIN) != 0)
-        rela[~has_ack] = -1
-        am = {a: _cummax(rela, isd[a] & has_ack, self.am[a]) for a in (0, 1)}
-        sm = {d: _cummax(end, isd[d], self.sm[d]) for d in (0, 1)}
-        smb_own = np.empty(n, np.int64)                      # own snd_max before each row
-        smb_own[0] = self.sm[int(dr[0])]
-        np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
+        rows = self._rows_c if _stream_rows is not None else self._rows_numpy
+        rel, rela, end, am, sm, smb_own = rows(c, dr, isd, didx, flags, pay, has_ack, is_syn)
         data = pay > 0
         synfin = (flags & (SYN | FIN)) != 0
         keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
@@ -222,8 +210,13 @@ class FlowStream:
             return np.where(dr[idx] == 0, am_before(1, idx), am_before(0, idx))
 
         ooo = np.zeros(n, bool)
-        adv = np.flatnonzero(end > smb_own)                  # rows that advance their snd_max
-        adv_pos = [adv[dr[adv] == d] for d in (0, 1)]
+
+        def last_advance(d, idx):
+            """The last row of d at or before each of ``idx`` that advanced d's snd_max
+            (``end > smb_own``: where ``sm[d]`` rises; the first row reaching the value it
+            has there), -1 when none in this chunk."""
+            j = np.searchsorted(sm[d], sm[d][idx])
+            return np.where((j > 0) | (sm[d][0] > self.sm[d]), j, -1)
         bi = np.flatnonzero(below)
         if len(bi):
             dup_c, ackr_c, arb_c = dups_at(bi), rev_at(bi), rev_before(bi)
@@ -232,21 +225,17 @@ class FlowStream:
                 cand = bi[sel]
                 if not len(cand):
                     continue
-                advpos = adv_pos[d]
-                k = np.searchsorted(advpos, cand, "right") - 1
-                if len(advpos):
-                    tq = np.where(k >= 0, t[advpos[np.maximum(k, 0)]],
-                                  self.adv_t[d] if self.adv_t[d] is not None else 0)
-                else:
-                    tq = np.full(len(cand), self.adv_t[d] if self.adv_t[d] is not None else 0)
+                k = last_advance(d, cand)
+                tq = np.where(k >= 0, t[np.maximum(k, 0)], self.adv_t[d] if self.adv_t[d] is not None else 0)
                 ok = (k >= 0) | (self.adv_t[d] is not None)
                 gap = t[cand] - tq
                 fastlike = (dup_c[sel] >= 2) & (rel[cand] == np.maximum(ackr_c[sel], 0))
                 acked = data[cand] & (end[cand] <= arb_c[sel])
                 ooo[cand[ok & (gap < self.irtt) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
         for d in (0, 1):
-            if len(adv_pos[d]):
-                self.adv_t[d] = int(t[adv_pos[d][-1]])
+            k = int(last_advance(d, [n - 1])[0])
+            if k >= 0:
+                self.adv_t[d] = int(t[k])
 
         retx = below & ~ooo
         ri_all = np.flatnonzero(retx)
@@ -270,7 +259,7 @@ class FlowStream:
         di = np.flatnonzero(c["dsack"])
         if len(di):
             dgd = dr[di] ^ 1
-            dl = (c["dsack_left"][di].astype(np.int64) - base[dgd]) % M32
+            dl = (c["dsack_left"][di].astype(np.int64) - self.base[dgd]) % M32
             near = np.maximum(rela[di], 0)
             dl = near + (((dl - near) + (1 << 31)) % M32) - (1 << 31)
             self.dsack.append((grow[di], dgd.astype(np.int64), dl))
@@ -424,6 +413,54 @@ class FlowStream:
         for d in (0, 1):
             self.sm[d] = int(sm[d][-1])
         self.rows += n
+
+    def _rows_numpy(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):
+        """The per-row chain of a chunk: sequence and ACK numbers unwrapped per direction
+        (``rel``, ``rela``; -1 without ACK), segment ends, the running ACK maximum per
+        acking direction (``am``) and snd_max per direction (``sm``), and each row's own
+        snd_max before it (``smb_own``); the carried values updated (not ``am``/``sm``)."""
+        n = len(dr)
+        base = self.base
+        rel = np.empty(n, np.int64)
+        rela = np.empty(n, np.int64)
+        for d in (0, 1):
+            idx = didx[d]
+            if not len(idx):
+                continue
+            s = c["seq"][idx]
+            rel[idx] = _unwrap_from(s, base[d], self.last_seq[d], self.last_rel[d])
+            self.last_seq[d], self.last_rel[d] = int(s[-1]), int(rel[idx[-1]])
+            araw = np.where(has_ack[idx], c["ack"][idx], np.uint32(base[1 - d] % M32))
+            rela[idx] = _unwrap_from(araw, base[1 - d], self.last_ack[d], self.last_rela[d])
+            self.last_ack[d], self.last_rela[d] = int(araw[-1]), int(rela[idx[-1]])
+        end = rel + pay + is_syn + ((flags & FIN) != 0)
+        rela[~has_ack] = -1
+        am = {a: _cummax(rela, isd[a] & has_ack, self.am[a]) for a in (0, 1)}
+        sm = {d: _cummax(end, isd[d], self.sm[d]) for d in (0, 1)}
+        smb_own = np.empty(n, np.int64)
+        smb_own[0] = self.sm[int(dr[0])]
+        np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
+        return rel, rela, end, am, sm, smb_own
+
+    def _rows_c(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):
+        """:meth:`_rows_numpy` in one pass in C (``_records.stream_rows``)."""
+        n = len(dr)
+
+        def opt(v):
+            return 0 if v is None else v
+        st = np.array([*(int(b) for b in self.base), *(int(v is not None) for v in self.last_seq),
+                       *map(opt, self.last_seq), *self.last_rel, *(int(v is not None) for v in self.last_ack),
+                       *map(opt, self.last_ack), *self.last_rela, *self.am, *self.sm], np.int64)
+        out = [np.empty(n, np.int64) for _ in range(8)]
+        _stream_rows(dr, np.ascontiguousarray(c["seq"], np.uint32), np.ascontiguousarray(c["ack"], np.uint32),
+                     np.ascontiguousarray(flags, np.uint8), np.ascontiguousarray(pay, np.int64), st, *out)
+        for d in (0, 1):
+            if st[2 + d]:
+                self.last_seq[d], self.last_rel[d] = int(st[4 + d]), int(st[6 + d])
+            if st[8 + d]:
+                self.last_ack[d], self.last_rela[d] = int(st[10 + d]), int(st[12 + d])
+        rel, rela, end, am0, am1, sm0, sm1, smb_own = out
+        return rel, rela, end, {0: am0, 1: am1}, {0: sm0, 1: sm1}, smb_own
 
     def _settle_eifel(self, am, c, grow) -> None:
         """Eifel for the retransmissions whose first covering ACK is in this chunk."""
