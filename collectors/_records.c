@@ -930,44 +930,60 @@ static PyObject *conn_v6(PyObject *self, PyObject *args)
 
 /* ---- one TCP flow in time chunks ---------------------------------------------------- */
 
-/* stream_rows(dr, seq, ack, flags, pay, state, rel, rela, end, am0, am1, sm0, sm1, smb): the
- * per-row chain of collectors/_tcpstream.FlowStream.chunk (its numpy twin, _rows_numpy, gives
- * the same values; a test compares them), one pass instead of unwraps and running maxima
- * per direction. dr int8[n] (direction 0/1), seq/ack uint32[n], flags uint8[n], pay int64[n];
- * state int64[18], read and updated: base[d] (ISN, 0-1), seq_seen[d] (2-3), last_seq[d] (4-5),
- * last_rel[d] (6-7), ack_seen[d] (8-9), last_ack[d] (10-11), last_rela[d] (12-13), am[a] (14-15,
- * the ACK maximum of direction a, -1: none), sm[d] (16-17, snd_max, -1: none). Out int64[n]:
+/* stream_rows(dr, seq, ack, flags, pay, win, state, rel, rela, end, am0, am1, sm0, sm1, smb,
+ *             keepalive, below, dupack):
+ * the per-row chain of collectors/_tcpstream.FlowStream.chunk (its numpy twin, _rows_numpy,
+ * gives the same values; a test compares them), one pass instead of unwraps, running maxima
+ * and neighbour comparisons per direction. dr int8[n] (direction 0/1), seq/ack uint32[n],
+ * flags uint8[n], pay int64[n], win uint16[n]; state int64[28], read and updated: base[d]
+ * (ISN, 0-1), seq_seen[d] (2-3), last_seq[d] (4-5), last_rel[d] (6-7), ack_seen[d] (8-9),
+ * last_ack[d] (10-11), last_rela[d] (12-13), am[a] (14-15, the ACK maximum of direction a,
+ * -1: none), sm[d] (16-17, snd_max, -1: none), prev_seen[d] (18-19), prev_rela[d] (20-21),
+ * prev_win[d] (22-23) of d's previous row, ka_seen[d] (24-25), ka[d] (26-27): keep-alive
+ * flag of d's previous row. Out int64[n]:
  *   rel  = sequence number unwrapped from the direction's previous one (signed 32-bit step;
  *          the first of a direction: (seq - base[d]) mod 2^32),
  *   rela = the same of the ACK number against base[1-d] (rows without ACK step from
  *          base[1-d]'s value and give -1),
  *   end  = rel + pay + SYN + FIN,
  *   am0/am1, sm0/sm1 = the running maxima after each row (ACK-bearing rows of a / rows of d),
- *   smb  = snd_max of the row's own direction before the row. */
+ *   smb  = snd_max of the row's own direction before the row (s);
+ * out bool[n]:
+ *   keepalive = pay <= 1, no SYN/FIN, rel == s - 1,
+ *   below     = (pay > 0 or SYN/FIN), rel < s, not keepalive, s >= 0,
+ *   dupack    = same rela and window as d's previous row, no payload nor SYN/FIN/RST, ACK,
+ *               window > 0, rel == s, and the other direction's previous row no keep-alive. */
 static PyObject *stream_rows(PyObject *self, PyObject *args)
 {
-    Py_buffer b[14];
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
-                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13]))
+    Py_buffer b[18];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15],
+                          &b[16], &b[17]))
         return NULL;
     Py_ssize_t n = b[0].len;
     int bad = b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != n || b[4].len != 8 * n ||
-              b[5].len != 18 * 8;
-    for (int k = 6; k < 14; k++)
+              b[5].len != 2 * n || b[6].len != 28 * 8;
+    for (int k = 7; k < 15; k++)
         bad |= b[k].len != 8 * n;
+    for (int k = 15; k < 18; k++)
+        bad |= b[k].len != n;
     if (!bad) {
         const int8_t *dr = b[0].buf;
         const uint32_t *seq = b[1].buf, *ack = b[2].buf;
         const uint8_t *fl = b[3].buf;
         const int64_t *pay = b[4].buf;
-        int64_t *st = b[5].buf;
-        int64_t *rel = b[6].buf, *rela = b[7].buf, *end = b[8].buf, *am0 = b[9].buf, *am1 = b[10].buf,
-                *sm0 = b[11].buf, *sm1 = b[12].buf, *smb = b[13].buf;
+        const uint16_t *win = b[5].buf;
+        int64_t *st = b[6].buf;
+        int64_t *rel = b[7].buf, *rela = b[8].buf, *end = b[9].buf, *am0 = b[10].buf, *am1 = b[11].buf,
+                *sm0 = b[12].buf, *sm1 = b[13].buf, *smb = b[14].buf;
+        uint8_t *kao = b[15].buf, *blo = b[16].buf, *dup = b[17].buf;
         Py_BEGIN_ALLOW_THREADS
         int64_t seen[2] = {st[2], st[3]}, lrel[2] = {st[6], st[7]}, aseen[2] = {st[8], st[9]},
                 lrela[2] = {st[12], st[13]}, am[2] = {st[14], st[15]}, sm[2] = {st[16], st[17]};
         uint32_t base[2] = {(uint32_t)st[0], (uint32_t)st[1]}, lseq[2] = {(uint32_t)st[4], (uint32_t)st[5]},
                  lack[2] = {(uint32_t)st[10], (uint32_t)st[11]};
+        int64_t pseen[2] = {st[18], st[19]}, prela[2] = {st[20], st[21]}, pwin[2] = {st[22], st[23]},
+                kseen[2] = {st[24], st[25]}, ka[2] = {st[26], st[27]};
         for (Py_ssize_t i = 0; i < n; i++) {
             int d = dr[i];
             if (d != 0 && d != 1) {
@@ -988,9 +1004,21 @@ static PyObject *stream_rows(PyObject *self, PyObject *args)
             lrela[d] = ra;
             rel[i] = r;
             rela[i] = ha ? ra : -1;
-            int64_t e = r + pay[i] + ((f & 0x02) != 0) + ((f & 0x01) != 0);
+            int64_t p = pay[i], e = r + p + ((f & 0x02) != 0) + ((f & 0x01) != 0), sb = sm[d];
+            int64_t ro = ha ? ra : -1, w = win[i];
+            int synfin = (f & 0x03) != 0;
+            int k = p <= 1 && !synfin && r == sb - 1;
+            kao[i] = (uint8_t)k;
+            blo[i] = (p > 0 || synfin) && r < sb && !k && sb >= 0;
+            dup[i] = pseen[d] && ro == prela[d] && w == pwin[d] && p == 0 && !(f & 0x07) && ha && w > 0 &&
+                     r == sb && !(kseen[1 - d] && ka[1 - d]);
+            pseen[d] = 1;
+            prela[d] = ro;
+            pwin[d] = w;
+            kseen[d] = 1;
+            ka[d] = k;
             end[i] = e;
-            smb[i] = sm[d];
+            smb[i] = sb;
             if (e > sm[d])
                 sm[d] = e;
             if (ha && ra > am[d])
@@ -1009,14 +1037,19 @@ static PyObject *stream_rows(PyObject *self, PyObject *args)
             st[12 + d] = lrela[d];
             st[14 + d] = am[d];
             st[16 + d] = sm[d];
+            st[18 + d] = pseen[d];
+            st[20 + d] = prela[d];
+            st[22 + d] = pwin[d];
+            st[24 + d] = kseen[d];
+            st[26 + d] = ka[d];
         }
         Py_END_ALLOW_THREADS
     }
-    for (int k = 0; k < 14; k++)
+    for (int k = 0; k < 18; k++)
         PyBuffer_Release(&b[k]);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "stream_rows: arrays of different lengths, a state of other "
-                                          "than 18 values or a direction other than 0/1");
+                                          "than 28 values or a direction other than 0/1");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1043,7 +1076,8 @@ static PyMethodDef methods[] = {
     {"conn_keys", conn_keys, METH_VARARGS, "conn_keys(table, lo, hi, proto): the connections' keys, in number order."},
     {"conn_v6", conn_v6, METH_VARARGS, "conn_v6(table) -> bytes of uint64 (hi, lo) per IPv6 address number."},
     {"stream_rows", stream_rows, METH_VARARGS,
-     "stream_rows(dr, seq, ack, flags, pay, state, rel, rela, end, am0, am1, sm0, sm1, smb): the per-row "
+     "stream_rows(dr, seq, ack, flags, pay, win, state, rel, rela, end, am0, am1, sm0, sm1, smb, keepalive, "
+     "below, dupack): the per-row "
      "chain of one flow's time chunk (_tcpstream; see the module source)."},
     {NULL, NULL, 0, NULL},
 };

@@ -151,37 +151,9 @@ class FlowStream:
         is_syn = (flags & SYN) != 0
         has_ack = (flags & ACK) != 0
         rows = self._rows_c if _stream_rows is not None else self._rows_numpy
-        rel, rela, end, am, sm, smb_own = rows(c, dr, isd, didx, flags, pay, has_ack, is_syn)
+        rel, rela, end, am, sm, smb_own, below, dupack = rows(c, dr, isd, didx, flags, pay, has_ack, is_syn)
         data = pay > 0
-        synfin = (flags & (SYN | FIN)) != 0
-        keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
-        below = (data | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
         win = c["window"]
-        pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
-        dupack = np.zeros(n, bool)
-        for d in (0, 1):
-            idx = didx[d]
-            if not len(idx):
-                continue
-            ra, w = rela[idx], win[idx]
-            dupack[idx[1:]] = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
-            if self.prev[d] is not None:
-                dupack[idx[0]] = (ra[0] == self.prev[d][0]) & (w[0] == self.prev[d][1])
-            self.prev[d] = (int(ra[-1]), int(w[-1]))
-        dupack &= pure & (win > 0) & (rel == smb_own)
-        cand = np.flatnonzero(dupack)
-        for d in (0, 1):
-            rows = cand[dr[cand] == d]
-            other = didx[1 - d]
-            if not len(rows):
-                continue
-            p = np.searchsorted(other, rows) - 1
-            ka_prev = np.where(p >= 0, keepalive[other[np.maximum(p, 0)]] if len(other) else False,
-                               bool(self.ka[1 - d]) if self.ka[1 - d] is not None else False)
-            dupack[rows[ka_prev]] = False
-        for d in (0, 1):
-            if len(didx[d]):
-                self.ka[d] = bool(keepalive[didx[d][-1]])
         zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
 
         reset_pos = {a: _steps(am[a], self.am[a]) for a in (0, 1)}    # rows whose ACK advances
@@ -417,8 +389,11 @@ class FlowStream:
     def _rows_numpy(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):
         """The per-row chain of a chunk: sequence and ACK numbers unwrapped per direction
         (``rel``, ``rela``; -1 without ACK), segment ends, the running ACK maximum per
-        acking direction (``am``) and snd_max per direction (``sm``), and each row's own
-        snd_max before it (``smb_own``); the carried values updated (not ``am``/``sm``)."""
+        acking direction (``am``) and snd_max per direction (``sm``), each row's own
+        snd_max before it (``smb_own``), the rows below it (``below``: data, SYN or FIN
+        not a keep-alive) and the duplicate ACKs (same ACK and window as the direction's
+        previous row, pure, window > 0, at snd_max, the other direction's previous row no
+        keep-alive); the carried values updated (not ``am``/``sm``)."""
         n = len(dr)
         base = self.base
         rel = np.empty(n, np.int64)
@@ -440,7 +415,36 @@ class FlowStream:
         smb_own = np.empty(n, np.int64)
         smb_own[0] = self.sm[int(dr[0])]
         np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
-        return rel, rela, end, am, sm, smb_own
+        synfin = (flags & (SYN | FIN)) != 0
+        keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
+        below = ((pay > 0) | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+        win = c["window"]
+        pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
+        dupack = np.zeros(n, bool)
+        for d in (0, 1):
+            idx = didx[d]
+            if not len(idx):
+                continue
+            ra, w = rela[idx], win[idx]
+            dupack[idx[1:]] = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
+            if self.prev[d] is not None:
+                dupack[idx[0]] = (ra[0] == self.prev[d][0]) & (w[0] == self.prev[d][1])
+            self.prev[d] = (int(ra[-1]), int(w[-1]))
+        dupack &= pure & (win > 0) & (rel == smb_own)
+        cand = np.flatnonzero(dupack)
+        for d in (0, 1):
+            rows = cand[dr[cand] == d]
+            other = didx[1 - d]
+            if not len(rows):
+                continue
+            p = np.searchsorted(other, rows) - 1
+            ka_prev = np.where(p >= 0, keepalive[other[np.maximum(p, 0)]] if len(other) else False,
+                               bool(self.ka[1 - d]) if self.ka[1 - d] is not None else False)
+            dupack[rows[ka_prev]] = False
+        for d in (0, 1):
+            if len(didx[d]):
+                self.ka[d] = bool(keepalive[didx[d][-1]])
+        return rel, rela, end, am, sm, smb_own, below, dupack
 
     def _rows_c(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):
         """:meth:`_rows_numpy` in one pass in C (``_records.stream_rows``)."""
@@ -448,19 +452,30 @@ class FlowStream:
 
         def opt(v):
             return 0 if v is None else v
-        st = np.array([*(int(b) for b in self.base), *(int(v is not None) for v in self.last_seq),
-                       *map(opt, self.last_seq), *self.last_rel, *(int(v is not None) for v in self.last_ack),
-                       *map(opt, self.last_ack), *self.last_rela, *self.am, *self.sm], np.int64)
+        def seen(x):
+            return [int(v is not None) for v in x]
+        prev = [(0, 0) if p is None else p for p in self.prev]
+        st = np.array([*(int(b) for b in self.base), *seen(self.last_seq), *map(opt, self.last_seq),
+                       *self.last_rel, *seen(self.last_ack), *map(opt, self.last_ack), *self.last_rela,
+                       *self.am, *self.sm, *seen(self.prev), *(p[0] for p in prev), *(p[1] for p in prev),
+                       *seen(self.ka), *(int(bool(k)) for k in self.ka)], np.int64)
         out = [np.empty(n, np.int64) for _ in range(8)]
+        masks = [np.empty(n, bool) for _ in range(3)]
         _stream_rows(dr, np.ascontiguousarray(c["seq"], np.uint32), np.ascontiguousarray(c["ack"], np.uint32),
-                     np.ascontiguousarray(flags, np.uint8), np.ascontiguousarray(pay, np.int64), st, *out)
+                     np.ascontiguousarray(flags, np.uint8), np.ascontiguousarray(pay, np.int64),
+                     np.ascontiguousarray(c["window"], np.uint16), st, *out, *masks)
         for d in (0, 1):
             if st[2 + d]:
                 self.last_seq[d], self.last_rel[d] = int(st[4 + d]), int(st[6 + d])
             if st[8 + d]:
                 self.last_ack[d], self.last_rela[d] = int(st[10 + d]), int(st[12 + d])
+            if st[18 + d]:
+                self.prev[d] = (int(st[20 + d]), int(st[22 + d]))
+            if st[24 + d]:
+                self.ka[d] = bool(st[26 + d])
         rel, rela, end, am0, am1, sm0, sm1, smb_own = out
-        return rel, rela, end, {0: am0, 1: am1}, {0: sm0, 1: sm1}, smb_own
+        keepalive, below, dupack = masks
+        return rel, rela, end, {0: am0, 1: am1}, {0: sm0, 1: sm1}, smb_own, below, dupack
 
     def _settle_eifel(self, am, c, grow) -> None:
         """Eifel for the retransmissions whose first covering ACK is in this chunk."""

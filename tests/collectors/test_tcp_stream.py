@@ -204,7 +204,8 @@ def test_row_chain_both_ways_equal_in_memory(shared_data, tmp_path, row_chain):
 
 def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     """The C chain and its numpy twin, fed the same chunks of one long flow (13 rows each,
-    so boundaries fall everywhere), return the same arrays and carry the same state."""
+    so boundaries fall everywhere), return the same arrays (numbers, maxima, the rows
+    below snd_max and the duplicate ACKs) and carry the same state."""
     import numpy as np
     if _tcpstream._stream_rows is None:
         pytest.skip("the _records extension is not built")
@@ -214,7 +215,7 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     pf = int(np.argmax(census["flow_packets"]))
     first = _tcpstream.first_from_census(census, pf)
     a, b = _tcpstream.FlowStream(first, 10**8), _tcpstream.FlowStream(first, 10**8)
-    rows = 0
+    rows = below = dupacks = 0
     for c in _tcpstream._time_chunks(f, pf, salvage=False, lateness_ns=census["lateness_ns"],
                                      chunk_rows=13, info={}):
         flags, pay = c["flags"], c["payload"].astype(np.int64)
@@ -230,9 +231,12 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
         for s in (a, b):
             s.am = [int(got[3][0][-1]), int(got[3][1][-1])]
             s.sm = [int(got[4][0][-1]), int(got[4][1][-1])]
-        assert (a.last_seq, a.last_rel, a.last_ack, a.last_rela) == (b.last_seq, b.last_rel, b.last_ack, b.last_rela)
+        carried = ("last_seq", "last_rel", "last_ack", "last_rela", "prev", "ka")
+        assert [getattr(a, k) for k in carried] == [getattr(b, k) for k in carried]
         rows += len(dr)
-    assert rows > 1000
+        below += int(got[6].sum())
+        dupacks += int(got[7].sum())
+    assert rows > 1000 and below >= 57 + 51 and dupacks == 64      # retransmissions + out of order
 
 
 @pytest.mark.parametrize("ordered", [True, False])
