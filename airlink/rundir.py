@@ -184,16 +184,22 @@ class FrameStreamWriter:
     The file appears under ``path`` only when the block ends without an error.
     ``use_dictionary``: pyarrow's option - True (every column tried) or the list of columns
     to dictionary-encode (the others skip the dictionary pass); ``write_statistics`` likewise
-    (True, or the columns whose row groups get min/max statistics for readers' filters)."""
+    (True, or the columns whose row groups get min/max statistics for readers' filters).
+    ``background=True``: row groups are encoded and written by a thread of the writer's own
+    (at most two waiting), so the caller makes the next chunk meanwhile - Parquet encoding
+    runs in C without the GIL; an error there is raised by the next :meth:`write` or when
+    the block ends."""
 
     def __init__(self, path, schema, *, kind: str, provenance: dict | None = None, use_dictionary=True,
-                 write_statistics=True):
+                 write_statistics=True, background: bool = False):
         self.path = Path(path)
         self.schema = _stamp(schema, kind=kind, provenance=provenance)
         self.use_dictionary = use_dictionary
         self.write_statistics = write_statistics
+        self.background = background
         self._cm = None
         self._writer = None
+        self._queue = self._thread = self._error = None
 
     def __enter__(self):
         import pyarrow.parquet as pq
@@ -201,17 +207,56 @@ class FrameStreamWriter:
         tmp = self._cm.__enter__()
         self._writer = pq.ParquetWriter(tmp, self.schema, use_dictionary=self.use_dictionary,
                                         write_statistics=self.write_statistics)
+        if self.background:
+            import queue
+            import threading
+            self._queue = queue.Queue(maxsize=2)
+            self._thread = threading.Thread(target=self._drain, name="airlink-parquet-writer", daemon=True)
+            self._thread.start()
         return self
 
     def write(self, chunk) -> None:
         import pyarrow as pa
         table = chunk if isinstance(chunk, pa.Table) else pa.Table.from_pandas(
             chunk, schema=self.schema, preserve_index=False)
-        self._writer.write_table(table.cast(self.schema) if table.schema != self.schema else table)
+        table = table.cast(self.schema) if table.schema != self.schema else table
+        if self._thread is None:
+            self._writer.write_table(table)
+            return
+        if self._error is not None:
+            raise self._error
+        self._queue.put(table)
+
+    def _drain(self) -> None:
+        """The background thread: write each queued table until None (after an error, the
+        rest is taken and dropped, so a writer never waits on a full queue)."""
+        while True:
+            table = self._queue.get()
+            if table is None:
+                return
+            if self._error is None:
+                try:
+                    self._writer.write_table(table)
+                except BaseException as exc:        # raised in the caller's thread
+                    self._error = exc
 
     def __exit__(self, exc_type, exc, tb):
-        self._writer.close()
-        return self._cm.__exit__(exc_type, exc, tb)
+        own = None                 # the writer's own error, when the block itself raised none
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            own = self._error if exc_type is None else None
+        try:
+            self._writer.close()
+        except BaseException as err:
+            own = err if exc_type is None and own is None else own
+        if own is not None:        # the file is then discarded like after the block's own error
+            exc_type, exc, tb = type(own), own, own.__traceback__
+        if self._cm.__exit__(exc_type, exc, tb):
+            return True
+        if own is not None:
+            raise own
+        return False
 
 
 # ---------------------------------------------------------------------------- reading

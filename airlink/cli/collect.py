@@ -220,7 +220,8 @@ class _PacketsPass:
                     writer = stack.enter_context(FrameStreamWriter(self.dest, table.schema, kind="packets",
                                                                    provenance=prov,
                                                                    use_dictionary=PACKETS_DICTIONARY,
-                                                                   write_statistics=PACKETS_STATISTICS))
+                                                                   write_statistics=PACKETS_STATISTICS,
+                                                                   background=True))
                 writer.write(table)
         if writer is None:                        # no IP packet: the empty frame
             _write(self.C.read_pcap(self.path, salvage=self.salvage), self.dest, "packets")

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -158,6 +159,40 @@ def test_frame_writers_stamp_kind_and_provenance(tmp_path):
     assert rundir.kind_of(tmp_path / "b.parquet") == "packets"
     assert len(pd.read_parquet(tmp_path / "b.parquet")) == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.parquet", "b.parquet"]
+
+
+def test_background_frame_writer_writes_the_same_file(tmp_path):
+    """background=True: the same row groups and values as writing in the caller's thread."""
+    import pyarrow as pa
+    chunks = [pd.DataFrame({"time": pd.to_datetime(np.arange(k, k + 5), unit="s", utc=True),
+                            "x": np.arange(k, k + 5) * 0.5}) for k in range(0, 50, 5)]
+    schema = pa.Schema.from_pandas(chunks[0], preserve_index=False)
+    for name, background in (("fg.parquet", False), ("bg.parquet", True)):
+        with rundir.FrameStreamWriter(tmp_path / name, schema, kind="packets", background=background) as w:
+            for c in chunks:
+                w.write(c)
+    assert pq.ParquetFile(tmp_path / "bg.parquet").metadata.num_row_groups == len(chunks)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "bg.parquet"),
+                                  pd.concat(chunks, ignore_index=True))
+
+
+def test_background_frame_writer_error_leaves_no_file(tmp_path, monkeypatch):
+    """A row group the writer thread cannot write: the error reaches the caller (at a later
+    write or when the block ends) and no file is left under the final name."""
+    import pyarrow as pa
+    import pyarrow.parquet as pqm
+    chunk = pd.DataFrame({"time": pd.to_datetime([0, 1], unit="s", utc=True), "x": [1.0, 2.0]})
+
+    def refuse(self, table, row_group_size=None):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(pqm.ParquetWriter, "write_table", refuse)
+    final = tmp_path / "p.parquet"
+    with pytest.raises(Exception, match="(?i)no space left"):
+        with rundir.FrameStreamWriter(final, pa.Schema.from_pandas(chunk, preserve_index=False),
+                                      kind="packets", background=True) as w:
+            for _ in range(10):
+                w.write(chunk)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_killed_run_is_not_complete(tmp_path):
