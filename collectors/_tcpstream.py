@@ -24,6 +24,7 @@ from .tcp import (ACK, FIN, M32, OFF, RST, RTT_KINDS, TcpAnalysis, _effective_ms
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
+_stream_bins = getattr(_records, "stream_bins", None)
 
 
 def _cummax(values, valid, carry):
@@ -335,18 +336,12 @@ class FlowStream:
         # ---- series sums (a row's own half is its direction's, the other half the reverse)
         A = self.acc
         nb = self.nb
-        runs = _time_runs(t, self.res_ns, self.start_bin)
-        tb = None if runs is not None else t // self.res_ns - self.start_bin
-
-        def add(key, w, half=None, to=0, flip=False):
-            A[key] += _bin_sums(w, tb, runs, nb, half, to, flip)
+        sums = self._bin_sums_c if _stream_bins is not None else self._bin_sums_numpy
+        sums(c, dr, is_syn, pay, rela, am, sm)
 
         def add_rows(key, ii, to_half, w=None):        # few rows: their bins one by one
             A[key] += np.bincount((t[ii] // self.res_ns - self.start_bin) + to_half * nb, weights=w,
                                   minlength=2 * nb)[:2 * nb]
-        add("packets", None, dr)
-        add("bytes", c["ip_len"], dr)
-        add("pay", pay, dr)
         for a in (0, 1):                  # ACK advances (not the first ACK) go to the acked half
             r = reset_pos[a]
             prev = am_before(a, r)
@@ -355,27 +350,6 @@ class FlowStream:
         for key, mask in (("dupacks", dupack), ("zero_windows", zero_win)):
             ii = np.flatnonzero(mask)
             add_rows(key, ii, 1 - dr[ii].astype(np.int64))
-        # advertised window: window << the sender's scale (not on SYNs), summed per
-        # direction and bin, then scaled (powers of two: exact)
-        ha = rela >= 0
-        rw = np.where(ha & ~is_syn, win, 0)
-        v = _bin_sums(rw, tb, runs, nb, dr, flip=True)
-        v[:nb] *= 2.0 ** int(self.f["shift"][1])
-        v[nb:] *= 2.0 ** int(self.f["shift"][0])
-        A["rw_sum"] += v
-        si = np.flatnonzero(is_syn & ha)
-        add_rows("rw_sum", si, 1 - dr[si].astype(np.int64), win[si])
-        add("rw_n", ha, dr, flip=True)
-        for d in (0, 1):                  # in flight: snd_max - the reverse ACK maximum, >= 0
-            inf = sm[d] - am[1 - d]
-            k = np.searchsorted(am[1 - d], 0)                # no ACK yet (a prefix): as 0
-            inf[:k] = sm[d][:k]
-            np.maximum(inf, 0, out=inf)
-            inf[:np.searchsorted(sm[d], 0)] = 0              # nothing sent yet (a prefix)
-            add("infl_s", inf, None, d)
-        cnt = _bin_sums(None, tb, runs, nb)[:nb]             # rows per bin, both halves
-        A["infl_c"][:nb] += cnt
-        A["infl_c"][nb:] += cnt
         if len(ri_all):
             self.retx[-1]["bin_row"] = t[ri_all] // self.res_ns - self.start_bin + dr[ri_all].astype(np.int64) * nb
         for a in (0, 1):
@@ -476,6 +450,53 @@ class FlowStream:
         rel, rela, end, am0, am1, sm0, sm1, smb_own = out
         keepalive, below, dupack = masks
         return rel, rela, end, {0: am0, 1: am1}, {0: sm0, 1: sm1}, smb_own, below, dupack
+
+    def _bin_sums_c(self, c, dr, is_syn, pay, rela, am, sm) -> None:
+        """:meth:`_bin_sums_numpy` in one pass in C (``_records.stream_bins``)."""
+        A = self.acc
+        _stream_bins(np.ascontiguousarray(c["t"], np.int64), dr, np.ascontiguousarray(c["flags"], np.uint8),
+                     np.ascontiguousarray(c["ip_len"], np.uint32), pay, np.ascontiguousarray(c["window"], np.uint16),
+                     rela, am[0], am[1], sm[0], sm[1],
+                     np.array([self.res_ns, self.start_bin, self.nb, *self.f["shift"]], np.int64),
+                     *(A[k] for k in ("packets", "bytes", "pay", "rw_sum", "rw_n", "infl_s", "infl_c")))
+
+    def _bin_sums_numpy(self, c, dr, is_syn, pay, rela, am, sm) -> None:
+        """Adds a chunk's rows to the series sums of packets, bytes and payload (own half),
+        advertised windows (window << the sender's scale, not on SYNs; other half, rows with
+        ACK) and bytes in flight (snd_max - the reverse ACK maximum, >= 0; both halves): by
+        runs of rows per time bin."""
+        A = self.acc
+        nb = self.nb
+        t, win = c["t"], c["window"]
+        runs = _time_runs(t, self.res_ns, self.start_bin)
+        tb = None if runs is not None else t // self.res_ns - self.start_bin
+
+        def add(key, w, half=None, to=0, flip=False):
+            A[key] += _bin_sums(w, tb, runs, nb, half, to, flip)
+        add("packets", None, dr)
+        add("bytes", c["ip_len"], dr)
+        add("pay", pay, dr)
+        # windows summed per direction and bin, then scaled (powers of two: exact)
+        ha = rela >= 0
+        rw = np.where(ha & ~is_syn, win, 0)
+        v = _bin_sums(rw, tb, runs, nb, dr, flip=True)
+        v[:nb] *= 2.0 ** int(self.f["shift"][1])
+        v[nb:] *= 2.0 ** int(self.f["shift"][0])
+        A["rw_sum"] += v
+        si = np.flatnonzero(is_syn & ha)
+        A["rw_sum"] += np.bincount((t[si] // self.res_ns - self.start_bin) + (1 - dr[si].astype(np.int64)) * nb,
+                                   weights=win[si], minlength=2 * nb)[:2 * nb]
+        add("rw_n", ha, dr, flip=True)
+        for d in (0, 1):
+            inf = sm[d] - am[1 - d]
+            k = np.searchsorted(am[1 - d], 0)                # no ACK yet (a prefix): as 0
+            inf[:k] = sm[d][:k]
+            np.maximum(inf, 0, out=inf)
+            inf[:np.searchsorted(sm[d], 0)] = 0              # nothing sent yet (a prefix)
+            add("infl_s", inf, None, d)
+        cnt = _bin_sums(None, tb, runs, nb)[:nb]             # rows per bin, both halves
+        A["infl_c"][:nb] += cnt
+        A["infl_c"][nb:] += cnt
 
     def _settle_eifel(self, am, c, grow) -> None:
         """Eifel for the retransmissions whose first covering ACK is in this chunk."""

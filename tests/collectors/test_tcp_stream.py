@@ -181,13 +181,15 @@ def test_census_gives_what_the_first_pass_reads(shared_data, tmp_path, limit):
 
 @pytest.fixture(params=["c", "numpy"])
 def row_chain(request, monkeypatch):
-    """The per-row chain of a chunk (unwrapped numbers, running maxima) in C
-    (``_records.stream_rows``) or by its numpy twin."""
+    """The per-row chain of a chunk (unwrapped numbers, running maxima, masks) and its
+    per-bin series sums in C (``_records.stream_rows``, ``stream_bins``) or by their numpy
+    twins."""
     if request.param == "c":
-        if _tcpstream._stream_rows is None:
+        if _tcpstream._stream_rows is None or _tcpstream._stream_bins is None:
             pytest.skip("the _records extension is not built")
     else:
         monkeypatch.setattr(_tcpstream, "_stream_rows", None)
+        monkeypatch.setattr(_tcpstream, "_stream_bins", None)
     return request.param
 
 
@@ -205,7 +207,8 @@ def test_row_chain_both_ways_equal_in_memory(shared_data, tmp_path, row_chain):
 def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     """The C chain and its numpy twin, fed the same chunks of one long flow (13 rows each,
     so boundaries fall everywhere), return the same arrays (numbers, maxima, the rows
-    below snd_max and the duplicate ACKs) and carry the same state."""
+    below snd_max and the duplicate ACKs), carry the same state and add the same per-bin
+    series sums (bins of 10 ms: chunks span several)."""
     import numpy as np
     if _tcpstream._stream_rows is None:
         pytest.skip("the _records extension is not built")
@@ -214,7 +217,7 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     census = read_columns(f, census=True)
     pf = int(np.argmax(census["flow_packets"]))
     first = _tcpstream.first_from_census(census, pf)
-    a, b = _tcpstream.FlowStream(first, 10**8), _tcpstream.FlowStream(first, 10**8)
+    a, b = _tcpstream.FlowStream(first, 10**7), _tcpstream.FlowStream(first, 10**7)
     rows = below = dupacks = 0
     for c in _tcpstream._time_chunks(f, pf, salvage=False, lateness_ns=census["lateness_ns"],
                                      chunk_rows=13, info={}):
@@ -233,10 +236,17 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
             s.sm = [int(got[4][0][-1]), int(got[4][1][-1])]
         carried = ("last_seq", "last_rel", "last_ack", "last_rela", "prev", "ka")
         assert [getattr(a, k) for k in carried] == [getattr(b, k) for k in carried]
+        c["t"] = c["ts_ns"]
+        a._bin_sums_c(c, dr, args[7], pay, got[1], got[3], got[4])
+        b._bin_sums_numpy(c, dr, args[7], pay, ref[1], ref[3], ref[4])
+        assert a.acc.keys() == b.acc.keys()
+        for k in a.acc:
+            assert np.array_equal(a.acc[k], b.acc[k]), k
         rows += len(dr)
         below += int(got[6].sum())
         dupacks += int(got[7].sum())
     assert rows > 1000 and below >= 57 + 51 and dupacks == 64      # retransmissions + out of order
+    assert a.acc["packets"].sum() == rows and (a.acc["infl_s"] > 0).any() and (a.acc["rw_sum"] > 0).any()
 
 
 @pytest.mark.parametrize("ordered", [True, False])
