@@ -12,6 +12,6 @@ setup(ext_modules=[
               optional=True),
     Extension("airlink.replay._cellpath", ["replay/_cellpath.c"], extra_compile_args=["-O2"],
               optional=True),
-    Extension("airlink.collectors._records", ["collectors/_records.c"], extra_compile_args=["-O2"],
-              optional=True),
+    Extension("airlink.collectors._records", ["collectors/_records.c"], depends=["collectors/_census.c"],
+              extra_compile_args=["-O2"], optional=True),
 ])

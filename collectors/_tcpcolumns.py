@@ -249,8 +249,23 @@ class _Census:
     def add(self, pfl, ts, swap, d: dict, ipidx0: int, nflows: int) -> None:
         """Packets ``ipidx0``.. of the file (in file order; ``d``: their ``flags``, ``seq``,
         ``ip_len``, ``wscale``, ``mss``), of ``nflows`` flows so far."""
+        from ._capture import _records
         from .pcap import lateness
         self._grow(nflows)
+        if _records is not None:               # one pass in C (collectors/_census.c)
+            _records.census_add(*(np.ascontiguousarray(a, dt) for a, dt in (
+                (pfl, np.int32), (swap, bool), (ts, np.int64), (d["flags"], np.uint8), (d["seq"], np.uint32),
+                (d["ip_len"], np.uint32), (d["wscale"], np.int8), (d["mss"], np.uint16))),
+                int(ipidx0), self.counts, self.pk, self.by,
+                tuple(a for name in self.TRACKED for a in self.kept[name]))
+        else:
+            self._add_numpy(pfl, ts, swap, d, ipidx0)
+        lt, self.top = lateness(ts, self.top)
+        self.late = max(self.late, lt)
+        ts.astype(np.int64, copy=False).tofile(self.ts_file)
+
+    def _add_numpy(self, pfl, ts, swap, d: dict, ipidx0: int) -> None:
+        """The counts and trackers of :meth:`add` with numpy (the C census_add's twin)."""
         np.add.at(self.counts, pfl, 1)
         side = pfl.astype(np.int64) * 2 + swap
         np.add.at(self.pk, side, 1)
@@ -267,9 +282,6 @@ class _Census:
                 ("side_ws", side, syn_o[d["wscale"][syn_o] >= 0], d["wscale"]),
                 ("side_mss", side, syn_o[d["mss"][syn_o] > 0], d["mss"])):
             self._keep(name, keys, rows, ts, ipidx0, values)
-        lt, self.top = lateness(ts, self.top)
-        self.late = max(self.late, lt)
-        ts.astype(np.int64, copy=False).tofile(self.ts_file)
 
     def _keep(self, name: str, keys, rows, ts, ipidx0: int, values) -> None:
         """Keep each key's first (or last) of ``rows`` (batch rows in stable time order)
