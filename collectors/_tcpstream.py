@@ -182,14 +182,14 @@ class FlowStream:
         def rev_before(idx):
             return np.where(dr[idx] == 0, am_before(1, idx), am_before(0, idx))
 
-        ooo = np.zeros(n, bool)
-
         def last_advance(d, idx):
             """The last row of d at or before each of ``idx`` that advanced d's snd_max
             (``end > smb_own``: where ``sm[d]`` rises; the first row reaching the value it
             has there), -1 when none in this chunk."""
             j = np.searchsorted(sm[d], sm[d][idx])
             return np.where((j > 0) | (sm[d][0] > self.sm[d]), j, -1)
+
+        ooo = np.zeros(n, bool)
         bi = np.flatnonzero(below)
         if len(bi):
             dup_c, ackr_c, arb_c = dups_at(bi), rev_at(bi), rev_before(bi)
