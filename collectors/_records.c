@@ -673,8 +673,10 @@ static PyObject *cummax(PyObject *self, PyObject *args)
  *   conn_new() -> capsule
  *   conn_number(capsule, version, src_hi, src_lo, dst_hi, dst_lo, sport, dport, proto,
  *               pflow, swap) -> number of connections so far
- *   conn_keys(capsule, lo, hi, proto)       fill int64[n] x 2 and uint8[n] (n = connections)
- *   conn_v6(capsule) -> bytes of uint64 (hi, lo) pairs, in IPv6 address number order
+ *   conn_keys(capsule, start, lo, hi, proto)   fill int64[n - start] x 2 and uint8[n - start]
+ *                                             with connections start.. (n = connections)
+ *   conn_v6(capsule, start) -> bytes of uint64 (hi, lo) pairs of IPv6 addresses start.., in
+ *                              number order
  *
  * An address's identity is its IPv4 value, or V6_BASE + its IPv6 number (order of first
  * appearance); an endpoint is (identity << 16) | port; a connection is (low endpoint, high
@@ -898,22 +900,24 @@ static PyObject *conn_number(PyObject *self, PyObject *args)
 static PyObject *conn_keys(PyObject *self, PyObject *args)
 {
     PyObject *capsule;
+    Py_ssize_t start;
     Py_buffer lo, hi, pr;
-    if (!PyArg_ParseTuple(args, "Ow*w*w*", &capsule, &lo, &hi, &pr))
+    if (!PyArg_ParseTuple(args, "Onw*w*w*", &capsule, &start, &lo, &hi, &pr))
         return NULL;
     conns *c = PyCapsule_GetPointer(capsule, "airlink.conns");
-    int bad = c == NULL || lo.len != 8 * c->n || hi.len != 8 * c->n || pr.len != c->n;
-    if (!bad && c->n) {
-        memcpy(lo.buf, c->lo, 8 * c->n);
-        memcpy(hi.buf, c->hi, 8 * c->n);
-        memcpy(pr.buf, c->proto, c->n);
+    int64_t k = c == NULL || start < 0 || start > c->n ? -1 : c->n - start;
+    int bad = k < 0 || lo.len != 8 * k || hi.len != 8 * k || pr.len != k;
+    if (!bad && k) {
+        memcpy(lo.buf, c->lo + start, 8 * k);
+        memcpy(hi.buf, c->hi + start, 8 * k);
+        memcpy(pr.buf, c->proto + start, k);
     }
     PyBuffer_Release(&lo);
     PyBuffer_Release(&hi);
     PyBuffer_Release(&pr);
     if (bad) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "conn_keys: arrays not of the number of connections");
+            PyErr_SetString(PyExc_ValueError, "conn_keys: arrays not of the number of connections after start");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -922,12 +926,18 @@ static PyObject *conn_keys(PyObject *self, PyObject *args)
 static PyObject *conn_v6(PyObject *self, PyObject *args)
 {
     PyObject *capsule;
-    if (!PyArg_ParseTuple(args, "O", &capsule))
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "On", &capsule, &start))
         return NULL;
     conns *c = PyCapsule_GetPointer(capsule, "airlink.conns");
     if (!c)
         return NULL;
-    return PyBytes_FromStringAndSize((const char *)c->a6, (Py_ssize_t)(c->n6 * 2 * sizeof(uint64_t)));
+    if (start < 0 || start > c->n6) {
+        PyErr_SetString(PyExc_ValueError, "conn_v6: start beyond the addresses");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize((const char *)(c->a6 + 2 * start),
+                                     (Py_ssize_t)((c->n6 - start) * 2 * sizeof(uint64_t)));
 }
 
 /* ---- one TCP flow in time chunks ---------------------------------------------------- */
@@ -1183,8 +1193,10 @@ static PyMethodDef methods[] = {
     {"conn_number", conn_number, METH_VARARGS,
      "conn_number(table, version, src_hi, src_lo, dst_hi, dst_lo, sport, dport, proto, pflow, swap) -> "
      "connections so far: provisional connection numbers of a batch (see the module source)."},
-    {"conn_keys", conn_keys, METH_VARARGS, "conn_keys(table, lo, hi, proto): the connections' keys, in number order."},
-    {"conn_v6", conn_v6, METH_VARARGS, "conn_v6(table) -> bytes of uint64 (hi, lo) per IPv6 address number."},
+    {"conn_keys", conn_keys, METH_VARARGS,
+     "conn_keys(table, start, lo, hi, proto): the keys of connections start.., in number order."},
+    {"conn_v6", conn_v6, METH_VARARGS,
+     "conn_v6(table, start) -> bytes of uint64 (hi, lo) per IPv6 address number from start."},
     {"stream_rows", stream_rows, METH_VARARGS,
      "stream_rows(dr, seq, ack, flags, pay, win, state, rel, rela, end, am0, am1, sm0, sm1, smb, keepalive, "
      "below, dupack): the per-row "

@@ -17,6 +17,7 @@ of the first packet), so the analysis gives the same numbers as ``analyze_tcp(re
 """
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -130,25 +131,26 @@ class Connections:
             src[i6], dst[i6] = both[:, 0], both[:, 1]
         return src, dst
 
-    def keys(self):
-        """``(lo, hi, proto)``: int64 arrays of the connections' keys, in number order."""
-        n = self._n
+    def keys(self, start: int = 0):
+        """``(lo, hi, proto)``: int64 arrays of the keys of connections ``start``.., in
+        number order."""
+        k = self._n - start
         if self._table is not None:
             from ._capture import _records
-            lo, hi, pr = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint8)
-            _records.conn_keys(self._table, lo, hi, pr)
+            lo, hi, pr = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.uint8)
+            _records.conn_keys(self._table, start, lo, hi, pr)
             return lo, hi, pr.astype(np.int64)
-        k = np.array(list(self._flow_ids), np.int64).reshape(-1, 3)
-        return k[:, 0].copy(), k[:, 1].copy(), k[:, 2].copy()
+        keys = np.array(list(itertools.islice(self._flow_ids, start, None)), np.int64).reshape(-1, 3)
+        return keys[:, 0].copy(), keys[:, 1].copy(), keys[:, 2].copy()
 
-    def v6_addresses(self) -> list:
-        """``(high, low)`` 64-bit words of each IPv6 address, in number order (for
+    def v6_addresses(self, start: int = 0) -> list:
+        """``(high, low)`` 64-bit words of IPv6 addresses ``start``.., in number order (for
         :func:`address_names`)."""
         if self._table is not None:
             from ._capture import _records
-            return [tuple(w) for w in np.frombuffer(_records.conn_v6(self._table), np.uint64)
+            return [tuple(w) for w in np.frombuffer(_records.conn_v6(self._table, start), np.uint64)
                     .reshape(-1, 2).tolist()]
-        return list(self._v6_ids)
+        return list(itertools.islice(self._v6_ids, start, None))
 
 
 def decode_connections(batch, conns: Connections, unknown: set):

@@ -666,52 +666,70 @@ class FlowStream:
                            attrs={"packets": int(self.f["packets"]), "tcp_packets": int(self.rows)})
 
 
-def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None):
+def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None, feed=None):
     """The rows of one flow (provisional id ``pflow`` of :func:`._tcpcolumns.read_columns`),
     batch by batch in file order, every column dense (SYN options and DSACK edges too) plus
     ``ipidx`` (index among the file's IP packets). ``info`` receives the flow's key
     (``lo``, ``hi``, ``proto``) and the capture's IPv6 address list once read.
     ``others`` (a :class:`._tcpcolumns.PacketColumns` or None) is given every batch too (it
     keeps the packets of the flows it was made for) and, once the file is read, its
-    columns as ``others.collected`` (as :func:`._tcpcolumns.read_columns` with ``keep``)."""
+    columns as ``others.collected`` (as :func:`._tcpcolumns.read_columns` with ``keep``).
+    ``feed`` (a :class:`._feed.BatchFeed` or None) is handed every decoded batch once this
+    pass is done with it (the packets pass of ``airlink collect`` then needs no read of
+    its own), and closed when the pass ends, with its error if it failed."""
     from ._capture import CaptureReader
     from ._tcpcolumns import KEPT, SYN_KEPT, Connections, decode_connections
     from .pcap import check_linktypes
     reader = CaptureReader(path, salvage=salvage, reuse_buffer=True)
     conns = Connections()
     unknown: set = set()
-    n_ip = 0
-    for batch in reader:
-        d, pfl, swap = decode_connections(batch, conns, unknown)
-        del batch
-        m = len(d["ts_ns"])
-        sel = np.flatnonzero(pfl == pflow)
-        out = None
-        if len(sel):
-            if "lo" not in info:
-                info.update(zip(("lo", "hi", "proto"), (int(k[pflow]) for k in conns.keys())))
-            whole = len(sel) == m                 # a capture of one flow: no copy
-            out = {k: d[k] if whole else d[k][sel] for k in (*KEPT, *SYN_KEPT, "dsack_left")}
-            out["swap"] = swap if whole else swap[sel]
-            out["ipidx"] = sel + n_ip
-        if others is not None and m:
-            others.add(d, pfl, swap, n_ip)
-        del d
-        if out is not None:
-            yield out
-        n_ip += m
-    check_linktypes(path, reader, unknown, n_ip, salvage)
+    n_ip = fed_keys = fed_v6 = 0
+    try:
+        for batch in reader:
+            d, pfl, swap = decode_connections(batch, conns, unknown)
+            del batch
+            m = len(d["ts_ns"])
+            sel = np.flatnonzero(pfl == pflow)
+            out = None
+            if len(sel):
+                if "lo" not in info:
+                    info.update(zip(("lo", "hi", "proto"), (int(k[0]) for k in conns.keys(pflow))))
+                # a capture of one flow: no copy (unless the batch is handed on: its reader
+                # reorders the columns in place)
+                whole = len(sel) == m and feed is None
+                out = {k: d[k] if whole else d[k][sel] for k in (*KEPT, *SYN_KEPT, "dsack_left")}
+                out["swap"] = swap if whole else swap[sel]
+                out["ipidx"] = sel + n_ip
+            if others is not None and m:
+                others.add(d, pfl, swap, n_ip)
+            if feed is not None and m:
+                keys = v6 = None
+                if len(conns) > fed_keys:
+                    keys, v6 = conns.keys(fed_keys), conns.v6_addresses(fed_v6)
+                    fed_keys, fed_v6 = len(conns), fed_v6 + len(v6)
+                feed.put(d, pfl, swap, keys, v6)
+            del d
+            if out is not None:
+                yield out
+            n_ip += m
+        check_linktypes(path, reader, unknown, n_ip, salvage)
+    except BaseException as exc:
+        if feed is not None:
+            feed.close(error=exc)
+        raise
+    if feed is not None:
+        feed.close(reader=reader, unknown=unknown, ip_packets=n_ip)
     info["v6_addresses"] = conns.v6_addresses()
     if others is not None:
         others.collected = others.result(conns)
 
 
-def _time_chunks(path, pflow, *, salvage, lateness_ns, chunk_rows, info, others=None):
+def _time_chunks(path, pflow, *, salvage, lateness_ns, chunk_rows, info, others=None, feed=None):
     """The flow's rows in stable time order (as ``read_pcap`` sorts them), at most
-    ``chunk_rows`` at a time (``others``: see :func:`iter_flow_rows`)."""
+    ``chunk_rows`` at a time (``others``, ``feed``: see :func:`iter_flow_rows`)."""
     from .pcap import in_time_order
-    for part in in_time_order(iter_flow_rows(path, pflow, salvage=salvage, info=info, others=others),
-                              lateness_ns):
+    for part in in_time_order(iter_flow_rows(path, pflow, salvage=salvage, info=info, others=others,
+                                             feed=feed), lateness_ns):
         n = len(part["ts_ns"])
         for a in range(0, n, chunk_rows):
             yield {k: v[a:a + chunk_rows] for k, v in part.items()}
@@ -805,20 +823,22 @@ def _settle(f: dict) -> dict:
 
 
 def analyze_one_flow(path, pflow: int, *, res_s: float, salvage: bool, lateness_ns: int,
-                     chunk_rows: int, census: dict | None = None, others=None) -> TcpAnalysis | None:
+                     chunk_rows: int, census: dict | None = None, others=None,
+                     feed=None) -> TcpAnalysis | None:
     """The analysis of one TCP flow of a capture in time chunks of ``chunk_rows`` packets
     (None when the flow is not TCP: the caller analyses it whole). ``census`` (that of
     :func:`._tcpcolumns.read_columns`, or None): what the flow's first packets fix is
     taken from it instead of a first pass over the capture; then ``others`` (a
     :class:`._tcpcolumns.PacketColumns` or None) gathers other flows' packets in the same
-    pass over the capture (:func:`iter_flow_rows`)."""
+    pass over the capture (:func:`iter_flow_rows`), and ``feed`` (a :class:`._feed.BatchFeed`
+    or None) is handed that pass's batches."""
     from ._tcpcolumns import address_names
     from .tcp import _flows_frame
     info: dict = {}
 
-    def chunks(others=None):
+    def chunks(others=None, feed=None):
         return _time_chunks(path, pflow, salvage=salvage, lateness_ns=lateness_ns,
-                            chunk_rows=chunk_rows, info=info, others=others)
+                            chunk_rows=chunk_rows, info=info, others=others, feed=feed)
     if census is not None:
         if census["flow_proto"][pflow] != 6:
             return None
@@ -829,7 +849,7 @@ def analyze_one_flow(path, pflow: int, *, res_s: float, salvage: bool, lateness_
             return None
     res_ns = int(round(res_s * 1e9))
     stream = FlowStream(first, res_ns)
-    for c in chunks(others if census is not None else None):
+    for c in chunks(*((others, feed) if census is not None else (None, None))):
         c["t"] = c.pop("ts_ns")
         stream.chunk(c)
     lo, hi = info["lo"], info["hi"]

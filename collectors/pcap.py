@@ -297,18 +297,22 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
 
 
 def iter_packet_tables(path, *, flows, max_lateness_ns: int | None = None, salvage: bool = False,
-                       info: dict | None = None, stop=None, batch_bytes: int | None = None):
+                       info: dict | None = None, stop=None, batch_bytes: int | None = None, feed=None):
     """:func:`iter_packets` as pyarrow Tables (for writing Parquet row groups): the same
     columns, types and values as ``pyarrow.Table.from_pandas`` of its frames, built from
     the decoded arrays without a pandas frame (the first batch goes through pandas once to
     fix the schema, pandas metadata included). ``stop`` (a ``threading.Event`` or None):
     set, the generator raises :class:`InterruptedError` before the next batch.
     ``batch_bytes``: capture bytes read per batch (None: the reader's default, 4 MiB);
-    smaller batches hold less memory (and make more, smaller tables)."""
+    smaller batches hold less memory (and make more, smaller tables). ``feed`` (a
+    :class:`._feed.BatchFeed` from :func:`analyze_tcp`'s ``flows_ready``, or None): the
+    batches of the analysis' own pass over the capture, instead of reading it again (one
+    table per batch of that pass; ``max_lateness_ns`` is then required)."""
     import pyarrow as pa
     schema = None
     for out, names in _packet_columns(path, flows=flows, max_lateness_ns=max_lateness_ns,
-                                      salvage=salvage, info=info, batch_bytes=batch_bytes):
+                                      salvage=salvage, info=info, batch_bytes=batch_bytes, feed=feed,
+                                      stop=stop):
         if stop is not None and stop.is_set():
             raise InterruptedError(f"{path}: packets pass stopped")
         if schema is None:
@@ -337,79 +341,120 @@ _COLUMN_KEYS = {"ip_len_bytes": "ip_len", "payload_bytes": "payload", "mss_bytes
                 "syn_options": "synopt", "interface": "iface", "captured_bytes": "captured"}
 
 
-def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=None):
-    """(decoded columns with ``flow`` and ``direction``, address names that ``src``/``dst``
-    index) of the capture's IP packets in stable time order, a batch at a time (the
-    generator behind :func:`iter_packets` and :func:`iter_packet_tables`)."""
-    from airlink.traces.errors import AirlinkError
+class _PacketLabels:
+    """Flow numbers, directions and address codes of packets from their provisional
+    connection numbers (:class:`._tcpcolumns.Connections`), by the flows table of the same
+    capture (``flows``: its ``src -> dst`` is ``fwd``); the connections' keys are added as
+    they are met (:meth:`extend`)."""
 
-    from ._tcpcolumns import Connections, address_names
-    path = Path(path)
-    if max_lateness_ns is None:
-        max_lateness_ns, top = 0, None
-        for b in CaptureReader(path, salvage=salvage, reuse_buffer=True):
-            late, top = lateness(b.ts_ns, top)
-            max_lateness_ns = max(max_lateness_ns, late)
-    names = sorted(set(flows["src"].astype(str)) | set(flows["dst"].astype(str)))
-    code_of = {n: i for i, n in enumerate(names)}
-    flow_of_key = {tuple(key): f for f, *key in zip(flows["flow"].tolist(), flows["src"].astype(str).tolist(),
-                                                   flows["sport"].tolist(), flows["dst"].astype(str).tolist(),
-                                                   flows["dport"].tolist(), flows["proto"].tolist())}
-    reader = CaptureReader(path, salvage=salvage, reuse_buffer=True,
-                           **({} if batch_bytes is None else {"chunk": int(batch_bytes)}))
-    conns = Connections()
-    # per connection number: flow, fwd sender is the key's high endpoint, address codes of
-    # the key's low and high endpoints (extended as connections appear)
-    per = {"flow": np.zeros(0, np.int32), "fwd_hi": np.zeros(0, bool),
-           "lo": np.zeros(0, np.int32), "hi": np.zeros(0, np.int32)}
-    unknown: set = set()
-    n_ip = 0
+    def __init__(self, path, flows):
+        self.path = path
+        self.names = sorted(set(flows["src"].astype(str)) | set(flows["dst"].astype(str)))
+        self.code_of = {n: i for i, n in enumerate(self.names)}
+        self.flow_of_key = {tuple(key): f for f, *key in zip(
+            flows["flow"].tolist(), flows["src"].astype(str).tolist(), flows["sport"].tolist(),
+            flows["dst"].astype(str).tolist(), flows["dport"].tolist(), flows["proto"].tolist())}
+        # per connection number: flow, fwd sender is the key's high endpoint, address codes
+        # of the key's low and high endpoints
+        self.per = {"flow": np.zeros(0, np.int32), "fwd_hi": np.zeros(0, bool),
+                    "lo": np.zeros(0, np.int32), "hi": np.zeros(0, np.int32)}
+        self.v6: list = []             # IPv6 addresses by number
 
-    def known(start: int) -> None:
-        """The flows of connections ``start``.. (from ``flows``: its src -> dst is fwd)."""
-        lo, hi, proto = (k[start:] for k in conns.keys())
-        v6 = conns.v6_addresses()
-        lo_name, hi_name = address_names(lo >> 16, v6).tolist(), address_names(hi >> 16, v6).tolist()
-        new = {k: np.empty(len(lo), dt) for k, dt in (("flow", np.int32), ("fwd_hi", bool),
-                                                       ("lo", np.int32), ("hi", np.int32))}
+    @property
+    def connections(self) -> int:
+        return len(self.per["flow"])
+
+    def extend(self, keys, v6) -> None:
+        """Connections ``connections``.. (their keys ``(lo, hi, proto)``) and the IPv6
+        addresses numbered after the ones known (``v6``)."""
+        from airlink.traces.errors import AirlinkError
+
+        from ._tcpcolumns import address_names
+        self.v6 += v6
+        lo, hi, proto = keys
+        lo_name = address_names(lo >> 16, self.v6).tolist()
+        hi_name = address_names(hi >> 16, self.v6).tolist()
+        new = {k: np.empty(len(lo), a.dtype) for k, a in self.per.items()}
         for i, (ln, lp, hn, hp, pr) in enumerate(zip(lo_name, (lo & 0xFFFF).tolist(), hi_name,
                                                       (hi & 0xFFFF).tolist(), proto.tolist())):
-            f = flow_of_key.get((ln, lp, hn, hp, pr))
+            f = self.flow_of_key.get((ln, lp, hn, hp, pr))
             new["fwd_hi"][i] = f is None
-            f = flow_of_key.get((hn, hp, ln, lp, pr)) if f is None else f
+            f = self.flow_of_key.get((hn, hp, ln, lp, pr)) if f is None else f
             if f is None:
-                raise AirlinkError(f"{path}: connection {ln}:{lp} <-> {hn}:{hp} (protocol {pr}) "
+                raise AirlinkError(f"{self.path}: connection {ln}:{lp} <-> {hn}:{hp} (protocol {pr}) "
                                    f"is not in the flows table given")
-            new["flow"][i], new["lo"][i], new["hi"][i] = f, code_of[ln], code_of[hn]
-        for k in per:
-            per[k] = np.concatenate([per[k], new[k]])
+            new["flow"][i], new["lo"][i], new["hi"][i] = f, self.code_of[ln], self.code_of[hn]
+        for k in self.per:
+            self.per[k] = np.concatenate([self.per[k], new[k]])
 
-    def batches():
-        """Decoded IP packets of each batch, with flow and direction, in file order."""
-        nonlocal unknown, n_ip
-        for batch in reader:
-            d = decode(batch, raw_addresses=True)
-            del batch
-            unknown |= d.pop("unknown_linktypes")
-            d.pop("keep", None)
-            m = len(d["ts_ns"])
-            if not m:
-                continue
-            pfl, swap = conns.number(d)
-            if len(conns) > len(per["flow"]):
-                known(len(per["flow"]))
-            # swap: the sender is the key's high endpoint
-            d["flow"] = per["flow"][pfl]
-            d["direction"] = (swap != per["fwd_hi"][pfl]).astype(np.int8)
-            lo, hi = per["lo"][pfl], per["hi"][pfl]
-            d["src"], d["dst"] = np.where(swap, hi, lo), np.where(swap, lo, hi)
-            del pfl, swap, lo, hi
-            n_ip += m
-            yield {c: v for c, v in d.items() if isinstance(v, np.ndarray) and len(v) == m}
+    def label(self, d: dict, pflow, swap) -> dict:
+        """The batch's packet columns with ``flow``, ``direction``, ``src`` and ``dst``
+        (``swap``: the sender is the connection key's high endpoint)."""
+        m = len(d["ts_ns"])
+        d["flow"] = self.per["flow"][pflow]
+        d["direction"] = (swap != self.per["fwd_hi"][pflow]).astype(np.int8)
+        lo, hi = self.per["lo"][pflow], self.per["hi"][pflow]
+        d["src"], d["dst"] = np.where(swap, hi, lo), np.where(swap, lo, hi)
+        return {c: v for c, v in d.items() if isinstance(v, np.ndarray) and len(v) == m and c != "keep"}
 
-    for out in in_time_order(batches(), max_lateness_ns):
-        yield out, names
-    check_linktypes(path, reader, unknown, n_ip, salvage)
+
+def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=None, feed=None,
+                    stop=None):
+    """(decoded columns with ``flow`` and ``direction``, address names that ``src``/``dst``
+    index) of the capture's IP packets in stable time order, a batch at a time (the
+    generator behind :func:`iter_packets` and :func:`iter_packet_tables`). ``feed`` (a
+    :class:`._feed.BatchFeed` or None): the batches come from another pass over the capture
+    instead of a read of its own (``stop``: a ``threading.Event`` that ends the wait)."""
+    from ._tcpcolumns import Connections
+    path = Path(path)
+    labels = _PacketLabels(path, flows)
+    if feed is None:
+        if max_lateness_ns is None:
+            max_lateness_ns, top = 0, None
+            for b in CaptureReader(path, salvage=salvage, reuse_buffer=True):
+                late, top = lateness(b.ts_ns, top)
+                max_lateness_ns = max(max_lateness_ns, late)
+        reader = CaptureReader(path, salvage=salvage, reuse_buffer=True,
+                               **({} if batch_bytes is None else {"chunk": int(batch_bytes)}))
+        conns = Connections()
+        end = {"reader": reader, "unknown": set(), "ip_packets": 0}
+
+        def batches():
+            """Decoded IP packets of each batch, with flow and direction, in file order."""
+            for batch in reader:
+                d = decode(batch, raw_addresses=True)
+                del batch
+                end["unknown"] |= d.pop("unknown_linktypes")
+                m = len(d["ts_ns"])
+                if not m:
+                    continue
+                pfl, swap = conns.number(d)
+                if len(conns) > labels.connections:
+                    labels.extend(conns.keys(labels.connections), conns.v6_addresses(len(labels.v6)))
+                end["ip_packets"] += m
+                yield labels.label(d, pfl, swap)
+        parts = batches()
+    else:
+        if max_lateness_ns is None:
+            raise ValueError("a fed packets pass needs max_lateness_ns")
+
+        def fed():
+            for d, pfl, swap, keys, v6 in feed.batches(stop):
+                if keys is not None:
+                    labels.extend(keys, v6)
+                yield labels.label(d, pfl, swap)
+        parts = fed()
+    try:
+        for out in in_time_order(parts, max_lateness_ns):
+            yield out, labels.names
+    finally:
+        if feed is not None:
+            feed.abandon()
+    if feed is not None:
+        end = feed.end
+    reader = end["reader"]
+    check_linktypes(path, reader, end["unknown"], end["ip_packets"], salvage)
+    unknown, n_ip = end["unknown"], end["ip_packets"]
     if info is not None:
         info.update({"source": str(path), "reader": NAME, "format": reader.format,
                      "records": int(reader.packets), "ip_packets": int(n_ip),

@@ -300,7 +300,7 @@ def _resolution_s(resolution) -> float:
 
 
 def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
-                max_packets: int | None = None, flows_ready=None) -> TcpAnalysis:
+                max_packets: int | None = None, flows_ready=None, feed_packets: bool = False) -> TcpAnalysis:
     """Flows, TCP events and per-direction time series at ``resolution`` (e.g. ``"100ms"``).
 
     ``packets_or_path`` is a ``packets`` frame (from :func:`read_pcap`) or a capture path.
@@ -321,6 +321,11 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     as they are known - before the per-packet analysis: in one piece once the flows are
     numbered, in flow groups after the census pass, before the first group -, so a caller can run a second pass over the
     capture (:func:`.pcap.iter_packets`) in another thread while the analysis runs.
+    ``feed_packets=True``: ``flows_ready`` gets a third argument, a :class:`._feed.BatchFeed`
+    that the analysis' own next pass over the whole capture (that of a flow analysed in
+    time chunks) will fill with its decoded batches - for :func:`.pcap.iter_packet_tables`
+    (``feed=``), which then reads nothing itself -, or None when the analysis makes no such
+    pass.
     """
     res_s = _resolution_s(resolution)
     if isinstance(packets_or_path, (str, Path)):
@@ -332,9 +337,23 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
             census = raw
             del raw
             gnum, keys = _census_flows(census)
+            groups, streamed = _flow_groups(census, gnum, limit)
+            feed = None
             if flows_ready is not None:      # before the groups: a second pass can run beside them
-                flows_ready(keys, int(census["lateness_ns"]))
-            return _analyze_grouped(packets_or_path, census, gnum, res_s, salvage, limit)
+                if feed_packets:
+                    from ._feed import BatchFeed
+                    # the first streamed TCP flow's pass reads the whole capture
+                    feed = BatchFeed() if any(st and census["flow_proto"][g[0]] == 6
+                                              for g, st in zip(groups, streamed)) else None
+                    flows_ready(keys, int(census["lateness_ns"]), feed)
+                else:
+                    flows_ready(keys, int(census["lateness_ns"]))
+            try:
+                return _analyze_grouped(packets_or_path, census, gnum, groups, streamed, res_s, salvage,
+                                        limit, feed)
+            finally:
+                if feed is not None and feed.end is None:      # never fed: its reader must not wait
+                    feed.close(error=RuntimeError("the analysis ended before its pass over the capture"))
         source = raw["source"]
         extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
         from .pcap import lateness
@@ -342,7 +361,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         # flows_ready gets a copy (the analysis adds columns to its own), as soon as the
         # flows table exists, before the TCP rows are gathered
         c, flows, n_packets = _from_columns(raw, flows_ready=None if flows_ready is None else
-                                            lambda flows: flows_ready(flows[list(FLOW_KEYS)].copy(), late))
+                                            lambda flows: flows_ready(flows[list(FLOW_KEYS)].copy(), late,
+                                                                      *((None,) if feed_packets else ())))
         del raw
     else:
         if flows_ready is not None:
@@ -1071,15 +1091,13 @@ def _census_flows(census: dict):
     return gnum, keys
 
 
-def _analyze_grouped(path, census: dict, gnum, res_s: float, salvage: bool, max_packets: int) -> TcpAnalysis:
-    """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there);
-    ``gnum``: the global flow number of each provisional flow (:func:`_census_flows`)."""
-    import pandas as pd
-    from ._tcpcolumns import read_columns
+def _flow_groups(census: dict, gnum, max_packets: int):
+    """(groups: lists of provisional flows in global order, each of at most ``max_packets``
+    packets or a single flow; streamed: whether each group is one flow bigger than the
+    limit, analysed through time in chunks) for :func:`_analyze_grouped`."""
     counts = census["flow_packets"]
-    gorder = np.argsort(gnum)                  # provisional flows in global order
     groups, cur, size = [], [], 0
-    for f in gorder.tolist():
+    for f in np.argsort(gnum).tolist():         # provisional flows in global order
         if cur and size + counts[f] > max_packets:
             groups.append(cur)
             cur, size = [], 0
@@ -1087,7 +1105,18 @@ def _analyze_grouped(path, census: dict, gnum, res_s: float, salvage: bool, max_
         size += int(counts[f])
     if cur:
         groups.append(cur)
-    from ._tcpcolumns import PacketColumns
+    streamed = [STREAM_LONG_FLOWS and len(g) == 1 and counts[g[0]] > max_packets for g in groups]
+    return groups, streamed
+
+
+def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, salvage: bool,
+                     max_packets: int, feed=None) -> TcpAnalysis:
+    """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there);
+    ``gnum``: the global flow number of each provisional flow (:func:`_census_flows`),
+    ``groups``/``streamed``: :func:`_flow_groups`; ``feed``: handed the batches of the
+    first streamed TCP flow's pass."""
+    from ._tcpcolumns import PacketColumns, read_columns
+    counts = census["flow_packets"]
 
     def keep_of(g):
         keep = np.zeros(len(counts), bool)
@@ -1097,7 +1126,6 @@ def _analyze_grouped(path, census: dict, gnum, res_s: float, salvage: bool, max_
     # time chunks: memory follows the chunk); that pass also gathers the packets of one
     # group of smaller flows, which then needs no pass of its own. The frames are sorted at
     # the end, so the groups' order does not matter: the streamed ones go first.
-    streamed = [STREAM_LONG_FLOWS and len(g) == 1 and counts[g[0]] > max_packets for g in groups]
     gathered = {}                                # group -> its columns, read in a streamed pass
     plain = [i for i in range(len(groups)) if not streamed[i]]
     flows, series, events, tcp_packets = [], [], [], 0
@@ -1107,10 +1135,11 @@ def _analyze_grouped(path, census: dict, gnum, res_s: float, salvage: bool, max_
             from ._tcpstream import analyze_one_flow
             j = next((j for j in plain if j not in gathered), None)
             others = None if j is None else PacketColumns(keep_of(groups[j]))
+            fed = feed if feed is not None and feed.end is None and census["flow_proto"][g[0]] == 6 else None
             a = analyze_one_flow(path, g[0], res_s=res_s, salvage=salvage,
                                  lateness_ns=int(census["lateness_ns"]),
                                  chunk_rows=min(max_packets, STREAM_CHUNK_ROWS), census=census,
-                                 others=others)
+                                 others=others, feed=fed)
             if others is not None and hasattr(others, "collected"):
                 gathered[j] = others.collected
             del others
@@ -1140,6 +1169,8 @@ def _analyze_grouped(path, census: dict, gnum, res_s: float, salvage: bool, max_
         events.append(a.events)
         tcp_packets += a.attrs["tcp_packets"]
         del a, c, fl
+    import pandas as pd
+
     def joined(frames):
         """Frames of the groups with rows (an empty one may lack columns or dtypes)."""
         full = [f for f in frames if len(f)]

@@ -97,7 +97,8 @@ def cmd_collect(args) -> int:
             try:
                 analysis = C.analyze_tcp(path, resolution=args.resolution, salvage=args.salvage,
                                          max_packets=args.max_packets,
-                                         flows_ready=None if args.no_packets else packets.start)
+                                         flows_ready=None if args.no_packets else packets.start,
+                                         feed_packets=True)
             except BaseException:
                 packets.cancel()
                 raise
@@ -191,19 +192,22 @@ class _PacketsPass:
         self.error = None
         self.meta: dict = {}
 
-    def start(self, flows, max_lateness_ns) -> None:
+    def start(self, flows, max_lateness_ns, feed=None) -> None:
+        """``feed``: the analysis' batches to take instead of reading the capture again."""
         import threading
-        self.thread = threading.Thread(target=self._run, args=(flows, max_lateness_ns),
+        self.thread = threading.Thread(target=self._run, args=(flows, max_lateness_ns, feed),
                                        name="airlink-collect-packets", daemon=True)
         self.thread.start()
 
-    def _run(self, flows, max_lateness_ns) -> None:
+    def _run(self, flows, max_lateness_ns, feed=None) -> None:
         try:
-            self._write(flows, max_lateness_ns)
+            self._write(flows, max_lateness_ns, feed)
         except BaseException as exc:              # re-raised by result() in the main thread
             self.error = exc
+            if feed is not None:
+                feed.abandon()
 
-    def _write(self, flows, max_lateness_ns) -> None:
+    def _write(self, flows, max_lateness_ns, feed=None) -> None:
         import contextlib
 
         from airlink.collectors.pcap import iter_packet_tables
@@ -212,7 +216,7 @@ class _PacketsPass:
             writer = None
             for table in iter_packet_tables(self.path, flows=flows, max_lateness_ns=max_lateness_ns,
                                             salvage=self.salvage, info=self.meta, stop=self.stop,
-                                            batch_bytes=PACKETS_BATCH_BYTES):
+                                            batch_bytes=PACKETS_BATCH_BYTES, feed=feed):
                 if writer is None:
                     prov = provenance_of(table)     # the airlink version
                     prov.update({"source": str(self.path), "reader": "pcap",

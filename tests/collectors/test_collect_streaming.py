@@ -281,7 +281,7 @@ def test_collect_failure_during_the_analysis_stops_the_packets_pass(tmp_path, sm
         started.append(True)
         raise AirlinkError("analysis failed on purpose")
     monkeypatch.setattr(tcp_module, "_analyze", failing)
-    def start_and_finish(self, flows, late):
+    def start_and_finish(self, flows, late, feed=None):
         """The pass started and already complete (its file written) when the analysis fails."""
         self._run(flows, late)
         assert self.dest.exists()
