@@ -51,7 +51,8 @@ def register(sub):
                         "bigger than N through time in chunks (its pass also reads one group), so "
                         "memory follows N, not the capture; results are the same (default 1000000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=cmd_collect)
+    # every output is written and closed when cmd_collect returns: the process may end at once
+    p.set_defaults(func=cmd_collect, exit_at_once=True)
 
 
 def _stem(path: Path) -> str:

@@ -73,3 +73,27 @@ def test_packages_load_pandas_only_when_used():
         "assert C.read_pcap is C.pcap.read and C.TcpAnalysis is C.tcp.TcpAnalysis\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_console_script_ends_at_once_with_everything_written(shared_data, tmp_path):
+    """The installed `airlink` script ends `collect` without the interpreter's teardown
+    (airlink.cli.entry): its exit status, its JSON on a pipe and every output file are as
+    after a normal exit; a failure still exits 2 with its one line."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(sys.executable).with_name("airlink")
+    cap = shared_data / "tcp-pcaps/zeek-head/ssh.pcap"
+    out = tmp_path / "frames"
+    r = subprocess.run([str(script), "collect", str(cap), "-o", str(out), "--json"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert json.loads((out / "summary.json").read_text()) == summary
+    for name in ("packets", "flows", "tcp", "events"):
+        assert pq.ParquetFile(out / f"ssh.{name}.parquet").metadata.num_rows >= 0
+    assert pq.ParquetFile(out / "ssh.packets.parquet").metadata.num_rows == summary["files"][0]["packets"]
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith(".partial")) == []
+    bad = subprocess.run([str(script), "collect", str(tmp_path / "none.pcap"), "-o", str(out)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("airlink: error:")
