@@ -140,3 +140,34 @@ def test_collect_failure_in_the_fed_pass_leaves_nothing(tmp_path, run_airlink, m
     assert len(calls) == 3
     assert not any(t.name == "airlink-collect-packets" for t in threading.enumerate())
     assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_fed_pass_of_a_gzipped_and_a_cut_capture(tmp_path, run_airlink):
+    """The fed packets pass reads what the streamed pass read: a gzipped capture gives the
+    tables of its plain copy; a cut one, with --salvage, the packets before the cut and the
+    reader's problem in the summary; without --salvage, an error and no packets file."""
+    import gzip
+    import json
+
+    import pandas as pd
+    f = capture(tmp_path)
+    g = tmp_path / "fed.pcap.gz"
+    g.write_bytes(gzip.compress(f.read_bytes()))
+    plain, _, _, _ = fed_tables(f, max_packets=200)
+    zipped, feed, info, _ = fed_tables(g, max_packets=200)
+    assert feed is not None and info["format"] == "pcap.gz"
+    assert pa.concat_tables(zipped).equals(pa.concat_tables(plain))
+    cut = tmp_path / "cut.pcap"
+    raw = f.read_bytes()
+    cut.write_bytes(raw[: len(raw) * 2 // 3])
+    out = tmp_path / "o"
+    status, stdout, err = run_airlink("collect", cut, "-o", out, "--salvage", "--json", "--max-packets", "200")
+    assert status == 0, err
+    ref = C.read_pcap(cut, salvage=True)
+    got = pd.read_parquet(out / "cut.packets.parquet")
+    assert len(got) == len(ref) and (got["seq"].to_numpy() == ref["seq"].to_numpy()).all()
+    assert (got["time"].to_numpy() == ref["time"].to_numpy()).all()
+    assert json.loads(stdout)["files"][0]["problem"] == ref.attrs["problem"]
+    status, _, err = run_airlink("collect", cut, "-o", tmp_path / "o2", "--max-packets", "200")
+    assert status == 2 and "truncated record" in err
+    assert not (tmp_path / "o2").exists() or list((tmp_path / "o2").iterdir()) == []
