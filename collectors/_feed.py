@@ -21,8 +21,7 @@ class BatchFeed:
     packet's provisional connection number and endpoint-order bit (see
     :class:`._tcpcolumns.Connections`), and the keys ``(lo, hi, proto)`` and IPv6 addresses of
     the connections first met in that batch (None when there are none). After the last
-    batch, :attr:`end` holds the pass's ``reader``, ``unknown`` link types and
-    ``ip_packets``."""
+    batch, :attr:`end` holds the pass's ``reader`` and ``unknown`` link types."""
 
     DEPTH = 4
 
@@ -37,10 +36,9 @@ class BatchFeed:
         consumer is gone)."""
         self._put((columns, pflow, swap, keys, v6))
 
-    def close(self, *, reader=None, unknown=None, ip_packets: int = 0, error=None) -> None:
-        """The pass is over: complete (``reader``, ``unknown``, ``ip_packets``), or ended by
-        ``error``."""
-        self.end = {"reader": reader, "unknown": unknown, "ip_packets": int(ip_packets), "error": error}
+    def close(self, *, reader=None, unknown=None, error=None) -> None:
+        """The pass is over: complete (``reader``, ``unknown``), or ended by ``error``."""
+        self.end = {"reader": reader, "unknown": unknown, "error": error}
         self._put(None)
 
     def _put(self, item) -> None:

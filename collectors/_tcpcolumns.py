@@ -36,7 +36,7 @@ V6_BASE = 1 << 32
 
 
 def address_names(idents, v6_addresses: list) -> np.ndarray:
-    """Address strings for identities made by :func:`_address_idents`."""
+    """Address strings for the address identities of :class:`Connections`."""
     import ipaddress
     out = []
     for a in np.asarray(idents).tolist():
@@ -49,8 +49,9 @@ def address_names(idents, v6_addresses: list) -> np.ndarray:
 
 
 def _batch_flow_keys(src, sport, dst, dport, proto):
-    """Per-packet swap bit and, per distinct connection key of the batch, (first index,
-    inverse): endpoints ``(address id << 16) | port`` ordered low/high, plus protocol."""
+    """``(swap, lo, hi, proto, first, inv)``: the per-packet swap bit and, per distinct
+    connection key of the batch, its endpoints ``(address id << 16) | port`` ordered
+    low/high, its protocol, its first packet's index and the inverse (key of each packet)."""
     ep_a = (src << 16) | sport
     ep_b = (dst << 16) | dport
     swap = ep_a > ep_b
@@ -58,7 +59,7 @@ def _batch_flow_keys(src, sport, dst, dport, proto):
     hi = np.maximum(ep_a, ep_b)
     del ep_a, ep_b
     first, inv = group_connections(lo, hi, proto)
-    return swap, lo[first], hi[first], proto[first], inv
+    return swap, lo[first], hi[first], proto[first], first, inv
 
 
 class Connections:
@@ -101,12 +102,10 @@ class Connections:
             self._n = _records.conn_number(self._table, version, *words, sport, dport, proto, pflow, swap)
             return pflow, swap
         src, dst = self._identities(version == 6, *words)
-        swap, flo, fhi, fproto, inv = _batch_flow_keys(src, sport.astype(np.int64), dst,
-                                                       dport.astype(np.int64), proto.astype(np.int64))
+        swap, flo, fhi, fproto, first, inv = _batch_flow_keys(
+            src, sport.astype(np.int64), dst, dport.astype(np.int64), proto.astype(np.int64))
         ids = self._flow_ids
         # first appearance in the file: the batch's new keys in order of their first packet
-        first = np.full(len(flo), len(inv), np.int64)
-        np.minimum.at(first, inv, np.arange(len(inv)))
         for k in np.argsort(first, kind="stable").tolist():
             ids.setdefault((int(flo[k]), int(fhi[k]), int(fproto[k])), len(ids))
         fid = np.array([ids[k] for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
@@ -164,6 +163,26 @@ def decode_connections(batch, conns: Connections, unknown: set):
         return d, np.zeros(0, np.int32), np.zeros(0, bool)
     pflow, swap = conns.number(d)
     return d, pflow, swap
+
+
+def numbered_batches(reader, conns: Connections, unknown: set):
+    """The batches of ``reader`` (a :class:`._capture.CaptureReader`) that hold IP packets,
+    decoded and numbered by :func:`decode_connections`: ``(columns, pflow, swap, keys, v6)``,
+    ``keys``/``v6`` the keys ``(lo, hi, proto)`` and the IPv6 addresses of the connections
+    first met in that batch (None when there are none) - what a reader of the batches
+    needs to name their connections without asking ``conns``, which the next batch
+    changes (the tuple a :class:`._feed.BatchFeed` hands on)."""
+    known_keys = known_v6 = 0
+    for batch in reader:
+        d, pflow, swap = decode_connections(batch, conns, unknown)
+        del batch
+        if not len(d["ts_ns"]):
+            continue
+        keys = v6 = None
+        if len(conns) > known_keys:
+            keys, v6 = conns.keys(known_keys), conns.v6_addresses(known_v6)
+            known_keys, known_v6 = len(conns), known_v6 + len(v6)
+        yield d, pflow, swap, keys, v6
 
 
 class _ColumnStore:

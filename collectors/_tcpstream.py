@@ -678,16 +678,15 @@ def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None, 
     pass is done with it (the packets pass of ``airlink collect`` then needs no read of
     its own), and closed when the pass ends, with its error if it failed."""
     from ._capture import CaptureReader
-    from ._tcpcolumns import KEPT, SYN_KEPT, Connections, decode_connections
+    from ._tcpcolumns import KEPT, SYN_KEPT, Connections, numbered_batches
     from .pcap import check_linktypes
     reader = CaptureReader(path, salvage=salvage, reuse_buffer=True)
     conns = Connections()
     unknown: set = set()
-    n_ip = fed_keys = fed_v6 = 0
+    n_ip = 0
     try:
-        for batch in reader:
-            d, pfl, swap = decode_connections(batch, conns, unknown)
-            del batch
+        for item in numbered_batches(reader, conns, unknown):
+            d, pfl, swap = item[:3]
             m = len(d["ts_ns"])
             sel = np.flatnonzero(pfl == pflow)
             out = None
@@ -700,15 +699,11 @@ def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None, 
                 out = {k: d[k] if whole else d[k][sel] for k in (*KEPT, *SYN_KEPT, "dsack_left")}
                 out["swap"] = swap if whole else swap[sel]
                 out["ipidx"] = sel + n_ip
-            if others is not None and m:
+            if others is not None:
                 others.add(d, pfl, swap, n_ip)
-            if feed is not None and m:
-                keys = v6 = None
-                if len(conns) > fed_keys:
-                    keys, v6 = conns.keys(fed_keys), conns.v6_addresses(fed_v6)
-                    fed_keys, fed_v6 = len(conns), fed_v6 + len(v6)
-                feed.put(d, pfl, swap, keys, v6)
-            del d
+            if feed is not None:
+                feed.put(*item)
+            del d, item
             if out is not None:
                 yield out
             n_ip += m
@@ -718,7 +713,7 @@ def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None, 
             feed.close(error=exc)
         raise
     if feed is not None:
-        feed.close(reader=reader, unknown=unknown, ip_packets=n_ip)
+        feed.close(reader=reader, unknown=unknown)
     info["v6_addresses"] = conns.v6_addresses()
     if others is not None:
         others.collected = others.result(conns)

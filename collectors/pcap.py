@@ -405,7 +405,7 @@ def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=
     generator behind :func:`iter_packets` and :func:`iter_packet_tables`). ``feed`` (a
     :class:`._feed.BatchFeed` or None): the batches come from another pass over the capture
     instead of a read of its own (``stop``: a ``threading.Event`` that ends the wait)."""
-    from ._tcpcolumns import Connections
+    from ._tcpcolumns import Connections, numbered_batches
     path = Path(path)
     labels = _PacketLabels(path, flows)
     if feed is None:
@@ -416,45 +416,33 @@ def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=
                 max_lateness_ns = max(max_lateness_ns, late)
         reader = CaptureReader(path, salvage=salvage, reuse_buffer=True,
                                **({} if batch_bytes is None else {"chunk": int(batch_bytes)}))
-        conns = Connections()
-        end = {"reader": reader, "unknown": set(), "ip_packets": 0}
-
-        def batches():
-            """Decoded IP packets of each batch, with flow and direction, in file order."""
-            for batch in reader:
-                d = decode(batch, raw_addresses=True)
-                del batch
-                end["unknown"] |= d.pop("unknown_linktypes")
-                m = len(d["ts_ns"])
-                if not m:
-                    continue
-                pfl, swap = conns.number(d)
-                if len(conns) > labels.connections:
-                    labels.extend(conns.keys(labels.connections), conns.v6_addresses(len(labels.v6)))
-                end["ip_packets"] += m
-                yield labels.label(d, pfl, swap)
-        parts = batches()
+        end = {"reader": reader, "unknown": set()}
+        items = numbered_batches(reader, Connections(), end["unknown"])
     else:
         if max_lateness_ns is None:
             raise ValueError("a fed packets pass needs max_lateness_ns")
+        items = feed.batches(stop)
 
-        def fed():
-            for d, pfl, swap, keys, v6 in feed.batches(stop):
-                if keys is not None:
-                    labels.extend(keys, v6)
-                yield labels.label(d, pfl, swap)
-        parts = fed()
+    n_ip = 0
+
+    def labelled():
+        """Each batch's IP packets with flow and direction, in file order."""
+        nonlocal n_ip
+        for d, pfl, swap, keys, v6 in items:
+            if keys is not None:
+                labels.extend(keys, v6)
+            n_ip += len(pfl)
+            yield labels.label(d, pfl, swap)
     try:
-        for out in in_time_order(parts, max_lateness_ns):
+        for out in in_time_order(labelled(), max_lateness_ns):
             yield out, labels.names
     finally:
         if feed is not None:
             feed.abandon()
     if feed is not None:
         end = feed.end
-    reader = end["reader"]
-    check_linktypes(path, reader, end["unknown"], end["ip_packets"], salvage)
-    unknown, n_ip = end["unknown"], end["ip_packets"]
+    reader, unknown = end["reader"], end["unknown"]
+    check_linktypes(path, reader, unknown, n_ip, salvage)
     if info is not None:
         info.update({"source": str(path), "reader": NAME, "format": reader.format,
                      "records": int(reader.packets), "ip_packets": int(n_ip),

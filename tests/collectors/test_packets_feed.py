@@ -109,7 +109,7 @@ def test_a_gone_reader_does_not_hold_the_pass():
     feed.abandon()
     for _ in range(3 * BatchFeed.DEPTH):
         feed.put({"ts_ns": np.zeros(1, np.int64)}, np.zeros(1, np.int32), np.zeros(1, bool))
-    feed.close(ip_packets=0)
+    feed.close()
 
 
 def test_a_stopped_reader_stops_waiting():
