@@ -14,6 +14,7 @@ import pytest
 
 from airlink import collectors as C
 from airlink.collectors import _tcpstream, tcp
+from cext import c_records
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_pcap.py"
 
@@ -185,8 +186,7 @@ def row_chain(request, monkeypatch):
     per-bin series sums in C (``_records.stream_rows``, ``stream_bins``) or by their numpy
     twins."""
     if request.param == "c":
-        if _tcpstream._stream_rows is None or _tcpstream._stream_bins is None:
-            pytest.skip("the _records extension is not built")
+        c_records("stream_rows", "stream_bins")
     else:
         monkeypatch.setattr(_tcpstream, "_stream_rows", None)
         monkeypatch.setattr(_tcpstream, "_stream_bins", None)
@@ -210,8 +210,7 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     below snd_max and the duplicate ACKs), carry the same state and add the same per-bin
     series sums (bins of 10 ms: chunks span several)."""
     import numpy as np
-    if _tcpstream._stream_rows is None:
-        pytest.skip("the _records extension is not built")
+    c_records("stream_rows", "stream_bins")
     from airlink.collectors._tcpcolumns import read_columns
     f = shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap"
     census = read_columns(f, census=True)
