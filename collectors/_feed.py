@@ -17,7 +17,8 @@ _POLL_S = 0.05
 
 class BatchFeed:
     """One pass's batches, in file order: ``(columns, pflow, swap, keys, v6)`` - the decoded
-    columns (the producer no longer uses them: the consumer may reorder them in place), each
+    columns (the producer may still be reading them: the consumer must not change them in
+    place), each
     packet's provisional connection number and endpoint-order bit (see
     :class:`._tcpcolumns.Connections`), and the keys ``(lo, hi, proto)`` and IPv6 addresses of
     the connections first met in that batch (None when there are none). After the last

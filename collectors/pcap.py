@@ -248,35 +248,60 @@ def lateness(ts, top=None) -> tuple:
     return int((run - ts).max()), int(run[-1])
 
 
-def in_time_order(parts, max_lateness_ns: int):
+def in_time_order(parts, max_lateness_ns: int, *, owned: bool = True):
     """Rows of ``parts`` (dicts of equal-length arrays with ``ts_ns``, in file order) in
     stable time order - as ``np.argsort(ts, kind="stable")`` of all of them would put them -,
-    part by part: every later row is at or after (latest time so far - ``max_lateness_ns``),
-    so only rows after that are held back for the next part. A part's arrays are reordered
-    in place (only the rows that move are written: captures out of order are so in places)."""
-    held = None
+    part by part. Every later row is at or after (latest time so far - ``max_lateness_ns``),
+    so a part is passed on as it came (no copy: the usual case) once the next one shows
+    that no row can still precede any of its rows; where the next part's rows interleave
+    with it, the two are joined and sorted, and only the rows after that time wait for the
+    next part (to which they are joined). ``owned``: the parts' arrays are the caller's to
+    change - a part out of time order is then reordered in place (only the rows that move
+    are written); when False (arrays another thread reads too), such a part is copied first."""
+    held, whole = None, False     # rows a later row could still precede; whole: not cut
     top = None
     for d in parts:
-        if held is not None:
-            d = {c: np.concatenate([held[c], d[c]]) for c in d}
-        ts = d["ts_ns"]
-        if not len(ts):
+        if not len(d["ts_ns"]):
             continue
-        if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
-            order = np.argsort(ts, kind="stable")       # equal times keep file order
-            moved = np.flatnonzero(order != np.arange(len(order)))
-            src = order[moved]
-            for v in d.values():
-                v[moved] = v[src]                       # the right side is gathered first
-            del order, moved, src
-        top = int(d["ts_ns"][-1]) if top is None else max(top, int(d["ts_ns"][-1]))
+        d = _time_sorted(d, owned)
+        first, last = int(d["ts_ns"][0]), int(d["ts_ns"][-1])
+        top = last if top is None else max(top, last)
+        if held is None:
+            held, whole = d, True
+            continue
+        held_last = int(held["ts_ns"][-1])
+        apart = first >= held_last and held_last <= top - max_lateness_ns
+        if apart and whole:
+            yield held                    # no later row can come before any of its rows
+            held = d
+            continue
+        d = _time_sorted({c: np.concatenate([held[c], d[c]]) for c in d}, True)
+        if apart:                         # a cut part's rest and the next part: whole again
+            held, whole = d, True
+            continue
         cut = int(np.searchsorted(d["ts_ns"], top - max_lateness_ns, side="right"))
-        held = {c: v[cut:] for c, v in d.items()} if cut < len(d["ts_ns"]) else None
         if cut:
             yield {c: v[:cut] for c, v in d.items()}
+        held, whole = ({c: v[cut:] for c, v in d.items()} if cut < len(d["ts_ns"]) else None), False
         del d
     if held is not None:
         yield held
+
+
+def _time_sorted(d: dict, owned: bool) -> dict:
+    """The part ``d`` in stable time order: itself when in order, else reordered in place
+    (``owned``) or in a copy."""
+    ts = d["ts_ns"]
+    if len(ts) < 2 or not (ts[1:] < ts[:-1]).any():
+        return d
+    order = np.argsort(ts, kind="stable")       # equal times keep file order
+    moved = np.flatnonzero(order != np.arange(len(order)))
+    src = order[moved]
+    if not owned:
+        d = {c: v.copy() for c, v in d.items()}
+    for v in d.values():
+        v[moved] = v[src]                       # the right side is gathered first
+    return d
 
 
 def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bool = False,
@@ -389,13 +414,15 @@ class _PacketLabels:
 
     def label(self, d: dict, pflow, swap) -> dict:
         """The batch's packet columns with ``flow``, ``direction``, ``src`` and ``dst``
-        (``swap``: the sender is the connection key's high endpoint)."""
+        (``swap``: the sender is the connection key's high endpoint), in a new dict: ``d``
+        and its arrays are left as they are."""
         m = len(d["ts_ns"])
-        d["flow"] = self.per["flow"][pflow]
-        d["direction"] = (swap != self.per["fwd_hi"][pflow]).astype(np.int8)
+        out = {c: v for c, v in d.items() if isinstance(v, np.ndarray) and len(v) == m and c != "keep"}
+        out["flow"] = self.per["flow"][pflow]
+        out["direction"] = (swap != self.per["fwd_hi"][pflow]).astype(np.int8)
         lo, hi = self.per["lo"][pflow], self.per["hi"][pflow]
-        d["src"], d["dst"] = np.where(swap, hi, lo), np.where(swap, lo, hi)
-        return {c: v for c, v in d.items() if isinstance(v, np.ndarray) and len(v) == m and c != "keep"}
+        out["src"], out["dst"] = np.where(swap, hi, lo), np.where(swap, lo, hi)
+        return out
 
 
 def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=None, feed=None,
@@ -434,7 +461,7 @@ def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=
             n_ip += len(pfl)
             yield labels.label(d, pfl, swap)
     try:
-        for out in in_time_order(labelled(), max_lateness_ns):
+        for out in in_time_order(labelled(), max_lateness_ns, owned=feed is None):
             yield out, labels.names
     finally:
         if feed is not None:
