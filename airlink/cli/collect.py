@@ -51,8 +51,10 @@ def register(sub):
                         "bigger than N through time in chunks (its pass also reads one group), so "
                         "memory follows N, not the capture; results are the same (default 1000000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    # every output is written and closed when cmd_collect returns: the process may end at once
-    p.set_defaults(func=cmd_collect, exit_at_once=True)
+    # every output is written and closed when cmd_collect returns: the process may end at
+    # once; no linear algebra: numpy's BLAS gets one thread (no spinning server threads);
+    # no reference cycles worth a collector (see airlink.cli.main)
+    p.set_defaults(func=cmd_collect, exit_at_once=True, one_blas_thread=True, cyclic_gc=False)
 
 
 def _stem(path: Path) -> str:

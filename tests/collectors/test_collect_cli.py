@@ -97,3 +97,41 @@ def test_console_script_ends_at_once_with_everything_written(shared_data, tmp_pa
     bad = subprocess.run([str(script), "collect", str(tmp_path / "none.pcap"), "-o", str(out)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.strip().startswith("airlink: error:")
+
+
+def test_collect_runs_without_cyclic_gc_and_blas_threads(shared_data, tmp_path):
+    """`airlink collect` runs with the cyclic garbage collector off (main() turns it back on
+    for an in-process caller) and numpy's OpenBLAS at one thread (its server threads spin
+    ~0.1 s of CPU at import) unless the user set OPENBLAS_NUM_THREADS; the outputs do not
+    depend on the BLAS threads."""
+    import os
+    import subprocess
+    import sys
+    cap = shared_data / "tcp-pcaps/zeek-head/ssh.pcap"
+    code = (
+        "import gc, json, os, sys\n"
+        "import airlink.cli.collect as c\n"
+        "from airlink.cli import main\n"
+        "seen = {}\n"
+        "real = c.cmd_collect\n"
+        "def spy(args):\n"
+        "    seen['gc'] = gc.isenabled()\n"
+        "    return real(args)\n"
+        "c.cmd_collect = spy\n"
+        "status = main(['collect', sys.argv[1], '-o', sys.argv[2]])\n"
+        "from threadpoolctl import threadpool_info\n"
+        "blas = [i['num_threads'] for i in threadpool_info() if i['internal_api'] == 'openblas']\n"
+        "print(json.dumps({'status': status, 'gc_during': seen['gc'], 'gc_after': gc.isenabled(),\n"
+        "                  'blas': blas, 'env': os.environ.get('OPENBLAS_NUM_THREADS')}))\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    runs = {}
+    for name, extra in (("default", {}), ("user", {"OPENBLAS_NUM_THREADS": "2"})):
+        r = subprocess.run([sys.executable, "-c", code, str(cap), str(tmp_path / name)], capture_output=True,
+                           text=True, env={**env, **extra})
+        assert r.returncode == 0, r.stderr
+        runs[name] = json.loads(r.stdout.splitlines()[-1])
+    assert runs["default"] == {"status": 0, "gc_during": False, "gc_after": True, "blas": [1], "env": "1"}
+    assert runs["user"]["env"] == "2" and runs["user"]["blas"] == [min(2, os.cpu_count() or 1)]
+    for name in ("packets", "flows", "tcp", "events"):
+        a, b = (pq.read_table(tmp_path / run / f"ssh.{name}.parquet") for run in ("default", "user"))
+        assert a.equals(b), name
