@@ -666,17 +666,21 @@ class FlowStream:
                            attrs={"packets": int(self.f["packets"]), "tcp_packets": int(self.rows)})
 
 
-def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None, feed=None):
-    """The rows of one flow (provisional id ``pflow`` of :func:`._tcpcolumns.read_columns`),
-    batch by batch in file order, every column dense (SYN options and DSACK edges too) plus
-    ``ipidx`` (index among the file's IP packets). ``info`` receives the flow's key
-    (``lo``, ``hi``, ``proto``) and the capture's IPv6 address list once read.
+def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, feed=None):
+    """``(k, rows)``: the rows of the flows ``pflows`` (provisional ids of
+    :func:`._tcpcolumns.read_columns`) in ONE pass over the capture, batch by batch in file
+    order, ``k`` the flow's place in ``pflows``; every column dense (SYN options and DSACK
+    edges too) plus ``ipidx`` (index among the file's IP packets). ``infos[k]`` receives
+    the flow's key (``lo``, ``hi``, ``proto``) and, once the file is read, the capture's
+    IPv6 address list (``v6_addresses``).
     ``others`` (a :class:`._tcpcolumns.PacketColumns` or None) is given every batch too (it
     keeps the packets of the flows it was made for) and, once the file is read, its
     columns as ``others.collected`` (as :func:`._tcpcolumns.read_columns` with ``keep``).
     ``feed`` (a :class:`._feed.BatchFeed` or None) is handed every decoded batch once this
     pass is done with it (the packets pass of ``airlink collect`` then needs no read of
-    its own), and closed when the pass ends, with its error if it failed."""
+    its own), and closed when the pass ends, with its error if it failed. The rows handed
+    out are never changed in place here: where a flow has a whole batch, its columns are
+    the batch's own arrays, which the feed's reader also reads."""
     from ._capture import CaptureReader
     from ._tcpcolumns import KEPT, SYN_KEPT, Connections, numbered_batches
     from .pcap import check_linktypes
@@ -684,28 +688,37 @@ def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None, 
     conns = Connections()
     unknown: set = set()
     n_ip = 0
+    pflows = np.asarray(pflows, np.int64)
+    slot_of = np.full(int(pflows.max()) + 1 if len(pflows) else 0, -1, np.int64)
+    slot_of[pflows] = np.arange(len(pflows))
     try:
         for item in numbered_batches(reader, conns, unknown):
             d, pfl, swap = item[:3]
             m = len(d["ts_ns"])
-            sel = np.flatnonzero(pfl == pflow)
-            out = None
-            if len(sel):
-                if "lo" not in info:
-                    info.update(zip(("lo", "hi", "proto"), (int(k[0]) for k in conns.keys(pflow))))
-                # a capture of one flow: no copy (unless the batch is handed on: its reader
-                # reorders the columns in place)
-                whole = len(sel) == m and feed is None
-                out = {k: d[k] if whole else d[k][sel] for k in (*KEPT, *SYN_KEPT, "dsack_left")}
+            if len(pflows) == 1:
+                found = [(0, np.flatnonzero(pfl == pflows[0]))]
+            else:
+                slot = slot_of[np.minimum(pfl, len(slot_of) - 1)]
+                slot[pfl >= len(slot_of)] = -1
+                found = [(k, np.flatnonzero(slot == k)) for k in np.unique(slot[slot >= 0]).tolist()]
+            outs = []
+            for k, sel in found:
+                if not len(sel):
+                    continue
+                if "lo" not in infos[k]:
+                    infos[k].update(zip(("lo", "hi", "proto"), (int(x[0]) for x in conns.keys(int(pflows[k])))))
+                whole = len(sel) == m                   # a batch of one flow: no copy
+                out = {c: d[c] if whole else d[c][sel] for c in (*KEPT, *SYN_KEPT, "dsack_left")}
                 out["swap"] = swap if whole else swap[sel]
                 out["ipidx"] = sel + n_ip
+                outs.append((k, out))
             if others is not None:
                 others.add(d, pfl, swap, n_ip)
             if feed is not None:
                 feed.put(*item)
             del d, item
-            if out is not None:
-                yield out
+            yield from outs
+            del outs
             n_ip += m
         check_linktypes(path, reader, unknown, n_ip, salvage)
     except BaseException as exc:
@@ -714,20 +727,38 @@ def iter_flow_rows(path, pflow: int, *, salvage: bool, info: dict, others=None, 
         raise
     if feed is not None:
         feed.close(reader=reader, unknown=unknown)
-    info["v6_addresses"] = conns.v6_addresses()
+    v6 = conns.v6_addresses()
+    for info in infos:
+        info["v6_addresses"] = v6
     if others is not None:
         others.collected = others.result(conns)
 
 
 def _time_chunks(path, pflow, *, salvage, lateness_ns, chunk_rows, info, others=None, feed=None):
     """The flow's rows in stable time order (as ``read_pcap`` sorts them), at most
-    ``chunk_rows`` at a time (``others``, ``feed``: see :func:`iter_flow_rows`)."""
-    from .pcap import in_time_order
-    for part in in_time_order(iter_flow_rows(path, pflow, salvage=salvage, info=info, others=others,
-                                             feed=feed), lateness_ns):
+    ``chunk_rows`` at a time (``others``, ``feed``: see :func:`iter_flows_rows`)."""
+    for _, chunk in _flows_time_chunks(path, [pflow], salvage=salvage, lateness_ns=lateness_ns,
+                                       chunk_rows=chunk_rows, infos=[info], others=others, feed=feed):
+        yield chunk
+
+
+def _flows_time_chunks(path, pflows, *, salvage, lateness_ns, chunk_rows, infos, others=None, feed=None):
+    """``(k, chunk)``: each flow's rows (:func:`iter_flows_rows`, one pass over the capture)
+    in stable time order, at most ``chunk_rows`` at a time, ``k`` the flow's place in
+    ``pflows``."""
+    from .pcap import TimeOrder
+    orders = [TimeOrder(lateness_ns, owned=False) for _ in pflows]
+
+    def sliced(k, part):
         n = len(part["ts_ns"])
         for a in range(0, n, chunk_rows):
-            yield {k: v[a:a + chunk_rows] for k, v in part.items()}
+            yield k, {c: v[a:a + chunk_rows] for c, v in part.items()}
+    for k, rows in iter_flows_rows(path, pflows, salvage=salvage, infos=infos, others=others, feed=feed):
+        for part in orders[k].push(rows):
+            yield from sliced(k, part)
+    for k, order in enumerate(orders):
+        for part in order.finish():
+            yield from sliced(k, part)
 
 
 def first_pass(chunks) -> dict:
@@ -817,36 +848,31 @@ def _settle(f: dict) -> dict:
     return f
 
 
-def analyze_one_flow(path, pflow: int, *, res_s: float, salvage: bool, lateness_ns: int,
-                     chunk_rows: int, census: dict | None = None, others=None,
-                     feed=None) -> TcpAnalysis | None:
-    """The analysis of one TCP flow of a capture in time chunks of ``chunk_rows`` packets
-    (None when the flow is not TCP: the caller analyses it whole). ``census`` (that of
-    :func:`._tcpcolumns.read_columns`, or None): what the flow's first packets fix is
-    taken from it instead of a first pass over the capture; then ``others`` (a
-    :class:`._tcpcolumns.PacketColumns` or None) gathers other flows' packets in the same
-    pass over the capture (:func:`iter_flow_rows`), and ``feed`` (a :class:`._feed.BatchFeed`
-    or None) is handed that pass's batches."""
+def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, lateness_ns: int,
+                           chunk_rows: int, census: dict, others=None, feed=None) -> list:
+    """The analyses of TCP flows ``pflows`` (provisional ids, :func:`._tcpcolumns.read_columns`)
+    of a capture, each in time chunks of ``chunk_rows`` packets with its own state, all in
+    ONE pass over the capture (a capture of several long flows is read once, not once per
+    flow); what each flow's first packets fix comes from the ``census`` of the capture.
+    ``others`` (a :class:`._tcpcolumns.PacketColumns` or None) gathers other flows' packets
+    in the same pass, and ``feed`` (a :class:`._feed.BatchFeed` or None) is handed that
+    pass's batches (:func:`iter_flows_rows`)."""
+    firsts = [first_from_census(census, int(p)) for p in pflows]
+    res_ns = int(round(res_s * 1e9))
+    streams = [FlowStream(first, res_ns) for first in firsts]
+    infos: list = [{} for _ in pflows]
+    for k, c in _flows_time_chunks(path, pflows, salvage=salvage, lateness_ns=lateness_ns,
+                                   chunk_rows=chunk_rows, infos=infos, others=others, feed=feed):
+        c["t"] = c.pop("ts_ns")
+        streams[k].chunk(c)
+    return [_finish(stream, first, info, path, res_s) for stream, first, info in zip(streams, firsts, infos)]
+
+
+def _finish(stream, first: dict, info: dict, path, res_s: float) -> TcpAnalysis:
+    """The flow's analysis once every chunk went through ``stream``: its flows row from the
+    key (``info``) and the firsts (``first``), then :meth:`FlowStream.finish`."""
     from ._tcpcolumns import address_names
     from .tcp import _flows_frame
-    info: dict = {}
-
-    def chunks(others=None, feed=None):
-        return _time_chunks(path, pflow, salvage=salvage, lateness_ns=lateness_ns,
-                            chunk_rows=chunk_rows, info=info, others=others, feed=feed)
-    if census is not None:
-        if census["flow_proto"][pflow] != 6:
-            return None
-        first = first_from_census(census, pflow)
-    else:
-        first = first_pass(chunks())
-        if info.get("proto") != 6 or first["t_first"] is None:
-            return None
-    res_ns = int(round(res_s * 1e9))
-    stream = FlowStream(first, res_ns)
-    for c in chunks(*((others, feed) if census is not None else (None, None))):
-        c["t"] = c.pop("ts_ns")
-        stream.chunk(c)
     lo, hi = info["lo"], info["hi"]
     src, dst = (lo, hi) if first["fwd_swap"] == 0 else (hi, lo)
     v6 = info["v6_addresses"]

@@ -1094,10 +1094,16 @@ def _census_flows(census: dict):
 def _flow_groups(census: dict, gnum, max_packets: int):
     """(groups: lists of provisional flows in global order, each of at most ``max_packets``
     packets or a single flow; streamed: whether each group is one flow bigger than the
-    limit, analysed through time in chunks) for :func:`_analyze_grouped`."""
+    limit, analysed through time in chunks) for :func:`_analyze_grouped`. A flow bigger
+    than the limit is a group of its own; the others fill groups in global order around
+    them (a short flow between two long ones does not make a group, and a pass over the
+    file, of its own)."""
     counts = census["flow_packets"]
     groups, cur, size = [], [], 0
     for f in np.argsort(gnum).tolist():         # provisional flows in global order
+        if counts[f] > max_packets:
+            groups.append([f])
+            continue
         if cur and size + counts[f] > max_packets:
             groups.append(cur)
             cur, size = [], 0
@@ -1122,37 +1128,39 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
         keep = np.zeros(len(counts), bool)
         keep[g] = True
         return keep
-    # a flow bigger than the limit alone in its group is streamed (one pass over the file,
-    # time chunks: memory follows the chunk); that pass also gathers the packets of one
-    # group of smaller flows, which then needs no pass of its own. The frames are sorted at
-    # the end, so the groups' order does not matter: the streamed ones go first.
-    gathered = {}                                # group -> its columns, read in a streamed pass
+    # a TCP flow bigger than the limit alone in its group is streamed (time chunks: memory
+    # follows the chunk), all of them in ONE pass over the file, which also gathers the
+    # packets of one group of smaller flows (that group then needs no pass of its own).
+    # The frames are sorted at the end, so the groups' order does not matter.
+    gathered = {}                                # group -> its columns, read in the streamed pass
     plain = [i for i in range(len(groups)) if not streamed[i]]
     flows, series, events, tcp_packets = [], [], [], 0
-    for i in sorted(range(len(groups)), key=lambda i: not streamed[i]):
+    long_tcp = [i for i in range(len(groups)) if streamed[i] and census["flow_proto"][groups[i][0]] == 6]
+    in_stream = set(long_tcp)
+    if long_tcp:
+        from ._tcpstream import analyze_streamed_flows
+        j = plain[0] if plain else None
+        others = None if j is None else PacketColumns(keep_of(groups[j]))
+        results = analyze_streamed_flows(path, [groups[i][0] for i in long_tcp], res_s=res_s, salvage=salvage,
+                                         lateness_ns=int(census["lateness_ns"]),
+                                         chunk_rows=min(max_packets, STREAM_CHUNK_ROWS), census=census,
+                                         others=others, feed=feed if feed is not None and feed.end is None else None)
+        if others is not None and hasattr(others, "collected"):
+            gathered[j] = others.collected
+        del others
+        for i, a in zip(long_tcp, results):
+            for frame in (a.flows, a.series, a.events):
+                if len(frame):
+                    frame["flow"] = gnum[groups[i][0]]
+            flows.append(a.flows)
+            series.append(a.series)
+            events.append(a.events)
+            tcp_packets += a.attrs["tcp_packets"]
+        del results, a
+    for i in range(len(groups)):
+        if i in in_stream:
+            continue
         g = groups[i]
-        if streamed[i]:
-            from ._tcpstream import analyze_one_flow
-            j = next((j for j in plain if j not in gathered), None)
-            others = None if j is None else PacketColumns(keep_of(groups[j]))
-            fed = feed if feed is not None and feed.end is None and census["flow_proto"][g[0]] == 6 else None
-            a = analyze_one_flow(path, g[0], res_s=res_s, salvage=salvage,
-                                 lateness_ns=int(census["lateness_ns"]),
-                                 chunk_rows=min(max_packets, STREAM_CHUNK_ROWS), census=census,
-                                 others=others, feed=fed)
-            if others is not None and hasattr(others, "collected"):
-                gathered[j] = others.collected
-            del others
-            if a is not None:
-                for frame in (a.flows, a.series, a.events):
-                    if len(frame):
-                        frame["flow"] = gnum[g[0]]
-                flows.append(a.flows)
-                series.append(a.series)
-                events.append(a.events)
-                tcp_packets += a.attrs["tcp_packets"]
-                del a
-                continue
         raw = gathered.pop(i, None)
         if raw is None:
             raw = read_columns(path, salvage=salvage, keep=keep_of(g))

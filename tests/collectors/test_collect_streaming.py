@@ -222,6 +222,43 @@ def test_analysis_in_flow_groups_equals_one_piece(tmp_path, maybe_shared, small_
         _same_analysis(C.analyze_tcp(f, resolution="100ms", salvage=salvage, max_packets=max_packets), whole)
 
 
+def _with_short_flows(recs):
+    """``recs`` with six short connections (20 packets each) merged in by time, the first
+    before every other flow, the others later among the long ones."""
+    import bisect
+    times = [t for t, _ in recs]
+    for j, start in enumerate([T0 - 500 * US] + [T0 + k * 1500 * US for k in range(1, 6)]):
+        a, b = f"10.1.{j}.1", f"10.1.{j}.2"
+        for i in range(20):
+            frame = tcp_packet(a, b, 41000 + j, 443, seq=1 + 50 * i, ack=1, flags="PA", payload=b"s" * 50) \
+                if i % 2 else tcp_packet(b, a, 443, 41000 + j, seq=1, ack=1 + 50 * i, flags="A")
+            t = start + i * 7 * US
+            at = bisect.bisect_right(times, t)
+            times.insert(at, t)
+            recs.insert(at, (t, link_wrap(frame, 1)))
+    return recs
+
+
+def test_long_flows_share_one_pass(tmp_path, small_batches, monkeypatch):
+    """Flows longer than the limit are analysed in ONE pass over the capture, not one each,
+    and the short flows fill groups around them (a short flow before the long ones does not
+    make a group of its own): the reordered capture's three interleaved connections (750
+    packets each) and six short ones at a limit of 400 - the census, the streamed pass
+    (which gathers the short flows' group) and one pass for the long UDP flow (analysed
+    whole): three reads of the file, and the one-piece frames."""
+    f = tmp_path / "several.pcap"
+    f.write_bytes(pcap_bytes(_with_short_flows(reordered_capture())))
+    whole = C.analyze_tcp(f, resolution="100ms")
+    fl = whole.flows
+    assert sorted((fl["packets_fwd"] + fl["packets_rev"]).tolist()) == [20] * 6 + [750] * 4
+    assert 41000 in (fl["sport"].iloc[0], fl["dport"].iloc[0]) and whole.max_lateness_ns > 0
+    reads = []
+    walk = CaptureReader.__iter__
+    monkeypatch.setattr(CaptureReader, "__iter__", lambda self: reads.append(1) or walk(self))
+    _same_analysis(C.analyze_tcp(f, resolution="100ms", max_packets=400), whole)
+    assert len(reads) == 3
+
+
 def test_collect_max_packets(tmp_path, run_airlink):
     f = tmp_path / "r.pcap"
     f.write_bytes(pcap_bytes(reordered_capture()))
@@ -344,7 +381,7 @@ def test_flows_ready_before_the_groups(tmp_path, maybe_shared, monkeypatch, max_
     import airlink.collectors._tcpstream as stream_module
     import airlink.collectors.tcp as tcp_module
     analysed = []
-    for mod, name in ((tcp_module, "_analyze"), (stream_module, "analyze_one_flow")):
+    for mod, name in ((tcp_module, "_analyze"), (stream_module, "analyze_streamed_flows")):
         real = getattr(mod, name)
         monkeypatch.setattr(mod, name, lambda *a, _real=real, **k: analysed.append(1) or _real(*a, **k))
     g = tmp_path / "late-syns.pcap"
