@@ -20,10 +20,14 @@ by tcpdump at snaplen 128 on the receiver side. It is written to benchmarks/_wor
 writes K time-shifted copies of the capture into one file (each copy's connections
 distinct flows); with ``--one-flow`` the copies continue the biggest connection as ONE
 long flow instead (the streaming case: memory must not grow with a single flow).
+``--split-every N`` first cuts the connections into connections of N packets (many flows
+one after another: the flow-group case).
 
     sudo .venv/bin/python benchmarks/bench_pcap.py --make          # make the capture, then run
     .venv/bin/python benchmarks/bench_pcap.py                      # 2M capture, 5 pairs (~20 s)
     .venv/bin/python benchmarks/bench_pcap.py --copies 10 --one-flow --repeat 1   # 20M, one flow
+    .venv/bin/python benchmarks/bench_pcap.py --copies 10 --repeat 1              # 20M, ten long flows
+    .venv/bin/python benchmarks/bench_pcap.py --split-every 10000 --copies 10 --repeat 1   # 20M, 2,000 flows
     .venv/bin/python benchmarks/bench_pcap.py --capture my.pcap --tools           # any capture
 """
 from __future__ import annotations
@@ -361,6 +365,41 @@ def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = Fal
                 out.write(b"".join(chunk[x:y].tobytes() for x, y in zip(starts.tolist(), ends.tolist())))
 
 
+def split_flows(src: Path, dst: Path, every: int) -> None:
+    """``src`` (Ethernet/IPv4 classic pcap) with its TCP connections cut into connections
+    of ``every`` packets: the client's port (the higher of the two) becomes 20000 + record
+    index // ``every``, in both directions. Checksums are left as they are. A bulk download
+    thus becomes many flows of the same traffic, one after another - a long capture of
+    many transfers, the case where flows are analysed in groups."""
+    import numpy as np
+    sys.path.insert(0, str(HERE.parent))
+    from airlink.collectors._capture import CaptureReader
+    with open(src, "rb") as f:
+        header = f.read(24)
+    done = 0
+    with open(dst, "wb") as out:
+        out.write(header)
+        for b in CaptureReader(src):
+            lo = int(b.data_off[0]) - 16
+            hi = int(b.data_off[-1] + b.caplen[-1])
+            chunk = b.buf[lo:hi].copy()
+            off = (b.data_off - lo).astype(np.int64)
+            ip4 = (chunk[off + 12] == 8) & (chunk[off + 13] == 0) & (b.caplen >= 34)
+            ihl = np.where(ip4, (chunk[np.minimum(off + 14, len(chunk) - 1)] & 15).astype(np.int64) * 4, 0)
+            tcp = ip4 & (chunk[np.minimum(off + 23, len(chunk) - 1)] == 6) & (b.caplen >= 14 + ihl + 20)
+            i = np.flatnonzero(tcp)
+            th = off[i] + 14 + ihl[i]
+            sport = chunk[th].astype(np.int64) << 8 | chunk[th + 1]
+            dport = chunk[th + 2].astype(np.int64) << 8 | chunk[th + 3]
+            new = 20000 + (done + i) // every
+            for at, port, other in ((th, sport, dport), (th + 2, dport, sport)):
+                own = port > other                    # the client's (ephemeral) port
+                chunk[at[own]] = (new[own] >> 8) & 0xFF
+                chunk[at[own] + 1] = new[own] & 0xFF
+            done += len(off)
+            out.write(chunk.tobytes())
+
+
 def count_packets(path: Path) -> int:
     """Records in the capture (walked, not decoded: no memory in proportion to it)."""
     out = subprocess.run([PY, "-c", "import sys; from airlink.collectors._capture import CaptureReader; "
@@ -387,6 +426,10 @@ def main(argv=None) -> int:
     ap.add_argument("--copies", type=int, default=0, metavar="K",
                     help="first write K time-shifted copies of the capture into one file "
                          "(benchmarks/_work/<name>-Kx.pcap, distinct flows per copy) and benchmark that")
+    ap.add_argument("--split-every", type=int, default=0, metavar="N",
+                    help="first cut the capture's connections into connections of N packets (the "
+                         "client port changes every N packets: benchmarks/_work/<name>-split<N>.pcap), "
+                         "before --copies: many flows one after another")
     ap.add_argument("--one-flow", action="store_true",
                     help="with --copies: the copies continue the biggest connection as one long flow "
                          "(benchmarks/_work/<name>-Kx-oneflow.pcap)")
@@ -396,6 +439,11 @@ def main(argv=None) -> int:
     if not args.capture.exists():
         print(f"no capture at {args.capture}; run with --make (root) or --capture FILE", file=sys.stderr)
         return 2
+    if args.split_every > 0:
+        split = WORK / f"{args.capture.stem}-split{args.split_every}.pcap"
+        if not split.exists():
+            split_flows(args.capture, split, args.split_every)
+        args.capture = split
     if args.copies > 1:
         big = WORK / f"{args.capture.stem}-{args.copies}x{'-oneflow' if args.one_flow else ''}.pcap"
         if not big.exists():

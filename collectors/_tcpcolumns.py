@@ -421,6 +421,72 @@ class PacketColumns:
         return cols
 
 
+class GroupGatherer:
+    """The packets of groups of short flows (``groups``: group -> provisional flow ids),
+    gathered in ONE pass over the capture (the ``others`` of
+    :func:`._tcpstream.iter_flows_rows`), each group handed to ``done(group, columns)`` (the
+    columns as :func:`read_columns` with ``keep`` gives them) as soon as the pass is past
+    its flows: once the latest time read exceeds the group's last packet time (``ends``,
+    ns) + the capture's ``lateness_ns``, no packet of them can come any more. Groups of
+    flows that end in turn thus hold memory in turn. When the groups being gathered hold
+    more than ``budget`` packets, the one that ends last is dropped and left for a pass of
+    its own (:attr:`deferred`, as is a group bigger than the budget from the start)."""
+
+    def __init__(self, groups: dict, ends: dict, sizes: dict, nflows: int, lateness_ns: int,
+                 budget: int, done):
+        self.groups, self.ends, self.done = groups, ends, done
+        self.late, self.budget = int(lateness_ns), int(budget)
+        self.group_of = np.full(nflows, -1, np.int64)
+        for i, g in groups.items():
+            self.group_of[np.asarray(g, np.int64)] = i
+        self.nflows = nflows
+        self.deferred = {i for i in groups if sizes[i] > budget}
+        self.open: dict = {}                      # group -> its PacketColumns
+        self.finished: set = set()
+        self.top = None
+        self.conns = None
+
+    def start(self, conns: Connections) -> None:
+        """The pass begins; ``conns`` numbers its connections."""
+        self.conns = conns
+
+    def add(self, d: dict, pflow, swap, ipidx0: int) -> None:
+        """A decoded batch of IP packets ``ipidx0``.. of the file (``d`` is not changed)."""
+        if not len(pflow):
+            return
+        gid = self.group_of[pflow]
+        for i in np.unique(gid[gid >= 0]).tolist():
+            if i in self.deferred:
+                continue
+            cols = self.open.get(i)
+            if cols is None:
+                keep = np.zeros(self.nflows, bool)
+                keep[np.asarray(self.groups[i], np.int64)] = True
+                cols = self.open[i] = PacketColumns(keep)
+            cols.add(d, pflow, swap, ipidx0)
+        latest = int(d["ts_ns"].max())
+        self.top = latest if self.top is None else max(self.top, latest)
+        for i in [i for i in self.open if self.ends[i] + self.late < self.top]:
+            self._close(i)
+        while self.open and sum(c.size for c in self.open.values()) > self.budget:
+            last = max(self.open, key=lambda i: (self.ends[i], i))
+            del self.open[last]                   # read again, alone, after this pass
+            self.deferred.add(last)
+
+    def finish(self) -> None:
+        """The pass is over: every group still open is complete."""
+        for i in sorted(self.open):
+            self._close(i)
+        self.conns = None
+
+    def _close(self, i) -> None:
+        cols = self.open.pop(i)
+        raw = cols.result(self.conns)
+        del cols
+        self.finished.add(i)
+        self.done(i, raw)
+
+
 def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=None,
                  census: bool = False, limit: int | None = None) -> dict:
     """Narrow columns of every IP packet of a capture, in file order (see the module notes).

@@ -673,9 +673,9 @@ def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, fe
     edges too) plus ``ipidx`` (index among the file's IP packets). ``infos[k]`` receives
     the flow's key (``lo``, ``hi``, ``proto``) and, once the file is read, the capture's
     IPv6 address list (``v6_addresses``).
-    ``others`` (a :class:`._tcpcolumns.PacketColumns` or None) is given every batch too (it
-    keeps the packets of the flows it was made for) and, once the file is read, its
-    columns as ``others.collected`` (as :func:`._tcpcolumns.read_columns` with ``keep``).
+    ``others`` (a :class:`._tcpcolumns.GroupGatherer` or None: the packets of groups of
+    other flows) is started with the pass's connection numbering, given every batch, and
+    finished once the file is read.
     ``feed`` (a :class:`._feed.BatchFeed` or None) is handed every decoded batch once this
     pass is done with it (the packets pass of ``airlink collect`` then needs no read of
     its own), and closed when the pass ends, with its error if it failed. The rows handed
@@ -691,11 +691,15 @@ def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, fe
     pflows = np.asarray(pflows, np.int64)
     slot_of = np.full(int(pflows.max()) + 1 if len(pflows) else 0, -1, np.int64)
     slot_of[pflows] = np.arange(len(pflows))
+    if others is not None:
+        others.start(conns)
     try:
         for item in numbered_batches(reader, conns, unknown):
             d, pfl, swap = item[:3]
             m = len(d["ts_ns"])
-            if len(pflows) == 1:
+            if not len(pflows):
+                found = []
+            elif len(pflows) == 1:
                 found = [(0, np.flatnonzero(pfl == pflows[0]))]
             else:
                 slot = slot_of[np.minimum(pfl, len(slot_of) - 1)]
@@ -731,7 +735,7 @@ def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, fe
     for info in infos:
         info["v6_addresses"] = v6
     if others is not None:
-        others.collected = others.result(conns)
+        others.finish()
 
 
 def _time_chunks(path, pflow, *, salvage, lateness_ns, chunk_rows, info, others=None, feed=None):
@@ -854,9 +858,10 @@ def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, latenes
     of a capture, each in time chunks of ``chunk_rows`` packets with its own state, all in
     ONE pass over the capture (a capture of several long flows is read once, not once per
     flow); what each flow's first packets fix comes from the ``census`` of the capture.
-    ``others`` (a :class:`._tcpcolumns.PacketColumns` or None) gathers other flows' packets
+    ``others`` (a :class:`._tcpcolumns.GroupGatherer` or None) gathers other flows' packets
     in the same pass, and ``feed`` (a :class:`._feed.BatchFeed` or None) is handed that
-    pass's batches (:func:`iter_flows_rows`)."""
+    pass's batches (:func:`iter_flows_rows`). With no ``pflows``, the pass just reads the
+    capture for ``others`` and ``feed``."""
     firsts = [first_from_census(census, int(p)) for p in pflows]
     res_ns = int(round(res_s * 1e9))
     streams = [FlowStream(first, res_ns) for first in firsts]

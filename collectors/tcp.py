@@ -342,9 +342,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
             if flows_ready is not None:      # before the groups: a second pass can run beside them
                 if feed_packets:
                     from ._feed import BatchFeed
-                    # the first streamed TCP flow's pass reads the whole capture
-                    feed = BatchFeed() if any(st and census["flow_proto"][g[0]] == 6
-                                              for g, st in zip(groups, streamed)) else None
+                    # the analysis' one pass over the whole capture
+                    feed = BatchFeed() if _one_pass_reads(census, groups, streamed, limit) else None
                     flows_ready(keys, int(census["lateness_ns"]), feed)
                 else:
                     flows_ready(keys, int(census["lateness_ns"]))
@@ -1092,15 +1091,15 @@ def _census_flows(census: dict):
 
 
 def _flow_groups(census: dict, gnum, max_packets: int):
-    """(groups: lists of provisional flows in global order, each of at most ``max_packets``
-    packets or a single flow; streamed: whether each group is one flow bigger than the
-    limit, analysed through time in chunks) for :func:`_analyze_grouped`. A flow bigger
-    than the limit is a group of its own; the others fill groups in global order around
-    them (a short flow between two long ones does not make a group, and a pass over the
-    file, of its own)."""
+    """(groups: lists of provisional flows, each of at most ``max_packets`` packets or a
+    single flow; streamed: whether each group is one flow bigger than the limit, analysed
+    through time in chunks) for :func:`_analyze_grouped`. A flow bigger than the limit is a
+    group of its own; the others fill groups in the order they end (last packet time, then
+    global number), so that one pass over the capture can analyse each group as soon as
+    its flows are over (:class:`._tcpcolumns.GroupGatherer`)."""
     counts = census["flow_packets"]
     groups, cur, size = [], [], 0
-    for f in np.argsort(gnum).tolist():         # provisional flows in global order
+    for f in np.lexsort((gnum, census["flow_last_ts"])).tolist():
         if counts[f] > max_packets:
             groups.append([f])
             continue
@@ -1115,68 +1114,63 @@ def _flow_groups(census: dict, gnum, max_packets: int):
     return groups, streamed
 
 
+def _one_pass_reads(census: dict, groups, streamed, max_packets: int) -> bool:
+    """Whether :func:`_analyze_grouped` makes its pass over the whole capture (for long TCP
+    flows, or groups that fit the limit) - the pass ``feed_packets`` hands on."""
+    counts = census["flow_packets"]
+    return any((st and census["flow_proto"][g[0]] == 6) or int(counts[g].sum()) <= max_packets
+               for g, st in zip(groups, streamed))
+
+
 def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, salvage: bool,
                      max_packets: int, feed=None) -> TcpAnalysis:
     """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there);
     ``gnum``: the global flow number of each provisional flow (:func:`_census_flows`),
-    ``groups``/``streamed``: :func:`_flow_groups`; ``feed``: handed the batches of the
-    first streamed TCP flow's pass."""
-    from ._tcpcolumns import PacketColumns, read_columns
+    ``groups``/``streamed``: :func:`_flow_groups`; ``feed``: handed the batches of the pass
+    over the capture (:func:`_one_pass_reads`)."""
+    from ._tcpcolumns import GroupGatherer, read_columns
     counts = census["flow_packets"]
-
-    def keep_of(g):
-        keep = np.zeros(len(counts), bool)
-        keep[g] = True
-        return keep
-    # a TCP flow bigger than the limit alone in its group is streamed (time chunks: memory
-    # follows the chunk), all of them in ONE pass over the file, which also gathers the
-    # packets of one group of smaller flows (that group then needs no pass of its own).
-    # The frames are sorted at the end, so the groups' order does not matter.
-    gathered = {}                                # group -> its columns, read in the streamed pass
-    plain = [i for i in range(len(groups)) if not streamed[i]]
+    # ONE pass over the file: every TCP flow bigger than the limit through time in chunks
+    # (memory follows the chunk), and the groups of smaller flows gathered as their flows
+    # go by, each analysed once they are over; a group that does not fit beside the others
+    # gets a pass of its own afterwards. The frames are sorted at the end, so the order in
+    # which the groups are done does not matter.
     flows, series, events, tcp_packets = [], [], [], 0
-    long_tcp = [i for i in range(len(groups)) if streamed[i] and census["flow_proto"][groups[i][0]] == 6]
-    in_stream = set(long_tcp)
-    if long_tcp:
-        from ._tcpstream import analyze_streamed_flows
-        j = plain[0] if plain else None
-        others = None if j is None else PacketColumns(keep_of(groups[j]))
-        results = analyze_streamed_flows(path, [groups[i][0] for i in long_tcp], res_s=res_s, salvage=salvage,
-                                         lateness_ns=int(census["lateness_ns"]),
-                                         chunk_rows=min(max_packets, STREAM_CHUNK_ROWS), census=census,
-                                         others=others, feed=feed if feed is not None and feed.end is None else None)
-        if others is not None and hasattr(others, "collected"):
-            gathered[j] = others.collected
-        del others
-        for i, a in zip(long_tcp, results):
-            for frame in (a.flows, a.series, a.events):
-                if len(frame):
-                    frame["flow"] = gnum[groups[i][0]]
-            flows.append(a.flows)
-            series.append(a.series)
-            events.append(a.events)
-            tcp_packets += a.attrs["tcp_packets"]
-        del results, a
-    for i in range(len(groups)):
-        if i in in_stream:
-            continue
-        g = groups[i]
-        raw = gathered.pop(i, None)
-        if raw is None:
-            raw = read_columns(path, salvage=salvage, keep=keep_of(g))
-        local = gnum[raw["kept_ids"]]              # provisional id (compact) -> global number
-        c, fl, n = _from_columns(raw)
-        to_global = local[raw.pop("flow_order")]  # the group's flow numbers -> global ones
-        del raw
-        a = _analyze(c, fl, n, res_s, str(path))
+
+    def keep_result(a, global_numbers):
+        nonlocal tcp_packets
         for frame in (a.flows, a.series, a.events):
             if len(frame):
-                frame["flow"] = to_global[frame["flow"].to_numpy()]
+                frame["flow"] = global_numbers(frame["flow"].to_numpy())
         flows.append(a.flows)
         series.append(a.series)
         events.append(a.events)
         tcp_packets += a.attrs["tcp_packets"]
-        del a, c, fl
+
+    def analyse_group(i, raw):
+        local = gnum[raw["kept_ids"]]              # provisional id (compact) -> global number
+        c, fl, n = _from_columns(raw)
+        to_global = local[raw.pop("flow_order")]  # the group's flow numbers -> global ones
+        del raw
+        keep_result(_analyze(c, fl, n, res_s, str(path)), lambda f: to_global[f])
+
+    long_tcp = [i for i in range(len(groups)) if streamed[i] and census["flow_proto"][groups[i][0]] == 6]
+    in_stream = set(long_tcp)
+    others = {i: groups[i] for i in range(len(groups)) if i not in in_stream}
+    gatherer = GroupGatherer(others, {i: int(census["flow_last_ts"][g].max()) for i, g in others.items()},
+                             {i: int(counts[g].sum()) for i, g in others.items()}, len(counts),
+                             int(census["lateness_ns"]), max_packets, analyse_group)
+    if _one_pass_reads(census, groups, streamed, max_packets):
+        from ._tcpstream import analyze_streamed_flows
+        results = analyze_streamed_flows(path, [groups[i][0] for i in long_tcp], res_s=res_s, salvage=salvage,
+                                         lateness_ns=int(census["lateness_ns"]),
+                                         chunk_rows=min(max_packets, STREAM_CHUNK_ROWS), census=census,
+                                         others=gatherer, feed=feed if feed is not None and feed.end is None else None)
+        for i, a in zip(long_tcp, results):
+            keep_result(a, lambda f, n=gnum[groups[i][0]]: n)
+        del results
+    for i in sorted(gatherer.deferred):
+        analyse_group(i, read_columns(path, salvage=salvage, keep=np.isin(np.arange(len(counts)), groups[i])))
     import pandas as pd
 
     def joined(frames):

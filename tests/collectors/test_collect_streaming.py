@@ -259,6 +259,37 @@ def test_long_flows_share_one_pass(tmp_path, small_batches, monkeypatch):
     assert len(reads) == 3
 
 
+def _short_connections(n=30, each=20, interleaved=False):
+    """``n`` connections of ``each`` packets: one after another, or all at once (round robin)."""
+    recs = []
+    for j in range(n):
+        a, b = f"10.2.{j}.1", f"10.2.{j}.2"
+        for i in range(each):
+            frame = tcp_packet(a, b, 42000 + j, 443, seq=1 + 60 * i, ack=1, flags="PA", payload=b"q" * 60) \
+                if i % 2 else tcp_packet(b, a, 443, 42000 + j, seq=1, ack=1 + 60 * i, flags="A")
+            slot = i * n + j if interleaved else j * each + i
+            recs.append((T0 + slot * 10 * US, link_wrap(frame, 1)))
+    return sorted(recs, key=lambda r: r[0])
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_groups_of_short_flows_in_one_pass(tmp_path, small_batches, monkeypatch, interleaved):
+    """Groups of short flows are gathered in the one pass over the capture, each analysed
+    once its flows are over: 30 connections of 20 packets one after another, at a limit of
+    100 packets (six groups), are read twice in all (census, one pass). When they all run
+    at once no group is over before the end, the groups beyond the limit are read again
+    alone - more reads, the same frames."""
+    f = tmp_path / "short.pcap"
+    f.write_bytes(pcap_bytes(_short_connections(interleaved=interleaved)))
+    whole = C.analyze_tcp(f, resolution="100ms")
+    assert len(whole.flows) == 30
+    reads = []
+    walk = CaptureReader.__iter__
+    monkeypatch.setattr(CaptureReader, "__iter__", lambda self: reads.append(1) or walk(self))
+    _same_analysis(C.analyze_tcp(f, resolution="100ms", max_packets=100), whole)
+    assert len(reads) == 2 if not interleaved else len(reads) > 2
+
+
 def test_collect_max_packets(tmp_path, run_airlink):
     f = tmp_path / "r.pcap"
     f.write_bytes(pcap_bytes(reordered_capture()))
