@@ -309,11 +309,13 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
 
     ``max_packets`` (capture path only; None: no limit): analyse at most about this many
     packets at a time - after a census of the flows (the rest of the reading pass that
-    found the capture too big), the flows are analysed in groups (one pass over the file
-    per group), a flow larger than the limit through time in chunks of at most
-    min(max_packets, :data:`STREAM_CHUNK_ROWS`) packets with its state carried (one pass,
-    which also gathers one group of smaller flows; ``collectors/_tcpstream.py``), so memory
-    follows the limit, not the capture. The result is the same as in one piece.
+    found the capture too big), the flows are analysed in one more pass over the file:
+    each TCP flow larger than the limit through time in chunks of at most
+    min(max_packets, :data:`STREAM_CHUNK_ROWS`) packets with its state carried
+    (``collectors/_tcpstream.py``), the others in groups of at most about the limit, each
+    group as soon as its flows are over (:class:`._tcpcolumns.GroupGatherer`; a group that
+    cannot wait beside the others is read again alone), so memory follows the limit, not
+    the capture. The result is the same as in one piece.
 
     ``flows_ready`` (capture path only; None: not used): called once as
     ``flows_ready(flows, max_lateness_ns)`` with a copy of the flows table's identifying
@@ -322,8 +324,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     numbered, in flow groups after the census pass, before the first group -, so a caller can run a second pass over the
     capture (:func:`.pcap.iter_packets`) in another thread while the analysis runs.
     ``feed_packets=True``: ``flows_ready`` gets a third argument, a :class:`._feed.BatchFeed`
-    that the analysis' own next pass over the whole capture (that of a flow analysed in
-    time chunks) will fill with its decoded batches - for :func:`.pcap.iter_packet_tables`
+    that the analysis' own next pass over the whole capture (that of the long flows and
+    the groups) will fill with its decoded batches - for :func:`.pcap.iter_packet_tables`
     (``feed=``), which then reads nothing itself -, or None when the analysis makes no such
     pass.
     """

@@ -21,6 +21,7 @@ PACKETS_BATCH_BYTES = 4 << 20
 # groups / its long flows in time chunks: the 2M-packet benchmark capture (one bulk flow)
 # peaks at ~270 MiB instead of ~387 MiB whole, for the same CPU time (the census pass
 # replaces the read of the whole capture, the streamed flow's pass gathers the small flows).
+# Its two passes hold whatever the number of flows (ten long flows or 2,000 short ones).
 MAX_PACKETS = 1_000_000
 
 
@@ -46,10 +47,12 @@ def register(sub):
                    help="keep the packets before a damaged place in a capture instead of failing")
     p.add_argument("--no-packets", action="store_true", help="do not write the per-packet frame")
     p.add_argument("--max-packets", type=int, default=MAX_PACKETS, metavar="N",
-                   help="analyse at most about N packets at a time: a bigger capture is analysed "
-                        "a group of flows at a time, one pass over the file per group, and a flow "
-                        "bigger than N through time in chunks (its pass also reads one group), so "
-                        "memory follows N, not the capture; results are the same (default 1000000)")
+                   help="analyse at most about N packets at a time: a bigger capture is counted "
+                        "flow by flow in a first pass, then analysed in a second one - each flow "
+                        "bigger than N through time in chunks, the others in groups of about N "
+                        "packets, each group as soon as its flows are over (a group that cannot wait "
+                        "beside the others is read again alone) - so memory follows N, not the "
+                        "capture; results are the same (default 1000000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     # every output is written and closed when cmd_collect returns: the process may end at
     # once; no linear algebra: numpy's BLAS gets one thread (no spinning server threads);
