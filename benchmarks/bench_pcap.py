@@ -236,6 +236,22 @@ def _put_be32(chunk, at, v):
         chunk[at + i] = ((v >> np.uint64(8 * (3 - i))) & np.uint64(0xFF)).astype(np.uint8)
 
 
+def _record_fields(b):
+    """Per record of capture batch ``b`` (Ethernet/IPv4 classic pcap): a copy of the
+    batch's records (headers included), each record's data offset in it, whether it is
+    IPv4, whether TCP, and where its TCP header starts."""
+    import numpy as np
+    lo = int(b.data_off[0]) - 16
+    hi = int(b.data_off[-1] + b.caplen[-1])
+    chunk = b.buf[lo:hi].copy()
+    off = (b.data_off - lo).astype(np.int64)
+    ip4 = (chunk[off + 12] == 8) & (chunk[off + 13] == 0) & (b.caplen >= 34)
+    ihl = np.where(ip4, (chunk[np.minimum(off + 14, len(chunk) - 1)] & 15).astype(np.int64) * 4, 0)
+    tcp = ip4 & (chunk[np.minimum(off + 23, len(chunk) - 1)] == 6) & (b.caplen >= 14 + ihl + 20)
+    th = off + 14 + ihl                                   # TCP header of TCP records
+    return chunk, off, ip4, tcp, th
+
+
 def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = False) -> None:
     """``copies`` copies of an Ethernet/IPv4 classic pcap one after the other, copy k
     shifted in time by k x (its duration + 1 s). Checksums are left as they are (the
@@ -258,17 +274,7 @@ def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = Fal
     with open(src, "rb") as f:
         header = f.read(24)
 
-    def fields(b):
-        """Per record of batch b: the record's chunk, offsets, and TCP header facts."""
-        lo = int(b.data_off[0]) - 16
-        hi = int(b.data_off[-1] + b.caplen[-1])
-        chunk = b.buf[lo:hi].copy()
-        off = (b.data_off - lo).astype(np.int64)
-        ip4 = (chunk[off + 12] == 8) & (chunk[off + 13] == 0) & (b.caplen >= 34)
-        ihl = np.where(ip4, (chunk[np.minimum(off + 14, len(chunk) - 1)] & 15).astype(np.int64) * 4, 0)
-        tcp = ip4 & (chunk[np.minimum(off + 23, len(chunk) - 1)] == 6) & (b.caplen >= 14 + ihl + 20)
-        th = off + 14 + ihl                                   # TCP header of TCP records
-        return chunk, off, ip4, tcp, th
+    fields = _record_fields
 
     def endpoints(chunk, off, th, i):
         """(sender, receiver) of TCP records i as address << 16 | port (uint64)."""
@@ -380,15 +386,9 @@ def split_flows(src: Path, dst: Path, every: int) -> None:
     with open(dst, "wb") as out:
         out.write(header)
         for b in CaptureReader(src):
-            lo = int(b.data_off[0]) - 16
-            hi = int(b.data_off[-1] + b.caplen[-1])
-            chunk = b.buf[lo:hi].copy()
-            off = (b.data_off - lo).astype(np.int64)
-            ip4 = (chunk[off + 12] == 8) & (chunk[off + 13] == 0) & (b.caplen >= 34)
-            ihl = np.where(ip4, (chunk[np.minimum(off + 14, len(chunk) - 1)] & 15).astype(np.int64) * 4, 0)
-            tcp = ip4 & (chunk[np.minimum(off + 23, len(chunk) - 1)] == 6) & (b.caplen >= 14 + ihl + 20)
+            chunk, off, _, tcp, th_all = _record_fields(b)
             i = np.flatnonzero(tcp)
-            th = off[i] + 14 + ihl[i]
+            th = th_all[i]
             sport = chunk[th].astype(np.int64) << 8 | chunk[th + 1]
             dport = chunk[th + 2].astype(np.int64) << 8 | chunk[th + 3]
             new = 20000 + (done + i) // every
