@@ -430,3 +430,30 @@ def test_flows_ready_before_the_groups(tmp_path, maybe_shared, monkeypatch, max_
     assert whole.loc[whole["sport"] == 41001, "src"].tolist() == ["10.9.1.1"]
     assert whole.loc[whole["sport"] == 41003, "src"].tolist() == ["fd00::1"]
     assert whole.loc[whole["dport"] == 53, "src"].tolist() == ["10.9.4.1"]
+
+
+def test_group_gatherer_refuses_a_packet_after_its_group(tmp_path):
+    """A group is analysed once the pass is past its flows (their last packet time + the
+    capture's lateness); a packet of it after that - which the census's lateness rules out
+    unless the file changed - stops the analysis with a user's error instead of analysing
+    the group twice, as do flows the census never saw (a capture still being written)."""
+    from airlink.collectors._tcpcolumns import Connections, GroupGatherer, numbered_batches
+    from airlink.traces.errors import AirlinkError
+    f = tmp_path / "short.pcap"
+    f.write_bytes(pcap_bytes(_short_connections(n=2, each=40, interleaved=True)))
+    done = []
+    # ends as if both flows were over at the first packet: the first batch closes the group
+    gatherer = GroupGatherer({0: [0, 1]}, {0: T0}, {0: 80}, 2, 0, 1000, lambda i, raw: done.append(i))
+    conns = Connections()
+    gatherer.start(conns)
+    batches = numbered_batches(CaptureReader(f, chunk=2048), conns, set())
+    first = next(batches)
+    gatherer.add(first[0], first[1], first[2], 0)
+    assert done == [0]
+    second = next(batches)
+    with pytest.raises(AirlinkError, match="already analysed"):
+        gatherer.add(second[0], second[1], second[2], len(first[1]))
+    small = GroupGatherer({0: [0]}, {0: T0 + 10**9}, {0: 40}, 1, 0, 1000, lambda i, raw: None)
+    small.start(conns)
+    with pytest.raises(AirlinkError, match="did not see"):       # the file grew since its census
+        small.add(second[0], second[1], second[2], len(first[1]))
