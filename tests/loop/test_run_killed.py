@@ -87,7 +87,15 @@ def test_sigkill_leaves_nothing_and_claims_nothing(run_ns, tmp_path, stage, trig
     names = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120] for pid in left
              if Path(f"/proc/{pid}").exists()}
     assert not left, f"processes left running after SIGKILL in the {stage} stage: {names}"
-    links = subprocess.run(["ip", "netns", "exec", run_ns, "ip", "-o", "link"], capture_output=True, text=True).stdout
+    # a TUN device goes when its last descriptor closes, after the exiting process has left
+    # the marker scan (its environment goes with its memory, before its files): wait for it
+    # as for the processes - a device left for good (persistent, or held) still fails
+    for _ in range(100):
+        links = subprocess.run(["ip", "netns", "exec", run_ns, "ip", "-o", "link"], capture_output=True,
+                               text=True).stdout
+        if [l.split(":")[1].strip() for l in links.splitlines()] == ["lo"]:
+            break
+        time.sleep(0.1)
     assert [l.split(":")[1].strip() for l in links.splitlines()] == ["lo"], links
     if not out.exists():
         return                          # killed before the run folder was made: nothing written
