@@ -17,11 +17,12 @@ import time
 
 import numpy as np
 import pytest
+from cext import c_extension
 
 from airlink.replay.queues import make_queue
 from airlink.replay.server import ByteServer
 
-cp = pytest.importorskip("airlink.replay._cellpath", reason="the C packet path is not built (no C compiler)")
+cp = c_extension("airlink.replay._cellpath", module_level=True)
 
 BLOCK = ipaddress.ip_network("100.64.0.0/24")
 N = 3

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from _replay_netns import AIRLINK
+from cext import c_extension
 from test_cleanup_netns import assert_clean
 
 pytestmark = [pytest.mark.netns]
@@ -76,9 +77,7 @@ def test_disk_full_while_logging(test_ns, tmp_path, tiny_disk):
 @pytest.mark.parametrize("engine", ["c", "c-2-threads", "python"])
 def test_tun_device_removed_under_a_running_shell(test_ns, tmp_path, engine):
     if engine.startswith("c"):
-        from airlink.replay.stages import _fastpath
-        if _fastpath() is None:
-            pytest.skip("the C fast path was not built here (no compiler at install)")
+        c_extension("airlink.replay._fastpath")
     test_ns.iperf_server(5302)
     marker = tmp_path / "ns"
     log = ["--downlink-log", tmp_path / "down.log"] if engine == "python" else []

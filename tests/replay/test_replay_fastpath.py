@@ -9,11 +9,11 @@ import time
 from fractions import Fraction
 
 import pytest
+from cext import c_extension
 
 from airlink.replay import DelayStage, LinkStage, LossStage, Stage, loop, make_queue
 
-fastpath = pytest.importorskip("airlink.replay._fastpath",
-                               reason="C fast path not built (pip install -e . builds it)")
+fastpath = c_extension("airlink.replay._fastpath", module_level=True)
 
 
 def relay(engine, down, up, send, seconds=0.3):

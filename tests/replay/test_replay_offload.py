@@ -12,11 +12,11 @@ import struct
 from fractions import Fraction
 
 import pytest
+from cext import c_extension
 
 from airlink.replay import LinkStage, LossStage, make_queue
 
-fastpath = pytest.importorskip("airlink.replay._fastpath",
-                               reason="C fast path not built (pip install -e . builds it)")
+fastpath = c_extension("airlink.replay._fastpath", module_level=True)
 scapy_all = pytest.importorskip("scapy.all", reason="scapy not installed")
 IP, IPv6, TCP, UDP, Raw = scapy_all.IP, scapy_all.IPv6, scapy_all.TCP, scapy_all.UDP, scapy_all.Raw
 

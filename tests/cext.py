@@ -1,0 +1,37 @@
+"""When a test of airlink's compiled parts (the collectors' C loops, the replay shells' C
+packet paths) may skip: only where nothing could build them (no C compiler) or
+AIRLINK_PURE_PYTHON turns them off. Where a compiler exists, a missing extension or a
+missing function of it is a build regression, and the test fails."""
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import sysconfig
+
+import pytest
+
+
+def c_extension(name: str, *functions: str, module_level: bool = False):
+    """The compiled module ``name`` (e.g. ``"airlink.replay._fastpath"``) with ``functions``;
+    skips (the whole module when ``module_level``) or fails as the module notes say."""
+    if os.environ.get("AIRLINK_PURE_PYTHON"):
+        pytest.skip("AIRLINK_PURE_PYTHON is set: the pure-Python path is what runs",
+                    allow_module_level=module_level)
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        if shutil.which(cc) is None:
+            pytest.skip(f"no C compiler ({cc}) here, so {name} is not built", allow_module_level=module_level)
+        pytest.fail(f"{name} is not importable although {cc} exists: a build failure ({exc})", pytrace=False)
+    missing = [f for f in functions if not hasattr(module, f)]
+    if missing:
+        pytest.fail(f"{name} lacks {', '.join(missing)}: rebuild it (pip install -e .) or fix the build",
+                    pytrace=False)
+    return module
+
+
+def c_records(*functions: str):
+    """The collectors' C extension (``airlink.collectors._records``) with ``functions``."""
+    return c_extension("airlink.collectors._records", *functions)
