@@ -468,9 +468,7 @@ class GroupGatherer:
                                    f"{ipidx0}.. (the capture changed since its census?)")
             cols = self.open.get(i)
             if cols is None:
-                keep = np.zeros(self.nflows, bool)
-                keep[np.asarray(self.groups[i], np.int64)] = True
-                cols = self.open[i] = PacketColumns(keep)
+                cols = self.open[i] = PacketColumns(self.keep_of(i))
             cols.add(d, pflow, swap, ipidx0)
         latest = int(d["ts_ns"].max())
         self.top = latest if self.top is None else max(self.top, latest)
@@ -480,6 +478,12 @@ class GroupGatherer:
             last = max(self.open, key=lambda i: (self.ends[i], i))
             del self.open[last]                   # read again, alone, after this pass
             self.deferred.add(last)
+
+    def keep_of(self, i) -> np.ndarray:
+        """Group ``i``'s flows as the ``keep`` mask of :func:`read_columns` (bool per flow)."""
+        keep = np.zeros(self.nflows, bool)
+        keep[np.asarray(self.groups[i], np.int64)] = True
+        return keep
 
     def finish(self) -> None:
         """The pass is over: every group still open is complete."""

@@ -738,18 +738,10 @@ def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, fe
         others.finish()
 
 
-def _time_chunks(path, pflow, *, salvage, lateness_ns, chunk_rows, info, others=None, feed=None):
-    """The flow's rows in stable time order (as ``read_pcap`` sorts them), at most
-    ``chunk_rows`` at a time (``others``, ``feed``: see :func:`iter_flows_rows`)."""
-    for _, chunk in _flows_time_chunks(path, [pflow], salvage=salvage, lateness_ns=lateness_ns,
-                                       chunk_rows=chunk_rows, infos=[info], others=others, feed=feed):
-        yield chunk
-
-
 def _flows_time_chunks(path, pflows, *, salvage, lateness_ns, chunk_rows, infos, others=None, feed=None):
     """``(k, chunk)``: each flow's rows (:func:`iter_flows_rows`, one pass over the capture)
-    in stable time order, at most ``chunk_rows`` at a time, ``k`` the flow's place in
-    ``pflows``."""
+    in stable time order (as ``read_pcap`` sorts them), at most ``chunk_rows`` at a time,
+    ``k`` the flow's place in ``pflows``."""
     from .pcap import TimeOrder
     orders = [TimeOrder(lateness_ns, owned=False) for _ in pflows]
 

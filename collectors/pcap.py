@@ -405,13 +405,9 @@ class _PacketLabels:
                     "lo": np.zeros(0, np.int32), "hi": np.zeros(0, np.int32)}
         self.v6: list = []             # IPv6 addresses by number
 
-    @property
-    def connections(self) -> int:
-        return len(self.per["flow"])
-
     def extend(self, keys, v6) -> None:
-        """Connections ``connections``.. (their keys ``(lo, hi, proto)``) and the IPv6
-        addresses numbered after the ones known (``v6``)."""
+        """The connections numbered after the ones known (their keys ``(lo, hi, proto)``)
+        and the IPv6 addresses numbered after the ones known (``v6``)."""
         from airlink.traces.errors import AirlinkError
 
         from ._tcpcolumns import address_names

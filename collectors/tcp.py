@@ -1172,7 +1172,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
             keep_result(a, lambda f, n=gnum[groups[i][0]]: n)
         del results
     for i in sorted(gatherer.deferred):
-        analyse_group(i, read_columns(path, salvage=salvage, keep=np.isin(np.arange(len(counts)), groups[i])))
+        analyse_group(i, read_columns(path, salvage=salvage, keep=gatherer.keep_of(i)))
     import pandas as pd
 
     def joined(frames):

@@ -19,6 +19,13 @@ from cext import c_records
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_pcap.py"
 
 
+def _flow_chunks(path, pflow, lateness_ns, chunk_rows):
+    """One flow's rows in stable time order, ``chunk_rows`` at a time (the streamed pass)."""
+    for _, c in _tcpstream._flows_time_chunks(path, [pflow], salvage=False, lateness_ns=lateness_ns,
+                                              chunk_rows=chunk_rows, infos=[{}]):
+        yield c
+
+
 def _same(a, b):
     for k in ("flows", "series", "events"):
         pd.testing.assert_frame_equal(getattr(a, k), getattr(b, k), check_exact=True)
@@ -168,10 +175,7 @@ def test_census_gives_what_the_first_pass_reads(shared_data, tmp_path, limit):
         if not census.get("census"):
             continue                                    # fewer packets than the limit
         for pf in np.flatnonzero(census["flow_proto"] == 6).tolist():
-            info = {}
-            ref = _tcpstream.first_pass(_tcpstream._time_chunks(f, pf, salvage=False,
-                                                               lateness_ns=census["lateness_ns"],
-                                                               chunk_rows=97, info=info))
+            ref = _tcpstream.first_pass(_flow_chunks(f, pf, census["lateness_ns"], 97))
             got = _tcpstream.first_from_census(census, pf)
             assert got.keys() == ref.keys(), f
             for k in ref:
@@ -218,8 +222,7 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     first = _tcpstream.first_from_census(census, pf)
     a, b = _tcpstream.FlowStream(first, 10**7), _tcpstream.FlowStream(first, 10**7)
     rows = below = dupacks = 0
-    for c in _tcpstream._time_chunks(f, pf, salvage=False, lateness_ns=census["lateness_ns"],
-                                     chunk_rows=13, info={}):
+    for c in _flow_chunks(f, pf, census["lateness_ns"], 13):
         flags, pay = c["flags"], c["payload"].astype(np.int64)
         dr = (c["swap"].astype(np.int8) != first["fwd_swap"]).astype(np.int8)
         isd = (dr == 0, dr == 1)
