@@ -160,12 +160,14 @@ def _stamp(schema, *, kind: str, provenance: dict | None):
 
 
 def write_frame(path, frame, *, kind: str, provenance: dict | None = None) -> Path:
-    """Write a DataFrame (or a pyarrow Table) as Parquet atomically, with ``airlink.kind``
-    and ``airlink.provenance`` (JSON; default: the frame's ``attrs``) in the file metadata.
+    """Write a DataFrame (or a pyarrow Table, or a frame with ``to_arrow()`` such as the
+    capture analysis's column frames) as Parquet atomically, with ``airlink.kind`` and
+    ``airlink.provenance`` (JSON; default: the frame's ``attrs``) in the file metadata.
     Returns ``path``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
+    table = frame if isinstance(frame, pa.Table) else frame.to_arrow() if hasattr(frame, "to_arrow") \
+        else pa.Table.from_pandas(frame, preserve_index=False)
     if provenance is None:
         provenance = provenance_of(frame)
     table = table.replace_schema_metadata(_stamp(table.schema, kind=kind, provenance=provenance).metadata)

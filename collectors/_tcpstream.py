@@ -18,9 +18,9 @@ import numpy as np
 
 from ._capture import _records
 from ._decode import SYN
-from .tcp import (ACK, FIN, M32, OFF, RST, RTT_KINDS, TcpAnalysis, _effective_mss, check_series_rows,
+from .tcp import (ACK, FIN, KIND_FAST, KIND_RTT, KIND_TIMEOUT, M32, OFF, RST, TcpAnalysis, _effective_mss,
                   _events_frame, _first_with_key, _grouped_cummax, _recovery, _rtt_columns,
-                  _series_frame, _unique_first, _unwrap)
+                  _series_frame, _unique_first, _unwrap, check_series_rows, event_rows, spurious_reasons)
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
@@ -518,8 +518,6 @@ class FlowStream:
     # ---- the end of the flow
     def finish(self, flows, source: str, res_s: float) -> TcpAnalysis:
         """``flows``: the one-row flows frame (:func:`.tcp._flows_frame`) of this flow."""
-        import pandas as pd
-        from airlink.traces.schema import validate
         nflow = 1
         R = {k: np.concatenate([r[k] for r in self.retx]) if self.retx else np.zeros(0, np.int64)
              for k in ("row", "t", "pk", "dr", "rel", "pay", "fast", "acked", "data", "bin_row")}
@@ -575,25 +573,18 @@ class FlowStream:
         def simple(name, event):
             if self.ev[name]:
                 e = {k: np.concatenate([x[k] for x in self.ev[name]]) for k in self.ev[name][0]}
-                ev_parts.append(pd.DataFrame({
-                    "time": e["time"], "packet": e["packet"], "flow": np.zeros(len(e["time"]), np.int64),
-                    "direction": e["direction"], "event": event, "kind": "",
-                    "seq": e["seq"], "payload_bytes": e["payload_bytes"] if name == "ooo" else 0,
-                    "spurious": False, "spurious_reason": "", "rtt_ms": np.nan}))
+                ev_parts.append(event_rows(event, time=e["time"], packet=e["packet"], flow=0,
+                                           direction=e["direction"], seq=e["seq"],
+                                           payload_bytes=e["payload_bytes"] if name == "ooo" else 0))
         simple("ooo", "out_of_order")
         if nr:
-            ev_parts.append(pd.DataFrame({
-                "time": R["t"], "packet": R["pk"].astype(np.int64), "flow": np.zeros(nr, np.int64),
-                "direction": R["dr"].astype(np.int8), "event": "retransmission",
-                "kind": np.where(fast, "fast", "timeout"), "seq": R["rel"],
-                "payload_bytes": R["pay"].astype(np.int64), "spurious": spurious,
-                "spurious_reason": np.select([acked, eifel, dsack], ["already_acked", "eifel", "dsack"], ""),
-                "rtt_ms": np.nan}))
+            ev_parts.append(event_rows("retransmission", time=R["t"], packet=R["pk"], flow=0, direction=R["dr"],
+                                       kind=np.where(fast, KIND_FAST, KIND_TIMEOUT), seq=R["rel"],
+                                       payload_bytes=R["pay"], spurious=spurious,
+                                       spurious_reason=spurious_reasons(acked, eifel, dsack)))
         if len(rtt_t):
-            ev_parts.append(pd.DataFrame({
-                "time": rtt_t, "packet": rtt_pk, "flow": rtt_gd // 2, "direction": rtt_gd % 2, "event": "rtt",
-                "kind": RTT_KINDS[rtt_method], "seq": -1,
-                "payload_bytes": 0, "spurious": False, "spurious_reason": "", "rtt_ms": rtt_ms}))
+            ev_parts.append(event_rows("rtt", time=rtt_t, packet=rtt_pk, flow=rtt_gd // 2, direction=rtt_gd % 2,
+                                       kind=KIND_RTT + rtt_method, rtt_ms=rtt_ms))
         simple("dupack", "dupack")
         simple("zero_window", "zero_window")
         events = _events_frame(ev_parts, source)
@@ -616,7 +607,7 @@ class FlowStream:
         acked_b = np.zeros(1)
         for a in (0, 1):
             acked_b[0] += max(self.am[a], 0) - (self.am[a] > 0)
-        dur = flows["duration_s"].to_numpy()
+        dur = flows["duration_s"]
         with np.errstate(invalid="ignore", divide="ignore"):
             flows["goodput_bps"] = np.where(dur > 0, acked_b * 8 / dur, np.nan)
         mss = np.asarray(self.f["mss"], np.int64).reshape(-1, 2)
@@ -660,8 +651,8 @@ class FlowStream:
                                offset=np.array([0]), start_bin=np.array([self.start_bin]),
                                end_bin=np.array([self.start_bin + nb - 1]), res_ns=res_ns)
         series.attrs.update({"source": source, "resolution_s": res_s})
-        validate(flows, "flows", name="flows")
-        validate(series, "tcp", name="tcp series")
+        flows.validate("flows", name="flows")
+        series.validate("tcp", name="tcp series")
         return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
                            attrs={"packets": int(self.f["packets"]), "tcp_packets": int(self.rows)})
 

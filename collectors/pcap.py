@@ -222,18 +222,38 @@ def _assemble(cols, flow, direction, names) -> pd.DataFrame:
     df = pd.DataFrame({"time": pd.DatetimeIndex(cols.pop("ts_ns").view("datetime64[ns]")).tz_localize("UTC")})
     df["src"] = src
     df["dst"] = dst
-    for name, key in (("proto", "proto"), ("ip_len_bytes", "ip_len"), ("sport", "sport"),
-                      ("dport", "dport")):
+    for name, key in _ENDPOINT_COLUMNS:
         df[name] = cols.pop(key)
     df["flow"] = flow
     df["direction"] = pd.Categorical.from_codes(direction, categories=DIRECTIONS)
-    for name, key in (("seq", "seq"), ("ack", "ack"), ("flags", "flags"), ("window", "window"),
-                      ("payload_bytes", "payload"), ("tsval", "tsval"), ("tsecr", "tsecr"),
-                      ("has_ts", "has_ts"), ("sack_blocks", "sack_blocks"), ("dsack", "dsack"),
-                      ("dsack_left", "dsack_left"), ("mss_bytes", "mss"), ("wscale", "wscale"),
-                      ("syn_options", "synopt"), ("interface", "iface"), ("captured_bytes", "captured")):
+    for name, key in _HEADER_COLUMNS:
         df[name] = cols.pop(key)
     return df
+
+
+# the packets frame's columns after time, src and dst (frame column, key of the decoded
+# arrays), before flow and direction, then after them
+_ENDPOINT_COLUMNS = (("proto", "proto"), ("ip_len_bytes", "ip_len"), ("sport", "sport"), ("dport", "dport"))
+_HEADER_COLUMNS = (("seq", "seq"), ("ack", "ack"), ("flags", "flags"), ("window", "window"),
+                   ("payload_bytes", "payload"), ("tsval", "tsval"), ("tsecr", "tsecr"),
+                   ("has_ts", "has_ts"), ("sack_blocks", "sack_blocks"), ("dsack", "dsack"),
+                   ("dsack_left", "dsack_left"), ("mss_bytes", "mss"), ("wscale", "wscale"),
+                   ("syn_options", "synopt"), ("interface", "iface"), ("captured_bytes", "captured"))
+
+
+def _packets_columns(cols, flow, direction, names):
+    """:func:`_assemble` as a column frame (:class:`._columns.Columns`, no pandas)."""
+    from ._columns import Coded, Columns, utc_times
+    frame = Columns({"time": utc_times(cols.pop("ts_ns")),
+                     "src": Coded(cols.pop("src"), names, categorical=True),
+                     "dst": Coded(cols.pop("dst"), names, categorical=True)})
+    for name, key in _ENDPOINT_COLUMNS:
+        frame[name] = cols.pop(key)
+    frame["flow"] = flow
+    frame["direction"] = Coded(direction, DIRECTIONS, categorical=True)
+    for name, key in _HEADER_COLUMNS:
+        frame[name] = cols.pop(key)
+    return frame
 
 
 def lateness(ts, top=None) -> tuple:
@@ -345,8 +365,7 @@ def iter_packet_tables(path, *, flows, max_lateness_ns: int | None = None, salva
                        info: dict | None = None, stop=None, batch_bytes: int | None = None, feed=None):
     """:func:`iter_packets` as pyarrow Tables (for writing Parquet row groups): the same
     columns, types and values as ``pyarrow.Table.from_pandas`` of its frames, built from
-    the decoded arrays without a pandas frame (the first batch goes through pandas once to
-    fix the schema, pandas metadata included). ``stop`` (a ``threading.Event`` or None):
+    the decoded arrays without a pandas frame (nor pandas: pandas metadata included). ``stop`` (a ``threading.Event`` or None):
     set, the generator raises :class:`InterruptedError` before the next batch.
     ``batch_bytes``: capture bytes read per batch (None: the reader's default, 4 MiB);
     smaller batches hold less memory (and make more, smaller tables). ``feed`` (a
@@ -354,36 +373,25 @@ def iter_packet_tables(path, *, flows, max_lateness_ns: int | None = None, salva
     batches of the analysis' own pass over the capture, instead of reading it again (one
     table per batch of that pass; ``max_lateness_ns`` is then required)."""
     import pyarrow as pa
+
+    from ._columns import arrow_array
     schema = None
     for out, names in _packet_columns(path, flows=flows, max_lateness_ns=max_lateness_ns,
                                       salvage=salvage, info=info, batch_bytes=batch_bytes, feed=feed,
                                       stop=stop):
         if stop is not None and stop.is_set():
             raise InterruptedError(f"{path}: packets pass stopped")
+        frame = _packets_columns(out, out.pop("flow"), out.pop("direction"), names)
         if schema is None:
-            table = pa.Table.from_pandas(_assemble(out, out.pop("flow"), out.pop("direction"), names),
-                                         preserve_index=False)
+            table = frame.to_arrow()
             schema = table.schema
-            dictionary = pa.array(names, pa.string())
-            directions = pa.array(DIRECTIONS, pa.string())
             yield table
             continue
-        arrays = []
-        for f in schema:
-            if f.name == "time":
-                arrays.append(pa.array(out.pop("ts_ns"), pa.int64()).view(f.type))
-            elif f.name in ("src", "dst", "direction"):
-                codes = out.pop(f.name).astype(f.type.index_type.to_pandas_dtype(), copy=False)
-                arrays.append(pa.DictionaryArray.from_arrays(
-                    codes, directions if f.name == "direction" else dictionary))
-            else:
-                arrays.append(pa.array(out.pop(_COLUMN_KEYS.get(f.name, f.name)), f.type))
-        yield pa.Table.from_arrays(arrays, schema=schema)
+        # the first batch's schema holds for all: the addresses (and so the codes' type)
+        # come from the flows table, complete before the first batch
+        yield pa.Table.from_arrays([arrow_array(c) for c in frame.data.values()], schema=schema)
 
 
-# packets frame column -> key of the decoded arrays, where they differ
-_COLUMN_KEYS = {"ip_len_bytes": "ip_len", "payload_bytes": "payload", "mss_bytes": "mss",
-                "syn_options": "synopt", "interface": "iface", "captured_bytes": "captured"}
 
 
 class _PacketLabels:

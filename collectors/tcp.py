@@ -44,7 +44,6 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +52,8 @@ from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration
 
 from ._capture import _records as _built
+from ._columns import Coded, Columns, iso_utc_times, utc_times
+from .pcap import DIRECTIONS
 
 # the analysis loops in C (None when the extension is not built, is an older build without
 # them, or AIRLINK_PURE_PYTHON is set: the numpy forms run)
@@ -62,16 +63,19 @@ FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 M32 = 1 << 32
 OFF = np.int64(1 << 41)   # group offset for grouped keys (values < 2 TiB); a numpy int64 so
                           # int32 group numbers times OFF are computed in int64
-RETX_KINDS = ["fast", "timeout"]
-# the events' RTT kind by method (0 sequence/ACK, 1 timestamp): one str object for all rows
-# (an RTT sample is most events; a string made per row would cost ~60 bytes each)
-RTT_KINDS = np.array(["seq_ack", "timestamp"], dtype=object)
 FLOW_KEYS = ("flow", "src", "dst", "sport", "dport", "proto")   # what names a flow in the flows table
+# what pandas made of a column set to [] in an empty frame (float64): kept for empty frames
+_EMPTY = np.zeros(0)
 _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
 # A flow of more packets than max_packets is analysed in time chunks of at most this many
 # packets (collectors/_tcpstream.py), with the state that crosses chunks carried.
 STREAM_LONG_FLOWS = True
 STREAM_CHUNK_ROWS = 1 << 20
+
+
+def _directions(codes) -> Coded:
+    """A direction column (categorical fwd/rev) from codes 0 (fwd) and 1 (rev)."""
+    return Coded(np.asarray(codes, np.int8), DIRECTIONS, categorical=True)
 
 
 def _grouped_cummax(values, groups, valid, starts=None):
@@ -235,30 +239,61 @@ def _unwrap(raw, groups, base):
     return out
 
 
-@dataclass
 class TcpAnalysis:
     """Result of :func:`analyze_tcp`: ``flows`` (kind ``flows``), ``series`` (kind ``tcp``),
-    ``events`` (one row per RTT sample, retransmission, duplicate ACK and zero window)."""
-    flows: pd.DataFrame
-    series: pd.DataFrame
-    events: pd.DataFrame
-    resolution_s: float
-    source: str = ""
-    attrs: dict = field(default_factory=dict)
-    #: analysed from a capture path: the largest step back in time (ns) from the latest
-    #: record before it to a record, in file order (0: the capture is in time order);
-    #: None when analysed from a packets frame (sorted already)
-    max_lateness_ns: int | None = None
+    ``events`` (one row per RTT sample, retransmission, duplicate ACK and zero window) -
+    pandas DataFrames, made on first use from the analysis's column frames
+    (:class:`._columns.Columns`), which :meth:`output` hands to writers without pandas."""
+
+    FRAMES = ("flows", "series", "events")
+
+    def __init__(self, flows, series, events, resolution_s: float, source: str = "",
+                 attrs: dict | None = None):
+        self._frames = {"flows": flows, "series": series, "events": events}
+        self.resolution_s = resolution_s
+        self.source = source
+        self.attrs = dict(attrs or {})
+        #: analysed from a capture path: the largest step back in time (ns) from the latest
+        #: record before it to a record, in file order (0: the capture is in time order);
+        #: None when analysed from a packets frame (sorted already)
+        self.max_lateness_ns: int | None = None
+
+    def _pandas(self, name: str):
+        frame = self._frames[name]
+        if isinstance(frame, Columns):
+            frame = self._frames[name] = frame.to_pandas()
+        return frame
+
+    flows = property(lambda self: self._pandas("flows"), lambda self, v: self._frames.__setitem__("flows", v))
+    series = property(lambda self: self._pandas("series"), lambda self, v: self._frames.__setitem__("series", v))
+    events = property(lambda self: self._pandas("events"), lambda self, v: self._frames.__setitem__("events", v))
+
+    def output(self, name: str):
+        """Frame ``name`` (flows, series, events) as it is to be written: the column frame
+        (:meth:`._columns.Columns.to_arrow`) unless its pandas form was made (and may have
+        been changed), then that DataFrame."""
+        return self._frames[name]
+
+    def __repr__(self) -> str:
+        return (f"TcpAnalysis({len(self._frames['flows'])} flows, {len(self._frames['series'])} series rows, "
+                f"{len(self._frames['events'])} events, resolution_s={self.resolution_s})")
 
     def summary(self) -> list:
         """Per-flow dicts (the ``airlink collect --json`` records)."""
+        flows = self._frames["flows"]
+        if isinstance(flows, Columns):
+            cols = {c: (iso_utc_times(flows[c]) if flows[c].dtype.kind == "M" else flows[c].tolist())
+                    for c in flows.columns}
+        else:
+            cols = {c: ([t.isoformat() for t in flows[c]] if c in ("start", "end") else flows[c].tolist())
+                    for c in flows.columns}
         out = []
-        for row in self.flows.itertuples(index=False):
-            d = row._asdict()
+        for i in range(len(flows)):
+            d = {c: v[i] for c, v in cols.items()}
             rec = {"flow": int(d["flow"]), "src": str(d["src"]), "dst": str(d["dst"]),
                    "sport": int(d["sport"]), "dport": int(d["dport"]),
                    "proto": {6: "tcp", 17: "udp"}.get(int(d["proto"]), int(d["proto"])),
-                   "start": d["start"].isoformat(), "duration_s": float(d["duration_s"]),
+                   "start": d["start"], "duration_s": float(d["duration_s"]),
                    "packets": int(d["packets_fwd"] + d["packets_rev"]),
                    "bytes": int(d["bytes_fwd"] + d["bytes_rev"]),
                    "packets_fwd": int(d["packets_fwd"]), "packets_rev": int(d["packets_rev"]),
@@ -319,7 +354,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
 
     ``flows_ready`` (capture path only; None: not used): called once as
     ``flows_ready(flows, max_lateness_ns)`` with a copy of the flows table's identifying
-    columns (flow, src, dst, sport, dport, proto) and ``TcpAnalysis.max_lateness_ns`` as soon
+    columns (flow, src, dst, sport, dport, proto; a :class:`._columns.Columns`: numpy
+    arrays by name, ``.to_pandas()``) and ``TcpAnalysis.max_lateness_ns`` as soon
     as they are known - before the per-packet analysis: in one piece once the flows are
     numbered, in flow groups after the census pass, before the first group -, so a caller can run a second pass over the
     capture (:func:`.pcap.iter_packets`) in another thread while the analysis runs.
@@ -362,7 +398,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         # flows_ready gets a copy (the analysis adds columns to its own), as soon as the
         # flows table exists, before the TCP rows are gathered
         c, flows, n_packets = _from_columns(raw, flows_ready=None if flows_ready is None else
-                                            lambda flows: flows_ready(flows[list(FLOW_KEYS)].copy(), late,
+                                            lambda flows: flows_ready(flows.select(FLOW_KEYS), late,
                                                                       *((None,) if feed_packets else ())))
         del raw
     else:
@@ -550,8 +586,6 @@ def _from_columns(raw: dict, flows_ready=None):
 
 
 def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAnalysis:
-    import pandas as pd
-    from airlink.traces.schema import validate
     res_ns = int(round(res_s * 1e9))
     nflow = len(flows)
     order, fl, dr, t, iplen_o = c.pop("order"), c.pop("fl"), c.pop("dr"), c.pop("t"), c.pop("iplen")
@@ -909,38 +943,22 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     ev_parts = []
     oi_ = np.flatnonzero(ooo)
     if len(oi_):
-        ev_parts.append(pd.DataFrame({
-            "time": t[oi_], "packet": order[oi_].astype(np.int64), "flow": fl[oi_].astype(np.int64),
-            "direction": dr[oi_],
-            "event": "out_of_order", "kind": "", "seq": rel[oi_], "payload_bytes": pay[oi_].astype(np.int64),
-            "spurious": False, "spurious_reason": "", "rtt_ms": np.nan}))
-
+        ev_parts.append(event_rows("out_of_order", time=t[oi_], packet=order[oi_], flow=fl[oi_],
+                                   direction=dr[oi_], seq=rel[oi_], payload_bytes=pay[oi_]))
     ri = np.flatnonzero(retx)
     if len(ri):
-        ev_parts.append(pd.DataFrame({
-            "time": t[ri], "packet": order[ri].astype(np.int64), "flow": fl[ri].astype(np.int64),
-            "direction": dr[ri],
-            "event": "retransmission",
-            "kind": np.where(fast[ri], "fast", "timeout"), "seq": rel[ri], "payload_bytes": pay[ri].astype(np.int64),
-            "spurious": spurious[ri],
-            "spurious_reason": np.select([spur_acked[ri], spur_eifel[ri], spur_dsack[ri]],
-                                         ["already_acked", "eifel", "dsack"], ""),
-            "rtt_ms": np.nan}))
+        ev_parts.append(event_rows("retransmission", time=t[ri], packet=order[ri], flow=fl[ri], direction=dr[ri],
+                                   kind=np.where(fast[ri], KIND_FAST, KIND_TIMEOUT), seq=rel[ri],
+                                   payload_bytes=pay[ri], spurious=spurious[ri],
+                                   spurious_reason=spurious_reasons(spur_acked[ri], spur_eifel[ri], spur_dsack[ri])))
     if len(rtt_t):
-        rf = rtt_gd // 2
-        ev_parts.append(pd.DataFrame({
-            "time": rtt_t, "packet": rtt_pk, "flow": rf, "direction": rtt_gd % 2, "event": "rtt",
-            "kind": RTT_KINDS[rtt_method], "seq": -1,
-            "payload_bytes": 0, "spurious": False, "spurious_reason": "", "rtt_ms": rtt_ms}))
+        ev_parts.append(event_rows("rtt", time=rtt_t, packet=rtt_pk, flow=rtt_gd // 2, direction=rtt_gd % 2,
+                                   kind=KIND_RTT + rtt_method, rtt_ms=rtt_ms))
     for mask, kind in ((dupack, "dupack"), (zero_win, "zero_window")):
         ii = np.flatnonzero(mask)
         if len(ii):   # reported on the data direction they concern (the reverse of the sender)
-            ev_parts.append(pd.DataFrame({
-                "time": t[ii], "packet": order[ii].astype(np.int64), "flow": fl[ii].astype(np.int64),
-                "direction": dr[ii] ^ 1,
-                "event": kind, "kind": "",
-                "seq": rela[ii], "payload_bytes": 0, "spurious": False, "spurious_reason": "",
-                "rtt_ms": np.nan}))
+            ev_parts.append(event_rows(kind, time=t[ii], packet=order[ii], flow=fl[ii], direction=dr[ii] ^ 1,
+                                       seq=rela[ii]))
     events = _events_frame(ev_parts, source)
     del order, ev_parts
 
@@ -967,25 +985,25 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         am = ack_max[a]
         last = np.flatnonzero(np.r_[fl[1:] != fl[:-1], True]) if n else np.zeros(0, np.int64)
         acked[fl[last]] += np.maximum(am[last], 0) - (am[last] > 0)
-    dur = flows["duration_s"].to_numpy()
+    dur = flows["duration_s"]
     with np.errstate(invalid="ignore", divide="ignore"):
         flows["goodput_bps"] = np.where(dur > 0, acked * 8 / dur, np.nan)
     flows["mss_bytes"] = np.where(mss.reshape(-1, 2).max(axis=1) > 0,
                                   np.where(mss.reshape(-1, 2)[:, 0] > 0, mss.reshape(-1, 2)[:, 0],
-                                           mss.reshape(-1, 2)[:, 1]), np.nan) if nflow else []
-    flows["wscale_fwd"] = ws.reshape(-1, 2)[:, 0] if nflow else []
-    flows["wscale_rev"] = ws.reshape(-1, 2)[:, 1] if nflow else []
+                                           mss.reshape(-1, 2)[:, 1]), np.nan) if nflow else _EMPTY
+    flows["wscale_fwd"] = ws.reshape(-1, 2)[:, 0] if nflow else _EMPTY
+    flows["wscale_rev"] = ws.reshape(-1, 2)[:, 1] if nflow else _EMPTY
     sp = np.zeros(ngd, bool)
     tsok = np.zeros(ngd, bool)
     si = np.flatnonzero(is_syn)
     np.logical_or.at(sp, gd[si], (so_syn & 1) != 0)
     np.logical_or.at(tsok, gd[si], ((so_syn & 2) != 0) | has_ts_syn)
-    flows["sack_permitted"] = sp.reshape(-1, 2).all(axis=1) if nflow else []
-    flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1) if nflow else []
-    tcpflow = flows["proto"].to_numpy() == 6
+    flows["sack_permitted"] = sp.reshape(-1, 2).all(axis=1) if nflow else _EMPTY
+    flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1) if nflow else _EMPTY
+    tcpflow = flows["proto"] == 6
     for c in ("retransmissions", "fast_retransmissions", "timeout_retransmissions",
               "spurious_retransmissions", "dupacks", "zero_windows", "rtt_samples", "out_of_order"):
-        flows.loc[~tcpflow, c] = 0
+        flows[c][~tcpflow] = 0
 
     # ---- regular series per (flow, direction)
     flows.attrs["source"] = source
@@ -999,9 +1017,11 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     series.attrs.update({"source": source, "resolution_s": res_s})
     flows.attrs["source"] = source
     # flow numbers absent from a filtered packets frame: no row
-    flows = flows[(flows["packets_fwd"] + flows["packets_rev"]) > 0].reset_index(drop=True)
-    validate(flows, "flows", name="flows")
-    validate(series, "tcp", name="tcp series")
+    seen = (flows["packets_fwd"] + flows["packets_rev"]) > 0
+    if not seen.all():
+        flows = flows.take(seen)
+    flows.validate("flows", name="flows")
+    series.validate("tcp", name="tcp series")
     return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
                        attrs={"packets": int(n_packets), "tcp_packets": int(n)})
 
@@ -1045,24 +1065,51 @@ def _effective_mss(mss, maxpay):
     return np.where(eff > 0, eff, 1460)
 
 
-def _events_frame(ev_parts: list, source: str):
-    """The events frame from its parts (out-of-order, retransmission, RTT, duplicate-ACK and
-    zero-window rows, in that order), sorted by time then flow (stably)."""
-    import pandas as pd
+# the events frame's text columns by code: event (categorical: categories are the events
+# present, in this - alphabetical - order), kind and spurious_reason (text)
+EVENTS = ("dupack", "out_of_order", "retransmission", "rtt", "zero_window")
+EVENT_KINDS = ("", "fast", "timeout", "seq_ack", "timestamp")
+KIND_FAST, KIND_TIMEOUT, KIND_RTT = 1, 2, 3            # KIND_RTT + method (0 seq/ACK, 1 timestamp)
+SPURIOUS_REASONS = ("", "already_acked", "eifel", "dsack")
+
+
+def spurious_reasons(acked, eifel, dsack) -> np.ndarray:
+    """Codes (into :data:`SPURIOUS_REASONS`) of why each retransmission is spurious: the
+    first that holds of already ACKed, Eifel, DSACK; 0 when none does."""
+    return np.select([acked, eifel, dsack], [1, 2, 3], 0)
+
+
+def event_rows(event: str, *, time, packet, flow, direction, kind=0, seq=-1, payload_bytes=0,
+               spurious=False, spurious_reason=0, rtt_ms=np.nan) -> Columns:
+    """Rows of the events frame for one ``event`` (of :data:`EVENTS`): time (int64 ns; a
+    time column once :func:`_events_frame` joined the parts), the packet's row, flow,
+    direction code (0 fwd, 1 rev), ``kind`` and ``spurious_reason`` codes (into
+    :data:`EVENT_KINDS`, :data:`SPURIOUS_REASONS`), seq, payload_bytes, spurious, rtt_ms;
+    scalars hold for every row."""
+    n = len(time)
+
+    def col(v, dtype):
+        return np.full(n, v, dtype) if np.isscalar(v) else np.asarray(v).astype(dtype, copy=False)
+    return Columns({"time": col(time, np.int64), "packet": col(packet, np.int64), "flow": col(flow, np.int64),
+                    "direction": col(direction, np.int8), "event": Coded.full(n, event, EVENTS, True),
+                    "kind": Coded(col(kind, np.int8), EVENT_KINDS, False), "seq": col(seq, np.int64),
+                    "payload_bytes": col(payload_bytes, np.int64), "spurious": col(spurious, bool),
+                    "spurious_reason": Coded(col(spurious_reason, np.int8), SPURIOUS_REASONS, False),
+                    "rtt_ms": col(rtt_ms, np.float64)})
+
+
+def _events_frame(ev_parts: list, source: str) -> Columns:
+    """The events frame from its parts (:func:`event_rows`: out-of-order, retransmission,
+    RTT, duplicate-ACK and zero-window rows, in that order), sorted by time then flow
+    (stably)."""
     if ev_parts:
-        events = pd.concat(ev_parts, ignore_index=True)
-        events = events.sort_values(["time", "flow"], kind="stable", ignore_index=True)
-    else:
-        events = pd.DataFrame({"time": np.zeros(0, np.int64), "packet": np.zeros(0, np.int64),
-                               "flow": np.zeros(0, np.int64),
-                               "direction": np.zeros(0, np.int64), "event": [], "kind": [],
-                               "seq": np.zeros(0, np.int64), "payload_bytes": np.zeros(0, np.int64),
-                               "spurious": np.zeros(0, bool), "spurious_reason": [],
-                               "rtt_ms": np.zeros(0)})
-    events["time"] = pd.to_datetime(events["time"].to_numpy(np.int64), unit="ns", utc=True)
-    events["direction"] = pd.Categorical.from_codes(events["direction"].to_numpy(np.int8),
-                                                    categories=["fwd", "rev"])
-    events["event"] = events["event"].astype("category")
+        events = Columns.concat(ev_parts).sort_by(["time", "flow"])
+    else:          # the text columns as pandas typed them, empty: float64 (event: categorical of none)
+        events = event_rows("rtt", time=np.zeros(0, np.int64), packet=0, flow=0, direction=0)
+        events["kind"] = events["spurious_reason"] = _EMPTY
+    events["time"] = utc_times(events["time"])
+    events["direction"] = _directions(events["direction"])
+    events["event"] = events["event"].present()
     events.attrs["source"] = source
     return events
 
@@ -1073,8 +1120,6 @@ def _census_flows(census: dict):
     by the rules of :func:`_from_columns`: flows numbered in order of their first packet in
     stable time order; ``src`` is the side of the flow's first pure SYN (TCP), else of its
     first packet."""
-    import pandas as pd
-
     from ._tcpcolumns import address_names
     nflow = len(census["flow_packets"])
     gorder = np.lexsort((census["flow_first_index"], census["flow_first_ts"]))
@@ -1085,7 +1130,7 @@ def _census_flows(census: dict):
     fwd_lo = np.where((proto == 6) & (syn_sw >= 0), syn_sw, census["flow_first_swap"][gorder]) == 0
     src_ep, dst_ep = np.where(fwd_lo, lo, hi), np.where(fwd_lo, hi, lo)
     v6 = census["v6_addresses"]
-    keys = pd.DataFrame({"flow": np.arange(nflow, dtype=np.int64),
+    keys = Columns({"flow": np.arange(nflow, dtype=np.int64),
                          "src": address_names(src_ep >> 16, v6) if nflow else np.zeros(0, str),
                          "dst": address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
                          "sport": src_ep & 0xFFFF, "dport": dst_ep & 0xFFFF, "proto": proto})
@@ -1141,12 +1186,11 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
 
     def keep_result(a, global_numbers):
         nonlocal tcp_packets
-        for frame in (a.flows, a.series, a.events):
+        for name, frames in zip(TcpAnalysis.FRAMES, (flows, series, events)):
+            frame = a.output(name)
             if len(frame):
-                frame["flow"] = global_numbers(frame["flow"].to_numpy())
-        flows.append(a.flows)
-        series.append(a.series)
-        events.append(a.events)
+                frame["flow"] = global_numbers(frame["flow"])
+            frames.append(frame)
         tcp_packets += a.attrs["tcp_packets"]
 
     def analyse_group(i, raw):
@@ -1173,21 +1217,19 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
         del results
     for i in sorted(gatherer.deferred):
         analyse_group(i, read_columns(path, salvage=salvage, keep=gatherer.keep_of(i)))
-    import pandas as pd
-
     def joined(frames):
         """Frames of the groups with rows (an empty one may lack columns or dtypes)."""
         full = [f for f in frames if len(f)]
-        return pd.concat(full, ignore_index=True) if full else frames[0]
-    flows = joined(flows).sort_values("flow", ignore_index=True)
-    series = joined(series).sort_values(["time", "flow", "direction"], kind="stable", ignore_index=True)
-    events = joined(events).sort_values(["time", "flow"], kind="stable", ignore_index=True)
+        return Columns.concat(full) if full else frames[0]
+    flows = joined(flows).sort_by(["flow"])
+    series = joined(series).sort_by(["time", "flow", "direction"])
+    events = joined(events).sort_by(["time", "flow"])
     # events' packets: index among the file's IP packets -> row of the time-sorted frame
     # (the same unless records are out of time order)
     with census.pop("ts_file") as f:
         if census["lateness_ns"] > 0 and len(events):
             from .pcap import in_time_order
-            q = events["packet"].to_numpy()
+            q = events["packet"]
             wanted = np.zeros(int(census["ip_packets"]), bool)     # 1 byte per packet
             wanted[q] = True
             chunk = _RANK_CHUNK
@@ -1211,13 +1253,11 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
             o = np.argsort(idx)
             events["packet"] = rows[o][np.searchsorted(idx[o], q)]
     if len(events):
-        # categoricals the concatenation kept (the groups had the same categories) stay as
-        # they are; only mixed ones are rebuilt (a string per row: ~60 bytes each)
-        if not (isinstance(events["direction"].dtype, pd.CategoricalDtype)
-                and list(events["direction"].cat.categories) == ["fwd", "rev"]):
-            events["direction"] = pd.Categorical(events["direction"].astype(str), categories=["fwd", "rev"])
-        if not isinstance(events["event"].dtype, pd.CategoricalDtype):
-            events["event"] = events["event"].astype(str).astype("category")
+        # the groups' event categories (the events each had), united: those present, in
+        # the order of EVENTS
+        ev = events["event"]
+        events["event"] = Coded(np.asarray([EVENTS.index(v) for v in ev.values], np.int64)[ev.codes],
+                                EVENTS, categorical=True).present()
     for frame in (flows, series, events):
         frame.attrs = {"source": str(path)}
     series.attrs["resolution_s"] = res_s
@@ -1229,7 +1269,19 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     return a
 
 
-def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> pd.DataFrame:
+def grouped_median_min(values, groups) -> tuple:
+    """(groups present (sorted), median, minimum, count of ``values`` per group): the median
+    of n sorted values is the middle one, or the mean of the two middle ones, (a + b) / 2,
+    as pandas's groupby median gives it. ``values`` hold no NaN (RTT samples)."""
+    order = np.lexsort((values, groups))
+    g, v = groups[order], values[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
+    counts = np.diff(np.r_[starts, len(g)])
+    med = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
+    return g[starts], med, v[starts], counts
+
+
+def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> Columns:
     """Per-direction and headline RTT columns of the flows table.
 
     ``rtt_ms_{median,min}_{fwd,rev}`` and ``rtt_samples_{fwd,rev}``: the samples timing
@@ -1241,7 +1293,6 @@ def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> pd.DataFrame:
     the capture point added, median(data half) + median(other half) (resp. minima); when
     one half has no sample, the other alone. ``rtt_samples`` counts both halves' samples.
     """
-    import pandas as pd
     nflow = len(flows)
     med = np.full((nflow, 2), np.nan)
     mn = np.full((nflow, 2), np.nan)
@@ -1250,11 +1301,8 @@ def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> pd.DataFrame:
         pref = np.ones(2 * nflow, np.int8)
         np.minimum.at(pref, rtt_gd, rtt_method)
         keep = rtt_method == pref[rtt_gd]
-        g = pd.Series(rtt_ms[keep]).groupby(rtt_gd[keep])
-        at = g.size().index.to_numpy()
-        med.ravel()[at] = g.median().to_numpy()
-        mn.ravel()[at] = g.min().to_numpy()
-        cnt.ravel()[at] = g.size().to_numpy()
+        at, m, low, c = grouped_median_min(rtt_ms[keep], rtt_gd[keep])
+        med.ravel()[at], mn.ravel()[at], cnt.ravel()[at] = m, low, c
     pg = np.asarray(payload_gd, np.float64)[: 2 * nflow].reshape(-1, 2) if nflow else np.zeros((0, 2))
     data_dir = np.where(pg[:, 1] > pg[:, 0], 1, 0)
     rows = np.arange(nflow)
@@ -1305,8 +1353,7 @@ def _first_index(groups, ngroups) -> np.ndarray:
     return out
 
 
-def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:
-    import pandas as pd
+def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> Columns:
     n = len(flow_all)
     nflow = int(flow_all.max()) + 1 if n else 0
     first = _first_index(flow_all, nflow)
@@ -1334,15 +1381,13 @@ def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> pd.DataFrame:
                         start=start, endt=endt, pk=pk, by=by)
 
 
-def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by) -> pd.DataFrame:
+def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by) -> Columns:
     """The flows frame from per-flow arrays (times int64 ns; pk/by: per-direction counts)."""
-    import pandas as pd
-    return pd.DataFrame({
+    return Columns({
         "flow": np.arange(nflow, dtype=np.int64), "src": src, "dst": dst,
         "sport": np.asarray(sport, np.int64), "dport": np.asarray(dport, np.int64),
-        "proto": proto if isinstance(proto, list) else np.asarray(proto, np.int64),
-        "start": pd.to_datetime(start, unit="ns", utc=True),
-        "end": pd.to_datetime(endt, unit="ns", utc=True),
+        "proto": _EMPTY if isinstance(proto, list) else np.asarray(proto, np.int64),
+        "start": utc_times(start), "end": utc_times(endt),
         "duration_s": (endt - start) / 1e9,
         "packets_fwd": pk[0].astype(np.int64), "packets_rev": pk[1].astype(np.int64),
         "bytes_fwd": by[0].astype(np.int64), "bytes_rev": by[1].astype(np.int64)})
@@ -1365,11 +1410,9 @@ def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
     flow's life (bins are aligned to the Unix epoch). ``per_packet`` holds ``t``, ``pay``,
     ``iplen``, ``rela`` and ``rwnd``: each is dropped from it after its last use, as
     ``infl(d)`` drops the running maxima it reads (the memory peak of the analysis is here)."""
-    import pandas as pd
     t = per_packet.pop("t")
     if nflow == 0 or len(t) == 0:
-        return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns, UTC]"), "flow": [],
-                             "direction": pd.Categorical([], categories=["fwd", "rev"])})
+        return Columns({"time": utc_times([]), "flow": _EMPTY, "direction": _directions([])})
     start_bin = np.full(nflow, np.iinfo(np.int64).max)
     end_bin = np.full(nflow, -1)
     b = t // res_ns
@@ -1455,7 +1498,6 @@ def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflo
     """The series frame from the per-row sums in ``out`` (rows: flow, direction, bin as in
     :func:`_series`), adding the in-flight packets (bytes / effective MSS) and the per-bin
     RTT median (sequence/ACK samples; timestamp ones where a direction has none)."""
-    import pandas as pd
     total = int((2 * nb).sum())
 
     def row_of(f, d, bb):
@@ -1474,19 +1516,16 @@ def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflo
         keep = rtt_method == pref[rtt_gd]
         rb = rtt_t[keep] // res_ns
         rows = row_of(rf[keep], rd[keep], np.clip(rb, start_bin[rf[keep]], end_bin[rf[keep]]))
-        s = pd.Series(rtt_ms[keep]).groupby(rows).median()
-        rtt[s.index.to_numpy()] = s.to_numpy()
+        at, med = grouped_median_min(rtt_ms[keep], rows)[:2]
+        rtt[at] = med
     out["rtt_ms"] = rtt
     within = np.arange(total) - offset[f_of_row] - d_of_row * nb[f_of_row]
     time_ns = (start_bin[f_of_row] + within) * res_ns
-    frame = pd.DataFrame({"time": pd.to_datetime(time_ns, unit="ns", utc=True), "flow": f_of_row,
-                          "direction": pd.Categorical.from_codes(d_of_row.astype(np.int8),
-                                                                 categories=["fwd", "rev"])})
+    frame = Columns({"time": utc_times(time_ns), "flow": f_of_row, "direction": _directions(d_of_row)})
     cols = ["throughput_bps", "goodput_bps", "rtt_ms", "inflight_bytes", "inflight_packets",
             "retransmissions", "fast_retransmissions", "timeout_retransmissions",
             "spurious_retransmissions", "dupacks", "rwnd_bytes", "zero_windows", "loss_rate",
             "packets", "bytes"]
     for c in cols:
         frame[c] = out[c]
-    frame = frame.sort_values(["time", "flow", "direction"], kind="stable", ignore_index=True)
-    return frame
+    return frame.sort_by(["time", "flow", "direction"])

@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from .errors import SchemaError
 
@@ -107,34 +106,51 @@ def validate(frame: pd.DataFrame, kind: str, *, name: str = "frame") -> pd.DataF
     Raises :class:`SchemaError` naming every missing column, each non-numeric unit
     column, and an unsorted or non-UTC time. A ``time`` index counts as the ``time`` column.
     """
-    k = _kind(kind)
+    import pandas as pd
     if not isinstance(frame, pd.DataFrame):
         raise SchemaError(f"{name}: expected a pandas DataFrame, got {type(frame).__name__}")
     cols = set(frame.columns)
     has_time_index = frame.index.name == "time"
-    missing = [c for c in k.required if c not in cols and not (c == "time" and has_time_index)]
+    t = frame.index if has_time_index and "time" not in cols else frame["time"] if "time" in cols else None
+    time_dtype = time_sorted = None
+    if t is not None:
+        time_dtype = str(t.dtype)
+        if isinstance(t.dtype, pd.DatetimeTZDtype) and str(t.dtype.tz) == "UTC":
+            time_dtype = "UTC"
+            tv = pd.DatetimeIndex(t).asi8
+            time_sorted = not (len(tv) > 1 and (np.diff(tv) < 0).any())
+    check_columns(kind, name, {c: (pd.api.types.is_numeric_dtype(frame[c]), str(frame[c].dtype))
+                               for c in frame.columns},
+                  time_dtype=time_dtype, time_sorted=time_sorted, has_time_index=has_time_index)
+    return frame
+
+
+def check_columns(kind: str, name: str, types: dict, *, time_dtype, time_sorted,
+                  has_time_index: bool = False) -> None:
+    """The checks of :func:`validate` on a frame's description, whatever holds it:
+    ``types`` (column name -> (whether its type is numeric, the type as text)), ``time_dtype`` ("UTC" for
+    times in UTC, else the time column's type as text; None without one) and
+    ``time_sorted`` (whether UTC times never go back)."""
+    k = _kind(kind)
+    missing = [c for c in k.required if c not in types and not (c == "time" and has_time_index)]
     problems = []
     if missing:
         problems.append(f"missing column(s) {', '.join(missing)}")
-    for c in frame.columns:
-        if str(c).endswith(_NUMERIC_SUFFIXES) and c not in ("start", "end") \
-                and not pd.api.types.is_numeric_dtype(frame[c]):
-            problems.append(f"column {c!r} must be numeric, is {frame[c].dtype}")
+    for c, (is_numeric, dtype) in types.items():
+        if str(c).endswith(_NUMERIC_SUFFIXES) and c not in ("start", "end") and not is_numeric:
+            problems.append(f"column {c!r} must be numeric, is {dtype}")
     if k.timed and not missing:
-        t = frame.index if has_time_index and "time" not in cols else frame["time"]
-        if not isinstance(t.dtype, pd.DatetimeTZDtype) or str(t.dtype.tz) != "UTC":
-            problems.append(f"time must be datetime64[ns, UTC], is {t.dtype}")
-        else:
-            tv = pd.DatetimeIndex(t).asi8
-            if len(tv) > 1 and (np.diff(tv) < 0).any():
-                problems.append("time is not sorted")
+        if time_dtype != "UTC":
+            problems.append(f"time must be datetime64[ns, UTC], is {time_dtype}")
+        elif not time_sorted:
+            problems.append("time is not sorted")
     if problems:
         raise SchemaError(f"{name} is not a valid {kind} frame: " + "; ".join(problems))
-    return frame
 
 
 def utc(times, unit: str = "ns") -> pd.Series:
     """Times (numbers since the Unix epoch in ``unit``, or datetimes) as UTC datetimes."""
+    import pandas as pd
     if isinstance(times, (pd.Series, pd.Index)) and isinstance(times.dtype, pd.DatetimeTZDtype):
         return pd.Series(times).dt.tz_convert("UTC")
     return pd.Series(pd.to_datetime(times, unit=unit if np.issubdtype(np.asarray(times).dtype, np.number) else None, utc=True))
