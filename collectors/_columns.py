@@ -170,23 +170,26 @@ class Columns:
         return Columns(data, first.attrs)
 
     # -- the frames users get -----------------------------------------------------
-    def to_pandas(self):
-        """The pandas DataFrame (``attrs`` copied)."""
+    def to_pandas(self, *, consume: bool = False):
+        """The pandas DataFrame (``attrs`` copied). Columns are added one by one, so pandas
+        makes no consolidated copy of the whole frame (a 2M-packet packets frame);
+        ``consume``: this frame hands each column over as it goes (it is empty afterwards),
+        so a column pandas converts (times, codes) is not held twice."""
         import pandas as pd
-        data = {}
-        for name, col in self.data.items():
+        frame = pd.DataFrame(index=pd.RangeIndex(len(self)))
+        for name in list(self.data):
+            col = self.data.pop(name) if consume else self.data[name]
             if isinstance(col, Coded):
                 # (pandas types the categories of an empty column float64)
                 categories = pd.Index(col.values, dtype=object if col.values else np.float64)
-                data[name] = pd.Categorical.from_codes(col.codes, categories=categories) \
+                frame[name] = pd.Categorical.from_codes(col.codes, categories=categories) \
                     if col.categorical else col.strings()
             elif col.dtype.kind == "M":
-                data[name] = pd.to_datetime(col.view(np.int64), unit="ns", utc=True)
+                frame[name] = pd.DatetimeIndex(col).tz_localize("UTC")
             elif col.dtype.kind == "U":
-                data[name] = col.astype(object)
+                frame[name] = col.astype(object)
             else:
-                data[name] = col
-        frame = pd.DataFrame(data)
+                frame[name] = col
         frame.attrs = dict(self.attrs)
         return frame
 

@@ -213,22 +213,7 @@ def _frame(cols) -> pd.DataFrame:
 def _assemble(cols, flow, direction, names) -> pd.DataFrame:
     """The packets frame from decoded columns (``src``/``dst``: codes into ``names``),
     flow numbers and direction codes; ``cols`` is emptied."""
-    import pandas as pd
-    cats = pd.Index(names, dtype=object)
-    code_t = np.int16 if len(names) < 32000 else np.int32
-    src = pd.Categorical.from_codes(cols.pop("src").astype(code_t), categories=cats)
-    dst = pd.Categorical.from_codes(cols.pop("dst").astype(code_t), categories=cats)
-    # columns are added one by one so no consolidation copy of the whole frame is made
-    df = pd.DataFrame({"time": pd.DatetimeIndex(cols.pop("ts_ns").view("datetime64[ns]")).tz_localize("UTC")})
-    df["src"] = src
-    df["dst"] = dst
-    for name, key in _ENDPOINT_COLUMNS:
-        df[name] = cols.pop(key)
-    df["flow"] = flow
-    df["direction"] = pd.Categorical.from_codes(direction, categories=DIRECTIONS)
-    for name, key in _HEADER_COLUMNS:
-        df[name] = cols.pop(key)
-    return df
+    return _packets_columns(cols, flow, direction, names).to_pandas(consume=True)
 
 
 # the packets frame's columns after time, src and dst (frame column, key of the decoded
@@ -241,6 +226,13 @@ _HEADER_COLUMNS = (("seq", "seq"), ("ack", "ack"), ("flags", "flags"), ("window"
                    ("syn_options", "synopt"), ("interface", "iface"), ("captured_bytes", "captured"))
 
 
+def direction_column(codes):
+    """A direction column (:class:`._columns.Coded`, categorical fwd/rev) from codes 0 (fwd)
+    and 1 (rev)."""
+    from ._columns import Coded
+    return Coded(np.asarray(codes, np.int8), DIRECTIONS, categorical=True)
+
+
 def _packets_columns(cols, flow, direction, names):
     """:func:`_assemble` as a column frame (:class:`._columns.Columns`, no pandas)."""
     from ._columns import Coded, Columns, utc_times
@@ -250,7 +242,7 @@ def _packets_columns(cols, flow, direction, names):
     for name, key in _ENDPOINT_COLUMNS:
         frame[name] = cols.pop(key)
     frame["flow"] = flow
-    frame["direction"] = Coded(direction, DIRECTIONS, categorical=True)
+    frame["direction"] = direction_column(direction)
     for name, key in _HEADER_COLUMNS:
         frame[name] = cols.pop(key)
     return frame

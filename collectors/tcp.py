@@ -53,7 +53,7 @@ from airlink.traces.units import parse_duration
 
 from ._capture import _records as _built
 from ._columns import Coded, Columns, iso_utc_times, utc_times
-from .pcap import DIRECTIONS
+from .pcap import direction_column
 
 # the analysis loops in C (None when the extension is not built, is an older build without
 # them, or AIRLINK_PURE_PYTHON is set: the numpy forms run)
@@ -71,11 +71,6 @@ _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' 
 # packets (collectors/_tcpstream.py), with the state that crosses chunks carried.
 STREAM_LONG_FLOWS = True
 STREAM_CHUNK_ROWS = 1 << 20
-
-
-def _directions(codes) -> Coded:
-    """A direction column (categorical fwd/rev) from codes 0 (fwd) and 1 (rev)."""
-    return Coded(np.asarray(codes, np.int8), DIRECTIONS, categorical=True)
 
 
 def _grouped_cummax(values, groups, valid, starts=None):
@@ -1108,7 +1103,7 @@ def _events_frame(ev_parts: list, source: str) -> Columns:
         events = event_rows("rtt", time=np.zeros(0, np.int64), packet=0, flow=0, direction=0)
         events["kind"] = events["spurious_reason"] = _EMPTY
     events["time"] = utc_times(events["time"])
-    events["direction"] = _directions(events["direction"])
+    events["direction"] = direction_column(events["direction"])
     events["event"] = events["event"].present()
     events.attrs["source"] = source
     return events
@@ -1131,9 +1126,9 @@ def _census_flows(census: dict):
     src_ep, dst_ep = np.where(fwd_lo, lo, hi), np.where(fwd_lo, hi, lo)
     v6 = census["v6_addresses"]
     keys = Columns({"flow": np.arange(nflow, dtype=np.int64),
-                         "src": address_names(src_ep >> 16, v6) if nflow else np.zeros(0, str),
-                         "dst": address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
-                         "sport": src_ep & 0xFFFF, "dport": dst_ep & 0xFFFF, "proto": proto})
+                    "src": address_names(src_ep >> 16, v6) if nflow else np.zeros(0, str),
+                    "dst": address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
+                    "sport": src_ep & 0xFFFF, "dport": dst_ep & 0xFFFF, "proto": proto})
     return gnum, keys
 
 
@@ -1412,7 +1407,7 @@ def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
     ``infl(d)`` drops the running maxima it reads (the memory peak of the analysis is here)."""
     t = per_packet.pop("t")
     if nflow == 0 or len(t) == 0:
-        return Columns({"time": utc_times([]), "flow": _EMPTY, "direction": _directions([])})
+        return Columns({"time": utc_times([]), "flow": _EMPTY, "direction": direction_column([])})
     start_bin = np.full(nflow, np.iinfo(np.int64).max)
     end_bin = np.full(nflow, -1)
     b = t // res_ns
@@ -1521,7 +1516,7 @@ def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflo
     out["rtt_ms"] = rtt
     within = np.arange(total) - offset[f_of_row] - d_of_row * nb[f_of_row]
     time_ns = (start_bin[f_of_row] + within) * res_ns
-    frame = Columns({"time": utc_times(time_ns), "flow": f_of_row, "direction": _directions(d_of_row)})
+    frame = Columns({"time": utc_times(time_ns), "flow": f_of_row, "direction": direction_column(d_of_row)})
     cols = ["throughput_bps", "goodput_bps", "rtt_ms", "inflight_bytes", "inflight_packets",
             "retransmissions", "fast_retransmissions", "timeout_retransmissions",
             "spurious_retransmissions", "dupacks", "rwnd_bytes", "zero_windows", "loss_rate",
