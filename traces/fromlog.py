@@ -173,8 +173,118 @@ def _row_spacing_ns(t: np.ndarray) -> int | None:
     return int(np.median(d)) if d.size else None
 
 
+#: how the silence of a gap is filled (:func:`from_log`)
+GAP_RULES = ("hold", "zero", "interpolate", "error")
+#: the default longest gap ``hold``/``interpolate`` fill; G-NetTrack logs every 1-3 s
+DEFAULT_FILL_LIMIT = Fraction(10)
+#: the default silence that ends a session (:func:`split_sessions`)
+DEFAULT_SESSION_GAP = Fraction(60)
+#: a step up to this many row spacings is clock jitter, not a gap
+JITTER_STEPS = 1.5
+
+
+def _merge_times(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Rates of rows sharing one time -> their mean (the rule of the inference grid, so a
+    UCC log's duplicate timestamps count the same everywhere); returns the count merged."""
+    u, inv = np.unique(t, return_inverse=True)
+    if u.size == t.size:
+        return t, v, 0
+    sums = np.bincount(inv, weights=v)
+    return u, sums / np.bincount(inv), int(t.size - u.size)
+
+
+def _rate_segments(t, v, sp: int, rule: str, fill_limit_ns: float, source: str):
+    """The rate of a log as pieces ``[a, b)`` with a rate going linearly from ``ra`` to ``rb``
+    (bytes per ns), plus the fill intervals of each gap rule.
+
+    Row ``i`` holds its rate to the next row when the step is at most :data:`JITTER_STEPS`
+    row spacings ``sp``; a longer step is a **gap**: the row holds one spacing and the rest,
+    ``[t_i + sp, t_{i+1})``, is filled by ``rule`` when the step is at most
+    ``fill_limit_ns`` (``hold``: the row's rate; ``interpolate``: linear from row ``i``'s
+    rate to row ``i+1``'s; ``zero``: nothing) and left at zero capacity when it is longer.
+    The last row holds one spacing."""
+    n = t.size
+    step = np.append(np.diff(t), sp).astype(np.float64)
+    gap = step > JITTER_STEPS * sp
+    if rule == "error" and gap.any():
+        i = int(np.flatnonzero(gap)[0])
+        raise AirlinkError(f"{source}: {int(gap.sum())} gap(s) in the log (the first: {step[i] / 1e9:g} s without "
+                           f"rows after {pd.Timestamp(int(t[i]), tz='UTC')}, row spacing {sp / 1e9:g} s)")
+    held = np.where(gap, sp, step)
+    a, b, ra, rb = [t.astype(np.float64)], [t + held], [v], [v]
+    fill = {r: (np.empty(0), np.empty(0)) for r in ("hold", "interpolate", "zero")}
+    gi = np.flatnonzero(gap)
+    if gi.size:
+        g0, g1 = t[gi] + float(sp), t[gi] + step[gi]
+        within = step[gi] <= fill_limit_ns
+        if rule in ("hold", "interpolate"):
+            k = gi[within]
+            nxt = np.minimum(k + 1, n - 1)
+            a.append(g0[within]); b.append(g1[within])
+            ra.append(v[k]); rb.append(v[k] if rule == "hold" else v[nxt])
+            fill[rule] = (g0[within], g1[within])
+            fill["zero"] = (g0[~within], g1[~within])
+        else:
+            fill["zero"] = (g0, g1)
+    a, b, ra, rb = (np.concatenate(x).astype(np.float64) for x in (a, b, ra, rb))
+    order = np.argsort(a, kind="stable")
+    return a[order], b[order], ra[order], rb[order], fill
+
+
+def _cumulative(a, b, ra, rb, y):
+    """Integral of the piecewise-linear rate from the first piece to each point of ``y``
+    (exact: a linear rate integrates to a quadratic)."""
+    widths = b - a
+    area = widths * (ra + rb) / 2
+    before = np.concatenate([[0.0], np.cumsum(area)])
+    j = np.searchsorted(a, y, side="right") - 1
+    out = np.zeros(y.size)
+    ok = j >= 0
+    jj = j[ok]
+    x = np.clip(y[ok] - a[jj], 0.0, widths[jj])
+    slope = np.divide(rb[jj] - ra[jj], widths[jj], out=np.zeros(jj.size), where=widths[jj] > 0)
+    out[ok] = before[jj] + x * ra[jj] + x * x * slope / 2
+    return out
+
+
+def _ttis_touched(intervals, w0: float, tti_ns: float, n: int) -> int:
+    """How many of the ``n`` TTIs from ``w0`` overlap any of the intervals."""
+    lo, hi = intervals
+    if lo.size == 0 or n == 0:
+        return 0
+    k0 = np.clip(np.floor((lo - w0) / tti_ns), 0, n).astype(np.int64)
+    k1 = np.clip(np.ceil((hi - w0) / tti_ns), 0, n).astype(np.int64)
+    keep = k1 > k0
+    marks = np.zeros(n + 1, np.int64)
+    np.add.at(marks, k0[keep], 1)
+    np.add.at(marks, k1[keep], -1)
+    return int((np.cumsum(marks[:n]) > 0).sum())
+
+
+def _clipped_s(intervals, w0: float, w1: float) -> float:
+    lo, hi = intervals
+    return float(np.clip(np.minimum(hi, w1) - np.maximum(lo, w0), 0, None).sum()) / 1e9
+
+
+def _instant_ns(value, first_ns: int, what: str) -> int:
+    """``value`` as ns since the epoch: a duration (``30s``, a number of seconds) counts from
+    ``first_ns``; a date or Timestamp is absolute (UTC unless it names its zone)."""
+    if not isinstance(value, (pd.Timestamp, np.datetime64)):
+        try:
+            return first_ns + int(parse_duration(value) * 10**9)
+        except (AirlinkError, ValueError, TypeError):
+            pass
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError):
+        raise AirlinkError(f"{what} {value!r} is neither a duration from the log's start (30s) nor a date "
+                           f"(2019-12-16T11:55:00)") from None
+    return int((ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")).value)
+
+
 def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=None,
-             time_column: str = "time", tti=None, source: str | None = None) -> Trace:
+             time_column: str = "time", tti=None, source: str | None = None, gaps: str = "hold",
+             fill_limit=DEFAULT_FILL_LIMIT, start=None, duration=None) -> Trace:
     """A byte-granular capacity :class:`Trace` from one column of a log frame.
 
     Parameters
@@ -196,15 +306,32 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         readers of per-slot logs), else the median spacing of the rows.
     source : str, optional
         Provenance; default ``frame.attrs["source"]``.
+    gaps : {"hold", "zero", "interpolate", "error"}
+        How a gap of a rate column (a step longer than 1.5 row spacings) is filled after its
+        row's own spacing: the row's rate held, zero capacity, the rate interpolated linearly
+        to the next row's, or an error. Amounts per row have no gaps (no row, no bytes).
+    fill_limit : duration, default 10 s
+        The longest step ``hold`` and ``interpolate`` fill; the silence of a longer step is
+        zero capacity (and with :func:`split_sessions`, a step longer than its threshold
+        ends a session instead).
+    start, duration : optional
+        The span of the trace: ``start`` a duration from the first row (``"30s"``) or a date;
+        ``duration`` its length. Rates are integrated over exactly that span (a row before
+        ``start`` holds into it by the rules above); amounts of rows inside it are kept.
 
     Returns
     -------
     Trace
-        One user, bytes per TTI, TTI 0 at the first row's time (``meta["start_ns"]``);
+        One user, bytes per TTI, TTI 0 at the span's start (``meta["start_ns"]``);
         ``meta`` names source, reader, column, unit, user and the rule applied, plus
-        ``rows``, ``gap_s`` and, for logs with HARQ marks, ``harq_retransmission_ratio``.
+        ``rows``, ``gap_s`` (seconds of zero capacity for want of rows), ``gaps`` (the rule,
+        its limit, how many gaps and how many TTIs each rule filled) and, for logs with HARQ
+        marks, ``harq_retransmission_ratio``.
     """
     src = source or str(frame.attrs.get("source", "log"))
+    if gaps not in GAP_RULES:
+        raise AirlinkError(f"{src}: unknown gap rule {gaps!r} (one of {', '.join(GAP_RULES)})")
+    fill_s = parse_duration(fill_limit) if not isinstance(fill_limit, Fraction) else fill_limit
     columns = [column] if isinstance(column, str) else list(column)
     if not columns:
         raise AirlinkError(f"{src}: no column given")
@@ -239,8 +366,13 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
     t, v = t[order], v[order]
     carrier = frame["carrier"].to_numpy()[ok][order] if "carrier" in frame.columns else None
     t_all = t
+    merged = 0
     if rate:
         t, v, carrier_rule = _combine_carriers(t, v, carrier)
+        if carrier is None:
+            t, v, merged = _merge_times(t, v)
+            if merged:
+                carrier_rule += f"; {merged} row(s) sharing a time with another: the mean rate"
     else:
         carrier_rule = "amounts summed per TTI"
     if tti is not None:
@@ -253,37 +385,91 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
             raise AirlinkError(f"{src}: one time only: the TTI cannot come from the rows; give it")
         tti_f, tti_from = snap_fraction(Fraction(sp, 10**9)), "median row spacing"
     tti_ns = tti_f * 10**9
-    start = int(t[0])
+    sp = (_row_spacing_ns(t) or int(tti_ns)) if rate else None
+    first = int(t[0])
+    w0 = _instant_ns(start, first, "start") if start is not None else first
+    if duration is not None:
+        dur = parse_duration(duration) if not isinstance(duration, Fraction) else duration
+        if dur <= 0:
+            raise AirlinkError(f"{src}: duration must be positive")
+        w1 = w0 + int(dur * 10**9)
+    else:
+        w1 = int(t[-1]) + (sp if rate else 1)
+    if w1 <= w0:
+        raise AirlinkError(f"{src}: the span from {pd.Timestamp(w0, tz='UTC')} is empty (the log runs "
+                           f"{pd.Timestamp(first, tz='UTC')} to {pd.Timestamp(int(t[-1]), tz='UTC')})")
+    gap_meta = {"rule": gaps, "fill_limit_s": float(fill_s)}
     if not rate:
-        k = ((t - start) * tti_ns.denominator) // tti_ns.numerator
-        vals = np.bincount(k, weights=v * AMOUNT_UNITS[u], minlength=int(k[-1]) + 1)
+        inside = (t >= w0) & (t < w1) if duration is not None else t >= w0
+        t, v = t[inside], v[inside]
+        if t.size == 0:
+            raise AirlinkError(f"{src}: no rows between {pd.Timestamp(w0, tz='UTC')} and {pd.Timestamp(w1, tz='UTC')}")
+        k = ((t - w0) * tti_ns.denominator) // tti_ns.numerator
+        n = int(np.ceil(Fraction(w1 - w0) / tti_ns)) if duration is not None else int(k[-1]) + 1
+        vals = np.bincount(k, weights=v * AMOUNT_UNITS[u], minlength=n)[:n]
         gap_s = 0.0
+        gap_meta = {"rule": "not applicable: amounts per row (no row, no bytes)"}
         rule = f"bytes of each row in the TTI holding its time ({u} per row)"
     else:
-        sp = _row_spacing_ns(t) or int(tti_ns)
-        ends = np.minimum(np.append(t[1:], t[-1] + sp), t + sp)
-        bytes_per_ns = v * RATE_UNITS[u] / 8 / 1e9
-        xs = np.empty(2 * t.size, dtype=np.float64)
-        xs[0::2], xs[1::2] = t - start, ends - start
-        cum = np.zeros(2 * t.size)
-        seg = bytes_per_ns * (ends - t)
-        cum[1::2] = np.cumsum(seg)
-        cum[2::2] = cum[1:-1:2]
-        n = int(np.ceil(Fraction(int(ends[-1] - start)) / tti_ns))
-        edges = np.arange(n + 1) * float(tti_ns)
-        vals = np.diff(np.interp(edges, xs, cum))
+        a, b, ra, rb, fill = _rate_segments(t, v * RATE_UNITS[u] / 8 / 1e9, sp, gaps, float(fill_s) * 1e9, src)
+        n = int(np.ceil(Fraction(w1 - w0) / tti_ns))
+        edges = w0 + np.arange(n + 1) * float(tti_ns)
+        rel = float(a[0])           # cumulate from the first piece, in floats near zero
+        vals = np.diff(_cumulative(a - rel, b - rel, ra, rb, edges - rel))
         vals[vals < 0] = 0.0
-        covered = float((ends - t).sum()) / 1e9
-        gap_s = max(0.0, float(n * tti_ns) / 1e9 - covered)
-        rule = (f"rate of each row ({u}) held until the next row, at most one row spacing "
-                f"({sp / 1e6:g} ms), integrated over each TTI")
+        wend = float(edges[-1])
+        covered = float((np.clip(np.minimum(b, wend) - np.maximum(a, w0), 0, None)).sum()) / 1e9
+        gap_s = max(0.0, (wend - w0) / 1e9 - covered)
+        gap_meta.update({
+            "gaps": int(sum(f[0].size for f in fill.values())),
+            "filled_s": {r: _clipped_s(f, w0, wend) for r, f in fill.items() if f[0].size},
+            "filled_ttis": {r: _ttis_touched(f, w0, float(tti_ns), n) for r, f in fill.items() if f[0].size}})
+        filled = {"hold": "held", "interpolate": "interpolated linearly to the next row's rate",
+                  "zero": "left at zero", "error": "refused"}[gaps]
+        rule = (f"rate of each row ({u}) held until the next row; a step over {JITTER_STEPS:g} row spacings "
+                f"({sp / 1e6:g} ms) is a gap: {filled} after the row's spacing"
+                + (f" up to {float(fill_s):g} s, zero beyond" if gaps in ("hold", "interpolate") else "")
+                + "; integrated over each TTI")
     meta = {"source": src, "reader": frame.attrs.get("reader"), "column": "+".join(columns), "unit": u,
             "user": uname, "rule": rule, "carriers": carrier_rule, "tti_from": tti_from,
-            "rows": int(t_all.size), "gap_s": gap_s, "start_ns": start}
+            "rows": int(t_all.size), "gap_s": gap_s, "gaps": gap_meta, "start_ns": int(w0)}
+    if start is not None or duration is not None:
+        meta["span"] = {"start_ns": int(w0), "end_ns": int(w0 + n * tti_ns)}
     if retx_ratio is not None:
         meta["harq_retransmission_ratio"] = retx_ratio
         meta["retransmissions"] = "left out (a HARQ retransmission carries no new bytes)"
     return Trace(vals, tti_f, [uname], "bytes", meta)
+
+
+def split_sessions(frame: pd.DataFrame, gap=DEFAULT_SESSION_GAP, *, time_column: str = "time") -> list:
+    """The sessions of a log: a step between consecutive row times longer than ``gap``
+    (a duration, default 60 s) ends one. Returns the frames of the sessions in time order,
+    each with the log's ``attrs`` plus ``session`` (1-based) and ``sessions`` (the count)."""
+    g = parse_duration(gap) if not isinstance(gap, Fraction) else gap
+    if g <= 0:
+        raise AirlinkError("a session gap must be positive")
+    t = _times_ns(frame, time_column, str(frame.attrs.get("source", "log")))
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    cuts = np.flatnonzero(np.diff(ts) > int(g * 10**9)) + 1
+    parts = np.split(order, cuts)
+    out = []
+    for i, rows in enumerate(parts, 1):
+        sub = frame.iloc[np.sort(rows)]
+        sub.attrs = {**frame.attrs, "session": i, "sessions": len(parts)}
+        out.append(sub)
+    return out
+
+
+def session_tti(frame: pd.DataFrame, *, time_column: str = "time") -> Fraction:
+    """The TTI :func:`from_log` takes from a whole log (its slot timing, else the median row
+    spacing), so every session of the log gets the same TTI."""
+    if frame.attrs.get("tti_s"):
+        return Fraction(frame.attrs["tti_s"])
+    sp = _row_spacing_ns(_times_ns(frame, time_column, str(frame.attrs.get("source", "log"))))
+    if sp is None or sp <= 0:
+        raise AirlinkError(f"{frame.attrs.get('source', 'log')}: one time only: the TTI cannot come from the rows; give it")
+    return snap_fraction(Fraction(sp, 10**9))
 
 
 @dataclass

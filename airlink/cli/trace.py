@@ -70,14 +70,23 @@ def register(sub):
                    "two columns are measured, so you can choose what to replay: what the scheduler "
                    "granted (tbs) or what the application got (throughput). The output keeps source, "
                    "column, unit and rule in its metadata; .parquet keeps any TTI, other names are "
-                   "written as Mahimahi text. TTIs over 10 ms are split when replayed.",
+                   "written as Mahimahi text. TTIs over 10 ms are split when replayed. A rate column's gaps (a "
+                   "step longer than 1.5 row spacings, e.g. G-NetTrack's 2-3 s steps) are filled by --gaps "
+                   "(default hold, up to --fill-limit 10s; zero beyond) and the TTIs each rule filled are "
+                   "printed and kept in the metadata. --start/--duration take a part of the log; "
+                   "--split-sessions writes one trace per session (NAME-s1, NAME-s2, ...), a silence "
+                   "over 60 s (or the given gap) ending a session.",
                    "airlink trace from-log ../shared/data/nr-scope/t_mobile1_ueactivity_afternoon_1.csv "
                    "--user busiest -o ue.parquet\n"
                    "airlink trace from-log data_310410_loc-lakeway-003c.csv -o granted.parquet\n"
                    "airlink trace from-log data_310410_loc-lakeway-003c.csv --column throughput_bps "
                    "-o app.parquet\n"
                    "airlink trace from-log xcal.csv --time-column td --column 5G_TBS --column 4G_TBS "
-                   "--unit bits -o endc.parquet")
+                   "--unit bits -o endc.parquet\n"
+                   "airlink trace from-log B_2019.12.16_11.49.59.csv --column dl_bitrate_bps --gaps hold "
+                   "-o ucc.parquet\n"
+                   "airlink trace from-log D1_driving/LosAngeles/data_310410.csv --split-sessions=120s "
+                   "-o la.parquet")
     f.add_argument("log", type=Path, metavar="LOG")
     f.add_argument("-o", "--output", type=Path, required=True, help="trace file (.parquet, or Mahimahi text)")
     f.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, icellspeed, ucc, csv")
@@ -93,6 +102,20 @@ def register(sub):
     f.add_argument("--tti", type=typed(T.parse_tti), help="TTI of the trace (default: from the data)")
     f.add_argument("--direction", choices=["downlink", "uplink"], default="downlink",
                    help="DCIs to use in a per-slot log (downlink)")
+    f.add_argument("--gaps", choices=list(T.GAP_RULES), default="hold",
+                   help="fill of a rate column's gaps after the row's own spacing: hold the rate, zero, "
+                        "interpolate to the next row, or error (default hold)")
+    f.add_argument("--fill-limit", type=typed(T.parse_duration), default="10s", metavar="DURATION",
+                   help="longest step hold/interpolate fill; the silence of a longer one is zero capacity "
+                        "(default 10s)")
+    f.add_argument("--start", metavar="WHEN",
+                   help="start of the trace: a duration from the log's first row (90s) or a date "
+                        "(2019-12-16T11:55:00, UTC unless it names a zone)")
+    f.add_argument("--duration", type=typed(T.parse_duration), metavar="DURATION",
+                   help="length of the trace (default: to the end of the log)")
+    f.add_argument("--split-sessions", nargs="?", const="60s", type=typed(T.parse_duration), metavar="GAP",
+                   help="one trace per session, written as NAME-s1, NAME-s2, ...: a silence longer than GAP "
+                        "(default 60s) ends a session")
     f.add_argument("--compare", metavar="C", help="second column to compare with (mean ratio, offset)")
     f.add_argument("--max-lag", type=typed(T.parse_duration), default="3s",
                    help="largest offset searched by --compare (3s)")
@@ -213,50 +236,149 @@ def _read_log(args):
     return C.read(args.log, format=args.format, **kw)
 
 
+def _usable_columns(frame) -> list:
+    """Columns a trace can be made of without saying their unit: a unit suffix (``_bps``,
+    ``_bytes``, ...) and at least one value."""
+    import pandas as pd
+    from airlink.traces.fromlog import SUFFIX_UNITS
+    out = []
+    for c in frame.columns:
+        if str(c).lower().endswith(tuple(SUFFIX_UNITS)) and pd.api.types.is_numeric_dtype(frame[c]) \
+                and frame[c].notna().any():
+            out.append(str(c))
+    return out
+
+
+def _default_columns(frame, reader, log) -> list:
+    """The reader's transport-block column when it has values, else the one usable column;
+    several usable columns are an error naming them."""
+    preferred = [c for c in DEFAULT_COLUMNS.get(reader, ["tbs_bytes", "tbs_bps"])
+                 if c in frame.columns and frame[c].notna().any()]
+    if preferred:
+        return preferred[:1]
+    usable = _usable_columns(frame)
+    if len(usable) == 1:
+        return usable
+    if usable:
+        raise T.AirlinkError(f"{log}: read as {reader}; several columns would work, choose one with --column: "
+                             f"{', '.join(usable)}")
+    raise T.AirlinkError(f"{log}: read as {reader}; no column has a unit in its name: say which column holds "
+                         f"transport blocks or throughput (--column, with --unit; it has "
+                         f"{', '.join(map(str, frame.columns[:16]))})")
+
+
+def _session_path(output: Path, k: int) -> Path:
+    suffix = "".join(output.suffixes[-1:])
+    return output.with_name(f"{output.name[:len(output.name) - len(suffix)]}-s{k}{suffix}")
+
+
 def cmd_from_log(args) -> int:
     from airlink.collectors.nrscope import select_direction
     frame = _read_log(args)
     reader = frame.attrs.get("reader", args.format or "?")
-    columns = args.column or DEFAULT_COLUMNS.get(reader) or \
-        [c for c in ("tbs_bytes", "tbs_bps") if c in frame.columns][:1]
-    if not columns:
-        raise T.AirlinkError(f"{args.log}: read as {reader}; say which column holds transport blocks or "
-                             f"throughput (--column; it has {', '.join(map(str, frame.columns[:16]))})")
+    columns = args.column or _default_columns(frame, reader, args.log)
     frame = select_direction(frame, args.direction)
-    opts = dict(unit=args.unit, user=args.user, tti=args.tti, source=str(args.log))
-    tr = T.from_log(frame, column=columns if len(columns) > 1 else columns[0], **opts)
-    if frame.attrs.get("direction"):
-        tr.meta["direction"] = frame.attrs["direction"]
-    other = args.compare or (DEFAULT_COMPARE.get(reader) if not args.column else None)
-    comparison = None
-    if other and other not in columns:
-        b = T.from_log(frame, column=other, **{**opts, "tti": tr.tti})
-        comparison = T.compare(tr, b, max_lag=args.max_lag).to_dict()
-        tr.meta["comparison"] = comparison
-    T.write_trace(tr, args.output, opportunity_bytes=args.opportunity_bytes)
+    opts = dict(unit=args.unit, user=args.user, tti=args.tti, source=str(args.log), gaps=args.gaps,
+                fill_limit=args.fill_limit)
+    column = columns if len(columns) > 1 else columns[0]
+    if args.split_sessions is None:
+        parts = [(args.output, frame, dict(start=args.start, duration=args.duration))]
+    else:
+        if args.start is not None or args.duration is not None:
+            span = T.from_log(frame, column=column, **opts, start=args.start, duration=args.duration).meta
+            t = frame["time"].array.asi8
+            keep = (t >= span["start_ns"]) & (t < span.get("span", {}).get("end_ns", t.max() + 1))
+            frame = frame[keep]
+            if frame.empty:
+                raise T.AirlinkError(f"{args.log}: no rows in the span of --start/--duration")
+        if args.tti is None:
+            opts["tti"], tti_from = T.session_tti(frame), "median row spacing of the whole log"
+        sessions = T.split_sessions(frame, args.split_sessions)
+        parts = [(_session_path(args.output, k), s, {}) for k, s in enumerate(sessions, 1)]
+    results = []
+    for path, part, span in parts:
+        tr = T.from_log(part, column=column, **opts, **span)
+        if frame.attrs.get("direction"):
+            tr.meta["direction"] = frame.attrs["direction"]
+        if args.split_sessions is not None and args.tti is None and not frame.attrs.get("tti_s"):
+            tr.meta["tti_from"] = tti_from
+        if "session" in part.attrs:
+            tr.meta["session"] = {"number": part.attrs["session"], "of": part.attrs["sessions"],
+                                  "gap_s": float(args.split_sessions)}
+        other = args.compare or (DEFAULT_COMPARE.get(reader) if not args.column else None)
+        comparison = None
+        if other and other not in columns and other in part.columns and part[other].notna().any():
+            b = T.from_log(part, column=other, **{**opts, "tti": tr.tti, **span})
+            comparison = T.compare(tr, b, max_lag=args.max_lag).to_dict()
+            tr.meta["comparison"] = comparison
+        results.append((path, tr, comparison))
+    for path, tr, _ in results:
+        T.write_trace(tr, path, opportunity_bytes=args.opportunity_bytes)
+    outs = [_from_log_summary(args, reader, path, tr, comparison) for path, tr, comparison in results]
+    if args.json:
+        print_json(outs[0] if args.split_sessions is None else {"sessions": outs})
+        return 0
+    if args.split_sessions is not None:
+        print(f"{len(outs)} session(s): a silence over {float(args.split_sessions):g} s ends one")
+    for (path, tr, comparison), out in zip(results, outs):
+        _print_from_log(args, reader, tr, out)
+    if args.split_sessions is None and not args.json:
+        _note_sessions(frame, results[0][1])
+    return 0
+
+
+def _note_sessions(frame, tr) -> None:
+    """Say so when silences longer than a session make much of the trace zero capacity."""
+    import numpy as np
+    zero = tr.meta["gaps"].get("filled_s", {}).get("zero", 0.0)
+    if zero > 0.5 * float(tr.duration):
+        t = np.unique(frame["time"].array.asi8)
+        long = int((np.diff(t) > 60 * 10**9).sum())
+        print(f"note        {zero / float(tr.duration) * 100:.0f} % of the trace is zero capacity for want of "
+              f"rows ({long} silence(s) over 60 s): --split-sessions writes one trace per session")
+
+
+def _from_log_summary(args, reader, path, tr, comparison) -> dict:
+    import pandas as pd
     m = tr.meta
-    out = {"output": str(args.output), "source": str(args.log), "reader": reader, "column": m["column"],
+    out = {"output": str(path), "source": str(args.log), "reader": reader, "column": m["column"],
            "unit": m["unit"], "user": m["user"], "tti_ms": tr.tti_ms, "tti_from": m["tti_from"],
            "n_tti": tr.n_tti, "duration_s": float(tr.duration),
            "mean_mbps": float(tr.mean_rate_bps()[0] / 1e6), "rows": m["rows"], "gap_s": m["gap_s"],
+           "gaps": m["gaps"], "start": str(pd.Timestamp(int(m["start_ns"]), tz="UTC")),
            "rule": m["rule"], "carriers": m["carriers"],
            "harq_retransmission_ratio": m.get("harq_retransmission_ratio"), "comparison": comparison}
-    if args.json:
-        print_json(out)
-        return 0
-    print(f"wrote {args.output}: {tr.n_tti} TTIs of {tr.tti_ms:g} ms ({out['tti_from']}), "
-          f"{out['duration_s']:.3f} s, mean {out['mean_mbps']:.3f} Mbit/s")
+    if "session" in m:
+        out["session"] = m["session"]["number"]
+    return out
+
+
+def _print_from_log(args, reader, tr, out) -> None:
+    m = tr.meta
+    print(f"wrote {out['output']}: {tr.n_tti} TTIs of {tr.tti_ms:g} ms ({out['tti_from']}), "
+          f"{out['duration_s']:.3f} s from {out['start']}, mean {out['mean_mbps']:.3f} Mbit/s")
+    if "session" in out:
+        return print(f"            {m['rows']} rows; gaps: {_gap_text(m['gaps'])}")
     print(f"from        {args.log} ({reader}), column {m['column']} in {m['unit']}, user {m['user']}, "
           f"{m['rows']} rows")
     print(f"rule        {m['rule']}; {m['carriers']}")
+    print(f"gaps        {_gap_text(m['gaps'])}")
     if m["gap_s"]:
-        print(f"gaps        {m['gap_s']:.3f} s without rows (zero capacity)")
+        print(f"            {m['gap_s']:.3f} s without rows (zero capacity)")
     if out["harq_retransmission_ratio"] is not None:
         print(f"HARQ        {out['harq_retransmission_ratio'] * 100:.1f} % of this user's DCIs are "
               f"retransmissions (left out: no new bytes)")
-    if comparison:
-        c = comparison
+    c = out["comparison"]
+    if c:
         print(f"compare     {c['a']} / {c['b']}: mean ratio {c['mean_ratio']:.3f}; correlation "
               f"{c['corr_0']:.2f} unshifted, {c['corr_best']:.2f} with {c['b']} shifted by "
               f"{c['best_lag_s']:+g} s (positive: {c['b']} trails)")
-    return 0
+
+
+def _gap_text(g: dict) -> str:
+    if "gaps" not in g:
+        return g["rule"]
+    if not g["gaps"]:
+        return f"none (rule {g['rule']})"
+    filled = ", ".join(f"{n} TTIs {rule}" for rule, n in g["filled_ttis"].items())
+    return f"{g['gaps']} gap(s), rule {g['rule']} up to {g['fill_limit_s']:g} s: filled {filled}"

@@ -37,11 +37,53 @@ def test_rates_are_integrated_over_any_tti():
     assert ms.values.sum() == pytest.approx(4e6) and ms.meta["unit"] == "bit/s"
 
 
-def test_rate_gap_is_zero_capacity_and_reported():
+def test_gap_rules_fill_and_count():
+    """Rows at 0, 1, 5, 6 s (spacing 1 s): the step 1 -> 5 s is a gap of 3 s after row 1's own
+    second. Hand-worked: hold keeps 8 Mbit/s = 1 MB/s; interpolate goes linearly from 8 to
+    16 Mbit/s over [2, 5) s, so TTI 2 holds (8 + 8 * 0.5/3) Mbit/s * 1 s / 8, and so on;
+    zero leaves 3 TTIs empty."""
     f = _frame([0, 1, 5, 6], thr=[8.0, 8.0, 16.0, 16.0])
-    tr = from_log(f, column="thr", unit="Mbit/s")
-    assert tr.values[:, 0].tolist() == [1e6, 1e6, 0, 0, 0, 2e6, 2e6]
-    assert tr.meta["gap_s"] == pytest.approx(3.0)
+    zero = from_log(f, column="thr", unit="Mbit/s", gaps="zero")
+    assert zero.values[:, 0].tolist() == [1e6, 1e6, 0, 0, 0, 2e6, 2e6]
+    assert zero.meta["gap_s"] == pytest.approx(3.0) and zero.meta["gaps"]["filled_ttis"] == {"zero": 3}
+    hold = from_log(f, column="thr", unit="Mbit/s")                 # the default: hold
+    assert hold.values[:, 0].tolist() == [1e6] * 5 + [2e6, 2e6] and hold.meta["gap_s"] == 0
+    assert hold.meta["gaps"] == {"rule": "hold", "fill_limit_s": 10.0, "gaps": 1, "filled_s": {"hold": 3.0},
+                                 "filled_ttis": {"hold": 3}}
+    lin = from_log(f, column="thr", unit="Mbit/s", gaps="interpolate")
+    mbps = [8 + 8 * x / 3 for x in (0.5, 1.5, 2.5)]                 # rate at the middle of TTIs 2, 3, 4
+    assert np.allclose(lin.values[2:5, 0], [m * 1e6 / 8 for m in mbps])
+    short = from_log(f, column="thr", unit="Mbit/s", fill_limit="3s")   # the step is 4 s: beyond the limit
+    assert short.values[:, 0].tolist() == zero.values[:, 0].tolist()
+    assert short.meta["gaps"]["filled_ttis"] == {"zero": 3}
+    with pytest.raises(AirlinkError, match=r"1 gap\(s\) in the log \(the first: 4 s without rows"):
+        from_log(f, column="thr", unit="Mbit/s", gaps="error")
+    jitter = from_log(_frame([0, 1, 2.4, 3.4], thr=[8.0] * 4), column="thr", unit="Mbit/s", gaps="error")
+    assert jitter.values.sum() == pytest.approx(4.4e6)     # the 1.4 s step is jitter: held; last row 1 s
+
+
+def test_span_start_and_duration():
+    f = _frame([0, 1, 2, 3], rate_bps=[8e6, 16e6, 0.0, 8e6])
+    tr = from_log(f, column="rate_bps", start="0.5s", duration="2s", tti="500ms")
+    # [0.5, 1) at 1 MB/s, [1, 2) at 2 MB/s, [2, 2.5) at 0
+    assert tr.values[:, 0].tolist() == [0.5e6, 1e6, 1e6, 0.0]
+    assert tr.meta["start_ns"] == 500_000_000
+    t0 = f["time"].iloc[0] + pd.Timedelta("3s")
+    last = from_log(f, column="rate_bps", start=t0.isoformat())
+    assert last.values[:, 0].tolist() == [1e6]
+    amounts = _frame([0.0, 0.5, 1.2, 2.0], tb_bytes=[1, 2, 4, 8])
+    assert from_log(amounts, column="tb_bytes", start="0.5s", duration="1s", tti="500ms").values[:, 0].tolist() \
+        == [2.0, 4.0]
+    with pytest.raises(AirlinkError, match="neither a duration"):
+        from_log(f, column="rate_bps", start="soon")
+
+
+def test_sessions_split_at_long_silences():
+    f = _frame([0, 1, 2, 100, 101, 500], rate_bps=[8e6] * 6)
+    parts = T.split_sessions(f, "60s")
+    assert [len(p) for p in parts] == [3, 2, 1] and parts[2].attrs["sessions"] == 3
+    trs = [from_log(p, column="rate_bps", tti=T.session_tti(f)) for p in parts]
+    assert [t.n_tti for t in trs] == [3, 2, 1] and all((t.values == 1e6).all() for t in trs)
 
 
 def test_amounts_go_to_their_tti_and_sum():
@@ -223,3 +265,87 @@ def test_xcal_style_through_a_column_mapping():
     raw = pd.read_csv(XCAL)
     assert tr.tti_ms == 20 and tr.meta["unit"] == "bytes"
     assert np.allclose(tr.values[:, 0], (raw["5G_TBS"].fillna(0) + raw["4G_TBS"]) / 8)
+
+
+# -- gaps and sessions of real logs ------------------------------------------------------------
+UCC_DRIVE = "ucc-5g/Download/Driving/B_2019.12.16_11.49.59.csv"
+LA_DRIVE = "icellspeed/D1_driving/LosAngeles/data_310410.csv"
+
+
+def _held_bytes(t_s: np.ndarray, bps: np.ndarray, fill_limit_s=10.0, spacing_s=1.0) -> np.ndarray:
+    """Bytes of each row when its rate holds to the next row (up to the fill limit; one
+    spacing beyond it and for the last row): plain numpy on the raw values."""
+    step = np.append(np.diff(t_s), spacing_s)
+    held = np.where(step <= fill_limit_s, step, spacing_s)
+    return bps * held / 8
+
+
+def test_cli_ucc_drive_holds_gnettrack_steps(shared_data, run_airlink, tmp_path):
+    """G-NetTrack logs in 1-3 s steps: held, the mean is the time-weighted mean of the raw
+    CSV (rows of one second averaged), not 20 % zero-capacity seconds."""
+    raw = pd.read_csv(shared_data / UCC_DRIVE, na_values=["-"]).dropna(subset=["DL_bitrate"])
+    sec = pd.to_datetime(raw["Timestamp"], format="%Y.%m.%d_%H.%M.%S").astype("int64") // 10**9
+    per_s = raw.groupby(sec)["DL_bitrate"].mean() * 1000                # kbit/s -> bit/s
+    t = per_s.index.to_numpy(float)
+    expect = _held_bytes(t, per_s.to_numpy())
+    span = t[-1] + 1 - t[0]
+    assert np.diff(t).max() > 1                                        # the log has 2-3 s steps
+    out = tmp_path / "ucc.parquet"
+    status, text, err = run_airlink("trace", "from-log", shared_data / UCC_DRIVE, "--column", "dl_bitrate_bps",
+                                    "-o", out, "--json")
+    assert status == 0, err
+    s = json.loads(text)
+    tr = T.read_trace(out)
+    assert tr.values.sum() == pytest.approx(expect.sum(), rel=1e-9)
+    assert s["mean_mbps"] == pytest.approx(expect.sum() * 8 / span / 1e6, rel=1e-9)
+    assert s["gaps"]["rule"] == "hold" and s["gaps"]["gaps"] == int((np.diff(t) > 1.5).sum())
+    assert s["gaps"]["filled_ttis"] == {"hold": int((np.diff(t) - 1).sum())} == tr.meta["gaps"]["filled_ttis"]
+    zero_raw = float(((per_s.to_numpy() == 0) * np.append(np.diff(t), 1)).sum() / span)
+    assert (tr.values[:, 0] == 0).mean() == pytest.approx(zero_raw)   # only the seconds the log says were 0
+    status, text, err = run_airlink("trace", "from-log", shared_data / UCC_DRIVE, "--column", "dl_bitrate_bps",
+                                    "--gaps", "zero", "-o", tmp_path / "z.parquet", "--json")
+    z = json.loads(text)
+    assert z["gaps"]["filled_ttis"] == {"zero": s["gaps"]["filled_ttis"]["hold"]} and z["mean_mbps"] < s["mean_mbps"]
+
+
+def test_cli_without_column_names_the_columns_that_would_work(shared_data, run_airlink, tmp_path):
+    status, _, err = run_airlink("trace", "from-log", shared_data / UCC_DRIVE, "-o", tmp_path / "x.parquet")
+    assert status == 2 and err.count("\n") == 1
+    assert "several columns would work, choose one with --column: dl_bitrate_bps, ul_bitrate_bps" in err
+
+
+def test_cli_icellspeed_drive_split_into_sessions(shared_data, run_airlink, tmp_path):
+    """A driving log of several days: one trace per session (a silence over 60 s ends one),
+    each trace's bytes those of its rows held (computed from the raw CSV), no day of zeros."""
+    raw = pd.read_csv(shared_data / LA_DRIVE)
+    per_s = raw.groupby("seconds_since_epoch")["throughput"].last()      # bit/s; a repeated second: the last
+    t = per_s.index.to_numpy(float)
+    cuts = np.flatnonzero(np.diff(t) > 60) + 1
+    sessions = np.split(np.arange(t.size), cuts)
+    assert len(sessions) > 3
+    status, text, err = run_airlink("trace", "from-log", shared_data / LA_DRIVE, "--split-sessions",
+                                    "-o", tmp_path / "la.parquet", "--json")
+    assert status == 0, err
+    outs = json.loads(text)["sessions"]
+    assert [o["output"] for o in outs] == [str(tmp_path / f"la-s{k}.parquet") for k in range(1, len(sessions) + 1)]
+    for o, rows in zip(outs, sessions):
+        tr = T.read_trace(o["output"])
+        assert o["column"] == "throughput_bps" and tr.tti_ms == 1000
+        assert tr.n_tti == t[rows[-1]] + 1 - t[rows[0]]                  # the session's span, no more
+        assert tr.values.sum() == pytest.approx(_held_bytes(t[rows], per_s.to_numpy()[rows]).sum(), rel=1e-9)
+        assert tr.meta["session"]["number"] == o["session"]
+        assert o["start"] == str(pd.Timestamp(int(t[rows[0]]), unit="s", tz="UTC"))
+    one = tmp_path / "one.parquet"
+    status, text, err = run_airlink("trace", "from-log", shared_data / LA_DRIVE, "-o", one)
+    assert status == 0 and "--split-sessions writes one trace per session" in text
+    start = pd.Timestamp(int(t[sessions[2][0]]), unit="s", tz="UTC").isoformat()
+    status, text, err = run_airlink("trace", "from-log", shared_data / LA_DRIVE, "--start", start,
+                                    "--duration", "60s", "-o", one, "--json")
+    assert status == 0, err
+    rows = sessions[2][t[sessions[2]] < t[sessions[2][0]] + 60]
+    expect = _held_bytes(t[rows], per_s.to_numpy()[rows])
+    # the last row inside the minute may hold past its end: clip it to the minute
+    over = t[rows[-1]] + np.append(np.diff(t[sessions[2]]), 1)[len(rows) - 1] - (t[rows[0]] + 60)
+    if over > 0:
+        expect[-1] -= per_s.to_numpy()[rows[-1]] * over / 8
+    assert json.loads(text)["n_tti"] == 60 and T.read_trace(one).values.sum() == pytest.approx(expect.sum())
