@@ -18,6 +18,8 @@ rf        radio measurements: signal quality per time (collectors, readers of ra
 mac       per-TTI or per-second scheduling per user (sim, collectors, replay logs)
 capacity  per-TTI capacity per user (a Trace in long form)
 linklog   Mahimahi/airlink link-log events (one row per event)
+throughput application throughput per interval (and stream): iperf3 reports, throughput traces
+transfers one row per upload/download with its radio indicators and no time axis
 """
 from __future__ import annotations
 
@@ -73,6 +75,16 @@ KINDS = {k.name: k for k in [
          ("time", "user", "capacity_bytes"),
          (),
          "per-TTI capacity per user in bytes per TTI"),
+    Kind("throughput",
+         ("time", "throughput_bps"),
+         ("stream", "interval_s", "bytes", "retransmissions", "snd_cwnd_bytes", "snd_wnd_bytes", "rtt_ms",
+          "rttvar_ms", "packets", "lost_packets", "lost_percent", "jitter_ms", "omitted", "sender", "test"),
+         "application throughput per interval (time = interval start) and stream"),
+    Kind("transfers",
+         ("transfer",),
+         ("payload_bytes", "throughput_bps", "duration_s", "rsrp_dbm", "rsrq_db", "sinr_db", "snr_db", "cqi",
+          "rssi_dbm", "speed_kmh", "direction"),
+         "one row per upload/download with its radio indicators; no time axis", timed=False),
     Kind("linklog",
          ("time_ms", "event", "bytes"),
          ("delay_ms", "packets"),
