@@ -4,18 +4,28 @@ Mapping format (YAML)::
 
     kind: rf                       # frame kind to validate against (rf, mac, ...)
     time: {column: Timestamp, format: "%Y.%m.%d_%H.%M.%S", tz: Europe/Dublin}
-    #   or {column: seconds_since_epoch, unit: s}
+    #   or {column: seconds_since_epoch, unit: s}, or just the column's name
     columns:
       RSRP: rsrp_dbm               # source column -> schema column
       DL_bitrate: {name: dl_bitrate_bps, unit: kbit/s}
       Speed: {name: speed_kmh, scale: 1.0}
+    constants:                     # columns with one value on every row
+      user: ue                     #   (the mac kind needs a user; a one-phone log has one)
+      carrier: pcell
     missing: ["-"]                 # extra strings meaning "no value"
     sep: ","                       # default: sniffed (comma or tab)
     dedupe: last                   # duplicate timestamps: keep last | first | none
+    keep_unmapped: false           # true keeps the columns not named under columns, as they are
 
 Units are converted to the base unit of the target column's suffix (``_bps`` bit/s,
 ``_ms``, ``_bytes``, ``_kmh``); ``scale`` multiplies after that. Unmapped columns are dropped
-unless ``keep_unmapped: true``.
+unless ``keep_unmapped: true``. ``constants`` adds columns holding one value (text or
+number) on every row, after the mapped ones (a constant may not share a mapped column's name).
+
+The mapping is checked like an experiment file (pydantic, unknown keys refused): a
+misspelled key is an error naming the file and the key path
+(``mapping.yaml: colums: unknown key``), as is a value of the wrong type
+(``columns.RSRP.scale: ...``), an unknown ``kind`` or a mapping that names no column.
 """
 from __future__ import annotations
 
@@ -24,25 +34,93 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+
 from airlink.traces.errors import AirlinkError, FormatError
-from airlink.traces.schema import validate
-from airlink.traces.yamlfile import read_yaml_mapping
+from airlink.traces.schema import KINDS, validate
+from airlink.traces.yamlfile import error_key_path, error_message, read_yaml_mapping
 
 from ._tabular import MISSING, finish, header_columns, numbers, parse_times, require_columns, sep_of, unit_factor
 
 NAME = "csv"
 
 
-def load_mapping(mapping) -> dict:
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TimeSpec(_Model):
+    """Where the time is: a ``column``, read with a strftime ``format`` or as numbers since
+    the epoch in ``unit``; naive local times are in zone ``tz``."""
+    column: str
+    format: str | None = None
+    tz: str | None = None
+    unit: Literal["s", "ms", "us", "ns"] | None = None
+
+
+class ColumnSpec(_Model):
+    """A source column's schema ``name``, the ``unit`` it is in and a ``scale`` applied after."""
+    name: str
+    unit: str | None = None
+    scale: float | None = None
+
+
+def _named(value):
+    return {"column": value} if isinstance(value, str) else value
+
+
+def _renamed(value):
+    return {"name": value} if isinstance(value, str) else value
+
+
+class Mapping(_Model):
+    """A column mapping, checked (see the module notes for each key)."""
+    kind: Literal[tuple(KINDS)] = "rf"
+    time: Annotated[TimeSpec, BeforeValidator(_named)]
+    columns: dict[str, Annotated[ColumnSpec, BeforeValidator(_renamed)]] = {}
+    constants: dict[str, Union[bool, int, float, str]] = {}
+    missing: list[str] = []
+    sep: str | None = None
+    dedupe: Literal["last", "first", "none"] | None = "last"
+    keep_unmapped: bool = False
+    reader: str = NAME
+
+    @model_validator(mode="after")
+    def _names_something(self):
+        if not self.columns and not self.keep_unmapped:
+            raise ValueError("columns: no column is mapped (name at least one, or keep_unmapped: true)")
+        clash = sorted(set(self.constants) & {c.name for c in self.columns.values()})
+        if clash:
+            raise ValueError(f"constants: {', '.join(clash)} is also a mapped column")
+        return self
+
+
+def check_mapping(m: dict, *, where: str = "mapping") -> Mapping:
+    """The checked :class:`Mapping` of a dict; the first problem is a FormatError
+    ``WHERE: KEY.PATH: what is wrong``."""
+    try:
+        return Mapping.model_validate(m)
+    except ValidationError as exc:
+        err = max(exc.errors(), key=lambda e: (len(error_key_path(e["loc"])), e["type"] == "extra_forbidden"))
+        path, msg = error_key_path(err["loc"]), error_message(err)
+        raise FormatError(f"{where}: {path + ': ' if path and not msg.startswith(path) else ''}{msg}") from None
+
+
+def load_mapping(mapping) -> Mapping | None:
+    """The checked mapping of a dict or a YAML file (None for None)."""
     if mapping is None:
-        return {}
-    if isinstance(mapping, dict):
+        return None
+    if isinstance(mapping, Mapping):
         return mapping
+    if isinstance(mapping, dict):
+        return check_mapping(mapping)
     m = read_yaml_mapping(mapping, what="mapping", error=FormatError,
                           expect="a mapping file must be a YAML mapping with 'columns' and 'time'")
     if not m:
         raise FormatError(f"{mapping}: a mapping file must be a YAML mapping with 'columns' and 'time'")
-    return m
+    return check_mapping(m, where=str(mapping))
 
 
 def is_format(path) -> bool:
@@ -58,18 +136,13 @@ def read(path, *, mapping=None) -> pd.DataFrame:
     """Read a delimited table with ``mapping`` (dict or YAML path; see module notes)."""
     path = Path(path)
     m = load_mapping(mapping)
-    if not m:
+    if m is None:
         raise AirlinkError(f"{path}: the generic CSV reader needs a column mapping (a YAML file or dict naming the time and value columns)")
-    cols = m.get("columns") or {}
-    tspec = m.get("time") or {}
-    if isinstance(tspec, str):
-        tspec = {"column": tspec}
-    tcol = tspec.get("column")
-    if not tcol:
-        raise AirlinkError(f"{path}: mapping lacks time.column")
+    cols, tspec = m.columns, m.time
+    tcol = tspec.column
     try:
-        raw = pd.read_csv(path, sep=m.get("sep") or sep_of(path), na_values=MISSING + list(m.get("missing", [])),
-                          keep_default_na=True, engine="python" if m.get("sep") is None else "c",
+        raw = pd.read_csv(path, sep=m.sep or sep_of(path), na_values=MISSING + list(m.missing),
+                          keep_default_na=True, engine="python" if m.sep is None else "c",
                           skipinitialspace=True)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise FormatError(f"{path}: cannot parse as a table ({str(exc).splitlines()[0]})") from None
@@ -79,28 +152,24 @@ def read(path, *, mapping=None) -> pd.DataFrame:
     repeated_headers = int(header.sum())
     lines = pd.Series(np.arange(len(raw)) + 2)[~header.to_numpy()].to_numpy()
     raw = raw.loc[~header].reset_index(drop=True)
-    out = {"time": parse_times(raw[tcol], fmt=tspec.get("format"), tz=tspec.get("tz"),
-                               unit=tspec.get("unit"))}
+    out = {"time": parse_times(raw[tcol], fmt=tspec.format, tz=tspec.tz, unit=tspec.unit)}
     for src, spec in cols.items():
-        if isinstance(spec, str):
-            spec = {"name": spec}
-        dst = spec["name"]
+        dst = spec.name
         col = raw[src]
-        numeric = dst.endswith(("_bps", "_bytes", "_db", "_dbm", "_ms", "_kmh", "_s")) or spec.get("unit") \
-            or spec.get("scale") is not None
+        numeric = dst.endswith(("_bps", "_bytes", "_db", "_dbm", "_ms", "_kmh", "_s")) or spec.unit \
+            or spec.scale is not None
         if numeric:
-            col = numbers(col, path=path, column=src, lines=lines) * unit_factor(spec.get("unit", ""), dst) \
-                * float(spec.get("scale", 1.0))
+            col = numbers(col, path=path, column=src, lines=lines) * unit_factor(spec.unit or "", dst) \
+                * float(1.0 if spec.scale is None else spec.scale)
         out[dst] = col.to_numpy()
-    if m.get("keep_unmapped"):
+    if m.keep_unmapped:
         for c in raw.columns:
             if c not in cols and c != tcol and c not in out:
                 out[c] = raw[c].to_numpy()
     frame = pd.DataFrame(out)
-    for k, v in (m.get("constants") or {}).items():
+    for k, v in m.constants.items():
         frame[k] = v
-    dd = m.get("dedupe", "last")
-    frame = finish(frame, path, m.get("reader", NAME), dedupe=None if dd in (None, "none", False) else dd)
+    dd = m.dedupe
+    frame = finish(frame, path, m.reader, dedupe=None if dd in (None, "none") else dd)
     frame.attrs["repeated_headers"] = repeated_headers
-    kind = m.get("kind", "rf")
-    return validate(frame, kind, name=str(path))
+    return validate(frame, m.kind, name=str(path))

@@ -42,3 +42,36 @@ def read_yaml_mapping(path, *, what: str, expect: str, error=AirlinkError) -> di
     if not isinstance(data, dict):
         raise error(f"{path}: {expect}")
     return data
+
+
+# The wording of a checked YAML file's errors (experiment files, column mappings): one
+# place, so every file airlink reads says ``FILE: KEY.PATH: what is wrong`` the same way.
+def error_key_path(loc) -> str:
+    """The key path of a pydantic error location: ``collect.resolution``, ``shells[0].delay``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part) in ("str", "int", "float", "bool") or str(part).startswith(("function-", "union[")) \
+                or "[" in str(part):
+            continue  # pydantic's names for the branch of a union it tried (a key "strength" is kept)
+        else:
+            # a key that is not a plain word (a line break, a dot, spaces) is shown quoted
+            name = str(part) if str(part).replace("_", "").replace("-", "").isalnum() else repr(str(part))
+            out += f".{name}" if out else name
+    return out
+
+
+def error_message(err: dict) -> str:
+    """What is wrong, in one phrase, for one pydantic error (``unknown key``, ...)."""
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "missing":
+        return "required key is missing"
+    msg = str(err["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        msg = msg.replace(prefix, "")
+    got = err.get("input")
+    if err["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
+        msg += f" (got {got!r})"
+    return msg

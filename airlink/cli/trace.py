@@ -102,7 +102,7 @@ def register(sub):
     f.add_argument("--tti", type=typed(T.parse_tti), help="TTI of the trace (default: from the data)")
     f.add_argument("--direction", choices=["downlink", "uplink"], default="downlink",
                    help="DCIs to use in a per-slot log (downlink)")
-    f.add_argument("--gaps", choices=list(T.GAP_RULES), default="hold",
+    f.add_argument("--gaps", default="hold", metavar="hold|zero|interpolate|error",
                    help="fill of a rate column's gaps after the row's own spacing: hold the rate, zero, "
                         "interpolate to the next row, or error (default hold)")
     f.add_argument("--fill-limit", type=typed(T.parse_duration), default="10s", metavar="DURATION",

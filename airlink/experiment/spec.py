@@ -26,7 +26,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from airlink.traces import AirlinkError, parse_duration, parse_rate
 from airlink.traces.units import parse_size
-from airlink.traces.yamlfile import read_yaml_mapping
+from airlink.traces.yamlfile import error_key_path as _key_path, error_message as _message, read_yaml_mapping
 
 STAGES = ("radio", "live", "collect", "infer", "report")
 SHELL_KINDS = ("delay", "loss", "link")
@@ -393,34 +393,6 @@ class ExperimentSpec(_Model):
 
 
 # ---------------------------------------------------------------------------- loading
-def _key_path(loc) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif str(part).startswith(("function-", "union[", "str", "int", "float", "list[")) or "[" in str(part):
-            continue  # pydantic's names for the branch of a union it tried
-        else:
-            # a key that is not a plain word (a line break, a dot, spaces) is shown quoted
-            name = str(part) if str(part).replace("_", "").replace("-", "").isalnum() else repr(str(part))
-            out += f".{name}" if out else name
-    return out
-
-
-def _message(err: dict) -> str:
-    if err["type"] == "extra_forbidden":
-        return "unknown key"
-    if err["type"] == "missing":
-        return "required key is missing"
-    msg = str(err["msg"])
-    for prefix in ("Value error, ", "Assertion failed, "):
-        msg = msg.replace(prefix, "")
-    got = err.get("input")
-    if err["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
-        msg += f" (got {got!r})"
-    return msg
-
-
 def validate_spec(spec: dict, *, where: str = "experiment") -> "ExperimentSpec":
     """The checked model of an experiment mapping; the first problem is an AirlinkError
     ``WHERE: KEY.PATH: what is wrong``."""
