@@ -28,13 +28,15 @@ from airlink.traces.lazy import lazy_names
 _LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align"),
          "estimate_clock_offset": ("align", "estimate_clock_offset"),
          "read_callrecords": ("callrecords", "read"), "read_csv": ("csvmap", "read"),
-         "read_icellspeed": ("icellspeed", "read"), "read_iperf3": ("iperf3", "read"),
+         "read_icellspeed": ("icellspeed", "read"), "read_gnettrack": ("gnettrack", "read"),
+         "read_throughput_trace": ("throughputtrace", "read"), "read_transfers": ("transfers", "read"),
+         "read_xcal": ("xcal", "read"), "read_iperf3": ("iperf3", "read"),
          "read_linklog": ("linklog", "read"),
          "read_mac": ("macparquet", "read"), "read_pcap": ("pcap", "read"),
          "TcpAnalysis": ("tcp", "TcpAnalysis"), "analyze_tcp": ("tcp", "analyze_tcp"),
          "read_ucc": ("ucc", "read")}
-_SUBMODULES = {"align", "callrecords", "csvmap", "icellspeed", "iperf3", "linklog", "macparquet",
-               "nrscope", "pcap", "tcp", "ucc"}
+_SUBMODULES = {"align", "callrecords", "csvmap", "gnettrack", "icellspeed", "iperf3", "linklog", "macparquet",
+               "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
 
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, _SUBMODULES)
@@ -54,13 +56,16 @@ sys.modules[__name__].__class__ = _Package
 
 
 __all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "read_linklog",
-           "read_ucc", "read_icellspeed", "read_iperf3", "read_csv", "read_mac", "read_callrecords", "align",
+           "read_ucc", "read_gnettrack", "read_icellspeed", "read_iperf3", "read_throughput_trace",
+           "read_transfers", "read_xcal", "read_csv", "read_mac", "read_callrecords", "align",
            "estimate_clock_offset", "READERS", "reader_names"]
 
 # name -> module, in sniffing order (most specific first; the generic CSV reader last,
 # and only when a mapping is given)
-READERS = {"pcap": "pcap", "mac-parquet": "macparquet", "iperf3": "iperf3", "linklog": "linklog", "ucc": "ucc",
-           "icellspeed": "icellspeed", "nrscope": "nrscope", "callrecords": "callrecords", "csv": "csvmap"}
+READERS = {"pcap": "pcap", "mac-parquet": "macparquet", "iperf3": "iperf3", "linklog": "linklog",
+           "ucc": "ucc", "gnettrack": "gnettrack", "icellspeed": "icellspeed", "nrscope": "nrscope",
+           "callrecords": "callrecords", "xcal": "xcal", "transfers": "transfers",
+           "throughput-trace": "throughputtrace", "csv": "csvmap"}
 
 
 def _module(name):

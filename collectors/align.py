@@ -187,7 +187,11 @@ def parse_times(values, *, source: str = "frame", column: str = "time", tz=None,
 def time_of(frame: pd.DataFrame, *, time_column=None, tz=None, source: str = "frame"):
     """``(times, rest)``: the frame's timestamps (UTC DatetimeIndex, via :func:`parse_times`)
     from ``time_column``, else the ``time`` column, a DatetimeIndex, or the first of
-    :data:`TIME_COLUMNS` present; ``rest`` is the frame without that column (index reset)."""
+    :data:`TIME_COLUMNS` present; ``rest`` is the frame without that column (index reset).
+    A frame its reader marked as having no time axis (``attrs["time_axis"] is None``, e.g. a
+    per-transfer table) is refused with the reader's note."""
+    if "time_axis" in frame.attrs and frame.attrs["time_axis"] is None and time_column is None:
+        raise AirlinkError(f"{source}: cannot tell: {frame.attrs.get('note', 'the table has no time axis')}")
     if time_column is not None:
         if time_column in frame.columns:
             return (parse_times(frame[time_column], source=source, column=time_column, tz=tz),

@@ -6,8 +6,9 @@ started without ``-1`` writes one per test) gives them all, numbered in ``test``
 
 Time: ``time`` is the interval's start, ``start.timestamp.timesecs`` (whole seconds since the
 Unix epoch, UTC, when the test began) plus the interval's ``start`` (seconds from the test's
-start). ``timesecs`` has a resolution of one second, so ``time`` is within a second of the
-wall clock; the spacing of the rows is exact.
+start; the interval's ``sum.start``, common to its streams, whose own starts differ by
+microseconds). ``timesecs`` has a resolution of one second, so ``time`` is within a second
+of the wall clock; the spacing of the rows is exact.
 
 Columns: ``time``, ``stream`` (the socket number as text), ``interval_s`` (``seconds``),
 ``bytes``, ``throughput_bps`` (iperf3's ``bits_per_second`` = ``8 * bytes / seconds``),
@@ -117,10 +118,12 @@ def read(path) -> pd.DataFrame:
         reverse = bool(test.get("reverse", 0))
         side = _side(doc, role, reverse)
         for iv in doc["intervals"]:
+            tick = (iv.get("sum") or {}).get("start")
             for st in iv.get("streams", []):
                 if "start" not in st or "bytes" not in st:
                     raise FormatError(f"{path}: iperf3 report {k}: an interval record lacks start/bytes")
-                row = {"t_s": float(ts) + float(st["start"]), "stream": str(st.get("socket", "")), "test": k,
+                start_s = st["start"] if tick is None else tick
+                row = {"t_s": float(ts) + float(start_s), "stream": str(st.get("socket", "")), "test": k,
                        "omitted": bool(st.get("omitted", False)),
                        "sender": bool(st.get("sender", side == "sent"))}
                 for f, (col, scale) in FIELDS.items():
@@ -135,7 +138,7 @@ def read(path) -> pd.DataFrame:
     frame.insert(0, "time", pd.to_datetime(np.round(frame.pop("t_s").to_numpy() * 1e9).astype(np.int64),
                                            unit="ns", utc=True))
     frame = frame.sort_values(["time", "test", "stream"], kind="stable", ignore_index=True)
-    frame.attrs.update({"source": str(path), "reader": NAME, "tests": len(docs), **meta[0]})
+    frame.attrs.update({"source": str(path), "reader": NAME, "kind": "throughput", "tests": len(docs), **meta[0]})
     if len(docs) > 1:
         frame.attrs["per_test"] = meta
     return validate(frame, "throughput", name=str(path))

@@ -11,24 +11,16 @@ are left as gaps and counted in ``frame.attrs["gaps"]``.
 """
 from __future__ import annotations
 
-from . import csvmap
+from . import csvmap, gnettrack
 from ._tabular import header_columns
 
 NAME = "ucc"
 SIGNATURE = {"Timestamp", "NetworkMode", "RSRP", "DL_bitrate", "State"}
 
-MAPPING = {
-    "kind": "rf", "reader": NAME, "dedupe": "none",
-    "time": {"column": "Timestamp", "format": "%Y.%m.%d_%H.%M.%S", "tz": "Europe/Dublin"},
-    "columns": {
-        "Speed": {"name": "speed_kmh", "unit": "km/h"}, "CellID": "cell_id",
-        "NetworkMode": "network_mode", "RSRP": {"name": "rsrp_dbm"}, "RSRQ": {"name": "rsrq_db"},
-        "SNR": {"name": "snr_db"}, "CQI": {"name": "cqi", "scale": 1}, "RSSI": {"name": "rssi_dbm"},
-        "DL_bitrate": {"name": "dl_bitrate_bps", "unit": "kbit/s"},
-        "UL_bitrate": {"name": "ul_bitrate_bps", "unit": "kbit/s"}, "State": "state",
-        "Longitude": {"name": "longitude", "scale": 1}, "Latitude": {"name": "latitude", "scale": 1},
-    },
-}
+#: the UCC columns, read by the G-NetTrack table (every one must be present)
+UCC_COLUMNS = ("Speed", "CellID", "NetworkMode", "RSRP", "RSRQ", "SNR", "CQI", "RSSI", "DL_bitrate",
+               "UL_bitrate", "State", "Longitude", "Latitude")
+MAPPING = gnettrack.mapping(UCC_COLUMNS, tz="Europe/Dublin", reader=NAME, names=UCC_COLUMNS)
 
 
 def is_format(path) -> bool:

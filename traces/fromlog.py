@@ -9,13 +9,14 @@ return: a ``time`` column in UTC plus value columns) into a byte-granular capaci
   ``c_k = sum_{i : floor((t_i - t_0) / tti) = k} x_i``;
 - **rates** (``bit/s``, ``kbit/s``, ``Mbit/s``; e.g. iCellSpeed's per-second ``*_tbs``,
   UCC's ``DL_bitrate``): row ``i``'s rate holds from ``t_i`` until the next row, at most one
-  row spacing ``d`` (the median spacing of the log; a longer silence is a **gap** of zero
-  capacity, counted in ``meta["gap_s"]``), and
+  row spacing ``d`` (the median spacing of the log; the last row one spacing, or its own
+  ``interval_s`` where the log has one, as throughput reports do; gaps are filled by a
+  stated rule, see :func:`from_log`), and
   ``c_k = (1/8) * integral over TTI k of rate(t) dt``, exact for any TTI, finer or coarser
   than the rows.
 
-Rows of several carriers at one time (a ``carrier`` column) are summed when the column
-differs between carriers, and taken once when it is the same on every carrier row of
+Rows of several carriers (a ``carrier`` column) or iperf3 streams (``stream``) at one time
+are summed when the column differs between them, and taken once when it is the same on every carrier row of
 every time (a per-device value repeated per carrier, such as iCellSpeed's application
 throughput). Rows marked ``retransmission`` (HARQ retransmissions) carry no new bytes and
 are left out; the share of such rows is reported as ``meta["harq_retransmission_ratio"]``.
@@ -193,7 +194,7 @@ def _merge_times(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return u, sums / np.bincount(inv), int(t.size - u.size)
 
 
-def _rate_segments(t, v, sp: int, rule: str, fill_limit_ns: float, source: str):
+def _rate_segments(t, v, sp: int, rule: str, fill_limit_ns: float, source: str, last_ns: int | None = None):
     """The rate of a log as pieces ``[a, b)`` with a rate going linearly from ``ra`` to ``rb``
     (bytes per ns), plus the fill intervals of each gap rule.
 
@@ -202,9 +203,9 @@ def _rate_segments(t, v, sp: int, rule: str, fill_limit_ns: float, source: str):
     ``[t_i + sp, t_{i+1})``, is filled by ``rule`` when the step is at most
     ``fill_limit_ns`` (``hold``: the row's rate; ``interpolate``: linear from row ``i``'s
     rate to row ``i+1``'s; ``zero``: nothing) and left at zero capacity when it is longer.
-    The last row holds one spacing."""
+    The last row holds one spacing, or ``last_ns`` when the log says how long it lasted."""
     n = t.size
-    step = np.append(np.diff(t), sp).astype(np.float64)
+    step = np.append(np.diff(t), sp if last_ns is None else last_ns).astype(np.float64)
     gap = step > JITTER_STEPS * sp
     if rule == "error" and gap.any():
         i = int(np.flatnonzero(gap)[0])
@@ -329,6 +330,8 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         marks, ``harq_retransmission_ratio``.
     """
     src = source or str(frame.attrs.get("source", "log"))
+    if "time_axis" in frame.attrs and frame.attrs["time_axis"] is None:
+        raise AirlinkError(f"{src}: a trace needs times: {frame.attrs.get('note', 'the table has no time axis')}")
     if gaps not in GAP_RULES:
         raise AirlinkError(f"{src}: unknown gap rule {gaps!r} (one of {', '.join(GAP_RULES)})")
     fill_s = parse_duration(fill_limit) if not isinstance(fill_limit, Fraction) else fill_limit
@@ -364,7 +367,8 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         raise AirlinkError(f"{src}: column {column!r} has no values" + (f" for user {uname}" if user else ""))
     order = np.argsort(t, kind="stable")
     t, v = t[order], v[order]
-    carrier = frame["carrier"].to_numpy()[ok][order] if "carrier" in frame.columns else None
+    part_col = next((c for c in ("carrier", "stream") if c in frame.columns), None)
+    carrier = frame[part_col].to_numpy()[ok][order] if part_col else None
     t_all = t
     merged = 0
     if rate:
@@ -386,6 +390,12 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         tti_f, tti_from = snap_fraction(Fraction(sp, 10**9)), "median row spacing"
     tti_ns = tti_f * 10**9
     sp = (_row_spacing_ns(t) or int(tti_ns)) if rate else None
+    last_ns = None
+    if rate and "interval_s" in frame.columns:        # a throughput report: the last row's own length
+        iv = pd.to_numeric(frame["interval_s"], errors="coerce").to_numpy(float)[ok][order]
+        at_last = iv[t_all == t_all[-1]]
+        if np.isfinite(at_last).any() and np.nanmax(at_last) > 0:
+            last_ns = int(round(float(np.nanmax(at_last)) * 1e9))
     first = int(t[0])
     w0 = _instant_ns(start, first, "start") if start is not None else first
     if duration is not None:
@@ -394,7 +404,7 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
             raise AirlinkError(f"{src}: duration must be positive")
         w1 = w0 + int(dur * 10**9)
     else:
-        w1 = int(t[-1]) + (sp if rate else 1)
+        w1 = int(t[-1]) + ((sp if last_ns is None else last_ns) if rate else 1)
     if w1 <= w0:
         raise AirlinkError(f"{src}: the span from {pd.Timestamp(w0, tz='UTC')} is empty (the log runs "
                            f"{pd.Timestamp(first, tz='UTC')} to {pd.Timestamp(int(t[-1]), tz='UTC')})")
@@ -411,7 +421,8 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         gap_meta = {"rule": "not applicable: amounts per row (no row, no bytes)"}
         rule = f"bytes of each row in the TTI holding its time ({u} per row)"
     else:
-        a, b, ra, rb, fill = _rate_segments(t, v * RATE_UNITS[u] / 8 / 1e9, sp, gaps, float(fill_s) * 1e9, src)
+        a, b, ra, rb, fill = _rate_segments(t, v * RATE_UNITS[u] / 8 / 1e9, sp, gaps, float(fill_s) * 1e9, src,
+                                              last_ns)
         n = int(np.ceil(Fraction(w1 - w0) / tti_ns))
         edges = w0 + np.arange(n + 1) * float(tti_ns)
         rel = float(a[0])           # cumulate from the first piece, in floats near zero

@@ -136,12 +136,13 @@ def cmd_collect(args) -> int:
                     raise AirlinkError(f"{exc}; a CSV/TSV of another layout needs --mapping FILE "
                                        f"(see docs/collectors.md)") from None
                 raise
-            kind = "mac" if "user" in frame.columns else "rf"
+            kind = frame.attrs.get("kind") or ("mac" if "user" in frame.columns else "rf")
             written = [_write(frame, out / f"{stem}.{kind}.parquet", kind)]
             rec = {"file": str(path), "reader": frame.attrs.get("reader", fmt), "kind": kind,
                    "rows": int(len(frame)), "columns": [str(c) for c in frame.columns],
-                   "start": str(frame["time"].iloc[0]) if len(frame) else None,
-                   "end": str(frame["time"].iloc[-1]) if len(frame) else None, "outputs": written}
+                   "start": str(frame["time"].iloc[0]) if len(frame) and "time" in frame else None,
+                   "end": str(frame["time"].iloc[-1]) if len(frame) and "time" in frame else None,
+                   "outputs": written}
             for k in ("duplicate_times", "gaps", "layout", "throughput_unit"):
                 if k in frame.attrs:
                     rec[k] = frame.attrs[k]

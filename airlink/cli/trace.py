@@ -207,7 +207,8 @@ def cmd_plot(args) -> int:
     return 0
 
 
-DEFAULT_COLUMNS = {"nrscope": ["tbs_bytes"], "icellspeed": ["tbs_bps"]}
+DEFAULT_COLUMNS = {"nrscope": ["tbs_bytes"], "icellspeed": ["tbs_bps"], "xcal": ["tbs_bytes"],
+                   "iperf3": ["throughput_bps"], "throughput-trace": ["throughput_bps"]}
 DEFAULT_COMPARE = {"icellspeed": "throughput_bps"}
 
 
@@ -276,6 +277,8 @@ def cmd_from_log(args) -> int:
     from airlink.collectors.nrscope import select_direction
     frame = _read_log(args)
     reader = frame.attrs.get("reader", args.format or "?")
+    if "time_axis" in frame.attrs and frame.attrs["time_axis"] is None:
+        raise T.AirlinkError(f"{args.log}: read as {reader}; a trace needs times: {frame.attrs.get('note', '')}")
     columns = args.column or _default_columns(frame, reader, args.log)
     frame = select_direction(frame, args.direction)
     opts = dict(unit=args.unit, user=args.user, tti=args.tti, source=str(args.log), gaps=args.gaps,

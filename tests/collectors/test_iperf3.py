@@ -112,3 +112,18 @@ def test_two_reports_in_one_file_and_errors(tmp_path):
     cut.write_text(text[: len(text) // 2])
     with pytest.raises(FormatError, match="cut.json: not valid JSON at line"):
         C.read(cut)
+
+
+def test_iperf3_report_to_capacity_trace(tmp_path, run_airlink):
+    """`trace from-log` on a report: streams summed per interval, each interval's rate held for
+    its length, so the trace's bytes are iperf3's own total (to the microseconds by which the
+    streams' intervals differ)."""
+    cli, _ = _run(tmp_path, "-P", "2")
+    doc = json.loads(cli.read_text())
+    out = tmp_path / "iperf.parquet"
+    status, text, err = run_airlink("trace", "from-log", cli, "-o", out, "--json")
+    assert status == 0, err
+    s = json.loads(text)
+    assert s["column"] == "throughput_bps" and s["carriers"] == "summed over carriers"
+    from airlink.traces import read_trace
+    assert read_trace(out).values.sum() == pytest.approx(doc["end"]["sum_sent"]["bytes"], rel=1e-4)

@@ -151,3 +151,20 @@ def test_clock_offset(shared_data):
     assert est["symmetric"] and est["matched"] > 100
     assert est["offset_s"] == pytest.approx(2.5, abs=1e-6)
     assert est["owd_min_s"] == pytest.approx(0.010, abs=1e-6)
+
+
+def test_is_format_never_raises_on_any_shared_file(shared_data):
+    """Every reader's sniffing on every file of ../shared/data (CSVs, captures, Mahimahi traces,
+    READMEs, licences): a bool, never an exception, and no file claimed by two specific readers."""
+    files = sorted(p for p in shared_data.rglob("*") if p.is_file())
+    assert len(files) > 100
+    for f in files:
+        claims = []
+        for name in C.READERS:
+            ok = C._module(name).is_format(f)
+            assert isinstance(ok, bool), (name, f)
+            if ok and name != "csv":
+                claims.append(name)
+        assert len(claims) <= 1, (f, claims)
+        if f.suffix == ".down" or f.suffix == ".up":           # Mahimahi traces are not throughput traces
+            assert claims == [], (f, claims)

@@ -207,3 +207,58 @@ def test_experiment_file_fuzz(tmp_path_factory):
         load_experiment(p)
     seed = (EXAMPLES_DIR / "pf-cell.yaml").read_bytes()
     _fuzz("experiment", None, 0, ".yaml", read, seed=seed)(tmp_path_factory)
+
+
+# Readers of formats with no file in ../shared/data: seeded with small files of their layout
+# (an iperf3 report's shape as iperf 3.12 writes it; the others as in tests/collectors).
+IPERF3_SEED = b"""{
+\t"start":\t{
+\t\t"connected":\t[{"socket": 5, "local_host": "127.0.0.1", "local_port": 42128,
+\t\t\t"remote_host": "127.0.0.1", "remote_port": 5201}],
+\t\t"version":\t"iperf 3.12",
+\t\t"timestamp":\t{"time": "Fri, 27 Nov 2026 03:53:48 GMT", "timesecs": 1795751628},
+\t\t"connecting_to":\t{"host": "127.0.0.1", "port": 5201},
+\t\t"test_start":\t{"protocol": "TCP", "num_streams": 1, "blksize": 131072, "omit": 0, "duration": 2,
+\t\t\t"bytes": 0, "blocks": 0, "reverse": 0, "tos": 0, "target_bitrate": 0}
+\t},
+\t"intervals":\t[{
+\t\t\t"streams":\t[{"socket": 5, "start": 0, "end": 1.001372, "seconds": 1.00137197971344,
+\t\t\t\t"bytes": 290979840, "bits_per_second": 2324649348.253335, "retransmits": 1,
+\t\t\t\t"snd_cwnd": 1178694, "snd_wnd": 11310080, "rtt": 576, "rttvar": 835, "pmtu": 65535,
+\t\t\t\t"omitted": false, "sender": true}],
+\t\t\t"sum":\t{"start": 0, "end": 1.001372, "seconds": 1.00137197971344, "bytes": 290979840,
+\t\t\t\t"bits_per_second": 2324649348.253335, "retransmits": 1, "omitted": false, "sender": true}
+\t\t}, {
+\t\t\t"streams":\t[{"socket": 5, "start": 1.001372, "end": 2.000046, "seconds": 0.998674,
+\t\t\t\t"bytes": 288128000, "bits_per_second": 2308086236.1, "retransmits": 0,
+\t\t\t\t"snd_cwnd": 1178694, "snd_wnd": 11310080, "rtt": 612, "rttvar": 701, "pmtu": 65535,
+\t\t\t\t"omitted": false, "sender": true}],
+\t\t\t"sum":\t{"start": 1.001372, "end": 2.000046, "seconds": 0.998674, "bytes": 288128000,
+\t\t\t\t"bits_per_second": 2308086236.1, "retransmits": 0, "omitted": false, "sender": true}
+\t\t}],
+\t"end":\t{"sum_sent": {"start": 0, "end": 2.000046, "seconds": 2.000046, "bytes": 579107840,
+\t\t\t"bits_per_second": 2316378380.0, "retransmits": 1, "sender": true},
+\t\t"sum_received": {"start": 0, "end": 2.0011, "seconds": 2.0011, "bytes": 579107840,
+\t\t\t"bits_per_second": 2315157000.0, "sender": true}}
+}
+"""
+SEEDED = {
+    "iperf3": (IPERF3_SEED, ".json", _reader("iperf3")),
+    "throughput-trace": (b"".join(b"%d\t%.2f\n" % (i, 10 + (i * 7) % 13) for i in range(200)), ".txt",
+                         _reader("throughput-trace")),
+    "transfers": (b"rsrp,rsrq,sinr,cqi,payload,throughput\n" + b"".join(
+        b"-%d,-%d,%d,%d,%d,%.2f\n" % (80 + i % 30, 8 + i % 9, i % 25, 1 + i % 15, 1 + i % 10, 0.5 + i % 40)
+        for i in range(150)), ".csv", _reader("transfers")),
+    "gnettrack": (b"Timestamp\tNetworkMode\tRSRP\tRSRQ\tDL_bitrate\tUL_bitrate\n" + b"".join(
+        b"2019.12.03_10.%02d.%02d\tLTE\t-%d\t-%d\t%d\t%d\n" % (i // 60, i % 60, 90 + i % 20, 9 + i % 6, 100 * i, 7 * i)
+        for i in range(150)), ".txt", _reader("gnettrack")),
+    "xcal": (None, ".csv", _reader("xcal")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEEDED))
+def test_seeded_reader_fuzz(name, tmp_path_factory):
+    seed, suffix, read = SEEDED[name]
+    if seed is None:
+        seed = (Path(__file__).resolve().parents[1] / "traces" / "data" / "xcal_style_mac_20ms_SYNTHETIC.csv").read_bytes()
+    _fuzz(name, None, 0, suffix, read, seed=seed)(tmp_path_factory)
