@@ -39,8 +39,9 @@ def register(sub):
                    "airlink collect log.tsv --format csv --mapping mapping.yaml -o frames/")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
-    p.add_argument("--format", help="reader to use instead of sniffing (pcap, ucc, icellspeed, "
-                                    "linklog, mac-parquet, callrecords, csv)")
+    p.add_argument("--format", help="reader to use instead of sniffing (pcap, iperf3, ucc, gnettrack, "
+                                    "icellspeed, nrscope, xcal, transfers, throughput-trace, linklog, "
+                                    "mac-parquet, callrecords, csv)")
     p.add_argument("--resolution", default="1s", help="time-series step for TCP analysis (default 1s)")
     p.add_argument("--mapping", type=Path, help="YAML column mapping for the generic CSV reader")
     p.add_argument("--salvage", action="store_true",
