@@ -92,8 +92,10 @@ def register(sub):
     f.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, icellspeed, ucc, csv")
     f.add_argument("--mapping", type=Path, help="YAML column mapping for --format csv")
     f.add_argument("--column", action="append", metavar="C",
-                   help="column to turn into capacity; repeat to sum columns (default: tbs_bytes or "
-                        "tbs_bps when the log has one, e.g. NR-Scope, iCellSpeed)")
+                   help="column to turn into capacity; repeat to sum columns (default: the reader's "
+                        "transport-block column, tbs_bytes or tbs_bps, or an iperf3 report's throughput_bps; "
+                        "else the one column whose name carries a unit - when several would, the error "
+                        "names them)")
     f.add_argument("--unit", help="unit of the column(s) when the name carries none: bytes, bits, "
                                   "bit/s, kbit/s, Mbit/s")
     f.add_argument("--user", help="user (RNTI) of a multi-user log, 'busiest' or 'cell'")
