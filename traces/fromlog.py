@@ -174,6 +174,14 @@ def _row_spacing_ns(t: np.ndarray) -> int | None:
     return int(np.median(d)) if d.size else None
 
 
+def _tti_from_rows(t: np.ndarray, source: str) -> Fraction:
+    """The TTI a log's rows imply: their median spacing, snapped to a simple fraction."""
+    sp = _row_spacing_ns(t)
+    if sp is None or sp <= 0:
+        raise AirlinkError(f"{source}: one time only: the TTI cannot come from the rows; give it")
+    return snap_fraction(Fraction(sp, 10**9))
+
+
 #: how the silence of a gap is filled (:func:`from_log`)
 GAP_RULES = ("hold", "zero", "interpolate", "error")
 #: the default longest gap ``hold``/``interpolate`` fill; G-NetTrack logs every 1-3 s
@@ -384,10 +392,7 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
     elif frame.attrs.get("tti_s"):
         tti_f, tti_from = Fraction(frame.attrs["tti_s"]), "the log's slot timing"
     else:
-        sp = _row_spacing_ns(t_all)
-        if sp is None or sp <= 0:
-            raise AirlinkError(f"{src}: one time only: the TTI cannot come from the rows; give it")
-        tti_f, tti_from = snap_fraction(Fraction(sp, 10**9)), "median row spacing"
+        tti_f, tti_from = _tti_from_rows(t_all, src), "median row spacing"
     tti_ns = tti_f * 10**9
     sp = (_row_spacing_ns(t) or int(tti_ns)) if rate else None
     last_ns = None
@@ -421,20 +426,22 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         gap_meta = {"rule": "not applicable: amounts per row (no row, no bytes)"}
         rule = f"bytes of each row in the TTI holding its time ({u} per row)"
     else:
-        a, b, ra, rb, fill = _rate_segments(t, v * RATE_UNITS[u] / 8 / 1e9, sp, gaps, float(fill_s) * 1e9, src,
-                                              last_ns)
+        # times in ns from an integer origin: floats near zero keep ns precision over days
+        origin = min(int(t[0]), w0)
+        a, b, ra, rb, fill = _rate_segments(t - origin, v * RATE_UNITS[u] / 8 / 1e9, sp, gaps,
+                                              float(fill_s) * 1e9, src, last_ns)
         n = int(np.ceil(Fraction(w1 - w0) / tti_ns))
-        edges = w0 + np.arange(n + 1) * float(tti_ns)
-        rel = float(a[0])           # cumulate from the first piece, in floats near zero
-        vals = np.diff(_cumulative(a - rel, b - rel, ra, rb, edges - rel))
+        r0 = float(w0 - origin)
+        edges = r0 + np.arange(n + 1) * float(tti_ns)
+        vals = np.diff(_cumulative(a, b, ra, rb, edges))
         vals[vals < 0] = 0.0
         wend = float(edges[-1])
-        covered = float((np.clip(np.minimum(b, wend) - np.maximum(a, w0), 0, None)).sum()) / 1e9
-        gap_s = max(0.0, (wend - w0) / 1e9 - covered)
+        covered = float((np.clip(np.minimum(b, wend) - np.maximum(a, r0), 0, None)).sum()) / 1e9
+        gap_s = max(0.0, (wend - r0) / 1e9 - covered)
         gap_meta.update({
             "gaps": int(sum(f[0].size for f in fill.values())),
-            "filled_s": {r: _clipped_s(f, w0, wend) for r, f in fill.items() if f[0].size},
-            "filled_ttis": {r: _ttis_touched(f, w0, float(tti_ns), n) for r, f in fill.items() if f[0].size}})
+            "filled_s": {r: _clipped_s(f, r0, wend) for r, f in fill.items() if f[0].size},
+            "filled_ttis": {r: _ttis_touched(f, r0, float(tti_ns), n) for r, f in fill.items() if f[0].size}})
         filled = {"hold": "held", "interpolate": "interpolated linearly to the next row's rate",
                   "zero": "left at zero", "error": "refused"}[gaps]
         rule = (f"rate of each row ({u}) held until the next row; a step over {JITTER_STEPS:g} row spacings "
@@ -477,10 +484,8 @@ def session_tti(frame: pd.DataFrame, *, time_column: str = "time") -> Fraction:
     spacing), so every session of the log gets the same TTI."""
     if frame.attrs.get("tti_s"):
         return Fraction(frame.attrs["tti_s"])
-    sp = _row_spacing_ns(_times_ns(frame, time_column, str(frame.attrs.get("source", "log"))))
-    if sp is None or sp <= 0:
-        raise AirlinkError(f"{frame.attrs.get('source', 'log')}: one time only: the TTI cannot come from the rows; give it")
-    return snap_fraction(Fraction(sp, 10**9))
+    src = str(frame.attrs.get("source", "log"))
+    return _tti_from_rows(_times_ns(frame, time_column, src), src)
 
 
 @dataclass
