@@ -349,3 +349,16 @@ def test_cli_icellspeed_drive_split_into_sessions(shared_data, run_airlink, tmp_
     if over > 0:
         expect[-1] -= per_s.to_numpy()[rows[-1]] * over / 8
     assert json.loads(text)["n_tti"] == 60 and T.read_trace(one).values.sum() == pytest.approx(expect.sum())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gaps", "error"], "B_2019.12.16_11.49.59.csv: 48 gap(s) in the log (the first: "),
+    (["--gaps", "fill"], "unknown gap rule 'fill' (one of hold, zero, interpolate, error)"),
+    (["--start", "soon"], "start 'soon' is neither a duration from the log's start"),
+    (["--start", "2030-01-01"], "the span from 2030-01-01 00:00:00+00:00 is empty"),
+])
+def test_cli_gap_and_span_errors_one_line(shared_data, run_airlink, tmp_path, args, message):
+    status, _, err = run_airlink("trace", "from-log", shared_data / UCC_DRIVE, "--column", "dl_bitrate_bps",
+                                 "-o", tmp_path / "x.parquet", *args)
+    assert status == 2 and err.startswith("airlink: error: ") and message in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "x.parquet").exists()
