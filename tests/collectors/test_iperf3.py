@@ -32,13 +32,17 @@ def _run(tmp_path, *client_args):
         server = subprocess.Popen(["iperf3", "-s", "-1", "-J", "-p", str(port)], stdout=f,
                                   stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):           # wait until it listens (a probe connection would be its one test)
+        for _ in range(600):           # wait until it listens (a probe connection would be its one test)
             if f":{port} " in subprocess.run(["ss", "-Hltn"], capture_output=True, text=True).stdout:
                 break
+            assert server.poll() is None, f"iperf3 -s ended: {srv_out.read_text()[-500:]}"
             subprocess.run(["sleep", "0.05"])
+        else:
+            raise AssertionError(f"iperf3 -s does not listen on port {port} after 30 s")
         with open(cli_out, "w") as f:
-            subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-J", "-t", "2", *client_args],
-                           stdout=f, timeout=60, check=True)
+            r = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-J", "-t", "2", *client_args],
+                               stdout=f, timeout=60)
+        assert r.returncode == 0, f"iperf3 -c failed: {cli_out.read_text()[-500:]}"
         server.wait(timeout=30)
     finally:
         if server.poll() is None:
