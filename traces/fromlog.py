@@ -479,13 +479,50 @@ def split_sessions(frame: pd.DataFrame, gap=DEFAULT_SESSION_GAP, *, time_column:
     return out
 
 
-def session_tti(frame: pd.DataFrame, *, time_column: str = "time") -> Fraction:
-    """The TTI :func:`from_log` takes from a whole log (its slot timing, else the median row
-    spacing), so every session of the log gets the same TTI."""
-    if frame.attrs.get("tti_s"):
-        return Fraction(frame.attrs["tti_s"])
-    src = str(frame.attrs.get("source", "log"))
-    return _tti_from_rows(_times_ns(frame, time_column, src), src)
+def from_log_sessions(frame: pd.DataFrame, *, column, gap=DEFAULT_SESSION_GAP, user=None,
+                      time_column: str = "time", tti=None, start=None, duration=None, **kw) -> list:
+    """One :func:`from_log` trace per session of a log (a silence longer than ``gap`` ends
+    one, :func:`split_sessions`), all at one TTI: ``tti``, else the log's slot timing, else
+    the median spacing of the user's rows with values (over the whole log). Sessions are found on the rows of the chosen user
+    that hold a value of ``column``; ``start``/``duration`` first keep the rows in that span.
+    Each trace's ``meta["session"]`` holds its number, the count and the gap."""
+    src = kw.get("source") or str(frame.attrs.get("source", "log"))
+    columns = [column] if isinstance(column, str) else list(column)
+    absent = [c for c in columns if c not in frame.columns]
+    if absent:
+        raise SchemaError(f"{src}: no column {absent[0]!r} (columns: {', '.join(map(str, frame.columns[:16]))})")
+    attrs = dict(frame.attrs)
+    sel, uname = _select_user(frame, user, src)
+    if "user" in frame.columns and str(user) != "cell":
+        user = uname
+    has = np.zeros(len(sel), bool)
+    for c in columns:
+        has |= pd.to_numeric(sel[c], errors="coerce").notna().to_numpy()
+    sel = sel[has]
+    if sel.empty:
+        raise AirlinkError(f"{src}: column {'+'.join(columns)!r} has no values")
+    t = _times_ns(sel, time_column, src)
+    if tti is not None:
+        tti_f, tti_from = _tti_of(tti, src), "given"
+    elif attrs.get("tti_s"):
+        tti_f, tti_from = Fraction(attrs["tti_s"]), "the log's slot timing"
+    else:
+        tti_f, tti_from = _tti_from_rows(t, src), "median row spacing of the whole log"
+    if start is not None or duration is not None:
+        w0 = _instant_ns(start, int(t.min()), "start") if start is not None else int(t.min())
+        w1 = w0 + int(parse_duration(duration) * 10**9) if duration is not None else int(t.max()) + 1
+        sel, t = sel[(t >= w0) & (t < w1)], t[(t >= w0) & (t < w1)]
+        if sel.empty:
+            raise AirlinkError(f"{src}: no rows between {pd.Timestamp(w0, tz='UTC')} and {pd.Timestamp(w1, tz='UTC')}")
+    sel.attrs = attrs
+    g = parse_duration(gap) if not isinstance(gap, Fraction) else gap
+    out = []
+    for part in split_sessions(sel, g, time_column=time_column):
+        tr = from_log(part, column=column, user=user, time_column=time_column, tti=tti_f, **kw)
+        tr.meta["tti_from"] = tti_from
+        tr.meta["session"] = {"number": part.attrs["session"], "of": part.attrs["sessions"], "gap_s": float(g)}
+        out.append(tr)
+    return out
 
 
 @dataclass

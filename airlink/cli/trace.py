@@ -276,6 +276,7 @@ def _session_path(output: Path, k: int) -> Path:
 
 
 def cmd_from_log(args) -> int:
+    import pandas as pd
     from airlink.collectors.nrscope import select_direction
     frame = _read_log(args)
     reader = frame.attrs.get("reader", args.format or "?")
@@ -287,33 +288,20 @@ def cmd_from_log(args) -> int:
                 fill_limit=args.fill_limit)
     column = columns if len(columns) > 1 else columns[0]
     if args.split_sessions is None:
-        parts = [(args.output, frame, dict(start=args.start, duration=args.duration))]
+        traces = [(args.output, T.from_log(frame, column=column, **opts, start=args.start, duration=args.duration))]
     else:
-        if args.start is not None or args.duration is not None:
-            span = T.from_log(frame, column=column, **opts, start=args.start, duration=args.duration).meta
-            t = frame["time"].array.asi8
-            keep = (t >= span["start_ns"]) & (t < span.get("span", {}).get("end_ns", t.max() + 1))
-            frame = frame[keep]
-            if frame.empty:
-                raise T.AirlinkError(f"{args.log}: no rows in the span of --start/--duration")
-        if args.tti is None:
-            opts["tti"], tti_from = T.session_tti(frame), "median row spacing of the whole log"
-        sessions = T.split_sessions(frame, args.split_sessions)
-        parts = [(_session_path(args.output, k), s, {}) for k, s in enumerate(sessions, 1)]
+        found = T.from_log_sessions(frame, column=column, gap=args.split_sessions, start=args.start,
+                                    duration=args.duration, **opts)
+        traces = [(_session_path(args.output, tr.meta["session"]["number"]), tr) for tr in found]
+    other = args.compare or (DEFAULT_COMPARE.get(reader) if not args.column else None)
     results = []
-    for path, part, span in parts:
-        tr = T.from_log(part, column=column, **opts, **span)
+    for path, tr in traces:
         if frame.attrs.get("direction"):
             tr.meta["direction"] = frame.attrs["direction"]
-        if args.split_sessions is not None and args.tti is None and not frame.attrs.get("tti_s"):
-            tr.meta["tti_from"] = tti_from
-        if "session" in part.attrs:
-            tr.meta["session"] = {"number": part.attrs["session"], "of": part.attrs["sessions"],
-                                  "gap_s": float(args.split_sessions)}
-        other = args.compare or (DEFAULT_COMPARE.get(reader) if not args.column else None)
         comparison = None
-        if other and other not in columns and other in part.columns and part[other].notna().any():
-            b = T.from_log(part, column=other, **{**opts, "tti": tr.tti, **span})
+        if other and other not in columns and other in frame.columns and frame[other].notna().any():
+            span = {"start": pd.Timestamp(tr.meta["start_ns"], tz="UTC"), "duration": tr.duration}
+            b = T.from_log(frame, column=other, **{**opts, "tti": tr.tti, **span})
             comparison = T.compare(tr, b, max_lag=args.max_lag).to_dict()
             tr.meta["comparison"] = comparison
         results.append((path, tr, comparison))

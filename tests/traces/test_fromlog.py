@@ -82,8 +82,10 @@ def test_sessions_split_at_long_silences():
     f = _frame([0, 1, 2, 100, 101, 500], rate_bps=[8e6] * 6)
     parts = T.split_sessions(f, "60s")
     assert [len(p) for p in parts] == [3, 2, 1] and parts[2].attrs["sessions"] == 3
-    trs = [from_log(p, column="rate_bps", tti=T.session_tti(f)) for p in parts]
+    trs = T.from_log_sessions(f, column="rate_bps", gap="60s")
     assert [t.n_tti for t in trs] == [3, 2, 1] and all((t.values == 1e6).all() for t in trs)
+    assert [t.meta["session"]["number"] for t in trs] == [1, 2, 3] and trs[2].tti == 1   # the whole log's TTI
+    assert T.from_log_sessions(f, column="rate_bps", start="50s")[0].n_tti == 2
 
 
 def test_amounts_go_to_their_tti_and_sum():
