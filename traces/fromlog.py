@@ -384,7 +384,7 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         if carrier is None:
             t, v, merged = _merge_times(t, v)
             if merged:
-                carrier_rule += f"; {merged} row(s) sharing a time with another: the mean rate"
+                carrier_rule = f"{merged} row(s) sharing a time with another: their mean rate"
     else:
         carrier_rule = "amounts summed per TTI"
     if tti is not None:
