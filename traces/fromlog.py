@@ -161,8 +161,10 @@ def _combine_carriers(t: np.ndarray, v: np.ndarray, carrier) -> tuple[np.ndarray
     multi = df.groupby("t")["v"].transform("size") > 1
     if not multi.any():
         return t, v, "one carrier row per time"
-    spread = df[multi].groupby("t")["v"].agg(lambda s: s.nunique(dropna=False))
-    if (spread <= 1).all():
+    g = df[multi].groupby("t")["v"].agg(["min", "max", "count", "size"])
+    # one value per time (nunique with NaN counted): all missing, or none missing and min == max
+    same = (g["count"] == 0) | ((g["count"] == g["size"]) & (g["min"] == g["max"]))
+    if same.all():
         g = df.groupby("t", sort=True)["v"].first()
         return g.index.to_numpy(np.int64), g.to_numpy(float), "same value on every carrier row: taken once"
     g = df.groupby("t", sort=True)["v"].sum(min_count=1)

@@ -115,7 +115,7 @@ def register(sub):
                         "(2019-12-16T11:55:00, UTC unless it names a zone)")
     f.add_argument("--duration", type=typed(T.parse_duration), metavar="DURATION",
                    help="length of the trace (default: to the end of the log)")
-    f.add_argument("--split-sessions", nargs="?", const="60s", type=typed(T.parse_duration), metavar="GAP",
+    f.add_argument("--split-sessions", nargs="?", const="60s",   # traces.fromlog.DEFAULT_SESSION_GAP type=typed(T.parse_duration), metavar="GAP",
                    help="one trace per session, written as NAME-s1, NAME-s2, ...: a silence longer than GAP "
                         "(default 60s) ends a session")
     f.add_argument("--compare", metavar="C", help="second column to compare with (mean ratio, offset)")
@@ -323,12 +323,14 @@ def cmd_from_log(args) -> int:
 def _note_sessions(frame, tr) -> None:
     """Say so when silences longer than a session make much of the trace zero capacity."""
     import numpy as np
+    from airlink.traces.fromlog import DEFAULT_SESSION_GAP
     zero = tr.meta["gaps"].get("filled_s", {}).get("zero", 0.0)
     if zero > 0.5 * float(tr.duration):
         t = np.unique(frame["time"].array.asi8)
-        long = int((np.diff(t) > 60 * 10**9).sum())
+        long = int((np.diff(t) > DEFAULT_SESSION_GAP * 10**9).sum())
         print(f"note        {zero / float(tr.duration) * 100:.0f} % of the trace is zero capacity for want of "
-              f"rows ({long} silence(s) over 60 s): --split-sessions writes one trace per session")
+              f"rows ({long} silence(s) over {float(DEFAULT_SESSION_GAP):g} s): --split-sessions writes one "
+              f"trace per session")
 
 
 def _from_log_summary(args, reader, path, tr, comparison) -> dict:
