@@ -6,6 +6,7 @@ Main entry points::
     pk = C.read_pcap("capture.pcap")                 # packets frame (pcap/pcapng/.gz)
     a = C.analyze_tcp(pk, resolution="100ms")        # a.flows, a.series, a.events, a.summary()
     rf = C.read("ucc.csv")                           # any supported log, format sniffed
+    tp = C.read("client.json")                       # iperf3 -J -> throughput per interval and stream
     mac = C.read_linklog("downlink.log")             # per-ms capacity/arrivals/departures/backlog
     grid = C.align({"tcp": a.series, "rf": rf}, resolution="1s")
 
