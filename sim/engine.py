@@ -56,6 +56,10 @@ DEFAULTS = {
     "harq_max_tx": 4, "harq_priority": True,
     "link_adaptation": "cqi", "la_interval": 10, "la_bler_up": 0.3, "la_bler_down": 0.1,
     "la_hybrid_db": 15.0,
+    # 5G NR carrier (rate_table: nr): numerology, bandwidth, PDSCH allocation (sim/nr_rates.py)
+    "nr_scs_khz": None, "nr_bandwidth_mhz": None, "nr_frequency_range": "fr1", "nr_symbols": 12,
+    "nr_dmrs_symbols": 1, "nr_cdm_groups": 2, "nr_layers": 1, "nr_mcs_table": "qam256",
+    "nr_overhead_re": 0, "nr_cqi_table": None,
     # scheduling
     "scheduler": "pf", "pf_a": 0.001, "pf_window": 0, "lam": 1.0,
     "backlog_channel_bps": 9600.0, "backlog_channels": [1, 2, 4, 8, 16],

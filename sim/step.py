@@ -38,6 +38,7 @@ from airlink.traces.errors import AirlinkError
 
 from . import kernel as K
 from .channel import ChannelModel, measured_snr_db, snr_from_geometry
+from .nr_rates import nr_rate_table_of
 from .rates import rate_table
 from .sched_backlog import BacklogScheduler
 from .sched_base import Context
@@ -109,8 +110,14 @@ class Radio:
         self.tti = parse_cfg_tti(cfg["tti"])
         tti_s = self.tti_s = float(self.tti)
         seed = int(cfg["seed"])
-        self.table = table = rate_table(cfg["rate_table"], bandwidth_hz=cfg["bandwidth_hz"],
-                                        slope=cfg["bler_slope"], bler_target=cfg["bler_target"])
+        if cfg["rate_table"] == "nr":
+            table = nr_rate_table_of(cfg, self.tti)
+            if cfg["bler_slope"] is not None or cfg["bler_target"] is not None:
+                table = table.with_bler(slope=cfg["bler_slope"], bler_target=cfg["bler_target"])
+        else:
+            table = rate_table(cfg["rate_table"], bandwidth_hz=cfg["bandwidth_hz"],
+                               slope=cfg["bler_slope"], bler_target=cfg["bler_target"])
+        self.table = table
         per_sub = cfg["table_rates"] == "subchannel"
         self.bytes_per_mcs = table.rate_bps / (1 if per_sub else n_c) * tti_s / 8 * float(cfg["payload_fraction"])
         snr_series = None
