@@ -76,7 +76,7 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7)
     bookkeeping; no block errors (z_err = 0) unless ``harq`` (errors drawn as the engine
     does, up to 11 transmissions, retransmissions first)."""
     n, u, c = sinr.shape
-    ip = np.array([2, 11 if harq else 1, 1 if harq else 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0],
+    ip = np.array([2, 11 if harq else 1, 1 if harq else 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0, 0],
                   dtype=np.int64)
     z_err = np.zeros((n, c))
     if harq:
@@ -84,7 +84,7 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7)
         p = np.random.default_rng(seed).random((n, c))
         with np.errstate(divide="ignore"):
             z_err = ((1 - p) / p) ** (1 / beta)
-    fp = np.array([0.001, 1.0, 1500.0, table.slope, 0, 1, 0, 0.3, 0.1, 15, 1e9])
+    fp = np.array([0.001, 1.0, 1500.0, table.slope, 0, 1, 0, 0.3, 0.1, 15, 1e9, 0.5, 10.0, 0.1])
     z = lambda *s, d=np.float64: np.zeros(s, d)  # noqa: E731
     outs = [z(n, u), z(n, u), z(n, u, d=np.int64), z(n, u), z(n, u, d=np.int64), z(n, u),
             z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64)]
@@ -93,7 +93,7 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7)
           z(u, d=np.int64),
           z(u, d=np.int64), z(4, d=np.int64), z(u, d=np.int64), z(u), z(u, d=np.int64), z(u, d=np.int64),
           z(u, d=np.int64), z(u, d=np.int64),
-          np.ones(u, np.int64), np.full(u, 1500.0)]
+          np.ones(u, np.int64), np.full(u, 1500.0), z(u), z(u, ring, d=np.int64)]
     t0 = time.process_time()
     K.run_chunk(sinr, sinr, z(n, u), z_err, perm, np.zeros((1, 1), np.int64),
                 (10 ** (table.threshold_db / 10)).astype(np.float32), bytes_per_mcs, 10 ** (table.s50_db / 10),
