@@ -85,7 +85,8 @@ def read_parameter_file(path) -> dict:
 
 def load_preset(name) -> dict:
     """Parameters of a preset (``evdo``, ``imt-advanced``, ``hsdpa``, ``egprs``, ``1xrtt``,
-    ``quick``) or of a YAML file; a file may name a ``preset`` to start from."""
+    ``quick``, the 5G NR ``nr-fr1``, ``nr-fr2``, ``nr-tmobile-10mhz``, ``nr-tmobile-15mhz``)
+    or of a YAML file; a file may name a ``preset`` to start from."""
     path = Path(str(name))
     if str(name) in PRESETS:
         path = PRESET_DIR / f"{name}.yaml"
@@ -185,7 +186,8 @@ def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progres
     Parameters
     ----------
     preset : name of a preset (``airlink.sim.PRESETS``: ``evdo``, ``imt-advanced``,
-        ``hsdpa``, ``egprs``, ``1xrtt``, ``quick``) or a YAML file; default ``quick``
+        ``hsdpa``, ``egprs``, ``1xrtt``, ``quick``, ``nr-fr1``, ``nr-fr2``,
+        ``nr-tmobile-10mhz``, ``nr-tmobile-15mhz``) or a YAML file; default ``quick``
     seed : the run's random seed (identical seed -> identical output)
     duration : simulated time, e.g. ``"10s"``, ``"500ms"`` or seconds; ``None`` = the
         preset's ``duration``
