@@ -35,7 +35,8 @@ def main():
     ap.add_argument("--snr", type=float, nargs="+", default=[5.0, 15.0, 25.0])
     ap.add_argument("--top", type=int, default=3)
     args = ap.parse_args()
-    print("| source | DL new transmissions | MCS p10 / p50 / p90 | PRBs p10 / p50 / p90 | all PRBs | slots with a DCI |")
+    print("| source | DL new transmissions | MCS p10 / p50 / p90 | PRBs p10 / p50 / p90 | all PRBs "
+          "| slots with a DCI |")
     print("|---|---|---|---|---|---|")
     for log, preset in LOGS.items():
         f = nrscope.select_direction(nrscope.read(DATA / log, subcarrier_spacing_khz=15), "downlink")

@@ -118,8 +118,9 @@ def dmrs_re_per_prb(dmrs_symbols, cdm_groups, config_type: int = 1) -> np.ndarra
         raise AirlinkError(f"DM-RS configuration type must be 1 or 2, got {config_type!r}")
     groups = np.asarray(cdm_groups, dtype=np.int64)
     if groups.size and (groups.min() < 1 or groups.max() > _MAX_CDM_GROUPS[int(config_type)]):
-        raise AirlinkError(f"DM-RS CDM groups without data must be 1..{_MAX_CDM_GROUPS[int(config_type)]} for type {config_type}, "
-                           f"got {int(groups.min() if groups.min() < 1 else groups.max())}")
+        bad = int(groups.min() if groups.min() < 1 else groups.max())
+        raise AirlinkError(f"DM-RS CDM groups without data must be 1..{_MAX_CDM_GROUPS[int(config_type)]} "
+                           f"for type {config_type}, got {bad}")
     return per * groups * np.asarray(dmrs_symbols, dtype=np.int64)
 
 
