@@ -167,23 +167,30 @@ COLUMNS = ["frequency_length", "time_length", "nof_dmrs_cdm_groups", "nof_layers
 
 
 def _read_dcis(path) -> tuple[dict, list]:
-    """Numeric columns and MCS table names of every DCI row (repeated headers skipped)."""
+    """Numeric columns of every DCI row (repeated headers skipped), and its MCS table name,
+    modulation name and code rate."""
     cols = {c: [] for c in COLUMNS}
-    tables = []
+    text = []
     with open(path, newline="") as fh:
         for row in csv.DictReader(fh):
             if row["timestamp"] == "timestamp":
                 continue
             for c in COLUMNS:
                 cols[c].append(int(row[c]))
-            tables.append(row["mcs_table"])
-    return {c: np.array(v) for c, v in cols.items()}, tables
+            text.append((row["mcs_table"], row["modulation"], float(row["code_rate"])))
+    return {c: np.array(v) for c, v in cols.items()}, text
 
 
 @pytest.mark.parametrize("name", NRSCOPE_LOGS)
 def test_every_decoded_transport_block_of_the_nrscope_logs(shared_data, name):
-    d, tables = _read_dcis(shared_data / "nr-scope" / name)
-    assert set(tables) == {"256qam"}
+    d, text = _read_dcis(shared_data / "nr-scope" / name)
+    assert {t for t, _, _ in text} == {"256qam"}
+    # the decoder's modulation and code rate of every logged transport block are the rows of
+    # Table 5.1.3.1-2 transcribed here
+    qm_name = {2: "QPSK", 4: "16QAM", 6: "64QAM", 8: "256QAM"}
+    for i in np.flatnonzero(d["transport_block_size"] > 0):
+        qm, r = mcs_table("qam256")[d["mcs_index"][i]]
+        assert text[i][1] == qm_name[qm] and abs(text[i][2] - r / 1024) < 1e-6
     # The cells use one additional DM-RS position (dmrs-AdditionalPosition pos1): with mapping
     # type A and 11-14 symbols from the slot start that is 2 DM-RS symbols (TS 38.211 Tables
     # 7.4.1.1.2-3 and 6.4.1.1.3-3). NR-Scope's own RE count confirms it row by row:
