@@ -98,8 +98,13 @@ def nr_rate_table_of(cfg: dict, tti: Fraction) -> RateTable:
         raise AirlinkError(f"nr_bandwidth_mhz: {exc}") from None
     if int(cfg["n_subchannels"]) > n_rb:
         raise AirlinkError(f"n_subchannels: {int(cfg['n_subchannels'])} is more than the carrier's {n_rb} PRBs")
-    return nr_rate_table(scs_khz=float(cfg["nr_scs_khz"]), bandwidth_mhz=float(cfg["nr_bandwidth_mhz"]),
-                         frequency_range=cfg["nr_frequency_range"], symbols=int(cfg["nr_symbols"]),
-                         dmrs_symbols=int(cfg["nr_dmrs_symbols"]), cdm_groups=int(cfg["nr_cdm_groups"]),
-                         layers=int(cfg["nr_layers"]), mcs_table=cfg["nr_mcs_table"],
-                         overhead_re=int(cfg["nr_overhead_re"]), cqi_table=cfg["nr_cqi_table"])
+    if cfg.get("table_rates", "band") != "band":
+        raise AirlinkError("table_rates: an NR rate table is the whole carrier's (band), shared by the subchannels")
+    try:
+        return nr_rate_table(scs_khz=float(cfg["nr_scs_khz"]), bandwidth_mhz=float(cfg["nr_bandwidth_mhz"]),
+                             frequency_range=cfg["nr_frequency_range"], symbols=int(cfg["nr_symbols"]),
+                             dmrs_symbols=int(cfg["nr_dmrs_symbols"]), cdm_groups=int(cfg["nr_cdm_groups"]),
+                             layers=int(cfg["nr_layers"]), mcs_table=cfg["nr_mcs_table"],
+                             overhead_re=int(cfg["nr_overhead_re"]), cqi_table=cfg["nr_cqi_table"])
+    except AirlinkError as exc:
+        raise AirlinkError(f"nr_* parameters: {exc}") from None

@@ -55,7 +55,10 @@ def test_fr2_and_tmobile_presets_follow_their_numerology():
 @pytest.mark.parametrize("override,msg", [({"tti": "1ms"}, "tti: an NR slot at 30 kHz lasts 0.5 ms"),
                                           ({"n_subchannels": 300}, "more than the carrier's 273 PRBs"),
                                           ({"nr_bandwidth_mhz": 120}, "nr_bandwidth_mhz: 120"),
-                                          ({"nr_scs_khz": 45}, "nr_scs_khz")])
+                                          ({"nr_scs_khz": 45}, "nr_scs_khz"),
+                                          ({"nr_symbols": 15}, "nr_\\* parameters: allocated OFDM symbols"),
+                                          ({"nr_mcs_table": "qam1024"}, "unknown MCS table"),
+                                          ({"table_rates": "subchannel"}, "table_rates")])
 def test_inconsistent_nr_parameters_are_named(override, msg):
     with pytest.raises(AirlinkError, match=msg):
         S.simulate("nr-fr1", duration="0.01s", **override)
