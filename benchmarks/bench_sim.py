@@ -2,6 +2,13 @@
 against a per-TTI pure-Python MC-PFS loop (and a per-TTI numpy loop) on the same input.
 
     .venv/bin/python benchmarks/bench_sim.py [--duration 60s] [--ref-ttis 300] [--repeat 3]
+    .venv/bin/python benchmarks/bench_sim.py --nr [--duration 60s] [--repeat 3] [--ref-ttis 2000]
+
+``--nr``: the 5G NR goal of issue #27 - ``airlink simulate --preset nr-fr1`` (10 users x 273
+PRBs, 0.5 ms slots) as a whole process (``--repeat`` runs; CPU time of the child from
+``getrusage``, interpreter start, channel, kernel and the written files included), in CPU
+seconds per simulated second (goal <= 0.1), beside a plain per-slot numpy PF loop on the same
+preset's channel and rate table (scheduling only, no channel, no HARQ, no files).
 
 Prints TTIs per second (CPU time of this process, so that other work on a shared machine
 does not skew the ratios; wall time is printed too), the ratios, peak memory, and checks
@@ -30,7 +37,11 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import resource
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -65,7 +76,7 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7)
     bookkeeping; no block errors (z_err = 0) unless ``harq`` (errors drawn as the engine
     does, up to 11 transmissions, retransmissions first)."""
     n, u, c = sinr.shape
-    ip = np.array([2, 11 if harq else 1, 1 if harq else 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0],
+    ip = np.array([2, 11 if harq else 1, 1 if harq else 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0, 0],
                   dtype=np.int64)
     z_err = np.zeros((n, c))
     if harq:
@@ -73,7 +84,7 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7)
         p = np.random.default_rng(seed).random((n, c))
         with np.errstate(divide="ignore"):
             z_err = ((1 - p) / p) ** (1 / beta)
-    fp = np.array([0.001, 1.0, 1500.0, table.slope, 0, 1, 0, 0.3, 0.1, 15, 1e9])
+    fp = np.array([0.001, 1.0, 1500.0, table.slope, 0, 1, 0, 0.3, 0.1, 15, 1e9, 0.5, 10.0, 0.1])
     z = lambda *s, d=np.float64: np.zeros(s, d)  # noqa: E731
     outs = [z(n, u), z(n, u), z(n, u, d=np.int64), z(n, u), z(n, u, d=np.int64), z(n, u),
             z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64)]
@@ -82,7 +93,7 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7)
           z(u, d=np.int64),
           z(u, d=np.int64), z(4, d=np.int64), z(u, d=np.int64), z(u), z(u, d=np.int64), z(u, d=np.int64),
           z(u, d=np.int64), z(u, d=np.int64),
-          np.ones(u, np.int64), np.full(u, 1500.0)]
+          np.ones(u, np.int64), np.full(u, 1500.0), z(u), z(u, ring, d=np.int64)]
     t0 = time.process_time()
     K.run_chunk(sinr, sinr, z(n, u), z_err, perm, np.zeros((1, 1), np.int64),
                 (10 ** (table.threshold_db / 10)).astype(np.float32), bytes_per_mcs, 10 ** (table.s50_db / 10),
@@ -206,13 +217,61 @@ def best_of(fn, repeat):
     return times[0], times[len(times) // 2], runs[0][1]
 
 
+def nr_whole_process(duration: str, outdir: str) -> float:
+    """CPU seconds (user + system) of one ``airlink simulate --preset nr-fr1`` process."""
+    exe = Path(sys.executable).with_name("airlink")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([str(exe), "simulate", "--preset", "nr-fr1", "--duration", duration, "--seed", "1",
+                    "-o", outdir, "--no-progress"], check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def nr_inputs(n_tti: int):
+    """nr-fr1's reported SINR, rate table and bytes per MCS and subchannel for ``n_tti`` slots."""
+    from airlink.sim.step import Radio
+    cfg = S.resolve_config("nr-fr1")
+    cfg["seed"] = 1
+    from airlink.sim.engine import make_scheduler
+    radio = Radio(cfg, make_scheduler("pf", cfg), n_users=int(cfg["n_users"]),
+                  n_subchannels=int(cfg["n_subchannels"]), n_tti=n_tti)
+    inp = radio.inputs(0, n_tti, mac_log=False)
+    return inp.rep, radio.table, radio.bytes_per_mcs, inp.perm
+
+
+def nr_main(args):
+    from airlink.traces import parse_duration
+    sim_s = float(parse_duration(args.duration))
+    S.simulate("nr-fr1", duration="5ms")      # compile / load the cached kernel once
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu = sorted(nr_whole_process(args.duration, tmp) for _ in range(args.repeat))
+    med = cpu[len(cpu) // 2]
+    per_s = [c / sim_s for c in cpu]
+    slots = sim_s / 0.0005
+    print(f"airlink simulate --preset nr-fr1 --duration {args.duration} (10 users x 273 PRBs, "
+          f"{slots:,.0f} slots of 0.5 ms), whole process, {args.repeat} runs: CPU {med:.2f} s median "
+          f"({cpu[0]:.2f}-{cpu[-1]:.2f}) = {med / sim_s:.3f} s CPU per simulated s "
+          f"({per_s[0]:.3f}-{per_s[-1]:.3f}); goal <= 0.1: {'met' if med / sim_s <= 0.1 else 'NOT met'}")
+    m = args.ref_ttis
+    sinr, table, bpm, perm = nr_inputs(m)
+    tn, _ = numpy_pf(sinr, table, bpm, perm)
+    print(f"plain per-slot numpy PF loop on nr-fr1's channel and rate table (scheduling only): "
+          f"{m / tn:,.0f} slots per CPU s = {0.0005 * m / tn:.3f} simulated s per CPU s "
+          f"-> {tn / (m * 0.0005):.3f} s CPU per simulated s")
+    print(f"ratio: airlink whole process / numpy loop (scheduling only), CPU per simulated s: "
+          f"{(med / sim_s) / (tn / (m * 0.0005)):.3f} (airlink is {(tn / (m * 0.0005)) / (med / sim_s):.1f}x faster)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", default="60s")
     ap.add_argument("--ref-ttis", type=int, default=300)
     ap.add_argument("--step-ttis", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each airlink step (median and best)")
+    ap.add_argument("--nr", action="store_true", help="the nr-fr1 whole-process benchmark (issue #27)")
     args = ap.parse_args()
+    if args.nr:
+        return nr_main(args)
     print(f"numba kernel compiled: {K.COMPILED}")
     S.simulate("imt-advanced", duration="5ms")   # compile / load the cached kernel once
     res, dt, wall = end_to_end(args.duration)

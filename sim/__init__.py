@@ -15,6 +15,11 @@ Main entry points::
 ``reset/assign/update`` (see :mod:`airlink.sim.sched_base`).
 ``S.schedule_rates(rate_bytes)`` runs the metric schedulers alone on rates you give.
 ``S.Radio`` is the per-TTI step that ``simulate`` and the live cell shell share.
+
+5G NR: ``S.transport_block_bits`` is the TS 38.214 5.1.3 transport block size (vectorised),
+``S.nr_rate_table`` the SINR -> CQI -> MCS -> TBS table of a carrier, ``S.max_prbs`` and
+``S.slot_seconds`` the carrier sizes and slots of the NR numerologies; the presets
+``nr-fr1``, ``nr-fr2``, ``nr-tmobile-10mhz`` and ``nr-tmobile-15mhz`` use them.
 """
 from __future__ import annotations
 
@@ -22,6 +27,9 @@ from .channel import (PROFILES, ChannelModel, SumOfSinusoids, doppler_hz, freque
                       measured_snr_db, pathloss_db, resample_measured, snr_from_geometry)
 from .engine import DEFAULTS, PRESETS, load_preset, resolve_config, schedulers, simulate
 from .given_rates import schedule_rates
+from .nr_numerology import max_prbs, slot_seconds
+from .nr_rates import nr_rate_table
+from .nr_tbs import transport_block_bits
 from .rates import RATE_TABLES, RateTable, rate_table, read_rate_table
 from .result import SimResult, read_mac
 from .sched_backlog import BacklogScheduler
@@ -40,5 +48,6 @@ __all__ = [
     "SumOfSinusoids", "PROFILES", "doppler_hz", "pathloss_db", "snr_from_geometry",
     "frequency_correlation", "resample_measured", "measured_snr_db", "Traffic", "Scheduler",
     "Context", "argmax_ties", "RoundRobin", "MaxCIR", "ProportionalFair", "MultiCarrierPF",
-    "GeneralizedPF", "BacklogScheduler", "Radio",
+    "GeneralizedPF", "BacklogScheduler", "Radio", "transport_block_bits", "nr_rate_table", "max_prbs",
+    "slot_seconds",
 ]

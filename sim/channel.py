@@ -223,12 +223,18 @@ class ChannelModel:
         """Fading power gain ``|H|**2`` for TTIs ``k0 .. k0+n-1``: float32 (n, U, C)."""
         u, c = self.n_users, self.n_subchannels
         t = (k0 + np.arange(n)) * self.tti_s
-        gain = np.ones((n, u, c), dtype=np.float32)
+        gain = np.empty((n, u, c), dtype=np.float32)
+        for i in range(u):
+            if not self.fading[i]:
+                gain[:, i, :] = 1.0
+        hf = np.empty((n, c), dtype=np.complex64)
+        parts = hf.view(np.float32).reshape(n, c, 2)     # real and imaginary parts, in place
         for users, sos in self.groups:
             h = sos.coefficients(t).reshape(n, len(users), self.n_paths)
             for j, ui in enumerate(users):
-                hf = h[:, j, :] @ self.freq[ui]          # (n, C) complex
-                gain[:, ui, :] = hf.real ** 2 + hf.imag ** 2
+                np.matmul(h[:, j, :], self.freq[ui], out=hf)    # (n, C) frequency response
+                np.square(parts, out=parts)
+                np.add(parts[..., 0], parts[..., 1], out=gain[:, ui, :])   # |H|^2 = re^2 + im^2
         return gain
 
     def sinr_chunk(self, k0: int, n: int) -> np.ndarray:

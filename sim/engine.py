@@ -53,9 +53,13 @@ DEFAULTS = {
     "profile": "flat", "speed_kmh": 3.0, "shadowing_std_db": 0.0, "shadowing_corr_m": 50.0,
     "n_oscillators": 128, "channel_trace": None, "channel_column": None, "channel_resample": "hold",
     "csi_delay_tti": 0,
-    "harq_max_tx": 4, "harq_priority": True,
+    "harq_max_tx": 4, "harq_priority": True, "harq_feedback_tti": 0,
     "link_adaptation": "cqi", "la_interval": 10, "la_bler_up": 0.3, "la_bler_down": 0.1,
-    "la_hybrid_db": 15.0,
+    "la_hybrid_db": 15.0, "la_olla_step_db": 0.5, "la_olla_max_db": 10.0,
+    # 5G NR carrier (rate_table: nr): numerology, bandwidth, PDSCH allocation (sim/nr_rates.py)
+    "nr_scs_khz": None, "nr_bandwidth_mhz": None, "nr_frequency_range": "fr1", "nr_symbols": 12,
+    "nr_dmrs_symbols": 1, "nr_cdm_groups": 2, "nr_layers": 1, "nr_mcs_table": "qam256",
+    "nr_overhead_re": 0, "nr_cqi_table": None,
     # scheduling
     "scheduler": "pf", "pf_a": 0.001, "pf_window": 0, "lam": 1.0,
     "backlog_channel_bps": 9600.0, "backlog_channels": [1, 2, 4, 8, 16],
@@ -81,7 +85,8 @@ def read_parameter_file(path) -> dict:
 
 def load_preset(name) -> dict:
     """Parameters of a preset (``evdo``, ``imt-advanced``, ``hsdpa``, ``egprs``, ``1xrtt``,
-    ``quick``) or of a YAML file; a file may name a ``preset`` to start from."""
+    ``quick``, the 5G NR ``nr-fr1``, ``nr-fr2``, ``nr-tmobile-10mhz``, ``nr-tmobile-15mhz``)
+    or of a YAML file; a file may name a ``preset`` to start from."""
     path = Path(str(name))
     if str(name) in PRESETS:
         path = PRESET_DIR / f"{name}.yaml"
@@ -181,7 +186,8 @@ def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progres
     Parameters
     ----------
     preset : name of a preset (``airlink.sim.PRESETS``: ``evdo``, ``imt-advanced``,
-        ``hsdpa``, ``egprs``, ``1xrtt``, ``quick``) or a YAML file; default ``quick``
+        ``hsdpa``, ``egprs``, ``1xrtt``, ``quick``, ``nr-fr1``, ``nr-fr2``,
+        ``nr-tmobile-10mhz``, ``nr-tmobile-15mhz``) or a YAML file; default ``quick``
     seed : the run's random seed (identical seed -> identical output)
     duration : simulated time, e.g. ``"10s"``, ``"500ms"`` or seconds; ``None`` = the
         preset's ``duration``
@@ -231,6 +237,10 @@ def _validate(cfg):
         raise AirlinkError("n_users and n_subchannels must be at least 1")
     if int(cfg["harq_max_tx"]) < 1:
         raise AirlinkError("harq_max_tx must be at least 1 (1 = no HARQ retransmissions)")
+    if int(cfg["harq_feedback_tti"]) < 0:
+        raise AirlinkError("harq_feedback_tti must not be negative")
+    if float(cfg["la_olla_step_db"]) <= 0 or float(cfg["la_olla_max_db"]) < 0:
+        raise AirlinkError("la_olla_step_db must be positive and la_olla_max_db not negative")
     if int(cfg["csi_delay_tti"]) < 0:
         raise AirlinkError("csi_delay_tti must not be negative")
     if cfg["link_adaptation"] not in LINK_ADAPTATION:

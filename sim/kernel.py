@@ -39,7 +39,16 @@ Model, per TTI ``k`` (the engine passes the chunk's real and reported SINR):
    C/I (linear mean of the reported values) over ``la_interval`` blocks, scheme
    maximising ``S_n`` at that average; 2 measured BLER over the
    interval vs thresholds, one step down/up; 3 hybrid (BLER method below ``la_hybrid_db``
-   average C/I, C/I method above); 4 ideal (best ``S_n`` at the real SINR).
+   average C/I, C/I method above); 4 ideal (best ``S_n`` at the real SINR); 5 outer-loop
+   link adaptation (OLLA): per TTI from the reported SINR plus a per-user offset ``o_u``
+   (dB) that the HARQ feedback of the user's first transmissions moves once per TTI (one
+   transport block): ``o_u += step * (BLER_t / (1 - BLER_t) * (1 - f) - f)`` with ``f`` the
+   share of the TTI's new blocks that failed (a NACK lowers it by ``step``, an ACK raises it by
+   ``step BLER_t / (1 - BLER_t)``, so the first-transmission BLER settles at ``BLER_t``),
+   within ``+-olla_max`` dB.
+5. **HARQ feedback delay** (``ip[13]`` = K1 in TTIs): a failed block can be resent from
+   ``K1 + 1`` TTIs after it (0: the next TTI); each queued block keeps the first TTI it may
+   go in (``pend_ready``), and a user's retransmissions are taken oldest first.
 """
 from __future__ import annotations
 
@@ -352,7 +361,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                backlog, inflight, avg_thr,
                pend_bytes, pend_mcs, pend_acc, pend_tx, pend_head, pend_count,
                misc, user_mcs, la_ci_sum, la_err, la_blocks, assigned_ch, greedy_cnt,
-               full_u, pkt_u, bl_thr_db, bl_channels,
+               full_u, pkt_u, olla_db, pend_ready, bl_thr_db, bl_channels,
                out_served, out_tx, out_nsub, out_mcs, out_retx, out_backlog, out_drops, out_blocks,
                out_active, out_gaveup):
     n_k = sinr_rep.shape[0]
@@ -378,6 +387,13 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     bler_up = fp[7]
     bler_down = fp[8]
     hybrid_db = fp[9]
+    harq_wait = ip[13] + 1
+    olla_step = fp[11]
+    olla_max = fp[12]
+    olla_up = olla_step * fp[13] / (1.0 - fp[13])
+    thr_olla = np.zeros(n_m, dtype=np.float32)
+    olla_new = np.zeros(n_u)
+    olla_nack = np.zeros(n_u)
     remaining = np.zeros(n_u)
     weight = np.zeros(n_u)
     m_uc = np.zeros((n_u, n_c), dtype=np.int32)
@@ -442,7 +458,11 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
             remaining[u] = backlog[u] - inflight[u]
             if full_u[u] == 1:
                 remaining[u] = 1e300
-            pend_avail[u] = pend_count[u]
+            # retransmissions whose feedback has arrived (ready TTIs never decrease in a queue)
+            n_ready = 0
+            while n_ready < pend_count[u] and pend_ready[u, (pend_head[u] + n_ready) % ring] <= n_glob:
+                n_ready += 1
+            pend_avail[u] = n_ready
             tx_bits[u] = 0.0
         # 4. link adaptation state: the MCS each user uses this TTI (modes 1-3)
         if la_mode >= 1 and la_mode <= 3:
@@ -593,6 +613,12 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
             for u in range(n_u):
                 if la_mode == 0:
                     _count_row(sinr_rep[k, u], thr_lin, m_uc[u], m_tmp)
+                elif la_mode == 5:
+                    # reported SINR x 10^(o_u/10) >= threshold  <=>  SINR >= threshold / 10^(o_u/10)
+                    g = 10.0 ** (olla_db[u] / 10.0)
+                    for j in range(n_m):
+                        thr_olla[j] = thr_lin[j] / g
+                    _count_row(sinr_rep[k, u], thr_olla, m_uc[u], m_tmp)
                 elif la_mode == 4:
                     for c in range(n_c):
                         j = int((10.0 * math.log10(sinr_real[k, u, c] + 1e-30) - lut_lo) / lut_step)
@@ -746,6 +772,10 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 la_blocks[u] += 1
                 if failed:
                     la_err[u] += 1
+            elif la_mode == 5 and ntx == 1:
+                olla_new[u] += 1.0
+                if failed:
+                    olla_nack[u] += 1.0
             if not failed:
                 out_served[k, u] += nbytes
                 if full_u[u] == 0:
@@ -758,6 +788,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 pend_mcs[u, t] = m
                 pend_acc[u, t] = acc
                 pend_tx[u, t] = ntx
+                pend_ready[u, t] = n_glob + harq_wait
                 pend_count[u] += 1
                 inflight[u] += nbytes
             else:
@@ -803,6 +834,10 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                     la_blocks[u] += 1
                     if failed:
                         la_err[u] += 1
+                elif la_mode == 5:
+                    olla_new[u] += 1.0
+                    if failed:
+                        olla_nack[u] += 1.0
                 if not failed:
                     d_served[u] += nbytes
                     if not all_full and full_u[u] == 0:
@@ -815,6 +850,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                     pend_mcs[u, t] = m
                     pend_acc[u, t] = acc
                     pend_tx[u, t] = 1
+                    pend_ready[u, t] = n_glob + harq_wait
                     pend_count[u] += 1
                     inflight[u] += nbytes
                 else:
@@ -826,6 +862,16 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 out_tx[k, u] = d_tx[u]
                 tx_bits[u] = 8.0 * d_tx[u] if exact8 else d_bits[u]
                 out_served[k, u] = d_served[u]
+        # OLLA: one HARQ feedback per user and TTI (its transport block), the share of its new
+        # blocks that failed
+        if la_mode == 5:
+            for u in range(n_u):
+                if olla_new[u] > 0:
+                    f = olla_nack[u] / olla_new[u]
+                    o = olla_db[u] - olla_step * f + olla_up * (1.0 - f)
+                    olla_db[u] = min(max(o, -olla_max), olla_max)
+                    olla_new[u] = 0.0
+                    olla_nack[u] = 0.0
         # PF / lambda average throughput (bits per TTI)
         if pf_window > 0:
             a = 1.0 / min(n_glob + 1, pf_window)

@@ -38,6 +38,7 @@ from airlink.traces.errors import AirlinkError
 
 from . import kernel as K
 from .channel import ChannelModel, measured_snr_db, snr_from_geometry
+from .nr_rates import nr_rate_table_of
 from .rates import rate_table
 from .sched_backlog import BacklogScheduler
 from .sched_base import Context
@@ -52,7 +53,7 @@ MAC_COLUMNS = ("subchannels", "mcs", "sinr_db", "sinr_reported_db", "served_byte
                "tx_bytes", "harq_retransmissions", "backlog_bytes", "backlog_packets",
                "assigned_rate_bps", "arrivals_bytes", "drops_packets")
 
-LINK_ADAPTATION = {"cqi": 0, "ci": 1, "bler": 2, "hybrid": 3, "ideal": 4}
+LINK_ADAPTATION = {"cqi": 0, "ci": 1, "bler": 2, "hybrid": 3, "ideal": 4, "olla": 5}
 
 
 @dataclass
@@ -109,8 +110,14 @@ class Radio:
         self.tti = parse_cfg_tti(cfg["tti"])
         tti_s = self.tti_s = float(self.tti)
         seed = int(cfg["seed"])
-        self.table = table = rate_table(cfg["rate_table"], bandwidth_hz=cfg["bandwidth_hz"],
-                                        slope=cfg["bler_slope"], bler_target=cfg["bler_target"])
+        if cfg["rate_table"] == "nr":
+            table = nr_rate_table_of(cfg, self.tti)
+            if cfg["bler_slope"] is not None or cfg["bler_target"] is not None:
+                table = table.with_bler(slope=cfg["bler_slope"], bler_target=cfg["bler_target"])
+        else:
+            table = rate_table(cfg["rate_table"], bandwidth_hz=cfg["bandwidth_hz"],
+                               slope=cfg["bler_slope"], bler_target=cfg["bler_target"])
+        self.table = table
         per_sub = cfg["table_rates"] == "subchannel"
         self.bytes_per_mcs = table.rate_bps / (1 if per_sub else n_c) * tti_s / 8 * float(cfg["payload_fraction"])
         snr_series = None
@@ -150,13 +157,15 @@ class Radio:
         self.ip = np.array([self.sched_id, int(cfg["harq_max_tx"]), int(bool(cfg["harq_priority"])),
                             int(full.all()), buf, la_mode, int(cfg["la_interval"]), bl_interval,
                             int(round(float(kp.get("greedy_s", 0)) / tti_s)), 0, int(kp.get("pf_window", 0)),
-                            int(cfg["backlog_sector_channels"]), int(kp.get("greedy_channels", 0))],
+                            int(cfg["backlog_sector_channels"]), int(kp.get("greedy_channels", 0)),
+                            int(cfg["harq_feedback_tti"])],
                            dtype=np.int64)
         self.fp = np.array([float(kp.get("pf_a", cfg["pf_a"])), float(kp.get("lam", cfg["lam"])), float(pkt[0]),
                             table.slope, float(cfg["backlog_channel_bps"]) * tti_s / 8,
                             float(kp.get("drain_s", 0.5)) / tti_s, float(kp.get("greedy_bytes", 0)),
                             float(cfg["la_bler_up"]), float(cfg["la_bler_down"]), float(cfg["la_hybrid_db"]),
-                            (buf or 500) * float(pkt[0])], dtype=np.float64)
+                            (buf or 500) * float(pkt[0]), float(cfg["la_olla_step_db"]),
+                            float(cfg["la_olla_max_db"]), table.bler_target], dtype=np.float64)
         ring = int(cfg["harq_ring"])
         self.state = dict(
             backlog=np.zeros(n_u), inflight=np.zeros(n_u), avg_thr=np.zeros(n_u),
@@ -166,7 +175,8 @@ class Radio:
             misc=np.zeros(4, np.int64), user_mcs=np.full(n_u, len(table) // 2, np.int64),
             la_ci_sum=np.zeros(n_u), la_err=np.zeros(n_u, np.int64), la_blocks=np.zeros(n_u, np.int64),
             assigned_ch=np.zeros(n_u, np.int64), greedy_cnt=np.zeros(n_u, np.int64),
-            full_u=full.astype(np.int64), pkt_u=pkt)
+            full_u=full.astype(np.int64), pkt_u=pkt, olla_db=np.zeros(n_u),
+            pend_ready=np.zeros((n_u, ring), np.int64))
         self.bl_thr = np.asarray(kp.get("bl_thr_db", [0.0]), dtype=np.float64)
         self.bl_ch = np.asarray(kp.get("bl_channels", [1]), dtype=np.int64)
         # float32 like the SINR, so that every path compares the same numbers
@@ -240,7 +250,8 @@ class Radio:
                 self.ip, self.fp, st["backlog"], st["inflight"], st["avg_thr"], st["pend_bytes"],
                 st["pend_mcs"], st["pend_acc"], st["pend_tx"], st["pend_head"], st["pend_count"],
                 st["misc"], st["user_mcs"], st["la_ci_sum"], st["la_err"], st["la_blocks"],
-                st["assigned_ch"], st["greedy_cnt"], st["full_u"], st["pkt_u"], self.bl_thr, self.bl_ch)
+                st["assigned_ch"], st["greedy_cnt"], st["full_u"], st["pkt_u"], st["olla_db"], st["pend_ready"],
+                self.bl_thr, self.bl_ch)
         if self.sched_id != 5:
             K.run_chunk(inp.rep[s], inp.real[s], inp.arrivals[s], inp.u_err[s], inp.perm[s],
                         self._dummy_forced, *args, *(out[n][:i1 - i0] for n in OUTPUTS))

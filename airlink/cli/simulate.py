@@ -10,7 +10,9 @@ EXAMPLE = """\
 airlink simulate --preset imt-advanced --scheduler maxcir --duration 10s --seed 3 -o out/
 airlink simulate --preset evdo --scheduler lambda --lambda 2 -o evdo-l2/ --mahimahi
 airlink simulate --preset 1xrtt --set traffic=cbr --set traffic_rate_bps=64000 -o cbr/ --json
-airlink simulate --config my-cell.yaml --scheduler mypkg.sched:MyScheduler -o mine/"""
+airlink simulate --config my-cell.yaml --scheduler mypkg.sched:MyScheduler -o mine/
+airlink simulate --preset nr-fr1 --scheduler rr --duration 5s -o nr/        # 5G NR, 273 PRBs, 0.5 ms slots
+airlink simulate --preset nr-tmobile-10mhz --users 1 --set snr_db=15 -o tmo/"""
 
 
 def register(sub):
@@ -24,7 +26,8 @@ def register(sub):
         "or a YAML file (--config). The same seed gives identical files.",
         EXAMPLE)
     p.add_argument("--preset", default=None,
-                   help="evdo, imt-advanced, hsdpa, egprs, 1xrtt, quick (default quick) or a YAML file")
+                   help="evdo, imt-advanced, hsdpa, egprs, 1xrtt, quick (default), 5G NR nr-fr1, nr-fr2, "
+                        "nr-tmobile-10mhz, nr-tmobile-15mhz, or a YAML file")
     p.add_argument("--config", type=Path, action="append", default=[],
                    help="YAML file of parameter overrides (repeatable; later wins)")
     p.add_argument("--scheduler", help="rr, maxcir, pf, lambda, backlog, mcpfs, or a dotted path "

@@ -55,15 +55,15 @@ def test_level_keys_keep_the_order_and_flag_shared_keys():
 
 def _direct_run(sinr, perm, thr, bytes_per_mcs, sched, lam=1.0, window=50):
     n, u, c = sinr.shape
-    ip = np.array([sched, 1, 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0], dtype=np.int64)
-    fp = np.array([0.01, lam, 1500.0, 2.0, 0, 1, 0, 0.3, 0.1, 15, 1e9])
+    ip = np.array([sched, 1, 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0, 0], dtype=np.int64)
+    fp = np.array([0.01, lam, 1500.0, 2.0, 0, 1, 0, 0.3, 0.1, 15, 1e9, 0.5, 10.0, 0.1])
     z = lambda *s, d=np.float64: np.zeros(s, d)  # noqa: E731
     outs = [z(n, u), z(n, u), z(n, u, d=np.int64), z(n, u), z(n, u, d=np.int64), z(n, u),
             z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64)]
     st = [z(u), z(u), z(u), z(u, 8), z(u, 8, d=np.int64), z(u, 8), z(u, 8, d=np.int64),
           z(u, d=np.int64), z(u, d=np.int64), z(4, d=np.int64), z(u, d=np.int64), z(u),
           z(u, d=np.int64), z(u, d=np.int64), z(u, d=np.int64), z(u, d=np.int64),
-          np.ones(u, np.int64), np.full(u, 1500.0)]
+          np.ones(u, np.int64), np.full(u, 1500.0), z(u), z(u, 8, d=np.int64)]
     K.run_chunk(sinr, sinr, z(n, u), np.zeros((n, c)), perm, np.zeros((1, 1), np.int64), thr,
                 bytes_per_mcs, np.ones(len(thr)), np.zeros(1, np.int64), -40.0, 0.1, ip, fp, *st,
                 np.zeros(1), np.ones(1, np.int64), *outs)

@@ -38,7 +38,8 @@ def _tti_by_tti(radio, backlog_of=None):
 
 @pytest.mark.parametrize("preset,scheduler", [("quick", "pf"), ("quick", "maxcir"), ("quick", "rr"),
                                               ("imt-advanced", "pf"), ("1xrtt", "backlog"),
-                                              ("quick", "airlink.sim.sched_pf:ProportionalFair")])
+                                              ("quick", "airlink.sim.sched_pf:ProportionalFair"),
+                                              ("nr-tmobile-10mhz", "pf"), ("nr-fr2", "rr")])
 def test_stepping_one_tti_at_a_time_gives_the_simulators_schedule(preset, scheduler):
     overrides = {"traffic": "onoff"} if scheduler == "backlog" else {}
     sim = simulate(preset, seed=5, duration="0.4s", scheduler=scheduler, **overrides)
@@ -46,12 +47,14 @@ def test_stepping_one_tti_at_a_time_gives_the_simulators_schedule(preset, schedu
     assert np.array_equal(_tti_by_tti(radio), sim.capacity.values)
 
 
-@pytest.mark.parametrize("scheduler", ["pf", "maxcir", "rr", "mcpfs"])
-def test_live_queues_kept_full_decide_as_the_full_buffer_simulation(scheduler):
+@pytest.mark.parametrize("preset,scheduler", [("quick", "pf"), ("quick", "maxcir"), ("quick", "rr"),
+                                              ("quick", "mcpfs"), ("nr-tmobile-10mhz", "pf")])
+def test_live_queues_kept_full_decide_as_the_full_buffer_simulation(preset, scheduler):
     """Live backlogs that never run dry (500 packets of 1500 bytes at the start of every
-    TTI, as UDP above capacity keeps them) give the full-buffer simulation's service."""
-    sim = simulate("quick", seed=5, duration="0.5s", scheduler=scheduler)
-    radio = _radio("quick", scheduler, "0.5s", live=True)
+    TTI, as UDP above capacity keeps them) give the full-buffer simulation's service (NR:
+    with the HARQ feedback delay and OLLA of the preset)."""
+    sim = simulate(preset, seed=5, duration="0.5s", scheduler=scheduler)
+    radio = _radio(preset, scheduler, "0.5s", live=True)
     full = np.full(radio.n_users, 500 * 1500.0)
     assert np.array_equal(_tti_by_tti(radio, lambda r: full), sim.capacity.values)
 
