@@ -119,7 +119,11 @@ class _Control:
         self.buf = b""
 
     def send(self, obj):
-        self.sock.sendall(json.dumps(obj).encode() + b"\n")
+        self.sock.settimeout(30.0)         # a report may exceed the socket buffer
+        try:
+            self.sock.sendall(json.dumps(obj).encode() + b"\n")
+        finally:
+            self.sock.setblocking(False)
 
     def poll(self):
         """Messages complete so far (non-blocking); None when the peer closed."""
