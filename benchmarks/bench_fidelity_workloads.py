@@ -19,7 +19,7 @@ divided by the live mean.
    says so (Mahimahi's tools run as the user ``--mm-user``: they refuse root).
 4. **Workloads** (one pass, random order, idle gaps of 0.5-1 s): UDP ping RTT (20 probes
    100 ms apart), downlink packet-train completion time for 1, 10, 50, 100 and 200
-   packets of 1400 bytes (from request to the last packet), TCP downloads of 1 KB, 10 KB,
+   packets of 1396 bytes (from request to the last packet), TCP downloads of 1 KB, 10 KB,
    100 KB, 1 MB (and 10 MB with ``--big``) on a new connection each (connect to last byte).
    ``--passes`` passes per run.
 
@@ -52,12 +52,18 @@ RECORD_PORT = 9050
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
+# mm-cellular refuses packets over 1400 bytes including its 4-byte TUN header, so every
+# workload (live and replayed alike) keeps its packets at or under 1396 IP bytes: TCP's MSS
+# is clamped on both ends (1396 - 20 IP - 20 TCP - 12 timestamps) and trains are 1396 bytes
+MSS = 1344
+TRAIN_PACKET_BYTES = 1396
 
 SERVER = r"""
 import socket, struct, sys, threading
 port = int(sys.argv[1])
 def tcp():
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
     s.bind(("0.0.0.0", port)); s.listen(64)
     def serve(c):
         try:
@@ -84,10 +90,11 @@ def udp():
         elif data[:1] == b"T":                # T n id: a train of n 1400-byte packets
             _, n, ident = data.split()[:3]
             for k in range(int(n)):
-                u.sendto(b"D %s %d " % (ident, k) + bytes(1400 - 28 - 16), addr)
+                head = b"D %%s %%d " %% (ident, k)
+                u.sendto(head + bytes(%(train)d - 28 - len(head)), addr)
 threading.Thread(target=tcp, daemon=True).start()
 udp()
-"""
+""" % {"mss": MSS, "train": TRAIN_PACKET_BYTES}
 
 # the workload client of UE 1 / the replays; the background of the other UEs
 CLIENT = r"""
@@ -100,7 +107,10 @@ ue = int(os.environ.get("AIRLINK_UE", "1"))
 rng = random.Random(seed * 100 + ue)
 def fetch(n, timeout=60):
     t = time.monotonic()
-    c = socket.create_connection((host, port), timeout=timeout)
+    c = socket.socket()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
+    c.settimeout(timeout)
+    c.connect((host, port))
     c.sendall(b"%%d\n" %% n)
     got = 0
     while got < n or n == 0:
@@ -111,7 +121,8 @@ def fetch(n, timeout=60):
     c.close()
     return time.monotonic() - t, got
 if ue == 2:                                       # bulk background
-    c = socket.create_connection((host, port)); c.sendall(b"0\n")
+    c = socket.socket(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
+    c.connect((host, port)); c.sendall(b"0\n")
     while c.recv(1 << 20) and not os.path.exists(stop):
         pass
     sys.exit(0)
@@ -164,7 +175,7 @@ for p in range(passes):
             if got == arg:
                 res["download_ms"].setdefault(str(arg), []).append(dt * 1000)
 json.dump(res, open(out, "w"))
-""" % {"port": PORT, "sizes": ", ".join(map(str, SIZES)), "big": BIG, "trains": ", ".join(map(str, TRAINS))}
+""" % {"port": PORT, "mss": MSS, "sizes": ", ".join(map(str, SIZES)), "big": BIG, "trains": ", ".join(map(str, TRAINS))}
 
 
 def distribution_error(replayed, live) -> float:
@@ -227,14 +238,14 @@ class Bench:
         a = self.args
         stop = self.tmp / f"stop-{seed}-{time.monotonic_ns()}"
         ue_cmd = (f'if [ "$AIRLINK_UE" = 1 ]; then {inner}; touch {stop}; '
-                  f'else exec {sys.executable} {self.tmp}/client.py /dev/null 1 {seed} 0 {stop}; fi')
+                  f'else exec {self.args.client_python} {self.tmp}/client.py /dev/null 1 {seed} 0 {stop}; fi')
         return self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--preset", a.preset, "--scheduler", "pf",
                          "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", "--",
                          "sh", "-c", ue_cmd], timeout=timeout + 60)
 
     def live(self, seed: int) -> dict | None:
         out = self.tmp / f"live-{seed}.json"
-        r = self.cell(seed, f"{sys.executable} {self.tmp}/client.py {out} {self.args.passes} {seed} "
+        r = self.cell(seed, f"{self.args.client_python} {self.tmp}/client.py {out} {self.args.passes} {seed} "
                             f"{int(self.args.big)}", timeout=self.budget())
         return self._load(out, r, f"live seed {seed}")
 
@@ -246,19 +257,21 @@ class Bench:
         rec = self.tmp / "rec"
         r = self.cell(self.args.record_seed,
                       f"{AIRLINK} record $AIRLINK_BASE --port {RECORD_PORT} --seconds {self.args.record_seconds:g} "
+                      f"--peer-timeout 20 "
                       f"-o {rec} --json > {self.tmp}/record.json", timeout=4 * self.args.record_seconds + 60)
         if not (rec / "record.json").exists():
             print(f"recording failed: {r.stderr.strip()[-300:]}", flush=True)
             return None
         s = json.loads((rec / "record.json").read_text())
-        print(f"recording: complete={s['complete']}, {s.get('trains')} trains, base delay "
+        print(f"recording: complete={s['complete']} ({s['incomplete'] or 'all phases'}), "
+              f"{s.get('trains')} trains, base delay "
               f"{s.get('base_delay_ms', {}).get('median')} ms, heavy down "
               f"{s.get('down_rate_bps', 0) / 1e6:.2f} Mbit/s, up {s.get('up_rate_bps', 0) / 1e6:.2f} Mbit/s, "
               f"CellReplay set {s['cellreplay_set']}", flush=True)
         return rec
 
     def client_argv(self, out: Path, seed: int):
-        return [sys.executable, self.tmp / "client.py", out, self.args.passes, seed, int(self.args.big)]
+        return [self.args.client_python, self.tmp / "client.py", out, self.args.passes, seed, int(self.args.big)]
 
     def replay_airlink(self, rec: Path, base_ms: int, seed: int):
         out = self.tmp / f"airlink-{seed}.json"
@@ -275,8 +288,13 @@ class Bench:
     def replay_mahimahi(self, rec: Path, base_ms: int, seed: int):
         out = self.tmp / f"mahimahi-{seed}.json"
         mm = Path(self.args.mahimahi_bin)
-        r = self.run(self._as_mm_user([mm / "mm-delay", base_ms, mm / "mm-link", rec / "mahimahi.up",
-                                       rec / "mahimahi.down", "--", *self.client_argv(out, seed)]),
+        # the base delay comes from `airlink delay` around mm-link, not from mm-delay: nested
+        # Mahimahi shells need ip_forward=1 in each namespace they make, which new namespaces
+        # inherit from the host's root namespace (not touched here)
+        r = self.run([AIRLINK, "delay", base_ms, "--", "sh", "-c",
+                      'sysctl -qw net.ipv4.ip_forward=1 && exec "$@"', "sh",
+                      *self._as_mm_user([mm / "mm-link", rec / "mahimahi.up", rec / "mahimahi.down", "--",
+                                         *self.client_argv(out, seed)])],
                      timeout=self.budget() + 60)
         return self._load(out, r, "mm-link")
 
@@ -302,7 +320,7 @@ class Bench:
 def installed(args) -> dict:
     have = {}
     mm = Path(args.mahimahi_bin) if args.mahimahi_bin else None
-    have["Mahimahi (mm-link)"] = bool(mm and (mm / "mm-link").exists() and (mm / "mm-delay").exists())
+    have["Mahimahi (mm-link)"] = bool(mm and (mm / "mm-link").exists())
     cr = Path(args.cellreplay_bin) if args.cellreplay_bin else None
     have["CellReplay (mm-cellular)"] = bool(cr and (cr / "mm-cellular").exists())
     if any(have.values()):
@@ -326,10 +344,13 @@ def main(argv=None) -> int:
     ap.add_argument("--uplink", default="5Mbit/s", help="each UE's uplink in the cell (5Mbit/s)")
     ap.add_argument("--big", action="store_true", help="also 10 MB downloads")
     ap.add_argument("--mahimahi-bin", default=shutil.which("mm-link") and str(Path(shutil.which("mm-link")).parent),
-                    help="folder of mm-link and mm-delay")
+                    help="folder of mm-link")
     ap.add_argument("--cellreplay-bin", default=shutil.which("mm-cellular") and str(Path(shutil.which("mm-cellular")).parent),
                     help="folder of mm-cellular")
     ap.add_argument("--mm-user", default="mmuser", help="user that runs Mahimahi's tools (not root)")
+    ap.add_argument("--client-python", default=shutil.which("python3", path="/usr/bin:/bin") or sys.executable,
+                    help="interpreter of the workload client (stdlib only; the Mahimahi user must "
+                         "be able to run it)")
     ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
