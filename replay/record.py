@@ -29,6 +29,10 @@ the same arrivals as bytes per millisecond written with 1500-byte opportunities 
 running reserve of :func:`airlink.traces.mahimahi.format_trace`. Light and heavy phases are
 measured one after the other (CellReplay records them on two phones at once).
 
+Arrival times are the kernel's receive timestamps (``SO_TIMESTAMPNS``), sends are stamped
+just before ``send``; all times are on each side's wall clock (the kernel's stamps are), and
+only differences on one side's clock are used.
+
 A recording that is interrupted (Ctrl-C) or loses its peer (no answer for ``peer_timeout_s``)
 ends with what it has: every file whose data is whole is written, ``record.json`` says
 ``"complete": false`` and why.
@@ -69,6 +73,33 @@ class PeerLost(AirlinkError):
 def _packet(kind: int, slot: int, seq: int, n: int, ns: int, size: int) -> bytes:
     head = _HDR.pack(_MAGIC, kind, slot, seq, n, ns)
     return head + bytes(max(0, size - IP_UDP_BYTES - len(head)))
+
+
+#: Linux's SO_TIMESTAMPNS (the socket module does not name it): the kernel stamps each
+#: datagram with its arrival time (CLOCK_REALTIME, ns), so a process that is descheduled
+#: does not compress the arrival times it reads late.
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_TIMESPEC = struct.Struct("@qq")
+#: The clock of every time a recording takes: the one the kernel stamps arrivals with.
+_now = time.time_ns
+
+
+def _stamping(sock: socket.socket) -> socket.socket:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        pass                     # no kernel stamps: arrivals are stamped when read
+    return sock
+
+
+def _recv(sock: socket.socket):
+    """``(data, addr, arrival_ns)`` of one datagram (raises BlockingIOError when none)."""
+    data, anc, _, addr = sock.recvmsg(65536, 64)
+    for level, kind, value in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(value)
+            return data, addr, sec * 1_000_000_000 + nsec
+    return data, addr, _now()
 
 
 def _parse(data: bytes):
@@ -155,7 +186,7 @@ class RecordServer:
         self.log = log or (lambda text: None)
         self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp = _stamping(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         self.udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         try:
             self.tcp.bind((host, port))
@@ -190,7 +221,7 @@ class RecordServer:
         sel.register(self.udp, selectors.EVENT_READ, "udp")
         try:
             while True:
-                now = time.monotonic_ns()
+                now = _now()
                 if sat is not None:
                     if now >= sat["end"]:
                         ctl.send({"done": "saturate_down", "sent": sat["window"].sent})
@@ -206,10 +237,9 @@ class RecordServer:
                     if key.data == "udp":
                         while True:
                             try:
-                                data, addr = self.udp.recvfrom(65536)
+                                data, addr, now = _recv(self.udp)
                             except (BlockingIOError, InterruptedError):
                                 break
-                            now = time.monotonic_ns()
                             msg = _parse(data)
                             if msg is None:
                                 continue
@@ -243,7 +273,7 @@ class RecordServer:
                                 if peer is None:
                                     ctl.send({"error": "no UDP from the recorder yet"})
                                     continue
-                                sat = {"end": time.monotonic_ns() + int(m["seconds"] * 1e9),
+                                sat = {"end": _now() + int(m["seconds"] * 1e9),
                                        "size": int(m.get("size", PDO_BYTES)), "window": _Window()}
                             elif cmd == "report":
                                 if up_data:     # the last count, so the sender's window closes
@@ -261,7 +291,7 @@ class RecordServer:
 
 @dataclass
 class Recording:
-    """What a recording measured (raw, monotonic ns on each side's own clock)."""
+    """What a recording measured (raw ns on each side's own wall clock)."""
     slots: list = field(default_factory=list)        # dicts: probe_send, probe_back, train_send, n, down_ns
     up_trains: dict = field(default_factory=dict)    # slot -> [(seq, ns)] at the server
     offset_rtts: dict = field(default_factory=dict)  # size -> [rtt ns]
@@ -307,16 +337,16 @@ class Recorder:
                            f"{exc.strerror or exc}") from None
         self.tcp.setblocking(False)
         self.ctl = _Control(self.tcp)
-        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp = _stamping(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         self.udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.udp.connect((self.host, self.port))
         self.udp.setblocking(False)
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.tcp, selectors.EVENT_READ, "tcp")
         self.sel.register(self.udp, selectors.EVENT_READ, "udp")
-        deadline = time.monotonic_ns() + self.peer_timeout_ns
-        while time.monotonic_ns() < deadline:
-            _send(self.udp, _packet(HELLO, 0, 0, 0, time.monotonic_ns(), PROBE_BYTES))
+        deadline = _now() + self.peer_timeout_ns
+        while _now() < deadline:
+            _send(self.udp, _packet(HELLO, 0, 0, 0, _now(), PROBE_BYTES))
             self.ctl.send({"cmd": "hello"})
             reply = self._wait_control(lambda m: "hello" in m, timeout_ns=300_000_000, quiet=True)
             if reply is not None and reply.get("udp_seen"):
@@ -331,12 +361,12 @@ class Recorder:
             if key.data == "udp":
                 while True:
                     try:
-                        data = self.udp.recv(65536)
+                        data, _, arrival = _recv(self.udp)
                     except (BlockingIOError, InterruptedError, ConnectionRefusedError):
                         break
                     msg = _parse(data)
                     if msg is not None:
-                        on_udp(msg, time.monotonic_ns(), len(data) + IP_UDP_BYTES)
+                        on_udp(msg, arrival, len(data) + IP_UDP_BYTES)
             else:
                 msgs = self.ctl.poll()
                 if msgs is None:
@@ -345,8 +375,8 @@ class Recorder:
         return ctl
 
     def _wait_control(self, want, *, timeout_ns=None, on_udp=None, quiet=False):
-        deadline = time.monotonic_ns() + (timeout_ns or self.peer_timeout_ns)
-        while time.monotonic_ns() < deadline:
+        deadline = _now() + (timeout_ns or self.peer_timeout_ns)
+        while _now() < deadline:
             for m in self._pump(0.05, on_udp or (lambda *a: None)):
                 if want(m):
                     return m
@@ -363,7 +393,7 @@ class Recorder:
     def _light(self):
         gap = int(self.train_gap_ms * 1e6)
         n_slots = max(1, int(self.seconds * 1000 // self.train_gap_ms))
-        t0 = time.monotonic_ns()
+        t0 = _now()
         slots = self.rec.slots
         last_heard = t0
 
@@ -382,25 +412,25 @@ class Recorder:
             start = t0 + k * gap
             n = self.train_packets[k % len(self.train_packets)]
             slots.append({"probe_send": None, "probe_back": None, "train_send": None, "n": n, "down": []})
-            while time.monotonic_ns() < start:
-                self._pump((start - time.monotonic_ns()) / 1e9, on_udp)
-            now = time.monotonic_ns()
+            while _now() < start:
+                self._pump((start - _now()) / 1e9, on_udp)
+            now = _now()
             slots[k]["probe_send"] = now
             _send(self.udp, _packet(ECHO, k, 0, 0, now, PROBE_BYTES))
             mid = start + gap // 2
-            while time.monotonic_ns() < mid:
-                self._pump((mid - time.monotonic_ns()) / 1e9, on_udp)
-            now = time.monotonic_ns()
+            while _now() < mid:
+                self._pump((mid - _now()) / 1e9, on_udp)
+            now = _now()
             slots[k]["train_send"] = now
             for seq in range(n):
                 _send(self.udp, _packet(TRAIN, k, seq, n, now, PDO_BYTES))
-            if time.monotonic_ns() - last_heard > self.peer_timeout_ns:
+            if _now() - last_heard > self.peer_timeout_ns:
                 raise PeerLost(f"no packet from the record server for {self.peer_timeout_ns / 1e9:g} s")
             if k % max(1, int(1000 / self.train_gap_ms)) == 0:
                 self.progress(f"light: {k}/{n_slots} trains")
-        end = time.monotonic_ns() + gap
-        while time.monotonic_ns() < end:
-            self._pump((end - time.monotonic_ns()) / 1e9, on_udp)
+        end = _now() + gap
+        while _now() < end:
+            self._pump((end - _now()) / 1e9, on_udp)
         rep = self._report()
         self.rec.up_trains = {int(k): v for k, v in rep["up_trains"].items()}
 
@@ -416,15 +446,15 @@ class Recorder:
         gap = 20_000_000
         for r in range(self.offset_probes):
             for size in OFFSET_SIZES:
-                now = time.monotonic_ns()
+                now = _now()
                 sent[(1_000_000 + r, size)] = size
                 _send(self.udp, _packet(ECHO, 1_000_000 + r, size, 0, now, size))
                 end = now + gap
-                while time.monotonic_ns() < end:
-                    self._pump((end - time.monotonic_ns()) / 1e9, on_udp)
-        end = time.monotonic_ns() + 200_000_000
-        while time.monotonic_ns() < end:
-            self._pump((end - time.monotonic_ns()) / 1e9, on_udp)
+                while _now() < end:
+                    self._pump((end - _now()) / 1e9, on_udp)
+        end = _now() + 200_000_000
+        while _now() < end:
+            self._pump((end - _now()) / 1e9, on_udp)
 
     def _heavy_down(self):
         arrivals = self.rec.down_ns
@@ -439,7 +469,7 @@ class Recorder:
 
         self.ctl.send({"cmd": "saturate_down", "seconds": self.seconds, "size": PDO_BYTES})
         done = False
-        t_end = time.monotonic_ns() + int(self.seconds * 1e9)
+        t_end = _now() + int(self.seconds * 1e9)
         shown = 0
         while not done:
             for m in self._pump(0.05, on_udp):
@@ -447,7 +477,7 @@ class Recorder:
                     done = True
                 elif "error" in m:
                     raise PeerLost(f"the record server refused: {m['error']}")
-            now = time.monotonic_ns()
+            now = _now()
             if now - (arrivals[-1] if arrivals else t_end - int(self.seconds * 1e9)) > self.peer_timeout_ns:
                 raise PeerLost(f"no packet from the record server for {self.peer_timeout_ns / 1e9:g} s")
             if now - shown > 1e9:
@@ -457,10 +487,10 @@ class Recorder:
 
     def _drain(self, on_udp, last_arrival):
         """Keep receiving until 300 ms pass without a packet (the queue has drained)."""
-        end = time.monotonic_ns() + self.peer_timeout_ns
-        while time.monotonic_ns() < end:
+        end = _now() + self.peer_timeout_ns
+        while _now() < end:
             self._pump(0.05, on_udp)
-            if time.monotonic_ns() - last_arrival() > 300_000_000:
+            if _now() - last_arrival() > 300_000_000:
                 break
 
     def _heavy_up(self):
@@ -470,10 +500,10 @@ class Recorder:
             if msg[0] == FEEDBACK:
                 w.feedback(ns, msg[3])
 
-        end = time.monotonic_ns() + int(self.seconds * 1e9)
-        shown = last_fb = time.monotonic_ns()
+        end = _now() + int(self.seconds * 1e9)
+        shown = last_fb = _now()
         while True:
-            now = time.monotonic_ns()
+            now = _now()
             if now >= end:
                 break
             for _ in range(min(32, w.room())):
@@ -483,17 +513,17 @@ class Recorder:
             acked = w.acked
             self._pump(0.0005, on_udp)
             if w.acked != acked:
-                last_fb = time.monotonic_ns()
-            elif time.monotonic_ns() - last_fb > self.peer_timeout_ns:
+                last_fb = _now()
+            elif _now() - last_fb > self.peer_timeout_ns:
                 raise PeerLost(f"no feedback from the record server for {self.peer_timeout_ns / 1e9:g} s")
             if now - shown > 1e9:
                 shown = now
                 self.progress(f"heavy uplink: {w.acked} packets delivered")
-        prev = {"acked": w.acked, "t": time.monotonic_ns()}
+        prev = {"acked": w.acked, "t": _now()}
 
         def last():
             if w.acked != prev["acked"]:
-                prev.update(acked=w.acked, t=time.monotonic_ns())
+                prev.update(acked=w.acked, t=_now())
             return prev["t"]
         self._drain(on_udp, last)
         self.rec.up_ns = self._report()["up_data_ns"]

@@ -100,3 +100,23 @@ def test_a_complete_recording_is_a_cellreplay_set(tmp_path):
     tr = read_cellreplay(tmp_path)
     assert tr.up.size_offset.offset_ms_at(900) == 0.0
     assert s["down_rate_bps"] == 900 * 1400 * 8 / 0.9
+
+
+def test_arrivals_carry_the_kernels_timestamp(monkeypatch):
+    """The stamp of a datagram comes from the kernel (SO_TIMESTAMPNS), not from the time
+    the recorder read it: with the recorder's own clock stuck at 0 it is still a real time."""
+    import socket
+
+    from airlink.replay import record
+    rx = record._stamping(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    rx.bind(("127.0.0.1", 0))
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        before = record._now()
+        tx.sendto(b"x", rx.getsockname())
+        monkeypatch.setattr(record, "_now", lambda: 0)
+        data, _, arrival = record._recv(rx)
+        assert data == b"x" and arrival >= before
+    finally:
+        rx.close()
+        tx.close()
