@@ -21,6 +21,7 @@ TRACE_FORMATS = ("mahimahi", "parquet")
 # Public names load on first use (PEP 562): importing the package, or only its errors (as
 # every `airlink` command does), does not import numpy or pandas (~0.3 s).
 _LAZY = {name: (module, name) for module, names in {
+    "cellreplay": ("CellReplayTraces", "read_cellreplay", "write_cellreplay"),
     "fromlog": ("Comparison", "GAP_RULES", "compare", "from_log", "from_log_sessions", "split_long_ttis", "split_sessions"),
     "linklog": ("LinkLogWriter", "per_ms", "read_log", "write_log"),
     "schema": ("KINDS", "columns", "kinds", "validate"),
@@ -35,9 +36,10 @@ __all__ = [
     "validate", "kinds", "columns", "KINDS", "parse_rate", "parse_duration", "parse_size",
     "parse_tti", "format_rate", "DEFAULT_OPPORTUNITY_BYTES", "example_path",
     "from_log", "compare", "Comparison", "split_long_ttis", "split_sessions", "from_log_sessions",
+    "CellReplayTraces", "read_cellreplay", "write_cellreplay",
 ]
 
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, submodules=("mahimahi",))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, submodules=("mahimahi", "cellreplay"))
 
 
 def detect_format(path, fmt: str | None = None) -> str:

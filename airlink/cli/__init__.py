@@ -16,7 +16,7 @@ import sys
 
 # In the order `airlink --help` lists them.
 COMMANDS = ["run", "simulate", "trace", "collect", "infer", "link", "delay", "loss", "cell",
-            "report", "sweep"]
+            "record", "report", "sweep"]
 SHELLS = ("link", "delay", "loss", "cell")
 
 EPILOG = """\

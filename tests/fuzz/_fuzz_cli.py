@@ -7,7 +7,7 @@ The property: ``airlink.cli.main(argv)`` returns an exit status or argparse exit
 and what it prints on an error is one ``airlink: error:`` line (or argparse's usage) - never
 a traceback or any other exception. The shells (link, delay, loss, cell) are left out: with
 valid options they start a namespace and an interactive shell; their option errors are
-tested in tests/replay.
+tested in tests/replay. So is ``record`` (its option errors: tests/replay/test_record_netns.py).
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 EXAMPLES = int(os.environ.get("AIRLINK_FUZZ_EXAMPLES", "60"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=60_000, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))
-SHELLS = {"link", "delay", "loss", "cell"}
+# the shells, and `record` (with valid options it serves forever or measures a network path)
+SHELLS = {"link", "delay", "loss", "cell", "record"}
 ODD = ["", "-1", "0", "1e309", "nan", "inf", "-inf", "99999999999999999999", "1,5", "10", "1s", "5ms",
        "10 Mbit/s", "0.5", "abc", "x" * 300, "--", "-", "packets=-3", "users=0", "a=b=c", "\u00e9\u00e8", "1/0"]
 

@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""Replay fidelity against a ground truth: workloads live in `airlink cell` vs through replays.
+
+CellReplay's metric (Sentosa et al., NSDI'25): for each workload metric, the distribution
+error of a replay is ``EMD(replayed, live) / mean(live)`` - the Earth Mover's (Wasserstein-1)
+distance between the replayed and the live samples (``scipy.stats.wasserstein_distance``)
+divided by the live mean.
+
+1. **Ground truth**: the workloads run live in UE 1 of ``airlink delay D airlink cell``
+   (PF, ``--users 4``, the ``quick`` radio, 5 Mbit/s uplinks): UE 2 downloads in bulk, UEs 3 and 4 download
+   500 KB at exponential idle gaps (mean 1 s); one run per seed in ``--live-seeds``.
+2. **Recording**: ``airlink record`` in UE 1 of the same cell with another seed
+   (``--record-seed``), the other UEs as above.
+3. **Replays** of the recording, the same workloads inside:
+   ``airlink delay BASE airlink link mahimahi.down --uplink mahimahi.up`` (airlink's
+   saturator replay), ``mm-delay BASE mm-link mahimahi.up mahimahi.down`` (Mahimahi) and
+   ``mm-cellular`` with the light/heavy traces and size offsets (CellReplay). ``BASE`` is
+   the recording's median one-way base delay. A tool that is not installed gets a row that
+   says so (Mahimahi's tools run as the user ``--mm-user``: they refuse root).
+4. **Workloads** (one pass, random order, idle gaps of 0.5-1 s): UDP ping RTT (20 probes
+   100 ms apart), downlink packet-train completion time for 1, 10, 50, 100 and 200
+   packets of 1396 bytes (from request to the last packet), TCP downloads of 1 KB, 10 KB,
+   100 KB, 1 MB (and 10 MB with ``--big``) on a new connection each (connect to last byte).
+   ``--passes`` passes per run.
+
+The table: one row per workload metric, one column per replay, with the number of live
+and replayed samples. Needs root. Usage::
+
+    sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py                 # ~6 min
+    sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 3 --big \
+         --mahimahi-bin /opt/mahimahi/bin --cellreplay-bin /opt/cellreplay/bin --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _netns import AIRLINK, throwaway_namespace, user_env  # noqa: E402
+
+PORT = 9060             # workload server: TCP downloads, UDP echo and trains
+RECORD_PORT = 9050
+TRAINS = (1, 10, 50, 100, 200)
+SIZES = (1_000, 10_000, 100_000, 1_000_000)
+BIG = 10_000_000
+# mm-cellular refuses packets over 1400 bytes including its 4-byte TUN header, so every
+# workload (live and replayed alike) keeps its packets at or under 1396 IP bytes: TCP's MSS
+# is clamped on both ends (1396 - 20 IP - 20 TCP - 12 timestamps) and trains are 1396 bytes
+MSS = 1344
+TRAIN_PACKET_BYTES = 1396
+
+SERVER = r"""
+import socket, struct, sys, threading
+port = int(sys.argv[1])
+def tcp():
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
+    s.bind(("0.0.0.0", port)); s.listen(64)
+    def serve(c):
+        try:
+            n = int(c.makefile("rb").readline())
+            block = bytes(65536)
+            if n == 0:                        # bulk: until the client goes
+                while True:
+                    c.sendall(block)
+            while n > 0:
+                n -= c.send(block[:min(n, 65536)])
+        except (OSError, ValueError):
+            pass
+        finally:
+            c.close()
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+def udp():
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("0.0.0.0", port))
+    while True:
+        data, addr = u.recvfrom(2048)
+        if data[:1] == b"E":
+            u.sendto(data, addr)
+        elif data[:1] == b"T":                # T n id: a train of n 1400-byte packets
+            _, n, ident = data.split()[:3]
+            for k in range(int(n)):
+                head = b"D %%s %%d " %% (ident, k)
+                u.sendto(head + bytes(%(train)d - 28 - len(head)), addr)
+threading.Thread(target=tcp, daemon=True).start()
+udp()
+""" % {"mss": MSS, "train": TRAIN_PACKET_BYTES}
+
+# the workload client of UE 1 / the replays; the background of the other UEs
+CLIENT = r"""
+import json, os, random, socket, sys, time
+out, passes, seed, big = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+stop = sys.argv[5] if len(sys.argv) > 5 else None   # the background ends when this file exists
+host = os.environ.get("AIRLINK_BASE") or os.environ.get("MAHIMAHI_BASE")
+port = %(port)d
+ue = int(os.environ.get("AIRLINK_UE", "1"))
+rng = random.Random(seed * 100 + ue)
+def fetch(n, timeout=60):
+    t = time.monotonic()
+    c = socket.socket()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
+    c.settimeout(timeout)
+    c.connect((host, port))
+    c.sendall(b"%%d\n" %% n)
+    got = 0
+    while got < n or n == 0:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        got += len(b)
+    c.close()
+    return time.monotonic() - t, got
+if ue == 2:                                       # bulk background
+    c = socket.socket(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
+    c.connect((host, port)); c.sendall(b"0\n")
+    while c.recv(1 << 20) and not os.path.exists(stop):
+        pass
+    sys.exit(0)
+if ue >= 3:                                       # on-off background
+    while not os.path.exists(stop):
+        time.sleep(min(3.0, rng.expovariate(1.0)))
+        try:
+            fetch(500_000)
+        except OSError:
+            time.sleep(0.2)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.connect((host, port))
+res = {"ping_ms": [], "train_ms": {}, "download_ms": {}}
+def ping():
+    for i in range(20):
+        u.settimeout(1.0)
+        t = time.monotonic(); u.send(b"E %%d" %% i)
+        try:
+            while u.recv(2048) != b"E %%d" %% i:
+                pass
+            res["ping_ms"].append((time.monotonic() - t) * 1000)
+        except socket.timeout:
+            pass
+        time.sleep(0.1)
+def train(n):
+    ident = b"%%d" %% rng.randrange(1 << 30)
+    t = time.monotonic(); u.send(b"T %%d %%s" %% (n, ident)); got = 0; last = None
+    u.settimeout(2.0)
+    try:
+        while got < n:
+            d = u.recv(2048)
+            if d.split()[1] == ident:
+                got += 1; last = time.monotonic()
+    except socket.timeout:
+        pass
+    if got == n:
+        res["train_ms"].setdefault(str(n), []).append((last - t) * 1000)
+sizes = [%(sizes)s] + ([%(big)d] if big else [])
+time.sleep(2.0)                                   # let the background start
+for p in range(passes):
+    jobs = [("ping", None)] + [("train", n) for n in (%(trains)s)] + [("download", s) for s in sizes]
+    rng.shuffle(jobs)
+    for kind, arg in jobs:
+        time.sleep(rng.uniform(0.5, 1.0))
+        if kind == "ping":
+            ping()
+        elif kind == "train":
+            train(arg)
+        else:
+            dt, got = fetch(arg)
+            if got == arg:
+                res["download_ms"].setdefault(str(arg), []).append(dt * 1000)
+json.dump(res, open(out, "w"))
+""" % {"port": PORT, "mss": MSS, "sizes": ", ".join(map(str, SIZES)), "big": BIG, "trains": ", ".join(map(str, TRAINS))}
+
+
+def distribution_error(replayed, live) -> float:
+    """CellReplay's distribution error: EMD(replayed, live) / mean(live)."""
+    from scipy.stats import wasserstein_distance
+    return float(wasserstein_distance(replayed, live) / np.mean(live))
+
+
+def metrics(res: dict) -> dict:
+    """``{workload name: samples}`` of one client result."""
+    out = {"ping RTT": res["ping_ms"]}
+    out.update({f"train {n} pkts": v for n, v in sorted(res["train_ms"].items(), key=lambda kv: int(kv[0]))})
+    out.update({f"download {_size(int(s))}": v
+                for s, v in sorted(res["download_ms"].items(), key=lambda kv: int(kv[0]))})
+    return out
+
+
+def _size(n: int) -> str:
+    return f"{n // 1_000_000} MB" if n >= 1_000_000 else f"{n // 1000} KB"
+
+
+def merge(results) -> dict:
+    out = {}
+    for r in results:
+        for k, v in metrics(r).items():
+            out.setdefault(k, []).extend(v)
+    return out
+
+
+class Bench:
+    def __init__(self, args, tmp: Path, ns: str):
+        self.args, self.tmp, self.ns = args, tmp, ns
+        (tmp / "server.py").write_text(SERVER)
+        (tmp / "client.py").write_text(CLIENT)
+        self.procs = []
+
+    def start(self, argv):
+        p = subprocess.Popen(["ip", "netns", "exec", self.ns, *map(str, argv)], env=user_env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def run(self, argv, timeout):
+        """Run to the end (killed after ``timeout``); output goes to files, not pipes: a
+        helper a shell leaves behind may hold a pipe open after the shell has ended."""
+        with open(self.tmp / "out.txt", "w+") as out, open(self.tmp / "err.txt", "w+") as err:
+            p = subprocess.Popen(["ip", "netns", "exec", self.ns, *map(str, argv)], env=user_env(),
+                                 stdout=out, stderr=err)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(argv, p.returncode, out.read(), err.read())
+
+    def cell(self, seed: int, inner: str, timeout: float):
+        """``inner`` (a shell command for UE 1) in the cell; the others run the background."""
+        a = self.args
+        stop = self.tmp / f"stop-{seed}-{time.monotonic_ns()}"
+        ue_cmd = (f'if [ "$AIRLINK_UE" = 1 ]; then {inner}; touch {stop}; '
+                  f'else exec {self.args.client_python} {self.tmp}/client.py /dev/null 1 {seed} 0 {stop}; fi')
+        return self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--preset", a.preset, "--scheduler", "pf",
+                         "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", "--",
+                         "sh", "-c", ue_cmd], timeout=timeout + 60)
+
+    def live(self, seed: int) -> dict | None:
+        out = self.tmp / f"live-{seed}.json"
+        r = self.cell(seed, f"{self.args.client_python} {self.tmp}/client.py {out} {self.args.passes} {seed} "
+                            f"{int(self.args.big)}", timeout=self.budget())
+        return self._load(out, r, f"live seed {seed}")
+
+    def budget(self) -> float:
+        per = 20 * 0.2 + 2.0 * len(TRAINS) + sum(4 + s * 8 / 2e6 for s in SIZES) + (60 if self.args.big else 0)
+        return 10 + self.args.passes * (per + 8)
+
+    def record(self) -> Path | None:
+        rec = self.tmp / "rec"
+        r = self.cell(self.args.record_seed,
+                      f"{AIRLINK} record $AIRLINK_BASE --port {RECORD_PORT} --seconds {self.args.record_seconds:g} "
+                      f"--peer-timeout 20 "
+                      f"-o {rec} --json > {self.tmp}/record.json", timeout=4 * self.args.record_seconds + 60)
+        if not (rec / "record.json").exists():
+            print(f"recording failed: {r.stderr.strip()[-300:]}", flush=True)
+            return None
+        s = json.loads((rec / "record.json").read_text())
+        print(f"recording: complete={s['complete']} ({s['incomplete'] or 'all phases'}), "
+              f"{s.get('trains')} trains, base delay "
+              f"{s.get('base_delay_ms', {}).get('median')} ms, heavy down "
+              f"{s.get('down_rate_bps', 0) / 1e6:.2f} Mbit/s, up {s.get('up_rate_bps', 0) / 1e6:.2f} Mbit/s, "
+              f"CellReplay set {s['cellreplay_set']}", flush=True)
+        return rec
+
+    def client_argv(self, out: Path, seed: int):
+        return [self.args.client_python, self.tmp / "client.py", out, self.args.passes, seed, int(self.args.big)]
+
+    def replay_airlink(self, rec: Path, base_ms: int, seed: int):
+        out = self.tmp / f"airlink-{seed}.json"
+        r = self.run([AIRLINK, "delay", base_ms, AIRLINK, "link", rec / "mahimahi.down", "--uplink",
+                      rec / "mahimahi.up", "--", *self.client_argv(out, seed)], timeout=self.budget() + 60)
+        return self._load(out, r, "airlink link")
+
+    def _as_mm_user(self, argv):
+        bin_dirs = [d for d in (self.args.mahimahi_bin, self.args.cellreplay_bin) if d]
+        path = ":".join([*map(str, bin_dirs), "/usr/sbin", "/usr/bin", "/bin"])
+        return ["setpriv", "--reuid", self.args.mm_user, "--regid", self.args.mm_user, "--init-groups",
+                "env", f"PATH={path}", *argv]
+
+    def replay_mahimahi(self, rec: Path, base_ms: int, seed: int):
+        out = self.tmp / f"mahimahi-{seed}.json"
+        mm = Path(self.args.mahimahi_bin)
+        # the base delay comes from `airlink delay` around mm-link, not from mm-delay: nested
+        # Mahimahi shells need ip_forward=1 in each namespace they make, which new namespaces
+        # inherit from the host's root namespace (not touched here)
+        r = self.run([AIRLINK, "delay", base_ms, "--", "sh", "-c",
+                      'sysctl -qw net.ipv4.ip_forward=1 && exec "$@"', "sh",
+                      *self._as_mm_user([mm / "mm-link", rec / "mahimahi.up", rec / "mahimahi.down", "--",
+                                         *self.client_argv(out, seed)])],
+                     timeout=self.budget() + 60)
+        return self._load(out, r, "mm-link")
+
+    def replay_cellreplay(self, rec: Path, seed: int):
+        out = self.tmp / f"cellreplay-{seed}.json"
+        cr = Path(self.args.cellreplay_bin) / "mm-cellular"
+        files = [rec / "up-delay-light-pdo", rec / "down-delay-light-pdo", rec / "up-heavy-pdo",
+                 rec / "down-heavy-pdo", f"--psize-latency-offset-up={rec / 'latency-offset-up'}",
+                 f"--psize-latency-offset-down={rec / 'latency-offset-down'}"]
+        # mm-cellular's first argument: the argv index where the command starts
+        r = self.run(self._as_mm_user([cr, 2 + len(files), *files, *self.client_argv(out, seed)]),
+                     timeout=self.budget() + 60)
+        return self._load(out, r, "mm-cellular")
+
+    @staticmethod
+    def _load(out: Path, r, what: str):
+        if out.exists():
+            return json.loads(out.read_text())
+        print(f"{what}: no result (exit {r.returncode}): {r.stderr.strip()[-300:]}", flush=True)
+        return None
+
+
+def installed(args) -> dict:
+    have = {}
+    mm = Path(args.mahimahi_bin) if args.mahimahi_bin else None
+    have["Mahimahi (mm-link)"] = bool(mm and (mm / "mm-link").exists())
+    cr = Path(args.cellreplay_bin) if args.cellreplay_bin else None
+    have["CellReplay (mm-cellular)"] = bool(cr and (cr / "mm-cellular").exists())
+    if any(have.values()):
+        ok = subprocess.run(["id", args.mm_user], capture_output=True).returncode == 0
+        if not ok:
+            print(f"user {args.mm_user!r} does not exist: Mahimahi's tools refuse to run as root "
+                  "(create one with useradd, or give --mm-user)", flush=True)
+            have = {k: False for k in have}
+    return have
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--live-seeds", type=int, nargs="+", default=[1, 2], help="cell seeds of the live runs")
+    ap.add_argument("--record-seed", type=int, default=11, help="cell seed of the recording")
+    ap.add_argument("--record-seconds", type=float, default=15.0, help="airlink record --seconds")
+    ap.add_argument("--passes", type=int, default=2, help="workload passes per run")
+    ap.add_argument("--replays", type=int, default=2, help="runs of each replay")
+    ap.add_argument("--preset", default="quick", help="airlink cell preset (quick)")
+    ap.add_argument("--delay", type=float, default=20, help="wired one-way delay around the cell, ms (20)")
+    ap.add_argument("--uplink", default="5Mbit/s", help="each UE's uplink in the cell (5Mbit/s)")
+    ap.add_argument("--big", action="store_true", help="also 10 MB downloads")
+    ap.add_argument("--mahimahi-bin", default=shutil.which("mm-link") and str(Path(shutil.which("mm-link")).parent),
+                    help="folder of mm-link")
+    ap.add_argument("--cellreplay-bin", default=shutil.which("mm-cellular") and str(Path(shutil.which("mm-cellular")).parent),
+                    help="folder of mm-cellular")
+    ap.add_argument("--mm-user", default="mmuser", help="user that runs Mahimahi's tools (not root)")
+    ap.add_argument("--client-python", default=shutil.which("python3", path="/usr/bin:/bin") or sys.executable,
+                    help="interpreter of the workload client (stdlib only; the Mahimahi user must "
+                         "be able to run it)")
+    ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench_fidelity_workloads: needs root (network namespaces and TUN)", file=sys.stderr)
+        return 2
+    have = installed(args)
+    print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; live seeds {args.live_seeds}, "
+          f"record seed {args.record_seed}, {args.passes} passes per run, {args.replays} replay runs", flush=True)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as d, throwaway_namespace("fidelity") as ns:
+        tmp = Path(d)
+        os.chmod(tmp, 0o777)
+        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        b = Bench(args, tmp, ns)
+        b.start([sys.executable, tmp / "server.py", PORT])
+        b.start([AIRLINK, "record", "--serve", "--port", RECORD_PORT])
+        time.sleep(1.0)
+        live = [r for r in (b.live(s) for s in args.live_seeds) if r]
+        rec = b.record()
+        replays = {}
+        if rec is not None:
+            os.system(f"chmod -R a+rwX {tmp}")
+            s = json.loads((rec / "record.json").read_text())
+            base = int(round(s.get("base_delay_ms", {}).get("median", 0)))
+            runs = {"airlink link (saturator)": lambda k: b.replay_airlink(rec, base, k)}
+            if have["Mahimahi (mm-link)"]:
+                runs["Mahimahi (mm-link)"] = lambda k: b.replay_mahimahi(rec, base, k)
+            if have["CellReplay (mm-cellular)"] and s["cellreplay_set"]:
+                runs["CellReplay (mm-cellular)"] = lambda k: b.replay_cellreplay(rec, k)
+            for name, fn in runs.items():
+                replays[name] = [r for r in (fn(100 + k) for k in range(args.replays)) if r]
+        for p in b.procs:
+            p.kill()
+            p.wait()
+    live_m = merge(live)
+    names = ["airlink link (saturator)", "Mahimahi (mm-link)", "CellReplay (mm-cellular)"]
+    table = {}
+    for name in names:
+        if name in replays:
+            rm = merge(replays[name])
+            table[name] = {w: (distribution_error(rm[w], live_m[w]), len(rm[w]))
+                           if rm.get(w) and live_m.get(w) else None for w in live_m}
+        else:
+            table[name] = "not installed" if name != names[0] and not have.get(name) else "no result"
+    print(f"\ndistribution error = EMD(replay, live) / live mean; live runs {len(live)}, "
+          f"{time.monotonic() - t0:.0f} s in all")
+    head = f"{'workload':<18} {'live n':>6} {'live mean':>10}  " + "  ".join(f"{n[:24]:>24}" for n in names)
+    print(head)
+    for w, v in live_m.items():
+        cells = []
+        for n in names:
+            t = table[n]
+            if isinstance(t, str):
+                cells.append(f"{t:>24}")
+            elif t.get(w) is None:
+                cells.append(f"{'-':>24}")
+            else:
+                e, k = t[w]
+                cells.append(f"{e * 100:>15.1f} % (n={k:>3})")
+        print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}ms  " + "  ".join(cells))
+    if args.json:
+        args.json.write_text(json.dumps({"live": live, "replays": replays, "table": table}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
