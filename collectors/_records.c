@@ -230,9 +230,9 @@ enum { L_ETHER = 0, L_FIXED = 1, L_RAW = 2, L_NULL_HOST = 3, L_NULL_NET = 4 };
 /* outputs, in this order (collectors/_decode.py C_OUTPUTS names them and their dtypes) */
 enum { O_KEEP, O_VERSION, O_CAPTURED, O_SRC_HI, O_SRC_LO, O_DST_HI, O_DST_LO, O_PROTO, O_IP_LEN,
        O_SPORT, O_DPORT, O_SEQ, O_ACK, O_FLAGS, O_WINDOW, O_PAYLOAD, O_TSVAL, O_TSECR, O_HAS_TS,
-       O_SACK_BLOCKS, O_DSACK, O_DSACK_LEFT, O_MSS, O_WSCALE, O_SYNOPT, N_OUT };
+       O_SACK_BLOCKS, O_DSACK, O_DSACK_LEFT, O_MSS, O_WSCALE, O_SYNOPT, O_ECN, N_OUT };
 static const int out_size[N_OUT] = {8, 1, 4, 8, 8, 8, 8, 1, 4, 2, 2, 4, 4, 1, 2, 4, 4, 4, 1, 1, 1, 4,
-                                    2, 1, 1};
+                                    2, 1, 1, 1};
 #define SYN 0x02
 #define OPT_SACK_OK 1
 #define OPT_TS 2
@@ -492,6 +492,8 @@ static PyObject *decode(PyObject *self, PyObject *args)
         PUT(O_MSS, uint16_t, r.mss);
         PUT(O_WSCALE, int8_t, r.wscale);
         PUT(O_SYNOPT, uint8_t, r.synopt);
+        /* RFC 3168 ECN field: low 2 bits of the IPv4 TOS / IPv6 traffic class byte */
+        PUT(O_ECN, uint8_t, fam == 4 ? ip[1] & 3 : (ip[1] >> 4) & 3);
         m++;
     }
     Py_END_ALLOW_THREADS
