@@ -15,6 +15,15 @@ NMI values are identical), and the mutual information must match scikit-learn's.
 Single core: BLAS/OpenMP threads are pinned to 1 before numpy loads.
 
     python benchmarks/bench_nmi.py [--n 1200000] [--max-lag 6000] [--bins 16]
+    python benchmarks/bench_nmi.py --command [--n 1200000] [--max-lag 3000] [--repeat 3]
+
+``--command`` times the whole ``airlink infer nmi`` process instead: a Parquet frame of
+``--n`` rows (a UTC time column at 1 ms, the two series) is written to a temporary folder,
+then ``airlink infer nmi FRAME --target y --factor x --max-lag N --resolution 1ms
+--surrogates 0 --bootstrap 0`` and the FFT reference (a process that reads the same frame
+and runs ``lag_scan(method="fft")`` on its columns) run in turn ``--repeat`` times; printed:
+wall and CPU seconds (user+sys, wait4) of both, medians and min-max, and their ratio. The
+time grid is what the command adds; the ratio shows when it costs more than the scan.
 """
 from __future__ import annotations
 
@@ -29,6 +38,71 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+REFERENCE = r"""
+import sys
+import pandas as pd
+import airlink.inference as inf
+f = pd.read_parquet(sys.argv[1])
+dx, dy = inf.discretize(f["y"].to_numpy(), bins=16), inf.discretize(f["x"].to_numpy(), bins=16)
+scan = inf.lag_scan(dx, dy, max_lag=int(sys.argv[2]), method="fft")
+print(scan.peak, scan.peak_lag)
+"""
+
+
+def measured(cmd):
+    """(wall s, stdout) of one child process."""
+    import subprocess
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise RuntimeError(f"{cmd[:3]} failed: {err.decode()[-500:]}")
+    return wall, out.decode()
+
+
+def command(args) -> None:
+    """The whole ``airlink infer nmi`` process against the FFT reference process."""
+    import resource
+    import statistics
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import pandas as pd
+    from scipy.signal import lfilter
+    rng = np.random.default_rng(2026)
+    n = args.n
+    y = lfilter([1.0], [1.0, -0.995], rng.normal(size=n))
+    x = np.roll(y, 1234) + 3.0 * rng.normal(size=n)
+    airlink = str(Path(sys.executable).with_name("airlink"))
+    with tempfile.TemporaryDirectory() as tmp:
+        frame = Path(tmp) / "series.parquet"
+        pd.DataFrame({"time": pd.date_range("2026-01-01", periods=n, freq="ms", tz="UTC"),
+                      "x": x, "y": y}).to_parquet(frame)
+        runs = {"airlink infer nmi": [airlink, "infer", "nmi", str(frame), "--target", "y", "--factor", "x",
+                                      "--max-lag", f"{args.max_lag}ms", "--resolution", "1ms",
+                                      "--surrogates", "0", "--bootstrap", "0", "--json"],
+                "FFT reference": [sys.executable, "-c", REFERENCE, str(frame), str(args.max_lag)]}
+        res = {k: [] for k in runs}
+        for _ in range(max(1, args.repeat)):
+            for name, cmd in runs.items():
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                wall, _ = measured(cmd)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                res[name].append((wall, cpu))
+    print(f"{os.cpu_count()} cores (shared), n = {n:,} rows at 1 ms, {2 * args.max_lag + 1:,} lags; "
+          f"median (min-max) of {len(res['FFT reference'])} runs in turn")
+
+    def cell(v):
+        return f"{statistics.median(v):6.2f} ({min(v):.2f}-{max(v):.2f})"
+    for name, v in res.items():
+        print(f"  {name:20s} wall s {cell([w for w, _ in v])}   CPU s {cell([c for _, c in v])}")
+    a, b = res["airlink infer nmi"], res["FFT reference"]
+    print(f"  ratio, wall           {cell([x[0] / y[0] for x, y in zip(a, b)])}")
+    print(f"  ratio, CPU            {cell([x[1] / y[1] for x, y in zip(a, b)])}")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -38,7 +112,12 @@ def main() -> None:
     ap.add_argument("--sklearn-lags", type=int, default=12, help="lags timed for the sklearn loop")
     ap.add_argument("--bincount-lags", type=int, default=300, help="lags timed for the bincount loop")
     ap.add_argument("--repeat", type=int, default=3, help="FFT scan repetitions (best is reported)")
+    ap.add_argument("--command", action="store_true",
+                    help="time the whole airlink infer nmi process against the FFT reference process")
     args = ap.parse_args()
+    if args.command:
+        command(args)
+        return
 
     from sklearn.metrics import mutual_info_score
 

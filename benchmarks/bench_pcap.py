@@ -29,6 +29,16 @@ one after another: the flow-group case).
     .venv/bin/python benchmarks/bench_pcap.py --copies 10 --repeat 1              # 20M, ten long flows
     .venv/bin/python benchmarks/bench_pcap.py --split-every 10000 --copies 10 --repeat 1   # 20M, 2,000 flows
     .venv/bin/python benchmarks/bench_pcap.py --capture my.pcap --tools           # any capture
+    sudo .venv/bin/python benchmarks/bench_pcap.py --matrix --repeat 3            # every shape, pcap + pcapng
+    sudo .venv/bin/python benchmarks/bench_pcap.py --matrix --copies 10 --repeat 1   # the same at 20M
+
+``--matrix`` makes (when missing) one capture per shape in benchmarks/_work/: the receiver
+side of a clean veth (as ``--make``), the sender side behind a 200 Mbit/s tbf bottleneck
+(snaplen 128, no capture filter: the namespace's IPv6 chatter is in it), the same behind a
+tbf with a 60 kB queue (losses, retransmissions), and the receiver capture cut into 2,000
+flows one after another; each also converted by ``editcap -F pcapng``. A transfer that
+does not reach ``--packets`` in its 200 s (the lossy one) is repeated in time-shifted
+copies, each its own connections, up to that count.
 """
 from __future__ import annotations
 
@@ -68,8 +78,14 @@ def sh(*cmd, check=True, **kw):
     return subprocess.run(cmd, check=check, capture_output=True, text=True, **kw)
 
 
-def make_capture(path: Path, packets: int) -> None:
-    """Bulk iperf3 download between two namespaces, captured with tcpdump -s 128."""
+def make_capture(path: Path, packets: int, *, side: str = "receiver", tbf: str | None = None) -> None:
+    """Bulk iperf3 download between two namespaces, captured with tcpdump -s 128.
+
+    ``side="receiver"``: captured on the downloading side, TCP only, the sender limited by
+    iperf3 to 600 Mbit/s. ``side="sender"``: captured on the sending side, every packet
+    (the namespace's IPv6 neighbour discovery and MLD chatter included), the sender's
+    interface shaped by ``tc qdisc ... tbf <tbf>`` (e.g. ``rate 200mbit burst 64kb latency
+    50ms``: a bottleneck; a ``limit`` of a few packets: a lossy one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     for ns in (NS_SND, NS_RCV):
         sh("ip", "netns", "del", ns, check=False)
@@ -83,27 +99,37 @@ def make_capture(path: Path, packets: int) -> None:
             sh("ip", "-n", ns, "link", "set", dev, "up")
             sh("ip", "-n", ns, "link", "set", "lo", "up")
             sh("ip", "netns", "exec", ns, PY, "-c", OFFLOADS_OFF, dev)
-        dump = subprocess.Popen(["ip", "netns", "exec", NS_RCV, "tcpdump", "-i", "alb-r", "-s", "128",
-                                 "-B", "131072", "-w", str(path), "-c", str(packets), "tcp"],
+        if tbf:
+            sh("ip", "netns", "exec", NS_SND, "tc", "qdisc", "add", "dev", "alb-s", "root", "tbf", *tbf.split())
+        ns, dev, flt = (NS_RCV, "alb-r", ["tcp"]) if side == "receiver" else (NS_SND, "alb-s", [])
+        dump = subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", dev, "-s", "128",
+                                 "-B", "131072", "-w", str(path), "-c", str(packets), *flt],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(1.0)
         srv = subprocess.Popen(["ip", "netns", "exec", NS_SND, "iperf3", "-s", "-1"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-        # receiver downloads from the sender (-R), rate-limited so tcpdump keeps up
-        client = subprocess.run(["ip", "netns", "exec", NS_RCV, "iperf3", "-c", "10.231.0.1", "-R",
-                                 "-t", "40", "-b", "600M", "-J"], capture_output=True, text=True)
+        # receiver downloads from the sender (-R); unshaped, rate-limited so tcpdump keeps up
+        seconds = 100 if not tbf else 200
+        client = subprocess.Popen(["ip", "netns", "exec", NS_RCV, "iperf3", "-c", "10.231.0.1", "-R",
+                                   "-t", str(seconds), *([] if tbf else ["-b", "600M"])],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            dump.wait(timeout=30)
+            dump.wait(timeout=seconds + 30)
         except subprocess.TimeoutExpired:
             dump.terminate()
             dump.wait()
-        srv.wait(timeout=10) if srv.poll() is None else None
+        if client.poll() is None:                  # enough packets: end the transfer
+            client.terminate()
+        client.wait(timeout=30)
+        if srv.poll() is None:
+            srv.terminate()
+        srv.wait(timeout=10)
         info = dump.stderr.read() if dump.stderr else ""
         print(f"capture: {path} ({path.stat().st_size / 1e6:.0f} MB); tcpdump: "
               f"{' '.join(info.split())[-160:]}")
-        if client.returncode != 0:
-            print(f"iperf3 exited with {client.returncode}: {client.stderr[-300:]}")
+        if client.returncode not in (0, 1, -15):           # 1: iperf3's exit when terminated
+            print(f"iperf3 exited with {client.returncode}: {client.stderr.read()[-300:]}")
     finally:
         for ns in (NS_SND, NS_RCV):
             sh("ip", "netns", "del", ns, check=False)
@@ -408,6 +434,70 @@ def count_packets(path: Path) -> int:
     return int(out.stdout.strip())
 
 
+# the matrix of capture shapes (--matrix): how each is made
+SHAPES = {
+    "receiver": {"side": "receiver"},
+    "sender-tbf": {"side": "sender", "tbf": "rate 200mbit burst 64kb latency 50ms"},
+    "lossy": {"side": "sender", "tbf": "rate 200mbit burst 64kb limit 60000"},
+    "flows-2000": {"split_of": "receiver", "flows": 2000},
+}
+
+
+def matrix_capture(shape: str, packets: int, copies: int) -> Path:
+    """The classic-pcap capture of ``shape`` (:data:`SHAPES`), made when missing."""
+    how = SHAPES[shape]
+    tag = f"{packets / 1e6:g}M"
+    path = WORK / f"{shape}-{tag}.pcap"
+    if not path.exists():
+        if "split_of" in how:
+            src = matrix_capture(how["split_of"], packets, 1)
+            split_flows(src, path, max(1, count_packets(src) // how["flows"]))
+        else:
+            make_capture(path, packets, side=how["side"], tbf=how.get("tbf"))
+    made = count_packets(path)
+    if copies <= 1 and made < 0.9 * packets:   # a slow transfer (lossy): copies up to the count
+        copies = -(-packets // made)
+    if copies > 1:
+        big = WORK / f"{shape}-{tag}-{copies}x.pcap"
+        if not big.exists():
+            make_concatenated(path, big, copies)
+        path = big
+    return path
+
+
+def as_pcapng(path: Path) -> Path:
+    """``path`` converted by ``editcap -F pcapng`` (made when missing)."""
+    ng = path.with_suffix(".pcapng")
+    if not ng.exists():
+        sh("editcap", "-F", "pcapng", str(path), str(ng))
+    return ng
+
+
+def run_matrix(shapes, formats, packets: int, copies: int, runs: int) -> list:
+    """``airlink collect`` against ``tcptrace -n -l -r`` on every shape and format; one row
+    per capture with medians and min-max of ``runs`` pairs."""
+    rows = []
+    for shape in shapes:
+        base = matrix_capture(shape, packets, copies)
+        for fmt in formats:
+            cap = base if fmt == "pcap" else as_pcapng(base)
+            n = count_packets(cap)
+            print(f"\n== {shape}, {fmt}: {cap.name}, {n} packets, {cap.stat().st_size / 1e6:.0f} MB", flush=True)
+            rows.append({"shape": shape, "format": fmt, "capture": str(cap),
+                         **collect_vs_tcptrace(str(cap), n, runs)})
+    print(f"\n{os.cpu_count()} cores; median (min-max) of {runs} pairs, collect and tcptrace in turn")
+    print(f"{'shape':12s} {'fmt':6s} {'packets':>9s} {'collect s':>18s} {'tcptrace s':>18s} "
+          f"{'ratio':>17s} {'peak MiB':>14s} {'B/packet':>14s}")
+
+    def cell(v, fmt):
+        return f"{v['median']:{fmt}} ({v['min']:{fmt}}-{v['max']:{fmt}})"
+    for r in rows:
+        print(f"{r['shape']:12s} {r['format']:6s} {r['packets']:9d} {cell(r['collect_wall_s'], '.2f'):>18s} "
+              f"{cell(r['tcptrace_wall_s'], '.2f'):>18s} {cell(r['wall_ratio'], '.2f'):>17s} "
+              f"{cell(r['collect_peak_mib'], '.0f'):>14s} {cell(r['bytes_per_packet'], '.0f'):>14s}")
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--capture", type=Path, default=DEFAULT_CAPTURE)
@@ -433,7 +523,22 @@ def main(argv=None) -> int:
     ap.add_argument("--one-flow", action="store_true",
                     help="with --copies: the copies continue the biggest connection as one long flow "
                          "(benchmarks/_work/<name>-Kx-oneflow.pcap)")
+    ap.add_argument("--matrix", action="store_true",
+                    help="the matrix of capture shapes (receiver side, sender side behind a tbf "
+                         "bottleneck, lossy, 2,000 flows) x formats, each made when missing (root, "
+                         "netns), against tcptrace; --packets per capture, --copies for 20M")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"with --matrix (default {','.join(SHAPES)})")
+    ap.add_argument("--formats", default="pcap,pcapng", help="with --matrix (default pcap,pcapng)")
     args = ap.parse_args(argv)
+    if args.matrix:
+        if not shutil.which("tcptrace"):
+            print("tcptrace is not installed (the reference tool)", file=sys.stderr)
+            return 2
+        rows = run_matrix(args.shapes.split(","), args.formats.split(","), args.packets,
+                          args.copies, args.repeat)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=2, default=str))
+        return 0
     if args.make:
         make_capture(args.capture, args.packets)
     if not args.capture.exists():

@@ -14,6 +14,13 @@ in full and the chain is verified in one vector comparison. When the chain does 
 (garbage, truncation, an unlucky payload), the chunk is walked record by record in Python.
 The C walk and the Python walk make the same checks and the same error messages.
 
+pcapng is read in the same chunks: packet blocks (enhanced, simple, obsolete) are walked in
+C (``_records.walk_ng``) or by ``CaptureReader._ng_walk``, its Python twin; section headers
+(either byte order; each resets the interface list), interface descriptions (link type,
+``if_tsresol``, ``if_tsoffset`` per interface) and every other block (statistics, name
+resolution, comments, unknown types) go through ``CaptureReader._ng_block``. A damaged
+block is reported with its byte offset, type and length.
+
 Errors raise :class:`CaptureError` naming file, byte offset, packet number and how many
 packets were read before it; with ``salvage=True`` reading stops there instead and the
 batches read so far are kept (``reader.problem`` holds the message).
@@ -47,6 +54,7 @@ PCAP_MAGICS = {
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_RECORD = 262144          # libpcap's MAXIMUM_SNAPLEN
+NG_MAX_BLOCK = 16 << 20      # longest pcapng block read (Wireshark refuses far shorter packet blocks)
 # bytes read per batch: 4 MiB keeps a batch's bytes and its decoded columns in cache (the
 # record walk and the header decoder take ~0.6x the time they take on 16 MiB batches, for
 # ~50 more batches per GB of per-batch Python)
@@ -73,7 +81,6 @@ class RecordBatch:
     first_packet: int        # 1-based number of the first record in this batch
 
 
-_EPB = {"<": b"\x06\x00\x00\x00", ">": b"\x00\x00\x00\x06"}   # enhanced packet block type
 _AR4 = np.arange(4)
 _AR16 = np.arange(16)
 PAD = 128                    # zero bytes after each buffer so header gathers never overrun
@@ -227,11 +234,14 @@ class CaptureReader:
         self._damage = None            # compressed-stream damage, reported after the data before it
 
     # -- errors -----------------------------------------------------------------
-    def _fail(self, what, offset, packet=None):
+    def _fail(self, what, offset, packet=None, where=None):
+        """Report damage at byte ``offset`` of the (uncompressed) capture; ``where`` is
+        put before the packet number, e.g. a block's type and length."""
         pk = self.packets + 1 if packet is None else packet
         if self._damage is not None:   # what follows compressed-stream damage is its consequence
             what = f"{self._damage}: {what}"
-        msg = (f"{self.name}: {what} at byte {offset} (packet {pk}); "
+        where = f"{where}; " if where else ""
+        msg = (f"{self.name}: {what} at byte {offset} ({where}packet {pk}); "
                f"{pk - 1} packets read")
         if self.salvage:
             self.problem = msg
@@ -283,16 +293,6 @@ class CaptureReader:
         except (OSError, EOFError, gzip.BadGzipFile, Exception) as exc:  # zlib.error too
             self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})", self._consumed + done)
         return done
-
-    def _read(self, f, n):
-        try:
-            return f.read(n)
-        except GzipDamage as exc:
-            self._damage = f"compressed data is damaged: {exc}"
-            return b""
-        except (OSError, EOFError, gzip.BadGzipFile, Exception) as exc:  # zlib.error too
-            self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})", self._consumed)
-            return b""
 
     # -- classic pcap -----------------------------------------------------------
     def _pcap(self, f, head):
@@ -465,185 +465,227 @@ class CaptureReader:
 
     # -- pcapng -----------------------------------------------------------------
     def _pcapng(self, f, head):
-        """Blocks are walked one by one in Python, except runs of enhanced packet blocks,
-        which are located with the same screen-and-verify-the-chain method as pcap records."""
+        """Read in chunks like pcap: each chunk holds the bytes carried over (a block cut by the
+        chunk's end), then the file data. Runs of packet blocks are walked in C
+        (``_records.walk_ng``) or by :meth:`_ng_walk`, its Python twin; every other block
+        (section header, interface description, anything unknown) and every damaged one goes
+        to :meth:`_ng_block`. Memory follows the chunk (and the largest block, at most
+        ``NG_MAX_BLOCK``), not the file."""
         self._consumed = 0
-        raw = head + self._read_all(f)
-        n = len(raw)
-        buf = np.frombuffer(raw + bytes(PAD), dtype=np.uint8)
-        endian = None
-        ifaces = []          # (linktype, (mult, div) ns per tick, snaplen)
-        p = 0
-        offs, caps, origs, ts, lts, ifs = [], [], [], [], [], []
-        runs = []
+        self.endian = None
+        self._ifaces = []                  # this section's: (link type, mult, div, offset ns)
+        self._iface_arr = np.zeros(0, np.int64)
+        carry = head
+        want = 0                           # bytes the block at the start of carry needs
+        eof = False
+        while not eof and self.problem is None:
+            size = max(self.chunk, want - len(carry))
+            need = len(carry) + size + PAD
+            if self.reuse_buffer:
+                if self._buffer is None or len(self._buffer) < need:
+                    self._buffer = np.empty(need + MAX_RECORD, np.uint8)
+                block = self._buffer[:need]
+            else:
+                block = np.empty(need, np.uint8)
+            block[:len(carry)] = np.frombuffer(carry, np.uint8)
+            got = self._readinto(f, memoryview(block)[len(carry):len(carry) + size])
+            block[len(carry) + got:] = 0
+            if not got or self._damage is not None:
+                eof = True
+            n = len(carry) + got
+            if n == 0:
+                break
+            first = self.packets + 1
+            stop, runs, want = self._ng_chunk(block, n)
+            if runs:
+                cols = [np.concatenate([r[k] for r in runs]) if len(runs) > 1 else runs[0][k]
+                        for k in range(6)]
+                yield RecordBatch(block, cols[0], cols[1], cols[2], cols[3], cols[4].astype(np.int32),
+                                  np.minimum(cols[5], 255).astype(np.uint8), first)
+                del cols
+            del runs
+            self._consumed += stop
+            carry = bytes(memoryview(block)[stop:n])
+            if self.progress:
+                self.progress(self._consumed)
+            if eof and carry and self.problem is None:
+                self._fail("truncated block header" if len(carry) < 12 else "truncated block",
+                           self._consumed)
+        if self._damage is not None and self.problem is None:
+            self._fail("end of the data", self._consumed)
+        self._buffer = self._walk_out = None
 
-        def flush():
-            if offs:
-                runs.append((np.asarray(offs, np.int64), np.asarray(caps, np.int64),
-                             np.asarray(origs, np.int64), np.asarray(ts, np.int64),
-                             np.asarray(lts, np.int32), np.asarray(ifs, np.int64)))
-                self.packets += len(offs)
-                for lst in (offs, caps, origs, ts, lts, ifs):
-                    lst.clear()
-
-        while p < n:
-            if endian is not None and ifaces and raw[p:p + 4] == _EPB[endian]:
-                q, run = self._epb_run(buf, p, n, endian, ifaces)
-                if run is not None:
-                    flush()
+    def _ng_chunk(self, buf, n):
+        """Walk the blocks of buf[:n]: (offset where reading continues, record runs, bytes
+        the block there needs to be whole)."""
+        raw = memoryview(buf)[:n]
+        p, runs = 0, []
+        while self.problem is None:
+            if self.endian is not None and self._ifaces:
+                if _records is not None:
+                    need = (n - p) // 16 + 1
+                    if self._walk_out is None or len(self._walk_out[0]) < need:
+                        self._walk_out = [np.empty(need, np.int64) for _ in range(6)]
+                    count, stop, status = _records.walk_ng(buf, p, n, self.endian == "<",
+                                                           self._iface_arr, *self._walk_out)
+                    run = tuple(a[:count].copy() for a in self._walk_out)
+                else:
+                    run, stop, status, _ = self._ng_walk(raw, p, n)
+                if len(run[0]):
                     runs.append(run)
                     self.packets += len(run[0])
-                    p = q
-                    continue
+                p = stop
+                if status == 0:
+                    break
             if p + 12 > n:
-                self._fail("truncated block header", p, self.packets + len(offs) + 1)
                 break
-            btype_raw = raw[p:p + 4]
-            if btype_raw == PCAPNG_MAGIC:
-                bom = raw[p + 8:p + 12]
-                if bom == b"\x4d\x3c\x2b\x1a":
-                    endian = "<"
-                elif bom == b"\x1a\x2b\x3c\x4d":
-                    endian = ">"
-                else:
-                    self._fail(f"bad pcapng byte-order magic {bom.hex()}", p + 8,
-                               self.packets + len(offs) + 1)
+            q = self._ng_block(raw, p, n)
+            if q is None:                  # reported (salvage) or incomplete
+                break
+            p = q
+        want = 0
+        if self.problem is None and p + 8 <= n:
+            want = self._ng_length(raw, p)
+        return p, runs, want
+
+    def _ng_length(self, raw, p):
+        """The total length of the block at p (a section header's in its own byte order)."""
+        e = self.endian or "<"
+        if raw[p:p + 4] == PCAPNG_MAGIC and p + 12 <= len(raw):
+            e = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}.get(bytes(raw[p + 8:p + 12]), e)
+        return struct.unpack_from(e + "I", raw, p + 4)[0]
+
+    def _ng_walk(self, raw, start, n):
+        """The packet-block walk of ``_records.walk_ng`` in Python: from ``start``, enhanced
+        (6), simple (3) and obsolete (2) packet blocks of the current section, with the same
+        checks in the same order. Returns (arrays: data offset, captured and original
+        length, time ns, link type, interface; stop; status 0 = end of the data or a block
+        not wholly in raw[:n], 1 = a block that is not a packet block or is damaged at
+        stop; the damage, or None)."""
+        e, ifaces = self.endian, self._ifaces
+        u32 = struct.Struct(e + "I").unpack_from
+        head = struct.Struct(e + "IIIIIII").unpack_from
+        cols = ([], [], [], [], [], [])
+        p, status, why = start, 0, None
+        while p + 12 <= n:
+            btype, blen = struct.unpack_from(e + "II", raw, p)
+            if blen < 12 or blen % 4 or blen > NG_MAX_BLOCK:
+                status, why = 1, f"impossible block length {blen}"
+                break
+            if p + blen > n:
+                break
+            if btype not in (6, 3, 2):
+                status = 1
+                break
+            if u32(raw, p + blen - 4)[0] != blen:
+                status, why = 1, f"the length at its end is {u32(raw, p + blen - 4)[0]}"
+                break
+            ticks = 0
+            if btype == 3:                                 # simple: interface 0, no time
+                if blen < 16 or not ifaces:
+                    status, why = 1, ("too short for a simple packet block" if blen < 16 else
+                                      "packet refers to undeclared interface 0")
                     break
-                ifaces = []
+                iid, orig = 0, u32(raw, p + 8)[0]
+                cap, data = min(orig, blen - 16), 12
+            else:
+                if blen < 32:
+                    status, why = 1, "too short for a packet block"
+                    break
+                _, _, iid, th, tl, cap, orig = head(raw, p)
+                if btype == 2:                             # 16-bit interface id, 16-bit drops
+                    iid = struct.unpack_from(e + "H", raw, p + 8)[0]
+                ticks, data = (th << 32) | tl, 28
+                if iid >= len(ifaces) or cap + 32 > blen:
+                    status, why = 1, (f"packet refers to undeclared interface {iid}" if iid >= len(ifaces)
+                                      else f"captured length {cap} runs past the block's end")
+                    break
+            lt, mult, div, off = ifaces[iid]
+            t = ticks * mult // div
+            if t >= 1 << 62 or not 0 <= t + off < 1 << 62:
+                status, why = 1, f"impossible timestamp {ticks}"
+                break
+            for c, v in zip(cols, (p + data, cap, orig, 0 if btype == 3 else t + off, lt, iid)):
+                c.append(v)
+            p += blen
+        return tuple(np.asarray(c, np.int64) for c in cols), p, status, why
+
+    def _ng_block(self, raw, p, n):
+        """One block that is not a run of good packet blocks, at p (p + 12 <= n): a section
+        header (resets the interfaces), an interface description, a block to skip, or a
+        damaged one (reported). Returns the offset after it, or None when reading stops
+        there (damage reported, or the block is not wholly in raw[:n])."""
+        if raw[p:p + 4] == PCAPNG_MAGIC:                   # section header: its own byte order
+            bom = bytes(raw[p + 8:p + 12])
+            endian = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}.get(bom)
             if endian is None:
-                self._fail("pcapng file does not start with a section header block", p, 1)
-                break
-            try:
-                if not self._pcapng_block(raw, p, n, endian, ifaces, offs, caps, origs, ts, lts, ifs):
-                    break
-            except struct.error:
-                self._fail("damaged block (fields run past its end)", p, self.packets + len(offs) + 1)
-                break
-            p += struct.unpack_from(endian + "I", raw, p + 4)[0]
-        flush()
-        self._consumed = p
-        if self._damage is not None and self.problem is None:
-            self._fail("end of the data", p, self.packets + 1)
-        if runs:
-            cols = [np.concatenate([r[k] for r in runs]) for k in range(6)]
-            yield RecordBatch(buf, cols[0], cols[1], cols[2], cols[3], cols[4],
-                              np.minimum(cols[5], 255).astype(np.uint8), 1)
-        if self.progress:
-            self.progress(p)
-
-    def _epb_run(self, buf, p, n, endian, ifaces):
-        """(end offset, arrays) of the longest chain of well-formed enhanced packet blocks
-        starting at p within a 16 MB window, or (p, None) to let the block walker go on."""
-        hi = min(n, p + (16 << 20))
-        if hi - p < 32:
-            return p, None
-        t = _EPB[endian]
-        mask = buf[p:hi] == t[0]
-        for k in (1, 2, 3):
-            mask &= buf[p + k:hi + k] == t[k]
-        cand = p + np.flatnonzero(mask).astype(np.int64)
-        u32 = lambda idx: np.lib.stride_tricks.sliding_window_view(buf, 4)[idx].view(endian + "u4")[:, 0]
-        blen = u32(cand + 4).astype(np.int64)
-        ok = (blen % 4 == 0) & (blen >= 32) & (cand + blen <= n)
-        cand, blen = cand[ok], blen[ok]
-        ok = u32(cand + blen - 4) == blen
-        cand, blen = cand[ok], blen[ok]
-        for _ in range(3):                       # drop look-alikes inside packet data
-            keep = np.isin(cand, cand + blen) | (cand == p)
-            if keep.all():
-                break
-            cand, blen = cand[keep], blen[keep]
-        if not len(cand) or cand[0] != p:
-            return p, None
-        brk = np.flatnonzero(cand[1:] != (cand + blen)[:-1])
-        k = int(brk[0]) + 1 if len(brk) else len(cand)
-        cand, blen = cand[:k], blen[:k]
-        f = np.lib.stride_tricks.sliding_window_view(buf, 28)[cand].view(endian + "u4")
-        iid = f[:, 2].astype(np.int64)
-        ticks = (f[:, 3].astype(np.uint64) << np.uint64(32)) | f[:, 4].astype(np.uint64)
-        cap, orig = f[:, 5].astype(np.int64), f[:, 6].astype(np.int64)
-        mult = np.array([tk[0] if tk[1] == 1 else -1 for _, tk, _ in ifaces], np.int64)
-        lt = np.array([x[0] for x in ifaces], np.int32)
-        m = mult[np.minimum(iid, len(ifaces) - 1)]
-        bad = (iid >= len(ifaces)) | (28 + cap + 4 > blen) | (m < 0) \
-            | (ticks >= np.uint64(1 << 62) // np.maximum(m, 1).astype(np.uint64))
-        if bad.any():                            # the walker reports (or handles) that block
-            k = int(np.argmax(bad))
-            if k == 0:
-                return p, None
-            cand, blen, iid, ticks, cap, orig, m = (a[:k] for a in (cand, blen, iid, ticks, cap, orig, m))
-        ts = ticks.astype(np.int64) * m
-        return int(cand[-1] + blen[-1]), (cand + 28, cap, orig, ts, lt[np.minimum(iid, len(ifaces) - 1)], iid)
-
-    def _pcapng_block(self, raw, p, n, endian, ifaces, offs, caps, origs, ts, lts, ifs) -> bool:
-        """Parse one block at p; False (after reporting) when reading must stop."""
-        btype, blen = struct.unpack_from(endian + "II", raw, p)
-        if blen < 12 or blen % 4 or p + blen > n:
-            what = ("truncated block" if blen >= 12 and blen % 4 == 0 else
-                    f"impossible block length {blen}")
-            self._fail(what, p, self.packets + len(offs) + 1)
-            return False
-        if (btype == 1 and blen < 20) or (btype == 6 and blen < 32) or (btype == 3 and blen < 16):
-            self._fail(f"impossible block length {blen}", p, self.packets + len(offs) + 1)
-            return False
-        body = p + 8
+                self._fail(f"bad pcapng byte-order magic {bom.hex()}", p + 8)
+                return None
+            blen = struct.unpack_from(endian + "I", raw, p + 4)[0]
+            if blen < 28 or blen % 4 or blen > NG_MAX_BLOCK:
+                self._damaged(p, 0x0A0D0D0A, blen, f"impossible block length {blen}")
+                return None
+            if p + blen > n:
+                return None
+            if struct.unpack_from(endian + "I", raw, p + blen - 4)[0] != blen:
+                self._damaged(p, 0x0A0D0D0A, blen, "the length at its end differs")
+                return None
+            self.endian = endian
+            self._set_ifaces([])
+            return p + blen
+        if self.endian is None:
+            self._fail("pcapng file does not start with a section header block", p)
+            return None
+        e = self.endian
+        btype, blen = struct.unpack_from(e + "II", raw, p)
+        if btype in (6, 3, 2) or blen < 12 or blen % 4 or blen > NG_MAX_BLOCK:
+            if p + min(blen, NG_MAX_BLOCK) > n and not (blen < 12 or blen % 4 or blen > NG_MAX_BLOCK):
+                return None
+            why = self._ng_walk(raw, p, n)[3]
+            self._damaged(p, btype, blen, why or "damaged")
+            return None
+        if p + blen > n:
+            return None
+        if struct.unpack_from(e + "I", raw, p + blen - 4)[0] != blen:
+            self._damaged(p, btype, blen, "the length at its end differs")
+            return None
         if btype == 1:                                     # interface description
-            lt, _, snap = struct.unpack_from(endian + "HHI", raw, body)
-            tick = (1000, 1)                                   # ns = ticks * a // b
-            q = body + 8
+            if blen < 20:
+                self._damaged(p, btype, blen, "too short for an interface description")
+                return None
+            lt, _, _ = struct.unpack_from(e + "HHI", raw, p + 8)
+            mult, div, off = 1000, 1, 0                    # default: microseconds
+            q = p + 16
             while q + 4 <= p + blen - 4:
-                code, olen = struct.unpack_from(endian + "HH", raw, q)
+                code, olen = struct.unpack_from(e + "HH", raw, q)
                 if code == 0:
                     break
-                if code == 9 and olen >= 1:
+                if q + 4 + olen > p + blen - 4:
+                    self._damaged(p, btype, blen, f"option {code} runs past the block's end")
+                    return None
+                if code == 9 and olen >= 1:                # if_tsresol
                     r = raw[q + 4]
-                    e = r & 0x7F
-                    tick = ((10 ** 9, 10 ** e) if not r & 0x80 else (10 ** 9, 2 ** e))
-                    if tick[1] <= 10 ** 9 and tick[0] % tick[1] == 0:
-                        tick = (tick[0] // tick[1], 1)
+                    x = r & 0x7F
+                    if (r & 0x80 and x > 62) or (not r & 0x80 and x > 18):
+                        self._damaged(p, btype, blen, f"unsupported timestamp resolution byte {r:#04x}")
+                        return None
+                    mult, div = ((10 ** 9, 2 ** x) if r & 0x80 else
+                                 (10 ** (9 - x), 1) if x <= 9 else (1, 10 ** (x - 9)))
+                elif code == 14 and olen >= 8:             # if_tsoffset: seconds added to every time
+                    secs = struct.unpack_from(e + "q", raw, q + 4)[0]
+                    if abs(secs) >= 1 << 32:
+                        self._damaged(p, btype, blen, f"impossible timestamp offset {secs}")
+                        return None
+                    off = secs * 10 ** 9
                 q += 4 + ((olen + 3) & ~3)
-            ifaces.append((lt, tick, snap))
+            self._set_ifaces(self._ifaces + [(lt, mult, div, off)])
             self.linktypes.add(lt)
-        elif btype in (6, 3):                              # enhanced / simple packet
-            if btype == 6:
-                if blen < 32:
-                    self._fail(f"impossible block length {blen}", p, self.packets + len(offs) + 1)
-                    return False
-                iid, th, tl, cap, orig = struct.unpack_from(endian + "IIIII", raw, body)
-                start = body + 20
-            else:
-                iid, th, tl = 0, 0, 0
-                (orig,) = struct.unpack_from(endian + "I", raw, body)
-                cap = min(orig, blen - 16)
-                start = body + 4
-            if iid >= len(ifaces):
-                self._fail(f"packet refers to undeclared interface {iid}", p,
-                           self.packets + len(offs) + 1)
-                return False
-            if start + cap > p + blen:
-                self._fail(f"impossible captured length {cap}", p, self.packets + len(offs) + 1)
-                return False
-            lt, tick, _ = ifaces[iid]
-            tsv = (th << 32) | tl
-            tns = tsv * tick[0] // tick[1]
-            if tns >= 1 << 62:
-                self._fail(f"impossible timestamp {tsv}", p, self.packets + len(offs) + 1)
-                return False
-            offs.append(start)
-            caps.append(cap)
-            origs.append(orig)
-            ts.append(tns)
-            lts.append(lt)
-            ifs.append(iid)
-        return True
+        return p + blen                                    # statistics, names, comments, unknown
 
-    def _read_all(self, f):
-        parts = []
-        while True:
-            d = self._read(f, self.chunk)
-            if not d:
-                break
-            parts.append(d)
-            if self.problem:
-                break
-        return b"".join(parts)
+    def _set_ifaces(self, ifaces):
+        self._ifaces = ifaces
+        self._iface_arr = np.asarray(ifaces, np.int64).reshape(-1, 4)
+
+    def _damaged(self, p, btype, blen, why):
+        self._fail("damaged block", self._consumed + p,
+                   where=f"block type {btype:#010x}, length {blen}: {why}")

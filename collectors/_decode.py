@@ -70,7 +70,7 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
     ``src``/``dst`` (int32 codes into ``addr_table``, see :func:`address_codes`),
     ``proto``, ``ip_len``, ``sport``, ``dport``, ``seq``, ``ack``, ``flags``, ``window``,
     ``payload``, ``tsval``, ``tsecr``, ``has_ts``, ``sack_blocks``, ``dsack``, ``dsack_left``,
-    ``mss``, ``wscale``, ``synopt``, ``captured``, ``iface``, ``unknown_linktypes`` (link
+    ``mss``, ``wscale``, ``synopt``, ``ecn`` (RFC 3168 IP ECN field, 0-3), ``captured``, ``iface``, ``unknown_linktypes`` (link
     types neither :data:`LINK_TYPES` nor :mod:`._dpktlink` knows; their records are dropped).
     ``raw_addresses=True`` returns ``src_hi``/``src_lo``/``dst_hi``/``dst_lo`` (uint64
     words; IPv4 in the low 32 bits of ``*_lo``) and ``v6`` instead of the address codes.
@@ -143,6 +143,9 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
     ip_len = np.where(v4, iph16[:, 1], iph16[:, 2].astype(np.int64) + 40).astype(np.int64)
     ip_len = np.where(ip_len == 0, orig_ip, ip_len)            # TSO / jumbo: from the wire
     proto = np.where(v4, iph[:, 9], iph[:, 6]).astype(np.int64)
+    # RFC 3168 ECN field: low 2 bits of the IPv4 TOS byte / of the IPv6 traffic class (whose
+    # low nibble is the high nibble of byte 1); 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE
+    ecn = np.where(v4, iph[:, 1] & 3, (iph[:, 1] >> 4) & 3).astype(np.uint8)
     later_frag = v4 & ((iph16[:, 3] & 0x1FFF) != 0)
     src_lo = np.zeros(m, np.uint64)
     dst_lo = np.zeros(m, np.uint64)
@@ -284,7 +287,7 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
                seq=seq, ack=ackn, flags=flags, window=window,
                payload=payload.astype(np.uint32), tsval=tsval, tsecr=tsecr, has_ts=has_ts,
                sack_blocks=sack_blocks, dsack=dsack, dsack_left=dsack_left, mss=mss, wscale=wscale,
-               synopt=synopt)
+               synopt=synopt, ecn=ecn)
     return out
 
 
@@ -295,7 +298,7 @@ C_OUTPUTS = {"keep": np.int64, "version": np.uint8, "captured": np.uint32, "src_
              "ack": np.uint32, "flags": np.uint8, "window": np.uint16, "payload": np.uint32,
              "tsval": np.uint32, "tsecr": np.uint32, "has_ts": bool, "sack_blocks": np.uint8,
              "dsack": bool, "dsack_left": np.uint32, "mss": np.uint16, "wscale": np.int8,
-             "synopt": np.uint8}
+             "synopt": np.uint8, "ecn": np.uint8}
 C_LINK_KINDS = {"ether": 0, "fixed": 1, "raw": 2, ("null", "host"): 3, ("null", "net"): 4}
 
 
@@ -320,6 +323,13 @@ def _decode_c(batch, spec, raw_addresses: bool) -> dict:
     else:
         out["v6"] = out["version"] == 6
     return out
+
+
+def ecn_counts(flow, ecn, nflow: int) -> np.ndarray:
+    """Packets of each flow per RFC 3168 ECN codepoint: int64 array (nflow, 4) whose column
+    k counts codepoint k (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE)."""
+    cells = np.asarray(flow, np.int64) * 4 + np.asarray(ecn, np.int64)
+    return np.bincount(cells, minlength=4 * nflow).reshape(nflow, 4)
 
 
 def block(buf, starts, width):

@@ -18,6 +18,21 @@
  *         1 = impossible captured length (> limit) in the header at `stop`,
  *         2 = impossible sub-second fraction (>= frac_max) in the header at `stop`.
  *
+ * walk_ng: the pcapng packet-block walk of CaptureReader._ng_walk (its Python twin), block
+ * by block from `start`, with the same checks and stopping rules:
+ *
+ *   walk_ng(buf, start, n, little, ifaces, off, cap, orig, ts, lt, iface) -> (records, stop, status)
+ *
+ * ifaces: int64 quadruples (link type, mult, div, offset ns) of the section's interfaces;
+ * a timestamp of `ticks` is ticks * mult / div + offset ns (128-bit product, floor).
+ * Enhanced (6), simple (3) and obsolete (2) packet blocks are read; the outputs (int64, at
+ * least n // 16 + 1 items) get the packet-data offset, captured and original length,
+ * timestamp, link type and interface number of each.
+ * status: 0 = stopped at the end of the data or at a block not wholly in buf[:n] (whose
+ *         header, when present, is plausible),
+ *         1 = the block at `stop` is not a packet block, or is damaged (the Python block
+ *         walker parses or reports it).
+ *
  * decode: the header decoder of collectors/_decode.py (decode()) for a batch of one link
  * type of its table, packet by packet; every rule there (link layer, IPv4/IPv6 with
  * extension headers, fragments, TCP/UDP, the TCP option layouts and the generic option
@@ -122,15 +137,102 @@ static PyObject *walk(PyObject *self, PyObject *args)
     return Py_BuildValue("nni", count, p, status);
 }
 
+/* ---- walk_ng --------------------------------------------------------------------- */
+
+#define NG_MAX_BLOCK (16 << 20)     /* _capture.NG_MAX_BLOCK */
+
+static PyObject *walk_ng(PyObject *self, PyObject *args)
+{
+    Py_buffer in, ifb, out[6];
+    PyObject *objs[6];
+    Py_ssize_t start, n;
+    int little;
+    static const char *names[6] = {"off", "cap", "orig", "ts", "lt", "iface"};
+    if (!PyArg_ParseTuple(args, "y*nnpy*OOOOOO", &in, &start, &n, &little, &ifb, &objs[0], &objs[1],
+                          &objs[2], &objs[3], &objs[4], &objs[5]))
+        return NULL;
+    if (n < 0 || n > in.len || start < 0 || start > n || ifb.len % 32) {
+        PyBuffer_Release(&in);
+        PyBuffer_Release(&ifb);
+        return PyErr_Format(PyExc_ValueError, "start=%zd, n=%zd outside the buffer (%zd bytes) or "
+                            "ifaces not int64 quadruples", start, n, in.len);
+    }
+    int k;
+    for (k = 0; k < 6; k++) {
+        if (get_out(objs[k], &out[k], (n - start) / 16 + 1, names[k]) < 0) {
+            while (--k >= 0)
+                PyBuffer_Release(&out[k]);
+            PyBuffer_Release(&in);
+            PyBuffer_Release(&ifb);
+            return NULL;
+        }
+    }
+    const unsigned char *b = in.buf;
+    const int64_t *ifs = ifb.buf;
+    Py_ssize_t nif = ifb.len / 32;
+    int64_t *off = out[0].buf, *cap = out[1].buf, *orig = out[2].buf, *ts = out[3].buf;
+    int64_t *lt = out[4].buf, *ifo = out[5].buf;
+    Py_ssize_t p = start, count = 0;
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (p + 12 <= n) {
+        const unsigned char *h = b + p;
+        uint32_t type = rd32(h, little), blen = rd32(h + 4, little);
+        if (blen < 12 || blen % 4 || blen > NG_MAX_BLOCK) { status = 1; break; }
+        if (p + (Py_ssize_t)blen > n)
+            break;
+        if (type != 6 && type != 3 && type != 2) { status = 1; break; }
+        if (rd32(h + blen - 4, little) != blen) { status = 1; break; }
+        uint32_t id, c, o;
+        Py_ssize_t data;
+        unsigned __int128 ticks = 0;
+        if (type == 3) {                                   /* simple: interface 0, no time */
+            if (blen < 16 || nif == 0) { status = 1; break; }
+            id = 0;
+            o = rd32(h + 8, little);
+            c = blen - 16;
+            if (o < c) c = o;
+            data = 12;
+        } else {
+            if (blen < 32) { status = 1; break; }
+            id = type == 6 ? rd32(h + 8, little) : (little ? (h[8] | (h[9] << 8)) : ((h[8] << 8) | h[9]));
+            ticks = ((unsigned __int128)rd32(h + 12, little) << 32) | rd32(h + 16, little);
+            c = rd32(h + 20, little);
+            o = rd32(h + 24, little);
+            data = 28;
+            if (id >= (uint64_t)nif || (uint64_t)c + 32 > blen) { status = 1; break; }
+        }
+        const int64_t *f = ifs + 4 * (Py_ssize_t)id;
+        unsigned __int128 t = ticks * (uint64_t)f[1] / (uint64_t)f[2];
+        if (t >= ((unsigned __int128)1 << 62)) { status = 1; break; }
+        int64_t tns = (int64_t)t + f[3];
+        if (tns < 0 || tns >= ((int64_t)1 << 62)) { status = 1; break; }
+        off[count] = p + data;
+        cap[count] = c;
+        orig[count] = o;
+        ts[count] = type == 3 ? 0 : tns;
+        lt[count] = f[0];
+        ifo[count] = id;
+        count++;
+        p += blen;
+    }
+    Py_END_ALLOW_THREADS
+    for (k = 0; k < 6; k++)
+        PyBuffer_Release(&out[k]);
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&ifb);
+    return Py_BuildValue("nni", count, p, status);
+}
+
 /* ---- decode ------------------------------------------------------------------------ */
 
 enum { L_ETHER = 0, L_FIXED = 1, L_RAW = 2, L_NULL_HOST = 3, L_NULL_NET = 4 };
 /* outputs, in this order (collectors/_decode.py C_OUTPUTS names them and their dtypes) */
 enum { O_KEEP, O_VERSION, O_CAPTURED, O_SRC_HI, O_SRC_LO, O_DST_HI, O_DST_LO, O_PROTO, O_IP_LEN,
        O_SPORT, O_DPORT, O_SEQ, O_ACK, O_FLAGS, O_WINDOW, O_PAYLOAD, O_TSVAL, O_TSECR, O_HAS_TS,
-       O_SACK_BLOCKS, O_DSACK, O_DSACK_LEFT, O_MSS, O_WSCALE, O_SYNOPT, N_OUT };
+       O_SACK_BLOCKS, O_DSACK, O_DSACK_LEFT, O_MSS, O_WSCALE, O_SYNOPT, O_ECN, N_OUT };
 static const int out_size[N_OUT] = {8, 1, 4, 8, 8, 8, 8, 1, 4, 2, 2, 4, 4, 1, 2, 4, 4, 4, 1, 1, 1, 4,
-                                    2, 1, 1};
+                                    2, 1, 1, 1};
 #define SYN 0x02
 #define OPT_SACK_OK 1
 #define OPT_TS 2
@@ -390,6 +492,8 @@ static PyObject *decode(PyObject *self, PyObject *args)
         PUT(O_MSS, uint16_t, r.mss);
         PUT(O_WSCALE, int8_t, r.wscale);
         PUT(O_SYNOPT, uint8_t, r.synopt);
+        /* RFC 3168 ECN field: low 2 bits of the IPv4 TOS / IPv6 traffic class byte */
+        PUT(O_ECN, uint8_t, fam == 4 ? ip[1] & 3 : (ip[1] >> 4) & 3);
         m++;
     }
     Py_END_ALLOW_THREADS
@@ -1179,6 +1283,9 @@ static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(buf, n, little, ns_per_tick, frac_max, limit, off, cap, orig, ts) -> "
      "(records, stop, status): the pcap record walk (see the module source)."},
+    {"walk_ng", walk_ng, METH_VARARGS,
+     "walk_ng(buf, start, n, little, ifaces, off, cap, orig, ts, lt, iface) -> (records, stop, status): "
+     "the pcapng packet-block walk (see the module source)."},
     {"decode", decode, METH_VARARGS,
      "decode(buf, data_off, caplen, origlen, kind, l3_at, proto_at, outs) -> kept: "
      "_decode.decode() for one link type, packet by packet (see the module source)."},

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from ._capture import CaptureReader, file_size
-from ._decode import SYN, decode, group_connections
+from ._decode import SYN, decode, ecn_counts, group_connections
 
 KEPT = {"ts_ns": None, "ip_len": np.uint32, "seq": np.uint32, "ack": np.uint32,
         "flags": np.uint8, "window": np.uint16, "payload": np.uint32, "tsval": np.uint32,
-        "tsecr": np.uint32, "has_ts": bool, "dsack": bool}
+        "tsecr": np.uint32, "has_ts": bool, "dsack": bool, "ecn": np.uint8}
 SYN_KEPT = {"mss": np.uint16, "wscale": np.int8, "synopt": np.uint8}
 SPARSE_DTYPES = {"syn_index": np.int64, "dsack_index": np.int64, "dsack_left": np.uint32, **SYN_KEPT}
 
@@ -241,6 +241,7 @@ class _Census:
         self.counts = np.zeros(0, np.int64)
         self.pk = np.zeros(0, np.int64)
         self.by = np.zeros(0, np.float64)
+        self.ecn = np.zeros(0, np.int64)  # packets per flow * 4 + ECN codepoint
         # name -> [time, index, value] of the row kept per flow (or flow * 2 + side)
         self.kept = {k: [np.zeros(0, np.int64) for _ in range(3)] for k in self.TRACKED}
         self.ts_file = tempfile.TemporaryFile()      # every packet's time, on disk until needed
@@ -261,6 +262,9 @@ class _Census:
         self.counts = grown(self.counts, False, 0)
         self.pk = grown(self.pk, True, 0)
         self.by = grown(self.by, True, 0)
+        ecn = np.zeros(4 * cap, np.int64)
+        ecn[:len(self.ecn)] = self.ecn
+        self.ecn = ecn
         for name, (per_side, last) in self.TRACKED.items():
             none = -1 if last else _NONE
             kt, ki, kv = self.kept[name]
@@ -281,6 +285,7 @@ class _Census:
                 tuple(a for name in self.TRACKED for a in self.kept[name]))
         else:
             self._add_numpy(pfl, ts, swap, d, ipidx0)
+        self.ecn[:4 * nflows] += ecn_counts(pfl, d["ecn"], nflows).ravel()
         lt, self.top = lateness(ts, self.top)
         self.late = max(self.late, lt)
         ts.astype(np.int64, copy=False).tofile(self.ts_file)
@@ -328,6 +333,7 @@ class _Census:
         out = {"flow_packets": self.counts[:nf], "flow_first_ts": k["first"][0], "flow_first_index": k["first"][1],
                "flow_first_swap": k["first"][2], "flow_syn_swap": k["syn"][2], "flow_syn_ts": k["syn"][0],
                "flow_last_ts": k["last"][0], "side_packets": self.pk[:ns], "side_bytes": self.by[:ns],
+               "flow_ecn": self.ecn[:4 * nf].reshape(nf, 4),
                "ts_file": self.ts_file, "lateness_ns": self.late}
         for name in ("side_first", "side_syn", "side_ack", "side_ws", "side_mss"):
             out[name] = k[name][2]             # -1: no such row

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._capture import _records
-from ._decode import SYN
+from ._decode import SYN, ecn_counts
 from .tcp import (ACK, FIN, KIND_FAST, KIND_RTT, KIND_TIMEOUT, M32, OFF, RST, TcpAnalysis, _effective_mss,
                   _events_frame, _first_with_key, _grouped_cummax, _recovery, _rtt_columns,
                   _series_frame, _unique_first, _unwrap, check_series_rows, event_rows, spurious_reasons)
@@ -756,7 +756,7 @@ def first_pass(chunks) -> dict:
     from the SYNs (the last one announcing it), first and last time, packets and bytes."""
     f = {"t_first": None, "t_last": None, "fwd_syn": None, "first_swap": None, "packets": 0,
          "seq_first": [None, None], "seq_syn": [None, None], "t_syn": None, "t_ack": [None, None],
-         "ws": [-1, -1], "mss": [0, 0], "pk": [0, 0], "by": [0, 0]}
+         "ws": [-1, -1], "mss": [0, 0], "pk": [0, 0], "by": [0, 0], "ecn": np.zeros(4, np.int64)}
     for c in chunks:
         t, flags, swap = c["ts_ns"], c["flags"], c["swap"].astype(np.int64)
         if not len(t):
@@ -765,6 +765,7 @@ def first_pass(chunks) -> dict:
             f["t_first"], f["first_swap"] = int(t[0]), int(swap[0])
         f["t_last"] = int(t[-1])
         f["packets"] += len(t)
+        f["ecn"] += ecn_counts(np.zeros(len(t), np.int64), c["ecn"], 1)[0]
         for s in (0, 1):
             rows = np.flatnonzero(swap == s)
             if not len(rows):
@@ -811,7 +812,8 @@ def first_from_census(census: dict, pflow: int) -> dict:
          "ws": [int(census["side_ws"][2 * pflow + s]) for s in (0, 1)],
          "mss": [max(int(census["side_mss"][2 * pflow + s]), 0) for s in (0, 1)],
          "pk": [int(census["side_packets"][2 * pflow + s]) for s in (0, 1)],
-         "by": [int(census["side_bytes"][2 * pflow + s]) for s in (0, 1)]}
+         "by": [int(census["side_bytes"][2 * pflow + s]) for s in (0, 1)],
+         "ecn": census["flow_ecn"][pflow].copy()}
     return _settle(f)
 
 
@@ -869,5 +871,5 @@ def _finish(stream, first: dict, info: dict, path, res_s: float) -> TcpAnalysis:
                          sport=np.array([src & 0xFFFF]), dport=np.array([dst & 0xFFFF]),
                          proto=np.array([6]), start=np.array([first["t_first"]]),
                          endt=np.array([first["t_last"]]),
-                         pk=np.array(first["pk"]).reshape(2, 1), by=np.array(first["by"], np.float64).reshape(2, 1))
+                         pk=np.array(first["pk"]).reshape(2, 1), by=np.array(first["by"], np.float64).reshape(2, 1), ecn=first["ecn"])
     return stream.finish(flows, str(path), res_s)

@@ -120,7 +120,12 @@ def parse_times(values, *, source: str = "frame", column: str = "time", tz=None,
     With ``errors="raise"`` a value that cannot be read is an error naming ``source``,
     ``column``, the row (0-based, of the table) and the value; with ``"coerce"`` it is NaT.
     Missing values are NaT.
+
+    Datetime-typed input (a ``datetime64`` column or index, with or without a zone) is
+    converted as a whole: its int64 nanoseconds are never turned into Python objects.
     """
+    if unit is None and pd.api.types.is_datetime64_any_dtype(getattr(values, "dtype", None)):
+        return _utc(pd.DatetimeIndex(values).as_unit("ns"), tz, source)
     s = pd.Series(np.asarray(values, dtype=object) if not isinstance(values, pd.Series) else values.to_numpy())
     coerce = errors == "coerce"
 
@@ -176,6 +181,11 @@ def parse_times(values, *, source: str = "frame", column: str = "time", tz=None,
         except Exception as exc:  # unknown zone name
             raise AirlinkError(f"{source}: time zone {tz!r}: {exc}") from None
         t = pd.DatetimeIndex(pd.to_datetime(ns, unit="ns", utc=True))
+    return _utc(t, tz, source)
+
+
+def _utc(t: pd.DatetimeIndex, tz, source: str) -> pd.DatetimeIndex:
+    """``t`` in UTC; naive times are in ``tz`` (default UTC)."""
     if t.tz is None:
         try:
             t = t.tz_localize(tz or "UTC", ambiguous="NaT", nonexistent="NaT")

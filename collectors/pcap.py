@@ -6,7 +6,9 @@
 length as on the wire, from the IP header, so header-only captures keep true sizes),
 ``sport``/``dport``, ``flow`` (bidirectional connection number, in order of first
 appearance), ``direction`` (``fwd``: same direction as the connection's first SYN, else
-its first packet), absolute 32-bit ``seq``/``ack``, ``flags``, ``window`` (raw field),
+its first packet), absolute 32-bit ``seq``/``ack``, ``flags`` (the TCP flags byte: FIN 0x01 ..
+ACK 0x10, URG 0x20, ECE 0x40, CWR 0x80), ``ecn`` (the IP ECN field of RFC 3168: 0 Not-ECT,
+1 ECT(1), 2 ECT(0), 3 CE; IPv4 TOS / IPv6 traffic class low 2 bits), ``window`` (raw field),
 ``payload_bytes``, ``tsval``/``tsecr`` (0 where absent; ``has_ts``), ``sack_blocks``,
 ``dsack`` (RFC 2883 duplicate SACK) with ``dsack_left``, SYN options ``mss_bytes``,
 ``wscale`` (-1 absent), ``syn_options`` (bit 1 SACK permitted, 2 timestamps, 4 window
@@ -192,7 +194,7 @@ def _frame(cols) -> pd.DataFrame:
             "sport": np.zeros(0, np.uint16), "dport": np.zeros(0, np.uint16),
             "flow": np.zeros(0, np.int32), "direction": pd.Categorical([], categories=DIRECTIONS),
             "seq": np.zeros(0, np.uint32), "ack": np.zeros(0, np.uint32), "flags": np.zeros(0, np.uint8),
-            "window": np.zeros(0, np.uint16), "payload_bytes": np.zeros(0, np.uint32),
+            "ecn": np.zeros(0, np.uint8), "window": np.zeros(0, np.uint16), "payload_bytes": np.zeros(0, np.uint32),
             "tsval": np.zeros(0, np.uint32), "tsecr": np.zeros(0, np.uint32),
             "has_ts": np.zeros(0, bool), "sack_blocks": np.zeros(0, np.uint8),
             "dsack": np.zeros(0, bool), "dsack_left": np.zeros(0, np.uint32),
@@ -219,7 +221,7 @@ def _assemble(cols, flow, direction, names) -> pd.DataFrame:
 # the packets frame's columns after time, src and dst (frame column, key of the decoded
 # arrays), before flow and direction, then after them
 _ENDPOINT_COLUMNS = (("proto", "proto"), ("ip_len_bytes", "ip_len"), ("sport", "sport"), ("dport", "dport"))
-_HEADER_COLUMNS = (("seq", "seq"), ("ack", "ack"), ("flags", "flags"), ("window", "window"),
+_HEADER_COLUMNS = (("seq", "seq"), ("ack", "ack"), ("flags", "flags"), ("ecn", "ecn"), ("window", "window"),
                    ("payload_bytes", "payload"), ("tsval", "tsval"), ("tsecr", "tsecr"),
                    ("has_ts", "has_ts"), ("sack_blocks", "sack_blocks"), ("dsack", "dsack"),
                    ("dsack_left", "dsack_left"), ("mss_bytes", "mss"), ("wscale", "wscale"),

@@ -53,6 +53,7 @@ from airlink.traces.units import parse_duration
 
 from ._capture import _records as _built
 from ._columns import Coded, Columns, iso_utc_times, utc_times
+from ._decode import ecn_counts
 from .pcap import direction_column
 
 # the analysis loops in C (None when the extension is not built, is an older build without
@@ -539,6 +540,7 @@ def _from_columns(raw: dict, flows_ready=None):
     pk = np.bincount(fd, minlength=2 * nflow).reshape(-1, 2).T
     by = np.bincount(fd, weights=sorted_(raw["ip_len"]), minlength=2 * nflow).reshape(-1, 2).T
     del fd
+    ecn = ecn_counts(fl_s, sorted_(raw.pop("ecn")), nflow)
     fwd_lo = fwd_swap == 0                            # fwd sender is the key's low endpoint
     src_ep = np.where(fwd_lo, lo_ep, hi_ep)
     dst_ep = np.where(fwd_lo, hi_ep, lo_ep)
@@ -547,7 +549,7 @@ def _from_columns(raw: dict, flows_ready=None):
     flows = _flows_frame(nflow, src=address_names(src_ep >> 16, v6) if nflow else np.zeros(0, str),
                          dst=address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
                          sport=src_ep & 0xFFFF, dport=dst_ep & 0xFFFF, proto=fproto if nflow else [],
-                         start=ts_first, endt=ts_last, pk=pk, by=by)
+                         start=ts_first, endt=ts_last, pk=pk, by=by, ecn=ecn)
     if flows_ready is not None:
         flows_ready(flows)
     # TCP rows, flow-major and time order inside
@@ -1372,13 +1374,16 @@ def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> Columns:
     src, dst = np.where(has_fwd, src, dst), np.where(has_fwd, dst, src)
     sport, dport = np.where(has_fwd, sport, dport), np.where(has_fwd, dport, sport)
     proto = _col(packets, "proto", np.int64)[np.minimum(first, max(n - 1, 0))] if nflow else []
+    ecn = ecn_counts(flow_all, packets["ecn"].to_numpy(), nflow) if "ecn" in packets.columns else None
     return _flows_frame(nflow, src=src, dst=dst, sport=sport, dport=dport, proto=proto,
-                        start=start, endt=endt, pk=pk, by=by)
+                        start=start, endt=endt, pk=pk, by=by, ecn=ecn)
 
 
-def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by) -> Columns:
-    """The flows frame from per-flow arrays (times int64 ns; pk/by: per-direction counts)."""
-    return Columns({
+def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by, ecn=None) -> Columns:
+    """The flows frame from per-flow arrays (times int64 ns; pk/by: per-direction counts;
+    ecn: packets per ECN codepoint, :func:`._decode.ecn_counts`, or None when unknown:
+    no ECN columns)."""
+    frame = Columns({
         "flow": np.arange(nflow, dtype=np.int64), "src": src, "dst": dst,
         "sport": np.asarray(sport, np.int64), "dport": np.asarray(dport, np.int64),
         "proto": _EMPTY if isinstance(proto, list) else np.asarray(proto, np.int64),
@@ -1386,6 +1391,10 @@ def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by) -
         "duration_s": (endt - start) / 1e9,
         "packets_fwd": pk[0].astype(np.int64), "packets_rev": pk[1].astype(np.int64),
         "bytes_fwd": by[0].astype(np.int64), "bytes_rev": by[1].astype(np.int64)})
+    if ecn is not None:                  # RFC 3168 codepoints: ECT(0) 2, ECT(1) 1, CE 3
+        ecn = np.asarray(ecn, np.int64).reshape(nflow, 4)
+        frame["ect0_packets"], frame["ect1_packets"], frame["ce_packets"] = ecn[:, 2], ecn[:, 1], ecn[:, 3]
+    return frame
 
 
 def check_series_rows(source, flow: int, flow_bins: int, res_ns: int, total: int, n_rows: int) -> None:
