@@ -58,7 +58,7 @@ def register(sub):
 
 
 def run(args) -> int:
-    from airlink.cli.simulate import parse_sets
+    from airlink.cli._common import parse_sets
     from airlink.replay.cell import CellShell
     from airlink.sim.engine import read_parameter_file
     overrides = {}
