@@ -32,6 +32,8 @@ def _fmt(value, unit: str = "") -> str:
         return str(value)
     if isinstance(value, int):
         text = str(value)
+        if unit:
+            return (text if len(text) <= 7 else f"{float(value):g}") + f" {unit}"
         return text if len(text) <= 21 else f"{float(value):.3g}"
     if isinstance(value, (Fraction, Real)):
         v = float(value)
@@ -241,3 +243,6 @@ PROBABILITY = Bound("probability", 0, 1)
 
 WORKERS = Bound("workers", 1, 4096, integer=True)
 """Worker processes or concurrent runs."""
+
+WARMUP_BYTES = Bound("warmup_bytes", 0, 10**10, integer=True, unit="bytes")
+"""Bytes every UE of a cell must have queued before its TTI clock starts."""

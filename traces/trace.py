@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from .bounds import MAX_TRACE_TTIS, check_budget
 from .errors import AirlinkError, FormatError
 from .units import parse_tti
 
@@ -236,8 +237,10 @@ def constant(rate_bps: float, duration_s, tti="1ms", users: Sequence[str] | None
         raise AirlinkError("rate must be non-negative")
     if n <= 0:
         raise AirlinkError("duration must hold at least one TTI")
-    per_tti = float(Fraction(rate_bps).limit_denominator(10**6) * tti / 8)
     users = list(users) if users else ["1"]
+    check_budget(n * len(users), MAX_TRACE_TTIS,
+                 f"duration {float(duration_s):g} s at a TTI of {float(tti) * 1000:g} ms needs", "TTIs")
+    per_tti = float(Fraction(rate_bps).limit_denominator(10**6) * tti / 8)
     vals = np.full((n, len(users)), per_tti)
     return Trace(vals, tti, users, "bytes",
                  {"source": "constant", "parameters": {"rate_bps": rate_bps,

@@ -75,18 +75,19 @@ def _number(text: str, integer: bool):
         raise AirlinkError(f"expected a number (got {text[:40]!r})") from None
 
 
-def with_unit(parse, example: str):
+def with_unit(parse, example: str, what: str = "duration"):
     """``parse`` (e.g. :func:`airlink.traces.parse_duration`) refusing a bare number: a
     duration or rate on the command line carries its unit (``10s``, ``48Mbps``)."""
     def convert(text):
         if _BARE_NUMBER.fullmatch(str(text)):
-            raise AirlinkError(f"give a unit (e.g. {example}), not a bare number (got {str(text).strip()!r})")
+            raise AirlinkError(f"give a {what} with a unit (e.g. {example}), not a bare number "
+                               f"(got {str(text).strip()!r})")
         return parse(text)
     convert.__name__ = getattr(parse, "__name__", "value")
     return convert
 
 
-def bounded(parser, *flags, bound: Bound, parse=None, **kwargs):
+def bounded(parser, *flags, bound: Bound, parse=None, keep_text: bool = False, **kwargs):
     """Declare a numeric option (or positional) with its range, in one place.
 
     ``bound`` is the parameter's declared range (:mod:`airlink.traces.bounds`, shared with
@@ -95,6 +96,8 @@ def bounded(parser, *flags, bound: Bound, parse=None, **kwargs):
     does not parse, lies outside the range, is NaN or infinite is refused while parsing with
     ``airlink: error: --opportunity-bytes: must be between 1 and 65535 (got 0)``, exit 2.
     The range is appended to the help text. String defaults are parsed (and checked) too.
+    ``keep_text``: the option's value is the text as typed (``"200ms"``), checked, for a
+    library call that takes the text.
     """
     label = next((f for f in flags if f.startswith("--")), None) or kwargs.get("metavar") or flags[0].upper()
 
@@ -106,6 +109,8 @@ def bounded(parser, *flags, bound: Bound, parse=None, **kwargs):
         why = bound.problem(value)
         if why is not None:
             raise OptionError(f"{label}: {why}")
+        if keep_text:
+            return str(text).strip()
         return int(value) if bound.integer else value
 
     convert.__name__ = bound.name
