@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.traces import Trace, parse_duration
+from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError
 from airlink.traces.yamlfile import read_yaml_mapping
 
@@ -131,12 +132,12 @@ def _load_object(spec: str):
     mod, sep, attr = spec.partition(":")
     if not sep:
         mod, _, attr = spec.rpartition(".")
-    if not mod:
+    if not mod or mod.startswith(".") or not attr:      # a relative or empty name imports nothing
         raise AirlinkError(f"unknown scheduler {spec!r} (one of {', '.join(schedulers)}, "
-                           "or a dotted path to your class)")
+                           "or a dotted path to your class, package.module:Class)")
     try:
         return getattr(importlib.import_module(mod), attr)
-    except (ImportError, AttributeError) as exc:
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:
         raise AirlinkError(f"cannot load scheduler {spec!r}: {exc}") from None
 
 
@@ -215,6 +216,10 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
+#: parameters with a declared range (:mod:`airlink.traces.bounds`), checked by :func:`_validate`
+_BOUNDED = (B.USERS, B.SUBCHANNELS, B.BUFFER_PACKETS, B.CSI_DELAY_TTI, B.PF_WINDOW, B.LAMBDA)
+
+
 def _validate(cfg):
     for key, default in DEFAULTS.items():
         value = cfg.get(key)
@@ -226,9 +231,14 @@ def _validate(cfg):
                 raise AirlinkError(f"{key}: expected a number or a list of numbers, got {value!r}")
         elif _is_number(default) and not _is_number(value):
             raise AirlinkError(f"{key}: expected a number, got {value!r}")
+    for bound in _BOUNDED:
+        if cfg.get(bound.name) is not None:
+            bound.check(cfg[bound.name])
+    if cfg.get("seed") is not None:
+        B.SEED.check(cfg["seed"])
     n_u, n_c = int(cfg["n_users"]), int(cfg["n_subchannels"])
-    if n_u < 1 or n_c < 1:
-        raise AirlinkError("n_users and n_subchannels must be at least 1")
+    B.check_budget(n_u * n_c, B.MAX_USER_SUBCHANNELS, f"{n_u} users x {n_c} subchannels make",
+                   "SINR values per TTI")
     if int(cfg["harq_max_tx"]) < 1:
         raise AirlinkError("harq_max_tx must be at least 1 (1 = no HARQ retransmissions)")
     if int(cfg["csi_delay_tti"]) < 0:
@@ -236,8 +246,10 @@ def _validate(cfg):
     if cfg["link_adaptation"] not in LINK_ADAPTATION:
         raise AirlinkError(f"unknown link_adaptation {cfg['link_adaptation']!r} "
                            f"(one of {', '.join(LINK_ADAPTATION)})")
-    if not 0 < float(cfg["pf_a"]) <= 1:
-        raise AirlinkError("pf_a must be in (0, 1]")
+    B.PF_A.check(cfg["pf_a"])
+    speeds = cfg["speed_kmh"] if isinstance(cfg["speed_kmh"], (list, tuple, np.ndarray)) else [cfg["speed_kmh"]]
+    for v in speeds:
+        B.SPEED_KMH.check(v)
     return n_u, n_c
 
 
@@ -245,7 +257,13 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
     n_u, n_c = _validate(cfg)
     tti = parse_cfg_tti(cfg["tti"])
     tti_s = float(tti)
+    B.SIM_DURATION.check(parse_duration(cfg["duration"]))
     n_tti = n_tti_of(cfg)
+    if cfg["mac_log"]:
+        B.check_budget(n_tti * n_u, B.MAX_LOGGED_USER_TTIS,
+                       f"{n_tti} TTIs x {n_u} users with the MAC log make", "user-TTIs (mac_log=False keeps "
+                       f"only the capacity: at most {B.MAX_USER_TTIS:.3g})")
+    B.check_budget(n_tti * n_u, B.MAX_USER_TTIS, f"{n_tti} TTIs x {n_u} users make", "user-TTIs")
     cfg["tti"] = f"{tti.numerator}/{tti.denominator}s" if tti.denominator != 1000 else f"{tti.numerator}ms"
     cfg["duration"] = f"{float(parse_duration(cfg['duration'])):g}s"
     radio = Radio(cfg, scheduler, n_users=n_u, n_subchannels=n_c, n_tti=n_tti)
