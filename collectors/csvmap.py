@@ -28,7 +28,7 @@ from airlink.traces.errors import AirlinkError, FormatError
 from airlink.traces.schema import validate
 from airlink.traces.yamlfile import read_yaml_mapping
 
-from ._tabular import MISSING, finish, header_columns, numbers, parse_times, require_columns, sep_of, unit_factor
+from ._tabular import MISSING, check_table_shape, finish, header_columns, numbers, parse_times, require_columns, sep_of, unit_factor
 
 NAME = "csv"
 
@@ -67,6 +67,7 @@ def read(path, *, mapping=None) -> pd.DataFrame:
     tcol = tspec.get("column")
     if not tcol:
         raise AirlinkError(f"{path}: mapping lacks time.column")
+    check_table_shape(path)
     try:
         raw = pd.read_csv(path, sep=m.get("sep") or sep_of(path), na_values=MISSING + list(m.get("missing", [])),
                           keep_default_na=True, engine="python" if m.get("sep") is None else "c",

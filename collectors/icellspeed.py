@@ -28,7 +28,7 @@ import pandas as pd
 from airlink.traces.errors import FormatError
 from airlink.traces.schema import validate
 
-from ._tabular import MISSING, header_columns, numbers, require_columns
+from ._tabular import MISSING, check_table_shape, header_columns, numbers, require_columns
 
 NAME = "icellspeed"
 CARRIERS = ["pcell", "scell_1", "scell_2", "scell_3"]
@@ -47,6 +47,7 @@ def why_not(path) -> str:
 def read(path, *, throughput_unit: str | None = None) -> pd.DataFrame:
     """Read one iCellSpeed CSV (static or driving layout) into a per-carrier ``mac`` frame."""
     path = Path(path)
+    check_table_shape(path)
     try:
         raw = pd.read_csv(path, na_values=MISSING)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:

@@ -246,3 +246,10 @@ WORKERS = Bound("workers", 1, 4096, integer=True)
 
 WARMUP_BYTES = Bound("warmup_bytes", 0, 10**10, integer=True, unit="bytes")
 """Bytes every UE of a cell must have queued before its TTI clock starts."""
+
+MAX_LINE_BYTES = 1 << 20
+"""Bytes of one line of a text table (CSV, TSV, log) a reader accepts: a row of a measured
+log is well under a kilobyte; a longer line is a damaged or foreign file."""
+
+MAX_COLUMNS = 10_000
+"""Columns of a text table's header line."""

@@ -85,6 +85,8 @@ def cmd_collect(args) -> int:
     for path in args.files:
         if not path.exists():
             raise AirlinkError(f"{path}: no such file")
+        if not path.is_file():          # a FIFO or a device would block the sniffing, or never end
+            raise AirlinkError(f"{path}: {'is a directory' if path.is_dir() else 'not a regular file'}")
         stem = _stem(path)
         while stem in used:
             stem += "_"
