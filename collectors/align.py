@@ -27,6 +27,7 @@ A bin whose rows are all NaN in a column is NaN in that column.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -78,7 +79,7 @@ def _resolution_float_ns(resolution) -> float:
             raise AirlinkError(f"resolution {resolution!r}: expected a duration such as 100ms or 1s") from None
     if not np.isfinite(ns) or ns <= 0:
         raise AirlinkError(f"resolution must be positive, got {resolution!r}")
-    RESOLUTION.check(ns / 1e9)
+    RESOLUTION.check(Fraction(ns) / 10**9)     # exact: 1000 ns is 1 us
     return ns
 
 
