@@ -55,6 +55,26 @@ def check_table_shape(path, chunk_bytes: int = 1 << 20) -> None:
                 raise FormatError(f"{path}: line {line}: longer than {MAX_LINE_BYTES} bytes")
 
 
+def check_log_times(seconds, lines, path, column: str = "timestamp") -> None:
+    """Refuse log times (Unix seconds, float) outside the plausible window - NaN, before
+    :data:`~airlink.traces.bounds.EARLIEST_LOG_TIME_S` (1990) or more than
+    :data:`~airlink.traces.bounds.FUTURE_SLACK_S` past now - naming the file, the line
+    (``lines[k]`` is the file line of value ``k``) and the value, before a grid is built on them."""
+    import time
+
+    from airlink.traces.bounds import EARLIEST_LOG_TIME_S, FUTURE_SLACK_S
+    ts = np.asarray(seconds, dtype=np.float64)
+    latest = time.time() + FUTURE_SLACK_S
+    bad = ~((ts >= EARLIEST_LOG_TIME_S) & (ts <= latest))
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        v = ts[k]
+        why = ("is not a number" if not np.isfinite(v) else
+               "is before 1990" if v < EARLIEST_LOG_TIME_S else "is more than a day in the future")
+        raise FormatError(f"{path}: line {int(np.asarray(lines)[k])}: {column} {v:.17g} {why} "
+                          f"({int(bad.sum())} such value(s))")
+
+
 def header_columns(path) -> list:
     """Column names of a CSV/TSV file's first line ([] when it is not one)."""
     text = head_text(path)

@@ -253,3 +253,11 @@ log is well under a kilobyte; a longer line is a damaged or foreign file."""
 
 MAX_COLUMNS = 10_000
 """Columns of a text table's header line."""
+
+EARLIEST_LOG_TIME_S = 631_152_000
+"""1990-01-01T00:00:00Z in Unix seconds: a log time before it is a damaged value (or a
+clock never set), not a measurement."""
+
+FUTURE_SLACK_S = 86_400
+"""How far past the reading machine's clock a log time may lie (clocks of the measuring and
+the reading machine differ, time zones are mislabelled): one day."""
