@@ -84,6 +84,7 @@ def with_unit(parse, example: str, what: str = "duration"):
                                f"(got {str(text).strip()!r})")
         return parse(text)
     convert.__name__ = getattr(parse, "__name__", "value")
+    convert.needs_unit = True
     return convert
 
 
@@ -116,7 +117,11 @@ def bounded(parser, *flags, bound: Bound, parse=None, keep_text: bool = False, *
     convert.__name__ = bound.name
     if kwargs.get("help") and kwargs["help"] != argparse.SUPPRESS:
         kwargs["help"] = f"{kwargs['help']}; {bound.describe()}"
-    return parser.add_argument(*flags, type=convert, **kwargs)
+    action = parser.add_argument(*flags, type=convert, **kwargs)
+    action.bound = bound                  # the declaration, for --help tools and the option fuzzer
+    action.needs_unit = parse is not None and getattr(parse, "needs_unit", False)
+    action.parses_text = parse is not None       # its own parser (sizes round to whole bytes)
+    return action
 
 
 def parse_sets(items) -> dict:
