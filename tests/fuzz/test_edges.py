@@ -260,10 +260,15 @@ def test_callrecords_on_binary(kind, run_airlink, tmp_path, mac):
     one_line(status, err, str(path), "not a text file")
 
 
-def test_collect_fifo_refused_at_once(run_airlink, tmp_path):
+@pytest.mark.parametrize("argv", [["collect", "{fifo}", "-o", "{out}"], ["trace", "info", "{fifo}"],
+                                  ["trace", "convert", "{fifo}", "{out}.parquet"], ["infer", "cell", "{fifo}"],
+                                  ["trace", "from-log", "{fifo}", "-o", "{out}.parquet"]],
+                         ids=lambda a: " ".join(a[:2]))
+def test_fifo_refused_at_once(argv, run_airlink, tmp_path):
+    """A FIFO (no writer: reading it would block forever) is refused before it is opened."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    status, out, err = run_airlink("collect", fifo, "-o", tmp_path / "o")
+    status, out, err = run_airlink(*[a.format(fifo=fifo, out=tmp_path / "o") for a in argv])
     one_line(status, err, str(fifo), "not a regular file")
 
 
