@@ -72,8 +72,9 @@ def _text(value, bound) -> str:
 
 @st.composite
 def out_of_range(draw, bound, needs_unit: bool, parses_text: bool = False):
-    """Text that the declaration refuses: below/above the range, NaN, inf, unparsable, or
-    (for an option that needs a unit) a bare number."""
+    """``(text, True when the refusal must state the range)``: text the declaration refuses -
+    below/above the range, NaN, inf, unparsable, or (for an option that needs a unit) a bare
+    number."""
     kinds = ["nan", "inf", "text", "huge"]
     if bound.lo is not None:
         kinds.append("below")
@@ -86,30 +87,36 @@ def out_of_range(draw, bound, needs_unit: bool, parses_text: bool = False):
     kind = draw(st.sampled_from(kinds))
     unit = {"s": "s", "bit/s": "bps", "bytes": "B"}.get(bound.unit, "")
     if kind == "nan":
-        return draw(st.sampled_from(["nan", "NaN", "-nan"])) + ("" if not unit else "")
+        return draw(st.sampled_from(["nan", "NaN", "-nan"])), False
     if kind == "inf":
-        return draw(st.sampled_from(["inf", "-inf", "1e309", "-1e309"])) + unit
+        return draw(st.sampled_from(["inf", "-inf", "1e309", "-1e309"])) + unit, False
     if kind == "text":
-        return draw(st.sampled_from(["abc", "", "1,5", "--", "1/0", "\u00e9", "x" * 200, "0x10", "5 apples"]))
+        return draw(st.sampled_from(["abc", "", "1,5", "--", "1/0", "\u00e9", "x" * 200, "0x10", "5 apples"])), False
     if kind == "huge":
-        return draw(st.sampled_from(["99999999999999999999", "1e300", "-99999999999999999999"])) + unit
+        return draw(st.sampled_from(["99999999999999999999", "1e300", "-99999999999999999999"])) + unit, False
     if kind == "bare":
-        return draw(st.sampled_from(["0", "1", "10", "0.5"]))
+        return draw(st.sampled_from(["0", "1", "10", "0.5"])), False
     if kind == "fraction":
         lo = int(bound.lo) if bound.lo is not None else 0
-        return f"{lo + 0.5}"
+        return f"{lo + 0.5}", False
     if kind == "below":
         lo = bound.lo
-        step = draw(st.sampled_from([1, 10, 10**6])) if not bound.unit else lo / 2 + draw(st.sampled_from([0, 1, 100]))
-        value = (lo - step) if not bound.unit else (lo - step)
-        if bound.lo_open or bound.unit:
-            value = lo - abs(step) if lo != 0 else -abs(step) if not bound.lo_open else 0
-        return _text(value, bound)
+        if bound.lo_open:
+            value = lo                                  # the open limit itself
+        elif lo > 0 and not bound.integer:
+            value = Fraction(lo) / draw(st.sampled_from([2, 10, 1000]))
+        else:
+            value = lo - draw(st.sampled_from([1, 10, 10**6]))
+        # a negative duration or rate does not parse: refused, but not with the range
+        return _text(value, bound), not (bound.unit and value < 0)
     hi = bound.hi
-    value = (hi + draw(st.sampled_from([1, 2, 10**6]))) if bound.integer else hi * draw(st.sampled_from([2, 10, 1e6]))
     if bound.hi_open:
         value = hi
-    return _text(value, bound)
+    elif bound.integer:
+        value = hi + draw(st.sampled_from([1, 2, 10**6]))
+    else:
+        value = Fraction(hi) * draw(st.sampled_from([2, 10, 10**6]))
+    return _text(value, bound), True
 
 
 def _accepted(args):
@@ -162,15 +169,18 @@ def test_out_of_range_values_are_one_line(path, parser, action, run_airlink, mon
 
     values = out_of_range(bound, action.needs_unit, action.parses_text)
     if not action.option_strings:           # a positional cannot start with a dash
-        values = values.filter(lambda v: not v.startswith("-") and v != "")
+        values = values.filter(lambda v: not v[0].startswith("-") and v[0] != "")
 
     @SETTINGS
-    @given(value=values)
-    def check(value):
+    @given(drawn=values)
+    def check(drawn):
+        value, in_range_message = drawn
         status, out, err = run_airlink(*_argv(path, parser, action, value))
         assert "Traceback" not in err, err
         assert status == 2, (value, status, out, err)
         assert err.count("\n") == 1 and err.startswith(f"airlink: error: {_name(action)}: "), (value, err)
+        if in_range_message:          # a number on the wrong side of a limit: the message gives the range
+            assert f"must be {bound.describe()} (got " in err, (value, err)
     check()
 
 
