@@ -204,7 +204,7 @@ def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progres
         sched_spec = cfg["scheduler"]
     scheduler = make_scheduler(sched_spec, cfg)
     cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else _scheduler_name(scheduler)
-    cfg["seed"] = int(seed)
+    cfg["seed"] = int(B.SEED.check(seed))
     return _run(cfg, scheduler, progress)
 
 

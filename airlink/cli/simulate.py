@@ -77,7 +77,7 @@ def cmd_simulate(args) -> int:
         duration = args.duration
     if duration is None:
         duration = sim.load_preset(args.preset or "quick").get("duration", "10s")
-    seed = int(overrides.pop("seed", args.seed))
+    seed = overrides.pop("seed", args.seed)          # checked by simulate() against its range
     res = sim.simulate(args.preset, seed=seed, duration=duration, progress=not args.no_progress,
                        **overrides)
     out = res.write(args.output, mahimahi=args.mahimahi)
