@@ -217,7 +217,8 @@ def _is_number(v) -> bool:
 
 
 #: parameters with a declared range (:mod:`airlink.traces.bounds`), checked by :func:`_validate`
-_BOUNDED = (B.USERS, B.SUBCHANNELS, B.BUFFER_PACKETS, B.CSI_DELAY_TTI, B.PF_WINDOW, B.LAMBDA)
+_BOUNDED = (B.USERS, B.SUBCHANNELS, B.BUFFER_PACKETS, B.CSI_DELAY_TTI, B.PF_WINDOW, B.LAMBDA, B.HARQ_MAX_TX,
+            B.HARQ_RING, B.CHUNK_ELEMENTS, B.LA_INTERVAL, B.N_OSCILLATORS)
 
 
 def _validate(cfg):
@@ -239,8 +240,6 @@ def _validate(cfg):
     n_u, n_c = int(cfg["n_users"]), int(cfg["n_subchannels"])
     B.check_budget(n_u * n_c, B.MAX_USER_SUBCHANNELS, f"{n_u} users x {n_c} subchannels make",
                    "SINR values per TTI")
-    if int(cfg["harq_max_tx"]) < 1:
-        raise AirlinkError("harq_max_tx must be at least 1 (1 = no HARQ retransmissions)")
     if int(cfg["csi_delay_tti"]) < 0:
         raise AirlinkError("csi_delay_tti must not be negative")
     if cfg["link_adaptation"] not in LINK_ADAPTATION:
@@ -255,7 +254,7 @@ def _validate(cfg):
 
 def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
     n_u, n_c = _validate(cfg)
-    tti = parse_cfg_tti(cfg["tti"])
+    tti = B.TTI.check(parse_cfg_tti(cfg["tti"]))
     tti_s = float(tti)
     B.SIM_DURATION.check(parse_duration(cfg["duration"]))
     n_tti = n_tti_of(cfg)

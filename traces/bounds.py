@@ -261,3 +261,19 @@ clock never set), not a measurement."""
 FUTURE_SLACK_S = 86_400
 """How far past the reading machine's clock a log time may lie (clocks of the measuring and
 the reading machine differ, time zones are mislabelled): one day."""
+
+# ------------------------------------------------------- simulator engine parameters
+HARQ_MAX_TX = Bound("harq_max_tx", 1, 64, integer=True)
+"""Transmissions of one HARQ block (1: no retransmissions)."""
+
+HARQ_RING = Bound("harq_ring", 1, 10**6, integer=True)
+"""Slots of the simulator's HARQ ring buffer."""
+
+CHUNK_ELEMENTS = Bound("chunk_elements", 1, 10**9, integer=True)
+"""SINR values the simulator generates per chunk of TTIs."""
+
+LA_INTERVAL = Bound("la_interval", 1, 10**6, integer=True)
+"""TTIs between outer-loop link-adaptation updates."""
+
+N_OSCILLATORS = Bound("n_oscillators", 1, 10_000, integer=True)
+"""Sinusoids of the sum-of-sinusoids fading channel."""

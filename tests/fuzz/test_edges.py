@@ -153,6 +153,29 @@ def test_set_values_refused_by_the_simulator(item, needle, run_airlink, tmp_path
     one_line(status, err, needle)
 
 
+@pytest.mark.parametrize("item,needle", [
+    ("seed=abc", "seed: must be a whole number between 0 and 9223372036854775807 (got 'abc')"),
+    ("seed=-3", "seed: must be between 0"),
+    ("harq_max_tx=99999999999999999999", "harq_max_tx: must be between 1 and 64"),
+    ("tti=1h", "tti: must be between 1e-06 s and 60 s (got 3600 s)"),
+    ("n_users=1000000000", "n_users: must be between 1 and 10000"),
+])
+def test_simulator_parameters_from_set(item, needle, run_airlink, tmp_path):
+    status, out, err = run_airlink("simulate", "--duration", "100ms", "-o", tmp_path / "s", "--set", item)
+    one_line(status, err, needle)
+    assert not (tmp_path / "s").exists()
+
+
+def test_simulator_budgets(run_airlink, tmp_path):
+    # 1000 users x 5000 subchannels = 5e6 SINR values per TTI
+    status, out, err = run_airlink("simulate", "--users", "1000", "--subchannels", "5000", "-o", tmp_path / "s")
+    one_line(status, err, "1000 users x 5000 subchannels make 5e+06 SINR values per TTI; at most 1e+06")
+    # 7 days of 1 ms TTIs x 100 users = 6.048e10 user-TTIs
+    status, out, err = run_airlink("simulate", "--users", "100", "--duration", "168h", "-o", tmp_path / "s")
+    one_line(status, err, "604800000 TTIs x 100 users", "6.05e+10 user-TTIs")
+    assert not (tmp_path / "s").exists()
+
+
 def test_simulate_set_is_the_same_parser(run_airlink, tmp_path):
     status, out, err = run_airlink("simulate", "-o", tmp_path / "s", "--set", "seed=[1")
     one_line(status, err, "--set 'seed=[1': line")
