@@ -55,11 +55,12 @@ def check_table_shape(path, chunk_bytes: int = 1 << 20) -> None:
                 raise FormatError(f"{path}: line {line}: longer than {MAX_LINE_BYTES} bytes")
 
 
-def check_log_times(seconds, lines, path, column: str = "timestamp") -> None:
+def check_log_times(seconds, lines, path, column: str = "timestamp", place: str = "line") -> None:
     """Refuse log times (Unix seconds, float) outside the plausible window - NaN, before
     :data:`~airlink.traces.bounds.EARLIEST_LOG_TIME_S` (1990) or more than
     :data:`~airlink.traces.bounds.FUTURE_SLACK_S` past now - naming the file, the line
-    (``lines[k]`` is the file line of value ``k``) and the value, before a grid is built on them."""
+    (``lines[k]`` is the file line of value ``k``; ``place="row"`` when they are data rows)
+    and the value, before a grid is built on them."""
     import time
 
     from airlink.traces.bounds import EARLIEST_LOG_TIME_S, FUTURE_SLACK_S
@@ -71,7 +72,7 @@ def check_log_times(seconds, lines, path, column: str = "timestamp") -> None:
         v = ts[k]
         why = ("is not a number" if not np.isfinite(v) else
                "is before 1990" if v < EARLIEST_LOG_TIME_S else "is more than a day in the future")
-        raise FormatError(f"{path}: line {int(np.asarray(lines)[k])}: {column} {v:.17g} {why} "
+        raise FormatError(f"{path}: {place} {int(np.asarray(lines)[k])}: {column} {v:.17g} {why} "
                           f"({int(bad.sum())} such value(s))")
 
 

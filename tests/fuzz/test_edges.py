@@ -325,3 +325,16 @@ def test_nrscope_damaged_timestamp(value, why, run_airlink, shared_data, tmp_pat
     one_line(status, err, str(path), f"line 6: timestamp {value} {why}")
     status, out, err = run_airlink("infer", "scheduler", path)
     one_line(status, err, str(path), "grid points; at most 1e+08")
+
+
+def test_icellspeed_damaged_time(run_airlink, shared_data, tmp_path):
+    src = next((shared_data / "icellspeed").rglob("*.csv"))
+    lines = src.read_text().splitlines()[:20]
+    i = lines[0].split(",").index("seconds_since_epoch")
+    parts = lines[3].split(",")
+    parts[i] = "12"
+    lines[3] = ",".join(parts)
+    path = tmp_path / "ics.csv"
+    path.write_text("\n".join(lines) + "\n")
+    status, out, err = run_airlink("collect", path, "-o", tmp_path / "o")
+    one_line(status, err, str(path), "row 3: seconds_since_epoch 12 is before 1990")
