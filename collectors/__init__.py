@@ -35,7 +35,7 @@ _LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align
          "read_linklog": ("linklog", "read"),
          "read_mac": ("macparquet", "read"), "read_pcap": ("pcap", "read"),
          "TcpAnalysis": ("tcp", "TcpAnalysis"), "analyze_tcp": ("tcp", "analyze_tcp"),
-         "read_ucc": ("ucc", "read")}
+         "read_ucc": ("ucc", "read"), "check_table_shape": ("_tabular", "check_table_shape")}
 _SUBMODULES = {"align", "callrecords", "csvmap", "gnettrack", "icellspeed", "iperf3", "linklog", "macparquet",
                "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
 
@@ -59,7 +59,7 @@ sys.modules[__name__].__class__ = _Package
 __all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "read_linklog",
            "read_ucc", "read_gnettrack", "read_icellspeed", "read_iperf3", "read_throughput_trace",
            "read_transfers", "read_xcal", "read_csv", "read_mac", "read_callrecords", "align",
-           "estimate_clock_offset", "READERS", "reader_names"]
+           "estimate_clock_offset", "check_table_shape", "READERS", "reader_names"]
 
 # name -> module, in sniffing order (most specific first; the generic CSV reader last,
 # and only when a mapping is given)
@@ -93,6 +93,8 @@ def read(path, format: str | None = None, **kw):
         raise AirlinkError(f"{path}: no such file")
     if path.is_dir():
         raise AirlinkError(f"{path}: is a directory")
+    if not path.is_file():          # a FIFO or a device: reading it could block or never end
+        raise AirlinkError(f"{path}: not a regular file")
     if format is not None:
         if format not in READERS:
             raise AirlinkError(f"unknown format {format!r} (one of {', '.join(READERS)})")

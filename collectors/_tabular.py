@@ -22,6 +22,60 @@ def head_text(path, n=8192) -> str:
     return raw.decode("utf-8", "replace")
 
 
+def check_table_shape(path, chunk_bytes: int = 1 << 20) -> None:
+    """Refuse a text table with a line longer than :data:`~airlink.traces.bounds.MAX_LINE_BYTES`
+    or a header of more than :data:`~airlink.traces.bounds.MAX_COLUMNS` columns, naming the
+    file and the line, before a parser builds it (one pass over the bytes, a chunk at a
+    time). Compressed files are left to their reader."""
+    from airlink.traces.bounds import MAX_COLUMNS, MAX_LINE_BYTES
+    if str(path).lower().endswith(".gz"):
+        return
+    line, start, offset = 1, 0, 0          # file line and byte offset where the current line began
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(chunk_bytes)
+            if not chunk:
+                break
+            ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10) + offset
+            if line == 1 and (ends.size or offset + len(chunk) > MAX_LINE_BYTES):
+                first = chunk[: (ends[0] - offset) if ends.size else len(chunk)]
+                cols = 1 + max(first.count(b","), first.count(b"\t"), first.count(b";"))
+                if cols > MAX_COLUMNS:
+                    raise FormatError(f"{path}: line 1: more than {MAX_COLUMNS} columns "
+                                      f"({cols} in its first {len(first)} bytes)")
+            bounds = np.concatenate([[start], ends + 1]) if ends.size else np.array([start])
+            if ends.size:
+                longest = int(np.argmax(np.diff(bounds)))
+                if bounds[longest + 1] - bounds[longest] > MAX_LINE_BYTES:
+                    raise FormatError(f"{path}: line {line + longest}: longer than {MAX_LINE_BYTES} bytes")
+                line += ends.size
+                start = int(ends[-1]) + 1
+            offset += len(chunk)
+            if offset - start > MAX_LINE_BYTES:
+                raise FormatError(f"{path}: line {line}: longer than {MAX_LINE_BYTES} bytes")
+
+
+def check_log_times(seconds, lines, path, column: str = "timestamp", place: str = "line") -> None:
+    """Refuse log times (Unix seconds, float) outside the plausible window - NaN, before
+    :data:`~airlink.traces.bounds.EARLIEST_LOG_TIME_S` (1990) or more than
+    :data:`~airlink.traces.bounds.FUTURE_SLACK_S` past now - naming the file, the line
+    (``lines[k]`` is the file line of value ``k``; ``place="row"`` when they are data rows)
+    and the value, before a grid is built on them."""
+    import time
+
+    from airlink.traces.bounds import EARLIEST_LOG_TIME_S, FUTURE_SLACK_S
+    ts = np.asarray(seconds, dtype=np.float64)
+    latest = time.time() + FUTURE_SLACK_S
+    bad = ~((ts >= EARLIEST_LOG_TIME_S) & (ts <= latest))
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        v = ts[k]
+        why = ("is not a number" if not np.isfinite(v) else
+               "is before 1990" if v < EARLIEST_LOG_TIME_S else "is more than a day in the future")
+        raise FormatError(f"{path}: {place} {int(np.asarray(lines)[k])}: {column} {v:.17g} {why} "
+                          f"({int(bad.sum())} such value(s))")
+
+
 def header_columns(path) -> list:
     """Column names of a CSV/TSV file's first line ([] when it is not one)."""
     text = head_text(path)

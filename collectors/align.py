@@ -27,10 +27,12 @@ A bin whose rows are all NaN in a column is NaN in that column.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 
+from airlink.traces.bounds import MAX_GRID_POINTS, RESOLUTION, check_budget
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration
 
@@ -77,6 +79,7 @@ def _resolution_float_ns(resolution) -> float:
             raise AirlinkError(f"resolution {resolution!r}: expected a duration such as 100ms or 1s") from None
     if not np.isfinite(ns) or ns <= 0:
         raise AirlinkError(f"resolution must be positive, got {resolution!r}")
+    RESOLUTION.check(Fraction(ns) / 10**9)     # exact: 1000 ns is 1 us
     return ns
 
 
@@ -260,6 +263,12 @@ def to_grid(frame: pd.DataFrame, *, resolution="1s", how=None, by=None, gaps: st
             raise AirlinkError(f"{source}: no column {k!r} to split by (columns: {', '.join(map(str, data.columns[:25]))})")
     ok = ~t.isna()
     data = data.loc[ok].reset_index(drop=True)
+    if ok.any():        # the grid's size, before any bin is computed or allocated
+        span_ns = float(t[ok].max().value) - float(t[ok].min().value)
+        series = max(1, len(data[keys].drop_duplicates())) if keys else 1
+        check_budget((span_ns / res + 1) * series, MAX_GRID_POINTS,
+                     f"{source}: resolution {res / 1e9:g} s over {span_ns / 1e9:.6g} s"
+                     + (f" and {series} series" if series > 1 else "") + " needs", "grid points")
     b = bin_of(t[ok].asi8, res, org)
     lo = int(b.min()) if b.size else None
     hi = int(b.max()) if b.size else None

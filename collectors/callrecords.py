@@ -17,7 +17,7 @@ import pandas as pd
 from airlink.traces.errors import FormatError
 from airlink.traces.schema import validate
 
-from ._tabular import MISSING, header_columns, parse_times, sep_of
+from ._tabular import MISSING, check_table_shape, head_text, header_columns, parse_times, sep_of
 
 NAME = "callrecords"
 START = ("start", "start_time", "begin", "setup", "start_s")
@@ -45,7 +45,13 @@ def why_not(path) -> str:
 def read(path, *, resolution_s: int = 1, tz=None) -> pd.DataFrame:
     """Active sessions per sector per second from call records (see module notes)."""
     path = Path(path)
-    raw = pd.read_csv(path, sep=sep_of(path), na_values=MISSING, engine="python")
+    if not head_text(path):
+        raise FormatError(f"{path}: not a text file (call records are a CSV/TSV table)")
+    check_table_shape(path)
+    try:
+        raw = pd.read_csv(path, sep=sep_of(path), na_values=MISSING, engine="python")
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise FormatError(f"{path}: cannot parse as CSV ({str(exc).splitlines()[0]})") from None
     cols = list(raw.columns)
     s_c, e_c, k_c = _pick(cols, START), _pick(cols, END), _pick(cols, SECTOR)
     if not (s_c and e_c and k_c):

@@ -42,7 +42,7 @@ from airlink.traces.errors import AirlinkError, FormatError
 from airlink.traces.schema import KINDS, validate
 from airlink.traces.yamlfile import error_key_path, error_message, read_yaml_mapping
 
-from ._tabular import MISSING, finish, header_columns, numbers, parse_times, require_columns, sep_of, unit_factor
+from ._tabular import MISSING, check_table_shape, finish, header_columns, numbers, parse_times, require_columns, sep_of, unit_factor
 
 NAME = "csv"
 
@@ -140,6 +140,7 @@ def read(path, *, mapping=None) -> pd.DataFrame:
         raise AirlinkError(f"{path}: the generic CSV reader needs a column mapping (a YAML file or dict naming the time and value columns)")
     cols, tspec = m.columns, m.time
     tcol = tspec.column
+    check_table_shape(path)
     try:
         raw = pd.read_csv(path, sep=m.sep or sep_of(path), na_values=MISSING + list(m.missing),
                           keep_default_na=True, engine="python" if m.sep is None else "c",

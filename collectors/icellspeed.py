@@ -28,7 +28,7 @@ import pandas as pd
 from airlink.traces.errors import FormatError
 from airlink.traces.schema import validate
 
-from ._tabular import MISSING, header_columns, numbers, require_columns
+from ._tabular import MISSING, check_log_times, check_table_shape, header_columns, numbers, require_columns
 
 NAME = "icellspeed"
 CARRIERS = ["pcell", "scell_1", "scell_2", "scell_3"]
@@ -47,6 +47,7 @@ def why_not(path) -> str:
 def read(path, *, throughput_unit: str | None = None) -> pd.DataFrame:
     """Read one iCellSpeed CSV (static or driving layout) into a per-carrier ``mac`` frame."""
     path = Path(path)
+    check_table_shape(path)
     try:
         raw = pd.read_csv(path, na_values=MISSING)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
@@ -73,7 +74,9 @@ def read(path, *, throughput_unit: str | None = None) -> pd.DataFrame:
         raise FormatError(f"{path}: throughput median {med:g} is not plausible in bit/s "
                           f"(pass throughput_unit='Mbit/s')")
     thr_bps = thr * (1e6 if unit == "Mbit/s" else 1.0)
-    t = pd.to_datetime(num("seconds_since_epoch") * 1e9, unit="ns", utc=True)
+    seconds = num("seconds_since_epoch")
+    check_log_times(seconds.to_numpy(), np.arange(len(seconds)) + 1, path, "seconds_since_epoch", place="row")
+    t = pd.to_datetime(seconds * 1e9, unit="ns", utc=True)
     parts = []
     for c in carriers:
         def col(suffix, scale=1.0):

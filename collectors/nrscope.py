@@ -52,7 +52,7 @@ import pandas as pd
 from airlink.traces.errors import AirlinkError, FormatError
 from airlink.traces.schema import validate
 
-from ._tabular import header_columns
+from ._tabular import check_log_times, check_table_shape, header_columns
 
 NAME = "nrscope"
 SIGNATURE = {"system_frame_index", "slot_index", "rnti", "transport_block_size", "dci_format"}
@@ -97,6 +97,7 @@ def read(path, *, subcarrier_spacing_khz: int | None = None) -> pd.DataFrame:
     slot length in seconds as ``"num/den"`` (the capacity-trace TTI of this log).
     """
     path = Path(path)
+    check_table_shape(path)
     try:
         raw = pd.read_csv(path, dtype=str, skip_blank_lines=False, keep_default_na=False)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
@@ -136,6 +137,7 @@ def read(path, *, subcarrier_spacing_khz: int | None = None) -> pd.DataFrame:
     wrap = FRAMES_PER_WRAP * spf
     residue = (num["system_frame_index"].to_numpy(np.int64) * spf + num["slot_index"].to_numpy(np.int64))
     ts = num["timestamp"].to_numpy(float)
+    check_log_times(ts, line.to_numpy(), path)
     # elapsed slots since the first row by the decoding clock, then the nearest slot with
     # the row's residue: absolute = residue + wrap * round((m0 + elapsed - residue) / wrap)
     elapsed = (ts - ts[0]) / float(slot_s)

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from airlink.traces.bounds import RESOLUTION
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration
 
@@ -322,12 +323,12 @@ def _f(x):
 
 def _resolution_s(resolution) -> float:
     try:
-        r = float(parse_duration(resolution))
+        exact = parse_duration(resolution)
     except AirlinkError:
         raise AirlinkError(f"resolution {resolution!r}: expected a duration such as 100ms or 1s") from None
-    if r <= 0:
+    if exact <= 0:
         raise AirlinkError(f"resolution must be positive, got {resolution!r}")
-    return r
+    return float(RESOLUTION.check(exact))
 
 
 def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,

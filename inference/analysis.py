@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError
 
 from .results import BacklogReport, FairnessReport, JitterReport
@@ -77,6 +78,8 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
     {"lag_s": [...], "nmi": [...]}`` (the scan whose peak is the table's ``peak_nmi``).
     """
     factors = list(factors)
+    for bound, value in ((B.BINS, bins), (B.SURROGATES, surrogates), (B.BOOTSTRAP, bootstrap), (B.SEED, seed)):
+        bound.check(value)
     frame = _framed(frame, resolution, time_column, by, [target, *factors])
     if not factors:
         raise AirlinkError("give at least one factor")
@@ -84,11 +87,18 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
     n_per_user = frame.shape[0] // max(len(users_of(frame)), 1)
     D = max(0, min(_max_lag_samples(max_lag, period), max(n_per_user - 2, 0)))
     series = pooled_series(frame, [target] + factors, user=user, gap=D)
+    n = len(series[target])
+    B.check_budget((surrogates + bootstrap + 1) * n * (2 * D + 1) * len(factors), B.MAX_NMI_WORK,
+                   f"(surrogates {surrogates} + bootstrap {bootstrap} + 1) x {n} samples x {2 * D + 1} lags x "
+                   f"{len(factors)} factor(s) make", "histogram updates")
     x = discretize(series[target], bins=bins, binning=binning)
     rows, scans = [], {}
     sample_period = period if np.isfinite(period) else None
     for k, f in enumerate(factors):
         y = discretize(series[f], bins=bins, binning=binning)
+        B.check_budget(x.n_levels * y.n_levels, B.MAX_JOINT_BINS,
+                       f"binning {binning!r}: {target} in {x.n_levels} and {f} in {y.n_levels} levels need",
+                       "joint-histogram cells")
         scan = lag_scan(x, y, max_lag=D, normalization=normalization, sample_period=sample_period)
         if curves:
             scans[f] = {"lag_s": [float(v) for v in scan.lag_s], "nmi": [float(v) for v in scan.values.to_numpy()]}

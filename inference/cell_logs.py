@@ -31,6 +31,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
+from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError, SchemaError
 from airlink.traces.units import parse_duration
 
@@ -121,6 +122,8 @@ def analyze_cell(frame: pd.DataFrame, *, window="1s", tti=None, cell_prbs: int |
         cell_prbs = int((f["prb_start"] + f["prbs"]).max()) if "prb_start" in f.columns else int(f["prbs"].max())
     s0 = int(f["_slot"].min())
     n_slots = int(f["_slot"].max()) - s0 + 1
+    B.check_budget(n_slots, B.MAX_GRID_POINTS, f"{src}: {float(n_slots * tti_s):.6g} s of "
+                   f"{float(tti_s) * 1000:g} ms slots need", "slots (a damaged timestamp?)")
     f["_rel"] = f["_slot"] - s0
     f["_win"] = f["_rel"] // per_win
     retx = f["retransmission"].astype(bool) if "retransmission" in f.columns else pd.Series(False, index=f.index)

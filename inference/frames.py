@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from airlink.collectors import check_table_shape
 from airlink.collectors.align import TIME_COLUMNS, time_of, to_grid
 from airlink.traces.errors import AirlinkError
 
@@ -57,6 +58,7 @@ def read_table(path) -> pd.DataFrame:
         if path.suffix.lower() in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
         elif path.suffix.lower() in (".csv", ".txt", ".gz"):
+            check_table_shape(path)
             frame = pd.read_csv(path, na_values=["None", "-", ""])
         else:
             raise AirlinkError(f"{path}: unknown frame format {path.suffix!r} (use .parquet or .csv)")

@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from airlink.traces.atomic import atomic_path, commit, partial_path, write_text
+from airlink.traces.bounds import CELL_UES, SEED
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_rate, parse_size
 
@@ -136,8 +137,9 @@ class CellShell:
             sched_spec = cfg["scheduler"]
         self.scheduler = make_scheduler(sched_spec, cfg)
         cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else _scheduler_name(self.scheduler)
-        cfg["seed"] = int(seed)
+        cfg["seed"] = int(SEED.check(seed))
         self.n_users, self.n_subchannels = _validate(cfg)
+        CELL_UES.check(self.n_users)             # one namespace, veth pair and queue per UE
         from airlink.sim.step import parse_cfg_tti
         self.tti = parse_cfg_tti(cfg["tti"])
         if not Fraction(1, 2000) <= self.tti <= Fraction(1, 100):

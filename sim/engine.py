@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.traces import Trace, parse_duration
+from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError
 from airlink.traces.yamlfile import read_yaml_mapping
 
@@ -136,12 +137,12 @@ def _load_object(spec: str):
     mod, sep, attr = spec.partition(":")
     if not sep:
         mod, _, attr = spec.rpartition(".")
-    if not mod:
+    if not mod or mod.startswith(".") or not attr:      # a relative or empty name imports nothing
         raise AirlinkError(f"unknown scheduler {spec!r} (one of {', '.join(schedulers)}, "
-                           "or a dotted path to your class)")
+                           "or a dotted path to your class, package.module:Class)")
     try:
         return getattr(importlib.import_module(mod), attr)
-    except (ImportError, AttributeError) as exc:
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:
         raise AirlinkError(f"cannot load scheduler {spec!r}: {exc}") from None
 
 
@@ -209,7 +210,7 @@ def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progres
         sched_spec = cfg["scheduler"]
     scheduler = make_scheduler(sched_spec, cfg)
     cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else _scheduler_name(scheduler)
-    cfg["seed"] = int(seed)
+    cfg["seed"] = int(B.SEED.check(seed))
     return _run(cfg, scheduler, progress)
 
 
@@ -219,6 +220,11 @@ _NUMERIC_LISTS = ("snr_db", "speed_kmh", "traffic_rate_bps", "packet_bytes", "di
 
 def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+#: parameters with a declared range (:mod:`airlink.traces.bounds`), checked by :func:`_validate`
+_BOUNDED = (B.USERS, B.SUBCHANNELS, B.BUFFER_PACKETS, B.CSI_DELAY_TTI, B.PF_WINDOW, B.LAMBDA, B.HARQ_MAX_TX,
+            B.HARQ_RING, B.CHUNK_ELEMENTS, B.LA_INTERVAL, B.N_OSCILLATORS)
 
 
 def _validate(cfg):
@@ -232,6 +238,11 @@ def _validate(cfg):
                 raise AirlinkError(f"{key}: expected a number or a list of numbers, got {value!r}")
         elif _is_number(default) and not _is_number(value):
             raise AirlinkError(f"{key}: expected a number, got {value!r}")
+    for bound in _BOUNDED:
+        if cfg.get(bound.name) is not None:
+            bound.check(cfg[bound.name])
+    if cfg.get("seed") is not None:
+        B.SEED.check(cfg["seed"])
     n_u, n_c = int(cfg["n_users"]), int(cfg["n_subchannels"])
     if n_u < 1 or n_c < 1:
         raise AirlinkError("n_users and n_subchannels must be at least 1")
@@ -241,21 +252,31 @@ def _validate(cfg):
         raise AirlinkError("harq_feedback_tti must not be negative")
     if float(cfg["la_olla_step_db"]) <= 0 or float(cfg["la_olla_max_db"]) < 0:
         raise AirlinkError("la_olla_step_db must be positive and la_olla_max_db not negative")
+    B.check_budget(n_u * n_c, B.MAX_USER_SUBCHANNELS, f"{n_u} users x {n_c} subchannels make",
+                   "SINR values per TTI")
     if int(cfg["csi_delay_tti"]) < 0:
         raise AirlinkError("csi_delay_tti must not be negative")
     if cfg["link_adaptation"] not in LINK_ADAPTATION:
         raise AirlinkError(f"unknown link_adaptation {cfg['link_adaptation']!r} "
                            f"(one of {', '.join(LINK_ADAPTATION)})")
-    if not 0 < float(cfg["pf_a"]) <= 1:
-        raise AirlinkError("pf_a must be in (0, 1]")
+    B.PF_A.check(cfg["pf_a"])
+    speeds = cfg["speed_kmh"] if isinstance(cfg["speed_kmh"], (list, tuple, np.ndarray)) else [cfg["speed_kmh"]]
+    for v in speeds:
+        B.SPEED_KMH.check(v)
     return n_u, n_c
 
 
 def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
     n_u, n_c = _validate(cfg)
-    tti = parse_cfg_tti(cfg["tti"])
+    tti = B.TTI.check(parse_cfg_tti(cfg["tti"]))
     tti_s = float(tti)
+    B.SIM_DURATION.check(parse_duration(cfg["duration"]))
     n_tti = n_tti_of(cfg)
+    if cfg["mac_log"]:
+        B.check_budget(n_tti * n_u, B.MAX_LOGGED_USER_TTIS,
+                       f"{n_tti} TTIs x {n_u} users with the MAC log make", "user-TTIs (mac_log=False keeps "
+                       f"only the capacity: at most {B.MAX_USER_TTIS:.3g})")
+    B.check_budget(n_tti * n_u, B.MAX_USER_TTIS, f"{n_tti} TTIs x {n_u} users make", "user-TTIs")
     cfg["tti"] = f"{tti.numerator}/{tti.denominator}s" if tti.denominator != 1000 else f"{tti.numerator}ms"
     cfg["duration"] = f"{float(parse_duration(cfg['duration'])):g}s"
     radio = Radio(cfg, scheduler, n_users=n_u, n_subchannels=n_c, n_tti=n_tti)

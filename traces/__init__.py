@@ -45,11 +45,13 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY, submodules=("mahimahi", "cell
 def detect_format(path, fmt: str | None = None) -> str:
     """``mahimahi``, ``parquet`` or ``linklog`` for ``path``: the given one, else by
     extension (``.parquet``/``.pq``; ``.log``), else by content."""
+    p = Path(path)
+    if p.exists() and not p.is_file():      # a FIFO or a device would block the sniffing, or never end
+        raise AirlinkError(f"{p}: {'is a directory' if p.is_dir() else 'not a regular file'}")
     if fmt:
         if fmt not in TRACE_FORMATS + ("linklog",):
             raise AirlinkError(f"unknown trace format {fmt!r} (one of mahimahi, parquet, linklog)")
         return fmt
-    p = Path(path)
     if p.suffix.lower() in (".parquet", ".pq"):
         return "parquet"
     if p.exists():

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .bounds import MAX_MAHIMAHI_OPPORTUNITIES, OPPORTUNITY_BYTES, check_budget
 from .errors import FormatError
 from .trace import Trace
 from .units import DEFAULT_OPPORTUNITY_BYTES
@@ -96,8 +97,7 @@ def read_trace(path, opportunity_bytes: int = DEFAULT_OPPORTUNITY_BYTES) -> Trac
 def trace_from_timestamps(values, opportunity_bytes: int = DEFAULT_OPPORTUNITY_BYTES,
                           source: str = "mahimahi") -> Trace:
     """A capacity Trace from Mahimahi opportunity timestamps (see the module notes)."""
-    if opportunity_bytes <= 0:
-        raise FormatError("opportunity size must be a positive number of bytes")
+    OPPORTUNITY_BYTES.check(opportunity_bytes)
     values = np.asarray(values, dtype=np.int64)
     period = int(values[-1])
     if period > MAX_PERIOD_MS:
@@ -115,11 +115,16 @@ def trace_from_timestamps(values, opportunity_bytes: int = DEFAULT_OPPORTUNITY_B
 def opportunities_per_ms(trace: Trace, user=None,
                          opportunity_bytes: int = DEFAULT_OPPORTUNITY_BYTES) -> np.ndarray:
     """Opportunities in each millisecond of ``trace`` by the running reserve (int64 array)."""
+    OPPORTUNITY_BYTES.check(opportunity_bytes)
     col = trace.column(user if user is not None else trace.users[0])
     one = Trace(col, trace.tti, ["1"], trace.unit)
     n_ms = int(np.ceil(float(one.duration * 1000) - 1e-9))
     if n_ms <= 0:
         raise FormatError("trace is empty: nothing to write")
+    check_budget(n_ms, MAX_PERIOD_MS, f"a Mahimahi trace of {float(one.duration):g} s has a period of", "ms")
+    check_budget(float(col.sum()) / opportunity_bytes, MAX_MAHIMAHI_OPPORTUNITIES,
+                 f"{float(col.sum()):.3g} bytes in opportunities of {opportunity_bytes} bytes need",
+                 "lines of Mahimahi trace")
     cum = _cumulative_at_ms(col, one.tti, n_ms)
     total = float(col.sum())
     cum[-1] = total  # the last partial millisecond ends the trace

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from .bounds import MAX_TRACE_TTIS, RATE_BPS, TTI, check_budget
 from .errors import AirlinkError, FormatError
 from .units import parse_tti
 
@@ -80,7 +81,7 @@ class Trace:
             raise AirlinkError(f"{len(self.users)} user names for {v.shape[1]} columns")
         if self.unit not in UNITS:
             raise AirlinkError(f"unknown trace unit {self.unit!r} (one of {', '.join(UNITS)})")
-        if self.unit == "bytes" and v.size and (np.isnan(v).any() or (v < 0).any()):
+        if self.unit == "bytes" and v.size and not (np.isfinite(v).all() and (v >= 0).all()):
             raise AirlinkError("capacity must be finite and non-negative in every TTI")
         self.meta = dict(self.meta)
         self.meta.setdefault("airlink_version", _version())
@@ -201,14 +202,63 @@ class Trace:
         raw = (table.schema.metadata or {}).get(_META_KEY)
         if raw is None:
             raise FormatError(f"{path}: Parquet file has no airlink trace metadata")
+        header = _trace_header(path, raw)
+        tti, users = header["tti"], header["users"]
+        missing = [f"user_{u}" for u in users if f"user_{u}" not in table.column_names]
+        if missing:
+            raise FormatError(f"{path}: metadata users: no column {missing[0]!r} in the file")
+        if users:
+            check_budget(table.num_rows * len(users), MAX_TRACE_TTIS, f"{path}: {table.num_rows} TTIs x "
+                         f"{len(users)} users make", "values")
+        try:
+            values = np.column_stack([table.column(f"user_{u}").to_numpy(zero_copy_only=False).astype(np.float64)
+                                      for u in users]) if users else np.zeros((table.num_rows, 0))
+        except (ValueError, TypeError):
+            raise FormatError(f"{path}: a user column does not hold numbers") from None
+        if header["unit"] == "bytes" and values.size:
+            # at most RATE_BPS.hi in every TTI (a finite, non-negative number of bytes)
+            most = float(RATE_BPS.hi * tti / 8)
+            bad = ~(np.isfinite(values) & (values >= 0) & (values <= most))
+            if bad.any():
+                row, col = map(int, np.argwhere(bad)[0])
+                raise FormatError(f"{path}: user_{users[col]} row {row + 1}: capacity {float(values[row, col]):g} bytes "
+                                  f"per TTI is not between 0 and {most:.3g} (a rate of {RATE_BPS.hi:.3g} bit/s)")
+        return cls(values, tti, users, header["unit"], header["meta"])
+
+
+def _trace_header(path: Path, raw: bytes) -> dict:
+    """The checked ``airlink`` metadata of a Parquet trace: ``kind`` "trace", ``tti_s`` an
+    exact "num/den" seconds within :data:`~airlink.traces.bounds.TTI`, ``users`` a list of
+    names, ``unit`` one of :data:`UNITS`, ``meta`` a mapping. A damaged field is a
+    FormatError naming the file and the field."""
+    try:
         header = json.loads(raw)
-        if header.get("kind") != "trace":
-            raise FormatError(f"{path}: holds an airlink {header.get('kind')!r}, not a trace")
-        num, den = header["tti_s"].split("/")
-        users = header["users"]
-        values = np.column_stack([table.column(f"user_{u}").to_numpy() for u in users]) \
-            if users else np.zeros((table.num_rows, 0))
-        return cls(values, Fraction(int(num), int(den)), users, header["unit"], header.get("meta", {}))
+    except (ValueError, RecursionError):
+        raise FormatError(f"{path}: airlink metadata is not valid JSON") from None
+    if not isinstance(header, dict):
+        raise FormatError(f"{path}: airlink metadata: expected a JSON object, got {type(header).__name__}")
+    if header.get("kind") != "trace":
+        raise FormatError(f"{path}: holds an airlink {header.get('kind')!r}, not a trace")
+    text = header.get("tti_s")
+    num, sep, den = text.partition("/") if isinstance(text, str) else ("", "", "")
+    if not (sep and num.strip().isdigit() and den.strip().isdigit() and len(text) <= 40):
+        raise FormatError(f"{path}: metadata tti_s: expected exact seconds as 'num/den' (got {text!r})")
+    if int(den) == 0:
+        raise FormatError(f"{path}: metadata tti_s: zero denominator (got {text!r})")
+    tti = Fraction(int(num), int(den))
+    why = TTI.problem(tti)
+    if why is not None:
+        raise FormatError(f"{path}: metadata tti_s: {why}")
+    users = header.get("users")
+    if not isinstance(users, list) or not all(isinstance(u, (str, int)) and not isinstance(u, bool)
+                                              for u in users):
+        raise FormatError(f"{path}: metadata users: expected a list of user names (got {users!r:.60})")
+    if header.get("unit") not in UNITS:
+        raise FormatError(f"{path}: metadata unit: expected one of {', '.join(UNITS)} (got {header.get('unit')!r:.40})")
+    meta = header.get("meta", {})
+    if not isinstance(meta, dict):
+        raise FormatError(f"{path}: metadata meta: expected a mapping (got {type(meta).__name__})")
+    return {"tti": tti, "users": [str(u) for u in users], "unit": header["unit"], "meta": meta}
 
 
 def _jsonable(obj: Any):
@@ -236,8 +286,10 @@ def constant(rate_bps: float, duration_s, tti="1ms", users: Sequence[str] | None
         raise AirlinkError("rate must be non-negative")
     if n <= 0:
         raise AirlinkError("duration must hold at least one TTI")
-    per_tti = float(Fraction(rate_bps).limit_denominator(10**6) * tti / 8)
     users = list(users) if users else ["1"]
+    check_budget(n * len(users), MAX_TRACE_TTIS,
+                 f"duration {float(duration_s):g} s at a TTI of {float(tti) * 1000:g} ms needs", "TTIs")
+    per_tti = float(Fraction(rate_bps).limit_denominator(10**6) * tti / 8)
     vals = np.full((n, len(users)), per_tti)
     return Trace(vals, tti, users, "bytes",
                  {"source": "constant", "parameters": {"rate_bps": rate_bps,

@@ -36,6 +36,13 @@ _SIZE_UNITS = {
 }
 
 
+def _finite(value, what: str):
+    """A number given as a number (not text): refused when NaN or infinite."""
+    if isinstance(value, bool) or not math.isfinite(value):
+        raise AirlinkError(f"cannot read {what} {value!r}: expected a finite number")
+    return value
+
+
 def _split(text: str, what: str) -> tuple[str, str]:
     m = re.fullmatch(r"\s*" + _NUM + r"\s*([A-Za-z/]*)\s*", str(text))
     if not m:
@@ -51,13 +58,16 @@ def parse_rate(text, default_unit: str = "bps") -> float:
     Byte rates are rejected on purpose: ``MBps`` is a common typo for ``Mbps``.
     """
     if isinstance(text, (int, float)):
-        return float(text) * _RATE_UNITS[default_unit]
+        return float(_finite(text, "rate")) * _RATE_UNITS[default_unit]
     num, unit = _split(text, "rate")
     unit = unit or default_unit
     if unit not in _RATE_UNITS:
         raise AirlinkError(
             f"cannot read rate {text!r}: unknown unit {unit!r} (use bps, kbps, Mbps or Gbps)")
-    return float(num) * _RATE_UNITS[unit]
+    value = float(num) * _RATE_UNITS[unit]
+    if not math.isfinite(value):
+        raise AirlinkError(f"cannot read rate {text!r}: the number is out of range")
+    return value
 
 
 def parse_duration(text, default_unit: str = "s") -> Fraction:
@@ -65,7 +75,7 @@ def parse_duration(text, default_unit: str = "s") -> Fraction:
     if isinstance(text, Fraction):
         return text
     if isinstance(text, (int, float)):
-        return Fraction(str(text)) * _DURATION_UNITS[default_unit]
+        return Fraction(str(_finite(text, "duration"))) * _DURATION_UNITS[default_unit]
     num, unit = _split(text, "duration")
     unit = unit or default_unit
     if unit not in _DURATION_UNITS:
@@ -77,12 +87,15 @@ def parse_duration(text, default_unit: str = "s") -> Fraction:
 def parse_size(text, default_unit: str = "b") -> int:
     """Size in bytes from ``1500``, ``64KB``, ``16KiB``, ``1MB``."""
     if isinstance(text, (int, float)):
-        return int(text * _SIZE_UNITS[default_unit])
+        return int(_finite(text, "size") * _SIZE_UNITS[default_unit])
     num, unit = _split(text, "size")
     unit = unit or default_unit
     if unit not in _SIZE_UNITS:
         raise AirlinkError(f"cannot read size {text!r}: unknown unit {unit!r} (use B, KB, KiB, MB)")
-    return int(round(float(num) * _SIZE_UNITS[unit]))
+    value = float(num) * _SIZE_UNITS[unit]
+    if not math.isfinite(value):
+        raise AirlinkError(f"cannot read size {text!r}: the number is out of range")
+    return int(round(value))
 
 
 def snap_fraction(value, rel_tol: float = 5e-4, max_den: int = 10**6) -> Fraction:

@@ -84,7 +84,11 @@ def main(argv=None) -> int:
         from airlink.cli._shellargs import split_command
         argv, command = split_command(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    from airlink.cli._common import OptionError
+    try:
+        args = parser.parse_args(argv)
+    except OptionError as exc:       # a bounded option's value: one line, as argparse's own exit status
+        return error(str(exc))
     if command is not None:
         args.cmd = command
     if not getattr(args, "func", None):

@@ -1,11 +1,19 @@
-"""Helpers shared by the subcommands: JSON output and argument types."""
+"""Helpers shared by the subcommands: JSON output, argument types and bounded options."""
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
+from airlink.traces.bounds import Bound
 from airlink.traces.errors import AirlinkError
+
+
+class OptionError(AirlinkError):
+    """A command-line value refused while the arguments are parsed; :func:`airlink.cli.main`
+    prints it as one line ``airlink: error: --option: ...`` (status 2). Not a ValueError, so
+    argparse passes it on instead of printing its usage."""
 
 
 def print_json(obj) -> None:
@@ -40,3 +48,91 @@ def add_parser(sub, name: str, help: str, description: str, example: str) -> arg
     from airlink.cli import Formatter
     return sub.add_parser(name, help=help, description=description, formatter_class=Formatter,
                           epilog="example:\n  " + example.strip().replace("\n", "\n  "))
+
+
+_BARE_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _number(text: str, integer: bool):
+    """A number typed on the command line: a whole number for ``integer`` options (``1e3``
+    is 1000), else any float (NaN and infinities are left to the range check)."""
+    text = str(text).strip()
+    if integer:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            value = float(text)
+        except ValueError:
+            raise AirlinkError(f"expected a whole number (got {text[:40]!r})") from None
+        if value.is_integer():
+            return int(value)
+        return value                 # the range check says it is not whole
+    try:
+        return float(text)
+    except ValueError:
+        raise AirlinkError(f"expected a number (got {text[:40]!r})") from None
+
+
+def with_unit(parse, example: str, what: str = "duration"):
+    """``parse`` (e.g. :func:`airlink.traces.parse_duration`) refusing a bare number: a
+    duration or rate on the command line carries its unit (``10s``, ``48Mbps``)."""
+    def convert(text):
+        if _BARE_NUMBER.fullmatch(str(text)):
+            raise AirlinkError(f"give a {what} with a unit (e.g. {example}), not a bare number "
+                               f"(got {str(text).strip()!r})")
+        return parse(text)
+    convert.__name__ = getattr(parse, "__name__", "value")
+    convert.needs_unit = True
+    return convert
+
+
+def bounded(parser, *flags, bound: Bound, parse=None, keep_text: bool = False, **kwargs):
+    """Declare a numeric option (or positional) with its range, in one place.
+
+    ``bound`` is the parameter's declared range (:mod:`airlink.traces.bounds`, shared with
+    the library and the experiment spec); ``parse`` turns the text into the value in
+    ``bound``'s unit (default: a whole number for integer bounds, else a float). A value that
+    does not parse, lies outside the range, is NaN or infinite is refused while parsing with
+    ``airlink: error: --opportunity-bytes: must be between 1 and 65535 (got 0)``, exit 2.
+    The range is appended to the help text. String defaults are parsed (and checked) too.
+    ``keep_text``: the option's value is the text as typed (``"200ms"``), checked, for a
+    library call that takes the text.
+    """
+    label = next((f for f in flags if f.startswith("--")), None) or kwargs.get("metavar") or flags[0].upper()
+
+    def convert(text):
+        try:
+            value = parse(text) if parse is not None else _number(text, bound.integer)
+        except AirlinkError as exc:
+            raise OptionError(f"{label}: {exc}") from None
+        why = bound.problem(value)
+        if why is not None:
+            raise OptionError(f"{label}: {why}")
+        if keep_text:
+            return str(text).strip()
+        return int(value) if bound.integer else value
+
+    convert.__name__ = bound.name
+    if kwargs.get("help") and kwargs["help"] != argparse.SUPPRESS:
+        kwargs["help"] = f"{kwargs['help']}; {bound.describe()}"
+    action = parser.add_argument(*flags, type=convert, **kwargs)
+    action.bound = bound                  # the declaration, for --help tools and the option fuzzer
+    action.needs_unit = parse is not None and getattr(parse, "needs_unit", False)
+    action.parses_text = parse is not None       # its own parser (sizes round to whole bytes)
+    return action
+
+
+def parse_sets(items) -> dict:
+    """``--set NAME=VALUE`` options (``airlink run``, ``simulate``, ``cell``) -> ``{NAME: value}``,
+    the value read as YAML by airlink's one YAML reader; a malformed item, broken YAML, a
+    refused tag or an alias bomb is one error line naming the item."""
+    from airlink.traces.yamlfile import load_yaml_text
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise AirlinkError(f"--set {item!r}: expected NAME=VALUE")
+        out[name.strip()] = load_yaml_text(value, f"--set {item[:60]!r}")
+    return out

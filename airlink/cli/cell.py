@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser
+from airlink.cli._common import add_parser, bounded, with_unit
+from airlink.traces import bounds as B
+from airlink.traces.units import parse_duration, parse_size, parse_tti
 
 EXAMPLE = """\
 sudo airlink cell --preset imt-advanced --scheduler pf --users 4 --seed 1 \\
@@ -31,10 +33,12 @@ def register(sub):
     p.add_argument("--config", type=Path, action="append", default=[],
                    help="YAML file of parameter overrides (repeatable; later wins)")
     p.add_argument("--scheduler", help="rr, maxcir, pf, lambda, backlog, mcpfs, or package.module:Class")
-    p.add_argument("--users", type=int, help="number of UEs (default: the preset's)")
-    p.add_argument("--seed", type=int, default=0, help="radio seed: channel and draws as `airlink simulate`'s")
-    p.add_argument("--tti", help="TTI length, 0.5 to 10 ms (default: the preset's)")
-    p.add_argument("--duration", help="stop after this long (e.g. 30s); default: when every CMD exited")
+    bounded(p, "--users", bound=B.CELL_UES, help="number of UEs (default: the preset's)")
+    bounded(p, "--seed", bound=B.SEED, default=0, help="radio seed: channel and draws as `airlink simulate`'s")
+    bounded(p, "--tti", bound=B.TTI, parse=parse_tti, keep_text=True,
+            help="TTI length, 0.5 to 10 ms (default: the preset's)")
+    bounded(p, "--duration", bound=B.SIM_DURATION, parse=with_unit(parse_duration, "30s or 500ms"), keep_text=True,
+            help="stop after this long (e.g. 30s); default: when every CMD exited")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                    help="any preset parameter, value in YAML syntax (e.g. --set n_subchannels=50)")
     p.add_argument("--queue", choices=["droptail", "drophead", "infinite"], default="droptail",
@@ -46,10 +50,11 @@ def register(sub):
                         "default unconstrained")
     p.add_argument("--mac-log", type=Path, metavar="FILE", help="per-TTI Parquet MAC log of the live run")
     p.add_argument("--log-dir", type=Path, metavar="DIR", help="Mahimahi-format logs ue<N>.down.log (and .up.log)")
-    p.add_argument("--warmup", metavar="BYTES",
-                   help="start the TTI clock only when every UE has this much queued (e.g. 300KB)")
-    p.add_argument("--late-after", metavar="DURATION",
-                   help="lateness from which a TTI counts as late (default half a TTI)")
+    bounded(p, "--warmup", metavar="BYTES", bound=B.WARMUP_BYTES, parse=parse_size, keep_text=True,
+            help="start the TTI clock only when every UE has this much queued (e.g. 300KB)")
+    bounded(p, "--late-after", metavar="DURATION", bound=B.WINDOW, keep_text=True,
+            parse=lambda text: parse_duration(text, "ms"),
+            help="lateness from which a TTI counts as late (default half a TTI)")
     p.add_argument("--realtime", action="store_true",
                    help="run the shell's TTI loop under the real-time policy SCHED_RR instead of "
                         "niceness -10 (fewer late TTIs on a busy machine; takes CPU from everything else)")
@@ -58,7 +63,7 @@ def register(sub):
 
 
 def run(args) -> int:
-    from airlink.cli.simulate import parse_sets
+    from airlink.cli._common import parse_sets
     from airlink.replay.cell import CellShell
     from airlink.sim.engine import read_parameter_file
     overrides = {}

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, print_json
+from airlink.cli._common import add_parser, bounded, print_json, with_unit
+from airlink.traces import bounds as B
+from airlink.traces.units import parse_duration
 from airlink.rundir import FrameStreamWriter, write_json
 
 # Dictionary encoding only where it pays (addresses, direction, flow, protocol, ports): tried
@@ -42,12 +44,13 @@ def register(sub):
     p.add_argument("--format", help="reader to use instead of sniffing (pcap, iperf3, ucc, gnettrack, "
                                     "icellspeed, nrscope, xcal, transfers, throughput-trace, linklog, "
                                     "mac-parquet, callrecords, csv)")
-    p.add_argument("--resolution", default="1s", help="time-series step for TCP analysis (default 1s)")
+    bounded(p, "--resolution", bound=B.RESOLUTION, parse=with_unit(parse_duration, "100ms or 1s"), keep_text=True,
+            default="1s", help="time-series step for TCP analysis (default 1s)")
     p.add_argument("--mapping", type=Path, help="YAML column mapping for the generic CSV reader")
     p.add_argument("--salvage", action="store_true",
                    help="keep the packets before a damaged place in a capture instead of failing")
     p.add_argument("--no-packets", action="store_true", help="do not write the per-packet frame")
-    p.add_argument("--max-packets", type=int, default=MAX_PACKETS, metavar="N",
+    bounded(p, "--max-packets", bound=B.MAX_PACKETS, default=MAX_PACKETS, metavar="N",
                    help="analyse at most about N packets at a time: a bigger capture is counted "
                         "flow by flow in a first pass, then analysed in a second one - each flow "
                         "bigger than N through time in chunks, the others in groups of about N "
@@ -83,6 +86,8 @@ def cmd_collect(args) -> int:
     for path in args.files:
         if not path.exists():
             raise AirlinkError(f"{path}: no such file")
+        if not path.is_file():          # a FIFO or a device would block the sniffing, or never end
+            raise AirlinkError(f"{path}: {'is a directory' if path.is_dir() else 'not a regular file'}")
         stem = _stem(path)
         while stem in used:
             stem += "_"
@@ -93,8 +98,6 @@ def cmd_collect(args) -> int:
             fmt = "pcap"
         if fmt == "pcap":
             # the analysis reads narrow columns straight from the capture (no packets frame)
-            if args.max_packets < 1:
-                raise AirlinkError(f"--max-packets must be at least 1, got {args.max_packets}")
             # the packets frame, when asked for, is written in a second pass over the capture,
             # in a thread started as soon as the flows are numbered: it runs while the
             # analysis does (both spend most of their time in C and numpy, without the GIL)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser
+from airlink.cli._common import add_parser, bounded
+from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError
 
 
@@ -17,7 +18,7 @@ def register(sub):
         "sudo airlink delay 20 -- ping -c 5 $AIRLINK_BASE\n"
         "sudo airlink delay 10 airlink link down.trace -- sh -c 'iperf3 -c $AIRLINK_BASE -R'\n"
         "sudo airlink delay --trace delays.csv -- curl http://$AIRLINK_BASE:8000/")
-    p.add_argument("ms", nargs="?", type=float, metavar="MS", help="one-way delay in milliseconds")
+    bounded(p, "ms", nargs="?", metavar="MS", bound=B.DELAY_MS, help="one-way delay in milliseconds")
     p.add_argument("--trace", type=Path, metavar="DELAYS.csv", help="delay series (time_ms,delay_ms)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary at exit")
     p.set_defaults(func=run, cmd=[])
@@ -27,6 +28,4 @@ def run(args) -> int:
     from airlink.replay import DelayShell
     if (args.ms is None) == (args.trace is None):
         raise AirlinkError("give a delay in ms or --trace DELAYS.csv (one of them)")
-    if args.ms is not None and not args.ms >= 0:
-        raise AirlinkError(f"delay must be a non-negative number of ms, got {args.ms:g}")
     return DelayShell(args.ms, series=args.trace).run(args.cmd or None, stats_path=args.stats)

@@ -5,7 +5,17 @@ import math
 import sys
 from pathlib import Path
 
-from airlink.cli._common import add_parser, print_json
+from airlink.cli._common import add_parser, bounded, print_json, with_unit
+from airlink.traces import bounds as B
+
+
+def _duration(text):
+    from airlink.traces import parse_duration
+    return parse_duration(text)
+
+
+#: a duration option's text: with its unit (a bare number could mean seconds or samples)
+DURATION = with_unit(_duration, "10s or 200ms")
 
 
 def register(sub):
@@ -35,17 +45,18 @@ def register(sub):
     n.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
     n.add_argument("--target", required=True, help="column being explained (X)")
     n.add_argument("--factor", action="append", required=True, help="candidate factor column (Y); repeat")
-    n.add_argument("--max-lag", default="60s", help="largest |lag|: a duration (60s) or samples (600); default 60s")
-    n.add_argument("--bins", type=int, default=16, help="bins per series (default 16)")
+    bounded(n, "--max-lag", bound=B.MAX_LAG, parse=DURATION, keep_text=True, default="60s",
+            help="largest |lag|, a duration (default 60s)")
+    bounded(n, "--bins", bound=B.BINS, default=16, help="bins per series (default 16)")
     n.add_argument("--binning", choices=["uniform", "quantile", "levels"], default="uniform",
                    help="uniform: equal-width over the observed range (default); integer series with "
                         "at most --bins levels keep their levels")
     n.add_argument("--normalization", default="x",
                    help="x (the paper's, by H(target)), y, arithmetic, geometric, min, max, joint, none")
-    n.add_argument("--surrogates", type=int, default=100, help="surrogates for the p-value (0: off; default 100)")
-    n.add_argument("--bootstrap", type=int, default=100, help="bootstrap resamples for the interval (default 100)")
+    bounded(n, "--surrogates", bound=B.SURROGATES, default=100, help="surrogates for the p-value (0: off; default 100)")
+    bounded(n, "--bootstrap", bound=B.BOOTSTRAP, default=100, help="bootstrap resamples for the interval (default 100)")
     n.add_argument("--user", help="analyse one user of a per-user frame (default: all users pooled)")
-    n.add_argument("--seed", type=int, default=0)
+    bounded(n, "--seed", bound=B.SEED, default=0, help="seed of the surrogates and resamples (default 0)")
     n.add_argument("--json", action="store_true", help="print a JSON list, one object per factor")
     _grid_options(n)
     n.set_defaults(func=cmd_nmi)
@@ -58,7 +69,7 @@ def register(sub):
     f.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
     f.add_argument("--rate", help="throughput column (default: assigned_rate_bps, served_bytes, tbs_bps, ...)")
     f.add_argument("--resource", help="resource column (default: subchannels or prbs)")
-    f.add_argument("--window", help="also per window of this length, e.g. 1s")
+    bounded(f, "--window", bound=B.WINDOW, parse=DURATION, keep_text=True, help="also per window of this length, e.g. 1s")
     f.add_argument("--json", action="store_true")
     _grid_options(f)
     f.set_defaults(func=cmd_fairness)
@@ -73,10 +84,10 @@ def register(sub):
     b.add_argument("--backlog", default="backlog_bytes")
     b.add_argument("--channel", help="channel quality column (default sinr_reported_db, sinr_db, snr_db, cqi, ...)")
     b.add_argument("--sending", help="sending-rate column (sending_rate_bps, or arrivals_bytes per sample)")
-    b.add_argument("--window", default="1s", help="window for the rate curve (default 1s)")
-    b.add_argument("--max-lag", default="2s")
-    b.add_argument("--bins", type=int, default=16)
-    b.add_argument("--surrogates", type=int, default=100)
+    bounded(b, "--window", bound=B.WINDOW, parse=DURATION, keep_text=True, default="1s", help="window for the rate curve (default 1s)")
+    bounded(b, "--max-lag", bound=B.MAX_LAG, parse=DURATION, keep_text=True, default="2s", help="largest |lag| (default 2s)")
+    bounded(b, "--bins", bound=B.BINS, default=16, help="bins per series (default 16)")
+    bounded(b, "--surrogates", bound=B.SURROGATES, default=100, help="surrogates for the p-values (default 100)")
     b.add_argument("--json", action="store_true")
     _grid_options(b)
     b.set_defaults(func=cmd_backlog)
@@ -115,7 +126,7 @@ def register(sub):
 
 def _grid_options(p):
     g = p.add_argument_group("time grid (every FRAME is put on one regular grid before any analysis)")
-    g.add_argument("--resolution", help="grid step, e.g. 1s or 20ms (default: the median spacing of the "
+    bounded(g, "--resolution", bound=B.RESOLUTION, parse=DURATION, keep_text=True, help="grid step, e.g. 1s or 20ms (default: the median spacing of the "
                                         "FRAME's timestamps); rows in one step are summed (bytes, counts), "
                                         "averaged (dB, rates) or the last kept (states, ids); steps with "
                                         "no row stay missing")
@@ -144,15 +155,6 @@ def _grid_line(frame) -> str:
             f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}")
 
 
-def _max_lag(text: str):
-    text = str(text).strip()
-    if text.replace(".", "", 1).isdigit():
-        from airlink.traces import AirlinkError
-        raise AirlinkError(f"--max-lag {text}: give a duration with a unit (e.g. 10s or 200ms), "
-                           "not a bare number of samples")
-    return text
-
-
 def _fmt(v, spec=".3f"):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -162,7 +164,7 @@ def _fmt(v, spec=".3f"):
 def cmd_nmi(args) -> int:
     from airlink import inference as inf
     frame = _read(args, args.target, *args.factor)
-    table = inf.rank_factors(frame, target=args.target, factors=args.factor, max_lag=_max_lag(args.max_lag),
+    table = inf.rank_factors(frame, target=args.target, factors=args.factor, max_lag=args.max_lag,
                              bins=args.bins, binning=args.binning, normalization=args.normalization,
                              surrogates=args.surrogates, bootstrap=args.bootstrap, user=args.user,
                              seed=args.seed, progress=sys.stderr.isatty())
@@ -215,7 +217,7 @@ def cmd_backlog(args) -> int:
     frame = _read(args, args.rate, args.backlog, args.channel, args.sending)
     rep = inf.backlog_dependence(frame, rate=args.rate, backlog=args.backlog, channel=args.channel,
                                  sending=args.sending, bins=args.bins, window=args.window,
-                                 max_lag=_max_lag(args.max_lag), surrogates=args.surrogates)
+                                 max_lag=args.max_lag, surrogates=args.surrogates)
     if args.json:
         print_json(rep.to_dict())
         return 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from airlink.cli._common import add_parser, print_json, typed
+from airlink.cli._common import add_parser, bounded, print_json, with_unit
+from airlink.traces import bounds as B
 
 
 def register(isub):
@@ -28,10 +29,10 @@ def register(isub):
     c.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, mac-parquet")
     c.add_argument("--direction", choices=["downlink", "uplink"], default="downlink",
                    help="DCIs to analyse (downlink)")
-    c.add_argument("--window", type=typed(parse_duration), default="1s",
-                   help="window for active users, Jain's index and utilisation (1s)")
-    c.add_argument("--cell-prbs", type=int, help="PRBs of the carrier (default: the highest PRB allocated)")
-    c.add_argument("--top", type=int, default=10, help="users listed, busiest first (10)")
+    bounded(c, "--window", bound=B.WINDOW, parse=with_unit(parse_duration, "1s or 500ms"), default="1s",
+            help="window for active users, Jain's index and utilisation (1s)")
+    bounded(c, "--cell-prbs", bound=B.CELL_PRBS, help="PRBs of the carrier (default: the highest PRB allocated)")
+    bounded(c, "--top", bound=B.TOP, default=10, help="users listed, busiest first (10)")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=cmd_cell)
 
@@ -44,9 +45,6 @@ def cmd_cell(args) -> int:
     from airlink import collectors as C
     from airlink.collectors.nrscope import select_direction
     from airlink.inference.cell_logs import analyze_cell
-    from airlink.traces import AirlinkError
-    if args.cell_prbs is not None and args.cell_prbs <= 0:
-        raise AirlinkError(f"cell PRBs must be positive, got {args.cell_prbs}")
     frame = C.read(args.log, format=args.format)
     frame = select_direction(frame, args.direction)
     res = analyze_cell(frame, window=args.window, cell_prbs=args.cell_prbs, source=str(args.log))

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser
+from airlink.cli._common import add_parser, bounded
+from airlink.traces import bounds as B
 
 QUEUES = ["infinite", "droptail", "drophead", "codel", "pie"]
 
@@ -36,7 +37,7 @@ def register(sub):
         p.add_argument(f"--{d}-log", type=Path, metavar="FILE", help=f"mm-link format log of the {d}")
         p.add_argument(f"--{d}-tti-log", type=Path, metavar="FILE",
                        help=f"per-TTI Parquet log of the {d} (capacity, served, backlog, drops)")
-    p.add_argument("--opportunity-bytes", type=int, default=1500,
+    bounded(p, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=1500,
                    help="bytes per line of a Mahimahi trace (1500)")
     p.add_argument("--stats", type=Path, metavar="FILE",
                    help="write a JSON summary (per-direction counters, kernel drops) at exit")

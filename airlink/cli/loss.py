@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser
+from airlink.cli._common import add_parser, bounded
+from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError
 
 
@@ -17,9 +18,9 @@ def register(sub):
         "sudo airlink loss downlink 0.01 -- curl -o /dev/null http://$AIRLINK_BASE:8000/big\n"
         "sudo airlink loss uplink --gilbert 0.01,0.3 -- iperf3 -c $AIRLINK_BASE")
     p.add_argument("direction", choices=["uplink", "downlink"])
-    p.add_argument("rate", nargs="?", type=float, metavar="RATE", help="loss probability, 0..1")
+    bounded(p, "rate", nargs="?", metavar="RATE", bound=B.PROBABILITY, help="loss probability")
     p.add_argument("--gilbert", metavar="P_GB,P_BG[,LOSS_G,LOSS_B]", help="bursty loss instead of RATE")
-    p.add_argument("--seed", type=int, help="seed of the loss coin (default: random)")
+    bounded(p, "--seed", bound=B.SEED, help="seed of the loss coin (default: random)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary at exit")
     p.set_defaults(func=run, cmd=[])
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, print_json
+from airlink.cli._common import add_parser, parse_sets, print_json
 
 
 def register(sub):
@@ -39,21 +39,9 @@ def register(sub):
     p.set_defaults(func=cmd_run)
 
 
-def _overrides(args) -> dict:
-    import yaml
-    from airlink.traces import AirlinkError
-    out = {}
-    for item in args.set:
-        if "=" not in item:
-            raise AirlinkError(f"--set {item!r}: expected KEY=VALUE")
-        key, value = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
-    return out
-
-
 def cmd_run(args) -> int:
     from airlink.experiment import load_experiment, run_experiment
-    overrides = _overrides(args)
+    overrides = parse_sets(args.set)
     exp = load_experiment(args.experiment, overrides=overrides)
     if args.trace:
         if not exp.resolve(args.trace).exists():

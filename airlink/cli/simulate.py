@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, print_json, typed
+from airlink.cli._common import add_parser, bounded, parse_sets, print_json, with_unit
+from airlink.traces import bounds as B
 from airlink.traces import parse_duration
 
 EXAMPLE = """\
@@ -32,20 +33,20 @@ def register(sub):
                    help="YAML file of parameter overrides (repeatable; later wins)")
     p.add_argument("--scheduler", help="rr, maxcir, pf, lambda, backlog, mcpfs, or a dotted path "
                                        "to your class (package.module:Class)")
-    p.add_argument("--lambda", dest="lam", type=float, help="fairness exponent of --scheduler lambda")
-    p.add_argument("--pf-a", type=float, help="PF averaging constant a (EWMA)")
-    p.add_argument("--pf-window", type=int, help="PF averaging window t_a in TTIs (L = min(n, t_a))")
-    p.add_argument("--users", dest="n_users", type=int, help="number of users")
-    p.add_argument("--subchannels", dest="n_subchannels", type=int, help="number of subchannels")
+    bounded(p, "--lambda", dest="lam", bound=B.LAMBDA, help="fairness exponent of --scheduler lambda")
+    bounded(p, "--pf-a", bound=B.PF_A, help="PF averaging constant a (EWMA)")
+    bounded(p, "--pf-window", bound=B.PF_WINDOW, help="PF averaging window t_a in TTIs (L = min(n, t_a))")
+    bounded(p, "--users", dest="n_users", bound=B.USERS, help="number of users")
+    bounded(p, "--subchannels", dest="n_subchannels", bound=B.SUBCHANNELS, help="number of subchannels")
     p.add_argument("--traffic", choices=["full", "cbr", "onoff", "poisson", "trace"])
-    p.add_argument("--buffer", dest="buffer_packets", type=int, help="per-user buffer in packets")
-    p.add_argument("--speed", dest="speed_kmh", type=float, help="speed of every user in km/h")
-    p.add_argument("--csi-delay", dest="csi_delay_tti", type=int, help="CQI feedback delay in TTIs")
+    bounded(p, "--buffer", dest="buffer_packets", bound=B.BUFFER_PACKETS, help="per-user buffer in packets")
+    bounded(p, "--speed", dest="speed_kmh", bound=B.SPEED_KMH, help="speed of every user in km/h")
+    bounded(p, "--csi-delay", dest="csi_delay_tti", bound=B.CSI_DELAY_TTI, help="CQI feedback delay in TTIs")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                    help="any preset parameter, value in YAML syntax (e.g. --set snr_db=[10,0])")
-    p.add_argument("--duration", type=typed(parse_duration), default=None,
-                   help="simulated time (default: the preset's)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    bounded(p, "--duration", bound=B.SIM_DURATION, parse=with_unit(parse_duration, "10s or 500ms"),
+            default=None, help="simulated time (default: the preset's)")
+    bounded(p, "--seed", bound=B.SEED, default=0, help="random seed (default 0)")
     p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
     p.add_argument("--mahimahi", action="store_true", help="also write user<N>.down Mahimahi traces")
     p.add_argument("--no-mac-log", action="store_true",
@@ -54,21 +55,6 @@ def register(sub):
     p.add_argument("--json", action="store_true", help="print summary.json on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_simulate)
-
-
-def parse_sets(items) -> dict:
-    import yaml
-    from airlink.traces.errors import AirlinkError
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise AirlinkError(f"--set {item!r}: expected NAME=VALUE")
-        try:
-            out[name.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise AirlinkError(f"--set {item!r}: value is not valid YAML") from None
-    return out
 
 
 def cmd_simulate(args) -> int:
@@ -94,7 +80,7 @@ def cmd_simulate(args) -> int:
         duration = args.duration
     if duration is None:
         duration = sim.load_preset(args.preset or "quick").get("duration", "10s")
-    seed = int(overrides.pop("seed", args.seed))
+    seed = overrides.pop("seed", args.seed)          # checked by simulate() against its range
     res = sim.simulate(args.preset, seed=seed, duration=duration, progress=not args.no_progress,
                        **overrides)
     out = res.write(args.output, mahimahi=args.mahimahi)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, print_json
+from airlink.cli._common import add_parser, bounded, print_json
+from airlink.traces import bounds as B
 
 
 def register(sub):
@@ -39,9 +40,9 @@ def register(sub):
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 "
                         "(default: start a local cluster)")
-    p.add_argument("--workers", type=int, metavar="N",
+    bounded(p, "--workers", bound=B.WORKERS, metavar="N",
                    help="worker processes of the local cluster (default: one per core, at most one per point)")
-    p.add_argument("--live-slots", type=int, metavar="N",
+    bounded(p, "--live-slots", bound=B.WORKERS, metavar="N",
                    help="live runs one machine carries at once (default: cores // 2, at least 1)")
     p.add_argument("--metric", help="report: the result column to aggregate (default: the sweep file's, "
                                     "else app1.goodput_bps or summary.aggregate_throughput_mbps)")
@@ -66,9 +67,6 @@ def cmd_sweep(args) -> int:
     for flag, value in (("--metric", args.metric), ("--x", args.x), ("--by", args.by)):
         if value is not None:
             raise AirlinkError(f"{flag}: only for `airlink sweep report CAMPAIGN`")
-    for flag, value in (("--workers", args.workers), ("--live-slots", args.live_slots)):
-        if value is not None and value < 1:
-            raise AirlinkError(f"{flag}: must be at least 1, not {value}")
     if args.workers is not None and args.scheduler:
         raise AirlinkError("--workers: the workers are those of the scheduler given by --scheduler")
     from airlink.sweep import load_sweep, run_sweep

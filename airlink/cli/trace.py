@@ -4,9 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink import traces as T
-from airlink.cli._common import add_parser, print_json, typed
+from airlink.cli._common import add_parser, bounded, print_json, with_unit
+from airlink.traces import bounds as B
 
 FORMATS = ["mahimahi", "parquet"]
+DURATION = with_unit(T.parse_duration, "10s or 500ms")
+OPP_HELP = "bytes per Mahimahi opportunity (1500; 1504 matches mm-link's accounting)"
 
 
 def register(sub):
@@ -22,10 +25,10 @@ def register(sub):
                    "airlink trace info ../shared/data/mahimahi-traces/TMobile-LTE-short.down --json")
     q.add_argument("file", type=Path)
     q.add_argument("--format", choices=FORMATS + ["linklog"], help="default: from extension and content")
-    q.add_argument("--opportunity-bytes", type=int, default=T.DEFAULT_OPPORTUNITY_BYTES,
-                   help="bytes per Mahimahi opportunity (1500; 1504 matches mm-link's accounting)")
-    q.add_argument("--window", type=typed(T.parse_duration), default="1s",
-                   help="window for the rate percentiles (default 1s)")
+    bounded(q, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
+            help=OPP_HELP)
+    bounded(q, "--window", bound=B.WINDOW, parse=DURATION, default="1s",
+            help="window for the rate percentiles (default 1s)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=cmd_info)
 
@@ -41,20 +44,22 @@ def register(sub):
     c.add_argument("--from", dest="src_format", choices=FORMATS)
     c.add_argument("--to", dest="dst_format", choices=FORMATS)
     c.add_argument("--user", help="user column to convert (Mahimahi output takes one; default the first)")
-    c.add_argument("--opportunity-bytes", type=int, default=T.DEFAULT_OPPORTUNITY_BYTES,
-                   help="bytes per Mahimahi opportunity (1500; 1504 matches mm-link's accounting)")
+    bounded(c, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
+            help=OPP_HELP)
     c.set_defaults(func=cmd_convert)
 
     k = add_parser(tsub, "constant", "write a constant-rate trace",
                    "A constant-rate link: RATE (e.g. 48Mbps, 500kbps) for --duration at --tti. "
                    "The output format comes from the extension.",
                    "airlink trace constant 48Mbps --duration 10s -o 48mbps.down")
-    k.add_argument("rate", type=typed(T.parse_rate))
-    k.add_argument("--duration", type=typed(T.parse_duration), default="1s",
-                   help="length of the trace before it loops (default 1s)")
-    k.add_argument("--tti", type=typed(T.parse_tti), default="1ms", help="TTI length (default 1ms)")
+    bounded(k, "rate", metavar="RATE", bound=B.RATE_BPS, parse=with_unit(T.parse_rate, "48Mbps or 500kbps", "rate"),
+            help="link rate with its unit")
+    bounded(k, "--duration", bound=B.TRACE_DURATION, parse=DURATION, default="1s",
+            help="length of the trace before it loops (default 1s)")
+    bounded(k, "--tti", bound=B.TTI, parse=T.parse_tti, default="1ms", help="TTI length (default 1ms)")
     k.add_argument("-o", "--output", type=Path, required=True)
-    k.add_argument("--opportunity-bytes", type=int, default=T.DEFAULT_OPPORTUNITY_BYTES)
+    bounded(k, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
+            help=OPP_HELP)
     k.set_defaults(func=cmd_constant)
 
     f = add_parser(tsub, "from-log", "turn a measured radio/MAC log into a capacity trace",
@@ -101,7 +106,7 @@ def register(sub):
     f.add_argument("--user", help="user (RNTI) of a multi-user log, 'busiest' or 'cell'")
     f.add_argument("--time-column", metavar="NAME",
                    help="time column of a plain CSV read without a mapping (epoch seconds or ISO 8601)")
-    f.add_argument("--tti", type=typed(T.parse_tti), help="TTI of the trace (default: from the data)")
+    bounded(f, "--tti", bound=B.TTI, parse=T.parse_tti, help="TTI of the trace (default: from the data)")
     f.add_argument("--direction", choices=["downlink", "uplink"], default="downlink",
                    help="DCIs to use in a per-slot log (downlink)")
     f.add_argument("--gaps", default="hold", metavar="hold|zero|interpolate|error",
@@ -119,9 +124,10 @@ def register(sub):
                    help="one trace per session, written as NAME-s1, NAME-s2, ...: a silence longer than GAP "
                         "(default 60s) ends a session")
     f.add_argument("--compare", metavar="C", help="second column to compare with (mean ratio, offset)")
-    f.add_argument("--max-lag", type=typed(T.parse_duration), default="3s",
-                   help="largest offset searched by --compare (3s)")
-    f.add_argument("--opportunity-bytes", type=int, default=T.DEFAULT_OPPORTUNITY_BYTES)
+    bounded(f, "--max-lag", bound=B.MAX_LAG, parse=DURATION, default="3s",
+            help="largest offset searched by --compare (3s)")
+    bounded(f, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
+            help=OPP_HELP)
     f.add_argument("--json", action="store_true", help="print one JSON object")
     f.set_defaults(func=cmd_from_log)
 
@@ -135,9 +141,10 @@ def register(sub):
     g.add_argument("file", type=Path)
     g.add_argument("-o", "--output", type=Path, required=True, help="image file (.png, .svg, .pdf)")
     g.add_argument("--format", choices=FORMATS + ["linklog"])
-    g.add_argument("--bin", type=typed(T.parse_duration), default=None,
-                   help="bin width (default 100ms for traces, 500ms for logs)")
-    g.add_argument("--opportunity-bytes", type=int, default=T.DEFAULT_OPPORTUNITY_BYTES)
+    bounded(g, "--bin", bound=B.WINDOW, parse=DURATION, default=None,
+            help="bin width (default 100ms for traces, 500ms for logs)")
+    bounded(g, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
+            help=OPP_HELP)
     g.set_defaults(func=cmd_plot)
 
 

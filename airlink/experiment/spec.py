@@ -25,6 +25,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       model_validator)
 
 from airlink.traces import AirlinkError, parse_duration, parse_rate
+from airlink.traces import bounds as B
 from airlink.traces.units import parse_size
 from airlink.traces.yamlfile import error_key_path as _key_path, error_message as _message, read_yaml_mapping
 
@@ -61,6 +62,16 @@ def _check_size(value):
 #: a duration: ``"500ms"``, ``"20s"``, or a number of seconds (kept as ``"<n>s"``)
 Duration = Annotated[Union[str, int, float], AfterValidator(_check_duration)]
 Rate = Annotated[Union[str, int, float], AfterValidator(_check_rate)]
+
+
+def _duration_in(bound):
+    """A :data:`Duration` whose value lies in ``bound``'s range (:mod:`airlink.traces.bounds`)."""
+    def check(value):
+        why = bound.problem(parse_duration(value if isinstance(value, str) else f"{value}s"))
+        if why is not None:
+            raise ValueError(why)
+        return value
+    return Annotated[Duration, AfterValidator(check)]
 Text = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)]
 CC = Literal["reno", "cubic", "bbr"]
 
@@ -77,8 +88,8 @@ class Radio(_Model):
     model_config = ConfigDict(extra="allow")
     preset: str | None = None
     trace: str | None = None
-    seed: int = 0
-    duration: Duration | None = None      # None: the preset's duration
+    seed: B.SEED.annotated(int) = 0
+    duration: _duration_in(B.SIM_DURATION) | None = None      # None: the preset's duration
     user: Text = "1"
 
     @model_validator(mode="after")
@@ -94,13 +105,13 @@ class Radio(_Model):
 
 # ---------------------------------------------------------------------------- shells
 class DelayShell(_Model):
-    ms: float = 0.0
+    ms: B.DELAY_MS.annotated(float) = 0.0
     trace: str | None = None
 
 
 class LossShell(_Model):
-    downlink: float | None = Field(None, ge=0, le=1)
-    uplink: float | None = Field(None, ge=0, le=1)
+    downlink: B.PROBABILITY.annotated(float) | None = None
+    uplink: B.PROBABILITY.annotated(float) | None = None
     gilbert: str | None = None
 
 
@@ -236,16 +247,16 @@ class Cell(_Model):
 
     preset: str | None = None
     scheduler: str | None = None
-    users: int | None = Field(None, ge=1)
-    seed: int = 0
-    tti: Duration | None = None
-    duration: Duration | None = None           # None: until every UE's applications ended
+    users: B.CELL_UES.annotated(int) | None = None
+    seed: B.SEED.annotated(int) = 0
+    tti: _duration_in(B.TTI) | None = None
+    duration: _duration_in(B.SIM_DURATION) | None = None           # None: until every UE's applications ended
     overrides: dict[str, Any] = Field(default_factory=dict, alias="set")
     queue: Literal["droptail", "drophead", "infinite"] = "droptail"
     queue_args: Text | None = None             # None: the preset's buffer_packets packets
     uplink: Text | None = None                 # None: unconstrained; a rate or a trace path
     warmup: Annotated[Union[str, int], AfterValidator(_check_size)] | None = None   # bytes
-    late_after: Duration | None = None         # None: half a TTI
+    late_after: _duration_in(B.WINDOW) | None = None         # None: half a TTI
     realtime: bool = False
     applications: AppList = []
     ues: Annotated[dict[str, AppList], BeforeValidator(
@@ -315,7 +326,7 @@ class Capture(_Model):
 
 
 class Collect(_Model):
-    resolution: Duration = "1s"
+    resolution: _duration_in(B.RESOLUTION) = "1s"
 
 
 class NmiAnalysis(_Model):
@@ -323,21 +334,21 @@ class NmiAnalysis(_Model):
     source: Literal["mac", "tcp"] = "mac"
     target: str
     factors: list[str] = Field(min_length=1)
-    resolution: Duration | None = None
-    max_lag: Duration = "5s"
-    bins: int | None = Field(None, ge=2)
-    seed: int | None = None
+    resolution: _duration_in(B.RESOLUTION) | None = None
+    max_lag: _duration_in(B.MAX_LAG) = "5s"
+    bins: B.BINS.annotated(int) | None = None
+    seed: B.SEED.annotated(int) | None = None
     user: Text | None = None
 
 
 class Infer(_Model):
     """Options of every NMI ranking, with ``airlink infer nmi``'s defaults."""
     enabled: bool = True
-    surrogates: int = Field(100, ge=0)
-    bootstrap: int = Field(100, ge=0)
-    bins: int = Field(16, ge=2)
+    surrogates: B.SURROGATES.annotated(int) = 100
+    bootstrap: B.BOOTSTRAP.annotated(int) = 100
+    bins: B.BINS.annotated(int) = 16
     alpha: float = Field(0.05, gt=0, lt=1)
-    seed: int = 0
+    seed: B.SEED.annotated(int) = 0
     nmi: list[NmiAnalysis] | None = None
 
 

@@ -34,6 +34,7 @@ from typing import Any, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from airlink.traces import AirlinkError
+from airlink.traces import bounds as B
 from airlink.traces.yamlfile import read_yaml_mapping
 
 Scalar = Union[bool, int, float, str]
@@ -60,8 +61,8 @@ class SweepSpec(BaseModel):
     experiment: str
     offline: bool = False
     grid: dict[str, list[Value]] = Field(default_factory=dict)
-    seeds: Optional[list[int]] = None
-    repeat: Optional[int] = Field(default=None, ge=1)
+    seeds: Optional[list[B.SEED.annotated(int)]] = None
+    repeat: Optional[int] = Field(default=None, ge=1, le=B.MAX_SWEEP_POINTS)
     seed_key: str = "radio.seed"
     reports: Optional[bool] = None
     report: ReportSpec = Field(default_factory=ReportSpec)
@@ -93,6 +94,12 @@ class SweepSpec(BaseModel):
                 raise ValueError("seeds: a seed is listed twice")
         if (self.seeds is not None or self.repeat is not None) and self.seed_key in self.grid:
             raise ValueError(f"{self.seed_key} is both in grid and given by seeds/repeat")
+        sizes = [len(v) for v in self.grid.values()] + [len(self.seed_values or [0])]
+        points = 1
+        for n in sizes:
+            points *= n
+        B.check_budget(points, B.MAX_SWEEP_POINTS, "grid: " + " x ".join(map(str, sizes)) + " values make",
+                       "points")
         return self
 
     @property

@@ -114,7 +114,7 @@ def test_cli_text_json_and_errors(shared_data, run_airlink, tmp_path):
     status, _, err = run_airlink("infer", "cell", tmp_path / "absent.csv")
     assert status == 2 and "absent.csv" in err and err.count("\n") == 1
     status, _, err = run_airlink("infer", "cell", path, "--cell-prbs", "0")
-    assert status == 2 and "cell PRBs must be positive" in err
+    assert status == 2 and err == "airlink: error: --cell-prbs: must be between 1 and 1000 (got 0)\n"
     icell = next((shared_data / "icellspeed" / "D1_static").rglob("*.csv"))
     status, _, err = run_airlink("infer", "cell", icell)
     assert status == 2 and err.startswith("airlink: error: ") and icell.name in err and "slot length" in err

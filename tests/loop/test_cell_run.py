@@ -53,7 +53,7 @@ def _with(**changes):
     (_with(cell__queue="red"), "cell.queue: Input should be 'droptail', 'drophead' or 'infinite' (got 'red')"),
     (_with(cell__warmup="lots"), "cell.warmup: cannot read size 'lots'"),
     (_with(cell__tti="ten"), "cell.tti: cannot read duration 'ten'"),
-    (_with(cell__users=0), "cell.users: Input should be greater than or equal to 1"),
+    (_with(cell__users=0), "cell.users: must be between 1 and 64 (got 0)"),
     (_with(cell__quue=1), "cell.quue: unknown key"),
 ])
 def test_bad_cell_sections_name_the_key_path(tmp_path, spec, message):
