@@ -205,6 +205,12 @@ TTI = Bound("tti", Fraction(1, 10**6), 60, unit="s")
 TRACE_DURATION = Bound("duration", 0, 7 * 86400, lo_open=True, unit="s")
 """Length of a constant-rate trace."""
 
+FILL_LIMIT = Bound("fill_limit", 0, 7 * 86400, unit="s")
+"""Longest gap of a rate log that ``trace from-log`` fills by holding or interpolating."""
+
+SESSION_GAP = Bound("session_gap", Fraction(1, 10**6), 7 * 86400, unit="s")
+"""A silence of a rate log longer than this ends a session (``--split-sessions``)."""
+
 RATE_BPS = Bound("rate", 0, 10**13, unit="bit/s")
 """A link rate: up to 10 Tbit/s."""
 

@@ -112,15 +112,16 @@ def register(sub):
     f.add_argument("--gaps", default="hold", metavar="hold|zero|interpolate|error",
                    help="fill of a rate column's gaps after the row's own spacing: hold the rate, zero, "
                         "interpolate to the next row, or error (default hold)")
-    f.add_argument("--fill-limit", type=typed(T.parse_duration), default="10s", metavar="DURATION",
+    bounded(f, "--fill-limit", bound=B.FILL_LIMIT, parse=DURATION, default="10s", metavar="DURATION",
                    help="longest step hold/interpolate fill; the silence of a longer one is zero capacity "
                         "(default 10s)")
     f.add_argument("--start", metavar="WHEN",
                    help="start of the trace: a duration from the log's first row (90s) or a date "
                         "(2019-12-16T11:55:00, UTC unless it names a zone)")
-    f.add_argument("--duration", type=typed(T.parse_duration), metavar="DURATION",
+    bounded(f, "--duration", bound=B.TRACE_DURATION, parse=DURATION, metavar="DURATION",
                    help="length of the trace (default: to the end of the log)")
-    f.add_argument("--split-sessions", nargs="?", const="60s",   # traces.fromlog.DEFAULT_SESSION_GAP type=typed(T.parse_duration), metavar="GAP",
+    bounded(f, "--split-sessions", bound=B.SESSION_GAP, parse=DURATION, nargs="?", metavar="GAP",
+            const="60s",   # traces.fromlog.DEFAULT_SESSION_GAP
                    help="one trace per session, written as NAME-s1, NAME-s2, ...: a silence longer than GAP "
                         "(default 60s) ends a session")
     f.add_argument("--compare", metavar="C", help="second column to compare with (mean ratio, offset)")
