@@ -211,6 +211,21 @@ FILL_LIMIT = Bound("fill_limit", 0, 7 * 86400, unit="s")
 SESSION_GAP = Bound("session_gap", Fraction(1, 10**6), 7 * 86400, unit="s")
 """A silence of a rate log longer than this ends a session (``--split-sessions``)."""
 
+PORT = Bound("port", 1, 65535, integer=True)
+"""A TCP/UDP port."""
+
+RECORD_SECONDS = Bound("seconds", 0, 86400, lo_open=True)
+"""Length in seconds of one phase of ``airlink record`` (light trains, each heavy direction)."""
+
+TRAIN_GAP_MS = Bound("train_gap_ms", 0, 60_000, lo_open=True)
+"""Time in milliseconds between the recorder's packet trains."""
+
+OFFSET_PROBES = Bound("offset_probes", 1, 10_000, integer=True)
+"""Echo probes per packet size when the recorder measures the size offset."""
+
+PEER_TIMEOUT_S = Bound("peer_timeout_s", 0, 3600, lo_open=True)
+"""Silence in seconds after which a recorder counts its server as lost."""
+
 RATE_BPS = Bound("rate", 0, 10**13, unit="bit/s")
 """A link rate: up to 10 Tbit/s."""
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, print_json, typed
+from airlink.cli._common import add_parser, bounded, print_json, typed
+from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError
 
 
@@ -36,24 +37,22 @@ def register(sub):
     p.add_argument("-o", "--output", type=Path, metavar="DIR", help="folder for the traces")
     p.add_argument("--serve", action="store_true", help="be the record server (runs until stopped)")
     p.add_argument("--bind", default="0.0.0.0", metavar="ADDR", help="address the server listens on (all)")
-    p.add_argument("--port", type=int, default=9050, help="TCP and UDP port of the server (9050)")
-    p.add_argument("--seconds", type=float, default=10.0,
-                   help="length of the light phase and of each heavy phase (10)")
+    bounded(p, "--port", bound=B.PORT, default=9050, help="TCP and UDP port of the server (9050)")
+    bounded(p, "--seconds", bound=B.RECORD_SECONDS, default=10.0,
+            help="length of the light phase and of each heavy phase (10)")
     p.add_argument("--train-packets", type=typed(_train_list), default=(10, 40), metavar="N[,N...]",
                    help="train lengths in packets, cycled train by train (10,40)")
-    p.add_argument("--train-gap", type=float, default=200.0, metavar="MS",
-                   help="time between trains in ms; the idle time before a train is half (200)")
-    p.add_argument("--offset-probes", type=int, default=5, help="echo probes per packet size (5)")
-    p.add_argument("--peer-timeout", type=float, default=5.0, metavar="S",
-                   help="seconds without an answer after which the server counts as lost (5)")
+    bounded(p, "--train-gap", bound=B.TRAIN_GAP_MS, default=200.0, metavar="MS",
+            help="time between trains in ms; the idle time before a train is half (200)")
+    bounded(p, "--offset-probes", bound=B.OFFSET_PROBES, default=5, help="echo probes per packet size (5)")
+    bounded(p, "--peer-timeout", bound=B.PEER_TIMEOUT_S, default=5.0, metavar="S",
+            help="seconds without an answer after which the server counts as lost (5)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from airlink.replay import record as rec
-    if not 0 < args.port < 65536:
-        raise AirlinkError(f"--port must be 1..65535, got {args.port}")
     if args.serve:
         if args.host or args.output:
             raise AirlinkError("--serve takes no HOST or --output (it answers a recorder)")
@@ -61,12 +60,6 @@ def run(args) -> int:
         return 0
     if not args.host or not args.output:
         raise AirlinkError("give the record server's HOST and -o DIR (or --serve to be the server)")
-    if not args.seconds > 0:
-        raise AirlinkError(f"--seconds must be positive, got {args.seconds:g}")
-    if not args.train_gap > 0:
-        raise AirlinkError(f"--train-gap must be positive, got {args.train_gap:g}")
-    if args.offset_probes < 1:
-        raise AirlinkError(f"--offset-probes must be at least 1, got {args.offset_probes}")
     summary = rec.record(args.host, args.output, port=args.port, seconds=args.seconds,
                          train_packets=args.train_packets, train_gap_ms=args.train_gap,
                          offset_probes=args.offset_probes, peer_timeout_s=args.peer_timeout,
