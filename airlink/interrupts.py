@@ -50,4 +50,40 @@ def sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["Terminated", "exit_status", "sigterm_as_interrupt"]
+class Held:
+    """The signals :func:`interrupts_held` caught (``signals``); :meth:`raise_pending` raises
+    the first as the interrupt it stands for."""
+
+    def __init__(self):
+        self.signals: list = []
+
+    def raise_pending(self) -> None:
+        if self.signals:
+            first, self.signals = self.signals[0], []
+            raise Terminated() if first == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextlib.contextmanager
+def interrupts_held():
+    """Within the block, SIGINT and SIGTERM are caught and kept (``Held.signals``) instead of
+    interrupting: for steps that must not be cut in half - starting or closing a Dask
+    cluster, whose half-made state otherwise ends in a traceback at exit. The caller raises
+    them with :meth:`Held.raise_pending` where it is safe (or drops them when it is ending
+    anyway). Outside the main thread the block runs unchanged."""
+    held = Held()
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def keep(signum, frame):
+        held.signals.append(signum)
+
+    previous = {s: signal.signal(s, keep) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield held
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+__all__ = ["Held", "Terminated", "exit_status", "interrupts_held", "sigterm_as_interrupt"]

@@ -34,6 +34,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 import uuid
@@ -173,7 +174,10 @@ def _client(scheduler: str | None, workers: int | None, n_tasks: int):
     ``workers`` processes (default: the cores, at most the number of tasks), one thread each
     (a run is CPU-bound Python); its workers die with this process."""
     import logging
+
     from distributed import Client, LocalCluster
+
+    from airlink.interrupts import interrupts_held
     logging.getLogger("distributed").setLevel(logging.ERROR)
     if scheduler:
         try:
@@ -186,16 +190,35 @@ def _client(scheduler: str | None, workers: int | None, n_tasks: int):
             client.close()
         return
     n = workers or max(1, min(os.cpu_count() or 1, n_tasks))
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, # the scheduler's HTTP routes on a free port (not 8787, which a
-                           # lab's own scheduler may hold), without the dashboard
-                           dashboard_address=":0", scheduler_kwargs={"dashboard": False},
-                           preload=["airlink.sweep._worker"], silence_logs=logging.ERROR)
-    client = Client(cluster)
+    # SIGTERM while the cluster starts or closes waits for that step to end (a cluster cut in
+    # half ends in a traceback at exit, distributed's own clean-up). SIGINT is ignored while
+    # the workers start - they inherit that disposition, and Ctrl-C, which reaches the whole
+    # process group, is then the sweep's to handle (it closes the cluster) instead of a
+    # traceback from a worker interrupted while it starts; pressed then, Ctrl-C is lost
+    cluster = client = error = None
+    with interrupts_held() as held:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   # the scheduler's HTTP routes on a free port (not 8787, which a
+                                   # lab's own scheduler may hold), without the dashboard
+                                   dashboard_address=":0", scheduler_kwargs={"dashboard": False},
+                                   preload=["airlink.sweep._worker"], silence_logs=logging.ERROR)
+            client = Client(cluster)
+        except Exception as exc:
+            error = exc
+            if cluster is not None:
+                cluster.close()
+    if error is not None:
+        held.raise_pending()
+        raise error
     try:
+        held.raise_pending()
         yield client
     finally:
-        client.close()
-        cluster.close()
+        with interrupts_held():            # ending anyway: a further interrupt is dropped
+            client.close()
+            cluster.close()
 
 
 def _campaign_or_why(folder: Path) -> str | None:
