@@ -15,7 +15,7 @@ import threading
 
 
 class Terminated(KeyboardInterrupt):
-    """Raised in the main thread by SIGTERM (inside :func:`sigterm_as_interrupt`)."""
+    """Raised in the main thread by SIGTERM (:func:`interrupts_as_exceptions`, :func:`install`)."""
 
     signum = signal.SIGTERM
 
@@ -25,29 +25,56 @@ def exit_status(exc: BaseException) -> int:
     return 128 + int(getattr(exc, "signum", signal.SIGINT))
 
 
+#: a second SIGINT/SIGTERM this soon after the first is the same interrupt arriving twice (the
+#: terminal's Ctrl-C reaches the whole process group, and a shell relays it once more): ignored,
+#: so the clean-up the first started runs to its end; a later one interrupts again
+REPEAT_S = 2.0
+
+
+def _handler():
+    """A SIGINT/SIGTERM handler raising KeyboardInterrupt / :class:`Terminated`, repeats
+    within :data:`REPEAT_S` of the last one raised ignored."""
+    import time
+    last = []
+
+    def handler(signum, frame):
+        now = time.monotonic()
+        if last and now - last[0] < REPEAT_S:
+            return
+        last[:] = [now]
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    return handler
+
+
+def install() -> bool:
+    """For the ``airlink`` process itself (:func:`airlink.cli.entry`): SIGINT and SIGTERM raise
+    as :func:`interrupts_as_exceptions` does, for the rest of the process. False outside the main
+    thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    h = _handler()
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, h)
+    return True
+
+
 @contextlib.contextmanager
-def sigterm_as_interrupt():
-    """Within the block, SIGTERM raises :class:`Terminated` in the main thread - once: a
-    second SIGTERM while the clean-up runs is ignored, so the clean-up finishes. Outside the
-    main thread (where Python cannot set handlers) the block runs unchanged. The earlier
-    handler is restored at the end (the shells install their own forwarding handlers inside
-    and restore this one)."""
+def interrupts_as_exceptions():
+    """Within the block, SIGTERM raises :class:`Terminated` and SIGINT KeyboardInterrupt in the
+    main thread - a repeat within :data:`REPEAT_S` is ignored, so the clean-up finishes.
+    Outside the main thread (where Python cannot set handlers) the block runs unchanged. The
+    earlier handlers are restored at the end (the shells install their own forwarding
+    handlers inside and restore these)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    raised = []
-
-    def handler(signum, frame):
-        if raised:
-            return
-        raised.append(signum)
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, handler)
+    h = _handler()
+    previous = {s: signal.signal(s, h) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, old in previous.items():
+            signal.signal(s, old)
 
 
 class Held:
@@ -86,4 +113,4 @@ def interrupts_held():
             signal.signal(s, h)
 
 
-__all__ = ["Held", "Terminated", "exit_status", "interrupts_held", "sigterm_as_interrupt"]
+__all__ = ["Held", "REPEAT_S", "Terminated", "exit_status", "install", "interrupts_held", "interrupts_as_exceptions"]

@@ -64,11 +64,18 @@ def entry() -> None:
     2M-packet capture) has written and closed every output when it returns, so the process
     ends at once (``os._exit`` after flushing stdout and stderr) instead of tearing the
     interpreter down; main() called in-process never does this."""
+    import signal
+
+    from airlink import interrupts
     try:
+        interrupts.install()
+        # a shell starts an inner airlink shell with these blocked while its interpreter
+        # starts (airlink.replay._nsinit): one that came meanwhile is raised now, and ends
+        # the command like any interrupt
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         status = main()
     except KeyboardInterrupt as exc:     # before or after the command's own handling
-        from airlink.interrupts import exit_status
-        status = exit_status(exc)
+        status = interrupts.exit_status(exc)
     if EXIT_AT_ONCE:
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -108,9 +115,9 @@ def main(argv=None) -> int:
         # `airlink collect` ran 171 cyclic collections (43 ms, mostly while pandas was
         # imported) that freed 1.4k objects, the same 1.4k on a 20M-packet one
         gc.disable()
-    from airlink.interrupts import exit_status, sigterm_as_interrupt
+    from airlink.interrupts import exit_status, interrupts_as_exceptions
     try:
-        with sigterm_as_interrupt():
+        with interrupts_as_exceptions():
             status = args.func(args)
         EXIT_AT_ONCE = bool(getattr(args, "exit_at_once", False))
     except AirlinkError as exc:

@@ -164,8 +164,8 @@ class Runner(LiveStage, InferStage):
         the end (``failed`` after an error, Ctrl-C or SIGTERM - :mod:`airlink.interrupts` -
         with the ``.partial`` files its writers left listed as incomplete). The folder is
         locked for the whole run; :attr:`out` becomes the resolved folder."""
-        from airlink.interrupts import sigterm_as_interrupt
-        with sigterm_as_interrupt():
+        from airlink.interrupts import interrupts_as_exceptions
+        with interrupts_as_exceptions():
             self.folder = rundir.RunFolder.create(self.out, overwrite=self.overwrite)
             self.out = self.folder.path
             status = "failed"

@@ -424,3 +424,46 @@ def test_a_failed_run_lists_its_partial_outputs_and_the_next_overwrite_removes_t
     rf.release()
     assert not (run / "downlink.log.partial").exists()
     assert (run / "notes.partial").read_text() == "the user's"
+
+
+def _inner_shell(outer_pid: int):
+    """The pid of the inner `airlink link` a nested shell started (in the outer one's
+    session: never another test's), or None yet."""
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != outer_pid:
+            try:
+                if os.getsid(int(d)) != outer_pid:
+                    continue
+                argv = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if len(argv) > 2 and argv[1].endswith(b"/airlink") and argv[2] == b"link":
+                return int(d)
+    return None
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("after_s", [0.0, 0.05, 0.3])
+def test_ctrl_c_of_nested_shells_prints_no_traceback(tmp_path, root_netns, after_s):
+    """Ctrl-C (SIGINT to the whole foreground process group) of `airlink delay 10 airlink link
+    ... -- sleep 30`, also while the inner airlink's interpreter is still starting: status 130
+    and no traceback from either."""
+    from airlink.traces import constant, write_trace
+    trace = write_trace(constant(10e6, 1), tmp_path / "c.down", "mahimahi")
+    exe = str(Path(sys.executable).parent / "airlink")
+    p = subprocess.Popen([exe, "delay", "10", exe, "link", str(trace), "--", "sleep", "30"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        give_up = time.monotonic() + 60
+        while _inner_shell(p.pid) is None:
+            assert p.poll() is None and time.monotonic() < give_up, p.stderr.read()
+            time.sleep(0.001)
+        time.sleep(after_s)
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "Fatal Python error" not in err, err
