@@ -16,10 +16,15 @@ interface, so it is declared here once:
   logs use too) and renamed into place, so an interrupted writer never leaves a file under
   the final name (:func:`atomic_path`, :func:`write_frame`, :func:`write_text`,
   :class:`FrameStreamWriter` for row groups).
-* Safety under ``sudo`` - an existing non-empty folder is refused unless ``overwrite`` is
-  given; then only the artifacts the previous manifest lists are removed (anything else in
-  the folder stays). :meth:`RunFolder.give_to_sudo_user` changes the owner of what this run
-  created and of nothing else.
+* Safety under ``sudo`` - the folder is taken by :func:`claim_output` (resolved once,
+  made folder by folder, locked, refused when not empty) - the one way ``run``, ``simulate``,
+  ``collect`` and ``sweep`` take theirs. A non-empty folder is refused unless ``overwrite`` is
+  given and it holds an earlier run's manifest; then only the artifacts that manifest lists
+  are removed, never through a symbolic link (:mod:`airlink.outfolder`). What was in the
+  folder before the run is :attr:`RunFolder.foreign`: never replaced, recorded, given away or
+  removed. :meth:`RunFolder.give_to_sudo_user` changes the owner of what this run created
+  and of nothing else. The manifest names the process that writes it, so a ``running``
+  manifest whose process is gone reads as ``interrupted`` (:func:`run_state`).
 """
 from __future__ import annotations
 
