@@ -140,6 +140,9 @@ class FolderLock:
             fd, self.fd = self.fd, None
             os.close(fd)                    # closing the last descriptor drops the flock
 
+    def __del__(self):
+        self.release()
+
     def __enter__(self):
         return self
 

@@ -210,9 +210,8 @@ class Runner(LiveStage, InferStage):
             self._record(name, status, t0, note)
         self.info["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._write_info()
-        if self.want_report:  # once more, so the page shows the finished run.json
+        if "report.html" in self.folder.artifacts:  # once more, so the page shows the finished run.json
             from airlink.report import write_report
-            self.folder.claim("report.html")
             self.folder.record(write_report(self.out), stage="report")
 
     # -- stage 1: radio ------------------------------------------------------------------

@@ -467,3 +467,37 @@ def test_ctrl_c_of_nested_shells_prints_no_traceback(tmp_path, root_netns, after
             p.wait()
     assert p.returncode == 130, err
     assert "Traceback" not in err and "Fatal Python error" not in err, err
+
+
+def test_ctrl_c_of_a_sweep_prints_no_traceback_and_it_resumes(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group: the sweep and its Dask workers) once the
+    first point is done: status 130, one line saying how to resume, no traceback from the
+    sweep or a worker; the same command then finishes the campaign."""
+    exp = tmp_path / "e.yaml"
+    exp.write_text(f"name: e\n{QUICK}")
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"experiment: {exp}\noffline: true\ngrid: {{radio.seed: [1, 2, 3, 4, 5, 6]}}\n")
+    out = tmp_path / "campaign"
+    p = subprocess.Popen([*AIRLINK, "sweep", str(sweep), "-o", str(out), "--workers", "1"], cwd=REPO,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        give_up = time.monotonic() + 300
+        while not (out / "runs").is_dir() or not list((out / "runs").glob("seed=*")):
+            assert p.poll() is None and time.monotonic() < give_up, p.stderr.read()
+            time.sleep(0.05)
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    if p.returncode == 0:
+        pytest.skip("the sweep finished before the interrupt reached it")
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "interrupted" in err and "the same command resumes" in err
+    r = _airlink("sweep", sweep, "-o", out, "--workers", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    from airlink.sweep import read_campaign
+    frame, _ = read_campaign(out)
+    assert sorted(frame["status"]) == ["done"] * 6
