@@ -31,19 +31,18 @@ def exit_status(exc: BaseException) -> int:
 REPEAT_S = 2.0
 
 
-def _handler():
-    """A SIGINT/SIGTERM handler raising KeyboardInterrupt / :class:`Terminated`, repeats
-    within :data:`REPEAT_S` of the last one raised ignored."""
-    import time
-    last = []
+_last_raised: list = []      # monotonic time of the last interrupt raised, shared by every handler
 
-    def handler(signum, frame):
-        now = time.monotonic()
-        if last and now - last[0] < REPEAT_S:
-            return
-        last[:] = [now]
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-    return handler
+
+def _handler(signum, frame):
+    """SIGINT/SIGTERM: raise KeyboardInterrupt / :class:`Terminated`, unless one was raised
+    less than :data:`REPEAT_S` ago (then the signal is ignored)."""
+    import time
+    now = time.monotonic()
+    if _last_raised and now - _last_raised[0] < REPEAT_S:
+        return
+    _last_raised[:] = [now]
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def install() -> bool:
@@ -52,9 +51,8 @@ def install() -> bool:
     thread."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    h = _handler()
     for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, h)
+        signal.signal(s, _handler)
     return True
 
 
@@ -68,8 +66,7 @@ def interrupts_as_exceptions():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    h = _handler()
-    previous = {s: signal.signal(s, h) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
