@@ -16,10 +16,15 @@ interface, so it is declared here once:
   logs use too) and renamed into place, so an interrupted writer never leaves a file under
   the final name (:func:`atomic_path`, :func:`write_frame`, :func:`write_text`,
   :class:`FrameStreamWriter` for row groups).
-* Safety under ``sudo`` - an existing non-empty folder is refused unless ``overwrite`` is
-  given; then only the artifacts the previous manifest lists are removed (anything else in
-  the folder stays). :meth:`RunFolder.give_to_sudo_user` changes the owner of what this run
-  created and of nothing else.
+* Safety under ``sudo`` - the folder is taken by :func:`claim_output` (resolved once,
+  made folder by folder, locked, refused when not empty) - the one way ``run``, ``simulate``,
+  ``collect`` and ``sweep`` take theirs. A non-empty folder is refused unless ``overwrite`` is
+  given and it holds an earlier run's manifest; then only the artifacts that manifest lists
+  are removed, never through a symbolic link (:mod:`airlink.outfolder`). What was in the
+  folder before the run is :attr:`RunFolder.foreign`: never replaced, recorded, given away or
+  removed. :meth:`RunFolder.give_to_sudo_user` changes the owner of what this run created
+  and of nothing else. The manifest names the process that writes it, so a ``running``
+  manifest whose process is gone reads as ``interrupted`` (:func:`run_state`).
 """
 from __future__ import annotations
 
@@ -31,7 +36,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from airlink.traces.atomic import PARTIAL_SUFFIX, atomic_path, commit, partial_path, write_text
+from airlink.outfolder import (FolderBusyError, FolderLock, FolderNotEmptyError, chown_beneath, is_empty, is_locked,
+                               make_folders, process_gone, process_identity, relative_parts, remove_made,
+                               resolve_output, rmdir_beneath, unlink_beneath, walk_files)
+from airlink.traces.atomic import PARTIAL_SUFFIX, atomic_path, commit, create_partial, partial_path, write_text
 from airlink.traces.errors import AirlinkError
 
 MANIFEST = "manifest.json"
@@ -39,10 +47,6 @@ MANIFEST_FORMAT = "airlink-run/1"
 KIND_KEY = b"airlink.kind"
 PROVENANCE_KEY = b"airlink.provenance"
 STATUSES = ("running", "finished", "failed")
-
-
-class FolderNotEmptyError(AirlinkError):
-    """The output folder of a new run exists and holds files (see :meth:`RunFolder.create`)."""
 
 
 @dataclass(frozen=True)
@@ -296,98 +300,241 @@ def is_complete(folder) -> bool:
 
 
 # ---------------------------------------------------------------------------- the folder
+def run_state(folder) -> str | None:
+    """What the manifest of ``folder`` says, made true: ``finished``, ``failed``, ``running``
+    (its writer still works), ``interrupted`` (the manifest says running, but the process that
+    wrote it is gone - killed, or the machine rebooted) or None (no readable manifest)."""
+    doc = read_manifest(folder)
+    if doc is None:
+        return None
+    status = doc.get("status")
+    if status != "running":
+        return status if status in STATUSES else None
+    gone = process_gone(doc.get("process"))
+    if gone is None:                 # no identity (an older manifest) or another host: the lock tells
+        gone = not is_locked(folder)
+    return "interrupted" if gone else "running"
+
+
+def interrupted_note(folder) -> str | None:
+    """One line saying that the run in ``folder`` was interrupted, or None."""
+    if run_state(folder) != "interrupted":
+        return None
+    pid = ((read_manifest(folder) or {}).get("process") or {}).get("pid")
+    who = f"its process {pid} is gone" if pid else "no process is writing it"
+    return (f"{folder}: the run was interrupted ({MANIFEST} says running but {who}); "
+            "its artifacts are incomplete")
+
+
+def claim_output(path, *, accept=None, busy: str = "another airlink process is writing into this folder"):
+    """The one way a command takes an output folder (``run``, ``simulate``, ``collect``,
+    ``sweep``): resolve ``path`` once (:func:`airlink.outfolder.resolve_output`), make what is
+    missing (remembering what was made), lock it (:class:`~airlink.outfolder.FolderLock`;
+    ``busy`` says why when another process holds it) and refuse it when it is not empty -
+    unless ``accept(folder)`` returns None (else the reason, after "output folder").
+    Returns ``(folder, made, lock)``; on a refusal nothing is left changed."""
+    folder = resolve_output(path)
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise AirlinkError(f"{folder}: exists and is not a folder")
+    made = make_folders(folder)
+    try:
+        lock = FolderLock(folder, busy=busy)
+    except BaseException:
+        remove_made(made)
+        raise
+    try:
+        if not is_empty(folder):
+            why = "exists and is not empty" if accept is None else accept(folder)
+            if why:
+                raise FolderNotEmptyError(f"{folder}: output folder {why}")
+    except BaseException:
+        lock.release()
+        remove_made(made)
+        raise
+    return folder, made, lock
+
+
 class RunFolder:
-    """One run's output folder: creates it (refusing a non-empty one unless ``overwrite``),
-    records what the run writes in ``manifest.json``, and finds artifacts by kind."""
+    """One run's output folder: takes it (:func:`claim_output`: resolved, made, locked,
+    refused when not empty unless ``overwrite`` and it holds an earlier run's manifest),
+    records what the run writes in ``manifest.json``, and finds artifacts by kind.
+
+    What was in the folder before the run (after ``overwrite`` removed the earlier run's
+    artifacts) is :attr:`foreign`: never replaced (:meth:`file`, :meth:`claim`), never
+    recorded, never given to the ``sudo`` user, never removed."""
 
     def __init__(self, path):
-        self.path = Path(path)
-        self.created: list = []        # files and folders this run created (relative paths)
-        self.artifacts: dict = {}      # relative path -> {"kind", "stage"}
+        self.path = resolve_output(path)
+        self.artifacts: dict = {}      # relative path -> {"kind", "stage"[, "complete": False]}
         self.status = "running"
         self.started = utc_now_iso()
+        self.process = process_identity()
+        self.foreign: set = set()      # relative paths of files that were there before the run
+        self.previous: str | None = None   # what the folder held: an earlier run's state
         self._created_abs: list = []   # absolute paths of the folders this run made
+        self._lock: FolderLock | None = None
 
     # -- opening --------------------------------------------------------------------
     @classmethod
-    def create(cls, path, *, overwrite: bool = False) -> "RunFolder":
-        """Make the output folder for a new run. An existing non-empty folder is an error
-        unless ``overwrite``; then the artifacts its manifest lists are removed and every
-        other file stays."""
+    def create(cls, path, *, overwrite: bool = False, manifest: bool = True) -> "RunFolder":
+        """Take the output folder for a new run. A non-empty folder is an error
+        (:class:`FolderNotEmptyError`) unless ``overwrite`` and it holds an earlier run's
+        ``manifest.json``; then the artifacts that manifest lists are removed (never through a
+        symbolic link) and every other file stays. A folder another process is writing is an
+        error (:class:`FolderBusyError`). ``manifest``: write the ``running`` manifest now
+        (a command whose failure should leave no file writes it only at :meth:`finish`)."""
         rf = cls(path)
-        p = rf.path
-        if p.exists() and not p.is_dir():
-            raise AirlinkError(f"{p}: exists and is not a folder")
-        if p.exists() and any(p.iterdir()):
+
+        def accept(folder):
             if not overwrite:
-                raise FolderNotEmptyError(f"{p}: output folder exists and is not empty (choose another "
-                                          "folder, or overwrite the earlier run's artifacts)")
-            rf._remove_previous()
-        rf.mkdir(p)
-        rf.write_manifest()
+                return ("exists and is not empty (choose another folder, or overwrite the earlier "
+                        "run's artifacts)")
+            state = run_state(folder)
+            if state is None:
+                return (f"is not empty and holds no readable {MANIFEST}: not an airlink run folder, "
+                        "so nothing in it is replaced (choose another folder)")
+            rf.previous = state
+            return None
+
+        rf.path, made, rf._lock = claim_output(
+            rf.path, accept=accept, busy="another airlink run is writing into this folder (wait for it "
+                                         "to end, or choose another folder)")
+        rf._created_abs = made
+        try:
+            if rf.previous is not None:
+                rf._remove_previous()
+            rf.foreign = set(walk_files(rf._lock.fd))
+            if manifest:
+                rf.write_manifest()
+        except BaseException:
+            rf.release()
+            raise
         return rf
 
     def _remove_previous(self) -> None:
+        """Remove the artifacts of the earlier run's manifest (entries that are absolute, have
+        ``..`` or lead through a symbolic link name nothing here), their folders when that
+        leaves them empty, the ``.partial`` files of declared artifacts an interrupted run
+        left, and the manifest."""
+        fd = self._lock.fd
         doc = read_manifest(self.path) or {}
-        entries = doc.get("artifacts") or []
         dirs = set()
-        for e in entries:
+        for e in doc.get("artifacts") or []:
             rel = e.get("path") if isinstance(e, dict) else None
-            if not rel or rel.startswith("/") or ".." in Path(rel).parts:
+            parts = relative_parts(rel)
+            if parts is None:
                 continue
-            target = self.path / rel
-            if target.is_file() or target.is_symlink():
-                target.unlink()
-            for parent in Path(rel).parents:
-                if str(parent) != ".":
-                    dirs.add(parent)
-        for d in sorted(dirs, key=lambda x: -len(x.parts)):
-            with contextlib.suppress(OSError):
-                (self.path / d).rmdir()  # only when empty: foreign files keep their folder
-        for stale in self.path.glob(f"**/*{PARTIAL_SUFFIX}"):
-            with contextlib.suppress(OSError):
-                stale.unlink()
-        with contextlib.suppress(OSError):
-            (self.path / MANIFEST).unlink()
+            unlink_beneath(fd, rel)
+            dirs.update("/".join(parts[:k]) for k in range(1, len(parts)))
+        if self.previous == "interrupted":      # killed before it could list its partial files
+            for rel in list(walk_files(fd)):
+                if rel.endswith(PARTIAL_SUFFIX) and declared(rel[:-len(PARTIAL_SUFFIX)]) is not None:
+                    unlink_beneath(fd, rel)
+        for d in sorted(dirs, key=lambda x: -x.count("/")):
+            rmdir_beneath(fd, d)        # only when empty: foreign files keep their folder
+        unlink_beneath(fd, MANIFEST)
+
+    def release(self) -> None:
+        """Let go of the folder's lock (another run may then take it)."""
+        if self._lock is not None:
+            self._lock.release()
+
+    def abandon(self) -> None:
+        """For a command that writes its manifest only when it succeeds (:meth:`create` with
+        ``manifest=False``) and failed: the folders it made stay (given to the sudo user),
+        nothing is listed, the folder is released."""
+        try:
+            self.give_to_sudo_user()
+        finally:
+            self.release()
+
+    @contextlib.contextmanager
+    def writing(self, *, sudo: bool = True):
+        """``with folder.writing(): ...`` - the block's outputs, then :meth:`finish` and (with
+        ``sudo``) :meth:`give_to_sudo_user` when it succeeds, :meth:`abandon` when it raises
+        (what was written is left unlisted; the atomic writers left no complete-looking file)."""
+        try:
+            yield self
+        except BaseException:
+            self.abandon()
+            raise
+        try:
+            self.finish("finished")
+            if sudo:
+                self.give_to_sudo_user()
+        finally:
+            self.release()
 
     # -- making things --------------------------------------------------------------
     def rel(self, path) -> str:
-        return Path(path).resolve().relative_to(self.path.resolve()).as_posix()
+        """``path`` relative to the run folder (POSIX); an AirlinkError when it leads out."""
+        real = resolve_output(path)
+        try:
+            return real.relative_to(self.path).as_posix()
+        except ValueError:
+            raise AirlinkError(f"{path}: not inside the run folder {self.path} (a symbolic link "
+                               "out of it?); airlink writes only inside its run folder") from None
+
+    def claim(self, *names) -> None:
+        """Refuse (AirlinkError) when one of ``names`` (relative paths an artifact will be
+        written under, by this process or a child), or its ``.partial``, was in the folder
+        before the run or leads out of it."""
+        for name in names:
+            p = self.path / name
+            rel = self.rel(p.parent)
+            rel = p.name if rel == "." else f"{rel}/{p.name}"
+            for r in (rel, rel + PARTIAL_SUFFIX):
+                if r in self.foreign:
+                    raise AirlinkError(f"{self.path / r}: was in the run folder before this run (not "
+                                       "airlink's); it is not replaced - move it away or choose "
+                                       "another folder")
 
     def file(self, name) -> Path:
-        """Absolute path of an artifact name (``capture/inside.pcap``); makes its folder."""
+        """Absolute path of an artifact name (``capture/inside.pcap``); makes its folder.
+        Refused when a file of that name was there before the run (:meth:`claim`)."""
         p = self.path / name
         self.mkdir(p.parent)
+        self.claim(name)
         return p
 
     def mkdir(self, folder) -> Path:
-        """Make ``folder`` and its missing parents, remembering each one made (they are this
-        run's, so their owner changes under sudo)."""
+        """Make ``folder`` (inside the run folder) and its missing parents, remembering each
+        one made (they are this run's, so their owner changes under sudo)."""
         folder = Path(folder)
-        if not folder.exists():
-            missing = []
-            q = folder
-            while not q.exists():
-                missing.append(q)
-                q = q.parent
-            folder.mkdir(parents=True, exist_ok=True)
-            self._created_abs += list(reversed(missing))
+        self.rel(folder)
+        self._created_abs += make_folders(resolve_output(folder))
+        self.rel(folder)             # a link put there meanwhile is refused as well
         return folder
 
-    def record(self, path, *, stage: str | None = None, kind: str | None = None) -> Path:
-        """Add an existing file to the manifest (kind and stage from :data:`ARTIFACTS`)."""
+    def record(self, path, *, stage: str | None = None, kind: str | None = None,
+               complete: bool = True) -> Path:
+        """Add a file this run wrote to the manifest (kind and stage from :data:`ARTIFACTS`);
+        ``complete=False`` lists a ``.partial`` file an interrupted writer left. A file that
+        was in the folder before the run is never recorded (AirlinkError)."""
         path = Path(path)
-        rel = self.rel(path)
-        decl = declared(rel)
-        self.artifacts[rel] = {"kind": kind or (decl.kind if decl else "other"),
-                               "stage": stage or (decl.stage if decl else "run")}
+        rel = self.rel(path.parent)
+        rel = path.name if rel == "." else f"{rel}/{path.name}"
+        if rel in self.foreign:
+            raise AirlinkError(f"{self.path / rel}: was in the run folder before this run; not "
+                               "recorded as the run's")
+        decl = declared(rel[:-len(PARTIAL_SUFFIX)] if not complete and rel.endswith(PARTIAL_SUFFIX) else rel)
+        entry = {"kind": kind or (decl.kind if decl else "other"),
+                 "stage": stage or (decl.stage if decl else "run")}
+        if not complete:
+            entry["complete"] = False
+        self.artifacts[rel] = entry
         return path
 
-    def record_tree(self, folder, *, stage: str) -> None:
-        """Record every file under ``folder`` (one this run created)."""
-        for p in sorted(Path(folder).rglob("*")):
-            if p.is_file() and not p.name.endswith(PARTIAL_SUFFIX):
+    def record_if_exists(self, names, *, stage: str) -> list:
+        """Record those of ``names`` (relative paths this run's stage - or a process it started
+        - writes) that exist as files now; returns them."""
+        done = []
+        for name in names:
+            p = self.path / name
+            if p.is_file() and not p.is_symlink():
                 self.record(p, stage=stage)
+                done.append(name)
+        return done
 
     def write_frame(self, name, frame, *, kind: str | None = None, stage: str | None = None,
                     provenance: dict | None = None) -> Path:
@@ -406,26 +553,35 @@ class RunFolder:
 
     @contextlib.contextmanager
     def staging(self, *, stage: str):
-        """A fresh temporary folder inside the run folder for a writer that makes several
-        files at once (the simulator); on success each file is renamed into the run folder
-        and recorded, on error the folder is removed."""
+        """A fresh temporary folder inside the run folder (made exclusively, a name no other
+        file has) for a writer that makes several files at once (the simulator); on success
+        each file is renamed into the run folder and recorded, on error the folder is removed."""
         import shutil
-        tmp = partial_path(self.path / f".{stage}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
+        import tempfile
+        tmp = Path(tempfile.mkdtemp(prefix=f".{stage}-", suffix=PARTIAL_SUFFIX, dir=self.path))
         try:
             yield tmp
             for p in sorted(tmp.rglob("*")):
-                if p.is_file():
+                if p.is_file() and not p.is_symlink():
                     dest = self.file(p.relative_to(tmp))
                     os.replace(p, dest)
                     self.record(dest, stage=stage)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def partial_outputs(self) -> list:
+        """Relative paths of the ``.partial`` files of declared artifacts in the folder now
+        that were not there before the run (what an interrupted writer left)."""
+        if self._lock is None or self._lock.fd is None:
+            return []
+        return [rel for rel in walk_files(self._lock.fd)
+                if rel.endswith(PARTIAL_SUFFIX) and rel not in self.foreign
+                and declared(rel[:-len(PARTIAL_SUFFIX)]) is not None]
+
     # -- the manifest ---------------------------------------------------------------
     def manifest(self) -> dict:
         doc = {"format": MANIFEST_FORMAT, "status": self.status, "started": self.started,
+               "process": self.process,
                "artifacts": [{"path": k, **v} for k, v in sorted(self.artifacts.items())]}
         if self.status != "running":
             doc["ended"] = utc_now_iso()
@@ -435,16 +591,24 @@ class RunFolder:
         write_json(self.path / MANIFEST, self.manifest())
 
     def finish(self, status: str = "finished") -> None:
+        """Write the final manifest (``status``: finished or failed) and release the folder.
+        A failed run lists the ``.partial`` files its writers left, as ``"complete": false``
+        (so they are its own: given to the sudo user, removed by the next ``overwrite``)."""
         if status not in STATUSES:
             raise AirlinkError(f"run status {status!r}: one of {', '.join(STATUSES)}")
         self.status = status
+        if status == "failed":
+            for rel in self.partial_outputs():
+                self.record(self.path / rel, complete=False)
         self.write_manifest()
 
     # -- ownership ------------------------------------------------------------------
     def give_to_sudo_user(self, environ=None) -> list:
         """Under sudo (euid 0 and ``SUDO_UID`` set), give what this run created - the
         folders it made and the artifacts in its manifest - to the user who ran sudo.
-        Files that were in the folder before are never touched. Returns the paths changed."""
+        Files that were in the folder before are never touched; inside the folder, no
+        symbolic link is followed (:func:`airlink.outfolder.chown_beneath`). Returns the
+        paths changed."""
         env = os.environ if environ is None else environ
         uid, gid = env.get("SUDO_UID"), env.get("SUDO_GID")
         if not uid or os.geteuid() != 0:
@@ -453,12 +617,33 @@ class RunFolder:
             uid_i, gid_i = int(uid), int(gid or uid)
         except ValueError:
             return []
-        paths = list(self._created_abs) + [self.path / r for r in self.artifacts] + [self.path / MANIFEST]
         done = []
-        for p in paths:
-            with contextlib.suppress(OSError):
-                os.chown(p, uid_i, gid_i, follow_symlinks=False)
-                done.append(p)
+        fd = self._lock.fd if self._lock is not None else None
+        own_fd = fd is None
+        if own_fd:
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError:
+                return []
+        try:
+            for p in self._created_abs:
+                if p == self.path:
+                    rel = "."
+                elif self.path in p.parents:
+                    rel = p.relative_to(self.path).as_posix()
+                else:                       # a parent of the run folder this run made
+                    with contextlib.suppress(OSError):
+                        os.chown(p, uid_i, gid_i, follow_symlinks=False)
+                        done.append(p)
+                    continue
+                if chown_beneath(fd, rel, uid_i, gid_i):
+                    done.append(p)
+            for rel in [*self.artifacts, MANIFEST]:
+                if rel not in self.foreign and chown_beneath(fd, rel, uid_i, gid_i):
+                    done.append(self.path / rel)
+        finally:
+            if own_fd:
+                os.close(fd)
         return done
 
     # -- finding --------------------------------------------------------------------
@@ -502,7 +687,8 @@ def _order(folder: Path, p: Path) -> tuple:
     return (len(ARTIFACTS), rel)
 
 
-__all__ = ["ARTIFACTS", "Artifact", "FolderNotEmptyError", "MANIFEST", "PARTIAL_SUFFIX", "RunFolder", "FrameStreamWriter",
+__all__ = ["ARTIFACTS", "Artifact", "FolderBusyError", "FolderNotEmptyError", "MANIFEST", "claim_output",
+           "create_partial", "interrupted_note", "run_state", "PARTIAL_SUFFIX", "RunFolder", "FrameStreamWriter",
            "atomic_path", "commit", "declared", "find", "is_complete", "kind_of", "read_manifest",
            "write_frame", "write_json", "write_text", "partial_path", "provenance_of",
            "json_default"]

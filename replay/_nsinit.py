@@ -91,6 +91,12 @@ def _init(cmd, keep_root):
     if pid == 0:
         for s in RELAYED:
             signal.signal(s, signal.SIG_DFL)
+        if keep_root:
+            # CMD is another airlink shell, a Python program: SIGINT or SIGTERM while its
+            # interpreter starts would end it with a traceback. They stay blocked (pending,
+            # not lost) across exec until airlink's entry point unblocks them, ready to end
+            # cleanly (airlink.cli.entry)
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             if not keep_root:
                 _drop_privileges(env)

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from airlink.traces.atomic import atomic_path, commit, partial_path, write_text
+from airlink.traces.atomic import atomic_path, commit, create_partial, write_text
 from airlink.traces.bounds import CELL_UES, SEED
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_rate, parse_size
@@ -413,7 +413,7 @@ class _MacLog:
                     "late_after_us": shell.late_ns // 1000}
             header = json.dumps({"kind": "mac", "meta": meta}, default=str).encode()
             schema = table.schema.with_metadata({b"airlink": header})
-            self._writer = pq.ParquetWriter(partial_path(shell.mac_log), schema)
+            self._writer = pq.ParquetWriter(create_partial(shell.mac_log), schema)
         self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
 
     def close(self, written: bool):

@@ -21,7 +21,7 @@ import random
 from collections import deque
 from pathlib import Path
 
-from airlink.traces.atomic import commit, output_error, partial_path
+from airlink.traces.atomic import commit, create_partial, output_error
 from airlink.traces.errors import AirlinkError, FormatError
 
 from .server import TraceServer
@@ -475,7 +475,7 @@ class TTILogWriter:
                 meta = {"kind": "mac", "tti_s": f"{server.tti.numerator}/{server.tti.denominator}",
                         **self.meta}
                 schema = table.schema.with_metadata({b"airlink": json.dumps(meta, default=str).encode()})
-                self._writer = pq.ParquetWriter(partial_path(self.path), schema)
+                self._writer = pq.ParquetWriter(create_partial(self.path), schema)
             self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
         except OSError as exc:
             self.abort()
@@ -502,7 +502,7 @@ class TTILogWriter:
                 for name in ("capacity_bytes", "served_bytes", "backlog_bytes", "backlog_packets",
                              "drops_packets", "drops_bytes", "arrivals_bytes", "tti"):
                     empty[name] = pa.array([], pa.int64())
-                pq.write_table(pa.table(empty), partial_path(self.path))
+                pq.write_table(pa.table(empty), create_partial(self.path))
             else:
                 self._writer.close()
         except OSError as exc:

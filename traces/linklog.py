@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .atomic import commit, output_error, partial_path
+from .atomic import commit, create_partial, output_error
 from .errors import FormatError
 
 EVENTS = {"#": "opportunity", "+": "arrival", "-": "departure", "d": "drop"}
@@ -152,7 +152,7 @@ class LinkLogWriter:
                  base_ms: int = 0, init_ms: int | None = None, command: str = "", tool: str = "airlink link"):
         self.path = Path(path)
         try:
-            self._f = open(partial_path(self.path), "w", buffering=1 << 16)
+            self._f = open(create_partial(self.path), "w", buffering=1 << 16)
         except OSError as exc:
             raise output_error(self.path, exc, doing="creating the log") from None
         one = _one_line

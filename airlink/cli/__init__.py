@@ -4,7 +4,9 @@ Each module ``airlink/cli/<name>.py`` defines ``register(subparsers)`` which add
 parser and sets ``func`` (called with the parsed arguments, returns an exit status).
 Subcommands only parse arguments and call the public API. Errors caused by input
 (:class:`airlink.traces.AirlinkError`, missing files) print one line
-``airlink: error: ...`` and exit with status 2; no tracebacks.
+``airlink: error: ...`` and exit with status 2; no tracebacks. Ctrl-C and SIGTERM end a
+command the same way (:mod:`airlink.interrupts`: its clean-up runs), with status 130 or 143
+and no traceback.
 """
 from __future__ import annotations
 
@@ -62,7 +64,18 @@ def entry() -> None:
     2M-packet capture) has written and closed every output when it returns, so the process
     ends at once (``os._exit`` after flushing stdout and stderr) instead of tearing the
     interpreter down; main() called in-process never does this."""
-    status = main()
+    import signal
+
+    from airlink import interrupts
+    try:
+        interrupts.install()
+        # a shell starts an inner airlink shell with these blocked while its interpreter
+        # starts (airlink.replay._nsinit): one that came meanwhile is raised now, and ends
+        # the command like any interrupt
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+        status = main()
+    except KeyboardInterrupt as exc:     # before or after the command's own handling
+        status = interrupts.exit_status(exc)
     if EXIT_AT_ONCE:
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -106,8 +119,10 @@ def main(argv=None) -> int:
         # `airlink collect` ran 171 cyclic collections (43 ms, mostly while pandas was
         # imported) that freed 1.4k objects, the same 1.4k on a 20M-packet one
         gc.disable()
+    from airlink.interrupts import exit_status, interrupts_as_exceptions
     try:
-        status = args.func(args)
+        with interrupts_as_exceptions():
+            status = args.func(args)
         EXIT_AT_ONCE = bool(getattr(args, "exit_at_once", False))
     except AirlinkError as exc:
         return error(str(exc))
@@ -118,8 +133,8 @@ def main(argv=None) -> int:
         return error(f"{exc.filename}: permission denied")
     except IsADirectoryError as exc:
         return error(f"{exc.filename}: is a directory")
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        return exit_status(exc)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -136,3 +137,29 @@ def parse_sets(items) -> dict:
             raise AirlinkError(f"--set {item!r}: expected NAME=VALUE")
         out[name.strip()] = load_yaml_text(value, f"--set {item[:60]!r}")
     return out
+
+
+@contextlib.contextmanager
+def output_folder_option(option: str = "-o", *, overwrite: bool = True):
+    """Around a command's use of its output folder: a refused folder
+    (:class:`airlink.rundir.FolderNotEmptyError`, :class:`~airlink.rundir.FolderBusyError`)
+    becomes one line naming ``option`` (and, with ``overwrite`` - the command has
+    ``--overwrite`` and it was not given - what that option does). The one wording ``run``,
+    ``simulate``, ``collect`` and ``sweep`` share."""
+    from airlink.outfolder import FolderBusyError, FolderNotEmptyError
+    try:
+        yield
+    except FolderNotEmptyError as exc:
+        hint = ("; --overwrite replaces only the files an earlier airlink run lists in its "
+                "manifest.json" if overwrite else "")
+        raise AirlinkError(f"{option} {exc}{hint}") from None
+    except FolderBusyError as exc:
+        raise AirlinkError(f"{option} {exc}") from None
+
+
+def add_overwrite(p, what: str = "OUTDIR") -> None:
+    """The ``--overwrite`` option of a command that writes a run folder."""
+    p.add_argument("--overwrite", action="store_true",
+                   help=f"reuse a non-empty {what} that holds an earlier airlink run: remove the "
+                        "artifacts its manifest.json lists (files airlink did not write stay); "
+                        "without it, or without a manifest, such a folder is refused")

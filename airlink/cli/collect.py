@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, bounded, print_json, with_unit
+from airlink.cli._common import add_overwrite, add_parser, bounded, output_folder_option, print_json, with_unit
 from airlink.traces import bounds as B
 from airlink.traces.units import parse_duration
-from airlink.rundir import FrameStreamWriter, write_json
+from airlink.rundir import FrameStreamWriter
 
 # Dictionary encoding only where it pays (addresses, direction, flow, protocol, ports): tried
 # on every column, half the packets file's write time went to sequence numbers and timestamps
@@ -57,6 +57,7 @@ def register(sub):
                         "packets, each group as soon as its flows are over (a group that cannot wait "
                         "beside the others is read again alone) - so memory follows N, not the "
                         "capture; results are the same (default 1000000)")
+    add_overwrite(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     # every output is written and closed when cmd_collect returns: the process may end at
     # once; no linear algebra: numpy's BLAS gets one thread (no spinning server threads);
@@ -73,14 +74,28 @@ def _stem(path: Path) -> str:
 
 
 def cmd_collect(args) -> int:
-    import sys
-
     from airlink import collectors as C
     from airlink.traces.errors import AirlinkError
     if args.format and args.format not in C.READERS:
         raise AirlinkError(f"unknown format {args.format!r} (one of {', '.join(C.READERS)})")
-    out = args.output
-    out.mkdir(parents=True, exist_ok=True)
+    from airlink.rundir import RunFolder
+    for path in args.files:
+        if not path.exists():
+            raise AirlinkError(f"{path}: no such file")
+    with output_folder_option(overwrite=not args.overwrite):
+        folder = RunFolder.create(args.output, overwrite=args.overwrite, manifest=False)
+    with folder.writing():
+        summary = _collect(C, args, folder)
+    out = folder.path
+    return _report(args, summary, out)
+
+
+def _collect(C, args, folder) -> dict:
+    """Read every file and write its frames into the run folder (recorded in its manifest);
+    returns the summary (also written as summary.json)."""
+    import sys
+
+    from airlink.traces.errors import AirlinkError
     summary = {"files": []}
     used = set()
     for path in args.files:
@@ -101,7 +116,7 @@ def cmd_collect(args) -> int:
             # the packets frame, when asked for, is written in a second pass over the capture,
             # in a thread started as soon as the flows are numbered: it runs while the
             # analysis does (both spend most of their time in C and numpy, without the GIL)
-            packets_dest = out / f"{stem}.packets.parquet"
+            packets_dest = folder.file(f"{stem}.packets.parquet")
             packets = _PacketsPass(C, path, packets_dest, args.salvage)
             try:
                 analysis = C.analyze_tcp(path, resolution=args.resolution, salvage=args.salvage,
@@ -115,9 +130,9 @@ def cmd_collect(args) -> int:
             try:
                 # the analysis's column frames, written by pyarrow: the command never
                 # imports pandas (~0.25 s) for a capture
-                written = [_write(analysis.output("flows"), out / f"{stem}.flows.parquet", "flows"),
-                           _write(analysis.output("series"), out / f"{stem}.tcp.parquet", "tcp"),
-                           _write(analysis.output("events"), out / f"{stem}.events.parquet", "tcp-events")]
+                written = [_write(analysis.output("flows"), folder.file(f"{stem}.flows.parquet"), "flows"),
+                           _write(analysis.output("series"), folder.file(f"{stem}.tcp.parquet"), "tcp"),
+                           _write(analysis.output("events"), folder.file(f"{stem}.events.parquet"), "tcp-events")]
                 if not args.no_packets:
                     written.insert(0, packets.result(info))
             except BaseException:
@@ -141,7 +156,7 @@ def cmd_collect(args) -> int:
                                        f"(see docs/collectors.md)") from None
                 raise
             kind = frame.attrs.get("kind") or ("mac" if "user" in frame.columns else "rf")
-            written = [_write(frame, out / f"{stem}.{kind}.parquet", kind)]
+            written = [_write(frame, folder.file(f"{stem}.{kind}.parquet"), kind)]
             rec = {"file": str(path), "reader": frame.attrs.get("reader", fmt), "kind": kind,
                    "rows": int(len(frame)), "columns": [str(c) for c in frame.columns],
                    "start": str(frame["time"].iloc[0]) if len(frame) and "time" in frame else None,
@@ -151,7 +166,14 @@ def cmd_collect(args) -> int:
                 if k in frame.attrs:
                     rec[k] = frame.attrs[k]
         summary["files"].append(rec)
-    write_json(out / "summary.json", summary)          # atomically, like every output
+    folder.record(folder.write_json("summary.json", summary), stage="collect", kind="collect-summary")
+    for rec in summary["files"]:
+        for written in rec["outputs"]:
+            folder.record(written, stage="collect")
+    return summary
+
+
+def _report(args, summary, out) -> int:
     if args.json:
         print_json(summary)
     else:

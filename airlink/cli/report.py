@@ -22,7 +22,13 @@ def register(sub):
 
 
 def cmd_report(args) -> int:
+    import sys
+
     from airlink.report import write_report
+    from airlink.rundir import interrupted_note
+    note = interrupted_note(args.outdir)
+    if note:
+        print(f"airlink: warning: {note}", file=sys.stderr)
     path = write_report(args.outdir, output=args.output, title=args.title)
     if args.json:
         print_json({"report": str(path)})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, parse_sets, print_json
+from airlink.cli._common import add_overwrite, add_parser, output_folder_option, parse_sets, print_json
 
 
 def register(sub):
@@ -13,8 +13,11 @@ def register(sub):
                    "inside, tcpdump inside the namespace and on the host) -> collect -> infer -> "
                    "report. Everything lands in OUTDIR with the experiment file as run, versions.json, "
                    "run.json and manifest.json (every artifact, and whether the run finished). "
-                   "A non-empty OUTDIR is refused unless --overwrite; under sudo only what the run "
-                   "created is given to the invoking user. The live stage needs root and network namespaces; without them it "
+                   "OUTDIR is resolved once (links, ..) and locked while the run works; a non-empty "
+                   "OUTDIR is refused unless --overwrite and it holds an earlier run's manifest.json; "
+                   "files that were there before are never replaced, and under sudo only what the run "
+                   "created is given to the invoking user. SIGTERM ends a run like Ctrl-C (manifest "
+                   "failed). The live stage needs root and network namespaces; without them it "
                    "says why and the offline stages run on what exists. A cell: section runs several UEs "
                    "that share one live scheduled downlink (airlink cell), each with its own applications, "
                    "instead of replaying one user's capacity.",
@@ -30,9 +33,7 @@ def register(sub):
     live = p.add_mutually_exclusive_group()
     live.add_argument("--offline", action="store_true", help="skip the live stage")
     live.add_argument("--live", action="store_true", help="fail unless the live stage can run")
-    p.add_argument("--overwrite", action="store_true",
-                   help="reuse a non-empty OUTDIR: remove the artifacts its manifest lists "
-                        "(files airlink did not write stay); without it such a folder is refused")
+    add_overwrite(p)
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--quiet", action="store_true", help="no stage lines on stderr")
     p.add_argument("--json", action="store_true", help="print run.json (stages, results, notes)")
@@ -53,13 +54,11 @@ def cmd_run(args) -> int:
         exp.check()
     out = args.output or Path("results") / exp.name
     live = True if args.live else (False if args.offline else None)
-    from airlink.rundir import FolderNotEmptyError
-    try:
+    with output_folder_option("-o" if args.output else "the default output folder",
+                              overwrite=not args.overwrite):
         result = run_experiment(exp, out, live=live, progress=not args.quiet, report=not args.no_report,
                                 overwrite=args.overwrite)
-    except FolderNotEmptyError as exc:
-        raise FolderNotEmptyError(f"{exc}; --overwrite removes only what the earlier airlink run "
-                                  "wrote") from None
+    out = result.outdir
     info = result.info
     if args.json:
         print_json(info)

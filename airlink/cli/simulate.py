@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, bounded, parse_sets, print_json, with_unit
+from airlink.cli._common import add_overwrite, add_parser, bounded, output_folder_option, parse_sets, print_json, with_unit
 from airlink.traces import bounds as B
 from airlink.traces import parse_duration
 
@@ -24,7 +24,9 @@ def register(sub):
         "write OUTDIR/capacity.parquet (bytes served per TTI per user), mac.parquet (per TTI and "
         "user), summary.json, config.yaml and, with --mahimahi, user<N>.down traces. Presets "
         "reproduce the papers' set-ups; any preset parameter can be changed with --set NAME=VALUE "
-        "or a YAML file (--config). The same seed gives identical files.",
+        "or a YAML file (--config). The same seed gives identical files. OUTDIR gets a "
+        "manifest.json of these files; a non-empty OUTDIR is refused unless --overwrite (as for "
+        "airlink run).",
         EXAMPLE)
     p.add_argument("--preset", default=None,
                    help="evdo, imt-advanced, hsdpa, egprs, 1xrtt, quick (default), 5G NR nr-fr1, nr-fr2, "
@@ -48,6 +50,7 @@ def register(sub):
             default=None, help="simulated time (default: the preset's)")
     bounded(p, "--seed", bound=B.SEED, default=0, help="random seed (default 0)")
     p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
+    add_overwrite(p)
     p.add_argument("--mahimahi", action="store_true", help="also write user<N>.down Mahimahi traces")
     p.add_argument("--no-mac-log", action="store_true",
                    help="keep no per-TTI MAC log (mac.parquet is empty): memory for long runs "
@@ -81,9 +84,15 @@ def cmd_simulate(args) -> int:
     if duration is None:
         duration = sim.load_preset(args.preset or "quick").get("duration", "10s")
     seed = overrides.pop("seed", args.seed)          # checked by simulate() against its range
-    res = sim.simulate(args.preset, seed=seed, duration=duration, progress=not args.no_progress,
-                       **overrides)
-    out = res.write(args.output, mahimahi=args.mahimahi)
+    from airlink.rundir import RunFolder
+    with output_folder_option(overwrite=not args.overwrite):
+        folder = RunFolder.create(args.output, overwrite=args.overwrite, manifest=False)
+    with folder.writing():
+        res = sim.simulate(args.preset, seed=seed, duration=duration, progress=not args.no_progress,
+                           **overrides)
+        with folder.staging(stage="radio") as tmp:
+            res.write(tmp, mahimahi=args.mahimahi)
+    out = folder.path
     if args.json:
         print_json(res.summary)
         return 0

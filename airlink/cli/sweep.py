@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, bounded, print_json
+from airlink.cli._common import add_parser, bounded, output_folder_option, print_json
 from airlink.traces import bounds as B
 
 
@@ -73,13 +73,16 @@ def cmd_sweep(args) -> int:
     sweep = load_sweep(Path(target[0]))
     out = args.output or Path("campaigns") / sweep.name
     try:
-        result = run_sweep(sweep, out, scheduler=args.scheduler, workers=args.workers,
-                           live_slots=args.live_slots, progress=not args.quiet)
-    except KeyboardInterrupt:
+        with output_folder_option("-o" if args.output else "the default campaign folder", overwrite=False):
+            result = run_sweep(sweep, out, scheduler=args.scheduler, workers=args.workers,
+                               live_slots=args.live_slots, progress=not args.quiet)
+    except KeyboardInterrupt as exc:        # Ctrl-C or SIGTERM (airlink.interrupts)
         import sys
+
+        from airlink.interrupts import exit_status
         print(f"airlink sweep: interrupted; {out / 'campaign.parquet'} marks the points not run as "
               "pending - the same command resumes", file=sys.stderr)
-        return 130
+        return exit_status(exc)
     counts = result.counts
     if args.json:
         print_json(result.to_dict())

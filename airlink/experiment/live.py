@@ -124,6 +124,14 @@ def _cell_argv(cell, exp, outdir: Path, set_file: Path | None) -> list:
 #: the cell's outputs in the run folder (declared in airlink.rundir)
 CELL_MAC, CELL_STATS, CELL_LOGS = "cell-mac.parquet", "cell-stats.json", "cell-logs"
 
+#: what the live stage and the processes it starts write in the run folder, whatever the plan
+#: (beside them: ``capture/ue<N>.pcap``, ``cell-logs/ue<N>.{down,up}.log`` and each
+#: application's result, named by the plan)
+LIVE_OUTPUTS = ("capture/inside.pcap", "capture/host.pcap", "apps/plan.json", "apps/command.txt",
+                "apps/cell-set.yaml", "apps/server.json", "apps/server.ready", "apps/server.err",
+                "apps/shell.err", "apps/shell.out", "downlink.log", "uplink.log", "link-downlink.parquet",
+                "link-uplink.parquet", "link-stats.json", CELL_MAC, CELL_STATS)
+
 
 class LiveStage:
     """The live stage of :class:`~airlink.experiment.stages.Runner`."""
@@ -214,6 +222,15 @@ class LiveStage:
             durations += [e["start"] + e.get("seconds", 0) for e in plans[ue]]
         expected = max(durations + [1.0]) if duration_s is None else duration_s
         entries = [e for plan in plans.values() for e in plan]
+        # what this stage (and the processes it starts) writes: only these are recorded, and
+        # none of them may be a file that was in the folder before the run
+        ues = [u for u in plans if u is not None]
+        self._live_names = [*LIVE_OUTPUTS, *(f"capture/ue{u}.pcap" for u in ues),
+                            *(f"{CELL_LOGS}/ue{u}.{d}.log" for u in ues for d in ("down", "up")),
+                            *(self.folder.rel(e["out"]) for e in entries)]
+        self.folder.claim(*self._live_names)
+        for name in ("capture/inside.pcap", "capture/host.pcap", *(f"capture/ue{u}.pcap" for u in ues)):
+            rundir.create_partial(self.out / name)      # made here: tcpdump writes into our file
         plan_doc = {"capture": cap.inside, "snaplen": snaplen,
                     "ports": sorted({p["port"] for p in entries if "port" in p}), "timeout": expected + 60}
         if None in plans:
@@ -230,7 +247,7 @@ class LiveStage:
         server = subprocess.Popen([sys.executable, "-m", "airlink.apps", "serve", "--port", str(port),
                                    "--log", str(self.out / "apps" / "server.json"),
                                    "--ready", str(self.out / "apps" / "server.ready")],
-                                  stdout=subprocess.DEVNULL, stderr=open(rundir.partial_path(self.out / "apps" / "server.err"), "w"),
+                                  stdout=subprocess.DEVNULL, stderr=open(rundir.create_partial(self.out / "apps" / "server.err"), "w"),
                                   preexec_fn=_die_with_runner)
         host_dump = None
         try:
@@ -239,7 +256,7 @@ class LiveStage:
                 host_dump = _start_tcpdump(rundir.partial_path(self.out / "capture" / "host.pcap"),
                                            plan_doc["ports"], snaplen)
             t0 = time.monotonic()
-            with open(rundir.partial_path(self.out / "apps" / "shell.err"), "w") as err:
+            with open(rundir.create_partial(self.out / "apps" / "shell.err"), "w") as err:
                 # the inside runner needs root for tcpdump and writes into OUTDIR: keep root
                 # there (the shells drop to the sudo user when SUDO_UID is set); the whole
                 # folder is given to that user at the end of the run instead
@@ -248,7 +265,7 @@ class LiveStage:
                     # captures of 1500-byte segments, as the collect stage's RTT and
                     # per-packet figures expect; AIRLINK_OFFLOAD=1 in the environment wins
                     env.setdefault("AIRLINK_OFFLOAD", "0")
-                shell = subprocess.Popen(argv, stdout=open(rundir.partial_path(self.out / "apps" / "shell.out"), "w"),
+                shell = subprocess.Popen(argv, stdout=open(rundir.create_partial(self.out / "apps" / "shell.out"), "w"),
                                          stderr=err, env=env, preexec_fn=_die_with_runner)
                 bar = self.progress.timer(expected, "live")
                 try:
@@ -333,22 +350,17 @@ class LiveStage:
 
     def _promote_live_outputs(self) -> None:
         """Give tcpdump's captures and the processes' stdout/stderr their final names (only
-        once they have stopped) and record the live stage's files (the shells' logs are
-        complete when they exist)."""
-        pcaps = [f"capture/{p.name[:-len(rundir.PARTIAL_SUFFIX)]}"
-                 for p in (self.out / "capture").glob("ue*.pcap" + rundir.PARTIAL_SUFFIX)]
-        for name in ("capture/inside.pcap", "capture/host.pcap", "apps/server.err", "apps/shell.err",
-                     "apps/shell.out", *pcaps):
-            if rundir.partial_path(self.out / name).exists():
-                rundir.commit(self.out / name)
-        for name in ("downlink.log", "uplink.log", "link-downlink.parquet", "link-uplink.parquet",
-                     "link-stats.json", CELL_MAC, CELL_STATS):
-            if (self.out / name).exists():
-                self.folder.record(self.out / name, stage="live")
-        for sub in ("capture", CELL_LOGS):
-            if (self.out / sub).is_dir():
-                self.folder.record_tree(self.out / sub, stage="live")
-        self.folder.record_tree(self.out / "apps", stage="live")
+        once they have stopped) and record the live stage's files - those of
+        :data:`LIVE_OUTPUTS` and the per-UE and per-application names of this run's plan, never
+        anything else found in the folder (the shells' logs are complete when they exist)."""
+        for name in self._live_names:
+            if name.startswith("capture/") or name.startswith("apps/") and name.endswith((".err", ".out")):
+                tmp = rundir.partial_path(self.out / name)
+                if name.startswith("capture/") and os.path.isfile(tmp) and os.path.getsize(tmp) == 0:
+                    os.unlink(tmp)          # made for a tcpdump that never started (no header)
+                elif os.path.isfile(tmp):
+                    rundir.commit(self.out / name)
+        self.folder.record_if_exists(self._live_names, stage="live")
 
 
 def _describe_app(r: dict) -> str:

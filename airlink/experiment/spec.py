@@ -360,9 +360,19 @@ def _false_is_off(v):
     return {"enabled": False} if v is False else ({} if v is None or v is True else v)
 
 
+def _plain_name(v):
+    """An experiment's ``name`` becomes a folder name (``results/<name>``): one path component."""
+    from airlink.outfolder import is_plain_name
+    if v is not None and not is_plain_name(v):
+        raise ValueError(f"must be a plain name (one folder name: no '/', not '.' or '..', not an "
+                         f"absolute path), got {v!r}")
+    return v
+
+
 class ExperimentSpec(_Model):
-    """The whole file. ``report: false`` turns the report page off."""
-    name: Text | None = None
+    """The whole file. ``report: false`` turns the report page off. ``name``: a plain name
+    (the default output folder is ``results/<name>``)."""
+    name: Annotated[Text | None, AfterValidator(_plain_name)] = None
     description: str | None = None
     radio: Annotated[Radio, BeforeValidator(lambda v: {} if v is None else v)] = Radio()
     shells: Annotated[list[Annotated[Shell, BeforeValidator(_one_of(SHELL_KINDS))]],

@@ -161,15 +161,26 @@ class Runner(LiveStage, InferStage):
     # -- the run ---------------------------------------------------------------------
     def run(self) -> RunResult:
         """Run every stage; the folder's manifest says ``finished`` only when the run got to
-        the end (``failed`` after an error or an interrupt)."""
-        self.folder = rundir.RunFolder.create(self.out, overwrite=self.overwrite)
-        status = "failed"
-        try:
-            self._run_stages()
-            status = "finished"
-        finally:
-            self.folder.finish(status)
-            self.folder.give_to_sudo_user()
+        the end (``failed`` after an error, Ctrl-C or SIGTERM - :mod:`airlink.interrupts` -
+        with the ``.partial`` files its writers left listed as incomplete). The folder is
+        locked for the whole run; :attr:`out` becomes the resolved folder."""
+        from airlink.interrupts import interrupts_as_exceptions
+        with interrupts_as_exceptions():
+            self.folder = rundir.RunFolder.create(self.out, overwrite=self.overwrite)
+            self.out = self.folder.path
+            status = "failed"
+            try:
+                if self.folder.previous == "interrupted":
+                    self._note(f"replacing an interrupted run ({rundir.MANIFEST} said running, its "
+                               "process is gone)")
+                self._run_stages()
+                status = "finished"
+            finally:
+                try:
+                    self.folder.finish(status)
+                    self.folder.give_to_sudo_user()
+                finally:
+                    self.folder.release()
         return RunResult(self.out, self.info)
 
     def _run_stages(self) -> None:
@@ -199,7 +210,7 @@ class Runner(LiveStage, InferStage):
             self._record(name, status, t0, note)
         self.info["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._write_info()
-        if self.want_report:  # once more, so the page shows the finished run.json
+        if "report.html" in self.folder.artifacts:  # once more, so the page shows the finished run.json
             from airlink.report import write_report
             self.folder.record(write_report(self.out), stage="report")
 
@@ -300,6 +311,7 @@ class Runner(LiveStage, InferStage):
             return "skipped", "turned off"
         from airlink.report import write_report
         self.progress.stage(i, "report", f"writing {self.out / 'report.html'}")
+        self.folder.claim("report.html")
         self.folder.record(write_report(self.out), stage="report")
         return "done", "report.html"
 

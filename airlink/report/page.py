@@ -76,7 +76,11 @@ def pre_block(text: str) -> str:
 
 
 def _section_run(art: Artifacts) -> str:
+    from airlink.rundir import interrupted_note
     parts = []
+    stopped = interrupted_note(art.outdir)
+    if stopped:
+        parts.append(f'<p class="note">{html.escape(stopped)}</p>')
     info = art.run_info
     if info:
         stages = info.get("stages", [])

@@ -23,17 +23,18 @@ The folders are the truth and the table is derived from them: each start verifie
 finished folder (:func:`airlink.sweep.runs.verify_point`) and runs what is missing, failed,
 damaged or made from a different experiment; the table is rewritten (temporary file +
 rename) after every point, so an interrupted sweep leaves a table whose unfinished points
-say ``pending``. One sweep at a time may use a campaign folder (an ``flock`` on
-``CAMPAIGN/.lock``).
+say ``pending``. One sweep at a time may use a campaign folder (the folder lock every
+airlink output folder has, :class:`airlink.outfolder.FolderLock`), and a non-empty folder
+that is not a campaign is refused (:func:`airlink.rundir.claim_output`, as for a run).
 """
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 import uuid
@@ -173,7 +174,10 @@ def _client(scheduler: str | None, workers: int | None, n_tasks: int):
     ``workers`` processes (default: the cores, at most the number of tasks), one thread each
     (a run is CPU-bound Python); its workers die with this process."""
     import logging
+
     from distributed import Client, LocalCluster
+
+    from airlink.interrupts import interrupts_held
     logging.getLogger("distributed").setLevel(logging.ERROR)
     if scheduler:
         try:
@@ -186,38 +190,55 @@ def _client(scheduler: str | None, workers: int | None, n_tasks: int):
             client.close()
         return
     n = workers or max(1, min(os.cpu_count() or 1, n_tasks))
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, # the scheduler's HTTP routes on a free port (not 8787, which a
-                           # lab's own scheduler may hold), without the dashboard
-                           dashboard_address=":0", scheduler_kwargs={"dashboard": False},
-                           preload=["airlink.sweep._worker"], silence_logs=logging.ERROR)
-    client = Client(cluster)
+    # SIGTERM while the cluster starts or closes waits for that step to end (a cluster cut in
+    # half ends in a traceback at exit, distributed's own clean-up). SIGINT is ignored while
+    # the workers start - they inherit that disposition, and Ctrl-C, which reaches the whole
+    # process group, is then the sweep's to handle (it closes the cluster) instead of a
+    # traceback from a worker interrupted while it starts; pressed then, Ctrl-C is lost
+    cluster = client = error = None
+    with interrupts_held() as held:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   # the scheduler's HTTP routes on a free port (not 8787, which a
+                                   # lab's own scheduler may hold), without the dashboard
+                                   dashboard_address=":0", scheduler_kwargs={"dashboard": False},
+                                   preload=["airlink.sweep._worker"], silence_logs=logging.ERROR)
+            client = Client(cluster)
+        except Exception as exc:
+            error = exc
+            if cluster is not None:
+                cluster.close()
+    if error is not None:
+        held.raise_pending()
+        raise error
     try:
+        held.raise_pending()
         yield client
     finally:
-        client.close()
-        cluster.close()
+        with interrupts_held():            # ending anyway: a further interrupt is dropped
+            client.close()
+            cluster.close()
 
 
-@contextlib.contextmanager
-def _lock(campaign: Path):
-    f = open(campaign / ".lock", "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.close()
-        raise AirlinkError(f"{campaign}: another sweep is running into this campaign folder") from None
-    try:
-        yield
-    finally:
-        fcntl.flock(f, fcntl.LOCK_UN)
-        f.close()
+def _campaign_or_why(folder: Path) -> str | None:
+    """None when a non-empty ``folder`` is a campaign this sweep may resume, else why not."""
+    if any((folder / n).exists() for n in (STORE, "sweep.yaml", TOKEN_FILE)):
+        return None
+    return (f"is not empty and holds no {STORE}: not an airlink campaign, so nothing in it is "
+            "replaced (choose another folder)")
 
 
-def _remove_leftovers(runs: Path) -> None:
+def _remove_leftovers(runs: Path, progress: bool = False) -> None:
     """Remove what runs that never finished left (the sweep or a worker was killed): their
-    ``.tmp-*`` folders and files and ``.trash-*`` folders."""
+    ``.tmp-*`` folders and files and ``.trash-*`` folders; a run folder whose manifest says
+    running while its process is gone is reported as interrupted."""
+    from airlink.rundir import run_state
     for p in runs.iterdir():
         if p.name.startswith((".tmp-", ".trash-")):
+            if p.is_dir() and run_state(p) == "interrupted":
+                _say(progress, f"{p.name}: an interrupted run (its process is gone); removed, the "
+                               "point runs again")
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:
@@ -246,14 +267,13 @@ def run_sweep(sweep, campaign, *, scheduler: str | None = None, workers: int | N
     A point that fails, or whose worker dies (Dask retries it on another worker, then gives
     up), is recorded as ``failed`` with the error; the others go on.
     """
+    from airlink.rundir import claim_output
     sweep = sweep if isinstance(sweep, Sweep) else load_sweep(sweep)
-    campaign = Path(campaign).resolve()
-    if campaign.exists() and not campaign.is_dir():
-        raise AirlinkError(f"{campaign}: exists and is not a folder")
     exps = check_points(sweep)
-    campaign.mkdir(parents=True, exist_ok=True)
-    (campaign / RUNS).mkdir(exist_ok=True)
-    with _lock(campaign):
+    campaign, _, lock = claim_output(campaign, accept=_campaign_or_why,
+                                     busy="another sweep is running into this campaign folder")
+    with lock:
+        (campaign / RUNS).mkdir(exist_ok=True)
         return _run_locked(sweep, campaign, exps, scheduler=scheduler, workers=workers,
                            live_slots=live_slots, progress=progress)
 
@@ -278,7 +298,7 @@ def _run_locked(sweep, campaign, exps, *, scheduler, workers, live_slots, progre
                        "live_slots": slots, "has_applications": bool(exp.spec.get("applications") or exp.spec.get("cell"))}
     meta = _provenance(sweep, all_inputs)
     write_bytes(campaign / "sweep.yaml", yaml.safe_dump(sweep.to_dict(), sort_keys=False).encode())
-    _remove_leftovers(campaign / RUNS)
+    _remove_leftovers(campaign / RUNS, progress)
     rows, todo, reused = {}, [], []
     for p in points:
         doc, why = verify_point(campaign / RUNS / p.id, fingerprint=tasks[p.id]["fingerprint"])

@@ -143,9 +143,11 @@ def run_outcome(folder, *, live_expected: bool = False) -> tuple[str, str | None
         from airlink.rundir import MANIFEST, read_manifest
     except ImportError:  # before run folders had a manifest
         return "done", None
+    from airlink.rundir import run_state
     doc = read_manifest(folder)
     if (Path(folder) / MANIFEST).exists() and (doc or {}).get("status") != "finished":
-        return "failed", f"{MANIFEST} says the run is {(doc or {}).get('status', 'unreadable')}"
+        state = run_state(folder) or "unreadable"
+        return "failed", f"{MANIFEST} says the run is {state}"
     return "done", None
 
 

@@ -67,6 +67,16 @@ class SweepSpec(BaseModel):
     reports: Optional[bool] = None
     report: ReportSpec = Field(default_factory=ReportSpec)
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v):
+        """The default campaign folder is ``campaigns/<name>``: one path component."""
+        from airlink.outfolder import is_plain_name
+        if v is not None and not is_plain_name(v):
+            raise ValueError(f"must be a plain name (one folder name: no '/', not '.' or '..', not an "
+                             f"absolute path), got {v!r}")
+        return v
+
     @field_validator("grid")
     @classmethod
     def _grid(cls, grid):

@@ -43,11 +43,11 @@ def test_mapping_cli(tmp_path, run_airlink):
     assert status == 0, err
     rf = pd.read_parquet(tmp_path / "o" / "log.rf.parquet")
     assert rf["time"].iloc[0] == pd.Timestamp("2024-01-01 09:00:00", tz="UTC")
-    status, _, err = run_airlink("collect", data, "-o", tmp_path / "o")
+    status, _, err = run_airlink("collect", data, "-o", tmp_path / "o2")     # a new folder: o is not empty
     assert status == 2 and "--mapping" in err and "Traceback" not in err
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: rf\ntime: {column: nope}\ncolumns: {q: rsrp_dbm}\n")
-    status, _, err = run_airlink("collect", data, "--mapping", bad, "-o", tmp_path / "o")
+    status, _, err = run_airlink("collect", data, "--mapping", bad, "-o", tmp_path / "o3")
     assert status == 2 and "nope" in err and len(err.strip().splitlines()) == 1
 
 

@@ -105,7 +105,9 @@ def test_non_empty_folder_is_refused_without_overwrite(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
 
-def test_overwrite_without_a_manifest_removes_nothing(tmp_path):
+def test_overwrite_without_a_manifest_is_refused_and_removes_nothing(tmp_path):
+    """No manifest: not an airlink run folder - --overwrite has nothing of airlink's to
+    replace, and a same-named file of the user's must not be replaced either (issue 31)."""
     out = tmp_path / "run"
     out.mkdir()
     (out / "packets.parquet").write_text("not ours: no manifest lists it")
@@ -113,9 +115,11 @@ def test_overwrite_without_a_manifest_removes_nothing(tmp_path):
     exp.write_text("name: nocap\nradio: {preset: quick, seed: 3, duration: 2s}\ninfer: false\n"
                    "report: false\n")
     r = _airlink("run", exp, "-o", out, "--offline", "--quiet", "--overwrite")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("airlink: error: -o ") and "no readable manifest.json" in lines[0]
+    assert sorted(p.name for p in out.iterdir()) == ["packets.parquet"]
     assert (out / "packets.parquet").read_text() == "not ours: no manifest lists it"
-    assert "packets.parquet" not in _manifest_paths(out)
 
 
 def test_killed_frame_writer_leaves_nothing_under_the_final_name(tmp_path):
