@@ -125,7 +125,7 @@ class CellShell:
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
                  realtime: bool = False):
-        from airlink.sim.engine import _scheduler_name, _validate, make_scheduler, resolve_config
+        from airlink.sim.engine import check_config, make_scheduler, resolve_config, scheduler_name
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
             if value is not None:
@@ -135,9 +135,9 @@ class CellShell:
         if sched_spec is None or isinstance(sched_spec, str):
             sched_spec = cfg["scheduler"]
         self.scheduler = make_scheduler(sched_spec, cfg)
-        cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else _scheduler_name(self.scheduler)
+        cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else scheduler_name(self.scheduler)
         cfg["seed"] = int(seed)
-        self.n_users, self.n_subchannels = _validate(cfg)
+        self.n_users, self.n_subchannels = check_config(cfg)
         from airlink.sim.step import parse_cfg_tti
         self.tti = parse_cfg_tti(cfg["tti"])
         if not Fraction(1, 2000) <= self.tti <= Fraction(1, 100):

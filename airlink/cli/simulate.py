@@ -15,6 +15,13 @@ airlink simulate --preset nr-fr1 --scheduler rr --duration 5s -o nr/        # 5G
 airlink simulate --preset nr-tmobile-10mhz --users 1 --set snr_db=15 -o tmo/"""
 
 
+#: options that set one simulator parameter (their ``dest`` is the parameter's name in
+#: :class:`airlink.sim.config.CellConfig`, which declares type, default and unit; None =
+#: the preset's value)
+PARAMETER_OPTIONS = ("scheduler", "lam", "pf_a", "pf_window", "n_users", "n_subchannels", "traffic",
+                     "buffer_packets", "speed_kmh", "csi_delay_tti")
+
+
 def register(sub):
     p = add_parser(
         sub, "simulate", "simulate a cell: fading, rate tables, HARQ, a scheduler -> traces + MAC log",
@@ -81,22 +88,17 @@ def cmd_simulate(args) -> int:
             args.preset = data.pop("preset")
         data.pop("preset", None)
         overrides.update(data)
-    for name in ("scheduler", "lam", "pf_a", "pf_window", "n_users", "n_subchannels", "traffic",
-                 "buffer_packets", "speed_kmh", "csi_delay_tti"):
+    for name in PARAMETER_OPTIONS:
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
     overrides.update(parse_sets(args.sets))
     if args.no_mac_log:
         overrides["mac_log"] = False
-    duration = overrides.pop("duration", None)
-    if args.duration is not None:
-        duration = args.duration
-    if duration is None:
-        duration = sim.load_preset(args.preset or "quick").get("duration", "10s")
+    if args.duration is not None:          # else a --config/--set duration, else the preset's
+        overrides["duration"] = args.duration
     seed = int(overrides.pop("seed", args.seed))
-    res = sim.simulate(args.preset, seed=seed, duration=duration, progress=not args.no_progress,
-                       **overrides)
+    res = sim.simulate(args.preset, seed=seed, progress=not args.no_progress, **overrides)
     out = res.write(args.output, mahimahi=args.mahimahi)
     if args.json:
         print_json(res.summary)
