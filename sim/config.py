@@ -19,7 +19,7 @@ from __future__ import annotations
 from fractions import Fraction
 from numbers import Real
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator
 
@@ -151,8 +151,9 @@ class CellConfig(BaseModel):
     shadowing_std_db: Number = Field(0.0, ge=0, description="log-normal shadowing standard deviation, dB")
     shadowing_corr_m: Number = Field(50.0, gt=0, description="shadowing decorrelation distance, m")
     n_oscillators: Integer = Field(128, ge=1, description="sinusoids per fading path (sum of sinusoids)")
-    channel_trace: Optional[FilePath] = Field(None, description="measured SINR/RSRQ log (Parquet or CSV) "
-                                                                "that replaces the nominal SNR")
+    channel_trace: Optional[Union[FilePath, Any]] = Field(
+        None, description="measured SINR log that replaces the nominal SNR: a Parquet/CSV file or a "
+                          "frame with time and SINR columns")
     channel_column: Optional[str] = Field(None, description="column of channel_trace to use (None: the "
                                                             "first SINR-like column)")
     channel_resample: Literal["hold", "linear"] = Field("hold", description="how channel_trace samples "
@@ -212,7 +213,8 @@ class CellConfig(BaseModel):
     on_s: Number = Field(1.0, ge=0, description="on period of onoff traffic, s (mean if exponential)")
     off_s: Number = Field(5.0, ge=0, description="off period of onoff traffic, s (mean if exponential)")
     onoff_exponential: bool = Field(False, description="exponential on/off periods instead of fixed ones")
-    traffic_trace: Optional[FilePath] = Field(None, description="Mahimahi trace of arrivals (traffic: trace)")
+    traffic_trace: Optional[Union[FilePath, Any]] = Field(
+        None, description="arrivals of traffic: trace, a Mahimahi or Parquet trace file")
 
     # -- engine
     chunk_elements: Integer = Field(4_000_000, ge=1, description="SINR values generated per chunk (memory "
