@@ -48,6 +48,30 @@ def read_parameter_file(path) -> dict:
     return read_yaml_mapping(path, what="parameter", expect="expected a mapping of parameter: value")
 
 
+def read_config_file(path) -> dict:
+    """The overrides of a ``--config`` file: its parameters (aliases resolved) checked
+    against :class:`airlink.sim.config.CellConfig`, errors naming the file; a ``preset``
+    key (the preset to start from) is kept as it is."""
+    data = {k: _numeric(v) for k, v in read_parameter_file(path).items()}
+    base = data.pop("preset", None)
+    data = {parameter_name(k, str(path)): v for k, v in data.items()}
+    validate_config({**DEFAULTS, **data}, str(path))
+    return data if base is None else {"preset": base, **data}
+
+
+def read_config_files(paths, preset=None) -> tuple:
+    """``(preset, overrides)`` of ``--config`` files read in order (a later file wins): the
+    first ``preset`` a file names unless ``preset`` is given, and their parameters."""
+    overrides = {}
+    for path in paths:
+        data = read_config_file(path)
+        base = data.pop("preset", None)
+        if preset is None:
+            preset = base
+        overrides.update(data)
+    return preset, overrides
+
+
 def load_preset(name) -> dict:
     """Parameters of a preset (``evdo``, ``imt-advanced``, ``hsdpa``, ``egprs``, ``1xrtt``,
     ``quick``, the 5G NR ``nr-fr1``, ``nr-fr2``, ``nr-tmobile-10mhz``, ``nr-tmobile-15mhz``)
@@ -57,10 +81,8 @@ def load_preset(name) -> dict:
         path = PRESET_DIR / f"{name}.yaml"
     elif not (path.suffix in (".yaml", ".yml") and path.exists()):
         raise AirlinkError(f"unknown preset {name!r} (one of {', '.join(PRESETS)}, or a YAML file)")
-    data = {k: _numeric(v) for k, v in read_parameter_file(path).items()}
+    data = read_config_file(path)
     base = data.pop("preset", None)
-    data = {parameter_name(k, str(path)): v for k, v in data.items()}
-    validate_config({**DEFAULTS, **data}, str(path))
     merged = load_preset(base) if base else {}
     merged.update(data)
     merged["preset"] = str(name) if str(name) in PRESETS else path.stem     # this file, not its base

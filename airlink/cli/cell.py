@@ -60,12 +60,10 @@ def register(sub):
 def run(args) -> int:
     from airlink.cli.simulate import parse_sets
     from airlink.replay.cell import CellShell
-    from airlink.sim.engine import read_parameter_file
-    overrides = {}
-    for path in args.config:
-        overrides.update(read_parameter_file(path))
+    from airlink.sim.engine import read_config_files
+    preset, overrides = read_config_files(args.config, args.preset)
     overrides.update(parse_sets(args.sets))
-    shell = CellShell(preset=args.preset, scheduler=args.scheduler, users=args.users, seed=args.seed,
+    shell = CellShell(preset=preset, scheduler=args.scheduler, users=args.users, seed=args.seed,
                       tti=args.tti, duration=args.duration, overrides=overrides, queue=args.queue,
                       queue_args=None if args.queue == "infinite" else args.queue_args,
                       uplink=args.uplink, mac_log=args.mac_log, log_dir=args.log_dir,

@@ -80,14 +80,8 @@ def parse_sets(items) -> dict:
 
 def cmd_simulate(args) -> int:
     from airlink import sim
-    from airlink.sim.engine import read_parameter_file
-    overrides = {}
-    for path in args.config:
-        data = read_parameter_file(path)
-        if "preset" in data and args.preset is None:
-            args.preset = data.pop("preset")
-        data.pop("preset", None)
-        overrides.update(data)
+    from airlink.sim.engine import read_config_files
+    args.preset, overrides = read_config_files(args.config, args.preset)
     for name in PARAMETER_OPTIONS:
         value = getattr(args, name)
         if value is not None:

@@ -1,5 +1,6 @@
 """The simulator's one parameter declaration (airlink.sim.config.CellConfig): defaults,
 presets checked against it, one-line errors, and the kernel's named parameter slots."""
+import json
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,15 @@ def test_kernel_parameter_slots_are_distinct_and_dense():
     floats = {n: getattr(K, n) for n in dir(K) if n.startswith("FP_")}
     assert sorted(ints.values()) == list(range(K.N_IP))
     assert sorted(floats.values()) == list(range(K.N_FP))
+
+
+def test_cli_config_file_errors_name_the_file(run_airlink, tmp_path):
+    f = tmp_path / "cell.yaml"
+    f.write_text("preset: evdo\nbogus: 1\n")
+    status, out, err = run_airlink("simulate", "--config", f, "-o", tmp_path / "x")
+    assert status == 2 and err.startswith(f"airlink: error: {f}: unknown preset parameter 'bogus'")
+    f.write_text("preset: evdo\nduration: 0.5s\nusers: 3\n")
+    status, out, err = run_airlink("simulate", "--config", f, "-o", tmp_path / "y", "--json")
+    s = json.loads(out)
+    assert status == 0 and s["preset"] == "evdo" and s["n_users"] == 3
+    assert s["n_tti"] == 300                      # 0.5 s of 1/600 s slots
