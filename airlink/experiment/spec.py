@@ -78,9 +78,10 @@ def _check_parameters(values: dict, where: str) -> None:
     from airlink.sim.config import DEFAULTS, parameter_name, validate_config
     try:
         named = {parameter_name(key, f"{where}.{key}"): value for key, value in values.items()}
-        validate_config({**DEFAULTS, **named}, where)
+        validate_config({**DEFAULTS, **named})
     except AirlinkError as exc:
-        raise ValueError(str(exc)) from None
+        message = str(exc)
+        raise ValueError(message if message.startswith(f"{where}.") else f"{where}.{message}") from None
 
 
 class Radio(_Model):

@@ -140,3 +140,14 @@ def test_cli_config_file_errors_name_the_file(run_airlink, tmp_path):
     s = json.loads(out)
     assert status == 0 and s["preset"] == "evdo" and s["n_users"] == 3
     assert s["n_tti"] == 300                      # 0.5 s of 1/600 s slots
+
+
+@pytest.mark.parametrize("radio,msg", [
+    ({"preset": "quick", "pf_aa": 0.1}, "radio.pf_aa: unknown preset parameter 'pf_aa'"),
+    ({"preset": "quick", "harq_max_tx": 0}, "radio.harq_max_tx: must be greater than or equal to 1, got 0"),
+])
+def test_experiment_radio_overrides_are_checked_against_the_config(radio, msg):
+    from airlink.experiment.spec import validate_spec
+    with pytest.raises(AirlinkError, match=msg.replace(".", r"\.")):
+        validate_spec({"radio": radio}, where="x.yaml")
+    assert validate_spec({"radio": {"preset": "quick", "users": 2}}).radio.overrides() == {"users": 2}
