@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator
 
 from airlink.traces.errors import AirlinkError
+from airlink.traces.units import parse_duration, parse_tti
 
 #: link adaptation modes, in the order of their kernel ids (``airlink.sim.step.LINK_ADAPTATION``)
 LINK_ADAPTATION_MODES = ("cqi", "ci", "bler", "hybrid", "ideal", "olla")
@@ -66,26 +67,18 @@ def _texts(value, handler):
     return value
 
 
-def _duration(value, handler):
-    from airlink.traces.units import parse_duration
-    if isinstance(value, bool) or not isinstance(value, (str, Real, Fraction)):
-        raise ValueError(f"expected a duration such as 10s or 500ms, got {value!r}")
-    try:
-        parse_duration(value)
-    except AirlinkError as exc:
-        raise ValueError(str(exc)) from None
-    return value
-
-
-def _tti(value, handler):
-    from airlink.traces.units import parse_tti
-    if isinstance(value, bool) or not isinstance(value, (str, Real, Fraction)):
-        raise ValueError(f"expected a TTI such as 1ms or 1/600s, got {value!r}")
-    try:
-        parse_tti(value if isinstance(value, Fraction) else str(value))
-    except AirlinkError as exc:
-        raise ValueError(str(exc)) from None
-    return value
+def _parsed_by(parse, example: str):
+    """A check that ``parse(value)`` reads the value (a string, a number or a Fraction),
+    keeping the value as given; the parser's message on failure."""
+    def check(value, handler):
+        if isinstance(value, bool) or not isinstance(value, (str, Real, Fraction)):
+            raise ValueError(f"expected {example}, got {value!r}")
+        try:
+            parse(value)
+        except AirlinkError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+    return check
 
 
 #: a real number (int or float kept as given); bounds go in ``Field``
@@ -97,9 +90,10 @@ Numbers = Annotated[Union[float, list[float]], WrapValidator(_numbers)]
 #: one name for every user, or one per user
 Names = Annotated[Union[str, list[str]], WrapValidator(_texts)]
 #: a duration: ``"10s"``, ``"500ms"`` or seconds
-Duration = Annotated[Union[str, float], WrapValidator(_duration)]
+Duration = Annotated[Union[str, float], WrapValidator(_parsed_by(parse_duration, "a duration such as 10s or 500ms"))]
 #: a TTI: ``"1ms"``, ``"1/600s"``, or milliseconds
-Tti = Annotated[Union[str, float], WrapValidator(_tti)]
+Tti = Annotated[Union[str, float], WrapValidator(_parsed_by(
+    lambda v: parse_tti(v if isinstance(v, Fraction) else str(v)), "a TTI such as 1ms or 1/600s"))]
 FilePath = Union[str, Path]
 
 
