@@ -218,7 +218,8 @@ class CellConfig(BaseModel):
 
 
 #: every parameter's default, derived from :class:`CellConfig`
-DEFAULTS = {name: field.get_default(call_default_factory=True) for name, field in CellConfig.model_fields.items()}
+DEFAULTS = {name: field.get_default(call_default_factory=True)
+            for name, field in CellConfig.model_fields.items()}
 
 #: short names accepted for parameters (``lambda: 2`` = ``lam: 2``)
 ALIASES = {"lambda": "lam", "a": "pf_a", "t_a": "pf_window", "users": "n_users",
@@ -232,13 +233,9 @@ def parameter_name(key: str, where: str = "") -> str:
     name = ALIASES.get(key, key)
     if name not in CellConfig.model_fields:
         prefix = f"{where}: " if where else ""
-        raise AirlinkError(f"{prefix}unknown preset parameter {key!r} (known: {', '.join(sorted(CellConfig.model_fields))})")
+        known = ", ".join(sorted(CellConfig.model_fields))
+        raise AirlinkError(f"{prefix}unknown preset parameter {key!r} (known: {known})")
     return name
-
-
-def describe(name: str) -> str:
-    """The description (with unit) of parameter ``name``, for help texts."""
-    return CellConfig.model_fields[name].description or ""
 
 
 def validate_config(cfg: dict, where: str = "") -> CellConfig:

@@ -22,7 +22,7 @@ from airlink.traces.errors import AirlinkError
 from airlink.traces.yamlfile import read_yaml_mapping
 
 from . import kernel as K
-from .config import ALIASES, DEFAULTS, parameter_name, validate_config
+from .config import DEFAULTS, parameter_name, validate_config
 from .metrics import SummaryAccumulator
 from .result import SimResult
 from .sched_backlog import BacklogScheduler
