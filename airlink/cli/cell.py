@@ -36,7 +36,8 @@ def register(sub):
     p.add_argument("--tti", help="TTI length, 0.5 to 10 ms (default: the preset's)")
     p.add_argument("--duration", help="stop after this long (e.g. 30s); default: when every CMD exited")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="any preset parameter, value in YAML syntax (e.g. --set n_subchannels=50)")
+                   help="any preset parameter, value in YAML syntax (e.g. --set n_subchannels=50); "
+                        "see airlink.sim.config.CellConfig")
     p.add_argument("--queue", choices=["droptail", "drophead", "infinite"], default="droptail",
                    help="each UE's base-station queue (droptail)")
     p.add_argument("--queue-args", metavar="ARGS",

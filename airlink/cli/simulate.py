@@ -49,7 +49,8 @@ def register(sub):
     p.add_argument("--speed", dest="speed_kmh", type=float, help="speed of every user in km/h")
     p.add_argument("--csi-delay", dest="csi_delay_tti", type=int, help="CQI feedback delay in TTIs")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="any preset parameter, value in YAML syntax (e.g. --set snr_db=[10,0])")
+                   help="any preset parameter, value in YAML syntax (e.g. --set snr_db=[10,0]); "
+                        "the parameters, their defaults, units and ranges: airlink.sim.config.CellConfig")
     p.add_argument("--duration", type=typed(parse_duration), default=None,
                    help="simulated time (default: the preset's)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
