@@ -2,6 +2,7 @@
 
 Subpackages (imported on demand, so ``import airlink`` stays cheap):
 
+- :mod:`airlink.core`       what every part shares (the fairness metrics); imports no other part
 - :mod:`airlink.traces`     Trace model, frame schemas, Mahimahi trace and log formats
 - :mod:`airlink.sim`        radio channels, rate tables, HARQ, schedulers
 - :mod:`airlink.collectors` pcap/pcapng and radio/MAC log readers -> frames

@@ -76,15 +76,18 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7)
     bookkeeping; no block errors (z_err = 0) unless ``harq`` (errors drawn as the engine
     does, up to 11 transmissions, retransmissions first)."""
     n, u, c = sinr.shape
-    ip = np.array([2, 11 if harq else 1, 1 if harq else 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0, 0],
-                  dtype=np.int64)
+    ip = np.zeros(K.N_IP, np.int64)
+    ip[[K.IP_SCHED, K.IP_MAX_TX, K.IP_HARQ_PRIORITY, K.IP_LA_INTERVAL, K.IP_BL_INTERVAL, K.IP_PF_WINDOW,
+        K.IP_SECTOR_CHANNELS]] = [2, 11 if harq else 1, 1 if harq else 0, 10, 1, window, 32]
     z_err = np.zeros((n, c))
     if harq:
         beta = table.slope * 10 / np.log(10)
         p = np.random.default_rng(seed).random((n, c))
         with np.errstate(divide="ignore"):
             z_err = ((1 - p) / p) ** (1 / beta)
-    fp = np.array([0.001, 1.0, 1500.0, table.slope, 0, 1, 0, 0.3, 0.1, 15, 1e9, 0.5, 10.0, 0.1])
+    fp = np.zeros(K.N_FP)
+    fp[[K.FP_PF_A, K.FP_LAMBDA, K.FP_DRAIN_TTI, K.FP_LA_BLER_UP, K.FP_LA_BLER_DOWN, K.FP_LA_HYBRID_DB,
+        K.FP_OLLA_STEP_DB, K.FP_OLLA_MAX_DB, K.FP_BLER_TARGET]] = [0.001, 1.0, 1, 0.3, 0.1, 15, 0.5, 10.0, 0.1]
     z = lambda *s, d=np.float64: np.zeros(s, d)  # noqa: E731
     outs = [z(n, u), z(n, u), z(n, u, d=np.int64), z(n, u), z(n, u, d=np.int64), z(n, u),
             z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64)]

@@ -126,7 +126,7 @@ class CellShell:
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
                  realtime: bool = False):
-        from airlink.sim.engine import _scheduler_name, _validate, make_scheduler, resolve_config
+        from airlink.sim.engine import check_config, make_scheduler, resolve_config, scheduler_name
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
             if value is not None:
@@ -136,9 +136,9 @@ class CellShell:
         if sched_spec is None or isinstance(sched_spec, str):
             sched_spec = cfg["scheduler"]
         self.scheduler = make_scheduler(sched_spec, cfg)
-        cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else _scheduler_name(self.scheduler)
+        cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else scheduler_name(self.scheduler)
         cfg["seed"] = int(SEED.check(seed))
-        self.n_users, self.n_subchannels = _validate(cfg)
+        self.n_users, self.n_subchannels = check_config(cfg)
         CELL_UES.check(self.n_users)             # one namespace, veth pair and queue per UE
         from airlink.sim.step import parse_cfg_tti
         self.tti = parse_cfg_tti(cfg["tti"])

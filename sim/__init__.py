@@ -10,7 +10,8 @@ Main entry points::
     res.summary["aggregate_throughput_mbps"]
     res.write("out/", mahimahi=True)
 
-``S.PRESETS`` names the presets, ``S.load_preset(name)`` returns one as a dict and
+``S.PRESETS`` names the presets, ``S.load_preset(name)`` returns one as a dict,
+``S.CellConfig`` declares every parameter (type, default, unit, range; ``S.DEFAULTS``) and
 ``S.schedulers`` maps scheduler names to classes. A scheduler of your own implements
 ``reset/assign/update`` (see :mod:`airlink.sim.sched_base`).
 ``S.schedule_rates(rate_bytes)`` runs the metric schedulers alone on rates you give.
@@ -25,7 +26,8 @@ from __future__ import annotations
 
 from .channel import (PROFILES, ChannelModel, SumOfSinusoids, doppler_hz, frequency_correlation,
                       measured_snr_db, pathloss_db, resample_measured, snr_from_geometry)
-from .engine import DEFAULTS, PRESETS, load_preset, resolve_config, schedulers, simulate
+from .config import DEFAULTS, CellConfig
+from .engine import PRESETS, check_config, check_parameters, load_preset, resolve_config, scheduler_name, schedulers, simulate
 from .given_rates import schedule_rates
 from .nr_numerology import max_prbs, slot_seconds
 from .nr_rates import nr_rate_table
@@ -42,8 +44,9 @@ from .sched_rr import RoundRobin
 from .step import Radio
 from .traffic import Traffic
 
-__all__ = [
-    "simulate", "schedule_rates", "SimResult", "load_preset", "PRESETS", "DEFAULTS", "schedulers", "resolve_config",
+__all__ = ["check_parameters", 
+    "simulate", "schedule_rates", "SimResult", "load_preset", "PRESETS", "DEFAULTS", "CellConfig", "schedulers", "resolve_config",
+    "check_config", "scheduler_name",
     "read_mac", "RateTable", "rate_table", "read_rate_table", "RATE_TABLES", "ChannelModel",
     "SumOfSinusoids", "PROFILES", "doppler_hz", "pathloss_db", "snr_from_geometry",
     "frequency_correlation", "resample_measured", "measured_snr_db", "Traffic", "Scheduler",

@@ -23,6 +23,7 @@ from airlink.traces.errors import AirlinkError
 from airlink.traces.yamlfile import read_yaml_mapping
 
 from . import kernel as K
+from .config import DEFAULTS, parameter_name, validate_config
 from .metrics import SummaryAccumulator
 from .result import SimResult
 from .sched_backlog import BacklogScheduler
@@ -31,7 +32,7 @@ from .sched_maxcir import MaxCIR
 from .sched_mcpfs import MultiCarrierPF
 from .sched_pf import ProportionalFair
 from .sched_rr import RoundRobin
-from .step import LINK_ADAPTATION, MAC_COLUMNS, Radio, n_tti_of, parse_cfg_tti
+from .step import MAC_COLUMNS, Radio, n_tti_of, parse_cfg_tti
 
 PRESET_DIR = Path(__file__).parent / "presets"
 PRESETS = tuple(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))
@@ -42,46 +43,34 @@ schedulers = {"rr": RoundRobin, "maxcir": MaxCIR, "pf": ProportionalFair, "lambd
               "backlog": BacklogScheduler, "mcpfs": MultiCarrierPF}
 
 
-#: every parameter a preset or an override may set, with its default
-DEFAULTS = {
-    "description": "", "tti": "1ms", "duration": "10s", "n_users": 4, "n_subchannels": 1,
-    "subchannel_hz": 200e3, "carrier_hz": 2.0e9,
-    # radio
-    "rate_table": "lte-cqi", "table_rates": "band", "bandwidth_hz": None, "bler_slope": None,
-    "bler_target": None, "payload_fraction": 1.0,
-    "snr_db": 10.0, "distance_m": None, "tx_power_dbm": 43.0, "antenna_gain_db": 14.0,
-    "noise_figure_db": 9.0, "noise_bandwidth_hz": None, "snr_offset_db": 0.0,
-    "profile": "flat", "speed_kmh": 3.0, "shadowing_std_db": 0.0, "shadowing_corr_m": 50.0,
-    "n_oscillators": 128, "channel_trace": None, "channel_column": None, "channel_resample": "hold",
-    "csi_delay_tti": 0,
-    "harq_max_tx": 4, "harq_priority": True, "harq_feedback_tti": 0,
-    "link_adaptation": "cqi", "la_interval": 10, "la_bler_up": 0.3, "la_bler_down": 0.1,
-    "la_hybrid_db": 15.0, "la_olla_step_db": 0.5, "la_olla_max_db": 10.0,
-    # 5G NR carrier (rate_table: nr): numerology, bandwidth, PDSCH allocation (sim/nr_rates.py)
-    "nr_scs_khz": None, "nr_bandwidth_mhz": None, "nr_frequency_range": "fr1", "nr_symbols": 12,
-    "nr_dmrs_symbols": 1, "nr_cdm_groups": 2, "nr_layers": 1, "nr_mcs_table": "qam256",
-    "nr_overhead_re": 0, "nr_cqi_table": None,
-    # scheduling
-    "scheduler": "pf", "pf_a": 0.001, "pf_window": 0, "lam": 1.0,
-    "backlog_channel_bps": 9600.0, "backlog_channels": [1, 2, 4, 8, 16],
-    "backlog_thresholds_db": [-14.0, -11.0, -8.0, -5.0, -2.0], "backlog_sector_channels": 32,
-    "backlog_interval_s": 0.1, "backlog_drain_s": 0.5, "backlog_greedy_bytes": 6000.0,
-    "backlog_greedy_s": 3.0, "backlog_greedy_channels": 8,
-    # traffic
-    "traffic": "full", "traffic_rate_bps": 1e6, "packet_bytes": 1500, "buffer_packets": 500,
-    "on_s": 1.0, "off_s": 5.0, "onoff_exponential": False, "traffic_trace": None,
-    # engine
-    "chunk_elements": 4_000_000, "harq_ring": 4096, "mac_log": True,
-}
-ALIASES = {"lambda": "lam", "a": "pf_a", "t_a": "pf_window", "users": "n_users",
-           "subchannels": "n_subchannels", "buffer": "buffer_packets", "csi_delay": "csi_delay_tti",
-           "speed": "speed_kmh"}
-
-
 def read_parameter_file(path) -> dict:
     """The ``parameter: value`` mapping of a YAML file (preset or ``--config`` file), with
     one clear error line when the file is missing, not YAML or not a mapping."""
     return read_yaml_mapping(path, what="parameter", expect="expected a mapping of parameter: value")
+
+
+def read_config_file(path) -> dict:
+    """The overrides of a ``--config`` file: its parameters (aliases resolved) checked
+    against :class:`airlink.sim.config.CellConfig`, errors naming the file; a ``preset``
+    key (the preset to start from) is kept as it is."""
+    data = {k: _numeric(v) for k, v in read_parameter_file(path).items()}
+    base = data.pop("preset", None)
+    data = {parameter_name(k, str(path)): v for k, v in data.items()}
+    validate_config({**DEFAULTS, **data}, str(path))
+    return data if base is None else {"preset": base, **data}
+
+
+def read_config_files(paths, preset=None) -> tuple:
+    """``(preset, overrides)`` of ``--config`` files read in order (a later file wins): the
+    first ``preset`` a file names unless ``preset`` is given, and their parameters."""
+    overrides = {}
+    for path in paths:
+        data = read_config_file(path)
+        base = data.pop("preset", None)
+        if preset is None:
+            preset = base
+        overrides.update(data)
+    return preset, overrides
 
 
 def load_preset(name) -> dict:
@@ -93,14 +82,12 @@ def load_preset(name) -> dict:
         path = PRESET_DIR / f"{name}.yaml"
     elif not (path.suffix in (".yaml", ".yml") and path.exists()):
         raise AirlinkError(f"unknown preset {name!r} (one of {', '.join(PRESETS)}, or a YAML file)")
-    data = {k: _numeric(v) for k, v in read_parameter_file(path).items()}
+    data = read_config_file(path)
     base = data.pop("preset", None)
-    if base:
-        merged = load_preset(base)
-        merged.update(data)
-        return merged
-    data.setdefault("preset", str(name) if str(name) in PRESETS else path.stem)
-    return data
+    merged = load_preset(base) if base else {}
+    merged.update(data)
+    merged["preset"] = str(name) if str(name) in PRESETS else path.stem     # this file, not its base
+    return merged
 
 
 def _numeric(value):
@@ -116,16 +103,14 @@ def _numeric(value):
 
 
 def resolve_config(preset=None, overrides=None) -> dict:
-    """The full parameter set: defaults <- preset <- overrides (unknown names rejected)."""
+    """The full parameter set: defaults (:class:`airlink.sim.config.CellConfig`) <- preset
+    <- overrides (unknown names rejected; values checked by :func:`validate_config`)."""
     cfg = dict(DEFAULTS)
     base = load_preset(preset or DEFAULT_PRESET)
     cfg["preset"] = base.pop("preset", preset or DEFAULT_PRESET)
     for source, values in (("preset " + str(cfg["preset"]), base), ("override", overrides or {})):
         for key, value in values.items():
-            key = ALIASES.get(key, key)
-            if key not in DEFAULTS and key != "preset":
-                raise AirlinkError(f"{source}: unknown parameter {key!r} "
-                                   f"(known: {', '.join(sorted(DEFAULTS))})")
+            key = parameter_name(key, source)
             value = _numeric(value)
             if value is not None or key in ("bandwidth_hz", "channel_trace", "traffic_trace"):
                 cfg[key] = value
@@ -176,8 +161,9 @@ def make_scheduler(spec, cfg: dict):
     return spec
 
 
-def _scheduler_name(s) -> str:
-    return getattr(s, "name", None) or type(s).__name__
+def scheduler_name(scheduler) -> str:
+    """A scheduler object's name: its ``name`` attribute, else its class name."""
+    return getattr(scheduler, "name", None) or type(scheduler).__name__
 
 
 def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progress: bool = False,
@@ -193,7 +179,7 @@ def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progres
     duration : simulated time, e.g. ``"10s"``, ``"500ms"`` or seconds; ``None`` = the
         preset's ``duration``
     progress : show a tqdm progress bar on stderr (only when stderr is a terminal)
-    **overrides : any preset parameter (``airlink.sim.engine.DEFAULTS``), e.g.
+    **overrides : any preset parameter (:class:`airlink.sim.config.CellConfig`), e.g.
         ``scheduler="maxcir"``, ``n_users=4``, ``traffic="onoff"``, ``buffer_packets=40``,
         ``speed_kmh=120``, ``csi_delay_tti=3``, ``lam=2.0``, ``pf_a=0.01``. ``scheduler`` may
         also be a scheduler object or class (see :mod:`airlink.sim.sched_base`).
@@ -202,6 +188,22 @@ def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progres
     -------
     SimResult with ``capacity`` (Trace), ``mac`` (frame), ``summary`` (dict), ``config``.
     """
+    cfg, scheduler = _prepare(preset, seed, duration, overrides)
+    return _run(cfg, scheduler, progress)
+
+
+def check_parameters(preset: str | None = None, *, seed: int = 0, duration=None, **overrides) -> dict:
+    """Check what :func:`simulate` would be given - the parameter set, its declared ranges
+    and the run's size budgets - without simulating; returns the resolved parameters. An
+    :class:`~airlink.traces.errors.AirlinkError` names the first bad one, as
+    :func:`simulate` would, so a caller can refuse before it creates anything."""
+    cfg, _ = _prepare(preset, seed, duration, dict(overrides))
+    _run_size(cfg)
+    return cfg
+
+
+def _prepare(preset, seed, duration, overrides: dict):
+    """The resolved parameters and the scheduler object of a :func:`simulate` call."""
     sched_spec = overrides.pop("scheduler", None)
     cfg = resolve_config(preset, {**overrides, "scheduler": sched_spec if isinstance(sched_spec, str) else None})
     if duration is not None:
@@ -209,67 +211,37 @@ def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progres
     if sched_spec is None or isinstance(sched_spec, str):
         sched_spec = cfg["scheduler"]
     scheduler = make_scheduler(sched_spec, cfg)
-    cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else _scheduler_name(scheduler)
+    cfg["scheduler"] = sched_spec if isinstance(sched_spec, str) else scheduler_name(scheduler)
     cfg["seed"] = int(B.SEED.check(seed))
-    return _run(cfg, scheduler, progress)
+    return cfg, scheduler
 
 
-_NUMERIC_LISTS = ("snr_db", "speed_kmh", "traffic_rate_bps", "packet_bytes", "distance_m",
-                  "snr_offset_db", "backlog_channels", "backlog_thresholds_db")
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-
-
-#: parameters with a declared range (:mod:`airlink.traces.bounds`), checked by :func:`_validate`
-_BOUNDED = (B.USERS, B.SUBCHANNELS, B.BUFFER_PACKETS, B.CSI_DELAY_TTI, B.PF_WINDOW, B.LAMBDA, B.HARQ_MAX_TX,
-            B.HARQ_RING, B.CHUNK_ELEMENTS, B.LA_INTERVAL, B.N_OSCILLATORS)
-
-
-def _validate(cfg):
-    for key, default in DEFAULTS.items():
-        value = cfg.get(key)
-        if value is None:
-            continue
-        if key in _NUMERIC_LISTS:
-            items = value if isinstance(value, (list, tuple, np.ndarray)) else [value]
-            if len(items) == 0 or not all(_is_number(v) for v in items):
-                raise AirlinkError(f"{key}: expected a number or a list of numbers, got {value!r}")
-        elif _is_number(default) and not _is_number(value):
-            raise AirlinkError(f"{key}: expected a number, got {value!r}")
+def check_config(cfg: dict) -> tuple[int, int]:
+    """Check a full parameter set (:func:`resolve_config`, possibly changed since) against
+    :class:`airlink.sim.config.CellConfig` and the declared ranges and budgets of
+    :mod:`airlink.traces.bounds`; returns ``(n_users, n_subchannels)``."""
+    checked = validate_config(cfg)
     for bound in _BOUNDED:
         if cfg.get(bound.name) is not None:
             bound.check(cfg[bound.name])
     if cfg.get("seed") is not None:
         B.SEED.check(cfg["seed"])
-    n_u, n_c = int(cfg["n_users"]), int(cfg["n_subchannels"])
-    if n_u < 1 or n_c < 1:
-        raise AirlinkError("n_users and n_subchannels must be at least 1")
-    if int(cfg["harq_max_tx"]) < 1:
-        raise AirlinkError("harq_max_tx must be at least 1 (1 = no HARQ retransmissions)")
-    if int(cfg["harq_feedback_tti"]) < 0:
-        raise AirlinkError("harq_feedback_tti must not be negative")
-    if float(cfg["la_olla_step_db"]) <= 0 or float(cfg["la_olla_max_db"]) < 0:
-        raise AirlinkError("la_olla_step_db must be positive and la_olla_max_db not negative")
+    n_u, n_c = int(checked.n_users), int(checked.n_subchannels)
     B.check_budget(n_u * n_c, B.MAX_USER_SUBCHANNELS, f"{n_u} users x {n_c} subchannels make",
                    "SINR values per TTI")
-    if int(cfg["csi_delay_tti"]) < 0:
-        raise AirlinkError("csi_delay_tti must not be negative")
-    if cfg["link_adaptation"] not in LINK_ADAPTATION:
-        raise AirlinkError(f"unknown link_adaptation {cfg['link_adaptation']!r} "
-                           f"(one of {', '.join(LINK_ADAPTATION)})")
-    B.PF_A.check(cfg["pf_a"])
-    speeds = cfg["speed_kmh"] if isinstance(cfg["speed_kmh"], (list, tuple, np.ndarray)) else [cfg["speed_kmh"]]
-    for v in speeds:
-        B.SPEED_KMH.check(v)
     return n_u, n_c
 
 
-def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
-    n_u, n_c = _validate(cfg)
+#: parameters with a declared range (:mod:`airlink.traces.bounds`), checked by :func:`check_config`
+_BOUNDED = (B.USERS, B.SUBCHANNELS, B.BUFFER_PACKETS, B.CSI_DELAY_TTI, B.PF_WINDOW, B.LAMBDA, B.HARQ_MAX_TX,
+            B.HARQ_RING, B.CHUNK_ELEMENTS, B.LA_INTERVAL, B.N_OSCILLATORS, B.PF_A)
+
+
+def _run_size(cfg: dict):
+    """``(n_users, n_subchannels, tti, n_tti)`` of a checked parameter set, the run's size
+    held to the budgets of :mod:`airlink.traces.bounds` before anything is allocated."""
+    n_u, n_c = check_config(cfg)
     tti = B.TTI.check(parse_cfg_tti(cfg["tti"]))
-    tti_s = float(tti)
     B.SIM_DURATION.check(parse_duration(cfg["duration"]))
     n_tti = n_tti_of(cfg)
     if cfg["mac_log"]:
@@ -277,6 +249,12 @@ def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
                        f"{n_tti} TTIs x {n_u} users with the MAC log make", "user-TTIs (mac_log=False keeps "
                        f"only the capacity: at most {B.MAX_USER_TTIS:.3g})")
     B.check_budget(n_tti * n_u, B.MAX_USER_TTIS, f"{n_tti} TTIs x {n_u} users make", "user-TTIs")
+    return n_u, n_c, tti, n_tti
+
+
+def _run(cfg: dict, scheduler, progress: bool) -> SimResult:
+    n_u, n_c, tti, n_tti = _run_size(cfg)
+    tti_s = float(tti)
     cfg["tti"] = f"{tti.numerator}/{tti.denominator}s" if tti.denominator != 1000 else f"{tti.numerator}ms"
     cfg["duration"] = f"{float(parse_duration(cfg['duration'])):g}s"
     radio = Radio(cfg, scheduler, n_users=n_u, n_subchannels=n_c, n_tti=n_tti)

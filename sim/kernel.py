@@ -46,7 +46,7 @@ Model, per TTI ``k`` (the engine passes the chunk's real and reported SINR):
    share of the TTI's new blocks that failed (a NACK lowers it by ``step``, an ACK raises it by
    ``step BLER_t / (1 - BLER_t)``, so the first-transmission BLER settles at ``BLER_t``),
    within ``+-olla_max`` dB.
-5. **HARQ feedback delay** (``ip[13]`` = K1 in TTIs): a failed block can be resent from
+5. **HARQ feedback delay** (``harq_feedback_tti`` = K1 in TTIs): a failed block can be resent from
    ``K1 + 1`` TTIs after it (0: the next TTI); each queued block keeps the first TTI it may
    go in (``pend_ready``), and a user's retransmissions are taken oldest first.
 """
@@ -62,6 +62,36 @@ COMPILED = False
 #: constant of the compiled code; the Python kernel reads it at run time, which is how the
 #: tests compare them with the plain subchannel-by-subchannel step)
 FAST_PATH = True
+
+# Positions of the run's parameters in the two arrays ``ip`` (int64) and ``fp`` (float64)
+# that :func:`run_chunk` takes; :class:`airlink.sim.step.Radio` fills them by these names.
+# Module-level ints: the compiled kernel reads them as constants.
+IP_SCHED = 0             #: kernel scheduler id (``kernel_id``; 5 = a Python scheduler's assignment)
+IP_MAX_TX = 1            #: HARQ transmissions per block at most (``harq_max_tx``)
+IP_HARQ_PRIORITY = 2     #: 1: retransmissions go before new data (``harq_priority``)
+IP_BUFFER_PACKETS = 3    #: per-user buffer in packets, 0 = unbounded (``buffer_packets``)
+IP_LA_MODE = 4           #: link adaptation (``LINK_ADAPTATION`` value)
+IP_LA_INTERVAL = 5       #: TTIs between BLER / C/I link-adaptation decisions (``la_interval``)
+IP_BL_INTERVAL = 6       #: TTIs between backlog-scheduler channel decisions
+IP_GREEDY_TTI = 7        #: TTIs a backlog-scheduler user may stay greedy
+IP_TTI = 8               #: global index of the chunk's first TTI (set before every call)
+IP_PF_WINDOW = 9         #: PF averaging window t_a in TTIs, 0 = EWMA with ``pf_a``
+IP_SECTOR_CHANNELS = 10  #: code channels of the sector (``backlog_sector_channels``)
+IP_GREEDY_CHANNELS = 11  #: code channels a greedy user holds at most, 0 = no limit
+IP_HARQ_FEEDBACK = 12    #: K1: TTIs from a block to its HARQ feedback (``harq_feedback_tti``)
+N_IP = 13
+FP_PF_A = 0              #: PF EWMA constant a
+FP_LAMBDA = 1            #: fairness exponent of the generalized PF
+FP_CHANNEL_BYTES = 2     #: bytes one backlog code channel carries per TTI
+FP_DRAIN_TTI = 3         #: backlog drain time in TTIs
+FP_GREEDY_BYTES = 4      #: backlog above which a backlog-scheduler user turns greedy (bytes)
+FP_LA_BLER_UP = 5        #: measured BLER above which BLER link adaptation steps down
+FP_LA_BLER_DOWN = 6      #: measured BLER below which it steps up
+FP_LA_HYBRID_DB = 7      #: average C/I (dB) above which hybrid uses the C/I method
+FP_OLLA_STEP_DB = 8      #: OLLA step on a NACK (dB)
+FP_OLLA_MAX_DB = 9       #: OLLA offset bound (dB)
+FP_BLER_TARGET = 10      #: OLLA first-transmission BLER target
+N_FP = 11
 
 
 
@@ -369,28 +399,28 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     n_c = sinr_rep.shape[2]
     n_m = thr_lin.shape[0]
     ring = pend_bytes.shape[1]
-    sched = ip[0]
-    max_tx = ip[1]
-    harq_priority = ip[2]
-    buf_pk = ip[4]
-    la_mode = ip[5]
-    la_interval = ip[6]
-    bl_interval = ip[7]
-    greedy_limit = ip[8]
-    k_global = ip[9]
-    pf_window = ip[10]
-    pf_a = fp[0]
-    lam = fp[1]
-    ch_bytes = fp[4]
-    drain_tti = fp[5]
-    greedy_bytes = fp[6]
-    bler_up = fp[7]
-    bler_down = fp[8]
-    hybrid_db = fp[9]
-    harq_wait = ip[13] + 1
-    olla_step = fp[11]
-    olla_max = fp[12]
-    olla_up = olla_step * fp[13] / (1.0 - fp[13])
+    sched = ip[IP_SCHED]
+    max_tx = ip[IP_MAX_TX]
+    harq_priority = ip[IP_HARQ_PRIORITY]
+    buf_pk = ip[IP_BUFFER_PACKETS]
+    la_mode = ip[IP_LA_MODE]
+    la_interval = ip[IP_LA_INTERVAL]
+    bl_interval = ip[IP_BL_INTERVAL]
+    greedy_limit = ip[IP_GREEDY_TTI]
+    k_global = ip[IP_TTI]
+    pf_window = ip[IP_PF_WINDOW]
+    pf_a = fp[FP_PF_A]
+    lam = fp[FP_LAMBDA]
+    ch_bytes = fp[FP_CHANNEL_BYTES]
+    drain_tti = fp[FP_DRAIN_TTI]
+    greedy_bytes = fp[FP_GREEDY_BYTES]
+    bler_up = fp[FP_LA_BLER_UP]
+    bler_down = fp[FP_LA_BLER_DOWN]
+    hybrid_db = fp[FP_LA_HYBRID_DB]
+    harq_wait = ip[IP_HARQ_FEEDBACK] + 1
+    olla_step = fp[FP_OLLA_STEP_DB]
+    olla_max = fp[FP_OLLA_MAX_DB]
+    olla_up = olla_step * fp[FP_BLER_TARGET] / (1.0 - fp[FP_BLER_TARGET])
     thr_olla = np.zeros(n_m, dtype=np.float32)
     olla_new = np.zeros(n_u)
     olla_nack = np.zeros(n_u)
@@ -488,7 +518,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
             total = 0
             for u in range(n_u):
                 b = backlog[u]
-                if b > greedy_bytes or (ip[12] > 0 and assigned_ch[u] >= ip[12]):
+                if b > greedy_bytes or (ip[IP_GREEDY_CHANNELS] > 0 and assigned_ch[u] >= ip[IP_GREEDY_CHANNELS]):
                     greedy_cnt[u] += bl_interval
                 elif greedy_cnt[u] > 0:
                     greedy_cnt[u] -= min(bl_interval, greedy_cnt[u])
@@ -522,7 +552,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 assigned_ch[u] = want
                 total += want
             # sector capacity: trim the largest allocations by one step until they fit
-            while total > ip[11]:
+            while total > ip[IP_SECTOR_CHANNELS]:
                 big = 0
                 for u in range(n_u):
                     if assigned_ch[u] > assigned_ch[big]:

@@ -16,14 +16,14 @@ Aggregate: ``aggregate_throughput_mbps``, Jain's index ``(sum x)^2 / (n sum x^2)
 user throughputs, ``fairness_gap = (max - min) / min`` (Mattar et al.; ``null`` when a user got
 nothing while another did), ``resource_fraction_min_max_ratio`` (the EV-DO study's fairness axis).
 The fairness metrics and gap statistics are defined once, in
-:mod:`airlink.inference.fairness` (degenerate cases included: all-zero throughput is Jain
+:mod:`airlink.core.fairness` (degenerate cases included: all-zero throughput is Jain
 1.0 and gap 0); this module only accumulates the per-user totals they are applied to.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from airlink.inference.fairness import fairness_gap, gap_stats as _gap_stats, jain_index, min_max_ratio, service_gaps
+from airlink.core.fairness import fairness_gap, gap_stats as _gap_stats, jain_index, min_max_ratio, service_gaps
 
 
 def _f(x):
@@ -124,7 +124,7 @@ class SummaryAccumulator:
 
 def gap_stats(scheduled: np.ndarray, tti_ms: float) -> dict:
     """Gap statistics (ms) of the TTIs where ``scheduled`` is true
-    (:func:`airlink.inference.fairness.service_gaps` and ``gap_stats``)."""
+    (:func:`airlink.core.fairness.service_gaps` and ``gap_stats``)."""
     st = _gap_stats(service_gaps(np.asarray(scheduled, dtype=float), tti_s=tti_ms)[0])
     return {"gap_mean_ms": _f(st["mean"]), "gap_std_ms": _f(st["std"]), "gap_cov": _f(st["cov"]),
             "gap_max_ms": _f(st["max"])}

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from airlink.traces import Trace, write_trace
-from airlink.traces.trace import _jsonable
+from airlink.traces import Trace, jsonable, write_trace
 
 
 @dataclass
@@ -47,14 +46,14 @@ class SimResult:
         out.mkdir(parents=True, exist_ok=True)
         self.capacity.write_parquet(out / "capacity.parquet")
         table = pa.Table.from_pandas(self.mac, preserve_index=False)
-        header = {"kind": "mac", "meta": _jsonable(self.capacity.meta)}
+        header = {"kind": "mac", "meta": jsonable(self.capacity.meta)}
         meta = dict(table.schema.metadata or {})
         meta[b"airlink"] = json.dumps(header).encode()
         from airlink.traces.atomic import atomic_path, write_text
         with atomic_path(out / "mac.parquet") as tmp:
             pq.write_table(table.replace_schema_metadata(meta), tmp)
-        write_text(out / "summary.json", json.dumps(_jsonable(self.summary), indent=2) + "\n")
-        write_text(out / "config.yaml", yaml.safe_dump(_jsonable(self.config), sort_keys=True))
+        write_text(out / "summary.json", json.dumps(jsonable(self.summary), indent=2) + "\n")
+        write_text(out / "config.yaml", yaml.safe_dump(jsonable(self.config), sort_keys=True))
         self.skipped_mahimahi = []
         if mahimahi:
             for u in self.capacity.users:

@@ -38,6 +38,7 @@ from airlink.traces.errors import AirlinkError
 
 from . import kernel as K
 from .channel import ChannelModel, measured_snr_db, snr_from_geometry
+from .config import LINK_ADAPTATION_MODES
 from .nr_rates import nr_rate_table_of
 from .rates import rate_table
 from .sched_backlog import BacklogScheduler
@@ -53,7 +54,8 @@ MAC_COLUMNS = ("subchannels", "mcs", "sinr_db", "sinr_reported_db", "served_byte
                "tx_bytes", "harq_retransmissions", "backlog_bytes", "backlog_packets",
                "assigned_rate_bps", "arrivals_bytes", "drops_packets")
 
-LINK_ADAPTATION = {"cqi": 0, "ci": 1, "bler": 2, "hybrid": 3, "ideal": 4, "olla": 5}
+#: link adaptation name -> the kernel's mode id
+LINK_ADAPTATION = {name: i for i, name in enumerate(LINK_ADAPTATION_MODES)}
 
 
 @dataclass
@@ -154,18 +156,31 @@ class Radio:
         buf = 0 if live else int(cfg["buffer_packets"] or 0)
         self.full = full = np.zeros(n_u, bool) if live else self.traffic.full_mask
         bl_interval = max(1, int(round(float(kp.get("interval_s", 0.1)) / tti_s)))
-        self.ip = np.array([self.sched_id, int(cfg["harq_max_tx"]), int(bool(cfg["harq_priority"])),
-                            int(full.all()), buf, la_mode, int(cfg["la_interval"]), bl_interval,
-                            int(round(float(kp.get("greedy_s", 0)) / tti_s)), 0, int(kp.get("pf_window", 0)),
-                            int(cfg["backlog_sector_channels"]), int(kp.get("greedy_channels", 0)),
-                            int(cfg["harq_feedback_tti"])],
-                           dtype=np.int64)
-        self.fp = np.array([float(kp.get("pf_a", cfg["pf_a"])), float(kp.get("lam", cfg["lam"])), float(pkt[0]),
-                            table.slope, float(cfg["backlog_channel_bps"]) * tti_s / 8,
-                            float(kp.get("drain_s", 0.5)) / tti_s, float(kp.get("greedy_bytes", 0)),
-                            float(cfg["la_bler_up"]), float(cfg["la_bler_down"]), float(cfg["la_hybrid_db"]),
-                            (buf or 500) * float(pkt[0]), float(cfg["la_olla_step_db"]),
-                            float(cfg["la_olla_max_db"]), table.bler_target], dtype=np.float64)
+        self.ip = ip = np.zeros(K.N_IP, np.int64)
+        ip[K.IP_SCHED] = self.sched_id
+        ip[K.IP_MAX_TX] = int(cfg["harq_max_tx"])
+        ip[K.IP_HARQ_PRIORITY] = int(bool(cfg["harq_priority"]))
+        ip[K.IP_BUFFER_PACKETS] = buf
+        ip[K.IP_LA_MODE] = la_mode
+        ip[K.IP_LA_INTERVAL] = int(cfg["la_interval"])
+        ip[K.IP_BL_INTERVAL] = bl_interval
+        ip[K.IP_GREEDY_TTI] = int(round(float(kp.get("greedy_s", 0)) / tti_s))
+        ip[K.IP_PF_WINDOW] = int(kp.get("pf_window", 0))
+        ip[K.IP_SECTOR_CHANNELS] = int(cfg["backlog_sector_channels"])
+        ip[K.IP_GREEDY_CHANNELS] = int(kp.get("greedy_channels", 0))
+        ip[K.IP_HARQ_FEEDBACK] = int(cfg["harq_feedback_tti"])
+        self.fp = fp = np.zeros(K.N_FP, np.float64)
+        fp[K.FP_PF_A] = float(kp.get("pf_a", cfg["pf_a"]))
+        fp[K.FP_LAMBDA] = float(kp.get("lam", cfg["lam"]))
+        fp[K.FP_CHANNEL_BYTES] = float(cfg["backlog_channel_bps"]) * tti_s / 8
+        fp[K.FP_DRAIN_TTI] = float(kp.get("drain_s", 0.5)) / tti_s
+        fp[K.FP_GREEDY_BYTES] = float(kp.get("greedy_bytes", 0))
+        fp[K.FP_LA_BLER_UP] = float(cfg["la_bler_up"])
+        fp[K.FP_LA_BLER_DOWN] = float(cfg["la_bler_down"])
+        fp[K.FP_LA_HYBRID_DB] = float(cfg["la_hybrid_db"])
+        fp[K.FP_OLLA_STEP_DB] = float(cfg["la_olla_step_db"])
+        fp[K.FP_OLLA_MAX_DB] = float(cfg["la_olla_max_db"])
+        fp[K.FP_BLER_TARGET] = table.bler_target
         ring = int(cfg["harq_ring"])
         self.state = dict(
             backlog=np.zeros(n_u), inflight=np.zeros(n_u), avg_thr=np.zeros(n_u),
@@ -245,7 +260,7 @@ class Radio:
             # a queue that dropped bytes already sent (drop-head) cannot owe more than it holds
             np.minimum(st["inflight"], b, out=st["inflight"])
         s = slice(i0, i1)
-        self.ip[9] = inp.k0 + i0
+        self.ip[K.IP_TTI] = inp.k0 + i0
         args = (self.thr_lin, self.bytes_per_mcs, self.s50, self.best_lut, self.lut_lo, self.lut_step,
                 self.ip, self.fp, st["backlog"], st["inflight"], st["avg_thr"], st["pend_bytes"],
                 st["pend_mcs"], st["pend_acc"], st["pend_tx"], st["pend_head"], st["pend_count"],
@@ -271,7 +286,7 @@ class Radio:
                 raise AirlinkError(f"scheduler {getattr(sched, 'name', None) or type(sched).__name__!r} "
                                    f"returned an invalid assignment (need {inp.rep.shape[2]} user indices "
                                    f"in -1..{n_u - 1}, got {assign.ravel()[:8]})")
-            self.ip[9] = inp.k0 + k
+            self.ip[K.IP_TTI] = inp.k0 + k
             t = slice(k, k + 1)
             r = k - i0
             K.run_chunk(inp.rep[t], inp.real[t], inp.arrivals[t], inp.u_err[t], inp.perm[t], assign, *args,

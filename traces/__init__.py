@@ -25,13 +25,13 @@ _LAZY = {name: (module, name) for module, names in {
     "fromlog": ("Comparison", "GAP_RULES", "compare", "from_log", "from_log_sessions", "split_long_ttis", "split_sessions"),
     "linklog": ("LinkLogWriter", "per_ms", "read_log", "write_log"),
     "schema": ("KINDS", "columns", "kinds", "validate"),
-    "trace": ("Trace", "constant"),
+    "trace": ("Trace", "constant", "jsonable"),
     "units": ("DEFAULT_OPPORTUNITY_BYTES", "format_rate", "parse_duration", "parse_rate",
               "parse_size", "parse_tti"),
 }.items() for name in names}
 
 __all__ = [
-    "AirlinkError", "FormatError", "SchemaError", "Trace", "constant", "read_trace",
+    "AirlinkError", "FormatError", "SchemaError", "Trace", "constant", "jsonable", "read_trace",
     "write_trace", "detect_format", "read_log", "write_log", "LinkLogWriter", "per_ms",
     "validate", "kinds", "columns", "KINDS", "parse_rate", "parse_duration", "parse_size",
     "parse_tti", "format_rate", "DEFAULT_OPPORTUNITY_BYTES", "example_path",

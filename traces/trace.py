@@ -184,7 +184,7 @@ class Trace:
         path = Path(path)
         table = pa.table({f"user_{u}": self.values[:, i] for i, u in enumerate(self.users)})
         header = {"kind": "trace", "tti_s": f"{self.tti.numerator}/{self.tti.denominator}",
-                  "unit": self.unit, "users": self.users, "meta": _jsonable(self.meta)}
+                  "unit": self.unit, "users": self.users, "meta": jsonable(self.meta)}
         table = table.replace_schema_metadata({_META_KEY: json.dumps(header).encode()})
         from .atomic import atomic_path
         with atomic_path(path) as tmp:
@@ -261,12 +261,14 @@ def _trace_header(path: Path, raw: bytes) -> dict:
     return {"tti": tti, "users": [str(u) for u in users], "unit": header["unit"], "meta": meta}
 
 
-def _jsonable(obj: Any):
-    """Metadata made JSON-safe (numpy scalars, Fractions, paths)."""
+def jsonable(obj: Any):
+    """``obj`` made JSON- and YAML-safe, recursively: numpy scalars and arrays become Python
+    numbers and lists, Fractions ``"n/d"`` strings, paths strings, tuples lists, dict keys
+    strings. Trace metadata and every JSON/YAML file airlink writes go through it."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, Fraction):
         return f"{obj.numerator}/{obj.denominator}"
     if isinstance(obj, np.generic):

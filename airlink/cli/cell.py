@@ -40,7 +40,8 @@ def register(sub):
     bounded(p, "--duration", bound=B.SIM_DURATION, parse=with_unit(parse_duration, "30s or 500ms"), keep_text=True,
             help="stop after this long (e.g. 30s); default: when every CMD exited")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="any preset parameter, value in YAML syntax (e.g. --set n_subchannels=50)")
+                   help="any preset parameter, value in YAML syntax (e.g. --set n_subchannels=50); "
+                        "see airlink.sim.config.CellConfig")
     p.add_argument("--queue", choices=["droptail", "drophead", "infinite"], default="droptail",
                    help="each UE's base-station queue (droptail)")
     p.add_argument("--queue-args", metavar="ARGS",
@@ -65,12 +66,10 @@ def register(sub):
 def run(args) -> int:
     from airlink.cli._common import parse_sets
     from airlink.replay.cell import CellShell
-    from airlink.sim.engine import read_parameter_file
-    overrides = {}
-    for path in args.config:
-        overrides.update(read_parameter_file(path))
+    from airlink.sim.engine import read_config_files
+    preset, overrides = read_config_files(args.config, args.preset)
     overrides.update(parse_sets(args.sets))
-    shell = CellShell(preset=args.preset, scheduler=args.scheduler, users=args.users, seed=args.seed,
+    shell = CellShell(preset=preset, scheduler=args.scheduler, users=args.users, seed=args.seed,
                       tti=args.tti, duration=args.duration, overrides=overrides, queue=args.queue,
                       queue_args=None if args.queue == "infinite" else args.queue_args,
                       uplink=args.uplink, mac_log=args.mac_log, log_dir=args.log_dir,

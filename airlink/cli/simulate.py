@@ -16,6 +16,13 @@ airlink simulate --preset nr-fr1 --scheduler rr --duration 5s -o nr/        # 5G
 airlink simulate --preset nr-tmobile-10mhz --users 1 --set snr_db=15 -o tmo/"""
 
 
+#: options that set one simulator parameter (their ``dest`` is the parameter's name in
+#: :class:`airlink.sim.config.CellConfig`, which declares type, default and unit; None =
+#: the preset's value)
+PARAMETER_OPTIONS = ("scheduler", "lam", "pf_a", "pf_window", "n_users", "n_subchannels", "traffic",
+                     "buffer_packets", "speed_kmh", "csi_delay_tti")
+
+
 def register(sub):
     p = add_parser(
         sub, "simulate", "simulate a cell: fading, rate tables, HARQ, a scheduler -> traces + MAC log",
@@ -45,7 +52,8 @@ def register(sub):
     bounded(p, "--speed", dest="speed_kmh", bound=B.SPEED_KMH, help="speed of every user in km/h")
     bounded(p, "--csi-delay", dest="csi_delay_tti", bound=B.CSI_DELAY_TTI, help="CQI feedback delay in TTIs")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="any preset parameter, value in YAML syntax (e.g. --set snr_db=[10,0])")
+                   help="any preset parameter, value in YAML syntax (e.g. --set snr_db=[10,0]); "
+                        "the parameters, their defaults, units and ranges: airlink.sim.config.CellConfig")
     bounded(p, "--duration", bound=B.SIM_DURATION, parse=with_unit(parse_duration, "10s or 500ms"),
             default=None, help="simulated time (default: the preset's)")
     bounded(p, "--seed", bound=B.SEED, default=0, help="random seed (default 0)")
@@ -62,34 +70,24 @@ def register(sub):
 
 def cmd_simulate(args) -> int:
     from airlink import sim
-    from airlink.sim.engine import read_parameter_file
-    overrides = {}
-    for path in args.config:
-        data = read_parameter_file(path)
-        if "preset" in data and args.preset is None:
-            args.preset = data.pop("preset")
-        data.pop("preset", None)
-        overrides.update(data)
-    for name in ("scheduler", "lam", "pf_a", "pf_window", "n_users", "n_subchannels", "traffic",
-                 "buffer_packets", "speed_kmh", "csi_delay_tti"):
+    from airlink.sim.engine import read_config_files
+    args.preset, overrides = read_config_files(args.config, args.preset)
+    for name in PARAMETER_OPTIONS:
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
     overrides.update(parse_sets(args.sets))
     if args.no_mac_log:
         overrides["mac_log"] = False
-    duration = overrides.pop("duration", None)
-    if args.duration is not None:
-        duration = args.duration
-    if duration is None:
-        duration = sim.load_preset(args.preset or "quick").get("duration", "10s")
-    seed = overrides.pop("seed", args.seed)          # checked by simulate() against its range
+    if args.duration is not None:          # else a --config/--set duration, else the preset's
+        overrides["duration"] = args.duration
+    seed = overrides.pop("seed", args.seed)
     from airlink.rundir import RunFolder
+    sim.check_parameters(args.preset, seed=seed, **overrides)   # bad values: nothing is created
     with output_folder_option(overwrite=not args.overwrite):
         folder = RunFolder.create(args.output, overwrite=args.overwrite, manifest=False)
     with folder.writing():
-        res = sim.simulate(args.preset, seed=seed, duration=duration, progress=not args.no_progress,
-                           **overrides)
+        res = sim.simulate(args.preset, seed=seed, progress=not args.no_progress, **overrides)
         with folder.staging(stage="radio") as tmp:
             res.write(tmp, mahimahi=args.mahimahi)
     out = folder.path

@@ -5,7 +5,7 @@ The models are pydantic v2 with ``extra="forbid"``: an unknown key or a value of
 type is an :class:`~airlink.traces.AirlinkError` naming the file and the key path
 (``pf-cell.yaml: collect.resolutoin: unknown key``). Only ``radio`` takes keys of its own
 beyond those declared: they are preset overrides passed to :func:`airlink.sim.simulate`,
-which checks them. Durations are strings with a unit (``"500ms"``, ``"20s"``) or numbers of
+checked against the simulator's one declaration, :class:`airlink.sim.config.CellConfig`. Durations are strings with a unit (``"500ms"``, ``"20s"``) or numbers of
 seconds; they are kept as given and parsed with :func:`airlink.traces.parse_duration`.
 
 :class:`Experiment` keeps the mapping as written (``spec``, with overrides applied: what
@@ -81,6 +81,20 @@ class _Model(BaseModel):
 
 
 # ---------------------------------------------------------------------------- radio
+def _check_parameters(values: dict, where: str) -> None:
+    """Check simulator parameters (names and values) against
+    :class:`airlink.sim.config.CellConfig`, which declares them and their defaults."""
+    if not values:
+        return
+    from airlink.sim.config import DEFAULTS, parameter_name, validate_config
+    try:
+        named = {parameter_name(key, f"{where}.{key}"): value for key, value in values.items()}
+        validate_config({**DEFAULTS, **named})
+    except AirlinkError as exc:
+        message = str(exc)
+        raise ValueError(message if message.startswith(f"{where}.") else f"{where}.{message}") from None
+
+
 class Radio(_Model):
     """Where capacity comes from: a simulated cell (``preset`` and overrides) or a measured
     ``trace`` (Mahimahi or Parquet)."""
@@ -96,6 +110,7 @@ class Radio(_Model):
     def _one_source(self):
         if self.trace is not None and self.preset is not None:
             raise ValueError("give either a preset or a trace, not both")
+        _check_parameters(self.overrides(), "radio")
         return self
 
     def overrides(self) -> dict:
@@ -304,10 +319,10 @@ class Cell(_Model):
         scheduler); an unknown parameter or preset is an AirlinkError naming its key path.
         ``preset_path``: the preset file as found from the experiment's folder (None: ``preset``
         as written)."""
-        from airlink.sim.engine import ALIASES, DEFAULTS, resolve_config
+        from airlink.sim.engine import resolve_config
+        from airlink.sim.config import parameter_name
         for key in self.overrides:
-            if ALIASES.get(key, key) not in DEFAULTS:
-                raise AirlinkError(f"cell.set.{key}: unknown preset parameter (known: {', '.join(sorted(DEFAULTS))})")
+            parameter_name(key, f"cell.set.{key}")
         over = dict(self.overrides)
         for key, value in (("n_users", self.users), ("tti", self.tti), ("scheduler", self.scheduler)):
             if value is not None:

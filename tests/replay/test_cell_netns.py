@@ -359,7 +359,7 @@ def test_bad_uplink_and_unknown_parameter_fail_before_any_namespace(test_ns):
     assert r.returncode == 2 and r.stderr.strip() == (
         "airlink: error: cannot read rate '2 Mbyte': unknown unit 'mbyte' (use bps, kbps, Mbps or Gbps)")
     r = test_ns.airlink("cell", "--set", "subchanels=4", "--", "true")
-    assert r.returncode == 2 and "unknown parameter 'subchanels'" in r.stderr
+    assert r.returncode == 2 and "unknown preset parameter 'subchanels'" in r.stderr
     assert test_ns.links() == before
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from airlink.replay.cell_radio import RadioFeed
-from airlink.sim.engine import _validate, make_scheduler, resolve_config
+from airlink.sim.engine import check_config, make_scheduler, resolve_config
 from airlink.sim.step import Radio, n_tti_of
 from airlink.traces.errors import AirlinkError
 
@@ -20,7 +20,7 @@ from airlink.traces.errors import AirlinkError
 def _radio(duration="0.35s", **over):
     cfg = resolve_config("quick", {"scheduler": "pf", "chunk_elements": 3000, **over})
     cfg["duration"], cfg["seed"] = duration, 4
-    n_u, n_c = _validate(cfg)
+    n_u, n_c = check_config(cfg)
     return Radio(cfg, make_scheduler("pf", cfg), n_users=n_u, n_subchannels=n_c, n_tti=n_tti_of(cfg), live=True)
 
 

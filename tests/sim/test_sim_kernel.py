@@ -55,8 +55,12 @@ def test_level_keys_keep_the_order_and_flag_shared_keys():
 
 def _direct_run(sinr, perm, thr, bytes_per_mcs, sched, lam=1.0, window=50):
     n, u, c = sinr.shape
-    ip = np.array([sched, 1, 0, 1, 0, 0, 10, 1, 0, 0, window, 32, 0, 0], dtype=np.int64)
-    fp = np.array([0.01, lam, 1500.0, 2.0, 0, 1, 0, 0.3, 0.1, 15, 1e9, 0.5, 10.0, 0.1])
+    ip = np.zeros(K.N_IP, np.int64)
+    ip[[K.IP_SCHED, K.IP_MAX_TX, K.IP_LA_INTERVAL, K.IP_BL_INTERVAL, K.IP_PF_WINDOW,
+        K.IP_SECTOR_CHANNELS]] = [sched, 1, 10, 1, window, 32]
+    fp = np.zeros(K.N_FP)
+    fp[[K.FP_PF_A, K.FP_LAMBDA, K.FP_DRAIN_TTI, K.FP_LA_BLER_UP, K.FP_LA_BLER_DOWN, K.FP_LA_HYBRID_DB,
+        K.FP_OLLA_STEP_DB, K.FP_OLLA_MAX_DB, K.FP_BLER_TARGET]] = [0.01, lam, 1, 0.3, 0.1, 15, 0.5, 10.0, 0.1]
     z = lambda *s, d=np.float64: np.zeros(s, d)  # noqa: E731
     outs = [z(n, u), z(n, u), z(n, u, d=np.int64), z(n, u), z(n, u, d=np.int64), z(n, u),
             z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64), z(n, u, d=np.int64)]

@@ -58,7 +58,7 @@ def test_presets_and_registry():
     assert S.schedulers["pf"] is S.ProportionalFair
     with pytest.raises(AirlinkError, match="unknown preset"):
         S.load_preset("lte-9000")
-    with pytest.raises(AirlinkError, match="unknown parameter 'bogus'"):
+    with pytest.raises(AirlinkError, match="unknown preset parameter 'bogus'"):
         S.simulate("quick", duration="10ms", bogus=1)
     with pytest.raises(AirlinkError, match="unknown scheduler"):
         S.simulate("quick", duration="10ms", scheduler="fastest")

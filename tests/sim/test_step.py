@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from airlink.sim import simulate
-from airlink.sim.engine import make_scheduler, resolve_config, _validate
+from airlink.sim.engine import check_config, make_scheduler, resolve_config
 from airlink.sim.step import Radio, n_tti_of
 
 
 def _radio(preset, scheduler, duration, live, **overrides):
     cfg = resolve_config(preset, {"scheduler": scheduler, **overrides})
     cfg["duration"], cfg["seed"] = duration, 5
-    n_u, n_c = _validate(cfg)
+    n_u, n_c = check_config(cfg)
     return Radio(cfg, make_scheduler(scheduler, cfg), n_users=n_u, n_subchannels=n_c,
                  n_tti=n_tti_of(cfg), live=live)
 
