@@ -22,6 +22,7 @@ import pandas as pd
 
 from airlink.collectors.align import TIME_COLUMNS, time_of, to_grid
 from airlink.traces.errors import AirlinkError
+from airlink.traces.parquetframe import read_parquet_frame
 
 ENTITY_COLUMNS = ("carrier", "flow", "direction")
 # a grid made from the data is the median spacing of distinct times; when every spacing is
@@ -55,7 +56,7 @@ def read_table(path) -> pd.DataFrame:
         raise FileNotFoundError(2, "no such file", str(path))
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
-            frame = pd.read_parquet(path)
+            frame = read_parquet_frame(path)
         elif path.suffix.lower() in (".csv", ".txt", ".gz"):
             frame = pd.read_csv(path, na_values=["None", "-", ""])
         else:

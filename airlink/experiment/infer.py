@@ -24,6 +24,7 @@ import pandas as pd
 
 from airlink import rundir
 from airlink.inference.frames import user_order
+from airlink.traces.parquetframe import read_parquet_frame
 from airlink.traces import AirlinkError, parse_duration
 
 TCP_SERIES = "series-tcp.parquet"
@@ -183,7 +184,7 @@ class InferStage:
         if not tcp_paths:
             raise AirlinkError("no tcp frame (the collect stage writes tcp.parquet)")
         from airlink.report import main_direction
-        rows = main_direction(pd.read_parquet(tcp_paths[0]))
+        rows = main_direction(read_parquet_frame(tcp_paths[0]))
         if rows is None or not len(rows):
             raise AirlinkError(f"{tcp_paths[0].name}: no TCP direction with goodput or throughput")
         flow, direction = rows["flow"].iloc[0], rows["direction"].iloc[0]
@@ -193,7 +194,7 @@ class InferStage:
         sources = [tcp_paths[0].name]
         link, lk = self.out / "link-downlink.parquet", None
         if link.exists():
-            lk = pd.read_parquet(link)
+            lk = read_parquet_frame(link)
         else:
             link, lk = self._cell_rows_of_flow(flow)
         if lk is not None:
@@ -218,7 +219,7 @@ class InferStage:
         flows_paths = rundir.find(self.out, "flows")
         if mac is None or not flows_paths:
             return None, None
-        flows = pd.read_parquet(flows_paths[0])
+        flows = read_parquet_frame(flows_paths[0])
         row = flows[flows["flow"] == flow]
         if not len(row):
             return None, None
@@ -227,5 +228,5 @@ class InferStage:
         ue = next((a["ue"] for a in self.info.get("applications", []) if a.get("local") in ends), None)
         if ue is None:
             return None, None
-        rows = pd.read_parquet(mac, filters=[("user", "==", str(ue))])
+        rows = read_parquet_frame(mac, filters=[("user", "==", str(ue))])
         return mac, rows.drop(columns=["user"])
