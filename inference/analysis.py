@@ -18,6 +18,7 @@ from airlink.traces.errors import AirlinkError
 from .results import BacklogReport, FairnessReport, JitterReport
 
 from . import fairness as F
+from .allocations import device_groups
 from .frames import column, pooled_series, prepare, sample_period_s, users_of, wide_many
 from .information import discretize
 from .lagscan import lag_scan
@@ -235,20 +236,76 @@ def _per_user_fairness(tables: dict, cols: dict, period: float) -> pd.DataFrame:
     return out
 
 
-def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: str | None = None,
-                    window=None, resolution=None, time_column=None, by=None) -> "FairnessReport":
-    """Fairness over the whole run and per window.
+def _combine_devices(tables: dict, frame: pd.DataFrame, cols: dict) -> tuple[dict, str | None]:
+    """Per-carrier series of one device summed into the device (carrier aggregation is one
+    user: its carriers' rates and resources add up); ``(tables, note)``."""
+    first = tables[cols["rate"]]
+    groups = device_groups(list(first.columns), frame.attrs.get("by", []))
+    if not groups or all(len(v) == 1 for v in groups.values()):
+        return tables, None
+    out = {}
+    for name, t in tables.items():
+        if name not in (cols["rate"], cols.get("resource")):
+            continue
+        out[name] = pd.DataFrame({dev: t.iloc[:, idx].sum(axis=1, min_count=1) for dev, idx in groups.items()},
+                                 index=t.index)
+    shown = "; ".join(f"{dev}: {', '.join(str(first.columns[i]).split('/')[-1] for i in idx)}"
+                      for dev, idx in groups.items() if len(idx) > 1)
+    return out, (f"carriers of one device are its carrier aggregation, one user, not competing users "
+                 f"(summed per device: {shown})")
 
-    ``rate`` (default the first of served_bytes, throughput_bps, assigned_rate_bps, tbs_bps, ...) gives the
-    per-user throughput; ``resource`` (default ``subchannels`` or ``prbs``) the resource
-    fractions. Returns a :class:`~airlink.inference.results.FairnessReport` (a mapping
+
+def _overlap(rate: pd.DataFrame):
+    """``(start, end, reason)``: the time span in which every series had a positive rate at
+    some step both before and after (first to last active step, intersected), or a reason
+    why there is none."""
+    active = rate.fillna(0) > 0
+    spans = {}
+    for u in rate.columns:
+        on = rate.index[active[u].to_numpy()]
+        if len(on) == 0:
+            return None, None, f"series {u} never had a positive rate"
+        spans[u] = (on[0], on[-1])
+    start = max(a for a, _ in spans.values())
+    end = min(b for _, b in spans.values())
+    if start > end:
+        late = max(spans.items(), key=lambda kv: kv[1][0])
+        early = min(spans.items(), key=lambda kv: kv[1][1])
+        return None, None, (f"the series never overlapped in time: {early[0]} ended at {early[1][1]} before "
+                            f"{late[0]} began at {late[1][0]}; fairness compares users sharing the link at "
+                            f"the same time")
+    return start, end, None
+
+
+def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: str | None = None,
+                    window=None, resolution=None, time_column=None, by=None,
+                    overlap: bool | None = None) -> "FairnessReport":
+    """Fairness over the whole run and per window, or "cannot tell" with the reason.
+
+    ``rate``: the per-user throughput; default the allocation log's transport blocks
+    (:mod:`~airlink.inference.allocations`: ``tbs_bytes`` of the downlink slots of an
+    NR-Scope log, a carrier's ``tbs_bps``), else the first of served_bytes, throughput_bps,
+    assigned_rate_bps, tbs_bps, ...; ``resource`` (default ``subchannels`` or ``prbs``) the resource
+    fractions. A user's rate is its mean over the grid steps in which it has a row (for an
+    allocation log: the rate while served). Returns a :class:`~airlink.inference.results.FairnessReport` (a mapping
     ``{"overall": {...}, "users": DataFrame, "windows": DataFrame}``) with
     the fairness gap, Jain's index, min/max resource-fraction ratio, and per user the
     selection, active-time and retransmission ratios. ``resolution``, ``time_column``, ``by``:
     the grid, as for :func:`rank_factors`.
+
+    Guards (``overall["cannot_tell"]`` holds the reason, the indices are NaN):
+
+    - carriers of one device (series split ``by`` carrier) are one user's carrier
+      aggregation: they are summed per device (``overall["note"]`` says so); a single device
+      is one user, and one user has no fairness;
+    - ``overlap`` (default: when the series are flows, ``by`` holding ``flow``): compare the
+      users only over the span where all of them were active (first to last positive
+      rate); users that never overlapped cannot be compared.
     """
     frame = _framed(frame, resolution, time_column, by, [rate, resource])
-    rate = rate or _first_present(frame, THROUGHPUT_COLUMNS)
+    alloc = frame.attrs.get("allocation") or {}
+    rate = rate or (alloc.get("rate") if alloc.get("rate") in frame.columns else None) \
+        or _first_present(frame, THROUGHPUT_COLUMNS)
     if rate is None:
         raise AirlinkError(f"frame has no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name the rate column")
     resource = resource or _first_present(frame, ("subchannels", "prbs"))
@@ -256,15 +313,38 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
                 retx=_first_present(frame, ("harq_retransmissions", "rlp_retransmissions")))
     names = [c for c in dict.fromkeys(cols.values()) if c]
     tables = wide_many(frame, names, "frame")
+    tables, note = _combine_devices(tables, frame, cols)
+    if note:
+        cols = dict(rate=rate, resource=resource, backlog=None, retx=None)
+    reason = None
+    overlap = ("flow" in frame.attrs.get("by", [])) if overlap is None else overlap
+    span = None
+    n_series = tables[rate].shape[1]
+    if n_series < 2:
+        reason = (f"one user ({tables[rate].columns[0]}): fairness compares two or more users"
+                  + (" - its carriers are not users" if note else ""))
+    elif overlap:
+        start, end, why = _overlap(tables[rate])
+        if why:
+            reason = why
+        else:
+            tables = {k: v.loc[start:end] for k, v in tables.items()}
+            span = (start, end)
     period = _per_user_period(frame)
     users = _per_user_fairness(tables, cols, period)
     mean = users["mean_" + rate].to_numpy()
     res = users["resource_fraction"].to_numpy() if resource else users["selection_ratio"].to_numpy()
+    nan = float("nan")
     overall = dict(rate=rate, resource=resource or "selections", users=len(users),
-                   fairness_gap=F.fairness_gap(mean), jain_index=F.jain_index(mean),
-                   min_max_resource_ratio=F.min_max_ratio(res))
+                   fairness_gap=F.fairness_gap(mean) if not reason else nan,
+                   jain_index=F.jain_index(mean) if not reason else nan,
+                   min_max_resource_ratio=F.min_max_ratio(res) if not reason else nan,
+                   samples=int(tables[rate].notna().to_numpy().sum()), cannot_tell=reason, note=note,
+                   overlap=None if span is None else dict(start=str(span[0]), end=str(span[1]),
+                                                          seconds=(span[1] - span[0]).total_seconds() + period),
+                   allocation=alloc or None)
     rows = []
-    if window is not None:
+    if window is not None and not reason:
         from airlink.traces.units import parse_duration
         win = pd.Timedelta(seconds=float(parse_duration(window)) if isinstance(window, str) else float(window))
         rate_w = tables[rate].resample(win).mean()

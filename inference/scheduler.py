@@ -35,6 +35,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from airlink.traces.errors import AirlinkError
 
+from .allocations import device_groups
 from .frames import prepare, sample_period_s, wide_many
 
 CLASSES = ("rr", "maxcir", "pf", "backlog")
@@ -464,15 +465,7 @@ def load_scheduler_model(*, retrain: bool = False, progress: bool = False) -> di
 def _carrier_groups(obs: Observed) -> dict:
     """``{device: [series index, ...]}`` when the series are split by carrier (several carriers
     of one device are one UE's carrier aggregation, not users competing for a cell)."""
-    if "carrier" not in obs.keys or not obs.users:
-        return {}
-    pos = obs.keys.index("carrier")
-    groups = {}
-    for i, name in enumerate(obs.users):
-        parts = name.split("/")
-        device = "/".join(p for j, p in enumerate(parts) if j != pos)
-        groups.setdefault(device, []).append(i)
-    return groups
+    return device_groups(obs.users, obs.keys)
 
 
 def _subset(obs: Observed, cols) -> Observed:

@@ -124,6 +124,10 @@ def _grid_options(p):
                         "s/ms/us/ns, ISO 8601 or YYYY.MM.DD_hh.mm.ss (UCC); naive times in --tz")
     g.add_argument("--tz", metavar="ZONE", help="zone of naive (local) times, e.g. Europe/Dublin for UCC "
                                                 "logs (default UTC)")
+    g.add_argument("--direction", choices=["dl", "ul", "both"], default="dl",
+                   help="grants of an allocation log (NR-Scope DCIs) to analyse: dl (default), ul, or "
+                        "both as separate series; such a log is also put on its slot (1 ms at 15 kHz) "
+                        "and its rate is the transport block size, unless --resolution/--rate say else")
     g.add_argument("--by", action="append", metavar="COLUMN",
                    help="one series per value of COLUMN (e.g. carrier, flow, direction), pooled like "
                         "users; repeat for several. Without it such a column holding several values is "
@@ -133,15 +137,17 @@ def _grid_options(p):
 def _read(args, *columns):
     from airlink import inference as inf
     return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, tz=args.tz,
-                           by=args.by, columns=[c for c in columns if c])
+                           by=args.by, columns=[c for c in columns if c], direction=args.direction)
 
 
 def _grid_line(frame) -> str:
     a = frame.attrs
     users = sorted(set(map(str, frame["user"]))) if "user" in frame.columns else []
     series = f"; series: {', '.join(users)}" if users else ""
+    alloc = a.get("allocation") or {}
+    chosen = f"\nallocation log: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
     return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {len(frame)} steps, {a.get('empty_bins', 0)} without a "
-            f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}")
+            f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
 
 
 def _max_lag(text: str):
@@ -198,7 +204,15 @@ def cmd_fairness(args) -> int:
         return 0
     o = rep["overall"]
     print(_grid_line(frame))
-    print(f"{o['users']} users, rate column {o['rate']}, resource {o['resource']}")
+    if o.get("note"):
+        print(o["note"])
+    print(f"{o['users']} users, rate column {o['rate']}, resource {o['resource']}, {o['samples']} samples")
+    if o.get("overlap"):
+        print(f"compared over the {o['overlap']['seconds']:g} s in which all were active "
+              f"({o['overlap']['start']} to {o['overlap']['end']})")
+    if o.get("cannot_tell"):
+        print(f"fairness: cannot tell: {o['cannot_tell']}")
+        return 0
     print(f"fairness gap (max-min)/min   {_fmt(o['fairness_gap'])}")
     print(f"Jain's index                 {_fmt(o['jain_index'])}")
     print(f"min/max resource fraction    {_fmt(o['min_max_resource_ratio'])}")
