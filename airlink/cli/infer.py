@@ -275,6 +275,11 @@ def cmd_scheduler(args) -> int:
     if args.json:
         print_json(res)
         return 0
+    if res.get("cannot_tell"):
+        print(f"scheduler: cannot tell: {res['cannot_tell']}")
+        print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
+              f"users: {', '.join(map(str, res['users_used']))}")
+        return 0
     if res["scheduler"] == "unknown":
         guess = (f"; the model's best guess would be {res['best_guess']} ({res['probability']:.2f})"
                  if res["best_guess"] else "")
