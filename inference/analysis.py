@@ -76,6 +76,16 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
     ci_low, ci_high, n_pairs``. A positive lag means the factor leads the target.
     ``curves=True`` also keeps each factor's whole scan, ``attrs["curves"][factor] =
     {"lag_s": [...], "nmi": [...]}`` (the scan whose peak is the table's ``peak_nmi``).
+
+    "Cannot tell" (column ``cannot_tell``, the reason; ``p_value``/``threshold`` NaN and
+    ``significant`` False): fewer pairs at the peak lag than ``min_pairs``, 5 per occupied
+    cell of the joint histogram (:mod:`~airlink.inference.surrogates`). Pooled series (users
+    or ``by`` groups) each need at least :func:`min_group_samples` target values; smaller
+    groups are left out of the pooled estimate and its surrogate test, named in
+    ``attrs["dropped_groups"]`` - a group of one row shifted into another group's time only
+    adds noise to the null. Each factor's surrogates and bootstrap draw from their own
+    stream, seeded from ``(seed, factor name)``, so a factor's result does not depend on
+    which other factors are ranked or in what order.
     """
     factors = list(factors)
     frame = _framed(frame, resolution, time_column, by, [target, *factors])
@@ -84,6 +94,19 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
     period = _per_user_period(frame)
     n_per_user = frame.shape[0] // max(len(users_of(frame)), 1)
     D = max(0, min(_max_lag_samples(max_lag, period), max(n_per_user - 2, 0)))
+    dropped = []
+    if "user" in frame.columns and user is None and len(users_of(frame)) > 1:
+        counts = column(frame, target).notna().groupby(frame["user"].astype(str).to_numpy()).sum()
+        need = min_group_samples(int(counts.max()))
+        small = [str(u) for u, c in counts.items() if c < need]
+        if len(small) == len(counts):
+            raise AirlinkError(f"every group has fewer than {need} values of {target!r} "
+                               f"({', '.join(f'{u}: {int(c)}' for u, c in counts.items())}): cannot tell")
+        if small:
+            dropped = [dict(group=u, samples=int(counts[u]), needed=need) for u in small]
+            attrs = dict(frame.attrs)
+            frame = frame[~frame["user"].astype(str).isin(small)]
+            frame.attrs.update(attrs)
     series = pooled_series(frame, [target] + factors, user=user, gap=D)
     x = discretize(series[target], bins=bins, binning=binning)
     rows, scans = [], {}
@@ -95,19 +118,41 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
             scans[f] = {"lag_s": [float(v) for v in scan.lag_s], "nmi": [float(v) for v in scan.values.to_numpy()]}
         sig = peak_significance(x, y, max_lag=D, normalization=normalization, sample_period=sample_period,
                                 surrogates=surrogates, bootstrap=bootstrap, alpha=alpha,
-                                seed=seed + k, progress=progress, scan=scan)
+                                seed=factor_seed(seed, f), progress=progress, scan=scan)
         d = sig.to_dict()
         rows.append(dict(factor=f, peak_nmi=d["peak_nmi"], lag=d["lag"], lag_s=d["lag_s"],
                          at_edge=bool(D > 0 and abs(int(d["lag"])) == D), p_value=d["p_value"], threshold=d["threshold"],
                          bias_corrected=d["bias_corrected"], ci_low=d["ci_low"],
-                         ci_high=d["ci_high"], n_pairs=d["n_pairs"]))
+                         ci_high=d["ci_high"], n_pairs=d["n_pairs"], min_pairs=d["min_pairs"],
+                         significant=d["significant"], cannot_tell=d["cannot_tell"]))
     out = pd.DataFrame(rows).sort_values("peak_nmi", ascending=False, kind="stable")
+    out.attrs.update(dropped_groups=dropped)
     out.attrs.update(target=target, max_lag=D, sample_period_s=period, bins=bins, binning=binning,
                      normalization=normalization, surrogates=surrogates,
                      empty_bins=frame.attrs.get("empty_bins"), merged_rows=frame.attrs.get("merged_rows"),
                      users=[str(u) for u in users_of(frame)] if "user" in frame.columns else [],
                      **({"curves": scans} if curves else {}))
     return out.reset_index(drop=True)
+
+
+def factor_seed(seed: int, factor: str) -> np.random.SeedSequence:
+    """The random stream of one factor: a SeedSequence of ``(seed, crc32(factor name))``,
+    the same whatever other factors are ranked with it, and in whatever order."""
+    import zlib
+    return np.random.SeedSequence([int(seed) & 0xFFFFFFFF, zlib.crc32(str(factor).encode())])
+
+
+#: fewest target values of a pooled group, absolute and as a fraction of the largest group
+MIN_GROUP_SAMPLES = 20
+MIN_GROUP_FRACTION = 0.1
+
+
+def min_group_samples(largest: int) -> int:
+    """Fewest target values a pooled group needs: ``max(20, ceil(0.1 * largest group))``. A
+    smaller group adds a handful of pairs to the pooled estimate while the circular-shift
+    surrogates move its values into other groups' time, so it adds noise to the null
+    without adding evidence."""
+    return int(max(MIN_GROUP_SAMPLES, np.ceil(MIN_GROUP_FRACTION * largest)))
 
 
 def _first_present(frame, names):
