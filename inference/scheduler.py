@@ -488,7 +488,9 @@ def lone_user(obs: Observed) -> str | None:
     """Why the log shows one user alone, or None: a single series (one phone's log) holding at
     least :data:`LONE_USER_SHARE` of the carrier's resources, given by a capacity column such
     as ``prbs_max``, in the samples it was served. RR, PF and max-CIR all give a lone user
-    everything, so nothing in its allocation can tell them apart. (Several series where one
+    everything, so nothing in its allocation can tell them apart. The capacity is per slot:
+    a log whose allocation exceeds it (PRBs summed over a second) is not judged by this rule.
+    (Several series where one
     takes nearly all are not this case: others starved while backlogged is max-CIR's mark.)"""
     a = np.nan_to_num(obs.alloc)
     if a.size == 0 or a.shape[1] != 1 or not (a > 0).any():
@@ -499,6 +501,8 @@ def lone_user(obs: Observed) -> str | None:
     cap = np.nan_to_num(obs.capacity[:, 0])[served]
     if not (cap > 0).any():
         return None
+    if np.any(a[served, 0] > cap * (1 + 1e-9)):
+        return None      # allocation summed over several slots per sample: not comparable to one slot's PRBs
     held, total = float(a[served, 0][cap > 0].sum()), float(cap[cap > 0].sum())
     share = held / total
     if share >= LONE_USER_SHARE:

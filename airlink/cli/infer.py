@@ -284,6 +284,8 @@ def cmd_scheduler(args) -> int:
         print(f"scheduler: cannot tell: {res['cannot_tell']}")
         print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
               f"users: {', '.join(map(str, res['users_used']))}")
+        for g in res["ignored"]:
+            print(f"  not a user: {g['series']}: {g['reason']}")
         return 0
     if res["scheduler"] == "unknown":
         guess = (f"; the model's best guess would be {res['best_guess']} ({res['probability']:.2f})"
