@@ -128,3 +128,31 @@ def test_report_reads_the_json_of_airlink_infer_nmi(tmp_path):
     page = write_report(tmp_path).read_text()
     assert "backlog_bytes" in page and "0.600" in page and "0.500 .. 0.700" in page
     assert page.count(">yes<") == 1 and page.count(">no<") == 1
+
+
+def test_report_warns_when_late_ttis_exceed_the_threshold(tmp_path):
+    import json
+
+    from airlink.report.page import LATE_TTI_BANNER
+    stats = {"ttis": 3000, "tti_ms": 1, "late_ttis": 1000, "late_fraction": 1000 / 3000}
+    (tmp_path / "cell-stats.json").write_text(json.dumps(stats))
+    page = write_report(tmp_path).read_text()
+    assert "Results suspect:" in page and "33.3 % of the cell's TTIs (1000 of 3000)" in page
+    assert f"threshold {100 * LATE_TTI_BANNER:g} %" in page
+    quiet = tmp_path / "quiet"
+    quiet.mkdir()
+    (quiet / "cell-stats.json").write_text(json.dumps({**stats, "late_ttis": 3, "late_fraction": 0.001}))
+    assert "Results suspect" not in write_report(quiet).read_text()
+
+
+def test_nmi_table_shows_cannot_tell_what_it_covers_and_the_corrected_value(tmp_path):
+    import json
+    reason = "9 pairs in 9 occupied cells of the joint histogram: fewer than 5 per cell (need 45)"
+    (tmp_path / "nmi.json").write_text(json.dumps({"analyses": [{
+        "source": "tcp", "target": "goodput_bps", "covers": "TCP flow 3 (fwd), the busiest direction of 2 flow(s)",
+        "factors": [{"factor": "backlog_bytes", "peak_nmi": 1.0, "bias_corrected": 0.12, "n_pairs": 9,
+                     "lag_s": 0.0, "p_value": None, "threshold": None, "ci": [None, None],
+                     "significant": False, "cannot_tell": reason}]}]}))
+    page = write_report(tmp_path).read_text()
+    assert "Covers: TCP flow 3 (fwd), the busiest direction of 2 flow(s)." in page
+    assert reason in page and "0.120" in page and ">no<" in page
