@@ -68,6 +68,8 @@ def _render(builder, caption: str, missing: str, notes: list) -> tuple:
     if out is None:
         return missing_note(missing), {}
     fig, stats = out
+    if fig is None:   # the builder's data cannot support the figure: say why, draw nothing
+        return missing_note(f"{caption}: not drawn, cannot tell: {stats.get('cannot_tell')}"), stats
     return figure_html(fig, caption), stats
 
 
@@ -312,7 +314,10 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
             out = fig_fairness(art, "flows")
         except Exception as exc:
             notes.append(f"fairness across TCP flows: could not be drawn ({exc})")
-        if out is not None and out[1].get("n", 0) >= 2:
+        if out is not None and out[0] is None:
+            parts.append(missing_note(f"fairness across the TCP flows: not drawn, cannot tell: "
+                                      f"{out[1].get('cannot_tell')}"))
+        elif out is not None and out[1].get("n", 0) >= 2:
             parts.append(figure_html(out[0], "fairness across the TCP flows"))
         elif out is not None:
             headless_pyplot().close(out[0])
