@@ -280,10 +280,14 @@ def cmd_scheduler(args) -> int:
     if args.json:
         print_json(res)
         return 0
+    alloc = frame.attrs.get("allocation") or {}
+    read_as = f"allocation log read as: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
     if res.get("cannot_tell"):
         print(f"scheduler: cannot tell: {res['cannot_tell']}")
         print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
               f"users: {', '.join(map(str, res['users_used']))}")
+        if read_as:
+            print(read_as)
         for g in res["ignored"]:
             print(f"  not a user: {g['series']}: {g['reason']}")
         return 0
@@ -299,6 +303,8 @@ def cmd_scheduler(args) -> int:
     print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
           f"users: {', '.join(map(str, res['users_used']))} (columns: "
           + ", ".join(f"{k} {v}" for k, v in res["columns"].items() if v) + ")")
+    if read_as:
+        print(read_as)
     for g in res["ignored"]:
         print(f"  not a user: {g['series']}: {g['reason']}")
     for name, p in sorted(res["probabilities"].items(), key=lambda kv: -kv[1]):
