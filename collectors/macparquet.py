@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from airlink.traces.errors import FormatError
+from airlink.traces.parquetframe import read_parquet_frame
 from airlink.traces.schema import validate
 
 NAME = "mac-parquet"
@@ -41,7 +42,7 @@ def read(path) -> pd.DataFrame:
     """Read a MAC log Parquet file; a ``time_ms`` column becomes UTC ``time``."""
     path = Path(path)
     try:
-        frame = pd.read_parquet(path)
+        frame = read_parquet_frame(path)
     except Exception as exc:
         raise FormatError(f"{path}: cannot read Parquet ({str(exc).splitlines()[0]})") from None
     if frame.index.name == "time":

@@ -19,6 +19,7 @@ from airlink.traces.errors import AirlinkError
 from .results import BacklogReport, FairnessReport, JitterReport
 
 from . import fairness as F
+from .allocations import device_groups
 from .frames import column, pooled_series, prepare, sample_period_s, users_of, wide_many
 from .information import discretize
 from .lagscan import lag_scan
@@ -76,6 +77,16 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
     ci_low, ci_high, n_pairs``. A positive lag means the factor leads the target.
     ``curves=True`` also keeps each factor's whole scan, ``attrs["curves"][factor] =
     {"lag_s": [...], "nmi": [...]}`` (the scan whose peak is the table's ``peak_nmi``).
+
+    "Cannot tell" (column ``cannot_tell``, the reason; ``p_value``/``threshold`` NaN and
+    ``significant`` False): fewer pairs at the peak lag than ``min_pairs``, 5 per occupied
+    cell of the joint histogram (:mod:`~airlink.inference.surrogates`). Pooled series (users
+    or ``by`` groups) each need at least :func:`min_group_samples` target values; smaller
+    groups are left out of the pooled estimate and its surrogate test, named in
+    ``attrs["dropped_groups"]`` - a group of one row shifted into another group's time only
+    adds noise to the null. Each factor's surrogates and bootstrap draw from their own
+    stream, seeded from ``(seed, factor name)``, so a factor's result does not depend on
+    which other factors are ranked or in what order.
     """
     factors = list(factors)
     for bound, value in ((B.BINS, bins), (B.SURROGATES, surrogates), (B.BOOTSTRAP, bootstrap), (B.SEED, seed)):
@@ -86,6 +97,19 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
     period = _per_user_period(frame)
     n_per_user = frame.shape[0] // max(len(users_of(frame)), 1)
     D = max(0, min(_max_lag_samples(max_lag, period), max(n_per_user - 2, 0)))
+    dropped = []
+    if "user" in frame.columns and user is None and len(users_of(frame)) > 1:
+        counts = column(frame, target).notna().groupby(frame["user"].astype(str).to_numpy()).sum()
+        need = min_group_samples(int(counts.max()))
+        small = [str(u) for u, c in counts.items() if c < need]
+        if len(small) == len(counts):
+            raise AirlinkError(f"every group has fewer than {need} values of {target!r} "
+                               f"({', '.join(f'{u}: {int(c)}' for u, c in counts.items())}): cannot tell")
+        if small:
+            dropped = [dict(group=u, samples=int(counts[u]), needed=need) for u in small]
+            attrs = dict(frame.attrs)
+            frame = frame[~frame["user"].astype(str).isin(small)]
+            frame.attrs.update(attrs)
     series = pooled_series(frame, [target] + factors, user=user, gap=D)
     n = len(series[target])
     B.check_budget((surrogates + bootstrap + 1) * n * (2 * D + 1) * len(factors), B.MAX_NMI_WORK,
@@ -104,19 +128,41 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bi
             scans[f] = {"lag_s": [float(v) for v in scan.lag_s], "nmi": [float(v) for v in scan.values.to_numpy()]}
         sig = peak_significance(x, y, max_lag=D, normalization=normalization, sample_period=sample_period,
                                 surrogates=surrogates, bootstrap=bootstrap, alpha=alpha,
-                                seed=seed + k, progress=progress, scan=scan)
+                                seed=factor_seed(seed, f), progress=progress, scan=scan)
         d = sig.to_dict()
         rows.append(dict(factor=f, peak_nmi=d["peak_nmi"], lag=d["lag"], lag_s=d["lag_s"],
                          at_edge=bool(D > 0 and abs(int(d["lag"])) == D), p_value=d["p_value"], threshold=d["threshold"],
                          bias_corrected=d["bias_corrected"], ci_low=d["ci_low"],
-                         ci_high=d["ci_high"], n_pairs=d["n_pairs"]))
+                         ci_high=d["ci_high"], n_pairs=d["n_pairs"], min_pairs=d["min_pairs"],
+                         significant=d["significant"], cannot_tell=d["cannot_tell"]))
     out = pd.DataFrame(rows).sort_values("peak_nmi", ascending=False, kind="stable")
+    out.attrs.update(dropped_groups=dropped)
     out.attrs.update(target=target, max_lag=D, sample_period_s=period, bins=bins, binning=binning,
                      normalization=normalization, surrogates=surrogates,
                      empty_bins=frame.attrs.get("empty_bins"), merged_rows=frame.attrs.get("merged_rows"),
                      users=[str(u) for u in users_of(frame)] if "user" in frame.columns else [],
                      **({"curves": scans} if curves else {}))
     return out.reset_index(drop=True)
+
+
+def factor_seed(seed: int, factor: str) -> np.random.SeedSequence:
+    """The random stream of one factor: a SeedSequence of ``(seed, crc32(factor name))``,
+    the same whatever other factors are ranked with it, and in whatever order."""
+    import zlib
+    return np.random.SeedSequence([int(seed) & 0xFFFFFFFF, zlib.crc32(str(factor).encode())])
+
+
+#: fewest target values of a pooled group, absolute and as a fraction of the largest group
+MIN_GROUP_SAMPLES = 20
+MIN_GROUP_FRACTION = 0.1
+
+
+def min_group_samples(largest: int) -> int:
+    """Fewest target values a pooled group needs: ``max(20, ceil(0.1 * largest group))``. A
+    smaller group adds a handful of pairs to the pooled estimate while the circular-shift
+    surrogates move its values into other groups' time, so it adds noise to the null
+    without adding evidence."""
+    return int(max(MIN_GROUP_SAMPLES, np.ceil(MIN_GROUP_FRACTION * largest)))
 
 
 def _first_present(frame, names):
@@ -245,20 +291,76 @@ def _per_user_fairness(tables: dict, cols: dict, period: float) -> pd.DataFrame:
     return out
 
 
-def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: str | None = None,
-                    window=None, resolution=None, time_column=None, by=None) -> "FairnessReport":
-    """Fairness over the whole run and per window.
+def _combine_devices(tables: dict, frame: pd.DataFrame, cols: dict) -> tuple[dict, str | None]:
+    """Per-carrier series of one device summed into the device (carrier aggregation is one
+    user: its carriers' rates and resources add up); ``(tables, note)``."""
+    first = tables[cols["rate"]]
+    groups = device_groups(list(first.columns), frame.attrs.get("by", []))
+    if not groups or all(len(v) == 1 for v in groups.values()):
+        return tables, None
+    out = {}
+    for name, t in tables.items():
+        if name not in (cols["rate"], cols.get("resource")):
+            continue
+        out[name] = pd.DataFrame({dev: t.iloc[:, idx].sum(axis=1, min_count=1) for dev, idx in groups.items()},
+                                 index=t.index)
+    shown = "; ".join(f"{dev}: {', '.join(str(first.columns[i]).split('/')[-1] for i in idx)}"
+                      for dev, idx in groups.items() if len(idx) > 1)
+    return out, (f"carriers of one device are its carrier aggregation, one user, not competing users "
+                 f"(summed per device: {shown})")
 
-    ``rate`` (default the first of served_bytes, throughput_bps, assigned_rate_bps, tbs_bps, ...) gives the
-    per-user throughput; ``resource`` (default ``subchannels`` or ``prbs``) the resource
-    fractions. Returns a :class:`~airlink.inference.results.FairnessReport` (a mapping
+
+def _overlap(rate: pd.DataFrame):
+    """``(start, end, reason)``: the time span in which every series had a positive rate at
+    some step both before and after (first to last active step, intersected), or a reason
+    why there is none."""
+    active = rate.fillna(0) > 0
+    spans = {}
+    for u in rate.columns:
+        on = rate.index[active[u].to_numpy()]
+        if len(on) == 0:
+            return None, None, f"series {u} never had a positive rate"
+        spans[u] = (on[0], on[-1])
+    start = max(a for a, _ in spans.values())
+    end = min(b for _, b in spans.values())
+    if start > end:
+        late = max(spans.items(), key=lambda kv: kv[1][0])
+        early = min(spans.items(), key=lambda kv: kv[1][1])
+        return None, None, (f"the series never overlapped in time: {early[0]} ended at {early[1][1]} before "
+                            f"{late[0]} began at {late[1][0]}; fairness compares users sharing the link at "
+                            f"the same time")
+    return start, end, None
+
+
+def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: str | None = None,
+                    window=None, resolution=None, time_column=None, by=None,
+                    overlap: bool | None = None) -> "FairnessReport":
+    """Fairness over the whole run and per window, or "cannot tell" with the reason.
+
+    ``rate``: the per-user throughput; default the allocation log's transport blocks
+    (:mod:`~airlink.inference.allocations`: ``tbs_bytes`` of the downlink slots of an
+    NR-Scope log, a carrier's ``tbs_bps``), else the first of served_bytes, throughput_bps,
+    assigned_rate_bps, tbs_bps, ...; ``resource`` (default ``subchannels`` or ``prbs``) the resource
+    fractions. A user's rate is its mean over the grid steps in which it has a row (for an
+    allocation log: the rate while served). Returns a :class:`~airlink.inference.results.FairnessReport` (a mapping
     ``{"overall": {...}, "users": DataFrame, "windows": DataFrame}``) with
     the fairness gap, Jain's index, min/max resource-fraction ratio, and per user the
     selection, active-time and retransmission ratios. ``resolution``, ``time_column``, ``by``:
     the grid, as for :func:`rank_factors`.
+
+    Guards (``overall["cannot_tell"]`` holds the reason, the indices are NaN):
+
+    - carriers of one device (series split ``by`` carrier) are one user's carrier
+      aggregation: they are summed per device (``overall["note"]`` says so); a single device
+      is one user, and one user has no fairness;
+    - ``overlap`` (default: when the series are flows, ``by`` holding ``flow``): compare the
+      users only over the span where all of them were active (first to last positive
+      rate); users that never overlapped cannot be compared.
     """
     frame = _framed(frame, resolution, time_column, by, [rate, resource])
-    rate = rate or _first_present(frame, THROUGHPUT_COLUMNS)
+    alloc = frame.attrs.get("allocation") or {}
+    rate = rate or (alloc.get("rate") if alloc.get("rate") in frame.columns else None) \
+        or _first_present(frame, THROUGHPUT_COLUMNS)
     if rate is None:
         raise AirlinkError(f"frame has no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name the rate column")
     resource = resource or _first_present(frame, ("subchannels", "prbs"))
@@ -266,15 +368,38 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
                 retx=_first_present(frame, ("harq_retransmissions", "rlp_retransmissions")))
     names = [c for c in dict.fromkeys(cols.values()) if c]
     tables = wide_many(frame, names, "frame")
+    tables, note = _combine_devices(tables, frame, cols)
+    if note:
+        cols = dict(rate=rate, resource=resource, backlog=None, retx=None)
+    reason = None
+    overlap = ("flow" in frame.attrs.get("by", [])) if overlap is None else overlap
+    span = None
+    n_series = tables[rate].shape[1]
+    if n_series < 2:
+        reason = (f"one user ({tables[rate].columns[0]}): fairness compares two or more users"
+                  + (" - its carriers are not users" if note else ""))
+    elif overlap:
+        start, end, why = _overlap(tables[rate])
+        if why:
+            reason = why
+        else:
+            tables = {k: v.loc[start:end] for k, v in tables.items()}
+            span = (start, end)
     period = _per_user_period(frame)
     users = _per_user_fairness(tables, cols, period)
     mean = users["mean_" + rate].to_numpy()
     res = users["resource_fraction"].to_numpy() if resource else users["selection_ratio"].to_numpy()
+    nan = float("nan")
     overall = dict(rate=rate, resource=resource or "selections", users=len(users),
-                   fairness_gap=F.fairness_gap(mean), jain_index=F.jain_index(mean),
-                   min_max_resource_ratio=F.min_max_ratio(res))
+                   fairness_gap=F.fairness_gap(mean) if not reason else nan,
+                   jain_index=F.jain_index(mean) if not reason else nan,
+                   min_max_resource_ratio=F.min_max_ratio(res) if not reason else nan,
+                   samples=int(tables[rate].notna().to_numpy().sum()), cannot_tell=reason, note=note,
+                   overlap=None if span is None else dict(start=str(span[0]), end=str(span[1]),
+                                                          seconds=(span[1] - span[0]).total_seconds() + period),
+                   allocation=alloc or None)
     rows = []
-    if window is not None:
+    if window is not None and not reason:
         from airlink.traces.units import parse_duration
         win = pd.Timedelta(seconds=float(parse_duration(window)) if isinstance(window, str) else float(window))
         rate_w = tables[rate].resample(win).mean()

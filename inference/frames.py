@@ -23,6 +23,9 @@ import pandas as pd
 from airlink.collectors import check_table_shape
 from airlink.collectors.align import TIME_COLUMNS, time_of, to_grid
 from airlink.traces.errors import AirlinkError
+from airlink.traces.parquetframe import read_parquet_frame
+
+from .allocations import allocation_view
 
 ENTITY_COLUMNS = ("carrier", "flow", "direction")
 # a grid made from the data is the median spacing of distinct times; when every spacing is
@@ -56,7 +59,7 @@ def read_table(path) -> pd.DataFrame:
         raise FileNotFoundError(2, "no such file", str(path))
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
-            frame = pd.read_parquet(path)
+            frame = read_parquet_frame(path)
         elif path.suffix.lower() in (".csv", ".txt", ".gz"):
             check_table_shape(path)
             frame = pd.read_csv(path, na_values=["None", "-", ""])
@@ -151,7 +154,7 @@ def _grid_of(t: pd.DatetimeIndex, resolution, source: str):
 
 
 def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, by=None, how=None,
-            columns=None, source: str | None = None) -> pd.DataFrame:
+            columns=None, source: str | None = None, direction=None) -> pd.DataFrame:
     """A frame on a regular grid, as every analysis receives it: indexed by ``time`` (the
     start of each grid step), one ``user`` column naming the series when there are several
     (the ``user`` column and/or the ``by`` columns joined by ``/``, e.g. ``"ue/pcell"``), and
@@ -164,6 +167,12 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     shared a step with another: duplicates or finer sampling), ``by``. ``columns``: names the
     caller will read as numbers, checked on the rows before the grid (missing column, or a
     text value, is an error naming column, row and value).
+
+    An allocation log (NR-Scope DCIs, iCellSpeed carriers) is first read the one way every
+    analysis reads it (:func:`~airlink.inference.allocations.allocation_view`): the grants of
+    ``direction`` (default downlink; ``"both"`` as separate series), on the log's slot as the
+    grid (unless ``resolution`` is given), with ``attrs["allocation"]`` saying what was chosen
+    (direction, slot, default rate column, notes).
     """
     if not isinstance(frame, pd.DataFrame):
         raise AirlinkError(f"expected a pandas DataFrame, got {type(frame).__name__}")
@@ -172,10 +181,17 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
             column(frame, c)
         return frame
     source = source or str(frame.attrs.get("source", "frame"))
+    view = allocation_view(frame, direction)
+    frame = view.frame
     t, rest = time_of(frame, time_column=time_column, tz=tz, source=source)
     _check_columns(rest, columns, source)
-    keys = _keys_of(rest, by, source)
-    res, origin = _grid_of(t, resolution, source)
+    by = [by] if isinstance(by, str) else list(by or [])
+    keys = _keys_of(rest, by + [k for k in view.by if k not in by], source)
+    if resolution is None and view.resolution is not None:
+        # the slot grid starts at the log's first slot, so each slot is one step
+        res, origin = view.resolution, t.min()
+    else:
+        res, origin = _grid_of(t, resolution, source)
     rest = rest.assign(time=t)
     g = to_grid(rest, resolution=res, how=how, by=keys, origin=origin, source=source)
     attrs = dict(g.attrs)
@@ -187,16 +203,20 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     g = g.set_index("time")
     g.attrs.update(frame.attrs)
     g.attrs.update(attrs, by=keys, gridded=True, source=source)
+    if view.direction or view.rate or view.resolution is not None:
+        g.attrs["allocation"] = view.describe()
     return g
 
 
-def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, columns=None) -> pd.DataFrame:
+def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, columns=None,
+                direction=None) -> pd.DataFrame:
     """Read one or several frames and put them on one regular grid (:func:`prepare`).
 
     Several frames share the grid of the first (its ``resolution`` or its sampling period):
     each is gridded on it and joined by grid step; a column already present is not taken
     again. At most one of them may hold several series (users or ``by`` keys). ``columns``
     (names to be read as numbers) are checked in the file that has them, and must exist in one.
+    ``direction``: the grants of an allocation log to keep (see :func:`prepare`).
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
@@ -211,12 +231,12 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
     def mine(t):
         return [c for c in columns if c in t.columns]
     base = prepare(tables[0], resolution=resolution, time_column=time_column, tz=tz, by=by,
-                   columns=mine(tables[0]), source=str(paths[0]))
+                   columns=mine(tables[0]), source=str(paths[0]), direction=direction)
     res = pd.Timedelta(round(base.attrs["resolution_s"] * 1e9), unit="ns")
     for p, raw in zip(paths[1:], tables[1:]):
         keys = [k for k in ([by] if isinstance(by, str) else (by or [])) if k in raw.columns]
         other = prepare(raw, resolution=res, time_column=time_column if time_column in raw.columns else None,
-                        tz=tz, by=keys or None, columns=mine(raw), source=str(p))
+                        tz=tz, by=keys or None, columns=mine(raw), source=str(p), direction=direction)
         if "user" in other.columns and "user" in base.columns:
             raise AirlinkError(f"{p}: aligning two frames that both hold several series is not supported; "
                                f"merge them first")

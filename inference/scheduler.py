@@ -35,6 +35,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from airlink.traces.errors import AirlinkError
 
+from .allocations import device_groups
 from .frames import prepare, sample_period_s, wide_many
 
 CLASSES = ("rr", "maxcir", "pf", "backlog")
@@ -48,6 +49,11 @@ CONFIDENT_PROBABILITY = 0.6
 TRAINED_PERIOD_S = (0.0005, 0.4)
 TRAINED_USERS = (3, 12)
 MIN_SAMPLES = 20
+#: a user holding at least this share of the allocations (or of the carrier's resources) is
+#: alone: RR, PF and max-CIR all give a lone user everything, so its log cannot tell them apart
+LONE_USER_SHARE = 0.9
+#: columns giving the carrier's resources per sample (a one-user log's denominator)
+CAPACITY_COLUMNS = ("prbs_max", "cell_prbs", "total_prbs", "total_rbs")
 # the best t_c must agree this much better than the median candidate to count as resolved
 PF_RESOLVED_MARGIN = 0.05
 
@@ -101,6 +107,7 @@ class Observed:
     columns: dict = field(default_factory=dict)
     users: list = field(default_factory=list)
     keys: list = field(default_factory=list)
+    capacity: np.ndarray | None = None
 
 
 def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None, resolution=None,
@@ -127,20 +134,23 @@ def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None, reso
     a = pick(alloc, ALLOC_COLUMNS, "allocation", "alloc", required=require_alloc)
     c = pick(channel, CHANNEL_COLUMNS, "channel-quality", "channel", required=require_channel)
     b = pick(backlog, ("backlog_bytes", "backlog_packets"), "backlog", "backlog", required=False)
+    cap = pick(None, CAPACITY_COLUMNS, "capacity", "capacity", required=False) if a in ("prbs", "subchannels") \
+        else None
     if a is None:  # a stand-in of the right shape, all missing
         tables = wide_many(frame.assign(_no_alloc=0.0), ["_no_alloc", *[x for x in (c, b) if x]])
         tables["_no_alloc"] = tables["_no_alloc"] * np.nan
         first = "_no_alloc"
     else:
-        tables = wide_many(frame, [x for x in (a, c, b) if x])
+        tables = wide_many(frame, [x for x in (a, c, b, cap) if x])
         first = a
     period = sample_period_s(frame)
     A = tables[first].to_numpy(float)
     return Observed(A, tables[c].to_numpy(float) if c else np.full(A.shape, np.nan),
                     tables[b].to_numpy(float) if b else None, period,
-                    dict(alloc=a, channel=c, backlog=b),
+                    dict(alloc=a, channel=c, backlog=b, capacity=cap),
                     users=[str(u) for u in tables[first].columns] if "user" in frame.columns else [],
-                    keys=list(frame.attrs.get("by", [])))
+                    keys=list(frame.attrs.get("by", [])),
+                    capacity=tables[cap].to_numpy(float) if cap else None)
 
 
 def _user_features(A, C, B) -> dict:
@@ -464,21 +474,44 @@ def load_scheduler_model(*, retrain: bool = False, progress: bool = False) -> di
 def _carrier_groups(obs: Observed) -> dict:
     """``{device: [series index, ...]}`` when the series are split by carrier (several carriers
     of one device are one UE's carrier aggregation, not users competing for a cell)."""
-    if "carrier" not in obs.keys or not obs.users:
-        return {}
-    pos = obs.keys.index("carrier")
-    groups = {}
-    for i, name in enumerate(obs.users):
-        parts = name.split("/")
-        device = "/".join(p for j, p in enumerate(parts) if j != pos)
-        groups.setdefault(device, []).append(i)
-    return groups
+    return device_groups(obs.users, obs.keys)
 
 
 def _subset(obs: Observed, cols) -> Observed:
     cols = list(cols)
     return Observed(obs.alloc[:, cols], obs.channel[:, cols], None if obs.backlog is None else obs.backlog[:, cols],
-                    obs.period_s, obs.columns, [obs.users[i] for i in cols] if obs.users else [], obs.keys)
+                    obs.period_s, obs.columns, [obs.users[i] for i in cols] if obs.users else [], obs.keys,
+                    None if obs.capacity is None else obs.capacity[:, cols])
+
+
+def lone_user(obs: Observed) -> str | None:
+    """Why the log shows one user alone, or None: a single series (one phone's log) holding at
+    least :data:`LONE_USER_SHARE` of the carrier's resources, given by a capacity column such
+    as ``prbs_max``, in the samples it was served. RR, PF and max-CIR all give a lone user
+    everything, so nothing in its allocation can tell them apart. The capacity is per slot:
+    a log whose allocation exceeds it (PRBs summed over a second) is not judged by this rule.
+    (Several series where one
+    takes nearly all are not this case: others starved while backlogged is max-CIR's mark.)"""
+    a = np.nan_to_num(obs.alloc)
+    if a.size == 0 or a.shape[1] != 1 or not (a > 0).any():
+        return None
+    if obs.capacity is None:
+        return None
+    served = a[:, 0] > 0
+    cap = np.nan_to_num(obs.capacity[:, 0])[served]
+    if not (cap > 0).any():
+        return None
+    if np.any(a[served, 0] > cap * (1 + 1e-9)):
+        return None      # allocation summed over several slots per sample: not comparable to one slot's PRBs
+    held, total = float(a[served, 0][cap > 0].sum()), float(cap[cap > 0].sum())
+    share = held / total
+    if share >= LONE_USER_SHARE:
+        per = np.median(a[served, 0][cap > 0]), np.median(cap[cap > 0])
+        return (f"one user cannot distinguish RR from PF: the only user in the log holds {share:.0%} of the "
+                f"carrier's resources when served (median {per[0]:.0f} of {per[1]:.0f} "
+                f"{obs.columns.get('alloc')}; >= {LONE_USER_SHARE:.0%}): alone in the cell it gets everything "
+                f"under every rule")
+    return None
 
 
 def out_of_distribution(obs: Observed, view: str) -> list:
@@ -543,12 +576,20 @@ def identify_scheduler(frame: pd.DataFrame, *, model: dict | None = None, alloc=
                                         f"its carrier with the most allocation, {obs.users[main]!r}, is used"))
         obs = _subset(obs, sorted(keep))
     view = "cell" if obs.alloc.shape[1] > 1 else "user"
+    alone = lone_user(obs)
+    if alone:
+        return dict(view=view, users_used=obs.users or [obs.columns["alloc"] or "-"], ignored=ignored,
+                    columns=obs.columns, users=int(obs.alloc.shape[1]), samples=int(obs.alloc.shape[0]),
+                    sample_period_s=obs.period_s, scheduler="unknown", cannot_tell=alone, best_guess=None,
+                    probability=float("nan"), probabilities={}, reasons=[alone], confident=False,
+                    pf_time_constant_tti=None, pf_time_constant_s=None, pf_time_constant_resolved=None,
+                    model=None, allocation=frame.attrs.get("allocation"))
     reasons = out_of_distribution(obs, view)
     model = model or load_scheduler_model()
     clf = model["models"][view]
     out = dict(view=view, users_used=obs.users or [obs.columns["alloc"] or "-"], ignored=ignored,
                columns=obs.columns, users=int(obs.alloc.shape[1]), samples=int(obs.alloc.shape[0]),
-               sample_period_s=obs.period_s)
+               sample_period_s=obs.period_s, cannot_tell=None)
     computable = obs.alloc.shape[0] >= 3 and (np.nan_to_num(obs.alloc) > 0).any() and np.isfinite(obs.channel).any()
     if computable:
         with np.errstate(all="ignore"):

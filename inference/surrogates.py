@@ -18,6 +18,19 @@ peak airlink reports comes with:
   resampled series have upward-biased plug-in NMI and a percentile interval would sit
   above the estimate. The lag itself is held
   fixed, so the interval does not include lag-selection uncertainty.
+
+**Enough pairs, or "cannot tell".** The plug-in entropy of a histogram with ``m`` occupied
+cells from ``n`` samples is biased downwards by about ``(m - 1) / 2n`` nats (Miller-Madow;
+Paninski 2003, "Estimation of entropy and mutual information"), so the plug-in mutual
+information ``H(X) + H(Y) - H(X,Y)`` is biased upwards by about that much for the joint
+histogram; with about one pair per cell it reaches its maximum from chance alone (9 pairs
+in 16 bins give ``I_N`` near 1 for independent series). An estimate is reported only when
+the pairs at the peak lag number at least :data:`MIN_PAIRS_PER_CELL` per occupied cell of
+their joint histogram, ``n >= 5 m`` (the expected-count-of-5 rule of the chi-square test,
+which the G-statistic ``2 n I`` of mutual information follows), which keeps the joint
+entropy's bias below 0.1 nats. Below it the result says ``cannot tell`` with the reason;
+the p-value and threshold are not given (no significance from too few pairs) while the
+raw and bias-corrected values are kept beside it.
 """
 from __future__ import annotations
 
@@ -31,6 +44,8 @@ from .information import Discretized, discretize
 from .lagscan import LagScan, _sample_period, lag_counts, lag_scan, nmi_from_counts, peak_of
 
 SURROGATES = ("circular", "block")
+#: fewest pairs per occupied cell of the joint histogram for an estimate (module notes)
+MIN_PAIRS_PER_CELL = 5
 
 
 @dataclass
@@ -48,9 +63,37 @@ class PeakSignificance:
     ci_high: float
     surrogates: int
     n_pairs: int
+    min_pairs: int = 0
+    cannot_tell: str | None = None
+
+    @property
+    def significant(self) -> bool:
+        """p-value below ``alpha`` of the test that made it, and enough pairs."""
+        return self.cannot_tell is None and bool(self.p_value == self.p_value and self.p_value <= self.alpha)
+
+    alpha: float = 0.05
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "significant": self.significant}
+
+
+def occupied_cells(dx: Discretized, dy: Discretized, lag: int = 0) -> int:
+    """Occupied cells of the joint histogram of ``x[t]`` and ``y[t - lag]`` (NaN pairs dropped)."""
+    n = dx.codes.size
+    a = dx.codes[max(lag, 0):n + min(lag, 0)]
+    b = dy.codes[max(-lag, 0):n - max(lag, 0)]
+    ok = (a >= 0) & (b >= 0)
+    return int(np.unique(a[ok] * max(dy.n_levels, 1) + b[ok]).size)
+
+
+def too_few_pairs(n_pairs: int, cells: int) -> str | None:
+    """The reason ``n_pairs`` pairs in ``cells`` occupied cells cannot give an estimate, or None."""
+    need = MIN_PAIRS_PER_CELL * max(cells, 1)
+    if n_pairs >= need:
+        return None
+    return (f"{n_pairs} pairs in {cells} occupied cells of the joint histogram: fewer than "
+            f"{MIN_PAIRS_PER_CELL} per cell (need {need}); the plug-in estimate's upward bias, "
+            f"~(m-1)/2n = {(cells - 1) / (2 * max(n_pairs, 1)):.2f} nats, can reach its maximum from chance alone")
 
 
 def _surrogate_codes(d: Discretized, rng, kind: str, max_lag: int, block: int) -> Discretized:
@@ -138,9 +181,14 @@ def peak_significance(x, y, *, max_lag=None, bins=16, binning: str = "uniform",
         lo, hi = max(2 * scan.peak - q_hi, 0.0), min(2 * scan.peak - q_lo, 1.0)
     else:
         lo = hi = float("nan")
+    n_pairs = int(scan.pairs[scan.peak_lag + D])
+    cells = occupied_cells(dx, dy, scan.peak_lag)
+    why = too_few_pairs(n_pairs, cells)
+    if why:
+        p_value = threshold = float("nan")
     return PeakSignificance(
         peak_nmi=scan.peak, lag=scan.peak_lag, lag_s=scan.peak_lag_s, p_value=p_value,
         threshold=threshold, null_mean=null_mean,
         bias_corrected=scan.peak - null_mean if null.size else float("nan"),
         ci_low=float(lo), ci_high=float(hi), surrogates=int(null.size),
-        n_pairs=int(scan.pairs[scan.peak_lag + D]))
+        n_pairs=n_pairs, min_pairs=MIN_PAIRS_PER_CELL * max(cells, 1), cannot_tell=why, alpha=alpha)

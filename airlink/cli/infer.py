@@ -135,6 +135,10 @@ def _grid_options(p):
                         "s/ms/us/ns, ISO 8601 or YYYY.MM.DD_hh.mm.ss (UCC); naive times in --tz")
     g.add_argument("--tz", metavar="ZONE", help="zone of naive (local) times, e.g. Europe/Dublin for UCC "
                                                 "logs (default UTC)")
+    g.add_argument("--direction", choices=["dl", "ul", "both"], default="dl",
+                   help="grants of an allocation log (NR-Scope DCIs) to analyse: dl (default), ul, or "
+                        "both as separate series; such a log is also put on its slot (1 ms at 15 kHz) "
+                        "and its rate is the transport block size, unless --resolution/--rate say else")
     g.add_argument("--by", action="append", metavar="COLUMN",
                    help="one series per value of COLUMN (e.g. carrier, flow, direction), pooled like "
                         "users; repeat for several. Without it such a column holding several values is "
@@ -144,15 +148,17 @@ def _grid_options(p):
 def _read(args, *columns):
     from airlink import inference as inf
     return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, tz=args.tz,
-                           by=args.by, columns=[c for c in columns if c])
+                           by=args.by, columns=[c for c in columns if c], direction=args.direction)
 
 
 def _grid_line(frame) -> str:
     a = frame.attrs
     users = sorted(set(map(str, frame["user"]))) if "user" in frame.columns else []
     series = f"; series: {', '.join(users)}" if users else ""
+    alloc = a.get("allocation") or {}
+    chosen = f"\nallocation log: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
     return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {len(frame)} steps, {a.get('empty_bins', 0)} without a "
-            f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}")
+            f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
 
 
 def _fmt(v, spec=".3f"):
@@ -178,10 +184,15 @@ def cmd_nmi(args) -> int:
           f"{args.surrogates} circular-shift surrogates")
     print(f"{'factor':<24} {'peak_nmi':>8} {'lag_s':>9} {'samples':>7} {'p_value':>8} {'thresh':>7} "
           f"{'corrected':>9}  interval (95%)")
+    for g in a.get("dropped_groups") or []:
+        print(f"left out of the pooled estimate and its surrogate test: group {g['group']} "
+              f"({g['samples']} values; a group needs {g['needed']})")
     for r in table.itertuples():
         print(f"{r.factor:<24} {r.peak_nmi:8.3f} {_fmt(r.lag_s, '9.3g')} {r.lag:7d} {_fmt(r.p_value, '8.3f')} "
               f"{_fmt(r.threshold, '7.3f')} {_fmt(r.bias_corrected, '9.3f')}  "
               f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]" + ("  <- at the edge of the lag range" if r.at_edge else ""))
+        if r.cannot_tell:
+            print(f"{'':<24} cannot tell: {r.cannot_tell}")
     print("positive lag: the factor leads the target")
     if table["at_edge"].any():
         print("a peak at the edge of the lag range may lie beyond it: widen --max-lag")
@@ -200,7 +211,15 @@ def cmd_fairness(args) -> int:
         return 0
     o = rep["overall"]
     print(_grid_line(frame))
-    print(f"{o['users']} users, rate column {o['rate']}, resource {o['resource']}")
+    if o.get("note"):
+        print(o["note"])
+    print(f"{o['users']} users, rate column {o['rate']}, resource {o['resource']}, {o['samples']} samples")
+    if o.get("overlap"):
+        print(f"compared over the {o['overlap']['seconds']:g} s in which all were active "
+              f"({o['overlap']['start']} to {o['overlap']['end']})")
+    if o.get("cannot_tell"):
+        print(f"fairness: cannot tell: {o['cannot_tell']}")
+        return 0
     print(f"fairness gap (max-min)/min   {_fmt(o['fairness_gap'])}")
     print(f"Jain's index                 {_fmt(o['jain_index'])}")
     print(f"min/max resource fraction    {_fmt(o['min_max_resource_ratio'])}")
@@ -263,6 +282,17 @@ def cmd_scheduler(args) -> int:
     if args.json:
         print_json(res)
         return 0
+    alloc = frame.attrs.get("allocation") or {}
+    read_as = f"allocation log read as: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
+    if res.get("cannot_tell"):
+        print(f"scheduler: cannot tell: {res['cannot_tell']}")
+        print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
+              f"users: {', '.join(map(str, res['users_used']))}")
+        if read_as:
+            print(read_as)
+        for g in res["ignored"]:
+            print(f"  not a user: {g['series']}: {g['reason']}")
+        return 0
     if res["scheduler"] == "unknown":
         guess = (f"; the model's best guess would be {res['best_guess']} ({res['probability']:.2f})"
                  if res["best_guess"] else "")
@@ -275,6 +305,8 @@ def cmd_scheduler(args) -> int:
     print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
           f"users: {', '.join(map(str, res['users_used']))} (columns: "
           + ", ".join(f"{k} {v}" for k, v in res["columns"].items() if v) + ")")
+    if read_as:
+        print(read_as)
     for g in res["ignored"]:
         print(f"  not a user: {g['series']}: {g['reason']}")
     for name, p in sorted(res["probabilities"].items(), key=lambda kv: -kv[1]):

@@ -27,8 +27,8 @@ def register(isub):
                    "airlink infer cell night.csv --window 500ms --cell-prbs 79 --json")
     c.add_argument("log", type=Path, metavar="LOG")
     c.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, mac-parquet")
-    c.add_argument("--direction", choices=["downlink", "uplink"], default="downlink",
-                   help="DCIs to analyse (downlink)")
+    c.add_argument("--direction", choices=["dl", "ul", "downlink", "uplink"], default="dl",
+                   help="DCIs to analyse: dl (default) or ul")
     bounded(c, "--window", bound=B.WINDOW, parse=with_unit(parse_duration, "1s or 500ms"), default="1s",
             help="window for active users, Jain's index and utilisation (1s)")
     bounded(c, "--cell-prbs", bound=B.CELL_PRBS, help="PRBs of the carrier (default: the highest PRB allocated)")
@@ -43,10 +43,12 @@ def _fmt(v, spec=".3f"):
 
 def cmd_cell(args) -> int:
     from airlink import collectors as C
-    from airlink.collectors.nrscope import select_direction
+    from airlink.inference.allocations import allocation_view
     from airlink.inference.cell_logs import analyze_cell
     frame = C.read(args.log, format=args.format)
-    frame = select_direction(frame, args.direction)
+    view = allocation_view(frame, args.direction)     # the one reading fairness/scheduler/jitter share
+    frame = view.frame
+    args.direction = view.direction or args.direction
     res = analyze_cell(frame, window=args.window, cell_prbs=args.cell_prbs, source=str(args.log))
     if args.json:
         print_json(res.to_dict())

@@ -25,6 +25,7 @@ import pandas as pd
 from airlink import rundir
 from airlink.experiment.live import CELL_MAC, CELL_STATS
 from airlink.inference.frames import user_order
+from airlink.traces.parquetframe import read_parquet_frame
 
 #: applications' result keys that count received bytes / goodput (bulk, onoff, iperf3)
 APP_BYTES, APP_GOODPUT = "bytes", "goodput_bps"
@@ -40,7 +41,7 @@ def cell_summary(outdir, *, applications: list | None = None) -> dict:
     """Per-UE and per-run numbers of a cell run (module docstring). ``applications``: the
     results of ``run.json`` (each with its ``ue``); None reads them from ``run.json``."""
     outdir = Path(outdir)
-    mac = pd.read_parquet(outdir / CELL_MAC, columns=None)
+    mac = read_parquet_frame(outdir / CELL_MAC)
     stats_path = outdir / CELL_STATS
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     if applications is None:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from airlink import rundir
 from airlink.inference.frames import user_order
+from airlink.traces.parquetframe import read_parquet_frame
 from airlink.traces import AirlinkError, parse_duration
 
 TCP_SERIES = "series-tcp.parquet"
@@ -65,6 +66,8 @@ def _finite(v):
 class InferStage:
     """The infer stage of :class:`~airlink.experiment.stages.Runner`."""
 
+    _tcp_flow = None      # (flow, direction, flows in the capture) of the tcp analysis
+
     # -- stage 4: infer ------------------------------------------------------------------
     def stage_infer(self, i):
         cfg = self.exp.model.infer
@@ -85,12 +88,22 @@ class InferStage:
             self.progress.stage(i, "infer", "no series to analyse")
             return "skipped", "no mac.parquet or tcp.parquet to analyse"
         self.progress.stage(i, "infer", f"{len(analyses)} NMI factor ranking(s), {cfg.surrogates} surrogates each")
-        done, notes = [], []
+        done, notes, skipped = [], [], []
         for a in analyses:
+            if a["source"] == "mac" and self._mac_log() is None:
+                # e.g. `airlink run --trace T`: a replayed trace has no MAC log to analyse
+                skipped.append(f"{a['source']}/{a['target']}: skipped, this run has no MAC log (a trace "
+                               f"replay has none; the radio stage simulates mac.parquet, a cell writes "
+                               f"cell-mac.parquet)")
+                continue
             try:
                 done.append(self._analyse(a, cfg))
             except AirlinkError as exc:
                 notes.append(f"{a['source']}/{a['target']}: {exc}")
+        for n in skipped:
+            self._note(f"inference: {n}")
+        if not done and not notes:
+            return "skipped", "; ".join(skipped)
         self.folder.write_json("nmi.json", {"analyses": done}, stage="infer")
         for n in notes:
             self._note(f"inference: {n}")
@@ -162,7 +175,8 @@ class InferStage:
             p = _finite(r["p_value"])
             entries.append({"factor": r["factor"], "peak_nmi": float(r["peak_nmi"]), "lag": int(r["lag"]),
                             "lag_s": _finite(r["lag_s"]), "at_edge": bool(r["at_edge"]), "p_value": p,
-                            "significant": bool(p is not None and p < cfg.alpha),
+                            "significant": bool(p is not None and p < cfg.alpha and not r["cannot_tell"]),
+                            "cannot_tell": r["cannot_tell"] or None, "min_pairs": int(r["min_pairs"]),
                             "threshold": _finite(r["threshold"]), "bias_corrected": _finite(r["bias_corrected"]),
                             "ci": [_finite(r["ci_low"]), _finite(r["ci_high"])], "n_pairs": int(r["n_pairs"]),
                             "surrogates": cfg.surrogates, "curve": table.attrs["curves"][r["factor"]]})
@@ -171,7 +185,14 @@ class InferStage:
             note += (" (the busiest flow's UE is not known, so the cell's MAC log is not joined)"
                      if self.exp.model.cell is not None else
                      " (no link log: the capture and the trace share no clock, so capacity is left out)")
-        return {"source": a["source"], "frame": rel[0].as_posix(), "target": target, "user": user,
+        samples = int(table["n_pairs"].max()) if len(table) else 0
+        if a["source"] == "tcp":
+            covers = (f"TCP flow {self._tcp_flow[0]} ({self._tcp_flow[1]}), the busiest direction of "
+                      f"{self._tcp_flow[2]} flow(s); the others are not analysed") if self._tcp_flow else "TCP"
+        else:
+            covers = f"user {user}" if user is not None else "the MAC log's only user"
+        covers += f"; {samples} sample pairs of {res}"
+        return {"source": a["source"], "frame": rel[0].as_posix(), "target": target, "user": user, "covers": covers,
                 "resolution_s": res_s, "max_lag_samples": D, "bins": opts["bins"], "alpha": cfg.alpha,
                 "samples": int(table["n_pairs"].max()) if len(table) else 0, "factors": entries,
                 "note": note, "command": nmi_command(rel, **opts)}
@@ -183,17 +204,19 @@ class InferStage:
         if not tcp_paths:
             raise AirlinkError("no tcp frame (the collect stage writes tcp.parquet)")
         from airlink.report import main_direction
-        rows = main_direction(pd.read_parquet(tcp_paths[0]))
+        rows = main_direction(read_parquet_frame(tcp_paths[0]))
         if rows is None or not len(rows):
             raise AirlinkError(f"{tcp_paths[0].name}: no TCP direction with goodput or throughput")
         flow, direction = rows["flow"].iloc[0], rows["direction"].iloc[0]
+        all_flows = read_parquet_frame(tcp_paths[0], columns=["flow"])["flow"].nunique()
+        self._tcp_flow = (int(flow), str(direction), int(all_flows))
         rows = rows.drop(columns=["flow", "direction"])
         frame = to_grid(rows.select_dtypes(exclude="object"), resolution=resolution,
                         source=tcp_paths[0].name)
         sources = [tcp_paths[0].name]
         link, lk = self.out / "link-downlink.parquet", None
         if link.exists():
-            lk = pd.read_parquet(link)
+            lk = read_parquet_frame(link)
         else:
             link, lk = self._cell_rows_of_flow(flow)
         if lk is not None:
@@ -218,7 +241,7 @@ class InferStage:
         flows_paths = rundir.find(self.out, "flows")
         if mac is None or not flows_paths:
             return None, None
-        flows = pd.read_parquet(flows_paths[0])
+        flows = read_parquet_frame(flows_paths[0])
         row = flows[flows["flow"] == flow]
         if not len(row):
             return None, None
@@ -227,5 +250,5 @@ class InferStage:
         ue = next((a["ue"] for a in self.info.get("applications", []) if a.get("local") in ends), None)
         if ue is None:
             return None, None
-        rows = pd.read_parquet(mac, filters=[("user", "==", str(ue))])
+        rows = read_parquet_frame(mac, filters=[("user", "==", str(ue))])
         return mac, rows.drop(columns=["user"])

@@ -10,6 +10,7 @@ import pandas as pd
 
 from airlink import rundir
 from airlink.traces import AirlinkError, Trace
+from airlink.traces.parquetframe import read_parquet_frame
 
 
 def _seconds(frame: pd.DataFrame, t0=None) -> np.ndarray:
@@ -47,7 +48,7 @@ class Artifacts:
     def _frame(self, path: Path):
         """A Parquet frame, or None with a note when the file cannot be read."""
         try:
-            return pd.read_parquet(path)
+            return read_parquet_frame(path)
         except Exception as exc:
             self.notes.append(f"{path.name}: not readable as Parquet ({type(exc).__name__}: {exc})")
             return None

@@ -1,6 +1,9 @@
 """The report's figures: each ``fig_*`` takes artifacts and returns ``(figure, stats)`` or
-None when its inputs hold nothing to draw. Figures only draw what the artifacts say."""
+None when its inputs hold nothing to draw, or ``(None, {"cannot_tell": reason})`` when they
+cannot support the figure. Figures only draw what the artifacts say."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -290,6 +293,46 @@ def _gaps_ms(mac: pd.DataFrame) -> dict:
     return out
 
 
+def _split_tti(art: Artifacts) -> str | None:
+    """Why the replay link's per-TTI gaps say nothing about a scheduler, or None: the
+    replayed trace's TTIs were split for the link (``link-trace.parquet`` records
+    ``resampled_from_tti_s``), so its service gaps are that split, not scheduling."""
+    from fractions import Fraction
+
+    path = Path(art.outdir) / "link-trace.parquet"
+    if not path.exists():
+        return None
+    try:
+        tr = Trace.read_parquet(path)
+    except Exception:
+        return None
+    orig = tr.meta.get("resampled_from_tti_s")
+    if not orig:
+        return None
+    return (f"the replayed trace's TTIs of {float(Fraction(orig)) * 1e3:g} ms were split into "
+            f"{float(tr.tti) * 1e3:g} ms pieces for the link, so the gaps between served TTIs show that "
+            f"split, not how a scheduler served the user")
+
+
+def _flow_overlap(active: pd.DataFrame, keys) -> tuple:
+    """``(rows in the span where every flow in keys was active, None)`` or ``(None, reason)``
+    when the flows never overlapped in time (seconds from the capture's start)."""
+    t = _seconds(active)
+    spans = {}
+    for k, idx in active.groupby(["flow", "direction"], observed=True).indices.items():
+        if k in keys:
+            spans[k] = (float(t[idx].min()), float(t[idx].max()))
+    start, end = max(a for a, _ in spans.values()), min(b for _, b in spans.values())
+    if start > end:
+        first = min(spans.items(), key=lambda kv: kv[1][1])
+        last = max(spans.items(), key=lambda kv: kv[1][0])
+        return None, (f"the flows never overlapped in time: flow {first[0][0]} ended at {first[1][1]:.1f} s before "
+                      f"flow {last[0][0]} began at {last[1][0]:.1f} s; Jain's index compares flows sharing "
+                      f"the link at the same time")
+    keep = (t >= start) & (t <= end)
+    return active[keep], (start, end)
+
+
 def _fairness_numbers(x: np.ndarray) -> tuple:
     """(Jain's index, fairness gap (max-min)/min): airlink.inference.fairness's definitions."""
     from airlink.inference import fairness_gap, jain_index
@@ -322,9 +365,16 @@ def fig_fairness(art: Artifacts, of: str = "auto"):
         active = tcp[tcp["goodput_bps"] > 0]  # each flow's mean over the bins it was active
         g = active.groupby(["flow", "direction"], observed=True)["goodput_bps"].mean()
         g = g[g > 0.01 * g.max()] if len(g) else g
+        label = "flow (mean goodput while active)"
+        if len(g) >= 2:
+            # flows are compared only over the time all of them were active
+            both, span = _flow_overlap(active, set(g.index))
+            if both is None:
+                return None, {"cannot_tell": span}
+            g = both.groupby(["flow", "direction"], observed=True)["goodput_bps"].mean().reindex(g.index)
+            label = f"flow (mean goodput over the {span[1] - span[0]:.1f} s all were active)"
         labels = art.flow_labels
         rows = [(labels.get(f, f"flow {f}"), float(v) / 1e6, None) for (f, d), v in g.items()]
-        label = "flow (mean goodput while active)"
     if not rows:
         return None
     x = np.array([r[1] for r in rows])
@@ -356,6 +406,9 @@ def fig_jitter(art: Artifacts):
     source = art.mac_source
     gaps = _gaps_ms(art.mac) if art.mac is not None else {}
     if not gaps:
+        split = _split_tti(art)
+        if split and art.link_tti:
+            return None, {"cannot_tell": split}
         for direction, f in art.link_tti.items():
             gaps = _gaps_ms(f)
             source = f"per-TTI {direction} log of the replay link"

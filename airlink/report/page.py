@@ -68,6 +68,8 @@ def _render(builder, caption: str, missing: str, notes: list) -> tuple:
     if out is None:
         return missing_note(missing), {}
     fig, stats = out
+    if fig is None:   # the builder's data cannot support the figure: say why, draw nothing
+        return missing_note(f"{caption}: not drawn, cannot tell: {stats.get('cannot_tell')}"), stats
     return figure_html(fig, caption), stats
 
 
@@ -248,6 +250,8 @@ def _section_nmi(art: Artifacts, notes: list) -> str:
         who = f", user {a['user']}" if a.get("user") is not None else ""
         parts.append(f"<h3>Target {html.escape(str(a.get('target')))} "
                      f"({html.escape(str(a.get('source', '')) + who)})</h3>")
+        if a.get("covers"):
+            parts.append(f"<p>Covers: {html.escape(str(a['covers']))}.</p>")
         h, _ = _render(lambda a=a: fig_nmi(a), f"NMI against lag, target {a.get('target')}",
                        "no lag curves in nmi.json", notes)
         parts.append(h)
@@ -256,6 +260,8 @@ def _section_nmi(art: Artifacts, notes: list) -> str:
             ci = f.get("ci") or [None, None]
             thr = f.get("threshold")
             rows.append({"factor": f.get("factor"), "peak NMI": f.get("peak_nmi"),
+                         "bias-corrected": f.get("bias_corrected"), "pairs": f.get("n_pairs"),
+                         "cannot tell": f.get("cannot_tell") or "",
                          "lag (s)": f.get("lag_s"), "p-value": f.get("p_value"),
                          "surrogate threshold": thr,
                          "interval": None if ci[0] is None else f"{ci[0]:.3f} .. {ci[1]:.3f}",
@@ -264,8 +270,9 @@ def _section_nmi(art: Artifacts, notes: list) -> str:
                          else None if thr is None or f.get("peak_nmi") is None
                          else ("yes" if f["peak_nmi"] > thr else "no")})
         parts.append("<h4>Factor table</h4>" + html_table(
-            rows, ["factor", "peak NMI", "lag (s)", "p-value", "surrogate threshold", "interval",
-                   "significant"], fmt={"peak NMI": "{:.3f}", "surrogate threshold": "{:.3f}",
+            rows, ["factor", "peak NMI", "bias-corrected", "pairs", "lag (s)", "p-value", "surrogate threshold",
+                   "interval", "significant", "cannot tell"],
+            fmt={"peak NMI": "{:.3f}", "bias-corrected": "{:.3f}", "surrogate threshold": "{:.3f}",
                                         "p-value": "{:.3g}", "lag (s)": "{:g}"}))
         if a.get("note"):
             parts.append(f'<p class="note">{html.escape(a["note"])}</p>')
@@ -311,7 +318,10 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
             out = fig_fairness(art, "flows")
         except Exception as exc:
             notes.append(f"fairness across TCP flows: could not be drawn ({exc})")
-        if out is not None and out[1].get("n", 0) >= 2:
+        if out is not None and out[0] is None:
+            parts.append(missing_note(f"fairness across the TCP flows: not drawn, cannot tell: "
+                                      f"{out[1].get('cannot_tell')}"))
+        elif out is not None and out[1].get("n", 0) >= 2:
             parts.append(figure_html(out[0], "fairness across the TCP flows"))
         elif out is not None:
             headless_pyplot().close(out[0])
@@ -343,6 +353,24 @@ white-space:pre-wrap;word-break:break-all}
 """
 
 
+#: share of late TTIs above which the page warns that the run's results are suspect: a cell
+#: that misses its TTI deadlines no longer shapes traffic the way its scheduler says
+LATE_TTI_BANNER = 0.01
+
+
+def _banner(art: Artifacts) -> str:
+    """A warning at the top of the page when the run did not keep its own timing (late TTIs
+    above :data:`LATE_TTI_BANNER`); empty otherwise."""
+    st = (art.cell if isinstance(art.cell, dict) else None) or art.cell_stats or {}
+    frac = st.get("late_fraction") if isinstance(st, dict) else None
+    if frac is None or not frac > LATE_TTI_BANNER:
+        return ""
+    return (f'<p class="missing" id="suspect"><b>Results suspect:</b> {100 * frac:.1f} % of the cell\'s TTIs '
+            f"({st.get('late_ttis')} of {st.get('ttis')}) were handled late (threshold "
+            f"{100 * LATE_TTI_BANNER:g} %): the cell did not keep its timing, so its throughput, delays and "
+            f"every inference below describe the machine's load as much as the scheduler.</p>")
+
+
 def build_report_html(outdir, *, title: str | None = None) -> str:
     """The report page for ``outdir`` as an HTML string (see :func:`write_report`)."""
     art = Artifacts(outdir)
@@ -357,6 +385,7 @@ def build_report_html(outdir, *, title: str | None = None) -> str:
         notes.append(f"live cell section could not be drawn ({type(exc).__name__}: {exc})")
         cell = html_section("Live cell", missing_note(f"the live cell section could not be drawn: {exc}"), "cell")
     body = [
+        _banner(art),
         _section_run(art),
         _section_summary(art),
         *([cell] if cell else []),

@@ -148,3 +148,22 @@ def test_confidence_flag(model):
     res = S.identify_scheduler(mac, model=model)
     assert res["confident"] == (res["probability"] >= S.CONFIDENT_PROBABILITY)
     assert res["scheduler"] == "rr"
+
+
+def test_one_user_holding_the_carrier_cannot_tell_rr_from_pf(tmp_path, run_airlink):
+    # one phone's 20 ms log: it holds 206 of the carrier's 215 RBs whenever served
+    rng = np.random.default_rng(3)
+    n = 500
+    frame = pd.DataFrame({"time": 1_700_000_000_000 + 20 * np.arange(n),          # epoch ms
+                          "prbs": np.where(rng.random(n) < 0.9, 206, 0), "prbs_max": 215,
+                          "snr_db": rng.normal(15, 4, n)})
+    path = tmp_path / "ue.csv"
+    frame.to_csv(path, index=False)
+    from airlink.inference.scheduler import identify_scheduler
+    res = identify_scheduler(frame.assign(time=pd.to_datetime(frame["time"], unit="ms", utc=True)), model={})
+    assert res["scheduler"] == "unknown" and res["probabilities"] == {} and res["best_guess"] is None
+    assert res["cannot_tell"].startswith("one user cannot distinguish RR from PF")
+    assert f"{206 / 215:.0%}" in res["cannot_tell"] and "206 of 215" in res["cannot_tell"]
+    status, out, err = run_airlink("infer", "scheduler", path)
+    assert status == 0, err
+    assert "scheduler: cannot tell: one user cannot distinguish RR from PF" in out and "probability" not in out

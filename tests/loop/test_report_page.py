@@ -128,3 +128,64 @@ def test_report_reads_the_json_of_airlink_infer_nmi(tmp_path):
     page = write_report(tmp_path).read_text()
     assert "backlog_bytes" in page and "0.600" in page and "0.500 .. 0.700" in page
     assert page.count(">yes<") == 1 and page.count(">no<") == 1
+
+
+def test_report_warns_when_late_ttis_exceed_the_threshold(tmp_path):
+    import json
+
+    from airlink.report.page import LATE_TTI_BANNER
+    stats = {"ttis": 3000, "tti_ms": 1, "late_ttis": 1000, "late_fraction": 1000 / 3000}
+    (tmp_path / "cell-stats.json").write_text(json.dumps(stats))
+    page = write_report(tmp_path).read_text()
+    assert "Results suspect:" in page and "33.3 % of the cell's TTIs (1000 of 3000)" in page
+    assert f"threshold {100 * LATE_TTI_BANNER:g} %" in page
+    quiet = tmp_path / "quiet"
+    quiet.mkdir()
+    (quiet / "cell-stats.json").write_text(json.dumps({**stats, "late_ttis": 3, "late_fraction": 0.001}))
+    assert "Results suspect" not in write_report(quiet).read_text()
+
+
+def test_nmi_table_shows_cannot_tell_what_it_covers_and_the_corrected_value(tmp_path):
+    import json
+    reason = "9 pairs in 9 occupied cells of the joint histogram: fewer than 5 per cell (need 45)"
+    (tmp_path / "nmi.json").write_text(json.dumps({"analyses": [{
+        "source": "tcp", "target": "goodput_bps", "covers": "TCP flow 3 (fwd), the busiest direction of 2 flow(s)",
+        "factors": [{"factor": "backlog_bytes", "peak_nmi": 1.0, "bias_corrected": 0.12, "n_pairs": 9,
+                     "lag_s": 0.0, "p_value": None, "threshold": None, "ci": [None, None],
+                     "significant": False, "cannot_tell": reason}]}]}))
+    page = write_report(tmp_path).read_text()
+    assert "Covers: TCP flow 3 (fwd), the busiest direction of 2 flow(s)." in page
+    assert reason in page and "0.120" in page and ">no<" in page
+
+
+def test_flows_that_never_overlapped_get_no_jain_index(tmp_path):
+    import numpy as np
+    import pandas as pd
+    # flow 1 runs 0-10 s, flow 2 runs 20-30 s: comparing them says nothing about sharing
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    rows = [{"time": t0 + pd.Timedelta(seconds=s), "flow": f, "direction": "fwd", "goodput_bps": 5e6 * f}
+            for f, start in ((1, 0), (2, 20)) for s in np.arange(start, start + 10)]
+    pd.DataFrame(rows).to_parquet(tmp_path / "tcp.parquet")
+    page = write_report(tmp_path).read_text()
+    assert "cannot tell: the flows never overlapped in time: flow 1 ended at 9.0 s before flow 2 began at 20.0 s" \
+        in page
+    assert "Jain index" not in " ".join(a for a, _ in _figures(page))
+
+
+def test_jitter_of_a_split_trace_is_not_drawn(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from airlink.traces import constant, split_long_ttis
+    tr = constant(8e6, 5, tti="1s")
+    split = split_long_ttis(tr)
+    split.write_parquet(tmp_path / "link-trace.parquet")
+    n = int(5 / float(split.tti))
+    t = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(np.arange(n) * float(split.tti), unit="s")
+    pd.DataFrame({"time": t, "served_bytes": 1000.0, "capacity_bytes": 1000.0}).to_parquet(
+        tmp_path / "link-downlink.parquet")
+    import html
+    page = html.unescape(write_report(tmp_path).read_text())
+    assert ("jitter: inter-service gaps: not drawn, cannot tell: the replayed trace's TTIs of 1000 ms were "
+            f"split into {float(split.tti) * 1e3:g} ms pieces") in page
+    assert not any("jitter" in a for a, _ in _figures(page))

@@ -279,3 +279,28 @@ def test_the_cli_lists_exactly_the_commands_that_exist(run_airlink):
     assert listed == COMMANDS
     for name in COMMANDS:
         assert (REPO / "airlink" / "cli" / f"{name}.py").is_file(), name
+
+
+def test_trace_run_skips_an_analysis_that_needs_a_mac_log(tmp_path, shared_data, run_airlink):
+    from airlink.traces import constant, write_trace
+    tr = tmp_path / "c.down"
+    write_trace(constant(12e6, 2), tr)
+    exp = tmp_path / "e.yaml"
+    pcap = shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap"
+    exp.write_text("name: t\nradio: {preset: quick}\napplications: [{bulk: {seconds: 1}}]\n"
+                   "infer: {surrogates: 10, nmi: [{source: mac, target: assigned_rate_bps, "
+                   "factors: [backlog_bytes]}, {source: tcp, target: goodput_bps, factors: [rtt_ms]}]}\n"
+                   f"offline: {{captures: ['{pcap}']}}\n")
+    status, out, err = run_airlink("run", exp, "-o", tmp_path / "o", "--offline", "--trace", tr,
+                                   "--json", "--quiet")
+    assert status == 0, err
+    info = json.loads(out)
+    stage = {s["name"]: s for s in info["stages"]}["infer"]
+    assert stage["status"] == "done"
+    assert any("mac/assigned_rate_bps: skipped, this run has no MAC log" in n for n in info["notes"])
+    nmi = json.loads((tmp_path / "o" / "nmi.json").read_text())
+    (a,) = nmi["analyses"]
+    import pandas as pd
+    flows = pd.read_parquet(tmp_path / "o" / "flows.parquet")
+    assert a["covers"].startswith("TCP flow ") and f"of {flows['flow'].nunique()} flow(s)" in a["covers"]
+    assert f"{a['samples']} sample pairs" in a["covers"]

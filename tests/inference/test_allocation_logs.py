@@ -1,0 +1,85 @@
+"""Allocation logs (NR-Scope DCIs, iCellSpeed carriers) are read one way by every analysis:
+downlink grants, the log's slot as the grid, the transport block size as the rate, and one
+phone's carriers as one user. Expected values are computed here from the raw CSV rows."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from airlink import inference as inf
+from airlink.cli import main
+
+
+def jain(y):
+    y = np.asarray(y, float)
+    return y.sum() ** 2 / (y.size * (y * y).sum())
+
+
+@pytest.fixture(scope="module")
+def morning(shared_data, tmp_path_factory):
+    log = shared_data / "nr-scope" / "t_mobile2_ueactivity_morning_1.csv"
+    out = tmp_path_factory.mktemp("nrs")
+    assert main(["collect", str(log), "-o", str(out)]) == 0
+    (mac,) = out.glob("*.mac.parquet")
+    return log, mac
+
+
+def downlink_tbs_per_served_slot(log) -> pd.Series:
+    """Per RNTI: mean transport block (bits) over the slots in which it had a downlink grant,
+    straight from NR-Scope's rows (format 1_x, PRBs > 0; one (SFN, slot) is one slot within a
+    10.24 s SFN wrap; a DCI logged twice counted once)."""
+    r = pd.read_csv(log)
+    dl = r[r["dci_format"].astype(str).str.startswith("1_") & (r["frequency_length"] > 0)]
+    dl = dl.assign(wrap=(dl["timestamp"] - dl["timestamp"].min()) // 10.24)
+    dl = dl.drop_duplicates(["system_frame_index", "slot_index", "rnti", "dci_format", "harq_id", "wrap"])
+    per_slot = dl.groupby(["rnti", "wrap", "system_frame_index", "slot_index"])["transport_block_size"].sum()
+    return per_slot.groupby("rnti").mean()
+
+
+def test_fairness_reads_downlink_tbs_on_the_slot(run_airlink, morning):
+    log, mac = morning
+    status, out, err = run_airlink("infer", "fairness", mac, "--json")
+    assert status == 0, err
+    o = json.loads(out)["overall"]
+    expected = downlink_tbs_per_served_slot(log)
+    assert o["rate"] == "tbs_bytes" and o["users"] == len(expected)
+    assert o["allocation"]["direction"] == "downlink" and o["allocation"]["slot_s"] == pytest.approx(1e-3)
+    assert o["jain_index"] == pytest.approx(jain(expected), rel=1e-9)
+    assert o["cannot_tell"] is None
+    # uplink grants are analysed only when asked, apart from the downlink ones
+    status, out, _ = run_airlink("infer", "fairness", mac, "--json", "--direction", "ul")
+    assert status == 0
+    r = pd.read_csv(log)
+    ul_users = r[r["dci_format"].astype(str).str.startswith("0_") & (r["frequency_length"] > 0)]["rnti"].nunique()
+    assert json.loads(out)["overall"]["users"] == ul_users
+
+
+def test_jitter_and_cell_share_the_reading(morning):
+    log, mac = morning
+    frame = inf.read_frames([mac])
+    assert frame.attrs["resolution_s"] == pytest.approx(1e-3)
+    rep = inf.jitter_report(frame)
+    assert len(rep["users"]) == len(downlink_tbs_per_served_slot(log))
+    both = inf.read_frames([mac], direction="both")
+    assert {u.rsplit("/", 1)[1] for u in both["user"].unique()} == {"downlink", "uplink"}
+
+
+def test_icellspeed_carriers_are_one_user(shared_data, tmp_path, run_airlink):
+    static = sorted((shared_data / "icellspeed" / "D1_static").rglob("*.csv"))
+    if not static:
+        pytest.skip("no iCellSpeed static file in the shared data")
+    raw = pd.read_csv(static[0], na_values=["None", ""])
+    carriers = [c for c in ("pcell", "scell_1", "scell_2", "scell_3")
+                if f"{c}_cid" in raw.columns and raw[f"{c}_cid"].notna().any()]
+    assert len(carriers) >= 2, "the first static file should aggregate carriers"
+    assert main(["collect", str(static[0]), "-o", str(tmp_path)]) == 0
+    (mac,) = tmp_path.glob("*.mac.parquet")
+    status, out, err = run_airlink("infer", "fairness", mac, "--by", "carrier", "--json")
+    assert status == 0, err
+    o = json.loads(out)["overall"]
+    assert o["rate"] == "tbs_bps"                          # the carrier's TBS, not the device throughput
+    assert o["users"] == 1 and o["jain_index"] is None
+    assert "one user" in o["cannot_tell"] and "carrier aggregation" in o["note"]
+    status, out, err = run_airlink("infer", "fairness", mac, "--by", "carrier")
+    assert "fairness: cannot tell: one user" in out and "Jain" not in out

@@ -1,0 +1,24 @@
+"""Every error path of `airlink infer` ends with exit status 2 and nothing else: no thread of a
+library (pyarrow's read-ahead) may still need the interpreter while it shuts down."""
+import subprocess
+import sys
+
+RUNS = 12
+
+
+def test_infer_backlog_without_backlog_column_exits_2_every_time(tmp_path, shared_data):
+    # The MAC frame `airlink collect` writes from an NR-Scope log: reading it used to leave a
+    # pyarrow read-ahead worker releasing Python buffers during shutdown, and about 5 runs in
+    # 12 aborted (exit 134, "terminate called without an active exception").
+    from airlink.cli import main
+    log = shared_data / "nr-scope" / "t_mobile2_ueactivity_night_1.csv"
+    assert main(["collect", str(log), "-o", str(tmp_path / "nrs")]) == 0
+    (path,) = (tmp_path / "nrs").glob("*.mac.parquet")
+    code = "from airlink.cli import entry; entry()"
+    for k in range(RUNS):
+        r = subprocess.run([sys.executable, "-c", code, "infer", "backlog", str(path)],
+                           capture_output=True, text=True, timeout=120)
+        assert "terminate called" not in r.stderr, f"run {k + 1}: {r.stderr}"
+        assert r.returncode == 2, f"run {k + 1}: exit {r.returncode}: {r.stderr}"
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.stderr.startswith("airlink: error: ") and "'backlog_bytes'" in r.stderr

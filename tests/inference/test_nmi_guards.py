@@ -1,0 +1,82 @@
+"""NMI answers only what its pairs support: too few pairs per bin is "cannot tell" (never a
+significant result), small --by groups leave the pooled test with a note, and a factor's
+result does not depend on the other factors or their order."""
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airlink import inference as inf
+from airlink.inference.surrogates import MIN_PAIRS_PER_CELL
+
+
+def frame_of(columns: dict, period_s: float = 1.0) -> pd.DataFrame:
+    n = len(next(iter(columns.values())))
+    return pd.DataFrame({"time": pd.to_datetime(1_700_000_000 + period_s * np.arange(n), unit="s", utc=True),
+                         **columns})
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(3, 40), seed=st.integers(0, 2**32 - 1), lag=st.integers(0, 2))
+def test_independent_series_with_few_pairs_are_never_significant(n, seed, lag):
+    rng = np.random.default_rng(seed)
+    x, y = rng.normal(size=n), rng.normal(size=n)
+    sig = inf.peak_significance(x, y, max_lag=lag, bins=16, surrogates=19, bootstrap=0, seed=seed)
+    # the rule, counted here: pairs at the peak lag against occupied cells of their histogram
+    cx, cy = inf.discretize(x, bins=16).codes, inf.discretize(y, bins=16).codes
+    a, b = cx[max(sig.lag, 0):n + min(sig.lag, 0)], cy[max(-sig.lag, 0):n - max(sig.lag, 0)]
+    cells = len(set(zip(a.tolist(), b.tolist())))
+    assert sig.n_pairs == a.size < MIN_PAIRS_PER_CELL * cells
+    assert sig.cannot_tell and sig.cannot_tell.startswith(f"{a.size} pairs in {cells} occupied cells")
+    assert np.isnan(sig.p_value) and np.isnan(sig.threshold)
+    assert not sig.significant
+
+
+def test_nine_pairs_in_sixteen_bins_cannot_tell():
+    # the report's case: 9 sample pairs, 16 bins, plug-in NMI near 1 for unrelated series
+    rng = np.random.default_rng(0)
+    table = inf.rank_factors(frame_of({"rate": rng.normal(size=9), "backlog_bytes": rng.normal(size=9)}),
+                             target="rate", factors=["backlog_bytes"], max_lag="0s", surrogates=50)
+    row = table.iloc[0]
+    assert row["peak_nmi"] > 0.8                              # what used to be reported as found
+    assert row["n_pairs"] == 9 and row["cannot_tell"].startswith("9 pairs in")
+    assert not row["significant"] and np.isnan(row["p_value"])
+    assert np.isfinite(row["bias_corrected"])                 # kept beside the raw value
+
+
+@settings(max_examples=12, deadline=None)
+@given(order=st.permutations(["sinr_db", "backlog_bytes", "noise"]), seed=st.integers(0, 1000))
+def test_factor_order_never_changes_a_result(order, seed):
+    rng = np.random.default_rng(11)
+    n = 400
+    backlog = np.convolve(rng.normal(size=n), np.ones(5), mode="same")
+    frame = frame_of({"rate": np.roll(backlog, 2) + rng.normal(size=n), "backlog_bytes": backlog,
+                      "sinr_db": rng.normal(size=n), "noise": rng.normal(size=n)})
+    kw = dict(target="rate", max_lag="5s", bins=8, surrogates=30, bootstrap=20, seed=seed)
+    ref = inf.rank_factors(frame, factors=["backlog_bytes", "sinr_db", "noise"], **kw).set_index("factor")
+    got = inf.rank_factors(frame, factors=list(order), **kw).set_index("factor")
+    pd.testing.assert_frame_equal(got.loc[ref.index], ref)
+    alone = inf.rank_factors(frame, factors=["noise"], **kw).set_index("factor")
+    pd.testing.assert_frame_equal(alone, ref.loc[["noise"]])
+
+
+def test_small_by_groups_leave_the_pooled_test_with_a_note(run_airlink, tmp_path):
+    # a drive split by state: groups of 1 and 38 rows next to two long ones
+    rng = np.random.default_rng(5)
+    parts = []
+    for state, n in (("D", 600), ("I", 1), ("F", 38), ("S", 600)):
+        f = frame_of({"dl": rng.normal(size=n), "snr": rng.normal(size=n)})
+        parts.append(f.assign(State=state))
+    path = tmp_path / "drive.csv"
+    frame = pd.concat(parts, ignore_index=True)
+    frame.to_csv(path, index=False)
+    table = inf.rank_factors(frame, target="dl", factors=["snr"], max_lag="5s", by=["State"], surrogates=20)
+    need = max(20, int(np.ceil(0.1 * 600)))                          # 60: a tenth of the largest group
+    assert table.attrs["dropped_groups"] == [dict(group="F", samples=38, needed=need),
+                                             dict(group="I", samples=1, needed=need)]
+    assert 1150 < table.iloc[0]["n_pairs"] <= 600 + 600                # groups F and I not among them
+    status, out, err = run_airlink("infer", "nmi", path, "--target", "dl", "--factor", "snr", "--by", "State",
+                                   "--max-lag", "5s", "--surrogates", "20", "--resolution", "1s")
+    assert status == 0, err
+    assert "left out of the pooled estimate and its surrogate test: group I (1 values; a group needs 60)" in out
