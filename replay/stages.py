@@ -371,7 +371,7 @@ class LinkStage(Stage):
         if self.log is not None or self.tti_log is not None:
             return "logs are written by the Python loop"
         if not srv.loop:
-            return "--once runs the Python loop"
+            return "a trace played once (not looping) runs the Python loop"
         if q.kind not in FAST_QUEUES:
             return f"the {q.kind} queue has no C version"
         if srv.k or len(q):
