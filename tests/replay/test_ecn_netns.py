@@ -1,7 +1,9 @@
 """ECN through a real link shell: an ECN-capable TCP download through CoDel with ``ecn``
 sees CE marks (counted by tshark on a capture inside the shell, independently of
 airlink's counters) and no drops, where the same download through the dropping CoDel
-loses packets; an L4S flow through the ``l4s`` queue keeps its queue near the step.
+loses packets; a classic ECN flow through the ``l4s`` queue is marked by PI2, not
+dropped, near PI2's delay target; an L4S flow keeps its queue near the step (where the
+kernel has a congestion control that sends ECT(1)).
 
 ECN is turned on (``net.ipv4.tcp_ecn=1``) and the congestion control chosen only inside
 the test's own namespace (the server) and the shell's namespace (the client).
@@ -129,3 +131,24 @@ def test_l4s_flow_keeps_the_queue_near_the_step(test_ns, tmp_path):
     delays = log.loc[log["event"] == "departure", "delay_ms"].to_numpy()
     steady = delays[len(delays) // 4:]          # after slow start
     assert np.median(steady) <= 2 and np.percentile(steady, 90) <= 5
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None or shutil.which("tcpdump") is None,
+                    reason="tshark and tcpdump are needed to count CE marks independently")
+def test_classic_ecn_flow_through_the_l4s_queue_is_marked_not_dropped(test_ns, tmp_path):
+    """ECT(0) traffic is classic in DualPI2: the PI2 controller marks it with p'^2 instead
+    of dropping, and holds its queueing delay near the 15 ms target (the log's departures)."""
+    from airlink.traces import read_log
+    start_server(test_ns, "cubic")
+    st, pcap = run_download(test_ns, tmp_path, "l4s-classic", "--downlink-queue", "l4s",
+                            "--downlink-log", tmp_path / "down.log", capture=True)
+    assert_conserved(st)
+    d = st["downlink"]
+    assert d["drops_packets"] == 0 and d["marks_packets"] > 0
+    assert tshark_count(pcap, "ip.dsfield.ecn == 3 && tcp.len > 0") == d["marks_packets"]
+    log = read_log(tmp_path / "down.log")
+    marks = log[log["event"] == "mark"]
+    assert marks["packets"].sum() == d["marks_packets"]
+    delays = log.loc[log["event"] == "departure", "delay_ms"].to_numpy()
+    steady = delays[len(delays) // 4:]          # after slow start
+    assert 5 <= np.median(steady) <= 30         # PI2's 15 ms target, within a factor of 2-3
