@@ -18,8 +18,7 @@ trace server (:class:`TraceServer`) and the stages (:mod:`airlink.replay.stages`
 from __future__ import annotations
 
 from . import queues
-from .cell import CellShell, run_cell
-from .queues import (CoDelQueue, DropHeadQueue, DropTailQueue, InfiniteQueue, PIEQueue,
+from .queues import (CoDelQueue, DropHeadQueue, DropTailQueue, DualPI2Queue, InfiniteQueue, PIEQueue,
                      make_queue, parse_queue_args)
 from .server import RECORD_COLUMNS, TraceServer
 from .shells import DelayShell, LinkShell, LossShell, delay, link, loss
@@ -29,6 +28,16 @@ __all__ = [
     "LinkShell", "DelayShell", "LossShell", "CellShell", "run_cell", "link", "delay", "loss", "queues",
     "make_queue",
     "parse_queue_args", "InfiniteQueue", "DropTailQueue", "DropHeadQueue", "CoDelQueue",
-    "PIEQueue", "TraceServer", "RECORD_COLUMNS", "Stage", "LinkStage", "DelayStage",
+    "PIEQueue", "DualPI2Queue", "TraceServer", "RECORD_COLUMNS", "Stage", "LinkStage", "DelayStage",
     "LossStage", "DelaySeries", "TTILogWriter",
 ]
+
+
+def __getattr__(name):
+    """``CellShell``/``run_cell`` on first use: the cell imports the simulator (pandas,
+    numba), which a link, delay or loss shell does not need - loaded eagerly it tripled
+    every shell's start-up time and memory."""
+    if name in ("CellShell", "run_cell"):
+        from . import cell
+        return getattr(cell, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

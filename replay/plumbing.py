@@ -24,11 +24,15 @@ fds close, even on SIGKILL); C dies with the shell (PDEATHSIG), B with C, and wh
 (the pid namespace's init) dies the kernel kills every process CMD left behind, which
 frees the anonymous network namespace.
 
-Addresses: the outermost shell takes a free ``/16`` of ``100.64.0.0/10`` (shared address
-space, RFC 6598), routes all of it into its TUN and uses its first ``/30`` for the link
-(``.1`` outside, ``.2`` inside). A shell nested inside takes one of the three upper
-quarters of its parent's block (``AIRLINK_BLOCK``), so every level's addresses are
-routed by the level above without NAT.
+Addresses: the outermost shell takes a free ``/20`` of ``100.64.0.0/10`` (shared address
+space, RFC 6598; 1024 blocks of 4096 addresses), routes all of it into its TUN and uses
+its first ``/30`` for the link (``.1`` outside, ``.2`` inside). A shell nested inside
+takes one of the three upper quarters of its parent's block (``AIRLINK_BLOCK``), so every
+level's addresses are routed by the level above without NAT; a ``/20`` holds six levels
+(``/20`` ... ``/30``). A block is free when no route of any table in the shell's namespace
+overlaps it (so a VPN or CGNAT uplink using ``100.64.0.0/10`` there keeps its part), and
+the route added for it is the lock (two shells racing for one block: the second
+``ip route add`` fails and it takes the next).
 """
 from __future__ import annotations
 
@@ -61,6 +65,9 @@ TUN_F_USO4, TUN_F_USO6 = 0x20, 0x40   # Linux 6.2 and later
 TXQUEUELEN = 20000        # packets; far above any burst so the kernel never drops
 INNER_DEVICE = "airlink0"
 ROOT_RANGE = ipaddress.ip_network("100.64.0.0/10")
+TOP_PREFIX = 20           # an outermost shell's block: 1024 of them in ROOT_RANGE
+ROUTE_TYPES = {"unicast", "local", "broadcast", "multicast", "throw", "unreachable", "prohibit",
+               "blackhole", "nat", "anycast"}
 SHELL_COMMANDS = ("link", "delay", "loss", "cell")
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -143,11 +150,33 @@ def _try_ip(*args: str) -> bool:
 def candidate_blocks(parent_block: str | None):
     """Address blocks a new shell may take, in order of preference."""
     if not parent_block:
-        return list(ROOT_RANGE.subnets(new_prefix=16))
+        return list(ROOT_RANGE.subnets(new_prefix=TOP_PREFIX))
     parent = ipaddress.ip_network(parent_block)
     if parent.prefixlen > 28:
         raise AirlinkError(f"shells nested too deep (address block {parent} is exhausted)")
     return list(parent.subnets(prefixlen_diff=2))[1:]
+
+
+def routed_networks(text: str) -> list:
+    """IPv4 networks of ``ip -o -4 route show table all`` output (default routes left out)."""
+    out = []
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0] in ROUTE_TYPES:
+            words = words[1:]
+        if not words or words[0] == "default":
+            continue
+        try:
+            out.append(ipaddress.ip_network(words[0], strict=False))
+        except ValueError:
+            continue
+    return out
+
+
+def free_blocks(candidates, routed) -> list:
+    """The candidates that overlap none of the ``routed`` networks, in order."""
+    routed = [n for n in routed if n.version == 4]
+    return [c for c in candidates if not any(c.overlaps(n) for n in routed)]
 
 
 def link_addresses(block) -> tuple:
@@ -175,13 +204,17 @@ class OuterSide:
         self.fd = open_tun(self.name, vnet_hdr=vnet_hdr)
         try:
             ip("link", "set", "dev", self.name, "txqueuelen", str(TXQUEUELEN), "up")
-            for block in candidate_blocks(parent_block):
-                # The route is the lock: a block routed anywhere here is taken.
+            routes = subprocess.run(["ip", "-o", "-4", "route", "show", "table", "all"],
+                                    capture_output=True, text=True).stdout
+            for block in free_blocks(candidate_blocks(parent_block), routed_networks(routes)):
+                # The route is the lock: a block routed here is taken (a shell that
+                # started since the listing makes this add fail; try the next).
                 if _try_ip("route", "add", str(block), "dev", self.name):
                     self.block = str(block)
                     break
             else:
-                raise AirlinkError("no free address block in 100.64.0.0/10 for a new shell")
+                where = f"the parent shell's block {parent_block}" if parent_block else str(ROOT_RANGE)
+                raise AirlinkError(f"no free address block in {where} for a new shell")
             self.outer, self.inner = link_addresses(self.block)
             ip("addr", "add", f"{self.outer}/30", "dev", self.name)
         except BaseException:

@@ -12,8 +12,17 @@ root or a real clock::
 
 The queues follow Mahimahi's ``link_queue`` family (``infinite``, ``droptail``,
 ``drophead``, ``codel``, ``pie``) with the same option names (``packets=``, ``bytes=``,
-``target=``, ``interval=``, ``qdelay_ref=``, ``max_burst=``). Times are integer
-nanoseconds of a monotonic clock.
+``target=``, ``interval=``, ``qdelay_ref=``, ``max_burst=``), plus ``l4s`` (a DualPI2
+coupled dual queue, RFC 9332). Times are integer nanoseconds of a monotonic clock.
+
+ECN (``ecn=True``, ``ecn`` in an argument string): where a discipline decides to drop a
+packet to signal congestion, an ECN-capable packet (ECT(0), ECT(1) or CE, see
+:mod:`airlink.replay.ecn`) leaves with CE set instead, as Linux's ``codel``/``pie`` with
+``ecn`` do; the queue counts it in ``marks_packets``/``marks_bytes``. A packet dropped
+because the buffer is full (the ``packets``/``bytes`` limit of every queue) is still
+dropped: a full buffer cannot mark. ``droptail`` and ``drophead`` drop only when full, so
+for them ``ecn`` changes nothing. A marked packet is a new ``bytes`` object of the same
+length (the IPv4 header checksum updated); the queue hands it out in place of the original.
 """
 from __future__ import annotations
 
@@ -24,6 +33,8 @@ from collections import deque
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_size
 
+from .ecn import CE, ECT1, ecn_of, mark_ce
+
 MS = 1_000_000  # ns
 
 
@@ -33,11 +44,14 @@ class InfiniteQueue:
     kind = "infinite"
     options: tuple = ()
 
-    def __init__(self):
+    def __init__(self, *, ecn: bool = False):
         self._q = deque()
         self.backlog_bytes = 0
         self.drops_packets = 0
         self.drops_bytes = 0
+        self.ecn = bool(ecn)
+        self.marks_packets = 0
+        self.marks_bytes = 0
 
     def __len__(self) -> int:
         return len(self._q)
@@ -48,6 +62,8 @@ class InfiniteQueue:
     def describe(self) -> str:
         """The queue as Mahimahi writes it in a log header: ``droptail [packets=100]``."""
         args = ", ".join(f"{k}={getattr(self, k)}" for k in self.options if getattr(self, k, None))
+        if self.ecn and self.kind != "l4s":
+            args = f"{args}, ecn" if args else "ecn"
         return f"{self.kind} [{args}]" if args else self.kind
 
     def enqueue(self, packet, now_ns: int) -> bool:
@@ -68,12 +84,21 @@ class InfiniteQueue:
         self.drops_packets += 1
         self.drops_bytes += len(packet)
 
+    def _mark(self, packet):
+        """``packet`` with CE set (counted as a mark), or None when it must be dropped
+        instead (ECN is off for this queue, or the packet is not ECN-capable)."""
+        marked = mark_ce(packet) if self.ecn else None
+        if marked is not None:
+            self.marks_packets += 1
+            self.marks_bytes += len(packet)
+        return marked
+
 
 class _Limited(InfiniteQueue):
     options = ("packets", "bytes")
 
-    def __init__(self, *, packets: int = 0, bytes: int = 0):  # noqa: A002 - Mahimahi's name
-        super().__init__()
+    def __init__(self, *, packets: int = 0, bytes: int = 0, ecn: bool = False):  # noqa: A002 - Mahimahi's name
+        super().__init__(ecn=ecn)
         self.packets = int(packets)
         self.bytes = int(bytes)
         if self.packets < 0 or self.bytes < 0:
@@ -82,7 +107,7 @@ class _Limited(InfiniteQueue):
             raise AirlinkError(f"{self.kind} queue needs a limit: packets=N and/or bytes=N")
 
     def _over(self, extra_packets: int, extra_bytes: int) -> bool:
-        return bool((self.packets and len(self._q) + extra_packets > self.packets)
+        return bool((self.packets and len(self) + extra_packets > self.packets)
                     or (self.bytes and self.backlog_bytes + extra_bytes > self.bytes))
 
 
@@ -121,13 +146,19 @@ class CoDelQueue(_Limited):
 
     ``target`` and ``interval`` are durations (default 5 ms and 100 ms); the optional
     ``packets``/``bytes`` limit tail-drops as a safety net (default 1000 packets).
+
+    With ``ecn``, an ECN-capable packet due to be dropped leaves CE-marked instead, with
+    the control law advanced as for a drop, as Linux ``codel_dequeue`` does: entering the
+    dropping state marks the head packet; in the dropping state a mark ends this
+    dequeue's loop (the marked packet is the one handed out).
     """
 
     kind = "codel"
     options = ("target", "interval", "packets", "bytes")
 
-    def __init__(self, *, target="5ms", interval="100ms", packets: int = 1000, bytes: int = 0):  # noqa: A002
-        super().__init__(packets=packets, bytes=bytes)
+    def __init__(self, *, target="5ms", interval="100ms", packets: int = 1000, bytes: int = 0,  # noqa: A002
+                 ecn: bool = False):
+        super().__init__(packets=packets, bytes=bytes, ecn=ecn)
         self.target_ns = int(parse_duration(target, "ms") * 10**9)
         self.interval_ns = int(parse_duration(interval, "ms") * 10**9)
         if self.target_ns <= 0 or self.interval_ns <= 0:
@@ -168,8 +199,12 @@ class CoDelQueue(_Limited):
             if not ok_to_drop:
                 self._dropping = False
             while self._dropping and now_ns >= self._drop_next:
-                self._drop(item[0])
                 self._count += 1
+                marked = self._mark(item[0])
+                if marked is not None:
+                    self._drop_next += self._control(self._count)
+                    return marked, item[1]
+                self._drop(item[0])
                 item, ok_to_drop = self._pop(now_ns)
                 if item is None or not ok_to_drop:
                     self._dropping = False
@@ -177,8 +212,12 @@ class CoDelQueue(_Limited):
                     self._drop_next += self._control(self._count)
             return item
         if ok_to_drop:
-            self._drop(item[0])
-            item, _ = self._pop(now_ns)
+            marked = self._mark(item[0])
+            if marked is not None:
+                item = (marked, item[1])
+            else:
+                self._drop(item[0])
+                item, _ = self._pop(now_ns)
             self._dropping = True
             delta = self._count - self._last_count
             self._count = delta if (delta > 1 and now_ns - self._drop_next < 16 * self.interval_ns) else 1
@@ -194,6 +233,10 @@ class PIEQueue(_Limited):
 
     ``qdelay_ref`` (default 15 ms) and ``max_burst`` (default 150 ms) as in Mahimahi;
     ``packets``/``bytes`` tail-drop limit (default 1000 packets); ``seed`` for the coin.
+
+    With ``ecn``, an ECN-capable packet the coin would drop is enqueued CE-marked instead
+    while ``drop_prob`` is at most 10 % (RFC 8033 section 5.1, Linux ``pie``'s
+    ``MAX_PROB / 10``); above that it is dropped like any other.
     """
 
     kind = "pie"
@@ -201,10 +244,11 @@ class PIEQueue(_Limited):
     T_UPDATE_NS = 15 * MS
     ALPHA = 0.125   # per second of delay error (RFC 8033 alpha, 1/s)
     BETA = 1.25
+    MARK_ECN_TH = 0.1   # RFC 8033 5.1: mark instead of dropping only up to this probability
 
     def __init__(self, *, qdelay_ref="15ms", max_burst="150ms", packets: int = 1000, bytes: int = 0,  # noqa: A002
-                 seed: int | None = None):
-        super().__init__(packets=packets, bytes=bytes)
+                 seed: int | None = None, ecn: bool = False):
+        super().__init__(packets=packets, bytes=bytes, ecn=ecn)
         self.qdelay_ref, self.max_burst = qdelay_ref, max_burst
         self.ref_s = float(parse_duration(qdelay_ref, "ms"))
         self.burst_ns = int(parse_duration(max_burst, "ms") * 10**9)
@@ -241,7 +285,12 @@ class PIEQueue(_Limited):
         drop = self._over(1, len(packet))
         if not drop and self._burst_left == 0 and not (
                 self._qdelay_old_s < self.ref_s / 2 and self.drop_prob < 0.2) and len(self._q) > 2:
-            drop = self._rng.random() < self.drop_prob
+            if self._rng.random() < self.drop_prob:
+                marked = self._mark(packet) if self.drop_prob <= self.MARK_ECN_TH else None
+                if marked is None:
+                    drop = True
+                else:
+                    packet = marked
         if drop:
             self._drop(packet)
             return False
@@ -257,10 +306,108 @@ class PIEQueue(_Limited):
         return item
 
 
+class DualPI2Queue(_Limited):
+    """L4S at the bottleneck: a DualPI2 coupled dual queue (RFC 9332, Appendix A).
+
+    Packets with ECT(1) or CE (the L4S identifier, RFC 9331) join the **L queue**, all
+    others the **C (classic) queue**; both share the ``packets``/``bytes`` limit
+    (default 10000 packets, as Linux ``dualpi2``), which tail-drops when full.
+
+    - Base probability ``p'`` (PI2): every ``tupdate`` (16 ms),
+      ``p' += ALPHA (q - target) + BETA (q - q_prev)`` with ``q`` the sojourn time (s)
+      of the C queue's head packet (0 when empty), ``target`` 15 ms, ``ALPHA`` 0.16 /s,
+      ``BETA`` 3.2 /s (Linux ``dualpi2`` defaults); ``p'`` stays in [0, 1].
+    - **C queue** at dequeue: with probability ``p_C = p'^2`` a not-ECT packet is dropped
+      (and the next packet considered) and an ECT(0) packet is CE-marked.
+    - **L queue** at dequeue: CE-marked when its sojourn time exceeds ``step`` (default
+      1 ms: the native step AQM, as Linux ``dualpi2``'s ``step_thresh``), or else with the
+      coupled probability ``p_CL = min(K p', 1)``, ``K = 2``.
+    - Scheduler between the two: time-shifted FIFO (one of the schedulers RFC 9332
+      describes) - the L head leaves first unless the C head has waited more than
+      ``tshift`` (default 2 x target = 30 ms, airlink's choice) longer.
+
+    Not implemented: Linux's overload handling (``p_C`` above 1/K^2 switching L to drops),
+    its WRR scheduler and its GSO splitting; marks use a random coin (``seed=``), not
+    RFC 9332's deterministic ``recur``. The L4S queue always marks (``ecn`` is implied).
+    """
+
+    kind = "l4s"
+    options = ("step", "target", "tupdate", "tshift", "packets", "bytes")
+    ALPHA = 0.16    # /s, integral gain (Linux dualpi2 default)
+    BETA = 3.2      # /s, proportional gain (Linux dualpi2 default)
+    K = 2           # coupling factor
+
+    def __init__(self, *, step="1ms", target="15ms", tupdate="16ms", tshift="30ms", packets: int = 10000,
+                 bytes: int = 0, seed: int | None = None, ecn: bool = True):  # noqa: A002
+        super().__init__(packets=packets, bytes=bytes, ecn=True)
+        self.step, self.target, self.tupdate, self.tshift = step, target, tupdate, tshift
+        self.step_ns = int(parse_duration(step, "ms") * 10**9)
+        self.target_s = float(parse_duration(target, "ms"))
+        self.tupdate_ns = int(parse_duration(tupdate, "ms") * 10**9)
+        self.tshift_ns = int(parse_duration(tshift, "ms") * 10**9)
+        if self.step_ns <= 0 or self.target_s <= 0 or self.tupdate_ns <= 0 or self.tshift_ns < 0:
+            raise AirlinkError("l4s: step=, target= and tupdate= must be positive, tshift= not negative")
+        self._l = deque()
+        self._rng = random.Random(seed)
+        self.p_base = 0.0
+        self._prev_s = 0.0
+        self._next_update = None
+
+    def __len__(self) -> int:
+        return len(self._l) + len(self._q)
+
+    def __bool__(self) -> bool:
+        return bool(self._l or self._q)
+
+    def _update(self, now_ns: int):
+        if self._next_update is None:
+            self._next_update = now_ns + self.tupdate_ns
+            return
+        while now_ns >= self._next_update:
+            q = (self._next_update - self._q[0][1]) / 1e9 if self._q else 0.0
+            p = self.p_base + self.ALPHA * (q - self.target_s) + self.BETA * (q - self._prev_s)
+            self.p_base = min(max(p, 0.0), 1.0)
+            self._prev_s = q
+            self._next_update += self.tupdate_ns
+
+    def enqueue(self, packet, now_ns: int) -> bool:
+        self._update(now_ns)
+        if self._over(1, len(packet)):
+            self._drop(packet)
+            return False
+        (self._l if ecn_of(packet) in (ECT1, CE) else self._q).append((packet, now_ns))
+        self.backlog_bytes += len(packet)
+        return True
+
+    def dequeue(self, now_ns: int):
+        self._update(now_ns)
+        while self._l or self._q:
+            if self._l and (not self._q or self._q[0][1] + self.tshift_ns >= self._l[0][1]):
+                packet, t = self._l.popleft()
+                self.backlog_bytes -= len(packet)
+                p_cl = min(self.K * self.p_base, 1.0)
+                if now_ns - t > self.step_ns or (p_cl > 0 and self._rng.random() < p_cl):
+                    packet = self._mark(packet)
+                return packet, t
+            packet, t = self._q.popleft()
+            self.backlog_bytes -= len(packet)
+            p_c = self.p_base * self.p_base
+            if p_c > 0 and self._rng.random() < p_c:
+                marked = self._mark(packet)
+                if marked is None:
+                    self._drop(packet)
+                    continue
+                packet = marked
+            return packet, t
+        return None
+
+
 QUEUES = {"infinite": InfiniteQueue, "droptail": DropTailQueue, "drophead": DropHeadQueue,
-          "codel": CoDelQueue, "pie": PIEQueue}
+          "codel": CoDelQueue, "pie": PIEQueue, "l4s": DualPI2Queue}
 _SIZE_ARGS = ("bytes",)
 _COUNT_ARGS = ("packets", "seed")
+_FLAG_ARGS = ("ecn",)
+_TRUE, _FALSE = ("1", "yes", "on", "true"), ("0", "no", "off", "false")
 
 
 def parse_queue_args(text: str | None) -> dict:
@@ -275,6 +422,12 @@ def parse_queue_args(text: str | None) -> dict:
             continue
         key, sep, value = part.partition("=")
         key = key.strip().replace("-", "_")
+        if key in _FLAG_ARGS:
+            flag = value.strip().lower() if sep else "1"
+            if flag not in _TRUE + _FALSE:
+                raise AirlinkError(f"queue argument {part!r}: expected {key} or {key}=1/0")
+            out[key] = flag in _TRUE
+            continue
         if not sep or not value.strip():
             raise AirlinkError(f"queue argument {part!r}: expected NAME=VALUE (e.g. packets=100)")
         value = value.strip()
@@ -291,18 +444,19 @@ def parse_queue_args(text: str | None) -> dict:
 
 
 def make_queue(kind: str = "infinite", args: str | dict | None = None, **kwargs):
-    """A queue by Mahimahi name, with options as a dict, a ``"k=v,k=v"`` string or keywords."""
+    """A queue by Mahimahi name (or ``l4s``), with options as a dict, a ``"k=v,k=v"`` string
+    or keywords (``ecn=True``: mark instead of dropping, see the module notes)."""
     if kind not in QUEUES:
         raise AirlinkError(f"unknown queue {kind!r} (one of {', '.join(QUEUES)})")
     options = parse_queue_args(args) if isinstance(args, str) else dict(args or {})
     options.update(kwargs)
     cls = QUEUES[kind]
     if cls is InfiniteQueue:
-        if options:
-            raise AirlinkError(f"the infinite queue takes no arguments, got {', '.join(options)}")
-        return cls()
+        if set(options) - {"ecn"}:
+            raise AirlinkError(f"the infinite queue takes no arguments but ecn, got {', '.join(options)}")
+        return cls(**options)
     try:
         return cls(**options)
     except TypeError:
-        allowed = ", ".join(cls.options + (("seed",) if cls is PIEQueue else ()))
+        allowed = ", ".join(cls.options + (("seed",) if cls in (PIEQueue, DualPI2Queue) else ()) + ("ecn",))
         raise AirlinkError(f"{kind} queue takes {allowed}; got {', '.join(options)}") from None

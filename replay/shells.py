@@ -18,7 +18,7 @@ from airlink.traces import atomic
 from airlink.traces.errors import AirlinkError
 
 from . import loop as _loop
-from .queues import make_queue
+from .queues import make_queue, parse_queue_args
 from .stages import DelaySeries, DelayStage, LinkStage, LossStage, Stage, TTILogWriter, offload_wanted, relay_threads
 
 KILL_GRACE_S = 3.0   # after SIGTERM/SIGHUP/SIGINT (or the end of a --once trace), CMD is killed
@@ -82,6 +82,9 @@ class _Shell:
                     counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
                                          on_finished=lambda: forward(signal.SIGTERM, None), vnet_hdr=vnet)
                     counters["engine"] = "python"
+                    counters["engine_reason"] = "; ".join(
+                        f"{name}: {r}" for name, r in (("downlink", down.fast_refusal()),
+                                                        ("uplink", up.fast_refusal())) if r)
                     fast = None
                 counters["offload"] = offload
             except OSError as exc:
@@ -136,9 +139,12 @@ class LinkShell(_Shell):
     once : bool
         Do not loop the trace; when it ends, CMD is stopped (as ``mm-link --once``).
     downlink_queue, uplink_queue : str
-        ``infinite``, ``droptail``, ``drophead``, ``codel`` or ``pie``.
+        ``infinite``, ``droptail``, ``drophead``, ``codel``, ``pie`` or ``l4s`` (DualPI2).
     downlink_queue_args, uplink_queue_args : str or dict
         ``"packets=100,bytes=150000"`` etc. (see :mod:`airlink.replay.queues`).
+    downlink_ecn, uplink_ecn : bool
+        The queue CE-marks ECN-capable packets instead of dropping them (see
+        :mod:`airlink.replay.queues`); the same as ``ecn`` in the queue's arguments.
     downlink_log, uplink_log : path, optional
         mm-link format logs.
     downlink_tti_log, uplink_tti_log : path, optional
@@ -152,6 +158,7 @@ class LinkShell(_Shell):
     def __init__(self, downlink, *, uplink=None, user=None, once: bool = False,
                  downlink_queue: str = "infinite", downlink_queue_args=None,
                  uplink_queue: str = "infinite", uplink_queue_args=None,
+                 downlink_ecn: bool = False, uplink_ecn: bool = False,
                  downlink_log=None, uplink_log=None, downlink_tti_log=None, uplink_tti_log=None,
                  opportunity_bytes: int = 1500):
         self.down_trace, self.down_name = _load(downlink, user, opportunity_bytes)
@@ -159,12 +166,12 @@ class LinkShell(_Shell):
         self.user = str(user) if user is not None else self.down_trace.users[0]
         self.once = once
         # build once now so that bad options fail before any namespace exists
-        self.queues = {"downlink": (downlink_queue, downlink_queue_args),
-                       "uplink": (uplink_queue, uplink_queue_args)}
+        self.queues = {"downlink": (downlink_queue, _with_ecn(downlink_queue_args, downlink_ecn)),
+                       "uplink": (uplink_queue, _with_ecn(uplink_queue_args, uplink_ecn))}
         for kind, args in self.queues.values():
             make_queue(kind, args)
         self.logs = {"downlink": (downlink_log, downlink_tti_log), "uplink": (uplink_log, uplink_tti_log)}
-        if uplink is None and (uplink_log or uplink_tti_log or uplink_queue != "infinite"):
+        if uplink is None and (uplink_log or uplink_tti_log or uplink_queue != "infinite" or uplink_ecn):
             raise AirlinkError("an uplink queue or log needs an uplink trace")
 
     def _stage(self, direction, trace, name, start_ns, wall_ns, command):
@@ -222,6 +229,15 @@ class LossShell(_Shell):
     def _stages(self, start_ns, wall_ns, command):
         lossy = LossStage(self.rate, gilbert=self.gilbert, seed=self.seed)
         return (lossy, Stage()) if self.direction == "downlink" else (Stage(), lossy)
+
+
+def _with_ecn(args, ecn: bool):
+    """Queue arguments (a string or dict) with ``ecn`` turned on when ``ecn``."""
+    if not ecn:
+        return args
+    options = parse_queue_args(args) if isinstance(args, str) or args is None else dict(args)
+    options["ecn"] = True
+    return options
 
 
 def _load(trace, user, opportunity_bytes):

@@ -65,6 +65,12 @@ class Stage:
     def abort(self) -> None:
         """Stop logging after a failure elsewhere (logs stay ``NAME.partial``)."""
 
+    def fast_refusal(self):
+        """Why this stage has no C version (a sentence for ``--stats``), or None."""
+        if _fastpath() is None:
+            return "the C fast path is off (AIRLINK_PURE_PYTHON) or not built"
+        return None
+
     def fast(self):
         """The same stage in the C fast path (:mod:`airlink.replay._fastpath`), or None
         when this configuration has no C version (the shell then runs the Python loop)."""
@@ -134,6 +140,9 @@ class DelayStage(Stage):
 
     def queued(self) -> tuple:
         return self._qbytes, len(self._q)
+
+    def fast_refusal(self):
+        return "a delay series runs the Python loop" if self.series is not None else super().fast_refusal()
 
     def fast(self):
         fp = _fastpath()
@@ -291,6 +300,7 @@ class LinkStage(Stage):
         self.base_ns = start_ns if base_ns is None else base_ns
         self._events = [] if log else None
         self._drops_logged = 0
+        self._marks_logged = (0, 0)
         self._written_k = 0
 
     @property
@@ -308,6 +318,14 @@ class LinkStage(Stage):
             self._events.append((now_ns, 1, n, 0))
             if q.drops_packets != before:
                 self._log_drops(now_ns)
+            if q.marks_packets != self._marks_logged[0]:
+                self._log_marks(now_ns)
+
+    def _log_marks(self, t):
+        q = self.queue
+        self._events.append((t, 4, q.marks_packets - self._marks_logged[0],
+                             q.marks_bytes - self._marks_logged[1]))
+        self._marks_logged = (q.marks_packets, q.marks_bytes)
 
     def _log_drops(self, t):
         q = self.queue
@@ -326,6 +344,8 @@ class LinkStage(Stage):
                 self._events.append((t, 2, len(p), t - a))
             if self.queue.drops_packets != self._drops_logged:
                 self._log_drops(now_ns)
+            if self.queue.marks_packets != self._marks_logged[0]:
+                self._log_marks(now_ns)
             if len(self._events) > 20000:
                 self._flush()
         elif self.tti_log is not None and len(s.rows) > 20000:
@@ -346,12 +366,25 @@ class LinkStage(Stage):
     def queued(self) -> tuple:
         return self.server.backlog(self.queue)
 
+    def fast_refusal(self):
+        q, srv = self.queue, self.server
+        if self.log is not None or self.tti_log is not None:
+            return "logs are written by the Python loop"
+        if not srv.loop:
+            return "a trace played once (not looping) runs the Python loop"
+        if q.kind not in FAST_QUEUES:
+            return f"the {q.kind} queue has no C version"
+        if srv.k or len(q):
+            return "the link was already running"
+        return super().fast_refusal()
+
     def fast(self):
+        # droptail/drophead with ecn: a full buffer drops, marking or not, so the C queues
+        # make the same decisions (and never mark)
+        if self.fast_refusal():
+            return None
         fp = _fastpath()
         q, srv = self.queue, self.server
-        if not fp or self.log is not None or self.tti_log is not None or not srv.loop \
-                or q.kind not in FAST_QUEUES or srv.k or len(q):
-            return None
         tti = srv._tti_ns
         return fp.link(srv.capacity.astype("<f8").tobytes(), tti.numerator, tti.denominator,
                        srv.start_ns, FAST_QUEUES[q.kind], getattr(q, "packets", 0), getattr(q, "bytes", 0))
@@ -360,7 +393,8 @@ class LinkStage(Stage):
         out = super().stats()
         out.update(drops_packets=self.queue.drops_packets, drops_bytes=self.queue.drops_bytes,
                    capacity_bytes=self.server.capacity_bytes, queue=self.queue.describe(),
-                   ttis=self.server.k)
+                   ttis=self.server.k, ecn=self.queue.ecn,
+                   marks_packets=self.queue.marks_packets, marks_bytes=self.queue.marks_bytes)
         return out
 
     def _flush(self):
@@ -387,8 +421,10 @@ class LinkStage(Stage):
                     lines.append(line(ms, "+", a))
                 elif kind == 2:
                     lines.append(line(ms, "-", a, round(b / 1e6)))
-                else:
+                elif kind == 3:
                     lines.append(line(ms, "d", a, b))
+                else:
+                    lines.append(line(ms, "m", a, b))
             self.log.write_lines("".join(lines))
 
     def close(self, now_ns: int) -> None:

@@ -11,6 +11,7 @@ Format (Mahimahi ``link_queue.cc``), one event per line after ``#`` header lines
     12 + 1400          arrival of a 1400-byte packet
     15 - 1400 3        departure of a 1400-byte packet that queued 3 ms
     20 d 2 2800        drop of 2 packets, 2800 bytes, by the queue
+    21 m 1 1400        CE mark of 1 packet, 1400 bytes, by an ECN queue (airlink only)
 
 Times are milliseconds after the base timestamp. :func:`read_log` returns a ``linklog``
 frame (``time_ms``, ``event``, ``bytes``, ``delay_ms``, ``packets``) with the header in
@@ -29,8 +30,8 @@ import pandas as pd
 from .atomic import commit, create_partial, output_error
 from .errors import FormatError
 
-EVENTS = {"#": "opportunity", "+": "arrival", "-": "departure", "d": "drop"}
-_FIELDS = {"#": 3, "+": 3, "-": 4, "d": 4}
+EVENTS = {"#": "opportunity", "+": "arrival", "-": "departure", "d": "drop", "m": "mark"}
+_FIELDS = {"#": 3, "+": 3, "-": 4, "d": 4, "m": 4}
 
 
 def _parse_header(lines) -> dict:
@@ -56,7 +57,7 @@ def _slow_parse(lines, first_no: int, name: str):
             continue
         if len(parts) < 3 or parts[1] not in EVENTS:
             raise FormatError(f"{name}: line {no}: expected 'TIME EVENT SIZE' with EVENT one of "
-                              f"# + - d, got {line.strip()[:60]!r}")
+                              f"# + - d m, got {line.strip()[:60]!r}")
         ev = parts[1]
         if len(parts) != _FIELDS[ev]:
             raise FormatError(f"{name}: line {no}: a {EVENTS[ev]} line has {_FIELDS[ev]} fields, "
@@ -68,8 +69,8 @@ def _slow_parse(lines, first_no: int, name: str):
             raise FormatError(f"{name}: line {no}: not a number in {line.strip()[:60]!r}") from None
         if t < 0 or any(n < 0 for n in nums):
             raise FormatError(f"{name}: line {no}: negative value in {line.strip()[:60]!r}")
-        if ev == "d":
-            rows.append((t, "drop", nums[1], np.nan, nums[0]))
+        if ev in ("d", "m"):
+            rows.append((t, EVENTS[ev], nums[1], np.nan, nums[0]))
         elif ev == "-":
             rows.append((t, "departure", nums[0], float(nums[1]), 1))
         else:
@@ -103,13 +104,13 @@ def parse_log_text(text: str, name: str = "<log>") -> pd.DataFrame:
                               names=["t", "ev", "a", "b"], dtype={"ev": str}, engine="c")
             ev = raw["ev"].to_numpy()
             ok = np.isin(ev, list(EVENTS)).all() and raw["t"].notna().all() and raw["a"].notna().all()
-            four = np.isin(ev, ["-", "d"])
+            four = np.isin(ev, ["-", "d", "m"])
             ok = ok and raw["b"].notna().to_numpy()[four].all() and raw["b"].isna().to_numpy()[~four].all()
             ok = ok and (raw["t"] >= 0).all() and (raw["a"] >= 0).all()
             if ok:
                 a = raw["a"].to_numpy(np.int64)
                 b = raw["b"].to_numpy(np.float64)
-                is_drop = ev == "d"
+                is_drop = (ev == "d") | (ev == "m")     # packets and bytes
                 frame = pd.DataFrame({
                     "time_ms": raw["t"].to_numpy(np.float64),
                     "event": pd.Categorical([EVENTS[e] for e in ev] if len(ev) < 64 else
@@ -167,7 +168,7 @@ class LinkLogWriter:
         """One event line: the time in ms since the base timestamp (an integer as Mahimahi
         writes it, else rounded to 3 decimals for sub-ms TTIs), the event's symbol (``#``
         opportunity bytes, ``+`` arrival bytes, ``-`` departure bytes and queueing delay in
-        ms, ``d`` dropped packets and bytes) and its integer fields."""
+        ms, ``d`` dropped and ``m`` CE-marked packets and bytes) and its integer fields."""
         t_ms = round(float(t_ms), 3)
         t = str(int(t_ms)) if t_ms.is_integer() else f"{t_ms:.3f}"
         if len(fields) == 1:        # the per-packet lines: no join (this runs for every packet)

@@ -6,7 +6,7 @@ from pathlib import Path
 from airlink.cli._common import add_parser, bounded
 from airlink.traces import bounds as B
 
-QUEUES = ["infinite", "droptail", "drophead", "codel", "pie"]
+QUEUES = ["infinite", "droptail", "drophead", "codel", "pie", "l4s"]
 
 
 def register(sub):
@@ -24,7 +24,11 @@ def register(sub):
         "sudo CMD runs as you. The exit status is CMD's.",
         "sudo airlink link TMobile-LTE-short.down --uplink TMobile-LTE-short.up \\\n"
         "     --downlink-queue droptail --downlink-queue-args packets=200 \\\n"
-        "     --downlink-log down.log -- sh -c 'iperf3 -c $AIRLINK_BASE -R -t 30'")
+        "     --downlink-log down.log -- sh -c 'iperf3 -c $AIRLINK_BASE -R -t 30'\n"
+        "# CoDel that CE-marks ECN-capable packets instead of dropping them:\n"
+        "sudo airlink link down.trace --downlink-queue codel --downlink-ecn -- ./client\n"
+        "# L4S (DualPI2): ECT(1) packets marked above a 1 ms sojourn, classic traffic by PI2:\n"
+        "sudo airlink link down.trace --downlink-queue l4s --downlink-queue-args step=1ms -- ./client")
     p.add_argument("downlink", type=Path, metavar="DOWN_TRACE", help="downlink capacity trace")
     p.add_argument("--uplink", type=Path, metavar="UP_TRACE", help="uplink capacity trace")
     p.add_argument("--user", help="user column of a multi-user Parquet trace (default the first)")
@@ -33,7 +37,12 @@ def register(sub):
         p.add_argument(f"--{d}-queue", choices=QUEUES, default="infinite", help=f"{d} queue (infinite)")
         p.add_argument(f"--{d}-queue-args", metavar="ARGS",
                        help="e.g. packets=100,bytes=150000 (droptail/drophead), "
-                            "target=5ms,interval=100ms (codel), qdelay_ref=15ms,max_burst=150ms (pie)")
+                            "target=5ms,interval=100ms (codel), qdelay_ref=15ms,max_burst=150ms (pie), "
+                            "step=1ms,target=15ms (l4s)")
+        p.add_argument(f"--{d}-ecn", action="store_true",
+                       help=f"the {d} queue CE-marks ECN-capable packets instead of dropping them "
+                            "(codel, pie; a full buffer still drops; l4s always marks); marks are "
+                            "counted in --stats and logged as 'm' lines")
         p.add_argument(f"--{d}-log", type=Path, metavar="FILE", help=f"mm-link format log of the {d}")
         p.add_argument(f"--{d}-tti-log", type=Path, metavar="FILE",
                        help=f"per-TTI Parquet log of the {d} (capacity, served, backlog, drops)")
@@ -49,6 +58,7 @@ def run(args) -> int:
     shell = LinkShell(args.downlink, uplink=args.uplink, user=args.user, once=args.once,
                       downlink_queue=args.downlink_queue, downlink_queue_args=args.downlink_queue_args,
                       uplink_queue=args.uplink_queue, uplink_queue_args=args.uplink_queue_args,
+                      downlink_ecn=args.downlink_ecn, uplink_ecn=args.uplink_ecn,
                       downlink_log=args.downlink_log, uplink_log=args.uplink_log,
                       downlink_tti_log=args.downlink_tti_log, uplink_tti_log=args.uplink_tti_log,
                       opportunity_bytes=args.opportunity_bytes)

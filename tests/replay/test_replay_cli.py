@@ -18,6 +18,8 @@ from airlink.cli._shellargs import split_command
     (["delay", "--trace", "d.csv", "--stats", "s.json", "true"],
      ["delay", "--trace", "d.csv", "--stats", "s.json"], ["true"]),
     (["link", "d.trace"], ["link", "d.trace"], []),
+    (["link", "d.trace", "--downlink-ecn", "--downlink-queue", "l4s", "ping"],
+     ["link", "d.trace", "--downlink-ecn", "--downlink-queue", "l4s"], ["ping"]),
 ])
 def test_command_is_split_mahimahi_style(argv, shell, cmd):
     assert split_command(argv) == (shell, cmd)
@@ -38,6 +40,10 @@ def test_not_root_is_said_clearly(run_airlink, tmp_path, monkeypatch):
      "whole number"),
     (["link", "missing.trace", "true"], "missing.trace: no such file"),
     (["link", "{t}", "--uplink-log", "u.log", "true"], "needs an uplink trace"),
+    (["link", "{t}", "--uplink-ecn", "true"], "needs an uplink trace"),
+    (["link", "{t}", "--downlink-queue", "l4s", "--downlink-queue-args", "step=0ms", "true"], "step="),
+    (["link", "{t}", "--downlink-queue", "codel", "--downlink-queue-args", "ecn=perhaps", "true"],
+     "ecn=1/0"),
     (["delay", "--", "true"], "give a delay in ms"),
     (["loss", "downlink", "1.5", "true"], "between 0 and 1"),
     (["loss", "downlink", "--gilbert", "0.1", "true"], "2 or 4 numbers"),

@@ -24,7 +24,8 @@ def drain(q, t):
 
 
 @pytest.mark.parametrize("kind,args", [("infinite", None), ("droptail", "packets=5"),
-                                       ("drophead", "bytes=6000"), ("codel", None), ("pie", "seed=1")])
+                                       ("drophead", "bytes=6000"), ("codel", None), ("pie", "seed=1"),
+                                       ("l4s", "seed=1"), ("codel", "ecn"), ("pie", "seed=1,ecn")])
 def test_every_queue_conserves_packets_and_bytes(kind, args):
     q = make_queue(kind, args)
     sizes = [100 + 37 * i for i in range(40)]
@@ -141,4 +142,4 @@ def test_bad_queue_options_are_one_clear_line(kind, args, msg):
 
 
 def test_all_mahimahi_queues_exist():
-    assert set(QUEUES) == {"infinite", "droptail", "drophead", "codel", "pie"}
+    assert set(QUEUES) == {"infinite", "droptail", "drophead", "codel", "pie", "l4s"}   # + L4S (DualPI2)
