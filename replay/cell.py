@@ -124,7 +124,8 @@ class CellShell:
     def __init__(self, *, preset=None, scheduler=None, users=None, seed: int = 0, tti=None,
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
-                 realtime: bool = False):
+                 realtime: bool = False, from_log=None, follow_rnti=None, log_direction: str = "downlink",
+                 log_start=None):
         from airlink.sim.engine import _scheduler_name, _validate, make_scheduler, resolve_config
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
@@ -140,6 +141,12 @@ class CellShell:
         self.n_users, self.n_subchannels = _validate(cfg)
         from airlink.sim.step import parse_cfg_tti
         self.tti = parse_cfg_tti(cfg["tti"])
+        self.measured = None
+        if from_log is not None:
+            from .cell_fromlog import measured_for
+            self.measured = measured_for(cfg, self.scheduler, from_log, n_users=self.n_users,
+                                         n_prbs=self.n_subchannels, tti=self.tti, follow=follow_rnti,
+                                         direction=log_direction, start=log_start)
         if not Fraction(1, 2000) <= self.tti <= Fraction(1, 100):
             raise AirlinkError(f"a cell's TTI must be 0.5 to 10 ms, got {float(self.tti) * 1000:g} ms")
         self.duration = None if duration is None else parse_duration(duration)
@@ -171,6 +178,11 @@ class CellShell:
         # with a duration, the simulator's chunks (identical draws); without, chunks of at
         # most UNBOUNDED_CHUNK_S, so that no chunk of an endless run is huge
         cap = None if self.n_tti is not None else max(1, int(UNBOUNDED_CHUNK_S / self.tti))
+        if self.measured is not None:
+            from .cell_fromlog import FromLogRadio
+            return FromLogRadio(self.cfg, self.scheduler, measured=self.measured, n_users=self.n_users,
+                                n_subchannels=self.n_subchannels, n_tti=n_tti_of(self.cfg), live=live,
+                                max_chunk=cap)
         return Radio(self.cfg, self.scheduler, n_users=self.n_users, n_subchannels=self.n_subchannels,
                      n_tti=n_tti_of(self.cfg), live=live, max_chunk=cap)
 
@@ -256,6 +268,8 @@ class CellShell:
             stats = live.finish(statuses, cpu_s=ru.ru_utime + ru.ru_stime - cpu0,
                                 page_faults=ru.ru_minflt + ru.ru_majflt - faults0,
                                 kernel=[ns.device_drops() for ns in namespaces])
+            if self.measured is not None:
+                stats["measured_cell"] = self.measured.describe()
             self.last_stats = stats
             if stats_path:
                 write_text(stats_path, json.dumps(stats, indent=2, default=str) + "\n")
@@ -396,6 +410,9 @@ class _MacLog:
                                       start_ns=wall_start_ns, k0=k0)
         for name in LIVE_COLUMNS:
             cols[name] = live[name].ravel()
+        measured = getattr(self.radio, "measured", None)
+        if measured is not None:        # a measured cell's cross-traffic rows (replay/cell_fromlog.py)
+            cols = self.radio.measured_columns(cols, out, k0, wall_start_ns)
         arrays = {name: pa.array(v, type=pa.string()) if name == "user" else
                   pa.array(v, type=pa.timestamp("ns", tz="UTC")) if name == "time" else pa.array(v)
                   for name, v in cols.items()}
@@ -409,6 +426,8 @@ class _MacLog:
                     "tti_s": f"{shell.tti.numerator}/{shell.tti.denominator}",
                     "queue": self.queue_desc, "airlink_version": __version__,
                     "late_after_us": shell.late_ns // 1000}
+            if measured is not None:
+                meta["measured_cell"] = measured.describe()
             header = json.dumps({"kind": "mac", "meta": meta}, default=str).encode()
             schema = table.schema.with_metadata({b"airlink": header})
             self._writer = pq.ParquetWriter(partial_path(shell.mac_log), schema)
