@@ -207,3 +207,26 @@ def test_help_teaches_from_log(capsys):
         _cli("--help")
     out = capsys.readouterr().out
     assert "--from-log" in out and "--follow-rnti" in out and "airlink infer cell mac.parquet" in out
+
+
+def test_experiment_cell_section_from_log(shared_data, tmp_path):
+    """The experiment file's `cell:` keys reach `airlink cell` (the log found from the
+    experiment's folder) and the library's CellShell."""
+    from airlink.cli import build_parser
+    from airlink.experiment.live import _cell_argv
+    from airlink.experiment.spec import load_experiment
+    (tmp_path / "cell.csv").symlink_to(shared_data / AFTERNOON)
+    spec = {"name": "measured", "cell": {"preset": "nr-tmobile-10mhz", "users": 2, "duration": "3s",
+                                         "from_log": "cell.csv", "follow_rnti": [23938, "model"],
+                                         "log_start": "68.5s", "applications": [{"bulk": 2}]}}
+    path = tmp_path / "exp.yaml"
+    import yaml
+    path.write_text(yaml.safe_dump(spec))
+    exp = load_experiment(path)
+    argv = _cell_argv(exp.model.cell, exp, tmp_path, None)
+    text = " ".join(argv)
+    assert f"--from-log {tmp_path / 'cell.csv'} --follow-rnti 23938,model --log-start 68.5s" in text, text
+    args = build_parser().parse_args(argv[argv.index("cell"):])
+    assert (args.follow_rnti, args.log_start, args.log_direction) == ("23938,model", "68.5s", "downlink")
+    shell = CellShell(**{**exp.model.cell.options(), "from_log": tmp_path / "cell.csv"})
+    assert shell.measured.follow == ["23938", None] and shell.measured.start == 68500
