@@ -230,3 +230,38 @@ def test_experiment_cell_section_from_log(shared_data, tmp_path):
     assert (args.follow_rnti, args.log_start, args.log_direction) == ("23938,model", "68.5s", "downlink")
     shell = CellShell(**{**exp.model.cell.options(), "from_log": tmp_path / "cell.csv"})
     assert shell.measured.follow == ["23938", None] and shell.measured.start == 68500
+
+
+@pytest.mark.parametrize("scheduler", ["rr", "maxcir", "lambda", "mcpfs"])
+def test_every_prb_scheduler_keeps_off_the_recorded_prbs(afternoon, scheduler):
+    """The other schedulers too: with full queues the UEs hold exactly the PRBs left (HARQ
+    retransmissions included: every block counts as a subchannel)."""
+    path, raw, _radio, _mac = afternoon
+    n = 400
+    first = int(START_S * 1000) + 400       # 25864 holds PRBs in most of these slots
+    shell = CellShell(preset="nr-tmobile-10mhz", users=3, duration=f"{n / 1000}s", from_log=path,
+                      follow_rnti=f"{FOLLOW},model,model", log_start=f"{first / 1000}s", scheduler=scheduler)
+    _r, mac = run_radio(shell, n)
+    others = raw[(raw["rnti"] != int(FOLLOW)) & raw["slot"].between(first, first + n - 1)]
+    held = others.groupby(others["slot"] - first)["prbs"].sum().reindex(range(n), fill_value=0).to_numpy()
+    assert (held > 0).sum() > 50
+    live = mac[~mac["cross_traffic"]]
+    per_tti = live.groupby("slot")["subchannels"].sum().reindex(range(n), fill_value=0).to_numpy()
+    np.testing.assert_array_equal(per_tti, 52 - held)
+
+
+def test_the_docs_example_parses():
+    """docs/cell.md's --from-log command is one the CLI takes as written."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from airlink.cli import build_parser
+    from airlink.cli._shellargs import split_command
+    text = (Path(__file__).parents[2] / "docs" / "cell.md").read_text()
+    cmd = next(b for b in re.findall(r"sudo (airlink cell --from-log .*?)\n(?!\s)", text, re.S))
+    argv = shlex.split(cmd.replace("\\\n", " "))[1:]
+    own, command = split_command(argv)
+    args = build_parser().parse_args(own)
+    assert args.from_log.name == "t_mobile1_ueactivity_afternoon_1.csv" and args.follow_rnti == "model"
+    assert command[:2] == ["sh", "-c"]
