@@ -182,10 +182,12 @@ def test_bad_logs_name_file_column_and_line(shared_data, tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--follow-rnti", "5"], "--follow-rnti needs --from-log"),
     (["--from-log", "{log}", "--preset", "quick"], "needs an NR preset"),
-    (["--from-log", "{log}", "--preset", "nr-tmobile-10mhz", "--follow-rnti", "12345"], "RNTI 12345 has no downlink DCIs"),
+    (["--from-log", "{log}", "--preset", "nr-tmobile-10mhz", "--follow-rnti", "12345"],
+     "RNTI 12345 has no downlink DCIs"),
     (["--from-log", "{log}", "--preset", "nr-tmobile-10mhz", "--scheduler", "backlog"], "rr, maxcir, pf"),
     (["--from-log", "{log}", "--preset", "nr-fr1"], "slots last 1 ms"),
-    (["--from-log", "{morning}", "--preset", "nr-tmobile-10mhz", "--follow-rnti", "model"], "beyond the cell's 52 PRBs"),
+    (["--from-log", "{morning}", "--preset", "nr-tmobile-10mhz", "--follow-rnti", "model"],
+     "beyond the cell's 52 PRBs"),
     (["--from-log", "/no/such.csv", "--preset", "nr-tmobile-10mhz"], "/no/such.csv: no such NR-Scope log"),
 ])
 def test_bad_options(shared_data, capsys, args, message):
