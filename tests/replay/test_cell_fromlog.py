@@ -267,3 +267,9 @@ def test_the_docs_example_parses():
     args = build_parser().parse_args(own)
     assert args.from_log.name == "t_mobile1_ueactivity_afternoon_1.csv" and args.follow_rnti == "model"
     assert command[:2] == ["sh", "-c"]
+    # a sweep's fingerprint covers the replayed log's content
+    import hashlib
+
+    from airlink.sweep.campaign import _inputs
+    digest = hashlib.sha256((shared_data / AFTERNOON).read_bytes()).hexdigest()
+    assert _inputs(exp)[str(tmp_path / "cell.csv")] == digest
