@@ -273,3 +273,17 @@ def test_the_docs_example_parses():
     from airlink.sweep.campaign import _inputs
     digest = hashlib.sha256((shared_data / AFTERNOON).read_bytes()).hexdigest()
     assert _inputs(exp)[str(tmp_path / "cell.csv")] == digest
+
+
+def test_the_loop_docs_from_log_block_loads():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from airlink.experiment.spec import load_experiment
+    text = (Path(__file__).parents[2] / "docs" / "loop.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "from_log" in b)
+    cell = load_experiment(yaml.safe_load(block)).model.cell
+    assert (cell.from_log, cell.follow_rnti, cell.log_start) == ("t_mobile1_ueactivity_afternoon_1.csv",
+                                                                 [23938, "model"], "68.5s")
