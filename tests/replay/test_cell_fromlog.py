@@ -232,6 +232,12 @@ def test_experiment_cell_section_from_log(shared_data, tmp_path):
     assert (args.follow_rnti, args.log_start, args.log_direction) == ("23938,model", "68.5s", "downlink")
     shell = CellShell(**{**exp.model.cell.options(), "from_log": tmp_path / "cell.csv"})
     assert shell.measured.follow == ["23938", None] and shell.measured.start == 68500
+    # a sweep's fingerprint covers the replayed log's content
+    import hashlib
+
+    from airlink.sweep.campaign import _inputs
+    digest = hashlib.sha256((shared_data / AFTERNOON).read_bytes()).hexdigest()
+    assert _inputs(exp)[str(tmp_path / "cell.csv")] == digest
 
 
 @pytest.mark.parametrize("scheduler", ["rr", "maxcir", "lambda", "mcpfs"])
@@ -267,12 +273,6 @@ def test_the_docs_example_parses():
     args = build_parser().parse_args(own)
     assert args.from_log.name == "t_mobile1_ueactivity_afternoon_1.csv" and args.follow_rnti == "model"
     assert command[:2] == ["sh", "-c"]
-    # a sweep's fingerprint covers the replayed log's content
-    import hashlib
-
-    from airlink.sweep.campaign import _inputs
-    digest = hashlib.sha256((shared_data / AFTERNOON).read_bytes()).hexdigest()
-    assert _inputs(exp)[str(tmp_path / "cell.csv")] == digest
 
 
 def test_the_loop_docs_from_log_block_loads():
