@@ -38,6 +38,19 @@ def why_not(path) -> str:
         return str(exc)
 
 
+def _written_tti(path):
+    """The TTI (``"num/den"`` seconds) in the ``airlink`` metadata of a MAC log written by
+    ``airlink simulate`` or ``airlink cell``, or None."""
+    import json
+
+    import pyarrow.parquet as pq
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        return json.loads(meta[b"airlink"])["meta"].get("tti_s")
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def read(path) -> pd.DataFrame:
     """Read a MAC log Parquet file; a ``time_ms`` column becomes UTC ``time``."""
     path = Path(path)
@@ -57,4 +70,7 @@ def read(path) -> pd.DataFrame:
         frame = frame.sort_values("time", kind="stable", ignore_index=True)
     frame.attrs.setdefault("source", str(path))
     frame.attrs["reader"] = NAME
+    tti = _written_tti(path)
+    if tti is not None:     # the slot length of a MAC log airlink wrote (airlink infer cell needs it)
+        frame.attrs.setdefault("tti_s", tti)
     return validate(frame, "mac", name=str(path))

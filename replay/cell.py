@@ -118,6 +118,12 @@ class CellShell:
         (:mod:`airlink.replay.cell_radio`) keep the normal policy. Off by default (it takes
         CPU from everything else): the loop then runs at niceness -10 with a 0.1 ms time
         slice where the kernel allows one (Linux 6.12+).
+    from_log : an NR-Scope CSV: replay that measured cell (:mod:`airlink.replay.cell_fromlog`):
+        the other RNTIs' recorded PRBs per slot are taken first, the UEs are scheduled on the rest
+    follow_rnti : with ``from_log``, the RNTI whose recorded MCS each UE's channel follows: one
+        for every UE or a list of one per UE; ``"busiest"`` (default) or ``"model"`` (the preset's)
+    log_direction : with ``from_log``, whose DCIs are the cross-traffic (``downlink``)
+    log_start : with ``from_log``, where in the log TTI 0 is (a duration; default its first slot)
     """
 
     tool = "airlink cell"
@@ -125,7 +131,8 @@ class CellShell:
     def __init__(self, *, preset=None, scheduler=None, users=None, seed: int = 0, tti=None,
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
-                 realtime: bool = False):
+                 realtime: bool = False, from_log=None, follow_rnti=None, log_direction: str = "downlink",
+                 log_start=None):
         from airlink.sim.engine import check_config, make_scheduler, resolve_config, scheduler_name
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
@@ -142,6 +149,12 @@ class CellShell:
         CELL_UES.check(self.n_users)             # one namespace, veth pair and queue per UE
         from airlink.sim.step import parse_cfg_tti
         self.tti = parse_cfg_tti(cfg["tti"])
+        self.measured = None
+        if from_log is not None:
+            from .cell_fromlog import measured_for
+            self.measured = measured_for(cfg, self.scheduler, from_log, n_users=self.n_users,
+                                         n_prbs=self.n_subchannels, tti=self.tti, follow=follow_rnti,
+                                         direction=log_direction, start=log_start)
         if not Fraction(1, 2000) <= self.tti <= Fraction(1, 100):
             raise AirlinkError(f"a cell's TTI must be 0.5 to 10 ms, got {float(self.tti) * 1000:g} ms")
         self.duration = None if duration is None else parse_duration(duration)
@@ -173,6 +186,11 @@ class CellShell:
         # with a duration, the simulator's chunks (identical draws); without, chunks of at
         # most UNBOUNDED_CHUNK_S, so that no chunk of an endless run is huge
         cap = None if self.n_tti is not None else max(1, int(UNBOUNDED_CHUNK_S / self.tti))
+        if self.measured is not None:
+            from .cell_fromlog import FromLogRadio
+            return FromLogRadio(self.cfg, self.scheduler, measured=self.measured, n_users=self.n_users,
+                                n_subchannels=self.n_subchannels, n_tti=n_tti_of(self.cfg), live=live,
+                                max_chunk=cap)
         return Radio(self.cfg, self.scheduler, n_users=self.n_users, n_subchannels=self.n_subchannels,
                      n_tti=n_tti_of(self.cfg), live=live, max_chunk=cap)
 
@@ -258,6 +276,8 @@ class CellShell:
             stats = live.finish(statuses, cpu_s=ru.ru_utime + ru.ru_stime - cpu0,
                                 page_faults=ru.ru_minflt + ru.ru_majflt - faults0,
                                 kernel=[ns.device_drops() for ns in namespaces])
+            if self.measured is not None:
+                stats["measured_cell"] = self.measured.describe()
             self.last_stats = stats
             if stats_path:
                 write_text(stats_path, json.dumps(stats, indent=2, default=str) + "\n")
@@ -398,6 +418,9 @@ class _MacLog:
                                       start_ns=wall_start_ns, k0=k0)
         for name in LIVE_COLUMNS:
             cols[name] = live[name].ravel()
+        measured = getattr(self.radio, "measured", None)
+        if measured is not None:        # a measured cell's cross-traffic rows (replay/cell_fromlog.py)
+            cols = self.radio.measured_columns(cols, out, k0, wall_start_ns)
         arrays = {name: pa.array(v, type=pa.string()) if name == "user" else
                   pa.array(v, type=pa.timestamp("ns", tz="UTC")) if name == "time" else pa.array(v)
                   for name, v in cols.items()}
@@ -411,6 +434,8 @@ class _MacLog:
                     "tti_s": f"{shell.tti.numerator}/{shell.tti.denominator}",
                     "queue": self.queue_desc, "airlink_version": __version__,
                     "late_after_us": shell.late_ns // 1000}
+            if measured is not None:
+                meta["measured_cell"] = measured.describe()
             header = json.dumps({"kind": "mac", "meta": meta}, default=str).encode()
             schema = table.schema.with_metadata({b"airlink": header})
             self._writer = pq.ParquetWriter(create_partial(shell.mac_log), schema)

@@ -15,7 +15,7 @@ VALUE_OPTIONS = {
     "loss": {"--gilbert", "--seed", "--stats"},
     "cell": {"--scheduler", "--preset", "--users", "--seed", "--tti", "--config", "--duration",
              "--queue", "--queue-args", "--set", "--uplink", "--mac-log", "--log-dir", "--warmup",
-             "--late-after", "--stats"},
+             "--late-after", "--stats", "--from-log", "--follow-rnti", "--log-direction", "--log-start"},
 }
 # How many positional arguments each shell takes before its command.
 POSITIONALS = {"link": 1, "delay": 1, "loss": 2, "cell": 0}

@@ -12,7 +12,12 @@ sudo airlink cell --preset imt-advanced --scheduler pf --users 4 --seed 1 \\
      --queue droptail --queue-args packets=500 --mac-log mac.parquet --log-dir logs/ \\
      -- sh -c 'iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t 10'
 airlink infer nmi mac.parquet --target assigned_rate_bps --factor backlog_bytes
-sudo airlink delay 20 airlink cell --preset 1xrtt --scheduler backlog --users 2 -- ./download.sh"""
+sudo airlink delay 20 airlink cell --preset 1xrtt --scheduler backlog --users 2 -- ./download.sh
+# a measured 5G cell: the other users' recorded PRBs first, 2 live UEs on what is left,
+# UE channels following RNTI 23938's recorded MCS
+sudo airlink cell --from-log cell.csv --preset nr-tmobile-10mhz --log-start 68.5s \
+     --follow-rnti 23938 --users 2 --duration 3s --mac-log mac.parquet -- ./download.sh
+airlink infer cell mac.parquet"""
 
 
 def register(sub):
@@ -59,6 +64,17 @@ def register(sub):
     p.add_argument("--realtime", action="store_true",
                    help="run the shell's TTI loop under the real-time policy SCHED_RR instead of "
                         "niceness -10 (fewer late TTIs on a busy machine; takes CPU from everything else)")
+    p.add_argument("--from-log", type=Path, metavar="NRSCOPE.CSV",
+                   help="replay a measured cell: the other RNTIs' recorded PRBs per slot are taken first "
+                        "(cross-traffic, in the MAC log as cross_traffic rows), the UEs get what is left; "
+                        "needs an NR preset with the log's slot length and PRBs (e.g. nr-tmobile-10mhz)")
+    p.add_argument("--follow-rnti", metavar="RNTI[,RNTI...]",
+                   help="with --from-log: the recorded RNTI whose MCS each UE's channel follows (one for "
+                        "all, or one per UE; 'model' = the preset's channel model); default the busiest RNTI")
+    p.add_argument("--log-direction", choices=["downlink", "uplink"], default="downlink",
+                   help="with --from-log: whose DCIs are the cross-traffic (downlink)")
+    p.add_argument("--log-start", metavar="DURATION",
+                   help="with --from-log: start this far into the log (e.g. 68.5s; default its first slot)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
     p.set_defaults(func=run, cmd=[])
 
@@ -67,13 +83,21 @@ def run(args) -> int:
     from airlink.cli._common import parse_sets
     from airlink.replay.cell import CellShell
     from airlink.sim.engine import read_config_files
+    from airlink.traces.errors import AirlinkError
+    if args.from_log is None:
+        for flag, value in (("--follow-rnti", args.follow_rnti), ("--log-start", args.log_start),
+                            ("--log-direction", None if args.log_direction == "downlink" else args.log_direction)):
+            if value is not None:
+                raise AirlinkError(f"{flag} needs --from-log")
     preset, overrides = read_config_files(args.config, args.preset)
     overrides.update(parse_sets(args.sets))
     shell = CellShell(preset=preset, scheduler=args.scheduler, users=args.users, seed=args.seed,
                       tti=args.tti, duration=args.duration, overrides=overrides, queue=args.queue,
                       queue_args=None if args.queue == "infinite" else args.queue_args,
                       uplink=args.uplink, mac_log=args.mac_log, log_dir=args.log_dir,
-                      warmup_bytes=args.warmup, late_after=args.late_after, realtime=args.realtime)
+                      warmup_bytes=args.warmup, late_after=args.late_after, realtime=args.realtime,
+                      from_log=args.from_log, follow_rnti=args.follow_rnti, log_direction=args.log_direction,
+                      log_start=args.log_start)
     status = shell.run(args.cmd or None, stats_path=args.stats)
     s = shell.last_stats
     if s is not None and s["ttis"]:

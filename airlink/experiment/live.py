@@ -104,11 +104,19 @@ def _cell_argv(cell, exp, outdir: Path, set_file: Path | None) -> list:
     uplink = cell.uplink
     if uplink is not None and exp.resolve(uplink).exists():
         uplink = str(exp.resolve(uplink))
+    from_log = cell.from_log
+    if from_log is not None and exp.resolve(from_log).exists():
+        from_log = str(exp.resolve(from_log))
+    follow = cell.follow_rnti
+    if isinstance(follow, list):
+        follow = ",".join(map(str, follow))
     for flag, value in (("--preset", preset), ("--scheduler", cell.scheduler), ("--users", cell.users),
                         ("--seed", cell.seed), ("--tti", cell.tti), ("--duration", cell.duration),
                         ("--queue", cell.queue),
                         ("--queue-args", None if cell.queue == "infinite" else cell.queue_args),
-                        ("--uplink", uplink), ("--warmup", cell.warmup), ("--late-after", cell.late_after)):
+                        ("--uplink", uplink), ("--warmup", cell.warmup), ("--late-after", cell.late_after),
+                        ("--from-log", from_log), ("--follow-rnti", follow), ("--log-start", cell.log_start),
+                        ("--log-direction", None if cell.from_log is None else cell.log_direction)):
         if value is not None:
             argv += [flag, str(value)]
     if set_file is not None:

@@ -137,7 +137,8 @@ def read_campaign(campaign) -> tuple[pd.DataFrame, dict]:
 # ---------------------------------------------------------------------------- provenance
 def _inputs(exp) -> dict:
     """``{path: sha256}`` of the files an experiment reads: a measured ``radio.trace``, a
-    cell's preset file and uplink trace (when they are files), and the ``offline.captures``."""
+    cell's preset file, uplink trace and replayed log (``from_log``; when they are files), and
+    the ``offline.captures``."""
     spec = exp.spec
     names = []
     radio = spec.get("radio") or {}
@@ -145,7 +146,8 @@ def _inputs(exp) -> dict:
         names.append(radio["trace"])
     cell = spec.get("cell") or {}
     if isinstance(cell, dict):
-        names += [str(cell[k]) for k in ("preset", "uplink") if cell.get(k) and exp.resolve(str(cell[k])).is_file()]
+        names += [str(cell[k]) for k in ("preset", "uplink", "from_log")
+                  if cell.get(k) and exp.resolve(str(cell[k])).is_file()]
     names += list((spec.get("offline") or {}).get("captures") or [])
     out = {}
     for n in names:

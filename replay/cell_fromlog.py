@@ -1,0 +1,324 @@
+"""A measured cell replayed live: ``airlink cell --from-log NRSCOPE.csv``.
+
+An NR-Scope log (:mod:`airlink.collectors.nrscope`) holds the DCIs of every user of a real
+cell, slot by slot. :func:`measured_cell` turns it into what the live cell needs per slot:
+
+- **Cross-traffic**: the DCIs of the RNTIs no live UE follows, in one direction (downlink
+  by default). Their PRBs (``prb_start .. prb_start + prbs - 1``) are taken first: in that
+  slot no live UE can be given them.
+- **Channels**: live UE ``i`` follows a recorded RNTI's MCS series (the MCS of its new
+  transmissions, held from one DCI to the next and, before its first DCI, the first one's),
+  or the preset's channel model (``None``).
+
+:class:`FromLogRadio` is the cell's :class:`airlink.sim.step.Radio` with those applied to
+the chunks of inputs it makes (:meth:`FromLogRadio.inputs`); the step itself is the shared
+one. How:
+
+- a PRB of the cross-traffic gets the reported and real SINR ``MASKED`` (-1, linear) for
+  every live UE: below every MCS threshold, so no scheduler gives it a new block (its
+  metric is not above 0, round robin skips a subchannel without MCS), and not above the
+  -1 the step's search for a HARQ retransmission's subchannel starts from, so no
+  retransmission goes there either. (What the step would need instead: a per-TTI mask of
+  available subchannels as an input of :func:`airlink.sim.kernel.run_chunk`.)
+- a followed UE's reported and real SINR on every PRB is the linear threshold of the rate
+  table's row of the recorded MCS (the highest row whose 38.214 MCS index is not above
+  it), so per-slot link adaptation from the reported SINR (``link_adaptation: cqi``, which
+  the cell then uses: the recorded MCS is the base station's choice, its own outer loop
+  included) picks that row, and its first transmissions fail with the table's BLER at the
+  threshold (10 %).
+
+Time: TTI ``k`` of the run is slot ``(start + k) mod L`` of the log (``L`` = last slot + 1,
+slots numbered by the collector from the log's first): the log repeats, and a slot without
+DCIs (a gap) has no cross-traffic. The log's slot length must be the cell's TTI.
+
+The MAC log gets one row per cross-traffic DCI (``cross_traffic`` True, ``user`` its RNTI,
+``prbs``/``subchannels`` its PRBs, ``mcs`` the table row as for the live UEs,
+``mcs_index`` the logged index, ``tbs_bytes``/``served_bytes`` the logged transport block,
+0 on a retransmission) next to the live UEs' rows (``cross_traffic`` False, ``prbs`` =
+``subchannels``), with the TTI number in ``slot``: ``airlink infer cell`` reads it like a
+decoded log.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from airlink.sim.step import Radio
+from airlink.traces.errors import AirlinkError
+
+#: linear SINR of a PRB the cross-traffic holds (see the module notes)
+MASKED = np.float32(-1.0)
+#: the highest MCS index of a new transmission (28-31 of the 256QAM table and 29-31 of the
+#: 64QAM ones are reserved: they only name a retransmission's modulation)
+_MAX_NEW_MCS = 28
+
+
+@dataclass
+class MeasuredCell:
+    """What a live cell replays from a log (see the module notes).
+
+    source : the log's path; direction : ``downlink`` or ``uplink``
+    tti : the log's slot (s); n_slots : ``L``, the log's slots (last + 1); start : first slot
+    follow : per live UE, the RNTI (text) whose MCS it follows, or None (the preset's model)
+    cross : the cross-traffic DCIs sorted by slot: ``slot``, ``user``, ``prb_start``,
+        ``prbs``, ``mcs``, ``tbs_bytes``, ``retransmission``
+    mcs_series : per followed RNTI, int64 (L,) its MCS index in every slot
+    """
+
+    source: str
+    direction: str
+    tti: Fraction
+    n_slots: int
+    start: int
+    follow: list
+    cross: pd.DataFrame
+    mcs_series: dict = field(default_factory=dict)
+
+    def slots_of(self, k0: int, n: int) -> np.ndarray:
+        """The log slots of TTIs ``k0 .. k0+n-1``."""
+        return (self.start + np.arange(k0, k0 + n, dtype=np.int64)) % self.n_slots
+
+    def cross_rows(self, k0: int, n: int) -> tuple:
+        """``(tti, rows)``: the positions in :attr:`cross` of the DCIs of TTIs ``k0 ..
+        k0+n-1`` and each one's TTI, in TTI order."""
+        slot = self.cross["slot"].to_numpy()
+        idx = self.slots_of(k0, n)
+        lo = np.searchsorted(slot, idx, "left")
+        counts = np.searchsorted(slot, idx, "right") - lo
+        total = int(counts.sum())
+        first = np.cumsum(counts) - counts
+        rows = np.arange(total) - np.repeat(first, counts) + np.repeat(lo, counts)
+        return np.repeat(np.arange(k0, k0 + n, dtype=np.int64), counts), rows
+
+    def describe(self) -> dict:
+        return {"source": self.source, "direction": self.direction, "log_slots": self.n_slots,
+                "start_slot": self.start, "follow_rnti": self.follow,
+                "cross_traffic_rntis": int(self.cross["user"].nunique()),
+                "cross_traffic_dcis": len(self.cross)}
+
+
+def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None,
+                  direction: str = "downlink", start=None) -> MeasuredCell:
+    """Read an NR-Scope log for a live cell of ``n_users`` UEs over ``n_prbs`` PRBs with
+    slots of ``tti`` seconds.
+
+    follow : None or ``"busiest"`` (every UE follows the RNTI with the most PRBs in the
+        direction), one entry for every UE, or a list of one per UE; an entry is an RNTI
+        (int or text), ``"busiest"``, or ``"model"``/None (the preset's channel model)
+    start : where in the log the run starts (seconds, a duration such as ``"120s"``, or
+        None: its first slot)
+
+    Errors name the file (and for a bad row the collector's line and column).
+    """
+    from airlink.collectors import nrscope
+    from airlink.traces.units import parse_duration
+    path = Path(path)
+    if not path.exists():
+        raise AirlinkError(f"{path}: no such NR-Scope log")
+    frame = nrscope.select_direction(nrscope.read(path), direction)
+    log_tti = Fraction(frame.attrs["tti_s"])
+    if log_tti != Fraction(tti):
+        raise AirlinkError(f"{path}: the log's slots last {float(log_tti) * 1e3:g} ms, the cell's TTI "
+                           f"{float(tti) * 1e3:g} ms (use a preset with the log's numerology)")
+    if frame.empty:
+        raise AirlinkError(f"{path}: no {direction} DCIs")
+    n_slots = int(frame["slot"].max()) + 1
+    first = 0
+    if start is not None:
+        first = int(parse_duration(start) / log_tti)
+        if not 0 <= first < n_slots:
+            raise AirlinkError(f"{path}: start {start} is outside the log's {float(n_slots * log_tti):g} s")
+    busiest = str(frame.groupby("user")["prbs"].sum().idxmax())
+    follow = _per_ue(follow, n_users)
+    rntis = set(frame["user"])
+    chosen = []
+    for entry in follow:
+        if entry is None or str(entry).strip().lower() == "model":
+            chosen.append(None)
+            continue
+        rnti = busiest if str(entry).strip().lower() == "busiest" else str(entry).strip()
+        if not rnti.isdigit():
+            raise AirlinkError(f"follow RNTI {entry!r}: an RNTI (a number), 'busiest' or 'model'")
+        rnti = str(int(rnti))
+        if rnti not in rntis:
+            raise AirlinkError(f"{path}: RNTI {rnti} has no {direction} DCIs (busiest: {busiest})")
+        chosen.append(rnti)
+    live_names = {str(i + 1) for i in range(n_users)}
+    followed = {r for r in chosen if r is not None}
+    cross = frame[~frame["user"].isin(followed)]
+    clash = sorted(live_names & set(cross["user"]))
+    if clash:
+        raise AirlinkError(f"{path}: RNTI {clash[0]} has a live UE's name; follow it or use fewer UEs")
+    end = cross["prb_start"] + cross["prbs"]
+    if (end > n_prbs).any():
+        r = cross[end > n_prbs].iloc[0]
+        raise AirlinkError(f"{path}: RNTI {r['user']} in slot {int(r['slot'])} holds PRBs {int(r['prb_start'])}-"
+                           f"{int(r['prb_start'] + r['prbs'] - 1)}, beyond the cell's {n_prbs} PRBs "
+                           f"(use a preset of the log's carrier)")
+    cross = cross[["slot", "user", "prb_start", "prbs", "mcs", "tbs_bytes", "retransmission"]]
+    cross = cross.sort_values("slot", kind="stable").reset_index(drop=True)
+    series = {r: _mcs_series(frame, r, n_slots) for r in sorted(followed)}
+    return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series)
+
+
+def _per_ue(follow, n_users):
+    if follow is None:
+        return ["busiest"] * n_users
+    if isinstance(follow, (str, int)):
+        follow = [p for p in str(follow).split(",")]
+    follow = list(follow)
+    if len(follow) == 1:
+        return follow * n_users
+    if len(follow) != n_users:
+        raise AirlinkError(f"follow RNTI: {len(follow)} entries for {n_users} UEs (give one, or one per UE)")
+    return follow
+
+
+def _mcs_series(frame, rnti, n_slots) -> np.ndarray:
+    """The RNTI's MCS index in every slot: that of its latest new transmission (the first
+    one's before it)."""
+    f = frame[(frame["user"] == rnti) & ~frame["retransmission"] & (frame["mcs"] < _MAX_NEW_MCS)]
+    if f.empty:
+        raise AirlinkError(f"RNTI {rnti}: no new transmission to take an MCS from")
+    slot, mcs = f["slot"].to_numpy(), f["mcs"].to_numpy(np.int64)
+    pos = np.searchsorted(slot, np.arange(n_slots), "right") - 1
+    return mcs[np.maximum(pos, 0)]
+
+
+def table_mcs_indices(table) -> np.ndarray:
+    """The 38.214 MCS index of every row of an NR rate table (rows named ``MCS<i> ...`` by
+    :func:`airlink.sim.nr_rates.nr_rate_table`)."""
+    return np.array([int(str(name).split()[0][3:]) for name in table.mcs], dtype=np.int64)
+
+
+def rows_of_mcs(table, mcs) -> np.ndarray:
+    """The rate table row (0-based) of recorded MCS indices: the highest row whose MCS index
+    is not above it (row 0 below the table)."""
+    return np.maximum(np.searchsorted(table_mcs_indices(table), np.asarray(mcs), "right") - 1, 0)
+
+
+def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, follow=None,
+                 direction: str = "downlink", start=None) -> MeasuredCell:
+    """:func:`measured_cell` for a cell of configuration ``cfg`` (checked with
+    :func:`check_cell`); when a UE follows a recorded RNTI, ``cfg["link_adaptation"]`` becomes
+    ``cqi`` (the recorded MCS is the base station's choice, its outer loop included)."""
+    check_cell(cfg, scheduler)
+    measured = measured_cell(path, n_users=n_users, n_prbs=n_prbs, tti=tti, follow=follow,
+                             direction=direction, start=start)
+    if any(f is not None for f in measured.follow):
+        cfg["link_adaptation"] = "cqi"
+    return measured
+
+
+def check_cell(cfg: dict, scheduler) -> None:
+    """What a cell replaying a log needs of its configuration (AirlinkError otherwise): an
+    NR rate table with one subchannel per PRB, a scheduler of the compiled step that works
+    per PRB, a link adaptation that does not read the real SINR."""
+    from airlink.sim.nr_numerology import max_prbs
+    if cfg["rate_table"] != "nr":
+        raise AirlinkError(f"a cell replaying an NR-Scope log needs an NR preset (rate_table nr), "
+                           f"not {cfg['preset']!r}: e.g. nr-tmobile-10mhz")
+    n_rb = max_prbs(cfg["nr_bandwidth_mhz"], cfg["nr_scs_khz"], cfg["nr_frequency_range"])
+    if int(cfg["n_subchannels"]) != n_rb:
+        raise AirlinkError(f"n_subchannels: a cell replaying a log needs one subchannel per PRB "
+                           f"({n_rb}), not {int(cfg['n_subchannels'])}")
+    if getattr(scheduler, "kernel_id", None) not in (0, 1, 2, 3):
+        raise AirlinkError("a cell replaying a log schedules PRBs with rr, maxcir, pf, mcpfs or lambda: "
+                           "the backlog scheduler and schedulers given as Python classes cannot be kept "
+                           "off the recorded PRBs")
+    if cfg["link_adaptation"] == "ideal":
+        raise AirlinkError("link_adaptation ideal reads the real SINR of every PRB, which a cell replaying "
+                           "a log sets to 'unavailable' on the recorded PRBs: use cqi or olla")
+
+
+class FromLogRadio(Radio):
+    """The cell's radio with a measured cell's cross-traffic and channels applied to its
+    inputs (see the module notes); everything else is :class:`~airlink.sim.step.Radio`'s."""
+
+    def __init__(self, cfg: dict, scheduler, *, measured: MeasuredCell, **kw):
+        super().__init__(cfg, scheduler, **kw)
+        self.measured = measured
+        n_c = self.n_subchannels
+        cross = measured.cross
+        # the PRBs of every slot with cross-traffic (a row per such slot, sorted)
+        self._busy_slots, inv = np.unique(cross["slot"].to_numpy(), return_inverse=True)
+        mask = np.zeros((len(self._busy_slots), n_c + 1), np.int32)
+        start = cross["prb_start"].to_numpy(np.int64)
+        np.add.at(mask, (inv, start), 1)
+        np.add.at(mask, (inv, start + cross["prbs"].to_numpy(np.int64)), -1)
+        self._busy = np.cumsum(mask, axis=1)[:, :n_c] > 0
+        self._row_of = {r: rows_of_mcs(self.table, s) for r, s in measured.mcs_series.items()}
+        self._cross_rows = rows_of_mcs(self.table, cross["mcs"].to_numpy(np.int64)) if len(cross) else None
+
+    def busy_prbs(self, k0: int, n: int) -> np.ndarray:
+        """bool (n, subchannels): the PRBs the cross-traffic holds in TTIs ``k0 .. k0+n-1``."""
+        idx = self.measured.slots_of(k0, n)
+        out = np.zeros((n, self.n_subchannels), bool)
+        if len(self._busy_slots):
+            pos = np.minimum(np.searchsorted(self._busy_slots, idx), len(self._busy_slots) - 1)
+            hit = self._busy_slots[pos] == idx
+            out[hit] = self._busy[pos[hit]]
+        return out
+
+    def inputs(self, k0: int, n: int, *, mac_log: bool = True):
+        inp = super().inputs(k0, n, mac_log=mac_log)
+        real = inp.real.copy()
+        rep = real if inp.rep is inp.real else inp.rep.copy()
+        idx = self.measured.slots_of(k0, n)
+        for u, rnti in enumerate(self.measured.follow):
+            if rnti is None:
+                continue
+            lin = self.thr_lin[self._row_of[rnti][idx]]
+            real[:, u, :] = lin[:, None]
+            rep[:, u, :] = lin[:, None]
+            if mac_log:
+                inp.sinr_db[:, u] = inp.sinr_rep_db[:, u] = 10 * np.log10(lin)
+        busy = np.broadcast_to(self.busy_prbs(k0, n)[:, None, :], real.shape)
+        real[busy] = MASKED
+        rep[busy] = MASKED
+        inp.real, inp.rep = real, rep
+        return inp
+
+    # -- the MAC log ------------------------------------------------------------------------
+    def measured_columns(self, cols: dict, out: dict, k0: int, start_ns: int) -> dict:
+        """The live rows ``cols`` (:meth:`mac_columns`) with the cross-traffic DCIs of the
+        same TTIs as rows of their own, in time order, and the columns ``cross_traffic``,
+        ``prbs``, ``slot``, ``mcs_index``, ``tbs_bytes`` and ``retransmission``."""
+        n_u = self.n_users
+        n = out["served"].shape[0]
+        cols = dict(cols)
+        cols["slot"] = np.repeat(np.arange(k0, k0 + n, dtype=np.int64), n_u)
+        cols["prbs"] = cols["subchannels"]
+        cols["cross_traffic"] = np.zeros(n * n_u, bool)
+        cols["mcs_index"] = np.full(n * n_u, -1, np.int64)
+        blocks, retx = out["blocks"].ravel(), out["retx"].ravel()
+        cols["tbs_bytes"] = cols["tx_bytes"]
+        cols["retransmission"] = (blocks > 0) & (retx == blocks)
+        tti, rows = self.measured.cross_rows(k0, n)
+        if not len(rows):
+            return cols
+        c = self.measured.cross.iloc[rows]
+        m = len(rows)
+        ns = self.tti * 10**9
+        tbs = c["tbs_bytes"].to_numpy(np.float64)
+        extra = {name: np.zeros(m, a.dtype) if a.dtype != object else np.empty(m, object)
+                 for name, a in cols.items()}
+        for name, a in extra.items():
+            if a.dtype.kind == "f":
+                a[:] = np.nan
+        extra.update({
+            "time": int(start_ns) + (tti * ns.numerator) // ns.denominator,
+            "user": c["user"].to_numpy(object), "slot": tti,
+            "subchannels": c["prbs"].to_numpy(np.int64), "prbs": c["prbs"].to_numpy(np.int64),
+            "mcs": (self._cross_rows[rows] + 1).astype(np.float64), "mcs_index": c["mcs"].to_numpy(np.int64),
+            "served_bytes": tbs, "capacity_bytes": tbs, "tx_bytes": tbs, "tbs_bytes": tbs,
+            "harq_retransmissions": c["retransmission"].to_numpy(np.int64),
+            "retransmission": c["retransmission"].to_numpy(bool),
+            "assigned_rate_bps": tbs * 8 / self.tti_s, "cross_traffic": np.ones(m, bool)})
+        order = np.argsort(np.concatenate([cols["slot"], tti]), kind="stable")
+        return {name: np.concatenate([cols[name], extra[name].astype(cols[name].dtype, copy=False)])[order]
+                for name in cols}
