@@ -279,6 +279,25 @@ class CaptureReader:
         finally:
             f.close()
 
+    def _fill(self, f, carry: bytes, size: int):
+        """The next chunk's buffer: ``carry`` (bytes left over from the previous chunk), then
+        up to ``size`` bytes of the file read in place, then ``PAD`` zero bytes (no
+        concatenation copies). Returns ``(block, bytes read)``. A numpy buffer, not a
+        bytearray: numpy asks for transparent huge pages on large allocations, so filling it
+        costs a few page faults instead of one per 4 KiB. With ``reuse_buffer`` one buffer
+        serves every chunk (room for a record's worth of carry beyond the chunk)."""
+        need = len(carry) + size + PAD
+        if self.reuse_buffer:
+            if self._buffer is None or len(self._buffer) < need:
+                self._buffer = np.empty(need + MAX_RECORD, np.uint8)
+            block = self._buffer[:need]
+        else:
+            block = np.empty(need, np.uint8)
+        block[:len(carry)] = np.frombuffer(carry, np.uint8)
+        got = self._readinto(f, memoryview(block)[len(carry):len(carry) + size])
+        block[len(carry) + got:] = 0
+        return block, got
+
     def _readinto(self, f, view) -> int:
         """Fill ``view`` from the file (short only at the end); damage -> _fail, 0."""
         done = 0
@@ -312,20 +331,7 @@ class CaptureReader:
         ts_hi = None
         eof = False
         while not eof and self.problem is None:
-            # one buffer per chunk: carried-over bytes, then the file data read in place, then
-            # zero bytes (no concatenation copies). A numpy buffer, not a bytearray: numpy asks
-            # for transparent huge pages on large allocations, so filling it costs a few page
-            # faults instead of one per 4 KiB (a large share of the read time in a VM)
-            need = len(carry) + self.chunk + PAD
-            if self.reuse_buffer:
-                if self._buffer is None or len(self._buffer) < need:
-                    self._buffer = np.empty(need + MAX_RECORD, np.uint8)   # room for carries
-                block = self._buffer[:need]
-            else:
-                block = np.empty(need, np.uint8)
-            block[:len(carry)] = np.frombuffer(carry, np.uint8)
-            got = self._readinto(f, memoryview(block)[len(carry):len(carry) + self.chunk])
-            block[len(carry) + got:] = 0
+            block, got = self._fill(f, carry, self.chunk)
             if not got or self._damage is not None:
                 eof = True
             n = len(carry) + got
@@ -479,17 +485,7 @@ class CaptureReader:
         want = 0                           # bytes the block at the start of carry needs
         eof = False
         while not eof and self.problem is None:
-            size = max(self.chunk, want - len(carry))
-            need = len(carry) + size + PAD
-            if self.reuse_buffer:
-                if self._buffer is None or len(self._buffer) < need:
-                    self._buffer = np.empty(need + MAX_RECORD, np.uint8)
-                block = self._buffer[:need]
-            else:
-                block = np.empty(need, np.uint8)
-            block[:len(carry)] = np.frombuffer(carry, np.uint8)
-            got = self._readinto(f, memoryview(block)[len(carry):len(carry) + size])
-            block[len(carry) + got:] = 0
+            block, got = self._fill(f, carry, max(self.chunk, want - len(carry)))
             if not got or self._damage is not None:
                 eof = True
             n = len(carry) + got
