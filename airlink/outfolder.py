@@ -187,38 +187,36 @@ def _parent_fd(root_fd: int, parts: tuple):
             os.close(f)
 
 
+def _beneath(root_fd: int, rel, act) -> bool:
+    """``act(name, parent_fd)`` on the entry at relative path ``rel`` beneath the folder of
+    ``root_fd``, every folder on the way opened without following a link. False when the
+    path leads out, a component is missing or a link, or ``act`` fails (OSError)."""
+    parts = relative_parts(rel)
+    if parts is None:
+        return False
+    with _parent_fd(root_fd, parts) as fd:
+        if fd is None:
+            return False
+        try:
+            return act(parts[-1], fd) is not False
+        except OSError:
+            return False
+
+
 def unlink_beneath(root_fd: int, rel) -> bool:
     """Remove the file (or symbolic link itself) at relative path ``rel`` beneath the folder
     of ``root_fd`` without following a link on the way; a folder there stays. Returns True
     when something was removed."""
-    parts = relative_parts(rel)
-    if parts is None:
-        return False
-    with _parent_fd(root_fd, parts) as fd:
-        if fd is None:
+    def unlink(name, fd):
+        if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
             return False
-        try:
-            if stat.S_ISDIR(os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode):
-                return False
-            os.unlink(parts[-1], dir_fd=fd)
-        except OSError:
-            return False
-    return True
+        os.unlink(name, dir_fd=fd)
+    return _beneath(root_fd, rel, unlink)
 
 
 def rmdir_beneath(root_fd: int, rel) -> bool:
     """Remove the folder ``rel`` beneath ``root_fd`` when it is empty (never through a link)."""
-    parts = relative_parts(rel)
-    if parts is None:
-        return False
-    with _parent_fd(root_fd, parts) as fd:
-        if fd is None:
-            return False
-        try:
-            os.rmdir(parts[-1], dir_fd=fd)
-        except OSError:
-            return False
-    return True
+    return _beneath(root_fd, rel, lambda name, fd: os.rmdir(name, dir_fd=fd))
 
 
 def chown_beneath(root_fd: int, rel, uid: int, gid: int) -> bool:
@@ -230,17 +228,7 @@ def chown_beneath(root_fd: int, rel, uid: int, gid: int) -> bool:
         except OSError:
             return False
         return True
-    parts = relative_parts(rel)
-    if parts is None:
-        return False
-    with _parent_fd(root_fd, parts) as fd:
-        if fd is None:
-            return False
-        try:
-            os.chown(parts[-1], uid, gid, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            return False
-    return True
+    return _beneath(root_fd, rel, lambda name, fd: os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False))
 
 
 def walk_files(root_fd: int):
