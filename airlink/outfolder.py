@@ -30,7 +30,7 @@ import fcntl
 import os
 import socket
 import stat
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from airlink.traces.errors import AirlinkError
 
