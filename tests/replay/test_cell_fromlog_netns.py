@@ -26,13 +26,13 @@ def test_live_measured_cell(test_ns, tmp_path, shared_data):
     r = test_ns.airlink("cell", "--from-log", log, "--preset", "nr-tmobile-10mhz", "--log-start", f"{START_S}s",
                         "--follow-rnti", FOLLOW, "--users", "2", "--duration", "3s", "--mac-log", mac_path,
                         "--stats", stats_path, "--",
-                        "sh", "-c", "iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t 2 > /dev/null",
+                        "sh", "-c", "iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t 1 > /dev/null",
                         timeout=120)
     assert r.returncode == 0, r.stderr
     stats = json.loads(stats_path.read_text())
     mac = pd.read_parquet(mac_path)
     n = stats["ttis"]
-    assert 2000 <= n <= 3000        # the downloads end after 2 s; the duration caps the run at 3 s
+    assert 1000 <= n <= 3000        # the downloads end after 1 s (2 s of slack for a loaded machine); the duration caps the run at 3 s
 
     # cross-traffic rows = the log's other RNTIs' DCIs, slot by slot
     raw = raw_downlink(log)

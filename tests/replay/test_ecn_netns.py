@@ -65,7 +65,9 @@ def run_download(test_ns, tmp_path, name, *link_args, capture=False):
     trace.write_text("1\n" * 2)                  # 2 opportunities per ms: 24 Mbit/s
     pcap = tmp_path / f"{name}.pcap"
     inside = (f"sysctl -qw net.ipv4.tcp_ecn=1; "
-              + (f"tcpdump -Z root -i airlink0 -s 96 -U -w {pcap} 2>/dev/null & pid=$!; sleep 1; "
+              # the download starts once tcpdump has written its file header (it is capturing)
+              + (f"tcpdump -Z root -i airlink0 -s 96 -U -w {pcap} 2>/dev/null & pid=$!; "
+                 f"for i in $(seq 400); do [ -s {pcap} ] && break; sleep 0.05; done; sleep 0.2; "
                  if capture else "")
               + f"{sys.executable} -c '{CLIENT}'; st=$?; "
               + ("sleep 0.5; kill $pid; wait $pid; " if capture else "") + "exit $st")

@@ -130,7 +130,7 @@ def test_a_lost_server_ends_the_recording_with_what_it_has(ns, tmp_path):
 @pytest.mark.parametrize("argv,what", [
     (["record"], "give the record server's HOST and -o DIR"),
     (["record", "10.0.0.1", "-o", "x", "--train-packets", "5,0"], "train lengths must be positive"),
-    (["record", "10.0.0.1", "-o", "x", "--seconds", "0"], "--seconds must be positive"),
+    (["record", "10.0.0.1", "-o", "x", "--seconds", "0"], "--seconds: must be greater than 0"),
     (["record", "--serve", "10.0.0.1"], "--serve takes no HOST"),
 ])
 def test_bad_options_are_one_line_errors(argv, what):
