@@ -225,7 +225,8 @@ def nr_whole_process(duration: str, outdir: str) -> float:
     exe = Path(sys.executable).with_name("airlink")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([str(exe), "simulate", "--preset", "nr-fr1", "--duration", duration, "--seed", "1",
-                    "-o", outdir, "--no-progress"], check=True, stdout=subprocess.DEVNULL)
+                    "-o", tempfile.mkdtemp(dir=outdir), "--no-progress"],   # a new, empty folder per run
+                   check=True, stdout=subprocess.DEVNULL)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
