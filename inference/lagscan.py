@@ -1,6 +1,6 @@
 """Time-shifted normalized mutual information over all lags in one pass.
 
-Seed 003 reports the **peak over all shifts d** of ``I_N(X; Y; d)``. Computing a joint
+Mattar et al. (TCP over CDMA2000 Networks) report the **peak over all shifts d** of ``I_N(X; Y; d)``. Computing a joint
 histogram per lag costs ``O(n D)``; here every joint count for every lag comes from the
 cross-correlations of the bin-indicator series,
 

@@ -1,7 +1,7 @@
 """How sure: surrogate null distribution, p-value, bias correction and bootstrap interval
 for the peak of a lag scan.
 
-Seed 003 reports peak NMI values without saying which of them could arise by chance. A
+Mattar et al. (TCP over CDMA2000 Networks) report peak NMI values without saying which of them could arise by chance. A
 peak over ``2D+1`` lags of a finite, autocorrelated sample is biased upwards, so every
 peak airlink reports comes with:
 

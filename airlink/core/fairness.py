@@ -35,7 +35,8 @@ def jain_index(values) -> float:
 
 
 def fairness_gap(values) -> float:
-    """Seed 003's fairness gap ``(max - min) / min``; 0 when equal, ``inf`` when min is 0."""
+    """The fairness gap of Mattar et al. (TCP over CDMA2000 Networks), ``(max - min) / min``;
+    0 when equal, ``inf`` when min is 0."""
     y = _arr(values)
     if y.size == 0:
         return float("nan")
@@ -53,7 +54,8 @@ def resource_fractions(resources) -> np.ndarray:
 
 
 def min_max_ratio(resources) -> float:
-    """Seed 001's fairness: ``min rho / max rho`` of the resource fractions (1.0 = equal)."""
+    """The EV-DO opportunistic-scheduling study's fairness: ``min rho / max rho`` of the
+    resource fractions (1.0 = equal)."""
     rho = resource_fractions(resources)
     hi = float(np.nanmax(rho)) if rho.size else float("nan")
     return 1.0 if hi == 0 else float(np.nanmin(rho) / hi)

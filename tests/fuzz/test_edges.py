@@ -1,5 +1,5 @@
-"""The "Edges" of issue 31, one test each: every input that used to end in a traceback, a
-MemoryError or a hang now gives exit status 2 and one line naming the option, or the file
+"""The "Edges" of issue 31, one test each: every input here - each of which could end in a
+traceback, a MemoryError or a hang - gives exit status 2 and one line naming the option, or the file
 and the field (and, for a derived size, what would have been needed).
 
 Nothing here allocates big: the budgets (:mod:`airlink.traces.bounds`) are checked before

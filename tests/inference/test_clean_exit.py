@@ -7,9 +7,9 @@ RUNS = 12
 
 
 def test_infer_backlog_without_backlog_column_exits_2_every_time(tmp_path, shared_data):
-    # The MAC frame `airlink collect` writes from an NR-Scope log: reading it used to leave a
-    # pyarrow read-ahead worker releasing Python buffers during shutdown, and about 5 runs in
-    # 12 aborted (exit 134, "terminate called without an active exception").
+    # The MAC frame `airlink collect` writes from an NR-Scope log: a pyarrow read-ahead worker
+    # still releasing Python buffers during interpreter shutdown aborts the process (exit 134,
+    # "terminate called without an active exception"), so every run must exit 2 cleanly.
     from airlink.cli import main
     log = shared_data / "nr-scope" / "t_mobile2_ueactivity_night_1.csv"
     assert main(["collect", str(log), "-o", str(tmp_path / "nrs")]) == 0

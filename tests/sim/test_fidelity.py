@@ -94,7 +94,7 @@ def test_imt_small_buffer_with_bursty_arrivals_lowers_active_time():
 
 
 def test_egprs_hybrid_link_adaptation_is_as_good_as_each_single_method():
-    """Seed 004: hybrid (BLER method when poor, C/I method when good) >= each single method
+    """Tan, Lo and Seah (TCP/IP over EDGE): hybrid (BLER method when poor, C/I method when good) >= each single method
     over 6-30 dB; C/I averaging near ideal at high C/I; S_n rises with C/I for every method.
     At the switch point hybrid alternates between the methods, hence 2.5 % of slack for the
     Monte Carlo noise of 20,000 blocks of a 3 km/h fading channel."""
@@ -112,7 +112,7 @@ def test_egprs_hybrid_link_adaptation_is_as_good_as_each_single_method():
 
 
 def test_backlog_scheduler_rate_follows_backlog_not_channel():
-    """Seed 003: NMI(assigned rate; backlog) >> NMI(assigned rate; channel), on-off sources."""
+    """Mattar et al.: NMI(assigned rate; backlog) >> NMI(assigned rate; channel), on-off sources."""
     r = S.simulate("1xrtt", duration="240s")
     # resources are the sector's 32 code channels
     assert 0 < sum(u["resource_fraction"] for u in r.summary["users"]) <= 1
@@ -135,7 +135,7 @@ def test_maxcir_full_buffer_rate_follows_channel_not_backlog():
 
 
 def test_backlog_scheduler_throttles_greedy_cbr_users():
-    """Seed 003: CBR throughput tracks the sending rate up to ~50 kbit/s, then decreases."""
+    """Mattar et al.: CBR throughput tracks the sending rate up to ~50 kbit/s, then decreases."""
     def served(rate):
         r = S.simulate("1xrtt", duration="60s", traffic="cbr", traffic_rate_bps=[rate, 9600, 9600, 9600])
         return r.summary["users"][0]["throughput_mbps"] * 1e3
