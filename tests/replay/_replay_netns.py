@@ -48,15 +48,19 @@ class TestNS:  # noqa: not a test class
     def airlink(self, *args, timeout=120, env=None):
         return self.exec([AIRLINK, *map(str, args)], timeout=timeout, env=env)
 
-    def iperf_server(self, port=5201):
-        p = self.popen(["iperf3", "-s", "-p", str(port)], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+    def server(self, argv, port: int, what: str):
+        """Start ``argv`` in the namespace (stopped by :meth:`close`) and wait until a TCP
+        socket listens on ``port``; RuntimeError naming ``what`` after 5 s."""
+        p = self.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.servers.append(p)
         for _ in range(100):
             if f":{port} " in self.exec(["ss", "-ltnH"]).stdout:
                 return p
             time.sleep(0.05)
-        raise RuntimeError("iperf3 server did not start")
+        raise RuntimeError(f"{what} did not start")
+
+    def iperf_server(self, port=5201):
+        return self.server(["iperf3", "-s", "-p", str(port)], port, "iperf3 server")
 
     def links(self):
         return self.exec(["ip", "-o", "link"]).stdout

@@ -13,7 +13,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -50,13 +49,7 @@ print(n)
 def start_server(test_ns, cc):
     r = test_ns.exec(["sysctl", "-w", "net.ipv4.tcp_ecn=1"])
     assert r.returncode == 0, r.stderr
-    p = test_ns.popen([sys.executable, "-c", SERVER, cc], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    test_ns.servers.append(p)
-    for _ in range(100):
-        if f":{PORT} " in test_ns.exec(["ss", "-ltnH"]).stdout:
-            return
-        time.sleep(0.05)
-    raise RuntimeError("test server did not start")
+    test_ns.server([sys.executable, "-c", SERVER, cc], PORT, "test server")
 
 
 def run_download(test_ns, tmp_path, name, *link_args, capture=False):
@@ -64,7 +57,7 @@ def run_download(test_ns, tmp_path, name, *link_args, capture=False):
     trace = tmp_path / "c.down"
     trace.write_text("1\n" * 2)                  # 2 opportunities per ms: 24 Mbit/s
     pcap = tmp_path / f"{name}.pcap"
-    inside = (f"sysctl -qw net.ipv4.tcp_ecn=1; "
+    inside = ("sysctl -qw net.ipv4.tcp_ecn=1; "
               # the download starts once tcpdump has written its file header (it is capturing)
               + (f"tcpdump -Z root -i airlink0 -s 96 -U -w {pcap} 2>/dev/null & pid=$!; "
                  f"for i in $(seq 400); do [ -s {pcap} ] && break; sleep 0.05; done; sleep 0.2; "

@@ -7,35 +7,23 @@ inside `airlink delay` / `airlink link` shells, as a user runs it against a path
 import json
 import signal
 import subprocess
-import time
 
 import numpy as np
 import pytest
 
-from _replay_netns import AIRLINK, TestNS
+from _replay_netns import AIRLINK
 from airlink.traces import cellreplay, read_cellreplay, read_trace
 
 PORT = 9050
 
 
 @pytest.fixture
-def ns(root_netns):
-    n = TestNS()
-    try:
-        yield n
-    finally:
-        n.close()
+def ns(test_ns):
+    return test_ns
 
 
 def _server(ns):
-    p = ns.popen([AIRLINK, "record", "--serve", "--port", str(PORT)], stdout=subprocess.DEVNULL,
-                 stderr=subprocess.DEVNULL)
-    ns.servers.append(p)
-    for _ in range(100):
-        if f":{PORT} " in ns.exec(["ss", "-ltnH"]).stdout:
-            return p
-        time.sleep(0.05)
-    raise RuntimeError("record server did not start")
+    return ns.server([AIRLINK, "record", "--serve", "--port", str(PORT)], PORT, "record server")
 
 
 def _rate_bps(heavy_ms, opportunity_bytes):
