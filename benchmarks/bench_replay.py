@@ -22,7 +22,11 @@ which alone caps such a download near 0.6 of the link whatever the shells do.
 
 The physical reference in the same run: kernel TCP between two namespaces over a plain
 veth pair (no shell), with the kernel's offloads (TSO/GSO/GRO, checksums) on and off.
-Mahimahi (``mm-delay``/``mm-link``) runs on the same trace files when on PATH.
+Mahimahi's ``mm-link`` runs on the same trace files where it is installed (``--mahimahi-bin``),
+as ``--mm-user`` (it refuses root); nested, the 10 ms delay around it is ``airlink delay``.
+An unprivileged client may only choose a congestion control the host allows
+(``tcp_allowed_congestion_control``); otherwise Mahimahi's row runs with the sender's default and
+names it: give ``--cc`` that default (e.g. ``--cc bbr``) to compare like with like.
 
 Needs root and iperf3; everything runs inside namespaces this script makes and deletes::
 
@@ -72,6 +76,8 @@ def iperf_cmd(out: Path, seconds: int, cc: str, base_var: str, host=None) -> str
 
 
 def summarise(d, rate_mbps, cpu_s, drops, carried_bits):
+    if "error" in d:
+        return {"error": [d["error"]]}
     recv = d["end"]["sum_received"]
     goodput = recv["bits_per_second"]
     out = {"goodput_mbps": goodput / 1e6, "drops_outside_queue": drops, "cpu_s": cpu_s}
@@ -109,21 +115,49 @@ def run_airlink(ns, trace, rate, nested, seconds, cc, tmp, offload):
     return summarise(json.loads(out.read_text()), rate, sum(s["cpu_s"] for s in stats), drops, carried)
 
 
-def run_mahimahi(ns, trace, rate, nested, seconds, cc, tmp):
-    out = tmp / "mm.json"
+def run_mahimahi(ns, trace, rate, nested, seconds, cc, tmp, mm_bin: Path, user: str):
+    """Mahimahi on the same trace, as ``user`` (its tools refuse root). Nested, the 10 ms
+    delay is airlink's around ``mm-link``: a shell inside ``mm-delay`` needs IP forwarding in
+    a namespace that copies the host's root-namespace setting, which this script leaves alone."""
+    out_dir = tmp / "mm"
+    out_dir.mkdir(exist_ok=True)
+    os.chmod(out_dir, 0o777)
+    out = out_dir / "mm.json"
     out.unlink(missing_ok=True)
-    cmd = iperf_cmd(out, seconds, cc, "MAHIMAHI_BASE")
-    argv = (["mm-delay", "10"] if nested else []) + ["mm-link", trace, trace, "--", "sh", "-c", cmd]
+    cmd = iperf_cmd(out, seconds, cc, "AIRLINK_BASE" if nested else "MAHIMAHI_BASE")
+    as_user = ["setpriv", "--reuid", user, "--regid", user, "--init-groups",
+               "env", f"PATH={mm_bin}:/usr/sbin:/usr/bin:/bin"]
+    forward = ["sh", "-c", 'sysctl -qw net.ipv4.ip_forward=1 && exec "$@"', "sh"]
+    mm = [*as_user, "mm-link", trace, trace, "--", "sh", "-c", cmd]
+    argv = [AIRLINK, "delay", "10", "--", *forward, *mm] if nested else [*forward, *mm]
     sd = softnet_drops()
     r = ns_run(ns, argv, seconds + 60)
     if r.returncode != 0 or not out.exists():
         return {"error": (r.stderr or "no iperf3 output").strip().splitlines()[-1:]}
     d = json.loads(out.read_text())
+    if "error" in d:
+        return summarise(d, rate, 0, 0, 0)
     # the tree's CPU minus the iperf3 client's own share; bits estimated from iperf3's bytes
     client = d["end"].get("cpu_utilization_percent", {}).get("host_total", 0) / 100 * seconds
     recv = d["end"]["sum_received"]
     bits = recv["bytes"] * 8 * (recv["seconds"] + 2) / max(recv["seconds"], 1e-9) / PAYLOAD
     return summarise(d, rate, max(r.cpu_s - client, 0.0), softnet_drops() - sd, bits)
+
+
+def unprivileged_cc(cc: str) -> str:
+    """The congestion control Mahimahi's run can use: an unprivileged iperf3 client may only
+    ask for one in ``tcp_allowed_congestion_control``; otherwise '' (the sender's default)."""
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+    return cc if cc in allowed else ""
+
+
+def mahimahi_installed(mm_bin, user) -> str:
+    """'' when Mahimahi can run here, else why not."""
+    if not mm_bin or not all((Path(mm_bin) / t).exists() for t in ("mm-link", "mm-delay")):
+        return "mm-link/mm-delay not found (not installed: build it from source, see docs/replay.md, and give --mahimahi-bin)"
+    if subprocess.run(["id", user], capture_output=True).returncode != 0:
+        return f"user {user!r} does not exist (Mahimahi's tools refuse root: useradd one or give --mm-user)"
+    return ""
 
 
 # -- the plain-veth reference ---------------------------------------------------------------
@@ -202,7 +236,7 @@ def spread(values, fmt):
 def report(label, runs):
     ok = [r for r in runs if "error" not in r]
     errors = [r["error"] for r in runs if "error" in r]
-    line = f"{label:34s}"
+    line = f"{label:46s}"
     if ok:
         line += f" {spread([r['goodput_mbps'] for r in ok], '{:.0f}'):>17s} Mbit/s"
         if "ratio" in ok[0]:
@@ -228,6 +262,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sender-wmem", type=int, default=32 << 20,
                     help="tcp_wmem maximum (bytes) of the sender's namespace (0: the system's)")
     ap.add_argument("--json", type=Path, help="also write all results as JSON")
+    mm_link = shutil.which("mm-link")
+    ap.add_argument("--mahimahi-bin", default=mm_link and str(Path(mm_link).parent),
+                    help="folder with Mahimahi's mm-link and mm-delay (default: from PATH)")
+    ap.add_argument("--mm-user", default="mmuser", help="user that runs Mahimahi's tools (not root)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_replay: needs root (network namespaces and TUN)", file=sys.stderr)
@@ -235,10 +273,10 @@ def main(argv=None) -> int:
     from airlink.traces import constant, write_trace
     configs = [(float(r), True) for r in args.nested_rates.split(",") if r.strip()] + \
               [(float(r), False) for r in args.link_rates.split(",") if r.strip()]
-    have_mm = shutil.which("mm-link") is not None and shutil.which("mm-delay") is not None
+    why_not_mm = mahimahi_installed(args.mahimahi_bin, args.mm_user)
+    have_mm = not why_not_mm
     if not have_mm:
-        print("Mahimahi comparison skipped: mm-link/mm-delay not on PATH (not packaged here; "
-              "building it from source failed on this machine)")
+        print(f"Mahimahi: not installed ({why_not_mm})")
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} cores, Linux {os.uname().release}, load average {load:.1f} at start; "
           f"sender {args.cc or 'system default'}, tcp_wmem max {args.sender_wmem or 'of the system'}; iperf3 -R -t {args.seconds} -O 2; "
@@ -271,8 +309,12 @@ def main(argv=None) -> int:
                     results.append({"rate_mbps": rate, "nested_delay": nested, "offload": offload,
                                     "runs": runs})
             if have_mm:
-                runs = [run_mahimahi(ns, trace, rate, nested, args.seconds, args.cc, tmp)]
-                report(f"{what}, Mahimahi", runs)
+                mm_cc = unprivileged_cc(args.cc)
+                runs = [run_mahimahi(ns, trace, rate, nested, args.seconds, mm_cc, tmp,
+                                     Path(args.mahimahi_bin), args.mm_user) for _ in range(args.runs)]
+                cc_note = "" if mm_cc == args.cc else \
+                    f" ({Path('/proc/sys/net/ipv4/tcp_congestion_control').read_text().strip()})"
+                report(f"{what}, Mahimahi mm-link{cc_note}", runs)
                 results.append({"rate_mbps": rate, "nested_delay": nested, "tool": "mahimahi", "runs": runs})
     print(f"load average {os.getloadavg()[0]:.1f} at the end; {time.monotonic() - t0:.0f} s in all")
     if args.json:
