@@ -30,13 +30,14 @@ _LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align
          "estimate_clock_offset": ("align", "estimate_clock_offset"),
          "read_callrecords": ("callrecords", "read"), "read_csv": ("csvmap", "read"),
          "read_icellspeed": ("icellspeed", "read"), "read_gnettrack": ("gnettrack", "read"),
+         "read_5gtracker": ("fivegtracker", "read"),
          "read_throughput_trace": ("throughputtrace", "read"), "read_transfers": ("transfers", "read"),
          "read_xcal": ("xcal", "read"), "read_iperf3": ("iperf3", "read"),
          "read_linklog": ("linklog", "read"),
          "read_mac": ("macparquet", "read"), "read_pcap": ("pcap", "read"),
          "TcpAnalysis": ("tcp", "TcpAnalysis"), "analyze_tcp": ("tcp", "analyze_tcp"),
          "read_ucc": ("ucc", "read"), "check_table_shape": ("_tabular", "check_table_shape")}
-_SUBMODULES = {"align", "callrecords", "csvmap", "gnettrack", "icellspeed", "iperf3", "linklog", "macparquet",
+_SUBMODULES = {"align", "callrecords", "csvmap", "fivegtracker", "gnettrack", "icellspeed", "iperf3", "linklog", "macparquet",
                "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
 
 
@@ -57,14 +58,14 @@ sys.modules[__name__].__class__ = _Package
 
 
 __all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "read_linklog",
-           "read_ucc", "read_gnettrack", "read_icellspeed", "read_iperf3", "read_throughput_trace",
+           "read_ucc", "read_gnettrack", "read_5gtracker", "read_icellspeed", "read_iperf3", "read_throughput_trace",
            "read_transfers", "read_xcal", "read_csv", "read_mac", "read_callrecords", "align",
            "estimate_clock_offset", "check_table_shape", "READERS", "reader_names"]
 
 # name -> module, in sniffing order (most specific first; the generic CSV reader last,
 # and only when a mapping is given)
 READERS = {"pcap": "pcap", "mac-parquet": "macparquet", "iperf3": "iperf3", "linklog": "linklog",
-           "ucc": "ucc", "gnettrack": "gnettrack", "icellspeed": "icellspeed", "nrscope": "nrscope",
+           "ucc": "ucc", "gnettrack": "gnettrack", "5gtracker": "fivegtracker", "icellspeed": "icellspeed", "nrscope": "nrscope",
            "callrecords": "callrecords", "xcal": "xcal", "transfers": "transfers",
            "throughput-trace": "throughputtrace", "csv": "csvmap"}
 

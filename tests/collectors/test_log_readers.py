@@ -133,3 +133,36 @@ def test_xcal_kpi_layout(tmp_path):
     assert fr["5g_kpi_pcell_layer1_dl_mcs"].tolist() == [27, 26]
     assert fr["5g_kpi_total_info_dl_throughput_bps"].iloc[0] == 310.5e6
     assert fr["time"].iloc[1] - fr["time"].iloc[0] == pd.Timedelta("20ms")
+
+
+# 5G Tracker's columns, left to right, as the Lumos5G 1.0 dataset's README documents them
+# (Narayanan et al., "Lumos5G: Mapping and Predicting Commercial mmWave 5G Throughput", IMC 2020)
+TRACKER_HEADER = ("run_num,seq_num,abstractSignalStr,latitude,longitude,movingSpeed,compassDirection,nrStatus,"
+                  "lte_rssi,lte_rsrp,lte_rsrq,lte_rssnr,nr_ssRsrp,nr_ssRsrq,nr_ssSinr,Throughput,mobility_mode,"
+                  "trajectory_direction,tower_id")
+TRACKER_ROWS = ["1,1,2,44.9745,-93.2577,1.25,90.5,CONNECTED,-61,-94,-11,12,-88,-11,15,812.5,walking,CW,16",
+                "1,2,2,44.9746,-93.2578,1.5,91,NOT_RESTRICTED,2147483647,-96,-12,9,,,,3.25,walking,CW,16",
+                "2,1,3,44.9745,-93.2577,10,180,CONNECTED,-59,-90,-10,20,-80,-10,25,1500,driving,CW,17"]
+
+
+def test_5gtracker_lumos5g_layout(tmp_path, run_airlink):
+    f = tmp_path / "Lumos5G-v1.0.csv"
+    f.write_text(TRACKER_HEADER + "\n" + "\n".join(TRACKER_ROWS) + "\n")
+    fr = C.read(f)                                         # sniffed
+    validate(fr, "rf")
+    assert fr.attrs["reader"] == "5gtracker" and fr.attrs["runs"] == 2
+    assert fr["time"].is_monotonic_increasing                # in time order, the runs interleaved
+    fr = fr.sort_values(["run", "time"]).reset_index(drop=True)
+    assert fr["run"].tolist() == [1, 1, 2]
+    # seq_num seconds at the epoch: both runs start at 1 s
+    assert fr["time"].tolist() == [pd.Timestamp(s, unit="s", tz="UTC") for s in (1, 2, 1)]
+    assert fr["dl_bitrate_bps"].tolist() == [812.5e6, 3.25e6, 1500e6]      # Mbit/s
+    assert fr["speed_kmh"].tolist() == [1.25 * 3.6, 1.5 * 3.6, 36.0]          # m/s
+    assert fr["rsrp_dbm"].tolist() == [-94, -96, -90] and fr["snr_db"].tolist() == [12, 9, 20]
+    assert fr["rssi_dbm"].iloc[0] == -61 and np.isnan(fr["rssi_dbm"].iloc[1])   # Android's UNAVAILABLE
+    assert fr["nr_rsrp_dbm"].iloc[2] == -80 and np.isnan(fr["nr_sinr_db"].iloc[1])
+    assert fr["nr_status"].tolist() == ["CONNECTED", "NOT_RESTRICTED", "CONNECTED"]
+    assert fr["cell_id"].astype(str).tolist() == ["16", "16", "17"]
+    assert fr["mobility_mode"].tolist() == ["walking", "walking", "driving"]
+    status, _, err = run_airlink("collect", f, "-o", tmp_path / "out")
+    assert status == 0, err
