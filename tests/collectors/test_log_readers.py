@@ -166,3 +166,29 @@ def test_5gtracker_lumos5g_layout(tmp_path, run_airlink):
     assert fr["mobility_mode"].tolist() == ["walking", "walking", "driving"]
     status, _, err = run_airlink("collect", f, "-o", tmp_path / "out")
     assert status == 0, err
+
+
+# G-NetTrack Lite's export as a public parser of it (gnt2influx) names its columns, ISO-style times
+LITE_HEADER = ("Timestamp\tLongitude\tLatitude\tSpeed\tOperator\tMCC-MNC\tCGI\tCellName\tNode\tCellID\tLAC\t"
+               "NetworkTech\tNetworkMode\tLevel\tQual\tSNR\tCQI\tARFCN\tDL_bitrate\tUL_bitrate")
+LITE_ROWS = ["2024-10-01 10:00:00\t139.7671\t35.681\t30.5\tOpA\t440-10\t440-10-1-678\tC1\tN1\t678\t12345\t4G\tLTE\t"
+             "-85.2\t-12.3\t15.8\t12\t2140\t50.5\t10.2",
+             "2024-10-01 10:00:05\t139.7672\t35.6811\t31\tOpA\t440-10\t440-10-1-679\tC2\tN1\t679\t12345\t5G\tNR\t"
+             "-87.1\t-11.9\t16.2\t13\t2140\t48.3\t9.8"]
+
+
+def test_gnettrack_lite_export_and_unreadable_times(tmp_path, run_airlink):
+    f = tmp_path / "lite.txt"
+    f.write_text(LITE_HEADER + "\n" + "\n".join(LITE_ROWS) + "\n")
+    fr = C.read(f)
+    assert fr.attrs["reader"] == "gnettrack"
+    assert fr["time"].tolist() == [pd.Timestamp("2024-10-01 10:00:00", tz="UTC"),
+                                   pd.Timestamp("2024-10-01 10:00:05", tz="UTC")]
+    assert fr["network_mode"].tolist() == ["LTE", "NR"] and fr["operator"].tolist() == ["OpA", "OpA"]
+    assert fr["rsrp_dbm"].tolist() == [-85.2, -87.1] and fr["dl_bitrate_bps"].tolist() == [50.5e3, 48.3e3]
+    # a time column without one readable time is an error naming it, never an empty frame
+    bad = tmp_path / "bad.txt"
+    bad.write_text(GNT_HEADER + "\n" + "\n".join(r.replace("2019.12.03_", "03/12/2019 ") for r in GNT_ROWS) + "\n")
+    status, _, err = run_airlink("collect", bad, "-o", tmp_path / "o")
+    assert status == 2 and err.count("\n") == 1
+    assert "bad.txt: Timestamp: no value is a readable time (line 2: '03/12/2019 10.21.13')" in err
