@@ -182,13 +182,13 @@ def cmd_nmi(args) -> int:
     print(f"target {args.target}: peak I_N over |lag| <= {a['max_lag']} samples "
           f"({_fmt(a['max_lag'] * a['sample_period_s'], 'g')} s), {args.bins} {args.binning} bins, "
           f"{args.surrogates} circular-shift surrogates")
-    print(f"{'factor':<24} {'peak_nmi':>8} {'lag_s':>9} {'samples':>7} {'p_value':>8} {'thresh':>7} "
+    print(f"{'factor':<24} {'peak_nmi':>8} {'lag_s':>9} {'pairs':>7} {'p_value':>8} {'thresh':>7} "
           f"{'corrected':>9}  interval (95%)")
     for g in a.get("dropped_groups") or []:
         print(f"left out of the pooled estimate and its surrogate test: group {g['group']} "
               f"({g['samples']} values; a group needs {g['needed']})")
     for r in table.itertuples():
-        print(f"{r.factor:<24} {r.peak_nmi:8.3f} {_fmt(r.lag_s, '9.3g')} {r.lag:7d} {_fmt(r.p_value, '8.3f')} "
+        print(f"{r.factor:<24} {r.peak_nmi:8.3f} {_fmt(r.lag_s, '9.3g')} {r.n_pairs:7d} {_fmt(r.p_value, '8.3f')} "
               f"{_fmt(r.threshold, '7.3f')} {_fmt(r.bias_corrected, '9.3f')}  "
               f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]" + ("  <- at the edge of the lag range" if r.at_edge else ""))
         if r.cannot_tell:
