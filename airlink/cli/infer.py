@@ -145,10 +145,10 @@ def _grid_options(p):
                         "an error")
 
 
-def _read(args, *columns):
+def _read(args, *columns, sparse=False):
     from airlink import inference as inf
     return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, tz=args.tz,
-                           by=args.by, columns=[c for c in columns if c], direction=args.direction)
+                           by=args.by, columns=[c for c in columns if c], direction=args.direction, sparse=sparse)
 
 
 def _grid_line(frame) -> str:
@@ -157,7 +157,8 @@ def _grid_line(frame) -> str:
     series = f"; series: {', '.join(users)}" if users else ""
     alloc = a.get("allocation") or {}
     chosen = f"\nallocation log: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
-    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {len(frame)} steps, {a.get('empty_bins', 0)} without a "
+    steps = len(frame) + a.get("empty_bins", 0) if a.get("sparse") else len(frame)   # a sparse grid implies its empty steps
+    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {steps} steps, {a.get('empty_bins', 0)} without a "
             f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
 
 
@@ -201,7 +202,7 @@ def cmd_nmi(args) -> int:
 
 def cmd_fairness(args) -> int:
     from airlink import inference as inf
-    frame = _read(args, args.rate, args.resource)
+    frame = _read(args, args.rate, args.resource, sparse=True)     # fairness reads per-user tables only
     rep = inf.fairness_report(frame, rate=args.rate, resource=args.resource, window=args.window)
     if args.json:
         out = rep.to_dict()
@@ -260,7 +261,7 @@ def cmd_backlog(args) -> int:
 
 def cmd_jitter(args) -> int:
     from airlink import inference as inf
-    frame = _read(args, args.served)
+    frame = _read(args, args.served, sparse=True)
     rep = inf.jitter_report(frame, served=args.served)
     table = rep.to_frame()
     if args.json:
