@@ -37,8 +37,8 @@ _LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align
          "read_mac": ("macparquet", "read"), "read_pcap": ("pcap", "read"),
          "TcpAnalysis": ("tcp", "TcpAnalysis"), "analyze_tcp": ("tcp", "analyze_tcp"),
          "read_ucc": ("ucc", "read"), "check_table_shape": ("_tabular", "check_table_shape")}
-_SUBMODULES = {"align", "callrecords", "csvmap", "fivegtracker", "gnettrack", "icellspeed", "iperf3", "linklog", "macparquet",
-               "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
+_SUBMODULES = {"align", "callrecords", "csvmap", "fivegtracker", "gnettrack", "icellspeed", "iperf3", "linklog",
+               "macparquet", "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
 
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, _SUBMODULES)
@@ -65,7 +65,8 @@ __all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "r
 # name -> module, in sniffing order (most specific first; the generic CSV reader last,
 # and only when a mapping is given)
 READERS = {"pcap": "pcap", "mac-parquet": "macparquet", "iperf3": "iperf3", "linklog": "linklog",
-           "ucc": "ucc", "gnettrack": "gnettrack", "5gtracker": "fivegtracker", "icellspeed": "icellspeed", "nrscope": "nrscope",
+           "ucc": "ucc", "gnettrack": "gnettrack", "5gtracker": "fivegtracker", "icellspeed": "icellspeed",
+           "nrscope": "nrscope",
            "callrecords": "callrecords", "xcal": "xcal", "transfers": "transfers",
            "throughput-trace": "throughputtrace", "csv": "csvmap"}
 

@@ -58,7 +58,8 @@ NAME = "gnettrack"
 #: G-NetTrack column -> mapping spec (csvmap); the first of several names present is used
 COLUMNS = {
     "Longitude": {"name": "longitude", "scale": 1}, "Latitude": {"name": "latitude", "scale": 1},
-    "Speed": {"name": "speed_kmh", "unit": "km/h"}, "Operatorname": "operator", "Operator": "operator", "CellID": "cell_id",
+    "Speed": {"name": "speed_kmh", "unit": "km/h"}, "Operatorname": "operator", "Operator": "operator",
+    "CellID": "cell_id",
     "NetworkMode": "network_mode", "NetworkTech": "network_mode",
     "RSRP": {"name": "rsrp_dbm"}, "Level": {"name": "rsrp_dbm"},
     "RSRQ": {"name": "rsrq_db"}, "Qual": {"name": "rsrq_db"},

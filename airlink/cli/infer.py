@@ -157,7 +157,8 @@ def _grid_line(frame) -> str:
     series = f"; series: {', '.join(users)}" if users else ""
     alloc = a.get("allocation") or {}
     chosen = f"\nallocation log: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
-    steps = len(frame) + a.get("empty_bins", 0) if a.get("sparse") else len(frame)   # a sparse grid implies its empty steps
+    # a sparse grid holds only its occupied steps and implies the empty ones
+    steps = len(frame) + a.get("empty_bins", 0) if a.get("sparse") else len(frame)
     return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {steps} steps, {a.get('empty_bins', 0)} without a "
             f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
 
