@@ -121,7 +121,16 @@ def read(path, format: str | None = None, **kw):
         tried.append(f"{name} ({why(path) if why else 'not recognised'})")
     if path.name.lower().endswith(CAPTURE_SUFFIXES):
         return _module("pcap").read(path, **_options_of("pcap", kw))   # a damaged capture: the pcap reader says where
-    raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried))
+    raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried) + _cellreplay_hint(path))
+
+
+def _cellreplay_hint(path: Path) -> str:
+    """A note when ``path`` is one file of a CellReplay trace set (a replay input, not a log)."""
+    from airlink.traces.cellreplay import FILE_NAMES, is_cellreplay_set
+    if path.name in FILE_NAMES.values() and is_cellreplay_set(path.parent):
+        return (f"; {path.name} is one file of the CellReplay trace set {path.parent}: a replay input, "
+                "read as a whole folder (airlink.traces.read_cellreplay, or as a capacity trace by read_trace)")
+    return ""
 
 
 def _accepted(name: str) -> set:

@@ -183,3 +183,7 @@ def test_a_set_folder_is_a_trace_for_the_trace_commands(tmp_path, run_airlink):
     assert read_trace(tmp_path / "down.parquet").values.sum() == 1400 * len(HEAVY_DOWN)
     with pytest.raises(FormatError, match="directions downlink and uplink, not 'sideways'"):
         read_trace(folder, user="sideways")
+    # one file of the set given to the log readers: the refusal says what it is
+    status, _, err = run_airlink("collect", folder / "down-delay-light-pdo", "-o", tmp_path / "frames")
+    assert status == 2 and err.count("\n") == 1
+    assert f"down-delay-light-pdo is one file of the CellReplay trace set {folder}: a replay input" in err
