@@ -30,14 +30,15 @@ _LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align
          "estimate_clock_offset": ("align", "estimate_clock_offset"),
          "read_callrecords": ("callrecords", "read"), "read_csv": ("csvmap", "read"),
          "read_icellspeed": ("icellspeed", "read"), "read_gnettrack": ("gnettrack", "read"),
+         "read_5gtracker": ("fivegtracker", "read"),
          "read_throughput_trace": ("throughputtrace", "read"), "read_transfers": ("transfers", "read"),
          "read_xcal": ("xcal", "read"), "read_iperf3": ("iperf3", "read"),
          "read_linklog": ("linklog", "read"),
          "read_mac": ("macparquet", "read"), "read_pcap": ("pcap", "read"),
          "TcpAnalysis": ("tcp", "TcpAnalysis"), "analyze_tcp": ("tcp", "analyze_tcp"),
          "read_ucc": ("ucc", "read"), "check_table_shape": ("_tabular", "check_table_shape")}
-_SUBMODULES = {"align", "callrecords", "csvmap", "gnettrack", "icellspeed", "iperf3", "linklog", "macparquet",
-               "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
+_SUBMODULES = {"align", "callrecords", "csvmap", "fivegtracker", "gnettrack", "icellspeed", "iperf3", "linklog",
+               "macparquet", "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
 
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, _SUBMODULES)
@@ -57,14 +58,15 @@ sys.modules[__name__].__class__ = _Package
 
 
 __all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "read_linklog",
-           "read_ucc", "read_gnettrack", "read_icellspeed", "read_iperf3", "read_throughput_trace",
+           "read_ucc", "read_gnettrack", "read_5gtracker", "read_icellspeed", "read_iperf3", "read_throughput_trace",
            "read_transfers", "read_xcal", "read_csv", "read_mac", "read_callrecords", "align",
            "estimate_clock_offset", "check_table_shape", "READERS", "reader_names"]
 
 # name -> module, in sniffing order (most specific first; the generic CSV reader last,
 # and only when a mapping is given)
 READERS = {"pcap": "pcap", "mac-parquet": "macparquet", "iperf3": "iperf3", "linklog": "linklog",
-           "ucc": "ucc", "gnettrack": "gnettrack", "icellspeed": "icellspeed", "nrscope": "nrscope",
+           "ucc": "ucc", "gnettrack": "gnettrack", "5gtracker": "fivegtracker", "icellspeed": "icellspeed",
+           "nrscope": "nrscope",
            "callrecords": "callrecords", "xcal": "xcal", "transfers": "transfers",
            "throughput-trace": "throughputtrace", "csv": "csvmap"}
 
@@ -119,7 +121,16 @@ def read(path, format: str | None = None, **kw):
         tried.append(f"{name} ({why(path) if why else 'not recognised'})")
     if path.name.lower().endswith(CAPTURE_SUFFIXES):
         return _module("pcap").read(path, **_options_of("pcap", kw))   # a damaged capture: the pcap reader says where
-    raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried))
+    raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried) + _cellreplay_hint(path))
+
+
+def _cellreplay_hint(path: Path) -> str:
+    """A note when ``path`` is one file of a CellReplay trace set (a replay input, not a log)."""
+    from airlink.traces.cellreplay import FILE_NAMES, is_cellreplay_set
+    if path.name in FILE_NAMES.values() and is_cellreplay_set(path.parent):
+        return (f"; {path.name} is one file of the CellReplay trace set {path.parent}: a replay input, "
+                "read as a whole folder (airlink.traces.read_cellreplay, or as a capacity trace by read_trace)")
+    return ""
 
 
 def _accepted(name: str) -> set:

@@ -232,9 +232,17 @@ def _rule_of(how, col, dtype, source):
     return rule
 
 
+def grid_times(bins, *, origin_ns: int, resolution_ns: float) -> pd.DatetimeIndex:
+    """The start times (UTC) of grid bins ``bins``: ``origin + bin * resolution`` rounded to
+    the nanosecond - the one formula of :func:`to_grid`'s ``time`` column."""
+    bins = np.asarray(bins)
+    return pd.DatetimeIndex(pd.to_datetime(np.round(origin_ns + bins * resolution_ns).astype(np.int64),
+                                           unit="ns", utc=True))
+
+
 def to_grid(frame: pd.DataFrame, *, resolution="1s", how=None, by=None, gaps: str = "nan",
             time_column=None, tz=None, origin=None, start_bin=None, stop_bin=None,
-            source: str = "frame") -> pd.DataFrame:
+            source: str = "frame", sparse: bool = False) -> pd.DataFrame:
     """One frame on a regular grid, long format: ``time`` (UTC, bin start), the ``by`` key
     columns, then every other column aggregated per bin with its rule (module notes).
 
@@ -247,7 +255,14 @@ def to_grid(frame: pd.DataFrame, *, resolution="1s", how=None, by=None, gaps: st
     seconds as a float (``1/600``). ``start_bin``/``stop_bin`` (bin numbers) widen the grid. ``frame.attrs`` of the result carry
     ``resolution_s``, ``empty_bins`` (grid steps with no row, per key summed), ``merged_rows``
     (rows that shared a bin with an earlier row: duplicates and sub-resolution samples) and
-    ``rules`` (column -> rule).
+    ``rules`` (column -> rule), ``origin_ns``, ``resolution_ns`` and ``grid_bins`` (first and
+    last bin).
+
+    ``sparse=True`` (with ``by``) keeps only the (bin, key) steps that hold a row: the steps
+    the dense result would hold as missing are implied, not built (an allocation log of 44
+    users on 218 000 slots is 9.6 M dense rows, most of them empty). Re-expanded on
+    :func:`grid_times` of ``grid_bins`` with missing values, it equals the dense result.
+    ``attrs["sparse"]`` says which.
     """
     if gaps not in GAPS:
         raise AirlinkError(f"gaps must be one of {', '.join(GAPS)}, got {gaps!r}")
@@ -285,13 +300,18 @@ def to_grid(frame: pd.DataFrame, *, resolution="1s", how=None, by=None, gaps: st
     grid = np.arange(lo, hi + 1)
     data = data.assign(_bin=b)
     groups = ["_bin", *keys]
-    if keys:
+    sparse = bool(sparse and keys)
+    gb = data.groupby(groups, observed=True, sort=False, dropna=False)
+    if sparse:      # the occupied steps only, in the dense result's order: key-major, then bin
+        occupied = gb.size().index.to_frame(index=False).sort_values([*keys, "_bin"], kind="stable")
+        index = pd.MultiIndex.from_frame(occupied[groups])
+        n_dense = grid.size * len(occupied[keys].drop_duplicates())
+    elif keys:
         combos = data[keys].drop_duplicates().sort_values(keys, kind="stable")
         arrays = [np.tile(grid, len(combos))] + [np.repeat(combos[k].to_numpy(), grid.size) for k in keys]
         index = pd.MultiIndex.from_arrays(arrays, names=groups)
     else:
         index = pd.Index(grid, name="_bin")
-    gb = data.groupby(groups, observed=True, sort=False, dropna=False)
     counts = gb.size().reindex(index)
     present = counts.notna().to_numpy()
     for col in [c for c in data.columns if c not in keys and c != "_bin"]:
@@ -314,13 +334,15 @@ def to_grid(frame: pd.DataFrame, *, resolution="1s", how=None, by=None, gaps: st
         rules[name] = rule
         out_cols[name] = v.to_numpy()
     bins = index.get_level_values("_bin").to_numpy() if keys else grid
-    out = pd.DataFrame({"time": pd.to_datetime(np.round(org + bins * res).astype(np.int64), unit="ns", utc=True)})
+    out = pd.DataFrame({"time": grid_times(bins, origin_ns=org, resolution_ns=res)})
     for k in keys:
         out[k] = index.get_level_values(k).to_numpy()
     for name, v in out_cols.items():
         out[name] = v
-    out.attrs.update(resolution_s=res / 1e9, origin_ns=org, empty_bins=int((~present).sum()),
-                     merged_rows=int(len(data) - present.sum()), rules=rules)
+    empty = n_dense - len(index) if sparse else int((~present).sum())
+    out.attrs.update(resolution_s=res / 1e9, origin_ns=org, empty_bins=int(empty),
+                     merged_rows=int(len(data) - present.sum()), rules=rules, resolution_ns=res,
+                     grid_bins=[int(lo), int(hi)], sparse=sparse)
     return out
 
 

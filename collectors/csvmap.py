@@ -154,6 +154,10 @@ def read(path, *, mapping=None) -> pd.DataFrame:
     lines = pd.Series(np.arange(len(raw)) + 2)[~header.to_numpy()].to_numpy()
     raw = raw.loc[~header].reset_index(drop=True)
     out = {"time": parse_times(raw[tcol], fmt=tspec.format, tz=tspec.tz, unit=tspec.unit)}
+    if len(raw) and out["time"].isna().all():     # every row would be dropped: an empty frame is no answer
+        how = f" as {tspec.format!r}" if tspec.format else f" in {tspec.unit}" if tspec.unit else ""
+        raise FormatError(f"{path}: {tcol}: no value is a readable time{how} (line {lines[0]}: "
+                          f"{raw[tcol].iloc[0]!r})")
     for src, spec in cols.items():
         dst = spec.name
         col = raw[src]

@@ -50,11 +50,12 @@ def _max_lag_samples(max_lag, period: float) -> int:
     return int(max_lag)
 
 
-def _framed(frame: pd.DataFrame, resolution=None, time_column=None, by=None, columns=()) -> pd.DataFrame:
+def _framed(frame: pd.DataFrame, resolution=None, time_column=None, by=None, columns=(),
+            sparse: bool = False) -> pd.DataFrame:
     """The frame on its regular grid (:func:`~airlink.inference.frames.prepare`), the named
-    columns checked."""
+    columns checked; ``sparse`` for an analysis that reads it through ``wide_many`` only."""
     return prepare(frame, resolution=resolution, time_column=time_column, by=by,
-                   columns=[c for c in columns if c])
+                   columns=[c for c in columns if c], sparse=sparse)
 
 
 _per_user_period = sample_period_s
@@ -357,7 +358,7 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
       users only over the span where all of them were active (first to last positive
       rate); users that never overlapped cannot be compared.
     """
-    frame = _framed(frame, resolution, time_column, by, [rate, resource])
+    frame = _framed(frame, resolution, time_column, by, [rate, resource], sparse=True)
     alloc = frame.attrs.get("allocation") or {}
     rate = rate or (alloc.get("rate") if alloc.get("rate") in frame.columns else None) \
         or _first_present(frame, THROUGHPUT_COLUMNS)
@@ -419,7 +420,7 @@ def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=
     column used; ``users``: the table, also ``to_frame()``). ``served`` defaults to the first of served_bytes, subchannels, prbs,
     assigned_rate_bps; a user counts as served in a sample where it is > 0. ``resolution``,
     ``time_column``, ``by``: the grid, as for :func:`rank_factors`."""
-    frame = _framed(frame, resolution, time_column, by, [served])
+    frame = _framed(frame, resolution, time_column, by, [served], sparse=True)
     served = served or _first_present(frame, ("served_bytes", "subchannels", "prbs", "assigned_rate_bps",
                                               "tbs_bps"))
     if served is None:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.collectors import check_table_shape
-from airlink.collectors.align import TIME_COLUMNS, time_of, to_grid
+from airlink.collectors.align import TIME_COLUMNS, grid_times, time_of, to_grid
 from airlink.traces.errors import AirlinkError
 from airlink.traces.parquetframe import read_parquet_frame
 
@@ -154,7 +154,7 @@ def _grid_of(t: pd.DatetimeIndex, resolution, source: str):
 
 
 def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, by=None, how=None,
-            columns=None, source: str | None = None, direction=None) -> pd.DataFrame:
+            columns=None, source: str | None = None, direction=None, sparse: bool = False) -> pd.DataFrame:
     """A frame on a regular grid, as every analysis receives it: indexed by ``time`` (the
     start of each grid step), one ``user`` column naming the series when there are several
     (the ``user`` column and/or the ``by`` columns joined by ``/``, e.g. ``"ue/pcell"``), and
@@ -173,6 +173,10 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     ``direction`` (default downlink; ``"both"`` as separate series), on the log's slot as the
     grid (unless ``resolution`` is given), with ``attrs["allocation"]`` saying what was chosen
     (direction, slot, default rate column, notes).
+
+    ``sparse=True`` keeps only the steps where a series has a row (``attrs["sparse"]``; see
+    :func:`~airlink.collectors.align.to_grid`): for analyses that read the frame through
+    :func:`wide_many` only (fairness, jitter), which re-expands it onto the whole grid.
     """
     if not isinstance(frame, pd.DataFrame):
         raise AirlinkError(f"expected a pandas DataFrame, got {type(frame).__name__}")
@@ -193,7 +197,7 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     else:
         res, origin = _grid_of(t, resolution, source)
     rest = rest.assign(time=t)
-    g = to_grid(rest, resolution=res, how=how, by=keys, origin=origin, source=source)
+    g = to_grid(rest, resolution=res, how=how, by=keys, origin=origin, source=source, sparse=sparse)
     attrs = dict(g.attrs)
     if keys:
         key = g[keys[0]].astype(str)
@@ -209,14 +213,16 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
 
 
 def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, columns=None,
-                direction=None) -> pd.DataFrame:
+                direction=None, sparse: bool = False) -> pd.DataFrame:
     """Read one or several frames and put them on one regular grid (:func:`prepare`).
 
     Several frames share the grid of the first (its ``resolution`` or its sampling period):
     each is gridded on it and joined by grid step; a column already present is not taken
     again. At most one of them may hold several series (users or ``by`` keys). ``columns``
     (names to be read as numbers) are checked in the file that has them, and must exist in one.
-    ``direction``: the grants of an allocation log to keep (see :func:`prepare`).
+    ``direction``: the grants of an allocation log to keep (see :func:`prepare`). ``sparse``:
+    a single frame's grid keeps only its occupied steps (see :func:`prepare`); several frames
+    are joined on the whole grid.
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
@@ -231,7 +237,8 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
     def mine(t):
         return [c for c in columns if c in t.columns]
     base = prepare(tables[0], resolution=resolution, time_column=time_column, tz=tz, by=by,
-                   columns=mine(tables[0]), source=str(paths[0]), direction=direction)
+                   columns=mine(tables[0]), source=str(paths[0]), direction=direction,
+                   sparse=sparse and len(tables) == 1)
     res = pd.Timedelta(round(base.attrs["resolution_s"] * 1e9), unit="ns")
     for p, raw in zip(paths[1:], tables[1:]):
         keys = [k for k in ([by] if isinstance(by, str) else (by or [])) if k in raw.columns]
@@ -283,13 +290,19 @@ def wide(frame: pd.DataFrame, name: str, source: str | None = None) -> pd.DataFr
 
 
 def wide_many(frame: pd.DataFrame, names, source: str | None = None) -> dict:
-    """Several columns as ``(time, user)`` tables on one shared time index."""
+    """Several columns as ``(time, user)`` tables on one shared time index (the whole grid,
+    also of a sparse frame: its implied steps are missing values, as in the dense grid)."""
     values = {n: column(frame, n, source).to_numpy() for n in names}
     if "user" not in frame.columns:
         return {n: pd.DataFrame({"1": v}, index=frame.index) for n, v in values.items()}
     t = pd.DataFrame(values, index=pd.MultiIndex.from_arrays(
         [frame.index, frame["user"].astype(str).to_numpy()], names=["time", "user"]))
     t = t.groupby(level=["time", "user"], sort=True).mean().unstack("user")
+    a = frame.attrs
+    if a.get("sparse"):     # the steps no series had a row in, implied by a sparse grid: missing
+        lo, hi = a["grid_bins"]
+        t = t.reindex(grid_times(np.arange(lo, hi + 1), origin_ns=a["origin_ns"], resolution_ns=a["resolution_ns"]))
+        t.index.name = "time"
     return {n: t[n][sorted(t[n].columns, key=user_order)] for n in names}
 
 

@@ -553,8 +553,9 @@ def identify_scheduler(frame: pd.DataFrame, *, model: dict | None = None, alloc=
     probability >= :data:`CONFIDENT_PROBABILITY` and nothing out of distribution),
     ``reasons`` (why not confident / why unknown), ``view`` (cell or user), ``users_used``
     (the series taken as users), ``ignored`` (series left out, with the reason), ``columns``,
-    ``samples``, ``sample_period_s``, ``pf_time_constant_*`` when PF is the answer, and the
-    model's held-out accuracy. It never raises on a readable frame with an allocation column;
+    ``samples``, ``sample_period_s``, ``pf_time_constant_*`` when PF is the answer,
+    ``allocation`` (how an allocation log was read: direction, slot, rate; None for other
+    frames) and the model's held-out accuracy. It never raises on a readable frame with an allocation column;
     the grid options are those of :func:`~airlink.inference.frames.prepare`.
     """
     ignored = []
@@ -589,7 +590,7 @@ def identify_scheduler(frame: pd.DataFrame, *, model: dict | None = None, alloc=
     clf = model["models"][view]
     out = dict(view=view, users_used=obs.users or [obs.columns["alloc"] or "-"], ignored=ignored,
                columns=obs.columns, users=int(obs.alloc.shape[1]), samples=int(obs.alloc.shape[0]),
-               sample_period_s=obs.period_s, cannot_tell=None)
+               sample_period_s=obs.period_s, cannot_tell=None, allocation=frame.attrs.get("allocation"))
     computable = obs.alloc.shape[0] >= 3 and (np.nan_to_num(obs.alloc) > 0).any() and np.isfinite(obs.channel).any()
     if computable:
         with np.errstate(all="ignore"):

@@ -43,9 +43,14 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY, submodules=("mahimahi", "cell
 
 
 def detect_format(path, fmt: str | None = None) -> str:
-    """``mahimahi``, ``parquet`` or ``linklog`` for ``path``: the given one, else by
-    extension (``.parquet``/``.pq``; ``.log``), else by content."""
+    """``mahimahi``, ``parquet``, ``linklog`` or ``cellreplay`` (a folder holding a CellReplay
+    trace set) for ``path``: the given one, else by extension (``.parquet``/``.pq``;
+    ``.log``), else by content."""
     p = Path(path)
+    if fmt in (None, "cellreplay") and p.is_dir():
+        from .cellreplay import is_cellreplay_set
+        if is_cellreplay_set(p):
+            return "cellreplay"
     if p.exists() and not p.is_file():      # a FIFO or a device would block the sniffing, or never end
         raise AirlinkError(f"{p}: {'is a directory' if p.is_dir() else 'not a regular file'}")
     if fmt:
@@ -67,7 +72,9 @@ def detect_format(path, fmt: str | None = None) -> str:
 
 def read_trace(path, format: str | None = None, *, user=None,
                opportunity_bytes: int | None = None) -> "Trace":
-    """Read a capacity Trace from a Mahimahi trace file or an airlink Parquet trace.
+    """Read a capacity Trace from a Mahimahi trace file, an airlink Parquet trace or a
+    CellReplay trace-set folder (its heavy trace: ``user`` ``downlink``, the default, or
+    ``uplink``; see :func:`airlink.traces.cellreplay.heavy_trace`).
 
     ``user`` selects one user's column of a multi-user trace; ``opportunity_bytes`` is the
     bytes of one Mahimahi delivery opportunity (None: ``DEFAULT_OPPORTUNITY_BYTES``, 1500).
@@ -84,6 +91,9 @@ def read_trace(path, format: str | None = None, *, user=None,
         tr = Trace.read_parquet(path)
     elif fmt == "mahimahi":
         tr = mahimahi.read_trace(path, opportunity_bytes)
+    elif fmt == "cellreplay":           # one direction's heavy trace; PDO_BYTES per opportunity
+        from .cellreplay import heavy_trace, read_cellreplay
+        return heavy_trace(read_cellreplay(path), "downlink" if user is None else user)
     else:
         raise AirlinkError(f"{path}: is a link log, not a trace (use read_log)")
     return tr.select(user) if user is not None else tr

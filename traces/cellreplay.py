@@ -346,6 +346,29 @@ def write_cellreplay(traces: CellReplayTraces, folder) -> dict:
     return out
 
 
+def heavy_trace(traces: CellReplayTraces, direction: str = "downlink"):
+    """One direction's heavy trace as a one-user capacity :class:`~airlink.traces.Trace` of
+    1 ms TTIs (``PDO_BYTES`` per opportunity, as mm-cellular delivers them), its user named
+    ``downlink`` or ``uplink``; ``meta["cellreplay"]`` keeps what a capacity trace cannot
+    hold: the light trains' count and the one-way base delay (median, min, max, ms)."""
+    from .mahimahi import trace_from_timestamps
+    from .trace import Trace
+    key = {"downlink": "down", "down": "down", "uplink": "up", "up": "up"}.get(str(direction))
+    if key is None:
+        raise FormatError(f"a CellReplay set has the directions downlink and uplink, not {direction!r}")
+    d = getattr(traces, key)
+    name = f"{key}link"
+    src = (traces.meta.get("files") or {}).get(f"{key}_heavy") or FILE_NAMES[key, "heavy"]
+    one = trace_from_timestamps(d.heavy_ms, PDO_BYTES, source=src)
+    delay = d.light.base_delay_ms
+    meta = {**one.meta, "format": "cellreplay", "direction": name,
+            "cellreplay": {"set": traces.meta.get("source"), "trains": int(len(delay)),
+                           "base_delay_ms": {"median": float(np.median(delay)), "min": int(delay.min()),
+                                             "max": int(delay.max())},
+                           "size_offset": d.size_offset is not None}}
+    return Trace(one.values, one.tti, [name], one.unit, meta)
+
+
 def is_cellreplay_set(folder) -> bool:
     """True when ``folder`` holds the four required files of a set (never raises)."""
     try:

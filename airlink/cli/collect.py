@@ -41,7 +41,7 @@ def register(sub):
                    "airlink collect log.tsv --format csv --mapping mapping.yaml -o frames/")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
-    p.add_argument("--format", help="reader to use instead of sniffing (pcap, iperf3, ucc, gnettrack, "
+    p.add_argument("--format", help="reader to use instead of sniffing (pcap, iperf3, ucc, gnettrack, 5gtracker, "
                                     "icellspeed, nrscope, xcal, transfers, throughput-trace, linklog, "
                                     "mac-parquet, callrecords, csv)")
     bounded(p, "--resolution", bound=B.RESOLUTION, parse=with_unit(parse_duration, "100ms or 1s"), keep_text=True,

@@ -145,10 +145,10 @@ def _grid_options(p):
                         "an error")
 
 
-def _read(args, *columns):
+def _read(args, *columns, sparse=False):
     from airlink import inference as inf
     return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, tz=args.tz,
-                           by=args.by, columns=[c for c in columns if c], direction=args.direction)
+                           by=args.by, columns=[c for c in columns if c], direction=args.direction, sparse=sparse)
 
 
 def _grid_line(frame) -> str:
@@ -157,7 +157,9 @@ def _grid_line(frame) -> str:
     series = f"; series: {', '.join(users)}" if users else ""
     alloc = a.get("allocation") or {}
     chosen = f"\nallocation log: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
-    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {len(frame)} steps, {a.get('empty_bins', 0)} without a "
+    # a sparse grid holds only its occupied steps and implies the empty ones
+    steps = len(frame) + a.get("empty_bins", 0) if a.get("sparse") else len(frame)
+    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {steps} steps, {a.get('empty_bins', 0)} without a "
             f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
 
 
@@ -182,13 +184,13 @@ def cmd_nmi(args) -> int:
     print(f"target {args.target}: peak I_N over |lag| <= {a['max_lag']} samples "
           f"({_fmt(a['max_lag'] * a['sample_period_s'], 'g')} s), {args.bins} {args.binning} bins, "
           f"{args.surrogates} circular-shift surrogates")
-    print(f"{'factor':<24} {'peak_nmi':>8} {'lag_s':>9} {'samples':>7} {'p_value':>8} {'thresh':>7} "
+    print(f"{'factor':<24} {'peak_nmi':>8} {'lag_s':>9} {'pairs':>7} {'p_value':>8} {'thresh':>7} "
           f"{'corrected':>9}  interval (95%)")
     for g in a.get("dropped_groups") or []:
         print(f"left out of the pooled estimate and its surrogate test: group {g['group']} "
               f"({g['samples']} values; a group needs {g['needed']})")
     for r in table.itertuples():
-        print(f"{r.factor:<24} {r.peak_nmi:8.3f} {_fmt(r.lag_s, '9.3g')} {r.lag:7d} {_fmt(r.p_value, '8.3f')} "
+        print(f"{r.factor:<24} {r.peak_nmi:8.3f} {_fmt(r.lag_s, '9.3g')} {r.n_pairs:7d} {_fmt(r.p_value, '8.3f')} "
               f"{_fmt(r.threshold, '7.3f')} {_fmt(r.bias_corrected, '9.3f')}  "
               f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]" + ("  <- at the edge of the lag range" if r.at_edge else ""))
         if r.cannot_tell:
@@ -201,7 +203,7 @@ def cmd_nmi(args) -> int:
 
 def cmd_fairness(args) -> int:
     from airlink import inference as inf
-    frame = _read(args, args.rate, args.resource)
+    frame = _read(args, args.rate, args.resource, sparse=True)     # fairness reads per-user tables only
     rep = inf.fairness_report(frame, rate=args.rate, resource=args.resource, window=args.window)
     if args.json:
         out = rep.to_dict()
@@ -260,7 +262,7 @@ def cmd_backlog(args) -> int:
 
 def cmd_jitter(args) -> int:
     from airlink import inference as inf
-    frame = _read(args, args.served)
+    frame = _read(args, args.served, sparse=True)
     rep = inf.jitter_report(frame, served=args.served)
     table = rep.to_frame()
     if args.json:

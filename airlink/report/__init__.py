@@ -9,6 +9,9 @@ Each section renders when its inputs exist and otherwise says plainly which file
 needed. Sections and their inputs:
 
 ==========================  ==============================================================
+banners (top of the page)   late TTIs (``cell.json``/``cell-stats.json``) and dropped packets
+                            (``link-stats.json``, ``cell-stats.json``, else the Mahimahi
+                            logs) above their thresholds (:mod:`airlink.report.banners`)
 run parameters              ``experiment.yaml``, ``config.yaml``, ``versions.json``, ``run.json``
 summary                     ``summary.json`` (simulator), ``flows.parquet`` (collectors)
 TCP time-sequence graph     the packets frame and the TCP events (retransmissions) of the
@@ -37,7 +40,7 @@ The ``nmi.json`` layout (written by the infer stage, :mod:`airlink.experiment.in
 """
 from __future__ import annotations
 
-# modules by responsibility: artifacts (reading, by kind), figures (drawing), page (HTML)
+# modules by responsibility: artifacts (reading, by kind), figures (drawing), banners (warnings), page (HTML)
 from airlink.report.artifacts import Artifacts
 from airlink.report.figures import (fig_backlog, fig_fairness, fig_goodput, fig_jitter, fig_nmi,
                                     fig_rtt_inflight, fig_time_sequence, main_direction)

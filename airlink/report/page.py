@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from airlink.report.artifacts import Artifacts
+from airlink.report.banners import banners
 from airlink.report.figures import (fig_backlog, fig_cell, fig_fairness, fig_goodput, fig_jitter,
                                     fig_nmi, fig_rtt_inflight, fig_time_sequence)
 from airlink.traces.plot import headless_pyplot
@@ -353,24 +354,6 @@ white-space:pre-wrap;word-break:break-all}
 """
 
 
-#: share of late TTIs above which the page warns that the run's results are suspect: a cell
-#: that misses its TTI deadlines no longer shapes traffic the way its scheduler says
-LATE_TTI_BANNER = 0.01
-
-
-def _banner(art: Artifacts) -> str:
-    """A warning at the top of the page when the run did not keep its own timing (late TTIs
-    above :data:`LATE_TTI_BANNER`); empty otherwise."""
-    st = (art.cell if isinstance(art.cell, dict) else None) or art.cell_stats or {}
-    frac = st.get("late_fraction") if isinstance(st, dict) else None
-    if frac is None or not frac > LATE_TTI_BANNER:
-        return ""
-    return (f'<p class="missing" id="suspect"><b>Results suspect:</b> {100 * frac:.1f} % of the cell\'s TTIs '
-            f"({st.get('late_ttis')} of {st.get('ttis')}) were handled late (threshold "
-            f"{100 * LATE_TTI_BANNER:g} %): the cell did not keep its timing, so its throughput, delays and "
-            f"every inference below describe the machine's load as much as the scheduler.</p>")
-
-
 def build_report_html(outdir, *, title: str | None = None) -> str:
     """The report page for ``outdir`` as an HTML string (see :func:`write_report`)."""
     art = Artifacts(outdir)
@@ -385,7 +368,7 @@ def build_report_html(outdir, *, title: str | None = None) -> str:
         notes.append(f"live cell section could not be drawn ({type(exc).__name__}: {exc})")
         cell = html_section("Live cell", missing_note(f"the live cell section could not be drawn: {exc}"), "cell")
     body = [
-        _banner(art),
+        banners(art),
         _section_run(art),
         _section_summary(art),
         *([cell] if cell else []),

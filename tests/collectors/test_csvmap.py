@@ -47,3 +47,11 @@ def test_constants_and_short_forms(tmp_path):
     assert fr["time"].iloc[1] == pd.Timestamp("2024-01-01 10:00:01", tz="UTC")
     with pytest.raises(FormatError, match=r"^mapping: colums: unknown key$"):
         C.read(data, mapping={"time": "when", "colums": {"q": "rsrp_dbm"}})
+
+
+def test_a_time_column_without_one_readable_time_is_an_error(tmp_path):
+    data = tmp_path / "log.csv"
+    data.write_text(LOG)
+    with pytest.raises(FormatError, match=r"log.csv: when: no value is a readable time as '%d/%m/%Y' "
+                                          r"\(line 2: '2024-01-01 10:00:00'\)$"):
+        C.read(data, mapping={"time": {"column": "when", "format": "%d/%m/%Y"}, "columns": {"q": "rsrp_dbm"}})

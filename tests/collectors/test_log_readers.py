@@ -133,3 +133,62 @@ def test_xcal_kpi_layout(tmp_path):
     assert fr["5g_kpi_pcell_layer1_dl_mcs"].tolist() == [27, 26]
     assert fr["5g_kpi_total_info_dl_throughput_bps"].iloc[0] == 310.5e6
     assert fr["time"].iloc[1] - fr["time"].iloc[0] == pd.Timedelta("20ms")
+
+
+# 5G Tracker's columns, left to right, as the Lumos5G 1.0 dataset's README documents them
+# (Narayanan et al., "Lumos5G: Mapping and Predicting Commercial mmWave 5G Throughput", IMC 2020)
+TRACKER_HEADER = ("run_num,seq_num,abstractSignalStr,latitude,longitude,movingSpeed,compassDirection,nrStatus,"
+                  "lte_rssi,lte_rsrp,lte_rsrq,lte_rssnr,nr_ssRsrp,nr_ssRsrq,nr_ssSinr,Throughput,mobility_mode,"
+                  "trajectory_direction,tower_id")
+TRACKER_ROWS = ["1,1,2,44.9745,-93.2577,1.25,90.5,CONNECTED,-61,-94,-11,12,-88,-11,15,812.5,walking,CW,16",
+                "1,2,2,44.9746,-93.2578,1.5,91,NOT_RESTRICTED,2147483647,-96,-12,9,,,,3.25,walking,CW,16",
+                "2,1,3,44.9745,-93.2577,10,180,CONNECTED,-59,-90,-10,20,-80,-10,25,1500,driving,CW,17"]
+
+
+def test_5gtracker_lumos5g_layout(tmp_path, run_airlink):
+    f = tmp_path / "Lumos5G-v1.0.csv"
+    f.write_text(TRACKER_HEADER + "\n" + "\n".join(TRACKER_ROWS) + "\n")
+    fr = C.read(f)                                         # sniffed
+    validate(fr, "rf")
+    assert fr.attrs["reader"] == "5gtracker" and fr.attrs["runs"] == 2
+    assert fr["time"].is_monotonic_increasing                # in time order, the runs interleaved
+    fr = fr.sort_values(["run", "time"]).reset_index(drop=True)
+    assert fr["run"].tolist() == [1, 1, 2]
+    # seq_num seconds at the epoch: both runs start at 1 s
+    assert fr["time"].tolist() == [pd.Timestamp(s, unit="s", tz="UTC") for s in (1, 2, 1)]
+    assert fr["dl_bitrate_bps"].tolist() == [812.5e6, 3.25e6, 1500e6]      # Mbit/s
+    assert fr["speed_kmh"].tolist() == [1.25 * 3.6, 1.5 * 3.6, 36.0]          # m/s
+    assert fr["rsrp_dbm"].tolist() == [-94, -96, -90] and fr["snr_db"].tolist() == [12, 9, 20]
+    assert fr["rssi_dbm"].iloc[0] == -61 and np.isnan(fr["rssi_dbm"].iloc[1])   # Android's UNAVAILABLE
+    assert fr["nr_rsrp_dbm"].iloc[2] == -80 and np.isnan(fr["nr_sinr_db"].iloc[1])
+    assert fr["nr_status"].tolist() == ["CONNECTED", "NOT_RESTRICTED", "CONNECTED"]
+    assert fr["cell_id"].astype(str).tolist() == ["16", "16", "17"]
+    assert fr["mobility_mode"].tolist() == ["walking", "walking", "driving"]
+    status, _, err = run_airlink("collect", f, "-o", tmp_path / "out")
+    assert status == 0, err
+
+
+# G-NetTrack Lite's export as a public parser of it (gnt2influx) names its columns, ISO-style times
+LITE_HEADER = ("Timestamp\tLongitude\tLatitude\tSpeed\tOperator\tMCC-MNC\tCGI\tCellName\tNode\tCellID\tLAC\t"
+               "NetworkTech\tNetworkMode\tLevel\tQual\tSNR\tCQI\tARFCN\tDL_bitrate\tUL_bitrate")
+LITE_ROWS = ["2024-10-01 10:00:00\t139.7671\t35.681\t30.5\tOpA\t440-10\t440-10-1-678\tC1\tN1\t678\t12345\t4G\tLTE\t"
+             "-85.2\t-12.3\t15.8\t12\t2140\t50.5\t10.2",
+             "2024-10-01 10:00:05\t139.7672\t35.6811\t31\tOpA\t440-10\t440-10-1-679\tC2\tN1\t679\t12345\t5G\tNR\t"
+             "-87.1\t-11.9\t16.2\t13\t2140\t48.3\t9.8"]
+
+
+def test_gnettrack_lite_export_and_unreadable_times(tmp_path, run_airlink):
+    f = tmp_path / "lite.txt"
+    f.write_text(LITE_HEADER + "\n" + "\n".join(LITE_ROWS) + "\n")
+    fr = C.read(f)
+    assert fr.attrs["reader"] == "gnettrack"
+    assert fr["time"].tolist() == [pd.Timestamp("2024-10-01 10:00:00", tz="UTC"),
+                                   pd.Timestamp("2024-10-01 10:00:05", tz="UTC")]
+    assert fr["network_mode"].tolist() == ["LTE", "NR"] and fr["operator"].tolist() == ["OpA", "OpA"]
+    assert fr["rsrp_dbm"].tolist() == [-85.2, -87.1] and fr["dl_bitrate_bps"].tolist() == [50.5e3, 48.3e3]
+    # a time column without one readable time is an error naming it, never an empty frame
+    bad = tmp_path / "bad.txt"
+    bad.write_text(GNT_HEADER + "\n" + "\n".join(r.replace("2019.12.03_", "03/12/2019 ") for r in GNT_ROWS) + "\n")
+    status, _, err = run_airlink("collect", bad, "-o", tmp_path / "o")
+    assert status == 2 and err.count("\n") == 1
+    assert "bad.txt: Timestamp: no value is a readable time (line 2: '03/12/2019 10.21.13')" in err

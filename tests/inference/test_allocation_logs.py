@@ -83,3 +83,14 @@ def test_icellspeed_carriers_are_one_user(shared_data, tmp_path, run_airlink):
     assert "one user" in o["cannot_tell"] and "carrier aggregation" in o["note"]
     status, out, err = run_airlink("infer", "fairness", mac, "--by", "carrier")
     assert "fairness: cannot tell: one user" in out and "Jain" not in out
+
+
+def test_scheduler_reads_the_same_downlink_slots(run_airlink, morning):
+    log, mac = morning
+    status, out, err = run_airlink("infer", "scheduler", mac, "--json")
+    assert status == 0, err
+    res = json.loads(out)
+    expected = downlink_tbs_per_served_slot(log)
+    assert sorted(res["users_used"]) == sorted(str(u) for u in expected.index)     # downlink RNTIs only
+    assert res["sample_period_s"] == pytest.approx(1e-3)                            # the slot, not the row spacing
+    assert res["allocation"]["direction"] == "downlink" and res["allocation"]["slot_s"] == pytest.approx(1e-3)

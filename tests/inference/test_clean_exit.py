@@ -22,3 +22,26 @@ def test_infer_backlog_without_backlog_column_exits_2_every_time(tmp_path, share
         assert r.returncode == 2, f"run {k + 1}: exit {r.returncode}: {r.stderr}"
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert r.stderr.startswith("airlink: error: ") and "'backlog_bytes'" in r.stderr
+
+
+ERRORS = [  # one error path of each infer command on the same collected NR-Scope frame
+    (["nmi", "--target", "tbs_bytes", "--factor", "nope"], "no column 'nope'"),
+    (["fairness", "--by", "nope"], "no column 'nope' to split by"),
+    (["jitter", "--served", "nope"], "no column 'nope'"),
+    (["scheduler", "--alloc", "nope"], "no column 'nope'"),
+    (["cell", "--cell-prbs", "-1"], "--cell-prbs: must be between 1 and 1000 (got -1)"),
+]
+
+
+def test_every_infer_command_exits_2_on_its_error(tmp_path, shared_data):
+    from airlink.cli import main
+    log = shared_data / "nr-scope" / "t_mobile2_ueactivity_night_1.csv"
+    assert main(["collect", str(log), "-o", str(tmp_path / "nrs")]) == 0
+    (path,) = (tmp_path / "nrs").glob("*.mac.parquet")
+    code = "from airlink.cli import entry; entry()"
+    for args, message in ERRORS:
+        r = subprocess.run([sys.executable, "-c", code, "infer", args[0], str(path), *args[1:]],
+                           capture_output=True, text=True, timeout=120)
+        assert "terminate called" not in r.stderr and r.returncode == 2, (args, r.returncode, r.stderr)
+        assert r.stderr.startswith("airlink: error: ") and r.stderr.count("\n") == 1, (args, r.stderr)
+        assert message in r.stderr, (args, r.stderr)

@@ -80,3 +80,30 @@ def test_small_by_groups_leave_the_pooled_test_with_a_note(run_airlink, tmp_path
                                    "--max-lag", "5s", "--surrogates", "20", "--resolution", "1s")
     assert status == 0, err
     assert "left out of the pooled estimate and its surrogate test: group I (1 values; a group needs 60)" in out
+
+
+def test_ucc_drive_by_state_leaves_the_idle_seconds_out_and_order_changes_nothing(run_airlink, shared_data):
+    import json
+    import math
+    drive = shared_data / "ucc-5g" / "Download" / "Driving" / "B_2019.12.16_12.27.05.csv"
+    if not drive.exists():
+        pytest.skip(f"{drive} is not in the shared data")
+    raw = pd.read_csv(drive)
+    seconds = raw.groupby("State")["Timestamp"].nunique()          # one grid step per logged second
+    need = max(20, math.ceil(0.1 * seconds.max()))
+    assert seconds["I"] < need <= seconds["D"]
+    common = ["infer", "nmi", drive, "--time-column", "Timestamp", "--resolution", "1s", "--target", "DL_bitrate",
+              "--by", "State", "--max-lag", "10s", "--surrogates", "19"]
+    status, out, err = run_airlink(*common, "--factor", "SNR", "--factor", "RSRP")
+    assert status == 0, err
+    assert (f"left out of the pooled estimate and its surrogate test: group I ({seconds['I']} values; "
+            f"a group needs {need})") in out
+    rows = {}
+    for order in (["SNR", "RSRP"], ["RSRP", "SNR"]):
+        status, out, err = run_airlink(*common, *[a for f in order for a in ("--factor", f)], "--json")
+        assert status == 0, err
+        rows[tuple(order)] = {r["factor"]: r for r in json.loads(out)}
+    a, b = rows.values()
+    for f in ("SNR", "RSRP"):
+        assert a[f] == b[f]                                       # p-value, threshold, interval: all the same
+        assert a[f]["n_pairs"] <= seconds["D"]                    # the idle group's seconds are not among them

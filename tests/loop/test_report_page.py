@@ -133,7 +133,7 @@ def test_report_reads_the_json_of_airlink_infer_nmi(tmp_path):
 def test_report_warns_when_late_ttis_exceed_the_threshold(tmp_path):
     import json
 
-    from airlink.report.page import LATE_TTI_BANNER
+    from airlink.report.banners import LATE_TTI_BANNER
     stats = {"ttis": 3000, "tti_ms": 1, "late_ttis": 1000, "late_fraction": 1000 / 3000}
     (tmp_path / "cell-stats.json").write_text(json.dumps(stats))
     page = write_report(tmp_path).read_text()

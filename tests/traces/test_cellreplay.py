@@ -161,3 +161,29 @@ def test_heavy_trace_values_equal_numpy_reference(tmp_path):
     text = "".join(f"{v}\n" for v in stamps)
     assert np.array_equal(cellreplay.parse_heavy(text), stamps)
     assert cellreplay.format_heavy(cellreplay.parse_heavy(text)) == text
+
+
+def test_a_set_folder_is_a_trace_for_the_trace_commands(tmp_path, run_airlink):
+    import json
+
+    from airlink.traces import read_trace
+    folder = _write(tmp_path / "set")
+    status, out, err = run_airlink("trace", "info", folder, "--json")
+    assert status == 0, err
+    s = json.loads(out)
+    # the downlink heavy trace: one 1400-byte opportunity per listed ms, over its last ms
+    assert s["format"] == "cellreplay" and s["n_tti"] == HEAVY_DOWN[-1]
+    assert [u["user"] for u in s["users"]] == ["downlink"] and s["users"][0]["total_bytes"] == 1400 * len(HEAVY_DOWN)
+    up = read_trace(folder, user="uplink")
+    assert up.users == ["uplink"] and up.n_tti == HEAVY_UP[-1] and up.values.sum() == 1400 * len(HEAVY_UP)
+    info = up.meta["cellreplay"]
+    assert info["trains"] == len(TRAINS) and info["base_delay_ms"] == {"median": 21.5, "min": 20, "max": 25}
+    status, _, err = run_airlink("trace", "convert", folder, tmp_path / "down.parquet")
+    assert status == 0, err
+    assert read_trace(tmp_path / "down.parquet").values.sum() == 1400 * len(HEAVY_DOWN)
+    with pytest.raises(FormatError, match="directions downlink and uplink, not 'sideways'"):
+        read_trace(folder, user="sideways")
+    # one file of the set given to the log readers: the refusal says what it is
+    status, _, err = run_airlink("collect", folder / "down-delay-light-pdo", "-o", tmp_path / "frames")
+    assert status == 2 and err.count("\n") == 1
+    assert f"down-delay-light-pdo is one file of the CellReplay trace set {folder}: a replay input" in err
