@@ -47,29 +47,23 @@ def airlink_executable() -> list:
     return [sys.executable, "-c", "import sys; from airlink.cli import main; sys.exit(main())"]
 
 
-def _replay_argv(shells: list, trace: Path | None, user, outdir: Path) -> list:
-    """Adapter to the replay shells' command lines (``airlink delay|loss|link``), outermost
-    first, each followed by the next; the caller appends ``--`` and the command."""
-    argv: list = []
+def replay_shell_argvs(shells: list, trace: Path | None, user, outdir: Path) -> list[list[str]]:
+    """The replay shells' own words (``["delay", "20"]``, ``["link", TRACE, ...]``), one list
+    per shell, outermost first; :func:`shell_command` chains them into one command line."""
+    argvs: list = []
     for item in shells:
         kind = item.kind
         o = {k: v for k, v in item.options.model_dump().items() if v is not None}
         if kind == "delay":
-            argv += airlink_executable() + ["delay"]
-            if "trace" in o:
-                argv += ["--trace", str(o["trace"])]
-            else:
-                argv += [f"{o['ms']:g}"]
+            argvs.append(["delay", "--trace", str(o["trace"])] if "trace" in o else ["delay", f"{o['ms']:g}"])
         elif kind == "loss":
             for direction in ("downlink", "uplink"):
                 if direction in o:
-                    argv += airlink_executable() + ["loss", direction, f"{o[direction]:g}"]
-                    if o.get("gilbert"):
-                        argv += ["--gilbert", str(o["gilbert"])]
+                    argvs.append(["loss", direction, f"{o[direction]:g}"])
         elif kind == "link":
             if trace is None:
                 raise AirlinkError("a link shell needs a capacity trace (radio section)")
-            argv += airlink_executable() + ["link", str(trace)]
+            argv = ["link", str(trace)]
             if user is not None and trace.suffix == ".parquet":
                 argv += ["--user", str(user)]
             if o.get("uplink"):
@@ -89,15 +83,14 @@ def _replay_argv(shells: list, trace: Path | None, user, outdir: Path) -> list:
                      "--stats", str(outdir / "link-stats.json")]
             if o.get("once"):
                 argv += ["--once"]
-    return argv
+            argvs.append(argv)
+    return argvs
 
 
-
-
-def _cell_argv(cell, exp, outdir: Path, set_file: Path | None) -> list:
-    """Adapter to ``airlink cell``'s command line for a ``cell:`` section (the run folder's
-    MAC log, per-UE Mahimahi logs and stats); the caller appends ``--`` and the command."""
-    argv = airlink_executable() + ["cell"]
+def cell_shell_argv(cell, exp, outdir: Path, set_file: Path | None) -> list[str]:
+    """``airlink cell``'s own words for a ``cell:`` section (the run folder's MAC log,
+    per-UE Mahimahi logs and stats), starting with ``"cell"``."""
+    argv = ["cell"]
     preset = cell.preset
     if preset is not None and exp.resolve(preset).exists():
         preset = str(exp.resolve(preset))
@@ -127,6 +120,63 @@ def _cell_argv(cell, exp, outdir: Path, set_file: Path | None) -> list:
     argv += ["--mac-log", str(outdir / CELL_MAC), "--log-dir", str(outdir / CELL_LOGS),
              "--stats", str(outdir / CELL_STATS)]
     return argv
+
+
+def live_shells(model, has_trace: bool) -> list:
+    """The shells the applications of a run without a cell go through: the spec's
+    ``shells``, or by default a link shell on the radio stage's trace (``has_trace``), else a
+    zero delay shell."""
+    from airlink.experiment.spec import Shell
+    return model.shells or [Shell.model_validate({"link": {}} if has_trace else {"delay": {}})]
+
+
+def parse_shell_argv(argv: list[str]):
+    """``argv`` (a shell's own words, its name first) parsed by that shell's real argparse
+    parser: the namespace the child process will see. A refusal is an AirlinkError with
+    argparse's message (a word the parser does not take, a value outside its choices or
+    declared range)."""
+    from airlink.cli import command_parser
+
+    def refuse(message):
+        raise AirlinkError(message)
+    parser = command_parser(argv[0])
+    parser.error = refuse                 # argparse reports through error(); raise instead of exiting
+    return parser.parse_args(argv[1:])
+
+
+def check_experiment_shells(exp, *, trace: Path | None = None, outdir: Path = Path("OUTDIR")) -> list:
+    """The shells' own words an experiment's live stage builds, each parsed by the shell's
+    parser (:func:`parse_shell_argv`); the first refusal is an AirlinkError naming the spec's
+    section (``shells[1].link: ...``, ``cell: ...``). ``trace``: the capacity trace the radio
+    stage provides (a placeholder by default). Returns ``[(argv, namespace), ...]``."""
+    model = exp.model
+    out, items = [], []
+    radio = model.radio
+    has_radio = radio.preset is not None or radio.trace is not None or bool(radio.overrides())
+    shells = model.shells if model.cell is not None or not model.applications else live_shells(model, has_radio)
+    for k, shell in enumerate(shells):
+        argvs = replay_shell_argvs([shell], trace if trace is not None else Path("capacity.parquet"), None, outdir)
+        items += [(f"shells[{k}].{shell.kind}", argv) for argv in argvs]
+    if model.cell is not None:
+        set_file = outdir / "apps" / "cell-set.yaml" if model.cell.overrides else None
+        items.append(("cell", cell_shell_argv(model.cell, exp, outdir, set_file)))
+    for where, argv in items:
+        try:
+            out.append((argv, parse_shell_argv(argv)))
+        except AirlinkError as exc:
+            raise AirlinkError(f"{where}: {exc}") from None
+    return out
+
+
+def shell_command(argvs: list[list[str]]) -> list[str]:
+    """Shells' own words chained into one command line, each started by the airlink command
+    (:func:`airlink_executable`), each checked by its parser first; the caller appends
+    ``--`` and the command the innermost shell runs."""
+    command: list = []
+    for argv in argvs:
+        parse_shell_argv(argv)
+        command += airlink_executable() + argv
+    return command
 
 
 #: the cell's outputs in the run folder (declared in airlink.rundir)
@@ -165,10 +215,8 @@ class LiveStage:
         return self._live(i, apps)
 
     def _live(self, i, apps):
-        model = self.exp.model
-        from airlink.experiment.spec import Shell
-        shells = model.shells or [Shell.model_validate({"link": {}} if self.trace_path else {"delay": {}})]
-        argv = _replay_argv(shells, self.trace_path, self.user, self.out)
+        shells = live_shells(self.exp.model, self.trace_path is not None)
+        argv = shell_command(replay_shell_argvs(shells, self.trace_path, self.user, self.out))
         return self._run_live(i, {None: apps}, argv, f"behind {' > '.join(s.kind for s in shells)}")
 
     def _live_cell(self, i, cell):
@@ -182,7 +230,8 @@ class LiveStage:
             import yaml
             set_file = self.folder.write_text("apps/cell-set.yaml", yaml.safe_dump(dict(cell.overrides)),
                                               stage="live")
-        argv = _replay_argv(self.exp.model.shells, None, None, self.out) + _cell_argv(cell, self.exp, self.out, set_file)
+        argv = shell_command(replay_shell_argvs(self.exp.model.shells, None, None, self.out)
+                             + [cell_shell_argv(cell, self.exp, self.out, set_file)])
         if cell.duration is not None:
             limit = float(parse_duration(cell.duration))
             for u, apps in enumerate(cell.per_ue(n), start=1):

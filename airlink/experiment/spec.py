@@ -125,9 +125,20 @@ class DelayShell(_Model):
 
 
 class LossShell(_Model):
+    """Independent loss on each direction given (``airlink loss DIRECTION RATE``).
+    ``gilbert`` is refused with a pointer: ``airlink loss`` takes a rate or a Gilbert-Elliott
+    chain, and a direction given here always carries a rate."""
     downlink: B.PROBABILITY.annotated(float) | None = None
     uplink: B.PROBABILITY.annotated(float) | None = None
     gilbert: str | None = None
+
+    @model_validator(mode="after")
+    def _no_gilbert(self):
+        if self.gilbert is not None:
+            raise ValueError("gilbert: bursty loss is not available in an experiment file (a loss "
+                             "shell here takes downlink/uplink rates); run `airlink loss DIRECTION "
+                             "--gilbert P_GB,P_BG` as the command instead")
+        return self
 
 
 class LinkShell(_Model):
@@ -489,12 +500,15 @@ class Experiment:
         """Validate ``spec`` again (after a change to it) and refresh ``model``."""
         where = str(self.path.name if self.path else "experiment")
         self.model = validate_spec(self.spec, where=where)
-        if self.model.cell is not None:
-            try:
+        from airlink.experiment.live import check_experiment_shells
+        try:
+            if self.model.cell is not None:
                 cfg = self.model.cell.resolve(preset_path=self.cell_preset_path())
                 self.model.cell.per_ue(int(cfg["n_users"]))
-            except AirlinkError as exc:
-                raise AirlinkError(f"{where}: {exc}") from None
+            # the command lines the live stage will give the shells, read by their parsers
+            check_experiment_shells(self)
+        except AirlinkError as exc:
+            raise AirlinkError(f"{where}: {exc}") from None
         return self
 
 

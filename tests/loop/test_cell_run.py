@@ -92,11 +92,11 @@ def test_the_docs_cell_section_and_the_example_load():
 
 
 def test_cli_argv_carries_every_option(tmp_path):
-    from airlink.experiment.live import _cell_argv
+    from airlink.experiment.live import cell_shell_argv
     exp = load_experiment(_with(cell__scheduler="maxcir", cell__seed=3, cell__tti="2ms", cell__duration="5s",
                                 cell__set={"pf_a": 0.01}, cell__queue_args="bytes=30000", cell__uplink="2Mbit/s",
                                 cell__warmup="10KB", cell__late_after="1ms", cell__realtime=True))
-    argv = _cell_argv(exp.model.cell, exp, tmp_path, tmp_path / "set.yaml")
+    argv = cell_shell_argv(exp.model.cell, exp, tmp_path, tmp_path / "set.yaml")
     text = " ".join(argv)
     for part in ("cell --preset quick --scheduler maxcir --users 2 --seed 3 --tti 2ms --duration 5s --queue droptail "
                  "--queue-args bytes=30000 --uplink 2Mbit/s --warmup 10KB --late-after 1ms",
