@@ -25,6 +25,7 @@ import pandas as pd
 from airlink import rundir
 from airlink.inference.frames import user_order
 from airlink.traces.parquetframe import read_parquet_frame
+from airlink.experiment.spec import EXPERIMENT_MAX_LAG, MAC_MAX_LAG, MAC_RESOLUTION, RESOLUTION
 from airlink.traces import AirlinkError, parse_duration
 
 TCP_SERIES = "series-tcp.parquet"
@@ -134,16 +135,17 @@ class InferStage:
                                    key=user_order)
                 for u in users:
                     out.append({"source": "mac", "target": "assigned_rate_bps", "factors": factors,
-                                "resolution": "100ms", "max_lag": "2s", **({"user": str(u)} if u is not None else {})})
+                                "resolution": MAC_RESOLUTION, "max_lag": MAC_MAX_LAG,
+                                **({"user": str(u)} if u is not None else {})})
         if rundir.find(self.out, "tcp"):
             res = self.exp.model.collect.resolution
             for target, factors in TCP_FACTORS.items():
                 out.append({"source": "tcp", "target": target, "factors": list(factors),
-                            "resolution": res, "max_lag": "5s"})
+                            "resolution": res, "max_lag": EXPERIMENT_MAX_LAG})
         return out
 
     def _analyse(self, a: dict, cfg) -> dict:
-        res = a.get("resolution") or "1s"
+        res = a.get("resolution") or RESOLUTION
         res_s = float(parse_duration(str(res)))
         target = a["target"]
         if a["source"] == "mac":
@@ -162,7 +164,7 @@ class InferStage:
         if not factors:
             raise AirlinkError(f"{path.name}: none of the factors {', '.join(a['factors'])} is a column")
         rel = [path.relative_to(self.out)]
-        max_lag = a.get("max_lag") or "5s"
+        max_lag = a["max_lag"]
         if not isinstance(max_lag, str):       # a bare number in an experiment file is seconds
             max_lag = f"{max_lag}s"
         opts = dict(target=target, factors=factors, resolution=res, max_lag=max_lag,

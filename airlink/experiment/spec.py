@@ -360,17 +360,36 @@ class Capture(_Model):
     snaplen: int = Field(128, ge=68, le=262144)
 
 
+#: the collect stage's TCP time-series step (``airlink collect``'s), and that of an NMI
+#: analysis that names none
+RESOLUTION = B.TCP_RESOLUTION
+
+#: Largest |lag| of an experiment's factor rankings: shorter than ``airlink infer nmi``'s
+#: minute (:data:`airlink.traces.bounds.NMI_MAX_LAG`) because a run lasts seconds to
+#: minutes - a scan as long as the run pairs almost no samples at its edges - and TCP's
+#: factors (capacity, RTT, packets in flight) act within a few round trips.
+EXPERIMENT_MAX_LAG = "5s"
+
+#: Largest |lag| of the default ranking of a MAC log at 100 ms: the scheduler's answer to a
+#: backlog, the same scan as ``airlink infer backlog`` (:data:`airlink.traces.bounds.BACKLOG_MAX_LAG`).
+MAC_MAX_LAG = B.BACKLOG_MAX_LAG
+
+#: the grid of the default ranking of a MAC log (a TTI log is summed into 100 ms steps)
+MAC_RESOLUTION = "100ms"
+
+
 class Collect(_Model):
-    resolution: _duration_in(B.RESOLUTION) = "1s"
+    resolution: _duration_in(B.RESOLUTION) = RESOLUTION
 
 
 class NmiAnalysis(_Model):
-    """One factor ranking: ``target`` against each of ``factors`` in the ``source`` frame."""
+    """One factor ranking: ``target`` against each of ``factors`` in the ``source`` frame.
+    ``resolution`` None: :data:`RESOLUTION`; ``bins``/``seed`` None: the infer section's."""
     source: Literal["mac", "tcp"] = "mac"
     target: str
     factors: list[str] = Field(min_length=1)
     resolution: _duration_in(B.RESOLUTION) | None = None
-    max_lag: _duration_in(B.MAX_LAG) = "5s"
+    max_lag: _duration_in(B.MAX_LAG) = EXPERIMENT_MAX_LAG
     bins: B.BINS.annotated(int) | None = None
     seed: B.SEED.annotated(int) | None = None
     user: Text | None = None
@@ -379,10 +398,10 @@ class NmiAnalysis(_Model):
 class Infer(_Model):
     """Options of every NMI ranking, with ``airlink infer nmi``'s defaults."""
     enabled: bool = True
-    surrogates: B.SURROGATES.annotated(int) = 100
-    bootstrap: B.BOOTSTRAP.annotated(int) = 100
-    bins: B.BINS.annotated(int) = 16
-    alpha: float = Field(0.05, gt=0, lt=1)
+    surrogates: B.SURROGATES.annotated(int) = B.NMI_SURROGATES
+    bootstrap: B.BOOTSTRAP.annotated(int) = B.NMI_BOOTSTRAP
+    bins: B.BINS.annotated(int) = B.NMI_BINS
+    alpha: float = Field(B.NMI_ALPHA, gt=0, lt=1)
     seed: B.SEED.annotated(int) = 0
     nmi: list[NmiAnalysis] | None = None
 
