@@ -98,6 +98,16 @@ class Bound:
             raise BoundError(f"{name or self.name}: {why}")
         return int(value) if self.integer and not isinstance(value, int) else value
 
+    def field_limits(self) -> dict:
+        """The range as pydantic ``Field`` keywords (``{"ge": 1, "le": 65535}``; ``gt``/``lt``
+        for an open end), for a model whose field is this parameter."""
+        out = {}
+        if self.lo is not None:
+            out["gt" if self.lo_open else "ge"] = self.lo
+        if self.hi is not None:
+            out["lt" if self.hi_open else "le"] = self.hi
+        return out
+
     def annotated(self, base=None):
         """A pydantic field type (``Annotated[int, AfterValidator(...)]``) that checks this
         range; the spec's error names the key path and shows the range."""
@@ -178,8 +188,8 @@ CELL_UES = Bound("users", 1, 64, integer=True)
 SUBCHANNELS = Bound("n_subchannels", 1, 10_000, integer=True)
 """Subchannels (resource blocks) of a simulated cell."""
 
-BUFFER_PACKETS = Bound("buffer_packets", 1, 10**7, integer=True)
-"""Per-user base-station buffer in packets."""
+BUFFER_PACKETS = Bound("buffer_packets", 0, 10**7, integer=True)
+"""Per-user base-station buffer in packets (0: unbounded)."""
 
 CSI_DELAY_TTI = Bound("csi_delay_tti", 0, 10_000, integer=True)
 """Channel-report feedback delay in TTIs."""
