@@ -107,8 +107,10 @@ RANGES = {"tti": B.TTI, "duration": B.SIM_DURATION, "n_users": B.USERS, "n_subch
           "harq_ring": B.HARQ_RING}
 
 
-def _limits(name: str) -> dict:
-    return RANGES[name].field_limits()
+def _ranged(kind, name: str):
+    """``kind`` (:data:`Integer`, :data:`Number`, :data:`Numbers`) held to the declared range
+    of parameter ``name``, refused in the range's words (``must be between 1 and 10000``)."""
+    return Annotated[kind, _each_within(RANGES[name])]
 
 
 #: a real number (int or float kept as given); bounds go in ``Field``
@@ -139,8 +141,8 @@ class CellConfig(BaseModel):
     description: str = Field("", description="one line saying what the preset models")
     tti: Tti = Field("1ms", description="TTI (slot) length: '1ms', '0.5ms', '1/600s', or milliseconds")
     duration: Duration = Field("10s", description="simulated time: '10s', '500ms', or seconds")
-    n_users: Integer = Field(4, **_limits("n_users"), description="number of users (UEs)")
-    n_subchannels: Integer = Field(1, **_limits("n_subchannels"),
+    n_users: _ranged(Integer, "n_users") = Field(4, description="number of users (UEs)")
+    n_subchannels: _ranged(Integer, "n_subchannels") = Field(1,
         description="subchannels (resource blocks, PRBs) per TTI")
     subchannel_hz: Number = Field(200e3, gt=0, description="bandwidth of one subchannel, Hz")
     carrier_hz: Number = Field(2.0e9, gt=0, description="carrier frequency, Hz (Doppler, path loss)")
@@ -173,11 +175,10 @@ class CellConfig(BaseModel):
                                                     "interference)")
     profile: Names = Field("flat", description="power-delay profile per user: flat, ped-a, ped-b, veh-a, "
                                                "gsm-tu6 (airlink.sim.channel.PROFILES)")
-    speed_kmh: Annotated[Numbers, _each_within(RANGES["speed_kmh"])] = Field(3.0,
-        description="user speed, km/h (Doppler of the fading)")
+    speed_kmh: _ranged(Numbers, "speed_kmh") = Field(3.0, description="user speed, km/h (Doppler of the fading)")
     shadowing_std_db: Number = Field(0.0, ge=0, description="log-normal shadowing standard deviation, dB")
     shadowing_corr_m: Number = Field(50.0, gt=0, description="shadowing decorrelation distance, m")
-    n_oscillators: Integer = Field(128, **_limits("n_oscillators"),
+    n_oscillators: _ranged(Integer, "n_oscillators") = Field(128,
         description="sinusoids per fading path (sum of sinusoids)")
     channel_trace: Optional[Union[FilePath, Any]] = Field(
         None, description="measured SINR log that replaces the nominal SNR: a Parquet/CSV file or a "
@@ -186,10 +187,10 @@ class CellConfig(BaseModel):
                                                             "first SINR-like column)")
     channel_resample: Literal["hold", "linear"] = Field("hold", description="how channel_trace samples "
                                                                            "become TTIs")
-    csi_delay_tti: Integer = Field(0, **_limits("csi_delay_tti"), description="age of the reported CQI, TTIs")
+    csi_delay_tti: _ranged(Integer, "csi_delay_tti") = Field(0, description="age of the reported CQI, TTIs")
 
     # -- radio: HARQ and link adaptation
-    harq_max_tx: Integer = Field(4, **_limits("harq_max_tx"),
+    harq_max_tx: _ranged(Integer, "harq_max_tx") = Field(4,
         description="transmissions per block at most (1 = no HARQ)")
     harq_priority: bool = Field(True, description="retransmissions go before new data")
     harq_feedback_tti: Integer = Field(0, ge=0, description="K1: TTIs from a block to its ACK/NACK "
@@ -197,7 +198,7 @@ class CellConfig(BaseModel):
     link_adaptation: Literal[LINK_ADAPTATION_MODES] = Field(
         "cqi", description="MCS choice: cqi (reported SINR), ci (averaged C/I), bler (measured BLER), "
                            "hybrid, ideal (real SINR), olla (outer loop towards bler_target)")
-    la_interval: Integer = Field(10, **_limits("la_interval"), description="TTIs between ci/bler/hybrid decisions")
+    la_interval: _ranged(Integer, "la_interval") = Field(10, description="TTIs between ci/bler/hybrid decisions")
     la_bler_up: Number = Field(0.3, ge=0, le=1, description="measured BLER above which bler steps the MCS down")
     la_bler_down: Number = Field(0.1, ge=0, le=1, description="measured BLER below which bler steps the MCS up")
     la_hybrid_db: Number = Field(15.0, description="average C/I above which hybrid uses the C/I method, dB")
@@ -218,10 +219,10 @@ class CellConfig(BaseModel):
 
     # -- scheduling
     scheduler: str = Field("pf", description="rr, maxcir, pf, lambda, backlog, mcpfs, or package.module:Class")
-    pf_a: Number = Field(0.001, **_limits("pf_a"), description="PF averaging constant a of the EWMA (per TTI)")
-    pf_window: Integer = Field(0, **_limits("pf_window"),
+    pf_a: _ranged(Number, "pf_a") = Field(0.001, description="PF averaging constant a of the EWMA (per TTI)")
+    pf_window: _ranged(Integer, "pf_window") = Field(0,
         description="PF averaging window t_a, TTIs (0: the EWMA with pf_a)")
-    lam: Number = Field(1.0, **_limits("lam"), description="fairness exponent of the generalized PF (lambda)")
+    lam: _ranged(Number, "lam") = Field(1.0, description="fairness exponent of the generalized PF (lambda)")
     backlog_channel_bps: Number = Field(9600.0, gt=0, description="rate of one code channel, bit/s")
     backlog_channels: Numbers = Field([1, 2, 4, 8, 16], description="code channels a user may be given")
     backlog_thresholds_db: Numbers = Field([-14.0, -11.0, -8.0, -5.0, -2.0],
@@ -238,7 +239,7 @@ class CellConfig(BaseModel):
     traffic: Names = Field("full", description="per user: full, cbr, onoff, poisson, trace")
     traffic_rate_bps: Numbers = Field(1e6, description="source rate of cbr/onoff/poisson traffic, bit/s")
     packet_bytes: Numbers = Field(1500, description="packet size, bytes")
-    buffer_packets: Optional[Integer] = Field(500, **_limits("buffer_packets"),
+    buffer_packets: Optional[_ranged(Integer, "buffer_packets")] = Field(500,
         description="per-user base-station buffer, packets (0 or None: unbounded)")
     on_s: Number = Field(1.0, ge=0, description="on period of onoff traffic, s (mean if exponential)")
     off_s: Number = Field(5.0, ge=0, description="off period of onoff traffic, s (mean if exponential)")
@@ -247,9 +248,9 @@ class CellConfig(BaseModel):
         None, description="arrivals of traffic: trace, a Mahimahi or Parquet trace file")
 
     # -- engine
-    chunk_elements: Integer = Field(4_000_000, **_limits("chunk_elements"),
+    chunk_elements: _ranged(Integer, "chunk_elements") = Field(4_000_000,
         description="SINR values generated per chunk (memory bound; the result does not depend on it)")
-    harq_ring: Integer = Field(4096, **_limits("harq_ring"), description="HARQ blocks queued per user at most")
+    harq_ring: _ranged(Integer, "harq_ring") = Field(4096, description="HARQ blocks queued per user at most")
     mac_log: bool = Field(True, description="keep the per-TTI MAC log (False: only the capacity trace)")
 
 

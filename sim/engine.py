@@ -114,6 +114,7 @@ def resolve_config(preset=None, overrides=None) -> dict:
             value = _numeric(value)
             if value is not None or key in ("bandwidth_hz", "channel_trace", "traffic_trace"):
                 cfg[key] = value
+    validate_config(cfg)      # before anything (a scheduler, a channel) is built from the values
     return cfg
 
 

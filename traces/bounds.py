@@ -98,16 +98,6 @@ class Bound:
             raise BoundError(f"{name or self.name}: {why}")
         return int(value) if self.integer and not isinstance(value, int) else value
 
-    def field_limits(self) -> dict:
-        """The range as pydantic ``Field`` keywords (``{"ge": 1, "le": 65535}``; ``gt``/``lt``
-        for an open end), for a model whose field is this parameter."""
-        out = {}
-        if self.lo is not None:
-            out["gt" if self.lo_open else "ge"] = self.lo
-        if self.hi is not None:
-            out["lt" if self.hi_open else "le"] = self.hi
-        return out
-
     def annotated(self, base=None):
         """A pydantic field type (``Annotated[int, AfterValidator(...)]``) that checks this
         range; the spec's error names the key path and shows the range."""

@@ -297,6 +297,7 @@ class Cell(_Model):
 
     @model_validator(mode="after")
     def _ues(self):
+        _check_parameters(self.overrides, "cell.set")
         seen: dict = {}
         for key in self.ues:
             try:
