@@ -66,7 +66,7 @@ from __future__ import annotations
 from airlink.experiment.inside import run_inside
 from airlink.experiment.live import live_unavailable_reason
 from airlink.experiment.spec import Experiment, check_experiment, load_experiment
-from airlink.experiment.stages import RunResult, Runner, _replayable, versions
+from airlink.experiment.stages import RunResult, Runner, versions
 
 
 def run_experiment(experiment, outdir, *, live: bool | None = None, progress: bool = True,

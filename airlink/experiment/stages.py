@@ -248,7 +248,7 @@ class Runner(LiveStage, InferStage):
         if self.user not in result.capacity.users:
             raise AirlinkError(f"radio.user: no user {self.user!r} in the simulated cell "
                                f"(users {', '.join(result.capacity.users)})")
-        self.trace_path = _replayable(result.capacity, self.user, self.folder) or self.trace_path
+        self.trace_path = link_trace(result.capacity, self.user, self.folder) or self.trace_path
         agg = (result.summary or {}).get("aggregate_throughput_mbps")
         rate = float(result.capacity.select(self.user).mean_rate_bps()[0] / 1e6)
         return "done", (f"{result.capacity.n_users} users, aggregate "
@@ -316,7 +316,7 @@ class Runner(LiveStage, InferStage):
         return "done", "report.html"
 
 
-def _replayable(trace, user, folder: "rundir.RunFolder") -> Path | None:
+def link_trace(trace, user, folder: "rundir.RunFolder") -> Path | None:
     """The link shell serves TTIs of 0.125..10 ms. A longer TTI (1xRTT's 20 ms frames, EGPRS's
     20 ms blocks) is split by :func:`airlink.traces.split_long_ttis` (the one rule: equal
     sub-TTIs with the bytes shared evenly) and the user's trace written to
