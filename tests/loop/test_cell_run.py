@@ -501,13 +501,13 @@ def test_a_preset_file_is_found_beside_the_experiment(tmp_path, monkeypatch):
 def test_bulk_receive_window_reaches_the_inside_runner(tmp_path):
     """cell.ues.N[i].bulk.rwnd is a size; the plan entry the inside runner reads carries it
     in bytes (8KiB = 8192), and a bulk app without it leaves the kernel's autotuning."""
-    from airlink.experiment.live import LiveStage
+    from airlink.experiment.live import plan_entry
     exp = load_experiment(_with(cell__ues={1: [{"bulk": {"rwnd": "8KiB"}}], 2: [{"bulk": {"rwnd": 65536}}]}))
-    entries = [LiveStage._plan_entry(None, 0, apps[0], tmp_path, 5201, [5300], [])
+    entries = [plan_entry(0, apps[0], tmp_path, 5201, [5300], [])
                for apps in exp.model.cell.per_ue(2)]
     assert [e["rwnd_bytes"] for e in entries] == [8192, 65536]
     plain = load_experiment(_with(cell__ues={1: ["bulk"]})).model.cell.per_ue(2)[0][0]
-    assert LiveStage._plan_entry(None, 0, plain, tmp_path, 5201, [5300], [])["rwnd_bytes"] is None
+    assert plan_entry(0, plain, tmp_path, 5201, [5300], [])["rwnd_bytes"] is None
     path = tmp_path / "bad-rwnd.yaml"
     path.write_text(yaml.safe_dump(_with(cell__ues={2: [{"bulk": {"rwnd": "big"}}]})))
     with pytest.raises(AirlinkError, match=r"bad-rwnd.yaml: cell.ues.2\[0\].bulk.rwnd: cannot read size 'big'"):
