@@ -98,3 +98,11 @@ def test_a_variable_number_of_values_is_refused_in_a_shell():
     p.add_argument("--many", nargs="+")
     with pytest.raises(ValueError, match="--many"):
         shell_words(p)
+
+
+def test_the_link_shells_queue_choices_are_the_queues_there_are():
+    """``airlink link --downlink-queue`` lists its choices without importing the queues
+    (numpy); they must be exactly the disciplines replay.queues builds."""
+    from airlink.cli.link import QUEUES
+    from airlink.replay.queues import QUEUES as BUILT
+    assert sorted(QUEUES) == sorted(BUILT)
