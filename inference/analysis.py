@@ -61,9 +61,9 @@ def _framed(frame: pd.DataFrame, resolution=None, time_column=None, by=None, col
 _per_user_period = sample_period_s
 
 
-def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag="60s", bins=16,
-                 binning: str = "uniform", normalization: str = "x", surrogates: int = 100,
-                 bootstrap: int = 100, alpha: float = 0.05, user=None, seed: int = 0,
+def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag=B.NMI_MAX_LAG, bins=B.NMI_BINS,
+                 binning: str = "uniform", normalization: str = "x", surrogates: int = B.NMI_SURROGATES,
+                 bootstrap: int = B.NMI_BOOTSTRAP, alpha: float = B.NMI_ALPHA, user=None, seed: int = 0,
                  progress: bool = False, resolution=None, time_column=None, by=None,
                  curves: bool = False) -> pd.DataFrame:
     """Peak ``I_N(target; factor; d)`` over ``|d| <= max_lag`` per factor, with p-value,
@@ -171,8 +171,9 @@ def _first_present(frame, names):
 
 
 def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog: str = "backlog_bytes",
-                       channel: str | None = None, sending: str | None = None, bins=16,
-                       window="1s", max_lag="10s", surrogates: int = 100, seed: int = 0,
+                       channel: str | None = None, sending: str | None = None, bins=B.NMI_BINS,
+                       window=B.BACKLOG_WINDOW, max_lag=B.BACKLOG_MAX_LAG, surrogates: int = B.NMI_SURROGATES,
+                       seed: int = 0,
                        resolution=None, time_column=None, by=None) -> "BacklogReport":
     """How much the assigned rate depends on the user's backlog (Mattar et al., Sec. 4).
 

@@ -82,7 +82,7 @@ def _spearman_centred(share: pd.Series, mcs: pd.Series, window: pd.Series) -> fl
     return float(s[ok].rank().corr(m[ok].rank()))
 
 
-def analyze_cell(frame: pd.DataFrame, *, window="1s", tti=None, cell_prbs: int | None = None,
+def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_prbs: int | None = None,
                  source: str | None = None) -> CellAnalysis:
     """Fairness, utilisation, gaps and a scheduler verdict from an all-user allocation log.
 

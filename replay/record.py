@@ -43,7 +43,6 @@ import json
 import selectors
 import socket
 import struct
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -693,6 +692,3 @@ def record(host: str, out, *, port: int = DEFAULT_PORT, seconds: float = 10.0,
                            meta={"peer": f"{host}:{port}", "train_packets": list(r.train_packets),
                                  "train_gap_ms": r.train_gap_ms})
 
-
-def _stderr(text: str):
-    print(f"airlink record: {text}", file=sys.stderr, flush=True)

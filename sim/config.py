@@ -21,8 +21,9 @@ from numbers import Real
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapValidator
 
+from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_tti
 
@@ -67,18 +68,49 @@ def _texts(value, handler):
     return value
 
 
-def _parsed_by(parse, example: str):
-    """A check that ``parse(value)`` reads the value (a string, a number or a Fraction),
-    keeping the value as given; the parser's message on failure."""
+def _parsed_by(parse, example: str, bound: B.Bound):
+    """A check that ``parse(value)`` reads the value (a string, a number or a Fraction) and
+    that what it reads lies in ``bound``'s range, keeping the value as given; the parser's or
+    the range's message on failure."""
     def check(value, handler):
         if isinstance(value, bool) or not isinstance(value, (str, Real, Fraction)):
             raise ValueError(f"expected {example}, got {value!r}")
         try:
-            parse(value)
+            parsed = parse(value)
         except AirlinkError as exc:
             raise ValueError(str(exc)) from None
+        why = bound.problem(parsed)
+        if why is not None:
+            raise ValueError(why)
         return value
     return check
+
+
+def _each_within(bound: B.Bound):
+    """A check that a number, or each number of a list, lies in ``bound``'s range."""
+    def check(value):
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            why = bound.problem(v)
+            if why is not None:
+                raise ValueError(why)
+        return value
+    return AfterValidator(check)
+
+
+#: The declared range (:mod:`airlink.traces.bounds`) of every parameter that has one; the
+#: fields below take their limits from here, so the simulator, ``airlink simulate``'s options
+#: and the experiment spec refuse the same values.
+RANGES = {"tti": B.TTI, "duration": B.SIM_DURATION, "n_users": B.USERS, "n_subchannels": B.SUBCHANNELS,
+          "speed_kmh": B.SPEED_KMH, "n_oscillators": B.N_OSCILLATORS, "csi_delay_tti": B.CSI_DELAY_TTI,
+          "harq_max_tx": B.HARQ_MAX_TX, "la_interval": B.LA_INTERVAL, "pf_a": B.PF_A, "pf_window": B.PF_WINDOW,
+          "lam": B.LAMBDA, "buffer_packets": B.BUFFER_PACKETS, "chunk_elements": B.CHUNK_ELEMENTS,
+          "harq_ring": B.HARQ_RING}
+
+
+def _ranged(kind, name: str):
+    """``kind`` (:data:`Integer`, :data:`Number`, :data:`Numbers`) held to the declared range
+    of parameter ``name``, refused in the range's words (``must be between 1 and 10000``)."""
+    return Annotated[kind, _each_within(RANGES[name])]
 
 
 #: a real number (int or float kept as given); bounds go in ``Field``
@@ -90,10 +122,11 @@ Numbers = Annotated[Union[float, list[float]], WrapValidator(_numbers)]
 #: one name for every user, or one per user
 Names = Annotated[Union[str, list[str]], WrapValidator(_texts)]
 #: a duration: ``"10s"``, ``"500ms"`` or seconds
-Duration = Annotated[Union[str, float], WrapValidator(_parsed_by(parse_duration, "a duration such as 10s or 500ms"))]
+Duration = Annotated[Union[str, float], WrapValidator(_parsed_by(
+    parse_duration, "a duration such as 10s or 500ms", RANGES["duration"]))]
 #: a TTI: ``"1ms"``, ``"1/600s"``, or milliseconds
 Tti = Annotated[Union[str, float], WrapValidator(_parsed_by(
-    lambda v: parse_tti(v if isinstance(v, Fraction) else str(v)), "a TTI such as 1ms or 1/600s"))]
+    lambda v: parse_tti(v if isinstance(v, Fraction) else str(v)), "a TTI such as 1ms or 1/600s", RANGES["tti"]))]
 FilePath = Union[str, Path]
 
 
@@ -108,8 +141,9 @@ class CellConfig(BaseModel):
     description: str = Field("", description="one line saying what the preset models")
     tti: Tti = Field("1ms", description="TTI (slot) length: '1ms', '0.5ms', '1/600s', or milliseconds")
     duration: Duration = Field("10s", description="simulated time: '10s', '500ms', or seconds")
-    n_users: Integer = Field(4, ge=1, description="number of users (UEs)")
-    n_subchannels: Integer = Field(1, ge=1, description="subchannels (resource blocks, PRBs) per TTI")
+    n_users: _ranged(Integer, "n_users") = Field(4, description="number of users (UEs)")
+    n_subchannels: _ranged(Integer, "n_subchannels") = Field(1,
+        description="subchannels (resource blocks, PRBs) per TTI")
     subchannel_hz: Number = Field(200e3, gt=0, description="bandwidth of one subchannel, Hz")
     carrier_hz: Number = Field(2.0e9, gt=0, description="carrier frequency, Hz (Doppler, path loss)")
 
@@ -141,10 +175,11 @@ class CellConfig(BaseModel):
                                                     "interference)")
     profile: Names = Field("flat", description="power-delay profile per user: flat, ped-a, ped-b, veh-a, "
                                                "gsm-tu6 (airlink.sim.channel.PROFILES)")
-    speed_kmh: Numbers = Field(3.0, description="user speed, km/h (Doppler of the fading)")
+    speed_kmh: _ranged(Numbers, "speed_kmh") = Field(3.0, description="user speed, km/h (Doppler of the fading)")
     shadowing_std_db: Number = Field(0.0, ge=0, description="log-normal shadowing standard deviation, dB")
     shadowing_corr_m: Number = Field(50.0, gt=0, description="shadowing decorrelation distance, m")
-    n_oscillators: Integer = Field(128, ge=1, description="sinusoids per fading path (sum of sinusoids)")
+    n_oscillators: _ranged(Integer, "n_oscillators") = Field(128,
+        description="sinusoids per fading path (sum of sinusoids)")
     channel_trace: Optional[Union[FilePath, Any]] = Field(
         None, description="measured SINR log that replaces the nominal SNR: a Parquet/CSV file or a "
                           "frame with time and SINR columns")
@@ -152,17 +187,18 @@ class CellConfig(BaseModel):
                                                             "first SINR-like column)")
     channel_resample: Literal["hold", "linear"] = Field("hold", description="how channel_trace samples "
                                                                            "become TTIs")
-    csi_delay_tti: Integer = Field(0, ge=0, description="age of the reported CQI, TTIs")
+    csi_delay_tti: _ranged(Integer, "csi_delay_tti") = Field(0, description="age of the reported CQI, TTIs")
 
     # -- radio: HARQ and link adaptation
-    harq_max_tx: Integer = Field(4, ge=1, description="transmissions per block at most (1 = no HARQ)")
+    harq_max_tx: _ranged(Integer, "harq_max_tx") = Field(4,
+        description="transmissions per block at most (1 = no HARQ)")
     harq_priority: bool = Field(True, description="retransmissions go before new data")
     harq_feedback_tti: Integer = Field(0, ge=0, description="K1: TTIs from a block to its ACK/NACK "
                                                             "(a retransmission from K1 + 1 TTIs after)")
     link_adaptation: Literal[LINK_ADAPTATION_MODES] = Field(
         "cqi", description="MCS choice: cqi (reported SINR), ci (averaged C/I), bler (measured BLER), "
                            "hybrid, ideal (real SINR), olla (outer loop towards bler_target)")
-    la_interval: Integer = Field(10, ge=1, description="TTIs between ci/bler/hybrid decisions")
+    la_interval: _ranged(Integer, "la_interval") = Field(10, description="TTIs between ci/bler/hybrid decisions")
     la_bler_up: Number = Field(0.3, ge=0, le=1, description="measured BLER above which bler steps the MCS down")
     la_bler_down: Number = Field(0.1, ge=0, le=1, description="measured BLER below which bler steps the MCS up")
     la_hybrid_db: Number = Field(15.0, description="average C/I above which hybrid uses the C/I method, dB")
@@ -183,9 +219,10 @@ class CellConfig(BaseModel):
 
     # -- scheduling
     scheduler: str = Field("pf", description="rr, maxcir, pf, lambda, backlog, mcpfs, or package.module:Class")
-    pf_a: Number = Field(0.001, gt=0, le=1, description="PF averaging constant a of the EWMA (per TTI)")
-    pf_window: Integer = Field(0, ge=0, description="PF averaging window t_a, TTIs (0: the EWMA with pf_a)")
-    lam: Number = Field(1.0, description="fairness exponent of the generalized PF (lambda)")
+    pf_a: _ranged(Number, "pf_a") = Field(0.001, description="PF averaging constant a of the EWMA (per TTI)")
+    pf_window: _ranged(Integer, "pf_window") = Field(0,
+        description="PF averaging window t_a, TTIs (0: the EWMA with pf_a)")
+    lam: _ranged(Number, "lam") = Field(1.0, description="fairness exponent of the generalized PF (lambda)")
     backlog_channel_bps: Number = Field(9600.0, gt=0, description="rate of one code channel, bit/s")
     backlog_channels: Numbers = Field([1, 2, 4, 8, 16], description="code channels a user may be given")
     backlog_thresholds_db: Numbers = Field([-14.0, -11.0, -8.0, -5.0, -2.0],
@@ -202,8 +239,8 @@ class CellConfig(BaseModel):
     traffic: Names = Field("full", description="per user: full, cbr, onoff, poisson, trace")
     traffic_rate_bps: Numbers = Field(1e6, description="source rate of cbr/onoff/poisson traffic, bit/s")
     packet_bytes: Numbers = Field(1500, description="packet size, bytes")
-    buffer_packets: Optional[Integer] = Field(500, ge=0, description="per-user base-station buffer, packets "
-                                                                     "(0 or None: unbounded)")
+    buffer_packets: Optional[_ranged(Integer, "buffer_packets")] = Field(500,
+        description="per-user base-station buffer, packets (0 or None: unbounded)")
     on_s: Number = Field(1.0, ge=0, description="on period of onoff traffic, s (mean if exponential)")
     off_s: Number = Field(5.0, ge=0, description="off period of onoff traffic, s (mean if exponential)")
     onoff_exponential: bool = Field(False, description="exponential on/off periods instead of fixed ones")
@@ -211,9 +248,9 @@ class CellConfig(BaseModel):
         None, description="arrivals of traffic: trace, a Mahimahi or Parquet trace file")
 
     # -- engine
-    chunk_elements: Integer = Field(4_000_000, ge=1, description="SINR values generated per chunk (memory "
-                                                                 "bound; the result does not depend on it)")
-    harq_ring: Integer = Field(4096, ge=1, description="HARQ blocks queued per user at most")
+    chunk_elements: _ranged(Integer, "chunk_elements") = Field(4_000_000,
+        description="SINR values generated per chunk (memory bound; the result does not depend on it)")
+    harq_ring: _ranged(Integer, "harq_ring") = Field(4096, description="HARQ blocks queued per user at most")
     mac_log: bool = Field(True, description="keep the per-TTI MAC log (False: only the capacity trace)")
 
 

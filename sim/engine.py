@@ -114,6 +114,7 @@ def resolve_config(preset=None, overrides=None) -> dict:
             value = _numeric(value)
             if value is not None or key in ("bandwidth_hz", "channel_trace", "traffic_trace"):
                 cfg[key] = value
+    validate_config(cfg)      # before anything (a scheduler, a channel) is built from the values
     return cfg
 
 
@@ -220,21 +221,13 @@ def check_config(cfg: dict) -> tuple[int, int]:
     """Check a full parameter set (:func:`resolve_config`, possibly changed since) against
     :class:`airlink.sim.config.CellConfig` and the declared ranges and budgets of
     :mod:`airlink.traces.bounds`; returns ``(n_users, n_subchannels)``."""
-    checked = validate_config(cfg)
-    for bound in _BOUNDED:
-        if cfg.get(bound.name) is not None:
-            bound.check(cfg[bound.name])
+    checked = validate_config(cfg)       # the declared ranges too (sim.config.RANGES)
     if cfg.get("seed") is not None:
         B.SEED.check(cfg["seed"])
     n_u, n_c = int(checked.n_users), int(checked.n_subchannels)
     B.check_budget(n_u * n_c, B.MAX_USER_SUBCHANNELS, f"{n_u} users x {n_c} subchannels make",
                    "SINR values per TTI")
     return n_u, n_c
-
-
-#: parameters with a declared range (:mod:`airlink.traces.bounds`), checked by :func:`check_config`
-_BOUNDED = (B.USERS, B.SUBCHANNELS, B.BUFFER_PACKETS, B.CSI_DELAY_TTI, B.PF_WINDOW, B.LAMBDA, B.HARQ_MAX_TX,
-            B.HARQ_RING, B.CHUNK_ELEMENTS, B.LA_INTERVAL, B.N_OSCILLATORS, B.PF_A)
 
 
 def _run_size(cfg: dict):

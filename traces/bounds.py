@@ -178,8 +178,8 @@ CELL_UES = Bound("users", 1, 64, integer=True)
 SUBCHANNELS = Bound("n_subchannels", 1, 10_000, integer=True)
 """Subchannels (resource blocks) of a simulated cell."""
 
-BUFFER_PACKETS = Bound("buffer_packets", 1, 10**7, integer=True)
-"""Per-user base-station buffer in packets."""
+BUFFER_PACKETS = Bound("buffer_packets", 0, 10**7, integer=True)
+"""Per-user base-station buffer in packets (0: unbounded)."""
 
 CSI_DELAY_TTI = Bound("csi_delay_tti", 0, 10_000, integer=True)
 """Channel-report feedback delay in TTIs."""
@@ -208,8 +208,17 @@ TRACE_DURATION = Bound("duration", 0, 7 * 86400, lo_open=True, unit="s")
 FILL_LIMIT = Bound("fill_limit", 0, 7 * 86400, unit="s")
 """Longest gap of a rate log that ``trace from-log`` fills by holding or interpolating."""
 
+DEFAULT_FILL_LIMIT = "10s"
+"""The longest gap ``from_log`` fills by default (``airlink trace from-log --fill-limit``):
+G-NetTrack logs every 1-3 s, so a longer gap is the logger stopped, not a slow sample."""
+
 SESSION_GAP = Bound("session_gap", Fraction(1, 10**6), 7 * 86400, unit="s")
 """A silence of a rate log longer than this ends a session (``--split-sessions``)."""
+
+DEFAULT_SESSION_GAP = "60s"
+"""The silence that ends a session of a measured log (``split_sessions``, ``airlink trace
+from-log --split-sessions``): longer than any logger's sampling gap, shorter than a pause
+between two drives."""
 
 PORT = Bound("port", 1, 65535, integer=True)
 """A TCP/UDP port."""
@@ -232,8 +241,16 @@ RATE_BPS = Bound("rate", 0, 10**13, unit="bit/s")
 RESOLUTION = Bound("resolution", Fraction(1, 10**6), 86400, unit="s")
 """Step of an analysis time grid: 1 us to one day (the grid's size is budgeted as well)."""
 
+TCP_RESOLUTION = "1s"
+"""Default step of the TCP time series (``airlink collect --resolution``, the experiment's
+``collect.resolution``): Mattar et al.'s 1 s samples."""
+
 WINDOW = Bound("window", Fraction(1, 10**6), 86400, unit="s")
 """A window of a windowed statistic (rate percentiles, fairness, backlog curve, plot bins)."""
+
+CELL_WINDOW = "1s"
+"""Default window of a measured cell's statistics (``analyze_cell``, ``airlink infer cell``):
+active users, Jain's index and utilisation per second."""
 
 MAX_LAG = Bound("max_lag", 0, 86400, unit="s")
 """Largest |lag| of a lag scan."""
@@ -246,6 +263,38 @@ SURROGATES = Bound("surrogates", 0, 100_000, integer=True)
 
 BOOTSTRAP = Bound("bootstrap", 0, 100_000, integer=True)
 """Block-bootstrap resamples of an interval (0: none)."""
+
+# Defaults of the analyses above, each declared once: the library function's signature
+# (airlink.inference.rank_factors, backlog_dependence, airlink.traces.compare), its
+# command-line option and the experiment spec's field read them from here.
+
+NMI_MAX_LAG = "60s"
+"""Largest |lag| of a factor ranking (``rank_factors``, ``airlink infer nmi``): a minute of
+1 s samples, Mattar et al.'s scale for RF/MAC factors of TCP; clipped to the series' length."""
+
+BACKLOG_MAX_LAG = "2s"
+"""Largest |lag| of ``backlog_dependence`` (``airlink infer backlog``): the assigned rate
+follows a burst within a second (Mattar et al.); a scan past the on-off period of their
+sources (1 s on, 5 s off) would match one burst with the next."""
+
+BACKLOG_WINDOW = "1s"
+"""Window of the assigned-rate vs sending-rate curve (Mattar et al.'s 1 s samples)."""
+
+NMI_BINS = 16
+"""Bins per series of an NMI estimate."""
+
+NMI_SURROGATES = 100
+"""Circular-shift surrogates behind a p-value (the smallest p-value is then 1/101)."""
+
+NMI_BOOTSTRAP = 100
+"""Block-bootstrap resamples behind an interval."""
+
+NMI_ALPHA = 0.05
+"""Significance level of a factor's p-value."""
+
+COMPARE_MAX_LAG = "3s"
+"""Largest offset searched when two trace columns are compared (``compare``,
+``airlink trace from-log --compare``)."""
 
 MAX_PACKETS = Bound("max_packets", 1, 10**10, integer=True)
 """Packets analysed at a time by airlink collect."""

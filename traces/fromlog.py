@@ -35,6 +35,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
+from .bounds import COMPARE_MAX_LAG, DEFAULT_FILL_LIMIT as _FILL_LIMIT_TEXT, DEFAULT_SESSION_GAP as _SESSION_GAP_TEXT
 from .errors import AirlinkError, SchemaError
 from .trace import Trace
 from .units import parse_duration, parse_tti, snap_fraction
@@ -186,10 +187,10 @@ def _tti_from_rows(t: np.ndarray, source: str) -> Fraction:
 
 #: how the silence of a gap is filled (:func:`from_log`)
 GAP_RULES = ("hold", "zero", "interpolate", "error")
-#: the default longest gap ``hold``/``interpolate`` fill; G-NetTrack logs every 1-3 s
-DEFAULT_FILL_LIMIT = Fraction(10)
-#: the default silence that ends a session (:func:`split_sessions`)
-DEFAULT_SESSION_GAP = Fraction(60)
+#: the default longest gap ``hold``/``interpolate`` fill, in seconds (declared in traces.bounds)
+DEFAULT_FILL_LIMIT = parse_duration(_FILL_LIMIT_TEXT)
+#: the default silence that ends a session (:func:`split_sessions`), in seconds
+DEFAULT_SESSION_GAP = parse_duration(_SESSION_GAP_TEXT)
 #: a step up to this many row spacings is clock jitter, not a gap
 JITTER_STEPS = 1.5
 
@@ -559,7 +560,7 @@ def _corr(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
-def compare(a: Trace, b: Trace, *, max_lag="3s") -> Comparison:
+def compare(a: Trace, b: Trace, *, max_lag=COMPARE_MAX_LAG) -> Comparison:
     """Mean ratio and best-correlation offset of two one-user traces on the same TTI.
 
     Both are aligned by their ``meta["start_ns"]`` onto the common span; lag ``L`` TTIs

@@ -73,7 +73,11 @@ def load_yaml_text(text: str, where: str, error=AirlinkError):
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         if mark is not None:
-            place, why = f"line {mark.line + 1}: ", getattr(exc, "problem", None)
+            # YAML marks a text that ends too early after its last line: name the last line
+            # instead, and no line of a one-line text (a --set value)
+            lines = text.rstrip("\n").count("\n") + 1
+            place = "" if "\n" not in text.strip() else f"line {min(mark.line + 1, lines)}: "
+            why = getattr(exc, "problem", None)
         elif isinstance(exc, yaml.reader.ReaderError):
             place, why = f"character {exc.position + 1}: ", exc.reason
         else:

@@ -45,7 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:  # every listed command exists: a missing module is an error, not a gap
         importlib.import_module(f"airlink.cli.{name}").register(sub)
+    parser.commands = sub.choices          # name -> the subcommand's parser
     return parser
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand (``airlink NAME``), built alone."""
+    if name not in COMMANDS:
+        raise ValueError(f"no airlink command {name!r}")
+    sub = argparse.ArgumentParser(prog="airlink").add_subparsers()
+    importlib.import_module(f"airlink.cli.{name}").register(sub)
+    return sub.choices[name]
 
 
 def error(message: str, status: int = 2) -> int:
@@ -92,11 +102,11 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Shells take a command line after their own options, with or without `--`
     # (as Mahimahi's shells do): split it off before argparse sees it.
+    parser = build_parser()
     command = None
     if argv and argv[0] in SHELLS:
         from airlink.cli._shellargs import split_command
-        argv, command = split_command(argv)
-    parser = build_parser()
+        argv, command = split_command(argv, parser.commands[argv[0]])
     from airlink.cli._common import OptionError
     try:
         args = parser.parse_args(argv)

@@ -139,6 +139,23 @@ def parse_sets(items) -> dict:
     return out
 
 
+def parameter_sets(items, *, also=()) -> dict:
+    """``--set NAME=VALUE`` of simulator parameters (``airlink simulate``, ``cell``): as
+    :func:`parse_sets`, each name and value checked against
+    :class:`airlink.sim.config.CellConfig` on its own, so a bad one is one line naming the
+    item (``--set 'pf_a=abc': pf_a: expected a number, got 'abc'``). ``also``: names the
+    command takes beside the parameters (``seed``)."""
+    from airlink.sim.config import DEFAULTS, parameter_name, validate_config
+    out = {}
+    for item in items:
+        (name, value), = parse_sets([item]).items()
+        where = f"--set {item[:60]!r}"
+        if name not in also:
+            validate_config({**DEFAULTS, parameter_name(name, where): value}, where)
+        out[name] = value
+    return out
+
+
 @contextlib.contextmanager
 def output_folder_option(option: str = "-o", *, overwrite: bool = True):
     """Around a command's use of its output folder: a refused folder

@@ -80,7 +80,7 @@ def register(sub):
 
 
 def run(args) -> int:
-    from airlink.cli._common import parse_sets
+    from airlink.cli._common import parameter_sets
     from airlink.replay.cell import CellShell
     from airlink.sim.engine import read_config_files
     from airlink.traces.errors import AirlinkError
@@ -90,7 +90,7 @@ def run(args) -> int:
             if value is not None:
                 raise AirlinkError(f"{flag} needs --from-log")
     preset, overrides = read_config_files(args.config, args.preset)
-    overrides.update(parse_sets(args.sets))
+    overrides.update(parameter_sets(args.sets))
     shell = CellShell(preset=preset, scheduler=args.scheduler, users=args.users, seed=args.seed,
                       tti=args.tti, duration=args.duration, overrides=overrides, queue=args.queue,
                       queue_args=None if args.queue == "infinite" else args.queue_args,

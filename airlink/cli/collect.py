@@ -45,7 +45,7 @@ def register(sub):
                                     "icellspeed, nrscope, xcal, transfers, throughput-trace, linklog, "
                                     "mac-parquet, callrecords, csv)")
     bounded(p, "--resolution", bound=B.RESOLUTION, parse=with_unit(parse_duration, "100ms or 1s"), keep_text=True,
-            default="1s", help="time-series step for TCP analysis (default 1s)")
+            default=B.TCP_RESOLUTION, help=f"time-series step for TCP analysis (default {B.TCP_RESOLUTION})")
     p.add_argument("--mapping", type=Path, help="YAML column mapping for the generic CSV reader")
     p.add_argument("--salvage", action="store_true",
                    help="keep the packets before a damaged place in a capture instead of failing")

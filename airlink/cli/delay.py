@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink.cli._common import add_parser, bounded
+from airlink.cli._shellargs import replaced_by
 from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError
 
@@ -18,7 +19,8 @@ def register(sub):
         "sudo airlink delay 20 -- ping -c 5 $AIRLINK_BASE\n"
         "sudo airlink delay 10 airlink link down.trace -- sh -c 'iperf3 -c $AIRLINK_BASE -R'\n"
         "sudo airlink delay --trace delays.csv -- curl http://$AIRLINK_BASE:8000/")
-    bounded(p, "ms", nargs="?", metavar="MS", bound=B.DELAY_MS, help="one-way delay in milliseconds")
+    replaced_by(bounded(p, "ms", nargs="?", metavar="MS", bound=B.DELAY_MS, help="one-way delay in milliseconds"),
+                "--trace")
     p.add_argument("--trace", type=Path, metavar="DELAYS.csv", help="delay series (time_ms,delay_ms)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary at exit")
     p.set_defaults(func=run, cmd=[])

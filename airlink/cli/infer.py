@@ -45,16 +45,18 @@ def register(sub):
     n.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
     n.add_argument("--target", required=True, help="column being explained (X)")
     n.add_argument("--factor", action="append", required=True, help="candidate factor column (Y); repeat")
-    bounded(n, "--max-lag", bound=B.MAX_LAG, parse=DURATION, keep_text=True, default="60s",
-            help="largest |lag|, a duration (default 60s)")
-    bounded(n, "--bins", bound=B.BINS, default=16, help="bins per series (default 16)")
+    bounded(n, "--max-lag", bound=B.MAX_LAG, parse=DURATION, keep_text=True, default=B.NMI_MAX_LAG,
+            help=f"largest |lag|, a duration (default {B.NMI_MAX_LAG})")
+    bounded(n, "--bins", bound=B.BINS, default=B.NMI_BINS, help=f"bins per series (default {B.NMI_BINS})")
     n.add_argument("--binning", choices=["uniform", "quantile", "levels"], default="uniform",
                    help="uniform: equal-width over the observed range (default); integer series with "
                         "at most --bins levels keep their levels")
     n.add_argument("--normalization", default="x",
                    help="x (the paper's, by H(target)), y, arithmetic, geometric, min, max, joint, none")
-    bounded(n, "--surrogates", bound=B.SURROGATES, default=100, help="surrogates for the p-value (0: off; default 100)")
-    bounded(n, "--bootstrap", bound=B.BOOTSTRAP, default=100, help="bootstrap resamples for the interval (default 100)")
+    bounded(n, "--surrogates", bound=B.SURROGATES, default=B.NMI_SURROGATES,
+            help=f"surrogates for the p-value (0: off; default {B.NMI_SURROGATES})")
+    bounded(n, "--bootstrap", bound=B.BOOTSTRAP, default=B.NMI_BOOTSTRAP,
+            help=f"bootstrap resamples for the interval (default {B.NMI_BOOTSTRAP})")
     n.add_argument("--user", help="analyse one user of a per-user frame (default: all users pooled)")
     bounded(n, "--seed", bound=B.SEED, default=0, help="seed of the surrogates and resamples (default 0)")
     n.add_argument("--json", action="store_true", help="print a JSON list, one object per factor")
@@ -84,10 +86,13 @@ def register(sub):
     b.add_argument("--backlog", default="backlog_bytes")
     b.add_argument("--channel", help="channel quality column (default sinr_reported_db, sinr_db, snr_db, cqi, ...)")
     b.add_argument("--sending", help="sending-rate column (sending_rate_bps, or arrivals_bytes per sample)")
-    bounded(b, "--window", bound=B.WINDOW, parse=DURATION, keep_text=True, default="1s", help="window for the rate curve (default 1s)")
-    bounded(b, "--max-lag", bound=B.MAX_LAG, parse=DURATION, keep_text=True, default="2s", help="largest |lag| (default 2s)")
-    bounded(b, "--bins", bound=B.BINS, default=16, help="bins per series (default 16)")
-    bounded(b, "--surrogates", bound=B.SURROGATES, default=100, help="surrogates for the p-values (default 100)")
+    bounded(b, "--window", bound=B.WINDOW, parse=DURATION, keep_text=True, default=B.BACKLOG_WINDOW,
+            help=f"window for the rate curve (default {B.BACKLOG_WINDOW})")
+    bounded(b, "--max-lag", bound=B.MAX_LAG, parse=DURATION, keep_text=True, default=B.BACKLOG_MAX_LAG,
+            help=f"largest |lag| (default {B.BACKLOG_MAX_LAG})")
+    bounded(b, "--bins", bound=B.BINS, default=B.NMI_BINS, help=f"bins per series (default {B.NMI_BINS})")
+    bounded(b, "--surrogates", bound=B.SURROGATES, default=B.NMI_SURROGATES,
+            help=f"surrogates for the p-values (default {B.NMI_SURROGATES})")
     b.add_argument("--json", action="store_true")
     _grid_options(b)
     b.set_defaults(func=cmd_backlog)

@@ -29,8 +29,8 @@ def register(isub):
     c.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, mac-parquet")
     c.add_argument("--direction", choices=["dl", "ul", "downlink", "uplink"], default="dl",
                    help="DCIs to analyse: dl (default) or ul")
-    bounded(c, "--window", bound=B.WINDOW, parse=with_unit(parse_duration, "1s or 500ms"), default="1s",
-            help="window for active users, Jain's index and utilisation (1s)")
+    bounded(c, "--window", bound=B.WINDOW, parse=with_unit(parse_duration, "1s or 500ms"), default=B.CELL_WINDOW,
+            help=f"window for active users, Jain's index and utilisation ({B.CELL_WINDOW})")
     bounded(c, "--cell-prbs", bound=B.CELL_PRBS, help="PRBs of the carrier (default: the highest PRB allocated)")
     bounded(c, "--top", bound=B.TOP, default=10, help="users listed, busiest first (10)")
     c.add_argument("--json", action="store_true", help="print one JSON object")

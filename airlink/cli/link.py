@@ -6,6 +6,8 @@ from pathlib import Path
 from airlink.cli._common import add_parser, bounded
 from airlink.traces import bounds as B
 
+#: the disciplines of airlink.replay.queues.QUEUES, named here so that building the parser
+#: imports no numpy (tests/replay/test_shell_split.py checks they agree)
 QUEUES = ["infinite", "droptail", "drophead", "codel", "pie", "l4s"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink.cli._common import add_parser, bounded
+from airlink.cli._shellargs import replaced_by
 from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError
 
@@ -18,7 +19,8 @@ def register(sub):
         "sudo airlink loss downlink 0.01 -- curl -o /dev/null http://$AIRLINK_BASE:8000/big\n"
         "sudo airlink loss uplink --gilbert 0.01,0.3 -- iperf3 -c $AIRLINK_BASE")
     p.add_argument("direction", choices=["uplink", "downlink"])
-    bounded(p, "rate", nargs="?", metavar="RATE", bound=B.PROBABILITY, help="loss probability")
+    replaced_by(bounded(p, "rate", nargs="?", metavar="RATE", bound=B.PROBABILITY, help="loss probability"),
+                "--gilbert")
     p.add_argument("--gilbert", metavar="P_GB,P_BG[,LOSS_G,LOSS_B]", help="bursty loss instead of RATE")
     bounded(p, "--seed", bound=B.SEED, help="seed of the loss coin (default: random)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary at exit")

@@ -51,19 +51,25 @@ def register(sub):
     p.set_defaults(func=run)
 
 
+def _say(text: str) -> None:
+    """The recorder's and the server's progress lines, on stderr."""
+    import sys
+    print(f"airlink record: {text}", file=sys.stderr, flush=True)
+
+
 def run(args) -> int:
     from airlink.replay import record as rec
     if args.serve:
         if args.host or args.output:
             raise AirlinkError("--serve takes no HOST or --output (it answers a recorder)")
-        rec.RecordServer(args.bind, args.port, log=rec._stderr).serve_forever()
+        rec.RecordServer(args.bind, args.port, log=_say).serve_forever()
         return 0
     if not args.host or not args.output:
         raise AirlinkError("give the record server's HOST and -o DIR (or --serve to be the server)")
     summary = rec.record(args.host, args.output, port=args.port, seconds=args.seconds,
                          train_packets=args.train_packets, train_gap_ms=args.train_gap,
                          offset_probes=args.offset_probes, peer_timeout_s=args.peer_timeout,
-                         progress=rec._stderr)
+                         progress=_say)
     if args.json:
         print_json(summary)
     else:

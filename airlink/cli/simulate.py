@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_overwrite, add_parser, bounded, output_folder_option, parse_sets, print_json, with_unit
+from airlink.cli._common import (add_overwrite, add_parser, bounded, output_folder_option, parameter_sets, print_json,
+                                with_unit)
 from airlink.traces import bounds as B
 from airlink.traces import parse_duration
 
@@ -76,7 +77,7 @@ def cmd_simulate(args) -> int:
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
-    overrides.update(parse_sets(args.sets))
+    overrides.update(parameter_sets(args.sets, also=("seed",)))
     if args.no_mac_log:
         overrides["mac_log"] = False
     if args.duration is not None:          # else a --config/--set duration, else the preset's

@@ -77,7 +77,7 @@ def register(sub):
                    "column, unit and rule in its metadata; .parquet keeps any TTI, other names are "
                    "written as Mahimahi text. TTIs over 10 ms are split when replayed. A rate column's gaps (a "
                    "step longer than 1.5 row spacings, e.g. G-NetTrack's 2-3 s steps) are filled by --gaps "
-                   "(default hold, up to --fill-limit 10s; zero beyond) and the TTIs each rule filled are "
+                   f"(default hold, up to --fill-limit {B.DEFAULT_FILL_LIMIT}; zero beyond) and the TTIs each rule filled are "
                    "printed and kept in the metadata. --start/--duration take a part of the log; "
                    "--split-sessions writes one trace per session (NAME-s1, NAME-s2, ...), a silence "
                    "over 60 s (or the given gap) ending a session.",
@@ -112,21 +112,21 @@ def register(sub):
     f.add_argument("--gaps", default="hold", metavar="hold|zero|interpolate|error",
                    help="fill of a rate column's gaps after the row's own spacing: hold the rate, zero, "
                         "interpolate to the next row, or error (default hold)")
-    bounded(f, "--fill-limit", bound=B.FILL_LIMIT, parse=DURATION, default="10s", metavar="DURATION",
-                   help="longest step hold/interpolate fill; the silence of a longer one is zero capacity "
-                        "(default 10s)")
+    bounded(f, "--fill-limit", bound=B.FILL_LIMIT, parse=DURATION, default=B.DEFAULT_FILL_LIMIT, metavar="DURATION",
+            help="longest step hold/interpolate fill; the silence of a longer one is zero capacity "
+                 f"(default {B.DEFAULT_FILL_LIMIT})")
     f.add_argument("--start", metavar="WHEN",
                    help="start of the trace: a duration from the log's first row (90s) or a date "
                         "(2019-12-16T11:55:00, UTC unless it names a zone)")
     bounded(f, "--duration", bound=B.TRACE_DURATION, parse=DURATION, metavar="DURATION",
                    help="length of the trace (default: to the end of the log)")
     bounded(f, "--split-sessions", bound=B.SESSION_GAP, parse=DURATION, nargs="?", metavar="GAP",
-            const="60s",   # traces.fromlog.DEFAULT_SESSION_GAP
-                   help="one trace per session, written as NAME-s1, NAME-s2, ...: a silence longer than GAP "
-                        "(default 60s) ends a session")
+            const=B.DEFAULT_SESSION_GAP,
+            help="one trace per session, written as NAME-s1, NAME-s2, ...: a silence longer than GAP "
+                 f"(default {B.DEFAULT_SESSION_GAP}) ends a session")
     f.add_argument("--compare", metavar="C", help="second column to compare with (mean ratio, offset)")
-    bounded(f, "--max-lag", bound=B.MAX_LAG, parse=DURATION, default="3s",
-            help="largest offset searched by --compare (3s)")
+    bounded(f, "--max-lag", bound=B.MAX_LAG, parse=DURATION, default=B.COMPARE_MAX_LAG,
+            help=f"largest offset searched by --compare ({B.COMPARE_MAX_LAG})")
     bounded(f, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
             help=OPP_HELP)
     f.add_argument("--json", action="store_true", help="print one JSON object")

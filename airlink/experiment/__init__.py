@@ -55,7 +55,8 @@ A non-empty output folder is refused unless ``overwrite=True``.
 
 Modules, by responsibility: :mod:`~airlink.experiment.spec` (the file: declared sections,
 defaults, checks), :mod:`~airlink.experiment.stages` (the runner and the radio, collect and
-report stages), :mod:`~airlink.experiment.live` (the live stage: shells, tcpdump, server,
+report stages), :mod:`~airlink.experiment.context` (the :class:`RunContext` every stage is
+given: experiment, run folder, progress, ``run.json``'s notes and what earlier stages left), :mod:`~airlink.experiment.live` (the live stage: shells, tcpdump, server,
 supervision, the cell's command line), :mod:`~airlink.experiment.cellrun` (a cell run's
 per-UE numbers, fairness and jitter), :mod:`~airlink.experiment.infer` (NMI factor rankings through
 :func:`airlink.inference.rank_factors`), :mod:`~airlink.experiment.inside` (what runs inside
@@ -66,7 +67,7 @@ from __future__ import annotations
 from airlink.experiment.inside import run_inside
 from airlink.experiment.live import live_unavailable_reason
 from airlink.experiment.spec import Experiment, check_experiment, load_experiment
-from airlink.experiment.stages import RunResult, Runner, _replayable, versions
+from airlink.experiment.stages import RunResult, Runner, versions
 
 
 def run_experiment(experiment, outdir, *, live: bool | None = None, progress: bool = True,

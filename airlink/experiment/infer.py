@@ -18,14 +18,16 @@ names a factor only when it is significant.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from airlink import rundir
+from airlink.experiment.context import RunContext
+from airlink.experiment.spec import EXPERIMENT_MAX_LAG, MAC_MAX_LAG, MAC_RESOLUTION, RESOLUTION
 from airlink.inference.frames import user_order
-from airlink.traces.parquetframe import read_parquet_frame
 from airlink.traces import AirlinkError, parse_duration
+from airlink.traces.parquetframe import read_parquet_frame
 
 TCP_SERIES = "series-tcp.parquet"
 MAC_FACTORS = ("backlog_bytes", "sinr_db", "harq_retransmissions")
@@ -64,30 +66,34 @@ def _finite(v):
 
 
 class InferStage:
-    """The infer stage of :class:`~airlink.experiment.stages.Runner`."""
+    """The infer stage (stage 4) of a run: ``InferStage(ctx).run(i)`` -> ``(status, note)``.
+    Reads from ``ctx`` (:class:`~airlink.experiment.context.RunContext`) the experiment, the
+    run folder's frames and the radio stage's ``user``; writes ``nmi.json`` (and a cell's
+    fairness and jitter) through ``ctx.folder``."""
 
-    _tcp_flow = None      # (flow, direction, flows in the capture) of the tcp analysis
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self._tcp_flow = None      # (flow, direction, flows in the capture) of the tcp analysis
 
-    # -- stage 4: infer ------------------------------------------------------------------
-    def stage_infer(self, i):
-        cfg = self.exp.model.infer
+    def run(self, i):
+        cfg = self.ctx.exp.model.infer
         if not cfg.enabled:
-            self.progress.stage(i, "infer", "turned off")
+            self.ctx.progress.stage(i, "infer", "turned off")
             return "skipped", "turned off"
         analyses = [a.model_dump() for a in cfg.nmi] if cfg.nmi else self._default_analyses()
         from airlink.experiment.cellrun import cell_mac_path, write_cell_reports
         cell_note = None
-        if cell_mac_path(self.out) is not None:
+        if cell_mac_path(self.ctx.out) is not None:
             try:
-                cell_note = write_cell_reports(self.folder, self.out)
+                cell_note = write_cell_reports(self.ctx.folder, self.ctx.out)
             except AirlinkError as exc:
-                self._note(f"inference: fairness and jitter of the cell: {exc}")
+                self.ctx.note(f"inference: fairness and jitter of the cell: {exc}")
         if not analyses and cell_note:
             return "done", cell_note
         if not analyses:
-            self.progress.stage(i, "infer", "no series to analyse")
+            self.ctx.progress.stage(i, "infer", "no series to analyse")
             return "skipped", "no mac.parquet or tcp.parquet to analyse"
-        self.progress.stage(i, "infer", f"{len(analyses)} NMI factor ranking(s), {cfg.surrogates} surrogates each")
+        self.ctx.progress.stage(i, "infer", f"{len(analyses)} NMI factor ranking(s), {cfg.surrogates} surrogates each")
         done, notes, skipped = [], [], []
         for a in analyses:
             if a["source"] == "mac" and self._mac_log() is None:
@@ -101,12 +107,12 @@ class InferStage:
             except AirlinkError as exc:
                 notes.append(f"{a['source']}/{a['target']}: {exc}")
         for n in skipped:
-            self._note(f"inference: {n}")
+            self.ctx.note(f"inference: {n}")
         if not done and not notes:
             return "skipped", "; ".join(skipped)
-        self.folder.write_json("nmi.json", {"analyses": done}, stage="infer")
+        self.ctx.folder.write_json("nmi.json", {"analyses": done}, stage="infer")
         for n in notes:
-            self._note(f"inference: {n}")
+            self.ctx.note(f"inference: {n}")
         found = []
         for a in done:
             sig = [f["factor"] for f in a["factors"] if f["significant"]]
@@ -114,9 +120,9 @@ class InferStage:
         note = ", ".join(found) or "; ".join(notes)
         return ("done" if done else "failed"), (f"{note}; {cell_note}" if cell_note else note)
 
-    def _mac_log(self) -> "Path | None":
+    def _mac_log(self) -> Path | None:
         """The run's MAC log: the simulator's (radio stage) or the live cell's."""
-        found = rundir.find(self.out, "mac")
+        found = rundir.find(self.ctx.out, "mac")
         return found[0] if found else None
 
     def _default_analyses(self) -> list:
@@ -129,25 +135,26 @@ class InferStage:
             if "assigned_rate_bps" in cols and factors:
                 # the replayed user of a simulated cell; every UE of a live cell
                 users = [None]
-                if self.exp.model.cell is not None:
+                if self.ctx.exp.model.cell is not None:
                     users = sorted(pq.read_table(mac, columns=["user"]).column("user").unique().to_pylist(),
                                    key=user_order)
                 for u in users:
                     out.append({"source": "mac", "target": "assigned_rate_bps", "factors": factors,
-                                "resolution": "100ms", "max_lag": "2s", **({"user": str(u)} if u is not None else {})})
-        if rundir.find(self.out, "tcp"):
-            res = self.exp.model.collect.resolution
+                                "resolution": MAC_RESOLUTION, "max_lag": MAC_MAX_LAG,
+                                **({"user": str(u)} if u is not None else {})})
+        if rundir.find(self.ctx.out, "tcp"):
+            res = self.ctx.exp.model.collect.resolution
             for target, factors in TCP_FACTORS.items():
                 out.append({"source": "tcp", "target": target, "factors": list(factors),
-                            "resolution": res, "max_lag": "5s"})
+                            "resolution": res, "max_lag": EXPERIMENT_MAX_LAG})
         return out
 
     def _analyse(self, a: dict, cfg) -> dict:
-        res = a.get("resolution") or "1s"
+        res = a.get("resolution") or RESOLUTION
         res_s = float(parse_duration(str(res)))
         target = a["target"]
         if a["source"] == "mac":
-            path, user = self._mac_log(), (a.get("user") or self.user)
+            path, user = self._mac_log(), (a.get("user") or self.ctx.user)
             if path is None:
                 raise AirlinkError("no MAC log (the radio stage simulates mac.parquet, a cell writes "
                                    "cell-mac.parquet)")
@@ -161,8 +168,8 @@ class InferStage:
         skipped = [f for f in a["factors"] if f not in cols]
         if not factors:
             raise AirlinkError(f"{path.name}: none of the factors {', '.join(a['factors'])} is a column")
-        rel = [path.relative_to(self.out)]
-        max_lag = a.get("max_lag") or "5s"
+        rel = [path.relative_to(self.ctx.out)]
+        max_lag = a["max_lag"]
         if not isinstance(max_lag, str):       # a bare number in an experiment file is seconds
             max_lag = f"{max_lag}s"
         opts = dict(target=target, factors=factors, resolution=res, max_lag=max_lag,
@@ -183,7 +190,7 @@ class InferStage:
         note = f"not columns of {path.name}: {', '.join(skipped)}" if skipped else ""
         if a["source"] == "tcp" and "capacity_bps" in skipped:
             note += (" (the busiest flow's UE is not known, so the cell's MAC log is not joined)"
-                     if self.exp.model.cell is not None else
+                     if self.ctx.exp.model.cell is not None else
                      " (no link log: the capture and the trace share no clock, so capacity is left out)")
         samples = int(table["n_pairs"].max()) if len(table) else 0
         if a["source"] == "tcp":
@@ -197,10 +204,10 @@ class InferStage:
                 "samples": int(table["n_pairs"].max()) if len(table) else 0, "factors": entries,
                 "note": note, "command": nmi_command(rel, **opts)}
 
-    def _tcp_series(self, resolution) -> "Path":
+    def _tcp_series(self, resolution) -> Path:
         """Write ``series-tcp.parquet`` (module notes) and return its path."""
         from airlink.collectors.align import to_grid
-        tcp_paths = rundir.find(self.out, "tcp")
+        tcp_paths = rundir.find(self.ctx.out, "tcp")
         if not tcp_paths:
             raise AirlinkError("no tcp frame (the collect stage writes tcp.parquet)")
         from airlink.report import main_direction
@@ -214,7 +221,7 @@ class InferStage:
         frame = to_grid(rows.select_dtypes(exclude="object"), resolution=resolution,
                         source=tcp_paths[0].name)
         sources = [tcp_paths[0].name]
-        link, lk = self.out / "link-downlink.parquet", None
+        link, lk = self.ctx.out / "link-downlink.parquet", None
         if link.exists():
             lk = read_parquet_frame(link)
         else:
@@ -227,7 +234,7 @@ class InferStage:
                                source=link.name)
                 frame = frame.merge(grid, on="time", how="left")
                 sources.append(link.name)
-        return self.folder.write_frame(TCP_SERIES, frame, kind="series", stage="infer",
+        return self.ctx.folder.write_frame(TCP_SERIES, frame, kind="series", stage="infer",
                                        provenance={"sources": sources, "flow": int(flow), "direction": str(direction),
                                                    "resolution": str(resolution), "grid": "collectors.align.to_grid"})
 
@@ -237,8 +244,8 @@ class InferStage:
         an end of the flow (``flows.parquet`` of the same capture; ``run.json``). The MAC log
         and the capture share the real clock, so they join by timestamp like a link log."""
         from airlink.experiment.cellrun import cell_mac_path
-        mac = cell_mac_path(self.out)
-        flows_paths = rundir.find(self.out, "flows")
+        mac = cell_mac_path(self.ctx.out)
+        flows_paths = rundir.find(self.ctx.out, "flows")
         if mac is None or not flows_paths:
             return None, None
         flows = read_parquet_frame(flows_paths[0])
@@ -247,7 +254,7 @@ class InferStage:
             return None, None
         f = row.iloc[0]
         ends = {f"{f['src']}:{f['sport']}", f"{f['dst']}:{f['dport']}"}
-        ue = next((a["ue"] for a in self.info.get("applications", []) if a.get("local") in ends), None)
+        ue = next((a["ue"] for a in self.ctx.info.get("applications", []) if a.get("local") in ends), None)
         if ue is None:
             return None, None
         rows = read_parquet_frame(mac, filters=[("user", "==", str(ue))])

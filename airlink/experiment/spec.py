@@ -125,9 +125,20 @@ class DelayShell(_Model):
 
 
 class LossShell(_Model):
+    """Independent loss on each direction given (``airlink loss DIRECTION RATE``).
+    ``gilbert`` is refused with a pointer: ``airlink loss`` takes a rate or a Gilbert-Elliott
+    chain, and a direction given here always carries a rate."""
     downlink: B.PROBABILITY.annotated(float) | None = None
     uplink: B.PROBABILITY.annotated(float) | None = None
     gilbert: str | None = None
+
+    @model_validator(mode="after")
+    def _no_gilbert(self):
+        if self.gilbert is not None:
+            raise ValueError("gilbert: bursty loss is not available in an experiment file (a loss "
+                             "shell here takes downlink/uplink rates); run `airlink loss DIRECTION "
+                             "--gilbert P_GB,P_BG` as the command instead")
+        return self
 
 
 class LinkShell(_Model):
@@ -286,6 +297,7 @@ class Cell(_Model):
 
     @model_validator(mode="after")
     def _ues(self):
+        _check_parameters(self.overrides, "cell.set")
         seen: dict = {}
         for key in self.ues:
             try:
@@ -349,17 +361,36 @@ class Capture(_Model):
     snaplen: int = Field(128, ge=68, le=262144)
 
 
+#: the collect stage's TCP time-series step (``airlink collect``'s), and that of an NMI
+#: analysis that names none
+RESOLUTION = B.TCP_RESOLUTION
+
+#: Largest |lag| of an experiment's factor rankings: shorter than ``airlink infer nmi``'s
+#: minute (:data:`airlink.traces.bounds.NMI_MAX_LAG`) because a run lasts seconds to
+#: minutes - a scan as long as the run pairs almost no samples at its edges - and TCP's
+#: factors (capacity, RTT, packets in flight) act within a few round trips.
+EXPERIMENT_MAX_LAG = "5s"
+
+#: Largest |lag| of the default ranking of a MAC log at 100 ms: the scheduler's answer to a
+#: backlog, the same scan as ``airlink infer backlog`` (:data:`airlink.traces.bounds.BACKLOG_MAX_LAG`).
+MAC_MAX_LAG = B.BACKLOG_MAX_LAG
+
+#: the grid of the default ranking of a MAC log (a TTI log is summed into 100 ms steps)
+MAC_RESOLUTION = "100ms"
+
+
 class Collect(_Model):
-    resolution: _duration_in(B.RESOLUTION) = "1s"
+    resolution: _duration_in(B.RESOLUTION) = RESOLUTION
 
 
 class NmiAnalysis(_Model):
-    """One factor ranking: ``target`` against each of ``factors`` in the ``source`` frame."""
+    """One factor ranking: ``target`` against each of ``factors`` in the ``source`` frame.
+    ``resolution`` None: :data:`RESOLUTION`; ``bins``/``seed`` None: the infer section's."""
     source: Literal["mac", "tcp"] = "mac"
     target: str
     factors: list[str] = Field(min_length=1)
     resolution: _duration_in(B.RESOLUTION) | None = None
-    max_lag: _duration_in(B.MAX_LAG) = "5s"
+    max_lag: _duration_in(B.MAX_LAG) = EXPERIMENT_MAX_LAG
     bins: B.BINS.annotated(int) | None = None
     seed: B.SEED.annotated(int) | None = None
     user: Text | None = None
@@ -368,10 +399,10 @@ class NmiAnalysis(_Model):
 class Infer(_Model):
     """Options of every NMI ranking, with ``airlink infer nmi``'s defaults."""
     enabled: bool = True
-    surrogates: B.SURROGATES.annotated(int) = 100
-    bootstrap: B.BOOTSTRAP.annotated(int) = 100
-    bins: B.BINS.annotated(int) = 16
-    alpha: float = Field(0.05, gt=0, lt=1)
+    surrogates: B.SURROGATES.annotated(int) = B.NMI_SURROGATES
+    bootstrap: B.BOOTSTRAP.annotated(int) = B.NMI_BOOTSTRAP
+    bins: B.BINS.annotated(int) = B.NMI_BINS
+    alpha: float = Field(B.NMI_ALPHA, gt=0, lt=1)
     seed: B.SEED.annotated(int) = 0
     nmi: list[NmiAnalysis] | None = None
 
@@ -489,12 +520,15 @@ class Experiment:
         """Validate ``spec`` again (after a change to it) and refresh ``model``."""
         where = str(self.path.name if self.path else "experiment")
         self.model = validate_spec(self.spec, where=where)
-        if self.model.cell is not None:
-            try:
+        from airlink.experiment.live import check_experiment_shells
+        try:
+            if self.model.cell is not None:
                 cfg = self.model.cell.resolve(preset_path=self.cell_preset_path())
                 self.model.cell.per_ue(int(cfg["n_users"]))
-            except AirlinkError as exc:
-                raise AirlinkError(f"{where}: {exc}") from None
+            # the command lines the live stage will give the shells, read by their parsers
+            check_experiment_shells(self)
+        except AirlinkError as exc:
+            raise AirlinkError(f"{where}: {exc}") from None
         return self
 
 

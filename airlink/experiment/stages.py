@@ -1,41 +1,24 @@
-"""The runner: stages radio -> live -> collect -> infer -> report into one run folder."""
+"""The runner: stages radio -> live -> collect -> infer -> report into one run folder.
+
+Each stage is called with the run's :class:`~airlink.experiment.context.RunContext` and its
+number and returns ``(status, note)``: :func:`stage_radio`, :class:`LiveStage`,
+:func:`stage_collect`, :class:`InferStage`, :func:`stage_report`."""
 from __future__ import annotations
 
 import datetime as _dt
 import platform
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from airlink import rundir
+from airlink.experiment.context import Progress, RunContext
 from airlink.experiment.infer import InferStage
 from airlink.experiment.live import LiveStage
-from airlink.experiment.spec import STAGES, Experiment
+from airlink.experiment.spec import Experiment
 from airlink.traces import AirlinkError
-
-class Progress:
-    """One line per stage on stderr; a tqdm bar for the live stage's seconds when on a tty."""
-
-    def __init__(self, enabled: bool = True):
-        self.enabled = enabled
-        self.tty = enabled and sys.stderr.isatty()
-
-    def stage(self, i: int, name: str, what: str):
-        if self.enabled:
-            print(f"airlink run: [{i}/{len(STAGES)}] {name}: {what}", file=sys.stderr, flush=True)
-
-    def note(self, text: str):
-        if self.enabled:
-            print(f"airlink run: {text}", file=sys.stderr, flush=True)
-
-    def timer(self, total_s: float, desc: str):
-        if not self.tty:
-            return None
-        from tqdm import tqdm
-        return tqdm(total=round(total_s), desc=desc, unit="s", leave=False)
 
 
 def _simulate(radio, folder: "rundir.RunFolder", *, progress: bool):
@@ -125,7 +108,7 @@ def versions() -> dict:
     return out
 
 
-class Runner(LiveStage, InferStage):
+class Runner:
     """Runs the stages of one experiment into one output folder (see module docstring)."""
 
     def __init__(self, exp: Experiment, outdir, *, live: bool | None = None, progress: bool = True,
@@ -133,16 +116,13 @@ class Runner(LiveStage, InferStage):
         self.exp = exp
         self.out = Path(outdir)
         self.overwrite = overwrite
-        self.folder: rundir.RunFolder | None = None
         self.want_live = live
         self.progress = Progress(progress)
         self.want_report = report and exp.model.report
         self.info = {"name": exp.name, "experiment": str(exp.path) if exp.path else None,
                      "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                      "stages": [], "notes": [], "live": False, "applications": []}
-        self.trace_path: Path | None = None
-        self.user = None
-        self.captures: list = []
+        self.ctx: RunContext | None = None          # made when the run folder is taken
 
     # -- helpers ---------------------------------------------------------------------
     def _record(self, name, status, t0, note=""):
@@ -150,13 +130,9 @@ class Runner(LiveStage, InferStage):
                                     "note": note})
         self._write_info()
 
-    def _note(self, text):
-        self.info["notes"].append(text)
-        self.progress.note(text)
-
     def _write_info(self):
-        self.folder.write_json("run.json", self.info)
-        self.folder.write_manifest()
+        self.ctx.folder.write_json("run.json", self.info)
+        self.ctx.folder.write_manifest()
 
     # -- the run ---------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -166,43 +142,45 @@ class Runner(LiveStage, InferStage):
         locked for the whole run; :attr:`out` becomes the resolved folder."""
         from airlink.interrupts import interrupts_as_exceptions
         with interrupts_as_exceptions():
-            self.folder = rundir.RunFolder.create(self.out, overwrite=self.overwrite)
-            self.out = self.folder.path
+            folder = rundir.RunFolder.create(self.out, overwrite=self.overwrite)
+            self.out = folder.path
+            self.ctx = RunContext(self.exp, folder, self.progress, self.info, want_live=self.want_live)
             status = "failed"
             try:
-                if self.folder.previous == "interrupted":
-                    self._note(f"replacing an interrupted run ({rundir.MANIFEST} said running, its "
-                               "process is gone)")
+                if folder.previous == "interrupted":
+                    self.ctx.note(f"replacing an interrupted run ({rundir.MANIFEST} said running, its "
+                                  "process is gone)")
                 self._run_stages()
                 status = "finished"
             finally:
                 try:
-                    self.folder.finish(status)
-                    self.folder.give_to_sudo_user()
+                    folder.finish(status)
+                    folder.give_to_sudo_user()
                 finally:
-                    self.folder.release()
+                    folder.release()
         return RunResult(self.out, self.info)
 
     def _run_stages(self) -> None:
         import yaml
-        self.folder.write_text("experiment.yaml",
-                               (f"# as run by airlink from {self.exp.path}\n" if self.exp.path else "")
-                               + yaml.safe_dump(self.exp.spec, sort_keys=False))
-        self.folder.write_json("versions.json", versions())
-        stages = [("radio", self.stage_radio), ("live", self.stage_live),
-                  ("collect", self.stage_collect), ("infer", self.stage_infer),
-                  ("report", self.stage_report)]
+        ctx = self.ctx
+        ctx.folder.write_text("experiment.yaml",
+                              (f"# as run by airlink from {self.exp.path}\n" if self.exp.path else "")
+                              + yaml.safe_dump(self.exp.spec, sort_keys=False))
+        ctx.folder.write_json("versions.json", versions())
+        stages = [("radio", stage_radio), ("live", lambda c, i: LiveStage(c).run(i)),
+                  ("collect", stage_collect), ("infer", lambda c, i: InferStage(c).run(i)),
+                  ("report", lambda c, i: stage_report(c, i, enabled=self.want_report))]
         for i, (name, fn) in enumerate(stages, 1):
             t0 = time.monotonic()
             try:
-                status, note = fn(i)
+                status, note = fn(ctx, i)
             except AirlinkError as exc:
                 self._record(name, "failed", t0, str(exc))
                 # a bad radio section, or a live stage that was required, ends the run with
                 # one clear line; otherwise the later stages still run on what exists
                 if name == "radio" or (name == "live" and self.want_live):
                     raise
-                self._note(f"{name} stage failed: {exc}")
+                ctx.note(f"{name} stage failed: {exc}")
                 continue
             except KeyboardInterrupt:
                 self._record(name, "interrupted", t0)
@@ -210,113 +188,119 @@ class Runner(LiveStage, InferStage):
             self._record(name, status, t0, note)
         self.info["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._write_info()
-        if "report.html" in self.folder.artifacts:  # once more, so the page shows the finished run.json
+        if "report.html" in ctx.folder.artifacts:  # once more, so the page shows the finished run.json
             from airlink.report import write_report
-            self.folder.record(write_report(self.out), stage="report")
-
-    # -- stage 1: radio ------------------------------------------------------------------
-    def stage_radio(self, i):
-        radio = self.exp.model.radio
-        if self.exp.model.cell is not None:
-            self.progress.stage(i, "radio", "the cell simulates its radio live (cell section)")
-            return "skipped", "the cell simulates its radio live"
-        if radio.preset is None and radio.trace is None and not radio.overrides():
-            self.progress.stage(i, "radio", "no radio section; nothing to do")
-            return "skipped", "no radio section"
-        self.user = radio.user
-        self.info["replayed_user"] = self.user
-        if radio.trace is not None:
-            from airlink.traces import read_trace
-            path = self.exp.resolve(radio.trace)
-            self.progress.stage(i, "radio", f"measured trace {path}")
-            if not path.exists():
-                raise AirlinkError(f"{path}: no such trace")
-            tr = read_trace(path)
-            tr.meta.setdefault("source", str(path))
-            with rundir.atomic_path(self.folder.file("capacity.parquet")) as tmp:
-                tr.write_parquet(tmp)
-            self.folder.record(self.out / "capacity.parquet", stage="radio")
-            self.user = tr.users[0]
-            self.info["replayed_user"] = self.user
-            self.trace_path = path
-            rate = tr.mean_rate_bps()[0] / 1e6
-            return "done", f"{path.name}: {float(tr.duration):.1f} s, mean {rate:.2f} Mbit/s"
-        self.progress.stage(i, "radio", f"simulate preset {radio.preset!r}, "
-                                        f"{radio.duration or 'its duration'}, seed {radio.seed}")
-        result = _simulate(radio, self.folder, progress=self.progress.tty)
-        self.trace_path = self.out / "capacity.parquet"
-        if self.user not in result.capacity.users:
-            raise AirlinkError(f"radio.user: no user {self.user!r} in the simulated cell "
-                               f"(users {', '.join(result.capacity.users)})")
-        self.trace_path = _replayable(result.capacity, self.user, self.folder) or self.trace_path
-        agg = (result.summary or {}).get("aggregate_throughput_mbps")
-        rate = float(result.capacity.select(self.user).mean_rate_bps()[0] / 1e6)
-        return "done", (f"{result.capacity.n_users} users, aggregate "
-                        f"{agg if agg is None else round(agg, 2)} Mbit/s; user {self.user} {rate:.2f} Mbit/s")
-
-    # -- stage 3: collect ----------------------------------------------------------------
-    def stage_collect(self, i):
-        status, note = self._collect_captures(i)
-        from airlink.experiment.cellrun import cell_mac_path, cell_summary
-        if cell_mac_path(self.out) is None:
-            return status, note
-        # a cell run: per-UE numbers of the live MAC log, the cell's counters and the apps
-        summary = cell_summary(self.out, applications=self.info.get("applications"))
-        self.folder.write_json("cell.json", summary, stage="collect")
-        per_ue = ", ".join(f"UE {u['ue']} {(u['mac_throughput_bps'] or 0) / 1e6:.2f}" for u in summary["ues"])
-        cell_note = f"cell MAC log: {per_ue} Mbit/s served"
-        return ("done" if status == "skipped" else status), (f"{note}; {cell_note}" if note and status != "skipped"
-                                                            else cell_note)
-
-    def _collect_captures(self, i):
-        captures = list(self.captures)
-        if not captures:
-            offline = self.exp.model.offline.captures
-            found = [self.exp.resolve(c) for c in offline]
-            missing = [str(c) for c in found if not c.exists()]
-            captures = [c for c in found if c.exists()]
-            if missing:
-                self._note(f"offline captures not found: {', '.join(missing)}")
-            if captures:
-                self._note(f"collecting the offline capture(s) instead: {', '.join(c.name for c in captures)}")
-        if not captures:
-            self.progress.stage(i, "collect", "no capture to collect")
-            return "skipped", "no capture"
-        res = self.exp.model.collect.resolution
-        self.progress.stage(i, "collect", f"{len(captures)} capture(s) at {res}")
-        notes, all_summary = [], {}
-        for k, cap in enumerate(captures):
-            try:
-                packets, analysis, summary = _collect_capture(cap, resolution=res)
-            except ImportError as exc:
-                return "skipped", f"the collectors are not available ({exc})"
-            except AirlinkError as exc:
-                notes.append(str(exc))
-                continue
-            prefix = "" if k == 0 else f"{cap.stem}-"
-            prov = {**rundir.provenance_of(packets), "file": str(cap), "reader": "pcap", "resolution": res}
-            for kind, part in rundir.COLLECT_KINDS.items():
-                frame = packets if kind == "packets" else getattr(analysis, {"tcp": "series", "tcp-events": "events"}.get(kind, kind))
-                self.folder.write_frame(f"{prefix}{part}.parquet", frame, kind=kind, stage="collect",
-                                        provenance=prov)
-            all_summary[cap.name] = summary
-            notes.append(f"{cap.name}: {len(packets)} packets, {len(analysis.flows)} flows")
-        self.folder.write_json("collect.json", all_summary, stage="collect")
-        return ("done" if all_summary else "failed"), "; ".join(notes)
-
-    # -- stage 5: report -----------------------------------------------------------------
-    def stage_report(self, i):
-        if not self.want_report:
-            self.progress.stage(i, "report", "turned off")
-            return "skipped", "turned off"
-        from airlink.report import write_report
-        self.progress.stage(i, "report", f"writing {self.out / 'report.html'}")
-        self.folder.claim("report.html")
-        self.folder.record(write_report(self.out), stage="report")
-        return "done", "report.html"
+            ctx.folder.record(write_report(self.out), stage="report")
 
 
-def _replayable(trace, user, folder: "rundir.RunFolder") -> Path | None:
+# -- stage 1: radio ------------------------------------------------------------------
+def stage_radio(ctx: RunContext, i):
+    """Stage 1: simulate the radio section's cell (or read its measured trace) into
+    ``capacity.parquet``; leaves ``ctx.trace_path`` and ``ctx.user`` for the link shell."""
+    radio = ctx.exp.model.radio
+    if ctx.exp.model.cell is not None:
+        ctx.progress.stage(i, "radio", "the cell simulates its radio live (cell section)")
+        return "skipped", "the cell simulates its radio live"
+    if radio.preset is None and radio.trace is None and not radio.overrides():
+        ctx.progress.stage(i, "radio", "no radio section; nothing to do")
+        return "skipped", "no radio section"
+    ctx.user = radio.user
+    ctx.info["replayed_user"] = ctx.user
+    if radio.trace is not None:
+        from airlink.traces import read_trace
+        path = ctx.exp.resolve(radio.trace)
+        ctx.progress.stage(i, "radio", f"measured trace {path}")
+        if not path.exists():
+            raise AirlinkError(f"{path}: no such trace")
+        tr = read_trace(path)
+        tr.meta.setdefault("source", str(path))
+        with rundir.atomic_path(ctx.folder.file("capacity.parquet")) as tmp:
+            tr.write_parquet(tmp)
+        ctx.folder.record(ctx.out / "capacity.parquet", stage="radio")
+        ctx.user = tr.users[0]
+        ctx.info["replayed_user"] = ctx.user
+        ctx.trace_path = path
+        rate = tr.mean_rate_bps()[0] / 1e6
+        return "done", f"{path.name}: {float(tr.duration):.1f} s, mean {rate:.2f} Mbit/s"
+    ctx.progress.stage(i, "radio", f"simulate preset {radio.preset!r}, "
+                                    f"{radio.duration or 'its duration'}, seed {radio.seed}")
+    result = _simulate(radio, ctx.folder, progress=ctx.progress.tty)
+    ctx.trace_path = ctx.out / "capacity.parquet"
+    if ctx.user not in result.capacity.users:
+        raise AirlinkError(f"radio.user: no user {ctx.user!r} in the simulated cell "
+                           f"(users {', '.join(result.capacity.users)})")
+    ctx.trace_path = link_trace(result.capacity, ctx.user, ctx.folder) or ctx.trace_path
+    agg = (result.summary or {}).get("aggregate_throughput_mbps")
+    rate = float(result.capacity.select(ctx.user).mean_rate_bps()[0] / 1e6)
+    return "done", (f"{result.capacity.n_users} users, aggregate "
+                    f"{agg if agg is None else round(agg, 2)} Mbit/s; user {ctx.user} {rate:.2f} Mbit/s")
+
+# -- stage 3: collect ----------------------------------------------------------------
+def stage_collect(ctx: RunContext, i):
+    """Stage 3: the captures (the live stage's, else the offline ones) into frames; a cell
+    run's per-UE numbers into ``cell.json``."""
+    status, note = _collect_captures(ctx, i)
+    from airlink.experiment.cellrun import cell_mac_path, cell_summary
+    if cell_mac_path(ctx.out) is None:
+        return status, note
+    # a cell run: per-UE numbers of the live MAC log, the cell's counters and the apps
+    summary = cell_summary(ctx.out, applications=ctx.info.get("applications"))
+    ctx.folder.write_json("cell.json", summary, stage="collect")
+    per_ue = ", ".join(f"UE {u['ue']} {(u['mac_throughput_bps'] or 0) / 1e6:.2f}" for u in summary["ues"])
+    cell_note = f"cell MAC log: {per_ue} Mbit/s served"
+    return ("done" if status == "skipped" else status), (f"{note}; {cell_note}" if note and status != "skipped"
+                                                        else cell_note)
+
+def _collect_captures(ctx: RunContext, i):
+    captures = list(ctx.captures)
+    if not captures:
+        offline = ctx.exp.model.offline.captures
+        found = [ctx.exp.resolve(c) for c in offline]
+        missing = [str(c) for c in found if not c.exists()]
+        captures = [c for c in found if c.exists()]
+        if missing:
+            ctx.note(f"offline captures not found: {', '.join(missing)}")
+        if captures:
+            ctx.note(f"collecting the offline capture(s) instead: {', '.join(c.name for c in captures)}")
+    if not captures:
+        ctx.progress.stage(i, "collect", "no capture to collect")
+        return "skipped", "no capture"
+    res = ctx.exp.model.collect.resolution
+    ctx.progress.stage(i, "collect", f"{len(captures)} capture(s) at {res}")
+    notes, all_summary = [], {}
+    for k, cap in enumerate(captures):
+        try:
+            packets, analysis, summary = _collect_capture(cap, resolution=res)
+        except ImportError as exc:
+            return "skipped", f"the collectors are not available ({exc})"
+        except AirlinkError as exc:
+            notes.append(str(exc))
+            continue
+        prefix = "" if k == 0 else f"{cap.stem}-"
+        prov = {**rundir.provenance_of(packets), "file": str(cap), "reader": "pcap", "resolution": res}
+        for kind, part in rundir.COLLECT_KINDS.items():
+            frame = packets if kind == "packets" else getattr(analysis, {"tcp": "series", "tcp-events": "events"}.get(kind, kind))
+            ctx.folder.write_frame(f"{prefix}{part}.parquet", frame, kind=kind, stage="collect",
+                                    provenance=prov)
+        all_summary[cap.name] = summary
+        notes.append(f"{cap.name}: {len(packets)} packets, {len(analysis.flows)} flows")
+    ctx.folder.write_json("collect.json", all_summary, stage="collect")
+    return ("done" if all_summary else "failed"), "; ".join(notes)
+
+# -- stage 5: report -----------------------------------------------------------------
+def stage_report(ctx: RunContext, i, *, enabled: bool = True):
+    """Stage 5: ``report.html`` (``enabled`` False: skipped, "turned off")."""
+    if not enabled:
+        ctx.progress.stage(i, "report", "turned off")
+        return "skipped", "turned off"
+    from airlink.report import write_report
+    ctx.progress.stage(i, "report", f"writing {ctx.out / 'report.html'}")
+    ctx.folder.claim("report.html")
+    ctx.folder.record(write_report(ctx.out), stage="report")
+    return "done", "report.html"
+
+
+def link_trace(trace, user, folder: "rundir.RunFolder") -> Path | None:
     """The link shell serves TTIs of 0.125..10 ms. A longer TTI (1xRTT's 20 ms frames, EGPRS's
     20 ms blocks) is split by :func:`airlink.traces.split_long_ttis` (the one rule: equal
     sub-TTIs with the bytes shared evenly) and the user's trace written to

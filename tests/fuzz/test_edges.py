@@ -133,7 +133,7 @@ def test_constant_trace_budget(run_airlink, tmp_path):
     ("radio.seed=-1", "radio.seed: must be between 0"),
     ("radio.duration=1e300s", "radio.duration: must be greater than 0 s"),
     ("infer.surrogates=1000000000", "infer.surrogates: must be between 0 and 100000"),
-    ("radio.seed=[1", "--set 'radio.seed=[1': line"),
+    ("radio.seed=[1", "--set 'radio.seed=[1': not valid YAML"),
     ("radio.seed=" + "[" * 3000, "not valid YAML"),
     ("radio.seed=!!python/object/apply:os.system ['true']", "could not determine a constructor"),
 ])
@@ -178,7 +178,7 @@ def test_simulator_budgets(run_airlink, tmp_path):
 
 def test_simulate_set_is_the_same_parser(run_airlink, tmp_path):
     status, out, err = run_airlink("simulate", "-o", tmp_path / "s", "--set", "seed=[1")
-    one_line(status, err, "--set 'seed=[1': line")
+    one_line(status, err, "--set 'seed=[1': not valid YAML")
 
 
 @pytest.mark.parametrize("extra,needle", [

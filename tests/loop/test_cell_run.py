@@ -92,11 +92,11 @@ def test_the_docs_cell_section_and_the_example_load():
 
 
 def test_cli_argv_carries_every_option(tmp_path):
-    from airlink.experiment.live import _cell_argv
+    from airlink.experiment.live import cell_shell_argv
     exp = load_experiment(_with(cell__scheduler="maxcir", cell__seed=3, cell__tti="2ms", cell__duration="5s",
                                 cell__set={"pf_a": 0.01}, cell__queue_args="bytes=30000", cell__uplink="2Mbit/s",
                                 cell__warmup="10KB", cell__late_after="1ms", cell__realtime=True))
-    argv = _cell_argv(exp.model.cell, exp, tmp_path, tmp_path / "set.yaml")
+    argv = cell_shell_argv(exp.model.cell, exp, tmp_path, tmp_path / "set.yaml")
     text = " ".join(argv)
     for part in ("cell --preset quick --scheduler maxcir --users 2 --seed 3 --tti 2ms --duration 5s --queue droptail "
                  "--queue-args bytes=30000 --uplink 2Mbit/s --warmup 10KB --late-after 1ms",
@@ -501,13 +501,13 @@ def test_a_preset_file_is_found_beside_the_experiment(tmp_path, monkeypatch):
 def test_bulk_receive_window_reaches_the_inside_runner(tmp_path):
     """cell.ues.N[i].bulk.rwnd is a size; the plan entry the inside runner reads carries it
     in bytes (8KiB = 8192), and a bulk app without it leaves the kernel's autotuning."""
-    from airlink.experiment.live import LiveStage
+    from airlink.experiment.live import plan_entry
     exp = load_experiment(_with(cell__ues={1: [{"bulk": {"rwnd": "8KiB"}}], 2: [{"bulk": {"rwnd": 65536}}]}))
-    entries = [LiveStage._plan_entry(None, 0, apps[0], tmp_path, 5201, [5300], [])
+    entries = [plan_entry(0, apps[0], tmp_path, 5201, [5300], [])
                for apps in exp.model.cell.per_ue(2)]
     assert [e["rwnd_bytes"] for e in entries] == [8192, 65536]
     plain = load_experiment(_with(cell__ues={1: ["bulk"]})).model.cell.per_ue(2)[0][0]
-    assert LiveStage._plan_entry(None, 0, plain, tmp_path, 5201, [5300], [])["rwnd_bytes"] is None
+    assert plan_entry(0, plain, tmp_path, 5201, [5300], [])["rwnd_bytes"] is None
     path = tmp_path / "bad-rwnd.yaml"
     path.write_text(yaml.safe_dump(_with(cell__ues={2: [{"bulk": {"rwnd": "big"}}]})))
     with pytest.raises(AirlinkError, match=r"bad-rwnd.yaml: cell.ues.2\[0\].bulk.rwnd: cannot read size 'big'"):

@@ -160,17 +160,16 @@ def test_overwrite_never_deletes_through_a_symlink(tmp_path, as_sudo):
 def test_files_the_user_put_in_a_run_folder_are_never_adopted(tmp_path, as_sudo):
     """A user's file in ``capture/`` is not recorded by the live stage, not given away, and
     survives the next ``--overwrite``; one under an artifact's name is refused, not replaced."""
-    from airlink.experiment.live import LIVE_OUTPUTS, LiveStage
+    from airlink.experiment.live import LIVE_OUTPUTS, promote_live_outputs
     run = tmp_path / "run"
     _earlier_run(run)
     (run / "capture" / "mine.pcap").write_text("the user's")
     rf = rundir.RunFolder.create(run, overwrite=True)
     assert "capture/mine.pcap" in rf.foreign and not (run / "capture" / "host.pcap").exists()
 
-    class Stage(LiveStage):      # the live stage's bookkeeping, after its processes wrote
-        folder, out, _live_names = rf, rf.path, list(LIVE_OUTPUTS)
+    # the live stage's bookkeeping, after its processes wrote
     (run / "capture" / "host.pcap.partial").write_bytes(b"\xd4\xc3\xb2\xa1" + bytes(20))
-    Stage()._promote_live_outputs()
+    promote_live_outputs(rf, list(LIVE_OUTPUTS))
     assert set(rf.artifacts) == {"capture/host.pcap"}
     rf.finish()
     rf.give_to_sudo_user()

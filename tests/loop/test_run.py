@@ -176,17 +176,17 @@ def test_without_root_it_says_why_and_goes_offline(tmp_path, monkeypatch, capsys
 def test_long_ttis_are_split_for_the_link_shell(tmp_path):
     """A 20 ms-TTI cell (1xRTT) becomes 10 ms TTIs with the same bytes in every 20 ms."""
     import numpy as np
-    from airlink.experiment import _replayable
+    from airlink.experiment.stages import link_trace
     from airlink.traces import Trace
     tr = Trace(np.array([[100.0, 1.0], [0.0, 2.0], [50.0, 3.0]]), "20ms", users=["1", "2"])
     from airlink.rundir import RunFolder
     folder = RunFolder.create(tmp_path / "run")
-    path = _replayable(tr, "1", folder)
+    path = link_trace(tr, "1", folder)
     assert folder.artifacts["link-trace.parquet"]["kind"] == "link-trace"
     sub = Trace.read_parquet(path)
     assert sub.tti_ms == 10 and sub.users == ["1"]
     assert np.allclose(sub.values[:, 0].reshape(-1, 2).sum(axis=1), [100, 0, 50])
-    assert _replayable(Trace(np.ones(5), "1ms"), "1", folder) is None
+    assert link_trace(Trace(np.ones(5), "1ms"), "1", folder) is None
 
 
 @pytest.mark.netns

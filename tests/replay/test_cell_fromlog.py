@@ -215,7 +215,7 @@ def test_experiment_cell_section_from_log(shared_data, tmp_path):
     """The experiment file's `cell:` keys reach `airlink cell` (the log found from the
     experiment's folder) and the library's CellShell."""
     from airlink.cli import build_parser
-    from airlink.experiment.live import _cell_argv
+    from airlink.experiment.live import cell_shell_argv
     from airlink.experiment.spec import load_experiment
     (tmp_path / "cell.csv").symlink_to(shared_data / AFTERNOON)
     spec = {"name": "measured", "cell": {"preset": "nr-tmobile-10mhz", "users": 2, "duration": "3s",
@@ -225,7 +225,7 @@ def test_experiment_cell_section_from_log(shared_data, tmp_path):
     import yaml
     path.write_text(yaml.safe_dump(spec))
     exp = load_experiment(path)
-    argv = _cell_argv(exp.model.cell, exp, tmp_path, None)
+    argv = cell_shell_argv(exp.model.cell, exp, tmp_path, None)
     text = " ".join(argv)
     assert f"--from-log {tmp_path / 'cell.csv'} --follow-rnti 23938,model --log-start 68.5s" in text, text
     args = build_parser().parse_args(argv[argv.index("cell"):])

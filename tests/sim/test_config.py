@@ -81,21 +81,21 @@ def test_a_preset_file_with_an_unknown_key_names_the_file_and_key(tmp_path):
     with pytest.raises(AirlinkError, match=r"mine\.yaml: unknown preset parameter 'pf_aa'"):
         S.load_preset(f)
     f.write_text("preset: quick\nharq_max_tx: 0\n")
-    with pytest.raises(AirlinkError, match=r"mine\.yaml: harq_max_tx: must be greater than or equal to 1"):
+    with pytest.raises(AirlinkError, match=r"mine\.yaml: harq_max_tx: must be between 1 and 64 \(got 0\)"):
         S.load_preset(f)
     f.write_text("preset: evdo\nusers: 3\n")           # an alias is the parameter it names
     assert S.resolve_config(f)["n_users"] == 3
 
 
 @pytest.mark.parametrize("override,msg", [
-    ({"pf_a": 0.0}, "pf_a: must be greater than 0, got 0.0"),
-    ({"pf_a": 2}, "pf_a: must be less than or equal to 1, got 2.0"),
+    ({"pf_a": 0.0}, "pf_a: must be greater than 0 and at most 1 (got 0)"),
+    ({"pf_a": 2}, "pf_a: must be greater than 0 and at most 1 (got 2)"),
     ({"n_users": 2.5}, "n_users: expected an integer, got 2.5"),
     ({"n_users": True}, "n_users: expected an integer, got True"),
     ({"link_adaptation": "magic"}, "link_adaptation: must be 'cqi', 'ci', 'bler', 'hybrid', 'ideal' or 'olla'"),
     ({"profile": ["ped-a", 3]}, "profile: expected a name or a list of names"),
     ({"tti": "fast"}, "tti: cannot read TTI 'fast'"),
-    ({"csi_delay_tti": -1}, "csi_delay_tti: must be greater than or equal to 0"),
+    ({"csi_delay_tti": -1}, "csi_delay_tti: must be between 0 and 10000 (got -1)"),
 ])
 def test_a_bad_value_is_one_line_naming_the_parameter(override, msg):
     with pytest.raises(AirlinkError) as exc:
@@ -114,7 +114,7 @@ def test_values_keep_their_type_through_validation():
 def test_cli_bad_set_is_one_line(run_airlink, tmp_path):
     status, out, err = run_airlink("simulate", "--set", "harq_max_tx=0", "-o", tmp_path / "x")
     assert status == 2 and err.strip() == \
-        "airlink: error: harq_max_tx: must be greater than or equal to 1, got 0"
+        "airlink: error: --set 'harq_max_tx=0': harq_max_tx: must be between 1 and 64 (got 0)"
 
 
 
@@ -144,7 +144,7 @@ def test_cli_config_file_errors_name_the_file(run_airlink, tmp_path):
 
 @pytest.mark.parametrize("radio,msg", [
     ({"preset": "quick", "pf_aa": 0.1}, "radio.pf_aa: unknown preset parameter 'pf_aa'"),
-    ({"preset": "quick", "harq_max_tx": 0}, "radio.harq_max_tx: must be greater than or equal to 1, got 0"),
+    ({"preset": "quick", "harq_max_tx": 0}, "radio.harq_max_tx: must be between 1 and 64"),
 ])
 def test_experiment_radio_overrides_are_checked_against_the_config(radio, msg):
     from airlink.experiment.spec import validate_spec

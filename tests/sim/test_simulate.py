@@ -217,7 +217,7 @@ def test_cli_simulate_writes_the_folder(run_airlink, tmp_path):
     assert status == 2 and "NAME=VALUE" in err
     status, out, err = run_airlink("simulate", "--set", "snr_db=[1,x]", "-o", tmp_path / "x")
     assert status == 2 and err.strip() == \
-        "airlink: error: snr_db: expected a number or a list of numbers, got [1, 'x']"
+        "airlink: error: --set 'snr_db=[1,x]': snr_db: expected a number or a list of numbers, got [1, 'x']"
     status, out, err = run_airlink("simulate", "--help")
     assert status == 0 and "example" in out
 
