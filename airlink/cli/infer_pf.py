@@ -16,7 +16,8 @@ def register(isub):
                    "given log R (log2(1+SINR) of sinr_reported_db, else the bytes per PRB of the "
                    "user's last transmission) and log T. Prints tau (slots and seconds) and lambda "
                    "with 95 % block-bootstrap intervals, or 'cannot tell' when users rarely competed "
-                   "(full slots with two or more users contending: fewer than 500 or under 5 %% of the slots). lambda is "
+                   "(full slots with two or more users contending: fewer than 500 or under 5 % of the "
+                   "slots). lambda is "
                    "biased low (about 0.8x on simulated NR cells): use it to compare cells and "
                    "settings; see docs/inference.md.",
                    "airlink infer pf sim/mac.parquet\n"
