@@ -67,7 +67,8 @@ def _direct_run(sinr, perm, thr, bytes_per_mcs, sched, lam=1.0, window=50):
     st = [z(u), z(u), z(u), z(u, 8), z(u, 8, d=np.int64), z(u, 8), z(u, 8, d=np.int64),
           z(u, d=np.int64), z(u, d=np.int64), z(4, d=np.int64), z(u, d=np.int64), z(u),
           z(u, d=np.int64), z(u, d=np.int64), z(u, d=np.int64), z(u, d=np.int64),
-          np.ones(u, np.int64), np.full(u, 1500.0), z(u), z(u, 8, d=np.int64)]
+          np.ones(u, np.int64), np.full(u, 1500.0), z(u), z(u, 8, d=np.int64), z(u, 8, d=np.int64),
+          z(u, 2, 1, d=np.int64)]
     K.run_chunk(sinr, sinr, z(n, u), np.zeros((n, c)), perm, np.zeros((1, 1), np.int64), thr,
                 bytes_per_mcs, np.ones(len(thr)), np.zeros(1, np.int64), -40.0, 0.1, ip, fp, *st,
                 np.zeros(1), np.ones(1, np.int64), *outs)
