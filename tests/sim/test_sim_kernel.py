@@ -148,7 +148,8 @@ def test_schedule_rates_rejects_bad_input():
 
 
 @pytest.mark.parametrize("kw", [dict(csi_delay_tti=2), dict(scheduler="maxcir", harq_priority=False),
-                                dict(scheduler="lambda", lam=2.0, traffic="onoff", on_s=0.02, off_s=0.02)])
+                                dict(scheduler="lambda", lam=2.0, traffic="onoff", on_s=0.02, off_s=0.02),
+                                dict(harq_processes=3, harq_feedback_tti=4)])
 def test_float32_key_search_gives_the_same_run_as_the_plain_search(monkeypatch, kw):
     import airlink.sim as S
     a = S.simulate("quick", seed=2, duration="250ms", **kw)      # compiled, key search on
