@@ -313,7 +313,8 @@ def estimate_pf(frame: pd.DataFrame, *, tti=None, cell_prbs: int | None = None, 
     keep[0] = False
     idx = np.flatnonzero(keep)
     blocks = np.minimum((np.arange(idx.size) * n_blocks) // max(idx.size, 1), n_blocks - 1)
-    n_k, m_k, r_k = sa.n[keep], sa.contend[keep], sa.log_r[keep]
+    m_k, r_k = sa.contend[keep], sa.log_r[keep]
+    n_k = np.where(m_k, sa.n[keep], 0.0)          # PRBs of a user outside C_t (rate unknown) left out
     prev = np.vstack([np.zeros((1, sa.n.shape[1])), sa.n[:-1]])[keep]
     share_prev = np.log((prev + 1.0) / (prev.sum(1, keepdims=True) + 1.0))
     taus = np.asarray(tau_grid, float)
