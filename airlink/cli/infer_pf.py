@@ -17,9 +17,9 @@ def register(isub):
                    "user's last transmission) and log T. Prints tau (slots and seconds) and lambda "
                    "with 95 % block-bootstrap intervals, or 'cannot tell' when users rarely competed "
                    "(full slots with two or more users contending: fewer than 500 or under 5 % of the "
-                   "slots). lambda is "
-                   "biased low (about 0.8x on simulated NR cells): use it to compare cells and "
-                   "settings; see docs/inference.md.",
+                   "slots). lambda is off by up to about 20 % depending on the channel (0.8x on "
+                   "simulated NR cells) and its interval holds the sampling error only: use it to "
+                   "compare cells and settings; see docs/inference.md.",
                    "airlink infer pf sim/mac.parquet\n"
                    "airlink infer pf ../shared/data/nr-scope/t_mobile1_ueactivity_afternoon_1.csv --json")
     c.add_argument("log", type=Path, metavar="LOG")
@@ -61,8 +61,8 @@ def cmd_pf(args) -> int:
     print(f"tau         {res.tau_slots:g} slots = {res.tau_s:.4g} s (a = {1 / res.tau_slots:.3g}); 95 % "
           f"{_interval(res.tau_ci, '.4g')} slots = {_interval(ci_s, '.4g')} s"
           f"{'' if res.tau_resolved else ' (not resolved: the whole grid)'}")
-    print(f"lambda      {res.lam:.3f}; 95 % {_interval(res.lam_ci, '.3f')} (biased low, about 0.8x on "
-          f"simulated cells)")
+    print(f"lambda      {res.lam:.3f}; 95 % {_interval(res.lam_ci, '.3f')} (sampling error only; "
+          f"off by up to ~20 % with the channel, docs/inference.md)")
     print(f"fit         {e['slots_used']} slots, channel coefficient beta {res.beta:.3g}, bootstrap over "
           f"{e['bootstrap']['blocks']} blocks of {e['bootstrap']['block_s']:.3g} s")
     return 0
