@@ -71,6 +71,7 @@ import numpy as np
 import pandas as pd
 from scipy.signal import lfilter
 
+from airlink.traces import bounds as B
 from airlink.traces.errors import AirlinkError, SchemaError
 
 from .cell_logs import FULL_SLOT
@@ -136,15 +137,17 @@ class PFEstimate:
 @dataclass
 class SlotArrays:
     """The log on its slot grid, slots x users: PRBs decided by the metric ``n``, rate proxy
-    ``log_r`` (NaN: unknown), bytes sent ``sent``, contenders ``contend``."""
+    ``log_r`` (NaN: unknown), bytes sent ``sent``, contenders ``contend`` (None without
+    ``dense``); ``evidence``: the contention counts, taken from the rows."""
     users: list
-    n: np.ndarray
-    log_r: np.ndarray
-    sent: np.ndarray
-    contend: np.ndarray
+    n: np.ndarray | None
+    log_r: np.ndarray | None
+    sent: np.ndarray | None
+    contend: np.ndarray | None
     cell_prbs: int
     tti_s: Fraction
     notes: list
+    evidence: dict
 
 
 def _pick(frame, given, names, what, src):
@@ -169,9 +172,31 @@ def _tti(frame: pd.DataFrame, tti, src) -> Fraction:
     return Fraction(int(np.median(np.diff(t))), 10**9)
 
 
+def _contention(slot, col, new_prbs, served, backlog, n_slots: int, cell_prbs: int) -> dict:
+    """How often users competed, from the rows: slots whose new-transmission PRBs reach
+    ``FULL_SLOT`` of the cell while two or more users contend (``backlog > 0`` or served in the
+    slot when the backlog is known, else served within ``ACTIVE_SLOTS`` slots)."""
+    per_slot = np.bincount(slot, weights=new_prbs, minlength=n_slots)
+    full = np.flatnonzero(per_slot >= FULL_SLOT * cell_prbs)
+    if backlog is not None:
+        busy = (backlog > 0) | served
+        pairs = np.unique(slot[busy] * (col.max() + 1) + col[busy])
+        contenders = np.bincount(pairs // (col.max() + 1), minlength=n_slots)[full]
+    else:
+        order = np.argsort(slot[served], kind="stable")
+        ss, uu = slot[served][order], col[served][order]
+        lo = np.searchsorted(ss, full - ACTIVE_SLOTS, "left")
+        hi = np.searchsorted(ss, full + ACTIVE_SLOTS, "right")
+        contenders = np.array([np.unique(uu[a:b]).size for a, b in zip(lo, hi)], dtype=np.int64)
+    return {"slots": n_slots, "cell_prbs": int(cell_prbs),
+            "prb_utilization": float(per_slot.sum() / (cell_prbs * n_slots)),
+            "full_slots": float(full.size / n_slots), "contended_slots": int((contenders >= 2).sum())}
+
+
 def slot_arrays(frame: pd.DataFrame, *, tti=None, cell_prbs: int | None = None, channel: str | None = None,
-                source: str | None = None) -> SlotArrays:
-    """Put an all-user log (one row per user and slot it was logged in) on its slot grid."""
+                source: str | None = None, dense: bool = True) -> SlotArrays:
+    """Put an all-user log (one row per user and slot it was logged in) on its slot grid
+    (``dense``), and count from its rows how often users competed (``evidence``)."""
     src = source or str(frame.attrs.get("source", "log"))
     for col in ("time", "user"):
         if col not in frame.columns:
@@ -197,16 +222,32 @@ def slot_arrays(frame: pd.DataFrame, *, tti=None, cell_prbs: int | None = None, 
     col = pd.Index(users).get_indexer(frame["user"].astype(str))
     n_slots = int(slot.max()) + 1
     shape = (n_slots, len(users))
-    prbs = frame[alloc].to_numpy(float)
+    prbs = np.nan_to_num(frame[alloc].to_numpy(float))
     retx = frame["retransmission"].to_numpy(bool) if "retransmission" in frame.columns \
         else np.zeros(len(frame), bool)
+    new_prbs = np.where(retx, 0.0, prbs)
+    if cell_prbs is None:
+        cell_prbs = int((frame["prb_start"] + frame["prbs"]).max()) if {"prb_start", "prbs"} <= set(frame.columns) \
+            else int(np.bincount(slot, weights=new_prbs, minlength=n_slots).max())
+    backlog_rows = np.nan_to_num(frame["backlog_bytes"].to_numpy(float)) if "backlog_bytes" in frame.columns \
+        else None
+    evidence = {**_contention(slot, col, new_prbs, prbs > 0, backlog_rows, n_slots, int(cell_prbs)),
+                "users": len(users)}
+    notes = [f"PRBs from {alloc!r}, bytes sent from {sent_col!r}"]
+    if backlog_rows is not None:
+        notes.append("contenders: users with backlog_bytes > 0")
+    else:
+        notes.append(f"contenders: users served within {ACTIVE_SLOTS} slots (the log has no backlog)")
+    if not dense:
+        return SlotArrays(users, None, None, None, None, int(cell_prbs), tti_s, notes, evidence)
+    B.check_budget(n_slots * len(users), B.MAX_GRID_POINTS, f"{src}: {n_slots} slots x {len(users)} users need",
+                   "grid points")
     n = np.zeros(shape)
-    np.add.at(n, (slot, col), np.where(retx, 0.0, np.nan_to_num(prbs)))
+    np.add.at(n, (slot, col), new_prbs)
     served = np.zeros(shape, bool)
     served[slot[prbs > 0], col[prbs > 0]] = True
     sent = np.zeros(shape)
     np.add.at(sent, (slot, col), np.nan_to_num(frame[sent_col].to_numpy(float)))
-    notes = [f"PRBs from {alloc!r}, bytes sent from {sent_col!r}"]
     if chan is not None:
         log_r = np.full(shape, np.nan)
         sinr = frame[chan].to_numpy(float)
@@ -218,21 +259,16 @@ def slot_arrays(frame: pd.DataFrame, *, tti=None, cell_prbs: int | None = None, 
         per_prb[slot[new], col[new]] = frame[sent_col].to_numpy(float)[new] / prbs[new]
         log_r = np.log(pd.DataFrame(per_prb).ffill().to_numpy())
         notes.append(f"rate R = {sent_col!r} per PRB of the user's last new transmission, held")
-    if "backlog_bytes" in frame.columns:
+    if backlog_rows is not None:
         backlog = np.zeros(shape)
-        backlog[slot, col] = np.nan_to_num(frame["backlog_bytes"].to_numpy(float))
+        backlog[slot, col] = backlog_rows
         contend = (backlog > 0) | served
-        notes.append("contenders: users with backlog_bytes > 0")
     else:
         k = np.ones(2 * ACTIVE_SLOTS + 1)
         near = np.stack([np.convolve(served[:, j].astype(float), k, mode="same") for j in range(shape[1])], 1)
         contend = near > 0
-        notes.append(f"contenders: users served within {ACTIVE_SLOTS} slots (the log has no backlog)")
     contend &= np.isfinite(log_r)
-    if cell_prbs is None:
-        cell_prbs = int((frame["prb_start"] + frame["prbs"]).max()) if {"prb_start", "prbs"} <= set(frame.columns) \
-            else int(np.nanmax(n.sum(1)))
-    return SlotArrays(users, n, log_r, sent, contend, int(cell_prbs), tti_s, notes)
+    return SlotArrays(users, n, log_r, sent, contend, int(cell_prbs), tti_s, notes, evidence)
 
 
 def pf_average(sent: np.ndarray, tau: float) -> np.ndarray:
@@ -292,23 +328,20 @@ def estimate_pf(frame: pd.DataFrame, *, tti=None, cell_prbs: int | None = None, 
     ``cell_prbs`` the carrier's PRBs (default the highest PRB allocated, or the most PRBs
     given in one slot). See the module docstring for the model.
     """
-    sa = slot_arrays(frame, tti=tti, cell_prbs=cell_prbs, channel=channel, source=source)
+    sa = slot_arrays(frame, tti=tti, cell_prbs=cell_prbs, channel=channel, source=source, dense=False)
     tti_s = float(sa.tti_s)
-    full = sa.n.sum(1) >= FULL_SLOT * sa.cell_prbs
-    several = sa.contend.sum(1) >= 2
-    contended = int((full & several).sum())
-    evidence = {"slots": int(sa.n.shape[0]), "users": len(sa.users), "cell_prbs": sa.cell_prbs,
-                "prb_utilization": float(sa.n.sum() / (sa.cell_prbs * sa.n.shape[0])),
-                "full_slots": float(full.mean()), "slots_with_2_contenders": float(several.mean()),
-                "contended_slots": contended}
-    need = max(MIN_CONTENDED_SLOTS, int(np.ceil(MIN_CONTENDED_SHARE * sa.n.shape[0])))
+    evidence = dict(sa.evidence)
+    contended, n_slots = evidence["contended_slots"], evidence["slots"]
+    need = max(MIN_CONTENDED_SLOTS, int(np.ceil(MIN_CONTENDED_SHARE * n_slots)))
     if contended < need:
-        why = (f"users rarely competed for PRBs: {contended} of {sa.n.shape[0]} slot(s) were full "
+        why = (f"users rarely competed for PRBs: {contended} of {n_slots} slot(s) were full "
                f"(>= {FULL_SLOT:.0%} of {sa.cell_prbs} PRBs) with two or more users contending (need "
                f"{need}: {MIN_CONTENDED_SLOTS} and {MIN_CONTENDED_SHARE:.0%} of the slots); "
                f"PRB utilisation {evidence['prb_utilization'] * 100:.1f} %, full slots "
                f"{evidence['full_slots'] * 100:.2f} %")
         return PFEstimate(None, None, None, None, tti_s, None, why, evidence, notes=sa.notes)
+    sa = slot_arrays(frame, tti=tti, cell_prbs=cell_prbs, channel=channel, source=source)
+    several = sa.contend.sum(1) >= 2
     # slots the metric decided: two or more contenders, PRBs given, after the first slot (whose
     # T is unknown); a contender never served yet (T = 0) has top priority, outside the model
     t_any = pf_average(sa.sent, float(tau_grid[0]))
