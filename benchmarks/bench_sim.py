@@ -96,7 +96,8 @@ def kernel_pf(sinr, table, bytes_per_mcs, perm, window=1000, harq=False, seed=7)
           z(u, d=np.int64),
           z(u, d=np.int64), z(4, d=np.int64), z(u, d=np.int64), z(u), z(u, d=np.int64), z(u, d=np.int64),
           z(u, d=np.int64), z(u, d=np.int64),
-          np.ones(u, np.int64), np.full(u, 1500.0), z(u), z(u, ring, d=np.int64)]
+          np.ones(u, np.int64), np.full(u, 1500.0), z(u), z(u, ring, d=np.int64),
+          z(u, ring, d=np.int64), z(u, 2, 1, d=np.int64)]
     t0 = time.process_time()
     K.run_chunk(sinr, sinr, z(n, u), z_err, perm, np.zeros((1, 1), np.int64),
                 (10 ** (table.threshold_db / 10)).astype(np.float32), bytes_per_mcs, 10 ** (table.s50_db / 10),

@@ -195,6 +195,9 @@ class CellConfig(BaseModel):
     harq_priority: bool = Field(True, description="retransmissions go before new data")
     harq_feedback_tti: Integer = Field(0, ge=0, description="K1: TTIs from a block to its ACK/NACK "
                                                             "(a retransmission from K1 + 1 TTIs after)")
+    harq_processes: Integer = Field(0, ge=0, description="HARQ processes per user (0: unlimited): new data "
+                                                         "needs a free one (NR: 16, TS 38.331 "
+                                                         "nrofHARQ-ProcessesForPDSCH)")
     link_adaptation: Literal[LINK_ADAPTATION_MODES] = Field(
         "cqi", description="MCS choice: cqi (reported SINR), ci (averaged C/I), bler (measured BLER), "
                            "hybrid, ideal (real SINR), olla (outer loop towards bler_target)")

@@ -49,6 +49,15 @@ Model, per TTI ``k`` (the engine passes the chunk's real and reported SINR):
 5. **HARQ feedback delay** (``harq_feedback_tti`` = K1 in TTIs): a failed block can be resent from
    ``K1 + 1`` TTIs after it (0: the next TTI); each queued block keeps the first TTI it may
    go in (``pend_ready``), and a user's retransmissions are taken oldest first.
+6. **HARQ processes** (``harq_processes`` = P per user, 0: unlimited): the new blocks a user
+   sends in one TTI are one transport block of one process, the free process of lowest
+   index. A process is busy until the feedback of its last transmission has arrived (it may
+   carry new data again ``K1 + 1`` TTIs after it) and while any of its blocks waits for a
+   retransmission; a retransmission keeps the block's process and starts its wait again.
+   A user whose P processes are all busy gets no new data in that TTI (it may still get
+   its retransmissions). State: ``pend_proc`` (the process of each queued block) and
+   ``proc_state[u, 0, p]`` (first TTI process p may carry new data), ``proc_state[u, 1, p]``
+   (its blocks waiting for a retransmission).
 """
 from __future__ import annotations
 
@@ -79,7 +88,8 @@ IP_PF_WINDOW = 9         #: PF averaging window t_a in TTIs, 0 = EWMA with ``pf_
 IP_SECTOR_CHANNELS = 10  #: code channels of the sector (``backlog_sector_channels``)
 IP_GREEDY_CHANNELS = 11  #: code channels a greedy user holds at most, 0 = no limit
 IP_HARQ_FEEDBACK = 12    #: K1: TTIs from a block to its HARQ feedback (``harq_feedback_tti``)
-N_IP = 13
+IP_HARQ_PROCESSES = 13   #: HARQ processes per user, 0 = unlimited (``harq_processes``)
+N_IP = 14
 FP_PF_A = 0              #: PF EWMA constant a
 FP_LAMBDA = 1            #: fairness exponent of the generalized PF
 FP_CHANNEL_BYTES = 2     #: bytes one backlog code channel carries per TTI
@@ -391,7 +401,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                backlog, inflight, avg_thr,
                pend_bytes, pend_mcs, pend_acc, pend_tx, pend_head, pend_count,
                misc, user_mcs, la_ci_sum, la_err, la_blocks, assigned_ch, greedy_cnt,
-               full_u, pkt_u, olla_db, pend_ready, bl_thr_db, bl_channels,
+               full_u, pkt_u, olla_db, pend_ready, pend_proc, proc_state, bl_thr_db, bl_channels,
                out_served, out_tx, out_nsub, out_mcs, out_retx, out_backlog, out_drops, out_blocks,
                out_active, out_gaveup):
     n_k = sinr_rep.shape[0]
@@ -418,6 +428,8 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     bler_down = fp[FP_LA_BLER_DOWN]
     hybrid_db = fp[FP_LA_HYBRID_DB]
     harq_wait = ip[IP_HARQ_FEEDBACK] + 1
+    n_proc = ip[IP_HARQ_PROCESSES]
+    cur_proc = np.full(n_u, -1, dtype=np.int64)
     olla_step = fp[FP_OLLA_STEP_DB]
     olla_max = fp[FP_OLLA_MAX_DB]
     olla_up = olla_step * fp[FP_BLER_TARGET] / (1.0 - fp[FP_BLER_TARGET])
@@ -494,6 +506,15 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 n_ready += 1
             pend_avail[u] = n_ready
             tx_bits[u] = 0.0
+            if n_proc > 0:
+                # the free process of lowest index carries this TTI's new data; none: no new data
+                cur_proc[u] = -1
+                for p in range(n_proc):
+                    if proc_state[u, 1, p] == 0 and proc_state[u, 0, p] <= n_glob:
+                        cur_proc[u] = p
+                        break
+                if cur_proc[u] < 0:
+                    remaining[u] = 0.0
         # 4. link adaptation state: the MCS each user uses this TTI (modes 1-3)
         if la_mode >= 1 and la_mode <= 3:
             for u in range(n_u):
@@ -762,12 +783,16 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 m = pend_mcs[u, h]
                 acc = pend_acc[u, h] + s_real
                 ntx = pend_tx[u, h] + 1
+                proc = pend_proc[u, h]
                 pend_head[u] = (h + 1) % ring
                 pend_count[u] -= 1
                 pend_avail[u] -= 1
                 n_pend -= 1
                 inflight[u] -= nbytes
                 out_retx[k, u] += 1
+                if n_proc > 0:
+                    proc_state[u, 1, proc] -= 1
+                    proc_state[u, 0, proc] = n_glob + harq_wait
             else:
                 if sched == 4:
                     m = 0
@@ -791,6 +816,9 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 remaining[u] -= nbytes
                 acc = s_real
                 ntx = 1
+                proc = cur_proc[u]
+                if n_proc > 0:
+                    proc_state[u, 0, proc] = n_glob + harq_wait
             out_mcs[k, u] += m + 1
             out_tx[k, u] += nbytes
             out_blocks[k, u] += 1
@@ -819,6 +847,9 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 pend_acc[u, t] = acc
                 pend_tx[u, t] = ntx
                 pend_ready[u, t] = n_glob + harq_wait
+                pend_proc[u, t] = proc
+                if n_proc > 0:
+                    proc_state[u, 1, proc] += 1
                 pend_count[u] += 1
                 inflight[u] += nbytes
             else:
@@ -856,6 +887,8 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 d_nsub[u] += 1
                 d_mcs[u] += m + 1
                 d_tx[u] += nbytes
+                if n_proc > 0:
+                    proc_state[u, 0, cur_proc[u]] = n_glob + harq_wait
                 if not exact8:
                     d_bits[u] += nbytes * 8.0
                 failed = acc < s50_lin[m] * z_k[c]
@@ -881,6 +914,9 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                     pend_acc[u, t] = acc
                     pend_tx[u, t] = 1
                     pend_ready[u, t] = n_glob + harq_wait
+                    pend_proc[u, t] = cur_proc[u]
+                    if n_proc > 0:
+                        proc_state[u, 1, cur_proc[u]] += 1
                     pend_count[u] += 1
                     inflight[u] += nbytes
                 else:

@@ -169,6 +169,7 @@ class Radio:
         ip[K.IP_SECTOR_CHANNELS] = int(cfg["backlog_sector_channels"])
         ip[K.IP_GREEDY_CHANNELS] = int(kp.get("greedy_channels", 0))
         ip[K.IP_HARQ_FEEDBACK] = int(cfg["harq_feedback_tti"])
+        ip[K.IP_HARQ_PROCESSES] = n_proc = int(cfg["harq_processes"])
         self.fp = fp = np.zeros(K.N_FP, np.float64)
         fp[K.FP_PF_A] = float(kp.get("pf_a", cfg["pf_a"]))
         fp[K.FP_LAMBDA] = float(kp.get("lam", cfg["lam"]))
@@ -191,7 +192,8 @@ class Radio:
             la_ci_sum=np.zeros(n_u), la_err=np.zeros(n_u, np.int64), la_blocks=np.zeros(n_u, np.int64),
             assigned_ch=np.zeros(n_u, np.int64), greedy_cnt=np.zeros(n_u, np.int64),
             full_u=full.astype(np.int64), pkt_u=pkt, olla_db=np.zeros(n_u),
-            pend_ready=np.zeros((n_u, ring), np.int64))
+            pend_ready=np.zeros((n_u, ring), np.int64), pend_proc=np.zeros((n_u, ring), np.int64),
+            proc_state=np.zeros((n_u, 2, max(n_proc, 1)), np.int64))
         self.bl_thr = np.asarray(kp.get("bl_thr_db", [0.0]), dtype=np.float64)
         self.bl_ch = np.asarray(kp.get("bl_channels", [1]), dtype=np.int64)
         # float32 like the SINR, so that every path compares the same numbers
@@ -266,7 +268,7 @@ class Radio:
                 st["pend_mcs"], st["pend_acc"], st["pend_tx"], st["pend_head"], st["pend_count"],
                 st["misc"], st["user_mcs"], st["la_ci_sum"], st["la_err"], st["la_blocks"],
                 st["assigned_ch"], st["greedy_cnt"], st["full_u"], st["pkt_u"], st["olla_db"], st["pend_ready"],
-                self.bl_thr, self.bl_ch)
+                st["pend_proc"], st["proc_state"], self.bl_thr, self.bl_ch)
         if self.sched_id != 5:
             K.run_chunk(inp.rep[s], inp.real[s], inp.arrivals[s], inp.u_err[s], inp.perm[s],
                         self._dummy_forced, *args, *(out[n][:i1 - i0] for n in OUTPUTS))

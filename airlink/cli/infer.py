@@ -127,6 +127,7 @@ def register(sub):
     _grid_options(s)
     s.set_defaults(func=cmd_scheduler)
     __import__("airlink.cli.infer_cell", fromlist=["register"]).register(isub)   # airlink infer cell
+    __import__("airlink.cli.infer_pf", fromlist=["register"]).register(isub)     # airlink infer pf
 
 
 def _grid_options(p):

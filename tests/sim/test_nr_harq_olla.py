@@ -46,3 +46,38 @@ def test_retransmissions_wait_for_the_harq_feedback(k1):
     # TTIs after a failure
     j = np.flatnonzero(retx > 0)
     assert np.any(failed[j - lag])
+
+
+def _one_prb(**kw):
+    return S.simulate("nr-tmobile-10mhz", n_users=1, n_subchannels=1, duration="300ms", seed=4, **kw).mac
+
+
+def test_sixteen_processes_run_out_when_the_feedback_is_late():
+    # one user, one PRB, no block errors (30 dB, static channel), K1 = 20: a process that sent
+    # in TTI t is free again in TTI t + 21, so 16 processes carry TTIs 0-15, then the user
+    # waits 5 TTIs for process 0's feedback: new data in TTI k exactly when k mod 21 < 16
+    clean = dict(snr_db=30, profile="flat", speed_kmh=0, csi_delay_tti=0, harq_feedback_tti=20)
+    mac = _one_prb(**clean)
+    assert mac["harq_retransmissions"].sum() == 0
+    sent = mac["tx_bytes"].to_numpy() > 0
+    k = np.arange(sent.size)
+    assert np.array_equal(sent, k % 21 < 16)
+    # unlimited processes (the older presets' default): every TTI
+    assert (_one_prb(harq_processes=0, **clean)["tx_bytes"] > 0).all()
+    # K1 short enough for 16 processes: every TTI as well (a process is free again after K1 + 1 <= 16)
+    assert (_one_prb(**{**clean, "harq_feedback_tti": 15})["tx_bytes"] > 0).all()
+
+
+def test_a_failed_block_keeps_its_process_busy():
+    # fast fading and a stale CQI: many failures. A new transmission occupies its process for
+    # at least K1 + 1 TTIs, so any K1 + 1 consecutive TTIs hold at most 16 new transmissions;
+    # a failed block holds its process until retransmitted, so fewer new ones than without errors
+    mac = _one_prb(snr_db=12, profile="flat", speed_kmh=60, csi_delay_tti=6, harq_max_tx=4,
+                   harq_feedback_tti=20, link_adaptation="cqi")
+    tx = mac["tx_bytes"].to_numpy() > 0
+    retx = mac["harq_retransmissions"].to_numpy() > 0
+    new = tx & ~retx
+    assert retx.sum() > 10
+    per_window = np.convolve(new.astype(int), np.ones(21, int), mode="valid")
+    assert per_window.max() <= 16
+    assert new.sum() < 16 / 21 * new.size - 5

@@ -67,7 +67,8 @@ def _direct_run(sinr, perm, thr, bytes_per_mcs, sched, lam=1.0, window=50):
     st = [z(u), z(u), z(u), z(u, 8), z(u, 8, d=np.int64), z(u, 8), z(u, 8, d=np.int64),
           z(u, d=np.int64), z(u, d=np.int64), z(4, d=np.int64), z(u, d=np.int64), z(u),
           z(u, d=np.int64), z(u, d=np.int64), z(u, d=np.int64), z(u, d=np.int64),
-          np.ones(u, np.int64), np.full(u, 1500.0), z(u), z(u, 8, d=np.int64)]
+          np.ones(u, np.int64), np.full(u, 1500.0), z(u), z(u, 8, d=np.int64), z(u, 8, d=np.int64),
+          z(u, 2, 1, d=np.int64)]
     K.run_chunk(sinr, sinr, z(n, u), np.zeros((n, c)), perm, np.zeros((1, 1), np.int64), thr,
                 bytes_per_mcs, np.ones(len(thr)), np.zeros(1, np.int64), -40.0, 0.1, ip, fp, *st,
                 np.zeros(1), np.ones(1, np.int64), *outs)
@@ -147,7 +148,8 @@ def test_schedule_rates_rejects_bad_input():
 
 
 @pytest.mark.parametrize("kw", [dict(csi_delay_tti=2), dict(scheduler="maxcir", harq_priority=False),
-                                dict(scheduler="lambda", lam=2.0, traffic="onoff", on_s=0.02, off_s=0.02)])
+                                dict(scheduler="lambda", lam=2.0, traffic="onoff", on_s=0.02, off_s=0.02),
+                                dict(harq_processes=3, harq_feedback_tti=4)])
 def test_float32_key_search_gives_the_same_run_as_the_plain_search(monkeypatch, kw):
     import airlink.sim as S
     a = S.simulate("quick", seed=2, duration="250ms", **kw)      # compiled, key search on
