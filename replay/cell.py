@@ -52,7 +52,7 @@ from airlink.traces.units import parse_duration, parse_rate, parse_size
 
 from .cell_radio import RadioFeed
 from .queues import make_queue
-from .server import ByteServer
+from .server import ByteServer, carry_budgets
 from .stages import LinkStage, Stage
 
 KILL_GRACE_S = 3.0
@@ -576,12 +576,7 @@ class _LiveCell:
         t_end = self._boundary(k + 1)
         late_ns = now - t_end
         # whole bytes leave the queues; fractions of a byte carry to the next TTI
-        carry = self.carry
-        carry += self.out["served"][i]
-        budgets = np.floor(carry + 1e-9)
-        carry -= budgets
-        np.maximum(carry, 0.0, out=carry)
-        self._budgets[:] = budgets
+        self._budgets[:] = carry_budgets(self.carry, self.out["served"][i])
         if path is not None:
             path.serve(self._budgets, live["backlog_bytes"][i], live["backlog_packets"][i],
                        live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i], t_end)
