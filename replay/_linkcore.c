@@ -34,12 +34,6 @@ static inline void wle16(unsigned char *p, unsigned v) { p[0] = v & 0xff; p[1] =
 
 /* ---- packets ---------------------------------------------------------------------- */
 
-long long lc_wire(const lc_packet *p, int a, int b) {
-    long long end = (long long)b * p->gso;
-    if (end > p->plen) end = p->plen;
-    return (long long)(b - a) * p->hl + end - (long long)a * p->gso;
-}
-
 /* The segment layout of a packet just read. A packet that is not a TCP/UDP GSO
    super-packet the core can cut is one segment of its IP length. */
 static void parse_segments(lc_packet *p) {

@@ -48,8 +48,13 @@ typedef struct lc_packet {
 /* A packet of len bytes copied from buf, off of them a virtio_net_hdr (0 or 10); its
    segment layout parsed. NULL without memory or when len < off. */
 LC_API lc_packet *lc_packet_new(const unsigned char *buf, long len, int off);
-/* Plain-mode bytes of segments [a, b) of p. */
-LC_API long long lc_wire(const lc_packet *p, int a, int b);
+/* Plain-mode bytes of segments [a, b) of p: each carries the headers and its payload slice
+   (inline: every FIFO operation and every served segment uses it). */
+static inline long long lc_wire(const lc_packet *p, int a, int b) {
+    long long end = (long long)b * p->gso;
+    if (end > p->plen) end = p->plen;
+    return (long long)(b - a) * p->hl + end - (long long)a * p->gso;
+}
 /* A new packet holding segments [a, b) of p, as the kernel would have cut them. */
 LC_API lc_packet *lc_piece(const lc_packet *p, int a, int b);
 
