@@ -8,7 +8,8 @@ collectors find records and decode headers with numpy. The shells' link core
 """
 from setuptools import Extension, setup
 
-LINKCORE = dict(depends=["replay/_linkcore.h"], extra_compile_args=["-O2", "-fvisibility=hidden"], optional=True)
+# -ffp-contract=off: the AQMs compute their probabilities as Python does (no fused multiply-add)
+LINKCORE = dict(depends=["replay/_linkcore.h"], extra_compile_args=["-O2", "-fvisibility=hidden", "-ffp-contract=off"], optional=True)
 
 setup(ext_modules=[
     Extension("airlink.replay._fastpath", ["replay/_fastpath.c", "replay/_linkcore.c"], **LINKCORE),

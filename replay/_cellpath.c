@@ -2,8 +2,9 @@
  * airlink.replay._cellpath: the per-packet path of the cell shell (``airlink cell``) in C.
  *
  * One object holds the cell's packets: the outer TUN (downlink packets in, uplink packets
- * out), one inner TUN per UE, and one base-station queue per UE (infinite, droptail or
- * drophead by packets and/or bytes, as replay/queues.py) with byte-granular service (as
+ * out), one inner TUN per UE, and one base-station queue per UE (any queue of
+ * replay/queues.py, in the shells' link core replay/_linkcore.c; CoDel, PIE and L4S
+ * take their parameters with set_aqm) with byte-granular service (as
  * replay/server.py's ByteServer: the head packet may be split across TTIs and departs
  * with its last byte; the packet in service is outside the queue, so it counts toward no
  * limit). A UE's uplink is unconstrained (its packets go straight out) or, after
@@ -23,6 +24,9 @@
  *         then fill the row: backlog bytes/packets after service, arrivals bytes and
  *         drops packets/bytes since the previous serve() (the first: since the start)
  *
+ *     cell.set_aqm(ue, (ecn, seed, a, b, c, d))
+ *         UE ue's (0-based) queue parameters, as lc_link_aqm in replay/_linkcore.h (before
+ *         the first packet: replay.queues.core_parameters of that UE's Python queue)
  *     cell.set_uplink(ue, capacity_f8, tti_num, tti_den, start_ns)
  *         constrain UE ue's (0-based) uplink: capacity bytes per TTI, the TTI as the
  *         fraction tti_num/tti_den of a nanosecond, TTI 0 starting at start_ns
@@ -435,11 +439,12 @@ static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
     long long qb, qp, uqb, uqp;
     lc_backlog(d, &qb, &qp);
     lc_backlog(l, &uqb, &uqp);
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}}",
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}}",
                          "arrivals_packets", d->arr_p, "arrivals_bytes", d->arr_b,
                          "departures_packets", d->dep_p, "departures_bytes", d->dep_b,
                          "drops_packets", d->drop_p, "drops_bytes", d->drop_b,
                          "queued_packets", qp, "queued_bytes", qb,
+                         "marks_packets", d->marks_p, "marks_bytes", d->marks_b,
                          "uplink", "arrivals_packets", u->up_p, "arrivals_bytes", u->up_b,
                          "departures_packets", u->up_on ? l->dep_p : u->up_p,
                          "departures_bytes", u->up_on ? l->dep_b : u->up_b,
@@ -479,7 +484,7 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
                                      &qkind, &lim_p, &lim_b, &log, &rescue_ns))
         return -1;
     if (c->n_resc) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
-    if (qkind < LC_INFINITE || qkind > LC_DROPHEAD || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
+    if (qkind < LC_INFINITE || qkind > LC_L4S || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
         PyErr_SetString(PyExc_ValueError, "bad queue kind, limit or part shift");
         return -1;
     }
@@ -543,6 +548,16 @@ static PyObject *Cell_set_uplink(Cell *c, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Cell_set_aqm(Cell *c, PyObject *args) {
+    int i, ecn;
+    unsigned long long seed;
+    double a, b, cc, d;
+    if (!PyArg_ParseTuple(args, "i(pKdddd)", &i, &ecn, &seed, &a, &b, &cc, &d)) return NULL;
+    if (i < 0 || i >= c->n) { PyErr_SetString(PyExc_IndexError, "no such UE"); return NULL; }
+    lc_link_aqm(&c->ue[i].dl, ecn, seed, a, b, cc, d);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Cell_close(Cell *c, PyObject *Py_UNUSED(ignored)) {
     Py_BEGIN_ALLOW_THREADS
     stop_rescuers(c);
@@ -559,6 +574,8 @@ static PyMethodDef Cell_methods[] = {
     {"ue_stats", (PyCFunction)Cell_ue_stats, METH_O, "A UE's counters as a dict."},
     {"set_uplink", (PyCFunction)Cell_set_uplink, METH_VARARGS,
      "set_uplink(ue, capacity, tti_num, tti_den, start_ns): a constrained uplink (see the module)."},
+    {"set_aqm", (PyCFunction)Cell_set_aqm, METH_VARARGS,
+     "set_aqm(ue, (ecn, seed, a, b, c, d)): UE ue's queue parameters (see replay/_linkcore.h, lc_link_aqm)."},
     {"close", (PyCFunction)Cell_close, METH_NOARGS, "Stop the rescuer threads (also done when freed)."},
     {"take_events", (PyCFunction)Cell_take_events, METH_VARARGS,
      "take_events(uplink=False): the logged events since the last call, per UE: bytes of (t, x int64; "
@@ -600,5 +617,8 @@ PyMODINIT_FUNC PyInit__cellpath(void) {
     PyModule_AddIntConstant(m, "INFINITE", LC_INFINITE);
     PyModule_AddIntConstant(m, "DROPTAIL", LC_DROPTAIL);
     PyModule_AddIntConstant(m, "DROPHEAD", LC_DROPHEAD);
+    PyModule_AddIntConstant(m, "CODEL", LC_CODEL);
+    PyModule_AddIntConstant(m, "PIE", LC_PIE);
+    PyModule_AddIntConstant(m, "L4S", LC_L4S);
     return m;
 }

@@ -2,10 +2,9 @@
  * airlink.replay._fastpath: the per-packet path of the shells in C.
  *
  * The same event loop and stages as replay/loop.py and replay/stages.py (pass, fixed
- * delay, Bernoulli/Gilbert loss, and a link with an infinite, droptail or drophead queue
- * drained by a byte-granular capacity trace), for the common configurations; the shells
- * fall back to the pure-Python loop for everything else (CoDel/PIE/L4S, logs, delay
- * series, --once). The link is the shells' one link core (replay/_linkcore.h: queue,
+ * delay, Bernoulli/Gilbert loss, and a link with any queue of replay/queues.py drained by
+ * a byte-granular capacity trace), for the common configurations; the shells fall back to
+ * the pure-Python loop for everything else (logs, delay series, --once). The link is the shells' one link core (replay/_linkcore.h: queue,
  * byte-granular server, TTI grid with its carry, GSO segments), which the cell shell uses
  * too; semantics are identical to the Python stages (see their docstrings).
  *
@@ -74,15 +73,6 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static uint64_t rng_next(uint64_t *s) {      /* splitmix64 */
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(uint64_t *s) { return (rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
-
 /* ---- stage operations ------------------------------------------------------------ */
 
 static void sink_write(void *ctx, const unsigned char *buf, int len) {
@@ -120,11 +110,11 @@ static void stage_push(Stage *s, lc_packet *p, int64_t now) {
         for (int i = 0; i < n; i++) {      /* one draw (or chain step) per segment */
             int lost;
             if (!s->gilbert) {
-                lost = rng_uniform(&s->rng) < s->rate;
+                lost = lc_rng_uniform(&s->rng) < s->rate;
             } else {
-                if (s->bad) { if (rng_uniform(&s->rng) < s->p_bg) s->bad = 0; }
-                else if (rng_uniform(&s->rng) < s->p_gb) s->bad = 1;
-                lost = rng_uniform(&s->rng) < (s->bad ? s->loss_b : s->loss_g);
+                if (s->bad) { if (lc_rng_uniform(&s->rng) < s->p_bg) s->bad = 0; }
+                else if (lc_rng_uniform(&s->rng) < s->p_gb) s->bad = 1;
+                lost = lc_rng_uniform(&s->rng) < (s->bad ? s->loss_b : s->loss_g);
             }
             keep[i] = !lost;
             if (lost) { lost_any = 1; s->drop_p++; s->drop_b += lc_wire(p, i, i + 1); }
@@ -219,7 +209,11 @@ static PyObject *Stage_stats(Stage *s, PyObject *Py_UNUSED(ignored)) {
         PyDict_SetItemString(d, "pieces_cut", v); Py_XDECREF(v);
     }
     if (d && s->kind == K_LINK) {
-        PyObject *v = PyLong_FromLongLong(s->grid.capacity_bytes);
+        PyObject *v = PyLong_FromLongLong(s->link.marks_p);
+        PyDict_SetItemString(d, "marks_packets", v); Py_XDECREF(v);
+        v = PyLong_FromLongLong(s->link.marks_b);
+        PyDict_SetItemString(d, "marks_bytes", v); Py_XDECREF(v);
+        v = PyLong_FromLongLong(s->grid.capacity_bytes);
         PyDict_SetItemString(d, "capacity_bytes", v); Py_XDECREF(v);
         v = PyLong_FromLongLong(s->grid.k);
         PyDict_SetItemString(d, "ttis", v); Py_XDECREF(v);
@@ -317,11 +311,14 @@ static PyObject *fp_loss(PyObject *self, PyObject *args) {
 static PyObject *fp_link(PyObject *self, PyObject *args) {
     Py_buffer cap;
     long long num, den, start, packets, bytes;
-    int qkind;
-    if (!PyArg_ParseTuple(args, "y*LLLiLL", &cap, &num, &den, &start, &qkind, &packets, &bytes))
+    int qkind, ecn = 0;
+    unsigned long long seed = 0;
+    double a = 0, b = 0, c = 0, d = 0;
+    if (!PyArg_ParseTuple(args, "y*LLLiLL|(pKdddd)", &cap, &num, &den, &start, &qkind, &packets, &bytes,
+                          &ecn, &seed, &a, &b, &c, &d))
         return NULL;
     if (cap.len < (Py_ssize_t)sizeof(double) || cap.len % sizeof(double) || num <= 0 || den <= 0 ||
-        qkind < LC_INFINITE || qkind > LC_DROPHEAD || packets < 0 || bytes < 0) {
+        qkind < LC_INFINITE || qkind > LC_L4S || packets < 0 || bytes < 0) {
         PyBuffer_Release(&cap);
         PyErr_SetString(PyExc_ValueError, "capacity must be float64 bytes; TTI positive; a known queue");
         return NULL;
@@ -329,6 +326,7 @@ static PyObject *fp_link(PyObject *self, PyObject *args) {
     Stage *s = new_stage(K_LINK);
     if (!s) { PyBuffer_Release(&cap); return NULL; }
     lc_link_init(&s->link, qkind, packets, bytes);
+    lc_link_aqm(&s->link, ecn, seed, a, b, c, d);
     int rc = lc_grid_init(&s->grid, cap.buf, cap.len / sizeof(double), num, den, start);
     PyBuffer_Release(&cap);
     if (rc < 0) { Py_DECREF(s); return PyErr_NoMemory(); }
@@ -565,7 +563,9 @@ static PyMethodDef methods[] = {
     {"delay", fp_delay, METH_VARARGS, "delay(delay_ns): fixed delay, never reorders."},
     {"loss", fp_loss, METH_VARARGS, "loss(rate, gilbert, p_gb, p_bg, loss_g, loss_b, seed)."},
     {"link", fp_link, METH_VARARGS,
-     "link(capacity_float64_bytes, tti_ns_num, tti_ns_den, start_ns, queue_kind, packets, bytes)."},
+     "link(capacity_float64_bytes, tti_ns_num, tti_ns_den, start_ns, queue_kind, packets, bytes[, aqm]): "
+     "queue_kind 0-5 (infinite, droptail, drophead, codel, pie, l4s); aqm = (ecn, seed, a, b, c, d), "
+     "see lc_link_aqm in replay/_linkcore.h."},
     {"relay", fp_relay, METH_VARARGS, "relay(outer_fd, inner_fd, stop_fd, downlink, uplink)."},
     {"relay_threads", fp_relay_threads, METH_VARARGS,
      "relay_threads(outer_fd, inner_fd, stop_fd, downlink, uplink): one thread per direction."},

@@ -204,6 +204,42 @@ void lc_log_free(lc_log *l) {
     l->n = l->cap = 0;
 }
 
+/* ---- random numbers and ECN ------------------------------------------------------ */
+
+uint64_t lc_rng_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+double lc_rng_uniform(uint64_t *state) { return (lc_rng_next(state) >> 11) * (1.0 / 9007199254740992.0); }
+
+int lc_ecn_of(const unsigned char *ip, int n) {
+    if (n < 20) return LC_NOT_ECT;
+    if ((ip[0] >> 4) == 4) return ip[1] & 3;
+    if ((ip[0] >> 4) == 6 && n >= 40) return (ip[1] >> 4) & 3;
+    return LC_NOT_ECT;
+}
+
+int lc_mark_ce(unsigned char *ip, int n) {
+    int ecn = lc_ecn_of(ip, n);
+    if (ecn == LC_NOT_ECT) return 0;
+    if (ecn == LC_CE) return 1;
+    if ((ip[0] >> 4) == 4) {
+        uint32_t old = rd16(ip);
+        ip[1] |= LC_CE;
+        /* RFC 1624 eq. 3: HC' = ~(~HC + ~m + m') */
+        uint32_t sum = (~rd16(ip + 10) & 0xffff) + (~old & 0xffff) + rd16(ip);
+        sum = (sum & 0xffff) + (sum >> 16);
+        sum = (sum & 0xffff) + (sum >> 16);
+        wr16(ip + 10, ~sum & 0xffff);
+    } else {
+        ip[1] |= LC_CE << 4;
+    }
+    return 1;
+}
+
 /* ---- a link ----------------------------------------------------------------------- */
 
 void lc_link_init(lc_link *l, int qkind, long long lim_p, long long lim_b) {
@@ -213,13 +249,35 @@ void lc_link_init(lc_link *l, int qkind, long long lim_p, long long lim_b) {
     l->lim_b = qkind == LC_INFINITE ? 0 : lim_b;
 }
 
+void lc_link_aqm(lc_link *l, int ecn, uint64_t seed, double a, double b, double c, double d) {
+    lc_aqm *q = &l->aqm;
+    q->ecn = ecn || l->qkind == LC_L4S;
+    q->rng = seed;
+    switch (l->qkind) {
+    case LC_CODEL:
+        q->target_ns = (int64_t)a; q->interval_ns = (int64_t)b;
+        break;
+    case LC_PIE:
+        q->ref_s = a; q->burst_ns = (int64_t)b; q->burst_left = q->burst_ns;
+        break;
+    case LC_L4S:
+        q->step_ns = (int64_t)a; q->target_s = b; q->tupdate_ns = (int64_t)c; q->tshift_ns = (int64_t)d;
+        break;
+    }
+}
+
 void lc_link_free(lc_link *l) {
     lc_fifo_clear(&l->q);
+    lc_fifo_clear(&l->lq);
     free(l->svc);
     l->svc = NULL;
 }
 
-int lc_busy(const lc_link *l) { return l->svc || l->q.head; }
+int lc_busy(const lc_link *l) { return l->svc || l->q.head || l->lq.head; }
+
+/* Segments and bytes queued (both queues of L4S), the packet in service not counted. */
+static inline long long q_count(const lc_link *l) { return l->q.count + l->lq.count; }
+static inline long long q_bytes(const lc_link *l) { return l->q.bytes + l->lq.bytes; }
 
 /* Segments of the packet in service that plain mode would still hold in its queue (all
    after seg, and seg itself while not started), and their bytes. */
@@ -235,8 +293,8 @@ static void service_tail(const lc_link *l, long long *np, long long *nb) {
 void lc_backlog(const lc_link *l, long long *bytes, long long *packets) {
     long long tp, tb;
     service_tail(l, &tp, &tb);
-    *packets = l->q.count + tp + (l->seg_left > 0);
-    *bytes = l->q.bytes + tb + l->seg_left;
+    *packets = q_count(l) + tp + (l->seg_left > 0);
+    *bytes = q_bytes(l) + tb + l->seg_left;
 }
 
 /* Give the queued segments of the packet in service back to the queue's head (drophead
@@ -260,6 +318,182 @@ static void detach_service_tail(lc_link *l) {
     l->seg = 0;
 }
 
+/* ---- AQMs: replay/queues.py's CoDelQueue, PIEQueue and DualPI2Queue, line for line ---- */
+
+#define PIE_T_UPDATE_NS 15000000LL
+#define PIE_ALPHA 0.125
+#define PIE_BETA 1.25
+#define PIE_MARK_ECN_TH 0.1
+#define L4S_ALPHA 0.16
+#define L4S_BETA 3.2
+#define L4S_K 2
+
+/* the packet p (one segment) that a discipline dropped at time t: counted, logged, freed */
+static void aqm_drop(lc_link *l, lc_packet *p, int64_t t) {
+    long long w = lc_wire(p, p->lo, p->nseg);
+    l->drop_p += p->nseg - p->lo;
+    l->drop_b += w;
+    lc_log_add(l->log, LC_DROP, t, p->nseg - p->lo, w);
+    free(p);
+}
+
+/* CE on p instead of a drop: 1 when marked (counted, logged), 0 when it must be dropped
+   (ECN off, or p not ECN-capable) */
+static int aqm_mark(lc_link *l, lc_packet *p, int64_t t) {
+    if (!l->aqm.ecn || !lc_mark_ce(p->data + p->off, p->len - p->off)) return 0;
+    long long w = lc_wire(p, p->lo, p->nseg);
+    l->marks_p++;
+    l->marks_b += w;
+    lc_log_add(l->log, LC_MARK, t, 1, w);
+    return 1;
+}
+
+static int over(const lc_link *l, long long extra_p, long long extra_b) {
+    return (l->lim_p && q_count(l) + extra_p > l->lim_p) || (l->lim_b && q_bytes(l) + extra_b > l->lim_b);
+}
+
+static int64_t codel_control(const lc_aqm *a, long long count) {
+    return (int64_t)((double)a->interval_ns / sqrt((double)count));
+}
+
+/* RFC 8289 dodequeue: the head packet and whether it may be dropped */
+static lc_packet *codel_pop(lc_link *l, int64_t now, int *ok) {
+    lc_aqm *a = &l->aqm;
+    lc_packet *p = lc_fifo_pop(&l->q);
+    *ok = 0;
+    if (!p) { a->first_above = 0; return NULL; }
+    if (now - p->t < a->target_ns || l->q.bytes <= 1500) { a->first_above = 0; return p; }
+    if (a->first_above == 0) { a->first_above = now + a->interval_ns; return p; }
+    *ok = now >= a->first_above;
+    return p;
+}
+
+static lc_packet *codel_dequeue(lc_link *l, int64_t now) {
+    lc_aqm *a = &l->aqm;
+    int ok;
+    lc_packet *p = codel_pop(l, now, &ok);
+    if (!p) { a->dropping = 0; return NULL; }
+    if (a->dropping) {
+        if (!ok) a->dropping = 0;
+        while (a->dropping && now >= a->drop_next) {
+            a->count++;
+            if (aqm_mark(l, p, now)) { a->drop_next += codel_control(a, a->count); return p; }
+            aqm_drop(l, p, now);
+            p = codel_pop(l, now, &ok);
+            if (!p || !ok) a->dropping = 0;
+            else a->drop_next += codel_control(a, a->count);
+        }
+        return p;
+    }
+    if (ok) {
+        if (!aqm_mark(l, p, now)) {
+            aqm_drop(l, p, now);
+            p = codel_pop(l, now, &ok);
+        }
+        a->dropping = 1;
+        long long delta = a->count - a->last_count;
+        a->count = (delta > 1 && now - a->drop_next < 16 * a->interval_ns) ? delta : 1;
+        a->drop_next = now + codel_control(a, a->count);
+        a->last_count = a->count;
+    }
+    return p;
+}
+
+static void pie_update(lc_link *l, int64_t now) {
+    lc_aqm *a = &l->aqm;
+    if (!a->updated) { a->updated = 1; a->next_update = now + PIE_T_UPDATE_NS; return; }
+    while (now >= a->next_update) {
+        double d = a->qdelay_s, p = a->drop_prob;
+        double scale = p < 1e-6 ? 1.0 / 2048 : p < 1e-5 ? 1.0 / 512 : p < 1e-4 ? 1.0 / 128
+                     : p < 1e-3 ? 1.0 / 32 : p < 1e-2 ? 1.0 / 8 : p < 1e-1 ? 1.0 / 2 : 1.0;
+        p += scale * (PIE_ALPHA * (d - a->ref_s) + PIE_BETA * (d - a->qdelay_old_s));
+        if (d == 0 && a->qdelay_old_s == 0) p *= 0.98;
+        a->drop_prob = p < 0.0 ? 0.0 : p > 1.0 ? 1.0 : p;
+        a->qdelay_old_s = d;
+        if (a->burst_left > 0) {
+            a->burst_left -= PIE_T_UPDATE_NS;
+            if (a->burst_left < 0) a->burst_left = 0;
+        } else if (a->drop_prob == 0 && d < a->ref_s / 2 && a->qdelay_old_s < a->ref_s / 2) {
+            a->burst_left = a->burst_ns;
+        }
+        if (!l->q.head) a->qdelay_s = 0.0;
+        a->next_update += PIE_T_UPDATE_NS;
+    }
+}
+
+static void l4s_update(lc_link *l, int64_t now) {
+    lc_aqm *a = &l->aqm;
+    if (!a->updated) { a->updated = 1; a->next_update = now + a->tupdate_ns; return; }
+    while (now >= a->next_update) {
+        double q = l->q.head ? (double)(a->next_update - l->q.head->t) / 1e9 : 0.0;
+        double p = a->p_base + L4S_ALPHA * (q - a->target_s) + L4S_BETA * (q - a->prev_s);
+        a->p_base = p < 0.0 ? 0.0 : p > 1.0 ? 1.0 : p;
+        a->prev_s = q;
+        a->next_update += a->tupdate_ns;
+    }
+}
+
+static lc_packet *l4s_dequeue(lc_link *l, int64_t now) {
+    lc_aqm *a = &l->aqm;
+    l4s_update(l, now);
+    while (l->lq.head || l->q.head) {
+        if (l->lq.head && (!l->q.head || l->q.head->t + a->tshift_ns >= l->lq.head->t)) {
+            lc_packet *p = lc_fifo_pop(&l->lq);
+            double p_cl = L4S_K * a->p_base;
+            if (p_cl > 1.0) p_cl = 1.0;
+            if (now - p->t > a->step_ns || (p_cl > 0 && lc_rng_uniform(&a->rng) < p_cl)) aqm_mark(l, p, now);
+            return p;
+        }
+        lc_packet *p = lc_fifo_pop(&l->q);
+        double p_c = a->p_base * a->p_base;
+        if (p_c > 0 && lc_rng_uniform(&a->rng) < p_c && !aqm_mark(l, p, now)) {
+            aqm_drop(l, p, now);
+            continue;
+        }
+        return p;
+    }
+    return NULL;
+}
+
+/* The next packet for the server at time t (a TTI's end), by the discipline. */
+static lc_packet *dequeue(lc_link *l, int64_t t) {
+    switch (l->qkind) {
+    case LC_CODEL:
+        return codel_dequeue(l, t);
+    case LC_PIE: {
+        pie_update(l, t);
+        lc_packet *p = lc_fifo_pop(&l->q);
+        if (p) l->aqm.qdelay_s = (double)(t - p->t) / 1e9;
+        return p;
+    }
+    case LC_L4S:
+        return l4s_dequeue(l, t);
+    default:
+        return lc_fifo_pop(&l->q);
+    }
+}
+
+/* PIE and L4S at enqueue (one segment): 1 when p was queued, 0 when dropped (not freed) */
+static int aqm_enqueue(lc_link *l, lc_packet *p, int64_t now) {
+    lc_aqm *a = &l->aqm;
+    long long w = lc_wire(p, p->lo, p->nseg);
+    if (l->qkind == LC_PIE) {
+        pie_update(l, now);
+        int drop = over(l, 1, w);
+        if (!drop && a->burst_left == 0 && !(a->qdelay_old_s < a->ref_s / 2 && a->drop_prob < 0.2) &&
+            l->q.count > 2 && lc_rng_uniform(&a->rng) < a->drop_prob)
+            drop = !(a->drop_prob <= PIE_MARK_ECN_TH && aqm_mark(l, p, now));
+        if (drop) return 0;
+        lc_fifo_push(&l->q, p);
+        return 1;
+    }
+    l4s_update(l, now);
+    if (over(l, 1, w)) return 0;
+    int ecn = lc_ecn_of(p->data + p->off, p->len - p->off);
+    lc_fifo_push(ecn == LC_ECT1 || ecn == LC_CE ? &l->lq : &l->q, p);
+    return 1;
+}
+
 void lc_enqueue(lc_link *l, lc_packet *p, int64_t now) {
     int n = p->nseg;
     p->t = now;
@@ -270,7 +504,12 @@ void lc_enqueue(lc_link *l, lc_packet *p, int64_t now) {
         for (int i = 0; i < n; i++) lc_log_add(l->log, LC_ARRIVAL, now, lc_wire(p, i, i + 1), 0);
     long long tp, tb, drop_p = 0, drop_b = 0;
     service_tail(l, &tp, &tb);
-    if (l->qkind == LC_DROPTAIL) {
+    if (l->qkind == LC_PIE || l->qkind == LC_L4S) {
+        if (!aqm_enqueue(l, p, now)) {
+            drop_p = p->nseg; drop_b = lc_wire(p, 0, p->nseg);
+            free(p);
+        }
+    } else if (l->qkind == LC_DROPTAIL || l->qkind == LC_CODEL) {   /* CoDel: a tail-drop safety net */
         unsigned char keep[n];
         long long count = l->q.count + tp, bytes = l->q.bytes + tb;
         for (int i = 0; i < n; i++) {      /* segment by segment, as they would arrive */
@@ -339,7 +578,7 @@ long long lc_serve(lc_link *l, long long budget, int64_t t, lc_sink *out) {
     if (budget > 0) lc_log_add(l->log, LC_OPPORTUNITY, t, 0, budget);
     while (left > 0) {
         if (!l->svc) {
-            l->svc = lc_fifo_pop(&l->q);
+            l->svc = dequeue(l, t);
             if (!l->svc) break;
             l->seg = l->svc->lo;
             l->seg_left = 0;

@@ -76,10 +76,10 @@ LC_API long long lc_push_kept(lc_fifo *f, lc_packet *p, const unsigned char *kee
 /* ---- logged events ---------------------------------------------------------------- */
 
 /* An event of the Mahimahi-format logs: an arrival (len bytes), a drop (len packets, x
-   bytes), an opportunity (x bytes granted) or a departure (len bytes, x = its arrival
-   time). One event per segment for arrivals and departures, so that offload and plain
+   bytes), an opportunity (x bytes granted), a departure (len bytes, x = its arrival
+   time) or a CE mark (len packets, x bytes). One event per segment for arrivals and departures, so that offload and plain
    mode log the same lines. */
-enum { LC_ARRIVAL = 0, LC_DROP = 1, LC_OPPORTUNITY = 2, LC_DEPARTURE = 3 };
+enum { LC_ARRIVAL = 0, LC_DROP = 1, LC_OPPORTUNITY = 2, LC_DEPARTURE = 3, LC_MARK = 4 };
 
 typedef struct {
     int64_t t, x;
@@ -103,24 +103,65 @@ typedef struct {
     long long errors;           /* pieces that could not be made (no memory) */
 } lc_sink;
 
+/* ---- random numbers --------------------------------------------------------------- */
+
+/* splitmix64; uniform in [0, 1) with 53 bits: (next >> 11) * 2^-53. The same generator as
+   replay/rng.py's SplitMix64, so a seeded queue draws the same coins in C and Python. */
+LC_API uint64_t lc_rng_next(uint64_t *state);
+LC_API double lc_rng_uniform(uint64_t *state);
+
+/* ---- ECN (RFC 3168): replay/ecn.py ------------------------------------------------- */
+
+enum { LC_NOT_ECT = 0, LC_ECT1 = 1, LC_ECT0 = 2, LC_CE = 3 };
+/* The ECN codepoint of the IP packet at ip (n bytes). */
+LC_API int lc_ecn_of(const unsigned char *ip, int n);
+/* Set CE on an ECN-capable packet (the IPv4 header checksum updated by RFC 1624 eq. 3);
+   1 when it is ECN-capable (CE already: left as it is), 0 when not (never changed). */
+LC_API int lc_mark_ce(unsigned char *ip, int n);
+
 /* ---- a link: one queue and its byte-granular server --------------------------------- */
 
-enum { LC_INFINITE = 0, LC_DROPTAIL = 1, LC_DROPHEAD = 2 };
+/* The queue disciplines of replay/queues.py. CoDel, PIE and L4S (DualPI2) decide per
+   packet: a link with one of them is fed packets of one segment (no GSO super-packets). */
+enum { LC_INFINITE = 0, LC_DROPTAIL = 1, LC_DROPHEAD = 2, LC_CODEL = 3, LC_PIE = 4, LC_L4S = 5 };
+
+/* The parameters and state of an AQM (see replay/queues.py for the algorithms). */
+typedef struct {
+    int ecn;                    /* mark ECN-capable packets instead of dropping them */
+    uint64_t rng;
+    /* CoDel (RFC 8289) */
+    int64_t target_ns, interval_ns, first_above, drop_next;
+    long long count, last_count;
+    int dropping;
+    /* PIE (RFC 8033) and DualPI2 (RFC 9332) */
+    double ref_s, drop_prob, qdelay_s, qdelay_old_s;
+    int64_t burst_ns, burst_left, next_update;
+    int updated;                /* next_update is set (the first update only sets it) */
+    int64_t step_ns, tupdate_ns, tshift_ns;
+    double target_s, p_base, prev_s;
+} lc_aqm;
 
 typedef struct {
     int qkind;
     long long lim_p, lim_b;     /* 0: no limit of that kind */
-    lc_fifo q;
+    lc_fifo q;                  /* the queue (the classic queue of L4S) */
+    lc_fifo lq;                 /* L4S: the L queue (ECT(1) and CE packets) */
+    lc_aqm aqm;
     lc_packet *svc;             /* in service: segment seg is served, [lo, seg) done, not yet emitted */
     int seg;
     long long seg_left;         /* bytes of segment seg still to serve; 0: not started */
     /* counters, in segments and plain-mode bytes */
     long long arr_p, arr_b, dep_p, dep_b, drop_p, drop_b, served_bytes;
+    long long marks_p, marks_b;
     long long superpackets, pieces;
     lc_log *log;                /* NULL: no log */
 } lc_link;
 
 LC_API void lc_link_init(lc_link *l, int qkind, long long lim_p, long long lim_b);
+/* The AQM's parameters (after lc_link_init): ecn, the generator's seed and, by discipline,
+   CoDel (target ns, interval ns), PIE (qdelay_ref s, max_burst ns), L4S (step ns, target s,
+   tupdate ns, tshift ns). */
+LC_API void lc_link_aqm(lc_link *l, int ecn, uint64_t seed, double a, double b, double c, double d);
 LC_API void lc_link_free(lc_link *l);
 /* p arrives at now: counted, logged and queued (or dropped) by the discipline. */
 LC_API void lc_enqueue(lc_link *l, lc_packet *p, int64_t now);

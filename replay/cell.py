@@ -51,7 +51,7 @@ from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_rate, parse_size
 
 from .cell_radio import RadioFeed
-from .queues import make_queue
+from .queues import core_parameters, make_queue
 from .server import ByteServer, carry_budgets
 from .stages import LinkStage, Stage
 
@@ -70,12 +70,12 @@ RESCUE_DIVISOR = 3              # a rescuer moves a loop still asleep a third of
                                 # (AIRLINK_CELL_RESCUE=0: no rescuers; see _cellpath.c)
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
-_C_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}   # queues of the C path (its constants)
-#: an event of the Mahimahi-format logs, as the C path records it (replay/_cellpath.c's
-#: Event): time (ns), x, kind, len - an arrival (len), a drop (len packets, x bytes), an
-#: opportunity (x bytes granted) or a departure (len, x = its arrival time)
+#: an event of the Mahimahi-format logs, as the C link core records it (replay/_linkcore.h's
+#: lc_event): time (ns), x, kind, len - an arrival (len), a drop (len packets, x bytes), an
+#: opportunity (x bytes granted), a departure (len, x = its arrival time) or a CE mark
+#: (len packets, x bytes)
 _EVENT = np.dtype([("t", "<i8"), ("x", "<i8"), ("kind", "<i4"), ("len", "<i4")])
-EV_ARRIVAL, EV_DROP, EV_OPPORTUNITY, EV_DEPARTURE = 0, 1, 2, 3
+EV_ARRIVAL, EV_DROP, EV_OPPORTUNITY, EV_DEPARTURE, EV_MARK = 0, 1, 2, 3, 4
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
@@ -397,6 +397,8 @@ def _log_lines(writer, lines: list, base_ns: int, events) -> None:
             lines.append(line(ms, "d", n, x))
         elif kind == EV_OPPORTUNITY:
             lines.append(line(ms, "#", x))
+        elif kind == EV_MARK:
+            lines.append(line(ms, "m", n, x))
         else:
             lines.append(line(ms, "-", n, round((t - x) / 1e6)))
     if len(lines) > 5000:
@@ -464,10 +466,9 @@ def _cellpath():
 class _LiveCell:
     """The real-time loop of one run (state and counters); see :class:`CellShell`.
 
-    Packets move in C (:mod:`airlink.replay._cellpath`, with the GIL released between TTIs)
-    with an infinite, drop-tail or drop-head queue, and in the Python loop otherwise (the
-    other queues, or without the C module: :meth:`loop_python`); both run the same
-    :meth:`_tti`."""
+    Packets move in C (:mod:`airlink.replay._cellpath`, with the GIL released between TTIs;
+    every queue of :mod:`airlink.replay.queues`, in the C link core), and in the Python loop
+    without the C module (:meth:`loop_python`); both run the same :meth:`_tti`."""
 
     def __init__(self, shell: CellShell, radio, feed, outer, namespaces, cmdline):
         self.shell, self.radio, self.feed = shell, radio, feed
@@ -502,11 +503,13 @@ class _LiveCell:
         q0 = self.queues[0]
         self.path = None
         self._c_logs = False
-        if cp is not None and q0.kind in _C_QUEUES:
+        if cp is not None:
             self._c_logs = shell.log_dir is not None
+            kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
-                                _C_QUEUES[q0.kind], getattr(q0, "packets", 0), getattr(q0, "bytes", 0),
-                                log=self._c_logs, rescue_ns=_rescue_ns(shell.late_ns))
+                                kind, packets, nbytes, log=self._c_logs, rescue_ns=_rescue_ns(shell.late_ns))
+            for u, q in enumerate(self.queues):     # each UE's queue with its own coins
+                self.path.set_aqm(u, core_parameters(q)[3])
         if shell.log_dir is not None:
             from airlink.traces import LinkLogWriter
             shell.log_dir.mkdir(parents=True, exist_ok=True)
@@ -855,7 +858,8 @@ class _LiveCell:
         down = {"arrivals_packets": self.arrivals_packets[u], "arrivals_bytes": self.arrivals_bytes[u],
                 "departures_packets": self.departures_packets[u], "departures_bytes": self.departures_bytes[u],
                 "drops_packets": q.drops_packets, "drops_bytes": q.drops_bytes,
-                "queued_packets": qp, "queued_bytes": qb, "queue": q.describe()}
+                "queued_packets": qp, "queued_bytes": qb, "marks_packets": q.marks_packets,
+                "marks_bytes": q.marks_bytes, "queue": q.describe()}
         return down, self.uplinks[u].stats()
 
     def finish(self, statuses, *, cpu_s, page_faults, kernel) -> dict:

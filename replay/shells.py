@@ -62,15 +62,18 @@ class _Shell:
             fast = (down.fast(), up.fast())
             offload = False
             if vnet and None not in fast:
-                # GSO super-packets only for the C stages, which serve them segment by segment
+                # GSO super-packets only for the C stages, which serve them segment by segment,
+                # and not for a queue that decides per packet (CoDel, PIE, L4S): its TUN
+                # devices keep the header but no offload, so every packet is one segment
                 for stage in fast:
                     stage.vnet_hdr(vnet)
-                try:
-                    for fd in (ns.outer_fd, ns.inner_fd):
-                        set_offload(fd)
-                    offload = True
-                except OSError:     # a kernel without TUN offloads: plain packets behind the header
-                    pass
+                if not (down.per_packet or up.per_packet):
+                    try:
+                        for fd in (ns.outer_fd, ns.inner_fd):
+                            set_offload(fd)
+                        offload = True
+                    except OSError:     # a kernel without TUN offloads: plain packets behind the header
+                        pass
             ns.start()
             try:
                 if None not in fast:

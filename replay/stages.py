@@ -24,6 +24,7 @@ from pathlib import Path
 from airlink.traces.atomic import commit, create_partial, output_error
 from airlink.traces.errors import AirlinkError, FormatError
 
+from .queues import PER_PACKET, core_parameters
 from .server import TraceServer
 
 
@@ -32,6 +33,7 @@ class Stage:
 
     kind = "pass"
     finished = False
+    per_packet = False      # True: the stage needs packets of one segment (no GSO)
 
     def __init__(self):
         self.arrivals_packets = self.arrivals_bytes = 0
@@ -372,22 +374,26 @@ class LinkStage(Stage):
             return "logs are written by the Python loop"
         if not srv.loop:
             return "a trace played once (not looping) runs the Python loop"
-        if q.kind not in FAST_QUEUES:
-            return f"the {q.kind} queue has no C version"
-        if srv.k or len(q):
+        if srv.k or len(q) or q.drops_packets or q.marks_packets:
             return "the link was already running"
         return super().fast_refusal()
 
+    @property
+    def per_packet(self) -> bool:
+        """Whether the queue decides per packet (CoDel, PIE, L4S): the shell then reads
+        packets of one segment (no GSO super-packets) for this link."""
+        return self.queue.kind in PER_PACKET
+
     def fast(self):
-        # droptail/drophead with ecn: a full buffer drops, marking or not, so the C queues
-        # make the same decisions (and never mark)
+        """The link in the C core, with the same queue (and the same seed for its coins)."""
         if self.fast_refusal():
             return None
         fp = _fastpath()
-        q, srv = self.queue, self.server
+        srv = self.server
         tti = srv._tti_ns
+        kind, packets, nbytes, aqm = core_parameters(self.queue)
         return fp.link(srv.capacity.astype("<f8").tobytes(), tti.numerator, tti.denominator,
-                       srv.start_ns, FAST_QUEUES[q.kind], getattr(q, "packets", 0), getattr(q, "bytes", 0))
+                       srv.start_ns, kind, packets, nbytes, aqm)
 
     def stats(self) -> dict:
         out = super().stats()
@@ -444,9 +450,6 @@ class LinkStage(Stage):
         for log in (self.log, self.tti_log):
             if log is not None:
                 log.abort()
-
-
-FAST_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}
 
 
 def _fastpath():

@@ -191,3 +191,119 @@ def test_link_shell_queues_equal_the_python_queues_on_a_trace(kind, args):
             assert got[key] == py[key], (vnet, key)
     assert py["drops_packets"] > 0
     assert py["arrivals_bytes"] == py["departures_bytes"] + py["drops_bytes"] + py["queued_bytes"]
+
+
+def _ip(size, ecn, ident, v6=False):
+    """An IPv4 (valid header checksum) or IPv6 UDP packet of ``size`` bytes with ECN field ``ecn``."""
+    if v6:
+        head = bytes([0x60 | 0, ecn << 4, 0, 0]) + (size - 40).to_bytes(2, "big") + bytes([17, 64]) + bytes(32)
+        return head + bytes([ident % 256]) * (size - 40)
+    h = bytearray([0x45, ecn, *size.to_bytes(2, "big"), *(ident % 65536).to_bytes(2, "big"), 0, 0, 64, 17, 0, 0,
+                   10, 0, 0, 1, 10, 0, 0, 2])
+    s = sum(int.from_bytes(h[i:i + 2], "big") for i in range(0, 20, 2))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    h[10:12] = (~s & 0xFFFF).to_bytes(2, "big")
+    return bytes(h) + bytes([ident % 256]) * (size - 20)
+
+
+@pytest.mark.parametrize("kind,args", [("codel", "target=2ms,interval=20ms"), ("codel", "target=2ms,interval=20ms,ecn"),
+                                       ("pie", "qdelay_ref=2ms,max_burst=0ms,seed=5"),
+                                       ("pie", "qdelay_ref=2ms,max_burst=0ms,seed=5,ecn"),
+                                       ("pie", "qdelay_ref=2ms,max_burst=30ms,packets=40,seed=9,ecn"),
+                                       ("l4s", "step=1ms,target=3ms,seed=11"),
+                                       ("l4s", "step=2ms,target=3ms,packets=30,seed=12")])
+def test_aqms_in_c_drop_and_mark_as_the_python_queues(kind, args):
+    """The same arrivals (a mix of not-ECT, ECT(0), ECT(1) and CE, IPv4 and IPv6) at the same
+    times, about twice the link's rate: the C core drops and marks the same packets as
+    queues.py (the same seed: the same coins), so every TTI's departures are the same bytes
+    (CE set, IPv4 checksums updated) and the counters agree."""
+    rng = random.Random(kind + args)
+    capacity = [1500.0, 700.5, 2200.0, 0.0, 1100.25]
+    ref = LinkStage(capacity, Fraction(1, 1000), queue=make_queue(kind, args), start_ns=0)
+    c = ref.fast()
+    assert c is not None
+    ttis, t, i, arrivals, packets = 400, 0, 0, _Times(), []
+    while t < 300 * TTI_NS:
+        t += rng.randrange(100_000, 500_000) | 1
+        ecn = rng.choice([0, 1, 2, 2, 3]) if kind != "l4s" else rng.choice([0, 1, 1, 2])
+        packets.append(_ip(rng.randint(60, 1500), ecn, i, v6=rng.random() < 0.2))
+        arrivals.append(t)
+        i += 1
+    want = _run_stage(ref, packets, arrivals, ttis)
+    assert _run_stage(c, packets, arrivals, ttis) == want
+    got, py = c.stats(), ref.stats()
+    for key in ("arrivals_packets", "arrivals_bytes", "departures_packets", "departures_bytes", "drops_packets",
+                "drops_bytes", "marks_packets", "marks_bytes", "queued_packets", "queued_bytes", "capacity_bytes"):
+        assert got[key] == py[key], key
+    assert py["drops_packets"] + py["marks_packets"] > 0
+    if "ecn" in args or kind == "l4s":
+        assert py["marks_packets"] > 0
+    else:
+        assert py["marks_packets"] == 0
+    departed = [p for tti in want for p in tti]
+    marked = [p for p in departed if p[0] >> 4 == 4 and p[1] & 3 == 3]
+    for p in marked:                 # a marked IPv4 header still sums to 0xFFFF
+        s = sum(int.from_bytes(p[j:j + 2], "big") for j in range(0, 20, 2))
+        while s >> 16:
+            s = (s & 0xFFFF) + (s >> 16)
+        assert s == 0xFFFF
+
+
+@pytest.mark.parametrize("kind,args", [("codel", "target=1ms,interval=5ms,ecn"),
+                                       ("pie", "qdelay_ref=1ms,max_burst=0ms,seed=3,ecn"),
+                                       ("l4s", "step=1ms,target=2ms,tupdate=2ms,seed=4")])
+def test_cell_queues_with_aqm_drop_and_mark_as_the_python_queues(kind, args):
+    """The cell's per-UE queue in the C core with an AQM, against queues.py and ByteServer
+    fed the same packets at the times the cell read them, served the same budgets at the
+    same TTI ends: the same packets reach the UE (CE marks included) and the counters agree."""
+    from airlink.replay.queues import core_parameters
+    from airlink.replay.server import ByteServer
+    rng = random.Random(kind)
+    outer_shell, outer_test = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ue_cell, ue_app = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    socks = (outer_shell, outer_test, ue_cell, ue_app)
+    try:
+        for s in socks:
+            s.setblocking(False)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        ref_q, srv = make_queue(kind, args), ByteServer()
+        cell = cp.Cell(outer_shell.fileno(), [ue_cell.fileno()], 0x64400000, 0xFFFFFF00, 6,
+                       *core_parameters(ref_q)[:3], log=True)
+        cell.set_aqm(0, core_parameters(ref_q)[3])
+        got, want = [], []
+        for step in range(150):
+            sent = []
+            for _ in range(rng.randrange(0, 5)):
+                p = bytearray(_ip(rng.randint(60, 1500), rng.choice([0, 1, 2, 3]), len(sent) + 7 * step))
+                p[16:20] = (0x64400000 + 64 + 2).to_bytes(4, "big")     # UE 1's address
+                sent.append(bytes(p))
+                outer_test.send(sent[-1])
+            assert cell.wait(time.monotonic_ns() + 1_000_000, []) == -1
+            t_end = time.monotonic_ns()
+            budget = rng.choice([0, 700, 1500, 2200])     # less than arrives: the queue grows
+            rows = [np.zeros(1, d) for d in (np.float64, np.int64, np.float64, np.int64, np.int64)]
+            # the reference's arrivals: at the times the cell read them (its log)
+            ev = np.frombuffer(cell.take_events()[0], _EVENT)
+            for p, t in zip(sent, ev["t"][ev["kind"] == 0].tolist()):
+                ref_q.enqueue(p, t)
+            cell.serve(np.array([budget], np.int64), *rows, t_end)
+            deps = []
+            srv.serve(ref_q, budget, t_end, deps)
+            want += [d[0] for d in deps]
+            while True:
+                try:
+                    got.append(ue_app.recv(70000))
+                except BlockingIOError:
+                    break
+            cell.take_events()
+            assert got == want, step
+            assert (rows[0][0], rows[1][0]) == srv.backlog(ref_q)
+        st = cell.ue_stats(0)
+        assert (st["drops_packets"], st["drops_bytes"]) == (ref_q.drops_packets, ref_q.drops_bytes)
+        assert (st["marks_packets"], st["marks_bytes"]) == (ref_q.marks_packets, ref_q.marks_bytes)
+        assert ref_q.marks_packets > 0
+        assert st["arrivals_packets"] == st["departures_packets"] + st["drops_packets"] + st["queued_packets"]
+    finally:
+        for s in socks:
+            s.close()
