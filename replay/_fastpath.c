@@ -58,7 +58,12 @@ typedef struct {
     /* link: the core's queue and server, drained by a capacity trace's TTI grid */
     lc_link link;
     lc_grid grid;
+    lc_log log;         /* the link's events (with logs) */
+    lc_rows rows;       /* its per-TTI rows (with logs) */
 } Stage;
+
+/* Events and rows held before the relay hands them to Python (its on_log callable). */
+#define LOG_CHUNK 65536
 
 /* Where departures go: a file descriptor, or a Python list (the push/pull test API). */
 typedef struct {
@@ -182,6 +187,8 @@ static void Stage_dealloc(Stage *s) {
     lc_fifo_clear(&s->q);
     lc_link_free(&s->link);
     lc_grid_free(&s->grid);
+    lc_log_free(&s->log);
+    lc_rows_free(&s->rows);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -236,6 +243,22 @@ static PyObject *Stage_vnet_hdr(Stage *s, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* take_events() -> bytes of lc_event records since the last call (see _linkcore.h) */
+static PyObject *Stage_take_events(Stage *s, PyObject *Py_UNUSED(ignored)) {
+    PyObject *b = PyBytes_FromStringAndSize((const char *)s->log.ev, (Py_ssize_t)(s->log.n * sizeof(lc_event)));
+    if (b) s->log.n = 0;
+    return b;
+}
+
+/* take_rows() -> bytes of per-TTI rows (8 int64 each) since the last call */
+static PyObject *Stage_take_rows(Stage *s, PyObject *Py_UNUSED(ignored)) {
+    PyObject *b = PyBytes_FromStringAndSize((const char *)s->rows.row, (Py_ssize_t)(s->rows.n * sizeof *s->rows.row));
+    if (b) s->rows.n = 0;
+    return b;
+}
+
+static size_t log_held(const Stage *s) { return s->log.n + s->rows.n; }
+
 static PyObject *Stage_push(Stage *s, PyObject *args) {
     Py_buffer b;
     long long now;
@@ -262,6 +285,11 @@ static PyMethodDef Stage_methods[] = {
     {"vnet_hdr", (PyCFunction)Stage_vnet_hdr, METH_O,
      "vnet_hdr(size): 10 = every packet starts with a virtio_net_hdr (offload mode), 0 = plain."},
     {"push", (PyCFunction)Stage_push, METH_VARARGS, "push(packet, now_ns): a packet arrived (as relay reads it)."},
+    {"take_events", (PyCFunction)Stage_take_events, METH_NOARGS,
+     "take_events() -> bytes: the link's logged events since the last call (lc_event records: t, x int64; "
+     "kind, len int32)."},
+    {"take_rows", (PyCFunction)Stage_take_rows, METH_NOARGS,
+     "take_rows() -> bytes: the link's per-TTI rows since the last call (8 int64 each, RECORD_COLUMNS)."},
     {"pull", (PyCFunction)Stage_pull, METH_VARARGS, "pull(now_ns) -> [packet]: what leaves by now (as relay writes it)."},
     {NULL}
 };
@@ -314,8 +342,9 @@ static PyObject *fp_link(PyObject *self, PyObject *args) {
     int qkind, ecn = 0;
     unsigned long long seed = 0;
     double a = 0, b = 0, c = 0, d = 0;
-    if (!PyArg_ParseTuple(args, "y*LLLiLL|(pKdddd)", &cap, &num, &den, &start, &qkind, &packets, &bytes,
-                          &ecn, &seed, &a, &b, &c, &d))
+    int log = 0;
+    if (!PyArg_ParseTuple(args, "y*LLLiLL|(pKdddd)p", &cap, &num, &den, &start, &qkind, &packets, &bytes,
+                          &ecn, &seed, &a, &b, &c, &d, &log))
         return NULL;
     if (cap.len < (Py_ssize_t)sizeof(double) || cap.len % sizeof(double) || num <= 0 || den <= 0 ||
         qkind < LC_INFINITE || qkind > LC_L4S || packets < 0 || bytes < 0) {
@@ -330,6 +359,10 @@ static PyObject *fp_link(PyObject *self, PyObject *args) {
     int rc = lc_grid_init(&s->grid, cap.buf, cap.len / sizeof(double), num, den, start);
     PyBuffer_Release(&cap);
     if (rc < 0) { Py_DECREF(s); return PyErr_NoMemory(); }
+    if (log) {
+        s->link.log = &s->log;
+        s->grid.rows = &s->rows;
+    }
     return (PyObject *)s;
 }
 
@@ -346,12 +379,16 @@ static long long read_into(int fd, Stage *s, int64_t now, unsigned char *buf) {
     return n;
 }
 
-/* relay(outer_fd, inner_fd, stop_fd, downlink, uplink) -> {"write_errors", "wakeups"} */
+/* relay(outer_fd, inner_fd, stop_fd, downlink, uplink[, on_log]) -> {"write_errors", "wakeups"};
+   on_log() is called (with the GIL) whenever the stages hold LOG_CHUNK events and rows, to
+   write them out; an exception it raises ends the relay. */
 static PyObject *fp_relay(PyObject *self, PyObject *args) {
     int outer, inner, stop;
     Stage *down, *up;
-    if (!PyArg_ParseTuple(args, "iiiO!O!", &outer, &inner, &stop, &StageType, &down, &StageType, &up))
+    PyObject *on_log = Py_None;
+    if (!PyArg_ParseTuple(args, "iiiO!O!|O", &outer, &inner, &stop, &StageType, &down, &StageType, &up, &on_log))
         return NULL;
+    if (on_log == Py_None) on_log = NULL;
     long long wakeups = 0;
     static unsigned char buf[READ_BUFFER];
     Sink to_inner = {inner, NULL, 0}, to_outer = {outer, NULL, 0};
@@ -362,6 +399,11 @@ static PyObject *fp_relay(PyObject *self, PyObject *args) {
         int64_t now = now_ns();
         stage_pull(down, now, &to_inner);
         stage_pull(up, now, &to_outer);
+        if (on_log && log_held(down) + log_held(up) >= LOG_CHUNK) {
+            PyObject *r = PyObject_CallNoArgs(on_log);
+            if (!r) return NULL;
+            Py_DECREF(r);
+        }
         int64_t t = stage_next(down), u = stage_next(up);
         if (t < 0 || (u >= 0 && u < t)) t = u;
         struct timespec ts, *tsp = NULL;
@@ -563,9 +605,9 @@ static PyMethodDef methods[] = {
     {"delay", fp_delay, METH_VARARGS, "delay(delay_ns): fixed delay, never reorders."},
     {"loss", fp_loss, METH_VARARGS, "loss(rate, gilbert, p_gb, p_bg, loss_g, loss_b, seed)."},
     {"link", fp_link, METH_VARARGS,
-     "link(capacity_float64_bytes, tti_ns_num, tti_ns_den, start_ns, queue_kind, packets, bytes[, aqm]): "
+     "link(capacity_float64_bytes, tti_ns_num, tti_ns_den, start_ns, queue_kind, packets, bytes[, aqm[, log]]): "
      "queue_kind 0-5 (infinite, droptail, drophead, codel, pie, l4s); aqm = (ecn, seed, a, b, c, d), "
-     "see lc_link_aqm in replay/_linkcore.h."},
+     "see lc_link_aqm in replay/_linkcore.h; log: keep events and per-TTI rows (take_events, take_rows)."},
     {"relay", fp_relay, METH_VARARGS, "relay(outer_fd, inner_fd, stop_fd, downlink, uplink)."},
     {"relay_threads", fp_relay_threads, METH_VARARGS,
      "relay_threads(outer_fd, inner_fd, stop_fd, downlink, uplink): one thread per direction."},

@@ -635,11 +635,34 @@ void lc_grid_free(lc_grid *g) {
     g->cap = NULL;
 }
 
+void lc_rows_free(lc_rows *r) {
+    free(r->row);
+    r->row = NULL;
+    r->n = r->cap = 0;
+}
+
+static void add_row(lc_rows *r, const lc_link *l, long long k, long long budget, long long served) {
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 1024;
+        int64_t (*row)[8] = realloc(r->row, cap * sizeof *row);
+        if (!row) { r->lost++; return; }
+        r->row = row;
+        r->cap = cap;
+    }
+    long long bytes, packets;
+    lc_backlog(l, &bytes, &packets);
+    int64_t *x = r->row[r->n++];
+    x[0] = k; x[1] = budget; x[2] = served; x[3] = bytes; x[4] = packets;
+    x[5] = l->drop_p - r->seen_drop_p; x[6] = l->drop_b - r->seen_drop_b; x[7] = l->arr_b - r->seen_arr_b;
+    r->seen_drop_p = l->drop_p; r->seen_drop_b = l->drop_b; r->seen_arr_b = l->arr_b;
+}
+
 void lc_grid_advance(lc_grid *g, lc_link *l, int64_t now, lc_sink *out) {
     while (g->end <= now) {
         long long budget = lc_carry_budget(&g->carry, g->cap[g->k % g->n]);
         g->capacity_bytes += budget;
-        lc_serve(l, budget, g->end, out);
+        long long served = lc_serve(l, budget, g->end, out);
+        if (g->rows) add_row(g->rows, l, g->k, budget, served);
         g->k++;
         g->end = lc_boundary(g->start, g->num, g->den, g->k + 1);
     }

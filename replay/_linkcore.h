@@ -187,6 +187,18 @@ LC_API long long lc_carry_budget(double *carry, double amount);
 /* Clock time (ns) at which TTI k starts: start + floor(k * num / den), exact. */
 LC_API int64_t lc_boundary(int64_t start, long long num, long long den, long long k);
 
+/* One row per TTI served (replay/server.py's RECORD_COLUMNS): tti, capacity (budget),
+   served, backlog bytes and packets after service, drops packets and bytes and arrivals
+   bytes since the previous row. */
+typedef struct {
+    int64_t (*row)[8];
+    size_t n, cap;
+    long long lost;             /* rows not kept for want of memory */
+    long long seen_arr_b, seen_drop_p, seen_drop_b;
+} lc_rows;
+
+LC_API void lc_rows_free(lc_rows *r);
+
 typedef struct {
     double *cap;                /* bytes per TTI, repeated */
     size_t n;
@@ -195,13 +207,14 @@ typedef struct {
     long long k;                /* the next TTI to serve */
     double carry;
     long long capacity_bytes;   /* integer budgets offered so far */
+    lc_rows *rows;              /* NULL: no per-TTI rows */
 } lc_grid;
 
 /* 0, or -1 without memory (cap is copied). */
 LC_API int lc_grid_init(lc_grid *g, const double *cap, size_t n, long long num, long long den, int64_t start);
 LC_API void lc_grid_free(lc_grid *g);
 /* Serve every TTI of l that ended at or before now (TTI k's budget at its end); log
-   opportunities when l has a log. */
+   opportunities when l has a log, a row per TTI when g has rows. */
 LC_API void lc_grid_advance(lc_grid *g, lc_link *l, int64_t now, lc_sink *out);
 
 #endif

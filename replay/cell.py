@@ -49,10 +49,10 @@ from airlink.traces.bounds import CELL_UES, SEED
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_rate, parse_size
 
-from .cell_pypath import EV_ARRIVAL, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, PyCellPath
+from .cell_pypath import PyCellPath
 from .cell_radio import RadioFeed
 from .queues import core_parameters, make_queue
-from .server import carry_budgets
+from .server import EV_ARRIVAL, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, carry_budgets
 from .stages import LinkStage, Stage
 
 KILL_GRACE_S = 3.0
@@ -68,7 +68,7 @@ RESCUE_DIVISOR = 3              # a rescuer moves a loop still asleep a third of
                                 # (AIRLINK_CELL_RESCUE=0: no rescuers; see _cellpath.c)
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
-_EVENT = EVENT       # the logged events of either packet path (see .cell_pypath)
+_EVENT = EVENT       # the logged events of either packet path (see .server.EVENT)
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",

@@ -26,14 +26,8 @@ from fractions import Fraction
 import numpy as np
 
 from .queues import make_queue
-from .server import ByteServer, TraceServer
+from .server import EV_ARRIVAL, EV_DEPARTURE, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, ByteServer, TraceServer
 
-#: an event of the Mahimahi-format logs, as the C link core records it (replay/_linkcore.h's
-#: lc_event): time (ns), x, kind, len - an arrival (len), a drop (len packets, x bytes), an
-#: opportunity (x bytes granted), a departure (len, x = its arrival time) or a CE mark
-#: (len packets, x bytes)
-EVENT = np.dtype([("t", "<i8"), ("x", "<i8"), ("kind", "<i4"), ("len", "<i4")])
-EV_ARRIVAL, EV_DROP, EV_OPPORTUNITY, EV_DEPARTURE, EV_MARK = 0, 1, 2, 3, 4
 READ_BATCH = 64         # packets per fd and wake-up at most (as the C path)
 MAX_PACKET = 65536
 

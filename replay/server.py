@@ -47,6 +47,13 @@ def carry_budgets(carry: np.ndarray, amounts) -> np.ndarray:
     return budgets
 
 
+#: an event of the Mahimahi-format logs as the C link core records it (replay/_linkcore.h's
+#: lc_event) and the cell's Python packet path too: time (ns), x, kind, len - an arrival
+#: (len bytes), a drop (len packets, x bytes), an opportunity (x bytes granted), a departure
+#: (len bytes, x = its arrival time) or a CE mark (len packets, x bytes)
+EVENT = np.dtype([("t", "<i8"), ("x", "<i8"), ("kind", "<i4"), ("len", "<i4")])
+EV_ARRIVAL, EV_DROP, EV_OPPORTUNITY, EV_DEPARTURE, EV_MARK = 0, 1, 2, 3, 4
+
 # Columns of the per-TTI record (see TraceServer.records); "mac" kind names.
 RECORD_COLUMNS = ("tti", "capacity_bytes", "served_bytes", "backlog_bytes", "backlog_packets",
                   "drops_packets", "drops_bytes", "arrivals_bytes")

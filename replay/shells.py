@@ -78,8 +78,13 @@ class _Shell:
             try:
                 if None not in fast:
                     from . import _fastpath
-                    relay = _fastpath.relay_threads if relay_threads() == 2 else _fastpath.relay
-                    counters = relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast)
+                    logs = any(st.log is not None or st.tti_log is not None for st in stages if st.kind == "link")
+                    if logs:    # the logs are written between packets by this (Python's) thread
+                        counters = _fastpath.relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast,
+                                                   lambda: (down.drain_fast(), up.drain_fast()))
+                    else:
+                        relay = _fastpath.relay_threads if relay_threads() == 2 else _fastpath.relay
+                        counters = relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast)
                     counters["engine"] = "c"
                 else:
                     counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
