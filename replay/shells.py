@@ -89,6 +89,8 @@ class _Shell:
                 else:
                     counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
                                          on_finished=lambda: forward(signal.SIGTERM, None), vnet_hdr=vnet)
+                    for stage in stages:
+                        stage.forget_fast()
                     counters["engine"] = "python"
                     counters["engine_reason"] = "; ".join(
                         f"{name}: {r}" for name, r in (("downlink", down.fast_refusal()),

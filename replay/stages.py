@@ -79,6 +79,10 @@ class Stage:
         """Write out what the C stage from :meth:`fast` logged so far (the C relay calls
         this through its ``on_log``); nothing for a stage without logs."""
 
+    def forget_fast(self) -> None:
+        """The shell runs the Python loop after all (the other direction has no C version):
+        the stage logs what it serves itself, not what the C stage from :meth:`fast` would."""
+
     def fast(self):
         """The same stage in the C fast path (:mod:`airlink.replay._fastpath`), or None
         when this configuration has no C version (the shell then runs the Python loop)."""
@@ -407,6 +411,9 @@ class LinkStage(Stage):
     def drain_fast(self) -> None:
         if self._fast is not None:
             self._flush()
+
+    def forget_fast(self) -> None:
+        self._fast = None
 
     def _take_fast(self):
         """The C stage's per-TTI rows (as :meth:`TraceServer.records`) and its events in this
