@@ -2,8 +2,9 @@
  * airlink.replay._cellpath: the per-packet path of the cell shell (``airlink cell``) in C.
  *
  * One object holds the cell's packets: the outer TUN (downlink packets in, uplink packets
- * out), one inner TUN per UE, and one base-station queue per UE (infinite, droptail or
- * drophead by packets and/or bytes, as replay/queues.py) with byte-granular service (as
+ * out), one inner TUN per UE, and one base-station queue per UE (any queue of
+ * replay/queues.py, in the shells' link core replay/_linkcore.c; CoDel, PIE and L4S
+ * take their parameters with set_aqm) with byte-granular service (as
  * replay/server.py's ByteServer: the head packet may be split across TTIs and departs
  * with its last byte; the packet in service is outside the queue, so it counts toward no
  * limit). A UE's uplink is unconstrained (its packets go straight out) or, after
@@ -23,6 +24,9 @@
  *         then fill the row: backlog bytes/packets after service, arrivals bytes and
  *         drops packets/bytes since the previous serve() (the first: since the start)
  *
+ *     cell.set_aqm(ue, (ecn, seed, a, b, c, d))
+ *         UE ue's (0-based) queue parameters, as lc_link_aqm in replay/_linkcore.h (before
+ *         the first packet: replay.queues.core_parameters of that UE's Python queue)
  *     cell.set_uplink(ue, capacity_f8, tti_num, tti_den, start_ns)
  *         constrain UE ue's (0-based) uplink: capacity bytes per TTI, the TTI as the
  *         fraction tti_num/tti_den of a nanosecond, TTI 0 starting at start_ns
@@ -63,61 +67,29 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "_linkcore.h"
+
 #define MAX_PACKET 65536
 #define READ_BATCH 64           /* packets per fd and wake-up at most */
 #define MAX_WAIT_FDS 4096
 #define MAX_RESCUERS 2
 
-enum { Q_INFINITE = 0, Q_DROPTAIL = 1, Q_DROPHEAD = 2 };
-
-typedef struct Packet {
-    struct Packet *next;
-    int64_t t;                  /* arrival (ns) */
-    int len;
-    unsigned char data[];
-} Packet;
-
-/* a logged event (the Mahimahi-format per-UE log, --log-dir): kind 0 arrival (len),
-   1 drop (len = packets, x = bytes), 2 opportunity (x = bytes granted), 3 departure
-   (len, x = its arrival time) */
 typedef struct {
-    int64_t t, x;
-    int32_t kind, len;
-} Event;
-
-typedef struct {
-    Packet *head, *tail;
-    long long count, bytes;
-} Fifo;
-
-typedef struct {
-    Event *ev;                  /* logged events not yet taken */
-    Py_ssize_t n, cap;
-} Events;
-
-typedef struct {
-    long long arr_p, arr_b, dep_p, dep_b, drop_p, drop_b;  /* downlink */
+    lc_link dl;                                            /* the base station's queue and server */
+    lc_log dl_log, ul_log;                                 /* logged events: downlink, uplink */
     long long up_p, up_b;                                  /* uplink arrivals */
-    /* a constrained uplink (set_uplink; up_cap NULL: unconstrained) */
-    Fifo upq;
-    Packet *up_svc;
-    long long up_svc_left, up_dep_p, up_dep_b, up_lost_p, up_lost_b, up_cap_bytes, up_k, up_num, up_den;
-    double *up_cap, up_carry;
-    Py_ssize_t up_n;
-    int64_t up_start, up_end;
+    /* a constrained uplink (set_uplink; up_on 0: unconstrained, packets go straight out) */
+    int up_on;
+    lc_link ul;
+    lc_grid up;
     long long seen_arr_b, seen_drop_p, seen_drop_b;        /* at the previous row */
-    Fifo q;
-    Packet *svc;                                           /* in service (outside the queue) */
-    long long svc_left;
     int fd;
-    Events dl, ul;                                         /* logged events: downlink, uplink */
 } UE;
 
 typedef struct {
     PyObject_HEAD
-    int n, outer_fd, qkind, shift, log, uplinks;
+    int n, outer_fd, shift, log, uplinks;
     uint32_t net_base, net_mask;
-    long long lim_p, lim_b;
     UE *ue;
     long long unroutable, write_errors, last_ns, log_lost;
     unsigned char *buf;
@@ -134,32 +106,18 @@ typedef struct {
     _Atomic int moved, stop, sleepers;
 } Cell;
 
+/* departures to a TUN device; failed writes counted in the cell */
+typedef struct { int fd; Cell *c; } FdSink;
+
+static void fd_write(void *ctx, const unsigned char *data, int len) {
+    FdSink *s = ctx;
+    if (write(s->fd, data, (size_t)len) < 0) s->c->write_errors++;
+}
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void fifo_push(Fifo *f, Packet *p) {
-    p->next = NULL;
-    if (f->tail) f->tail->next = p; else f->head = p;
-    f->tail = p;
-    f->count++;
-    f->bytes += p->len;
-}
-
-static Packet *fifo_pop(Fifo *f) {
-    Packet *p = f->head;
-    if (!p) return NULL;
-    f->head = p->next;
-    if (!f->head) f->tail = NULL;
-    f->count--;
-    f->bytes -= p->len;
-    return p;
-}
-
-static int over(Cell *c, UE *u, long long extra_p, long long extra_b) {
-    return (c->lim_p && u->q.count + extra_p > c->lim_p) || (c->lim_b && u->q.bytes + extra_b > c->lim_b);
 }
 
 /* the UE (0-based) whose address part holds the IPv4 destination, or -1 */
@@ -171,108 +129,13 @@ static int ue_of(Cell *c, const unsigned char *p, int len) {
     return (u >= 0 && u < c->n) ? (int)u : -1;
 }
 
-static void log_event(Cell *c, Events *l, int kind, int64_t t, long long len, long long x) {
-    if (!c->log) return;
-    if (l->n == l->cap) {
-        Py_ssize_t cap = l->cap ? 2 * l->cap : 1024;
-        Event *e = realloc(l->ev, cap * sizeof(Event));
-        if (!e) { c->log_lost++; return; }
-        l->ev = e;
-        l->cap = cap;
-    }
-    Event *e = &l->ev[l->n++];
-    e->t = t; e->x = x; e->kind = kind; e->len = (int32_t)len;
-}
-
-/* a copy of the packet at the tail of q (arrival time now); 0, or -1 when there was no
-   memory: the packet is lost, counted in lost_p/lost_b and logged as a drop */
-static int push_copy(Cell *c, Fifo *q, Events *l, const unsigned char *data, int len, int64_t now,
-                     long long *lost_p, long long *lost_b) {
-    Packet *p = malloc(sizeof(Packet) + len);
-    if (!p) {
-        (*lost_p)++;
-        *lost_b += len;
-        log_event(c, l, 1, now, 1, len);
-        return -1;
-    }
-    p->t = now;
-    p->len = len;
-    memcpy(p->data, data, len);
-    fifo_push(q, p);
-    return 0;
-}
-
-static void enqueue(Cell *c, UE *u, const unsigned char *data, int len, int64_t now) {
-    u->arr_p++;
-    u->arr_b += len;
-    log_event(c, &u->dl, 0, now, len, 0);
-    if (c->qkind == Q_DROPTAIL && over(c, u, 1, len)) {
-        u->drop_p++;
-        u->drop_b += len;
-        log_event(c, &u->dl, 1, now, 1, len);
-        return;
-    }
-    if (push_copy(c, &u->q, &u->dl, data, len, now, &u->drop_p, &u->drop_b) < 0) return;
-    if (c->qkind == Q_DROPHEAD) {
-        long long n = 0, b = 0;
-        while (u->q.head && over(c, u, 0, 0)) {
-            Packet *old = fifo_pop(&u->q);
-            n++;
-            b += old->len;
-            free(old);
-        }
-        u->drop_p += n;
-        u->drop_b += b;
-        if (n) log_event(c, &u->dl, 1, now, n, b);
-    }
-}
-
-/* serve up to budget bytes at time t from a queue and its packet in service (byte-granular,
-   as replay/server.py's ByteServer): a packet leaves, written to fd, with its last byte.
-   Departures are logged in l (a Mahimahi-format log's events) when logs are on. */
-static void serve_fifo(Cell *c, Fifo *q, Packet **svc, long long *svc_left, long long left, int fd,
-                       long long *dep_p, long long *dep_b, Events *l, int64_t t) {
-    while (left > 0) {
-        if (!*svc) {
-            *svc = fifo_pop(q);
-            if (!*svc) break;
-            *svc_left = (*svc)->len;
-        }
-        long long take = *svc_left < left ? *svc_left : left;
-        *svc_left -= take;
-        left -= take;
-        if (*svc_left == 0) {
-            Packet *p = *svc;
-            *svc = NULL;
-            (*dep_p)++;
-            *dep_b += p->len;
-            log_event(c, l, 3, t, p->len, p->t);
-            if (write(fd, p->data, (size_t)p->len) < 0) c->write_errors++;
-            free(p);
-        }
-    }
-}
-
-static int64_t up_boundary(UE *u, long long k) {
-    return u->up_start + (int64_t)((__int128)k * u->up_num / u->up_den);
-}
-
 /* serve every uplink TTI of u that ended at or before now */
 static void advance_uplink(Cell *c, UE *u, int64_t now) {
-    while (u->up_end <= now) {
-        double total = u->up_carry + u->up_cap[u->up_k % u->up_n];
-        double budget = floor(total);
-        u->up_carry = total - budget;
-        u->up_cap_bytes += (long long)budget;
-        if (budget > 0) log_event(c, &u->ul, 2, u->up_end, 0, (long long)budget);
-        if (u->upq.head || u->up_svc) {
-            serve_fifo(c, &u->upq, &u->up_svc, &u->up_svc_left, (long long)budget, c->outer_fd,
-                       &u->up_dep_p, &u->up_dep_b, &u->ul, u->up_end);
-            c->last_ns = now;
-        }
-        u->up_k++;
-        u->up_end = up_boundary(u, u->up_k + 1);
-    }
+    if (u->up.end > now) return;
+    FdSink sink = {c->outer_fd, c};
+    lc_sink out = {fd_write, &sink, 0};
+    if (lc_busy(&u->ul)) c->last_ns = now;
+    lc_grid_advance(&u->up, &u->ul, now, &out);
 }
 
 /* serve the uplinks due by now; the earliest end of a TTI that has bytes to serve, or limit */
@@ -280,9 +143,9 @@ static int64_t uplinks_due(Cell *c, int64_t now, int64_t limit) {
     int64_t next = limit;
     for (int i = 0; i < c->n; i++) {
         UE *u = &c->ue[i];
-        if (!u->up_cap) continue;
+        if (!u->up_on) continue;
         advance_uplink(c, u, now);
-        if ((u->upq.head || u->up_svc) && u->up_end < next) next = u->up_end;
+        if (lc_busy(&u->ul) && u->up.end < next) next = u->up.end;
     }
     return next;
 }
@@ -303,12 +166,13 @@ static int read_outer(Cell *c, int64_t deadline) {
         if (r < 0) return read_failure();
         int u = ue_of(c, c->buf, (int)r);
         if (u < 0) { c->unroutable++; continue; }
-        enqueue(c, &c->ue[u], c->buf, (int)r, now);
+        lc_enqueue_copy(&c->ue[u].dl, c->buf, r, 0, now);
     }
     return 0;
 }
 
-/* a UE's uplink packets go straight out (as read_outer); 0 or an errno */
+/* a UE's uplink packets go straight out (as read_outer), or into its constrained uplink;
+   0 or an errno */
 static int read_inner(Cell *c, UE *u, int64_t deadline) {
     for (int i = 0; i < READ_BATCH; i++) {
         int64_t now = now_ns();
@@ -317,17 +181,15 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
         if (r < 0) return read_failure();
         u->up_p++;
         u->up_b += r;
-        if (!u->up_cap) {
+        if (!u->up_on) {
             if (write(c->outer_fd, c->buf, (size_t)r) < 0) c->write_errors++;
             continue;
         }
         advance_uplink(c, u, now);          /* TTIs that ended before it came go without it */
-        log_event(c, &u->ul, 0, now, r, 0);
-        push_copy(c, &u->upq, &u->ul, c->buf, (int)r, now, &u->up_lost_p, &u->up_lost_b);
+        lc_enqueue_copy(&u->ul, c->buf, r, 0, now);
     }
     return 0;
 }
-
 /* ---- rescuers -------------------------------------------------------------------------- */
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
@@ -494,7 +356,11 @@ static PyObject *Cell_backlog(Cell *c, PyObject *arg) {
     Py_buffer b;
     if (get_buf(arg, &b, "d", c->n, "backlog") < 0) return NULL;
     double *out = b.buf;
-    for (int u = 0; u < c->n; u++) out[u] = (double)(c->ue[u].q.bytes + (c->ue[u].svc ? c->ue[u].svc_left : 0));
+    for (int u = 0; u < c->n; u++) {
+        long long bytes, packets;
+        lc_backlog(&c->ue[u].dl, &bytes, &packets);
+        out[u] = (double)bytes;
+    }
     PyBuffer_Release(&b);
     Py_RETURN_NONE;
 }
@@ -528,16 +394,20 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
     double *bb = b[1].buf, *arr = b[3].buf;
     for (int i = 0; i < c->n; i++) {
         UE *u = &c->ue[i];
-        if (budget[i] > 0) log_event(c, &u->dl, 2, t_end, 0, budget[i]);
-        serve_fifo(c, &u->q, &u->svc, &u->svc_left, budget[i], u->fd, &u->dep_p, &u->dep_b, &u->dl, t_end);
-        bb[i] = (double)(u->q.bytes + (u->svc ? u->svc_left : 0));
-        bp[i] = u->q.count + (u->svc ? 1 : 0);
-        arr[i] = (double)(u->arr_b - u->seen_arr_b);
-        dp[i] = u->drop_p - u->seen_drop_p;
-        db[i] = u->drop_b - u->seen_drop_b;
-        u->seen_arr_b = u->arr_b;
-        u->seen_drop_p = u->drop_p;
-        u->seen_drop_b = u->drop_b;
+        FdSink sink = {u->fd, c};
+        lc_sink out = {fd_write, &sink, 0};
+        lc_link *l = &u->dl;
+        lc_serve(l, budget[i], t_end, &out);
+        long long bytes, packets;
+        lc_backlog(l, &bytes, &packets);
+        bb[i] = (double)bytes;
+        bp[i] = packets;
+        arr[i] = (double)(l->arr_b - u->seen_arr_b);
+        dp[i] = l->drop_p - u->seen_drop_p;
+        db[i] = l->drop_b - u->seen_drop_b;
+        u->seen_arr_b = l->arr_b;
+        u->seen_drop_p = l->drop_p;
+        u->seen_drop_b = l->drop_b;
     }
     for (int i = 0; i < 6; i++) PyBuffer_Release(&b[i]);
     Py_RETURN_NONE;
@@ -549,11 +419,13 @@ static PyObject *Cell_take_events(Cell *c, PyObject *args) {
     PyObject *out = PyTuple_New(c->n);
     if (!out) return NULL;
     for (int i = 0; i < c->n; i++) {
-        Events *l = uplink ? &c->ue[i].ul : &c->ue[i].dl;
-        PyObject *b = PyBytes_FromStringAndSize((const char *)l->ev, l->n * (Py_ssize_t)sizeof(Event));
+        lc_log *l = uplink ? &c->ue[i].ul_log : &c->ue[i].dl_log;
+        PyObject *b = PyBytes_FromStringAndSize((const char *)l->ev, (Py_ssize_t)(l->n * sizeof(lc_event)));
         if (!b) { Py_DECREF(out); return NULL; }
         PyTuple_SET_ITEM(out, i, b);
         l->n = 0;
+        c->log_lost += l->lost;
+        l->lost = 0;
     }
     return out;
 }
@@ -563,33 +435,34 @@ static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
     if (i == -1 && PyErr_Occurred()) return NULL;
     if (i < 0 || i >= c->n) { PyErr_SetString(PyExc_IndexError, "no such UE"); return NULL; }
     UE *u = &c->ue[i];
-    long long qb = u->q.bytes + (u->svc ? u->svc_left : 0), qp = u->q.count + (u->svc ? 1 : 0);
-    long long uqb = u->upq.bytes + (u->up_svc ? u->up_svc_left : 0), uqp = u->upq.count + (u->up_svc ? 1 : 0);
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}}",
-                         "arrivals_packets", u->arr_p, "arrivals_bytes", u->arr_b,
-                         "departures_packets", u->dep_p, "departures_bytes", u->dep_b,
-                         "drops_packets", u->drop_p, "drops_bytes", u->drop_b,
+    lc_link *d = &u->dl, *l = &u->ul;
+    long long qb, qp, uqb, uqp;
+    lc_backlog(d, &qb, &qp);
+    lc_backlog(l, &uqb, &uqp);
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}}",
+                         "arrivals_packets", d->arr_p, "arrivals_bytes", d->arr_b,
+                         "departures_packets", d->dep_p, "departures_bytes", d->dep_b,
+                         "drops_packets", d->drop_p, "drops_bytes", d->drop_b,
                          "queued_packets", qp, "queued_bytes", qb,
+                         "marks_packets", d->marks_p, "marks_bytes", d->marks_b,
                          "uplink", "arrivals_packets", u->up_p, "arrivals_bytes", u->up_b,
-                         "departures_packets", u->up_cap ? u->up_dep_p : u->up_p,
-                         "departures_bytes", u->up_cap ? u->up_dep_b : u->up_b,
-                         "drops_packets", u->up_lost_p, "drops_bytes", u->up_lost_b,
+                         "departures_packets", u->up_on ? l->dep_p : u->up_p,
+                         "departures_bytes", u->up_on ? l->dep_b : u->up_b,
+                         "drops_packets", l->drop_p, "drops_bytes", l->drop_b,
                          "queued_packets", uqp, "queued_bytes", uqb,
-                         "capacity_bytes", u->up_cap_bytes, "ttis", u->up_k);
+                         "capacity_bytes", u->up.capacity_bytes, "ttis", u->up.k);
 }
 
 static void Cell_dealloc(Cell *c) {
     stop_rescuers(c);
     if (c->ue) {
         for (int i = 0; i < c->n; i++) {
-            Packet *p;
-            while ((p = fifo_pop(&c->ue[i].q))) free(p);
-            free(c->ue[i].svc);
-            free(c->ue[i].dl.ev);
-            free(c->ue[i].ul.ev);
-            while ((p = fifo_pop(&c->ue[i].upq))) free(p);
-            free(c->ue[i].up_svc);
-            free(c->ue[i].up_cap);
+            UE *u = &c->ue[i];
+            lc_link_free(&u->dl);
+            lc_link_free(&u->ul);
+            lc_grid_free(&u->up);
+            lc_log_free(&u->dl_log);
+            lc_log_free(&u->ul_log);
         }
         PyMem_Free(c->ue);
     }
@@ -611,7 +484,7 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
                                      &qkind, &lim_p, &lim_b, &log, &rescue_ns))
         return -1;
     if (c->n_resc) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
-    if (qkind < Q_INFINITE || qkind > Q_DROPHEAD || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
+    if (qkind < LC_INFINITE || qkind > LC_L4S || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
         PyErr_SetString(PyExc_ValueError, "bad queue kind, limit or part shift");
         return -1;
     }
@@ -634,10 +507,14 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     c->net_base = (uint32_t)base;
     c->net_mask = (uint32_t)mask;
     c->shift = shift;
-    c->qkind = qkind;
     c->log = log;
-    c->lim_p = qkind == Q_INFINITE ? 0 : lim_p;
-    c->lim_b = qkind == Q_INFINITE ? 0 : lim_b;
+    for (int i = 0; i < c->n; i++) {
+        UE *u = &c->ue[i];
+        lc_link_init(&u->dl, qkind, lim_p, lim_b);
+        lc_link_init(&u->ul, LC_INFINITE, 0, 0);
+        u->dl.log = log ? &u->dl_log : NULL;
+        u->ul.log = log ? &u->ul_log : NULL;
+    }
     c->rescue_ns = rescue_ns;
     if (rescue_ns > 0) {
         int err = start_rescuers(c);
@@ -661,21 +538,23 @@ static PyObject *Cell_set_uplink(Cell *c, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "uplink capacity: need at least one float64 value");
         return NULL;
     }
-    double *v = malloc(n * sizeof(double));
-    if (!v) { PyBuffer_Release(&b); return PyErr_NoMemory(); }
-    memcpy(v, b.buf, n * sizeof(double));
-    PyBuffer_Release(&b);
     UE *u = &c->ue[i];
-    free(u->up_cap);
-    u->up_cap = v;
-    u->up_n = n;
-    u->up_num = num;
-    u->up_den = den;
-    u->up_start = start;
-    u->up_k = 0;
-    u->up_carry = 0.0;
-    u->up_end = up_boundary(u, 1);
+    lc_grid_free(&u->up);
+    int rc = lc_grid_init(&u->up, b.buf, (size_t)n, num, den, start);
+    PyBuffer_Release(&b);
+    if (rc < 0) { u->up_on = 0; return PyErr_NoMemory(); }
+    u->up_on = 1;
     c->uplinks = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cell_set_aqm(Cell *c, PyObject *args) {
+    int i, ecn;
+    unsigned long long seed;
+    double a, b, cc, d;
+    if (!PyArg_ParseTuple(args, "i(pKdddd)", &i, &ecn, &seed, &a, &b, &cc, &d)) return NULL;
+    if (i < 0 || i >= c->n) { PyErr_SetString(PyExc_IndexError, "no such UE"); return NULL; }
+    lc_link_aqm(&c->ue[i].dl, ecn, seed, a, b, cc, d);
     Py_RETURN_NONE;
 }
 
@@ -695,6 +574,8 @@ static PyMethodDef Cell_methods[] = {
     {"ue_stats", (PyCFunction)Cell_ue_stats, METH_O, "A UE's counters as a dict."},
     {"set_uplink", (PyCFunction)Cell_set_uplink, METH_VARARGS,
      "set_uplink(ue, capacity, tti_num, tti_den, start_ns): a constrained uplink (see the module)."},
+    {"set_aqm", (PyCFunction)Cell_set_aqm, METH_VARARGS,
+     "set_aqm(ue, (ecn, seed, a, b, c, d)): UE ue's queue parameters (see replay/_linkcore.h, lc_link_aqm)."},
     {"close", (PyCFunction)Cell_close, METH_NOARGS, "Stop the rescuer threads (also done when freed)."},
     {"take_events", (PyCFunction)Cell_take_events, METH_VARARGS,
      "take_events(uplink=False): the logged events since the last call, per UE: bytes of (t, x int64; "
@@ -733,8 +614,11 @@ PyMODINIT_FUNC PyInit__cellpath(void) {
     if (!m) return NULL;
     Py_INCREF(&CellType);
     if (PyModule_AddObject(m, "Cell", (PyObject *)&CellType) < 0) { Py_DECREF(&CellType); Py_DECREF(m); return NULL; }
-    PyModule_AddIntConstant(m, "INFINITE", Q_INFINITE);
-    PyModule_AddIntConstant(m, "DROPTAIL", Q_DROPTAIL);
-    PyModule_AddIntConstant(m, "DROPHEAD", Q_DROPHEAD);
+    PyModule_AddIntConstant(m, "INFINITE", LC_INFINITE);
+    PyModule_AddIntConstant(m, "DROPTAIL", LC_DROPTAIL);
+    PyModule_AddIntConstant(m, "DROPHEAD", LC_DROPHEAD);
+    PyModule_AddIntConstant(m, "CODEL", LC_CODEL);
+    PyModule_AddIntConstant(m, "PIE", LC_PIE);
+    PyModule_AddIntConstant(m, "L4S", LC_L4S);
     return m;
 }

@@ -2,25 +2,20 @@
  * airlink.replay._fastpath: the per-packet path of the shells in C.
  *
  * The same event loop and stages as replay/loop.py and replay/stages.py (pass, fixed
- * delay, Bernoulli/Gilbert loss, and a link with an infinite, droptail or drophead queue
- * drained by a byte-granular capacity trace), for the common configurations; the shells
- * fall back to the pure-Python loop for everything else (CoDel/PIE, logs, delay series,
- * --once). Semantics are identical to the Python stages (see their docstrings): TTI k's
- * capacity is served at the end of TTI k to the bytes queued by then, packets may be split
- * across TTIs, unused capacity is lost, fractional capacity carries its remainder.
+ * delay, Bernoulli/Gilbert loss, and a link with any queue of replay/queues.py drained by
+ * a byte-granular capacity trace), for the common configurations; the shells fall back to
+ * the pure-Python loop for everything else (logs, delay series, --once). The link is the shells' one link core (replay/_linkcore.h: queue,
+ * byte-granular server, TTI grid with its carry, GSO segments), which the cell shell uses
+ * too; semantics are identical to the Python stages (see their docstrings).
  *
  * Offload mode (vnet_hdr(10) on both stages, TUN devices opened with IFF_VNET_HDR and
  * TUNSETOFFLOAD): every packet carries a 10-byte virtio_net_hdr in front, and a TCP or
- * UDP GSO super-packet (up to 64 KB, gso_size bytes of payload per segment) crosses user
- * space once. Every stage treats it as the sequence of segments the kernel would have
- * sent without offload (each segment = the IP/L4 headers + its gso_size slice of the
- * payload), so counters, the loss draws, the queue limits and the link's byte-granular
- * service are exactly those of plain mode: a segment leaves the link when its last byte
- * is served. Where a TTI's budget, a queue limit or a loss draw cuts a super-packet, the
- * shell cuts it into pieces of whole segments (make_piece: IP total length / payload
- * length, IPv4 ID + index and header checksum, TCP sequence number, FIN/PSH only on the
- * last piece and CWR only on the first, UDP length, and the L4 checksum left to the
- * kernel as a partial checksum over the pseudo-header, VIRTIO_NET_HDR_F_NEEDS_CSUM).
+ * UDP GSO super-packet (up to 64 KB) crosses user space once. Every stage treats it as
+ * the sequence of segments the kernel would have sent without offload (see
+ * _linkcore.h), so counters, the loss draws, the queue limits and the link's
+ * byte-granular service are exactly those of plain mode; where a TTI's budget, a queue
+ * limit or a loss draw cuts a super-packet, the core cuts it into pieces of whole
+ * segments (lc_piece).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -37,68 +32,38 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "_linkcore.h"
+
 #define READ_BUFFER (1 << 17)   /* a 64 KB super-packet and its header fit with room */
 #define READ_BATCH 512
 #define DRAIN_QUIET_NS 30000000LL
 #define DRAIN_MAX_NS 1000000000LL
 
 enum { K_PASS = 0, K_DELAY = 1, K_LOSS = 2, K_LINK = 3 };
-enum { Q_INFINITE = 0, Q_DROPTAIL = 1, Q_DROPHEAD = 2 };
-
-/* struct virtio_net_hdr (little-endian on the hosts we run on) */
-#define VNET_F_NEEDS_CSUM 1
-#define VNET_GSO_NONE 0
-#define VNET_GSO_TCPV4 1
-#define VNET_GSO_TCPV6 4
-#define VNET_GSO_UDP_L4 5
-#define VNET_GSO_ECN 0x80
-
-typedef struct Packet {
-    struct Packet *next;
-    int64_t t;          /* arrival (link) or release time (delay) */
-    int len;            /* bytes in data: the vnet header (off bytes) and the IP packet */
-    int off;            /* vnet header size (0 in plain mode) */
-    int nseg;           /* segments (1 unless a GSO super-packet) */
-    int lo;             /* segments [0, lo) already left or were dropped */
-    int ipl, hl;        /* IP header length; IP + L4 header length (0 when nseg == 1) */
-    int gso, plen;      /* payload bytes per segment; payload bytes in all */
-    unsigned char data[];
-} Packet;
-
-typedef struct {
-    Packet *head, *tail;
-    long long count, bytes;     /* segments and their plain-mode bytes */
-} Fifo;
 
 typedef struct {
     PyObject_HEAD
     int kind;
     int vnet;           /* virtio_net_hdr size in front of every packet (0: plain) */
-    /* counters (segments and plain-mode bytes) */
+    /* pass, delay, loss: counters (segments and plain-mode bytes) and the packets held */
     long long arr_p, arr_b, dep_p, dep_b, drop_p, drop_b;
     long long superpackets, pieces;     /* GSO arrivals; pieces cut out of them */
-    Fifo q;             /* delay: pending; link: queue; pass/loss: ready */
+    lc_fifo q;          /* delay: pending; pass/loss: ready */
     /* delay */
     int64_t delay_ns, last_release;
     /* loss */
     double rate, p_gb, p_bg, loss_g, loss_b;
     int gilbert, bad;
     uint64_t rng;
-    /* link */
-    double *cap;
-    Py_ssize_t ncap;
-    long long tti_num, tti_den;   /* TTI length in ns = tti_num / tti_den */
-    int64_t start_ns, end_k;
-    long long k;
-    double carry;
-    long long capacity_bytes, served_bytes;
-    int qkind;
-    long long lim_packets, lim_bytes;
-    Packet *in_service; /* its segment `seg` is served; [lo, seg) done, not yet emitted */
-    int seg;
-    long long seg_left; /* bytes of segment `seg` still to serve; 0: not started */
-    unsigned char keep[65536];  /* per-segment verdicts of one arrival (loss, droptail) */
+    /* link: the core's queue and server, drained by a capacity trace's TTI grid */
+    lc_link link;
+    lc_grid grid;
+    lc_log log;         /* the link's events (with logs) */
+    lc_rows rows;       /* its per-TTI rows (with logs) */
 } Stage;
+
+/* Events and rows held before the relay hands them to Python (its on_log callable). */
+#define LOG_CHUNK 65536
 
 /* Where departures go: a file descriptor, or a Python list (the push/pull test API). */
 typedef struct {
@@ -113,283 +78,10 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* ---- segments ---------------------------------------------------------------------- */
-
-static inline unsigned rd16(const unsigned char *p) { return (p[0] << 8) | p[1]; }
-static inline void wr16(unsigned char *p, unsigned v) { p[0] = v >> 8; p[1] = v & 0xff; }
-static inline unsigned le16(const unsigned char *p) { return p[0] | (p[1] << 8); }
-static inline void wle16(unsigned char *p, unsigned v) { p[0] = v & 0xff; p[1] = v >> 8; }
-
-/* Plain-mode bytes of segments [a, b): each carries the headers and its payload slice. */
-static inline long long wire(const Packet *p, int a, int b) {
-    long long end = (long long)b * p->gso;
-    if (end > p->plen) end = p->plen;
-    return (long long)(b - a) * p->hl + end - (long long)a * p->gso;
-}
-
-/* Fill in the segment layout of a packet just read (data, len, off set). A packet that
-   is not a TCP/UDP GSO super-packet the shell can cut is one segment of its IP length. */
-static void parse_segments(Packet *p) {
-    int iplen = p->len - p->off;
-    p->nseg = 1; p->lo = 0; p->ipl = 0; p->hl = 0; p->gso = iplen; p->plen = iplen;
-    if (!p->off || iplen < 20) return;
-    const unsigned char *h = p->data, *ip = p->data + p->off;
-    int type = h[1] & ~VNET_GSO_ECN, gso = le16(h + 4);
-    if (type == VNET_GSO_NONE || gso <= 0) return;
-    int ipl, proto, total;
-    if ((ip[0] >> 4) == 4) {
-        ipl = (ip[0] & 15) * 4; proto = ip[9]; total = rd16(ip + 2);
-    } else if ((ip[0] >> 4) == 6 && iplen >= 40) {
-        ipl = 40; proto = ip[6]; total = 40 + rd16(ip + 4);
-    } else return;
-    if (total != iplen || ipl < 20 || ipl + 8 > iplen) return;
-    int l4;
-    if (proto == 6 && (type == VNET_GSO_TCPV4 || type == VNET_GSO_TCPV6) && ipl + 20 <= iplen)
-        l4 = (ip[ipl + 12] >> 4) * 4;
-    else if (proto == 17 && type == VNET_GSO_UDP_L4) l4 = 8;
-    else return;
-    if (l4 < 8 || ipl + l4 > iplen) return;
-    int plen = iplen - ipl - l4;
-    int n = (plen + gso - 1) / gso;
-    if (n <= 1) return;
-    p->nseg = n; p->ipl = ipl; p->hl = ipl + l4; p->gso = gso; p->plen = plen;
-}
-
-static uint32_t sum16(const unsigned char *p, int n, uint32_t s) {
-    for (; n > 1; n -= 2, p += 2) s += rd16(p);
-    if (n) s += p[0] << 8;
-    return s;
-}
-
-static unsigned fold(uint32_t s) {
-    while (s >> 16) s = (s & 0xffff) + (s >> 16);
-    return s;
-}
-
-/* A new packet holding segments [a, b) of p, as the kernel would have cut them. */
-static Packet *make_piece(const Packet *p, int a, int b) {
-    long long pa = (long long)a * p->gso, pb = (long long)b * p->gso;
-    if (pb > p->plen) pb = p->plen;
-    int n = (int)(pb - pa), len = p->off + p->hl + n;
-    Packet *q = malloc(sizeof(Packet) + len);
-    if (!q) return NULL;
-    *q = *p;
-    q->next = NULL;
-    q->len = len; q->nseg = b - a; q->lo = 0; q->plen = n;
-    if (q->nseg == 1) { q->hl = 0; q->ipl = 0; q->gso = p->hl + n; q->plen = p->hl + n; }
-    memcpy(q->data, p->data, p->off + p->hl);
-    memcpy(q->data + p->off + p->hl, p->data + p->off + p->hl + pa, n);
-    unsigned char *h = q->data, *ip = q->data + p->off, *l4 = ip + p->ipl;
-    int tcp = ip[(ip[0] >> 4) == 4 ? 9 : 6] == 6;
-    int l4len = p->hl - p->ipl + n;
-    h[0] = VNET_F_NEEDS_CSUM;
-    if (b - a == 1) { h[1] = VNET_GSO_NONE; wle16(h + 4, 0); }
-    wle16(h + 2, p->hl);
-    wle16(h + 6, p->ipl);
-    wle16(h + 8, tcp ? 16 : 6);
-    uint32_t ps;
-    if ((ip[0] >> 4) == 4) {
-        wr16(ip + 2, p->hl + n);
-        wr16(ip + 4, (rd16(ip + 4) + a) & 0xffff);
-        wr16(ip + 10, 0);
-        wr16(ip + 10, ~fold(sum16(ip, p->ipl, 0)) & 0xffff);
-        ps = sum16(ip + 12, 8, 0) + ip[9] + l4len;
-    } else {
-        wr16(ip + 4, l4len);
-        ps = sum16(ip + 8, 32, 0) + ip[6] + l4len;
-    }
-    if (tcp) {
-        uint32_t seq = ((uint32_t)ip[p->ipl + 4] << 24) | (ip[p->ipl + 5] << 16) | (ip[p->ipl + 6] << 8) | ip[p->ipl + 7];
-        seq += (uint32_t)pa;
-        l4[4] = seq >> 24; l4[5] = seq >> 16; l4[6] = seq >> 8; l4[7] = seq;
-        if (b < p->nseg) l4[13] &= ~0x09;      /* FIN, PSH: the last piece only */
-        if (a > 0) l4[13] &= ~0x80;            /* CWR: the first piece only */
-        wr16(l4 + 16, fold(ps));
-    } else {
-        wr16(l4 + 4, l4len);
-        wr16(l4 + 6, fold(ps));
-    }
-    return q;
-}
-
-/* ---- queues ------------------------------------------------------------------------ */
-
-static void fifo_push(Fifo *f, Packet *p) {
-    p->next = NULL;
-    if (f->tail) f->tail->next = p; else f->head = p;
-    f->tail = p;
-    f->count += p->nseg - p->lo;
-    f->bytes += wire(p, p->lo, p->nseg);
-}
-
-static void fifo_push_front(Fifo *f, Packet *p) {
-    p->next = f->head;
-    f->head = p;
-    if (!f->tail) f->tail = p;
-    f->count += p->nseg - p->lo;
-    f->bytes += wire(p, p->lo, p->nseg);
-}
-
-static Packet *fifo_pop(Fifo *f) {
-    Packet *p = f->head;
-    if (!p) return NULL;
-    f->head = p->next;
-    if (!f->head) f->tail = NULL;
-    f->count -= p->nseg - p->lo;
-    f->bytes -= wire(p, p->lo, p->nseg);
-    return p;
-}
-
-static void fifo_clear(Fifo *f) {
-    Packet *p;
-    while ((p = fifo_pop(f))) free(p);
-}
-
-/* Push the segments of p marked in keep[0..nseg) as few pieces as possible; drops the
-   others (counted by the caller). Takes ownership of p. */
-static void push_kept(Stage *s, Fifo *f, Packet *p, const unsigned char *keep) {
-    int n = p->nseg, a = 0;
-    while (a < n && !keep[a]) a++;
-    int b = a;
-    while (b < n && keep[b]) b++;
-    if (a == 0 && b == n) { fifo_push(f, p); return; }
-    while (a < n) {
-        Packet *q = make_piece(p, a, b);
-        if (q) { fifo_push(f, q); s->pieces++; }
-        a = b;
-        while (a < n && !keep[a]) a++;
-        b = a;
-        while (b < n && keep[b]) b++;
-    }
-    free(p);
-}
-
-static uint64_t rng_next(uint64_t *s) {      /* splitmix64 */
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(uint64_t *s) { return (rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
-
-static int64_t boundary(Stage *s, long long k) {
-    __int128 x = (__int128)k * s->tti_num;
-    return s->start_ns + (int64_t)(x / s->tti_den);
-}
-
 /* ---- stage operations ------------------------------------------------------------ */
 
-/* Segments of the link's packet in service that plain mode would still hold in its
-   queue (all after `seg`, and `seg` itself while not started), and their bytes. */
-static void service_tail(Stage *s, long long *np, long long *nb) {
-    Packet *p = s->in_service;
-    *np = 0; *nb = 0;
-    if (!p) return;
-    int first = s->seg + (s->seg_left > 0);
-    *np = p->nseg - first;
-    *nb = wire(p, first, p->nseg);
-}
-
-/* Give the queued segments of the packet in service back to the queue's head (drophead
-   may drop them, as plain mode would): the started segment stays in service alone. */
-static void detach_service_tail(Stage *s) {
-    Packet *p = s->in_service;
-    if (!p) return;
-    if (s->seg_left == 0) {             /* nothing started: all of it is queued again */
-        p->lo = s->seg;
-        s->in_service = NULL;
-        fifo_push_front(&s->q, p);
-        return;
-    }
-    if (s->seg + 1 >= p->nseg) return;
-    Packet *cur = make_piece(p, s->seg, s->seg + 1);
-    if (!cur) return;
-    s->pieces++;
-    p->lo = s->seg + 1;
-    fifo_push_front(&s->q, p);
-    s->in_service = cur;
-    s->seg = 0;
-}
-
-static void stage_push(Stage *s, Packet *p, int64_t now) {
-    int n = p->nseg;
-    s->superpackets += n > 1;
-    s->arr_p += n;
-    s->arr_b += wire(p, 0, n);
-    switch (s->kind) {
-    case K_PASS:
-        fifo_push(&s->q, p);
-        return;
-    case K_DELAY: {
-        int64_t t = now + s->delay_ns;
-        if (t < s->last_release) t = s->last_release;
-        s->last_release = t;
-        p->t = t;
-        fifo_push(&s->q, p);
-        return;
-    }
-    case K_LOSS: {
-        int lost_any = 0;
-        for (int i = 0; i < n; i++) {      /* one draw (or chain step) per segment */
-            int lost;
-            if (!s->gilbert) {
-                lost = rng_uniform(&s->rng) < s->rate;
-            } else {
-                if (s->bad) { if (rng_uniform(&s->rng) < s->p_bg) s->bad = 0; }
-                else if (rng_uniform(&s->rng) < s->p_gb) s->bad = 1;
-                lost = rng_uniform(&s->rng) < (s->bad ? s->loss_b : s->loss_g);
-            }
-            s->keep[i] = !lost;
-            if (lost) { lost_any = 1; s->drop_p++; s->drop_b += wire(p, i, i + 1); }
-        }
-        if (!lost_any) fifo_push(&s->q, p);
-        else push_kept(s, &s->q, p, s->keep);
-        return;
-    }
-    case K_LINK: {
-        p->t = now;
-        long long tp, tb;
-        service_tail(s, &tp, &tb);
-        if (s->qkind == Q_DROPTAIL) {
-            long long count = s->q.count + tp, bytes = s->q.bytes + tb;
-            int dropped = 0;
-            for (int i = 0; i < n; i++) {  /* segment by segment, as they would arrive */
-                long long w = wire(p, i, i + 1);
-                int over = (s->lim_packets && count + 1 > s->lim_packets) ||
-                           (s->lim_bytes && bytes + w > s->lim_bytes);
-                s->keep[i] = !over;
-                if (over) { dropped = 1; s->drop_p++; s->drop_b += w; }
-                else { count++; bytes += w; }
-            }
-            if (!dropped) fifo_push(&s->q, p);
-            else push_kept(s, &s->q, p, s->keep);
-            return;
-        }
-        fifo_push(&s->q, p);
-        if (s->qkind == Q_DROPHEAD) {
-            /* dropping from the head after the whole super-packet is the same as after
-               each of its segments: the first kept segment only moves forward */
-            while ((s->lim_packets && s->q.count + tp > s->lim_packets) ||
-                   (s->lim_bytes && s->q.bytes + tb > s->lim_bytes)) {
-                if (tp) { detach_service_tail(s); tp = tb = 0; continue; }
-                Packet *h = s->q.head;
-                long long w = wire(h, h->lo, h->lo + 1);
-                s->drop_p++; s->drop_b += w;
-                if (h->lo + 1 == h->nseg) {
-                    free(fifo_pop(&s->q));
-                } else {
-                    h->lo++;
-                    s->q.count--; s->q.bytes -= w;
-                }
-            }
-        }
-        return;
-    }
-    }
-}
-
-static void sink_write(Sink *out, const unsigned char *buf, int len) {
+static void sink_write(void *ctx, const unsigned char *buf, int len) {
+    Sink *out = ctx;
     if (out->list) {
         PyObject *b = PyBytes_FromStringAndSize((const char *)buf, len);
         if (!b || PyList_Append(out->list, b) < 0) out->errors++;
@@ -399,74 +91,83 @@ static void sink_write(Sink *out, const unsigned char *buf, int len) {
     }
 }
 
-/* Segments [a, b) of p leave now (p itself when that is all of it; p is not freed). */
-static void emit(Stage *s, Packet *p, int a, int b, Sink *out) {
-    s->dep_p += b - a;
-    s->dep_b += wire(p, a, b);
-    if (a == 0 && b == p->nseg) {
-        sink_write(out, p->data, p->len);
+static void stage_push(Stage *s, lc_packet *p, int64_t now) {
+    if (s->kind == K_LINK) {
+        lc_enqueue(&s->link, p, now);
         return;
     }
-    Packet *q = make_piece(p, a, b);
-    if (!q) { out->errors++; return; }
-    s->pieces++;
-    sink_write(out, q->data, q->len);
-    free(q);
+    int n = p->nseg;
+    s->superpackets += n > 1;
+    s->arr_p += n;
+    s->arr_b += lc_wire(p, 0, n);
+    switch (s->kind) {
+    case K_DELAY: {
+        int64_t t = now + s->delay_ns;
+        if (t < s->last_release) t = s->last_release;
+        s->last_release = t;
+        p->t = t;
+        lc_fifo_push(&s->q, p);
+        return;
+    }
+    case K_LOSS: {
+        unsigned char keep[n];
+        int lost_any = 0;
+        for (int i = 0; i < n; i++) {      /* one draw (or chain step) per segment */
+            int lost;
+            if (!s->gilbert) {
+                lost = lc_rng_uniform(&s->rng) < s->rate;
+            } else {
+                if (s->bad) { if (lc_rng_uniform(&s->rng) < s->p_bg) s->bad = 0; }
+                else if (lc_rng_uniform(&s->rng) < s->p_gb) s->bad = 1;
+                lost = lc_rng_uniform(&s->rng) < (s->bad ? s->loss_b : s->loss_g);
+            }
+            keep[i] = !lost;
+            if (lost) { lost_any = 1; s->drop_p++; s->drop_b += lc_wire(p, i, i + 1); }
+        }
+        if (!lost_any) lc_fifo_push(&s->q, p);
+        else s->pieces += lc_push_kept(&s->q, p, keep);
+        return;
+    }
+    default:
+        lc_fifo_push(&s->q, p);
+    }
+}
+
+/* The rest of p (segments [lo, nseg)) leaves now; p is freed. */
+static void forward(Stage *s, lc_packet *p, lc_sink *out) {
+    s->dep_p += p->nseg - p->lo;
+    s->dep_b += lc_wire(p, p->lo, p->nseg);
+    if (p->lo == 0) {
+        out->write(out->ctx, p->data, p->len);
+    } else {
+        lc_packet *q = lc_piece(p, p->lo, p->nseg);
+        if (q) { s->pieces++; out->write(out->ctx, q->data, q->len); free(q); }
+        else out->errors++;
+    }
+    free(p);
 }
 
 /* Write every packet due by `now` to the sink. */
-static void stage_pull(Stage *s, int64_t now, Sink *out) {
-    Packet *p;
+static void stage_pull(Stage *s, int64_t now, Sink *sink) {
+    lc_sink out = {sink_write, sink, 0};
+    lc_packet *p;
     switch (s->kind) {
     case K_PASS:
     case K_LOSS:
-        while ((p = fifo_pop(&s->q))) { emit(s, p, p->lo, p->nseg, out); free(p); }
+        while ((p = lc_fifo_pop(&s->q))) forward(s, p, &out);
         break;
     case K_DELAY:
-        while (s->q.head && s->q.head->t <= now) {
-            p = fifo_pop(&s->q);
-            emit(s, p, p->lo, p->nseg, out);
-            free(p);
-        }
+        while (s->q.head && s->q.head->t <= now) forward(s, lc_fifo_pop(&s->q), &out);
         break;
     case K_LINK:
-        while (s->end_k <= now) {
-            double total = s->carry + s->cap[s->k % s->ncap];
-            double budget_d = floor(total);
-            long long left = (long long)budget_d;
-            s->carry = total - budget_d;
-            s->capacity_bytes += left;
-            while (left > 0) {
-                if (!s->in_service) {
-                    s->in_service = fifo_pop(&s->q);
-                    if (!s->in_service) break;
-                    s->seg = s->in_service->lo;
-                    s->seg_left = 0;
-                }
-                p = s->in_service;
-                if (s->seg_left == 0) s->seg_left = wire(p, s->seg, s->seg + 1);
-                long long take = s->seg_left < left ? s->seg_left : left;
-                s->seg_left -= take;
-                left -= take;
-                s->served_bytes += take;
-                if (s->seg_left == 0 && ++s->seg == p->nseg) {
-                    emit(s, p, p->lo, p->nseg, out);
-                    free(p);
-                    s->in_service = NULL;
-                }
-            }
-            /* segments of the packet in service done in this TTI leave at its end too */
-            p = s->in_service;
-            if (p && s->seg > p->lo) {
-                emit(s, p, p->lo, s->seg, out);
-                p->lo = s->seg;
-            }
-            s->k++;
-            s->end_k = boundary(s, s->k + 1);
-        }
+        lc_grid_advance(&s->grid, &s->link, now, &out);
         break;
     }
+    sink->errors += out.errors;
 }
+
+/* Segments that left the stage so far. */
+static long long departed(const Stage *s) { return s->kind == K_LINK ? s->link.dep_p : s->dep_p; }
 
 /* Next time the stage has something to give, or -1 when idle. */
 static int64_t stage_next(Stage *s) {
@@ -474,58 +175,54 @@ static int64_t stage_next(Stage *s) {
     case K_DELAY:
         return s->q.head ? s->q.head->t : -1;
     case K_LINK:
-        return (s->q.head || s->in_service) ? s->end_k : -1;
+        return lc_busy(&s->link) ? s->grid.end : -1;
     default:
         return s->q.head ? 0 : -1;
     }
 }
 
-/* A packet from buf (len bytes, the vnet header first when the stage has one). */
-static Packet *new_packet(Stage *s, const unsigned char *buf, Py_ssize_t len) {
-    if (len < s->vnet) return NULL;
-    Packet *p = malloc(sizeof(Packet) + len);
-    if (!p) return NULL;
-    p->len = (int)len;
-    p->off = s->vnet;
-    memcpy(p->data, buf, len);
-    parse_segments(p);
-    return p;
-}
-
 /* ---- the Python type -------------------------------------------------------------- */
 
 static void Stage_dealloc(Stage *s) {
-    fifo_clear(&s->q);
-    free(s->in_service);
-    PyMem_Free(s->cap);
+    lc_fifo_clear(&s->q);
+    lc_link_free(&s->link);
+    lc_grid_free(&s->grid);
+    lc_log_free(&s->log);
+    lc_rows_free(&s->rows);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
 static PyObject *Stage_stats(Stage *s, PyObject *Py_UNUSED(ignored)) {
     static const char *names[] = {"pass", "delay", "loss", "link"};
+    long long arr_p = s->arr_p, arr_b = s->arr_b, dep_p = s->dep_p, dep_b = s->dep_b;
+    long long drop_p = s->drop_p, drop_b = s->drop_b, sp = s->superpackets, pieces = s->pieces;
     long long qb = s->q.bytes, qp = s->q.count;
-    if (s->kind == K_LINK && s->in_service) {
-        long long tp, tb;
-        service_tail(s, &tp, &tb);
-        qp += tp + (s->seg_left > 0);
-        qb += tb + s->seg_left;
+    if (s->kind == K_LINK) {
+        lc_link *l = &s->link;
+        arr_p = l->arr_p; arr_b = l->arr_b; dep_p = l->dep_p; dep_b = l->dep_b;
+        drop_p = l->drop_p; drop_b = l->drop_b; sp = l->superpackets; pieces = l->pieces;
+        lc_backlog(l, &qb, &qp);
     }
     PyObject *d = Py_BuildValue(
         "{s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "stage", names[s->kind],
-        "arrivals_packets", s->arr_p, "arrivals_bytes", s->arr_b,
-        "departures_packets", s->dep_p, "departures_bytes", s->dep_b,
-        "drops_packets", s->drop_p, "drops_bytes", s->drop_b,
+        "arrivals_packets", arr_p, "arrivals_bytes", arr_b,
+        "departures_packets", dep_p, "departures_bytes", dep_b,
+        "drops_packets", drop_p, "drops_bytes", drop_b,
         "queued_packets", qp, "queued_bytes", qb);
     if (d && s->vnet) {
-        PyObject *v = PyLong_FromLongLong(s->superpackets);
+        PyObject *v = PyLong_FromLongLong(sp);
         PyDict_SetItemString(d, "superpackets", v); Py_XDECREF(v);
-        v = PyLong_FromLongLong(s->pieces);
+        v = PyLong_FromLongLong(pieces);
         PyDict_SetItemString(d, "pieces_cut", v); Py_XDECREF(v);
     }
     if (d && s->kind == K_LINK) {
-        PyObject *v = PyLong_FromLongLong(s->capacity_bytes);
+        PyObject *v = PyLong_FromLongLong(s->link.marks_p);
+        PyDict_SetItemString(d, "marks_packets", v); Py_XDECREF(v);
+        v = PyLong_FromLongLong(s->link.marks_b);
+        PyDict_SetItemString(d, "marks_bytes", v); Py_XDECREF(v);
+        v = PyLong_FromLongLong(s->grid.capacity_bytes);
         PyDict_SetItemString(d, "capacity_bytes", v); Py_XDECREF(v);
-        v = PyLong_FromLongLong(s->k);
+        v = PyLong_FromLongLong(s->grid.k);
         PyDict_SetItemString(d, "ttis", v); Py_XDECREF(v);
     }
     return d;
@@ -538,7 +235,7 @@ static PyObject *Stage_vnet_hdr(Stage *s, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "vnet header size must be 0 (plain) or 10 (virtio_net_hdr)");
         return NULL;
     }
-    if (s->arr_p) {
+    if (s->arr_p || s->link.arr_p) {
         PyErr_SetString(PyExc_ValueError, "the vnet header size is set before the first packet");
         return NULL;
     }
@@ -546,11 +243,27 @@ static PyObject *Stage_vnet_hdr(Stage *s, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* take_events() -> bytes of lc_event records since the last call (see _linkcore.h) */
+static PyObject *Stage_take_events(Stage *s, PyObject *Py_UNUSED(ignored)) {
+    PyObject *b = PyBytes_FromStringAndSize((const char *)s->log.ev, (Py_ssize_t)(s->log.n * sizeof(lc_event)));
+    if (b) s->log.n = 0;
+    return b;
+}
+
+/* take_rows() -> bytes of per-TTI rows (8 int64 each) since the last call */
+static PyObject *Stage_take_rows(Stage *s, PyObject *Py_UNUSED(ignored)) {
+    PyObject *b = PyBytes_FromStringAndSize((const char *)s->rows.row, (Py_ssize_t)(s->rows.n * sizeof *s->rows.row));
+    if (b) s->rows.n = 0;
+    return b;
+}
+
+static size_t log_held(const Stage *s) { return s->log.n + s->rows.n; }
+
 static PyObject *Stage_push(Stage *s, PyObject *args) {
     Py_buffer b;
     long long now;
     if (!PyArg_ParseTuple(args, "y*L", &b, &now)) return NULL;
-    Packet *p = new_packet(s, b.buf, b.len);
+    lc_packet *p = lc_packet_new(b.buf, b.len, s->vnet);
     PyBuffer_Release(&b);
     if (!p) { PyErr_SetString(PyExc_ValueError, "packet shorter than its vnet header"); return NULL; }
     stage_push(s, p, now);
@@ -572,6 +285,11 @@ static PyMethodDef Stage_methods[] = {
     {"vnet_hdr", (PyCFunction)Stage_vnet_hdr, METH_O,
      "vnet_hdr(size): 10 = every packet starts with a virtio_net_hdr (offload mode), 0 = plain."},
     {"push", (PyCFunction)Stage_push, METH_VARARGS, "push(packet, now_ns): a packet arrived (as relay reads it)."},
+    {"take_events", (PyCFunction)Stage_take_events, METH_NOARGS,
+     "take_events() -> bytes: the link's logged events since the last call (lc_event records: t, x int64; "
+     "kind, len int32)."},
+    {"take_rows", (PyCFunction)Stage_take_rows, METH_NOARGS,
+     "take_rows() -> bytes: the link's per-TTI rows since the last call (8 int64 each, RECORD_COLUMNS)."},
     {"pull", (PyCFunction)Stage_pull, METH_VARARGS, "pull(now_ns) -> [packet]: what leaves by now (as relay writes it)."},
     {NULL}
 };
@@ -621,24 +339,30 @@ static PyObject *fp_loss(PyObject *self, PyObject *args) {
 static PyObject *fp_link(PyObject *self, PyObject *args) {
     Py_buffer cap;
     long long num, den, start, packets, bytes;
-    int qkind;
-    if (!PyArg_ParseTuple(args, "y*LLLiLL", &cap, &num, &den, &start, &qkind, &packets, &bytes))
+    int qkind, ecn = 0;
+    unsigned long long seed = 0;
+    double a = 0, b = 0, c = 0, d = 0;
+    int log = 0;
+    if (!PyArg_ParseTuple(args, "y*LLLiLL|(pKdddd)p", &cap, &num, &den, &start, &qkind, &packets, &bytes,
+                          &ecn, &seed, &a, &b, &c, &d, &log))
         return NULL;
-    if (cap.len < (Py_ssize_t)sizeof(double) || cap.len % sizeof(double) || num <= 0 || den <= 0) {
+    if (cap.len < (Py_ssize_t)sizeof(double) || cap.len % sizeof(double) || num <= 0 || den <= 0 ||
+        qkind < LC_INFINITE || qkind > LC_L4S || packets < 0 || bytes < 0) {
         PyBuffer_Release(&cap);
-        PyErr_SetString(PyExc_ValueError, "capacity must be float64 bytes; TTI positive");
+        PyErr_SetString(PyExc_ValueError, "capacity must be float64 bytes; TTI positive; a known queue");
         return NULL;
     }
     Stage *s = new_stage(K_LINK);
     if (!s) { PyBuffer_Release(&cap); return NULL; }
-    s->cap = PyMem_Malloc(cap.len);
-    if (!s->cap) { PyBuffer_Release(&cap); Py_DECREF(s); return PyErr_NoMemory(); }
-    memcpy(s->cap, cap.buf, cap.len);
-    s->ncap = cap.len / sizeof(double);
+    lc_link_init(&s->link, qkind, packets, bytes);
+    lc_link_aqm(&s->link, ecn, seed, a, b, c, d);
+    int rc = lc_grid_init(&s->grid, cap.buf, cap.len / sizeof(double), num, den, start);
     PyBuffer_Release(&cap);
-    s->tti_num = num; s->tti_den = den; s->start_ns = start;
-    s->qkind = qkind; s->lim_packets = packets; s->lim_bytes = bytes;
-    s->end_k = boundary(s, 1);
+    if (rc < 0) { Py_DECREF(s); return PyErr_NoMemory(); }
+    if (log) {
+        s->link.log = &s->log;
+        s->grid.rows = &s->rows;
+    }
     return (PyObject *)s;
 }
 
@@ -647,7 +371,7 @@ static long long read_into(int fd, Stage *s, int64_t now, unsigned char *buf) {
     for (int i = 0; i < READ_BATCH; i++) {
         ssize_t r = read(fd, buf, READ_BUFFER);
         if (r < 0) break;               /* EAGAIN: drained */
-        Packet *p = new_packet(s, buf, r);
+        lc_packet *p = lc_packet_new(buf, r, s->vnet);
         if (!p) continue;
         stage_push(s, p, now);
         n++;
@@ -655,12 +379,16 @@ static long long read_into(int fd, Stage *s, int64_t now, unsigned char *buf) {
     return n;
 }
 
-/* relay(outer_fd, inner_fd, stop_fd, downlink, uplink) -> {"write_errors", "wakeups"} */
+/* relay(outer_fd, inner_fd, stop_fd, downlink, uplink[, on_log]) -> {"write_errors", "wakeups"};
+   on_log() is called (with the GIL) whenever the stages hold LOG_CHUNK events and rows, to
+   write them out; an exception it raises ends the relay. */
 static PyObject *fp_relay(PyObject *self, PyObject *args) {
     int outer, inner, stop;
     Stage *down, *up;
-    if (!PyArg_ParseTuple(args, "iiiO!O!", &outer, &inner, &stop, &StageType, &down, &StageType, &up))
+    PyObject *on_log = Py_None;
+    if (!PyArg_ParseTuple(args, "iiiO!O!|O", &outer, &inner, &stop, &StageType, &down, &StageType, &up, &on_log))
         return NULL;
+    if (on_log == Py_None) on_log = NULL;
     long long wakeups = 0;
     static unsigned char buf[READ_BUFFER];
     Sink to_inner = {inner, NULL, 0}, to_outer = {outer, NULL, 0};
@@ -671,6 +399,11 @@ static PyObject *fp_relay(PyObject *self, PyObject *args) {
         int64_t now = now_ns();
         stage_pull(down, now, &to_inner);
         stage_pull(up, now, &to_outer);
+        if (on_log && log_held(down) + log_held(up) >= LOG_CHUNK) {
+            PyObject *r = PyObject_CallNoArgs(on_log);
+            if (!r) return NULL;
+            Py_DECREF(r);
+        }
         int64_t t = stage_next(down), u = stage_next(up);
         if (t < 0 || (u >= 0 && u < t)) t = u;
         struct timespec ts, *tsp = NULL;
@@ -760,9 +493,9 @@ static void *dir_loop(void *arg) {
     for (;;) {
         if (atomic_load(&sh->quit)) break;
         int64_t now = now_ns();
-        long long before = d->st->dep_p;
+        long long before = departed(d->st);
         stage_pull(d->st, now, &d->out);
-        if (d->st->dep_p != before) atomic_store(&sh->last_move, now);
+        if (departed(d->st) != before) atomic_store(&sh->last_move, now);
         int64_t t = stage_next(d->st), wait = -1;
         if (t >= 0) { wait = t - now_ns(); if (wait < 0) wait = 0; }
         int64_t drain = atomic_load(&sh->drain_until);
@@ -806,11 +539,11 @@ static void *dir_loop(void *arg) {
             break;
         }
         now = now_ns();
-        before = d->st->dep_p;
+        before = departed(d->st);
         stage_pull(d->st, now, &d->out);
         if ((fds[0].revents & POLLIN) && read_into(d->in_fd, d->st, now, d->buf) > 0)
             atomic_store(&sh->last_move, now);
-        else if (d->st->dep_p != before)
+        else if (departed(d->st) != before)
             atomic_store(&sh->last_move, now);
     }
     atomic_store(&sh->idle[d->me], 1);
@@ -872,7 +605,9 @@ static PyMethodDef methods[] = {
     {"delay", fp_delay, METH_VARARGS, "delay(delay_ns): fixed delay, never reorders."},
     {"loss", fp_loss, METH_VARARGS, "loss(rate, gilbert, p_gb, p_bg, loss_g, loss_b, seed)."},
     {"link", fp_link, METH_VARARGS,
-     "link(capacity_float64_bytes, tti_ns_num, tti_ns_den, start_ns, queue_kind, packets, bytes)."},
+     "link(capacity_float64_bytes, tti_ns_num, tti_ns_den, start_ns, queue_kind, packets, bytes[, aqm[, log]]): "
+     "queue_kind 0-5 (infinite, droptail, drophead, codel, pie, l4s); aqm = (ecn, seed, a, b, c, d), "
+     "see lc_link_aqm in replay/_linkcore.h; log: keep events and per-TTI rows (take_events, take_rows)."},
     {"relay", fp_relay, METH_VARARGS, "relay(outer_fd, inner_fd, stop_fd, downlink, uplink)."},
     {"relay_threads", fp_relay_threads, METH_VARARGS,
      "relay_threads(outer_fd, inner_fd, stop_fd, downlink, uplink): one thread per direction."},

@@ -37,7 +37,6 @@ import ipaddress
 import json
 import os
 import resource
-import select
 import signal
 import time
 from fractions import Fraction
@@ -50,17 +49,16 @@ from airlink.traces.bounds import CELL_UES, SEED
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_rate, parse_size
 
+from .cell_pypath import PyCellPath
 from .cell_radio import RadioFeed
-from .queues import make_queue
-from .server import ByteServer
+from .queues import core_parameters, make_queue
+from .server import EV_ARRIVAL, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, carry_budgets
 from .stages import LinkStage, Stage
 
 KILL_GRACE_S = 3.0
 DRAIN_QUIET_NS = 30_000_000     # after every CMD exited: stop once 30 ms pass without a packet ...
 DRAIN_MAX_NS = 1_000_000_000    # ... or after 1 s
-READ_BATCH = 256
 PREFETCH = 2                    # chunks of radio inputs made ahead of the clock
-MAX_PACKET = 65536
 UNBOUNDED_S = 24 * 3600         # the radio's horizon when no duration is given
 MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in memory)
 UNBOUNDED_CHUNK_S = 2           # radio inputs per chunk of a run without a duration
@@ -70,12 +68,7 @@ RESCUE_DIVISOR = 3              # a rescuer moves a loop still asleep a third of
                                 # (AIRLINK_CELL_RESCUE=0: no rescuers; see _cellpath.c)
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
-_C_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}   # queues of the C path (its constants)
-#: an event of the Mahimahi-format logs, as the C path records it (replay/_cellpath.c's
-#: Event): time (ns), x, kind, len - an arrival (len), a drop (len packets, x bytes), an
-#: opportunity (x bytes granted) or a departure (len, x = its arrival time)
-_EVENT = np.dtype([("t", "<i8"), ("x", "<i8"), ("kind", "<i4"), ("len", "<i4")])
-EV_ARRIVAL, EV_DROP, EV_OPPORTUNITY, EV_DEPARTURE = 0, 1, 2, 3
+_EVENT = EVENT       # the logged events of either packet path (see .server.EVENT)
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
@@ -397,6 +390,8 @@ def _log_lines(writer, lines: list, base_ns: int, events) -> None:
             lines.append(line(ms, "d", n, x))
         elif kind == EV_OPPORTUNITY:
             lines.append(line(ms, "#", x))
+        elif kind == EV_MARK:
+            lines.append(line(ms, "m", n, x))
         else:
             lines.append(line(ms, "-", n, round((t - x) / 1e6)))
     if len(lines) > 5000:
@@ -464,10 +459,10 @@ def _cellpath():
 class _LiveCell:
     """The real-time loop of one run (state and counters); see :class:`CellShell`.
 
-    Packets move in C (:mod:`airlink.replay._cellpath`, with the GIL released between TTIs)
-    with an infinite, drop-tail or drop-head queue, and in the Python loop otherwise (the
-    other queues, or without the C module: :meth:`loop_python`); both run the same
-    :meth:`_tti`."""
+    Packets move in C (:mod:`airlink.replay._cellpath`, with the GIL released between TTIs;
+    every queue of :mod:`airlink.replay.queues`, in the C link core), or without the C module
+    in its Python twin (:class:`airlink.replay.cell_pypath.PyCellPath`); one loop
+    (:meth:`loop`) and one :meth:`_tti` drive either."""
 
     def __init__(self, shell: CellShell, radio, feed, outer, namespaces, cmdline):
         self.shell, self.radio, self.feed = shell, radio, feed
@@ -478,7 +473,6 @@ class _LiveCell:
         self.namespaces = namespaces
         self._commands_started = False
         self.queues = [make_queue(shell.queue_kind, shell.queue_args) for _ in range(n)]
-        self.servers = [ByteServer() for _ in range(n)]
         self.carry = np.zeros(n)
         self._backlog = np.zeros(n)
         self._budgets = np.zeros(n, np.int64)
@@ -487,12 +481,6 @@ class _LiveCell:
         self.net_base = int(net.network_address)
         self.net_mask = int(net.netmask)
         self.part_shift = 32 - parts[0].prefixlen
-        self.arrivals_bytes = [0] * n
-        self.arrivals_packets = [0] * n
-        self.departures_bytes = [0] * n
-        self.departures_packets = [0] * n
-        self.unroutable = 0
-        self.write_errors = 0
         self.tti_ns = shell.tti * 10**9
         self._tti_num, self._tti_den = self.tti_ns.numerator, self.tti_ns.denominator
         self.uplinks = []
@@ -500,13 +488,17 @@ class _LiveCell:
         self.wall_start_ns = time.time_ns()
         cp = _cellpath()
         q0 = self.queues[0]
-        self.path = None
-        self._c_logs = False
-        if cp is not None and q0.kind in _C_QUEUES:
-            self._c_logs = shell.log_dir is not None
+        self._logs = shell.log_dir is not None
+        self.compiled_path = cp is not None
+        if cp is not None:
+            kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
-                                _C_QUEUES[q0.kind], getattr(q0, "packets", 0), getattr(q0, "bytes", 0),
-                                log=self._c_logs, rescue_ns=_rescue_ns(shell.late_ns))
+                                kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns))
+            for u, q in enumerate(self.queues):     # each UE's queue with its own coins
+                self.path.set_aqm(u, core_parameters(q)[3])
+        else:
+            self.path = PyCellPath(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
+                                   self.queues, log=self._logs)
         if shell.log_dir is not None:
             from airlink.traces import LinkLogWriter
             shell.log_dir.mkdir(parents=True, exist_ok=True)
@@ -528,13 +520,12 @@ class _LiveCell:
                                     queue="infinite", base_ms=self.wall_start_ns // 1_000_000,
                                     command=cmdline, tool="airlink cell")
             self.uplinks.append(LinkStage(cap, tti, queue=make_queue("infinite"), start_ns=start, log=log))
-            if self.path is not None:
-                # the stage checked the trace; the C path serves it, on the same grid
-                tti_ns = self.uplinks[-1].server._tti_ns
-                self.path.set_uplink(i, np.ascontiguousarray(cap, dtype=np.float64), tti_ns.numerator,
-                                     tti_ns.denominator, start)
-        # lines of the constrained uplinks' logs, when the C path serves them
-        self._up_lines = [[] for _ in range(n)] if self._c_logs and shell.uplink is not None else None
+            # the stage checked the trace; the packet path serves it, on the same grid
+            tti_ns = self.uplinks[-1].server._tti_ns
+            self.path.set_uplink(i, np.ascontiguousarray(cap, dtype=np.float64), tti_ns.numerator,
+                                 tti_ns.denominator, start)
+        # lines of the constrained uplinks' logs
+        self._up_lines = [[] for _ in range(n)] if self._logs and shell.uplink is not None else None
         self.ttis = 0
         self.late = 0
         self.max_late_ns = 0
@@ -563,10 +554,7 @@ class _LiveCell:
             i = 0
         path = self.path
         backlog = self._backlog
-        if path is not None:
-            path.backlog(backlog)
-        else:
-            backlog[:] = [s.backlog(q)[0] for s, q in zip(self.servers, self.queues)]
+        path.backlog(backlog)
         # the bytes queued, less the fraction of a byte the scheduler already served (carry)
         np.maximum(backlog - self.carry, 0.0, out=backlog)
         row = {name: a[i:i + 1] for name, a in self.out.items()}
@@ -576,19 +564,11 @@ class _LiveCell:
         t_end = self._boundary(k + 1)
         late_ns = now - t_end
         # whole bytes leave the queues; fractions of a byte carry to the next TTI
-        carry = self.carry
-        carry += self.out["served"][i]
-        budgets = np.floor(carry + 1e-9)
-        carry -= budgets
-        np.maximum(carry, 0.0, out=carry)
-        self._budgets[:] = budgets
-        if path is not None:
-            path.serve(self._budgets, live["backlog_bytes"][i], live["backlog_packets"][i],
-                       live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i], t_end)
-            if self._c_logs:
-                self._log_events()
-        else:
-            self._serve_python(i, t_end)
+        self._budgets[:] = carry_budgets(self.carry, self.out["served"][i])
+        path.serve(self._budgets, live["backlog_bytes"][i], live["backlog_packets"][i],
+                   live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i], t_end)
+        if self._logs:
+            self._log_events()
         live["late"][i] = late_ns > self.shell.late_ns
         live["lateness_us"][i] = max(late_ns, 0) // 1000
         self.rows = i + 1
@@ -598,30 +578,8 @@ class _LiveCell:
         if late_ns > self.max_late_ns:
             self.max_late_ns = late_ns
 
-    def _serve_python(self, i, t_end):
-        queues, servers, live = self.queues, self.servers, self.live
-        for u in range(self.n):
-            budget = int(self._budgets[u])
-            deps = []
-            if budget > 0:
-                servers[u].serve(queues[u], budget, t_end, deps)
-                fd = self.inner_fds[u]
-                for p, _a, _t in deps:
-                    try:
-                        os.write(fd, p)
-                    except OSError:
-                        self.write_errors += 1
-                self.departures_packets[u] += len(deps)
-                self.departures_bytes[u] += sum(len(d[0]) for d in deps)
-            b, p = servers[u].backlog(queues[u])
-            live["backlog_bytes"][i, u] = b
-            live["backlog_packets"][i, u] = p
-            if self.down_logs[u] is not None:
-                self._log_tti(u, t_end, budget, deps)
-        self._arrivals_row(i)
-
     def _log_events(self):
-        """The C path's logged events since the last call, into the Mahimahi-format logs
+        """The packet path's logged events since the last call, into the Mahimahi-format logs
         (the downlinks', and the constrained uplinks' through their stages' writers)."""
         for u, raw in enumerate(self.path.take_events()):
             if raw:
@@ -631,21 +589,6 @@ class _LiveCell:
                 if raw:
                     st = self.uplinks[u]
                     _log_lines(st.log, self._up_lines[u], st.base_ns, np.frombuffer(raw, _EVENT).tolist())
-
-    def _arrivals_row(self, i):
-        """Arrivals and drops since the previous TTI go to this TTI's row."""
-        live = self.live
-        for u, q in enumerate(self.queues):
-            prev = self._seen[u]
-            live["arrivals_bytes"][i, u] = self.arrivals_bytes[u] - prev[0]
-            live["drops_packets"][i, u] = q.drops_packets - prev[1]
-            live["drops_bytes"][i, u] = q.drops_bytes - prev[2]
-            self._seen[u] = (self.arrivals_bytes[u], q.drops_packets, q.drops_bytes)
-
-    def _log_tti(self, u, t_end, budget, deps):
-        """The Python path's opportunity and departures of UE ``u`` in a TTI."""
-        events = [(t_end, budget, EV_OPPORTUNITY, 0)] if budget > 0 else []
-        self._log(u, events + [(t_end, a, EV_DEPARTURE, len(p)) for p, a, _t in deps])
 
     def _log(self, u, events):
         """Events ``(t_ns, x, kind, len)`` of UE ``u``'s downlink as lines of its log."""
@@ -660,9 +603,6 @@ class _LiveCell:
         """Move packets and run TTIs until every CMD has exited (then a short drain, TTIs
         still running, so that closing handshakes get through) or the duration is over
         (then CMDs get SIGTERM; the loop ends when they have exited)."""
-        if self.path is None:
-            self.loop_python(stop)
-            return
         clock = time.monotonic_ns
         path = self.path
         running = list(self.pidfds)
@@ -702,98 +642,6 @@ class _LiveCell:
         if started:
             self._release()
 
-    def loop_python(self, stop):
-        """:meth:`loop` with the packets moved in Python (uplink stages, Mahimahi logs)."""
-        clock = time.monotonic_ns
-        read, write = os.read, os.write
-        outer_fd = self.outer_fd
-        inner = self.inner_fds
-        rlist = [outer_fd, *inner, *self.pidfds]
-        running = set(self.pidfds)
-        queues = self.queues
-        warmup = self.shell.warmup_bytes
-        started = False
-        self._seen = [(0, 0, 0)] * self.n
-        self.base_mono = clock()
-        drain_until = None
-        quiet_since = None
-        limit = self.shell.n_tti
-        over = False
-        k = 0
-        while True:
-            now = clock()
-            if not started and self._may_start(warmup, [fd for fd in self.pidfds if fd in running]):
-                started = self._start(now)
-            if started and not over:
-                k = self._run_due(k, now)
-                if limit is not None and k >= limit:
-                    over = True
-                    stop()              # the run's duration is over: CMDs get SIGTERM
-            for st in self.uplinks:
-                for p in st.pull(now):
-                    try:
-                        write(outer_fd, p)
-                    except OSError:
-                        self.write_errors += 1
-            if not running and (over or drain_until is not None and (
-                    now >= drain_until or quiet_since is not None and now - quiet_since > DRAIN_QUIET_NS)):
-                break
-            # sleep until a packet, a TTI end or an uplink event
-            t = self._boundary(k + 1) if started and not over else None
-            for st in self.uplinks:
-                e = st.next_event_ns()
-                if e is not None and (t is None or e < t):
-                    t = e
-            timeout = None if t is None else max(t - clock(), 0) / 1e9
-            if drain_until is not None or not started:
-                cap = DRAIN_QUIET_NS / 1e9 if started else START_POLL_NS / 1e9
-                timeout = cap if timeout is None else min(timeout, cap)
-            try:
-                ready = select.select(rlist, [], [], timeout)[0]
-            except InterruptedError:   # pragma: no cover - PEP 475 retries
-                continue
-            if not ready:
-                if drain_until is not None and quiet_since is None:
-                    quiet_since = clock()
-                continue
-            quiet_since = None
-            now = clock()
-            if started and not over:
-                # TTIs that ended before these packets were read are decided without them
-                k = self._run_due(k, now)
-            for fd in ready:
-                if fd in running:
-                    running.discard(fd)
-                    rlist.remove(fd)
-                    if not running and drain_until is None:
-                        drain_until = now + DRAIN_MAX_NS
-                elif fd == outer_fd:
-                    for _ in range(READ_BATCH):
-                        try:
-                            p = read(outer_fd, MAX_PACKET)
-                        except BlockingIOError:
-                            break
-                        u = self._ue_of(p)
-                        if u < 0:
-                            self.unroutable += 1
-                            continue
-                        self.arrivals_packets[u] += 1
-                        self.arrivals_bytes[u] += len(p)
-                        q = queues[u]
-                        before = q.drops_packets, q.drops_bytes
-                        q.enqueue(p, now)
-                        if self.down_logs[u] is not None:
-                            self._log_arrival(u, now, p, q.drops_packets - before[0], q.drops_bytes - before[1])
-                elif fd in inner:
-                    st = self.uplinks[inner.index(fd)]
-                    for _ in range(READ_BATCH):
-                        try:
-                            st.push(read(fd, MAX_PACKET), now)
-                        except BlockingIOError:
-                            break
-        if started:
-            self._release()
-
     def _run_due(self, k, now):
         """Run every TTI that ended by ``now`` (up to the duration); the next TTI to run.
         Each TTI's lateness is taken when its own decision starts."""
@@ -824,48 +672,23 @@ class _LiveCell:
         return warmup is None or self._all_backlogged(warmup)
 
     def _all_backlogged(self, warmup):
-        if self.path is not None:
-            self.path.backlog(self._backlog)
-            return bool((self._backlog >= warmup).all())
-        return all(s.backlog(q)[0] >= warmup for s, q in zip(self.servers, self.queues))
-
-    def _log_arrival(self, u, now, p, dropped, dropped_bytes):
-        """The Python path's arrival, and the packets it made the queue drop (itself, or
-        older ones at the head of a drop-head queue) with their bytes."""
-        self._log(u, [(now, 0, EV_ARRIVAL, len(p))] + ([(now, dropped_bytes, EV_DROP, dropped)] if dropped else []))
-
-    def _ue_of(self, p) -> int:
-        """The UE (0-based) whose address part holds the packet's IPv4 destination, or -1."""
-        if len(p) < 20 or p[0] >> 4 != 4:
-            return -1
-        dst = int.from_bytes(p[16:20], "big")
-        if dst & self.net_mask != self.net_base:
-            return -1
-        u = ((dst - self.net_base) >> self.part_shift) - 1
-        return u if 0 <= u < self.n else -1
+        self.path.backlog(self._backlog)
+        return bool((self._backlog >= warmup).all())
 
     # -- the end ---------------------------------------------------------------------------
     def _ue_counters(self, u) -> tuple:
         """``(downlink, uplink)`` counters of UE ``u`` (0-based) for the stats."""
-        q = self.queues[u]
-        if self.path is not None:
-            c = self.path.ue_stats(u)
-            up, st = c.pop("uplink"), self.uplinks[u]     # the stage the C path stands in for
-            if st.kind == "link":
-                up = {"stage": "link", **up, "queue": st.queue.describe()}
-            else:
-                up = {"stage": st.kind, **{k: v for k, v in up.items() if k not in ("capacity_bytes", "ttis")}}
-            return {**c, "queue": q.describe()}, up
-        qb, qp = self.servers[u].backlog(q)
-        down = {"arrivals_packets": self.arrivals_packets[u], "arrivals_bytes": self.arrivals_bytes[u],
-                "departures_packets": self.departures_packets[u], "departures_bytes": self.departures_bytes[u],
-                "drops_packets": q.drops_packets, "drops_bytes": q.drops_bytes,
-                "queued_packets": qp, "queued_bytes": qb, "queue": q.describe()}
-        return down, self.uplinks[u].stats()
+        c = self.path.ue_stats(u)
+        up, st = c.pop("uplink"), self.uplinks[u]     # the stage the packet path stands in for
+        if st.kind == "link":
+            up = {"stage": "link", **up, "queue": st.queue.describe()}
+        else:
+            up = {"stage": st.kind, **{k: v for k, v in up.items() if k not in ("capacity_bytes", "ttis")}}
+        return {**c, "queue": self.queues[u].describe()}, up
 
     def finish(self, statuses, *, cpu_s, page_faults, kernel) -> dict:
         now = time.monotonic_ns()
-        if self._c_logs:
+        if self._logs:
             self._log_events()
         for u in range(self.n):
             if self.down_logs[u] is not None:
@@ -879,8 +702,6 @@ class _LiveCell:
         for u in range(self.n):
             down, up = self._ue_counters(u)
             ues.append({"ue": u + 1, "status": statuses[u], "downlink": down, "uplink": up, "kernel": kernel[u]})
-        if self.path is not None:
-            self.unroutable, self.write_errors = self.path.unroutable, self.path.write_errors
         duration = (now - self.base_mono) / 1e9
         ttis = self.ttis
         cpu_s += radio_cpu_s
@@ -889,11 +710,13 @@ class _LiveCell:
                 "users": self.n, "tti_ms": float(self.shell.tti) * 1000, "status": max(statuses),
                 "duration_s": duration, "cpu_s": cpu_s, "cpu_per_s": cpu_s / duration if duration > 0 else None,
                 "page_faults": page_faults, "radio_cpu_s": radio_cpu_s, "radio_waits": self.feed.waits,
-                "radio_wait_s": self.feed.wait_ns / 1e9, "packet_path": "C" if self.path is not None else "Python",
-                "loop_rescues": self.path.rescues if self.path is not None else 0,
+                "radio_wait_s": self.feed.wait_ns / 1e9, "packet_path": "C" if self.compiled_path else "Python",
+                "scheduler_step": "compiled" if getattr(self.radio, "sched_id", 5) != 5 else
+                "Python (a scheduler class without a compiled twin)",
+                "loop_rescues": self.path.rescues,
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
-                "unroutable_packets": self.unroutable, "write_errors": self.write_errors, "ues": ues}
+                "unroutable_packets": self.path.unroutable, "write_errors": self.path.write_errors, "ues": ues}
 
 
 def _empty_mac(path):

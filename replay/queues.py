@@ -27,13 +27,13 @@ length (the IPv4 header checksum updated); the queue hands it out in place of th
 from __future__ import annotations
 
 import math
-import random
 from collections import deque
 
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration, parse_size
 
 from .ecn import CE, ECT1, ecn_of, mark_ce
+from .rng import SplitMix64
 
 MS = 1_000_000  # ns
 
@@ -232,7 +232,8 @@ class PIEQueue(_Limited):
     delay ``d`` measured by timestamps (the sojourn time of the last packet dequeued).
 
     ``qdelay_ref`` (default 15 ms) and ``max_burst`` (default 150 ms) as in Mahimahi;
-    ``packets``/``bytes`` tail-drop limit (default 1000 packets); ``seed`` for the coin.
+    ``packets``/``bytes`` tail-drop limit (default 1000 packets); ``seed`` for the coin
+    (:class:`airlink.replay.rng.SplitMix64`, the C link core's generator).
 
     With ``ecn``, an ECN-capable packet the coin would drop is enqueued CE-marked instead
     while ``drop_prob`` is at most 10 % (RFC 8033 section 5.1, Linux ``pie``'s
@@ -252,7 +253,7 @@ class PIEQueue(_Limited):
         self.qdelay_ref, self.max_burst = qdelay_ref, max_burst
         self.ref_s = float(parse_duration(qdelay_ref, "ms"))
         self.burst_ns = int(parse_duration(max_burst, "ms") * 10**9)
-        self._rng = random.Random(seed)
+        self._rng = SplitMix64(seed)
         self.drop_prob = 0.0
         self._qdelay_s = 0.0
         self._qdelay_old_s = 0.0
@@ -348,7 +349,7 @@ class DualPI2Queue(_Limited):
         if self.step_ns <= 0 or self.target_s <= 0 or self.tupdate_ns <= 0 or self.tshift_ns < 0:
             raise AirlinkError("l4s: step=, target= and tupdate= must be positive, tshift= not negative")
         self._l = deque()
-        self._rng = random.Random(seed)
+        self._rng = SplitMix64(seed)
         self.p_base = 0.0
         self._prev_s = 0.0
         self._next_update = None
@@ -400,6 +401,32 @@ class DualPI2Queue(_Limited):
                 packet = marked
             return packet, t
         return None
+
+
+#: the C link core's number for each discipline (replay/_linkcore.h, LC_INFINITE ...)
+CORE_KINDS = {"infinite": 0, "droptail": 1, "drophead": 2, "codel": 3, "pie": 4, "l4s": 5}
+#: the disciplines that decide per packet: the C core gets packets of one segment (no GSO)
+PER_PACKET = ("codel", "pie", "l4s")
+
+
+def core_parameters(queue) -> tuple:
+    """``(kind, packets, bytes, (ecn, seed, a, b, c, d))``: a fresh queue as the C link
+    core takes it (``_fastpath.link``, ``_cellpath.Cell``; see ``lc_link_aqm``): CoDel's
+    target and interval (ns), PIE's qdelay_ref (s) and max_burst (ns), L4S's step (ns),
+    target (s), tupdate and tshift (ns); the seed is the queue's own, so both draw the
+    same coins."""
+    kind = queue.kind
+    if kind == "codel":
+        extra = (queue.target_ns, queue.interval_ns, 0, 0)
+    elif kind == "pie":
+        extra = (queue.ref_s, queue.burst_ns, 0, 0)
+    elif kind == "l4s":
+        extra = (queue.step_ns, queue.target_s, queue.tupdate_ns, queue.tshift_ns)
+    else:
+        extra = (0, 0, 0, 0)
+    rng = getattr(queue, "_rng", None)
+    aqm = (bool(queue.ecn), rng.seed if rng is not None else 0, *(float(x) for x in extra))
+    return CORE_KINDS[kind], getattr(queue, "packets", 0), getattr(queue, "bytes", 0), aqm
 
 
 QUEUES = {"infinite": InfiniteQueue, "droptail": DropTailQueue, "drophead": DropHeadQueue,

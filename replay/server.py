@@ -6,9 +6,9 @@ possibly fractional) is served **at the end** of the TTI to the bytes queued by 
 trace behaves exactly as in mm-link). Unlike mm-link, service is byte-granular: the
 head packet may be split across TTIs (as RLC segments an SDU) and several small packets
 share one TTI; a packet departs when its last byte is served. Capacity left unused in a
-TTI is lost. Fractional capacities carry their remainder, so the integer budget of TTI
-``k`` is ``floor(C_k) - floor(C_{k-1})`` with ``C_k`` the running sum (12 Mbit/s at
-0.125 ms TTIs gives 187, 188, 187, 188, ... bytes).
+TTI is lost. Fractional capacities carry their remainder (:func:`carry_budget`), so the
+integer budget of TTI ``k`` is ``floor(C_k) - floor(C_{k-1})`` with ``C_k`` the running sum
+(12 Mbit/s at 0.125 ms TTIs gives 187, 188, 187, 188, ... bytes).
 
 The server is pure: it is driven by :meth:`advance` with a clock value in integer
 nanoseconds, so tests run it with a fake clock.
@@ -21,6 +21,38 @@ from math import floor
 import numpy as np
 
 from airlink.traces.errors import AirlinkError
+
+#: a running total within this much of a whole byte counts as whole (float sums of
+#: decimal fractions: ten TTIs of 0.1 byte make 0.9999999999999999)
+CARRY_EPS = 1e-9
+
+
+def carry_budget(carry: float, amount: float) -> tuple:
+    """``(budget, carry)``: the whole bytes of ``carry + amount`` that may be served now,
+    ``floor(carry + amount + CARRY_EPS)``, and the remainder carried to the next TTI
+    (down to ``-CARRY_EPS`` after a total just short of a whole byte). The one carry rule
+    of airlink: the trace server's TTIs, the cell's scheduled budgets (:func:`carry_budgets`)
+    and the C link core (``lc_carry_budget`` in replay/_linkcore.c)."""
+    total = carry + amount
+    budget = floor(total + CARRY_EPS)
+    return budget, total - budget
+
+
+def carry_budgets(carry: np.ndarray, amounts) -> np.ndarray:
+    """:func:`carry_budget` for many queues at once: ``carry`` (float64) is updated in place;
+    returns the budgets (float64 holding whole numbers)."""
+    carry += amounts
+    budgets = np.floor(carry + CARRY_EPS)
+    carry -= budgets
+    return budgets
+
+
+#: an event of the Mahimahi-format logs as the C link core records it (replay/_linkcore.h's
+#: lc_event) and the cell's Python packet path too: time (ns), x, kind, len - an arrival
+#: (len bytes), a drop (len packets, x bytes), an opportunity (x bytes granted), a departure
+#: (len bytes, x = its arrival time) or a CE mark (len packets, x bytes)
+EVENT = np.dtype([("t", "<i8"), ("x", "<i8"), ("kind", "<i4"), ("len", "<i4")])
+EV_ARRIVAL, EV_DROP, EV_OPPORTUNITY, EV_DEPARTURE, EV_MARK = 0, 1, 2, 3, 4
 
 # Columns of the per-TTI record (see TraceServer.records); "mac" kind names.
 RECORD_COLUMNS = ("tti", "capacity_bytes", "served_bytes", "backlog_bytes", "backlog_packets",
@@ -137,9 +169,7 @@ class TraceServer(ByteServer):
                 self._fast_forward(now_ns, queue, arrivals_bytes)
                 continue
             idx = self.k % n
-            total = self._carry + caps[idx]
-            budget = floor(total)
-            self._carry = total - budget
+            budget, self._carry = carry_budget(self._carry, caps[idx])
             self.capacity_bytes += budget
             served = self.serve(queue, budget, self._end_k, out)
             if self.record:
@@ -174,7 +204,7 @@ class TraceServer(ByteServer):
         ks = np.arange(self.k, self.k + count)
         caps = self.capacity[ks % n]
         cum = self._carry + np.cumsum(caps)
-        fl = np.floor(cum)
+        fl = np.floor(cum + CARRY_EPS)     # carry_budget over the running sum
         budgets = np.diff(np.concatenate(([0.0], fl)))
         self._carry = float(cum[-1] - fl[-1])
         self.capacity_bytes += int(fl[-1])

@@ -62,25 +62,35 @@ class _Shell:
             fast = (down.fast(), up.fast())
             offload = False
             if vnet and None not in fast:
-                # GSO super-packets only for the C stages, which serve them segment by segment
+                # GSO super-packets only for the C stages, which serve them segment by segment,
+                # and not for a queue that decides per packet (CoDel, PIE, L4S): its TUN
+                # devices keep the header but no offload, so every packet is one segment
                 for stage in fast:
                     stage.vnet_hdr(vnet)
-                try:
-                    for fd in (ns.outer_fd, ns.inner_fd):
-                        set_offload(fd)
-                    offload = True
-                except OSError:     # a kernel without TUN offloads: plain packets behind the header
-                    pass
+                if not (down.per_packet or up.per_packet):
+                    try:
+                        for fd in (ns.outer_fd, ns.inner_fd):
+                            set_offload(fd)
+                        offload = True
+                    except OSError:     # a kernel without TUN offloads: plain packets behind the header
+                        pass
             ns.start()
             try:
                 if None not in fast:
                     from . import _fastpath
-                    relay = _fastpath.relay_threads if relay_threads() == 2 else _fastpath.relay
-                    counters = relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast)
+                    logs = any(st.log is not None or st.tti_log is not None for st in stages if st.kind == "link")
+                    if logs:    # the logs are written between packets by this (Python's) thread
+                        counters = _fastpath.relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast,
+                                                   lambda: (down.drain_fast(), up.drain_fast()))
+                    else:
+                        relay = _fastpath.relay_threads if relay_threads() == 2 else _fastpath.relay
+                        counters = relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast)
                     counters["engine"] = "c"
                 else:
                     counters = _loop.run(ns.outer_fd, ns.inner_fd, down, up, stop_fd=ns.pidfd,
                                          on_finished=lambda: forward(signal.SIGTERM, None), vnet_hdr=vnet)
+                    for stage in stages:
+                        stage.forget_fast()
                     counters["engine"] = "python"
                     counters["engine_reason"] = "; ".join(
                         f"{name}: {r}" for name, r in (("downlink", down.fast_refusal()),

@@ -21,10 +21,13 @@ import random
 from collections import deque
 from pathlib import Path
 
+import numpy as np
+
 from airlink.traces.atomic import commit, create_partial, output_error
 from airlink.traces.errors import AirlinkError, FormatError
 
-from .server import TraceServer
+from .queues import PER_PACKET, core_parameters
+from .server import EV_ARRIVAL, EV_DEPARTURE, EV_DROP, EV_OPPORTUNITY, EVENT, RECORD_COLUMNS, TraceServer
 
 
 class Stage:
@@ -32,6 +35,7 @@ class Stage:
 
     kind = "pass"
     finished = False
+    per_packet = False      # True: the stage needs packets of one segment (no GSO)
 
     def __init__(self):
         self.arrivals_packets = self.arrivals_bytes = 0
@@ -70,6 +74,14 @@ class Stage:
         if _fastpath() is None:
             return "the C fast path is off (AIRLINK_PURE_PYTHON) or not built"
         return None
+
+    def drain_fast(self) -> None:
+        """Write out what the C stage from :meth:`fast` logged so far (the C relay calls
+        this through its ``on_log``); nothing for a stage without logs."""
+
+    def forget_fast(self) -> None:
+        """The shell runs the Python loop after all (the other direction has no C version):
+        the stage logs what it serves itself, not what the C stage from :meth:`fast` would."""
 
     def fast(self):
         """The same stage in the C fast path (:mod:`airlink.replay._fastpath`), or None
@@ -302,6 +314,7 @@ class LinkStage(Stage):
         self._drops_logged = 0
         self._marks_logged = (0, 0)
         self._written_k = 0
+        self._fast = None           # the C stage that serves this link, when it keeps the logs
 
     @property
     def finished(self) -> bool:
@@ -368,26 +381,60 @@ class LinkStage(Stage):
 
     def fast_refusal(self):
         q, srv = self.queue, self.server
-        if self.log is not None or self.tti_log is not None:
-            return "logs are written by the Python loop"
         if not srv.loop:
             return "a trace played once (not looping) runs the Python loop"
-        if q.kind not in FAST_QUEUES:
-            return f"the {q.kind} queue has no C version"
-        if srv.k or len(q):
+        if srv.k or len(q) or q.drops_packets or q.marks_packets:
             return "the link was already running"
         return super().fast_refusal()
 
+    @property
+    def per_packet(self) -> bool:
+        """Whether the queue decides per packet (CoDel, PIE, L4S): the shell then reads
+        packets of one segment (no GSO super-packets) for this link."""
+        return self.queue.kind in PER_PACKET
+
     def fast(self):
-        # droptail/drophead with ecn: a full buffer drops, marking or not, so the C queues
-        # make the same decisions (and never mark)
+        """The link in the C core, with the same queue (and the same seed for its coins)."""
         if self.fast_refusal():
             return None
         fp = _fastpath()
-        q, srv = self.queue, self.server
+        srv = self.server
         tti = srv._tti_ns
-        return fp.link(srv.capacity.astype("<f8").tobytes(), tti.numerator, tti.denominator,
-                       srv.start_ns, FAST_QUEUES[q.kind], getattr(q, "packets", 0), getattr(q, "bytes", 0))
+        kind, packets, nbytes, aqm = core_parameters(self.queue)
+        logs = self.log is not None or self.tti_log is not None
+        c = fp.link(srv.capacity.astype("<f8").tobytes(), tti.numerator, tti.denominator,
+                    srv.start_ns, kind, packets, nbytes, aqm, logs)
+        if logs:
+            self._fast = c
+        return c
+
+    def drain_fast(self) -> None:
+        if self._fast is not None:
+            self._flush()
+
+    def forget_fast(self) -> None:
+        self._fast = None
+
+    def _take_fast(self):
+        """The C stage's per-TTI rows (as :meth:`TraceServer.records`) and its events in this
+        stage's own form ``(t, kind, a, b)``: opportunity 0, arrival 1, departure 2 (bytes,
+        delay ns), drop 3 and mark 4 (packets, bytes)."""
+        c = self._fast
+        rec = np.frombuffer(c.take_rows(), "<i8").reshape(-1, len(RECORD_COLUMNS)).astype(np.float64)
+        if self.log is None:
+            c.take_events()
+            return rec, []
+        events = []
+        for t, x, kind, n in np.frombuffer(c.take_events(), EVENT).tolist():
+            if kind == EV_ARRIVAL:
+                events.append((t, 1, n, 0))
+            elif kind == EV_DEPARTURE:
+                events.append((t, 2, n, t - x))
+            elif kind == EV_OPPORTUNITY:
+                events.append((t, 0, x, 0))
+            else:
+                events.append((t, 3 if kind == EV_DROP else 4, n, x))
+        return rec, events
 
     def stats(self) -> dict:
         out = super().stats()
@@ -398,18 +445,22 @@ class LinkStage(Stage):
         return out
 
     def _flush(self):
-        rec = self.server.take_records()
+        if self._fast is not None:
+            rec, events = self._take_fast()
+        else:
+            rec = self.server.take_records()
+            events = self._events or []
+            if self.log is not None:
+                self._events = []
+                s = self.server
+                for row in rec:
+                    if row[1] > 0:
+                        # the opportunity is at the end of its TTI
+                        events.append((s._boundary(int(row[0]) + 1), 0, int(row[1]), 0))
         if self.tti_log is not None and len(rec):
             self.tti_log.write(rec, self.server)
         if self.log is not None:
             base = self.base_ns
-            events = self._events
-            self._events = []
-            s = self.server
-            for row in rec:
-                if row[1] > 0:
-                    # the opportunity is at the end of its TTI
-                    events.append((s._boundary(int(row[0]) + 1), 0, int(row[1]), 0))
             events.sort(key=lambda e: (e[0], e[1]))
             line = self.log.event_line
             lines = []
@@ -444,9 +495,6 @@ class LinkStage(Stage):
         for log in (self.log, self.tti_log):
             if log is not None:
                 log.abort()
-
-
-FAST_QUEUES = {"infinite": 0, "droptail": 1, "drophead": 2}
 
 
 def _fastpath():

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from cext import c_extension
 
+from airlink.replay.cell_pypath import PyCellPath
 from airlink.replay.queues import make_queue
 from airlink.replay.server import ByteServer
 
@@ -87,7 +88,9 @@ class _Reference:
 @pytest.mark.parametrize("kind,args", [("droptail", {"packets": 5}), ("droptail", {"bytes": 6000}),
                                        ("drophead", {"packets": 4}), ("drophead", {"bytes": 5000, "packets": 9}),
                                        ("infinite", None)])
-def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args):
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args, impl):
+    """... and so does its Python twin (replay/cell_pypath.py), which the cell runs without the C module."""
     rng = random.Random(f"{kind}{args}")
     outer_shell, outer_test = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     inner = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(N)]
@@ -97,9 +100,13 @@ def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
             s.setblocking(False)
         q0 = make_queue(kind, args)
-        cell = cp.Cell(outer_shell.fileno(), [p[0].fileno() for p in inner], int(BLOCK.network_address),
-                       int(BLOCK.netmask), SHIFT, {"infinite": 0, "droptail": 1, "drophead": 2}[kind],
-                       getattr(q0, "packets", 0), getattr(q0, "bytes", 0), log=True)
+        if impl == "c":
+            cell = cp.Cell(outer_shell.fileno(), [p[0].fileno() for p in inner], int(BLOCK.network_address),
+                           int(BLOCK.netmask), SHIFT, {"infinite": 0, "droptail": 1, "drophead": 2}[kind],
+                           getattr(q0, "packets", 0), getattr(q0, "bytes", 0), log=True)
+        else:
+            cell = PyCellPath(outer_shell.fileno(), [p[0].fileno() for p in inner], int(BLOCK.network_address),
+                              int(BLOCK.netmask), SHIFT, [make_queue(kind, args) for _ in range(N)], log=True)
         ref = _Reference(kind, args)
         rows = {name: np.zeros(N, dtype) for name, dtype in (("bb", np.float64), ("bp", np.int64),
                                                              ("arr", np.float64), ("dp", np.int64),
@@ -119,7 +126,8 @@ def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args):
                     p = _packet(rng, base + 1, rng.randrange(40, 200))
                     inner[u][1].send(p)
                     ups.append(p)
-            assert cell.wait(time.monotonic_ns() + 3_000_000, []) == -1
+            # long enough to read every packet on a busy machine (a wait reads none after its deadline)
+            assert cell.wait(time.monotonic_ns() + 10_000_000, []) == -1
             assert sorted(_drain(outer_test)) == sorted(ups)
             budgets = np.array([rng.choice([0, 0, 1, 700, 1499, 1500, 4000]) for _ in range(N)], np.int64)
             t_end = time.monotonic_ns()
@@ -193,7 +201,8 @@ def _uplink_model(cap_per_tti: float, ttis: int, sizes: list) -> tuple:
     return budgets, done, sum(sizes) - min(served, sum(sizes))
 
 
-def test_a_constrained_uplink_is_served_byte_granularly_at_its_ttis_ends():
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_a_constrained_uplink_is_served_byte_granularly_at_its_ttis_ends(impl):
     """set_uplink: a UE's packets queue and leave at the ends of the uplink's own TTIs,
     byte-granular, with the fraction of a byte carried (700.5 bytes per 1 ms TTI), exactly
     as the model above; the rest stays queued; the counters add up."""
@@ -206,7 +215,9 @@ def test_a_constrained_uplink_is_served_byte_granularly_at_its_ttis_ends():
     packets = [bytes([i]) * n for i, n in enumerate(sizes)]
     try:
         cell = cp.Cell(outer_cell.fileno(), [ue_cell.fileno()], int(BLOCK.network_address), int(BLOCK.netmask),
-                       SHIFT, 0, 0, 0)
+                       SHIFT, 0, 0, 0) if impl == "c" else \
+            PyCellPath(outer_cell.fileno(), [ue_cell.fileno()], int(BLOCK.network_address), int(BLOCK.netmask),
+                       SHIFT, [make_queue("infinite")])
         start = time.monotonic_ns() + 300_000_000            # TTI 0 starts well after the packets came
         cell.set_uplink(0, np.array([700.5]), 1_000_000, 1, start)
         for p in packets:

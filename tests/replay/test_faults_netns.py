@@ -80,11 +80,12 @@ def test_tun_device_removed_under_a_running_shell(test_ns, tmp_path, engine):
         c_extension("airlink.replay._fastpath")
     test_ns.iperf_server(5302)
     marker = tmp_path / "ns"
-    log = ["--downlink-log", tmp_path / "down.log"] if engine == "python" else []
+    log = ["--downlink-log", tmp_path / "down.log"] if engine != "c-2-threads" else []   # logs: one thread
     p = test_ns.popen([AIRLINK, "link", str(_constant_trace(tmp_path)), *map(str, log), "--", "sh", "-c",
                        NS_MARK.format(marker=marker) + "iperf3 -c $AIRLINK_BASE -p 5302 -R -t 30 >/dev/null"],
                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                      env={"AIRLINK_RELAY_THREADS": "2" if engine == "c-2-threads" else "1"})
+                      env={"AIRLINK_RELAY_THREADS": "2" if engine == "c-2-threads" else "1",
+                           **({"AIRLINK_PURE_PYTHON": "1"} if engine == "python" else {})})
     deadline = time.monotonic() + 20
     while not marker.exists():
         assert p.poll() is None and time.monotonic() < deadline, "CMD did not start"

@@ -252,6 +252,11 @@ def test_c_path_makes_the_python_decisions_for_ecn_droptail_and_drophead(kind, a
     assert sp["marks_packets"] == 0
 
 
-def test_marking_queues_say_why_they_run_in_python():
-    assert LinkStage([1.0], Fraction(1, 1000), queue=make_queue("l4s")).fast() is None
-    assert "l4s queue has no C version" in LinkStage([1.0], Fraction(1, 1000), queue=make_queue("l4s")).fast_refusal()
+def test_marking_queues_run_in_c_on_packets_of_one_segment():
+    """CoDel, PIE and L4S have C versions (tests/replay/test_link_core.py compares their
+    decisions with these queues'); they decide per packet, so the shell reads no GSO
+    super-packets for them."""
+    for kind in ("codel", "pie", "l4s"):
+        stage = LinkStage([1.0], Fraction(1, 1000), queue=make_queue(kind, ecn=True))
+        assert stage.fast_refusal() is None and stage.fast() is not None and stage.per_packet
+    assert not LinkStage([1.0], Fraction(1, 1000), queue=make_queue("droptail", packets=5)).per_packet

@@ -93,7 +93,6 @@ def test_delay_and_loss_stages(engine):
 
 
 def test_configurations_without_a_c_version_fall_back():
-    assert LinkStage([1.0], Fraction(1, 1000), queue=make_queue("codel")).fast() is None
     assert LinkStage([1.0], Fraction(1, 1000), queue=make_queue("infinite"), loop=False).fast() is None
     assert LinkStage([1.0], Fraction(1, 1000), queue=make_queue("infinite")).fast() is not None
 
