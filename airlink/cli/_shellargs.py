@@ -10,7 +10,8 @@ from __future__ import annotations
 VALUE_OPTIONS = {
     "link": {"--uplink", "--user", "--downlink-queue", "--uplink-queue", "--downlink-queue-args",
              "--uplink-queue-args", "--downlink-log", "--uplink-log", "--tti-log",
-             "--opportunity-bytes", "--downlink-tti-log", "--uplink-tti-log", "--stats"},
+             "--opportunity-bytes", "--downlink-tti-log", "--uplink-tti-log", "--stats",
+             "--mode", "--idle-ms"},
     "delay": {"--trace", "--uplink", "--downlink", "--stats"},
     "loss": {"--gilbert", "--seed", "--stats"},
     "cell": {"--scheduler", "--preset", "--users", "--seed", "--tti", "--config", "--duration",
