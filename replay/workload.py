@@ -44,7 +44,11 @@ a FIFO by a fixed opportunity schedule does not depend on later packets), so the
 holds a queue of ``(release_ns, packet)`` as a delay does.
 
 Counters in ``stats()``: ``light_packets``/``heavy_packets`` (packets served by a light
-train or by the heavy trace), ``bursts`` (idle starts).
+train or by the heavy trace), ``bursts`` (idle starts), ``heavy_bytes`` (bytes served by the
+heavy trace) and ``heavy_opportunities`` (heavy opportunities from the first one used to
+the last, used or not): ``heavy_bytes / (1400 x heavy_opportunities)`` is how much of the
+recorded saturator's delivery the replayed flow took while it was heavy - 1 for a flow
+that kept the queue full, whose rate is then the recording's.
 """
 from __future__ import annotations
 
@@ -99,7 +103,8 @@ class WorkloadStage(Stage):
         self.h_index = -1             # absolute index of the heavy opportunity last used
         self.h_room = 0
         self.last_release = 0
-        self.light_packets = self.heavy_packets = self.bursts = 0
+        self.light_packets = self.heavy_packets = self.bursts = self.heavy_bytes = 0
+        self.h_first = None           # absolute index of the first heavy opportunity used
         self._q = deque()
         self._qbytes = 0
 
@@ -159,6 +164,7 @@ class WorkloadStage(Stage):
 
     def _heavy_serve(self, a: int, size: int) -> int:
         """Radio departure of ``size`` bytes queued at ``a`` behind the heavy FIFO."""
+        self.heavy_bytes += size
         need = size
         if self.h_index >= 0 and self.h_room > 0 and a < self._heavy_time(self.h_index):
             take = min(need, self.h_room)
@@ -169,6 +175,8 @@ class WorkloadStage(Stage):
             j = self.h_index + 1
         else:
             j = max(self._heavy_first_after(a), self.h_index + 1)
+            if self.h_first is None:
+                self.h_first = j
         while True:
             take = min(need, PDO_BYTES)
             need -= take
@@ -256,6 +264,8 @@ class WorkloadStage(Stage):
 
     def stats(self) -> dict:
         out = super().stats()
+        span = 0 if self.h_first is None else self.h_index - self.h_first + 1
         out.update(light_packets=self.light_packets, heavy_packets=self.heavy_packets,
-                   bursts=self.bursts, idle_ms=self.idle_ns / MS)
+                   bursts=self.bursts, idle_ms=self.idle_ns / MS, heavy_bytes=self.heavy_bytes,
+                   heavy_opportunities=span)
         return out

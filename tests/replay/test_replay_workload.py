@@ -39,6 +39,8 @@ def test_a_backlogged_flow_outgrows_the_trains_and_is_served_by_the_heavy_trace(
     assert r[:8] == [165, 166, 167, 168, 169, 170, 171, 172]
     assert r[8:] == pytest.approx([175.7, 179.7, 183.7, 187.7])
     assert (st.light_packets, st.heavy_packets, st.bursts) == (8, 4, 1)
+    # four opportunities spanned (160..172 ms), all used whole
+    assert (st.stats()["heavy_opportunities"], st.stats()["heavy_bytes"]) == (4, 4 * 1400)
 
 
 def test_a_burst_longer_than_its_train_continues_on_the_nearest_longer_train():

@@ -91,3 +91,24 @@ def test_idle_train_gets_light_delivery_and_backlog_the_heavy(test_ns, tmp_path)
     assert 2 * BASE_MS + LIGHT_PDOS - 1 <= long[LIGHT_PDOS - 1] <= 2 * BASE_MS + LIGHT_PDOS - 1 + 8
     # then one packet per heavy opportunity: 6 ms apart
     assert np.median(np.diff(long[-40:])) == pytest.approx(HEAVY_STEP_MS, abs=1)
+
+
+def test_a_recording_replayed_serves_a_bulk_download_at_the_recorded_rate(test_ns, tmp_path):
+    """Record a 12 Mbit/s link, replay a bulk download through the workload mode: while the
+    download is heavy it takes every opportunity of the recorded saturator trace (so its
+    rate is the recording's), counted by the shell, not timed by the test."""
+    trace, rec, stats = tmp_path / "c12.down", tmp_path / "rec", tmp_path / "stats.json"
+    assert test_ns.airlink("trace", "constant", "12Mbps", "--duration", "1s", "-o", trace).returncode == 0
+    test_ns.server([AIRLINK, "record", "--serve", "--port", "9050"], 9050, "record server")
+    r = test_ns.exec([AIRLINK, "delay", "5", AIRLINK, "link", trace, "--uplink", trace, "--",
+                      "sh", "-c", f"{AIRLINK} record $AIRLINK_BASE --port 9050 --seconds 3 "
+                                  f"--train-packets 5,20 -o {rec}"], timeout=180)
+    assert r.returncode == 0, r.stderr
+    test_ns.iperf_server(5202)
+    r = test_ns.exec([AIRLINK, "link", "--mode", "workload", str(rec), "--stats", str(stats), "--",
+                      "sh", "-c", "iperf3 -c $AIRLINK_BASE -p 5202 -R -n 3M"], timeout=180)
+    assert r.returncode == 0, r.stderr
+    down = json.loads(stats.read_text())["downlink"]
+    # ~2100 packets: the first of each round of slow start ride light trains, the rest the heavy trace
+    assert down["heavy_packets"] >= 0.8 * down["departures_packets"]
+    assert down["heavy_bytes"] >= 0.95 * 1400 * down["heavy_opportunities"]
