@@ -12,17 +12,18 @@ The rule (docs/replay.md, "Workload-aware replay"); times in ns from the shell's
 
 - **Idle or backlogged.** ``free`` is when the application's last packet leaves the radio
   (before its base delay). A packet of ``s`` bytes arriving at ``t`` finds the queue idle
-  when there is no earlier packet or ``t > free + idle``; ``idle`` is CellReplay's
-  long-to-short timer (0 by default, as in ``mm-cellular``).
+  when there is no earlier packet or ``t > free + 1 ms + idle``: the recorded PDOs are
+  whole milliseconds (``mm-cellular`` compares whole-ms clocks to the same effect), and
+  ``idle`` is CellReplay's long-to-short timer (0 by default, as in ``mm-cellular``).
 - **After idle: a new burst on a light train.** The burst takes the light train recorded
   last at or before ``t - t0`` (the light trace loops with period ``T_light`` = its last
   time + its last gap) and the base delay ``d`` interpolated linearly between the trains'
   base delays at ``t - t0``. The packet leaves the radio at once (``pdo_0 = 0``); ``1400 - s``
   bytes of the PDO remain.
 - **Within a burst, packet ``k`` rides the light PDOs.** With ``e = t - start`` (burst
-  start), PDOs before ``e`` passed unused and are skipped (the next one starts full); a
-  packet that does not fit the bytes left of the current PDO takes the next one. It leaves
-  the radio at ``start + pdo[k]``. When the burst outgrows its train, it continues on the
+  start), PDOs whose millisecond has passed (``pdo + 1 ms <= e``) went unused and are
+  skipped (the next one starts full); a packet that does not fit the bytes left of the
+  current PDO takes the next one. It leaves the radio at ``max(t, start + pdo[k])``. When the burst outgrows its train, it continues on the
   PDOs (from the same position ``k``) of the recorded train nearest in time that is longer
   than ``k`` - a 30-packet burst after idle is served as the recording's 40-packet trains
   were, not as a saturator.
@@ -63,6 +64,8 @@ from airlink.traces.errors import AirlinkError
 from .stages import Stage
 
 MS = 1_000_000
+#: The recorded PDOs are whole milliseconds: a PDO at ``p`` ms is somewhere in ``[p, p + 1)``.
+RESOLUTION_NS = MS
 
 
 class WorkloadStage(Stage):
@@ -188,7 +191,7 @@ class WorkloadStage(Stage):
     def release_ns(self, t: int, size: int) -> int:
         """Decide when a packet of ``size`` bytes arriving at ``t`` leaves (the rule in the
         module notes); updates the state."""
-        if self.free is None or t > self.free + self.idle_ns:
+        if self.free is None or t > self.free + RESOLUTION_NS + self.idle_ns:
             rel = t - self.start_ns
             self.bursts += 1
             self.burst_start, self.burst_train = t, self._train_at(rel)
@@ -202,7 +205,7 @@ class WorkloadStage(Stage):
             e = t - self.burst_start
             placed = False
             while True:
-                while self.k < len(self.pdos) and self.pdos[self.k] < e:
+                while self.k < len(self.pdos) and self.pdos[self.k] + RESOLUTION_NS <= e:
                     self.k += 1
                     self.room = PDO_BYTES
                 if not placed and self.room < size:
@@ -215,7 +218,7 @@ class WorkloadStage(Stage):
                     break
             if self.k < len(self.pdos):
                 self.room -= size
-                radio, delay = self.burst_start + self.pdos[self.k], self.burst_delay
+                radio, delay = max(t, self.burst_start + self.pdos[self.k]), self.burst_delay
                 self.light_free = radio
                 self.light_packets += 1
             else:

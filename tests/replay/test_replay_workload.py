@@ -56,19 +56,24 @@ def test_a_burst_longer_than_its_train_continues_on_the_nearest_longer_train():
 def test_pdos_that_passed_are_skipped_and_small_packets_share_one():
     st = WorkloadStage(_direction(), idle_ms=5)
     # 700-byte packets: two per 1400-byte PDO; a packet at +3.5 ms (within the 5 ms idle
-    # time, so the same burst) finds PDOs 0-3 passed
+    # time, so the same burst) finds the milliseconds of PDOs 0-2 passed and PDO 3's
+    # running: it leaves at once
     r = _releases(st, [50, 50, 50, 53.5], size=700)
-    assert r == [60, 60, 61, 64]
+    assert r == [60, 60, 61, 63.5]
 
 
 def test_an_idle_gap_starts_a_new_burst_and_the_idle_time_is_a_threshold():
     st = WorkloadStage(_direction())
     assert _releases(st, [50, 50]) == [60, 61]
-    # the queue emptied at 51 ms: a packet at 51.5 ms starts a new burst (PDO 0, no wait)
-    assert _releases(st, [51.5]) == [61.5]
+    # the queue emptied during 51 ms (PDO 1): within that millisecond's resolution a packet
+    # at 51.5 ms is the same burst (PDO 2), one at 52.5 ms starts a new one (PDO 0, no wait)
+    assert _releases(st, [51.5]) == [62]
+    assert _releases(st, [53.5]) == [63.5]
     assert st.bursts == 2
     held = WorkloadStage(_direction(), idle_ms=5)
-    assert _releases(held, [50, 50, 51.5]) == [60, 61, 62]   # within 5 ms: same burst, PDO 2
+    # within 1 + 5 ms of the queue emptying: the same burst; at 56.5 ms PDOs 3-5 have passed
+    # (5 of the 100 ms train, the burst outgrew its own) and PDO 6's millisecond runs
+    assert _releases(held, [50, 50, 51.5, 56.5]) == [60, 61, 62, 66.5]
     assert held.bursts == 1
 
 
