@@ -88,7 +88,8 @@ class WorkloadStage(Stage):
         self.train_d = [int(x) * MS for x in light.base_delay_ms]
         self.train_pdo = [[int(x) * MS for x in p] for p in light.pdo_ms]
         gaps = np.diff(light.time_ms)
-        self.light_period = self.train_t[-1] + (int(gaps[-1]) * MS if len(gaps) else MS)
+        # trains all at one time (allowed by the format) still loop: a period of at least 1 ms
+        self.light_period = max(MS, self.train_t[-1] + (int(gaps[-1]) * MS if len(gaps) else MS))
         self.longest = max(len(p) for p in self.train_pdo)
         self.heavy = [int(x) * MS for x in direction.heavy_ms]
         self.heavy_period = self.heavy[-1]

@@ -104,6 +104,12 @@ def test_the_traces_loop():
     assert st._heavy_time(st._heavy_first_after(605 * MS)) == 608 * MS
 
 
+def test_trains_recorded_at_one_time_still_loop():
+    light = LightTrace(np.zeros(3, dtype=np.int64), np.full(3, 7), (np.arange(3),) * 3)
+    st = WorkloadStage(Direction(np.array([5, 10]), light))
+    assert _releases(st, [50, 50]) == [57, 58]
+
+
 def test_stage_counters_add_up():
     st = WorkloadStage(_direction())
     for t in (50, 50, 50):
