@@ -161,6 +161,16 @@ class LinkShell(_Shell):
         Per-TTI Parquet logs (``mac`` kind columns).
     opportunity_bytes : int
         Bytes per line of a Mahimahi trace (1500).
+    mode : str
+        ``"saturator"`` (default): each direction drains its queue by its capacity trace.
+        ``"workload"``: ``downlink`` is a CellReplay trace set (a folder, as ``airlink
+        record`` writes it, or :class:`~airlink.traces.cellreplay.CellReplayTraces`) and
+        both directions serve each packet by the state of the application's own queue
+        (:mod:`airlink.replay.workload`); it runs on the Python path and takes no uplink
+        trace, user, queue, ECN, logs or ``once``.
+    idle_ms : float
+        Workload mode: idle time after which a packet starts a new burst on a light
+        train (CellReplay's long-to-short timer; 0).
     """
 
     tool = "airlink link"
@@ -170,7 +180,17 @@ class LinkShell(_Shell):
                  uplink_queue: str = "infinite", uplink_queue_args=None,
                  downlink_ecn: bool = False, uplink_ecn: bool = False,
                  downlink_log=None, uplink_log=None, downlink_tti_log=None, uplink_tti_log=None,
-                 opportunity_bytes: int = 1500):
+                 opportunity_bytes: int = 1500, mode: str = "saturator", idle_ms: float = 0.0):
+        if mode not in MODES:
+            raise AirlinkError(f"link mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode = mode
+        if mode == "workload":
+            self._workload_init(downlink, idle_ms, uplink=uplink, user=user, once=once,
+                                queues=(downlink_queue, downlink_queue_args, uplink_queue, uplink_queue_args),
+                                ecn=downlink_ecn or uplink_ecn,
+                                logs=(downlink_log, uplink_log, downlink_tti_log, uplink_tti_log))
+            return
+        _refuse_trace_set(downlink)
         self.down_trace, self.down_name = _load(downlink, user, opportunity_bytes)
         self.up_trace, self.up_name = (None, "") if uplink is None else _load(uplink, user, opportunity_bytes)
         self.user = str(user) if user is not None else self.down_trace.users[0]
@@ -183,6 +203,23 @@ class LinkShell(_Shell):
         self.logs = {"downlink": (downlink_log, downlink_tti_log), "uplink": (uplink_log, uplink_tti_log)}
         if uplink is None and (uplink_log or uplink_tti_log or uplink_queue != "infinite" or uplink_ecn):
             raise AirlinkError("an uplink queue or log needs an uplink trace")
+
+    def _workload_init(self, traces, idle_ms, *, uplink, user, once, queues, ecn, logs):
+        from airlink.traces.cellreplay import CellReplayTraces, read_cellreplay
+
+        from .workload import WorkloadStage
+        others = [what for what, given in (
+            ("an uplink trace (the set has both directions)", uplink is not None),
+            ("a user column", user is not None), ("a trace played once", once),
+            ("queue disciplines", queues[0] != "infinite" or queues[2] != "infinite"
+             or queues[1] or queues[3]),
+            ("ECN", ecn), ("logs", any(logs))) if given]
+        if others:
+            raise AirlinkError(f"the workload mode does not take {', '.join(others)}")
+        self.traces = traces if isinstance(traces, CellReplayTraces) else read_cellreplay(traces)
+        self.down_name = str(self.traces.meta.get("source") or "trace set")
+        self.idle_ms = float(idle_ms)
+        WorkloadStage(self.traces.down, idle_ms=self.idle_ms)   # check now
 
     def _stage(self, direction, trace, name, start_ns, wall_ns, command):
         from airlink.traces import LinkLogWriter
@@ -200,6 +237,10 @@ class LinkShell(_Shell):
                          loop=not self.once, log=log, tti_log=tti_log)
 
     def _stages(self, start_ns, wall_ns, command):
+        if self.mode == "workload":
+            from .workload import WorkloadStage
+            return (WorkloadStage(self.traces.down, start_ns=start_ns, idle_ms=self.idle_ms),
+                    WorkloadStage(self.traces.up, start_ns=start_ns, idle_ms=self.idle_ms))
         down = self._stage("downlink", self.down_trace, self.down_name, start_ns, wall_ns, command)
         up = Stage() if self.up_trace is None else \
             self._stage("uplink", self.up_trace, self.up_name, start_ns, wall_ns, command)
@@ -239,6 +280,19 @@ class LossShell(_Shell):
     def _stages(self, start_ns, wall_ns, command):
         lossy = LossStage(self.rate, gilbert=self.gilbert, seed=self.seed)
         return (lossy, Stage()) if self.direction == "downlink" else (Stage(), lossy)
+
+
+#: How ``airlink link`` serves packets: by a capacity trace, or by the application's queue state.
+MODES = ("saturator", "workload")
+
+
+def _refuse_trace_set(trace):
+    """A CellReplay trace set given to the saturator mode: say which mode replays it."""
+    from airlink.traces.cellreplay import CellReplayTraces, is_cellreplay_set
+    if isinstance(trace, CellReplayTraces) or (not hasattr(trace, "values") and is_cellreplay_set(trace)):
+        raise AirlinkError(f"{getattr(trace, 'meta', {}).get('source', trace)}: a CellReplay trace set; "
+                           "the workload mode replays it (a saturator replay takes one capacity trace "
+                           "per direction, e.g. its mahimahi.down)")
 
 
 def _with_ecn(args, ecn: bool):

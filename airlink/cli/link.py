@@ -30,8 +30,21 @@ def register(sub):
         "# CoDel that CE-marks ECN-capable packets instead of dropping them:\n"
         "sudo airlink link down.trace --downlink-queue codel --downlink-ecn -- ./client\n"
         "# L4S (DualPI2): ECT(1) packets marked above a 1 ms sojourn, classic traffic by PI2:\n"
-        "sudo airlink link down.trace --downlink-queue l4s --downlink-queue-args step=1ms -- ./client")
-    p.add_argument("downlink", type=Path, metavar="DOWN_TRACE", help="downlink capacity trace")
+        "sudo airlink link down.trace --downlink-queue l4s --downlink-queue-args step=1ms -- ./client\n"
+        "# workload-aware replay of a recording (airlink record -o rec/, or a CellReplay trace set):\n"
+        "# a short train after idle gets the light trains' delivery, a backlogged flow the heavy trace's\n"
+        "sudo airlink link --mode workload rec/ -- sh -c 'curl -o /dev/null http://$AIRLINK_BASE/page'")
+    p.add_argument("downlink", type=Path, metavar="DOWN_TRACE",
+                   help="downlink capacity trace (with --mode workload: a CellReplay trace set folder)")
+    p.add_argument("--mode", choices=["saturator", "workload"], default="saturator",
+                   help="saturator (default): each direction drains its queue by its capacity trace; "
+                        "workload: both directions from the trace set DOWN_TRACE, each packet served by "
+                        "the state of the application's queue (idle: light trains, backlogged: heavy trace; "
+                        "docs/replay.md); runs on the Python path and takes none of the queue, ECN, log, "
+                        "--uplink, --user or --once options")
+    bounded(p, "--idle-ms", bound=B.DELAY_MS, default=0.0,
+            help="workload mode: idle time in ms after which a packet starts a new burst on a light "
+                 "train (CellReplay's long-to-short timer; 0)")
     p.add_argument("--uplink", type=Path, metavar="UP_TRACE", help="uplink capacity trace")
     p.add_argument("--user", help="user column of a multi-user Parquet trace (default the first)")
     p.add_argument("--once", action="store_true", help="do not loop the trace; stop CMD at its end")
@@ -63,5 +76,5 @@ def run(args) -> int:
                       downlink_ecn=args.downlink_ecn, uplink_ecn=args.uplink_ecn,
                       downlink_log=args.downlink_log, uplink_log=args.uplink_log,
                       downlink_tti_log=args.downlink_tti_log, uplink_tti_log=args.uplink_tti_log,
-                      opportunity_bytes=args.opportunity_bytes)
+                      opportunity_bytes=args.opportunity_bytes, mode=args.mode, idle_ms=args.idle_ms)
     return shell.run(args.cmd or None, stats_path=args.stats)

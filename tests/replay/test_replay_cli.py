@@ -20,6 +20,8 @@ from airlink.cli._shellargs import split_command
     (["link", "d.trace"], ["link", "d.trace"], []),
     (["link", "d.trace", "--downlink-ecn", "--downlink-queue", "l4s", "ping"],
      ["link", "d.trace", "--downlink-ecn", "--downlink-queue", "l4s"], ["ping"]),
+    (["link", "--mode", "workload", "rec", "--idle-ms", "5", "curl", "-v"],
+     ["link", "--mode", "workload", "rec", "--idle-ms", "5"], ["curl", "-v"]),
 ])
 def test_command_is_split_mahimahi_style(argv, shell, cmd):
     assert split_command(argv) == (shell, cmd)

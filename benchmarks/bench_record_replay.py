@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Record, then replay a bulk download: does the replay reproduce the recorded throughput?
+
+1. ``airlink record`` inside ``airlink delay D airlink link RATE --uplink RATE`` (a shell of
+   known rate; ``airlink trace constant``) writes a recording (heavy traces, light trains,
+   Mahimahi saturator traces).
+2. A bulk TCP download (``iperf3 -R -t T -O 2``: the first 2 s, slow start, left out)
+   through each replay of that recording: ``airlink link --mode workload REC`` and
+   ``airlink delay BASE airlink link REC/mahimahi.down --uplink REC/mahimahi.up``.
+3. The replay's mean IP rate (iperf3's received goodput x 1500 / 1448: 1448-byte payloads in
+   1500-byte packets) against the recording's heavy downlink rate (``record.json``
+   ``down_rate_bps``: 1400-byte opportunities over the trace's span). Goal: within 3 %.
+
+Needs root and iperf3. Usage::
+
+    sudo .venv/bin/python benchmarks/bench_record_replay.py                    # ~3 min
+    sudo .venv/bin/python benchmarks/bench_record_replay.py --rate 24Mbps --runs 5 --seconds 20
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _netns import AIRLINK, PAYLOAD, throwaway_namespace, user_env  # noqa: E402
+
+RECORD_PORT = 9050
+IPERF_PORT = 5201
+
+
+def run(ns: str, argv, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", "netns", "exec", ns, *map(str, argv)], env=user_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", default="12Mbps", help="the recorded shell's rate (12Mbps)")
+    ap.add_argument("--delay", type=float, default=10, help="one-way delay around it, ms (10)")
+    ap.add_argument("--record-seconds", type=float, default=8, help="airlink record --seconds (8)")
+    ap.add_argument("--seconds", type=float, default=12, help="iperf3 -t of each replayed download (12)")
+    ap.add_argument("--runs", type=int, default=3, help="downloads per replay (3)")
+    ap.add_argument("--json", type=Path, help="also write the results as JSON")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench_record_replay: needs root (network namespaces and TUN)", file=sys.stderr)
+        return 2
+    print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
+    results = {}
+    with tempfile.TemporaryDirectory() as d, throwaway_namespace("recrep", iperf_ports=(IPERF_PORT,)) as ns:
+        tmp = Path(d)
+        trace, rec = tmp / "rate.down", tmp / "rec"
+        run(ns, [AIRLINK, "trace", "constant", args.rate, "--duration", "1s", "-o", trace], 60).check_returncode()
+        server = subprocess.Popen(["ip", "netns", "exec", ns, AIRLINK, "record", "--serve", "--port", str(RECORD_PORT)],
+                                  env=user_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            r = run(ns, [AIRLINK, "delay", args.delay, AIRLINK, "link", trace, "--uplink", trace, "--",
+                         "sh", "-c", f"sleep 1; {AIRLINK} record $AIRLINK_BASE --port {RECORD_PORT} "
+                                     f"--seconds {args.record_seconds:g} -o {rec} --json"],
+                    timeout=6 * args.record_seconds + 120)
+        finally:
+            server.kill()
+            server.wait()
+        if r.returncode != 0:
+            print(f"recording failed: {r.stderr.strip()[-400:]}", file=sys.stderr)
+            return 1
+        summary = json.loads((rec / "record.json").read_text())
+        recorded = summary["down_rate_bps"]
+        base = int(round(summary["base_delay_ms"]["median"]))
+        print(f"recording: heavy downlink {recorded / 1e6:.3f} Mbit/s (shell {args.rate}), base delay {base} ms",
+              flush=True)
+        iperf = ["iperf3", "-c", "$AIRLINK_BASE", "-p", str(IPERF_PORT), "-R", "-t", f"{args.seconds:g}",
+                 "-O", "2", "-J"]
+        replays = {
+            "airlink link --mode workload": [AIRLINK, "link", "--mode", "workload", rec],
+            "airlink link (saturator)": [AIRLINK, "delay", base, AIRLINK, "link", rec / "mahimahi.down",
+                                         "--uplink", rec / "mahimahi.up"],
+        }
+        for name, shell in replays.items():
+            rates = []
+            for _ in range(args.runs):
+                r = run(ns, [*shell, "--", "sh", "-c", " ".join(iperf)], timeout=args.seconds + 90)
+                try:
+                    got = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
+                except (ValueError, KeyError):
+                    print(f"{name}: no result: {r.stderr.strip()[-300:]}", flush=True)
+                    continue
+                rates.append(got / PAYLOAD)
+            results[name] = rates
+    print(f"\nrecorded heavy downlink rate {recorded / 1e6:.3f} Mbit/s; replayed bulk download's IP rate "
+          f"(iperf3 -R -t {args.seconds:g} -O 2), {args.runs} runs:")
+    for name, rates in results.items():
+        if not rates:
+            print(f"  {name:<30} no result")
+            continue
+        ratios = [x / recorded for x in rates]
+        med = statistics.median(ratios)
+        print(f"  {name:<30} median {statistics.median(rates) / 1e6:.3f} Mbit/s = {med:.4f} of the recording "
+              f"(runs {min(ratios):.4f}-{max(ratios):.4f}); within 3 %: {'yes' if abs(med - 1) <= 0.03 else 'no'}")
+    if args.json:
+        args.json.write_text(json.dumps({"recorded_bps": recorded, "replays": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
