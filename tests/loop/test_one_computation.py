@@ -1,5 +1,7 @@
 """One computation, one place: what `airlink run` reports equals what the standalone
-commands compute on the run's own files."""
+commands compute on the run's own files, and both equal a reference computation written
+here from the definitions (Mattar et al.'s I_N = I(X;Y) / H(X) on 16 equal-width bins; Jain's
+index)."""
 from __future__ import annotations
 
 import json
@@ -52,19 +54,63 @@ def test_run_nmi_table_equals_airlink_infer_nmi_on_the_run_files(offline_run):
             assert max(f["curve"]["nmi"]) == pytest.approx(f["peak_nmi"], abs=1e-12)
 
 
-def test_run_summary_names_only_significant_factors(offline_run):
+def _codes(values, k):
+    """Reference discretization: an integer series with at most k values keeps them as
+    levels, anything else falls in k equal-width bins over its range (np.histogram's edges);
+    NaN is -1."""
+    v = np.asarray(values, dtype=float)
+    ok = ~np.isnan(v)
+    levels = np.unique(v[ok])
+    if levels.size <= k and np.all(levels == np.round(levels)):
+        c = np.searchsorted(levels, v)
+    else:
+        edges = np.histogram_bin_edges(v[ok], bins=k)
+        c = np.clip(np.digitize(v, edges[1:-1]), 0, k - 1)
+    return np.where(ok, c, -1)
+
+
+def _entropy(rows):
+    p = np.unique(rows, axis=0, return_counts=True)[1] / len(rows)
+    return float(-(p * np.log(p)).sum())
+
+
+def _reference_nmi(x, y, lag):
+    """I(X;Y)/H(X) over the pairs (x[t], y[t - lag]) where neither is NaN."""
+    a, b = (x[lag:], y[:len(y) - lag]) if lag >= 0 else (x[:lag], y[-lag:])
+    ok = (a >= 0) & (b >= 0)
+    a, b = a[ok], b[ok]
+    return (_entropy(a[:, None]) + _entropy(b[:, None]) - _entropy(np.c_[a, b])) / _entropy(a[:, None])
+
+
+def test_run_nmi_peaks_equal_a_reference_lag_scan(offline_run):
+    """The TCP analyses run on series-tcp.parquet as it is: every factor's peak NMI and
+    peak lag are the maximum of the reference I_N over lags -D..D."""
+    import pandas as pd
+    series = pd.read_parquet(offline_run / "series-tcp.parquet")
+    analyses = [a for a in json.loads((offline_run / "nmi.json").read_text())["analyses"] if a["source"] == "tcp"]
+    assert analyses
+    for a in analyses:
+        x, D = _codes(series[a["target"]], a["bins"]), a["max_lag_samples"]
+        for f in a["factors"]:
+            y = _codes(series[f["factor"]], a["bins"])
+            ref = [_reference_nmi(x, y, d) for d in range(-D, D + 1)]
+            assert f["peak_nmi"] == pytest.approx(max(ref), abs=1e-9), (a["target"], f["factor"])
+            assert f["lag"] == int(np.argmax(ref)) - D
+
+
+def test_run_summary_names_the_strongest_significant_factor(offline_run):
+    """The infer stage's one-line note, per analysis: ``target<-factor`` for the factor of
+    highest peak NMI among those whose surrogate p-value is below alpha, else
+    ``target: no significant factor``."""
     info = json.loads((offline_run / "run.json").read_text())
     note = next(s["note"] for s in info["stages"] if s["name"] == "infer")
-    analyses = json.loads((offline_run / "nmi.json").read_text())["analyses"]
-    for a in analyses:
-        sig = [f["factor"] for f in a["factors"] if f["significant"]]
-        if sig:
-            assert f"{a['target']}<-{sig[0]}" in note
-        else:
-            assert f"{a['target']}: no significant factor" in note
-        for f in a["factors"]:
-            if not f["significant"]:
-                assert f"{a['target']}<-{f['factor']}" not in note
+    expected = []
+    for a in json.loads((offline_run / "nmi.json").read_text())["analyses"]:
+        sig = [f for f in a["factors"] if f["p_value"] is not None and f["p_value"] < a["alpha"]
+               and not f["cannot_tell"]]
+        best = max(sig, key=lambda f: f["peak_nmi"], default=None)
+        expected.append(f"{a['target']}<-{best['factor']}" if best else f"{a['target']}: no significant factor")
+    assert note == ", ".join(expected)
 
 
 def test_the_tcp_series_is_the_busiest_direction_on_the_collect_grid(offline_run):
@@ -99,7 +145,10 @@ def test_simulator_summary_uses_the_one_fairness_definition():
     s = M.summarize(users=["1", "2", "3"], tti_s=0.001, n_subchannels=1, served=served, nsub=nsub,
                     blocks=nsub, retx=np.zeros_like(served), active=np.ones_like(served))
     thr = np.array([u["throughput_mbps"] for u in s["users"]])
-    assert s["jain_index"] == inf.jain_index(thr)
+    # by hand: 3000, 0 and 900 bytes in 4 ms -> 6, 0 and 1.8 Mbit/s;
+    # Jain = (sum x)^2 / (n sum x^2) = 7.8^2 / (3 (36 + 3.24))
+    assert thr.tolist() == pytest.approx([6.0, 0.0, 1.8])
+    assert s["jain_index"] == pytest.approx(7.8 ** 2 / (3 * 39.24)) and s["jain_index"] == inf.jain_index(thr)
     assert s["fairness_gap"] is None and inf.fairness_gap(thr) == float("inf")   # JSON has no inf
     # by hand: user 1 served at TTIs 0 and 2 -> one gap of 2 ms
     assert s["users"][0]["gap_mean_ms"] == pytest.approx(2.0)
