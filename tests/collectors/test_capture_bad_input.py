@@ -9,7 +9,7 @@ import pytest
 from airlink import collectors as C
 from airlink.traces.errors import AirlinkError
 
-from pcapcraft import link_wrap, pcap_bytes, pcapng_bytes, tcp_packet
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, pcapng_bytes, tcp_packet
 
 T0 = 1_700_000_000 * 10**9
 R = 16 + 14 + 20 + 20 + 100          # bytes per record of good_capture()

@@ -17,7 +17,7 @@ import pytest
 
 from airlink import collectors as C
 from airlink.collectors import _tcpstream, tcp
-from cext import c_records
+from tests.cext import c_records
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_pcap.py"
 
@@ -98,7 +98,7 @@ def _late_syn_capture():
     opens the same 4-tuple again with a SYN (window scale, MSS, timestamps, SACK) and the
     transfer goes on: the forward side, the ISNs, the window scales and the handshake RTT
     are fixed by packets far into the flow."""
-    from pcapcraft import link_wrap, tcp_packet
+    from tests.collectors.pcapcraft import link_wrap, tcp_packet
     c, s = "2001:db8::1", "2001:db8::2"
     recs, t = [], 1_700_000_000 * 10**9
     seq, ack = (1 << 32) - 30_000, 7
@@ -145,7 +145,7 @@ def _late_syn_capture():
 
 @pytest.mark.parametrize("limit", [1, 5, 33])
 def test_flow_decided_late_streamed_equal_in_memory(tmp_path, limit, chunks_seen):
-    from pcapcraft import pcap_bytes
+    from tests.collectors.pcapcraft import pcap_bytes
     f = tmp_path / "late-syn.pcap"
     f.write_bytes(pcap_bytes(_late_syn_capture()))
     whole = C.analyze_tcp(f, resolution="100ms")
@@ -167,7 +167,7 @@ def test_census_gives_what_the_first_pass_reads(shared_data, tmp_path, limit):
     import numpy as np
 
     from airlink.collectors._tcpcolumns import read_columns
-    from test_collect_streaming import displaced
+    from tests.collectors.test_collect_streaming import displaced
     files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
         sorted((shared_data / "tcp-pcaps").rglob("*.trace"))
     late = tmp_path / "displaced.pcap"
@@ -203,7 +203,7 @@ def row_chain(request, monkeypatch):
 def test_row_chain_both_ways_equal_in_memory(shared_data, tmp_path, row_chain):
     """Both ways of the per-row chain give the in-memory analysis: on the real captures in
     chunks of 7 packets, and on a flow whose sequence numbers wrap past 2^32 mid-chunk."""
-    from pcapcraft import pcap_bytes
+    from tests.collectors.pcapcraft import pcap_bytes
     late = tmp_path / "late-syn.pcap"
     late.write_bytes(pcap_bytes(_late_syn_capture()))
     files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + [late]

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _replay_netns import AIRLINK, marked_processes
+from tests.replay._replay_netns import AIRLINK, marked_processes
 
 pytestmark = pytest.mark.netns
 

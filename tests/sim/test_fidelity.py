@@ -9,7 +9,7 @@ import pytest
 import airlink.sim as S
 from airlink.sim import kernel as K
 
-from _simnmi import nmi, per_second
+from tests.sim._simnmi import nmi, per_second
 
 if not K.COMPILED:
     pytest.skip("the fidelity runs (minutes of simulated time) need the compiled kernel: "
