@@ -1,5 +1,5 @@
 """Salvage in compressed captures: a cut or corrupt .pcap.gz keeps every packet before the
-damage (it used to keep 0, where tshark reads them)."""
+damage, as many as tshark reads from it."""
 from __future__ import annotations
 
 import gzip

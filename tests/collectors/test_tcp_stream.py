@@ -1,5 +1,5 @@
 """One long TCP flow analysed in time chunks (collectors/_tcpstream.py): a flow bigger than
-``max_packets`` no longer has to fit in memory. Every frame must equal the in-memory
+``max_packets`` is analysed a chunk at a time. Every frame must equal the in-memory
 analysis value for value, with chunks small enough that many boundaries fall inside the
 flow (mid-handshake, mid-recovery, between a retransmission and the ACK that settles it),
 on the real captures and on one-flow copies of one (the bulk connection continued, its
