@@ -129,8 +129,8 @@ def _read_trace(p):
 
 
 def _read_log(p):
-    from airlink.traces import linklog
-    linklog.read_log(p)
+    from airlink.traces import mmlinklog
+    mmlinklog.read_log(p)
 
 
 def _nrscope_trace(p):
