@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.reference_nmi import nmi_curve, uniform_codes
+
 REPO = Path(__file__).resolve().parents[2]
 AIRLINK = [sys.executable, "-c", "import sys; from airlink.cli import main; sys.exit(main())"]
 
@@ -54,34 +56,6 @@ def test_run_nmi_table_equals_airlink_infer_nmi_on_the_run_files(offline_run):
             assert max(f["curve"]["nmi"]) == pytest.approx(f["peak_nmi"], abs=1e-12)
 
 
-def _codes(values, k):
-    """Reference discretization: an integer series with at most k values keeps them as
-    levels, anything else falls in k equal-width bins over its range (np.histogram's edges);
-    NaN is -1."""
-    v = np.asarray(values, dtype=float)
-    ok = ~np.isnan(v)
-    levels = np.unique(v[ok])
-    if levels.size <= k and np.all(levels == np.round(levels)):
-        c = np.searchsorted(levels, v)
-    else:
-        edges = np.histogram_bin_edges(v[ok], bins=k)
-        c = np.clip(np.digitize(v, edges[1:-1]), 0, k - 1)
-    return np.where(ok, c, -1)
-
-
-def _entropy(rows):
-    p = np.unique(rows, axis=0, return_counts=True)[1] / len(rows)
-    return float(-(p * np.log(p)).sum())
-
-
-def _reference_nmi(x, y, lag):
-    """I(X;Y)/H(X) over the pairs (x[t], y[t - lag]) where neither is NaN."""
-    a, b = (x[lag:], y[:len(y) - lag]) if lag >= 0 else (x[:lag], y[-lag:])
-    ok = (a >= 0) & (b >= 0)
-    a, b = a[ok], b[ok]
-    return (_entropy(a[:, None]) + _entropy(b[:, None]) - _entropy(np.c_[a, b])) / _entropy(a[:, None])
-
-
 def test_run_nmi_peaks_equal_a_reference_lag_scan(offline_run):
     """The TCP analyses run on series-tcp.parquet as it is: every factor's peak NMI and
     peak lag are the maximum of the reference I_N over lags -D..D."""
@@ -90,10 +64,9 @@ def test_run_nmi_peaks_equal_a_reference_lag_scan(offline_run):
     analyses = [a for a in json.loads((offline_run / "nmi.json").read_text())["analyses"] if a["source"] == "tcp"]
     assert analyses
     for a in analyses:
-        x, D = _codes(series[a["target"]], a["bins"]), a["max_lag_samples"]
+        x, D = uniform_codes(series[a["target"]], a["bins"]), a["max_lag_samples"]
         for f in a["factors"]:
-            y = _codes(series[f["factor"]], a["bins"])
-            ref = [_reference_nmi(x, y, d) for d in range(-D, D + 1)]
+            ref = nmi_curve(x, uniform_codes(series[f["factor"]], a["bins"]), D)
             assert f["peak_nmi"] == pytest.approx(max(ref), abs=1e-9), (a["target"], f["factor"])
             assert f["lag"] == int(np.argmax(ref)) - D
 
