@@ -159,7 +159,7 @@ def _stamp(schema, *, kind: str, provenance: dict | None):
     prov = json.dumps(provenance or {}, default=json_default).encode()
     meta[KIND_KEY] = kind.encode()
     meta[PROVENANCE_KEY] = prov
-    meta.setdefault(b"airlink", prov)  # what readers before the run-folder module looked at
+    meta.setdefault(b"airlink", prov)  # the provenance key every airlink version's readers look up
     return schema.with_metadata(meta)
 
 

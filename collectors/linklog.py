@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from airlink.traces.linklog import is_log_file, per_ms, read_log
+from airlink.traces.mmlinklog import is_log_file, per_ms, read_log
 from airlink.traces.schema import validate
 
 NAME = "linklog"

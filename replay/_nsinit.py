@@ -3,9 +3,9 @@
 
 Child C is forked from the shell, which has numpy, pandas and numba mapped: hundreds of MB
 of copy-on-write memory. Kept as such a fork until CMD ends, C and its init B would each
-tear all of it down when they exit - about half a millisecond of kernel work that no other
-task preempts on a kernel without full preemption, so the live shells' next TTIs were late
-whenever an application ended. C therefore builds the namespace, hands the inner TUN to the
+tear all of it down when they exit - kernel work that no other task preempts on a kernel
+without full preemption, so the live shells' next TTIs would be late whenever an application
+ends. C therefore builds the namespace, hands the inner TUN to the
 shell and then replaces itself (exec) with this file run by a bare interpreter
 (``python -I -S``: standard library only, a few MB): it waits for the shell's go, makes the
 pid namespace, forks B (pid 1 there), which starts CMD, relays signals and reaps.

@@ -519,8 +519,9 @@ def offload_wanted() -> bool:
 
 def relay_threads() -> int:
     """Threads of the C relay: 1 (the default) or 2, one per direction
-    (``AIRLINK_RELAY_THREADS=2``; measured no faster on a busy 2-core machine, where the
-    two threads wake about ten times as often as the single loop)."""
+    (``AIRLINK_RELAY_THREADS=2``). One is the default: the two threads each wake for their
+    own direction's packets, far more often than the single loop, which costs the CPU the
+    relay would need on a machine with few cores."""
     import os
     return 2 if os.environ.get("AIRLINK_RELAY_THREADS", "1").strip() == "2" else 1
 

@@ -19,13 +19,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
-# Test helpers (tests/cext.py, tests/replay/_replay_netns.py, ...) import by plain name.
-import sys  # noqa: E402
-for _folder in [Path(__file__).parent] + sorted(p for p in Path(__file__).parent.iterdir()
-                                                if p.is_dir() and not p.name.startswith((".", "__"))):
-    if str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
-
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:

@@ -23,7 +23,7 @@ TRACE_FORMATS = ("mahimahi", "parquet")
 _LAZY = {name: (module, name) for module, names in {
     "cellreplay": ("CellReplayTraces", "read_cellreplay", "write_cellreplay"),
     "fromlog": ("Comparison", "GAP_RULES", "compare", "from_log", "from_log_sessions", "split_long_ttis", "split_sessions"),
-    "linklog": ("LinkLogWriter", "per_ms", "read_log", "write_log"),
+    "mmlinklog": ("LinkLogWriter", "per_ms", "read_log", "write_log"),
     "schema": ("KINDS", "columns", "kinds", "validate"),
     "trace": ("Trace", "constant", "jsonable"),
     "units": ("DEFAULT_OPPORTUNITY_BYTES", "format_rate", "parse_duration", "parse_rate",
@@ -64,7 +64,7 @@ def detect_format(path, fmt: str | None = None) -> str:
         with open(p, "rb") as f:
             if f.read(4) == b"PAR1":
                 return "parquet"
-        from .linklog import is_log_file
+        from .mmlinklog import is_log_file
         if is_log_file(p) and not mahimahi.is_trace_file(p):
             return "linklog"
     return "mahimahi"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .linklog import per_ms
+from .mmlinklog import per_ms
 from .trace import Trace
 
 

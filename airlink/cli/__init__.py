@@ -119,15 +119,15 @@ def main(argv=None) -> int:
         return 0 if not argv else 2
     EXIT_AT_ONCE = False
     if getattr(args, "one_blas_thread", False) and "numpy" not in sys.modules:
-        # numpy's OpenBLAS starts a server thread per core at import, which spins ~0.1 s
-        # of CPU waiting for work; a command that does no linear algebra asks for none
-        # (an OPENBLAS_NUM_THREADS the user set is kept)
+        # numpy's OpenBLAS starts a server thread per core at import, which spins waiting
+        # for work; a command that does no linear algebra asks for none (an
+        # OPENBLAS_NUM_THREADS the user set is kept)
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     gc_was_on = gc.isenabled()
     if getattr(args, "cyclic_gc", True) is False:
-        # a bounded job whose arrays are freed by reference counting: on a 2M-packet capture
-        # `airlink collect` ran 171 cyclic collections (43 ms, mostly while pandas was
-        # imported) that freed 1.4k objects, the same 1.4k on a 20M-packet one
+        # a bounded job whose arrays are freed by reference counting: the cyclic collector
+        # finds a fixed handful of import-time cycles whatever the input's size, so it only
+        # costs time (main() turns it back on for an in-process caller)
         gc.disable()
     from airlink.interrupts import exit_status, interrupts_as_exceptions
     try:

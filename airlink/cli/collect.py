@@ -8,22 +8,22 @@ from airlink.traces import bounds as B
 from airlink.traces.units import parse_duration
 from airlink.rundir import FrameStreamWriter
 
-# Dictionary encoding only where it pays (addresses, direction, flow, protocol, ports): tried
-# on every column, half the packets file's write time went to sequence numbers and timestamps
-# whose dictionaries overflow (2M packets: 0.88 -> 0.39 s CPU, 27 -> 25 MB).
+# Dictionary encoding for the columns with few distinct values (addresses, direction, flow,
+# protocol, ports) only: sequence numbers and timestamps take a new value nearly every row, so
+# their dictionaries overflow and cost write time without making the file smaller.
 PACKETS_DICTIONARY = ["src", "dst", "direction", "flow", "proto", "sport", "dport"]
 # Row-group min/max statistics (what readers filter row groups by) for time and the flow's
-# identity only: those of the per-packet header fields (seq, ack, ...) cost 13 % of the
-# packets file's write time and select nothing useful.
+# identity only: those of the per-packet header fields (seq, ack, ...) select nothing
+# useful and cost write time.
 PACKETS_STATISTICS = ["time", *PACKETS_DICTIONARY]
-# Capture bytes per batch (and row group) of the packets pass. It runs beside the analysis:
-# 4 MiB batches add ~40 MiB to the analysis's peak, 16 MiB ones ~120 MiB, for the same time.
+# Capture bytes per batch (and row group) of the packets pass. It runs beside the analysis,
+# so a batch's decoded columns add to the analysis's memory peak; bigger batches raise the
+# peak without shortening the pass (benchmarks/bench_pcap.py measures both).
 PACKETS_BATCH_BYTES = 4 << 20
-# Packets analysed at a time (--max-packets). With 1M, a bigger capture is analysed in flow
-# groups / its long flows in time chunks: the 2M-packet benchmark capture (one bulk flow)
-# peaks at ~175 MiB in ~0.7 s instead of ~345 MiB in ~1.05 s whole (the census pass replaces
-# the read of the whole capture, the streamed flow's pass gathers the small flows).
-# Its two passes hold whatever the number of flows (ten long flows or 2,000 short ones).
+# Packets analysed at a time (--max-packets). A bigger capture is analysed in flow groups and
+# its long flows in time chunks (a census pass instead of reading the whole capture, then
+# one pass per group or chunk), so the memory peak follows this number, not the capture's
+# size or its number of flows; benchmarks/bench_pcap.py measures both ways.
 MAX_PACKETS = 1_000_000
 
 

@@ -156,7 +156,7 @@ class Artifacts:
     def link_logs(self) -> dict:
         """Mahimahi-format link logs (``*.log``) as per-ms frames, by file stem."""
         from airlink.traces import per_ms, read_log
-        from airlink.traces.linklog import is_log_file
+        from airlink.traces.mmlinklog import is_log_file
         out = {}
         for p in rundir.find(self.outdir, "link-log"):
             if not is_log_file(p):

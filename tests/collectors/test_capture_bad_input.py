@@ -9,7 +9,8 @@ import pytest
 from airlink import collectors as C
 from airlink.traces.errors import AirlinkError
 
-from pcapcraft import link_wrap, pcap_bytes, pcapng_bytes, tcp_packet
+from tests.errorline import one_error_line
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, pcapng_bytes, tcp_packet
 
 T0 = 1_700_000_000 * 10**9
 R = 16 + 14 + 20 + 20 + 100          # bytes per record of good_capture()
@@ -18,13 +19,6 @@ R = 16 + 14 + 20 + 20 + 100          # bytes per record of good_capture()
 def good_capture(n=50):
     return pcap_bytes([(T0 + i * 10**6, link_wrap(tcp_packet(seq=1 + 100 * i, payload=b"p" * 100), 1))
                        for i in range(n)])
-
-
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("airlink: error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.mark.parametrize("mutate,expect", [
@@ -43,7 +37,7 @@ def test_one_clear_line(tmp_path, run_airlink, mutate, expect):
     f.write_bytes(mutate(good_capture()))
     status, out, err = run_airlink("collect", f, "-o", tmp_path / "out")
     assert status == 2
-    line = one_line(err)
+    line = one_error_line(err)
     assert str(f) in line and expect in line
 
 

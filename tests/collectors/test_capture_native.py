@@ -12,8 +12,8 @@ import pytest
 from airlink.collectors import _capture, _decode
 from airlink.collectors._capture import CaptureError, CaptureReader
 
-from cext import c_extension
-from pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
+from tests.cext import c_extension
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
 
 c_extension("airlink.collectors._records", "walk", "decode", module_level=True)
 

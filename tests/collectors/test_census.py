@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cext import c_records
-from pcapcraft import link_wrap, pcap_bytes, tcp_packet
+from tests.cext import c_records
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet
 
 from airlink.collectors import _capture
 from airlink.collectors._tcpcolumns import read_columns

@@ -16,7 +16,7 @@ from airlink import collectors as C
 from airlink.collectors._capture import CaptureReader
 from airlink.collectors.pcap import iter_packets
 
-from pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
 
 T0 = 1_700_000_000 * 10**9
 US = 1_000

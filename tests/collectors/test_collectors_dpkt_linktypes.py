@@ -23,7 +23,7 @@ from scapy.packet import Raw
 from airlink import collectors as C
 from airlink.collectors._capture import CaptureError
 
-from pcapcraft import link_wrap, pcap_bytes, pcapng_bytes, tcp_packet, udp_packet
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, pcapng_bytes, tcp_packet, udp_packet
 
 MS = 1_000_000
 T0 = 1_700_000_000 * 10**9

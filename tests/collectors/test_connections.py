@@ -7,8 +7,8 @@ import ipaddress
 
 import numpy as np
 import pytest
-from cext import c_records
-from pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
+from tests.cext import c_records
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
 
 from airlink.collectors import _capture
 from airlink.collectors._capture import CaptureReader

@@ -1,5 +1,5 @@
 """Salvage in compressed captures: a cut or corrupt .pcap.gz keeps every packet before the
-damage (it used to keep 0, where tshark reads them)."""
+damage, as many as tshark reads from it."""
 from __future__ import annotations
 
 import gzip
@@ -13,7 +13,7 @@ import pytest
 from airlink import collectors as C
 from airlink.collectors._capture import CaptureError
 
-from pcapcraft import link_wrap, pcap_bytes, pcapng_bytes, tcp_packet
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, pcapng_bytes, tcp_packet
 
 REAL = ["zeek-head/ssh.pcap", "zeek-head/206_example_b.pcap", "zeek-head/timestamp.pcap"]
 CUTS = [0.02, 0.1, 0.37, 0.5, 0.83, 0.999]

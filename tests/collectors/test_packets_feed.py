@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pyarrow as pa
 import pytest
-from pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
 
 from airlink import collectors as C
 from airlink.collectors._feed import BatchFeed

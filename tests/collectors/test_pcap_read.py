@@ -8,7 +8,7 @@ import pytest
 from airlink import collectors as C
 from airlink.traces import validate
 
-from pcapcraft import gz, link_wrap, pcap_bytes, pcapng_bytes, tcp_packet, udp_packet
+from tests.collectors.pcapcraft import gz, link_wrap, pcap_bytes, pcapng_bytes, tcp_packet, udp_packet
 
 T0 = 1_700_000_000_123_456_789
 TS_OPT = [("NOP", None), ("NOP", None), ("Timestamp", (111, 222))]
@@ -167,7 +167,7 @@ def test_real_captures_agree_with_dpkt(shared_data):
 def test_pcapng_runs_with_other_blocks(tmp_path):
     """Long runs of enhanced packet blocks (found in vector form) broken by other blocks
     (statistics, custom) and by a simple packet block still give every packet in order."""
-    from pcapcraft import _block
+    from tests.collectors.pcapcraft import _block
     t0 = T0 // 1000 * 1000                              # representable at microseconds too
     pk = [link_wrap(tcp_packet(seq=i, payload=bytes([i % 251]) * (i % 300)), 1) for i in range(400)]
     data = pcapng_bytes([(1, None), (1, 9)], [(i % 2, t0 + i * 1000, p) for i, p in enumerate(pk[:200])])

@@ -18,7 +18,7 @@ import pytest
 from airlink import collectors as C
 from airlink.collectors import _capture
 
-from pcapcraft import _block, link_wrap, tcp_packet
+from tests.collectors.pcapcraft import _block, link_wrap, tcp_packet
 
 T0 = 1_700_000_000 * 10**9
 needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")

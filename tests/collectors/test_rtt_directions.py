@@ -16,7 +16,7 @@ import pytest
 
 from airlink import collectors as C
 
-from pcapcraft import link_wrap, pcap_bytes, tcp_packet
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet
 
 MS = 1_000_000
 US = 1_000

@@ -7,7 +7,7 @@ import pytest
 from airlink import collectors as C
 from airlink.traces import validate
 
-from pcapcraft import link_wrap, pcap_bytes, tcp_packet
+from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet
 
 MS = 1_000_000
 T0 = 1_700_000_000 * 10**9
@@ -189,7 +189,7 @@ def test_path_analysis_equals_frame_analysis(tmp_path, shared_data):
     equal analyze_tcp(read_pcap(path)), on real captures and on a capture mixing flows,
     UDP, IPv6, a flow without its SYN (direction from its first packet) and records out
     of time order (flow numbers follow time order, not file order)."""
-    from pcapcraft import udp_packet
+    from tests.collectors.pcapcraft import udp_packet
     recs = scenario()
     recs += scenario(isn=2**32 - 3000)[3:]          # second copy: same flow, no handshake
     late = [(T0 + 50 * MS, link_wrap(tcp_packet("fd00::2", "fd00::1", 443, 5555, seq=7, ack=9,
@@ -215,7 +215,7 @@ def test_path_analysis_containers_and_damage(tmp_path):
     several batches, and damaged files: the same error as read_pcap, or with salvage the
     same numbers as analysing the salvaged frame."""
     from airlink.collectors._capture import CaptureError
-    from pcapcraft import gz, pcapng_bytes
+    from tests.collectors.pcapcraft import gz, pcapng_bytes
     recs = []
     for k in range(40):                                  # 40 short connections, 12 packets each
         for t, p in scenario(isn=k * 7919):
@@ -247,7 +247,7 @@ def test_path_analysis_containers_and_damage(tmp_path):
 
 @pytest.mark.parametrize("records", [
     [],
-    [(T0 + i * MS, link_wrap(__import__("pcapcraft").udp_packet(), 1)) for i in range(5)],
+    [(T0 + i * MS, link_wrap(__import__("tests.collectors.pcapcraft", fromlist=["udp_packet"]).udp_packet(), 1)) for i in range(5)],
     [(T0, b"\x02" * 12 + b"\x08\x06" + b"\x00" * 28)],                     # ARP only
     [(T0, link_wrap(tcp_packet(A, B, 1, 2, flags="A"), 1))],
 ], ids=["no-packets", "udp-only", "non-ip", "one-packet"])

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from airlink.traces.errors import AirlinkError
-from test_linklog import MM_LOG
+from tests.traces.test_linklog import MM_LOG
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 EXAMPLES = int(os.environ.get("AIRLINK_FUZZ_EXAMPLES", "60"))
@@ -129,8 +129,8 @@ def _read_trace(p):
 
 
 def _read_log(p):
-    from airlink.traces import linklog
-    linklog.read_log(p)
+    from airlink.traces import mmlinklog
+    mmlinklog.read_log(p)
 
 
 def _nrscope_trace(p):

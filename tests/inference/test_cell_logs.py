@@ -12,7 +12,7 @@ import pytest
 from airlink import collectors as C
 from airlink.collectors.nrscope import select_direction
 from airlink.inference.cell_logs import analyze_cell
-from _nrscope_expect import downlink_and_raw
+from tests.traces._nrscope_expect import downlink_and_raw
 
 AFTERNOON = "nr-scope/t_mobile1_ueactivity_afternoon_1.csv"   # no duplicate DCIs in this file
 

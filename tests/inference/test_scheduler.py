@@ -13,14 +13,11 @@ def model():
     return S.load_scheduler_model()
 
 
-def test_model_reports_heldout_accuracy(model):
-    assert set(model["models"]) == {"cell", "user"}
-    assert model["heldout_by_kind"]["cell"]["native+backlog"] >= 0.9
-    assert model["heldout_accuracy"]["cell"] >= 0.85
-
-
 def test_at_least_90_percent_on_unseen_runs(model):
-    # one run per (scheduler, preset, load, cell size) of the training grid, with seeds never used
+    """Accuracy measured here, on cells simulated with seeds the training never used (one
+    run per scheduler, preset, load and cell size of the training grid), not the accuracy
+    the model reports about itself."""
+    assert set(model["models"]) == {"cell", "user"}
     runs = S.training_runs(n_seeds=1)[::2]
     hits = []
     for label, preset, seed, duration, ov in runs:

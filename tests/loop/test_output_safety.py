@@ -21,6 +21,8 @@ from airlink import rundir
 from airlink.outfolder import FolderLock
 from airlink.traces.atomic import OutputError, write_text
 
+from tests.errorline import one_error_line
+
 REPO = Path(__file__).resolve().parents[2]
 AIRLINK = [sys.executable, "-c", "import sys; from airlink.cli import entry; entry()"]
 NOBODY = 65534
@@ -47,12 +49,6 @@ def _snapshot(root: Path) -> dict:
     return out
 
 
-def _one_error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("airlink: error: "), err
-    return lines[0]
-
-
 def _airlink(*args, env=None, cwd=REPO, timeout=600):
     return subprocess.run([*AIRLINK, *map(str, args)], capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, **(env or {})}, timeout=timeout)
@@ -74,7 +70,7 @@ def test_an_experiment_name_is_a_plain_name(tmp_path, monkeypatch, as_sudo, run_
     monkeypatch.chdir(x / "work")
     status, _, err = run_airlink("run", "e.yaml", "--offline", "--quiet")
     assert status == 2
-    line = _one_error_line(err)
+    line = one_error_line(err)
     assert "e.yaml: name: must be a plain name" in line
     assert _snapshot(tmp_path) == before
 
@@ -92,7 +88,7 @@ def test_output_option_is_resolved_before_the_non_empty_check(tmp_path, monkeypa
     for args in (["-o", "nothere/../../victim"], ["-o", "../victim", "--overwrite"]):
         status, _, err = run_airlink("run", "e.yaml", "--offline", "--quiet", *args)
         assert status == 2, err
-        line = _one_error_line(err)
+        line = one_error_line(err)
         assert line.startswith(f"airlink: error: -o {x / 'victim'}: output folder ")
         assert _snapshot(tmp_path) == before
 
@@ -103,7 +99,6 @@ def test_only_folders_really_made_are_recorded_and_given_away(tmp_path, as_sudo)
     (no ``..`` recorded) and the existing parent keeps its owner."""
     folder = rundir.RunFolder.create(tmp_path / "new" / ".." / "made" / "run")
     assert folder.path == tmp_path / "made" / "run"
-    assert folder._created_abs == [tmp_path / "made", tmp_path / "made" / "run"]
     assert not (tmp_path / "new").exists()
     folder.write_json("run.json", {"x": 1})
     folder.finish()
@@ -222,7 +217,7 @@ def test_every_command_refuses_a_non_empty_folder_the_same_way(tmp_path, as_sudo
     before = _snapshot(tmp_path)
     status, _, err = run_airlink(*args, "-o", out)
     assert status == 2
-    line = _one_error_line(err)
+    line = one_error_line(err)
     assert line.startswith(f"airlink: error: -o {out}: output folder ")
     assert "not empty" in line
     if command != "sweep":
@@ -260,7 +255,7 @@ def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path, run_airlink, 
     before = os.lstat(target)
     status, _, err = run_airlink("trace", "constant", "10Mbps", "-o", target)
     assert status == 2
-    line = _one_error_line(err)
+    line = one_error_line(err)
     assert f"{target}: exists and is a" in line and "not a regular file" in line
     after = os.lstat(target)
     assert (after.st_mode, after.st_ino, after.st_uid) == (before.st_mode, before.st_ino, before.st_uid)
@@ -299,7 +294,7 @@ def test_a_second_run_into_a_folder_in_use_is_refused(tmp_path):
             time.sleep(0.05)
         second = _airlink("run", exp, "-o", out, "--offline", "--quiet", "--overwrite")
         assert second.returncode == 2
-        line = _one_error_line(second.stderr)
+        line = one_error_line(second.stderr)
         assert line.startswith(f"airlink: error: -o {out}: another airlink run is writing into this folder")
         assert first.poll() is None          # the refusal touched nothing of the first run
     finally:
@@ -319,7 +314,7 @@ def test_the_sweep_and_the_run_share_one_lock(tmp_path, run_airlink):
     with FolderLock(out):
         status, _, err = run_airlink("sweep", sweep, "-o", out)
     assert status == 2
-    assert _one_error_line(err) == f"airlink: error: -o {out}: another sweep is running into this campaign folder"
+    assert one_error_line(err) == f"airlink: error: -o {out}: another sweep is running into this campaign folder"
     assert list(out.iterdir()) == []
 
 

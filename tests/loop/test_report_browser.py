@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from _chromium import chromium_path, inspect_page
+from tests.loop._chromium import chromium_path, inspect_page
 from airlink.report import write_report
 
 pytestmark = pytest.mark.skipif(

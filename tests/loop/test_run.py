@@ -174,19 +174,26 @@ def test_without_root_it_says_why_and_goes_offline(tmp_path, monkeypatch, capsys
 
 
 def test_long_ttis_are_split_for_the_link_shell(tmp_path):
-    """A 20 ms-TTI cell (1xRTT) becomes 10 ms TTIs with the same bytes in every 20 ms."""
+    """A 20 ms-TTI cell (1xRTT) is replayed as 10 ms TTIs: link-trace.parquet holds the
+    replayed user's bytes of every 20 ms frame shared evenly by its two halves; a 1 ms cell
+    is replayed as it is (no link-trace.parquet)."""
     import numpy as np
-    from airlink.experiment.stages import link_trace
     from airlink.traces import Trace
-    tr = Trace(np.array([[100.0, 1.0], [0.0, 2.0], [50.0, 3.0]]), "20ms", users=["1", "2"])
-    from airlink.rundir import RunFolder
-    folder = RunFolder.create(tmp_path / "run")
-    path = link_trace(tr, "1", folder)
-    assert folder.artifacts["link-trace.parquet"]["kind"] == "link-trace"
-    sub = Trace.read_parquet(path)
-    assert sub.tti_ms == 10 and sub.users == ["1"]
-    assert np.allclose(sub.values[:, 0].reshape(-1, 2).sum(axis=1), [100, 0, 50])
-    assert link_trace(Trace(np.ones(5), "1ms"), "1", folder) is None
+    res = run_experiment({"name": "long-tti", "radio": {"preset": "1xrtt", "duration": "2s", "seed": 1, "user": "4"},
+                          "infer": False, "report": False}, tmp_path / "run", progress=False)
+    assert res.info["replayed_user"] == "4"
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert {"path": "link-trace.parquet", "kind": "link-trace", "stage": "radio"} in manifest["artifacts"]
+    cap = Trace.read_parquet(tmp_path / "run" / "capacity.parquet")
+    sub = Trace.read_parquet(tmp_path / "run" / "link-trace.parquet")
+    assert cap.tti_ms == 20 and sub.tti_ms == 10 and sub.users == ["4"]
+    frames = cap.select("4").values[:, 0]
+    assert frames.sum() > 0
+    assert np.array_equal(sub.values[:, 0].reshape(-1, 2), np.c_[frames / 2, frames / 2])
+    quick = run_experiment({"name": "short-tti", "radio": {"preset": "quick", "duration": "1s", "seed": 1},
+                            "infer": False, "report": False}, tmp_path / "quick", progress=False)
+    assert quick.info["stages"][0]["status"] == "done"
+    assert not (tmp_path / "quick" / "link-trace.parquet").exists()
 
 
 @pytest.mark.netns

@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _replay_netns import marked_processes
+from tests.replay._replay_netns import marked_processes
 
 REPO = Path(__file__).resolve().parents[2]
 AIRLINK = str(Path(sys.executable).parent / "airlink")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from _replay_netns import TestNS
+from tests.replay._replay_netns import TestNS
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_cell_fromlog import AFTERNOON, FOLLOW, START_S, raw_downlink
+from tests.replay.test_cell_fromlog import AFTERNOON, FOLLOW, START_S, raw_downlink
 
 pytestmark = pytest.mark.netns
 

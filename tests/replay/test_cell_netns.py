@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _replay_netns import AIRLINK, marked_processes
+from tests.replay._replay_netns import AIRLINK, marked_processes
 
 pytestmark = pytest.mark.netns
 
@@ -194,7 +194,7 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink,
         if not logs:
             continue
         # the Mahimahi-format log, read back by airlink's own reader, tells the same story
-        from airlink.traces.linklog import read_log
+        from airlink.traces.mmlinklog import read_log
         log = read_log(tmp_path / "logs" / f"ue{col}.down.log")
         ev = log.groupby("event", observed=True)["bytes"].agg(["sum", "count"])
         assert ev.loc["arrival", "count"] == d["arrivals_packets"]

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from cext import c_extension
+from tests.cext import c_extension
 
 from airlink.replay.cell_pypath import PyCellPath
 from airlink.replay.queues import make_queue

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from _replay_netns import AIRLINK
+from tests.replay._replay_netns import AIRLINK
 
 pytestmark = [pytest.mark.netns]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _replay_netns import assert_conserved, read_stats
+from tests.replay._replay_netns import assert_conserved, read_stats
 
 pytestmark = [pytest.mark.netns]
 

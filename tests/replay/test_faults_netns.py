@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from _replay_netns import AIRLINK
-from cext import c_extension
-from test_cleanup_netns import assert_clean
+from tests.replay._replay_netns import AIRLINK
+from tests.cext import c_extension
+from tests.replay.test_cleanup_netns import assert_clean
 
 pytestmark = [pytest.mark.netns]
 
@@ -132,7 +132,7 @@ def test_cmd_that_resets_its_connections(test_ns, tmp_path):
                         timeout=60)
     assert r.returncode == 3, r.stderr
     assert "Traceback" not in r.stderr
-    from _replay_netns import read_stats
+    from tests.replay._replay_netns import read_stats
     st = read_stats(stats)
     up = st["uplink"]
     assert up["arrivals_bytes"] == up["departures_bytes"] + up["drops_bytes"] + up["queued_bytes"]

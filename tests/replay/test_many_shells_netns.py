@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from _replay_netns import AIRLINK
+from tests.replay._replay_netns import AIRLINK
 
 pytestmark = [pytest.mark.netns]
 

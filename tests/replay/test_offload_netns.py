@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from _replay_netns import assert_conserved, read_stats
+from tests.replay._replay_netns import assert_conserved, read_stats
 
 pytestmark = [pytest.mark.netns]
 

@@ -11,7 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from _replay_netns import AIRLINK
+from tests.replay._replay_netns import AIRLINK
 from airlink.traces import cellreplay, read_cellreplay, read_trace
 
 PORT = 9050

@@ -11,7 +11,7 @@ import math
 from fractions import Fraction
 
 import pytest
-from cext import c_extension
+from tests.cext import c_extension
 from scapy.layers.inet import IP, TCP
 from scapy.layers.inet6 import IPv6
 

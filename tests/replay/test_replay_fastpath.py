@@ -9,7 +9,7 @@ import time
 from fractions import Fraction
 
 import pytest
-from cext import c_extension
+from tests.cext import c_extension
 
 from airlink.replay import DelayStage, LinkStage, LossStage, Stage, loop, make_queue
 

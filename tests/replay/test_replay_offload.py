@@ -12,7 +12,7 @@ import struct
 from fractions import Fraction
 
 import pytest
-from cext import c_extension
+from tests.cext import c_extension
 
 from airlink.replay import LinkStage, LossStage, make_queue
 

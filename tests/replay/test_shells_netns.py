@@ -13,7 +13,7 @@ import pytest
 
 from airlink.traces import Trace, read_log, read_trace, validate
 
-from _replay_netns import assert_conserved, iperf_goodput_bps, read_stats
+from tests.replay._replay_netns import assert_conserved, iperf_goodput_bps, read_stats
 
 pytestmark = [pytest.mark.netns]
 

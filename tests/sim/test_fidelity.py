@@ -9,12 +9,12 @@ import pytest
 import airlink.sim as S
 from airlink.sim import kernel as K
 
-from _simnmi import nmi, per_second
+from tests.sim._simnmi import nmi, per_second
 
 if not K.COMPILED:
     pytest.skip("the fidelity runs (minutes of simulated time) need the compiled kernel: "
                 "pip install numba (the Python kernel gives identical results, see "
-                "test_python_kernel_gives_the_same_result, but ~100x slower)", allow_module_level=True)
+                "test_python_kernel_gives_the_same_result, but too slowly for minutes of cell time)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")

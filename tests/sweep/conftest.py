@@ -3,7 +3,7 @@ two ``dask worker`` processes on loopback), removed at the end even when a test 
 from __future__ import annotations
 
 import pytest
-from _sweep_helpers import DASK, DaskCluster
+from tests.sweep._sweep_helpers import DASK, DaskCluster
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _sweep_helpers import descendants, kill_group, wait_gone, write_sweep
+from tests.sweep._sweep_helpers import descendants, kill_group, wait_gone, write_sweep
 
 from airlink.sweep import load_sweep, read_campaign, run_sweep
 from airlink.sweep.runs import POINT_FILE, sha256_file

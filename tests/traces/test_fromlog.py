@@ -12,7 +12,7 @@ import pytest
 from airlink import collectors as C
 from airlink import traces as T
 from airlink.traces import AirlinkError, Trace, from_log, split_long_ttis
-from _nrscope_expect import downlink_and_raw
+from tests.traces._nrscope_expect import downlink_and_raw
 
 DATA = Path(__file__).parent / "data"
 XCAL = DATA / "xcal_style_mac_20ms_SYNTHETIC.csv"

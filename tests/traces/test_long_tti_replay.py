@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airlink.traces import Trace
-from _replay_netns import TestNS, iperf_goodput_bps
+from tests.replay._replay_netns import TestNS, iperf_goodput_bps
 
 PAYLOAD = 1448 / 1500          # TCP payload of a 1500-byte packet with timestamps
 
