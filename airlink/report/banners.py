@@ -109,7 +109,7 @@ def _log_counts(art: Artifacts, path) -> tuple:
     """``(dropped, arrived)`` packets of a Mahimahi-format link log; ``(0, None)`` with a note
     when it cannot be read."""
     from airlink.traces import read_log
-    from airlink.traces.linklog import is_log_file
+    from airlink.traces.mmlinklog import is_log_file
     if not is_log_file(path):
         return 0, None
     try:

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from cext import c_extension
+from tests.cext import c_extension
 
 from airlink.replay import LinkStage, make_queue
 from airlink.replay.cell import _EVENT, _log_lines

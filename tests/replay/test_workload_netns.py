@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from _replay_netns import AIRLINK
+from tests.replay._replay_netns import AIRLINK
 
 PORT = 9071
 LIGHT_PDOS = 10
