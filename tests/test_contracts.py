@@ -41,7 +41,7 @@ from airlink.traces.schema import KINDS
 from tests.collectors.test_capture_bad_input import good_capture
 from tests.collectors.test_csvmap import LOG as CSV_LOG
 from tests.errorline import one_error_line
-from tests.collectors.test_log_readers import GNT_HEADER, GNT_ROWS
+from tests.collectors.test_log_readers import GNT_HEADER, GNT_ROWS, TRACKER_HEADER, TRACKER_ROWS
 from tests.fuzz._fuzz_readers import IPERF3_SEED
 from tests.traces.test_linklog import MM_LOG
 
@@ -75,6 +75,7 @@ SAMPLES = {
     "linklog": (".log", "mac", lambda _: MM_LOG.encode()),
     "ucc": (".csv", "rf", lambda d: _shared_prefix(d, "ucc-5g", "*.csv", 30)),
     "gnettrack": (".txt", "rf", lambda _: (GNT_HEADER + "\n" + "\n".join(GNT_ROWS) + "\n").encode()),
+    "5gtracker": (".csv", "rf", lambda _: (TRACKER_HEADER + "\n" + "\n".join(TRACKER_ROWS) + "\n").encode()),
     "icellspeed": (".csv", "mac", lambda d: _shared_prefix(d, "icellspeed/D1_static", "data_*.csv", 20)),
     "nrscope": (".csv", "mac", lambda d: _shared_prefix(d, "nr-scope", "*.csv", 200)),
     "callrecords": (".csv", "rf", lambda _: b"start,end,sector\n1700000000,1700000003,7\n"
