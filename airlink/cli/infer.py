@@ -20,7 +20,7 @@ DURATION = with_unit(_duration, "10s or 200ms")
 
 def register(sub):
     from airlink.cli import Formatter
-    p = sub.add_parser("infer", help="NMI factor ranking, fairness, backlog dependence, jitter, scheduler id",
+    p = sub.add_parser("infer", help="NMI factor ranking, fairness, backlog dependence, jitter, scheduler id, PF parameters",
                        description="Inference on measured or simulated frames (Parquet/CSV with a time "
                                    "column or index; per-user frames have a user column).",
                        formatter_class=Formatter,
