@@ -5,6 +5,7 @@ Main entry points::
     from airlink import collectors as C
     pk = C.read_pcap("capture.pcap")                 # packets frame (pcap/pcapng/.gz)
     a = C.analyze_tcp(pk, resolution="100ms")        # a.flows, a.series, a.events, a.summary()
+    C.collect_capture("capture.pcapng", "frames/")   # all of a capture's frames as Parquet, streamed
     rf = C.read("ucc.csv")                           # any supported log, format sniffed
     tp = C.read("client.json")                       # iperf3 -J -> throughput per interval and stream
     mac = C.read_linklog("downlink.log")             # per-ms capacity/arrivals/departures/backlog
@@ -35,8 +36,8 @@ _LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align
          "read_linklog": ("linklog", "read"),
          "read_mac": ("macparquet", "read"), "read_pcap": ("pcap", "read"),
          "TcpAnalysis": ("tcp", "TcpAnalysis"), "analyze_tcp": ("tcp", "analyze_tcp"),
-         "read_ucc": ("ucc", "read"), "check_table_shape": ("_tabular", "check_table_shape")}
-_SUBMODULES = {"align", "callrecords", "csvmap", "gnettrack", "icellspeed", "iperf3", "linklog", "macparquet",
+         "read_ucc": ("ucc", "read"), "collect_capture": ("collect", "collect_capture"), "check_table_shape": ("_tabular", "check_table_shape")}
+_SUBMODULES = {"align", "callrecords", "collect", "csvmap", "gnettrack", "icellspeed", "iperf3", "linklog", "macparquet",
                "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
 
 
@@ -56,7 +57,7 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-__all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "read_linklog",
+__all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "collect_capture", "CaptureError", "read_linklog",
            "read_ucc", "read_gnettrack", "read_icellspeed", "read_iperf3", "read_throughput_trace",
            "read_transfers", "read_xcal", "read_csv", "read_mac", "read_callrecords", "align",
            "estimate_clock_offset", "check_table_shape", "READERS", "reader_names"]
