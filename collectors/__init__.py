@@ -14,6 +14,17 @@ Main entry points::
 Each reader is one module with ``is_format(path)`` (never raises) and ``read(path, ...)``;
 :func:`read` tries them in :data:`READERS` order and, when none fits, names every reader it
 tried and why.
+
+The modules, in three parts (each imports only the parts above it; no import cycles):
+
+* capture reading - ``_capture`` (records in batches), ``_decode`` (headers to columns),
+  ``_dpktlink``, ``_connections`` (the connection table), ``_timeorder`` (file order to
+  time order), ``pcap`` (:func:`read_pcap`, the streamed packets frame), ``_feed``;
+* TCP analysis - ``_tcparrays`` (grouped array primitives), ``_tcpframes`` (the result and
+  its frames), ``_tcpinput`` (narrow columns, census, flow groups), ``_tcpstream`` (a long
+  flow in time chunks), ``tcp`` (:func:`analyze_tcp`), ``collect`` (:func:`collect_capture`);
+* radio/MAC log readers - one module per format (:data:`READERS`), ``csvmap``, ``_tabular``;
+  shared: ``_columns`` (frames written without pandas), ``align``.
 """
 from __future__ import annotations
 

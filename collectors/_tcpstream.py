@@ -18,9 +18,10 @@ import numpy as np
 
 from ._capture import _records
 from ._decode import SYN, ecn_counts
-from .tcp import (ACK, FIN, KIND_FAST, KIND_RTT, KIND_TIMEOUT, M32, OFF, RST, TcpAnalysis, _effective_mss,
-                  _events_frame, _first_with_key, _grouped_cummax, _recovery, _rtt_columns,
-                  _series_frame, _unique_first, _unwrap, check_series_rows, event_rows, spurious_reasons)
+from ._tcparrays import (ACK, FIN, M32, OFF, RST, _effective_mss, _first_with_key, _grouped_cummax, _recovery,
+                         _unique_first, _unwrap)
+from ._tcpframes import (KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
+                         _series_frame, check_series_rows, event_rows, spurious_reasons)
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
@@ -659,12 +660,12 @@ class FlowStream:
 
 def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, feed=None):
     """``(k, rows)``: the rows of the flows ``pflows`` (provisional ids of
-    :func:`._tcpcolumns.read_columns`) in ONE pass over the capture, batch by batch in file
+    :func:`._tcpinput.read_columns`) in ONE pass over the capture, batch by batch in file
     order, ``k`` the flow's place in ``pflows``; every column dense (SYN options and DSACK
     edges too) plus ``ipidx`` (index among the file's IP packets). ``infos[k]`` receives
     the flow's key (``lo``, ``hi``, ``proto``) and, once the file is read, the capture's
     IPv6 address list (``v6_addresses``).
-    ``others`` (a :class:`._tcpcolumns.GroupGatherer` or None: the packets of groups of
+    ``others`` (a :class:`._tcpinput.GroupGatherer` or None: the packets of groups of
     other flows) is started with the pass's connection numbering, given every batch, and
     finished once the file is read.
     ``feed`` (a :class:`._feed.BatchFeed` or None) is handed every decoded batch once this
@@ -673,8 +674,9 @@ def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, fe
     out are never changed in place here: where a flow has a whole batch, its columns are
     the batch's own arrays, which the feed's reader also reads."""
     from ._capture import CaptureReader
-    from ._tcpcolumns import KEPT, SYN_KEPT, Connections, numbered_batches
-    from .pcap import check_linktypes
+    from ._connections import Connections, numbered_batches
+    from ._decode import check_linktypes
+    from ._tcpinput import KEPT, SYN_KEPT
     reader = CaptureReader(path, salvage=salvage, reuse_buffer=True)
     conns = Connections()
     unknown: set = set()
@@ -733,7 +735,7 @@ def _flows_time_chunks(path, pflows, *, salvage, lateness_ns, chunk_rows, infos,
     """``(k, chunk)``: each flow's rows (:func:`iter_flows_rows`, one pass over the capture)
     in stable time order (as ``read_pcap`` sorts them), at most ``chunk_rows`` at a time,
     ``k`` the flow's place in ``pflows``."""
-    from .pcap import TimeOrder
+    from ._timeorder import TimeOrder
     orders = [TimeOrder(lateness_ns, owned=False) for _ in pflows]
 
     def sliced(k, part):
@@ -797,7 +799,7 @@ def first_pass(chunks) -> dict:
 
 def first_from_census(census: dict, pflow: int) -> dict:
     """:func:`first_pass` of provisional flow ``pflow`` from a census of the capture
-    (:func:`._tcpcolumns.read_columns`; the same firsts and lasts, kept per flow and side
+    (:func:`._tcpinput.read_columns`; the same firsts and lasts, kept per flow and side
     while the census read the file), without another pass over the capture."""
     def side(name, s):
         v = int(census[name][2 * pflow + s])
@@ -839,11 +841,11 @@ def _settle(f: dict) -> dict:
 
 def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, lateness_ns: int,
                            chunk_rows: int, census: dict, others=None, feed=None) -> list:
-    """The analyses of TCP flows ``pflows`` (provisional ids, :func:`._tcpcolumns.read_columns`)
+    """The analyses of TCP flows ``pflows`` (provisional ids, :func:`._tcpinput.read_columns`)
     of a capture, each in time chunks of ``chunk_rows`` packets with its own state, all in
     ONE pass over the capture (a capture of several long flows is read once, not once per
     flow); what each flow's first packets fix comes from the ``census`` of the capture.
-    ``others`` (a :class:`._tcpcolumns.GroupGatherer` or None) gathers other flows' packets
+    ``others`` (a :class:`._tcpinput.GroupGatherer` or None) gathers other flows' packets
     in the same pass, and ``feed`` (a :class:`._feed.BatchFeed` or None) is handed that
     pass's batches (:func:`iter_flows_rows`). With no ``pflows``, the pass just reads the
     capture for ``others`` and ``feed``."""
@@ -861,8 +863,8 @@ def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, latenes
 def _finish(stream, first: dict, info: dict, path, res_s: float) -> TcpAnalysis:
     """The flow's analysis once every chunk went through ``stream``: its flows row from the
     key (``info``) and the firsts (``first``), then :meth:`FlowStream.finish`."""
-    from ._tcpcolumns import address_names
-    from .tcp import _flows_frame
+    from ._connections import address_names
+    from ._tcpframes import _flows_frame
     lo, hi = info["lo"], info["hi"]
     src, dst = (lo, hi) if first["fwd_swap"] == 0 else (hi, lo)
     v6 = info["v6_addresses"]

@@ -61,6 +61,8 @@ COLUMNS = {
     "NRxRSRP": {"name": "nr_rsrp_dbm"}, "NRxRSRQ": {"name": "nr_rsrq_db"},
 }
 TIME_FORMAT = "%Y.%m.%d_%H.%M.%S"
+#: the columns that make a G-NetTrack log the UCC dataset's layout (its own reader, :mod:`.ucc`)
+UCC_SIGNATURE = frozenset({"Timestamp", "NetworkMode", "RSRP", "DL_bitrate", "State"})
 
 
 def _signature(cols: set) -> bool:
@@ -71,9 +73,8 @@ def _signature(cols: set) -> bool:
 def is_format(path) -> bool:
     """G-NetTrack's columns, but not the UCC dataset's layout (which the ``ucc`` reader,
     sniffed first, claims)."""
-    from . import ucc
     cols = set(header_columns(path))
-    return _signature(cols) and not ucc.SIGNATURE <= cols
+    return _signature(cols) and not UCC_SIGNATURE <= cols
 
 
 def why_not(path) -> str:

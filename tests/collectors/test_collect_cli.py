@@ -61,7 +61,7 @@ def test_packages_load_pandas_only_when_used():
         "import airlink.traces as T, airlink.collectors as C\n"
         "from airlink.cli import build_parser\n"
         "build_parser()\n"
-        "from airlink.collectors import _tcpcolumns, tcp\n"
+        "from airlink.collectors import _tcpinput, _connections, _timeorder, collect, tcp\n"
         "assert 'pandas' not in sys.modules, 'pandas imported before the analysis needs it'\n"
         "from airlink.collectors.align import to_grid  # the submodule first, then C.align\n"
         "for mod in (T, C):\n"

@@ -437,7 +437,8 @@ def test_group_gatherer_refuses_a_packet_after_its_group(tmp_path):
     capture's lateness); a packet of it after that - which the census's lateness rules out
     unless the file changed - stops the analysis with a user's error instead of analysing
     the group twice, as do flows the census never saw (a capture still being written)."""
-    from airlink.collectors._tcpcolumns import Connections, GroupGatherer, numbered_batches
+    from airlink.collectors._connections import Connections, numbered_batches
+    from airlink.collectors._tcpinput import GroupGatherer
     from airlink.traces.errors import AirlinkError
     f = tmp_path / "short.pcap"
     f.write_bytes(pcap_bytes(_short_connections(n=2, each=40, interleaved=True)))

@@ -163,7 +163,7 @@ def test_census_gives_what_the_first_pass_reads(shared_data, tmp_path, limit):
     for every TCP flow of every shared capture, one out of time order included."""
     import numpy as np
 
-    from airlink.collectors._tcpcolumns import read_columns
+    from airlink.collectors._tcpinput import read_columns
     from test_collect_streaming import displaced
     files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
         sorted((shared_data / "tcp-pcaps").rglob("*.trace"))
@@ -215,7 +215,7 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     series sums (bins of 10 ms: chunks span several)."""
     import numpy as np
     c_records("stream_rows", "stream_bins")
-    from airlink.collectors._tcpcolumns import read_columns
+    from airlink.collectors._tcpinput import read_columns
     f = shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap"
     census = read_columns(f, census=True)
     pf = int(np.argmax(census["flow_packets"]))
