@@ -234,10 +234,11 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
                 xa, ya = (x, y) if k is None else (x[k], y[k])
                 assert xa.dtype == ya.dtype and np.array_equal(xa, ya)
         for s in (a, b):
-            s.am = [int(got[3][0][-1]), int(got[3][1][-1])]
-            s.sm = [int(got[4][0][-1]), int(got[4][1][-1])]
+            for d in (0, 1):
+                s.side[d].am, s.side[d].sm = int(got[3][d][-1]), int(got[4][d][-1])
         carried = ("last_seq", "last_rel", "last_ack", "last_rela", "prev", "ka")
-        assert [getattr(a, k) for k in carried] == [getattr(b, k) for k in carried]
+        assert [[getattr(x, k) for k in carried] for x in a.side] == \
+            [[getattr(x, k) for k in carried] for x in b.side]
         c["t"] = c["ts_ns"]
         a._bin_sums_c(c, dr, args[7], pay, got[1], got[3], got[4])
         b._bin_sums_numpy(c, dr, args[7], pay, ref[1], ref[3], ref[4])
