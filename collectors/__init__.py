@@ -20,7 +20,8 @@ The modules, in three parts (each imports only the parts above it; no import cyc
 * capture reading - ``_capture`` (records in batches), ``_decode`` (headers to columns),
   ``_dpktlink``, ``_connections`` (the connection table), ``_timeorder`` (file order to
   time order), ``pcap`` (:func:`read_pcap`, the streamed packets frame), ``_feed``;
-* TCP analysis - ``_tcparrays`` (grouped array primitives), ``_tcpframes`` (the result and
+* TCP analysis - ``_tcparrays`` (grouped array primitives), ``_tcprules`` (the per-row
+  rules, once), ``_tcpframes`` (the result and
   its frames), ``_tcpinput`` (narrow columns, census, flow groups), ``_tcpstream`` (a long
   flow in time chunks), ``tcp`` (:func:`analyze_tcp`), ``collect`` (:func:`collect_capture`);
 * radio/MAC log readers - one module per format (:data:`READERS`), ``csvmap``, ``_tabular``;

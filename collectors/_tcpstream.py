@@ -20,10 +20,11 @@ import numpy as np
 
 from ._capture import _records
 from ._decode import SYN, ecn_counts
-from ._tcparrays import (ACK, FIN, M32, OFF, RST, _effective_mss, _first_with_key, _grouped_cummax, _recovery,
+from ._tcparrays import (ACK, M32, OFF, _effective_mss, _first_with_key, _grouped_cummax, _recovery,
                          _unique_first, _unwrap)
 from ._tcpframes import (KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
+from ._tcprules import dupack_candidates, keepalives_and_below, segment_ends, zero_windows
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
@@ -169,7 +170,7 @@ class FlowStream:
         rel, rela, end, am, sm, smb_own, below, dupack = rows(c, dr, isd, didx, flags, pay, has_ack, is_syn)
         data = pay > 0
         win = c["window"]
-        zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
+        zero_win = zero_windows(win, flags)
 
         reset_pos = {a: _steps(am[a], self.side[a].am) for a in (0, 1)}    # rows whose ACK advances
         dup_pos = {a: np.flatnonzero(dupack & isd[a]) for a in (0, 1)}
@@ -396,18 +397,15 @@ class FlowStream:
             araw = np.where(has_ack[idx], c["ack"][idx], np.uint32(base[1 - d] % M32))
             rela[idx] = _unwrap_from(araw, base[1 - d], self.side[d].last_ack, self.side[d].last_rela)
             self.side[d].last_ack, self.side[d].last_rela = int(araw[-1]), int(rela[idx[-1]])
-        end = rel + pay + is_syn + ((flags & FIN) != 0)
+        end = segment_ends(rel, pay, flags)
         rela[~has_ack] = -1
         am = {a: _cummax(rela, isd[a] & has_ack, self.side[a].am) for a in (0, 1)}
         sm = {d: _cummax(end, isd[d], self.side[d].sm) for d in (0, 1)}
         smb_own = np.empty(n, np.int64)
         smb_own[0] = self.side[int(dr[0])].sm
         np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
-        synfin = (flags & (SYN | FIN)) != 0
-        keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
-        below = ((pay > 0) | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+        keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
         win = c["window"]
-        pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
         dupack = np.zeros(n, bool)
         for d in (0, 1):
             idx = didx[d]
@@ -418,7 +416,7 @@ class FlowStream:
             if self.side[d].prev is not None:
                 dupack[idx[0]] = (ra[0] == self.side[d].prev[0]) & (w[0] == self.side[d].prev[1])
             self.side[d].prev = (int(ra[-1]), int(w[-1]))
-        dupack &= pure & (win > 0) & (rel == smb_own)
+        dupack &= dupack_candidates(rel, smb_own, pay, flags, has_ack, win)
         cand = np.flatnonzero(dupack)
         for d in (0, 1):
             rows = cand[dr[cand] == d]

@@ -54,11 +54,12 @@ from airlink.traces.units import parse_duration
 
 from ._columns import Coded, Columns
 from ._decode import ecn_counts
-from ._tcparrays import (ACK, FIN, M32, OFF, RST, SYN, _effective_mss, _first_with_key, _grouped_cummax,
+from ._tcparrays import (ACK, FIN, M32, OFF, SYN, _effective_mss, _first_with_key, _grouped_cummax,
                          _recovery, _shift_in_group, _ts_echo_pairs, _unwrap)
 from ._tcpframes import (_EMPTY, EVENTS, FLOW_KEYS, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis,
                          _events_frame, _flows_frame, _rtt_columns, _series, event_rows, spurious_reasons,
                          time_ns)
+from ._tcprules import dupack_candidates, keepalives_and_below, segment_ends, zero_windows
 
 
 _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
@@ -368,9 +369,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
                             base_peer)
     idx = g = None
     del seq, ackraw, dir_idx
-    end = rel + pay
-    end += is_syn
-    end += (flags & FIN) != 0
+    end = segment_ends(rel, pay, flags)
     rela[~has_ack] = -1
 
     # ---- running state in flow-time order, per direction
@@ -413,13 +412,9 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         return np.where((idx > 0) & (fl[prev] == fl[idx]), v, -1)
 
     data = pay > 0
-    synfin = (flags & (SYN | FIN)) != 0
-    keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
-    # SYNs and FINs occupy sequence space: sent again, they are retransmissions too
-    below = (data | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+    keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
 
     # ---- duplicate ACKs and zero windows (sent by this row's direction)
-    pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
     dupack = np.zeros(n, bool)
     for d in (0, 1):
         idx = np.flatnonzero(dr == d)
@@ -428,9 +423,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             dupack[idx[1:]] = (f[1:] == f[:-1]) & (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
             del f, ra, w
     del idx
-    # tshark also requires the segment to sit at the sender's next sequence number (a
-    # keep-alive at snd_nxt - 1 repeating the ACK is a keep-alive, not a duplicate ACK)
-    dupack &= pure & (win > 0) & (rel == smb_own)
+    dupack &= dupack_candidates(rel, smb_own, pay, flags, has_ack, win)
     # ... and the answer to a keep-alive (the other side's previous segment) is not one either
     cand = np.flatnonzero(dupack)
     for d in (0, 1):
@@ -441,8 +434,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             q = other[np.maximum(p, 0)]
             dupack[rows[(p >= 0) & (fl[q] == fl[rows]) & keepalive[q]]] = False
     del keepalive, cand
-    zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
-    del synfin, pure
+    zero_win = zero_windows(win, flags)
 
     # positions of ACK advances and of duplicate ACKs per acking direction
     reset_pos, dup_pos = {}, {}
