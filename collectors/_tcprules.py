@@ -1,6 +1,6 @@
 """The per-row TCP rules, written once: what a segment occupies, which rows are keep-alives,
 which are below snd_max (retransmission or out-of-order candidates), which may be duplicate
-ACKs and which advertise a zero window.
+ACKs, which advertise a zero window, and how many duplicate ACKs preceded a row.
 
 Both analyses apply them - the whole-capture one (:mod:`.tcp`) over every flow at once and
 the time-chunked one (:mod:`._tcpstream`) chunk by chunk -, on arrays of rows where
@@ -11,6 +11,8 @@ the time-chunked one (:mod:`._tcpstream`) chunk by chunk -, on arrays of rows wh
 are in :mod:`.tcp`'s notes (tshark's rules where tshark has one).
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ._tcparrays import FIN, RST, SYN
 
@@ -45,3 +47,23 @@ def dupack_candidates(rel, smb_own, pay, flags, has_ack, win):
 def zero_windows(win, flags):
     """Rows advertising a zero receive window (SYN, FIN and RST rows excepted)."""
     return (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
+
+
+def dups_since_advance(idx, dr, advances: dict, dups: dict, carried=(0, 0)):
+    """Per row of ``idx`` (sorted row numbers): the duplicate ACKs the reverse direction
+    sent since its ACK last advanced, up to and including the row - the count the
+    fast-retransmit rule compares with 2. ``dr``: each row's direction (0/1);
+    ``advances[a]``, ``dups[a]``: sorted rows where direction ``a``'s cumulative ACK advanced
+    (the whole-capture analysis counts each flow's first row as one) and ``a``'s duplicate
+    ACKs; ``carried[a]``: ``a``'s duplicate ACKs since its last advance before these rows (a
+    chunk's carry), counted for rows that no advance precedes."""
+    out = np.zeros(len(idx), np.int64)
+    for a in (0, 1):
+        sel = dr[idx] != a                                  # data of d is ACKed by a = d ^ 1
+        ii = idx[sel]
+        R, D = advances[a], dups[a]
+        k = np.searchsorted(R, ii, "right") - 1
+        upto = np.searchsorted(D, ii, "right")
+        lr = R[np.maximum(k, 0)] if len(R) else ii
+        out[sel] = np.where(k >= 0, upto - np.searchsorted(D, lr, "right"), carried[a] + upto)
+    return out

@@ -24,7 +24,8 @@ from ._tcparrays import (ACK, M32, OFF, _effective_mss, _first_with_key, _groupe
                          _unique_first, _unwrap)
 from ._tcpframes import (KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
-from ._tcprules import dupack_candidates, keepalives_and_below, segment_ends, zero_windows
+from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, segment_ends,
+                        zero_windows)
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
@@ -176,17 +177,7 @@ class FlowStream:
         dup_pos = {a: np.flatnonzero(dupack & isd[a]) for a in (0, 1)}
 
         def dups_at(idx):
-            out = np.zeros(len(idx), np.int64)
-            for a in (0, 1):
-                sel = dr[idx] != a
-                ii = idx[sel]
-                R, D = reset_pos[a], dup_pos[a]
-                k = np.searchsorted(R, ii, "right") - 1
-                lr = R[np.maximum(k, 0)] if len(R) else ii
-                since = np.searchsorted(D, ii, "right") - np.searchsorted(D, lr, "right")
-                carried = self.side[a].dups + np.searchsorted(D, ii, "right")
-                out[sel] = np.where(k >= 0, since, carried)
-            return out
+            return dups_since_advance(idx, dr, reset_pos, dup_pos, (self.side[0].dups, self.side[1].dups))
 
         def rev_at(idx):
             return np.where(dr[idx] == 0, am[1][idx], am[0][idx])

@@ -59,7 +59,8 @@ from ._tcparrays import (ACK, FIN, M32, OFF, SYN, _effective_mss, _first_with_ke
 from ._tcpframes import (_EMPTY, EVENTS, FLOW_KEYS, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis,
                          _events_frame, _flows_frame, _rtt_columns, _series, event_rows, spurious_reasons,
                          time_ns)
-from ._tcprules import dupack_candidates, keepalives_and_below, segment_ends, zero_windows
+from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, segment_ends,
+                        zero_windows)
 
 
 _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
@@ -447,14 +448,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     def dups_at(idx):
         """Duplicate ACKs from the reverse direction since its last ACK advance, up to idx."""
-        out = np.zeros(len(idx), np.int64)
-        for a in (0, 1):
-            sel = dr[idx] != a                                  # data of d is ACKed by a = d^1
-            ii = idx[sel]
-            R, D = reset_pos[a], dup_pos[a]
-            lr = R[np.maximum(np.searchsorted(R, ii, "right") - 1, 0)]
-            out[sel] = np.searchsorted(D, ii, "right") - np.searchsorted(D, lr, "right")
-        return out
+        return dups_since_advance(idx, dr, reset_pos, dup_pos)
 
     # Out of order (tshark's rule): a segment below snd_max that does not end exactly at
     # snd_max, is not a fast retransmission (>= 2 duplicate ACKs asking for it), and arrives
