@@ -1,6 +1,7 @@
 """The per-row TCP rules, written once: what a segment occupies, which rows are keep-alives,
 which are below snd_max (retransmission or out-of-order candidates), which may be duplicate
-ACKs, which advertise a zero window, and how many duplicate ACKs preceded a row.
+ACKs, which advertise a zero window, how many duplicate ACKs preceded a row, and which
+segments below snd_max are out of order rather than retransmitted.
 
 Both analyses apply them - the whole-capture one (:mod:`.tcp`) over every flow at once and
 the time-chunked one (:mod:`._tcpstream`) chunk by chunk -, on arrays of rows where
@@ -67,3 +68,18 @@ def dups_since_advance(idx, dr, advances: dict, dups: dict, carried=(0, 0)):
         lr = R[np.maximum(k, 0)] if len(R) else ii
         out[sel] = np.where(k >= 0, upto - np.searchsorted(D, lr, "right"), carried[a] + upto)
     return out
+
+
+def out_of_order(gap, known, irtt, dups, ack_rev, ack_rev_before, rel, end, smb_own, data):
+    """Which segments below snd_max were reordered on the way to the capture point rather
+    than sent again (tshark's rule), for rows given as arrays of equal length: out of order
+    when it arrives within the handshake RTT ``irtt`` (ns; 3 ms when the handshake was not
+    captured) of the last segment of its direction that advanced snd_max (``gap``, ns;
+    ``known``: there was such a segment), does not end exactly at snd_max (``end``,
+    ``smb_own``), is not a fast retransmission (>= 2 duplicate ACKs, ``dups``, asking for
+    it: it starts at the reverse direction's cumulative ACK ``ack_rev``) and its data was
+    not ACKed already (``ack_rev_before``: the reverse direction's ACK before the row;
+    tshark calls that spurious first)."""
+    fastlike = (dups >= 2) & (rel == np.maximum(ack_rev, 0))
+    acked = data & (end <= ack_rev_before)
+    return known & (gap < irtt) & (end != smb_own) & ~fastlike & ~acked

@@ -24,8 +24,8 @@ from ._tcparrays import (ACK, M32, OFF, _effective_mss, _first_with_key, _groupe
                          _unique_first, _unwrap)
 from ._tcpframes import (KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
-from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, segment_ends,
-                        zero_windows)
+from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, out_of_order,
+                        segment_ends, zero_windows)
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
@@ -207,10 +207,8 @@ class FlowStream:
                 k = last_advance(d, cand)
                 tq = np.where(k >= 0, t[np.maximum(k, 0)], self.side[d].adv_t if self.side[d].adv_t is not None else 0)
                 ok = (k >= 0) | (self.side[d].adv_t is not None)
-                gap = t[cand] - tq
-                fastlike = (dup_c[sel] >= 2) & (rel[cand] == np.maximum(ackr_c[sel], 0))
-                acked = data[cand] & (end[cand] <= arb_c[sel])
-                ooo[cand[ok & (gap < self.irtt) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
+                ooo[cand[out_of_order(t[cand] - tq, ok, self.irtt, dup_c[sel], ackr_c[sel], arb_c[sel],
+                                      rel[cand], end[cand], smb_own[cand], data[cand])]] = True
         for d in (0, 1):
             k = int(last_advance(d, [n - 1])[0])
             if k >= 0:

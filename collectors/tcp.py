@@ -59,8 +59,8 @@ from ._tcparrays import (ACK, FIN, M32, OFF, SYN, _effective_mss, _first_with_ke
 from ._tcpframes import (_EMPTY, EVENTS, FLOW_KEYS, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis,
                          _events_frame, _flows_frame, _rtt_columns, _series, event_rows, spurious_reasons,
                          time_ns)
-from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, segment_ends,
-                        zero_windows)
+from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, out_of_order,
+                        segment_ends, zero_windows)
 
 
 _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
@@ -450,10 +450,8 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         """Duplicate ACKs from the reverse direction since its last ACK advance, up to idx."""
         return dups_since_advance(idx, dr, reset_pos, dup_pos)
 
-    # Out of order (tshark's rule): a segment below snd_max that does not end exactly at
-    # snd_max, is not a fast retransmission (>= 2 duplicate ACKs asking for it), and arrives
-    # within the handshake RTT (3 ms when the handshake was not captured) of the last segment
-    # that advanced snd_max, was reordered on the way to the capture point, not resent.
+    # Out of order (tshark's rule, _tcprules.out_of_order): reordered on the way to the
+    # capture point, not resent.
     ooo = np.zeros(n, bool)
     bi = np.flatnonzero(below)
     if len(bi):
@@ -469,10 +467,8 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             ok = k >= 0
             q = advpos[np.maximum(k, 0)] if len(advpos) else cand
             ok &= fl[q] == fl[cand]
-            gap = t[cand] - t[q]
-            fastlike = (dup_c[sel] >= 2) & (rel[cand] == np.maximum(ackr_c[sel], 0))
-            acked = data[cand] & (end[cand] <= arb_c[sel])     # tshark: spurious first
-            ooo[cand[ok & (gap < irtt[fl[cand]]) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
+            ooo[cand[out_of_order(t[cand] - t[q], ok, irtt[fl[cand]], dup_c[sel], ackr_c[sel], arb_c[sel],
+                                  rel[cand], end[cand], smb_own[cand], data[cand])]] = True
             del advpos                   # a row number per packet of d: not kept to the RTT step
     del end
 
