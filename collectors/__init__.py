@@ -5,6 +5,7 @@ Main entry points::
     from airlink import collectors as C
     pk = C.read_pcap("capture.pcap")                 # packets frame (pcap/pcapng/.gz)
     a = C.analyze_tcp(pk, resolution="100ms")        # a.flows, a.series, a.events, a.summary()
+    C.collect_capture("capture.pcapng", "frames/")   # all of a capture's frames as Parquet, streamed
     rf = C.read("ucc.csv")                           # any supported log, format sniffed
     tp = C.read("client.json")                       # iperf3 -J -> throughput per interval and stream
     mac = C.read_linklog("downlink.log")             # per-ms capacity/arrivals/departures/backlog
@@ -13,6 +14,18 @@ Main entry points::
 Each reader is one module with ``is_format(path)`` (never raises) and ``read(path, ...)``;
 :func:`read` tries them in :data:`READERS` order and, when none fits, names every reader it
 tried and why.
+
+The modules, in three parts (each imports only the parts above it; no import cycles):
+
+* capture reading - ``_capture`` (records in batches), ``_decode`` (headers to columns),
+  ``_dpktlink``, ``_connections`` (the connection table), ``_timeorder`` (file order to
+  time order), ``pcap`` (:func:`read_pcap`, the streamed packets frame), ``_feed``;
+* TCP analysis - ``_tcparrays`` (grouped array primitives), ``_tcprules`` (the per-row
+  rules, once), ``_tcpframes`` (the result and
+  its frames), ``_tcpinput`` (narrow columns, census, flow groups), ``_tcpstream`` (a long
+  flow in time chunks), ``tcp`` (:func:`analyze_tcp`), ``collect`` (:func:`collect_capture`);
+* radio/MAC log readers - one module per format (:data:`READERS`), ``csvmap``, ``_tabular``;
+  shared: ``_columns`` (frames written without pandas), ``align``.
 """
 from __future__ import annotations
 
@@ -36,8 +49,8 @@ _LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align
          "read_linklog": ("linklog", "read"),
          "read_mac": ("macparquet", "read"), "read_pcap": ("pcap", "read"),
          "TcpAnalysis": ("tcp", "TcpAnalysis"), "analyze_tcp": ("tcp", "analyze_tcp"),
-         "read_ucc": ("ucc", "read"), "check_table_shape": ("_tabular", "check_table_shape")}
-_SUBMODULES = {"align", "callrecords", "csvmap", "fivegtracker", "gnettrack", "icellspeed", "iperf3", "linklog",
+         "read_ucc": ("ucc", "read"), "collect_capture": ("collect", "collect_capture"), "check_table_shape": ("_tabular", "check_table_shape")}
+_SUBMODULES = {"align", "callrecords", "collect", "csvmap", "fivegtracker", "gnettrack", "icellspeed", "iperf3", "linklog",
                "macparquet", "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
 
 
@@ -57,7 +70,7 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-__all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "CaptureError", "read_linklog",
+__all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "collect_capture", "CaptureError", "read_linklog",
            "read_ucc", "read_gnettrack", "read_5gtracker", "read_icellspeed", "read_iperf3", "read_throughput_trace",
            "read_transfers", "read_xcal", "read_csv", "read_mac", "read_callrecords", "align",
            "estimate_clock_offset", "check_table_shape", "READERS", "reader_names"]

@@ -685,3 +685,21 @@ class CaptureReader:
     def _damaged(self, p, btype, blen, why):
         self._fail("damaged block", self._consumed + p,
                    where=f"block type {btype:#010x}, length {blen}: {why}")
+
+
+def progress_bar(path: Path, enabled):
+    """(tqdm bar, update(bytes done)) for reading ``path``, or (None, None): only files over
+    64 MB read with ``enabled`` and stderr a terminal show one."""
+    size = file_size(path)
+    import sys
+    if not enabled or size < (64 << 20) or not sys.stderr.isatty():
+        return None, None
+    from tqdm import tqdm
+    bar = tqdm(total=size, unit="B", unit_scale=True, desc=path.name, leave=False)
+    state = {"done": 0}
+
+    def update(done):
+        done = min(done, size)
+        bar.update(done - state["done"])
+        state["done"] = done
+    return bar, update

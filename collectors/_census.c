@@ -1,5 +1,5 @@
 /*
- * census_add: the per-packet part of collectors/_tcpcolumns._Census.add in one pass (included
+ * census_add: the per-packet part of collectors/_tcpinput._Census.add in one pass (included
  * by _records.c; the numpy version there is the twin for builds without the extension, and a
  * test compares both). For each packet of a batch, in file order (IP-packet index ipidx0 + i):
  *

@@ -440,3 +440,15 @@ def _parse_options(data: bytes) -> dict:
             r["ts"] = (int.from_bytes(body[:4], "big"), int.from_bytes(body[4:], "big"))
         i += ln
     return r
+
+
+def check_linktypes(path, reader, unknown: set, ip_packets: int, salvage: bool) -> None:
+    """Raise when records were read but every one has a link type no decoder knows."""
+    if ip_packets == 0 and reader.packets and reader.linktypes and \
+            not (set(reader.linktypes) - unknown) and not salvage:
+        from ._dpktlink import OTHER_LINK_NAMES
+        supported = {**LINK_NAMES, **OTHER_LINK_NAMES}
+        lt = ", ".join(str(t) for t in sorted(unknown))
+        raise _capture.CaptureError(f"{path}: unknown link type {lt} at byte 20 (packet 1); 0 packets read "
+                           f"(supported: {', '.join(f'{k} {v}' for k, v in sorted(supported.items()))})",
+                           offset=20, packet=1)

@@ -20,7 +20,7 @@ class BatchFeed:
     columns (the producer may still be reading them: the consumer must not change them in
     place), each
     packet's provisional connection number and endpoint-order bit (see
-    :class:`._tcpcolumns.Connections`), and the keys ``(lo, hi, proto)`` and IPv6 addresses of
+    :class:`._connections.Connections`), and the keys ``(lo, hi, proto)`` and IPv6 addresses of
     the connections first met in that batch (None when there are none). After the last
     batch, :attr:`end` holds the pass's ``reader`` and ``unknown`` link types."""
 

@@ -55,7 +55,7 @@
  *
  * census_add (collectors/_census.c, included below): the per-packet part of a capture's census.
  *
- * conn_*: the provisional connection numbering of collectors/_tcpcolumns.Connections, one
+ * conn_*: the provisional connection numbering of collectors/_connections.Connections, one
  * hash table kept across the batches of a read (see "connections" below).
  */
 #define PY_SSIZE_T_CLEAN
@@ -772,7 +772,7 @@ static PyObject *cummax(PyObject *self, PyObject *args)
 /* ---- connections ------------------------------------------------------------------- */
 
 /* Provisional connection numbers across the batches of one read of a capture (the C side of
- * collectors/_tcpcolumns.Connections; its pure-Python twin there gives the same numbers):
+ * collectors/_connections.Connections; its pure-Python twin there gives the same numbers):
  *
  *   conn_new() -> capsule
  *   conn_number(capsule, version, src_hi, src_lo, dst_hi, dst_lo, sport, dport, proto,

@@ -14,13 +14,18 @@ block). Per-bin sums of the series add across chunks (integer-valued float sums:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from ._capture import _records
 from ._decode import SYN, ecn_counts
-from .tcp import (ACK, FIN, KIND_FAST, KIND_RTT, KIND_TIMEOUT, M32, OFF, RST, TcpAnalysis, _effective_mss,
-                  _events_frame, _first_with_key, _grouped_cummax, _recovery, _rtt_columns,
-                  _series_frame, _unique_first, _unwrap, check_series_rows, event_rows, spurious_reasons)
+from ._tcparrays import (ACK, M32, OFF, _effective_mss, _first_with_key, _grouped_cummax, _recovery,
+                         _unique_first, _unwrap)
+from ._tcpframes import (KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
+                         _series_frame, check_series_rows, event_rows, spurious_reasons)
+from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, out_of_order,
+                        segment_ends, zero_windows)
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
@@ -96,10 +101,39 @@ def _steps(x, carry):
     return np.concatenate(([0], r)) if len(x) and x[0] != carry else r
 
 
+@dataclass
+class SideState:
+    """What one direction ``d`` of a flow carries from one chunk to the next (sequence
+    numbers relative to its ISN, times in ns). Fields read as ``d``'s own rows or, for the
+    ACK side, as the rows ``d`` sent acknowledging the other direction."""
+
+    last_seq: int | None = None     # raw 32-bit sequence number of d's last row (None: none yet)
+    last_rel: int = 0               # ... and its unwrapped relative value
+    last_ack: int | None = None     # raw 32-bit ACK number of d's last ACK row
+    last_rela: int = 0              # ... and its unwrapped relative value
+    am: int = -1                    # running maximum of the ACKs d sent (ack_max of the other side)
+    sm: int = -1                    # snd_max: running maximum of d's segment ends
+    prev: tuple | None = None       # (rela, window) of d's previous row (duplicate-ACK rule)
+    ka: bool | None = None          # d's previous row was a keep-alive
+    dups: int = 0                   # duplicate ACKs d sent since its ACK last advanced
+    adv_t: int | None = None        # time of d's last row that advanced snd_max
+    nretx: int = 0                  # retransmissions of d so far (Karn's rule)
+    maxpay: int = 0                 # largest payload d sent (effective MSS)
+    paysum: float = 0.0             # payload bytes d sent
+    pending: list = field(default_factory=list)   # (row, end, tsval) of d's retransmissions awaiting their ACK
+    orig: dict | None = None        # d's segments sent once, still awaiting their ACK
+    seqack: list = field(default_factory=list)    # seq/ACK RTT sample parts of d's ACKs (t, pk, ms, seg rel)
+    ts_first: tuple | None = None   # (sorted tsval, row, t): first row of d with each TSval
+    echoed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # TSecr values d already echoed
+    tspairs: list = field(default_factory=list)   # timestamp RTT samples of d's echoes (t, pk, ms, v)
+
+
 class FlowStream:
     """Chunk-by-chunk analysis of one TCP flow. ``first`` holds what the first pass found
     (see :func:`first_pass`); :meth:`chunk` takes the flow's rows in stable time order;
-    :meth:`finish` returns the flows row, series and events as :func:`.tcp._analyze` would."""
+    :meth:`finish` returns the flows row, series and events as :func:`.tcp._analyze` would.
+    The state a chunk leaves to the next is per direction in :attr:`side` (two
+    :class:`SideState`), per flow in the bin sums (:attr:`acc`), retransmission and event lists."""
 
     def __init__(self, first: dict, res_ns: int):
         self.f = first
@@ -112,29 +146,11 @@ class FlowStream:
         self.acc = {k: np.zeros(total) for k in ("packets", "bytes", "pay", "adv", "dupacks",
                                                    "zero_windows", "rw_sum", "rw_n", "infl_s", "infl_c")}
         self.rows = 0
-        self.last_seq = [None, None]
-        self.last_rel = [0, 0]
-        self.last_ack = [None, None]
-        self.last_rela = [0, 0]
-        self.am = [-1, -1]                 # ACK running maximum per acking direction
-        self.sm = [-1, -1]                 # snd_max (running maximum of segment ends)
-        self.prev = [None, None]           # (rela, window) of the direction's previous row
-        self.ka = [None, None]             # keep-alive flag of the direction's previous row
-        self.dups = [0, 0]                 # duplicate ACKs since the last ACK advance
-        self.adv_t = [None, None]          # time of the last row that advanced snd_max
+        self.side = (SideState(), SideState())   # per direction (0 fwd, 1 rev): what crosses chunks
         self.lf = [[None, None], [None, None]]   # [round][d]: snd_max before the last fast retx
-        self.nretx = [0, 0]
-        self.maxpay = [0, 0]
-        self.paysum = [0.0, 0.0]
         self.retx = []                     # per chunk: dict of the retransmissions' columns
         self.eifel = {}                    # retx row -> Eifel verdict (once its ACK came)
-        self.pending = [[], []]            # per d: (row, end, tsval) awaiting the covering ACK
         self.dsack = []
-        self.orig = [None, None]           # per d: carried originals awaiting their ACK
-        self.seqack = [[], []]             # per a: sample parts (t, pk, ms, seg rel)
-        self.ts_first = [None, None]       # per d: (sorted tsval, row, t) first occurrences
-        self.echoed = [np.zeros(0, np.int64), np.zeros(0, np.int64)]
-        self.tspairs = [[], []]            # per a: (t, pk, ms, v)
         self.ev = {"ooo": [], "dupack": [], "zero_window": []}
         self.syn = []                      # per chunk: the SYN rows' direction and options
 
@@ -155,29 +171,19 @@ class FlowStream:
         rel, rela, end, am, sm, smb_own, below, dupack = rows(c, dr, isd, didx, flags, pay, has_ack, is_syn)
         data = pay > 0
         win = c["window"]
-        zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
+        zero_win = zero_windows(win, flags)
 
-        reset_pos = {a: _steps(am[a], self.am[a]) for a in (0, 1)}    # rows whose ACK advances
+        reset_pos = {a: _steps(am[a], self.side[a].am) for a in (0, 1)}    # rows whose ACK advances
         dup_pos = {a: np.flatnonzero(dupack & isd[a]) for a in (0, 1)}
 
         def dups_at(idx):
-            out = np.zeros(len(idx), np.int64)
-            for a in (0, 1):
-                sel = dr[idx] != a
-                ii = idx[sel]
-                R, D = reset_pos[a], dup_pos[a]
-                k = np.searchsorted(R, ii, "right") - 1
-                lr = R[np.maximum(k, 0)] if len(R) else ii
-                since = np.searchsorted(D, ii, "right") - np.searchsorted(D, lr, "right")
-                carried = self.dups[a] + np.searchsorted(D, ii, "right")
-                out[sel] = np.where(k >= 0, since, carried)
-            return out
+            return dups_since_advance(idx, dr, reset_pos, dup_pos, (self.side[0].dups, self.side[1].dups))
 
         def rev_at(idx):
             return np.where(dr[idx] == 0, am[1][idx], am[0][idx])
 
         def am_before(a, idx):                  # ACK maximum of a before each row idx
-            return np.where(idx > 0, am[a][np.maximum(idx - 1, 0)], self.am[a])
+            return np.where(idx > 0, am[a][np.maximum(idx - 1, 0)], self.side[a].am)
 
         def rev_before(idx):
             return np.where(dr[idx] == 0, am_before(1, idx), am_before(0, idx))
@@ -187,7 +193,7 @@ class FlowStream:
             (``end > smb_own``: where ``sm[d]`` rises; the first row reaching the value it
             has there), -1 when none in this chunk."""
             j = np.searchsorted(sm[d], sm[d][idx])
-            return np.where((j > 0) | (sm[d][0] > self.sm[d]), j, -1)
+            return np.where((j > 0) | (sm[d][0] > self.side[d].sm), j, -1)
 
         ooo = np.zeros(n, bool)
         bi = np.flatnonzero(below)
@@ -199,16 +205,14 @@ class FlowStream:
                 if not len(cand):
                     continue
                 k = last_advance(d, cand)
-                tq = np.where(k >= 0, t[np.maximum(k, 0)], self.adv_t[d] if self.adv_t[d] is not None else 0)
-                ok = (k >= 0) | (self.adv_t[d] is not None)
-                gap = t[cand] - tq
-                fastlike = (dup_c[sel] >= 2) & (rel[cand] == np.maximum(ackr_c[sel], 0))
-                acked = data[cand] & (end[cand] <= arb_c[sel])
-                ooo[cand[ok & (gap < self.irtt) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
+                tq = np.where(k >= 0, t[np.maximum(k, 0)], self.side[d].adv_t if self.side[d].adv_t is not None else 0)
+                ok = (k >= 0) | (self.side[d].adv_t is not None)
+                ooo[cand[out_of_order(t[cand] - tq, ok, self.irtt, dup_c[sel], ackr_c[sel], arb_c[sel],
+                                      rel[cand], end[cand], smb_own[cand], data[cand])]] = True
         for d in (0, 1):
             k = int(last_advance(d, [n - 1])[0])
             if k >= 0:
-                self.adv_t[d] = int(t[k])
+                self.side[d].adv_t = int(t[k])
 
         retx = below & ~ooo
         ri_all = np.flatnonzero(retx)
@@ -227,7 +231,7 @@ class FlowStream:
                               "acked": spur_acked[ri], "data": data[ri]})
             for d in (0, 1):
                 rr = ri[(dr[ri] == d) & ~spur_acked[ri] & c["has_ts"][ri]]
-                self.pending[d].extend(zip(grow[rr].tolist(), end[rr].tolist(), c["tsval"][rr].tolist()))
+                self.side[d].pending.extend(zip(grow[rr].tolist(), end[rr].tolist(), c["tsval"][rr].tolist()))
         self._settle_eifel(am, c, grow)
         di = np.flatnonzero(c["dsack"])
         if len(di):
@@ -238,14 +242,14 @@ class FlowStream:
             self.dsack.append((grow[di], dgd.astype(np.int64), dl))
 
         # ---- RTT samples: sequence/ACK matching (Karn settled at the end)
-        # retransmissions of d before a row: self.nretx[d] + searchsorted(rd[d], row)
+        # retransmissions of d before a row: self.side[d].nretx + searchsorted(rd[d], row)
         rd = [ri_all[dr[ri_all] == d] for d in (0, 1)]
         orig = (data | is_syn) & ~retx
         for a in (0, 1):
             d = 1 - a
             ai = reset_pos[a][rela[reset_pos[a]] > 0]
             oi = np.flatnonzero(orig & isd[d])
-            held = self.orig[d]
+            held = self.side[d].orig
             nh = 0 if held is None else len(held["key"])
             keys = end[oi] if held is None else np.concatenate((held["key"], end[oi]))
 
@@ -254,7 +258,7 @@ class FlowStream:
                 isn = p >= nh
                 sn = oi[p[isn] - nh]
                 new = {"key": keys[p], "row": grow[sn], "t": t[sn], "rel": rel[sn],
-                       "nr": self.nretx[d] + np.searchsorted(rd[d], sn)}
+                       "nr": self.side[d].nretx + np.searchsorted(rd[d], sn)}
                 if not nh:
                     return new
                 ish = ~isn
@@ -268,16 +272,16 @@ class FlowStream:
                 hit, pos = _first_with_key([keys, np.arange(len(keys))], rela[ai])
                 ai, pos = ai[hit], pos[hit]
                 seg = originals(pos)
-                ok = (seg["row"] < grow[ai]) & (self.nretx[d] + np.searchsorted(rd[d], ai) == seg["nr"])
+                ok = (seg["row"] < grow[ai]) & (self.side[d].nretx + np.searchsorted(rd[d], ai) == seg["nr"])
                 ai = ai[ok]
-                self.seqack[a].append((t[ai], c["ipidx"][ai], (t[ai] - seg["t"][ok]) / 1e6, seg["rel"][ok]))
+                self.side[a].seqack.append((t[ai], c["ipidx"][ai], (t[ai] - seg["t"][ok]) / 1e6, seg["rel"][ok]))
             # keep the first original per segment end not yet covered by the ACKs
             keep = np.flatnonzero(keys > am[a][-1])
             _, first = _unique_first(keys[keep])
             first.sort()
-            self.orig[d] = originals(keep[first])
+            self.side[d].orig = originals(keep[first])
         for d in (0, 1):
-            self.nretx[d] += len(rd[d])
+            self.side[d].nretx += len(rd[d])
 
         # ---- RTT samples: timestamp echo
         has_ts = c["has_ts"]
@@ -285,7 +289,7 @@ class FlowStream:
             tsi = np.flatnonzero(has_ts & isd[d])
             u, fi = _unique_first(c["tsval"][tsi])
             new = (u.astype(np.int64), grow[tsi[fi]], t[tsi[fi]])
-            held = self.ts_first[d]
+            held = self.side[d].ts_first
             if held is not None:
                 if not len(new[0]) or (len(held[0]) and held[0][-1] < new[0][0]):
                     new = tuple(np.concatenate((h, x)) for h, x in zip(held, new))
@@ -295,25 +299,25 @@ class FlowStream:
                     tt = np.r_[held[2], new[2]]
                     uk, fi = np.unique(keys, return_index=True)       # held entries come first
                     new = (uk, rows[fi], tt[fi])
-            self.ts_first[d] = new
+            self.side[d].ts_first = new
         for a in (0, 1):
             d = 1 - a
             ai = np.flatnonzero(has_ts & isd[a] & has_ack)
             u, fi = _unique_first(c["tsecr"][ai])
             u = u.astype(np.int64)
-            fresh = ~_member(u, self.echoed[a])
+            fresh = ~_member(u, self.side[a].echoed)
             u, ai = u[fresh], ai[fi[fresh]]
-            self.echoed[a] = np.insert(self.echoed[a], np.searchsorted(self.echoed[a], u), u)
-            uk, rows, tt = self.ts_first[d]
+            self.side[a].echoed = np.insert(self.side[a].echoed, np.searchsorted(self.side[a].echoed, u), u)
+            uk, rows, tt = self.side[d].ts_first
             echoed_now = u
             if len(u) and len(uk):
                 p = np.minimum(np.searchsorted(uk, u), len(uk) - 1)
                 hit = (uk[p] == u) & (rows[p] < grow[ai])
                 ai, p, u = ai[hit], p[hit], u[hit]
-                self.tspairs[a].append((t[ai], c["ipidx"][ai], (t[ai] - tt[p]) / 1e6, u))
+                self.side[a].tspairs.append((t[ai], c["ipidx"][ai], (t[ai] - tt[p]) / 1e6, u))
             # a value echoed once is never looked up again
             keep = ~_member(uk, echoed_now)
-            self.ts_first[d] = (uk[keep], rows[keep], tt[keep])
+            self.side[d].ts_first = (uk[keep], rows[keep], tt[keep])
 
         # ---- events of this chunk
         for name, mask, direction, seqv in (("ooo", ooo, dr, rel), ("dupack", dupack, dr ^ 1, rela),
@@ -330,8 +334,8 @@ class FlowStream:
         for d in (0, 1):
             pd_ = pay[didx[d]]
             if len(pd_):
-                self.maxpay[d] = max(self.maxpay[d], int(pd_.max()))
-                self.paysum[d] += float(pd_.sum())
+                self.side[d].maxpay = max(self.side[d].maxpay, int(pd_.max()))
+                self.side[d].paysum += float(pd_.sum())
 
         # ---- series sums (a row's own half is its direction's, the other half the reverse)
         A = self.acc
@@ -354,10 +358,10 @@ class FlowStream:
             self.retx[-1]["bin_row"] = t[ri_all] // self.res_ns - self.start_bin + dr[ri_all].astype(np.int64) * nb
         for a in (0, 1):
             R, D = reset_pos[a], dup_pos[a]
-            self.dups[a] = int((D > R[-1]).sum()) if len(R) else self.dups[a] + len(D)
-            self.am[a] = int(am[a][-1])
+            self.side[a].dups = int((D > R[-1]).sum()) if len(R) else self.side[a].dups + len(D)
+            self.side[a].am = int(am[a][-1])
         for d in (0, 1):
-            self.sm[d] = int(sm[d][-1])
+            self.side[d].sm = int(sm[d][-1])
         self.rows += n
 
     def _rows_numpy(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):
@@ -377,23 +381,20 @@ class FlowStream:
             if not len(idx):
                 continue
             s = c["seq"][idx]
-            rel[idx] = _unwrap_from(s, base[d], self.last_seq[d], self.last_rel[d])
-            self.last_seq[d], self.last_rel[d] = int(s[-1]), int(rel[idx[-1]])
+            rel[idx] = _unwrap_from(s, base[d], self.side[d].last_seq, self.side[d].last_rel)
+            self.side[d].last_seq, self.side[d].last_rel = int(s[-1]), int(rel[idx[-1]])
             araw = np.where(has_ack[idx], c["ack"][idx], np.uint32(base[1 - d] % M32))
-            rela[idx] = _unwrap_from(araw, base[1 - d], self.last_ack[d], self.last_rela[d])
-            self.last_ack[d], self.last_rela[d] = int(araw[-1]), int(rela[idx[-1]])
-        end = rel + pay + is_syn + ((flags & FIN) != 0)
+            rela[idx] = _unwrap_from(araw, base[1 - d], self.side[d].last_ack, self.side[d].last_rela)
+            self.side[d].last_ack, self.side[d].last_rela = int(araw[-1]), int(rela[idx[-1]])
+        end = segment_ends(rel, pay, flags)
         rela[~has_ack] = -1
-        am = {a: _cummax(rela, isd[a] & has_ack, self.am[a]) for a in (0, 1)}
-        sm = {d: _cummax(end, isd[d], self.sm[d]) for d in (0, 1)}
+        am = {a: _cummax(rela, isd[a] & has_ack, self.side[a].am) for a in (0, 1)}
+        sm = {d: _cummax(end, isd[d], self.side[d].sm) for d in (0, 1)}
         smb_own = np.empty(n, np.int64)
-        smb_own[0] = self.sm[int(dr[0])]
+        smb_own[0] = self.side[int(dr[0])].sm
         np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
-        synfin = (flags & (SYN | FIN)) != 0
-        keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
-        below = ((pay > 0) | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+        keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
         win = c["window"]
-        pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
         dupack = np.zeros(n, bool)
         for d in (0, 1):
             idx = didx[d]
@@ -401,10 +402,10 @@ class FlowStream:
                 continue
             ra, w = rela[idx], win[idx]
             dupack[idx[1:]] = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
-            if self.prev[d] is not None:
-                dupack[idx[0]] = (ra[0] == self.prev[d][0]) & (w[0] == self.prev[d][1])
-            self.prev[d] = (int(ra[-1]), int(w[-1]))
-        dupack &= pure & (win > 0) & (rel == smb_own)
+            if self.side[d].prev is not None:
+                dupack[idx[0]] = (ra[0] == self.side[d].prev[0]) & (w[0] == self.side[d].prev[1])
+            self.side[d].prev = (int(ra[-1]), int(w[-1]))
+        dupack &= dupack_candidates(rel, smb_own, pay, flags, has_ack, win)
         cand = np.flatnonzero(dupack)
         for d in (0, 1):
             rows = cand[dr[cand] == d]
@@ -413,11 +414,11 @@ class FlowStream:
                 continue
             p = np.searchsorted(other, rows) - 1
             ka_prev = np.where(p >= 0, keepalive[other[np.maximum(p, 0)]] if len(other) else False,
-                               bool(self.ka[1 - d]) if self.ka[1 - d] is not None else False)
+                               bool(self.side[1 - d].ka) if self.side[1 - d].ka is not None else False)
             dupack[rows[ka_prev]] = False
         for d in (0, 1):
             if len(didx[d]):
-                self.ka[d] = bool(keepalive[didx[d][-1]])
+                self.side[d].ka = bool(keepalive[didx[d][-1]])
         return rel, rela, end, am, sm, smb_own, below, dupack
 
     def _rows_c(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):
@@ -428,11 +429,13 @@ class FlowStream:
             return 0 if v is None else v
         def seen(x):
             return [int(v is not None) for v in x]
-        prev = [(0, 0) if p is None else p for p in self.prev]
-        st = np.array([*(int(b) for b in self.base), *seen(self.last_seq), *map(opt, self.last_seq),
-                       *self.last_rel, *seen(self.last_ack), *map(opt, self.last_ack), *self.last_rela,
-                       *self.am, *self.sm, *seen(self.prev), *(p[0] for p in prev), *(p[1] for p in prev),
-                       *seen(self.ka), *(int(bool(k)) for k in self.ka)], np.int64)
+        prev = [(0, 0) if x.prev is None else x.prev for x in self.side]
+        def each(name):
+            return [getattr(x, name) for x in self.side]
+        st = np.array([*(int(b) for b in self.base), *seen(each("last_seq")), *map(opt, each("last_seq")),
+                       *each("last_rel"), *seen(each("last_ack")), *map(opt, each("last_ack")),
+                       *each("last_rela"), *each("am"), *each("sm"), *seen(each("prev")), *(p[0] for p in prev),
+                       *(p[1] for p in prev), *seen(each("ka")), *(int(bool(k)) for k in each("ka"))], np.int64)
         out = [np.empty(n, np.int64) for _ in range(8)]
         masks = [np.empty(n, bool) for _ in range(3)]
         _stream_rows(dr, np.ascontiguousarray(c["seq"], np.uint32), np.ascontiguousarray(c["ack"], np.uint32),
@@ -440,13 +443,13 @@ class FlowStream:
                      np.ascontiguousarray(c["window"], np.uint16), st, *out, *masks)
         for d in (0, 1):
             if st[2 + d]:
-                self.last_seq[d], self.last_rel[d] = int(st[4 + d]), int(st[6 + d])
+                self.side[d].last_seq, self.side[d].last_rel = int(st[4 + d]), int(st[6 + d])
             if st[8 + d]:
-                self.last_ack[d], self.last_rela[d] = int(st[10 + d]), int(st[12 + d])
+                self.side[d].last_ack, self.side[d].last_rela = int(st[10 + d]), int(st[12 + d])
             if st[18 + d]:
-                self.prev[d] = (int(st[20 + d]), int(st[22 + d]))
+                self.side[d].prev = (int(st[20 + d]), int(st[22 + d]))
             if st[24 + d]:
-                self.ka[d] = bool(st[26 + d])
+                self.side[d].ka = bool(st[26 + d])
         rel, rela, end, am0, am1, sm0, sm1, smb_own = out
         keepalive, below, dupack = masks
         return rel, rela, end, {0: am0, 1: am1}, {0: sm0, 1: sm1}, smb_own, below, dupack
@@ -501,9 +504,9 @@ class FlowStream:
     def _settle_eifel(self, am, c, grow) -> None:
         """Eifel for the retransmissions whose first covering ACK is in this chunk."""
         for d in (0, 1):
-            if not self.pending[d]:
+            if not self.side[d].pending:
                 continue
-            rows, ends, tsv = (np.array(x, np.int64) for x in zip(*self.pending[d]))
+            rows, ends, tsv = (np.array(x, np.int64) for x in zip(*self.side[d].pending))
             amd = am[1 - d]                                   # non-decreasing over the chunk
             q = np.searchsorted(amd, ends, side="left")
             found = q < len(amd)
@@ -513,7 +516,7 @@ class FlowStream:
             for r, f, v in zip(rows.tolist(), found.tolist(), verdict.tolist()):
                 if f:
                     self.eifel[r] = v
-            self.pending[d] = [p for p, f in zip(self.pending[d], found.tolist()) if not f]
+            self.side[d].pending = [p for p, f in zip(self.side[d].pending, found.tolist()) if not f]
 
     # ---- the end of the flow
     def finish(self, flows, source: str, res_s: float) -> TcpAnalysis:
@@ -548,7 +551,7 @@ class FlowStream:
         retx_keys = np.sort(R["dr"].astype(np.int64) * OFF + R["rel"])
         parts = []
         for a in (0, 1):
-            for tt, pk, ms, srel in self.seqack[a]:
+            for tt, pk, ms, srel in self.side[a].seqack:
                 key = (1 - a) * OFF + srel
                 if len(retx_keys):
                     pos = np.minimum(np.searchsorted(retx_keys, key), len(retx_keys) - 1)
@@ -556,8 +559,8 @@ class FlowStream:
                     tt, pk, ms = tt[ok], pk[ok], ms[ok]
                 parts.append((tt, pk, ms, np.full(len(tt), 1 - a, np.int64), np.zeros(len(tt), np.int8)))
         for a in (0, 1):
-            if self.tspairs[a]:
-                tt, pk, ms, v = (np.concatenate(x) for x in zip(*self.tspairs[a]))
+            if self.side[a].tspairs:
+                tt, pk, ms, v = (np.concatenate(x) for x in zip(*self.side[a].tspairs))
                 o = np.argsort(v, kind="stable")
                 parts.append((tt[o], pk[o], ms[o], np.full(len(tt), 1 - a, np.int64), np.ones(len(tt), np.int8)))
         if parts:
@@ -598,15 +601,15 @@ class FlowStream:
                   "out_of_order": int(sum(len(x["time"]) for x in self.ev["ooo"]))}
         for k, v in counts.items():
             flows[k] = np.array([v], np.int64)
-        flows = _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, np.array(self.paysum))
+        flows = _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, np.array([x.paysum for x in self.side]))
         lost = ~spurious
         retx_bytes = float(R["pay"][lost].sum()) if nr else 0.0
-        all_bytes = self.paysum[0] + self.paysum[1]
+        all_bytes = self.side[0].paysum + self.side[1].paysum
         with np.errstate(invalid="ignore", divide="ignore"):
             flows["loss_rate"] = np.where(np.array([all_bytes]) > 0, np.array([retx_bytes]) / max(all_bytes, 1), np.nan)
         acked_b = np.zeros(1)
         for a in (0, 1):
-            acked_b[0] += max(self.am[a], 0) - (self.am[a] > 0)
+            acked_b[0] += max(self.side[a].am, 0) - (self.side[a].am > 0)
         dur = flows["duration_s"]
         with np.errstate(invalid="ignore", divide="ignore"):
             flows["goodput_bps"] = np.where(dur > 0, acked_b * 8 / dur, np.nan)
@@ -646,7 +649,7 @@ class FlowStream:
             out["loss_rate"] = np.where(pay_b > 0, retx_b / np.maximum(pay_b, 1), np.nan)
             out["rwnd_bytes"] = np.where(A["rw_n"] > 0, A["rw_sum"] / np.maximum(A["rw_n"], 1), np.nan)
             out["inflight_bytes"] = np.where(A["infl_c"] > 0, A["infl_s"] / np.maximum(A["infl_c"], 1), np.nan)
-        eff = _effective_mss(mss.ravel(), np.array(self.maxpay, np.int64))
+        eff = _effective_mss(mss.ravel(), np.array([x.maxpay for x in self.side], np.int64))
         series = _series_frame(out, eff, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow=1, nb=np.array([nb]),
                                offset=np.array([0]), start_bin=np.array([self.start_bin]),
                                end_bin=np.array([self.start_bin + nb - 1]), res_ns=res_ns)
@@ -659,12 +662,12 @@ class FlowStream:
 
 def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, feed=None):
     """``(k, rows)``: the rows of the flows ``pflows`` (provisional ids of
-    :func:`._tcpcolumns.read_columns`) in ONE pass over the capture, batch by batch in file
+    :func:`._tcpinput.read_columns`) in ONE pass over the capture, batch by batch in file
     order, ``k`` the flow's place in ``pflows``; every column dense (SYN options and DSACK
     edges too) plus ``ipidx`` (index among the file's IP packets). ``infos[k]`` receives
     the flow's key (``lo``, ``hi``, ``proto``) and, once the file is read, the capture's
     IPv6 address list (``v6_addresses``).
-    ``others`` (a :class:`._tcpcolumns.GroupGatherer` or None: the packets of groups of
+    ``others`` (a :class:`._tcpinput.GroupGatherer` or None: the packets of groups of
     other flows) is started with the pass's connection numbering, given every batch, and
     finished once the file is read.
     ``feed`` (a :class:`._feed.BatchFeed` or None) is handed every decoded batch once this
@@ -673,8 +676,9 @@ def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, fe
     out are never changed in place here: where a flow has a whole batch, its columns are
     the batch's own arrays, which the feed's reader also reads."""
     from ._capture import CaptureReader
-    from ._tcpcolumns import KEPT, SYN_KEPT, Connections, numbered_batches
-    from .pcap import check_linktypes
+    from ._connections import Connections, numbered_batches
+    from ._decode import check_linktypes
+    from ._tcpinput import KEPT, SYN_KEPT
     reader = CaptureReader(path, salvage=salvage, reuse_buffer=True)
     conns = Connections()
     unknown: set = set()
@@ -733,7 +737,7 @@ def _flows_time_chunks(path, pflows, *, salvage, lateness_ns, chunk_rows, infos,
     """``(k, chunk)``: each flow's rows (:func:`iter_flows_rows`, one pass over the capture)
     in stable time order (as ``read_pcap`` sorts them), at most ``chunk_rows`` at a time,
     ``k`` the flow's place in ``pflows``."""
-    from .pcap import TimeOrder
+    from ._timeorder import TimeOrder
     orders = [TimeOrder(lateness_ns, owned=False) for _ in pflows]
 
     def sliced(k, part):
@@ -797,7 +801,7 @@ def first_pass(chunks) -> dict:
 
 def first_from_census(census: dict, pflow: int) -> dict:
     """:func:`first_pass` of provisional flow ``pflow`` from a census of the capture
-    (:func:`._tcpcolumns.read_columns`; the same firsts and lasts, kept per flow and side
+    (:func:`._tcpinput.read_columns`; the same firsts and lasts, kept per flow and side
     while the census read the file), without another pass over the capture."""
     def side(name, s):
         v = int(census[name][2 * pflow + s])
@@ -839,11 +843,11 @@ def _settle(f: dict) -> dict:
 
 def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, lateness_ns: int,
                            chunk_rows: int, census: dict, others=None, feed=None) -> list:
-    """The analyses of TCP flows ``pflows`` (provisional ids, :func:`._tcpcolumns.read_columns`)
+    """The analyses of TCP flows ``pflows`` (provisional ids, :func:`._tcpinput.read_columns`)
     of a capture, each in time chunks of ``chunk_rows`` packets with its own state, all in
     ONE pass over the capture (a capture of several long flows is read once, not once per
     flow); what each flow's first packets fix comes from the ``census`` of the capture.
-    ``others`` (a :class:`._tcpcolumns.GroupGatherer` or None) gathers other flows' packets
+    ``others`` (a :class:`._tcpinput.GroupGatherer` or None) gathers other flows' packets
     in the same pass, and ``feed`` (a :class:`._feed.BatchFeed` or None) is handed that
     pass's batches (:func:`iter_flows_rows`). With no ``pflows``, the pass just reads the
     capture for ``others`` and ``feed``."""
@@ -861,8 +865,8 @@ def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, latenes
 def _finish(stream, first: dict, info: dict, path, res_s: float) -> TcpAnalysis:
     """The flow's analysis once every chunk went through ``stream``: its flows row from the
     key (``info``) and the firsts (``first``), then :meth:`FlowStream.finish`."""
-    from ._tcpcolumns import address_names
-    from .tcp import _flows_frame
+    from ._connections import address_names
+    from ._tcpframes import _flows_frame
     lo, hi = info["lo"], info["hi"]
     src, dst = (lo, hi) if first["fwd_swap"] == 0 else (hi, lo)
     v6 = info["v6_addresses"]

@@ -71,6 +71,8 @@ COLUMNS = {
 }
 TIME_FORMAT = "%Y.%m.%d_%H.%M.%S"
 _GNT_TIME = re.compile(r"\d{4}\.\d{2}\.\d{2}_\d{2}\.\d{2}\.\d{2}")
+#: the columns that make a G-NetTrack log the UCC dataset's layout (its own reader, :mod:`.ucc`)
+UCC_SIGNATURE = frozenset({"Timestamp", "NetworkMode", "RSRP", "DL_bitrate", "State"})
 
 
 def _signature(cols: set) -> bool:
@@ -81,9 +83,8 @@ def _signature(cols: set) -> bool:
 def is_format(path) -> bool:
     """G-NetTrack's columns, but not the UCC dataset's layout (which the ``ucc`` reader,
     sniffed first, claims)."""
-    from . import ucc
     cols = set(header_columns(path))
-    return _signature(cols) and not ucc.SIGNATURE <= cols
+    return _signature(cols) and not UCC_SIGNATURE <= cols
 
 
 def why_not(path) -> str:

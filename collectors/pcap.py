@@ -22,13 +22,14 @@ of other link types are skipped and counted in ``frame.attrs["unknown_linktypes"
 from __future__ import annotations
 
 import ipaddress
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from ._capture import CaptureError, CaptureReader, file_size, sniff_kind
-from ._decode import LINK_NAMES, decode
+from ._capture import CaptureReader, progress_bar, sniff_kind
+from ._connections import Connections, address_names, numbered_batches
+from ._decode import check_linktypes, decode, group_connections
+from ._timeorder import in_time_order, lateness
 
 NAME = "pcap"
 DIRECTIONS = ["fwd", "rev"]
@@ -58,21 +59,6 @@ def why_not(path) -> str:
     return f"magic {head.hex() or '(empty)'} is neither pcap nor pcapng"
 
 
-def _progress_bar(path: Path, enabled):
-    size = file_size(path)
-    if not enabled or size < (64 << 20) or not sys.stderr.isatty():
-        return None, None
-    from tqdm import tqdm
-    bar = tqdm(total=size, unit="B", unit_scale=True, desc=path.name, leave=False)
-    state = {"done": 0}
-
-    def update(done):
-        done = min(done, size)
-        bar.update(done - state["done"])
-        state["done"] = done
-    return bar, update
-
-
 def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
     """Read a capture into a ``packets`` frame (see the module notes for the columns).
 
@@ -81,7 +67,7 @@ def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
     when stderr is a terminal.
     """
     path = Path(path)
-    bar, update = _progress_bar(path, progress)
+    bar, update = progress_bar(path, progress)
     reader = CaptureReader(path, salvage=salvage, progress=update, reuse_buffer=True)
     parts = []
     try:
@@ -104,18 +90,6 @@ def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
     if reader.problem:
         frame.attrs["problem"] = reader.problem
     return frame
-
-
-def check_linktypes(path, reader, unknown: set, ip_packets: int, salvage: bool) -> None:
-    """Raise when records were read but every one has a link type no decoder knows."""
-    if ip_packets == 0 and reader.packets and reader.linktypes and \
-            not (set(reader.linktypes) - unknown) and not salvage:
-        from ._dpktlink import OTHER_LINK_NAMES
-        supported = {**LINK_NAMES, **OTHER_LINK_NAMES}
-        lt = ", ".join(str(t) for t in sorted(unknown))
-        raise CaptureError(f"{path}: unknown link type {lt} at byte 20 (packet 1); 0 packets read "
-                           f"(supported: {', '.join(f'{k} {v}' for k, v in sorted(supported.items()))})",
-                           offset=20, packet=1)
 
 
 def _merge(parts) -> dict:
@@ -150,7 +124,6 @@ def _addr_strings(hi, lo, v6) -> list:
     return out
 
 
-from ._decode import group_connections  # noqa: E402
 
 
 def assign_flows(cols):
@@ -250,94 +223,6 @@ def _packets_columns(cols, flow, direction, names):
     return frame
 
 
-def lateness(ts, top=None) -> tuple:
-    """(largest step back in time, in ns, from the latest earlier record to a record of
-    ``ts`` - 0 when in time order -, latest time) of timestamps in file order; ``top``: the
-    latest time before ``ts`` (to chain batches)."""
-    if not len(ts):
-        return 0, top
-    if top is None and (len(ts) < 2 or (ts[1:] >= ts[:-1]).all()):
-        return 0, int(ts[-1])
-    run = np.maximum.accumulate(ts if top is None else np.maximum(ts, top))
-    return int((run - ts).max()), int(run[-1])
-
-
-def in_time_order(parts, max_lateness_ns: int, *, owned: bool = True):
-    """Rows of ``parts`` (dicts of equal-length arrays with ``ts_ns``, in file order) in
-    stable time order - as ``np.argsort(ts, kind="stable")`` of all of them would put them -,
-    part by part (:class:`TimeOrder`, which see)."""
-    order = TimeOrder(max_lateness_ns, owned=owned)
-    for d in parts:
-        yield from order.push(d)
-    yield from order.finish()
-
-
-class TimeOrder:
-    """Parts of rows in file order in, the same rows in stable time order out (as
-    ``np.argsort(ts, kind="stable")`` of all of them would put them), a part at a time:
-    :meth:`push` takes the next part (a dict of equal-length arrays with ``ts_ns``) and
-    returns the parts now settled, :meth:`finish` the rest. Every later row is at or after
-    (latest time so far - ``max_lateness_ns``), so a part is passed on as it came (no copy:
-    the usual case) once the next one shows that no row can still precede any of its rows;
-    where the next part's rows interleave with it, the two are joined and sorted, and only
-    the rows after that time wait for the next part (to which they are joined). ``owned``:
-    the parts' arrays are the caller's to change - a part out of time order is then
-    reordered in place (only the rows that move are written); when False (arrays another
-    thread reads too), such a part is copied first."""
-
-    def __init__(self, max_lateness_ns: int, *, owned: bool = True):
-        self.late = int(max_lateness_ns)
-        self.owned = owned
-        self.held = None          # rows a later row could still precede
-        self.whole = False        # held is a part as it came (not cut)
-        self.top = None           # latest time so far
-
-    def push(self, d: dict) -> list:
-        if not len(d["ts_ns"]):
-            return []
-        d = _time_sorted(d, self.owned)
-        first, last = int(d["ts_ns"][0]), int(d["ts_ns"][-1])
-        self.top = last if self.top is None else max(self.top, last)
-        held, self.held = self.held, None
-        if held is None:
-            self.held, self.whole = d, True
-            return []
-        held_last = int(held["ts_ns"][-1])
-        apart = first >= held_last and held_last <= self.top - self.late
-        if apart and self.whole:
-            self.held = d                 # no later row can come before any of held's rows
-            return [held]
-        d = _time_sorted({c: np.concatenate([held[c], d[c]]) for c in d}, True)
-        del held
-        if apart:                         # a cut part's rest and the next part: whole again
-            self.held, self.whole = d, True
-            return []
-        cut = int(np.searchsorted(d["ts_ns"], self.top - self.late, side="right"))
-        if cut < len(d["ts_ns"]):
-            self.held, self.whole = {c: v[cut:] for c, v in d.items()}, False
-        return [{c: v[:cut] for c, v in d.items()}] if cut else []
-
-    def finish(self) -> list:
-        held, self.held = self.held, None
-        return [] if held is None else [held]
-
-
-def _time_sorted(d: dict, owned: bool) -> dict:
-    """The part ``d`` in stable time order: itself when in order, else reordered in place
-    (``owned``) or in a copy."""
-    ts = d["ts_ns"]
-    if len(ts) < 2 or not (ts[1:] < ts[:-1]).any():
-        return d
-    order = np.argsort(ts, kind="stable")       # equal times keep file order
-    moved = np.flatnonzero(order != np.arange(len(order)))
-    src = order[moved]
-    if not owned:
-        d = {c: v.copy() for c, v in d.items()}
-    for v in d.values():
-        v[moved] = v[src]                       # the right side is gathered first
-    return d
-
-
 def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bool = False,
                  info: dict | None = None):
     """The packets frame of a capture, one batch (~4 MiB of capture) at a time, with flow
@@ -386,11 +271,9 @@ def iter_packet_tables(path, *, flows, max_lateness_ns: int | None = None, salva
         yield pa.Table.from_arrays([arrow_array(c) for c in frame.data.values()], schema=schema)
 
 
-
-
 class _PacketLabels:
     """Flow numbers, directions and address codes of packets from their provisional
-    connection numbers (:class:`._tcpcolumns.Connections`), by the flows table of the same
+    connection numbers (:class:`._connections.Connections`), by the flows table of the same
     capture (``flows``: its ``src -> dst`` is ``fwd``); the connections' keys are added as
     they are met (:meth:`extend`)."""
 
@@ -412,7 +295,6 @@ class _PacketLabels:
         and the IPv6 addresses numbered after the ones known (``v6``)."""
         from airlink.traces.errors import AirlinkError
 
-        from ._tcpcolumns import address_names
         self.v6 += v6
         lo, hi, proto = keys
         lo_name = address_names(lo >> 16, self.v6).tolist()
@@ -450,7 +332,6 @@ def _packet_columns(path, *, flows, max_lateness_ns, salvage, info, batch_bytes=
     generator behind :func:`iter_packets` and :func:`iter_packet_tables`). ``feed`` (a
     :class:`._feed.BatchFeed` or None): the batches come from another pass over the capture
     instead of a read of its own (``stop``: a ``threading.Event`` that ends the wait)."""
-    from ._tcpcolumns import Connections, numbered_batches
     path = Path(path)
     labels = _PacketLabels(path, flows)
     if feed is None:

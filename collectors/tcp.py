@@ -52,273 +52,22 @@ from airlink.traces.bounds import RESOLUTION
 from airlink.traces.errors import AirlinkError
 from airlink.traces.units import parse_duration
 
-from ._capture import _records as _built
-from ._columns import Coded, Columns, iso_utc_times, utc_times
+from ._columns import Coded, Columns
 from ._decode import ecn_counts
-from .pcap import direction_column
+from ._tcparrays import (ACK, FIN, M32, OFF, SYN, _effective_mss, _first_with_key, _grouped_cummax,
+                         _recovery, _shift_in_group, _ts_echo_pairs, _unwrap)
+from ._tcpframes import (_EMPTY, EVENTS, FLOW_KEYS, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis,
+                         _events_frame, _flows_frame, _rtt_columns, _series, event_rows, spurious_reasons,
+                         time_ns)
+from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, out_of_order,
+                        segment_ends, zero_windows)
 
-# the analysis loops in C (None when the extension is not built, is an older build without
-# them, or AIRLINK_PURE_PYTHON is set: the numpy forms run)
-_records = _built if all(hasattr(_built, f) for f in ("ts_echo", "unwrap", "cummax")) else None
 
-FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
-M32 = 1 << 32
-OFF = np.int64(1 << 41)   # group offset for grouped keys (values < 2 TiB); a numpy int64 so
-                          # int32 group numbers times OFF are computed in int64
-FLOW_KEYS = ("flow", "src", "dst", "sport", "dport", "proto")   # what names a flow in the flows table
-# what pandas made of a column set to [] in an empty frame (float64): kept for empty frames
-_EMPTY = np.zeros(0)
 _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
 # A flow of more packets than max_packets is analysed in time chunks of at most this many
 # packets (collectors/_tcpstream.py), with the state that crosses chunks carried.
 STREAM_LONG_FLOWS = True
 STREAM_CHUNK_ROWS = 1 << 20
-
-
-def _grouped_cummax(values, groups, valid, starts=None):
-    """Inclusive running maximum of ``values[valid]`` within contiguous ``groups``; -1 before
-    the first valid value of a group. One pass in C (``_records.cummax``) when the extension
-    is built; else with numpy: ``starts`` (first row of each group), when given and short,
-    lets each group be scanned as a slice (no offset arrays)."""
-    if _records is not None:
-        out = np.empty(len(values), np.int64)
-        _records.cummax(np.ascontiguousarray(values, np.int64), np.ascontiguousarray(groups, np.int32),
-                        np.ascontiguousarray(valid, bool), out)
-        return out
-    if starts is not None and len(starts) <= 256:
-        q = np.where(valid, values, -1)
-        bounds = np.r_[starts, len(q)]
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            np.maximum.accumulate(q[a:b], out=q[a:b])
-        return q
-    x = np.where(valid, values + 1, 0) + groups * OFF
-    acc = np.maximum.accumulate(x)
-    return acc - groups * OFF - 1
-
-
-def _stable_order(keys):
-    """Permutation sorting ``keys`` stably (equal keys keep their order), or None when they
-    are already non-decreasing. Sequence-ordered keys are nearly sorted: the few elements
-    below the running maximum are sorted alone and inserted, instead of sorting them all."""
-    n = len(keys)
-    if n < 2:
-        return None
-    if (keys[1:] >= keys[:-1]).all():
-        return None
-    late = np.zeros(n, bool)
-    late[1:] = keys[1:] < np.maximum.accumulate(keys)[:-1]
-    li = np.flatnonzero(late)
-    if len(li) > n // 16:
-        return np.argsort(keys, kind="stable")
-    mi = np.flatnonzero(~late)                      # non-decreasing by construction
-    li = li[np.argsort(keys[li], kind="stable")]
-    # an element equal to a late one's key and kept in place always comes before it
-    pos = np.searchsorted(keys[mi], keys[li], side="right")
-    return np.insert(mi, pos, li)
-
-
-def _first_with_key(keys_rows: list, queries):
-    """For each query: (found, ``rows`` entry of the first element - in the given order -
-    whose key equals it). ``keys`` are nearly non-decreasing (sequence order). The few
-    elements below the running maximum ("late") are looked up apart; in the main search
-    every key is replaced in place by the running maximum, which is non-decreasing and
-    where a late element only repeats the key of an earlier element, so the first match
-    is still the first element in order with that key. ``keys_rows`` = [keys, rows] is
-    emptied (the keys array is overwritten)."""
-    keys, rows = keys_rows
-    keys_rows.clear()
-    n = len(keys)
-    lk = lr = keys[:0]
-    if n > 1 and not (keys[1:] >= keys[:-1]).all():
-        rm = np.maximum.accumulate(keys)
-        li = np.flatnonzero(keys[1:] < rm[:-1]) + 1
-        o = np.argsort(keys[li], kind="stable")
-        lk, lr = keys[li][o], rows[li][o]
-        keys = rm
-        del rm, li, o
-    p = np.minimum(np.searchsorted(keys, queries), n - 1)
-    hit = keys[p] == queries
-    seg = rows[p]
-    if len(lk):
-        miss = np.flatnonzero(~hit)
-        q = np.minimum(np.searchsorted(lk, queries[miss]), len(lk) - 1)
-        h2 = lk[q] == queries[miss]
-        hit[miss[h2]] = True
-        seg[miss[h2]] = lr[q[h2]]
-    return hit, seg
-
-
-def _unique_first(keys):
-    """Sorted distinct keys and the index of each one's first occurrence (as
-    ``np.unique(keys, return_index=True)``; cheap when the keys are nearly sorted)."""
-    perm = _stable_order(keys)
-    ks = keys if perm is None else keys[perm]
-    ch = np.ones(len(ks), bool)
-    ch[1:] = ks[1:] != ks[:-1]
-    first = np.flatnonzero(ch)
-    return ks[ch], (first if perm is None else perm[first])
-
-
-def _ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a: int):
-    """Timestamp-echo RTT pairs (rows in flow-major order): for each flow and each TSecr
-    value v that direction ``a`` echoes, ``ai`` = the first row of ``a`` (with timestamps
-    and ACK) echoing v and ``seg`` = the first row of the other direction (with timestamps)
-    whose TSval is v, where ``seg < ai``; ordered by (flow, v). In C (two small hash tables
-    per flow, ``_records.ts_echo``) when the extension is built, else with numpy (every
-    candidate row's key sorted: the analysis' memory peak)."""
-    if _records is not None:
-        try:
-            raw = _records.ts_echo(np.ascontiguousarray(fl, np.int32), np.ascontiguousarray(dr, np.int8),
-                                   np.ascontiguousarray(has_ts, bool), np.ascontiguousarray(has_ack, bool),
-                                   np.ascontiguousarray(tsval, np.uint32), np.ascontiguousarray(tsecr, np.uint32),
-                                   int(a))
-        except ValueError:                 # rows not flow-major: the numpy way below
-            raw = None
-        if raw is not None:
-            t3 = np.frombuffer(raw, np.int64).reshape(-1, 3)
-            o = np.lexsort((t3[:, 2], fl[t3[:, 0]]))
-            return t3[o, 0], t3[o, 1]
-    m32 = np.int64(M32)
-    d = 1 - a
-    ai = np.flatnonzero(has_ts & (dr == a) & has_ack)
-    tsi = np.flatnonzero(has_ts & (dr == d))
-    if not len(ai) or not len(tsi):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    uk, first = _unique_first(fl[tsi] * m32 + tsval[tsi])
-    first_idx = tsi[first]
-    k = fl[ai] * m32 + tsecr[ai]
-    # first ACK echoing each value only
-    _, fa = _unique_first(k)
-    ai, k = ai[fa], k[fa]
-    p = np.minimum(np.searchsorted(uk, k), len(uk) - 1)
-    hit = uk[p] == k
-    seg = first_idx[p]
-    hit &= seg < ai
-    return ai[hit], seg[hit]
-
-
-def _shift_in_group(a, groups, fill):
-    out = np.empty_like(a)
-    if len(a):
-        out[0] = fill
-        out[1:] = a[:-1]
-        out[1:][groups[1:] != groups[:-1]] = fill
-    return out
-
-
-def _unwrap(raw, groups, base):
-    """32-bit values -> int64 relative to ``base[groups]``, unwrapped within contiguous groups
-    (each step between neighbours taken as the signed 32-bit difference). One pass in C
-    (``_records.unwrap``) when the extension is built, else whole-array numpy steps."""
-    n = len(raw)
-    if _records is not None and n:                         # the same loop in C, one pass
-        out = np.empty(n, np.int64)
-        _records.unwrap(np.ascontiguousarray(raw, np.uint32), np.ascontiguousarray(groups, np.int32),
-                        np.ascontiguousarray(base, np.int64).astype(np.uint32), out)
-        return out
-    rel = np.subtract(np.asarray(raw).astype(np.uint32, copy=False), base.astype(np.uint32)[groups],
-                      dtype=np.uint32)                     # modulo 2**32
-    out = np.empty(n, np.int64)
-    if n == 0:
-        return out
-    d = np.diff(rel).view(np.int32)                        # signed 32-bit steps
-    brk = np.flatnonzero(groups[1:] != groups[:-1])
-    d[brk] = 0
-    out[0] = 0
-    np.cumsum(d, dtype=np.int64, out=out[1:])
-    del d
-    starts = np.r_[0, brk + 1]
-    off = rel[starts].astype(np.int64) - out[starts]       # each group starts at its rel value
-    if len(starts) == 1:
-        out += off[0]
-    else:
-        out += np.repeat(off, np.diff(np.r_[starts, n]))
-    return out
-
-
-class TcpAnalysis:
-    """Result of :func:`analyze_tcp`: ``flows`` (kind ``flows``), ``series`` (kind ``tcp``),
-    ``events`` (one row per RTT sample, retransmission, duplicate ACK and zero window) -
-    pandas DataFrames, made on first use from the analysis's column frames
-    (:class:`._columns.Columns`), which :meth:`output` hands to writers without pandas."""
-
-    FRAMES = ("flows", "series", "events")
-
-    def __init__(self, flows, series, events, resolution_s: float, source: str = "",
-                 attrs: dict | None = None):
-        self._frames = {"flows": flows, "series": series, "events": events}
-        self.resolution_s = resolution_s
-        self.source = source
-        self.attrs = dict(attrs or {})
-        #: analysed from a capture path: the largest step back in time (ns) from the latest
-        #: record before it to a record, in file order (0: the capture is in time order);
-        #: None when analysed from a packets frame (sorted already)
-        self.max_lateness_ns: int | None = None
-
-    def _pandas(self, name: str):
-        frame = self._frames[name]
-        if isinstance(frame, Columns):
-            frame = self._frames[name] = frame.to_pandas()
-        return frame
-
-    flows = property(lambda self: self._pandas("flows"), lambda self, v: self._frames.__setitem__("flows", v))
-    series = property(lambda self: self._pandas("series"), lambda self, v: self._frames.__setitem__("series", v))
-    events = property(lambda self: self._pandas("events"), lambda self, v: self._frames.__setitem__("events", v))
-
-    def output(self, name: str):
-        """Frame ``name`` (flows, series, events) as it is to be written: the column frame
-        (:meth:`._columns.Columns.to_arrow`) unless its pandas form was made (and may have
-        been changed), then that DataFrame."""
-        return self._frames[name]
-
-    def __repr__(self) -> str:
-        return (f"TcpAnalysis({len(self._frames['flows'])} flows, {len(self._frames['series'])} series rows, "
-                f"{len(self._frames['events'])} events, resolution_s={self.resolution_s})")
-
-    def summary(self) -> list:
-        """Per-flow dicts (the ``airlink collect --json`` records)."""
-        flows = self._frames["flows"]
-        if isinstance(flows, Columns):
-            cols = {c: (iso_utc_times(flows[c]) if flows[c].dtype.kind == "M" else flows[c].tolist())
-                    for c in flows.columns}
-        else:
-            cols = {c: ([t.isoformat() for t in flows[c]] if c in ("start", "end") else flows[c].tolist())
-                    for c in flows.columns}
-        out = []
-        for i in range(len(flows)):
-            d = {c: v[i] for c, v in cols.items()}
-            rec = {"flow": int(d["flow"]), "src": str(d["src"]), "dst": str(d["dst"]),
-                   "sport": int(d["sport"]), "dport": int(d["dport"]),
-                   "proto": {6: "tcp", 17: "udp"}.get(int(d["proto"]), int(d["proto"])),
-                   "start": d["start"], "duration_s": float(d["duration_s"]),
-                   "packets": int(d["packets_fwd"] + d["packets_rev"]),
-                   "bytes": int(d["bytes_fwd"] + d["bytes_rev"]),
-                   "packets_fwd": int(d["packets_fwd"]), "packets_rev": int(d["packets_rev"]),
-                   "bytes_fwd": int(d["bytes_fwd"]), "bytes_rev": int(d["bytes_rev"]),
-                   "retransmissions": int(d["retransmissions"]),
-                   "fast_retransmissions": int(d["fast_retransmissions"]),
-                   "timeout_retransmissions": int(d["timeout_retransmissions"]),
-                   "spurious_retransmissions": int(d["spurious_retransmissions"]),
-                   "dupacks": int(d["dupacks"]), "zero_windows": int(d["zero_windows"]),
-                   "out_of_order": int(d["out_of_order"]),
-                   "rtt_ms_median": _f(d["rtt_ms_median"]), "rtt_ms_min": _f(d["rtt_ms_min"]),
-                   "rtt_samples": int(d["rtt_samples"]),
-                   "data_direction": str(d["data_direction"]) or None,
-                   "rtt_ms_median_fwd": _f(d["rtt_ms_median_fwd"]),
-                   "rtt_ms_median_rev": _f(d["rtt_ms_median_rev"]),
-                   "rtt_samples_fwd": int(d["rtt_samples_fwd"]),
-                   "rtt_samples_rev": int(d["rtt_samples_rev"]),
-                   "goodput_bps": _f(d["goodput_bps"]), "loss_rate": _f(d["loss_rate"]),
-                   "mss_bytes": _f(d["mss_bytes"]), "wscale_fwd": int(d["wscale_fwd"]),
-                   "wscale_rev": int(d["wscale_rev"]), "sack_permitted": bool(d["sack_permitted"]),
-                   "timestamps": bool(d["timestamps"])}
-            out.append(rec)
-        return out
-
-
-def _f(x):
-    x = float(x)
-    return None if x != x else x
 
 
 def _resolution_s(resolution) -> float:
@@ -345,7 +94,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     each TCP flow larger than the limit through time in chunks of at most
     min(max_packets, :data:`STREAM_CHUNK_ROWS`) packets with its state carried
     (``collectors/_tcpstream.py``), the others in groups of at most about the limit, each
-    group as soon as its flows are over (:class:`._tcpcolumns.GroupGatherer`; a group that
+    group as soon as its flows are over (:class:`._tcpinput.GroupGatherer`; a group that
     cannot wait beside the others is read again alone), so memory follows the limit, not
     the capture. The result is the same as in one piece.
 
@@ -365,7 +114,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     res_s = _resolution_s(resolution)
     if isinstance(packets_or_path, (str, Path)):
         # no packets frame: the capture is decoded straight into the narrow columns used here
-        from ._tcpcolumns import read_columns
+        from ._tcpinput import read_columns
         limit = None if max_packets is None else max(1, int(max_packets))
         raw = read_columns(packets_or_path, salvage=salvage, limit=limit)
         if raw.get("census"):                # more packets than max_packets: flows in groups
@@ -390,7 +139,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
                     feed.close(error=RuntimeError("the analysis ended before its pass over the capture"))
         source = raw["source"]
         extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
-        from .pcap import lateness
+        from ._timeorder import lateness
         late = lateness(raw["ts_ns"])[0]
         # flows_ready gets a copy (the analysis adds columns to its own), as soon as the
         # flows table exists, before the TCP rows are gathered
@@ -420,13 +169,6 @@ def _col(df, name, dtype=None, default=0):
         a = df[name].to_numpy()
         return a.astype(dtype, copy=False) if dtype is not None else a
     return np.full(len(df), default, dtype or np.int64)
-
-
-def time_ns(frame) -> np.ndarray:
-    """The ``time`` column (or index) of a frame as int64 ns since the epoch."""
-    import pandas as pd
-    t = frame["time"] if "time" in frame.columns else frame.index
-    return np.asarray(pd.DatetimeIndex(t).asi8, dtype=np.int64)
 
 
 def _direction_codes(packets) -> np.ndarray:
@@ -492,7 +234,7 @@ def _from_frame(packets):
 
 
 def _from_columns(raw: dict, flows_ready=None):
-    """Inputs of :func:`_analyze` from :func:`._tcpcolumns.read_columns` (capture path):
+    """Inputs of :func:`_analyze` from :func:`._tcpinput.read_columns` (capture path):
     flow numbers and directions fixed as :func:`.pcap.assign_flows` does, the flows table,
     and the TCP rows in flow order, each column gathered once and freed. ``flows_ready``
     (or None) is called with the flows table as soon as it is built."""
@@ -545,7 +287,7 @@ def _from_columns(raw: dict, flows_ready=None):
     fwd_lo = fwd_swap == 0                            # fwd sender is the key's low endpoint
     src_ep = np.where(fwd_lo, lo_ep, hi_ep)
     dst_ep = np.where(fwd_lo, hi_ep, lo_ep)
-    from ._tcpcolumns import address_names
+    from ._connections import address_names
     v6 = raw.pop("v6_addresses")
     flows = _flows_frame(nflow, src=address_names(src_ep >> 16, v6) if nflow else np.zeros(0, str),
                          dst=address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
@@ -628,9 +370,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
                             base_peer)
     idx = g = None
     del seq, ackraw, dir_idx
-    end = rel + pay
-    end += is_syn
-    end += (flags & FIN) != 0
+    end = segment_ends(rel, pay, flags)
     rela[~has_ack] = -1
 
     # ---- running state in flow-time order, per direction
@@ -673,13 +413,9 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
         return np.where((idx > 0) & (fl[prev] == fl[idx]), v, -1)
 
     data = pay > 0
-    synfin = (flags & (SYN | FIN)) != 0
-    keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
-    # SYNs and FINs occupy sequence space: sent again, they are retransmissions too
-    below = (data | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+    keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
 
     # ---- duplicate ACKs and zero windows (sent by this row's direction)
-    pure = (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack
     dupack = np.zeros(n, bool)
     for d in (0, 1):
         idx = np.flatnonzero(dr == d)
@@ -688,9 +424,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             dupack[idx[1:]] = (f[1:] == f[:-1]) & (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
             del f, ra, w
     del idx
-    # tshark also requires the segment to sit at the sender's next sequence number (a
-    # keep-alive at snd_nxt - 1 repeating the ACK is a keep-alive, not a duplicate ACK)
-    dupack &= pure & (win > 0) & (rel == smb_own)
+    dupack &= dupack_candidates(rel, smb_own, pay, flags, has_ack, win)
     # ... and the answer to a keep-alive (the other side's previous segment) is not one either
     cand = np.flatnonzero(dupack)
     for d in (0, 1):
@@ -701,8 +435,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             q = other[np.maximum(p, 0)]
             dupack[rows[(p >= 0) & (fl[q] == fl[rows]) & keepalive[q]]] = False
     del keepalive, cand
-    zero_win = (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
-    del synfin, pure
+    zero_win = zero_windows(win, flags)
 
     # positions of ACK advances and of duplicate ACKs per acking direction
     reset_pos, dup_pos = {}, {}
@@ -715,19 +448,10 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     def dups_at(idx):
         """Duplicate ACKs from the reverse direction since its last ACK advance, up to idx."""
-        out = np.zeros(len(idx), np.int64)
-        for a in (0, 1):
-            sel = dr[idx] != a                                  # data of d is ACKed by a = d^1
-            ii = idx[sel]
-            R, D = reset_pos[a], dup_pos[a]
-            lr = R[np.maximum(np.searchsorted(R, ii, "right") - 1, 0)]
-            out[sel] = np.searchsorted(D, ii, "right") - np.searchsorted(D, lr, "right")
-        return out
+        return dups_since_advance(idx, dr, reset_pos, dup_pos)
 
-    # Out of order (tshark's rule): a segment below snd_max that does not end exactly at
-    # snd_max, is not a fast retransmission (>= 2 duplicate ACKs asking for it), and arrives
-    # within the handshake RTT (3 ms when the handshake was not captured) of the last segment
-    # that advanced snd_max, was reordered on the way to the capture point, not resent.
+    # Out of order (tshark's rule, _tcprules.out_of_order): reordered on the way to the
+    # capture point, not resent.
     ooo = np.zeros(n, bool)
     bi = np.flatnonzero(below)
     if len(bi):
@@ -743,10 +467,8 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             ok = k >= 0
             q = advpos[np.maximum(k, 0)] if len(advpos) else cand
             ok &= fl[q] == fl[cand]
-            gap = t[cand] - t[q]
-            fastlike = (dup_c[sel] >= 2) & (rel[cand] == np.maximum(ackr_c[sel], 0))
-            acked = data[cand] & (end[cand] <= arb_c[sel])     # tshark: spurious first
-            ooo[cand[ok & (gap < irtt[fl[cand]]) & (end[cand] != smb_own[cand]) & ~fastlike & ~acked]] = True
+            ooo[cand[out_of_order(t[cand] - t[q], ok, irtt[fl[cand]], dup_c[sel], ackr_c[sel], arb_c[sel],
+                                  rel[cand], end[cand], smb_own[cand], data[cand])]] = True
             del advpos                   # a row number per packet of d: not kept to the RTT step
     del end
 
@@ -1024,101 +746,13 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
                        attrs={"packets": int(n_packets), "tcp_packets": int(n)})
 
 
-
-def _recovery(ri, dr, fl, fast, ackr, smb_own, carry=None) -> None:
-    """Marks in ``fast`` the retransmissions (rows ``ri``) inside a recovery episode that a
-    fast retransmission opened: until the reverse direction's cumulative ACK (``ackr`` at
-    each of ``ri``) passes the ``snd_max`` the last fast retransmission saw (``smb_own``);
-    two passes, the second also from the episodes the first found. ``carry`` (time chunks
-    of one flow; None: rows hold whole flows): per pass and direction, that ``snd_max`` of
-    the last fast retransmission in earlier chunks (None: none), updated in place."""
-    for rnd in range(2):
-        for d in (0, 1):
-            sel = dr[ri] == d
-            rr = ri[sel]
-            fpos = rr[fast[rr]]
-            before = None if carry is None else carry[rnd][d]
-            if not len(rr) or (not len(fpos) and before is None):
-                continue
-            k = np.searchsorted(fpos, rr, "right") - 1
-            if len(fpos):
-                lf = fpos[np.maximum(k, 0)]
-                valid = (k >= 0) & (fl[lf] == fl[rr])
-                lim = smb_own[lf]
-                if carry is not None:
-                    carry[rnd][d] = int(smb_own[fpos[-1]])
-            else:
-                valid = np.zeros(len(rr), bool)
-                lim = np.zeros(len(rr), np.int64)
-            if before is not None:
-                lim = np.where(k >= 0, lim, before)
-                valid |= k < 0
-            fast[rr[valid & (ackr[sel] < lim)]] = True
-
-
-def _effective_mss(mss, maxpay):
-    """Per data direction: the MSS the peer announced, else the largest payload, else 1460."""
-    ngd = len(mss)
-    eff = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
-    return np.where(eff > 0, eff, 1460)
-
-
-# the events frame's text columns by code: event (categorical: categories are the events
-# present, in this - alphabetical - order), kind and spurious_reason (text)
-EVENTS = ("dupack", "out_of_order", "retransmission", "rtt", "zero_window")
-EVENT_KINDS = ("", "fast", "timeout", "seq_ack", "timestamp")
-KIND_FAST, KIND_TIMEOUT, KIND_RTT = 1, 2, 3            # KIND_RTT + method (0 seq/ACK, 1 timestamp)
-SPURIOUS_REASONS = ("", "already_acked", "eifel", "dsack")
-
-
-def spurious_reasons(acked, eifel, dsack) -> np.ndarray:
-    """Codes (into :data:`SPURIOUS_REASONS`) of why each retransmission is spurious: the
-    first that holds of already ACKed, Eifel, DSACK; 0 when none does."""
-    return np.select([acked, eifel, dsack], [1, 2, 3], 0)
-
-
-def event_rows(event: str, *, time, packet, flow, direction, kind=0, seq=-1, payload_bytes=0,
-               spurious=False, spurious_reason=0, rtt_ms=np.nan) -> Columns:
-    """Rows of the events frame for one ``event`` (of :data:`EVENTS`): time (int64 ns; a
-    time column once :func:`_events_frame` joined the parts), the packet's row, flow,
-    direction code (0 fwd, 1 rev), ``kind`` and ``spurious_reason`` codes (into
-    :data:`EVENT_KINDS`, :data:`SPURIOUS_REASONS`), seq, payload_bytes, spurious, rtt_ms;
-    scalars hold for every row."""
-    n = len(time)
-
-    def col(v, dtype):
-        return np.full(n, v, dtype) if np.isscalar(v) else np.asarray(v).astype(dtype, copy=False)
-    return Columns({"time": col(time, np.int64), "packet": col(packet, np.int64), "flow": col(flow, np.int64),
-                    "direction": col(direction, np.int8), "event": Coded.full(n, event, EVENTS, True),
-                    "kind": Coded(col(kind, np.int8), EVENT_KINDS, False), "seq": col(seq, np.int64),
-                    "payload_bytes": col(payload_bytes, np.int64), "spurious": col(spurious, bool),
-                    "spurious_reason": Coded(col(spurious_reason, np.int8), SPURIOUS_REASONS, False),
-                    "rtt_ms": col(rtt_ms, np.float64)})
-
-
-def _events_frame(ev_parts: list, source: str) -> Columns:
-    """The events frame from its parts (:func:`event_rows`: out-of-order, retransmission,
-    RTT, duplicate-ACK and zero-window rows, in that order), sorted by time then flow
-    (stably)."""
-    if ev_parts:
-        events = Columns.concat(ev_parts).sort_by(["time", "flow"])
-    else:          # the text columns as pandas typed them, empty: float64 (event: categorical of none)
-        events = event_rows("rtt", time=np.zeros(0, np.int64), packet=0, flow=0, direction=0)
-        events["kind"] = events["spurious_reason"] = _EMPTY
-    events["time"] = utc_times(events["time"])
-    events["direction"] = direction_column(events["direction"])
-    events["event"] = events["event"].present()
-    events.attrs["source"] = source
-    return events
-
-
 def _census_flows(census: dict):
     """(global flow number of each provisional flow, the flows table's identifying columns
-    :data:`FLOW_KEYS` in flow order) from a census (:func:`._tcpcolumns.read_columns`),
+    :data:`FLOW_KEYS` in flow order) from a census (:func:`._tcpinput.read_columns`),
     by the rules of :func:`_from_columns`: flows numbered in order of their first packet in
     stable time order; ``src`` is the side of the flow's first pure SYN (TCP), else of its
     first packet."""
-    from ._tcpcolumns import address_names
+    from ._connections import address_names
     nflow = len(census["flow_packets"])
     gorder = np.lexsort((census["flow_first_index"], census["flow_first_ts"]))
     gnum = np.empty(nflow, np.int64)
@@ -1141,7 +775,7 @@ def _flow_groups(census: dict, gnum, max_packets: int):
     through time in chunks) for :func:`_analyze_grouped`. A flow bigger than the limit is a
     group of its own; the others fill groups in the order they end (last packet time, then
     global number), so that one pass over the capture can analyse each group as soon as
-    its flows are over (:class:`._tcpcolumns.GroupGatherer`)."""
+    its flows are over (:class:`._tcpinput.GroupGatherer`)."""
     counts = census["flow_packets"]
     groups, cur, size = [], [], 0
     for f in np.lexsort((gnum, census["flow_last_ts"])).tolist():
@@ -1173,7 +807,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     ``gnum``: the global flow number of each provisional flow (:func:`_census_flows`),
     ``groups``/``streamed``: :func:`_flow_groups`; ``feed``: handed the batches of the pass
     over the capture (:func:`_one_pass_reads`)."""
-    from ._tcpcolumns import GroupGatherer, read_columns
+    from ._tcpinput import GroupGatherer, read_columns
     counts = census["flow_packets"]
     # ONE pass over the file: every TCP flow bigger than the limit through time in chunks
     # (memory follows the chunk), and the groups of smaller flows gathered as their flows
@@ -1226,7 +860,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     # (the same unless records are out of time order)
     with census.pop("ts_file") as f:
         if census["lateness_ns"] > 0 and len(events):
-            from .pcap import in_time_order
+            from ._timeorder import in_time_order
             q = events["packet"]
             wanted = np.zeros(int(census["ip_packets"]), bool)     # 1 byte per packet
             wanted[q] = True
@@ -1265,60 +899,6 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
                            **({"problem": census["problem"]} if census["problem"] else {})})
     a.max_lateness_ns = int(census["lateness_ns"])
     return a
-
-
-def grouped_median_min(values, groups) -> tuple:
-    """(groups present (sorted), median, minimum, count of ``values`` per group): the median
-    of n sorted values is the middle one, or the mean of the two middle ones, (a + b) / 2,
-    as pandas's groupby median gives it. ``values`` hold no NaN (RTT samples)."""
-    order = np.lexsort((values, groups))
-    g, v = groups[order], values[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
-    counts = np.diff(np.r_[starts, len(g)])
-    med = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
-    return g[starts], med, v[starts], counts
-
-
-def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> Columns:
-    """Per-direction and headline RTT columns of the flows table.
-
-    ``rtt_ms_{median,min}_{fwd,rev}`` and ``rtt_samples_{fwd,rev}``: the samples timing
-    direction d's segments against the other side's ACKs (or TSecr echoes), i.e. the round
-    trip from the capture point to d's receiver and back (sequence/ACK samples; timestamp
-    samples only for a direction without any). ``data_direction``: the direction carrying
-    more payload bytes ("" when neither carries any). The headline ``rtt_ms_median`` /
-    ``rtt_ms_min`` is the round trip the data sender sees: the two halves either side of
-    the capture point added, median(data half) + median(other half) (resp. minima); when
-    one half has no sample, the other alone. ``rtt_samples`` counts both halves' samples.
-    """
-    nflow = len(flows)
-    med = np.full((nflow, 2), np.nan)
-    mn = np.full((nflow, 2), np.nan)
-    cnt = np.zeros((nflow, 2), np.int64)
-    if len(rtt_ms):
-        pref = np.ones(2 * nflow, np.int8)
-        np.minimum.at(pref, rtt_gd, rtt_method)
-        keep = rtt_method == pref[rtt_gd]
-        at, m, low, c = grouped_median_min(rtt_ms[keep], rtt_gd[keep])
-        med.ravel()[at], mn.ravel()[at], cnt.ravel()[at] = m, low, c
-    pg = np.asarray(payload_gd, np.float64)[: 2 * nflow].reshape(-1, 2) if nflow else np.zeros((0, 2))
-    data_dir = np.where(pg[:, 1] > pg[:, 0], 1, 0)
-    rows = np.arange(nflow)
-    other = 1 - data_dir
-
-    def headline(v):
-        a, b = v[rows, data_dir], v[rows, other]
-        return np.where(np.isnan(a), b, np.where(np.isnan(b), a, a + b))
-    flows["data_direction"] = np.where(pg.max(axis=1) > 0, np.where(data_dir == 1, "rev", "fwd"), "") \
-        if nflow else np.zeros(0, str)
-    flows["rtt_ms_median"] = headline(med)
-    flows["rtt_ms_min"] = headline(mn)
-    flows["rtt_samples"] = cnt.sum(axis=1)
-    for d, name in ((0, "fwd"), (1, "rev")):
-        flows[f"rtt_ms_median_{name}"] = med[:, d]
-        flows[f"rtt_ms_min_{name}"] = mn[:, d]
-        flows[f"rtt_samples_{name}"] = cnt[:, d]
-    return flows
 
 
 def _handshake_rtt_ns(fl, dr, t, flags, nflow) -> np.ndarray:
@@ -1380,157 +960,3 @@ def _flows_table(packets, t_all, flow_all, dir_all, ip_len) -> Columns:
                         start=start, endt=endt, pk=pk, by=by, ecn=ecn)
 
 
-def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by, ecn=None) -> Columns:
-    """The flows frame from per-flow arrays (times int64 ns; pk/by: per-direction counts;
-    ecn: packets per ECN codepoint, :func:`._decode.ecn_counts`, or None when unknown:
-    no ECN columns)."""
-    frame = Columns({
-        "flow": np.arange(nflow, dtype=np.int64), "src": src, "dst": dst,
-        "sport": np.asarray(sport, np.int64), "dport": np.asarray(dport, np.int64),
-        "proto": _EMPTY if isinstance(proto, list) else np.asarray(proto, np.int64),
-        "start": utc_times(start), "end": utc_times(endt),
-        "duration_s": (endt - start) / 1e9,
-        "packets_fwd": pk[0].astype(np.int64), "packets_rev": pk[1].astype(np.int64),
-        "bytes_fwd": by[0].astype(np.int64), "bytes_rev": by[1].astype(np.int64)})
-    if ecn is not None:                  # RFC 3168 codepoints: ECT(0) 2, ECT(1) 1, CE 3
-        ecn = np.asarray(ecn, np.int64).reshape(nflow, 4)
-        frame["ect0_packets"], frame["ect1_packets"], frame["ce_packets"] = ecn[:, 2], ecn[:, 1], ecn[:, 3]
-    return frame
-
-
-def check_series_rows(source, flow: int, flow_bins: int, res_ns: int, total: int, n_rows: int) -> None:
-    """Refuse a time series of ``total`` rows (flow, direction, bin of ``res_ns``) that is
-    both above 5 million and 20x the ``n_rows`` packets: a flow spanning ``flow_bins`` bins
-    for so few packets is almost always a damaged timestamp."""
-    if total > 5_000_000 and total > 20 * n_rows:
-        raise AirlinkError(
-            f"{source or 'capture'}: flow {flow} spans {flow_bins * res_ns / 1e9:.0f} s; "
-            f"time series at {res_ns / 1e9:g} s would need {total} rows for {n_rows} packets "
-            f"(a damaged timestamp? else choose a coarser resolution)")
-
-
-def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win, ack_max,
-            infl, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow, res_ns, flows):
-    """Regular time series at ``res_ns`` bins, one row per (flow, direction, bin) over each
-    flow's life (bins are aligned to the Unix epoch). ``per_packet`` holds ``t``, ``pay``,
-    ``iplen``, ``rela`` and ``rwnd``: each is dropped from it after its last use, as
-    ``infl(d)`` drops the running maxima it reads (the memory peak of the analysis is here)."""
-    t = per_packet.pop("t")
-    if nflow == 0 or len(t) == 0:
-        return Columns({"time": utc_times([]), "flow": _EMPTY, "direction": direction_column([])})
-    start_bin = np.full(nflow, np.iinfo(np.int64).max)
-    end_bin = np.full(nflow, -1)
-    b = t // res_ns
-    n_rows = len(t)
-    del t
-    gstart = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])    # fl is flow-major, time inside
-    gend = np.r_[gstart[1:] - 1, len(fl) - 1]
-    start_bin[fl[gstart]] = b[gstart]
-    end_bin[fl[gend]] = b[gend]
-    nb = np.where(end_bin >= 0, end_bin - start_bin + 1, 0)
-    # row index of (flow, direction, bin): offset[flow] + direction * nb[flow] + (bin - start)
-    size = 2 * nb
-    offset = np.r_[0, np.cumsum(size)[:-1]]
-    total = int(size.sum())
-    worst = int(np.argmax(nb)) if len(nb) else 0
-    check_series_rows(flows.attrs.get("source"), worst, int(nb[worst]) if len(nb) else 0, res_ns, total, n_rows)
-
-    def acc(rows, w=None):
-        return np.bincount(rows, weights=w, minlength=total)[:total]
-    # rows of the data direction of each packet (built in place from the bin numbers)
-    r_own = b
-    del b
-    r_own -= start_bin[fl]
-    r_own += offset[fl]
-    step = nb[fl]
-    np.copyto(step, 0, where=dr == 0)
-    r_own += step
-    del step
-    # ACK-side quantities (reverse data): rows of the other direction are nb[flow] away
-    r_other = nb[fl]
-    np.negative(r_other, out=r_other, where=dr == 1)
-    r_other += r_own
-    out = {}
-    out["packets"] = acc(r_own).astype(np.int64)
-    out["bytes"] = acc(r_own, per_packet.pop("iplen")).astype(np.int64)
-    pay = per_packet.pop("pay")
-    out["throughput_bps"] = acc(r_own, pay) * 8e9 / res_ns
-    # goodput: advance of the cumulative ACK sent by the other direction
-    adv = np.zeros(n_rows)
-    for a in (0, 1):
-        am = ack_max[a]
-        prev = _shift_in_group(am, fl, -1)
-        skip = (dr != a) | (prev < 0) | (am <= prev)
-        np.subtract(am, prev, out=prev)          # prev >= 0 wherever it counts
-        prev[skip] = 0
-        adv += prev
-        del prev, skip, am
-    out["goodput_bps"] = acc(r_other, adv) * 8e9 / res_ns
-    del adv
-    out["retransmissions"] = acc(r_own[retx]).astype(np.int64)             # sparse: count subsets
-    out["fast_retransmissions"] = acc(r_own[retx & fast]).astype(np.int64)
-    out["timeout_retransmissions"] = acc(r_own[timeout]).astype(np.int64)
-    out["spurious_retransmissions"] = acc(r_own[spurious]).astype(np.int64)
-    out["dupacks"] = acc(r_other[dupack]).astype(np.int64)
-    out["zero_windows"] = acc(r_other[zero_win]).astype(np.int64)
-    lost = retx & ~spurious
-    retx_b = acc(r_own[lost], pay[lost].astype(np.float64))
-    pay_b = out["throughput_bps"] * res_ns / 8e9
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["loss_rate"] = np.where(pay_b > 0, retx_b / np.maximum(pay_b, 1), np.nan)
-        # receiver window advertised by the other side for this direction's data: mean in bin
-        has_ack = per_packet.pop("rela") >= 0
-        rw_sum = acc(r_other[has_ack], per_packet.pop("rwnd")[has_ack])
-        rw_n = acc(r_other[has_ack])
-        out["rwnd_bytes"] = np.where(rw_n > 0, rw_sum / np.maximum(rw_n, 1), np.nan)
-        # in flight: mean over the flow's packets in the bin, per data direction
-        s = np.zeros(total)
-        c = np.zeros(total)
-        for d in (0, 1):
-            rows = np.where(dr == d, r_own, r_other)
-            s += acc(rows, infl(d))
-            c += acc(rows)
-            del rows
-        inflight = np.where(c > 0, s / np.maximum(c, 1), np.nan)
-        out["inflight_bytes"] = inflight
-    del r_own, r_other, has_ack, pay, lost
-    return _series_frame(out, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow=nflow, nb=nb,
-                         offset=offset, start_bin=start_bin, end_bin=end_bin, res_ns=res_ns)
-
-
-def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflow, nb, offset,
-                  start_bin, end_bin, res_ns):
-    """The series frame from the per-row sums in ``out`` (rows: flow, direction, bin as in
-    :func:`_series`), adding the in-flight packets (bytes / effective MSS) and the per-bin
-    RTT median (sequence/ACK samples; timestamp ones where a direction has none)."""
-    total = int((2 * nb).sum())
-
-    def row_of(f, d, bb):
-        return offset[f] + d * nb[f] + (bb - start_bin[f])
-    rows_fdir = np.repeat(np.arange(2 * nflow), np.repeat(nb, 2))
-    f_of_row = rows_fdir // 2
-    d_of_row = rows_fdir % 2
-    mss_row = eff_mss[2 * f_of_row + d_of_row]
-    out["inflight_packets"] = out["inflight_bytes"] / mss_row
-    # RTT: median of samples in the bin (sequence/ACK samples; timestamp ones where a flow has none)
-    rtt = np.full(total, np.nan)
-    if len(rtt_ms):
-        rf, rd = rtt_gd // 2, rtt_gd % 2
-        pref = np.ones(2 * nflow, np.int8)
-        np.minimum.at(pref, rtt_gd, rtt_method)
-        keep = rtt_method == pref[rtt_gd]
-        rb = rtt_t[keep] // res_ns
-        rows = row_of(rf[keep], rd[keep], np.clip(rb, start_bin[rf[keep]], end_bin[rf[keep]]))
-        at, med = grouped_median_min(rtt_ms[keep], rows)[:2]
-        rtt[at] = med
-    out["rtt_ms"] = rtt
-    within = np.arange(total) - offset[f_of_row] - d_of_row * nb[f_of_row]
-    time_ns = (start_bin[f_of_row] + within) * res_ns
-    frame = Columns({"time": utc_times(time_ns), "flow": f_of_row, "direction": direction_column(d_of_row)})
-    cols = ["throughput_bps", "goodput_bps", "rtt_ms", "inflight_bytes", "inflight_packets",
-            "retransmissions", "fast_retransmissions", "timeout_retransmissions",
-            "spurious_retransmissions", "dupacks", "rwnd_bytes", "zero_windows", "loss_rate",
-            "packets", "bytes"]
-    for c in cols:
-        frame[c] = out[c]
-    return frame.sort_by(["time", "flow", "direction"])

@@ -15,7 +15,7 @@ from . import csvmap, gnettrack
 from ._tabular import header_columns
 
 NAME = "ucc"
-SIGNATURE = {"Timestamp", "NetworkMode", "RSRP", "DL_bitrate", "State"}
+SIGNATURE = gnettrack.UCC_SIGNATURE
 
 #: the UCC columns, read by the G-NetTrack table (every one must be present)
 UCC_COLUMNS = ("Speed", "CellID", "NetworkMode", "RSRP", "RSRQ", "SNR", "CQI", "RSSI", "DL_bitrate",

@@ -6,25 +6,8 @@ from pathlib import Path
 from airlink.cli._common import add_overwrite, add_parser, bounded, output_folder_option, print_json, with_unit
 from airlink.traces import bounds as B
 from airlink.traces.units import parse_duration
-from airlink.rundir import FrameStreamWriter
 
-# Dictionary encoding for the columns with few distinct values (addresses, direction, flow,
-# protocol, ports) only: sequence numbers and timestamps take a new value nearly every row, so
-# their dictionaries overflow and cost write time without making the file smaller.
-PACKETS_DICTIONARY = ["src", "dst", "direction", "flow", "proto", "sport", "dport"]
-# Row-group min/max statistics (what readers filter row groups by) for time and the flow's
-# identity only: those of the per-packet header fields (seq, ack, ...) select nothing
-# useful and cost write time.
-PACKETS_STATISTICS = ["time", *PACKETS_DICTIONARY]
-# Capture bytes per batch (and row group) of the packets pass. It runs beside the analysis,
-# so a batch's decoded columns add to the analysis's memory peak; bigger batches raise the
-# peak without shortening the pass (benchmarks/bench_pcap.py measures both).
-PACKETS_BATCH_BYTES = 4 << 20
-# Packets analysed at a time (--max-packets). A bigger capture is analysed in flow groups and
-# its long flows in time chunks (a census pass instead of reading the whole capture, then
-# one pass per group or chunk), so the memory peak follows this number, not the capture's
-# size or its number of flows; benchmarks/bench_pcap.py measures both ways.
-MAX_PACKETS = 1_000_000
+from airlink.collectors.collect import MAX_PACKETS
 
 
 def register(sub):
@@ -112,37 +95,12 @@ def _collect(C, args, folder) -> dict:
         if fmt is None and (C.pcap.is_format(path) or path.name.lower().endswith(C.CAPTURE_SUFFIXES)):
             fmt = "pcap"
         if fmt == "pcap":
-            # the analysis reads narrow columns straight from the capture (no packets frame)
-            # the packets frame, when asked for, is written in a second pass over the capture,
-            # in a thread started as soon as the flows are numbered: it runs while the
-            # analysis does (both spend most of their time in C and numpy, without the GIL)
-            packets_dest = folder.file(f"{stem}.packets.parquet")
-            packets = _PacketsPass(C, path, packets_dest, args.salvage)
-            try:
-                analysis = C.analyze_tcp(path, resolution=args.resolution, salvage=args.salvage,
-                                         max_packets=args.max_packets,
-                                         flows_ready=None if args.no_packets else packets.start,
-                                         feed_packets=True)
-            except BaseException:
-                packets.cancel()
-                raise
-            info = dict(analysis.attrs)
-            try:
-                # the analysis's column frames, written by pyarrow: the command never
-                # imports pandas (~0.25 s) for a capture
-                written = [_write(analysis.output("flows"), folder.file(f"{stem}.flows.parquet"), "flows"),
-                           _write(analysis.output("series"), folder.file(f"{stem}.tcp.parquet"), "tcp"),
-                           _write(analysis.output("events"), folder.file(f"{stem}.events.parquet"), "tcp-events")]
-                if not args.no_packets:
-                    written.insert(0, packets.result(info))
-            except BaseException:
-                packets.cancel()
-                raise
-            rec = {"file": str(path), "reader": "pcap", "packets": int(info["records"]),
-                   "flows": analysis.summary(), "outputs": written}
-            if info.get("problem"):
-                rec["problem"] = info["problem"]
-                print(f"airlink: warning: {info['problem']} (--salvage kept them)", file=sys.stderr)
+            rec = C.collect_capture(path, folder, prefix=f"{stem}.", resolution=args.resolution,
+                                    salvage=args.salvage, max_packets=args.max_packets,
+                                    packets=not args.no_packets)
+            rec["outputs"] = [str(p) for p in rec["outputs"].values()]
+            if rec.get("problem"):
+                print(f"airlink: warning: {rec['problem']} (--salvage kept them)", file=sys.stderr)
         else:
             if args.mapping is not None:
                 kw["mapping"] = args.mapping
@@ -200,75 +158,3 @@ def _write(frame, path: Path, kind: str) -> str:
     from airlink.rundir import write_frame
     write_frame(path, frame, kind=kind)
     return str(path)
-
-
-class _PacketsPass:
-    """The packets frame written in Parquet row groups, one per capture batch (memory does
-    not grow with the capture), by a thread: :meth:`start` (the ``flows_ready`` of
-    :func:`analyze_tcp`) begins it, :meth:`result` waits for it and raises what it raised,
-    :meth:`cancel` stops it between batches (its file, partial or complete, is removed)."""
-
-    def __init__(self, C, path: Path, dest: Path, salvage: bool):
-        import threading
-        self.C, self.path, self.dest, self.salvage = C, path, dest, salvage
-        self.stop = threading.Event()
-        self.thread = None
-        self.error = None
-        self.meta: dict = {}
-
-    def start(self, flows, max_lateness_ns, feed=None) -> None:
-        """``feed``: the analysis' batches to take instead of reading the capture again."""
-        import threading
-        self.thread = threading.Thread(target=self._run, args=(flows, max_lateness_ns, feed),
-                                       name="airlink-collect-packets", daemon=True)
-        self.thread.start()
-
-    def _run(self, flows, max_lateness_ns, feed=None) -> None:
-        try:
-            self._write(flows, max_lateness_ns, feed)
-        except BaseException as exc:              # re-raised by result() in the main thread
-            self.error = exc
-            if feed is not None:
-                feed.abandon()
-
-    def _write(self, flows, max_lateness_ns, feed=None) -> None:
-        import contextlib
-
-        from airlink.collectors.pcap import iter_packet_tables
-        from airlink.rundir import provenance_of
-        with contextlib.ExitStack() as stack:     # the file appears only if every batch was written
-            writer = None
-            for table in iter_packet_tables(self.path, flows=flows, max_lateness_ns=max_lateness_ns,
-                                            salvage=self.salvage, info=self.meta, stop=self.stop,
-                                            batch_bytes=PACKETS_BATCH_BYTES, feed=feed):
-                if writer is None:
-                    prov = provenance_of(table)     # the airlink version
-                    prov.update({"source": str(self.path), "reader": "pcap",
-                                 "row_groups": "one per capture batch"})
-                    writer = stack.enter_context(FrameStreamWriter(self.dest, table.schema, kind="packets",
-                                                                   provenance=prov,
-                                                                   use_dictionary=PACKETS_DICTIONARY,
-                                                                   write_statistics=PACKETS_STATISTICS,
-                                                                   background=True))
-                writer.write(table)
-        if writer is None:                        # no IP packet: the empty frame
-            _write(self.C.read_pcap(self.path, salvage=self.salvage), self.dest, "packets")
-
-    def result(self, info: dict) -> str:
-        """Wait for the pass; ``info`` receives the reader's attrs (records, problem, ...)."""
-        if self.thread is None:
-            raise RuntimeError("the packets pass was never started")
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        info.update(self.meta)
-        return str(self.dest)
-
-    def cancel(self) -> None:
-        """Stop the pass (between batches) and remove its file if it was already complete:
-        a command that fails leaves no packets frame behind."""
-        if self.thread is not None:
-            self.stop.set()
-            self.thread.join()
-            if self.error is None:
-                self.dest.unlink(missing_ok=True)

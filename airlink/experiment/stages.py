@@ -35,16 +35,18 @@ def _simulate(radio, folder: "rundir.RunFolder", *, progress: bool):
     return result
 
 
-def _collect_capture(capture: Path, *, resolution: str, salvage: bool = True):
-    """Adapter to airlink.collectors: (packets, flows, tcp series, summary) of a capture."""
-    from airlink.collectors import read_pcap
-    packets = read_pcap(capture, salvage=salvage)
-    try:
-        from airlink.collectors import analyze_tcp
-    except ImportError:
-        from airlink.collectors.tcp import analyze_tcp  # not re-exported yet
-    res = analyze_tcp(packets, resolution=resolution)
-    return packets, res, res.summary()
+def _collect_capture(capture: Path, folder: "rundir.RunFolder", *, resolution: str, salvage: bool = True,
+                     prefix: str = ""):
+    """Adapter to airlink.collectors: the capture's frames (packets, flows, tcp series,
+    events) written as ``<prefix><part>.parquet`` into the run folder by the collect
+    pipeline (streamed: memory does not grow with the capture) and recorded; returns
+    (packets read, flows, summary)."""
+    from airlink.collectors import collect_capture
+    rec = collect_capture(capture, folder, prefix=prefix, resolution=resolution, salvage=salvage,
+                          provenance={"file": str(capture), "resolution": resolution})
+    for kind, path in rec["outputs"].items():
+        folder.record(path, stage="collect", kind=kind)
+    return rec["packets"], len(rec["flows"]), rec["flows"]
 
 
 @dataclass
@@ -270,22 +272,18 @@ def _collect_captures(ctx: RunContext, i):
     notes, all_summary = [], {}
     for k, cap in enumerate(captures):
         try:
-            packets, analysis, summary = _collect_capture(cap, resolution=res)
+            packets, flows, summary = _collect_capture(cap, ctx.folder, resolution=res,
+                                                       prefix="" if k == 0 else f"{cap.stem}-")
         except ImportError as exc:
             return "skipped", f"the collectors are not available ({exc})"
         except AirlinkError as exc:
             notes.append(str(exc))
             continue
-        prefix = "" if k == 0 else f"{cap.stem}-"
-        prov = {**rundir.provenance_of(packets), "file": str(cap), "reader": "pcap", "resolution": res}
-        for kind, part in rundir.COLLECT_KINDS.items():
-            frame = packets if kind == "packets" else getattr(analysis, {"tcp": "series", "tcp-events": "events"}.get(kind, kind))
-            ctx.folder.write_frame(f"{prefix}{part}.parquet", frame, kind=kind, stage="collect",
-                                    provenance=prov)
         all_summary[cap.name] = summary
-        notes.append(f"{cap.name}: {len(packets)} packets, {len(analysis.flows)} flows")
+        notes.append(f"{cap.name}: {packets} packets, {flows} flows")
     ctx.folder.write_json("collect.json", all_summary, stage="collect")
     return ("done" if all_summary else "failed"), "; ".join(notes)
+
 
 # -- stage 5: report -----------------------------------------------------------------
 def stage_report(ctx: RunContext, i, *, enabled: bool = True):

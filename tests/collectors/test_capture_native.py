@@ -241,7 +241,7 @@ def test_ts_echo_pairs_same_in_c(monkeypatch):
     """The timestamp-echo RTT pairs in C (hash tables per flow) against the numpy sort of
     every candidate's key, on seeded random flows: repeated, missing and out-of-order
     values, rows without timestamps or ACK, echoes before the segment they echo."""
-    import airlink.collectors.tcp as tcp
+    import airlink.collectors._tcparrays as arrays
     rng = np.random.default_rng(11)
     for trial in range(400):
         m = int(rng.integers(1, 300))
@@ -254,10 +254,10 @@ def test_ts_echo_pairs_same_in_c(monkeypatch):
             tsval = np.sort(tsval)
             tsecr = np.maximum(tsval.astype(np.int64) - 1, 0).astype(np.uint32)
         for a in (0, 1):
-            monkeypatch.setattr(tcp, "_records", _capture._records)
-            got = tcp._ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a)
-            monkeypatch.setattr(tcp, "_records", None)
-            ref = tcp._ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a)
+            monkeypatch.setattr(arrays, "_records", _capture._records)
+            got = arrays._ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a)
+            monkeypatch.setattr(arrays, "_records", None)
+            ref = arrays._ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a)
             assert len(ref[0]) == len(got[0]), trial
             for x, y in zip(got, ref):
                 np.testing.assert_array_equal(x, y)
@@ -273,16 +273,16 @@ def test_tcp_analysis_same_with_c_loops(shared_data, monkeypatch):
     unwrapping, running maxima) as with numpy."""
     import pandas as pd
 
-    import airlink.collectors.tcp as tcp
+    import airlink.collectors._tcparrays as arrays
     from airlink import collectors as C
     files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
         sorted((shared_data / "tcp-pcaps").rglob("*.trace"))[:6]
     assert files
     echoes = 0
     for f in files:
-        monkeypatch.setattr(tcp, "_records", _capture._records)
+        monkeypatch.setattr(arrays, "_records", _capture._records)
         a = C.analyze_tcp(f, resolution="100ms")
-        monkeypatch.setattr(tcp, "_records", None)
+        monkeypatch.setattr(arrays, "_records", None)
         b = C.analyze_tcp(f, resolution="100ms")
         for k in ("flows", "series", "events"):
             pd.testing.assert_frame_equal(getattr(a, k), getattr(b, k), check_exact=True, obj=f"{f.name} {k}")
@@ -294,7 +294,7 @@ def test_unwrap_and_cummax_same_in_c(monkeypatch):
     """The C unwrap and running maximum against their numpy forms on seeded random groups:
     steps across 2**31 both ways, wrapping past 2**32, values below -1, one group and many
     (the numpy running maximum has two forms: slices for <= 256 groups, offsets beyond)."""
-    import airlink.collectors.tcp as tcp
+    import airlink.collectors._tcparrays as arrays
     rng = np.random.default_rng(5)
     for trial in range(300):
         m = int(rng.integers(1, 2000))
@@ -306,10 +306,10 @@ def test_unwrap_and_cummax_same_in_c(monkeypatch):
         values = rng.integers(-3, 10**12, m).astype(np.int64)
         valid = rng.random(m) < 0.7
         starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
-        monkeypatch.setattr(tcp, "_records", _capture._records)
-        got = tcp._unwrap(raw, groups, base), tcp._grouped_cummax(values, groups, valid, starts)
-        monkeypatch.setattr(tcp, "_records", None)
-        ref = tcp._unwrap(raw, groups, base), tcp._grouped_cummax(values, groups, valid, starts)
+        monkeypatch.setattr(arrays, "_records", _capture._records)
+        got = arrays._unwrap(raw, groups, base), arrays._grouped_cummax(values, groups, valid, starts)
+        monkeypatch.setattr(arrays, "_records", None)
+        ref = arrays._unwrap(raw, groups, base), arrays._grouped_cummax(values, groups, valid, starts)
         for x, y in zip(got, ref):
             assert x.dtype == y.dtype
             np.testing.assert_array_equal(x, y)

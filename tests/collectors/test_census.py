@@ -1,4 +1,4 @@
-"""A capture's census (collectors/_tcpcolumns.read_columns(census=True), what analysing a
+"""A capture's census (collectors/_tcpinput.read_columns(census=True), what analysing a
 capture a group of flows at a time starts from): the C pass (collectors/_census.c) and its
 numpy twin give the same counts and firsts/lasts, and those are the ones the definition
 gives - least / greatest (time, packet index) - on a capture whose records are out of time
@@ -11,7 +11,7 @@ from tests.cext import c_records
 from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet
 
 from airlink.collectors import _capture
-from airlink.collectors._tcpcolumns import read_columns
+from airlink.collectors._tcpinput import read_columns
 
 ARRAYS = ("flow_packets", "flow_first_ts", "flow_first_index", "flow_first_swap", "flow_syn_swap",
           "flow_syn_ts", "flow_last_ts", "side_packets", "side_bytes", "side_first", "side_syn",

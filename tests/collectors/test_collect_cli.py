@@ -63,7 +63,7 @@ def test_packages_load_pandas_only_when_used():
         "import airlink.traces as T, airlink.collectors as C\n"
         "from airlink.cli import build_parser\n"
         "build_parser()\n"
-        "from airlink.collectors import _tcpcolumns, tcp\n"
+        "from airlink.collectors import _tcpinput, _connections, _timeorder, collect, tcp\n"
         "assert 'pandas' not in sys.modules, 'pandas imported before the analysis needs it'\n"
         "from airlink.collectors.align import to_grid  # the submodule first, then C.align\n"
         "for mod in (T, C):\n"
@@ -151,3 +151,34 @@ def test_collect_runs_without_cyclic_gc_and_blas_threads(shared_data, tmp_path):
     for name in ("packets", "flows", "tcp", "events"):
         a, b = (pq.read_table(tmp_path / run / f"ssh.{name}.parquet") for run in ("default", "user"))
         assert a.equals(b), name
+
+
+def test_collect_capture_equals_reading_then_analysing(shared_data, tmp_path):
+    """The collect pipeline (``collectors.collect_capture``: streamed analysis, packets pass
+    in a thread, small --max-packets so flows go in groups) writes the frames that reading
+    the whole capture (``read_pcap``) and analysing that frame give; the provenance it is
+    given is in every file, and a folder path or a run folder both take the files."""
+    import airlink.collectors as C
+    from airlink.rundir import RunFolder
+    cap = shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap"
+    packets = C.read_pcap(cap)
+    assert packets["flow"].value_counts().max() > 500      # a flow streamed in time chunks at 500
+    ref = C.analyze_tcp(packets, resolution="100ms")
+    (tmp_path / "plain").mkdir()
+    rec = C.collect_capture(cap, tmp_path / "plain", prefix="x.", resolution="100ms", max_packets=500,
+                            provenance={"run": "test"})
+    assert list(rec["outputs"]) == ["packets", "flows", "tcp", "tcp-events"]
+    assert rec["packets"] == packets.attrs["records"] and len(rec["flows"]) == len(ref.flows)
+    assert rec["flows"] == ref.summary()
+    expected = {"packets": packets, "flows": ref.flows, "tcp": ref.series, "tcp-events": ref.events}
+    for kind, path in rec["outputs"].items():
+        assert path.name == f"x.{ {'tcp-events': 'events'}.get(kind, kind)}.parquet"
+        # categories in the order the file names them (sorted when streamed): values compared
+        pd.testing.assert_frame_equal(pd.read_parquet(path), expected[kind], check_exact=True,
+                                      check_categorical=False, obj=kind)
+        prov = json.loads(pq.read_schema(path).metadata[b"airlink.provenance"])
+        assert prov["run"] == "test", kind
+    folder = RunFolder.create(tmp_path / "run", manifest=False)
+    rec = C.collect_capture(cap, folder, packets=False)
+    assert list(rec["outputs"]) == ["flows", "tcp", "tcp-events"]
+    assert all(p.parent == folder.path for p in rec["outputs"].values())

@@ -66,7 +66,7 @@ def reordered_capture(n=3000, seed=7):
 def small_batches(monkeypatch):
     """Capture batches of 4 KiB: dozens of batches per file, boundaries inside flows (the
     packets pass of `airlink collect` too)."""
-    from airlink.cli import collect
+    from airlink.collectors import collect
     monkeypatch.setattr(collect, "PACKETS_BATCH_BYTES", 4096)
     kw = CaptureReader.__init__.__kwdefaults__
     old = kw["chunk"]
@@ -339,7 +339,7 @@ def test_collect_failure_during_the_analysis_stops_the_packets_pass(tmp_path, sm
     import threading
 
     import airlink.collectors.tcp as tcp_module
-    from airlink.cli import collect
+    from airlink.collectors import collect
     from airlink.traces.errors import AirlinkError
     f = tmp_path / "r.pcap"
     f.write_bytes(pcap_bytes(reordered_capture()))
@@ -357,7 +357,7 @@ def test_collect_failure_during_the_analysis_stops_the_packets_pass(tmp_path, sm
         self.thread.start()
     for done in (False, True):            # the pass still running, or done, when the analysis fails
         if done:
-            monkeypatch.setattr(collect._PacketsPass, "start", start_and_finish)
+            monkeypatch.setattr(collect.PacketsPass, "start", start_and_finish)
         out = tmp_path / f"o{done}"
         status, _, err = run_airlink("collect", f, "-o", out)
         assert status == 2 and "analysis failed on purpose" in err and len(err.strip().splitlines()) == 1
@@ -437,7 +437,8 @@ def test_group_gatherer_refuses_a_packet_after_its_group(tmp_path):
     capture's lateness); a packet of it after that - which the census's lateness rules out
     unless the file changed - stops the analysis with a user's error instead of analysing
     the group twice, as do flows the census never saw (a capture still being written)."""
-    from airlink.collectors._tcpcolumns import Connections, GroupGatherer, numbered_batches
+    from airlink.collectors._connections import Connections, numbered_batches
+    from airlink.collectors._tcpinput import GroupGatherer
     from airlink.traces.errors import AirlinkError
     f = tmp_path / "short.pcap"
     f.write_bytes(pcap_bytes(_short_connections(n=2, each=40, interleaved=True)))

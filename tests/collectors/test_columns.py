@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from airlink.collectors._columns import (Coded, Columns, arrow_array, iso_utc_times, pandas_version,
                                          utc_times)
-from airlink.collectors.tcp import grouped_median_min
+from airlink.collectors._tcparrays import grouped_median_min
 
 # times pandas can hold (datetime64[ns]: 1677-09-22 .. 2262-04-11)
 NS = st.integers(min_value=-(2**63) + 2**40, max_value=2**63 - 2**40)

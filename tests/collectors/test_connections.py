@@ -1,4 +1,4 @@
-"""Provisional connection numbering (collectors/_tcpcolumns.Connections): the C hash table and
+"""Provisional connection numbering (collectors/_connections.Connections): the C hash table and
 its pure-Python twin give the numbers defined in its docstring, derived here independently
 from the packets written into the capture, and agree on the real captures."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_pa
 
 from airlink.collectors import _capture
 from airlink.collectors._capture import CaptureReader
-from airlink.collectors._tcpcolumns import Connections, decode_connections
+from airlink.collectors._connections import Connections, decode_connections
 
 V6_BASE = 1 << 32
 

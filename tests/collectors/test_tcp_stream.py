@@ -166,7 +166,7 @@ def test_census_gives_what_the_first_pass_reads(shared_data, tmp_path, limit):
     for every TCP flow of every shared capture, one out of time order included."""
     import numpy as np
 
-    from airlink.collectors._tcpcolumns import read_columns
+    from airlink.collectors._tcpinput import read_columns
     from tests.collectors.test_collect_streaming import displaced
     files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
         sorted((shared_data / "tcp-pcaps").rglob("*.trace"))
@@ -218,7 +218,7 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     series sums (bins of 10 ms: chunks span several)."""
     import numpy as np
     c_records("stream_rows", "stream_bins")
-    from airlink.collectors._tcpcolumns import read_columns
+    from airlink.collectors._tcpinput import read_columns
     f = shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap"
     census = read_columns(f, census=True)
     pf = int(np.argmax(census["flow_packets"]))
@@ -237,10 +237,11 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
                 xa, ya = (x, y) if k is None else (x[k], y[k])
                 assert xa.dtype == ya.dtype and np.array_equal(xa, ya)
         for s in (a, b):
-            s.am = [int(got[3][0][-1]), int(got[3][1][-1])]
-            s.sm = [int(got[4][0][-1]), int(got[4][1][-1])]
+            for d in (0, 1):
+                s.side[d].am, s.side[d].sm = int(got[3][d][-1]), int(got[4][d][-1])
         carried = ("last_seq", "last_rel", "last_ack", "last_rela", "prev", "ka")
-        assert [getattr(a, k) for k in carried] == [getattr(b, k) for k in carried]
+        assert [[getattr(x, k) for k in carried] for x in a.side] == \
+            [[getattr(x, k) for k in carried] for x in b.side]
         c["t"] = c["ts_ns"]
         a._bin_sums_c(c, dr, args[7], pay, got[1], got[3], got[4])
         b._bin_sums_numpy(c, dr, args[7], pay, ref[1], ref[3], ref[4])

@@ -1,4 +1,4 @@
-"""``pcap.in_time_order``: the rows of a capture's parts in stable time order, part by part,
+"""``_timeorder.in_time_order``: the rows of a capture's parts in stable time order, part by part,
 against ``np.argsort(kind="stable")`` of the whole; parts another thread reads
 (``owned=False``) are never changed, and parts in time order pass through uncopied."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from airlink.collectors.pcap import in_time_order, lateness
+from airlink.collectors._timeorder import in_time_order, lateness
 
 
 def _parts(ts, cuts):

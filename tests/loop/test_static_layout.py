@@ -24,3 +24,54 @@ def test_static_import_tree_mirrors_package_dir():
         assert link.is_symlink() and link.resolve() == (REPO / folder).resolve(), name
     extra = {p.name for p in tree.iterdir()} - {"__init__.py"} - {n.split(".", 1)[1] for n in remapped}
     assert not extra, f"symlinks for folders setup.cfg does not map: {extra}"
+
+
+def _collectors_imports() -> dict:
+    """Module -> the collectors modules it imports (at top level or inside a function:
+    a deferred import is a dependency all the same), from the source by ``ast``."""
+    import ast
+    root = REPO / "collectors"
+    mods = {p.relative_to(root).with_suffix("").as_posix().replace("/", "."): p for p in root.rglob("*.py")}
+    mods = {m[: -len(".__init__")] if m.endswith(".__init__") else m: p for m, p in mods.items()}
+    graph = {}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".") if package else []
+                    base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                    target = ".".join(base + ([node.module] if node.module else []))
+                elif node.module and node.module.startswith("airlink.collectors"):
+                    target = node.module[len("airlink.collectors"):].lstrip(".")
+                else:
+                    continue
+                names = [target] + [f"{target}.{a.name}".lstrip(".") for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name[len("airlink.collectors"):].lstrip(".") for a in node.names
+                         if a.name.startswith("airlink.collectors")]
+            else:
+                continue
+            deps |= {n for n in names if n in mods and n != mod and n != "__init__"}
+        graph[mod] = deps
+    return graph
+
+
+def test_no_import_cycles_inside_collectors():
+    """No module of airlink.collectors imports (directly or through others) a module that
+    imports it back: the modules form layers (capture reading, TCP analysis, log readers)."""
+    graph = _collectors_imports()
+    assert "tcp" in graph and "pcap" in graph and graph["tcp"], "the import graph was not read"
+    cycles = []
+    for start in graph:                 # depth-first from each module back to itself
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    cycles.append(" -> ".join(path + [start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, path + [nxt]))
+    assert not cycles, "import cycles inside collectors:\n" + "\n".join(sorted(set(cycles)))

@@ -1,0 +1,169 @@
+"""The connection table of one read of a capture: provisional connection numbers.
+
+Each decoded batch's packets get the number of their connection - (low endpoint, high
+endpoint, protocol), numbered 0.. in order of first appearance in the file - and the bit
+saying whether their sender is the high endpoint (:class:`Connections`, one C hash table
+when the extension is built). Every read of a file numbers its connections alike, so
+passes over one capture (the analysis' census, its flow groups, the packets frame) name
+connections the same way; :func:`address_names` turns address identities into strings.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ._decode import decode, group_connections
+
+
+V6_BASE = 1 << 32
+
+
+def address_names(idents, v6_addresses: list) -> np.ndarray:
+    """Address strings for the address identities of :class:`Connections`."""
+    import ipaddress
+    out = []
+    for a in np.asarray(idents).tolist():
+        if a < V6_BASE:
+            out.append(str(ipaddress.IPv4Address(a)))
+        else:
+            h, l = v6_addresses[a - V6_BASE]
+            out.append(str(ipaddress.IPv6Address((h << 64) | l)))
+    return np.array(out, dtype=str)
+
+
+def _batch_flow_keys(src, sport, dst, dport, proto):
+    """``(swap, lo, hi, proto, first, inv)``: the per-packet swap bit and, per distinct
+    connection key of the batch, its endpoints ``(address id << 16) | port`` ordered
+    low/high, its protocol, its first packet's index and the inverse (key of each packet)."""
+    ep_a = (src << 16) | sport
+    ep_b = (dst << 16) | dport
+    swap = ep_a > ep_b
+    lo = np.minimum(ep_a, ep_b)
+    hi = np.maximum(ep_a, ep_b)
+    del ep_a, ep_b
+    first, inv = group_connections(lo, hi, proto)
+    return swap, lo[first], hi[first], proto[first], first, inv
+
+
+class Connections:
+    """Provisional connection numbers across the batches of one read of a capture.
+
+    An address's identity is its IPv4 value, or :data:`V6_BASE` + its IPv6 number (order of
+    first appearance in the file); an endpoint is ``(identity << 16) | port``; a connection
+    is (low endpoint, high endpoint, protocol), numbered 0.. in order of first appearance in
+    the file, so every read of a file numbers its connections alike. :meth:`number` gives
+    each packet its connection number and ``swap`` (its sender is the high endpoint).
+
+    Kept in one C hash table (``collectors/_records.c``, ``conn_*``: exact keys, consecutive
+    packets of one connection skip the lookup) when the extension is built; otherwise in
+    dictionaries filled from the batch's distinct keys - the same numbers either way (a
+    test compares them)."""
+
+    def __init__(self):
+        from ._capture import _records
+        self._table = _records.conn_new() if _records is not None else None
+        self._n = 0
+        self._flow_ids: dict = {}        # pure Python: (lo, hi, proto) -> number
+        self._v6_ids: dict = {}          # pure Python: (hi, lo) -> IPv6 address number
+
+    def __len__(self) -> int:
+        return self._n
+
+    def number(self, d: dict):
+        """``(pflow, swap)`` (int32, bool per packet) of a batch decoded with
+        ``decode(raw_addresses=True)``; its address words are taken out of ``d``."""
+        version = np.ascontiguousarray(d.pop("version"), np.uint8)
+        d.pop("v6", None)
+        words = [np.ascontiguousarray(d.pop(k), np.uint64) for k in ("src_hi", "src_lo", "dst_hi", "dst_lo")]
+        sport = np.ascontiguousarray(d["sport"], np.uint16)
+        dport = np.ascontiguousarray(d["dport"], np.uint16)
+        proto = np.ascontiguousarray(d["proto"], np.uint8)
+        if self._table is not None:
+            from ._capture import _records
+            pflow = np.empty(len(version), np.int32)
+            swap = np.empty(len(version), bool)
+            self._n = _records.conn_number(self._table, version, *words, sport, dport, proto, pflow, swap)
+            return pflow, swap
+        src, dst = self._identities(version == 6, *words)
+        swap, flo, fhi, fproto, first, inv = _batch_flow_keys(
+            src, sport.astype(np.int64), dst, dport.astype(np.int64), proto.astype(np.int64))
+        ids = self._flow_ids
+        # first appearance in the file: the batch's new keys in order of their first packet
+        for k in np.argsort(first, kind="stable").tolist():
+            ids.setdefault((int(flo[k]), int(fhi[k]), int(fproto[k])), len(ids))
+        fid = np.array([ids[k] for k in zip(flo.tolist(), fhi.tolist(), fproto.tolist())], np.int32)
+        self._n = len(ids)
+        return fid[inv], swap
+
+    def _identities(self, v6, src_hi, src_lo, dst_hi, dst_lo):
+        """Per-packet address identities (int64) of source and destination (pure Python)."""
+        src, dst = src_lo.view(np.int64), dst_lo.view(np.int64)
+        i6 = np.flatnonzero(v6)
+        if len(i6):
+            src, dst = src.copy(), dst.copy()
+            # per packet: source then destination, as the C table meets them
+            hi = np.stack([src_hi[i6], dst_hi[i6]], axis=1).ravel()
+            lo = np.stack([src_lo[i6], dst_lo[i6]], axis=1).ravel()
+            uniq, first, inv = np.unique(np.stack([hi, lo], axis=1), axis=0, return_index=True,
+                                         return_inverse=True)
+            for k in np.argsort(first, kind="stable").tolist():
+                self._v6_ids.setdefault((int(uniq[k, 0]), int(uniq[k, 1])), len(self._v6_ids))
+            ids = np.array([self._v6_ids[(h, l)] for h, l in uniq.tolist()], np.int64) + V6_BASE
+            both = ids[inv.ravel()].reshape(-1, 2)
+            src[i6], dst[i6] = both[:, 0], both[:, 1]
+        return src, dst
+
+    def keys(self, start: int = 0):
+        """``(lo, hi, proto)``: int64 arrays of the keys of connections ``start``.., in
+        number order."""
+        k = self._n - start
+        if self._table is not None:
+            from ._capture import _records
+            lo, hi, pr = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.uint8)
+            _records.conn_keys(self._table, start, lo, hi, pr)
+            return lo, hi, pr.astype(np.int64)
+        keys = np.array(list(itertools.islice(self._flow_ids, start, None)), np.int64).reshape(-1, 3)
+        return keys[:, 0].copy(), keys[:, 1].copy(), keys[:, 2].copy()
+
+    def v6_addresses(self, start: int = 0) -> list:
+        """``(high, low)`` 64-bit words of IPv6 addresses ``start``.., in number order (for
+        :func:`address_names`)."""
+        if self._table is not None:
+            from ._capture import _records
+            return [tuple(w) for w in np.frombuffer(_records.conn_v6(self._table, start), np.uint64)
+                    .reshape(-1, 2).tolist()]
+        return list(itertools.islice(self._v6_ids, start, None))
+
+
+def decode_connections(batch, conns: Connections, unknown: set):
+    """One capture batch decoded (``decode(raw_addresses=True)``) and its packets given
+    their connections: ``(columns, pflow, swap)`` - provisional connection numbers and
+    endpoint-order bits from ``conns`` (see :class:`Connections`); the batch's unknown link
+    types are added to ``unknown``."""
+    d = decode(batch, raw_addresses=True)
+    unknown |= d.pop("unknown_linktypes")
+    if not len(d["ts_ns"]):
+        return d, np.zeros(0, np.int32), np.zeros(0, bool)
+    pflow, swap = conns.number(d)
+    return d, pflow, swap
+
+
+def numbered_batches(reader, conns: Connections, unknown: set):
+    """The batches of ``reader`` (a :class:`._capture.CaptureReader`) that hold IP packets,
+    decoded and numbered by :func:`decode_connections`: ``(columns, pflow, swap, keys, v6)``,
+    ``keys``/``v6`` the keys ``(lo, hi, proto)`` and the IPv6 addresses of the connections
+    first met in that batch (None when there are none) - what a reader of the batches
+    needs to name their connections without asking ``conns``, which the next batch
+    changes (the tuple a :class:`._feed.BatchFeed` hands on)."""
+    known_keys = known_v6 = 0
+    for batch in reader:
+        d, pflow, swap = decode_connections(batch, conns, unknown)
+        del batch
+        if not len(d["ts_ns"]):
+            continue
+        keys = v6 = None
+        if len(conns) > known_keys:
+            keys, v6 = conns.keys(known_keys), conns.v6_addresses(known_v6)
+            known_keys, known_v6 = len(conns), known_v6 + len(v6)
+        yield d, pflow, swap, keys, v6

@@ -1,0 +1,241 @@
+"""Grouped array primitives of the TCP analysis: whole-array numpy operations over packets
+sorted by flow (and direction), with C twins of the hot loops (``collectors/_records.c``).
+
+Used by the whole-capture analysis (:mod:`.tcp`) and by its time-chunked form
+(:mod:`._tcpstream`). Groups are consecutive runs of rows; :data:`OFF` offsets a group's
+values so one sort or running maximum serves every group at once.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._capture import _records as _built
+
+# the analysis loops in C (None when the extension is not built, is an older build without
+# them, or AIRLINK_PURE_PYTHON is set: the numpy forms run)
+_records = _built if all(hasattr(_built, f) for f in ("ts_echo", "unwrap", "cummax")) else None
+
+FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
+M32 = 1 << 32
+OFF = np.int64(1 << 41)   # group offset for grouped keys (values < 2 TiB); a numpy int64 so
+                          # int32 group numbers times OFF are computed in int64
+
+
+def _grouped_cummax(values, groups, valid, starts=None):
+    """Inclusive running maximum of ``values[valid]`` within contiguous ``groups``; -1 before
+    the first valid value of a group. One pass in C (``_records.cummax``) when the extension
+    is built; else with numpy: ``starts`` (first row of each group), when given and short,
+    lets each group be scanned as a slice (no offset arrays)."""
+    if _records is not None:
+        out = np.empty(len(values), np.int64)
+        _records.cummax(np.ascontiguousarray(values, np.int64), np.ascontiguousarray(groups, np.int32),
+                        np.ascontiguousarray(valid, bool), out)
+        return out
+    if starts is not None and len(starts) <= 256:
+        q = np.where(valid, values, -1)
+        bounds = np.r_[starts, len(q)]
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            np.maximum.accumulate(q[a:b], out=q[a:b])
+        return q
+    x = np.where(valid, values + 1, 0) + groups * OFF
+    acc = np.maximum.accumulate(x)
+    return acc - groups * OFF - 1
+
+
+
+def _stable_order(keys):
+    """Permutation sorting ``keys`` stably (equal keys keep their order), or None when they
+    are already non-decreasing. Sequence-ordered keys are nearly sorted: the few elements
+    below the running maximum are sorted alone and inserted, instead of sorting them all."""
+    n = len(keys)
+    if n < 2:
+        return None
+    if (keys[1:] >= keys[:-1]).all():
+        return None
+    late = np.zeros(n, bool)
+    late[1:] = keys[1:] < np.maximum.accumulate(keys)[:-1]
+    li = np.flatnonzero(late)
+    if len(li) > n // 16:
+        return np.argsort(keys, kind="stable")
+    mi = np.flatnonzero(~late)                      # non-decreasing by construction
+    li = li[np.argsort(keys[li], kind="stable")]
+    # an element equal to a late one's key and kept in place always comes before it
+    pos = np.searchsorted(keys[mi], keys[li], side="right")
+    return np.insert(mi, pos, li)
+
+
+
+def _first_with_key(keys_rows: list, queries):
+    """For each query: (found, ``rows`` entry of the first element - in the given order -
+    whose key equals it). ``keys`` are nearly non-decreasing (sequence order). The few
+    elements below the running maximum ("late") are looked up apart; in the main search
+    every key is replaced in place by the running maximum, which is non-decreasing and
+    where a late element only repeats the key of an earlier element, so the first match
+    is still the first element in order with that key. ``keys_rows`` = [keys, rows] is
+    emptied (the keys array is overwritten)."""
+    keys, rows = keys_rows
+    keys_rows.clear()
+    n = len(keys)
+    lk = lr = keys[:0]
+    if n > 1 and not (keys[1:] >= keys[:-1]).all():
+        rm = np.maximum.accumulate(keys)
+        li = np.flatnonzero(keys[1:] < rm[:-1]) + 1
+        o = np.argsort(keys[li], kind="stable")
+        lk, lr = keys[li][o], rows[li][o]
+        keys = rm
+        del rm, li, o
+    p = np.minimum(np.searchsorted(keys, queries), n - 1)
+    hit = keys[p] == queries
+    seg = rows[p]
+    if len(lk):
+        miss = np.flatnonzero(~hit)
+        q = np.minimum(np.searchsorted(lk, queries[miss]), len(lk) - 1)
+        h2 = lk[q] == queries[miss]
+        hit[miss[h2]] = True
+        seg[miss[h2]] = lr[q[h2]]
+    return hit, seg
+
+
+
+def _unique_first(keys):
+    """Sorted distinct keys and the index of each one's first occurrence (as
+    ``np.unique(keys, return_index=True)``; cheap when the keys are nearly sorted)."""
+    perm = _stable_order(keys)
+    ks = keys if perm is None else keys[perm]
+    ch = np.ones(len(ks), bool)
+    ch[1:] = ks[1:] != ks[:-1]
+    first = np.flatnonzero(ch)
+    return ks[ch], (first if perm is None else perm[first])
+
+
+
+def _ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a: int):
+    """Timestamp-echo RTT pairs (rows in flow-major order): for each flow and each TSecr
+    value v that direction ``a`` echoes, ``ai`` = the first row of ``a`` (with timestamps
+    and ACK) echoing v and ``seg`` = the first row of the other direction (with timestamps)
+    whose TSval is v, where ``seg < ai``; ordered by (flow, v). In C (two small hash tables
+    per flow, ``_records.ts_echo``) when the extension is built, else with numpy (every
+    candidate row's key sorted: the analysis' memory peak)."""
+    if _records is not None:
+        try:
+            raw = _records.ts_echo(np.ascontiguousarray(fl, np.int32), np.ascontiguousarray(dr, np.int8),
+                                   np.ascontiguousarray(has_ts, bool), np.ascontiguousarray(has_ack, bool),
+                                   np.ascontiguousarray(tsval, np.uint32), np.ascontiguousarray(tsecr, np.uint32),
+                                   int(a))
+        except ValueError:                 # rows not flow-major: the numpy way below
+            raw = None
+        if raw is not None:
+            t3 = np.frombuffer(raw, np.int64).reshape(-1, 3)
+            o = np.lexsort((t3[:, 2], fl[t3[:, 0]]))
+            return t3[o, 0], t3[o, 1]
+    m32 = np.int64(M32)
+    d = 1 - a
+    ai = np.flatnonzero(has_ts & (dr == a) & has_ack)
+    tsi = np.flatnonzero(has_ts & (dr == d))
+    if not len(ai) or not len(tsi):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    uk, first = _unique_first(fl[tsi] * m32 + tsval[tsi])
+    first_idx = tsi[first]
+    k = fl[ai] * m32 + tsecr[ai]
+    # first ACK echoing each value only
+    _, fa = _unique_first(k)
+    ai, k = ai[fa], k[fa]
+    p = np.minimum(np.searchsorted(uk, k), len(uk) - 1)
+    hit = uk[p] == k
+    seg = first_idx[p]
+    hit &= seg < ai
+    return ai[hit], seg[hit]
+
+
+
+def _shift_in_group(a, groups, fill):
+    out = np.empty_like(a)
+    if len(a):
+        out[0] = fill
+        out[1:] = a[:-1]
+        out[1:][groups[1:] != groups[:-1]] = fill
+    return out
+
+
+
+def _unwrap(raw, groups, base):
+    """32-bit values -> int64 relative to ``base[groups]``, unwrapped within contiguous groups
+    (each step between neighbours taken as the signed 32-bit difference). One pass in C
+    (``_records.unwrap``) when the extension is built, else whole-array numpy steps."""
+    n = len(raw)
+    if _records is not None and n:                         # the same loop in C, one pass
+        out = np.empty(n, np.int64)
+        _records.unwrap(np.ascontiguousarray(raw, np.uint32), np.ascontiguousarray(groups, np.int32),
+                        np.ascontiguousarray(base, np.int64).astype(np.uint32), out)
+        return out
+    rel = np.subtract(np.asarray(raw).astype(np.uint32, copy=False), base.astype(np.uint32)[groups],
+                      dtype=np.uint32)                     # modulo 2**32
+    out = np.empty(n, np.int64)
+    if n == 0:
+        return out
+    d = np.diff(rel).view(np.int32)                        # signed 32-bit steps
+    brk = np.flatnonzero(groups[1:] != groups[:-1])
+    d[brk] = 0
+    out[0] = 0
+    np.cumsum(d, dtype=np.int64, out=out[1:])
+    del d
+    starts = np.r_[0, brk + 1]
+    off = rel[starts].astype(np.int64) - out[starts]       # each group starts at its rel value
+    if len(starts) == 1:
+        out += off[0]
+    else:
+        out += np.repeat(off, np.diff(np.r_[starts, n]))
+    return out
+
+
+
+def _recovery(ri, dr, fl, fast, ackr, smb_own, carry=None) -> None:
+    """Marks in ``fast`` the retransmissions (rows ``ri``) inside a recovery episode that a
+    fast retransmission opened: until the reverse direction's cumulative ACK (``ackr`` at
+    each of ``ri``) passes the ``snd_max`` the last fast retransmission saw (``smb_own``);
+    two passes, the second also from the episodes the first found. ``carry`` (time chunks
+    of one flow; None: rows hold whole flows): per pass and direction, that ``snd_max`` of
+    the last fast retransmission in earlier chunks (None: none), updated in place."""
+    for rnd in range(2):
+        for d in (0, 1):
+            sel = dr[ri] == d
+            rr = ri[sel]
+            fpos = rr[fast[rr]]
+            before = None if carry is None else carry[rnd][d]
+            if not len(rr) or (not len(fpos) and before is None):
+                continue
+            k = np.searchsorted(fpos, rr, "right") - 1
+            if len(fpos):
+                lf = fpos[np.maximum(k, 0)]
+                valid = (k >= 0) & (fl[lf] == fl[rr])
+                lim = smb_own[lf]
+                if carry is not None:
+                    carry[rnd][d] = int(smb_own[fpos[-1]])
+            else:
+                valid = np.zeros(len(rr), bool)
+                lim = np.zeros(len(rr), np.int64)
+            if before is not None:
+                lim = np.where(k >= 0, lim, before)
+                valid |= k < 0
+            fast[rr[valid & (ackr[sel] < lim)]] = True
+
+
+
+def _effective_mss(mss, maxpay):
+    """Per data direction: the MSS the peer announced, else the largest payload, else 1460."""
+    ngd = len(mss)
+    eff = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
+    return np.where(eff > 0, eff, 1460)
+
+
+
+def grouped_median_min(values, groups) -> tuple:
+    """(groups present (sorted), median, minimum, count of ``values`` per group): the median
+    of n sorted values is the middle one, or the mean of the two middle ones, (a + b) / 2,
+    as pandas's groupby median gives it. ``values`` hold no NaN (RTT samples)."""
+    order = np.lexsort((values, groups))
+    g, v = groups[order], values[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
+    counts = np.diff(np.r_[starts, len(g)])
+    med = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
+    return g[starts], med, v[starts], counts

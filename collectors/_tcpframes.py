@@ -1,0 +1,377 @@
+"""The TCP analysis' result (:class:`TcpAnalysis`) and the builders of its frames: flows,
+per-direction time series (kind ``tcp``) and events (kind ``tcp-events``), as column frames
+(:class:`._columns.Columns`) that become pandas DataFrames on first use.
+
+Shared by the whole-capture analysis (:mod:`.tcp`) and its time-chunked form
+(:mod:`._tcpstream`), so both make their frames one way. The definitions of the numbers are
+in :mod:`.tcp`'s notes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from airlink.traces.errors import AirlinkError
+
+from ._columns import Coded, Columns, iso_utc_times, utc_times
+from ._tcparrays import _shift_in_group, grouped_median_min
+from .pcap import direction_column
+
+FLOW_KEYS = ("flow", "src", "dst", "sport", "dport", "proto")   # what names a flow in the flows table
+# what pandas made of a column set to [] in an empty frame (float64): kept for empty frames
+_EMPTY = np.zeros(0)
+KIND_FAST, KIND_TIMEOUT, KIND_RTT = 1, 2, 3            # KIND_RTT + method (0 seq/ACK, 1 timestamp)
+
+
+class TcpAnalysis:
+    """Result of :func:`analyze_tcp`: ``flows`` (kind ``flows``), ``series`` (kind ``tcp``),
+    ``events`` (one row per RTT sample, retransmission, duplicate ACK and zero window) -
+    pandas DataFrames, made on first use from the analysis's column frames
+    (:class:`._columns.Columns`), which :meth:`output` hands to writers without pandas."""
+
+    FRAMES = ("flows", "series", "events")
+
+    def __init__(self, flows, series, events, resolution_s: float, source: str = "",
+                 attrs: dict | None = None):
+        self._frames = {"flows": flows, "series": series, "events": events}
+        self.resolution_s = resolution_s
+        self.source = source
+        self.attrs = dict(attrs or {})
+        #: analysed from a capture path: the largest step back in time (ns) from the latest
+        #: record before it to a record, in file order (0: the capture is in time order);
+        #: None when analysed from a packets frame (sorted already)
+        self.max_lateness_ns: int | None = None
+
+    def _pandas(self, name: str):
+        frame = self._frames[name]
+        if isinstance(frame, Columns):
+            frame = self._frames[name] = frame.to_pandas()
+        return frame
+
+    flows = property(lambda self: self._pandas("flows"), lambda self, v: self._frames.__setitem__("flows", v))
+    series = property(lambda self: self._pandas("series"), lambda self, v: self._frames.__setitem__("series", v))
+    events = property(lambda self: self._pandas("events"), lambda self, v: self._frames.__setitem__("events", v))
+
+    def output(self, name: str):
+        """Frame ``name`` (flows, series, events) as it is to be written: the column frame
+        (:meth:`._columns.Columns.to_arrow`) unless its pandas form was made (and may have
+        been changed), then that DataFrame."""
+        return self._frames[name]
+
+    def __repr__(self) -> str:
+        return (f"TcpAnalysis({len(self._frames['flows'])} flows, {len(self._frames['series'])} series rows, "
+                f"{len(self._frames['events'])} events, resolution_s={self.resolution_s})")
+
+    def summary(self) -> list:
+        """Per-flow dicts (the ``airlink collect --json`` records)."""
+        flows = self._frames["flows"]
+        if isinstance(flows, Columns):
+            cols = {c: (iso_utc_times(flows[c]) if flows[c].dtype.kind == "M" else flows[c].tolist())
+                    for c in flows.columns}
+        else:
+            cols = {c: ([t.isoformat() for t in flows[c]] if c in ("start", "end") else flows[c].tolist())
+                    for c in flows.columns}
+        out = []
+        for i in range(len(flows)):
+            d = {c: v[i] for c, v in cols.items()}
+            rec = {"flow": int(d["flow"]), "src": str(d["src"]), "dst": str(d["dst"]),
+                   "sport": int(d["sport"]), "dport": int(d["dport"]),
+                   "proto": {6: "tcp", 17: "udp"}.get(int(d["proto"]), int(d["proto"])),
+                   "start": d["start"], "duration_s": float(d["duration_s"]),
+                   "packets": int(d["packets_fwd"] + d["packets_rev"]),
+                   "bytes": int(d["bytes_fwd"] + d["bytes_rev"]),
+                   "packets_fwd": int(d["packets_fwd"]), "packets_rev": int(d["packets_rev"]),
+                   "bytes_fwd": int(d["bytes_fwd"]), "bytes_rev": int(d["bytes_rev"]),
+                   "retransmissions": int(d["retransmissions"]),
+                   "fast_retransmissions": int(d["fast_retransmissions"]),
+                   "timeout_retransmissions": int(d["timeout_retransmissions"]),
+                   "spurious_retransmissions": int(d["spurious_retransmissions"]),
+                   "dupacks": int(d["dupacks"]), "zero_windows": int(d["zero_windows"]),
+                   "out_of_order": int(d["out_of_order"]),
+                   "rtt_ms_median": _f(d["rtt_ms_median"]), "rtt_ms_min": _f(d["rtt_ms_min"]),
+                   "rtt_samples": int(d["rtt_samples"]),
+                   "data_direction": str(d["data_direction"]) or None,
+                   "rtt_ms_median_fwd": _f(d["rtt_ms_median_fwd"]),
+                   "rtt_ms_median_rev": _f(d["rtt_ms_median_rev"]),
+                   "rtt_samples_fwd": int(d["rtt_samples_fwd"]),
+                   "rtt_samples_rev": int(d["rtt_samples_rev"]),
+                   "goodput_bps": _f(d["goodput_bps"]), "loss_rate": _f(d["loss_rate"]),
+                   "mss_bytes": _f(d["mss_bytes"]), "wscale_fwd": int(d["wscale_fwd"]),
+                   "wscale_rev": int(d["wscale_rev"]), "sack_permitted": bool(d["sack_permitted"]),
+                   "timestamps": bool(d["timestamps"])}
+            out.append(rec)
+        return out
+
+
+
+def _f(x):
+    x = float(x)
+    return None if x != x else x
+
+
+
+def time_ns(frame) -> np.ndarray:
+    """The ``time`` column (or index) of a frame as int64 ns since the epoch."""
+    import pandas as pd
+    t = frame["time"] if "time" in frame.columns else frame.index
+    return np.asarray(pd.DatetimeIndex(t).asi8, dtype=np.int64)
+
+
+
+# the events frame's text columns by code: event (categorical: categories are the events
+# present, in this - alphabetical - order), kind and spurious_reason (text)
+EVENTS = ("dupack", "out_of_order", "retransmission", "rtt", "zero_window")
+
+
+
+EVENT_KINDS = ("", "fast", "timeout", "seq_ack", "timestamp")
+
+
+
+SPURIOUS_REASONS = ("", "already_acked", "eifel", "dsack")
+
+
+
+def spurious_reasons(acked, eifel, dsack) -> np.ndarray:
+    """Codes (into :data:`SPURIOUS_REASONS`) of why each retransmission is spurious: the
+    first that holds of already ACKed, Eifel, DSACK; 0 when none does."""
+    return np.select([acked, eifel, dsack], [1, 2, 3], 0)
+
+
+
+def event_rows(event: str, *, time, packet, flow, direction, kind=0, seq=-1, payload_bytes=0,
+               spurious=False, spurious_reason=0, rtt_ms=np.nan) -> Columns:
+    """Rows of the events frame for one ``event`` (of :data:`EVENTS`): time (int64 ns; a
+    time column once :func:`_events_frame` joined the parts), the packet's row, flow,
+    direction code (0 fwd, 1 rev), ``kind`` and ``spurious_reason`` codes (into
+    :data:`EVENT_KINDS`, :data:`SPURIOUS_REASONS`), seq, payload_bytes, spurious, rtt_ms;
+    scalars hold for every row."""
+    n = len(time)
+
+    def col(v, dtype):
+        return np.full(n, v, dtype) if np.isscalar(v) else np.asarray(v).astype(dtype, copy=False)
+    return Columns({"time": col(time, np.int64), "packet": col(packet, np.int64), "flow": col(flow, np.int64),
+                    "direction": col(direction, np.int8), "event": Coded.full(n, event, EVENTS, True),
+                    "kind": Coded(col(kind, np.int8), EVENT_KINDS, False), "seq": col(seq, np.int64),
+                    "payload_bytes": col(payload_bytes, np.int64), "spurious": col(spurious, bool),
+                    "spurious_reason": Coded(col(spurious_reason, np.int8), SPURIOUS_REASONS, False),
+                    "rtt_ms": col(rtt_ms, np.float64)})
+
+
+
+def _events_frame(ev_parts: list, source: str) -> Columns:
+    """The events frame from its parts (:func:`event_rows`: out-of-order, retransmission,
+    RTT, duplicate-ACK and zero-window rows, in that order), sorted by time then flow
+    (stably)."""
+    if ev_parts:
+        events = Columns.concat(ev_parts).sort_by(["time", "flow"])
+    else:          # the text columns as pandas typed them, empty: float64 (event: categorical of none)
+        events = event_rows("rtt", time=np.zeros(0, np.int64), packet=0, flow=0, direction=0)
+        events["kind"] = events["spurious_reason"] = _EMPTY
+    events["time"] = utc_times(events["time"])
+    events["direction"] = direction_column(events["direction"])
+    events["event"] = events["event"].present()
+    events.attrs["source"] = source
+    return events
+
+
+
+def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> Columns:
+    """Per-direction and headline RTT columns of the flows table.
+
+    ``rtt_ms_{median,min}_{fwd,rev}`` and ``rtt_samples_{fwd,rev}``: the samples timing
+    direction d's segments against the other side's ACKs (or TSecr echoes), i.e. the round
+    trip from the capture point to d's receiver and back (sequence/ACK samples; timestamp
+    samples only for a direction without any). ``data_direction``: the direction carrying
+    more payload bytes ("" when neither carries any). The headline ``rtt_ms_median`` /
+    ``rtt_ms_min`` is the round trip the data sender sees: the two halves either side of
+    the capture point added, median(data half) + median(other half) (resp. minima); when
+    one half has no sample, the other alone. ``rtt_samples`` counts both halves' samples.
+    """
+    nflow = len(flows)
+    med = np.full((nflow, 2), np.nan)
+    mn = np.full((nflow, 2), np.nan)
+    cnt = np.zeros((nflow, 2), np.int64)
+    if len(rtt_ms):
+        pref = np.ones(2 * nflow, np.int8)
+        np.minimum.at(pref, rtt_gd, rtt_method)
+        keep = rtt_method == pref[rtt_gd]
+        at, m, low, c = grouped_median_min(rtt_ms[keep], rtt_gd[keep])
+        med.ravel()[at], mn.ravel()[at], cnt.ravel()[at] = m, low, c
+    pg = np.asarray(payload_gd, np.float64)[: 2 * nflow].reshape(-1, 2) if nflow else np.zeros((0, 2))
+    data_dir = np.where(pg[:, 1] > pg[:, 0], 1, 0)
+    rows = np.arange(nflow)
+    other = 1 - data_dir
+
+    def headline(v):
+        a, b = v[rows, data_dir], v[rows, other]
+        return np.where(np.isnan(a), b, np.where(np.isnan(b), a, a + b))
+    flows["data_direction"] = np.where(pg.max(axis=1) > 0, np.where(data_dir == 1, "rev", "fwd"), "") \
+        if nflow else np.zeros(0, str)
+    flows["rtt_ms_median"] = headline(med)
+    flows["rtt_ms_min"] = headline(mn)
+    flows["rtt_samples"] = cnt.sum(axis=1)
+    for d, name in ((0, "fwd"), (1, "rev")):
+        flows[f"rtt_ms_median_{name}"] = med[:, d]
+        flows[f"rtt_ms_min_{name}"] = mn[:, d]
+        flows[f"rtt_samples_{name}"] = cnt[:, d]
+    return flows
+
+
+
+def _flows_frame(nflow, *, src, dst, sport, dport, proto, start, endt, pk, by, ecn=None) -> Columns:
+    """The flows frame from per-flow arrays (times int64 ns; pk/by: per-direction counts;
+    ecn: packets per ECN codepoint, :func:`._decode.ecn_counts`, or None when unknown:
+    no ECN columns)."""
+    frame = Columns({
+        "flow": np.arange(nflow, dtype=np.int64), "src": src, "dst": dst,
+        "sport": np.asarray(sport, np.int64), "dport": np.asarray(dport, np.int64),
+        "proto": _EMPTY if isinstance(proto, list) else np.asarray(proto, np.int64),
+        "start": utc_times(start), "end": utc_times(endt),
+        "duration_s": (endt - start) / 1e9,
+        "packets_fwd": pk[0].astype(np.int64), "packets_rev": pk[1].astype(np.int64),
+        "bytes_fwd": by[0].astype(np.int64), "bytes_rev": by[1].astype(np.int64)})
+    if ecn is not None:                  # RFC 3168 codepoints: ECT(0) 2, ECT(1) 1, CE 3
+        ecn = np.asarray(ecn, np.int64).reshape(nflow, 4)
+        frame["ect0_packets"], frame["ect1_packets"], frame["ce_packets"] = ecn[:, 2], ecn[:, 1], ecn[:, 3]
+    return frame
+
+
+
+def check_series_rows(source, flow: int, flow_bins: int, res_ns: int, total: int, n_rows: int) -> None:
+    """Refuse a time series of ``total`` rows (flow, direction, bin of ``res_ns``) that is
+    both above 5 million and 20x the ``n_rows`` packets: a flow spanning ``flow_bins`` bins
+    for so few packets is almost always a damaged timestamp."""
+    if total > 5_000_000 and total > 20 * n_rows:
+        raise AirlinkError(
+            f"{source or 'capture'}: flow {flow} spans {flow_bins * res_ns / 1e9:.0f} s; "
+            f"time series at {res_ns / 1e9:g} s would need {total} rows for {n_rows} packets "
+            f"(a damaged timestamp? else choose a coarser resolution)")
+
+
+
+def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win, ack_max,
+            infl, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow, res_ns, flows):
+    """Regular time series at ``res_ns`` bins, one row per (flow, direction, bin) over each
+    flow's life (bins are aligned to the Unix epoch). ``per_packet`` holds ``t``, ``pay``,
+    ``iplen``, ``rela`` and ``rwnd``: each is dropped from it after its last use, as
+    ``infl(d)`` drops the running maxima it reads (the memory peak of the analysis is here)."""
+    t = per_packet.pop("t")
+    if nflow == 0 or len(t) == 0:
+        return Columns({"time": utc_times([]), "flow": _EMPTY, "direction": direction_column([])})
+    start_bin = np.full(nflow, np.iinfo(np.int64).max)
+    end_bin = np.full(nflow, -1)
+    b = t // res_ns
+    n_rows = len(t)
+    del t
+    gstart = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])    # fl is flow-major, time inside
+    gend = np.r_[gstart[1:] - 1, len(fl) - 1]
+    start_bin[fl[gstart]] = b[gstart]
+    end_bin[fl[gend]] = b[gend]
+    nb = np.where(end_bin >= 0, end_bin - start_bin + 1, 0)
+    # row index of (flow, direction, bin): offset[flow] + direction * nb[flow] + (bin - start)
+    size = 2 * nb
+    offset = np.r_[0, np.cumsum(size)[:-1]]
+    total = int(size.sum())
+    worst = int(np.argmax(nb)) if len(nb) else 0
+    check_series_rows(flows.attrs.get("source"), worst, int(nb[worst]) if len(nb) else 0, res_ns, total, n_rows)
+
+    def acc(rows, w=None):
+        return np.bincount(rows, weights=w, minlength=total)[:total]
+    # rows of the data direction of each packet (built in place from the bin numbers)
+    r_own = b
+    del b
+    r_own -= start_bin[fl]
+    r_own += offset[fl]
+    step = nb[fl]
+    np.copyto(step, 0, where=dr == 0)
+    r_own += step
+    del step
+    # ACK-side quantities (reverse data): rows of the other direction are nb[flow] away
+    r_other = nb[fl]
+    np.negative(r_other, out=r_other, where=dr == 1)
+    r_other += r_own
+    out = {}
+    out["packets"] = acc(r_own).astype(np.int64)
+    out["bytes"] = acc(r_own, per_packet.pop("iplen")).astype(np.int64)
+    pay = per_packet.pop("pay")
+    out["throughput_bps"] = acc(r_own, pay) * 8e9 / res_ns
+    # goodput: advance of the cumulative ACK sent by the other direction
+    adv = np.zeros(n_rows)
+    for a in (0, 1):
+        am = ack_max[a]
+        prev = _shift_in_group(am, fl, -1)
+        skip = (dr != a) | (prev < 0) | (am <= prev)
+        np.subtract(am, prev, out=prev)          # prev >= 0 wherever it counts
+        prev[skip] = 0
+        adv += prev
+        del prev, skip, am
+    out["goodput_bps"] = acc(r_other, adv) * 8e9 / res_ns
+    del adv
+    out["retransmissions"] = acc(r_own[retx]).astype(np.int64)             # sparse: count subsets
+    out["fast_retransmissions"] = acc(r_own[retx & fast]).astype(np.int64)
+    out["timeout_retransmissions"] = acc(r_own[timeout]).astype(np.int64)
+    out["spurious_retransmissions"] = acc(r_own[spurious]).astype(np.int64)
+    out["dupacks"] = acc(r_other[dupack]).astype(np.int64)
+    out["zero_windows"] = acc(r_other[zero_win]).astype(np.int64)
+    lost = retx & ~spurious
+    retx_b = acc(r_own[lost], pay[lost].astype(np.float64))
+    pay_b = out["throughput_bps"] * res_ns / 8e9
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["loss_rate"] = np.where(pay_b > 0, retx_b / np.maximum(pay_b, 1), np.nan)
+        # receiver window advertised by the other side for this direction's data: mean in bin
+        has_ack = per_packet.pop("rela") >= 0
+        rw_sum = acc(r_other[has_ack], per_packet.pop("rwnd")[has_ack])
+        rw_n = acc(r_other[has_ack])
+        out["rwnd_bytes"] = np.where(rw_n > 0, rw_sum / np.maximum(rw_n, 1), np.nan)
+        # in flight: mean over the flow's packets in the bin, per data direction
+        s = np.zeros(total)
+        c = np.zeros(total)
+        for d in (0, 1):
+            rows = np.where(dr == d, r_own, r_other)
+            s += acc(rows, infl(d))
+            c += acc(rows)
+            del rows
+        inflight = np.where(c > 0, s / np.maximum(c, 1), np.nan)
+        out["inflight_bytes"] = inflight
+    del r_own, r_other, has_ack, pay, lost
+    return _series_frame(out, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow=nflow, nb=nb,
+                         offset=offset, start_bin=start_bin, end_bin=end_bin, res_ns=res_ns)
+
+
+
+def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflow, nb, offset,
+                  start_bin, end_bin, res_ns):
+    """The series frame from the per-row sums in ``out`` (rows: flow, direction, bin as in
+    :func:`_series`), adding the in-flight packets (bytes / effective MSS) and the per-bin
+    RTT median (sequence/ACK samples; timestamp ones where a direction has none)."""
+    total = int((2 * nb).sum())
+
+    def row_of(f, d, bb):
+        return offset[f] + d * nb[f] + (bb - start_bin[f])
+    rows_fdir = np.repeat(np.arange(2 * nflow), np.repeat(nb, 2))
+    f_of_row = rows_fdir // 2
+    d_of_row = rows_fdir % 2
+    mss_row = eff_mss[2 * f_of_row + d_of_row]
+    out["inflight_packets"] = out["inflight_bytes"] / mss_row
+    # RTT: median of samples in the bin (sequence/ACK samples; timestamp ones where a flow has none)
+    rtt = np.full(total, np.nan)
+    if len(rtt_ms):
+        rf, rd = rtt_gd // 2, rtt_gd % 2
+        pref = np.ones(2 * nflow, np.int8)
+        np.minimum.at(pref, rtt_gd, rtt_method)
+        keep = rtt_method == pref[rtt_gd]
+        rb = rtt_t[keep] // res_ns
+        rows = row_of(rf[keep], rd[keep], np.clip(rb, start_bin[rf[keep]], end_bin[rf[keep]]))
+        at, med = grouped_median_min(rtt_ms[keep], rows)[:2]
+        rtt[at] = med
+    out["rtt_ms"] = rtt
+    within = np.arange(total) - offset[f_of_row] - d_of_row * nb[f_of_row]
+    time_ns = (start_bin[f_of_row] + within) * res_ns
+    frame = Columns({"time": utc_times(time_ns), "flow": f_of_row, "direction": direction_column(d_of_row)})
+    cols = ["throughput_bps", "goodput_bps", "rtt_ms", "inflight_bytes", "inflight_packets",
+            "retransmissions", "fast_retransmissions", "timeout_retransmissions",
+            "spurious_retransmissions", "dupacks", "rwnd_bytes", "zero_windows", "loss_rate",
+            "packets", "bytes"]
+    for c in cols:
+        frame[c] = out[c]
+    return frame.sort_by(["time", "flow", "direction"])

@@ -1,0 +1,85 @@
+"""The per-row TCP rules, written once: what a segment occupies, which rows are keep-alives,
+which are below snd_max (retransmission or out-of-order candidates), which may be duplicate
+ACKs, which advertise a zero window, how many duplicate ACKs preceded a row, and which
+segments below snd_max are out of order rather than retransmitted.
+
+Both analyses apply them - the whole-capture one (:mod:`.tcp`) over every flow at once and
+the time-chunked one (:mod:`._tcpstream`) chunk by chunk -, on arrays of rows where
+``rel`` is the row's sequence number relative to its direction's ISN (unwrapped),
+``smb_own`` the row's own direction's snd_max just before it (-1: nothing sent yet),
+``pay`` the payload bytes and ``flags`` the TCP flags byte. The C row chain
+(``_records.c`` ``stream_rows``) is their compiled twin, tested against them. Definitions
+are in :mod:`.tcp`'s notes (tshark's rules where tshark has one).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._tcparrays import FIN, RST, SYN
+
+
+def segment_ends(rel, pay, flags):
+    """Sequence number just past each segment: ``rel + pay``, plus one for a SYN and one
+    for a FIN (both occupy sequence space)."""
+    end = rel + pay
+    end += (flags & SYN) != 0
+    end += (flags & FIN) != 0
+    return end
+
+
+def keepalives_and_below(rel, smb_own, pay, flags):
+    """``(keepalive, below)`` per row. A keep-alive: 0 or 1 payload byte, no SYN/FIN, at
+    snd_max - 1. Below: data, SYN or FIN (sent again, SYNs and FINs are retransmissions too)
+    starting below the direction's snd_max, not a keep-alive."""
+    synfin = (flags & (SYN | FIN)) != 0
+    keepalive = (pay <= 1) & ~synfin & (rel == smb_own - 1)
+    below = ((pay > 0) | synfin) & (rel < smb_own) & ~keepalive & (smb_own >= 0)
+    return keepalive, below
+
+
+def dupack_candidates(rel, smb_own, pay, flags, has_ack, win):
+    """Rows that are duplicate ACKs if they repeat the ACK and window of their direction's
+    previous row and do not answer a keep-alive (the callers' part): a pure ACK (no payload,
+    no SYN/FIN/RST) with a non-zero window at the sender's next sequence number (tshark: a
+    keep-alive at snd_nxt - 1 repeating the ACK is a keep-alive, not a duplicate ACK)."""
+    return (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack & (win > 0) & (rel == smb_own)
+
+
+def zero_windows(win, flags):
+    """Rows advertising a zero receive window (SYN, FIN and RST rows excepted)."""
+    return (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
+
+
+def dups_since_advance(idx, dr, advances: dict, dups: dict, carried=(0, 0)):
+    """Per row of ``idx`` (sorted row numbers): the duplicate ACKs the reverse direction
+    sent since its ACK last advanced, up to and including the row - the count the
+    fast-retransmit rule compares with 2. ``dr``: each row's direction (0/1);
+    ``advances[a]``, ``dups[a]``: sorted rows where direction ``a``'s cumulative ACK advanced
+    (the whole-capture analysis counts each flow's first row as one) and ``a``'s duplicate
+    ACKs; ``carried[a]``: ``a``'s duplicate ACKs since its last advance before these rows (a
+    chunk's carry), counted for rows that no advance precedes."""
+    out = np.zeros(len(idx), np.int64)
+    for a in (0, 1):
+        sel = dr[idx] != a                                  # data of d is ACKed by a = d ^ 1
+        ii = idx[sel]
+        R, D = advances[a], dups[a]
+        k = np.searchsorted(R, ii, "right") - 1
+        upto = np.searchsorted(D, ii, "right")
+        lr = R[np.maximum(k, 0)] if len(R) else ii
+        out[sel] = np.where(k >= 0, upto - np.searchsorted(D, lr, "right"), carried[a] + upto)
+    return out
+
+
+def out_of_order(gap, known, irtt, dups, ack_rev, ack_rev_before, rel, end, smb_own, data):
+    """Which segments below snd_max were reordered on the way to the capture point rather
+    than sent again (tshark's rule), for rows given as arrays of equal length: out of order
+    when it arrives within the handshake RTT ``irtt`` (ns; 3 ms when the handshake was not
+    captured) of the last segment of its direction that advanced snd_max (``gap``, ns;
+    ``known``: there was such a segment), does not end exactly at snd_max (``end``,
+    ``smb_own``), is not a fast retransmission (>= 2 duplicate ACKs, ``dups``, asking for
+    it: it starts at the reverse direction's cumulative ACK ``ack_rev``) and its data was
+    not ACKed already (``ack_rev_before``: the reverse direction's ACK before the row;
+    tshark calls that spurious first)."""
+    fastlike = (dups >= 2) & (rel == np.maximum(ack_rev, 0))
+    acked = data & (end <= ack_rev_before)
+    return known & (gap < irtt) & (end != smb_own) & ~fastlike & ~acked

@@ -1,0 +1,165 @@
+"""One capture -> its Parquet frames, in bounded memory: the collect pipeline.
+
+:func:`collect_capture` is what ``airlink collect`` and ``airlink run``'s collect stage do
+for a packet capture (pcap, pcapng, gzipped or not):
+
+* the TCP analysis (:func:`.tcp.analyze_tcp`) reads the capture itself, at most about
+  ``max_packets`` packets at a time (census pass, then flow groups and time chunks);
+* the packets frame, when asked for, is written by a thread (:class:`PacketsPass`) started
+  as soon as the flows are numbered, one Parquet row group per capture batch of
+  :data:`PACKETS_BATCH_BYTES`, from the analysis' own decoded batches when it makes a pass
+  over the whole capture (:class:`._feed.BatchFeed`) - both run beside each other, mostly
+  in C and numpy without the GIL;
+* the analysis' frames (flows, series, events) are written from their column frames
+  (:meth:`._columns.Columns.to_arrow`) without importing pandas.
+
+Files are ``<prefix><part>.parquet`` with part ``packets``, ``flows``, ``tcp``, ``events``
+(:data:`airlink.rundir.COLLECT_KINDS`), each written atomically: a failure leaves none of them half written, and
+the packets file is removed when the analysis fails after the packets pass finished.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Dictionary encoding only where it pays (addresses, direction, flow, protocol, ports): on
+#: sequence numbers and timestamps the dictionaries overflow and only cost write time.
+PACKETS_DICTIONARY = ["src", "dst", "direction", "flow", "proto", "sport", "dport"]
+#: Row-group min/max statistics (what readers filter row groups by) for time and the flow's
+#: identity only: those of the per-packet header fields (seq, ack, ...) select nothing useful.
+PACKETS_STATISTICS = ["time", *PACKETS_DICTIONARY]
+#: Capture bytes per batch (and row group) of the packets pass. The pass runs beside the
+#: analysis, so its batches add to the analysis' peak memory (~10 times the batch size).
+PACKETS_BATCH_BYTES = 4 << 20
+#: Packets analysed at a time by default: a bigger capture is analysed in flow groups and its
+#: long flows in time chunks (:func:`.tcp.analyze_tcp`'s ``max_packets``), so memory follows
+#: this number whatever the number of flows.
+MAX_PACKETS = 1_000_000
+
+
+def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bool = False,
+                    max_packets: int | None = MAX_PACKETS, packets: bool = True,
+                    provenance: dict | None = None) -> dict:
+    """Analyse capture ``path`` and write its frames into folder ``out``; returns the summary.
+
+    ``out``: a folder path, or an object with a ``file(name) -> Path`` method (an
+    :class:`airlink.rundir.RunFolder`, which refuses names that were not its run's); the
+    files are ``<prefix>packets.parquet`` (unless ``packets=False``), ``<prefix>flows.parquet``,
+    ``<prefix>tcp.parquet`` and ``<prefix>events.parquet``. ``provenance``: entries added to
+    each file's ``airlink.provenance`` (which holds the frame's own attrs).
+    ``resolution``, ``salvage``, ``max_packets``: as for :func:`.tcp.analyze_tcp`.
+
+    The summary: ``file``, ``reader`` ("pcap"), ``packets`` (records read), ``flows``
+    (:meth:`.tcp.TcpAnalysis.summary`), ``outputs`` (frame kind -> path written, packets
+    first), and ``problem`` when ``salvage`` kept the packets before a damaged place.
+    """
+    from airlink.rundir import COLLECT_KINDS
+
+    from .tcp import analyze_tcp
+    path = Path(path)
+    file = out.file if hasattr(out, "file") else (lambda name: Path(out) / name)
+    extra = dict(provenance or {})
+    dest = {kind: file(f"{prefix}{part}.parquet") for kind, part in COLLECT_KINDS.items()
+            if packets or kind != "packets"}
+    pass_ = PacketsPass(path, dest["packets"], salvage, extra) if packets else None
+    try:
+        analysis = analyze_tcp(path, resolution=resolution, salvage=salvage, max_packets=max_packets,
+                               flows_ready=None if pass_ is None else pass_.start, feed_packets=True)
+        info = dict(analysis.attrs)
+        written = {kind: _write(analysis.output(name), dest[kind], kind, extra)
+                   for kind, name in (("flows", "flows"), ("tcp", "series"), ("tcp-events", "events"))}
+        if pass_ is not None:
+            written = {"packets": pass_.result(info), **written}
+    except BaseException:
+        if pass_ is not None:
+            pass_.cancel()
+        raise
+    rec = {"file": str(path), "reader": "pcap", "packets": int(info["records"]),
+           "flows": analysis.summary(), "outputs": written}
+    if info.get("problem"):
+        rec["problem"] = info["problem"]
+    return rec
+
+
+def _write(frame, dest: Path, kind: str, extra: dict) -> Path:
+    """Parquet, atomically, with the frame's kind and its attrs plus ``extra`` as provenance."""
+    from airlink.rundir import provenance_of, write_frame
+    return write_frame(dest, frame, kind=kind, provenance={**provenance_of(frame), **extra})
+
+
+class PacketsPass:
+    """The packets frame written in Parquet row groups, one per capture batch (memory does
+    not grow with the capture), by a thread: :meth:`start` (the ``flows_ready`` of
+    :func:`.tcp.analyze_tcp`) begins it, :meth:`result` waits for it and raises what it
+    raised, :meth:`cancel` stops it between batches (its file, partial or complete, is
+    removed)."""
+
+    def __init__(self, path: Path, dest: Path, salvage: bool, provenance: dict | None = None):
+        import threading
+        self.path, self.dest, self.salvage = path, dest, salvage
+        self.provenance = dict(provenance or {})
+        self.stop = threading.Event()
+        self.thread = None
+        self.error = None
+        self.meta: dict = {}
+
+    def start(self, flows, max_lateness_ns, feed=None) -> None:
+        """``feed``: the analysis' batches to take instead of reading the capture again."""
+        import threading
+        self.thread = threading.Thread(target=self._run, args=(flows, max_lateness_ns, feed),
+                                       name="airlink-collect-packets", daemon=True)
+        self.thread.start()
+
+    def _run(self, flows, max_lateness_ns, feed=None) -> None:
+        try:
+            self._write(flows, max_lateness_ns, feed)
+        except BaseException as exc:              # re-raised by result() in the caller's thread
+            self.error = exc
+            if feed is not None:
+                feed.abandon()
+
+    def _write(self, flows, max_lateness_ns, feed=None) -> None:
+        import contextlib
+
+        from airlink.rundir import FrameStreamWriter, provenance_of
+
+        from .pcap import iter_packet_tables, read
+        with contextlib.ExitStack() as stack:     # the file appears only if every batch was written
+            writer = None
+            for table in iter_packet_tables(self.path, flows=flows, max_lateness_ns=max_lateness_ns,
+                                            salvage=self.salvage, info=self.meta, stop=self.stop,
+                                            batch_bytes=PACKETS_BATCH_BYTES, feed=feed):
+                if writer is None:
+                    prov = provenance_of(table)     # the airlink version
+                    prov.update({"source": str(self.path), "reader": "pcap",
+                                 "row_groups": "one per capture batch", **self.provenance})
+                    writer = stack.enter_context(FrameStreamWriter(self.dest, table.schema, kind="packets",
+                                                                   provenance=prov,
+                                                                   use_dictionary=PACKETS_DICTIONARY,
+                                                                   write_statistics=PACKETS_STATISTICS,
+                                                                   background=True))
+                writer.write(table)
+        if writer is None:                        # no IP packet: the empty frame
+            _write(read(self.path, salvage=self.salvage, progress=False), self.dest, "packets",
+                   self.provenance)
+
+    def result(self, info: dict) -> Path:
+        """Wait for the pass; ``info`` receives the reader's attrs (records, problem, ...)."""
+        if self.thread is None:
+            raise RuntimeError("the packets pass was never started")
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        info.update(self.meta)
+        return self.dest
+
+    def cancel(self) -> None:
+        """Stop the pass (between batches) and remove its file if it was already complete:
+        a pipeline that fails leaves no packets frame behind."""
+        if self.thread is not None:
+            self.stop.set()
+            self.thread.join()
+            if self.error is None:
+                self.dest.unlink(missing_ok=True)
+
+
+__all__ = ["collect_capture", "PacketsPass", "MAX_PACKETS", "PACKETS_BATCH_BYTES"]
