@@ -99,39 +99,25 @@ class Stage:
                 "queued_packets": qp, "queued_bytes": qb}
 
 
-class DelayStage(Stage):
-    """Fixed one-way delay, or one that follows a time series; never reorders.
+class TimedStage(Stage):
+    """A stage that decides each packet's departure time when it arrives
+    (:meth:`release_ns`, never earlier than the previous one's) and holds it in a FIFO of
+    ``(release_ns, packet)`` until then."""
 
-    ``delay_ms`` is a number, or a :class:`DelaySeries`; a packet arriving at ``t``
-    leaves at ``max(t + delay(t), previous departure)``.
-    """
-
-    kind = "delay"
-
-    def __init__(self, delay_ms, *, start_ns: int = 0):
+    def __init__(self):
         super().__init__()
-        self.series = delay_ms if isinstance(delay_ms, DelaySeries) else None
-        if self.series is None:
-            if not delay_ms >= 0:
-                raise AirlinkError(f"delay must be a non-negative number of ms, got {delay_ms}")
-            self.delay_ns = int(round(float(delay_ms) * 1_000_000))
-        self.start_ns = start_ns
         self._q = deque()
-        self._last = 0
         self._qbytes = 0
 
+    def release_ns(self, now_ns: int, size: int) -> int:
+        """Departure time (ns) of a ``size``-byte packet arriving at ``now_ns``."""
+        raise NotImplementedError
+
     def push(self, packet, now_ns: int) -> None:
-        self.arrivals_packets += 1
         n = len(packet)
+        self.arrivals_packets += 1
         self.arrivals_bytes += n
-        if self.series is None:
-            t = now_ns + self.delay_ns
-        else:
-            t = now_ns + self.series.delay_ns(now_ns - self.start_ns)
-        if t < self._last:
-            t = self._last
-        self._last = t
-        self._q.append((t, packet))
+        self._q.append((self.release_ns(now_ns, n), packet))
         self._qbytes += n
 
     def pull(self, now_ns: int) -> list:
@@ -152,6 +138,31 @@ class DelayStage(Stage):
 
     def queued(self) -> tuple:
         return self._qbytes, len(self._q)
+
+
+class DelayStage(TimedStage):
+    """Fixed one-way delay, or one that follows a time series; never reorders.
+
+    ``delay_ms`` is a number, or a :class:`DelaySeries`; a packet arriving at ``t``
+    leaves at ``max(t + delay(t), previous departure)``.
+    """
+
+    kind = "delay"
+
+    def __init__(self, delay_ms, *, start_ns: int = 0):
+        super().__init__()
+        self.series = delay_ms if isinstance(delay_ms, DelaySeries) else None
+        if self.series is None:
+            if not delay_ms >= 0:
+                raise AirlinkError(f"delay must be a non-negative number of ms, got {delay_ms}")
+            self.delay_ns = int(round(float(delay_ms) * 1_000_000))
+        self.start_ns = start_ns
+        self._last = 0
+
+    def release_ns(self, now_ns: int, size: int) -> int:
+        t = now_ns + (self.delay_ns if self.series is None else self.series.delay_ns(now_ns - self.start_ns))
+        self._last = max(t, self._last)
+        return self._last
 
     def fast_refusal(self):
         return "a delay series runs the Python loop" if self.series is not None else super().fast_refusal()

@@ -54,21 +54,20 @@ that kept the queue full, whose rate is then the recording's.
 from __future__ import annotations
 
 import bisect
-from collections import deque
 
 import numpy as np
 
 from airlink.traces.cellreplay import PDO_BYTES, Direction
 from airlink.traces.errors import AirlinkError
 
-from .stages import Stage
+from .stages import TimedStage
 
 MS = 1_000_000
 #: The recorded PDOs are whole milliseconds: a PDO at ``p`` ms is somewhere in ``[p, p + 1)``.
 RESOLUTION_NS = MS
 
 
-class WorkloadStage(Stage):
+class WorkloadStage(TimedStage):
     """One direction of a CellReplay trace set served by the workload rule (module notes).
 
     ``direction`` is a :class:`~airlink.traces.cellreplay.Direction`; ``idle_ms`` the idle
@@ -109,8 +108,6 @@ class WorkloadStage(Stage):
         self.last_release = 0
         self.light_packets = self.heavy_packets = self.bursts = self.heavy_bytes = 0
         self.h_first = None           # absolute index of the first heavy opportunity used
-        self._q = deque()
-        self._qbytes = 0
 
     # ---------------------------------------------------------------- the rule
 
@@ -233,32 +230,6 @@ class WorkloadStage(Stage):
         return out
 
     # ---------------------------------------------------------------- the stage
-
-    def push(self, packet, now_ns: int) -> None:
-        n = len(packet)
-        self.arrivals_packets += 1
-        self.arrivals_bytes += n
-        self._q.append((self.release_ns(now_ns, n), packet))
-        self._qbytes += n
-
-    def pull(self, now_ns: int) -> list:
-        q = self._q
-        if not q or q[0][0] > now_ns:
-            return []
-        out = []
-        while q and q[0][0] <= now_ns:
-            out.append(q.popleft()[1])
-        n = sum(map(len, out))
-        self._qbytes -= n
-        self.departures_packets += len(out)
-        self.departures_bytes += n
-        return out
-
-    def next_event_ns(self):
-        return self._q[0][0] if self._q else None
-
-    def queued(self) -> tuple:
-        return self._qbytes, len(self._q)
 
     def fast_refusal(self):
         return "the workload mode runs on the Python path (no C version)"
