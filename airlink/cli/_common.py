@@ -51,6 +51,16 @@ def add_parser(sub, name: str, help: str, description: str, example: str) -> arg
                           epilog="example:\n  " + example.strip().replace("\n", "\n  "))
 
 
+def add_allocation_log(parser: argparse.ArgumentParser) -> None:
+    """``LOG``, ``--format`` and ``--direction``: the input of a command that reads an
+    all-user allocation log (NR-Scope's DCI CSV, a mac frame)."""
+    from pathlib import Path
+    parser.add_argument("log", type=Path, metavar="LOG")
+    parser.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, mac-parquet")
+    parser.add_argument("--direction", choices=["dl", "ul", "downlink", "uplink"], default="dl",
+                        help="DCIs to analyse: dl (default) or ul")
+
+
 _BARE_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
 
 
