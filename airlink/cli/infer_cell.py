@@ -3,8 +3,8 @@ all-user scheduling log (NR-Scope per-slot DCIs)."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
+from airlink.cli._alloclog import add_log_arguments, read_log
 from airlink.cli._common import add_parser, bounded, print_json, with_unit
 from airlink.traces import bounds as B
 
@@ -25,10 +25,7 @@ def register(isub):
                    "bounds.",
                    "airlink infer cell ../shared/data/nr-scope/t_mobile1_ueactivity_afternoon_1.csv\n"
                    "airlink infer cell night.csv --window 500ms --cell-prbs 79 --json")
-    c.add_argument("log", type=Path, metavar="LOG")
-    c.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, mac-parquet")
-    c.add_argument("--direction", choices=["dl", "ul", "downlink", "uplink"], default="dl",
-                   help="DCIs to analyse: dl (default) or ul")
+    add_log_arguments(c)
     bounded(c, "--window", bound=B.WINDOW, parse=with_unit(parse_duration, "1s or 500ms"), default=B.CELL_WINDOW,
             help=f"window for active users, Jain's index and utilisation ({B.CELL_WINDOW})")
     bounded(c, "--cell-prbs", bound=B.CELL_PRBS, help="PRBs of the carrier (default: the highest PRB allocated)")
@@ -42,11 +39,8 @@ def _fmt(v, spec=".3f"):
 
 
 def cmd_cell(args) -> int:
-    from airlink import collectors as C
-    from airlink.inference.allocations import allocation_view
     from airlink.inference.cell_logs import analyze_cell
-    frame = C.read(args.log, format=args.format)
-    view = allocation_view(frame, args.direction)     # the one reading fairness/scheduler/jitter share
+    view = read_log(args)
     frame = view.frame
     args.direction = view.direction or args.direction
     res = analyze_cell(frame, window=args.window, cell_prbs=args.cell_prbs, source=str(args.log))
