@@ -174,6 +174,16 @@ def output_folder_option(option: str = "-o", *, overwrite: bool = True):
         raise AirlinkError(f"{option} {exc}") from None
 
 
+def add_opportunity_bytes(p) -> None:
+    """``--opportunity-bytes``: the bytes one line (one delivery opportunity) of a Mahimahi
+    trace stands for, when a command reads or writes one."""
+    from airlink.traces.bounds import OPPORTUNITY_BYTES
+    from airlink.traces.units import DEFAULT_OPPORTUNITY_BYTES
+    bounded(p, "--opportunity-bytes", bound=OPPORTUNITY_BYTES, default=DEFAULT_OPPORTUNITY_BYTES,
+            help=f"bytes per line (delivery opportunity) of a Mahimahi trace ({DEFAULT_OPPORTUNITY_BYTES}; "
+                 "1504 matches mm-link's accounting)")
+
+
 def add_overwrite(p, what: str = "OUTDIR") -> None:
     """The ``--overwrite`` option of a command that writes a run folder."""
     p.add_argument("--overwrite", action="store_true",
