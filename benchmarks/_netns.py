@@ -31,6 +31,16 @@ def user_env() -> dict:
     return env
 
 
+
+def require_root(script: str, *tools) -> None:
+    """Exit with status 2 and one line on stderr unless this runs as root (network namespaces,
+    TUN) with every one of ``tools`` on PATH."""
+    missing = [t for t in tools if not shutil.which(t)]
+    if os.geteuid() != 0 or missing:
+        needs = " and ".join(["root (network namespaces and TUN)", *missing])
+        print(f"{script}: needs {needs}", file=sys.stderr)
+        raise SystemExit(2)
+
 @contextmanager
 def throwaway_namespace(what: str, *, iperf_ports=()):
     """A namespace (loopback up) with one ``iperf3 -s`` per port; yields its name."""

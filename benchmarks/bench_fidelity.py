@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _netns import AIRLINK, TCP_SERVER, throwaway_namespace  # noqa: E402
+from _netns import AIRLINK, TCP_SERVER, require_root, throwaway_namespace  # noqa: E402
 from bench_replay import ns_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,9 +156,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="runs per file (median and min-max printed)")
     ap.add_argument("--json", type=Path, help="also write every run as JSON")
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench_fidelity: needs root (network namespaces and TUN)", file=sys.stderr)
-        return 2
+    require_root("bench_fidelity")
     missing = [f for f in args.files if not (ICELL / f).exists()]
     if missing:
         print(f"bench_fidelity: not found under {ICELL}: {', '.join(missing)}", file=sys.stderr)

@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _netns import (AIRLINK, TCP_SERVER, add_mahimahi_options, as_user, throwaway_namespace,  # noqa: E402
-                    tool_folder, user_env, why_not_runnable)
+from _netns import (AIRLINK, TCP_SERVER, add_mahimahi_options, as_user, require_root,  # noqa: E402
+                    throwaway_namespace, tool_folder, user_env, why_not_runnable)
 
 PORT = 9060             # workload server: TCP downloads, UDP echo and trains
 RECORD_PORT = 9050
@@ -347,9 +347,7 @@ def main(argv=None) -> int:
                          "be able to run it)")
     ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON")
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench_fidelity_workloads: needs root (network namespaces and TUN)", file=sys.stderr)
-        return 2
+    require_root("bench_fidelity_workloads")
     have = installed(args)
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; live seeds {args.live_seeds}, "
           f"record seed {args.record_seed}, {args.passes} passes per run, {args.replays} replay runs", flush=True)

@@ -51,8 +51,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _netns import (AIRLINK, PAYLOAD, add_mahimahi_options, as_user, sh, throwaway_namespace,  # noqa: E402
-                    user_env, why_not_runnable)
+from _netns import (AIRLINK, PAYLOAD, add_mahimahi_options, as_user, require_root, sh,  # noqa: E402
+                    throwaway_namespace, user_env, why_not_runnable)
 
 
 def ns_run(ns, argv, timeout, env=None):
@@ -264,9 +264,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="also write all results as JSON")
     add_mahimahi_options(ap)
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench_replay: needs root (network namespaces and TUN)", file=sys.stderr)
-        return 2
+    require_root("bench_replay")
     from airlink.traces import constant, write_trace
     configs = [(float(r), True) for r in args.nested_rates.split(",") if r.strip()] + \
               [(float(r), False) for r in args.link_rates.split(",") if r.strip()]
