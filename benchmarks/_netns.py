@@ -7,6 +7,7 @@ with it when the ``with`` block ends, also on an error or Ctrl-C.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -29,6 +30,16 @@ def user_env() -> dict:
         env.pop(k, None)
     return env
 
+
+
+def require_root(script: str, *tools) -> None:
+    """Exit with status 2 and one line on stderr unless this runs as root (network namespaces,
+    TUN) with every one of ``tools`` on PATH."""
+    missing = [t for t in tools if not shutil.which(t)]
+    if os.geteuid() != 0 or missing:
+        needs = " and ".join(["root (network namespaces and TUN)", *missing])
+        print(f"{script}: needs {needs}", file=sys.stderr)
+        raise SystemExit(2)
 
 @contextmanager
 def throwaway_namespace(what: str, *, iperf_ports=()):
@@ -120,3 +131,61 @@ def rss_change(samples, seconds: int, shells) -> dict:
                          "change": np.median(last) / np.median(first) - 1,
                          "per_minute_mib": [round(float(np.median(v)) / 1024, 1) for v in minutes if v]}
     return out
+
+
+# -- Mahimahi and CellReplay beside airlink ---------------------------------------------------
+# Their tools refuse to run as root, so they run as an ordinary user with their folder on PATH.
+
+def tool_folder(tool: str) -> str | None:
+    """The folder holding ``tool`` on PATH (the default of a ``--mahimahi-bin``-like option)."""
+    found = shutil.which(tool)
+    return found and str(Path(found).parent)
+
+
+def add_mahimahi_options(ap, *, tools=("mm-link", "mm-delay")) -> None:
+    """``--mahimahi-bin`` (default: the folder of ``mm-link`` on PATH) and ``--mm-user``."""
+    ap.add_argument("--mahimahi-bin", default=tool_folder("mm-link"),
+                    help=f"folder with Mahimahi's {' and '.join(tools)} (default: from PATH)")
+    ap.add_argument("--mm-user", default="mmuser", help="user that runs Mahimahi's tools (not root)")
+
+
+def why_not_runnable(folder, tools, user: str) -> str:
+    """'' when every one of ``tools`` is in ``folder`` and ``user`` exists (the tools refuse
+    root), else why not, in one phrase."""
+    if not folder or not all((Path(folder) / t).exists() for t in tools):
+        return (f"{'/'.join(tools)} not found (not installed: build it from source, see "
+                "docs/replay.md, and give its folder)")
+    if sh("id", user).returncode != 0:
+        return f"user {user!r} does not exist (Mahimahi's tools refuse root: useradd one or give --mm-user)"
+    return ""
+
+
+def as_user(user: str, argv, *folders) -> list:
+    """``argv`` run as ``user`` (``setpriv``, the user's groups) with ``folders`` first on PATH."""
+    path = ":".join([*map(str, (f for f in folders if f)), "/usr/sbin", "/usr/bin", "/bin"])
+    return ["setpriv", "--reuid", user, "--regid", user, "--init-groups", "env", f"PATH={path}", *argv]
+
+
+# -- the servers the benchmarks' clients talk to ----------------------------------------------
+
+#: Python source of ``tcp_server(port, handle, mss=None)``: accepts forever, each connection
+#: handled by ``handle(conn)`` in a thread of its own and closed after; a benchmark's server
+#: script is this followed by its handler and the call.
+TCP_SERVER = r'''
+import socket, threading
+def tcp_server(port, handle, mss=None):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if mss:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, mss)
+    s.bind(("0.0.0.0", port)); s.listen(64)
+    def serve(c):
+        try:
+            handle(c)
+        except (OSError, ValueError):
+            pass
+        finally:
+            c.close()
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''

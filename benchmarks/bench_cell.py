@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -32,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _netns import AIRLINK, throwaway_namespace, user_env  # noqa: E402
+from _netns import AIRLINK, require_root, throwaway_namespace, user_env  # noqa: E402
 
 
 def one_run(args, work: Path) -> dict:
@@ -84,8 +83,7 @@ def main():
                     help="keep each run's MAC log, stats and iperf3 reports in DIR/runN (to look at the "
                          "late TTIs: the MAC log's late and lateness_us columns)")
     args = ap.parse_args()
-    if os.geteuid() != 0 or not shutil.which("iperf3"):
-        raise SystemExit("needs root and iperf3")
+    require_root("bench_cell", "iperf3")
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-cell-"))
     rows = []
     try:

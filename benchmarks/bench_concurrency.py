@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _netns import AIRLINK, PAYLOAD, airlink_processes, sh, throwaway_namespace, user_env  # noqa: E402
+from _netns import (AIRLINK, PAYLOAD, airlink_processes, require_root, sh,  # noqa: E402
+                    throwaway_namespace, user_env)
 
 
 def netns_names() -> set:
@@ -115,9 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=20.0, help="Mbit/s per shell")
     ap.add_argument("--seconds", type=int, default=15)
     a = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench_concurrency: needs root (namespaces, TUN)", file=sys.stderr)
-        return 2
+    require_root("bench_concurrency")
     load = os.getloadavg()[0]
     print(f"# {os.cpu_count()} cores, load average {load:.2f} at start; {a.rate:g} Mbit/s per shell, {a.seconds} s")
     print(f"{'shells':>6} {'start_s':>7} {'min':>6} {'median':>7} {'max':>6} {'<0.95':>5} {'cpu_s':>7} "

@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_replay import AIRLINK, BenchNS  # noqa: E402  (the namespace helper lives there)
+from _netns import AIRLINK, TCP_SERVER, require_root, throwaway_namespace  # noqa: E402
+from bench_replay import ns_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ICELL = ROOT.parent / "shared" / "data" / "icellspeed" / "D1_static" / "Austin" / "ATT"
@@ -47,22 +48,12 @@ FILES = ["loc_31/default/data_310410_loc-lakeway-011d.csv", "loc_31/default/data
          "loc_31/default/data_310410_loc-lakeway-020d.csv", "loc_31/default/data_310410_loc-lakeway-013d.csv"]
 PORT = 9009
 
-SENDER = r"""
-import socket, threading
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", %d)); s.listen(8)
-block = b"\0" * 65536
-def serve(c):
-    try:
-        while True:
-            c.sendall(block)
-    except OSError:
-        pass
-    finally:
-        c.close()
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+SENDER = TCP_SERVER + r"""
+def bulk(c):                                  # until the receiver goes
+    block = bytes(65536)
+    while True:
+        c.sendall(block)
+tcp_server(%d, bulk)
 """ % PORT
 
 RECEIVER = r"""
@@ -101,7 +92,8 @@ def corr(x, y) -> float:
     return float(np.corrcoef(x, y)[0, 1]) if x.size > 2 and x.std() > 0 and y.std() > 0 else float("nan")
 
 
-def one_run(ns: BenchNS, csv: Path, tmp: Path) -> dict:
+def one_run(ns: str, csv: Path, tmp: Path) -> dict:
+    """One download of ``csv``'s granted trace through ``airlink link`` in namespace ``ns``."""
     from airlink.traces import read_trace
     granted, app = tmp / "granted.parquet", tmp / "app.parquet"
     info = json.loads(cli("trace", "from-log", csv, "-o", granted, "--json"))
@@ -113,8 +105,8 @@ def one_run(ns: BenchNS, csv: Path, tmp: Path) -> dict:
         p.unlink(missing_ok=True)
     rx = tmp / "rx.py"
     rx.write_text(RECEIVER)
-    r = ns.run([AIRLINK, "link", granted, "--once", "--downlink-tti-log", tti_log, "--",
-                sys.executable, rx, f"{seconds:g}", recv], timeout=seconds + 60)
+    r = ns_run(ns, [AIRLINK, "link", granted, "--once", "--downlink-tti-log", tti_log, "--",
+                    sys.executable, rx, f"{seconds:g}", recv], timeout=seconds + 60)
     if r.returncode != 0 or not recv.exists():
         return {"file": csv.name, "error": (r.stderr or "no receiver output").strip().splitlines()[-1:]}
     log = pd.read_parquet(tti_log)
@@ -164,42 +156,36 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="runs per file (median and min-max printed)")
     ap.add_argument("--json", type=Path, help="also write every run as JSON")
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench_fidelity: needs root (network namespaces and TUN)", file=sys.stderr)
-        return 2
+    require_root("bench_fidelity")
     missing = [f for f in args.files if not (ICELL / f).exists()]
     if missing:
         print(f"bench_fidelity: not found under {ICELL}: {', '.join(missing)}", file=sys.stderr)
         return 2
     print(f"machine: {os.cpu_count()} cores, {os.uname().release}; {args.repeat} run(s) per file")
-    ns = BenchNS()
-    sender = subprocess.Popen(["ip", "netns", "exec", ns.name, sys.executable, "-c", SENDER],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
     runs = []
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            tmp = Path(d)
-            os.chmod(tmp, 0o755)
-            for f in args.files:
-                per = [one_run(ns, ICELL / f, tmp) for _ in range(args.repeat)]
-                runs += per
-                good = [p for p in per if "error" not in p]
-                if not good:
-                    print(f"{Path(f).name}: error: {per[0]['error']}", flush=True)
-                    continue
-                p = good[0]
-                print(f"{p['file']}: {p['seconds']} s, trace {p['trace_mbps']:.1f} Mbit/s; log: TBS/app "
-                      f"{p['log_tbs_over_app']:.3f}, app trails TBS by {p['log_offset_s']:+g} s "
-                      f"(r {p['log_corr_0']:.2f} -> {p['log_corr_offset']:.2f})", flush=True)
-                for key, label in COLUMNS:
-                    vals = [q[key] for q in good]
-                    print(f"    {label:<20} median {statistics.median(vals):.3f}  "
-                          f"[{min(vals):.3f} .. {max(vals):.3f}]", flush=True)
-    finally:
-        sender.kill()
-        sender.wait()
-        ns.close()
+    # the sender runs in the namespace and dies with it when the block ends
+    with throwaway_namespace("fidelity") as ns, tempfile.TemporaryDirectory() as d:
+        sender = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", SENDER],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        tmp = Path(d)
+        os.chmod(tmp, 0o755)
+        for f in args.files:
+            per = [one_run(ns, ICELL / f, tmp) for _ in range(args.repeat)]
+            runs += per
+            good = [p for p in per if "error" not in p]
+            if not good:
+                print(f"{Path(f).name}: error: {per[0]['error']}", flush=True)
+                continue
+            p = good[0]
+            print(f"{p['file']}: {p['seconds']} s, trace {p['trace_mbps']:.1f} Mbit/s; log: TBS/app "
+                  f"{p['log_tbs_over_app']:.3f}, app trails TBS by {p['log_offset_s']:+g} s "
+                  f"(r {p['log_corr_0']:.2f} -> {p['log_corr_offset']:.2f})", flush=True)
+            for key, label in COLUMNS:
+                vals = [q[key] for q in good]
+                print(f"    {label:<20} median {statistics.median(vals):.3f}  "
+                      f"[{min(vals):.3f} .. {max(vals):.3f}]", flush=True)
+    sender.wait()
     if args.json:
         args.json.write_text(json.dumps(runs, indent=2, default=float))
     return 0

@@ -47,7 +47,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _netns import AIRLINK, throwaway_namespace, user_env  # noqa: E402
+from _netns import (AIRLINK, TCP_SERVER, add_mahimahi_options, as_user, require_root,  # noqa: E402
+                    throwaway_namespace, tool_folder, user_env, why_not_runnable)
 
 PORT = 9060             # workload server: TCP downloads, UDP echo and trains
 RECORD_PORT = 9050
@@ -61,29 +62,19 @@ BIG = 10_000_000
 MSS = 1344
 TRAIN_PACKET_BYTES = 1396
 
-SERVER = r"""
-import socket, struct, sys, threading
+SERVER = TCP_SERVER + r"""
+import sys
 port = int(sys.argv[1])
+def download(c):                              # the client's first line: bytes wanted
+    n = int(c.makefile("rb").readline())
+    block = bytes(65536)
+    if n == 0:                                # bulk: until the client goes
+        while True:
+            c.sendall(block)
+    while n > 0:
+        n -= c.send(block[:min(n, 65536)])
 def tcp():
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
-    s.bind(("0.0.0.0", port)); s.listen(64)
-    def serve(c):
-        try:
-            n = int(c.makefile("rb").readline())
-            block = bytes(65536)
-            if n == 0:                        # bulk: until the client goes
-                while True:
-                    c.sendall(block)
-            while n > 0:
-                n -= c.send(block[:min(n, 65536)])
-        except (OSError, ValueError):
-            pass
-        finally:
-            c.close()
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
+    tcp_server(port, download, mss=%(mss)d)
 def udp():
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("0.0.0.0", port))
     while True:
@@ -291,10 +282,7 @@ class Bench:
         return self._load(out, r, "airlink link --mode workload")
 
     def _as_mm_user(self, argv):
-        bin_dirs = [d for d in (self.args.mahimahi_bin, self.args.cellreplay_bin) if d]
-        path = ":".join([*map(str, bin_dirs), "/usr/sbin", "/usr/bin", "/bin"])
-        return ["setpriv", "--reuid", self.args.mm_user, "--regid", self.args.mm_user, "--init-groups",
-                "env", f"PATH={path}", *argv]
+        return as_user(self.args.mm_user, argv, self.args.mahimahi_bin, self.args.cellreplay_bin)
 
     def replay_mahimahi(self, rec: Path, base_ms: int, seed: int):
         out = self.tmp / f"mahimahi-{seed}.json"
@@ -329,17 +317,14 @@ class Bench:
 
 
 def installed(args) -> dict:
+    """``{row name: runnable here}`` of the Mahimahi and CellReplay replays (why not: printed)."""
     have = {}
-    mm = Path(args.mahimahi_bin) if args.mahimahi_bin else None
-    have["Mahimahi (mm-link)"] = bool(mm and (mm / "mm-link").exists())
-    cr = Path(args.cellreplay_bin) if args.cellreplay_bin else None
-    have["CellReplay (mm-cellular)"] = bool(cr and (cr / "mm-cellular").exists())
-    if any(have.values()):
-        ok = subprocess.run(["id", args.mm_user], capture_output=True).returncode == 0
-        if not ok:
-            print(f"user {args.mm_user!r} does not exist: Mahimahi's tools refuse to run as root "
-                  "(create one with useradd, or give --mm-user)", flush=True)
-            have = {k: False for k in have}
+    for name, folder, tool in (("Mahimahi (mm-link)", args.mahimahi_bin, "mm-link"),
+                               ("CellReplay (mm-cellular)", args.cellreplay_bin, "mm-cellular")):
+        why = why_not_runnable(folder, (tool,), args.mm_user)
+        if why:
+            print(f"{name}: {why}", flush=True)
+        have[name] = not why
     return have
 
 
@@ -354,19 +339,15 @@ def main(argv=None) -> int:
     ap.add_argument("--delay", type=float, default=20, help="wired one-way delay around the cell, ms (20)")
     ap.add_argument("--uplink", default="5Mbit/s", help="each UE's uplink in the cell (5Mbit/s)")
     ap.add_argument("--big", action="store_true", help="also 10 MB downloads")
-    ap.add_argument("--mahimahi-bin", default=shutil.which("mm-link") and str(Path(shutil.which("mm-link")).parent),
-                    help="folder of mm-link")
-    ap.add_argument("--cellreplay-bin", default=shutil.which("mm-cellular") and str(Path(shutil.which("mm-cellular")).parent),
-                    help="folder of mm-cellular")
-    ap.add_argument("--mm-user", default="mmuser", help="user that runs Mahimahi's tools (not root)")
+    add_mahimahi_options(ap, tools=("mm-link",))
+    ap.add_argument("--cellreplay-bin", default=tool_folder("mm-cellular"),
+                    help="folder of CellReplay's mm-cellular (default: from PATH)")
     ap.add_argument("--client-python", default=shutil.which("python3", path="/usr/bin:/bin") or sys.executable,
                     help="interpreter of the workload client (stdlib only; the Mahimahi user must "
                          "be able to run it)")
     ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON")
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench_fidelity_workloads: needs root (network namespaces and TUN)", file=sys.stderr)
-        return 2
+    require_root("bench_fidelity_workloads")
     have = installed(args)
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; live seeds {args.live_seeds}, "
           f"record seed {args.record_seed}, {args.passes} passes per run, {args.replays} replay runs", flush=True)

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _netns import AIRLINK, PAYLOAD, throwaway_namespace, user_env  # noqa: E402
+from _netns import AIRLINK, PAYLOAD, require_root, throwaway_namespace, user_env  # noqa: E402
 
 RECORD_PORT = 9050
 IPERF_PORT = 5201
@@ -48,9 +48,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="downloads per replay (3)")
     ap.add_argument("--json", type=Path, help="also write the results as JSON")
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench_record_replay: needs root (network namespaces and TUN)", file=sys.stderr)
-        return 2
+    require_root("bench_record_replay")
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
     results = {}
     with tempfile.TemporaryDirectory() as d, throwaway_namespace("recrep", iperf_ports=(IPERF_PORT,)) as ns:

@@ -40,7 +40,6 @@ import ctypes
 import fcntl
 import json
 import os
-import shutil
 import socket
 import statistics
 import struct
@@ -52,7 +51,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _netns import AIRLINK, PAYLOAD, sh, throwaway_namespace, user_env  # noqa: E402
+from _netns import (AIRLINK, PAYLOAD, add_mahimahi_options, as_user, require_root, sh,  # noqa: E402
+                    throwaway_namespace, user_env, why_not_runnable)
 
 
 def ns_run(ns, argv, timeout, env=None):
@@ -125,10 +125,8 @@ def run_mahimahi(ns, trace, rate, nested, seconds, cc, tmp, mm_bin: Path, user: 
     out = out_dir / "mm.json"
     out.unlink(missing_ok=True)
     cmd = iperf_cmd(out, seconds, cc, "AIRLINK_BASE" if nested else "MAHIMAHI_BASE")
-    as_user = ["setpriv", "--reuid", user, "--regid", user, "--init-groups",
-               "env", f"PATH={mm_bin}:/usr/sbin:/usr/bin:/bin"]
     forward = ["sh", "-c", 'sysctl -qw net.ipv4.ip_forward=1 && exec "$@"', "sh"]
-    mm = [*as_user, "mm-link", trace, trace, "--", "sh", "-c", cmd]
+    mm = as_user(user, ["mm-link", trace, trace, "--", "sh", "-c", cmd], mm_bin)
     argv = [AIRLINK, "delay", "10", "--", *forward, *mm] if nested else [*forward, *mm]
     sd = softnet_drops()
     r = ns_run(ns, argv, seconds + 60)
@@ -149,15 +147,6 @@ def unprivileged_cc(cc: str) -> str:
     ask for one in ``tcp_allowed_congestion_control``; otherwise '' (the sender's default)."""
     allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
     return cc if cc in allowed else ""
-
-
-def mahimahi_installed(mm_bin, user) -> str:
-    """'' when Mahimahi can run here, else why not."""
-    if not mm_bin or not all((Path(mm_bin) / t).exists() for t in ("mm-link", "mm-delay")):
-        return "mm-link/mm-delay not found (not installed: build it from source, see docs/replay.md, and give --mahimahi-bin)"
-    if subprocess.run(["id", user], capture_output=True).returncode != 0:
-        return f"user {user!r} does not exist (Mahimahi's tools refuse root: useradd one or give --mm-user)"
-    return ""
 
 
 # -- the plain-veth reference ---------------------------------------------------------------
@@ -273,18 +262,13 @@ def main(argv=None) -> int:
     ap.add_argument("--sender-wmem", type=int, default=32 << 20,
                     help="tcp_wmem maximum (bytes) of the sender's namespace (0: the system's)")
     ap.add_argument("--json", type=Path, help="also write all results as JSON")
-    mm_link = shutil.which("mm-link")
-    ap.add_argument("--mahimahi-bin", default=mm_link and str(Path(mm_link).parent),
-                    help="folder with Mahimahi's mm-link and mm-delay (default: from PATH)")
-    ap.add_argument("--mm-user", default="mmuser", help="user that runs Mahimahi's tools (not root)")
+    add_mahimahi_options(ap)
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench_replay: needs root (network namespaces and TUN)", file=sys.stderr)
-        return 2
+    require_root("bench_replay")
     from airlink.traces import constant, write_trace
     configs = [(float(r), True) for r in args.nested_rates.split(",") if r.strip()] + \
               [(float(r), False) for r in args.link_rates.split(",") if r.strip()]
-    why_not_mm = mahimahi_installed(args.mahimahi_bin, args.mm_user)
+    why_not_mm = why_not_runnable(args.mahimahi_bin, ("mm-link", "mm-delay"), args.mm_user)
     have_mm = not why_not_mm
     if not have_mm:
         print(f"Mahimahi: not installed ({why_not_mm})")

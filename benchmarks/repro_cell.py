@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -51,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _netns import AIRLINK, throwaway_namespace, user_env  # noqa: E402
+from _netns import AIRLINK, require_root, throwaway_namespace, user_env  # noqa: E402
 
 from airlink.inference import fairness as F  # noqa: E402
 
@@ -386,8 +385,7 @@ def main(argv=None):
     ap.add_argument("--server-sysctl", action="append", default=[], metavar="NAME=VALUE",
                     help="evdo: a sysctl of the senders' namespace, e.g. net.ipv4.tcp_frto=0 (repeatable)")
     args = ap.parse_args(argv)
-    if os.geteuid() != 0 or not shutil.which("tcpdump"):
-        raise SystemExit("needs root and tcpdump")
+    require_root("repro_cell", "tcpdump")
     args.schedulers = args.schedulers.split(",")
     args.buffers = [int(b) for b in args.buffers.split(",")]
     args.cc = args.cc.split(",")

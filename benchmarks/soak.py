@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _netns import AIRLINK, PAYLOAD, rss_change, run_sampling_rss, sh, throwaway_namespace  # noqa: E402
+from _netns import (AIRLINK, PAYLOAD, require_root, rss_change, run_sampling_rss, sh,  # noqa: E402
+                    throwaway_namespace)
 
 
 def unaccounted_bytes(counters: dict) -> int:
@@ -121,9 +121,7 @@ def main(argv=None) -> int:
                     help="soak the cell shell instead: UES users, each with its own bulk download")
     ap.add_argument("--realtime", action="store_true", help="with --cell: the cell's loop under SCHED_RR")
     a = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("soak: needs root (namespaces, TUN)", file=sys.stderr)
-        return 2
+    require_root("soak")
     work = Path(a.keep or tempfile.mkdtemp(prefix="airlink-soak-"))
     work.mkdir(parents=True, exist_ok=True)
     seconds = int(a.minutes * 60)

@@ -171,6 +171,13 @@ class LinkShell(_Shell):
     idle_ms : float
         Workload mode: idle time after which a packet starts a new burst on a light
         train (CellReplay's long-to-short timer; 0).
+
+    Attributes
+    ----------
+    down_trace, up_trace : Trace or None
+        Saturator mode: the traces as played, read and checked when the shell is made (before
+        any namespace exists): one user, bytes per TTI, a TTI above 10 ms split by
+        :func:`airlink.traces.split_long_ttis`; ``up_trace`` is None without an uplink.
     """
 
     tool = "airlink link"

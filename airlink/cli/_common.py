@@ -51,16 +51,6 @@ def add_parser(sub, name: str, help: str, description: str, example: str) -> arg
                           epilog="example:\n  " + example.strip().replace("\n", "\n  "))
 
 
-def add_allocation_log(parser: argparse.ArgumentParser) -> None:
-    """``LOG``, ``--format`` and ``--direction``: the input of a command that reads an
-    all-user allocation log (NR-Scope's DCI CSV, a mac frame)."""
-    from pathlib import Path
-    parser.add_argument("log", type=Path, metavar="LOG")
-    parser.add_argument("--format", help="reader (default: sniffed), e.g. nrscope, mac-parquet")
-    parser.add_argument("--direction", choices=["dl", "ul", "downlink", "uplink"], default="dl",
-                        help="DCIs to analyse: dl (default) or ul")
-
-
 _BARE_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
 
 
@@ -182,6 +172,16 @@ def output_folder_option(option: str = "-o", *, overwrite: bool = True):
         raise AirlinkError(f"{option} {exc}{hint}") from None
     except FolderBusyError as exc:
         raise AirlinkError(f"{option} {exc}") from None
+
+
+def add_opportunity_bytes(p) -> None:
+    """``--opportunity-bytes``: the bytes one line (one delivery opportunity) of a Mahimahi
+    trace stands for, when a command reads or writes one."""
+    from airlink.traces.bounds import OPPORTUNITY_BYTES
+    from airlink.traces.units import DEFAULT_OPPORTUNITY_BYTES
+    bounded(p, "--opportunity-bytes", bound=OPPORTUNITY_BYTES, default=DEFAULT_OPPORTUNITY_BYTES,
+            help=f"bytes per line (delivery opportunity) of a Mahimahi trace ({DEFAULT_OPPORTUNITY_BYTES}; "
+                 "1504 matches mm-link's accounting)")
 
 
 def add_overwrite(p, what: str = "OUTDIR") -> None:

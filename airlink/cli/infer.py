@@ -30,58 +30,50 @@ def register(sub):
                               "  airlink infer scheduler mac.parquet --json")
     isub = p.add_subparsers(dest="infer_command", metavar="ACTION", required=True)
 
-    n = add_parser(isub, "nmi", "rank factors of a target by peak time-shifted NMI",
-                   "Peak normalized mutual information I_N(target; factor; d) = (H(X)+H(Y)-H(X,Y_d))/H(X) "
-                   "over lags |d| <= --max-lag (Mattar et al.), per factor, with a circular-shift surrogate "
-                   "p-value and threshold, a bias-corrected value and a block-bootstrap interval. A "
-                   "positive lag means the factor leads the target; lags are given in seconds and in "
-                   "grid steps, and a peak at +-max-lag is flagged (the true peak may lie beyond). The "
-                   "FRAME is first put on a regular grid made from its timestamps (--resolution), so "
-                   "gaps and irregular rows do not shift lags; several FRAMEs share the first one's grid.",
-                   "airlink infer nmi mac.parquet --target assigned_rate_bps --factor backlog_bytes "
-                   "--factor sinr_db --max-lag 2s --surrogates 200\n"
-                   "airlink infer nmi B_2019.12.16_13.40.04.csv --time-column Timestamp --resolution 1s "
-                   "--target DL_bitrate --factor SNR --factor RSRQ --max-lag 10s")
-    n.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    n = _action(isub, "nmi", "rank factors of a target by peak time-shifted NMI",
+                "Peak normalized mutual information I_N(target; factor; d) = (H(X)+H(Y)-H(X,Y_d))/H(X) "
+                "over lags |d| <= --max-lag (Mattar et al.), per factor, with a circular-shift surrogate "
+                "p-value and threshold, a bias-corrected value and a block-bootstrap interval. A "
+                "positive lag means the factor leads the target; lags are given in seconds and in "
+                "grid steps, and a peak at +-max-lag is flagged (the true peak may lie beyond). The "
+                "FRAME is first put on a regular grid made from its timestamps (--resolution), so "
+                "gaps and irregular rows do not shift lags; several FRAMEs share the first one's grid.",
+                "airlink infer nmi mac.parquet --target assigned_rate_bps --factor backlog_bytes "
+                "--factor sinr_db --max-lag 2s --surrogates 200\n"
+                "airlink infer nmi B_2019.12.16_13.40.04.csv --time-column Timestamp --resolution 1s "
+                "--target DL_bitrate --factor SNR --factor RSRQ --max-lag 10s")
     n.add_argument("--target", required=True, help="column being explained (X)")
     n.add_argument("--factor", action="append", required=True, help="candidate factor column (Y); repeat")
     bounded(n, "--max-lag", bound=B.MAX_LAG, parse=DURATION, keep_text=True, default=B.NMI_MAX_LAG,
             help=f"largest |lag|, a duration (default {B.NMI_MAX_LAG})")
-    bounded(n, "--bins", bound=B.BINS, default=B.NMI_BINS, help=f"bins per series (default {B.NMI_BINS})")
+    _bins(n)
     n.add_argument("--binning", choices=["uniform", "quantile", "levels"], default="uniform",
                    help="uniform: equal-width over the observed range (default); integer series with "
                         "at most --bins levels keep their levels")
     n.add_argument("--normalization", default="x",
                    help="x (the paper's, by H(target)), y, arithmetic, geometric, min, max, joint, none")
-    bounded(n, "--surrogates", bound=B.SURROGATES, default=B.NMI_SURROGATES,
-            help=f"surrogates for the p-value (0: off; default {B.NMI_SURROGATES})")
+    _surrogates(n)
     bounded(n, "--bootstrap", bound=B.BOOTSTRAP, default=B.NMI_BOOTSTRAP,
             help=f"bootstrap resamples for the interval (default {B.NMI_BOOTSTRAP})")
     n.add_argument("--user", help="analyse one user of a per-user frame (default: all users pooled)")
     bounded(n, "--seed", bound=B.SEED, default=0, help="seed of the surrogates and resamples (default 0)")
-    n.add_argument("--json", action="store_true", help="print a JSON list, one object per factor")
-    _grid_options(n)
-    n.set_defaults(func=cmd_nmi)
+    _json_grid_and_run(n, cmd_nmi, "print a JSON list, one object per factor")
 
-    f = add_parser(isub, "fairness", "fairness gap, Jain's index, resource fractions, ratios per user",
-                   "Fairness over the whole run (and per --window): fairness gap (max-min)/min, Jain's "
-                   "index, min/max resource-fraction ratio; per user mean rate, share, selection, "
-                   "active-time and retransmission ratios.",
-                   "airlink infer fairness sim/mac.parquet --window 1s --json")
-    f.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    f = _action(isub, "fairness", "fairness gap, Jain's index, resource fractions, ratios per user",
+                "Fairness over the whole run (and per --window): fairness gap (max-min)/min, Jain's "
+                "index, min/max resource-fraction ratio; per user mean rate, share, selection, "
+                "active-time and retransmission ratios.",
+                "airlink infer fairness sim/mac.parquet --window 1s --json")
     f.add_argument("--rate", help="throughput column (default: assigned_rate_bps, served_bytes, tbs_bps, ...)")
     f.add_argument("--resource", help="resource column (default: subchannels or prbs)")
     bounded(f, "--window", bound=B.WINDOW, parse=DURATION, keep_text=True, help="also per window of this length, e.g. 1s")
-    f.add_argument("--json", action="store_true")
-    _grid_options(f)
-    f.set_defaults(func=cmd_fairness)
+    _json_grid_and_run(f, cmd_fairness)
 
-    b = add_parser(isub, "backlog", "does the assigned rate follow the backlog or the channel?",
-                   "Backlog dependence (Mattar et al. Sec. 4): peak NMI(rate; backlog) vs NMI(rate; channel) "
-                   "with p-values, the assigned-rate vs sending-rate curve, the sending rate at which "
-                   "throttling begins and the response lag of the rate to bursts.",
-                   "airlink infer backlog sim/mac.parquet --max-lag 2s")
-    b.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    b = _action(isub, "backlog", "does the assigned rate follow the backlog or the channel?",
+                "Backlog dependence (Mattar et al. Sec. 4): peak NMI(rate; backlog) vs NMI(rate; channel) "
+                "with p-values, the assigned-rate vs sending-rate curve, the sending rate at which "
+                "throttling begins and the response lag of the rate to bursts.",
+                "airlink infer backlog sim/mac.parquet --max-lag 2s")
     b.add_argument("--rate", help="assigned rate column (default assigned_rate_bps, served_bytes, ...)")
     b.add_argument("--backlog", default="backlog_bytes")
     b.add_argument("--channel", help="channel quality column (default sinr_reported_db, sinr_db, snr_db, cqi, ...)")
@@ -90,44 +82,59 @@ def register(sub):
             help=f"window for the rate curve (default {B.BACKLOG_WINDOW})")
     bounded(b, "--max-lag", bound=B.MAX_LAG, parse=DURATION, keep_text=True, default=B.BACKLOG_MAX_LAG,
             help=f"largest |lag| (default {B.BACKLOG_MAX_LAG})")
-    bounded(b, "--bins", bound=B.BINS, default=B.NMI_BINS, help=f"bins per series (default {B.NMI_BINS})")
-    bounded(b, "--surrogates", bound=B.SURROGATES, default=B.NMI_SURROGATES,
-            help=f"surrogates for the p-values (default {B.NMI_SURROGATES})")
-    b.add_argument("--json", action="store_true")
-    _grid_options(b)
-    b.set_defaults(func=cmd_backlog)
+    _bins(b)
+    _surrogates(b)
+    _json_grid_and_run(b, cmd_backlog)
 
-    j = add_parser(isub, "jitter", "inter-service gaps per user",
-                   "Scheduling jitter (the EV-DO study): gaps between consecutive services of each user: "
-                   "count, mean, std, coefficient of variation and max, in seconds.",
-                   "airlink infer jitter sim/mac.parquet --json")
-    j.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    j = _action(isub, "jitter", "inter-service gaps per user",
+                "Scheduling jitter (the EV-DO study): gaps between consecutive services of each user: "
+                "count, mean, std, coefficient of variation and max, in seconds.",
+                "airlink infer jitter sim/mac.parquet --json")
     j.add_argument("--served", help="column > 0 when served (default served_bytes, subchannels, prbs, ...)")
-    j.add_argument("--json", action="store_true")
-    _grid_options(j)
-    j.set_defaults(func=cmd_jitter)
+    _json_grid_and_run(j, cmd_jitter)
 
-    s = add_parser(isub, "scheduler", "which scheduler explains the trace?",
-                   "Classify the scheduler (rr, maxcir, pf, backlog) from what a measurement sees: "
-                   "per-user allocation (rate or PRBs), channel quality and backlog where known. The "
-                   "model is trained on simulated cells on first use and cached under "
-                   "$AIRLINK_CACHE or ~/.cache/airlink; its held-out accuracy is printed with it. "
-                   "For PF it also estimates the averaging time constant. It names the series it took "
-                   "as users (one phone's carrier-aggregation cells are not competing users) and says "
-                   "'cannot tell', with the reasons, on data unlike the per-TTI cells it learned from "
-                   "(per-second samples, too few users, no channel column).",
-                   "airlink infer scheduler sim/mac.parquet --json\n"
-                   "airlink infer scheduler data_310410.csv --alloc pcell_sum_nRB --channel pcell_snr")
-    s.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    s = _action(isub, "scheduler", "which scheduler explains the trace?",
+                "Classify the scheduler (rr, maxcir, pf, backlog) from what a measurement sees: "
+                "per-user allocation (rate or PRBs), channel quality and backlog where known. The "
+                "model is trained on simulated cells on first use and cached under "
+                "$AIRLINK_CACHE or ~/.cache/airlink; its held-out accuracy is printed with it. "
+                "For PF it also estimates the averaging time constant. It names the series it took "
+                "as users (one phone's carrier-aggregation cells are not competing users) and says "
+                "'cannot tell', with the reasons, on data unlike the per-TTI cells it learned from "
+                "(per-second samples, too few users, no channel column).",
+                "airlink infer scheduler sim/mac.parquet --json\n"
+                "airlink infer scheduler data_310410.csv --alloc pcell_sum_nRB --channel pcell_snr")
     s.add_argument("--alloc", help="allocation column (default prbs, subchannels, served_bytes, assigned_rate_bps)")
     s.add_argument("--channel", help="channel column (default sinr_reported_db, sinr_db, snr_db, cqi)")
     s.add_argument("--backlog", help="backlog column, if known (default backlog_bytes when present)")
     s.add_argument("--retrain", action="store_true", help="train the model again instead of using the cache")
-    s.add_argument("--json", action="store_true")
-    _grid_options(s)
-    s.set_defaults(func=cmd_scheduler)
+    _json_grid_and_run(s, cmd_scheduler)
     __import__("airlink.cli.infer_cell", fromlist=["register"]).register(isub)   # airlink infer cell
     __import__("airlink.cli.infer_pf", fromlist=["register"]).register(isub)     # airlink infer pf
+
+
+def _action(isub, name, summary, description, example):
+    """An action's parser with the FRAME arguments every action of this module reads (all put
+    on one grid); :func:`_json_grid_and_run` closes it."""
+    p = add_parser(isub, name, summary, description, example)
+    p.add_argument("frames", nargs="+", type=Path, metavar="FRAME")
+    return p
+
+
+def _bins(p):
+    bounded(p, "--bins", bound=B.BINS, default=B.NMI_BINS, help=f"bins per series (default {B.NMI_BINS})")
+
+
+def _surrogates(p):
+    bounded(p, "--surrogates", bound=B.SURROGATES, default=B.NMI_SURROGATES,
+            help=f"circular-shift surrogates for the p-values (0: off; default {B.NMI_SURROGATES})")
+
+
+def _json_grid_and_run(p, func, json_help="print one JSON document instead of the text"):
+    """What closes every action's options: ``--json``, the time grid's group, the handler."""
+    p.add_argument("--json", action="store_true", help=json_help)
+    _grid_options(p)
+    p.set_defaults(func=func)
 
 
 def _grid_options(p):
@@ -290,16 +297,9 @@ def cmd_scheduler(args) -> int:
     if args.json:
         print_json(res)
         return 0
-    alloc = frame.attrs.get("allocation") or {}
-    read_as = f"allocation log read as: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
     if res.get("cannot_tell"):
         print(f"scheduler: cannot tell: {res['cannot_tell']}")
-        print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
-              f"users: {', '.join(map(str, res['users_used']))}")
-        if read_as:
-            print(read_as)
-        for g in res["ignored"]:
-            print(f"  not a user: {g['series']}: {g['reason']}")
+        _print_view(res, frame, columns=False)
         return 0
     if res["scheduler"] == "unknown":
         guess = (f"; the model's best guess would be {res['best_guess']} ({res['probability']:.2f})"
@@ -310,13 +310,7 @@ def cmd_scheduler(args) -> int:
         print(f"scheduler: {res['scheduler']} (probability {res['probability']:.2f}{note})")
     for r in res["reasons"]:
         print(f"  - {r}")
-    print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
-          f"users: {', '.join(map(str, res['users_used']))} (columns: "
-          + ", ".join(f"{k} {v}" for k, v in res["columns"].items() if v) + ")")
-    if read_as:
-        print(read_as)
-    for g in res["ignored"]:
-        print(f"  not a user: {g['series']}: {g['reason']}")
+    _print_view(res, frame, columns=True)
     for name, p in sorted(res["probabilities"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<8} {p:.2f}")
     if res.get("pf_time_constant_s") is not None:
@@ -327,6 +321,20 @@ def cmd_scheduler(args) -> int:
     print(f"model: {res['model']['description']}; held-out accuracy {res['model']['heldout_accuracy']:.3f} "
           f"(by view: {kinds})")
     return 0
+
+
+def _print_view(res, frame, *, columns: bool) -> None:
+    """What identify_scheduler looked at: view, samples, users (and the columns it took), how an
+    allocation log was read and the series it did not count as users."""
+    took = (" (columns: " + ", ".join(f"{k} {v}" for k, v in res["columns"].items() if v) + ")"
+            if columns else "")
+    print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
+          f"users: {', '.join(map(str, res['users_used']))}{took}")
+    alloc = frame.attrs.get("allocation") or {}
+    if alloc.get("notes"):
+        print(f"allocation log read as: {'; '.join(alloc['notes'])}")
+    for g in res["ignored"]:
+        print(f"  not a user: {g['series']}: {g['reason']}")
 
 
 def _has_carriers(args) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from airlink.cli._common import add_allocation_log, add_parser, bounded, print_json, with_unit
+from airlink.cli._alloclog import add_log_arguments, read_log
+from airlink.cli._common import add_parser, bounded, print_json, with_unit
 from airlink.traces import bounds as B
 
 
@@ -24,7 +25,7 @@ def register(isub):
                    "bounds.",
                    "airlink infer cell ../shared/data/nr-scope/t_mobile1_ueactivity_afternoon_1.csv\n"
                    "airlink infer cell night.csv --window 500ms --cell-prbs 79 --json")
-    add_allocation_log(c)
+    add_log_arguments(c)
     bounded(c, "--window", bound=B.WINDOW, parse=with_unit(parse_duration, "1s or 500ms"), default=B.CELL_WINDOW,
             help=f"window for active users, Jain's index and utilisation ({B.CELL_WINDOW})")
     bounded(c, "--cell-prbs", bound=B.CELL_PRBS, help="PRBs of the carrier (default: the highest PRB allocated)")
@@ -38,11 +39,8 @@ def _fmt(v, spec=".3f"):
 
 
 def cmd_cell(args) -> int:
-    from airlink import collectors as C
-    from airlink.inference.allocations import allocation_view
     from airlink.inference.cell_logs import analyze_cell
-    frame = C.read(args.log, format=args.format)
-    view = allocation_view(frame, args.direction)     # the one reading fairness/scheduler/jitter share
+    view = read_log(args)
     frame = view.frame
     args.direction = view.direction or args.direction
     res = analyze_cell(frame, window=args.window, cell_prbs=args.cell_prbs, source=str(args.log))

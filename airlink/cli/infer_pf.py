@@ -2,8 +2,8 @@
 95 % intervals, from an all-user scheduling log (airlink.inference.pf_params)."""
 from __future__ import annotations
 
-
-from airlink.cli._common import add_allocation_log, add_parser, bounded, print_json
+from airlink.cli._alloclog import add_log_arguments, read_log
+from airlink.cli._common import add_parser, bounded, print_json
 from airlink.traces import bounds as B
 
 
@@ -21,7 +21,7 @@ def register(isub):
                    "compare cells and settings; see docs/inference.md.",
                    "airlink infer pf sim/mac.parquet\n"
                    "airlink infer pf ../shared/data/nr-scope/t_mobile1_ueactivity_afternoon_1.csv --json")
-    add_allocation_log(c)
+    add_log_arguments(c)
     c.add_argument("--channel", help="channel column logged for every user and slot, dB "
                                      "(default sinr_reported_db, sinr_db or snr_db when present)")
     bounded(c, "--cell-prbs", bound=B.CELL_PRBS, help="PRBs of the carrier (default: the highest PRB "
@@ -35,11 +35,8 @@ def _interval(ci, spec):
 
 
 def cmd_pf(args) -> int:
-    from airlink import collectors as C
-    from airlink.inference.allocations import allocation_view
     from airlink.inference.pf_params import estimate_pf
-    frame = C.read(args.log, format=args.format)
-    frame = allocation_view(frame, args.direction).frame
+    frame = read_log(args).frame
     res = estimate_pf(frame, cell_prbs=args.cell_prbs, channel=args.channel, source=str(args.log))
     if args.json:
         print_json(res.to_dict())

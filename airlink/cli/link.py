@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.cli._common import add_parser, bounded
+from airlink.cli._common import add_opportunity_bytes, add_parser, bounded
 from airlink.traces import bounds as B
 
 #: the disciplines of airlink.replay.queues.QUEUES, named here so that building the parser
@@ -61,8 +61,7 @@ def register(sub):
         p.add_argument(f"--{d}-log", type=Path, metavar="FILE", help=f"mm-link format log of the {d}")
         p.add_argument(f"--{d}-tti-log", type=Path, metavar="FILE",
                        help=f"per-TTI Parquet log of the {d} (capacity, served, backlog, drops)")
-    bounded(p, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=1500,
-                   help="bytes per line of a Mahimahi trace (1500)")
+    add_opportunity_bytes(p)
     p.add_argument("--stats", type=Path, metavar="FILE",
                    help="write a JSON summary (per-direction counters, kernel drops) at exit")
     p.set_defaults(func=run, cmd=[])

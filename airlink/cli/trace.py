@@ -4,12 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink import traces as T
-from airlink.cli._common import add_parser, bounded, print_json, with_unit
+from airlink.cli._common import add_opportunity_bytes, add_parser, bounded, print_json, with_unit
 from airlink.traces import bounds as B
 
 FORMATS = ["mahimahi", "parquet"]
 DURATION = with_unit(T.parse_duration, "10s or 500ms")
-OPP_HELP = "bytes per Mahimahi opportunity (1500; 1504 matches mm-link's accounting)"
 
 
 def register(sub):
@@ -25,8 +24,7 @@ def register(sub):
                    "airlink trace info ../shared/data/mahimahi-traces/TMobile-LTE-short.down --json")
     q.add_argument("file", type=Path)
     q.add_argument("--format", choices=FORMATS + ["linklog"], help="default: from extension and content")
-    bounded(q, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
-            help=OPP_HELP)
+    add_opportunity_bytes(q)
     bounded(q, "--window", bound=B.WINDOW, parse=DURATION, default="1s",
             help="window for the rate percentiles (default 1s)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
@@ -44,8 +42,7 @@ def register(sub):
     c.add_argument("--from", dest="src_format", choices=FORMATS)
     c.add_argument("--to", dest="dst_format", choices=FORMATS)
     c.add_argument("--user", help="user column to convert (Mahimahi output takes one; default the first)")
-    bounded(c, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
-            help=OPP_HELP)
+    add_opportunity_bytes(c)
     c.set_defaults(func=cmd_convert)
 
     k = add_parser(tsub, "constant", "write a constant-rate trace",
@@ -58,8 +55,7 @@ def register(sub):
             help="length of the trace before it loops (default 1s)")
     bounded(k, "--tti", bound=B.TTI, parse=T.parse_tti, default="1ms", help="TTI length (default 1ms)")
     k.add_argument("-o", "--output", type=Path, required=True)
-    bounded(k, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
-            help=OPP_HELP)
+    add_opportunity_bytes(k)
     k.set_defaults(func=cmd_constant)
 
     f = add_parser(tsub, "from-log", "turn a measured radio/MAC log into a capacity trace",
@@ -127,8 +123,7 @@ def register(sub):
     f.add_argument("--compare", metavar="C", help="second column to compare with (mean ratio, offset)")
     bounded(f, "--max-lag", bound=B.MAX_LAG, parse=DURATION, default=B.COMPARE_MAX_LAG,
             help=f"largest offset searched by --compare ({B.COMPARE_MAX_LAG})")
-    bounded(f, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
-            help=OPP_HELP)
+    add_opportunity_bytes(f)
     f.add_argument("--json", action="store_true", help="print one JSON object")
     f.set_defaults(func=cmd_from_log)
 
@@ -144,8 +139,7 @@ def register(sub):
     g.add_argument("--format", choices=FORMATS + ["linklog"])
     bounded(g, "--bin", bound=B.WINDOW, parse=DURATION, default=None,
             help="bin width (default 100ms for traces, 500ms for logs)")
-    bounded(g, "--opportunity-bytes", bound=B.OPPORTUNITY_BYTES, default=T.DEFAULT_OPPORTUNITY_BYTES,
-            help=OPP_HELP)
+    add_opportunity_bytes(g)
     g.set_defaults(func=cmd_plot)
 
 

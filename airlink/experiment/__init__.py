@@ -3,10 +3,10 @@ YAML file and run by ``airlink run`` or :func:`run_experiment`.
 
 The file's sections and keys are declared in :mod:`~airlink.experiment.spec`; docs/loop.md
 explains them with examples. Modules: :mod:`~airlink.experiment.spec` (the file),
-:mod:`~airlink.experiment.stages` (the runner; radio, collect and report stages),
+:mod:`~airlink.experiment.runner` (the runner; radio, collect and report stages),
 :mod:`~airlink.experiment.context` (the :class:`RunContext` every stage is given),
 :mod:`~airlink.experiment.live` (shells, applications, captures),
-:mod:`~airlink.experiment.infer` (NMI factor rankings), :mod:`~airlink.experiment.cellrun`
+:mod:`~airlink.experiment.infer_stage` (NMI factor rankings), :mod:`~airlink.experiment.cellrun`
 (a cell run's per-UE numbers), :mod:`~airlink.experiment.inside` (what runs inside the link);
 the run folder's artifacts are declared in :mod:`airlink.rundir`.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from airlink.experiment.inside import run_inside
 from airlink.experiment.live import live_unavailable_reason
 from airlink.experiment.spec import Experiment, check_experiment, load_experiment
-from airlink.experiment.stages import RunResult, Runner, versions
+from airlink.experiment.runner import RunResult, Runner, versions
 
 
 def run_experiment(experiment, outdir, *, live: bool | None = None, progress: bool = True,

@@ -30,7 +30,7 @@ declared name patterns, so the folder of a single ``airlink collect`` or ``airli
 simulate`` makes a partial report too). The report only reads and draws: it never decodes
 a capture or re-runs an analysis; a section whose artifact is missing says so.
 
-The ``nmi.json`` layout (written by the infer stage, :mod:`airlink.experiment.infer`)::
+The ``nmi.json`` layout (written by the infer stage, :mod:`airlink.experiment.infer_stage`)::
 
     {"analyses": [{"target": "assigned_rate_bps", "source": "mac.parquet",
                    "resolution_s": 1.0,

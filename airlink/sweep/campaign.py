@@ -135,10 +135,13 @@ def read_campaign(campaign) -> tuple[pd.DataFrame, dict]:
 
 
 # ---------------------------------------------------------------------------- provenance
-def _inputs(exp) -> dict:
-    """``{path: sha256}`` of the files an experiment reads: a measured ``radio.trace``, a
-    cell's preset file, uplink trace and replayed log (``from_log``; when they are files), and
-    the ``offline.captures``."""
+def input_files(exp) -> dict:
+    """``{path: sha256}`` of the files an experiment (an :class:`~airlink.experiment.Experiment`)
+    reads: a measured ``radio.trace``, a cell's preset file, uplink trace and replayed log
+    (``from_log``; when they are files), and the ``offline.captures``. Paths are resolved as
+    the run resolves them (relative to the experiment file); a named file that does not exist
+    maps to None. A sweep puts these digests in each point's fingerprint, so a point whose
+    inputs changed is run again."""
     spec = exp.spec
     names = []
     radio = spec.get("radio") or {}
@@ -292,7 +295,7 @@ def _run_locked(sweep, campaign, exps, *, scheduler, workers, live_slots, progre
     slots = live_slots or max(1, (os.cpu_count() or 1) // 2)
     for p in points:
         exp = exps[p.id]
-        inputs = _inputs(exp)
+        inputs = input_files(exp)
         all_inputs.update(inputs)
         tasks[p.id] = {"campaign": str(campaign), "token": token, "point_id": p.id, "params": p.params,
                        "experiment": str(sweep.experiment_path), "offline": sweep.spec.offline,

@@ -491,11 +491,11 @@ def test_a_preset_file_is_found_beside_the_experiment(tmp_path, monkeypatch):
     (tmp_path / "exp.yaml").write_text("name: r\ncell: {preset: my-preset.yaml, ues: {4: [bulk]}}\n")
     with pytest.raises(AirlinkError, match="exp.yaml: cell.ues.4: UE 4 but the cell has 3 UEs"):
         load_experiment(tmp_path / "exp.yaml")
-    from airlink.sweep.campaign import _inputs
+    from airlink.sweep import input_files
     exp = load_experiment(tmp_path / "exp.yaml", overrides={"cell.ues": {"3": ["bulk"]}})
     import hashlib
     digest = hashlib.sha256((tmp_path / "my-preset.yaml").read_bytes()).hexdigest()
-    assert _inputs(exp) == {str(tmp_path / "my-preset.yaml"): digest}
+    assert input_files(exp) == {str(tmp_path / "my-preset.yaml"): digest}
 
 
 def test_bulk_receive_window_reaches_the_inside_runner(tmp_path):

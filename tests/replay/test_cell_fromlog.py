@@ -235,9 +235,9 @@ def test_experiment_cell_section_from_log(shared_data, tmp_path):
     # a sweep's fingerprint covers the replayed log's content
     import hashlib
 
-    from airlink.sweep.campaign import _inputs
+    from airlink.sweep import input_files
     digest = hashlib.sha256((shared_data / AFTERNOON).read_bytes()).hexdigest()
-    assert _inputs(exp)[str(tmp_path / "cell.csv")] == digest
+    assert input_files(exp)[str(tmp_path / "cell.csv")] == digest
 
 
 @pytest.mark.parametrize("scheduler", ["rr", "maxcir", "lambda", "mcpfs"])

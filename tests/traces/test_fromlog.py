@@ -144,10 +144,10 @@ def test_split_long_ttis_keeps_every_tti_total():
 def test_link_shell_accepts_a_20ms_trace(tmp_path):
     """The trace `airlink run --trace` hands to the link shell: a 20 ms Parquet trace is
     split by the one rule instead of refused."""
-    from airlink.replay.shells import _load
+    from airlink.replay import LinkShell
     p = tmp_path / "gprs.parquet"
     Trace([2500.0, 500.0], "20ms").write_parquet(p)
-    tr, _ = _load(p, None, 1500)
+    tr = LinkShell(p).down_trace            # the trace is read and checked before any namespace
     assert tr.tti_ms == 10 and tr.values[:, 0].tolist() == [1250, 1250, 250, 250]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from airlink import rundir
 from airlink.experiment.context import Progress, RunContext
-from airlink.experiment.infer import InferStage
+from airlink.experiment.infer_stage import InferStage
 from airlink.experiment.live import LiveStage
 from airlink.experiment.spec import Experiment
 from airlink.traces import AirlinkError
