@@ -10,6 +10,8 @@ nodes is refused before it is built.
 """
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 from .errors import AirlinkError
@@ -61,6 +63,12 @@ def _loader():
                 return total
             size(node)
             return self.construct_document(node)
+
+    # YAML 1.2's floats: 1e6 and 1.08e6 are numbers (YAML 1.1, PyYAML's default, wants a dot
+    # and a signed exponent and reads them as text)
+    BoundedLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+        list("-+0123456789"))
     return BoundedLoader
 
 
