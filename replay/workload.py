@@ -58,7 +58,7 @@ import bisect
 import numpy as np
 
 from airlink.traces.cellreplay import PDO_BYTES, Direction
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from .stages import TimedStage
 

@@ -1,6 +1,6 @@
 """Trace data model, frame schemas, and the Mahimahi trace and link-log formats.
 
-This package imports nothing else from airlink; every other package may import it.
+It imports only airlink.core from airlink; every other package may import it.
 
 Main entry points::
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import AirlinkError, FormatError, SchemaError
-from .lazy import lazy_names
+from airlink.core.errors import AirlinkError, FormatError, SchemaError
+from airlink.core.lazy import lazy_names
 
 TRACE_FORMATS = ("mahimahi", "parquet")
 
@@ -24,9 +24,9 @@ _LAZY = {name: (module, name) for module, names in {
     "cellreplay": ("CellReplayTraces", "read_cellreplay", "write_cellreplay"),
     "fromlog": ("Comparison", "GAP_RULES", "compare", "from_log", "from_log_sessions", "split_long_ttis", "split_sessions"),
     "mmlinklog": ("LinkLogWriter", "per_ms", "read_log", "write_log"),
-    "schema": ("KINDS", "columns", "kinds", "validate"),
+    "airlink.core.schema": ("KINDS", "columns", "kinds", "validate"),
     "trace": ("Trace", "constant", "jsonable"),
-    "units": ("DEFAULT_OPPORTUNITY_BYTES", "format_rate", "parse_duration", "parse_rate",
+    "airlink.core.units": ("DEFAULT_OPPORTUNITY_BYTES", "format_rate", "parse_duration", "parse_rate",
               "parse_size", "parse_tti"),
 }.items() for name in names}
 

@@ -35,10 +35,10 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from .bounds import COMPARE_MAX_LAG, DEFAULT_FILL_LIMIT as _FILL_LIMIT_TEXT, DEFAULT_SESSION_GAP as _SESSION_GAP_TEXT
-from .errors import AirlinkError, SchemaError
+from airlink.core.bounds import COMPARE_MAX_LAG, DEFAULT_FILL_LIMIT as _FILL_LIMIT_TEXT, DEFAULT_SESSION_GAP as _SESSION_GAP_TEXT
+from airlink.core.errors import AirlinkError, SchemaError
 from .trace import Trace
-from .units import parse_duration, parse_tti, snap_fraction
+from airlink.core.units import parse_duration, parse_tti, snap_fraction
 
 #: bytes per unit for per-row amounts
 AMOUNT_UNITS = {"bytes": 1.0, "byte": 1.0, "b": 1.0, "bits": 1 / 8, "bit": 1 / 8}
@@ -187,7 +187,7 @@ def _tti_from_rows(t: np.ndarray, source: str) -> Fraction:
 
 #: how the silence of a gap is filled (:func:`from_log`)
 GAP_RULES = ("hold", "zero", "interpolate", "error")
-#: the default longest gap ``hold``/``interpolate`` fill, in seconds (declared in traces.bounds)
+#: the default longest gap ``hold``/``interpolate`` fill, in seconds (declared in airlink.core.bounds)
 DEFAULT_FILL_LIMIT = parse_duration(_FILL_LIMIT_TEXT)
 #: the default silence that ends a session (:func:`split_sessions`), in seconds
 DEFAULT_SESSION_GAP = parse_duration(_SESSION_GAP_TEXT)

@@ -6,7 +6,7 @@ import math
 
 from airlink.cli._alloclog import add_log_arguments, read_log
 from airlink.cli._common import add_parser, bounded, print_json, with_unit
-from airlink.traces import bounds as B
+from airlink.core import bounds as B
 
 
 def register(isub):

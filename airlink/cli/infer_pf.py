@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airlink.cli._alloclog import add_log_arguments, read_log
 from airlink.cli._common import add_parser, bounded, print_json
-from airlink.traces import bounds as B
+from airlink.core import bounds as B
 
 
 def register(isub):

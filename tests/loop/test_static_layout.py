@@ -58,13 +58,10 @@ def _collectors_imports() -> dict:
     return graph
 
 
-def test_no_import_cycles_inside_collectors():
-    """No module of airlink.collectors imports (directly or through others) a module that
-    imports it back: the modules form layers (capture reading, TCP analysis, log readers)."""
-    graph = _collectors_imports()
-    assert "tcp" in graph and "pcap" in graph and graph["tcp"], "the import graph was not read"
+def _cycles(graph: dict) -> list:
+    """Every ``a -> ... -> a`` path of a ``{node: {nodes it imports}}`` graph."""
     cycles = []
-    for start in graph:                 # depth-first from each module back to itself
+    for start in graph:                 # depth-first from each node back to itself
         stack, seen = [(start, [start])], set()
         while stack:
             node, path = stack.pop()
@@ -74,4 +71,48 @@ def test_no_import_cycles_inside_collectors():
                 elif nxt not in seen:
                     seen.add(nxt)
                     stack.append((nxt, path + [nxt]))
-    assert not cycles, "import cycles inside collectors:\n" + "\n".join(sorted(set(cycles)))
+    return sorted(set(cycles))
+
+
+def test_no_import_cycles_inside_collectors():
+    """No module of airlink.collectors imports (directly or through others) a module that
+    imports it back: the modules form layers (capture reading, TCP analysis, log readers)."""
+    graph = _collectors_imports()
+    assert "tcp" in graph and "pcap" in graph and graph["tcp"], "the import graph was not read"
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles inside collectors:\n" + "\n".join(cycles)
+
+
+PARTS = {"core": "airlink/core", "traces": "traces", "sim": "sim", "collectors": "collectors",
+         "inference": "inference", "replay": "replay"}
+
+
+def _part_imports() -> dict:
+    """Part -> the other parts its modules import (top level or deferred), by ``ast``."""
+    import ast
+
+    def part_of(module: str):
+        return next((p for p in PARTS if module == f"airlink.{p}" or module.startswith(f"airlink.{p}.")), None)
+    graph = {p: set() for p in PARTS}
+    for part, folder in PARTS.items():
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level in (0, 2):
+                    base = node.module if node.level == 0 else f"airlink.{node.module}"
+                    modules = [base] + [f"{base}.{a.name}" for a in node.names]
+                elif isinstance(node, ast.Import):
+                    modules = [a.name for a in node.names]
+                else:
+                    continue
+                graph[part] |= {q for q in map(part_of, modules) if q and q != part}
+    return graph
+
+
+def test_the_parts_import_each_other_without_cycles_and_the_core_imports_none():
+    """airlink.core (errors, units, bounds, atomic writes, YAML, schemas, fairness) imports no
+    other part; traces, sim, collectors, inference and replay import each other in layers."""
+    graph = _part_imports()
+    assert graph["core"] == set()
+    assert "core" in graph["collectors"] and "core" in graph["traces"], "the import graph was not read"
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles between the parts:\n" + "\n".join(cycles)

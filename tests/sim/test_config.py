@@ -157,7 +157,7 @@ def test_exponent_numbers_without_a_dot_or_sign_are_numbers(tmp_path):
     """YAML 1.2 reads 1e6 and 1.08e6 as floats (YAML 1.1 wants '1.08e+6'): a --set value and
     an experiment file's cell set both take them as the numbers they are."""
     from airlink.cli._common import parameter_sets
-    from airlink.traces.yamlfile import load_yaml_text
+    from airlink.core.yamlfile import load_yaml_text
     assert parameter_sets(["bandwidth_hz=1.08e6"]) == {"bandwidth_hz": 1080000.0}
     assert load_yaml_text("a: [1e6, -2E-3, 1.5, 7, abc, 1e, e5]", "x") == \
         {"a": [1e6, -0.002, 1.5, 7, "abc", "1e", "e5"]}

@@ -1,6 +1,7 @@
 """Public names of a package loaded on first use (PEP 562 module ``__getattr__``).
 
-A package lists ``{name: (submodule, attribute)}`` and the submodules reachable as
+A package lists ``{name: (submodule, attribute)}`` (a submodule of its own, or a
+module's absolute name ``airlink.x.y``) and the submodules reachable as
 attributes; importing it then costs nothing of theirs (numpy, pandas: ~0.3 s), and the
 first ``package.name`` imports the submodule and keeps the value as a plain attribute.
 """
@@ -17,7 +18,8 @@ def lazy_names(package: str, names: dict, submodules=()):
     def __getattr__(name: str):
         if name in names:
             module, attr = names[name]
-            value = getattr(importlib.import_module(f"{package}.{module}"), attr)
+            full = module if module.startswith("airlink.") else f"{package}.{module}"
+            value = getattr(importlib.import_module(full), attr)
         elif name in submodules:
             value = importlib.import_module(f"{package}.{name}")
         else:
