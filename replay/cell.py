@@ -94,7 +94,8 @@ class CellShell:
         (DualPI2: ``step=``, ``target=``, ...) or ``infinite``; arguments as a
         ``"k=v,..."`` string or a dict. A limited queue given neither ``packets=`` nor
         ``bytes=`` holds the preset's ``buffer_packets`` packets (500 when the preset has
-        none): for CoDel, PIE and L4S that is the tail-drop safety net of a full buffer
+        none): for CoDel, PIE and L4S that is the tail-drop safety net of a full buffer.
+        PIE's and L4S's ``seed=`` is UE 1's; UE ``i`` draws its coins from ``seed + i - 1``
     ecn : every UE's queue CE-marks ECN-capable packets instead of dropping them (codel,
         pie; ``l4s`` always marks; a full buffer still drops); the same as ``ecn`` in
         ``queue_args``. Marks are counted per UE in the stats, per TTI in the MAC log
@@ -310,6 +311,14 @@ def run_cell(cmd=None, *, stats_path=None, env=None, **options) -> int:
     return CellShell(**options).run(cmd, env=env, stats_path=stats_path)
 
 
+def _ue_queue_args(args, u: int):
+    """UE ``u``'s (0-based) queue arguments: a given coin ``seed`` moves on by ``u``, so that
+    the UEs' PIE / L4S queues draw independent coins (reproducibly)."""
+    if isinstance(args, dict) and args.get("seed") is not None:
+        return {**args, "seed": int(args["seed"]) + u}
+    return args
+
+
 def _per_ue_commands(cmd, n_users) -> list:
     """One argument list (or None: the user's shell) per UE."""
     if cmd and all(isinstance(c, (list, tuple)) for c in cmd):
@@ -485,7 +494,7 @@ class _LiveCell:
         self.pidfds = {ns.pidfd: i for i, ns in enumerate(namespaces)}
         self.namespaces = namespaces
         self._commands_started = False
-        self.queues = [make_queue(shell.queue_kind, shell.queue_args) for _ in range(n)]
+        self.queues = [make_queue(shell.queue_kind, _ue_queue_args(shell.queue_args, u)) for u in range(n)]
         self.carry = np.zeros(n)
         self._backlog = np.zeros(n)
         self._budgets = np.zeros(n, np.int64)
