@@ -19,10 +19,11 @@
  *
  *     cell.wait(deadline_ns, pidfds)   -> index of a readable pidfd, or -1 at the deadline
  *     cell.backlog(bytes_f8)           -> the bytes each UE has queued (float64 array)
- *     cell.serve(budgets_i8, bb_f8, bp_i8, arr_f8, dp_i8, db_i8[, t_end_ns])
+ *     cell.serve(budgets_i8, bb_f8, bp_i8, arr_f8, dp_i8, db_i8, mp_i8[, t_end_ns])
  *         serve each UE's integer budget of bytes now (departures written to its TUN),
- *         then fill the row: backlog bytes/packets after service, arrivals bytes and
- *         drops packets/bytes since the previous serve() (the first: since the start)
+ *         then fill the row: backlog bytes/packets after service, arrivals bytes,
+ *         drops packets/bytes and CE marks (packets) since the previous serve() (the
+ *         first: since the start)
  *
  *     cell.set_aqm(ue, (ecn, seed, a, b, c, d))
  *         UE ue's (0-based) queue parameters, as lc_link_aqm in replay/_linkcore.h (before
@@ -82,7 +83,7 @@ typedef struct {
     int up_on;
     lc_link ul;
     lc_grid up;
-    long long seen_arr_b, seen_drop_p, seen_drop_b;        /* at the previous row */
+    long long seen_arr_b, seen_drop_p, seen_drop_b, seen_marks_p;   /* at the previous row */
     int fd;
 } UE;
 
@@ -366,15 +367,15 @@ static PyObject *Cell_backlog(Cell *c, PyObject *arg) {
 }
 
 static PyObject *Cell_serve(Cell *c, PyObject *args) {
-    PyObject *o[6];
+    PyObject *o[7];
     long long t_end = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOO|L", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &t_end)) return NULL;
-    static const char *fmt[6] = {"q", "d", "q", "d", "q", "q"};
-    static const char *what[6] = {"budgets", "backlog bytes", "backlog packets", "arrivals bytes",
-                                  "drops packets", "drops bytes"};
-    Py_buffer b[6];
+    if (!PyArg_ParseTuple(args, "OOOOOOO|L", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &t_end)) return NULL;
+    static const char *fmt[7] = {"q", "d", "q", "d", "q", "q", "q"};
+    static const char *what[7] = {"budgets", "backlog bytes", "backlog packets", "arrivals bytes",
+                                  "drops packets", "drops bytes", "marks packets"};
+    Py_buffer b[7];
     int got = 0;
-    for (; got < 6; got++) {
+    for (; got < 7; got++) {
         /* numpy's int64 is "l" on LP64 */
         if (PyObject_GetBuffer(o[got], &b[got], PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) break;
         const char *f = b[got].format;
@@ -386,11 +387,11 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
             break;
         }
     }
-    if (got < 6) {
+    if (got < 7) {
         for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
         return NULL;
     }
-    long long *budget = b[0].buf, *bp = b[2].buf, *dp = b[4].buf, *db = b[5].buf;
+    long long *budget = b[0].buf, *bp = b[2].buf, *dp = b[4].buf, *db = b[5].buf, *mp = b[6].buf;
     double *bb = b[1].buf, *arr = b[3].buf;
     for (int i = 0; i < c->n; i++) {
         UE *u = &c->ue[i];
@@ -405,11 +406,13 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
         arr[i] = (double)(l->arr_b - u->seen_arr_b);
         dp[i] = l->drop_p - u->seen_drop_p;
         db[i] = l->drop_b - u->seen_drop_b;
+        mp[i] = l->marks_p - u->seen_marks_p;
         u->seen_arr_b = l->arr_b;
         u->seen_drop_p = l->drop_p;
         u->seen_drop_b = l->drop_b;
+        u->seen_marks_p = l->marks_p;
     }
-    for (int i = 0; i < 6; i++) PyBuffer_Release(&b[i]);
+    for (int i = 0; i < 7; i++) PyBuffer_Release(&b[i]);
     Py_RETURN_NONE;
 }
 
@@ -570,7 +573,7 @@ static PyMethodDef Cell_methods[] = {
      "wait(deadline_ns, pidfds): move packets until the deadline (-1) or a pidfd is readable (its index)."},
     {"backlog", (PyCFunction)Cell_backlog, METH_O, "backlog(out): bytes queued per UE into a float64 array."},
     {"serve", (PyCFunction)Cell_serve, METH_VARARGS,
-     "serve(budgets, backlog_bytes, backlog_packets, arrivals_bytes, drops_packets, drops_bytes)."},
+     "serve(budgets, backlog_bytes, backlog_packets, arrivals_bytes, drops_packets, drops_bytes, marks_packets[, t_end_ns])."},
     {"ue_stats", (PyCFunction)Cell_ue_stats, METH_O, "A UE's counters as a dict."},
     {"set_uplink", (PyCFunction)Cell_set_uplink, METH_VARARGS,
      "set_uplink(ue, capacity, tti_num, tti_den, start_ns): a constrained uplink (see the module)."},

@@ -51,7 +51,7 @@ from airlink.core.units import parse_duration, parse_rate, parse_size
 
 from .cell_pypath import PyCellPath
 from .cell_radio import RadioFeed
-from .queues import core_parameters, make_queue
+from .queues import core_parameters, make_queue, parse_queue_args, with_ecn
 from .server import EV_ARRIVAL, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, carry_budgets
 from .stages import LinkStage, Stage
 
@@ -72,7 +72,7 @@ _EVENT = EVENT       # the logged events of either packet path (see .server.EVEN
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
-                "backlog_seen_bytes", "late", "lateness_us")
+                "marks_packets", "backlog_seen_bytes", "late", "lateness_us")
 
 
 class CellShell:
@@ -88,9 +88,18 @@ class CellShell:
     tti : TTI length (``"1ms"``; 0.5 to 10 ms)
     duration : stop after this long (CMDs get SIGTERM); None: until every CMD has exited
     overrides : further preset parameters (``{"n_subchannels": 50, "pf_a": 0.01}``)
-    queue, queue_args : each UE's base-station queue (``droptail``/``drophead`` with
-        ``packets=``/``bytes=``, or ``infinite``; see :mod:`airlink.replay.queues`);
-        ``queue_args=None``: the preset's ``buffer_packets`` packets
+    queue, queue_args : each UE's base-station queue, any of :mod:`airlink.replay.queues`:
+        ``droptail``/``drophead`` (``packets=``/``bytes=``), ``codel`` (``target=``,
+        ``interval=``), ``pie`` (``qdelay_ref=``, ``max_burst=``, ``seed=``), ``l4s``
+        (DualPI2: ``step=``, ``target=``, ...) or ``infinite``; arguments as a
+        ``"k=v,..."`` string or a dict. A limited queue given neither ``packets=`` nor
+        ``bytes=`` holds the preset's ``buffer_packets`` packets (500 when the preset has
+        none): for CoDel, PIE and L4S that is the tail-drop safety net of a full buffer.
+        PIE's and L4S's ``seed=`` is UE 1's; UE ``i`` draws its coins from ``seed + i - 1``
+    ecn : every UE's queue CE-marks ECN-capable packets instead of dropping them (codel,
+        pie; ``l4s`` always marks; a full buffer still drops); the same as ``ecn`` in
+        ``queue_args``. Marks are counted per UE in the stats, per TTI in the MAC log
+        (``marks_packets``) and as ``m`` lines of the per-UE logs
     uplink : None (unconstrained), a rate (``"2Mbit/s"``, constant per UE) or a capacity
         trace (path or :class:`airlink.traces.Trace`; column ``i`` for UE ``i`` when it has
         one per UE, else the same trace for every UE)
@@ -122,7 +131,7 @@ class CellShell:
     tool = "airlink cell"
 
     def __init__(self, *, preset=None, scheduler=None, users=None, seed: int = 0, tti=None,
-                 duration=None, overrides=None, queue: str = "droptail", queue_args=None,
+                 duration=None, overrides=None, queue: str = "droptail", queue_args=None, ecn: bool = False,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
                  realtime: bool = False, from_log=None, follow_rnti=None, log_direction: str = "downlink",
                  log_start=None):
@@ -161,8 +170,13 @@ class CellShell:
             horizon = MEASURED_UNBOUNDED_S if cfg["channel_trace"] is not None else UNBOUNDED_S
             cfg["duration"] = f"{horizon}s"
         self.cfg = cfg
-        if queue_args is None and queue in ("droptail", "drophead"):
-            queue_args = {"packets": int(cfg["buffer_packets"] or 500)}     # the preset's buffer
+        queue_args = with_ecn(queue_args, ecn)
+        if queue != "infinite":
+            options = parse_queue_args(queue_args) if isinstance(queue_args, str) or queue_args is None \
+                else dict(queue_args)
+            if not options.get("packets") and not options.get("bytes"):
+                options["packets"] = int(cfg["buffer_packets"] or 500)     # the preset's buffer
+            queue_args = options
         self.queue_kind, self.queue_args = queue, queue_args
         make_queue(queue, queue_args)       # bad options fail before any namespace exists
         self.uplink = _uplink_capacity(uplink, self.n_users, self.tti)
@@ -295,6 +309,14 @@ def run_cell(cmd=None, *, stats_path=None, env=None, **options) -> int:
     """Run ``cmd`` in every UE of a live cell; see :class:`CellShell` for the options.
     Returns the worst exit status."""
     return CellShell(**options).run(cmd, env=env, stats_path=stats_path)
+
+
+def _ue_queue_args(args, u: int):
+    """UE ``u``'s (0-based) queue arguments: a given coin ``seed`` moves on by ``u``, so that
+    the UEs' PIE / L4S queues draw independent coins (reproducibly)."""
+    if isinstance(args, dict) and args.get("seed") is not None:
+        return {**args, "seed": int(args["seed"]) + u}
+    return args
 
 
 def _per_ue_commands(cmd, n_users) -> list:
@@ -472,7 +494,7 @@ class _LiveCell:
         self.pidfds = {ns.pidfd: i for i, ns in enumerate(namespaces)}
         self.namespaces = namespaces
         self._commands_started = False
-        self.queues = [make_queue(shell.queue_kind, shell.queue_args) for _ in range(n)]
+        self.queues = [make_queue(shell.queue_kind, _ue_queue_args(shell.queue_args, u)) for u in range(n)]
         self.carry = np.zeros(n)
         self._backlog = np.zeros(n)
         self._budgets = np.zeros(n, np.int64)
@@ -566,7 +588,8 @@ class _LiveCell:
         # whole bytes leave the queues; fractions of a byte carry to the next TTI
         self._budgets[:] = carry_budgets(self.carry, self.out["served"][i])
         path.serve(self._budgets, live["backlog_bytes"][i], live["backlog_packets"][i],
-                   live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i], t_end)
+                   live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i],
+                   live["marks_packets"][i], t_end)
         if self._logs:
             self._log_events()
         live["late"][i] = late_ns > self.shell.late_ns

@@ -8,7 +8,7 @@ link core); this class does the same with :mod:`airlink.replay.queues` and
 
     path.wait(deadline_ns, pidfds)   -> index of a readable pidfd, or -1 at the deadline
     path.backlog(bytes_f8)           -> the bytes each UE has queued
-    path.serve(budgets, bb, bp, arr, dp, db, t_end_ns)   -> serve, then fill the TTI's row
+    path.serve(budgets, bb, bp, arr, dp, db, mp, t_end_ns)   -> serve, then fill the TTI's row
     path.set_uplink(ue, capacity_f8, tti_num, tti_den, start_ns)
     path.take_events([uplink])       -> per UE, the logged events as bytes of EVENT records
     path.ue_stats(ue)                -> the UE's counters (``uplink`` nested)
@@ -137,7 +137,7 @@ class PyCellPath:
         self.up = [None] * self.n
         self.up_packets = [0] * self.n
         self.up_bytes = [0] * self.n
-        self._seen = [(0, 0, 0)] * self.n
+        self._seen = [(0, 0, 0, 0)] * self.n
         self.unroutable = self.write_errors = 0
         self.last_packet_ns = 0
 
@@ -237,7 +237,7 @@ class PyCellPath:
         for u, d in enumerate(self.down):
             out[u] = d.server.backlog(d.queue)[0]
 
-    def serve(self, budgets, bb, bp, arr, dp, db, t_end=0):
+    def serve(self, budgets, bb, bp, arr, dp, db, mp, t_end=0):
         for u, d in enumerate(self.down):
             d.serve(int(budgets[u]), t_end, self.inner_fds[u], self)
             bb[u], bp[u] = d.server.backlog(d.queue)
@@ -245,7 +245,8 @@ class PyCellPath:
             arr[u] = d.arrivals_bytes - prev[0]
             dp[u] = q.drops_packets - prev[1]
             db[u] = q.drops_bytes - prev[2]
-            self._seen[u] = (d.arrivals_bytes, q.drops_packets, q.drops_bytes)
+            mp[u] = q.marks_packets - prev[3]
+            self._seen[u] = (d.arrivals_bytes, q.drops_packets, q.drops_bytes, q.marks_packets)
 
     def take_events(self, uplink=False):
         if uplink:

@@ -40,7 +40,8 @@ from airlink.core.errors import AirlinkError
 
 #: per-TTI live columns of the cell (after the simulator's outputs) and their types
 LIVE_ARRAYS = (("backlog_bytes", np.float64), ("backlog_packets", np.int64), ("arrivals_bytes", np.float64),
-               ("drops_packets", np.int64), ("drops_bytes", np.int64), ("backlog_seen_bytes", np.float64),
+               ("drops_packets", np.int64), ("drops_bytes", np.int64), ("marks_packets", np.int64),
+               ("backlog_seen_bytes", np.float64),
                ("late", np.bool_), ("lateness_us", np.int64))
 _MSG = 65536
 WAITED_NS = 100_000  # a chunk that took longer to arrive than this was waited for

@@ -470,6 +470,16 @@ def parse_queue_args(text: str | None) -> dict:
     return out
 
 
+def with_ecn(args, ecn: bool):
+    """Queue arguments (a ``"k=v,..."`` string, dict or None) with ``ecn`` turned on when
+    ``ecn`` (a dict then), else unchanged: the shells' ECN switch beside their arguments."""
+    if not ecn:
+        return args
+    options = parse_queue_args(args) if isinstance(args, str) or args is None else dict(args)
+    options["ecn"] = True
+    return options
+
+
 def make_queue(kind: str = "infinite", args: str | dict | None = None, **kwargs):
     """A queue by Mahimahi name (or ``l4s``), with options as a dict, a ``"k=v,k=v"`` string
     or keywords (``ecn=True``: mark instead of dropping, see the module notes)."""

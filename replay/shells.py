@@ -18,7 +18,7 @@ from airlink.core import atomic
 from airlink.core.errors import AirlinkError
 
 from . import loop as _loop
-from .queues import make_queue, parse_queue_args
+from .queues import make_queue, with_ecn
 from .stages import DelaySeries, DelayStage, LinkStage, LossStage, Stage, TTILogWriter, offload_wanted, relay_threads
 
 KILL_GRACE_S = 3.0   # after SIGTERM/SIGHUP/SIGINT (or the end of a --once trace), CMD is killed
@@ -203,8 +203,8 @@ class LinkShell(_Shell):
         self.user = str(user) if user is not None else self.down_trace.users[0]
         self.once = once
         # build once now so that bad options fail before any namespace exists
-        self.queues = {"downlink": (downlink_queue, _with_ecn(downlink_queue_args, downlink_ecn)),
-                       "uplink": (uplink_queue, _with_ecn(uplink_queue_args, uplink_ecn))}
+        self.queues = {"downlink": (downlink_queue, with_ecn(downlink_queue_args, downlink_ecn)),
+                       "uplink": (uplink_queue, with_ecn(uplink_queue_args, uplink_ecn))}
         for kind, args in self.queues.values():
             make_queue(kind, args)
         self.logs = {"downlink": (downlink_log, downlink_tti_log), "uplink": (uplink_log, uplink_tti_log)}
@@ -300,15 +300,6 @@ def _refuse_trace_set(trace):
         raise AirlinkError(f"{getattr(trace, 'meta', {}).get('source', trace)}: a CellReplay trace set; "
                            "the workload mode replays it (a saturator replay takes one capacity trace "
                            "per direction, e.g. its mahimahi.down)")
-
-
-def _with_ecn(args, ecn: bool):
-    """Queue arguments (a string or dict) with ``ecn`` turned on when ``ecn``."""
-    if not ecn:
-        return args
-    options = parse_queue_args(args) if isinstance(args, str) or args is None else dict(args)
-    options["ecn"] = True
-    return options
 
 
 def _load(trace, user, opportunity_bytes):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import csv
-import random
 from collections import deque
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from airlink.core.atomic import commit, create_partial, output_error
 from airlink.core.errors import AirlinkError, FormatError
 
 from .queues import PER_PACKET, core_parameters
+from .rng import SplitMix64
 from .server import EV_ARRIVAL, EV_DEPARTURE, EV_DROP, EV_OPPORTUNITY, EVENT, RECORD_COLUMNS, TraceServer
 
 
@@ -246,13 +246,18 @@ class LossStage(Stage):
     probability ``p_gb`` and Bad -> Good with ``p_bg``; a packet is lost with ``loss_g``
     in Good (default 0) and ``loss_b`` in Bad (default 1). The stationary loss rate is
     ``(p_bg*loss_g + p_gb*loss_b) / (p_gb + p_bg)`` and the mean burst ``1/p_bg`` packets.
+
+    The coins come from :class:`airlink.replay.rng.SplitMix64`, the C loss stage's generator,
+    drawn in the same order (one per packet, or the chain's step then the loss draw), so with
+    one ``seed`` (None: a random one, handed to the C stage too) both engines drop the same
+    packets.
     """
 
     kind = "loss"
 
     def __init__(self, rate: float = 0.0, *, gilbert=None, seed=None):
         super().__init__()
-        self._rng = random.Random(seed)
+        self._rng = SplitMix64(seed)
         self.rate = float(rate)
         if not 0 <= self.rate <= 1:
             raise AirlinkError(f"loss rate must be between 0 and 1, got {rate}")
@@ -271,9 +276,8 @@ class LossStage(Stage):
         fp = _fastpath()
         if not fp:
             return None
-        seed = self.seed if self.seed is not None else random.getrandbits(64)
         g = self.gilbert or [0.0, 0.0, 0.0, 1.0]
-        return fp.loss(self.rate, self.gilbert is not None, *g, int(seed) % 2**64)
+        return fp.loss(self.rate, self.gilbert is not None, *g, self._rng.seed)
 
     def expected_rate(self) -> float:
         if self.gilbert is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink.cli._common import add_parser, bounded, with_unit
+from airlink.cli.link import QUEUES
 from airlink.core import bounds as B
 from airlink.core.units import parse_duration, parse_size, parse_tti
 
@@ -12,10 +13,14 @@ sudo airlink cell --preset imt-advanced --scheduler pf --users 4 --seed 1 \\
      --queue droptail --queue-args packets=500 --mac-log mac.parquet --log-dir logs/ \\
      -- sh -c 'iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t 10'
 airlink infer nmi mac.parquet --target assigned_rate_bps --factor backlog_bytes
+# every UE's queue is CoDel, CE-marking ECN-capable packets (marks per UE in --stats):
+sudo airlink cell --preset imt-advanced --users 4 --queue codel --ecn --stats stats.json -- ./download.sh
+# L4S (DualPI2) per UE: ECT(1) packets marked above a 1 ms sojourn, classic traffic by PI2:
+sudo airlink cell --preset imt-advanced --users 4 --queue l4s --queue-args step=1ms -- ./download.sh
 sudo airlink delay 20 airlink cell --preset 1xrtt --scheduler backlog --users 2 -- ./download.sh
 # a measured 5G cell: the other users' recorded PRBs first, 2 live UEs on what is left,
 # UE channels following RNTI 23938's recorded MCS
-sudo airlink cell --from-log cell.csv --preset nr-tmobile-10mhz --log-start 68.5s \
+sudo airlink cell --from-log cell.csv --preset nr-tmobile-10mhz --log-start 68.5s \\
      --follow-rnti 23938 --users 2 --duration 3s --mac-log mac.parquet -- ./download.sh
 airlink infer cell mac.parquet"""
 
@@ -47,10 +52,16 @@ def register(sub):
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                    help="any preset parameter, value in YAML syntax (e.g. --set n_subchannels=50); "
                         "see airlink.sim.config.CellConfig")
-    p.add_argument("--queue", choices=["droptail", "drophead", "infinite"], default="droptail",
+    p.add_argument("--queue", choices=QUEUES, default="droptail",
                    help="each UE's base-station queue (droptail)")
     p.add_argument("--queue-args", metavar="ARGS",
-                   help="packets=N and/or bytes=N (default: the preset's buffer_packets packets)")
+                   help="e.g. packets=100,bytes=150000 (droptail/drophead), target=5ms,interval=100ms "
+                        "(codel), qdelay_ref=15ms,max_burst=150ms (pie), step=1ms,target=15ms (l4s); "
+                        "without packets= or bytes= the buffer holds the preset's buffer_packets packets")
+    p.add_argument("--ecn", action="store_true",
+                   help="each UE's queue CE-marks ECN-capable packets instead of dropping them (codel, "
+                        "pie; a full buffer still drops; l4s always marks); marks per UE in --stats, per "
+                        "TTI in the MAC log (marks_packets) and as 'm' lines in --log-dir's logs")
     p.add_argument("--uplink", metavar="RATE_OR_TRACE",
                    help="per-UE uplink: a constant rate (2Mbit/s) or a capacity trace; "
                         "default unconstrained")
@@ -93,7 +104,7 @@ def run(args) -> int:
     overrides.update(parameter_sets(args.sets))
     shell = CellShell(preset=preset, scheduler=args.scheduler, users=args.users, seed=args.seed,
                       tti=args.tti, duration=args.duration, overrides=overrides, queue=args.queue,
-                      queue_args=None if args.queue == "infinite" else args.queue_args,
+                      queue_args=None if args.queue == "infinite" else args.queue_args, ecn=args.ecn,
                       uplink=args.uplink, mac_log=args.mac_log, log_dir=args.log_dir,
                       warmup_bytes=args.warmup, late_after=args.late_after, realtime=args.realtime,
                       from_log=args.from_log, follow_rnti=args.follow_rnti, log_direction=args.log_direction,

@@ -117,6 +117,8 @@ def cell_shell_argv(cell, exp, outdir: Path, set_file: Path | None) -> list[str]
         argv += ["--config", str(set_file)]
     if cell.realtime:
         argv += ["--realtime"]
+    if cell.ecn:
+        argv += ["--ecn"]
     # the cell writes its outputs atomically itself (NAME.partial, renamed when complete)
     argv += ["--mac-log", str(outdir / CELL_MAC), "--log-dir", str(outdir / CELL_LOGS),
              "--stats", str(outdir / CELL_STATS)]

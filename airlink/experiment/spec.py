@@ -24,6 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       model_validator)
 
+from airlink.cli.link import QUEUES as CELL_QUEUES     # the shells' queue disciplines (no numpy)
 from airlink.traces import AirlinkError, parse_duration, parse_rate
 from airlink.core import bounds as B
 from airlink.core.units import parse_size
@@ -278,8 +279,9 @@ class Cell(_Model):
     tti: _duration_in(B.TTI) | None = None
     duration: _duration_in(B.SIM_DURATION) | None = None           # None: until every UE's applications ended
     overrides: dict[str, Any] = Field(default_factory=dict, alias="set")
-    queue: Literal["droptail", "drophead", "infinite"] = "droptail"
-    queue_args: Text | None = None             # None: the preset's buffer_packets packets
+    queue: Literal[tuple(CELL_QUEUES)] = "droptail"
+    queue_args: Text | None = None             # without packets=/bytes=: the preset's buffer_packets packets
+    ecn: bool = False                          # CE-mark ECN-capable packets instead of dropping (codel, pie)
     uplink: Text | None = None                 # None: unconstrained; a rate or a trace path
     warmup: Annotated[Union[str, int], AfterValidator(_check_size)] | None = None   # bytes
     late_after: _duration_in(B.WINDOW) | None = None         # None: half a TTI
@@ -330,7 +332,8 @@ class Cell(_Model):
         """Keyword options of :class:`airlink.replay.cell.CellShell` (units parsed there)."""
         return dict(preset=self.preset, scheduler=self.scheduler, users=self.users, seed=self.seed,
                     tti=self.tti, duration=self.duration, overrides=dict(self.overrides), queue=self.queue,
-                    queue_args=None if self.queue == "infinite" else self.queue_args, uplink=self.uplink,
+                    queue_args=None if self.queue == "infinite" else self.queue_args, ecn=self.ecn,
+                    uplink=self.uplink,
                     warmup_bytes=self.warmup, late_after=self.late_after, realtime=self.realtime,
                     from_log=self.from_log, follow_rnti=self.follow_rnti, log_direction=self.log_direction,
                     log_start=self.log_start)

@@ -50,7 +50,7 @@ def _with(**changes):
     (_with(cell__set={"pf_aa": 0.1}), "cell.set.pf_aa: unknown preset parameter"),
     (_with(cell__preset="nope"), "cell.preset: unknown preset 'nope'"),
     (_with(cell__users=None, cell__ues={5: ["bulk"]}), "cell.ues.5: UE 5 but the cell has 4 UEs"),  # quick: 4 users
-    (_with(cell__queue="red"), "cell.queue: Input should be 'droptail', 'drophead' or 'infinite' (got 'red')"),
+    (_with(cell__queue="red"), "cell.queue: Input should be 'infinite', 'droptail', 'drophead', 'codel', 'pie' or 'l4s' (got 'red')"),
     (_with(cell__warmup="lots"), "cell.warmup: cannot read size 'lots'"),
     (_with(cell__tti="ten"), "cell.tti: cannot read duration 'ten'"),
     (_with(cell__users=0), "cell.users: must be between 1 and 64 (got 0)"),

@@ -57,6 +57,8 @@ CASES = [
     (Cell, "duration", _cell(duration="5s"), "cell", "duration", "5s"),
     (Cell, "overrides", _cell(set={"pf_a": 0.01}), "cell", "config", [OUT / "apps" / "cell-set.yaml"]),
     (Cell, "queue", _cell(queue="drophead"), "cell", "queue", "drophead"),
+    (Cell, "queue", _cell(queue="l4s"), "cell", "queue", "l4s"),
+    (Cell, "ecn", _cell(queue="codel", ecn=True), "cell", ("queue", "ecn"), ("codel", True)),
     (Cell, "queue_args", _cell(queue_args="bytes=30000"), "cell", "queue_args", "bytes=30000"),
     (Cell, "uplink", _cell(uplink="2Mbit/s"), "cell", "uplink", "2Mbit/s"),
     (Cell, "warmup", _cell(warmup="10KB"), "cell", "warmup", "10KB"),

@@ -106,7 +106,7 @@ def _mac(path):
             if c in m.columns}
 
 
-SMALL = ["--set", "bandwidth_hz=1.08e6"]   # the quick preset at a quarter of its bandwidth: 2.7 Mbit/s
+SMALL = ["--set", "bandwidth_hz=1080000"]   # the quick preset at a quarter of its bandwidth: 2.7 Mbit/s
 
 
 def test_full_queues_get_the_simulators_decisions(test_ns, udp_source, tmp_path):

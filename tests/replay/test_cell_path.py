@@ -110,7 +110,7 @@ def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args, impl):
         ref = _Reference(kind, args)
         rows = {name: np.zeros(N, dtype) for name, dtype in (("bb", np.float64), ("bp", np.int64),
                                                              ("arr", np.float64), ("dp", np.int64),
-                                                             ("db", np.int64))}
+                                                             ("db", np.int64), ("mp", np.int64))}
         base = int(BLOCK.network_address)
         for step in range(60):
             for _ in range(rng.randrange(0, 12)):
@@ -131,7 +131,7 @@ def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args, impl):
             assert sorted(_drain(outer_test)) == sorted(ups)
             budgets = np.array([rng.choice([0, 0, 1, 700, 1499, 1500, 4000]) for _ in range(N)], np.int64)
             t_end = time.monotonic_ns()
-            cell.serve(budgets, rows["bb"], rows["bp"], rows["arr"], rows["dp"], rows["db"], t_end)
+            cell.serve(budgets, rows["bb"], rows["bp"], rows["arr"], rows["dp"], rows["db"], rows["mp"], t_end)
             sent, want = ref.serve(budgets)
             # the log's events: the reference's, opportunities and departures at the TTI's end,
             # each departure carrying its packet's arrival time (before the end)
@@ -173,7 +173,7 @@ def test_wait_returns_the_index_of_an_ended_process_and_rejects_bad_rows():
         assert cell.wait(t0 + 2_000_000, [r1.fileno()]) == -1
         assert time.monotonic_ns() >= t0 + 2_000_000
         with pytest.raises(ValueError, match="budgets"):
-            cell.serve(np.zeros(2, np.int64), *(np.zeros(1) for _ in range(5)))
+            cell.serve(np.zeros(2, np.int64), *(np.zeros(1) for _ in range(6)))
         with pytest.raises(ValueError, match="backlog"):
             cell.backlog(np.zeros(1, np.int64))
     finally:

@@ -280,6 +280,7 @@ def test_cell_queues_with_aqm_drop_and_mark_as_the_python_queues(kind, args):
                        *core_parameters(ref_q)[:3], log=True)
         cell.set_aqm(0, core_parameters(ref_q)[3])
         got, want = [], []
+        row_marks = 0
         for step in range(150):
             sent = []
             for _ in range(rng.randrange(0, 5)):
@@ -290,7 +291,7 @@ def test_cell_queues_with_aqm_drop_and_mark_as_the_python_queues(kind, args):
             assert cell.wait(time.monotonic_ns() + 1_000_000, []) == -1
             t_end = time.monotonic_ns()
             budget = rng.choice([0, 700, 1500])     # less than arrives: the queue grows
-            rows = [np.zeros(1, d) for d in (np.float64, np.int64, np.float64, np.int64, np.int64)]
+            rows = [np.zeros(1, d) for d in (np.float64, np.int64, np.float64, np.int64, np.int64, np.int64)]
             # the reference's arrivals: at the times the cell read them (its log)
             ev = np.frombuffer(cell.take_events()[0], _EVENT)
             for p, t in zip(sent, ev["t"][ev["kind"] == 0].tolist()):
@@ -307,9 +308,11 @@ def test_cell_queues_with_aqm_drop_and_mark_as_the_python_queues(kind, args):
             cell.take_events()
             assert got == want, step
             assert (rows[0][0], rows[1][0]) == srv.backlog(ref_q)
+            row_marks += int(rows[5][0])
         st = cell.ue_stats(0)
         assert (st["drops_packets"], st["drops_bytes"]) == (ref_q.drops_packets, ref_q.drops_bytes)
         assert (st["marks_packets"], st["marks_bytes"]) == (ref_q.marks_packets, ref_q.marks_bytes)
+        assert row_marks == ref_q.marks_packets     # the MAC log's per-TTI marks add up
         assert ref_q.marks_packets + ref_q.drops_packets > 0
         assert st["arrivals_packets"] == st["departures_packets"] + st["drops_packets"] + st["queued_packets"]
     finally:

@@ -92,6 +92,30 @@ def test_delay_and_loss_stages(engine):
     assert len(got) == 2000 - st["drops_packets"]
 
 
+@pytest.mark.parametrize("gilbert", [None, (0.1, 0.3)], ids=["bernoulli", "gilbert"])
+def test_both_engines_drop_the_same_packets_for_a_seed(gilbert):
+    """The Python loss stage and the C one draw from splitmix64 in the same order: for one
+    seed the same numbered packets survive, and they are the ones a splitmix64 coin written
+    out here keeps (Bernoulli: a packet is lost when its draw is below the rate)."""
+    sent = packets(2000, 100)
+    kept = {}
+    for engine in ("c", "python"):
+        got, st, _ = relay(engine, LossStage(0.3, gilbert=gilbert, seed=12345), Stage(), sent)
+        assert len(got) == 2000 - st["drops_packets"]
+        kept[engine] = [int.from_bytes(p[:4], "big") for p in got]
+    assert kept["c"] == kept["python"]
+    assert 0 < len(kept["c"]) < 2000
+    if gilbert is None:
+        state, want = 12345, []
+        for i in range(2000):
+            state = (state + 0x9E3779B97F4A7C15) % 2**64
+            z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) % 2**64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2**64
+            if ((z ^ (z >> 31)) >> 11) / 2**53 >= 0.3:
+                want.append(i)
+        assert kept["c"] == want
+
+
 def test_configurations_without_a_c_version_fall_back():
     assert LinkStage([1.0], Fraction(1, 1000), queue=make_queue("infinite"), loop=False).fast() is None
     assert LinkStage([1.0], Fraction(1, 1000), queue=make_queue("infinite")).fast() is not None
