@@ -1,6 +1,6 @@
 """The per-row TCP rules, written once: what a segment occupies, which rows are keep-alives,
 which are below snd_max (retransmission or out-of-order candidates), which may be duplicate
-ACKs, which advertise a zero window, how many duplicate ACKs preceded a row, which
+ACKs and which are, which advertise a zero window, how many duplicate ACKs preceded a row, which
 segments below snd_max are out of order rather than retransmitted, and the three
 retransmission judgements that look forward in time: Karn (a retransmission voids the RTT
 sample of the segment it resends), Eifel and DSACK (spurious retransmissions).
@@ -45,6 +45,48 @@ def dupack_candidates(rel, smb_own, pay, flags, has_ack, win):
     no SYN/FIN/RST) with a non-zero window at the sender's next sequence number (tshark: a
     keep-alive at snd_nxt - 1 repeating the ACK is a keep-alive, not a duplicate ACK)."""
     return (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack & (win > 0) & (rel == smb_own)
+
+
+def duplicate_acks(dr, rela, win, candidate, keepalive, fl=None, prev=(None, None), ka=(None, None)):
+    """tshark's duplicate ACKs among rows in time order - of one flow, or of many flows one
+    after another (``fl``: each row's flow; the look-back then stays inside the flow): a
+    ``candidate`` row (:func:`dupack_candidates`) whose ACK ``rela`` and window ``win``
+    equal those of its direction's previous row (``dr``: 0/1), unless the other direction's
+    previous row is a keep-alive (``keepalive``; the answer to a keep-alive repeats the ACK
+    too). What precedes these rows (a chunk's carry), per direction ``d``: ``prev[d]`` the
+    (rela, win) of ``d``'s last earlier row, ``ka[d]`` whether it was a keep-alive (None:
+    no earlier row)."""
+    dup = np.zeros(len(dr), bool)
+    for d in (0, 1):
+        idx = np.flatnonzero(dr == d)
+        if not len(idx):
+            continue
+        ra, w = rela[idx], win[idx]
+        same = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
+        if fl is not None:
+            f = fl[idx]
+            same &= f[1:] == f[:-1]
+            del f
+        dup[idx[1:]] = same
+        if prev[d] is not None:
+            dup[idx[0]] = (ra[0] == prev[d][0]) & (w[0] == prev[d][1])
+        del ra, w, same, idx
+    dup &= candidate
+    cand = np.flatnonzero(dup)
+    for d in (0, 1):
+        rows = cand[dr[cand] == d]
+        if not len(rows):
+            continue
+        other = np.flatnonzero(dr != d)
+        p = np.searchsorted(other, rows) - 1
+        q = other[np.maximum(p, 0)] if len(other) else rows
+        answer = (p >= 0) & keepalive[q]
+        if fl is not None:
+            answer &= fl[q] == fl[rows]
+        if ka[1 - d]:
+            answer |= p < 0
+        dup[rows[answer]] = False
+    return dup
 
 
 def zero_windows(win, flags):

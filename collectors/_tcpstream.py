@@ -24,8 +24,8 @@ from ._tcparrays import (ACK, M32, OFF, _effective_mss, _first_with_key, _groupe
                          _unique_first, _unwrap)
 from ._tcpframes import (KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
-from ._tcprules import (dsack_edges, dsack_reported, dupack_candidates, dups_since_advance, eifel_older,
-                        karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
+from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
+                        eifel_older, karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
@@ -393,30 +393,13 @@ class FlowStream:
         np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
         keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
         win = c["window"]
-        dupack = np.zeros(n, bool)
-        for d in (0, 1):
-            idx = didx[d]
-            if not len(idx):
-                continue
-            ra, w = rela[idx], win[idx]
-            dupack[idx[1:]] = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
-            if self.side[d].prev is not None:
-                dupack[idx[0]] = (ra[0] == self.side[d].prev[0]) & (w[0] == self.side[d].prev[1])
-            self.side[d].prev = (int(ra[-1]), int(w[-1]))
-        dupack &= dupack_candidates(rel, smb_own, pay, flags, has_ack, win)
-        cand = np.flatnonzero(dupack)
-        for d in (0, 1):
-            rows = cand[dr[cand] == d]
-            other = didx[1 - d]
-            if not len(rows):
-                continue
-            p = np.searchsorted(other, rows) - 1
-            ka_prev = np.where(p >= 0, keepalive[other[np.maximum(p, 0)]] if len(other) else False,
-                               bool(self.side[1 - d].ka) if self.side[1 - d].ka is not None else False)
-            dupack[rows[ka_prev]] = False
+        dupack = duplicate_acks(dr, rela, win, dupack_candidates(rel, smb_own, pay, flags, has_ack, win), keepalive,
+                                prev=[x.prev for x in self.side], ka=[x.ka for x in self.side])
         for d in (0, 1):
             if len(didx[d]):
-                self.side[d].ka = bool(keepalive[didx[d][-1]])
+                last = didx[d][-1]
+                self.side[d].prev = (int(rela[last]), int(win[last]))
+                self.side[d].ka = bool(keepalive[last])
         return rel, rela, end, am, sm, smb_own, below, dupack
 
     def _rows_c(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):

@@ -59,8 +59,8 @@ from ._tcparrays import (ACK, FIN, OFF, SYN, _effective_mss, _first_with_key, _g
 from ._tcpframes import (_EMPTY, EVENTS, FLOW_KEYS, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis,
                          _events_frame, _flows_frame, _rtt_columns, _series, event_rows, spurious_reasons,
                          time_ns)
-from ._tcprules import (dsack_edges, dsack_reported, dupack_candidates, dups_since_advance, eifel_older,
-                        karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
+from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
+                        eifel_older, karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
 
 
 _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
@@ -410,25 +410,9 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
 
     # ---- duplicate ACKs and zero windows (sent by this row's direction)
-    dupack = np.zeros(n, bool)
-    for d in (0, 1):
-        idx = np.flatnonzero(dr == d)
-        if len(idx) > 1:
-            f, ra, w = fl[idx], rela[idx], win[idx]
-            dupack[idx[1:]] = (f[1:] == f[:-1]) & (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
-            del f, ra, w
-    del idx
-    dupack &= dupack_candidates(rel, smb_own, pay, flags, has_ack, win)
-    # ... and the answer to a keep-alive (the other side's previous segment) is not one either
-    cand = np.flatnonzero(dupack)
-    for d in (0, 1):
-        rows = cand[dr[cand] == d]
-        other = np.flatnonzero(dr != d)
-        if len(rows) and len(other):
-            p = np.searchsorted(other, rows) - 1
-            q = other[np.maximum(p, 0)]
-            dupack[rows[(p >= 0) & (fl[q] == fl[rows]) & keepalive[q]]] = False
-    del keepalive, cand
+    dupack = duplicate_acks(dr, rela, win, dupack_candidates(rel, smb_own, pay, flags, has_ack, win), keepalive,
+                            fl=fl)
+    del keepalive
     zero_win = zero_windows(win, flags)
 
     # positions of ACK advances and of duplicate ACKs per acking direction
