@@ -1,7 +1,7 @@
 """Rules both TCP analyses share (collectors/_tcprules.py), on hand-worked values: tshark's
-duplicate ACKs (with a chunk's carry and across flows), Karn's rule, Eifel detection (RFC 3522) in 32-bit serial arithmetic
-(RFC 7323 section 5.2), DSACK edges (RFC 2883) unwrapped past 2**32 and matched to the
-retransmission they report."""
+duplicate ACKs (with a chunk's carry and across flows), Karn's rule, Eifel detection
+(RFC 3522) in 32-bit serial arithmetic (RFC 7323 section 5.2), DSACK edges (RFC 2883)
+unwrapped past 2**32 and matched to the retransmission they report."""
 from __future__ import annotations
 
 import numpy as np
