@@ -220,9 +220,9 @@ def set_receive_buffer(sock: socket.socket, rwnd_bytes: int) -> int:
 
     Above ``net.core.rmem_max`` the kernel silently caps the value: then ``SO_RCVBUFFORCE``
     is tried (needs CAP_NET_ADMIN), and if the buffer is still short an
-    :class:`~airlink.traces.errors.AirlinkError` says so rather than running with a window
+    :class:`~airlink.core.errors.AirlinkError` says so rather than running with a window
     other than the one asked for."""
-    from airlink.traces.errors import AirlinkError   # here: airlink.traces imports pandas
+    from airlink.core.errors import AirlinkError   # here: airlink.traces imports pandas
     rwnd_bytes = int(rwnd_bytes)
     if rwnd_bytes <= 0:
         raise AirlinkError(f"receive window must be a positive number of bytes, got {rwnd_bytes}")
@@ -327,7 +327,7 @@ def main(argv=None) -> int:
             res = fetch(a.host, a.port, cc=a.cc, seconds=a.seconds, nbytes=a.bytes)
         else:   # airlink.traces imports pandas: only when a size is to be read
             from airlink.traces import parse_size
-            from airlink.traces.errors import AirlinkError
+            from airlink.core.errors import AirlinkError
             try:
                 res = fetch(a.host, a.port, cc=a.cc, seconds=a.seconds, nbytes=a.bytes,
                             rwnd_bytes=parse_size(a.rwnd))

@@ -32,7 +32,7 @@ import socket
 import stat
 from pathlib import Path
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 

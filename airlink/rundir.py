@@ -12,7 +12,7 @@ interface, so it is declared here once:
   whose manifest is missing or says ``running`` is not a complete run
   (:func:`is_complete`).
 * Atomic writers - every artifact is written under a temporary name in the same folder
-  (``<name>.partial``, :mod:`airlink.traces.atomic`, the one implementation the shells'
+  (``<name>.partial``, :mod:`airlink.core.atomic`, the one implementation the shells'
   logs use too) and renamed into place, so an interrupted writer never leaves a file under
   the final name (:func:`atomic_path`, :func:`write_frame`, :func:`write_text`,
   :class:`FrameStreamWriter` for row groups).
@@ -39,8 +39,8 @@ from pathlib import Path
 from airlink.outfolder import (FolderBusyError, FolderLock, FolderNotEmptyError, chown_beneath, is_empty, is_locked,
                                make_folders, process_gone, process_identity, relative_parts, remove_made,
                                resolve_output, rmdir_beneath, unlink_beneath, walk_files)
-from airlink.traces.atomic import PARTIAL_SUFFIX, atomic_path, commit, create_partial, partial_path, write_text
-from airlink.traces.errors import AirlinkError
+from airlink.core.atomic import PARTIAL_SUFFIX, atomic_path, commit, create_partial, partial_path, write_text
+from airlink.core.errors import AirlinkError
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "airlink-run/1"
@@ -128,7 +128,7 @@ def utc_now_iso() -> str:
 
 
 # ---------------------------------------------------------------------------- atomic writes
-# atomic_path, write_text, partial_path, commit: airlink.traces.atomic (re-exported here)
+# atomic_path, write_text, partial_path, commit: airlink.core.atomic (re-exported here)
 
 
 def write_json(path, obj) -> Path:

@@ -33,8 +33,8 @@ import sys
 import types
 from pathlib import Path
 
-from airlink.traces.errors import AirlinkError, FormatError
-from airlink.traces.lazy import lazy_names
+from airlink.core.errors import AirlinkError, FormatError
+from airlink.core.lazy import lazy_names
 
 # Public name -> (module, attribute), loaded on first use (PEP 562): `airlink collect` on a
 # capture reaches the column reader without importing pandas (~0.3 s), which the analysis

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from airlink.traces.errors import FormatError
+from airlink.core.errors import FormatError
 
 try:                                   # the record walk and header decoder in C, built by pip when gcc exists
     from . import _records

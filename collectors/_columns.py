@@ -217,8 +217,8 @@ class Columns:
             .replace_schema_metadata(pandas_metadata(described, self.attrs))
 
     def validate(self, kind: str, *, name: str) -> Columns:
-        """:func:`airlink.traces.schema.validate` of the frame, on the arrays."""
-        from airlink.traces.schema import check_columns
+        """:func:`airlink.core.schema.validate` of the frame, on the arrays."""
+        from airlink.core.schema import check_columns
         types = {n: (False, "category" if c.categorical else "object") if isinstance(c, Coded)
                  else (c.dtype.kind in "biufc", str(c.dtype)) for n, c in self.data.items()}
         t = self.data.get("time")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from airlink.traces.errors import AirlinkError, FormatError
-from airlink.traces.units import parse_duration, parse_rate, parse_size
+from airlink.core.errors import AirlinkError, FormatError
+from airlink.core.units import parse_duration, parse_rate, parse_size
 
 MISSING = ["-", "", "None", "none", "NA", "NaN", "nan", "null", "N/A"]
 
@@ -23,11 +23,11 @@ def head_text(path, n=8192) -> str:
 
 
 def check_table_shape(path, chunk_bytes: int = 1 << 20) -> None:
-    """Refuse a text table with a line longer than :data:`~airlink.traces.bounds.MAX_LINE_BYTES`
-    or a header of more than :data:`~airlink.traces.bounds.MAX_COLUMNS` columns, naming the
+    """Refuse a text table with a line longer than :data:`~airlink.core.bounds.MAX_LINE_BYTES`
+    or a header of more than :data:`~airlink.core.bounds.MAX_COLUMNS` columns, naming the
     file and the line, before a parser builds it (one pass over the bytes, a chunk at a
     time). Compressed files are left to their reader."""
-    from airlink.traces.bounds import MAX_COLUMNS, MAX_LINE_BYTES
+    from airlink.core.bounds import MAX_COLUMNS, MAX_LINE_BYTES
     if str(path).lower().endswith(".gz"):
         return
     line, start, offset = 1, 0, 0          # file line and byte offset where the current line began
@@ -57,13 +57,13 @@ def check_table_shape(path, chunk_bytes: int = 1 << 20) -> None:
 
 def check_log_times(seconds, lines, path, column: str = "timestamp", place: str = "line") -> None:
     """Refuse log times (Unix seconds, float) outside the plausible window - NaN, before
-    :data:`~airlink.traces.bounds.EARLIEST_LOG_TIME_S` (1990) or more than
-    :data:`~airlink.traces.bounds.FUTURE_SLACK_S` past now - naming the file, the line
+    :data:`~airlink.core.bounds.EARLIEST_LOG_TIME_S` (1990) or more than
+    :data:`~airlink.core.bounds.FUTURE_SLACK_S` past now - naming the file, the line
     (``lines[k]`` is the file line of value ``k``; ``place="row"`` when they are data rows)
     and the value, before a grid is built on them."""
     import time
 
-    from airlink.traces.bounds import EARLIEST_LOG_TIME_S, FUTURE_SLACK_S
+    from airlink.core.bounds import EARLIEST_LOG_TIME_S, FUTURE_SLACK_S
     ts = np.asarray(seconds, dtype=np.float64)
     latest = time.time() + FUTURE_SLACK_S
     bad = ~((ts >= EARLIEST_LOG_TIME_S) & (ts <= latest))

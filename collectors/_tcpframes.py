@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from ._columns import Coded, Columns, iso_utc_times, utc_times
 from ._tcparrays import _shift_in_group, grouped_median_min

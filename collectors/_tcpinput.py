@@ -309,7 +309,7 @@ class GroupGatherer:
         if not len(pflow):
             return
         if int(pflow.max()) >= self.nflows:
-            from airlink.traces.errors import AirlinkError
+            from airlink.core.errors import AirlinkError
             raise AirlinkError(f"flows the census did not see came at IP packet {ipidx0}.. (the capture "
                                f"changed since its census - still being written?)")
         gid = self.group_of[pflow]
@@ -317,7 +317,7 @@ class GroupGatherer:
             if i in self.deferred:
                 continue
             if i in self.finished:            # the lateness bound says this cannot be
-                from airlink.traces.errors import AirlinkError
+                from airlink.core.errors import AirlinkError
                 raise AirlinkError(f"a packet of a flow group already analysed came at IP packet "
                                    f"{ipidx0}.. (the capture changed since its census?)")
             cols = self.open.get(i)

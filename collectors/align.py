@@ -32,9 +32,9 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from airlink.traces.bounds import MAX_GRID_POINTS, RESOLUTION, check_budget
-from airlink.traces.errors import AirlinkError
-from airlink.traces.units import parse_duration
+from airlink.core.bounds import MAX_GRID_POINTS, RESOLUTION, check_budget
+from airlink.core.errors import AirlinkError
+from airlink.core.units import parse_duration
 
 KEYS = ("flow", "direction", "user", "carrier")
 SUM_SUFFIX = ("_bytes", "_packets")

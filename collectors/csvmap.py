@@ -38,9 +38,9 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
-from airlink.traces.errors import AirlinkError, FormatError
-from airlink.traces.schema import KINDS, validate
-from airlink.traces.yamlfile import error_key_path, error_message, read_yaml_mapping
+from airlink.core.errors import AirlinkError, FormatError
+from airlink.core.schema import KINDS, validate
+from airlink.core.yamlfile import error_key_path, error_message, read_yaml_mapping
 
 from ._tabular import MISSING, check_table_shape, finish, header_columns, numbers, parse_times, require_columns, sep_of, unit_factor
 

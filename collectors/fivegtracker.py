@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airlink.traces.errors import FormatError
+from airlink.core.errors import FormatError
 
 from . import csvmap
 from ._tabular import header_columns

@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from airlink.traces.errors import FormatError
+from airlink.core.errors import FormatError
 
 from . import csvmap
 from ._tabular import header_columns, sep_of

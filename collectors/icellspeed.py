@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from airlink.traces.errors import FormatError
-from airlink.traces.schema import validate
+from airlink.core.errors import FormatError
+from airlink.core.schema import validate
 
 from ._tabular import MISSING, check_log_times, check_table_shape, header_columns, numbers, require_columns
 

@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from airlink.traces.errors import FormatError
-from airlink.traces.schema import validate
+from airlink.core.errors import FormatError
+from airlink.core.schema import validate
 
 from ._tabular import head_text
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.traces.mmlinklog import is_log_file, per_ms, read_log
-from airlink.traces.schema import validate
+from airlink.core.schema import validate
 
 NAME = "linklog"
 

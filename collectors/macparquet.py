@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from airlink.traces.errors import FormatError
-from airlink.traces.parquetframe import read_parquet_frame
-from airlink.traces.schema import validate
+from airlink.core.errors import FormatError
+from airlink.core.parquetframe import read_parquet_frame
+from airlink.core.schema import validate
 
 NAME = "mac-parquet"
 

@@ -49,8 +49,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from airlink.traces.errors import AirlinkError, FormatError
-from airlink.traces.schema import validate
+from airlink.core.errors import AirlinkError, FormatError
+from airlink.core.schema import validate
 
 from ._tabular import check_log_times, check_table_shape, header_columns
 

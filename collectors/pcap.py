@@ -1,7 +1,7 @@
 """Packet captures (pcap, pcapng, gzip-compressed) -> a ``packets`` frame.
 
 ``read(path)`` returns one row per captured IPv4/IPv6 packet with the columns of the
-``packets`` kind (see :mod:`airlink.traces.schema`): ``time`` (UTC), ``src``/``dst``
+``packets`` kind (see :mod:`airlink.core.schema`): ``time`` (UTC), ``src``/``dst``
 (categorical address strings), ``proto`` (6 TCP, 17 UDP, ...), ``ip_len_bytes`` (IP
 length as on the wire, from the IP header, so header-only captures keep true sizes),
 ``sport``/``dport``, ``flow`` (bidirectional connection number, in order of first
@@ -297,7 +297,7 @@ class _PacketLabels:
     def extend(self, keys, v6) -> None:
         """The connections numbered after the ones known (their keys ``(lo, hi, proto)``)
         and the IPv6 addresses numbered after the ones known (``v6``)."""
-        from airlink.traces.errors import AirlinkError
+        from airlink.core.errors import AirlinkError
 
         self.v6 += v6
         lo, hi, proto = keys

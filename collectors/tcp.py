@@ -48,9 +48,9 @@ from pathlib import Path
 
 import numpy as np
 
-from airlink.traces.bounds import RESOLUTION
-from airlink.traces.errors import AirlinkError
-from airlink.traces.units import parse_duration
+from airlink.core.bounds import RESOLUTION
+from airlink.core.errors import AirlinkError
+from airlink.core.units import parse_duration
 
 from ._columns import Coded, Columns
 from ._decode import ecn_counts
@@ -150,7 +150,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     else:
         if flows_ready is not None:
             raise AirlinkError("analyze_tcp: flows_ready is called for a capture path only, not a packets frame")
-        from airlink.traces.schema import validate      # (imports pandas: not before a capture is read)
+        from airlink.core.schema import validate      # (imports pandas: not before a capture is read)
         packets = packets_or_path
         validate(packets, "packets", name="packets")
         source = packets.attrs.get("source", "") if hasattr(packets, "attrs") else ""

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from airlink.traces.errors import AirlinkError, FormatError
-from airlink.traces.schema import validate
+from airlink.core.errors import AirlinkError, FormatError
+from airlink.core.schema import validate
 
 from ._tabular import head_text
 

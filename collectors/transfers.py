@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from airlink.traces.errors import AirlinkError, FormatError
-from airlink.traces.schema import validate
-from airlink.traces.units import parse_rate, parse_size
+from airlink.core.errors import AirlinkError, FormatError
+from airlink.core.schema import validate
+from airlink.core.units import parse_rate, parse_size
 
 from ._tabular import MISSING, head_text, numbers
 

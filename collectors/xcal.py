@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from airlink.traces.errors import FormatError
-from airlink.traces.schema import validate
+from airlink.core.errors import FormatError
+from airlink.core.schema import validate
 
 from ._tabular import MISSING, finish, header_columns, numbers, parse_times, sep_of
 

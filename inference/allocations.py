@@ -25,7 +25,7 @@ from fractions import Fraction
 
 import pandas as pd
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 DIRECTIONS = {"dl": "downlink", "downlink": "downlink", "ul": "uplink", "uplink": "uplink", "both": "both"}
 #: the rate column of an allocation log, in the order looked for

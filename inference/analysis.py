@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from airlink.traces import bounds as B
-from airlink.traces.errors import AirlinkError
+from airlink.core import bounds as B
+from airlink.core.errors import AirlinkError
 
 from .results import BacklogReport, FairnessReport, JitterReport
 
@@ -42,7 +42,7 @@ def _max_lag_samples(max_lag, period: float) -> int:
     if not isinstance(max_lag, str):
         raise AirlinkError(f"max lag {max_lag!r}: give a duration with a unit (e.g. '10s', '200ms')")
     if isinstance(max_lag, str):
-        from airlink.traces.units import parse_duration
+        from airlink.core.units import parse_duration
         seconds = float(parse_duration(max_lag))
         if not np.isfinite(period) or period <= 0:
             raise AirlinkError(f"max lag {max_lag!r} is a duration but the frame's sample period is unknown")
@@ -216,7 +216,7 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
     if rate == "served_bytes":
         r = r * 8.0 / period
     r_bps = r
-    from airlink.traces.units import parse_duration
+    from airlink.core.units import parse_duration
     win = pd.Timedelta(seconds=float(parse_duration(window))) if isinstance(window, str) else pd.Timedelta(seconds=float(window))
     rw, sw = r_bps.resample(win).mean(), s.resample(win).mean()
     xs, ys = sw.to_numpy().ravel(), rw.to_numpy().ravel()
@@ -402,7 +402,7 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
                    allocation=alloc or None)
     rows = []
     if window is not None and not reason:
-        from airlink.traces.units import parse_duration
+        from airlink.core.units import parse_duration
         win = pd.Timedelta(seconds=float(parse_duration(window)) if isinstance(window, str) else float(window))
         rate_w = tables[rate].resample(win).mean()
         res_w = tables[resource].resample(win).sum() if resource else \

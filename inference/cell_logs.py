@@ -31,9 +31,9 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from airlink.traces import bounds as B
-from airlink.traces.errors import AirlinkError, SchemaError
-from airlink.traces.units import parse_duration
+from airlink.core import bounds as B
+from airlink.core.errors import AirlinkError, SchemaError
+from airlink.core.units import parse_duration
 
 from .fairness import fairness_gap, gap_stats, jain_index, resource_fractions, retransmission_ratios, service_gaps
 

@@ -22,8 +22,8 @@ import pandas as pd
 
 from airlink.collectors import check_table_shape
 from airlink.collectors.align import TIME_COLUMNS, grid_times, time_of, to_grid
-from airlink.traces.errors import AirlinkError
-from airlink.traces.parquetframe import read_parquet_frame
+from airlink.core.errors import AirlinkError
+from airlink.core.parquetframe import read_parquet_frame
 
 from .allocations import allocation_view
 

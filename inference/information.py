@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 BINNINGS = ("uniform", "quantile", "levels")
 NORMALIZATIONS = ("x", "y", "arithmetic", "geometric", "min", "max", "joint", "none")

@@ -27,7 +27,7 @@ import pandas as pd
 import scipy.fft
 from scipy.special import xlogy
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from .information import NORMALIZATIONS, Discretized, discretize
 
@@ -177,7 +177,7 @@ def nmi_from_counts(counts: np.ndarray, normalization: str = "x") -> np.ndarray:
 
 def _sample_period(x, y, sample_period) -> float:
     if sample_period is not None:
-        from airlink.traces.units import parse_duration
+        from airlink.core.units import parse_duration
         return float(parse_duration(sample_period)) if isinstance(sample_period, str) else float(sample_period)
     for s in (x, y):
         idx = getattr(s, "index", None)
@@ -226,7 +226,7 @@ def lag_scan(x, y, *, max_lag=None, bins=16, binning: str = "uniform", keep_leve
     if max_lag is None:
         D = min(n // 4, 1000)
     elif isinstance(max_lag, str):
-        from airlink.traces.units import parse_duration
+        from airlink.core.units import parse_duration
         if not np.isfinite(period) or period <= 0:
             raise AirlinkError(f"max lag {max_lag!r} is a duration but the sample period is unknown")
         D = int(round(float(parse_duration(max_lag)) / period))

@@ -71,8 +71,8 @@ import numpy as np
 import pandas as pd
 from scipy.signal import lfilter
 
-from airlink.traces import bounds as B
-from airlink.traces.errors import AirlinkError, SchemaError
+from airlink.core import bounds as B
+from airlink.core.errors import AirlinkError, SchemaError
 
 from .cell_logs import FULL_SLOT
 

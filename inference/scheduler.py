@@ -33,7 +33,7 @@ from scipy.signal import lfilter
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from .allocations import device_groups
 from .frames import prepare, sample_period_s, wide_many

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from .information import Discretized, discretize
 from .lagscan import LagScan, _sample_period, lag_counts, lag_scan, nmi_from_counts, peak_of

@@ -44,10 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from airlink.traces.atomic import atomic_path, commit, create_partial, write_text
-from airlink.traces.bounds import CELL_UES, SEED
-from airlink.traces.errors import AirlinkError
-from airlink.traces.units import parse_duration, parse_rate, parse_size
+from airlink.core.atomic import atomic_path, commit, create_partial, write_text
+from airlink.core.bounds import CELL_UES, SEED
+from airlink.core.errors import AirlinkError
+from airlink.core.units import parse_duration, parse_rate, parse_size
 
 from .cell_pypath import PyCellPath
 from .cell_radio import RadioFeed

@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.sim.step import Radio
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 #: linear SINR of a PRB the cross-traffic holds (see the module notes)
 MASKED = np.float32(-1.0)
@@ -115,7 +115,7 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     Errors name the file (and for a bad row the collector's line and column).
     """
     from airlink.collectors import nrscope
-    from airlink.traces.units import parse_duration
+    from airlink.core.units import parse_duration
     path = Path(path)
     if not path.exists():
         raise AirlinkError(f"{path}: no such NR-Scope log")

@@ -36,7 +36,7 @@ from collections import deque
 import numpy as np
 
 from airlink.sim.step import OUTPUTS, ChunkInputs
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 #: per-TTI live columns of the cell (after the simulator's outputs) and their types
 LIVE_ARRAYS = (("backlog_bytes", np.float64), ("backlog_packets", np.int64), ("arrivals_bytes", np.float64),

@@ -47,7 +47,7 @@ import struct
 import subprocess
 import sys
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from ._nsinit import RELAYED, _wait_for, set_parent_death_signal  # noqa: F401 - also this module's API
 

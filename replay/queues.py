@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from airlink.traces.errors import AirlinkError
-from airlink.traces.units import parse_duration, parse_size
+from airlink.core.errors import AirlinkError
+from airlink.core.units import parse_duration, parse_size
 
 from .ecn import CE, ECT1, ecn_of, mark_ce
 from .rng import SplitMix64

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airlink.traces.cellreplay import PDO_BYTES
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 PROBE_BYTES = 100
 #: IPv4 + UDP header bytes: a packet of ``size`` IP bytes carries ``size - 28`` bytes of UDP payload.
@@ -636,7 +636,7 @@ def write_recording(rec: Recording, out, *, seconds: float, meta: dict | None = 
     import numpy as np
 
     from airlink.traces import cellreplay as cr
-    from airlink.traces.atomic import write_text
+    from airlink.core.atomic import write_text
     from airlink.traces.mahimahi import format_trace
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

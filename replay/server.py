@@ -20,7 +20,7 @@ from math import floor
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 #: a running total within this much of a whole byte counts as whole (float sums of
 #: decimal fractions: ten TTIs of 0.1 byte make 0.9999999999999999)

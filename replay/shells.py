@@ -14,8 +14,8 @@ import signal
 import time
 from pathlib import Path
 
-from airlink.traces import atomic
-from airlink.traces.errors import AirlinkError
+from airlink.core import atomic
+from airlink.core.errors import AirlinkError
 
 from . import loop as _loop
 from .queues import make_queue, parse_queue_args

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from airlink.traces.atomic import commit, create_partial, output_error
-from airlink.traces.errors import AirlinkError, FormatError
+from airlink.core.atomic import commit, create_partial, output_error
+from airlink.core.errors import AirlinkError, FormatError
 
 from .queues import PER_PACKET, core_parameters
 from .server import EV_ARRIVAL, EV_DEPARTURE, EV_DROP, EV_OPPORTUNITY, EVENT, RECORD_COLUMNS, TraceServer

@@ -59,7 +59,7 @@ from collections import deque
 import numpy as np
 
 from airlink.traces.cellreplay import PDO_BYTES, Direction
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from .stages import Stage
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 SPEED_OF_LIGHT = 299_792_458.0
 

@@ -8,7 +8,7 @@ derived from it; nothing else declares a default.
 
 Validation keeps the values as given (an integer stays an integer, a string duration stays
 a string): the simulator reads the same numbers whichever route they came by. A value of
-the wrong type or out of range is an :class:`~airlink.traces.errors.AirlinkError` of one
+the wrong type or out of range is an :class:`~airlink.core.errors.AirlinkError` of one
 line naming the parameter (``pf_a: must be at most 1, got 2.0``).
 
 This module imports only pydantic and :mod:`airlink.traces` (not numpy), so specs and the
@@ -23,9 +23,9 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapValidator
 
-from airlink.traces import bounds as B
-from airlink.traces.errors import AirlinkError
-from airlink.traces.units import parse_duration, parse_tti
+from airlink.core import bounds as B
+from airlink.core.errors import AirlinkError
+from airlink.core.units import parse_duration, parse_tti
 
 #: link adaptation modes, in the order of their kernel ids (``airlink.sim.step.LINK_ADAPTATION``)
 LINK_ADAPTATION_MODES = ("cqi", "ci", "bler", "hybrid", "ideal", "olla")
@@ -97,7 +97,7 @@ def _each_within(bound: B.Bound):
     return AfterValidator(check)
 
 
-#: The declared range (:mod:`airlink.traces.bounds`) of every parameter that has one; the
+#: The declared range (:mod:`airlink.core.bounds`) of every parameter that has one; the
 #: fields below take their limits from here, so the simulator, ``airlink simulate``'s options
 #: and the experiment spec refuse the same values.
 RANGES = {"tti": B.TTI, "duration": B.SIM_DURATION, "n_users": B.USERS, "n_subchannels": B.SUBCHANNELS,

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from airlink.traces import Trace, parse_duration
-from airlink.traces import bounds as B
-from airlink.traces.errors import AirlinkError
-from airlink.traces.yamlfile import read_yaml_mapping
+from airlink.core import bounds as B
+from airlink.core.errors import AirlinkError
+from airlink.core.yamlfile import read_yaml_mapping
 
 from . import kernel as K
 from .config import DEFAULTS, parameter_name, validate_config
@@ -196,7 +196,7 @@ def simulate(preset: str | None = None, *, seed: int = 0, duration=None, progres
 def check_parameters(preset: str | None = None, *, seed: int = 0, duration=None, **overrides) -> dict:
     """Check what :func:`simulate` would be given - the parameter set, its declared ranges
     and the run's size budgets - without simulating; returns the resolved parameters. An
-    :class:`~airlink.traces.errors.AirlinkError` names the first bad one, as
+    :class:`~airlink.core.errors.AirlinkError` names the first bad one, as
     :func:`simulate` would, so a caller can refuse before it creates anything."""
     cfg, _ = _prepare(preset, seed, duration, dict(overrides))
     _run_size(cfg)
@@ -220,7 +220,7 @@ def _prepare(preset, seed, duration, overrides: dict):
 def check_config(cfg: dict) -> tuple[int, int]:
     """Check a full parameter set (:func:`resolve_config`, possibly changed since) against
     :class:`airlink.sim.config.CellConfig` and the declared ranges and budgets of
-    :mod:`airlink.traces.bounds`; returns ``(n_users, n_subchannels)``."""
+    :mod:`airlink.core.bounds`; returns ``(n_users, n_subchannels)``."""
     checked = validate_config(cfg)       # the declared ranges too (sim.config.RANGES)
     if cfg.get("seed") is not None:
         B.SEED.check(cfg["seed"])
@@ -232,7 +232,7 @@ def check_config(cfg: dict) -> tuple[int, int]:
 
 def _run_size(cfg: dict):
     """``(n_users, n_subchannels, tti, n_tti)`` of a checked parameter set, the run's size
-    held to the budgets of :mod:`airlink.traces.bounds` before anything is allocated."""
+    held to the budgets of :mod:`airlink.core.bounds` before anything is allocated."""
     n_u, n_c = check_config(cfg)
     tti = B.TTI.check(parse_cfg_tti(cfg["tti"]))
     B.SIM_DURATION.check(parse_duration(cfg["duration"]))
@@ -312,7 +312,7 @@ def _assemble(cfg, radio, tti, n_tti, n_u, served, out, sinr_db, sinr_rep_db, ar
             "kernel": "numba" if K.COMPILED else "python"}
     capacity = Trace(served.copy(), tti, users, "bytes", meta)
     if out is None:   # mac_log=False: an empty MAC frame with the columns
-        from airlink.traces.schema import utc
+        from airlink.core.schema import utc
         mac = pd.DataFrame({"time": utc(np.zeros(0, np.int64)), "user": pd.Series([], dtype=object),
                             **{c: pd.Series([], dtype=np.float64) for c in MAC_COLUMNS}})
         return SimResult(capacity, mac, summary, cfg)

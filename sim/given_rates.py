@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from . import kernel as K
 

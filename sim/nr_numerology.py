@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 SYMBOLS_PER_SLOT = 14
 SUBCARRIERS_PER_PRB = 12

@@ -29,7 +29,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from .nr_numerology import max_prbs, slot_seconds
 from .nr_tbs import mcs_arrays, transport_block_bits

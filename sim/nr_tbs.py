@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 #: TS 38.214 Table 5.1.3.1-1, MCS index table 1 (up to 64QAM): (Q_m, R x 1024); None = reserved
 MCS_TABLE_QAM64 = (

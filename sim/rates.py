@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 GAP_DB = 3.0
 DEFAULT_BLER_SLOPE = 2.0

@@ -16,7 +16,7 @@ class SimResult:
 
     capacity : Trace, bytes served per TTI per user (users ``"1"`` .. ``"N"``), with the
         preset, scheduler, parameters and seed in ``meta``
-    mac : DataFrame of kind ``mac`` (see :mod:`airlink.traces.schema`): per TTI and user,
+    mac : DataFrame of kind ``mac`` (see :mod:`airlink.core.schema`): per TTI and user,
         ``subchannels``, ``mcs`` (mean 1-based MCS index of the blocks sent, 0 if none),
         ``sinr_db``/``sinr_reported_db`` (wideband, real and as reported after the CSI
         delay), ``served_bytes``, ``capacity_bytes``, ``tx_bytes``, ``harq_retransmissions``,
@@ -49,7 +49,7 @@ class SimResult:
         header = {"kind": "mac", "meta": jsonable(self.capacity.meta)}
         meta = dict(table.schema.metadata or {})
         meta[b"airlink"] = json.dumps(header).encode()
-        from airlink.traces.atomic import atomic_path, write_text
+        from airlink.core.atomic import atomic_path, write_text
         with atomic_path(out / "mac.parquet") as tmp:
             pq.write_table(table.replace_schema_metadata(meta), tmp)
         write_text(out / "summary.json", json.dumps(jsonable(self.summary), indent=2) + "\n")

@@ -33,7 +33,7 @@ class BacklogScheduler(Scheduler):
         self.channels = np.asarray(channels, dtype=np.int64)
         self.thresholds_db = np.asarray(thresholds_db, dtype=np.float64)
         if len(self.channels) != len(self.thresholds_db):
-            from airlink.traces.errors import AirlinkError
+            from airlink.core.errors import AirlinkError
             raise AirlinkError("backlog scheduler: one SINR threshold per channel step")
         self.interval_s, self.drain_s = float(interval_s), float(drain_s)
         self.greedy_bytes, self.greedy_s = float(greedy_bytes), float(greedy_s)

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.traces import parse_duration, parse_tti
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from . import kernel as K
 from .channel import ChannelModel, measured_snr_db, snr_from_geometry

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 MODELS = ("full", "cbr", "onoff", "poisson", "trace")
 

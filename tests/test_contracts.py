@@ -36,7 +36,7 @@ import pytest
 
 from airlink import collectors as C
 from airlink.traces import validate
-from airlink.traces.schema import KINDS
+from airlink.core.schema import KINDS
 
 from tests.collectors.test_capture_bad_input import good_capture
 from tests.collectors.test_csvmap import LOG as CSV_LOG

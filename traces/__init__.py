@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import AirlinkError, FormatError, SchemaError
-from .lazy import lazy_names
+from airlink.core.errors import AirlinkError, FormatError, SchemaError
+from airlink.core.lazy import lazy_names
 
 TRACE_FORMATS = ("mahimahi", "parquet")
 

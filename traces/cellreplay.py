@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import FormatError
+from airlink.core.errors import FormatError
 
 #: Bytes of one heavy-trace delivery opportunity in mm-cellular (its ``PACKET_SIZE``).
 PDO_BYTES = 1400
@@ -332,7 +332,7 @@ def read_cellreplay(folder=None, *, paths: dict | None = None) -> CellReplayTrac
 def write_cellreplay(traces: CellReplayTraces, folder) -> dict:
     """Write a trace set into ``folder`` (created when missing) under :data:`FILE_NAMES`;
     each file appears whole or not at all. Returns ``{(direction, part): path}``."""
-    from .atomic import write_text
+    from airlink.core.atomic import write_text
     check_set(traces)
     folder = Path(folder)
     out = {}

@@ -35,10 +35,10 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from .bounds import COMPARE_MAX_LAG, DEFAULT_FILL_LIMIT as _FILL_LIMIT_TEXT, DEFAULT_SESSION_GAP as _SESSION_GAP_TEXT
-from .errors import AirlinkError, SchemaError
+from airlink.core.bounds import COMPARE_MAX_LAG, DEFAULT_FILL_LIMIT as _FILL_LIMIT_TEXT, DEFAULT_SESSION_GAP as _SESSION_GAP_TEXT
+from airlink.core.errors import AirlinkError, SchemaError
 from .trace import Trace
-from .units import parse_duration, parse_tti, snap_fraction
+from airlink.core.units import parse_duration, parse_tti, snap_fraction
 
 #: bytes per unit for per-row amounts
 AMOUNT_UNITS = {"bytes": 1.0, "byte": 1.0, "b": 1.0, "bits": 1 / 8, "bit": 1 / 8}

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .bounds import MAX_MAHIMAHI_OPPORTUNITIES, OPPORTUNITY_BYTES, check_budget
-from .errors import FormatError
+from airlink.core.bounds import MAX_MAHIMAHI_OPPORTUNITIES, OPPORTUNITY_BYTES, check_budget
+from airlink.core.errors import FormatError
 from .trace import Trace
-from .units import DEFAULT_OPPORTUNITY_BYTES
+from airlink.core.units import DEFAULT_OPPORTUNITY_BYTES
 
 #: Longest trace period airlink accepts, in ms (24 h). A trace is expanded to one value per
 #: millisecond of its period (16 bytes per ms while reading), so this bounds the memory a
@@ -168,7 +168,7 @@ def format_trace(trace: Trace, user=None, opportunity_bytes: int = DEFAULT_OPPOR
 def write_trace(trace: Trace, path, user=None,
                 opportunity_bytes: int = DEFAULT_OPPORTUNITY_BYTES) -> Path:
     """Write one user of a capacity Trace as a Mahimahi trace file (any TTI length)."""
-    from .atomic import write_text
+    from airlink.core.atomic import write_text
     return write_text(path, format_trace(trace, user, opportunity_bytes))
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .atomic import commit, create_partial, output_error
-from .errors import FormatError
+from airlink.core.atomic import commit, create_partial, output_error
+from airlink.core.errors import FormatError
 
 EVENTS = {"#": "opportunity", "+": "arrival", "-": "departure", "d": "drop", "m": "mark"}
 _FIELDS = {"#": 3, "+": 3, "-": 4, "d": 4, "m": 4}
@@ -190,7 +190,7 @@ class LinkLogWriter:
     def write_lines(self, text: str):
         """Append pre-formatted event lines (a fast path for shells that batch).
 
-        A failing write (disk full, ...) raises :class:`~airlink.traces.atomic.OutputError`
+        A failing write (disk full, ...) raises :class:`~airlink.core.atomic.OutputError`
         and leaves the log as ``NAME.partial``.
         """
         try:

@@ -82,7 +82,7 @@ def plot_linklog(frame, out, *, bin_ms: float = 500.0, title: str | None = None)
 
 def _save(fig, out) -> None:
     """Save a figure atomically, in the format its file name asks for (png, pdf, svg)."""
-    from .atomic import atomic_path
+    from airlink.core.atomic import atomic_path
     out = Path(out)
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format=out.suffix.lstrip(".").lower() or "png")

@@ -22,9 +22,9 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .bounds import MAX_TRACE_TTIS, RATE_BPS, TTI, check_budget
-from .errors import AirlinkError, FormatError
-from .units import parse_tti
+from airlink.core.bounds import MAX_TRACE_TTIS, RATE_BPS, TTI, check_budget
+from airlink.core.errors import AirlinkError, FormatError
+from airlink.core.units import parse_tti
 
 _META_KEY = b"airlink"
 UNITS = ("bytes", "bps", "db", "count")
@@ -48,7 +48,7 @@ class Trace:
         Per-TTI values; for capacity traces, bytes that may be served in each TTI.
     tti : Fraction, str or float
         TTI length in **seconds** as a Fraction, or a string such as ``"1ms"``,
-        ``"1.667ms"`` or ``"1/600s"`` (see :func:`airlink.traces.units.parse_tti`).
+        ``"1.667ms"`` or ``"1/600s"`` (see :func:`airlink.core.units.parse_tti`).
     users : sequence of str, optional
         Column names, default ``"1", "2", ...`` (users are numbered from 1, as in the papers).
     unit : str
@@ -186,7 +186,7 @@ class Trace:
         header = {"kind": "trace", "tti_s": f"{self.tti.numerator}/{self.tti.denominator}",
                   "unit": self.unit, "users": self.users, "meta": jsonable(self.meta)}
         table = table.replace_schema_metadata({_META_KEY: json.dumps(header).encode()})
-        from .atomic import atomic_path
+        from airlink.core.atomic import atomic_path
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
         return path
@@ -228,7 +228,7 @@ class Trace:
 
 def _trace_header(path: Path, raw: bytes) -> dict:
     """The checked ``airlink`` metadata of a Parquet trace: ``kind`` "trace", ``tti_s`` an
-    exact "num/den" seconds within :data:`~airlink.traces.bounds.TTI`, ``users`` a list of
+    exact "num/den" seconds within :data:`~airlink.core.bounds.TTI`, ``users`` a list of
     names, ``unit`` one of :data:`UNITS`, ``meta`` a mapping. A damaged field is a
     FormatError naming the file and the field."""
     try:

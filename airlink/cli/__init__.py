@@ -98,7 +98,7 @@ def entry() -> None:
 
 def main(argv=None) -> int:
     global EXIT_AT_ONCE
-    from airlink.traces.errors import AirlinkError
+    from airlink.core.errors import AirlinkError
     argv = list(sys.argv[1:] if argv is None else argv)
     # Shells take a command line after their own options, with or without `--`
     # (as Mahimahi's shells do): split it off before argparse sees it.

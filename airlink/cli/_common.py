@@ -7,8 +7,8 @@ import json
 import re
 import sys
 
-from airlink.traces.bounds import Bound
-from airlink.traces.errors import AirlinkError
+from airlink.core.bounds import Bound
+from airlink.core.errors import AirlinkError
 
 
 class OptionError(AirlinkError):
@@ -92,7 +92,7 @@ def with_unit(parse, example: str, what: str = "duration"):
 def bounded(parser, *flags, bound: Bound, parse=None, keep_text: bool = False, **kwargs):
     """Declare a numeric option (or positional) with its range, in one place.
 
-    ``bound`` is the parameter's declared range (:mod:`airlink.traces.bounds`, shared with
+    ``bound`` is the parameter's declared range (:mod:`airlink.core.bounds`, shared with
     the library and the experiment spec); ``parse`` turns the text into the value in
     ``bound``'s unit (default: a whole number for integer bounds, else a float). A value that
     does not parse, lies outside the range, is NaN or infinite is refused while parsing with
@@ -129,7 +129,7 @@ def parse_sets(items) -> dict:
     """``--set NAME=VALUE`` options (``airlink run``, ``simulate``, ``cell``) -> ``{NAME: value}``,
     the value read as YAML by airlink's one YAML reader; a malformed item, broken YAML, a
     refused tag or an alias bomb is one error line naming the item."""
-    from airlink.traces.yamlfile import load_yaml_text
+    from airlink.core.yamlfile import load_yaml_text
     out = {}
     for item in items:
         name, sep, value = item.partition("=")

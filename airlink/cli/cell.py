@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink.cli._common import add_parser, bounded, with_unit
-from airlink.traces import bounds as B
-from airlink.traces.units import parse_duration, parse_size, parse_tti
+from airlink.core import bounds as B
+from airlink.core.units import parse_duration, parse_size, parse_tti
 
 EXAMPLE = """\
 sudo airlink cell --preset imt-advanced --scheduler pf --users 4 --seed 1 \\
@@ -83,7 +83,7 @@ def run(args) -> int:
     from airlink.cli._common import parameter_sets
     from airlink.replay.cell import CellShell
     from airlink.sim.engine import read_config_files
-    from airlink.traces.errors import AirlinkError
+    from airlink.core.errors import AirlinkError
     if args.from_log is None:
         for flag, value in (("--follow-rnti", args.follow_rnti), ("--log-start", args.log_start),
                             ("--log-direction", None if args.log_direction == "downlink" else args.log_direction)):

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink.cli._common import add_overwrite, add_parser, bounded, output_folder_option, print_json, with_unit
-from airlink.traces import bounds as B
-from airlink.traces.units import parse_duration
+from airlink.core import bounds as B
+from airlink.core.units import parse_duration
 
 from airlink.collectors.collect import MAX_PACKETS
 
@@ -58,7 +58,7 @@ def _stem(path: Path) -> str:
 
 def cmd_collect(args) -> int:
     from airlink import collectors as C
-    from airlink.traces.errors import AirlinkError
+    from airlink.core.errors import AirlinkError
     if args.format and args.format not in C.READERS:
         raise AirlinkError(f"unknown format {args.format!r} (one of {', '.join(C.READERS)})")
     from airlink.rundir import RunFolder
@@ -78,7 +78,7 @@ def _collect(C, args, folder) -> dict:
     returns the summary (also written as summary.json)."""
     import sys
 
-    from airlink.traces.errors import AirlinkError
+    from airlink.core.errors import AirlinkError
     summary = {"files": []}
     used = set()
     for path in args.files:

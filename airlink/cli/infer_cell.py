@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from airlink.cli._common import add_parser, bounded, print_json, with_unit
-from airlink.traces import bounds as B
+from airlink.core import bounds as B
 
 
 def register(isub):

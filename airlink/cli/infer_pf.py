@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink.cli._common import add_parser, bounded, print_json
-from airlink.traces import bounds as B
+from airlink.core import bounds as B
 
 
 def register(isub):

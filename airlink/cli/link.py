@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink.cli._common import add_parser, bounded
-from airlink.traces import bounds as B
+from airlink.core import bounds as B
 
 #: the disciplines of airlink.replay.queues.QUEUES, named here so that building the parser
 #: imports no numpy (tests/replay/test_shell_split.py checks they agree)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from airlink.cli._common import add_parser, bounded
 from airlink.cli._shellargs import replaced_by
-from airlink.traces import bounds as B
-from airlink.traces.errors import AirlinkError
+from airlink.core import bounds as B
+from airlink.core.errors import AirlinkError
 
 
 def register(sub):

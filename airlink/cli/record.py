@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink.cli._common import add_parser, bounded, print_json, typed
-from airlink.traces import bounds as B
-from airlink.traces.errors import AirlinkError
+from airlink.core import bounds as B
+from airlink.core.errors import AirlinkError
 
 
 def _train_list(text: str):

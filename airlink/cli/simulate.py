@@ -5,7 +5,7 @@ from pathlib import Path
 
 from airlink.cli._common import (add_overwrite, add_parser, bounded, output_folder_option, parameter_sets, print_json,
                                 with_unit)
-from airlink.traces import bounds as B
+from airlink.core import bounds as B
 from airlink.traces import parse_duration
 
 EXAMPLE = """\

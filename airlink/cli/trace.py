@@ -5,7 +5,7 @@ from pathlib import Path
 
 from airlink import traces as T
 from airlink.cli._common import add_parser, bounded, print_json, with_unit
-from airlink.traces import bounds as B
+from airlink.core import bounds as B
 
 FORMATS = ["mahimahi", "parquet"]
 DURATION = with_unit(T.parse_duration, "10s or 500ms")

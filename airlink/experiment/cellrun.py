@@ -25,7 +25,7 @@ import pandas as pd
 from airlink import rundir
 from airlink.experiment.live import CELL_MAC, CELL_STATS
 from airlink.inference.frames import user_order
-from airlink.traces.parquetframe import read_parquet_frame
+from airlink.core.parquetframe import read_parquet_frame
 
 #: applications' result keys that count received bytes / goodput (bulk, onoff, iperf3)
 APP_BYTES, APP_GOODPUT = "bytes", "goodput_bps"

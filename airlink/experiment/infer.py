@@ -27,7 +27,7 @@ from airlink.experiment.context import RunContext
 from airlink.experiment.spec import EXPERIMENT_MAX_LAG, MAC_MAX_LAG, MAC_RESOLUTION, RESOLUTION
 from airlink.inference.frames import user_order
 from airlink.traces import AirlinkError, parse_duration
-from airlink.traces.parquetframe import read_parquet_frame
+from airlink.core.parquetframe import read_parquet_frame
 
 TCP_SERIES = "series-tcp.parquet"
 MAC_FACTORS = ("backlog_bytes", "sinr_db", "harq_retransmissions")

@@ -25,9 +25,9 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       model_validator)
 
 from airlink.traces import AirlinkError, parse_duration, parse_rate
-from airlink.traces import bounds as B
-from airlink.traces.units import parse_size
-from airlink.traces.yamlfile import error_key_path as _key_path, error_message as _message, read_yaml_mapping
+from airlink.core import bounds as B
+from airlink.core.units import parse_size
+from airlink.core.yamlfile import error_key_path as _key_path, error_message as _message, read_yaml_mapping
 
 STAGES = ("radio", "live", "collect", "infer", "report")
 SHELL_KINDS = ("delay", "loss", "link")
@@ -65,7 +65,7 @@ Rate = Annotated[Union[str, int, float], AfterValidator(_check_rate)]
 
 
 def _duration_in(bound):
-    """A :data:`Duration` whose value lies in ``bound``'s range (:mod:`airlink.traces.bounds`)."""
+    """A :data:`Duration` whose value lies in ``bound``'s range (:mod:`airlink.core.bounds`)."""
     def check(value):
         why = bound.problem(parse_duration(value if isinstance(value, str) else f"{value}s"))
         if why is not None:
@@ -366,13 +366,13 @@ class Capture(_Model):
 RESOLUTION = B.TCP_RESOLUTION
 
 #: Largest |lag| of an experiment's factor rankings: shorter than ``airlink infer nmi``'s
-#: minute (:data:`airlink.traces.bounds.NMI_MAX_LAG`) because a run lasts seconds to
+#: minute (:data:`airlink.core.bounds.NMI_MAX_LAG`) because a run lasts seconds to
 #: minutes - a scan as long as the run pairs almost no samples at its edges - and TCP's
 #: factors (capacity, RTT, packets in flight) act within a few round trips.
 EXPERIMENT_MAX_LAG = "5s"
 
 #: Largest |lag| of the default ranking of a MAC log at 100 ms: the scheduler's answer to a
-#: backlog, the same scan as ``airlink infer backlog`` (:data:`airlink.traces.bounds.BACKLOG_MAX_LAG`).
+#: backlog, the same scan as ``airlink infer backlog`` (:data:`airlink.core.bounds.BACKLOG_MAX_LAG`).
 MAC_MAX_LAG = B.BACKLOG_MAX_LAG
 
 #: the grid of the default ranking of a MAC log (a TTI log is summed into 100 ms steps)

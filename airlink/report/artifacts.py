@@ -10,7 +10,7 @@ import pandas as pd
 
 from airlink import rundir
 from airlink.traces import AirlinkError, Trace
-from airlink.traces.parquetframe import read_parquet_frame
+from airlink.core.parquetframe import read_parquet_frame
 
 
 def _seconds(frame: pd.DataFrame, t0=None) -> np.ndarray:

@@ -44,7 +44,7 @@ from pathlib import Path
 import pandas as pd
 
 from airlink.sweep.runs import POINT_FILE, RUNS, TOKEN_FILE, replace_dir, run_point, sha256_file, unpack, verify_point
-from airlink.traces.atomic import write_bytes
+from airlink.core.atomic import write_bytes
 from airlink.sweep.spec import Sweep, canonical, check_points, load_sweep, value_label
 from airlink.traces import AirlinkError
 

@@ -199,7 +199,7 @@ def write_sweep_report(campaign, *, output=None, metric: str | None = None, x: s
     """Write the sweep report page (default ``CAMPAIGN/report.html``) and return its path."""
     page = build_sweep_report(campaign, metric=metric, x=x, by=by)
     out = Path(output) if output else Path(campaign) / REPORT_NAME
-    from airlink.traces.atomic import write_bytes
+    from airlink.core.atomic import write_bytes
     write_bytes(out, page.encode("utf-8"))
     return out
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from airlink.rundir import utc_now_iso
 from airlink.traces import AirlinkError
-from airlink.traces.atomic import write_bytes
+from airlink.core.atomic import write_bytes
 
 POINT_FILE = "point.json"
 TOKEN_FILE = ".campaign-token"

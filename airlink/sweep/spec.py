@@ -34,8 +34,8 @@ from typing import Any, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from airlink.traces import AirlinkError
-from airlink.traces import bounds as B
-from airlink.traces.yamlfile import read_yaml_mapping
+from airlink.core import bounds as B
+from airlink.core.yamlfile import read_yaml_mapping
 
 Scalar = Union[bool, int, float, str]
 #: a grid value: a scalar, or a whole list or mapping put in place of the key's value (how a

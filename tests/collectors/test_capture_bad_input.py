@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from airlink import collectors as C
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 from tests.errorline import one_error_line
 from tests.collectors.pcapcraft import link_wrap, pcap_bytes, pcapng_bytes, tcp_packet

@@ -340,7 +340,7 @@ def test_collect_failure_during_the_analysis_stops_the_packets_pass(tmp_path, sm
 
     import airlink.collectors.tcp as tcp_module
     from airlink.collectors import collect
-    from airlink.traces.errors import AirlinkError
+    from airlink.core.errors import AirlinkError
     f = tmp_path / "r.pcap"
     f.write_bytes(pcap_bytes(reordered_capture()))
     started = []
@@ -373,7 +373,7 @@ def test_flows_ready_is_for_capture_paths(tmp_path):
     a = C.analyze_tcp(f, flows_ready=lambda flows, late: seen.append((flows, late)))
     assert len(seen) == 1 and seen[0][1] == a.max_lateness_ns
     pd.testing.assert_frame_equal(seen[0][0].to_pandas(), a.flows[["flow", "src", "dst", "sport", "dport", "proto"]])
-    from airlink.traces.errors import AirlinkError
+    from airlink.core.errors import AirlinkError
     with pytest.raises(AirlinkError, match="capture path"):
         C.analyze_tcp(C.read_pcap(f), flows_ready=lambda *a: None)
 
@@ -439,7 +439,7 @@ def test_group_gatherer_refuses_a_packet_after_its_group(tmp_path):
     the group twice, as do flows the census never saw (a capture still being written)."""
     from airlink.collectors._connections import Connections, numbered_batches
     from airlink.collectors._tcpinput import GroupGatherer
-    from airlink.traces.errors import AirlinkError
+    from airlink.core.errors import AirlinkError
     f = tmp_path / "short.pcap"
     f.write_bytes(pcap_bytes(_short_connections(n=2, each=40, interleaved=True)))
     done = []

@@ -123,7 +123,7 @@ def test_collect_failure_in_the_fed_pass_leaves_nothing(tmp_path, run_airlink, m
     """The streamed flow's analysis fails midway while the packets pass takes its batches:
     one error line, no thread left, no file (nor a partial one)."""
     from airlink.collectors import _tcpstream
-    from airlink.traces.errors import AirlinkError
+    from airlink.core.errors import AirlinkError
     f = capture(tmp_path)
     calls = []
     chunk = _tcpstream.FlowStream.chunk

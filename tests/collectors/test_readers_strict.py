@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from airlink import collectors as C
-from airlink.traces.errors import AirlinkError, FormatError
+from airlink.core.errors import AirlinkError, FormatError
 
 
 def first_lines(path, n):

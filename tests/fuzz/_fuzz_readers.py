@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 from tests.traces.test_linklog import MM_LOG
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"

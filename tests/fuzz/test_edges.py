@@ -2,7 +2,7 @@
 traceback, a MemoryError or a hang - gives exit status 2 and one line naming the option, or the file
 and the field (and, for a derived size, what would have been needed).
 
-Nothing here allocates big: the budgets (:mod:`airlink.traces.bounds`) are checked before
+Nothing here allocates big: the budgets (:mod:`airlink.core.bounds`) are checked before
 any array of the derived size exists. Commands whose refusal comes from a library check run
 in-process; the files are tiny (a few kB) except the 10^6-column CSV (~4 MB).
 """

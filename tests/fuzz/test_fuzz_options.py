@@ -1,7 +1,7 @@
 """Every numeric option of every subcommand, fuzzed with values outside its declared range.
 
 Each option is declared once with its range (``airlink.cli._common.bounded`` and
-:mod:`airlink.traces.bounds`); the values drawn here are out of range *by that declaration*
+:mod:`airlink.core.bounds`); the values drawn here are out of range *by that declaration*
 (below the minimum, above the maximum, NaN, infinities, numbers too big for any type, text,
 and a bare number where a unit is required), so each must be refused while the arguments
 are parsed - before any file is read or anything allocated - with exit status 2 and one line

@@ -10,7 +10,7 @@ import pytest
 
 import airlink.inference as inf
 from airlink.collectors.align import parse_times, to_grid
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 
 def irregular_shifted(seed=1, seconds=3000, shift_s=4, spacings=(1, 2, 3, 5)):

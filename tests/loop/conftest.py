@@ -1,6 +1,6 @@
 """Fixtures for the loop tests: a run folder with every kind of artifact, made here.
 
-The synthetic folder holds small frames of the schema kinds in airlink.traces.schema
+The synthetic folder holds small frames of the schema kinds in airlink.core.schema
 (capacity Trace, mac, packets, flows, tcp), a summary.json, an nmi.json, a Mahimahi link log,
 the experiment file and versions, so that every report section has its inputs without
 needing the simulator, collectors or inference packages.

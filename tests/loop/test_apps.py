@@ -16,7 +16,7 @@ import time
 import pytest
 
 from airlink import apps
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 
 from airlink import rundir
 from airlink.outfolder import FolderLock
-from airlink.traces.atomic import OutputError, write_text
+from airlink.core.atomic import OutputError, write_text
 
 from tests.errorline import one_error_line
 

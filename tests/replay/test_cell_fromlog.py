@@ -15,7 +15,7 @@ import pytest
 
 from airlink.replay.cell import CellShell
 from airlink.sim.nr_rates import cqi_to_mcs
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 AFTERNOON = "nr-scope/t_mobile1_ueactivity_afternoon_1.csv"
 FOLLOW = "23938"        # an RNTI of the afternoon log; the busiest (25864) is the cross-traffic

@@ -14,7 +14,7 @@ import pytest
 from airlink.replay.cell_radio import RadioFeed
 from airlink.sim.engine import check_config, make_scheduler, resolve_config
 from airlink.sim.step import Radio, n_tti_of
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 
 def _radio(duration="0.35s", **over):

@@ -1,4 +1,4 @@
-"""The simulator's parameters and the declared ranges of airlink.traces.bounds agree: each
+"""The simulator's parameters and the declared ranges of airlink.core.bounds agree: each
 CellConfig field that a Bound declares takes exactly that range (the Bound's limits are
 accepted, one step beyond each is refused), whichever route the value comes by."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from airlink.sim.config import DEFAULTS, RANGES, CellConfig, validate_config
 from airlink.traces import AirlinkError
-from airlink.traces import bounds as B
+from airlink.core import bounds as B
 
 # "duration" names two Bounds (a simulation's and a constant trace's): the simulator's is SIM_DURATION
 SAME_NAME = {"duration": B.SIM_DURATION}
@@ -58,7 +58,7 @@ def test_the_ends_of_the_range(name):
 
 
 def test_hand_read_ranges():
-    """Three ranges as traces/bounds.py declares them, read by hand."""
+    """Three ranges as airlink/core/bounds.py declares them, read by hand."""
     validate_config({**DEFAULTS, "n_users": 10_000, "buffer_packets": 0, "pf_a": 1})
     for bad in ({"n_users": 10_001}, {"pf_a": 0}, {"speed_kmh": [3.0, 1001.0]}, {"duration": "200h"}):
         with pytest.raises(AirlinkError, match=next(iter(bad))):

@@ -4,7 +4,7 @@ from fractions import Fraction
 import pytest
 
 from airlink.sim.nr_numerology import guard_band_khz, max_prbs, numerology, slot_seconds
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 
 @pytest.mark.parametrize("scs,mu,slot", [(15, 0, Fraction(1, 1000)), (30, 1, Fraction(1, 2000)),

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airlink.sim.nr_tbs import mcs_table, tbs_from_rate, transport_block_bits
-from airlink.traces.errors import AirlinkError
+from airlink.core.errors import AirlinkError
 
 # ---------------------------------------------------------------------------------------------
 # The literal reference: 38.214 5.1.3.2 read line by line, in exact rational arithmetic.
