@@ -1,7 +1,9 @@
 """The per-row TCP rules, written once: what a segment occupies, which rows are keep-alives,
 which are below snd_max (retransmission or out-of-order candidates), which may be duplicate
-ACKs, which advertise a zero window, how many duplicate ACKs preceded a row, and which
-segments below snd_max are out of order rather than retransmitted.
+ACKs and which are, which advertise a zero window, how many duplicate ACKs preceded a row, which
+segments below snd_max are out of order rather than retransmitted, and the three
+retransmission judgements that look forward in time: Karn (a retransmission voids the RTT
+sample of the segment it resends), Eifel and DSACK (spurious retransmissions).
 
 Both analyses apply them - the whole-capture one (:mod:`.tcp`) over every flow at once and
 the time-chunked one (:mod:`._tcpstream`) chunk by chunk -, on arrays of rows where
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._tcparrays import FIN, RST, SYN
+from ._tcparrays import FIN, M32, RST, SYN
 
 
 def segment_ends(rel, pay, flags):
@@ -43,6 +45,48 @@ def dupack_candidates(rel, smb_own, pay, flags, has_ack, win):
     no SYN/FIN/RST) with a non-zero window at the sender's next sequence number (tshark: a
     keep-alive at snd_nxt - 1 repeating the ACK is a keep-alive, not a duplicate ACK)."""
     return (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack & (win > 0) & (rel == smb_own)
+
+
+def duplicate_acks(dr, rela, win, candidate, keepalive, fl=None, prev=(None, None), ka=(None, None)):
+    """tshark's duplicate ACKs among rows in time order - of one flow, or of many flows one
+    after another (``fl``: each row's flow; the look-back then stays inside the flow): a
+    ``candidate`` row (:func:`dupack_candidates`) whose ACK ``rela`` and window ``win``
+    equal those of its direction's previous row (``dr``: 0/1), unless the other direction's
+    previous row is a keep-alive (``keepalive``; the answer to a keep-alive repeats the ACK
+    too). What precedes these rows (a chunk's carry), per direction ``d``: ``prev[d]`` the
+    (rela, win) of ``d``'s last earlier row, ``ka[d]`` whether it was a keep-alive (None:
+    no earlier row)."""
+    dup = np.zeros(len(dr), bool)
+    for d in (0, 1):
+        idx = np.flatnonzero(dr == d)
+        if not len(idx):
+            continue
+        ra, w = rela[idx], win[idx]
+        same = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
+        if fl is not None:
+            f = fl[idx]
+            same &= f[1:] == f[:-1]
+            del f
+        dup[idx[1:]] = same
+        if prev[d] is not None:
+            dup[idx[0]] = (ra[0] == prev[d][0]) & (w[0] == prev[d][1])
+        del ra, w, same, idx
+    dup &= candidate
+    cand = np.flatnonzero(dup)
+    for d in (0, 1):
+        rows = cand[dr[cand] == d]
+        if not len(rows):
+            continue
+        other = np.flatnonzero(dr != d)
+        p = np.searchsorted(other, rows) - 1
+        q = other[np.maximum(p, 0)] if len(other) else rows
+        answer = (p >= 0) & keepalive[q]
+        if fl is not None:
+            answer &= fl[q] == fl[rows]
+        if ka[1 - d]:
+            answer |= p < 0
+        dup[rows[answer]] = False
+    return dup
 
 
 def zero_windows(win, flags):
@@ -83,3 +127,55 @@ def out_of_order(gap, known, irtt, dups, ack_rev, ack_rev_before, rel, end, smb_
     fastlike = (dups >= 2) & (rel == np.maximum(ack_rev, 0))
     acked = data & (end <= ack_rev_before)
     return known & (gap < irtt) & (end != smb_own) & ~fastlike & ~acked
+
+
+def karn_voided(keys, retx_keys_sorted):
+    """Karn's rule: which segments (``keys``: data direction group * ``OFF`` + relative
+    first byte) had their first byte retransmitted at some time, given the sorted keys of
+    every retransmission of the same flows. An RTT sample timed on such a segment is
+    ambiguous and dropped."""
+    if not len(retx_keys_sorted):
+        return np.zeros(len(keys), bool)
+    pos = np.minimum(np.searchsorted(retx_keys_sorted, keys), len(retx_keys_sorted) - 1)
+    return retx_keys_sorted[pos] == keys
+
+
+def eifel_older(tsval, tsecr):
+    """Eifel detection (RFC 3522 section 2): the first ACK covering a retransmission echoes a
+    TSval (``tsecr``) older than the retransmission's own ``tsval`` - then the original was
+    ACKed and the retransmission was spurious. Older in 32-bit serial-number arithmetic
+    (RFC 7323 section 5.2): ``0 < (tsval - tsecr) mod 2**32 < 2**31``."""
+    diff = (np.asarray(tsval).astype(np.int64) - np.asarray(tsecr).astype(np.int64)) % M32
+    return (diff > 0) & (diff < (1 << 31))
+
+
+def dsack_edges(left_raw, base, near):
+    """DSACK blocks' left edges (raw 32-bit, RFC 2883) as sequence numbers relative to the
+    reported data direction's ISN ``base`` (per row), unwrapped past 2**32 to the value
+    nearest ``near`` (the reporting row's cumulative ACK, relative; < 0 counts as 0): a
+    duplicate block lies within 2**31 bytes of the ACK that reports it."""
+    dl = (np.asarray(left_raw).astype(np.int64) - base) % M32
+    near = np.maximum(near, 0)
+    return near + (((dl - near) + (1 << 31)) % M32) - (1 << 31)
+
+
+def dsack_reported(retx_keys, retx_rows, dsack_keys, dsack_rows):
+    """Which retransmissions a later DSACK (RFC 2883) reports as received twice: mask over
+    the retransmissions, given their keys (data direction group * ``OFF`` + relative first
+    byte) and row numbers (any order) and the DSACK rows' keys (the reported direction's
+    group * ``OFF`` + :func:`dsack_edges`) and row numbers. A block whose left edge is the
+    first byte of several retransmissions reports the last of them (in row order when the
+    retransmissions are given in row order); only a DSACK sent after it counts."""
+    out = np.zeros(len(retx_keys), bool)
+    if not len(retx_keys) or not len(dsack_keys):
+        return out
+    srt = np.argsort(retx_keys, kind="stable")
+    rkey_s = retx_keys[srt]
+    hi = np.searchsorted(rkey_s, dsack_keys, side="right") - 1
+    ok = hi >= 0
+    hi = np.maximum(hi, 0)
+    ok &= rkey_s[hi] == dsack_keys
+    cand = srt[hi]
+    ok &= retx_rows[cand] < dsack_rows
+    out[cand[ok]] = True
+    return out

@@ -24,8 +24,8 @@ from ._tcparrays import (ACK, M32, OFF, _effective_mss, _first_with_key, _groupe
                          _unique_first, _unwrap)
 from ._tcpframes import (KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
-from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, out_of_order,
-                        segment_ends, zero_windows)
+from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
+                        eifel_older, karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
@@ -236,9 +236,7 @@ class FlowStream:
         di = np.flatnonzero(c["dsack"])
         if len(di):
             dgd = dr[di] ^ 1
-            dl = (c["dsack_left"][di].astype(np.int64) - self.base[dgd]) % M32
-            near = np.maximum(rela[di], 0)
-            dl = near + (((dl - near) + (1 << 31)) % M32) - (1 << 31)
+            dl = dsack_edges(c["dsack_left"][di], self.base[dgd], rela[di])
             self.dsack.append((grow[di], dgd.astype(np.int64), dl))
 
         # ---- RTT samples: sequence/ACK matching (Karn settled at the end)
@@ -395,30 +393,13 @@ class FlowStream:
         np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
         keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
         win = c["window"]
-        dupack = np.zeros(n, bool)
-        for d in (0, 1):
-            idx = didx[d]
-            if not len(idx):
-                continue
-            ra, w = rela[idx], win[idx]
-            dupack[idx[1:]] = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
-            if self.side[d].prev is not None:
-                dupack[idx[0]] = (ra[0] == self.side[d].prev[0]) & (w[0] == self.side[d].prev[1])
-            self.side[d].prev = (int(ra[-1]), int(w[-1]))
-        dupack &= dupack_candidates(rel, smb_own, pay, flags, has_ack, win)
-        cand = np.flatnonzero(dupack)
-        for d in (0, 1):
-            rows = cand[dr[cand] == d]
-            other = didx[1 - d]
-            if not len(rows):
-                continue
-            p = np.searchsorted(other, rows) - 1
-            ka_prev = np.where(p >= 0, keepalive[other[np.maximum(p, 0)]] if len(other) else False,
-                               bool(self.side[1 - d].ka) if self.side[1 - d].ka is not None else False)
-            dupack[rows[ka_prev]] = False
+        dupack = duplicate_acks(dr, rela, win, dupack_candidates(rel, smb_own, pay, flags, has_ack, win), keepalive,
+                                prev=[x.prev for x in self.side], ka=[x.ka for x in self.side])
         for d in (0, 1):
             if len(didx[d]):
-                self.side[d].ka = bool(keepalive[didx[d][-1]])
+                last = didx[d][-1]
+                self.side[d].prev = (int(rela[last]), int(win[last]))
+                self.side[d].ka = bool(keepalive[last])
         return rel, rela, end, am, sm, smb_own, below, dupack
 
     def _rows_c(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):
@@ -511,8 +492,7 @@ class FlowStream:
             q = np.searchsorted(amd, ends, side="left")
             found = q < len(amd)
             qq = np.minimum(q, len(amd) - 1)
-            diff = (tsv - c["tsecr"][qq].astype(np.int64)) % M32
-            verdict = found & c["has_ts"][qq] & (diff > 0) & (diff < (1 << 31))
+            verdict = found & c["has_ts"][qq] & eifel_older(tsv, c["tsecr"][qq])
             for r, f, v in zip(rows.tolist(), found.tolist(), verdict.tolist()):
                 if f:
                     self.eifel[r] = v
@@ -521,7 +501,6 @@ class FlowStream:
     # ---- the end of the flow
     def finish(self, flows, source: str, res_s: float) -> TcpAnalysis:
         """``flows``: the one-row flows frame (:func:`.tcp._flows_frame`) of this flow."""
-        nflow = 1
         R = {k: np.concatenate([r[k] for r in self.retx]) if self.retx else np.zeros(0, np.int64)
              for k in ("row", "t", "pk", "dr", "rel", "pay", "fast", "acked", "data", "bin_row")}
         for k in ("fast", "acked", "data"):
@@ -533,17 +512,7 @@ class FlowStream:
             drow = np.concatenate([x[0] for x in self.dsack])
             dgd = np.concatenate([x[1] for x in self.dsack])
             dl = np.concatenate([x[2] for x in self.dsack])
-            rkey = R["dr"].astype(np.int64) * OFF + R["rel"]
-            srt = np.argsort(rkey, kind="stable")
-            rkey_s = rkey[srt]
-            k = dgd * OFF + dl
-            hi = np.searchsorted(rkey_s, k, side="right") - 1
-            okd = hi >= 0
-            hi = np.maximum(hi, 0)
-            okd &= rkey_s[hi] == k
-            cand = srt[hi]
-            okd &= R["row"][cand] < drow
-            dsack[cand[okd]] = True
+            dsack = dsack_reported(R["dr"].astype(np.int64) * OFF + R["rel"], R["row"], dgd * OFF + dl, drow)
         acked, eifel, dsack = R["acked"] & R["data"], eifel & R["data"], dsack & R["data"]
         spurious = acked | eifel | dsack
         fast = R["fast"]
@@ -553,10 +522,8 @@ class FlowStream:
         for a in (0, 1):
             for tt, pk, ms, srel in self.side[a].seqack:
                 key = (1 - a) * OFF + srel
-                if len(retx_keys):
-                    pos = np.minimum(np.searchsorted(retx_keys, key), len(retx_keys) - 1)
-                    ok = retx_keys[pos] != key
-                    tt, pk, ms = tt[ok], pk[ok], ms[ok]
+                ok = ~karn_voided(key, retx_keys)
+                tt, pk, ms = tt[ok], pk[ok], ms[ok]
                 parts.append((tt, pk, ms, np.full(len(tt), 1 - a, np.int64), np.zeros(len(tt), np.int8)))
         for a in (0, 1):
             if self.side[a].tspairs:

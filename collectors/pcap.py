@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from ._capture import CaptureReader, progress_bar, sniff_kind
 from ._connections import Connections, address_names, numbered_batches
 from ._decode import check_linktypes, decode, group_connections
 from ._timeorder import in_time_order, lateness
+
+if TYPE_CHECKING:                # annotations only: pandas is imported where a frame is built
+    import pandas as pd
 
 NAME = "pcap"
 DIRECTIONS = ["fwd", "rev"]

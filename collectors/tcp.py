@@ -54,13 +54,13 @@ from airlink.core.units import parse_duration
 
 from ._columns import Coded, Columns
 from ._decode import ecn_counts
-from ._tcparrays import (ACK, FIN, M32, OFF, SYN, _effective_mss, _first_with_key, _grouped_cummax,
+from ._tcparrays import (ACK, FIN, OFF, SYN, _effective_mss, _first_with_key, _grouped_cummax,
                          _recovery, _shift_in_group, _ts_echo_pairs, _unwrap)
 from ._tcpframes import (_EMPTY, EVENTS, FLOW_KEYS, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis,
                          _events_frame, _flows_frame, _rtt_columns, _series, event_rows, spurious_reasons,
                          time_ns)
-from ._tcprules import (dupack_candidates, dups_since_advance, keepalives_and_below, out_of_order,
-                        segment_ends, zero_windows)
+from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
+                        eifel_older, karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
 
 
 _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
@@ -233,6 +233,11 @@ def _from_frame(packets):
     return c, flows, len(packets)
 
 
+def _in_order(a, perm):
+    """``a`` in time order: ``a[perm]``, or ``a`` itself when ``perm`` is None (in order already)."""
+    return a if perm is None else a[perm]
+
+
 def _from_columns(raw: dict, flows_ready=None):
     """Inputs of :func:`_analyze` from :func:`._tcpinput.read_columns` (capture path):
     flow numbers and directions fixed as :func:`.pcap.assign_flows` does, the flows table,
@@ -242,10 +247,7 @@ def _from_columns(raw: dict, flows_ready=None):
     n = len(ts)
     # time order (stable), as read_pcap sorts an out-of-order capture
     perm = None if n < 2 or (ts[1:] >= ts[:-1]).all() else np.argsort(ts, kind="stable")
-
-    def sorted_(a):
-        return a if perm is None else a[perm]
-    pf = sorted_(raw.pop("pflow"))
+    pf = _in_order(raw.pop("pflow"), perm)
     npf = len(raw["flow_lo"])
     first_p = _first_index(pf, npf)                 # first time-ordered row of each flow
     rank = np.empty(npf, np.int64)
@@ -261,8 +263,8 @@ def _from_columns(raw: dict, flows_ready=None):
     fproto = np.empty(nflow, np.int64)
     lo_ep[rank], hi_ep[rank], fproto[rank] = raw.pop("flow_lo"), raw.pop("flow_hi"), raw.pop("flow_proto")
     # direction: the first pure SYN of the flow defines fwd, else the first packet
-    swap_s = sorted_(raw.pop("swap"))
-    flags_s = sorted_(raw["flags"])
+    swap_s = _in_order(raw.pop("swap"), perm)
+    flags_s = _in_order(raw["flags"], perm)
     fwd_swap = np.full(nflow, -1, np.int8)
     syn = np.flatnonzero(((flags_s & 0x12) == 0x02) & (fproto[fl_s] == 6))
     del flags_s
@@ -281,9 +283,9 @@ def _from_columns(raw: dict, flows_ready=None):
     fd *= 2
     fd += dir_s
     pk = np.bincount(fd, minlength=2 * nflow).reshape(-1, 2).T
-    by = np.bincount(fd, weights=sorted_(raw["ip_len"]), minlength=2 * nflow).reshape(-1, 2).T
+    by = np.bincount(fd, weights=_in_order(raw["ip_len"], perm), minlength=2 * nflow).reshape(-1, 2).T
     del fd
-    ecn = ecn_counts(fl_s, sorted_(raw.pop("ecn")), nflow)
+    ecn = ecn_counts(fl_s, _in_order(raw.pop("ecn"), perm), nflow)
     fwd_lo = fwd_swap == 0                            # fwd sender is the key's low endpoint
     src_ep = np.where(fwd_lo, lo_ep, hi_ep)
     dst_ep = np.where(fwd_lo, hi_ep, lo_ep)
@@ -383,14 +385,6 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     for d in (0, 1):
         ack_max[d] = _grouped_cummax(rela, fl, (dr == d) & has_ack, flow_starts)  # ACKs sent by d
 
-    def before(a):
-        """Value at the previous row of the same flow (-1 at a flow's first row)."""
-        out = np.empty_like(a)
-        out[:1] = -1
-        out[1:] = a[:-1]
-        out[first_of_flow] = -1
-        return out
-
     # snd_max (highest sequence sent so far) of the row's own direction just before the row;
     # one direction's running maximum at a time, and computed again for the in-flight
     # series (cheaper than keeping 16 bytes per packet through the RTT step, the peak)
@@ -416,39 +410,19 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
 
     # ---- duplicate ACKs and zero windows (sent by this row's direction)
-    dupack = np.zeros(n, bool)
-    for d in (0, 1):
-        idx = np.flatnonzero(dr == d)
-        if len(idx) > 1:
-            f, ra, w = fl[idx], rela[idx], win[idx]
-            dupack[idx[1:]] = (f[1:] == f[:-1]) & (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
-            del f, ra, w
-    del idx
-    dupack &= dupack_candidates(rel, smb_own, pay, flags, has_ack, win)
-    # ... and the answer to a keep-alive (the other side's previous segment) is not one either
-    cand = np.flatnonzero(dupack)
-    for d in (0, 1):
-        rows = cand[dr[cand] == d]
-        other = np.flatnonzero(dr != d)
-        if len(rows) and len(other):
-            p = np.searchsorted(other, rows) - 1
-            q = other[np.maximum(p, 0)]
-            dupack[rows[(p >= 0) & (fl[q] == fl[rows]) & keepalive[q]]] = False
-    del keepalive, cand
+    dupack = duplicate_acks(dr, rela, win, dupack_candidates(rel, smb_own, pay, flags, has_ack, win), keepalive,
+                            fl=fl)
+    del keepalive
     zero_win = zero_windows(win, flags)
 
     # positions of ACK advances and of duplicate ACKs per acking direction
     reset_pos, dup_pos = {}, {}
     for a in (0, 1):
         m = dr == a
-        reset_pos[a] = np.flatnonzero((m & has_ack & (rela > before(ack_max[a]))) | first_of_flow)
+        reset_pos[a] = np.flatnonzero((m & has_ack & (rela > _shift_in_group(ack_max[a], fl, -1))) | first_of_flow)
         dup_pos[a] = np.flatnonzero(dupack & m)
         del m
     del first_of_flow
-
-    def dups_at(idx):
-        """Duplicate ACKs from the reverse direction since its last ACK advance, up to idx."""
-        return dups_since_advance(idx, dr, reset_pos, dup_pos)
 
     # Out of order (tshark's rule, _tcprules.out_of_order): reordered on the way to the
     # capture point, not resent.
@@ -456,7 +430,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     bi = np.flatnonzero(below)
     if len(bi):
         irtt = _handshake_rtt_ns(fl, dr, t, flags, nflow)
-        dup_c, ackr_c, arb_c = dups_at(bi), rev_at(bi), rev_before(bi)
+        dup_c, ackr_c, arb_c = dups_since_advance(bi, dr, reset_pos, dup_pos), rev_at(bi), rev_before(bi)
         for d in (0, 1):
             sel = dr[bi] == d
             cand = bi[sel]
@@ -472,14 +446,11 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
             del advpos                   # a row number per packet of d: not kept to the RTT step
     del end
 
-    def end_at(idx):
-        """Sequence number after the segments at rows idx (SYN and FIN count one)."""
-        return rel[idx] + pay[idx] + is_syn[idx] + ((flags[idx] & FIN) != 0)
     retx = below & ~ooo
     ri_all = np.flatnonzero(retx)
     fast = np.zeros(n, bool)
     if len(ri_all):
-        fast[ri_all[dups_at(ri_all) >= 2]] = True
+        fast[ri_all[dups_since_advance(ri_all, dr, reset_pos, dup_pos) >= 2]] = True
         _recovery(ri_all, dr, fl, fast, rev_at(ri_all), smb_own)
     timeout = retx & ~fast
     del smb_own, below, reset_pos, dup_pos
@@ -487,7 +458,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     # ---- spurious retransmissions
     spur_acked = np.zeros(n, bool)
     if len(ri_all):
-        spur_acked[ri_all] = end_at(ri_all) <= rev_before(ri_all)
+        spur_acked[ri_all] = segment_ends(rel[ri_all], pay[ri_all], flags[ri_all]) <= rev_before(ri_all)
     spur_eifel = np.zeros(n, bool)
     spur_dsack = np.zeros(n, bool)
     ri = np.flatnonzero(retx & ~spur_acked & has_ts)
@@ -498,34 +469,18 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
                 continue
             am = ack_max[1 - d]                                   # monotone within flow
             key = fl_groups * OFF + am + 1
-            q = np.searchsorted(key, fl_groups[rr] * OFF + end_at(rr) + 1, side="left")
+            q = np.searchsorted(key, fl_groups[rr] * OFF + segment_ends(rel[rr], pay[rr], flags[rr]) + 1, side="left")
             ok = (q < n)
             q = np.minimum(q, n - 1)
             ok &= (fl_groups[q] == fl_groups[rr]) & (q > rr) & has_ts[q]
-            diff = (tsval[rr].astype(np.int64) - tsecr[q].astype(np.int64)) % M32
-            older = (diff > 0) & (diff < (1 << 31))
-            spur_eifel[rr[ok & older]] = True
+            spur_eifel[rr[ok & eifel_older(tsval[rr], tsecr[q])]] = True
             del key                      # 8 bytes per packet: not kept to the RTT step (the peak)
     di = np.flatnonzero(dsack)
     rtx_idx = np.flatnonzero(retx)
     if len(di) and len(rtx_idx):
-        rkey = gd[rtx_idx] * OFF + rel[rtx_idx]
-        srt = np.argsort(rkey, kind="stable")
-        rkey_s = rkey[srt]
-        # DSACK from direction a reports data of direction a^1
-        dgd = gd[di] ^ 1
-        dl = (dsack_left[di].astype(np.int64) - base[dgd]) % M32
-        # bring into the unwrapped range of the data direction: nearest to ack_max
-        near = np.maximum(rela[di], 0)
-        dl = near + (((dl - near) + (1 << 31)) % M32) - (1 << 31)
-        k = dgd * OFF + dl
-        hi = np.searchsorted(rkey_s, k, side="right") - 1
-        okd = (hi >= 0)
-        hi = np.maximum(hi, 0)
-        okd &= rkey_s[hi] == k
-        cand = rtx_idx[srt[hi]]
-        okd &= cand < di
-        spur_dsack[cand[okd]] = True
+        dgd = gd[di] ^ 1                          # DSACK from direction a reports data of a ^ 1
+        dl = dsack_edges(dsack_left[di], base[dgd], rela[di])
+        spur_dsack[rtx_idx[dsack_reported(gd[rtx_idx] * OFF + rel[rtx_idx], rtx_idx, dgd * OFF + dl, di)]] = True
     # only data segments are judged (a SYN or FIN sent again is never called spurious)
     spur_acked &= data
     spur_eifel &= data
@@ -533,85 +488,9 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     spurious = retx & (spur_acked | spur_eifel | spur_dsack)
     del dsack, dsack_left
 
-    def rtt_samples():
-        """(time, RTT ms, data direction group, method 0 seq/ACK 1 timestamp, packet) arrays;
-        its working arrays die when it returns."""
-        rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = [], [], [], [], []
-        orig = (data | is_syn) & ~retx          # SYNs are timed too (tshark does): the handshake gives both halves
-        # Karn: originals whose first byte was later retransmitted (judged for matched
-        # segments only, against the sorted keys of every retransmission)
-        retx_keys = np.sort(gd[retx] * OFF + rel[retx])
-
-        def karn(seg):
-            if not len(retx_keys):
-                return np.zeros(len(seg), bool)
-            key = gd[seg] * OFF + rel[seg]
-            pos = np.minimum(np.searchsorted(retx_keys, key), len(retx_keys) - 1)
-            return retx_keys[pos] == key
-        # number of retransmissions of each data direction so far (flow order)
-        retx_pos = {d: np.flatnonzero(retx & (dr == d)) for d in (0, 1)}
-        # ACKs that advance their direction's cumulative ACK
-        newacks = {}
-        for a in (0, 1):
-            newacks[a] = np.flatnonzero((dr == a) & has_ack & (rela > 0)
-                                        & (rela > _shift_in_group(ack_max[a], fl_groups, -1)))
-        for a in (0, 1):
-            d = 1 - a                                    # the data direction these ACKs cover
-            ai = newacks[a]
-            oi = np.flatnonzero(orig & (dr == d))
-            if not len(ai) or not len(oi):
-                continue
-            # the first segment of d (in flow-time order) ending where the ACK points
-            keys = fl_groups[oi].astype(np.int64)      # flow * OFF + segment end, in place
-            keys *= OFF
-            keys += rel[oi]
-            keys += pay[oi]
-            keys += is_syn[oi]
-            keys += (flags[oi] & FIN) != 0
-            q = fl_groups[ai].astype(np.int64)
-            q *= OFF
-            q += rela[ai]
-            keys_rows = [keys, oi]
-            del keys, oi
-            hit, seg = _first_with_key(keys_rows, q)
-            del q
-            hit &= seg < ai
-            ai, seg = ai[hit], seg[hit]
-            rp = retx_pos[d]
-            ok = ~karn(seg) & (np.searchsorted(rp, ai) == np.searchsorted(rp, seg))
-            ai, seg = ai[ok], seg[ok]
-            rtt_t.append(t[ai])
-            rtt_pk.append(order[ai])
-            rtt_ms.append((t[ai] - t[seg]) / 1e6)
-            rtt_gd.append(gd[seg])
-            rtt_method.append(np.zeros(len(ai), np.int8))
-        del orig
-        # timestamp echo: the first segment of one direction that echoes TSecr = v, against
-        # the first segment of the other direction with TSval = v (data, pure ACK or SYN:
-        # a receiver's ACKs echoed by the sender's data time the sender's side of the path)
-        for a in (0, 1):
-            ai, seg = _ts_echo_pairs(fl_groups, dr, has_ts, has_ack, tsval, tsecr, a)
-            rtt_t.append(t[ai])
-            rtt_pk.append(order[ai])
-            rtt_ms.append((t[ai] - t[seg]) / 1e6)
-            rtt_gd.append(gd[seg])
-            rtt_method.append(np.ones(len(ai), np.int8))
-        if rtt_t:
-            rtt_t = np.concatenate(rtt_t)
-            rtt_ms = np.concatenate(rtt_ms)
-            rtt_gd = np.concatenate(rtt_gd).astype(np.int64)
-            rtt_method = np.concatenate(rtt_method)
-            rtt_pk = np.concatenate(rtt_pk).astype(np.int64)
-        else:
-            rtt_pk = np.zeros(0, np.int64)
-            rtt_t = np.zeros(0, np.int64)
-            rtt_ms = np.zeros(0)
-            rtt_gd = np.zeros(0, np.int64)
-            rtt_method = np.zeros(0, np.int8)
-        return rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk
-
     # ---- RTT samples
-    rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = rtt_samples()
+    rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = _rtt_samples(t, order, fl, dr, gd, rel, pay, flags, is_syn, rela, has_ack,
+                                                             ack_max, retx, data, has_ts, tsval, tsecr)
 
     # no longer needed: free before the series (the memory peak)
     has_ts_syn = has_ts[syn_rows]
@@ -727,7 +606,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
     # ---- regular series per (flow, direction)
     flows.attrs["source"] = source
-    ends = [end_at(slice(None))]          # for infl()
+    ends = [segment_ends(rel, pay, flags)]          # for infl()
     del rel, gd, flags, is_syn, data, spur_acked, spur_eifel, spur_dsack, ooo
     # per-packet arrays handed over in a dict: the series drops each after its last use
     per_packet = {"t": t, "pay": pay, "iplen": iplen_o, "rela": rela, "rwnd": rwnd}
@@ -744,6 +623,83 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     series.validate("tcp", name="tcp series")
     return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
                        attrs={"packets": int(n_packets), "tcp_packets": int(n)})
+
+
+def _rtt_samples(t, order, fl, dr, gd, rel, pay, flags, is_syn, rela, has_ack, ack_max, retx, data, has_ts,
+                 tsval, tsecr):
+    """RTT samples of :func:`_analyze` (the module notes' two methods) as (time, RTT ms,
+    data direction group, method 0 seq/ACK 1 timestamp, packet) arrays, from its rows in
+    flow-time order: ``fl``, ``dr`` flow and direction, ``gd`` = 2 * flow + direction,
+    ``rel``/``rela`` relative sequence/ACK numbers (-1: no ACK), ``ack_max[a]`` the
+    running ACK maximum of direction ``a``, ``retx``/``data`` masks, ``order`` each row's
+    packet number."""
+    rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = [], [], [], [], []
+    orig = (data | is_syn) & ~retx          # SYNs are timed too (tshark does): the handshake gives both halves
+    # Karn: originals whose first byte was later retransmitted (judged for matched
+    # segments only, against the sorted keys of every retransmission)
+    retx_keys = np.sort(gd[retx] * OFF + rel[retx])
+
+    # number of retransmissions of each data direction so far (flow order)
+    retx_pos = {d: np.flatnonzero(retx & (dr == d)) for d in (0, 1)}
+    # ACKs that advance their direction's cumulative ACK
+    newacks = {}
+    for a in (0, 1):
+        newacks[a] = np.flatnonzero((dr == a) & has_ack & (rela > 0)
+                                    & (rela > _shift_in_group(ack_max[a], fl, -1)))
+    for a in (0, 1):
+        d = 1 - a                                    # the data direction these ACKs cover
+        ai = newacks[a]
+        oi = np.flatnonzero(orig & (dr == d))
+        if not len(ai) or not len(oi):
+            continue
+        # the first segment of d (in flow-time order) ending where the ACK points
+        keys = fl[oi].astype(np.int64)      # flow * OFF + segment end, in place
+        keys *= OFF
+        keys += rel[oi]
+        keys += pay[oi]
+        keys += is_syn[oi]
+        keys += (flags[oi] & FIN) != 0
+        q = fl[ai].astype(np.int64)
+        q *= OFF
+        q += rela[ai]
+        keys_rows = [keys, oi]
+        del keys, oi
+        hit, seg = _first_with_key(keys_rows, q)
+        del q
+        hit &= seg < ai
+        ai, seg = ai[hit], seg[hit]
+        rp = retx_pos[d]
+        ok = ~karn_voided(gd[seg] * OFF + rel[seg], retx_keys) & (np.searchsorted(rp, ai) == np.searchsorted(rp, seg))
+        ai, seg = ai[ok], seg[ok]
+        rtt_t.append(t[ai])
+        rtt_pk.append(order[ai])
+        rtt_ms.append((t[ai] - t[seg]) / 1e6)
+        rtt_gd.append(gd[seg])
+        rtt_method.append(np.zeros(len(ai), np.int8))
+    del orig
+    # timestamp echo: the first segment of one direction that echoes TSecr = v, against
+    # the first segment of the other direction with TSval = v (data, pure ACK or SYN:
+    # a receiver's ACKs echoed by the sender's data time the sender's side of the path)
+    for a in (0, 1):
+        ai, seg = _ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a)
+        rtt_t.append(t[ai])
+        rtt_pk.append(order[ai])
+        rtt_ms.append((t[ai] - t[seg]) / 1e6)
+        rtt_gd.append(gd[seg])
+        rtt_method.append(np.ones(len(ai), np.int8))
+    if rtt_t:
+        rtt_t = np.concatenate(rtt_t)
+        rtt_ms = np.concatenate(rtt_ms)
+        rtt_gd = np.concatenate(rtt_gd).astype(np.int64)
+        rtt_method = np.concatenate(rtt_method)
+        rtt_pk = np.concatenate(rtt_pk).astype(np.int64)
+    else:
+        rtt_pk = np.zeros(0, np.int64)
+        rtt_t = np.zeros(0, np.int64)
+        rtt_ms = np.zeros(0)
+        rtt_gd = np.zeros(0, np.int64)
+        rtt_method = np.zeros(0, np.int8)
+    return rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk
 
 
 def _census_flows(census: dict):
