@@ -25,12 +25,11 @@ The modules, in three parts (each imports only the parts above it; no import cyc
   its frames), ``_tcpinput`` (narrow columns, census, flow groups), ``_tcpstream`` (a long
   flow in time chunks), ``tcp`` (:func:`analyze_tcp`), ``collect`` (:func:`collect_capture`);
 * radio/MAC log readers - one module per format (:data:`READERS`), ``csvmap``, ``_tabular``;
-  shared: ``_columns`` (frames written without pandas), ``align``.
+  shared: ``_columns`` (frames written without pandas), ``timegrid`` (the regular time grid;
+  its ``align`` is ``collectors.align``).
 """
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 
 from airlink.core.errors import AirlinkError, FormatError
@@ -39,8 +38,8 @@ from airlink.core.lazy import lazy_names
 # Public name -> (module, attribute), loaded on first use (PEP 562): `airlink collect` on a
 # capture reaches the column reader without importing pandas (~0.3 s), which the analysis
 # needs only to build its frames.
-_LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align"),
-         "estimate_clock_offset": ("align", "estimate_clock_offset"),
+_LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("timegrid", "align"),
+         "estimate_clock_offset": ("timegrid", "estimate_clock_offset"),
          "read_callrecords": ("callrecords", "read"), "read_csv": ("csvmap", "read"),
          "read_icellspeed": ("icellspeed", "read"), "read_gnettrack": ("gnettrack", "read"),
          "read_5gtracker": ("fivegtracker", "read"),
@@ -50,24 +49,13 @@ _LAZY = {"CaptureError": ("_capture", "CaptureError"), "align": ("align", "align
          "read_mac": ("macparquet", "read"), "read_pcap": ("pcap", "read"),
          "TcpAnalysis": ("tcp", "TcpAnalysis"), "analyze_tcp": ("tcp", "analyze_tcp"),
          "read_ucc": ("ucc", "read"), "collect_capture": ("collect", "collect_capture"), "check_table_shape": ("_tabular", "check_table_shape")}
-_SUBMODULES = {"align", "callrecords", "collect", "csvmap", "fivegtracker", "gnettrack", "icellspeed", "iperf3", "linklog",
-               "macparquet", "nrscope", "pcap", "tcp", "throughputtrace", "transfers", "ucc", "xcal"}
+_SUBMODULES = {"callrecords", "collect", "csvmap", "fivegtracker", "gnettrack", "icellspeed", "iperf3", "linklog",
+               "macparquet", "nrscope", "pcap", "tcp", "throughputtrace", "timegrid", "transfers", "ucc", "xcal"}
 
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, _SUBMODULES)
 
 
-class _Package(types.ModuleType):
-    """``align`` names both a submodule and its function: importing the submodule
-    (``from airlink.collectors.align import ...``) must not make ``C.align`` the module."""
-
-    def __setattr__(self, name, value):
-        if name == "align" and isinstance(value, types.ModuleType):
-            return                  # the import system recording the submodule: keep the function
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 __all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "collect_capture", "CaptureError", "read_linklog",

@@ -144,9 +144,9 @@ def unit_factor(unit: str, target: str) -> float:
 
 def parse_times(values: pd.Series, *, fmt=None, tz=None, unit=None, name="time") -> pd.Series:
     """Times as UTC, unreadable ones NaT (the readers drop and count them):
-    :func:`airlink.collectors.align.parse_times` with ``unit`` (s, ms, us, ns) for numbers
+    :func:`airlink.collectors.timegrid.parse_times` with ``unit`` (s, ms, us, ns) for numbers
     since the epoch, ``fmt`` a strftime pattern, ``tz`` the zone of naive local times."""
-    from .align import parse_times as parse
+    from .timegrid import parse_times as parse
     return pd.Series(parse(values, column=name, tz=tz, format=fmt, unit=unit, errors="coerce"))
 
 

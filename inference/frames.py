@@ -1,12 +1,12 @@
 """Reading frames and putting them on the regular grid inference works on.
 
 A frame is any Parquet or CSV table that collectors, the simulator or replay write, or a
-measured log: a time column or index (see :func:`airlink.collectors.align.parse_times` for
+measured log: a time column or index (see :func:`airlink.collectors.timegrid.parse_times` for
 the forms read: datetimes, epoch s/ms/us/ns, ISO 8601 with any fractional digits, UCC's
 ``YYYY.MM.DD_hh.mm.ss``) and data columns.
 
 Inference never works on row numbers. :func:`prepare` is the one way a frame enters an
-analysis: it puts the frame on a regular grid with :func:`airlink.collectors.align.to_grid`
+analysis: it puts the frame on a regular grid with :func:`airlink.collectors.timegrid.to_grid`
 (sum for bytes and counts, mean for levels and rates, last for states and ids; duplicate
 timestamps follow the same rules; a grid step without a row stays missing and a lag scan
 skips it). Rows are split into separate series (pooled like users) only by a ``user``
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.collectors import check_table_shape
-from airlink.collectors.align import TIME_COLUMNS, grid_times, time_of, to_grid
+from airlink.collectors.timegrid import TIME_COLUMNS, grid_times, time_of, to_grid
 from airlink.core.errors import AirlinkError
 from airlink.core.parquetframe import read_parquet_frame
 
@@ -158,7 +158,7 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     """A frame on a regular grid, as every analysis receives it: indexed by ``time`` (the
     start of each grid step), one ``user`` column naming the series when there are several
     (the ``user`` column and/or the ``by`` columns joined by ``/``, e.g. ``"ue/pcell"``), and
-    the data columns aggregated per step (rules in :mod:`airlink.collectors.align`).
+    the data columns aggregated per step (rules in :mod:`airlink.collectors.timegrid`).
 
     ``resolution`` is a duration (``"1s"``, ``"20ms"``, a Timedelta); ``None`` takes the
     median spacing of the distinct timestamps (data already regular within 1 % keep their own
@@ -175,7 +175,7 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     (direction, slot, default rate column, notes).
 
     ``sparse=True`` keeps only the steps where a series has a row (``attrs["sparse"]``; see
-    :func:`~airlink.collectors.align.to_grid`): for analyses that read the frame through
+    :func:`~airlink.collectors.timegrid.to_grid`): for analyses that read the frame through
     :func:`wide_many` only (fairness, jitter), which re-expands it onto the whole grid.
     """
     if not isinstance(frame, pd.DataFrame):

@@ -6,7 +6,7 @@ Each analysis names a ``source``:
 * ``mac`` - the simulator's ``mac.parquet`` as written, one user (``radio.user``);
 * ``tcp`` - ``series-tcp.parquet``, written here: the busiest TCP direction of the collect
   stage's ``tcp`` frame on a regular grid, joined by real timestamps
-  (:func:`airlink.collectors.align.to_grid`) with the link shell's per-TTI log (capacity
+  (:func:`airlink.collectors.timegrid.to_grid`) with the link shell's per-TTI log (capacity
   offered as ``capacity_bps``, queue ``backlog_bytes``). Without that log there is no clock
   shared by the capture and the trace, so ``capacity_bps`` is left out and the analysis
   says so.
@@ -206,7 +206,7 @@ class InferStage:
 
     def _tcp_series(self, resolution) -> Path:
         """Write ``series-tcp.parquet`` (module notes) and return its path."""
-        from airlink.collectors.align import to_grid
+        from airlink.collectors.timegrid import to_grid
         tcp_paths = rundir.find(self.ctx.out, "tcp")
         if not tcp_paths:
             raise AirlinkError("no tcp frame (the collect stage writes tcp.parquet)")
@@ -236,7 +236,7 @@ class InferStage:
                 sources.append(link.name)
         return self.ctx.folder.write_frame(TCP_SERIES, frame, kind="series", stage="infer",
                                        provenance={"sources": sources, "flow": int(flow), "direction": str(direction),
-                                                   "resolution": str(resolution), "grid": "collectors.align.to_grid"})
+                                                   "resolution": str(resolution), "grid": "collectors.timegrid.to_grid"})
 
     def _cell_rows_of_flow(self, flow) -> tuple:
         """(the cell's MAC log path, its rows of the UE that ran ``flow``), or (None, None):

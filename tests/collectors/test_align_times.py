@@ -1,5 +1,5 @@
 """Datetime-typed time columns are converted as whole int64 arrays by
-collectors.align.parse_times: the same instants as the value-by-value path of Python
+collectors.timegrid.parse_times: the same instants as the value-by-value path of Python
 Timestamp objects (what a column of objects still takes), on real frames."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from airlink import collectors as C
-from airlink.collectors.align import parse_times, time_of
+from airlink.collectors.timegrid import parse_times, time_of
 
 
 def test_zone_aware_column_equals_object_path(shared_data):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import airlink.inference as inf
-from airlink.collectors.align import parse_times, to_grid
+from airlink.collectors.timegrid import parse_times, to_grid
 from airlink.core.errors import AirlinkError
 
 

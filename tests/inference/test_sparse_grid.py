@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from airlink import inference as inf
-from airlink.collectors.align import grid_times, to_grid
+from airlink.collectors.timegrid import grid_times, to_grid
 
 
 def grants(seed=4, n_slots=3000, users=("7", "12", "30")):
