@@ -220,7 +220,16 @@ class ChannelModel:
         return out
 
     def fading_chunk(self, k0: int, n: int) -> np.ndarray:
-        """Fading power gain ``|H|**2`` for TTIs ``k0 .. k0+n-1``: float32 (n, U, C)."""
+        """Fading power gain ``|H|**2`` for TTIs ``k0 .. k0+n-1``: float32 (n, U, C).
+
+        Computed with one BLAS thread: a float32 matrix product's rounding depends on how
+        BLAS splits it between threads, and a seed must draw the same channel in any process
+        (``airlink simulate``, the cell's radio process, a library caller)."""
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(1, user_api="blas"):
+            return self._fading_chunk(k0, n)
+
+    def _fading_chunk(self, k0: int, n: int) -> np.ndarray:
         u, c = self.n_users, self.n_subchannels
         t = (k0 + np.arange(n)) * self.tti_s
         gain = np.empty((n, u, c), dtype=np.float32)

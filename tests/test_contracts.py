@@ -217,7 +217,7 @@ def test_simulator_numba_kernel_equals_its_python_form(tmp_path):
     out = tmp_path / "mac.parquet"
     code = ("import sys; from airlink import sim; "
             "sim.simulate('quick', seed=5, duration='200ms', n_users=3).mac.to_parquet(sys.argv[1])")
-    r = subprocess.run([sys.executable, "-c", code, str(out)], env=dict(os.environ, AIRLINK_NUMBA="0"),
+    r = subprocess.run([sys.executable, "-c", code, str(out)], env=dict(os.environ, AIRLINK_NUMBA="0", OPENBLAS_NUM_THREADS="1"),
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     pd.testing.assert_frame_equal(a, pd.read_parquet(out), check_exact=True)
