@@ -303,7 +303,7 @@ class Recording:
 class Recorder:
     """Drive a recording against a :class:`RecordServer` at ``host:port``.
 
-    ``seconds`` is the length of the light phase and of each heavy phase; ``train_packets``
+    ``seconds`` is the length of the light phase (one slot more) and of each heavy phase; ``train_packets``
     the train lengths, cycled slot by slot; ``train_gap_ms`` the spacing of slots (the idle
     time before each train is about half of it); ``offset_probes`` the probes per size.
     """
@@ -391,7 +391,10 @@ class Recorder:
     # -- phases
     def _light(self):
         gap = int(self.train_gap_ms * 1e6)
-        n_slots = max(1, int(self.seconds * 1000 // self.train_gap_ms))
+        # one slot past the phase's length: the last train plus its gap then covers the heavy
+        # trace (a replay refuses a light trace that ends before the heavy one) whatever the
+        # timing of the first slot
+        n_slots = int(self.seconds * 1000 // self.train_gap_ms) + 1
         t0 = _now()
         slots = self.rec.slots
         last_heard = t0
