@@ -21,12 +21,14 @@ def ecn_capture(path):
     several DSCPs, ECE/CWR flags on some segments."""
     scapy = pytest.importorskip("scapy.all")
     pkts, t = [], 1_700_000_000.0
+    # fixed MAC addresses: without them scapy asks ARP for each packet's destination
+    ether = dict(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
     for i in range(40):
         dscp, ecn = (i * 7) % 64, i % 4
         flags = "A" + ("E" if i % 5 == 0 else "") + ("C" if i % 3 == 0 else "")
-        p4 = scapy.Ether() / scapy.IP(src="10.0.0.1", dst="10.0.0.2", tos=dscp << 2 | ecn) / \
+        p4 = scapy.Ether(**ether) / scapy.IP(src="10.0.0.1", dst="10.0.0.2", tos=dscp << 2 | ecn) / \
             scapy.TCP(sport=40000, dport=80, seq=1000 + i, flags=flags) / (b"x" * 10)
-        p6 = scapy.Ether() / scapy.IPv6(src="fd00::1", dst="fd00::2", tc=dscp << 2 | (3 - ecn)) / \
+        p6 = scapy.Ether(**ether) / scapy.IPv6(src="fd00::1", dst="fd00::2", tc=dscp << 2 | (3 - ecn)) / \
             scapy.TCP(sport=40001, dport=443, seq=5000 + i, flags=flags) / (b"y" * 10)
         for k, p in enumerate((p4, p6)):
             p.time = t + i * 0.001 + k * 0.0005
