@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import socket
 import time
+from contextlib import contextmanager
 from fractions import Fraction
 
 import numpy as np
@@ -47,9 +48,11 @@ def test_carry_rule_counts_a_running_sum_just_short_of_a_whole_byte_as_whole():
     assert carry_budget(0.0, 187.5) == (187, 0.5)
 
 
-def _run_cell(packets, gaps_ns, impl="c"):
-    """The cell's constrained uplink: packets sent at the given gaps after TTI 0 started;
-    returns (logged events, packets out in order, the uplink's counters, start of TTI 0)."""
+@contextmanager
+def _cell_sockets():
+    """Two non-blocking SEQPACKET pairs, a cell's outer side and one UE's: (outer end kept by
+    the test as the shell, outer end for the cell, UE end for the cell, UE end for the app);
+    closed at the end."""
     outer_shell, outer_cell = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ue_cell, ue_app = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     socks = (outer_shell, outer_cell, ue_cell, ue_app)
@@ -57,6 +60,16 @@ def _run_cell(packets, gaps_ns, impl="c"):
         for s in socks:
             s.setblocking(False)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        yield socks
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _run_cell(packets, gaps_ns, impl="c"):
+    """The cell's constrained uplink: packets sent at the given gaps after TTI 0 started;
+    returns (logged events, packets out in order, the uplink's counters, start of TTI 0)."""
+    with _cell_sockets() as (outer_shell, outer_cell, ue_cell, ue_app):
         cell = cp.Cell(outer_cell.fileno(), [ue_cell.fileno()], 0x64400000, 0xFFFFFF00, 6, 0, 0, 0, log=True) \
             if impl == "c" else PyCellPath(outer_cell.fileno(), [ue_cell.fileno()], 0x64400000, 0xFFFFFF00, 6,
                                            [make_queue("infinite")], log=True)
@@ -80,9 +93,6 @@ def _run_cell(packets, gaps_ns, impl="c"):
             except BlockingIOError:
                 break
         return events, out, cell.ue_stats(0)["uplink"], start
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _run_stage(stage, packets, arrivals, ttis, vnet=0, every_tti=None):
@@ -268,13 +278,7 @@ def test_cell_queues_with_aqm_drop_and_mark_as_the_python_queues(kind, args):
     from airlink.replay.queues import core_parameters
     from airlink.replay.server import ByteServer
     rng = random.Random(kind)
-    outer_shell, outer_test = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    ue_cell, ue_app = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    socks = (outer_shell, outer_test, ue_cell, ue_app)
-    try:
-        for s in socks:
-            s.setblocking(False)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+    with _cell_sockets() as (outer_shell, outer_test, ue_cell, ue_app):
         ref_q, srv = make_queue(kind, args), ByteServer()
         cell = cp.Cell(outer_shell.fileno(), [ue_cell.fileno()], 0x64400000, 0xFFFFFF00, 6,
                        *core_parameters(ref_q)[:3], log=True)
@@ -315,9 +319,6 @@ def test_cell_queues_with_aqm_drop_and_mark_as_the_python_queues(kind, args):
         assert row_marks == ref_q.marks_packets     # the MAC log's per-TTI marks add up
         assert ref_q.marks_packets + ref_q.drops_packets > 0
         assert st["arrivals_packets"] == st["departures_packets"] + st["drops_packets"] + st["queued_packets"]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @pytest.mark.parametrize("kind,args", [("infinite", None), ("droptail", "packets=6"), ("drophead", "bytes=4000")])
