@@ -59,6 +59,15 @@ class TestNS:  # noqa: not a test class
             time.sleep(0.05)
         raise RuntimeError(f"{what} did not start")
 
+    def script_server(self, script: Path):
+        """Run the Python ``script`` in the namespace (stopped by :meth:`close`) and wait for
+        the ``ready`` line it prints once it listens."""
+        p = self.popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+        self.servers.append(p)
+        assert p.stdout.readline().strip() == "ready"
+        return p
+
     def iperf_server(self, port=5201):
         return self.server(["iperf3", "-s", "-p", str(port)], port, "iperf3 server")
 

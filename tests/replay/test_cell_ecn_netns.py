@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import textwrap
 
@@ -121,10 +120,7 @@ def test_ect1_packets_are_marked_above_the_step(test_ns, tmp_path):
     from airlink.traces import read_log
     (tmp_path / "source.py").write_text(L4S_SOURCE)
     (tmp_path / "ue.py").write_text(L4S_UE)
-    p = test_ns.popen([sys.executable, str(tmp_path / "source.py")], stdout=subprocess.PIPE,
-                      stderr=subprocess.DEVNULL, text=True)
-    test_ns.servers.append(p)
-    assert p.stdout.readline().strip() == "ready"
+    test_ns.script_server(tmp_path / "source.py")
     runs = {}
     for step in ("1ms", "100ms"):
         out = tmp_path / f"ce-{step}.txt"

@@ -92,10 +92,7 @@ UE = textwrap.dedent('''
 def udp_source(test_ns, tmp_path):
     (tmp_path / "source.py").write_text(SOURCE)
     (tmp_path / "ue.py").write_text(UE)
-    p = test_ns.popen([sys.executable, str(tmp_path / "source.py")], stdout=subprocess.PIPE,
-                      stderr=subprocess.DEVNULL, text=True)
-    test_ns.servers.append(p)
-    assert p.stdout.readline().strip() == "ready"
+    test_ns.script_server(tmp_path / "source.py")
     return tmp_path / "ue.py"
 
 
