@@ -118,9 +118,16 @@ class SumOfSinusoids:
         self.weights = w.astype(np.complex64)
 
     def coefficients(self, t_s) -> np.ndarray:
-        t = np.asarray(t_s, dtype=np.float64)
-        ph = np.outer(t, self.omega) + self.phase0
-        basis = (np.cos(ph) + 1j * np.sin(ph)).astype(np.complex64)
+        """Complex gains ``(len(t_s), n_processes)`` (complex64) at times ``t_s`` (s): the
+        oscillators ``exp(j (omega_n t + phi_n))``, evaluated in float64 and rounded to
+        complex64 part by part, times the weights."""
+        t = np.asarray(t_s, dtype=np.float64).ravel()
+        ph, cos, basis = _workspace(self, (len(t), len(self.omega)), np.float64, np.float64, np.complex64)
+        parts = basis.view(np.float32).reshape(*ph.shape, 2)
+        np.multiply(t[:, None], self.omega, out=ph)
+        ph += self.phase0
+        parts[..., 0] = np.cos(ph, out=cos)
+        parts[..., 1] = np.sin(ph, out=ph)
         return basis @ self.weights
 
 
@@ -220,49 +227,77 @@ class ChannelModel:
         return out
 
     def fading_chunk(self, k0: int, n: int) -> np.ndarray:
-        """Fading power gain ``|H|**2`` for TTIs ``k0 .. k0+n-1``: float32 (n, U, C).
+        """Fading power gain ``|H|**2`` for TTIs ``k0 .. k0+n-1``: float32 (n, U, C)."""
+        return self._gain_chunk(k0, n, None)
+
+    def _gain_chunk(self, k0: int, n: int, scale) -> np.ndarray:
+        """``|H|**2`` (float32 (n, U, C)) of TTIs ``k0 .. k0+n-1``, times ``scale`` (float32
+        (n, U)) when given: one float32 product per value, as ``gain * scale`` would be.
 
         Computed with one BLAS thread: a float32 matrix product's rounding depends on how
         BLAS splits it between threads, and a seed must draw the same channel in any process
         (``airlink simulate``, the cell's radio process, a library caller)."""
-        from threadpoolctl import threadpool_limits
-        with threadpool_limits(1, user_api="blas"):
-            return self._fading_chunk(k0, n)
-
-    def _fading_chunk(self, k0: int, n: int) -> np.ndarray:
-        u, c = self.n_users, self.n_subchannels
-        t = (k0 + np.arange(n)) * self.tti_s
-        gain = np.empty((n, u, c), dtype=np.float32)
-        for i in range(u):
-            if not self.fading[i]:
-                gain[:, i, :] = 1.0
-        hf = np.empty((n, c), dtype=np.complex64)
-        parts = hf.view(np.float32).reshape(n, c, 2)     # real and imaginary parts, in place
-        for users, sos in self.groups:
-            h = sos.coefficients(t).reshape(n, len(users), self.n_paths)
-            for j, ui in enumerate(users):
-                np.matmul(h[:, j, :], self.freq[ui], out=hf)    # (n, C) frequency response
-                np.square(parts, out=parts)
-                np.add(parts[..., 0], parts[..., 1], out=gain[:, ui, :])   # |H|^2 = re^2 + im^2
-        return gain
+        with _one_blas_thread():
+            u, c = self.n_users, self.n_subchannels
+            t = (k0 + np.arange(n)) * self.tti_s
+            gain = np.empty((n, u, c), dtype=np.float32)
+            for i in range(u):
+                if not self.fading[i]:
+                    gain[:, i, :] = 1.0 if scale is None else scale[:, i, None]
+            hf, power = _workspace(self, (n, c), np.complex64, np.float32)
+            parts = hf.view(np.float32).reshape(n, c, 2)     # real and imaginary parts, in place
+            for users, sos in self.groups:
+                h = sos.coefficients(t).reshape(n, len(users), self.n_paths)
+                for j, ui in enumerate(users):
+                    np.matmul(h[:, j, :], self.freq[ui], out=hf)    # (n, C) frequency response
+                    np.square(parts, out=parts)
+                    if scale is None:
+                        np.add(parts[..., 0], parts[..., 1], out=gain[:, ui, :])   # |H|^2 = re^2 + im^2
+                    else:
+                        np.add(parts[..., 0], parts[..., 1], out=power)
+                        np.multiply(power, scale[:, ui, None], out=gain[:, ui, :])
+            return gain
 
     def sinr_chunk(self, k0: int, n: int) -> np.ndarray:
-        """Linear SINR for TTIs ``k0 .. k0+n-1`` as float32 (n, U, C).
+        """Linear SINR for TTIs ``k0 .. k0+n-1`` as float32 (n, U, C): the fading gain times
+        the nominal SNR (and shadowing) of each user and TTI, rounded to float32.
 
         Chunks must be asked for in order (shadowing is a sequential process)."""
         if k0 != self._next_k:
             raise AirlinkError(f"channel chunks must be generated in order (asked {k0}, next {self._next_k})")
         self._next_k = k0 + n
-        gain = self.fading_chunk(k0, n)
-        scale = np.broadcast_to(self.snr_lin, (n, self.n_users)).astype(np.float64)
         if self.snr_series_db is not None:
             s = self.snr_series_db
             idx = np.minimum(np.arange(k0, k0 + n), len(s) - 1)
             scale = 10 ** (s[idx] / 10)
+        else:
+            scale = np.broadcast_to(self.snr_lin.astype(np.float64), (n, self.n_users))
         if self.shadowing_std_db > 0:
             scale = scale * 10 ** (self._shadowing_db(n) / 10)
-        gain *= scale.astype(np.float32)[:, :, None]
-        return gain
+        return self._gain_chunk(k0, n, np.ascontiguousarray(scale, dtype=np.float32))
+
+
+def _workspace(owner, shape, *dtypes) -> list:
+    """Scratch arrays of ``shape``, one per dtype, kept on ``owner`` between calls of the
+    same shape (a chunk's intermediate values need no new memory for every chunk)."""
+    key = (tuple(shape), dtypes)
+    cached = getattr(owner, "_scratch", None)
+    if cached is None or cached[0] != key:
+        cached = (key, [np.empty(shape, d) for d in dtypes])
+        owner._scratch = cached
+    return cached[1]
+
+
+_BLAS = None
+
+
+def _one_blas_thread():
+    """A context in which BLAS runs on one thread (the thread pools are looked up once)."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
 
 
 def resample_measured(times_s, values, n_tti: int, tti_s: float, *, method: str = "hold") -> np.ndarray:
