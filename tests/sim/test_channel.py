@@ -118,3 +118,14 @@ def test_measured_channel_from_real_ucc_5g_log(shared_data):
     assert snr[0] == first
     # the series follows the log: the set of values is a subset of the logged ones
     assert set(np.unique(snr)) <= set(frame["snr_db"].unique())
+
+
+def test_sinr_is_the_fading_gain_times_the_nominal_snr():
+    # SINR = snr_u * |H|^2 with one float32 product per value, whichever users fade
+    kw = dict(n_users=3, n_subchannels=16, tti_s=5e-4, snr_db=[20, 3, -4], profile=["ped-b", "none", "flat"],
+              speed_kmh=[3, 3, 60], carrier_hz=3.5e9, subchannel_hz=360e3, seed=9)
+    gain = ChannelModel(**kw).fading_chunk(0, 400)
+    sinr = ChannelModel(**kw).sinr_chunk(0, 400)
+    snr = (10 ** (np.array([20, 3, -4]) / 10)).astype(np.float32)
+    assert np.array_equal(sinr, gain * snr[None, :, None])
+    assert np.all(gain[:, 1] == 1.0)
