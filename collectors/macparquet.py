@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from airlink.core.errors import FormatError
+from airlink.core.errors import AirlinkError, FormatError
 from airlink.core.parquetframe import read_parquet_frame
 from airlink.core.schema import validate
 
@@ -38,17 +38,27 @@ def why_not(path) -> str:
         return str(exc)
 
 
-def _written_tti(path):
-    """The TTI (``"num/den"`` seconds) in the ``airlink`` metadata of a MAC log written by
-    ``airlink simulate`` or ``airlink cell``, or None."""
+def _written_cell(path) -> dict:
+    """``tti_s`` (``"num/den"`` seconds) and ``cell_prbs`` of a MAC log written by ``airlink
+    simulate`` or ``airlink cell``, from its ``airlink`` metadata (the TTI and subchannels of
+    the run's parameters when the file predates them); empty for other files."""
     import json
 
     import pyarrow.parquet as pq
     try:
-        meta = pq.read_schema(path).metadata or {}
-        return json.loads(meta[b"airlink"])["meta"].get("tti_s")
+        meta = json.loads((pq.read_schema(path).metadata or {})[b"airlink"])["meta"]
     except (KeyError, ValueError, TypeError, AttributeError):
-        return None
+        return {}
+    params = meta.get("parameters") if isinstance(meta.get("parameters"), dict) else {}
+    found = {"tti_s": meta.get("tti_s"), "cell_prbs": meta.get("cell_prbs") or params.get("n_subchannels")}
+    if found["tti_s"] is None and params.get("tti") is not None:
+        from airlink.core.units import parse_tti
+        try:
+            tti = parse_tti(params["tti"])
+            found["tti_s"] = f"{tti.numerator}/{tti.denominator}"
+        except AirlinkError:
+            pass
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def read(path) -> pd.DataFrame:
@@ -70,7 +80,6 @@ def read(path) -> pd.DataFrame:
         frame = frame.sort_values("time", kind="stable", ignore_index=True)
     frame.attrs.setdefault("source", str(path))
     frame.attrs["reader"] = NAME
-    tti = _written_tti(path)
-    if tti is not None:     # the slot length of a MAC log airlink wrote (airlink infer cell needs it)
-        frame.attrs.setdefault("tti_s", tti)
+    for key, value in _written_cell(path).items():   # the slot and cell of a MAC log airlink wrote
+        frame.attrs.setdefault(key, value)
     return validate(frame, "mac", name=str(path))

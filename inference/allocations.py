@@ -106,6 +106,34 @@ def allocation_view(frame: pd.DataFrame, direction=None) -> AllocationView:
     return view
 
 
+def airlink_allocations(frame: pd.DataFrame) -> pd.DataFrame:
+    """A MAC log airlink wrote (``airlink simulate``'s or ``airlink cell``'s ``mac.parquet``:
+    one row per user and TTI with ``subchannels``, ``tx_bytes``, ``harq_retransmissions``)
+    as an allocation log, the columns a decoded log has:
+
+    - ``prbs`` = ``subchannels``: the PRBs (or PRB groups, subchannels, code channels) the
+      scheduler gave the user in the TTI;
+    - ``tbs_bytes`` = ``tx_bytes``: the bytes of the blocks sent in it;
+    - ``retransmission``: every block of the row a HARQ retransmission (the simulator sends
+      one block per subchannel, so ``harq_retransmissions == subchannels > 0``); a row mixing
+      new blocks and retransmissions counts as new, its bytes as new bytes.
+
+    A frame that already has ``prbs`` (a decoded log, or the rows of a measured cell,
+    which carry both) or has no ``subchannels`` is returned unchanged."""
+    if "prbs" in frame.columns or "subchannels" not in frame.columns:
+        return frame
+    sub = pd.to_numeric(frame["subchannels"], errors="coerce").fillna(0)
+    cols = {"prbs": sub.astype("int64")}
+    if "tx_bytes" in frame.columns and "tbs_bytes" not in frame.columns:
+        cols["tbs_bytes"] = frame["tx_bytes"]
+    if "harq_retransmissions" in frame.columns and "retransmission" not in frame.columns:
+        retx = pd.to_numeric(frame["harq_retransmissions"], errors="coerce").fillna(0)
+        cols["retransmission"] = (sub > 0) & (retx >= sub)
+    out = frame.assign(**cols)
+    out.attrs.update(frame.attrs)
+    return out
+
+
 def device_groups(labels, keys) -> dict:
     """``{device: [position, ...]}`` of series labels ``"a/b/..."`` made from ``keys`` when
     one of the keys is ``carrier`` (several carriers of one device are one user's carrier

@@ -35,6 +35,7 @@ from airlink.core import bounds as B
 from airlink.core.errors import AirlinkError, SchemaError
 from airlink.core.units import parse_duration
 
+from .allocations import airlink_allocations
 from .fairness import fairness_gap, gap_stats, jain_index, resource_fractions, retransmission_ratios, service_gaps
 
 #: a slot counts as "full" when its allocations reach this share of the cell's PRBs
@@ -72,6 +73,19 @@ def _slots(frame: pd.DataFrame, tti_s: Fraction) -> np.ndarray:
     return ((t - t.min()) * ns.denominator) // ns.numerator
 
 
+def default_cell_prbs(frame: pd.DataFrame, slot: np.ndarray, given=None) -> int:
+    """The carrier's PRBs when not given: the highest PRB an allocation reaches
+    (``prb_start + prbs``, a decoded log); else ``given`` (``attrs["cell_prbs"]``: the cell
+    a MAC log airlink wrote was made with) but never fewer than the most PRBs allocated in
+    one slot, which is the answer when neither is known (a slot's allocations hold
+    distinct PRBs)."""
+    if "prb_start" in frame.columns:
+        return int((frame["prb_start"] + frame["prbs"]).max())
+    _, at = np.unique(slot, return_inverse=True)
+    busiest = int(np.bincount(at.ravel(), weights=frame["prbs"].to_numpy(float)).max())
+    return max(int(given or 0), busiest)
+
+
 def _spearman_centred(share: pd.Series, mcs: pd.Series, window: pd.Series) -> float:
     """Spearman correlation of share and MCS after removing each window's mean of both."""
     s = share - share.groupby(window).transform("mean")
@@ -89,19 +103,21 @@ def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_pr
     Parameters
     ----------
     frame : DataFrame
-        ``mac`` frame, one row per allocation of one direction (filter uplink grants out first).
+        ``mac`` frame, one row per allocation of one direction (filter uplink grants out first),
+        or a MAC log airlink wrote, read as :func:`~airlink.inference.allocations.airlink_allocations`
+        says (``subchannels`` are its PRBs).
     window : str or Timedelta
         Window over which active users, shares, Jain's index and utilisation are taken (1 s).
     tti : str or Fraction, optional
         Slot length; default ``frame.attrs["tti_s"]`` (the reader's slot timing).
     cell_prbs : int, optional
-        PRBs of the carrier; default the highest PRB reached (``prb_start + prbs``) or the
-        largest allocation.
+        PRBs of the carrier; default :func:`default_cell_prbs`.
     """
     src = source or str(frame.attrs.get("source", "log"))
+    frame = airlink_allocations(frame)
     for col in ("time", "user", "prbs"):
         if col not in frame.columns:
-            raise SchemaError(f"{src}: an all-user log needs column {col!r} "
+            raise SchemaError(f"{src}: an all-user log needs column {col!r} (or airlink's 'subchannels') "
                               f"(it has {', '.join(map(str, frame.columns[:16]))})")
     if frame.empty:
         raise AirlinkError(f"{src}: no allocations to analyse")
@@ -118,8 +134,10 @@ def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_pr
         raise AirlinkError(f"{src}: window {window} is shorter than one slot")
     f = frame.assign(_slot=_slots(frame, tti_s), user=frame["user"].astype(str))
     f = f[f["prbs"] > 0]
+    if f.empty:
+        raise AirlinkError(f"{src}: no allocations to analyse (no row with PRBs > 0)")
     if cell_prbs is None:
-        cell_prbs = int((f["prb_start"] + f["prbs"]).max()) if "prb_start" in f.columns else int(f["prbs"].max())
+        cell_prbs = default_cell_prbs(f, f["_slot"].to_numpy(), frame.attrs.get("cell_prbs"))
     s0 = int(f["_slot"].min())
     n_slots = int(f["_slot"].max()) - s0 + 1
     B.check_budget(n_slots, B.MAX_GRID_POINTS, f"{src}: {float(n_slots * tti_s):.6g} s of "

@@ -309,7 +309,8 @@ def _assemble(cfg, radio, tti, n_tti, n_u, served, out, sinr_db, sinr_rep_db, ar
     params = {k: v for k, v in cfg.items() if k not in ("description",)}
     meta = {"source": "airlink.sim", "preset": cfg["preset"], "scheduler": cfg["scheduler"],
             "parameters": params, "seed": cfg["seed"], "rate_table": radio.table.name,
-            "kernel": "numba" if K.COMPILED else "python"}
+            "kernel": "numba" if K.COMPILED else "python",
+            "tti_s": f"{tti.numerator}/{tti.denominator}", "cell_prbs": radio.n_resources}
     capacity = Trace(served.copy(), tti, users, "bytes", meta)
     if out is None:   # mac_log=False: an empty MAC frame with the columns
         from airlink.core.schema import utc

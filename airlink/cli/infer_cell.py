@@ -1,5 +1,5 @@
 """``airlink infer cell LOG``: fairness, utilisation, gaps and a scheduler verdict from an
-all-user scheduling log (NR-Scope per-slot DCIs)."""
+all-user scheduling log (NR-Scope per-slot DCIs, or airlink's own MAC log)."""
 from __future__ import annotations
 
 import math
@@ -12,8 +12,10 @@ from airlink.core import bounds as B
 def register(isub):
     from airlink.traces import parse_duration
     c = add_parser(isub, "cell", "how a real scheduler shared a cell, from a log of every user's allocations",
-                   "From a log with every user's allocations (NR-Scope's per-slot DCI CSV, or a mac frame "
-                   "with time, user, prbs and optionally slot, mcs, tbs_bytes, retransmission): per-user "
+                   "From a log with every user's allocations (NR-Scope's per-slot DCI CSV, a mac frame "
+                   "with time, user, prbs and optionally slot, mcs, tbs_bytes, retransmission, or the "
+                   "mac.parquet of airlink simulate or airlink cell, whose subchannels are the PRBs and "
+                   "whose slot and cell size come from the file): per-user "
                    "resource fraction rho_m = PRB_m / sum PRB, new bytes, mean MCS, HARQ retransmission "
                    "ratio and inter-service gaps; per --window over the users active in it: Jain's index "
                    "(sum y)^2/(n sum y^2) and the fairness gap (max-min)/min of their PRBs, and the cell's "
@@ -24,6 +26,7 @@ def register(isub):
                    "allocation reaches; a decoder misses some DCIs, so shares and utilisation are lower "
                    "bounds.",
                    "airlink infer cell ../shared/data/nr-scope/t_mobile1_ueactivity_afternoon_1.csv\n"
+                   "airlink simulate --preset nr-fr1 --duration 2s -o sim && airlink infer cell sim/mac.parquet\n"
                    "airlink infer cell night.csv --window 500ms --cell-prbs 79 --json")
     add_log_arguments(c)
     bounded(c, "--window", bound=B.WINDOW, parse=with_unit(parse_duration, "1s or 500ms"), default=B.CELL_WINDOW,

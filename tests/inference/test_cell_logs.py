@@ -133,3 +133,39 @@ def test_collected_frame_gives_the_same_answers(shared_data, run_airlink, tmp_pa
         assert run_airlink("trace", "from-log", src, "--user", "24520", "-o", out)[0] == 0
     from airlink.traces import read_trace
     assert read_trace(tmp_path / "a.parquet") == read_trace(tmp_path / "b.parquet")
+
+
+def test_simulated_nr_cell_is_read_like_a_decoded_one(run_airlink, tmp_path):
+    """`airlink simulate`'s mac.parquet (PRBs in `subchannels`): users, slots, PRBs,
+    utilisation and per-user numbers equal what the simulator's own frame says."""
+    import airlink.sim as S
+    # user 5 at -40 dB reaches no MCS on any PRB: four users are ever served
+    res = S.simulate("nr-fr1", seed=3, duration="300ms", n_users=5, snr_db=[24, 18, 12, 6, -40],
+                     traffic=["full", "full", "full", "cbr", "full"], traffic_rate_bps=[0, 0, 0, 20e6, 0])
+    res.write(tmp_path)
+    status, out, err = run_airlink("infer", "cell", tmp_path / "mac.parquet", "--json")
+    assert status == 0, err
+    d = json.loads(out)
+    s, users = d["summary"], pd.DataFrame(d["users"]).set_index("user")
+    mac = res.mac
+    alloc = mac[mac["subchannels"] > 0]
+    assert s["users"] == 4 and set(users.index) == {"1", "2", "3", "4"}
+    assert s["cell_prbs"] == 273 and s["tti_s"] == 0.0005 and s["slots"] == 600
+    assert s["prb_utilization"] == pytest.approx(mac["subchannels"].sum() / (273 * 600))
+    assert s["prb_utilization"] > 0.99       # full-buffer users leave no PRB unused
+    g = alloc.groupby("user")
+    assert (users["allocations"] == g.size().loc[users.index]).all()
+    assert (users["prbs"] == g["subchannels"].sum().loc[users.index]).all()
+    retx = alloc["harq_retransmissions"] == alloc["subchannels"]
+    assert np.allclose(users["retransmission_ratio"], retx.groupby(alloc["user"]).mean().loc[users.index])
+    assert np.allclose(users["new_bytes"], alloc["tx_bytes"].where(~retx, 0).groupby(alloc["user"]).sum()
+                       .loc[users.index])
+    assert users.loc["4", "prbs"] < users.loc["3", "prbs"]      # 20 Mbit/s asks for less than a fair share
+    # a MAC log written before the slot and cell were in its metadata: both from its parameters
+    import pyarrow.parquet as pq
+    table = pq.read_table(tmp_path / "mac.parquet")
+    header = json.loads(table.schema.metadata[b"airlink"])
+    del header["meta"]["tti_s"], header["meta"]["cell_prbs"]
+    pq.write_table(table.replace_schema_metadata({b"airlink": json.dumps(header).encode()}), tmp_path / "old.parquet")
+    old = C.read(tmp_path / "old.parquet")
+    assert old.attrs["tti_s"] == "1/2000" and old.attrs["cell_prbs"] == 273
