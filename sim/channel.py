@@ -244,18 +244,14 @@ class ChannelModel:
             for i in range(u):
                 if not self.fading[i]:
                     gain[:, i, :] = 1.0 if scale is None else scale[:, i, None]
-            hf, power = _workspace(self, (n, c), np.complex64, np.float32)
-            parts = hf.view(np.float32).reshape(n, c, 2)     # real and imaginary parts, in place
+            if scale is None:
+                scale = np.ones((n, u), np.float32)       # x * 1 = x: the plain |H|^2
+            hf, = _workspace(self, (n, c), np.complex64)
             for users, sos in self.groups:
                 h = sos.coefficients(t).reshape(n, len(users), self.n_paths)
                 for j, ui in enumerate(users):
                     np.matmul(h[:, j, :], self.freq[ui], out=hf)    # (n, C) frequency response
-                    np.square(parts, out=parts)
-                    if scale is None:
-                        np.add(parts[..., 0], parts[..., 1], out=gain[:, ui, :])   # |H|^2 = re^2 + im^2
-                    else:
-                        np.add(parts[..., 0], parts[..., 1], out=power)
-                        np.multiply(power, scale[:, ui, None], out=gain[:, ui, :])
+                    scaled_power(hf, scale[:, ui], gain[:, ui, :])
             return gain
 
     def sinr_chunk(self, k0: int, n: int) -> np.ndarray:
@@ -275,6 +271,37 @@ class ChannelModel:
         if self.shadowing_std_db > 0:
             scale = scale * 10 ** (self._shadowing_db(n) / 10)
         return self._gain_chunk(k0, n, np.ascontiguousarray(scale, dtype=np.float32))
+
+
+def scaled_power_reference(h: np.ndarray, scale: np.ndarray, out: np.ndarray) -> None:
+    """``out[k, c] = (re(h)^2 + im(h)^2) * scale[k]`` in float32, each operation rounded to
+    float32 in this order (``h`` complex64 (n, C), ``scale`` float32 (n,), ``out`` float32
+    (n, C)); :func:`scaled_power` is this in one compiled pass when numba is there."""
+    parts = np.square(h.view(np.float32).reshape(*h.shape, 2))
+    np.add(parts[..., 0], parts[..., 1], out=out)
+    np.multiply(out, scale[:, None], out=out)
+
+
+def _scaled_power_loop(h, scale, out):
+    n, c = h.shape
+    for k in range(n):
+        s = scale[k]
+        for j in range(c):
+            re = h[k, j].real
+            im = h[k, j].imag
+            out[k, j] = (re * re + im * im) * s
+
+
+scaled_power = scaled_power_reference
+try:  # pragma: no cover - depends on the environment
+    import os as _os
+    if _os.environ.get("AIRLINK_NUMBA", "1") == "0":
+        raise ImportError("numba disabled by AIRLINK_NUMBA=0")
+    import numba as _numba
+    # float32 throughout and no fast-math: no fused multiply-add, the reference's roundings
+    scaled_power = _numba.njit(cache=True, nogil=True)(_scaled_power_loop)
+except Exception:  # numba missing or broken: the numpy form
+    scaled_power = scaled_power_reference
 
 
 def _workspace(owner, shape, *dtypes) -> list:

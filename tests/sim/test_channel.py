@@ -129,3 +129,18 @@ def test_sinr_is_the_fading_gain_times_the_nominal_snr():
     snr = (10 ** (np.array([20, 3, -4]) / 10)).astype(np.float32)
     assert np.array_equal(sinr, gain * snr[None, :, None])
     assert np.all(gain[:, 1] == 1.0)
+
+
+def test_compiled_power_rounds_as_the_numpy_reference():
+    # |h|^2 * s with float32 roundings in the same order, written into a strided view
+    from airlink.sim.channel import scaled_power, scaled_power_reference
+    rng = np.random.default_rng(4)
+    h = (rng.standard_normal((300, 37)) * 10.0 ** rng.uniform(-15, 15, (300, 37))
+         + 1j * rng.standard_normal((300, 37))).astype(np.complex64)
+    scale = (10.0 ** rng.uniform(-5, 5, 300)).astype(np.float32)
+    a, b = np.empty((300, 3, 37), np.float32), np.empty((300, 37), np.float32)
+    scaled_power(h, scale, a[:, 1, :])
+    scaled_power_reference(h, scale, b)
+    assert np.array_equal(a[:, 1, :], b)
+    p = h.real.astype(np.float64) ** 2 + h.imag.astype(np.float64) ** 2
+    assert np.allclose(b, p * scale[:, None], rtol=1e-6)
