@@ -10,6 +10,11 @@ import pandas as pd
 from airlink.traces import Trace, jsonable, write_trace
 
 
+#: MAC log columns of few distinct values, stored dictionary-encoded; the others (SINR, bytes,
+#: times) rarely repeat, and trying a dictionary on them costs more time than it saves bytes
+DICTIONARY_COLUMNS = ("user", "subchannels", "mcs", "harq_retransmissions", "backlog_packets", "drops_packets")
+
+
 @dataclass
 class SimResult:
     """What :func:`airlink.sim.simulate` returns.
@@ -51,7 +56,8 @@ class SimResult:
         meta[b"airlink"] = json.dumps(header).encode()
         from airlink.core.atomic import atomic_path, write_text
         with atomic_path(out / "mac.parquet") as tmp:
-            pq.write_table(table.replace_schema_metadata(meta), tmp)
+            pq.write_table(table.replace_schema_metadata(meta), tmp,
+                           use_dictionary=[c for c in DICTIONARY_COLUMNS if c in self.mac.columns])
         write_text(out / "summary.json", json.dumps(jsonable(self.summary), indent=2) + "\n")
         write_text(out / "config.yaml", yaml.safe_dump(jsonable(self.config), sort_keys=True))
         self.skipped_mahimahi = []
