@@ -3,6 +3,10 @@ against a per-TTI pure-Python MC-PFS loop (and a per-TTI numpy loop) on the same
 
     .venv/bin/python benchmarks/bench_sim.py [--duration 60s] [--ref-ttis 300] [--repeat 3]
     .venv/bin/python benchmarks/bench_sim.py --nr [--duration 60s] [--repeat 3] [--ref-ttis 2000]
+    .venv/bin/python benchmarks/bench_sim.py --nr-phases [--duration 20s] [--repeat 3]
+
+``--nr-phases``: the same run in-process, its CPU time split into the channel, the other chunk
+inputs, the compiled kernel, the MAC frame, the written files and the rest.
 
 ``--nr``: the 5G NR goal of issue #27 - ``airlink simulate --preset nr-fr1`` (10 users x 273
 PRBs, 0.5 ms slots) as a whole process (``--repeat`` runs; CPU time of the child from
@@ -267,6 +271,60 @@ def nr_main(args):
           f"{(med / sim_s) / (tn / (m * 0.0005)):.3f} (airlink is {(tn / (m * 0.0005)) / (med / sim_s):.1f}x faster)")
 
 
+def nr_phases(duration: str):
+    """CPU seconds of each phase of one in-process ``airlink simulate --preset nr-fr1``: the
+    channel (``ChannelModel.sinr_chunk``), the rest of the chunk inputs (CSI delay, error
+    draws, tie order, wideband SINR for the log), the compiled kernel, the MAC frame and the
+    written files, and what is left (the engine's loop, summary, printing)."""
+    import contextlib
+    import io
+    from airlink import cli
+    from airlink.sim import channel, engine, result, step
+    spent = {}
+
+    def timed(owner, name, label):
+        inner = getattr(owner, name)
+
+        def wrapper(*a, **kw):
+            t0 = time.process_time()
+            try:
+                return inner(*a, **kw)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - t0
+        setattr(owner, name, wrapper)
+        return inner
+
+    saved = [(o, n, timed(o, n, label)) for o, n, label in (
+        (channel.ChannelModel, "sinr_chunk", "channel"), (step.Radio, "inputs", "inputs"),
+        (K, "run_chunk", "kernel"), (step.Radio, "mac_frame", "MAC frame"),
+        (result.SimResult, "write", "files"))]
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.process_time()
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli.main(["simulate", "--preset", "nr-fr1", "--duration", duration, "--seed", "1",
+                      "-o", tmp, "--no-progress"])
+        total = time.process_time() - t0
+    for owner, name, inner in saved:
+        setattr(owner, name, inner)
+    spent["inputs"] -= spent["channel"]        # inputs() calls the channel
+    spent["rest"] = total - sum(spent.values())
+    return total, spent
+
+
+def nr_phases_main(args):
+    from airlink.traces import parse_duration
+    sim_s = float(parse_duration(args.duration))
+    S.simulate("nr-fr1", duration="5ms")      # compile / load the cached kernel once
+    runs = [nr_phases(args.duration) for _ in range(args.repeat)]
+    totals = sorted(t for t, _ in runs)
+    print(f"airlink simulate --preset nr-fr1 --duration {args.duration}, in-process (interpreter start and "
+          f"imports excluded), {args.repeat} runs: {totals[len(totals) // 2] / sim_s:.4f} s CPU per simulated s "
+          f"median ({totals[0] / sim_s:.4f}-{totals[-1] / sim_s:.4f})")
+    for label in runs[0][1]:
+        v = sorted(p[label] / sim_s for _, p in runs)
+        print(f"  {label:10s} {v[len(v) // 2]:.4f} s CPU per simulated s ({v[0]:.4f}-{v[-1]:.4f})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", default="60s")
@@ -274,7 +332,11 @@ def main():
     ap.add_argument("--step-ttis", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each airlink step (median and best)")
     ap.add_argument("--nr", action="store_true", help="the nr-fr1 whole-process benchmark (issue #27)")
+    ap.add_argument("--nr-phases", action="store_true",
+                    help="where nr-fr1's CPU time goes: channel, inputs, kernel, MAC frame, files, rest")
     args = ap.parse_args()
+    if args.nr_phases:
+        return nr_phases_main(args)
     if args.nr:
         return nr_main(args)
     print(f"numba kernel compiled: {K.COMPILED}")
