@@ -279,7 +279,7 @@ def nr_phases(duration: str):
     import contextlib
     import io
     from airlink import cli
-    from airlink.sim import channel, engine, result, step
+    from airlink.sim import channel, result, step
     spent = {}
 
     def timed(owner, name, label):
