@@ -161,6 +161,11 @@ def test_simulated_nr_cell_is_read_like_a_decoded_one(run_airlink, tmp_path):
     assert np.allclose(users["new_bytes"], alloc["tx_bytes"].where(~retx, 0).groupby(alloc["user"]).sum()
                        .loc[users.index])
     assert users.loc["4", "prbs"] < users.loc["3", "prbs"]      # 20 Mbit/s asks for less than a fair share
+    # a cell in which nobody was served: one error line naming the file
+    from airlink.sim.result import SimResult
+    SimResult(res.capacity, mac.assign(subchannels=0), res.summary, res.config).write(tmp_path / "idle")
+    status, _, err = run_airlink("infer", "cell", tmp_path / "idle" / "mac.parquet")
+    assert status == 2 and err.count("\n") == 1 and "mac.parquet: no allocations" in err
     # a MAC log written before the slot and cell were in its metadata: both from its parameters
     import pyarrow.parquet as pq
     table = pq.read_table(tmp_path / "mac.parquet")
