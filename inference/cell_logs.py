@@ -242,14 +242,20 @@ def _verdict(uw, windows, summary, users, *, has_mcs: bool) -> dict:
         return {"label": "cannot tell", "confident": False, "follows": "demand" if demand else None,
                 "reasons": reasons, "evidence": evidence}
     jain = evidence["jain_index_contended_median"]
+    if jain == jain and jain >= 0.9:
+        # shares within a few per cent of each other: which user got the odd extra PRB may rank
+        # with its MCS (a user in a deep fade misses a PRB), but that is no sharing rule
+        why = f"active users get near-equal PRBs (median Jain {jain:.2f}) whatever their MCS (Spearman " \
+              f"{rho_cont:.2f}"
+        why += ")" if rho_cont != rho_cont or abs(rho_cont) < 0.3 else \
+            ": a rank correlation of such small differences is no evidence of channel-following)"
+        return {"label": "equal shares (turns)", "confident": True, "follows": "turns",
+                "reasons": reasons + [why], "evidence": evidence}
     if rho_cont == rho_cont and rho_cont >= 0.5:
         return {"label": "channel-aware (share follows MCS)", "confident": True, "follows": "channel",
                 "reasons": reasons + [f"in contended windows a user's PRB share rises with its MCS "
-                                      f"(Spearman {rho_cont:.2f})"], "evidence": evidence}
-    if jain == jain and jain >= 0.9 and (rho_cont != rho_cont or abs(rho_cont) < 0.3):
-        return {"label": "equal shares (turns)", "confident": True, "follows": "turns",
-                "reasons": reasons + [f"active users get near-equal PRBs (median Jain {jain:.2f}) whatever "
-                                      f"their MCS (Spearman {rho_cont:.2f})"], "evidence": evidence}
+                                      f"(Spearman {rho_cont:.2f}) and the shares differ (median Jain "
+                                      f"{jain:.2f} < 0.9)"], "evidence": evidence}
     reasons.append(f"neither channel-following (Spearman {rho_cont:.2f} < 0.5) nor equal shares "
                    f"(median Jain {jain:.2f} < 0.9) is clear")
     return {"label": "cannot tell", "confident": False, "follows": None, "reasons": reasons, "evidence": evidence}
