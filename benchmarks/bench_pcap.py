@@ -15,7 +15,7 @@ packets, since they run at tens of thousands of packets/s), tcptrace.
 
 The capture (about two million packets) is made with ``--make``: two network namespaces
 joined by a veth pair with TSO/GSO/GRO off, an iperf3 bulk download between them, captured
-by tcpdump at snaplen 128 on the receiver side. It is written to benchmarks/_work/
+by tcpdump at snaplen 128 on the receiver side. It is written to benchmarks/_work/ (or ``--work``)
 (gitignored) and the namespaces are deleted afterwards. Needs root. ``--copies K`` first
 writes K time-shifted copies of the capture into one file (each copy's connections
 distinct flows); with ``--one-flow`` the copies continue the biggest connection as ONE
@@ -32,7 +32,7 @@ one after another: the flow-group case).
     sudo .venv/bin/python benchmarks/bench_pcap.py --matrix --repeat 3            # every shape, pcap + pcapng
     sudo .venv/bin/python benchmarks/bench_pcap.py --matrix --copies 10 --repeat 1   # the same at 20M
 
-``--matrix`` makes (when missing) one capture per shape in benchmarks/_work/: the receiver
+``--matrix`` makes (when missing) one capture per shape in the work folder: the receiver
 side of a clean veth (as ``--make``), the sender side behind a 200 Mbit/s tbf bottleneck
 (snaplen 128, no capture filter: the namespace's IPv6 chatter is in it), the same behind a
 tbf with a 60 kB queue (losses, retransmissions), and the receiver capture cut into 2,000
@@ -527,8 +527,13 @@ def run_matrix(shapes, formats, packets: int, copies: int, runs: int) -> list:
 
 
 def main(argv=None) -> int:
+    global WORK
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--capture", type=Path, default=DEFAULT_CAPTURE)
+    ap.add_argument("--capture", type=Path, help=f"the capture (default: {DEFAULT_CAPTURE.name} in the "
+                                                 f"work folder)")
+    ap.add_argument("--work", type=Path, default=WORK,
+                    help="folder of the captures made or derived here and of collect's output (default "
+                         "benchmarks/_work; a 20M-packet matrix needs ~30 GB: e.g. --work /tmp/bench)")
     ap.add_argument("--make", action="store_true", help="make the capture first (root, netns)")
     ap.add_argument("--packets", type=int, default=2_000_000, help="packets to capture with --make")
     ap.add_argument("--prefix", type=int, default=200_000,
@@ -558,6 +563,10 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"with --matrix (default {','.join(SHAPES)})")
     ap.add_argument("--formats", default="pcap,pcapng", help="with --matrix (default pcap,pcapng)")
     args = ap.parse_args(argv)
+    WORK = args.work
+    WORK.mkdir(parents=True, exist_ok=True)
+    if args.capture is None:
+        args.capture = WORK / DEFAULT_CAPTURE.name
     if args.matrix:
         if not shutil.which("tcptrace"):
             print("tcptrace is not installed (the reference tool)", file=sys.stderr)
