@@ -15,8 +15,8 @@ packets, since they run at tens of thousands of packets/s), tcptrace.
 
 The capture (about two million packets) is made with ``--make``: two network namespaces
 joined by a veth pair with TSO/GSO/GRO off, an iperf3 bulk download between them, captured
-by tcpdump at snaplen 128 on the receiver side. It is written to benchmarks/_work/ (or ``--work``)
-(gitignored) and the namespaces are deleted afterwards. Needs root. ``--copies K`` first
+by tcpdump at snaplen 128 on the receiver side. It is written to benchmarks/_work/
+(gitignored; ``--work`` names another folder) and the namespaces are deleted afterwards. Needs root. ``--copies K`` first
 writes K time-shifted copies of the capture into one file (each copy's connections
 distinct flows); with ``--one-flow`` the copies continue the biggest connection as ONE
 long flow instead (the streaming case: memory must not grow with a single flow).
