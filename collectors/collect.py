@@ -25,8 +25,11 @@ from pathlib import Path
 #: sequence numbers and timestamps the dictionaries overflow and only cost write time.
 PACKETS_DICTIONARY = ["src", "dst", "direction", "flow", "proto", "sport", "dport"]
 #: Row-group min/max statistics (what readers filter row groups by) for time and the flow's
-#: identity only: those of the per-packet header fields (seq, ack, ...) select nothing useful.
-PACKETS_STATISTICS = ["time", *PACKETS_DICTIONARY]
+#: numeric identity (flow number, protocol, ports) only: those of the per-packet header
+#: fields (seq, ack, ...) select nothing useful, and those of the address and direction
+#: strings (the costliest: a dictionary column's min/max is found over its strings) select
+#: little, a row group of a busy capture spanning most addresses.
+PACKETS_STATISTICS = ["time", "flow", "proto", "sport", "dport"]
 #: Capture bytes per batch (and row group) of the packets pass. The pass runs beside the
 #: analysis, so its batches add to the analysis' peak memory (~10 times the batch size).
 PACKETS_BATCH_BYTES = 4 << 20

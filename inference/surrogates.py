@@ -83,7 +83,8 @@ def occupied_cells(dx: Discretized, dy: Discretized, lag: int = 0) -> int:
     a = dx.codes[max(lag, 0):n + min(lag, 0)]
     b = dy.codes[max(-lag, 0):n - max(lag, 0)]
     ok = (a >= 0) & (b >= 0)
-    return int(np.unique(a[ok] * max(dy.n_levels, 1) + b[ok]).size)
+    ky = max(dy.n_levels, 1)
+    return int(np.count_nonzero(np.bincount(a[ok] * ky + b[ok], minlength=max(dx.n_levels, 1) * ky)))
 
 
 def too_few_pairs(n_pairs: int, cells: int) -> str | None:

@@ -91,6 +91,27 @@ def test_gaps_stay_missing_and_duplicates_follow_the_rule():
     assert z["rx_bytes"].tolist() == [10, 50, 0, 0, 40] and np.isnan(z["rsrp_dbm"].iloc[2])
 
 
+def test_one_row_per_step_is_the_row_itself():
+    """A float series already sampled at the grid's steps (each row a step of its own): every
+    rule over one value is that value, the steps between stay NaN (0 for sums with
+    gaps="zero"), rate is bytes x 8 / resolution, and a sum of -0.0 is 0.0 as in a bin of
+    several rows."""
+    t = pd.to_datetime(1_700_000_000_000 + np.array([0, 1, 2, 5]), unit="ms", utc=True)
+    frame = pd.DataFrame({"time": t, "rx_bytes": [10.0, -0.0, np.nan, 40.0], "rsrp_dbm": [-80.0, -0.0, -90.0, -70.0]})
+    g = to_grid(frame, resolution="1ms")
+    assert (g["time"].astype("int64") == (1_700_000_000_000 + np.arange(6)) * 10**6).all()
+    assert g.attrs["empty_bins"] == 2 and g.attrs["merged_rows"] == 0
+    assert g.attrs["rules"] == {"rx_bytes": "sum", "rsrp_dbm": "mean"}
+    np.testing.assert_array_equal(g["rx_bytes"], [10.0, 0.0, np.nan, np.nan, np.nan, 40.0])
+    assert not np.signbit(g["rx_bytes"].iloc[1]) and not np.signbit(g["rsrp_dbm"].iloc[1])
+    np.testing.assert_array_equal(g["rsrp_dbm"], [-80.0, 0.0, -90.0, np.nan, np.nan, -70.0])
+    last = to_grid(frame, resolution="1ms", how="last")
+    assert np.signbit(last["rsrp_dbm"].iloc[1])                   # the value as it was
+    z = to_grid(frame, resolution="1ms", gaps="zero", how={"rx_bytes": "rate"})
+    np.testing.assert_array_equal(z["rx_bps"], [80e3, 0.0, np.nan, 0.0, 0.0, 320e3])
+    np.testing.assert_array_equal(z["rsrp_dbm"], [-80.0, 0.0, -90.0, np.nan, np.nan, -70.0])
+
+
 def test_time_forms():
     iso = parse_times(pd.Series(["2024-03-01T10:00:00", "2024-03-01T10:00:00.5", "2024-03-01 10:00:01.125",
                                  "2024-03-01T11:00:02+01:00"]))
