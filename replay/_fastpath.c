@@ -457,6 +457,7 @@ static PyObject *fp_relay(PyObject *self, PyObject *args) {
     lc_packet *spare = NULL;
     PyObject *r = relay_loop(outer, inner, stop, down, up, on_log == Py_None ? NULL : on_log, &spare);
     lc_packet_free(spare);
+    lc_pool_clear();                    /* the relay's buffers go back to the allocator */
     return r;
 }
 
@@ -596,6 +597,7 @@ static PyObject *fp_relay_threads(PyObject *self, PyObject *args) {
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     dir_loop(&d0);
+    lc_pool_clear();
     wake(w1);                                   /* this direction ended: so does the other */
     atomic_store(&sh.quit, 1);
     Py_BEGIN_ALLOW_THREADS
