@@ -41,6 +41,19 @@ from _netns import (AIRLINK, PAYLOAD, airlink_processes, require_root, sh,  # no
                     throwaway_namespace, user_env)
 
 
+def shells_of(work: Path) -> set:
+    """Running ``airlink link`` processes of this run (their trace lies in ``work``): other
+    users' shells on a shared machine are not this run's leftovers."""
+    mine = set()
+    for pid in airlink_processes("link"):
+        try:
+            if str(work).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                mine.add(pid)
+        except OSError:
+            pass
+    return mine
+
+
 def netns_names() -> set:
     return {l.split()[0] for l in sh("ip", "netns", "list").stdout.splitlines() if l.strip()}
 
@@ -113,7 +126,7 @@ def run_n(n: int, rate: float, seconds: int, work: Path) -> dict:
     trace = work / f"c{rate:g}.down"
     if not trace.exists():
         sh(AIRLINK, "trace", "constant", f"{rate:g}Mbit/s", "-o", trace).check_returncode()
-    before, procs_before = netns_names(), set(airlink_processes("link"))
+    before = {name for name in netns_names() if name.startswith(f"airlink-many{n}-")}
     ratios, cpu, errors = [], [], []
     ready, go = work / f"ready{n}", work / f"go{n}"
     ready.mkdir()
@@ -157,8 +170,9 @@ def run_n(n: int, rate: float, seconds: int, work: Path) -> dict:
             "shell_cpu_s": round(sum(cpu), 2), "shell_cpu_median_s": round(statistics.median(cpu), 2) if cpu else None,
             "machine_busy": round((busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]), 3),
             "shells_pss_mib": round(pss), "left_devices": left_devices,
-            "left_namespaces": sorted(netns_names() - before),
-            "left_processes": sorted(set(airlink_processes("link")) - procs_before)}
+            "left_namespaces": sorted({name for name in netns_names() if name.startswith(f"airlink-many{n}-")}
+                                      - before),
+            "left_processes": sorted(shells_of(work))}
 
 
 def main(argv=None) -> int:
