@@ -2,7 +2,7 @@
 """Replay-shell speed at gigabit rates: bulk TCP download through constant-rate links.
 
 What users run: ``airlink delay 10 airlink link TRACE -- iperf3 -c ... -R`` (nested) at
-300, 1000 and 2000 Mbit/s, and ``airlink link TRACE -- iperf3 ...`` alone at 5000 Mbit/s
+2000 and 5000 Mbit/s, and ``airlink link TRACE -- iperf3 ...`` alone at 10000 Mbit/s
 (``--nested-rates``, ``--link-rates``), each in offload mode (the default: GSO
 super-packets cross the shells whole) and once in plain mode (``AIRLINK_OFFLOAD=0``,
 every packet crosses user space at 1500 bytes). The sender is iperf3 in a throw-away
@@ -30,7 +30,7 @@ names it: give ``--cc`` that default (e.g. ``--cc bbr``) to compare like with li
 
 Needs root and iperf3; everything runs inside namespaces this script makes and deletes::
 
-    sudo .venv/bin/python benchmarks/bench_replay.py                    # ~3.5 min
+    sudo .venv/bin/python benchmarks/bench_replay.py                    # ~3 min
     sudo .venv/bin/python benchmarks/bench_replay.py --nested-rates 300 --link-rates '' --runs 1
 """
 from __future__ import annotations
@@ -251,9 +251,9 @@ def report(label, runs):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nested-rates", default="300,1000,2000",
+    ap.add_argument("--nested-rates", default="2000,5000",
                     help="Mbit/s with 'airlink delay 10' around the link (comma separated)")
-    ap.add_argument("--link-rates", default="5000", help="Mbit/s through one 'airlink link' alone")
+    ap.add_argument("--link-rates", default="10000", help="Mbit/s through one 'airlink link' alone")
     ap.add_argument("--runs", type=int, default=3, help="runs per configuration in offload mode")
     ap.add_argument("--plain-runs", type=int, default=1, help="runs per configuration in plain mode (0: skip)")
     ap.add_argument("--veth-runs", type=int, default=2, help="runs of the plain-veth reference (0: skip)")

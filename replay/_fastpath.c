@@ -34,7 +34,6 @@
 
 #include "_linkcore.h"
 
-#define READ_BUFFER (1 << 17)   /* a 64 KB super-packet and its header fit with room */
 #define READ_BATCH 512
 #define DRAIN_QUIET_NS 30000000LL
 #define DRAIN_MAX_NS 1000000000LL
@@ -141,10 +140,10 @@ static void forward(Stage *s, lc_packet *p, lc_sink *out) {
         out->write(out->ctx, p->data, p->len);
     } else {
         lc_packet *q = lc_piece(p, p->lo, p->nseg);
-        if (q) { s->pieces++; out->write(out->ctx, q->data, q->len); free(q); }
+        if (q) { s->pieces++; out->write(out->ctx, q->data, q->len); lc_packet_free(q); }
         else out->errors++;
     }
-    free(p);
+    lc_packet_free(p);
 }
 
 /* Write every packet due by `now` to the sink. */
@@ -366,12 +365,15 @@ static PyObject *fp_link(PyObject *self, PyObject *args) {
     return (PyObject *)s;
 }
 
-static long long read_into(int fd, Stage *s, int64_t now, unsigned char *buf) {
+/* Read every packet waiting on fd (up to READ_BATCH) into the stage, stamped now; each is
+   read straight into a packet buffer (*spare: the buffer of the next read). */
+static long long read_into(int fd, Stage *s, int64_t now, lc_packet **spare) {
     long long n = 0;
     for (int i = 0; i < READ_BATCH; i++) {
-        ssize_t r = read(fd, buf, READ_BUFFER);
+        if (!*spare && !(*spare = lc_buffer())) break;
+        ssize_t r = read(fd, (*spare)->data, LC_MAX_PACKET);
         if (r < 0) break;               /* EAGAIN: drained */
-        lc_packet *p = lc_packet_new(buf, r, s->vnet);
+        lc_packet *p = lc_buffer_packet(spare, r, s->vnet);
         if (!p) continue;
         stage_push(s, p, now);
         n++;
@@ -382,15 +384,9 @@ static long long read_into(int fd, Stage *s, int64_t now, unsigned char *buf) {
 /* relay(outer_fd, inner_fd, stop_fd, downlink, uplink[, on_log]) -> {"write_errors", "wakeups"};
    on_log() is called (with the GIL) whenever the stages hold LOG_CHUNK events and rows, to
    write them out; an exception it raises ends the relay. */
-static PyObject *fp_relay(PyObject *self, PyObject *args) {
-    int outer, inner, stop;
-    Stage *down, *up;
-    PyObject *on_log = Py_None;
-    if (!PyArg_ParseTuple(args, "iiiO!O!|O", &outer, &inner, &stop, &StageType, &down, &StageType, &up, &on_log))
-        return NULL;
-    if (on_log == Py_None) on_log = NULL;
+static PyObject *relay_loop(int outer, int inner, int stop, Stage *down, Stage *up, PyObject *on_log,
+                            lc_packet **spare) {
     long long wakeups = 0;
-    static unsigned char buf[READ_BUFFER];
     Sink to_inner = {inner, NULL, 0}, to_outer = {outer, NULL, 0};
     int64_t drain_until = -1;
     struct pollfd fds[3] = {{outer, POLLIN, 0}, {inner, POLLIN, 0}, {stop, POLLIN, 0}};
@@ -446,10 +442,23 @@ static PyObject *fp_relay(PyObject *self, PyObject *args) {
         now = now_ns();
         stage_pull(down, now, &to_inner);
         stage_pull(up, now, &to_outer);
-        if (fds[0].revents & POLLIN) read_into(outer, down, now, buf);
-        if (fds[1].revents & POLLIN) read_into(inner, up, now, buf);
+        if (fds[0].revents & POLLIN) read_into(outer, down, now, spare);
+        if (fds[1].revents & POLLIN) read_into(inner, up, now, spare);
     }
     return Py_BuildValue("{s:L,s:L}", "write_errors", to_inner.errors + to_outer.errors, "wakeups", wakeups);
+}
+
+static PyObject *fp_relay(PyObject *self, PyObject *args) {
+    int outer, inner, stop;
+    Stage *down, *up;
+    PyObject *on_log = Py_None;
+    if (!PyArg_ParseTuple(args, "iiiO!O!|O", &outer, &inner, &stop, &StageType, &down, &StageType, &up, &on_log))
+        return NULL;
+    lc_packet *spare = NULL;
+    PyObject *r = relay_loop(outer, inner, stop, down, up, on_log == Py_None ? NULL : on_log, &spare);
+    lc_packet_free(spare);
+    lc_pool_clear();                    /* the relay's buffers go back to the allocator */
+    return r;
 }
 
 /* ---- one thread per direction ------------------------------------------------------ */
@@ -468,7 +477,7 @@ typedef struct {
     Stage *st;
     Sink out;
     Shared *sh;
-    unsigned char *buf;
+    lc_packet *spare;               /* the buffer of the next read */
     long long wakeups;
     int error;                      /* errno that ended this direction, 0 */
     int python_error;               /* main thread: a signal handler raised */
@@ -541,12 +550,15 @@ static void *dir_loop(void *arg) {
         now = now_ns();
         before = departed(d->st);
         stage_pull(d->st, now, &d->out);
-        if ((fds[0].revents & POLLIN) && read_into(d->in_fd, d->st, now, d->buf) > 0)
+        if ((fds[0].revents & POLLIN) && read_into(d->in_fd, d->st, now, &d->spare) > 0)
             atomic_store(&sh->last_move, now);
         else if (departed(d->st) != before)
             atomic_store(&sh->last_move, now);
     }
     atomic_store(&sh->idle[d->me], 1);
+    lc_packet_free(d->spare);
+    d->spare = NULL;
+    if (d->me == 1) lc_pool_clear();    /* this thread ends: its pool goes with it */
     return NULL;
 }
 
@@ -566,15 +578,13 @@ static PyObject *fp_relay_threads(PyObject *self, PyObject *args) {
     atomic_init(&sh.idle[1], 0);
     atomic_init(&sh.quit, 0);
     int w0 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), w1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    unsigned char *buf0 = malloc(READ_BUFFER), *buf1 = malloc(READ_BUFFER);
-    if (w0 < 0 || w1 < 0 || !buf0 || !buf1) {
+    if (w0 < 0 || w1 < 0) {
         if (w0 >= 0) close(w0);
         if (w1 >= 0) close(w1);
-        free(buf0); free(buf1);
         return PyErr_NoMemory();
     }
-    Dir d0 = {0, outer, stop, w0, w1, down, {inner, NULL, 0}, &sh, buf0, 0, 0, 0};
-    Dir d1 = {1, inner, stop, w1, w0, up, {outer, NULL, 0}, &sh, buf1, 0, 0, 0};
+    Dir d0 = {0, outer, stop, w0, w1, down, {inner, NULL, 0}, &sh, NULL, 0, 0, 0};
+    Dir d1 = {1, inner, stop, w1, w0, up, {outer, NULL, 0}, &sh, NULL, 0, 0, 0};
     pthread_t th;
     sigset_t all, old;
     sigfillset(&all);
@@ -582,17 +592,18 @@ static PyObject *fp_relay_threads(PyObject *self, PyObject *args) {
     int rc = pthread_create(&th, NULL, dir_loop, &d1);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        close(w0); close(w1); free(buf0); free(buf1);
+        close(w0); close(w1);
         errno = rc;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     dir_loop(&d0);
+    lc_pool_clear();
     wake(w1);                                   /* this direction ended: so does the other */
     atomic_store(&sh.quit, 1);
     Py_BEGIN_ALLOW_THREADS
     pthread_join(th, NULL);
     Py_END_ALLOW_THREADS
-    close(w0); close(w1); free(buf0); free(buf1);
+    close(w0); close(w1);
     if (d0.python_error) return NULL;
     int err = d0.error ? d0.error : d1.error;
     if (err) { errno = err; return PyErr_SetFromErrno(PyExc_OSError); }

@@ -62,16 +62,73 @@ static void parse_segments(lc_packet *p) {
     p->nseg = n; p->ipl = ipl; p->hl = ipl + l4; p->gso = gso; p->plen = plen;
 }
 
-lc_packet *lc_packet_new(const unsigned char *buf, long len, int off) {
-    if (len < off) return NULL;
+/* this thread's free buffers (lc_buffer, lc_packet_free) */
+static _Thread_local struct { lc_packet *head; int n; } pool;
+
+lc_packet *lc_buffer(void) {
+    lc_packet *p = pool.head;
+    if (p) {
+        pool.head = p->next;
+        pool.n--;
+    } else {
+        p = malloc(sizeof(lc_packet) + LC_MAX_PACKET);
+        if (!p) return NULL;
+    }
+    p->pooled = 1;
+    p->len = 0;
+    return p;
+}
+
+void lc_packet_free(lc_packet *p) {
+    if (p && p->pooled && pool.n < LC_POOL) {
+        p->next = pool.head;
+        pool.head = p;
+        pool.n++;
+        return;
+    }
+    free(p);
+}
+
+void lc_pool_clear(void) {
+    lc_packet *p;
+    while ((p = pool.head)) {
+        pool.head = p->next;
+        free(p);
+    }
+    pool.n = 0;
+}
+
+/* Room for a packet of len data bytes: a pooled buffer above LC_SMALL_PACKET, else its own. */
+static lc_packet *packet_alloc(long len) {
+    if (len > LC_SMALL_PACKET && len <= LC_MAX_PACKET) return lc_buffer();
     lc_packet *p = malloc(sizeof(lc_packet) + len);
-    if (!p) return NULL;
+    if (p) p->pooled = 0;
+    return p;
+}
+
+static void packet_init(lc_packet *p, long len, int off) {
     p->next = NULL;
     p->t = 0;
     p->len = (int)len;
     p->off = off;
-    memcpy(p->data, buf, len);
     parse_segments(p);
+}
+
+lc_packet *lc_packet_new(const unsigned char *buf, long len, int off) {
+    if (len < off) return NULL;
+    lc_packet *p = packet_alloc(len);
+    if (!p) return NULL;
+    memcpy(p->data, buf, len);
+    packet_init(p, len, off);
+    return p;
+}
+
+lc_packet *lc_buffer_packet(lc_packet **b, long len, int off) {
+    if (len < off || len > LC_MAX_PACKET) return NULL;
+    if (len <= LC_SMALL_PACKET) return lc_packet_new((*b)->data, len, off);
+    lc_packet *p = *b;
+    *b = NULL;
+    packet_init(p, len, off);
     return p;
 }
 
@@ -90,9 +147,11 @@ lc_packet *lc_piece(const lc_packet *p, int a, int b) {
     long long pa = (long long)a * p->gso, pb = (long long)b * p->gso;
     if (pb > p->plen) pb = p->plen;
     int n = (int)(pb - pa), len = p->off + p->hl + n;
-    lc_packet *q = malloc(sizeof(lc_packet) + len);
+    lc_packet *q = packet_alloc(len);
     if (!q) return NULL;
+    int pooled = q->pooled;
     *q = *p;
+    q->pooled = pooled;
     q->next = NULL;
     q->len = len; q->nseg = b - a; q->lo = 0; q->plen = n;
     if (q->nseg == 1) { q->hl = 0; q->ipl = 0; q->gso = p->hl + n; q->plen = p->hl + n; }
@@ -161,7 +220,7 @@ lc_packet *lc_fifo_pop(lc_fifo *f) {
 
 void lc_fifo_clear(lc_fifo *f) {
     lc_packet *p;
-    while ((p = lc_fifo_pop(f))) free(p);
+    while ((p = lc_fifo_pop(f))) lc_packet_free(p);
 }
 
 long long lc_push_kept(lc_fifo *f, lc_packet *p, const unsigned char *keep) {
@@ -179,7 +238,7 @@ long long lc_push_kept(lc_fifo *f, lc_packet *p, const unsigned char *keep) {
         b = a;
         while (b < n && keep[b]) b++;
     }
-    free(p);
+    lc_packet_free(p);
     return pieces;
 }
 
@@ -269,7 +328,7 @@ void lc_link_aqm(lc_link *l, int ecn, uint64_t seed, double a, double b, double 
 void lc_link_free(lc_link *l) {
     lc_fifo_clear(&l->q);
     lc_fifo_clear(&l->lq);
-    free(l->svc);
+    lc_packet_free(l->svc);
     l->svc = NULL;
 }
 
@@ -334,7 +393,7 @@ static void aqm_drop(lc_link *l, lc_packet *p, int64_t t) {
     l->drop_p += p->nseg - p->lo;
     l->drop_b += w;
     lc_log_add(l->log, LC_DROP, t, p->nseg - p->lo, w);
-    free(p);
+    lc_packet_free(p);
 }
 
 /* CE on p instead of a drop: 1 when marked (counted, logged), 0 when it must be dropped
@@ -507,7 +566,7 @@ void lc_enqueue(lc_link *l, lc_packet *p, int64_t now) {
     if (l->qkind == LC_PIE || l->qkind == LC_L4S) {
         if (!aqm_enqueue(l, p, now)) {
             drop_p = p->nseg; drop_b = lc_wire(p, 0, p->nseg);
-            free(p);
+            lc_packet_free(p);
         }
     } else if (l->qkind == LC_DROPTAIL || l->qkind == LC_CODEL) {   /* CoDel: a tail-drop safety net */
         unsigned char keep[n];
@@ -532,7 +591,7 @@ void lc_enqueue(lc_link *l, lc_packet *p, int64_t now) {
                 long long w = lc_wire(h, h->lo, h->lo + 1);
                 drop_p++; drop_b += w;
                 if (h->lo + 1 == h->nseg) {
-                    free(lc_fifo_pop(&l->q));
+                    lc_packet_free(lc_fifo_pop(&l->q));
                 } else {
                     h->lo++;
                     l->q.count--; l->q.bytes -= w;
@@ -570,7 +629,7 @@ static void emit(lc_link *l, lc_packet *p, int a, int b, int64_t t, lc_sink *out
     if (!q) { out->errors++; return; }
     l->pieces++;
     out->write(out->ctx, q->data, q->len);
-    free(q);
+    lc_packet_free(q);
 }
 
 long long lc_serve(lc_link *l, long long budget, int64_t t, lc_sink *out) {
@@ -590,7 +649,7 @@ long long lc_serve(lc_link *l, long long budget, int64_t t, lc_sink *out) {
         left -= take;
         if (l->seg_left == 0 && ++l->seg == p->nseg) {
             emit(l, p, p->lo, p->nseg, t, out);
-            free(p);
+            lc_packet_free(p);
             l->svc = NULL;
         }
     }

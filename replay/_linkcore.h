@@ -42,12 +42,34 @@ typedef struct lc_packet {
     int lo;             /* segments [0, lo) already left or were dropped */
     int ipl, hl;        /* IP header length; IP + L4 header length (0 when nseg == 1) */
     int gso, plen;      /* payload bytes per segment; payload bytes in all */
+    int pooled;         /* a buffer of LC_MAX_PACKET data bytes from a pool (lc_packet_free) */
     unsigned char data[];
 } lc_packet;
 
 /* A packet of len bytes copied from buf, off of them a virtio_net_hdr (0 or 10); its
    segment layout parsed. NULL without memory or when len < off. */
 LC_API lc_packet *lc_packet_new(const unsigned char *buf, long len, int off);
+/* Free a packet of the core (every packet is freed by this, never by free()). */
+LC_API void lc_packet_free(lc_packet *p);
+
+/* Packet memory. A packet of more than LC_SMALL_PACKET bytes (a GSO super-packet) lives in
+   a buffer of LC_MAX_PACKET bytes that lc_packet_free keeps in the calling thread's pool
+   (up to LC_POOL buffers) for the next one: at gigabit rates the same few megabytes are
+   reused, instead of the allocator handing back fresh pages (each faulted in and zeroed
+   by the kernel) every TTI. Smaller packets get an allocation of their own size, so a
+   queue of many small packets holds no more memory than their bytes. */
+#define LC_MAX_PACKET (65536 + 64)      /* a 64 KB IP packet and its vnet header */
+#define LC_SMALL_PACKET 16384
+#define LC_POOL 256
+/* An empty packet buffer of LC_MAX_PACKET data bytes to read into; NULL without memory. */
+LC_API lc_packet *lc_buffer(void);
+/* The packet of the first len bytes of buffer *b (off of them a vnet header), as
+   lc_packet_new would make it from them without copying a large one: a packet of up to
+   LC_SMALL_PACKET bytes is copied out and *b stays for the next read; a larger one is the
+   buffer itself and *b becomes NULL. NULL without memory or when len < off. */
+LC_API lc_packet *lc_buffer_packet(lc_packet **b, long len, int off);
+/* Free the calling thread's pool (before the thread ends). */
+LC_API void lc_pool_clear(void);
 /* Plain-mode bytes of segments [a, b) of p: each carries the headers and its payload slice
    (inline: every FIFO operation and every served segment uses it). */
 static inline long long lc_wire(const lc_packet *p, int a, int b) {

@@ -229,10 +229,11 @@ class LinkShell(_Shell):
         WorkloadStage(self.traces.down, idle_ms=self.idle_ms)   # check now
 
     def _stage(self, direction, trace, name, start_ns, wall_ns, command):
-        from airlink.traces import LinkLogWriter
         kind, args = self.queues[direction]
         queue = make_queue(kind, args)
         log_path, tti_path = self.logs[direction]
+        if log_path:
+            from airlink.traces import LinkLogWriter    # (pandas: only a shell with a log)
         log = LinkLogWriter(log_path, direction=direction, trace=name, queue=queue.describe(),
                             base_ms=wall_ns // 1_000_000, command=command,
                             tool="airlink link") if log_path else None

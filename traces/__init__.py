@@ -22,10 +22,10 @@ TRACE_FORMATS = ("mahimahi", "parquet")
 # every `airlink` command does), does not import numpy or pandas (~0.3 s).
 _LAZY = {name: (module, name) for module, names in {
     "cellreplay": ("CellReplayTraces", "read_cellreplay", "write_cellreplay"),
-    "fromlog": ("Comparison", "GAP_RULES", "compare", "from_log", "from_log_sessions", "split_long_ttis", "split_sessions"),
+    "fromlog": ("Comparison", "GAP_RULES", "compare", "from_log", "from_log_sessions", "split_sessions"),
     "mmlinklog": ("LinkLogWriter", "per_ms", "read_log", "write_log"),
     "airlink.core.schema": ("KINDS", "columns", "kinds", "validate"),
-    "trace": ("Trace", "constant", "jsonable"),
+    "trace": ("Trace", "constant", "jsonable", "split_long_ttis"),
     "airlink.core.units": ("DEFAULT_OPPORTUNITY_BYTES", "format_rate", "parse_duration", "parse_rate",
               "parse_size", "parse_tti"),
 }.items() for name in names}
@@ -64,9 +64,10 @@ def detect_format(path, fmt: str | None = None) -> str:
         with open(p, "rb") as f:
             if f.read(4) == b"PAR1":
                 return "parquet"
-        from .mmlinklog import is_log_file
-        if is_log_file(p) and not mahimahi.is_trace_file(p):
-            return "linklog"
+        if not mahimahi.is_trace_file(p):
+            from .mmlinklog import is_log_file      # (imports pandas: only when not a trace)
+            if is_log_file(p):
+                return "linklog"
     return "mahimahi"
 
 

@@ -24,8 +24,8 @@ are left out; the share of such rows is reported as ``meta["harq_retransmission_
 :func:`compare` measures how two traces of one log relate (mean ratio, offset of best
 correlation), e.g. scheduled TBS against application throughput.
 
-:func:`split_long_ttis` is the one rule by which a trace whose TTI is longer than a link
-serves (1xRTT's and EGPRS's 20 ms frames, 20 ms XCAL rows) becomes replayable.
+:func:`split_long_ttis` (defined with the Trace model in traces/trace.py) is the one rule by
+which a trace whose TTI is longer than a link serves (1xRTT's and EGPRS's 20 ms frames, 20 ms XCAL rows) becomes replayable.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ import pandas as pd
 
 from airlink.core.bounds import COMPARE_MAX_LAG, DEFAULT_FILL_LIMIT as _FILL_LIMIT_TEXT, DEFAULT_SESSION_GAP as _SESSION_GAP_TEXT
 from airlink.core.errors import AirlinkError, SchemaError
-from .trace import Trace
+from .trace import Trace, split_long_ttis  # noqa: F401 - split_long_ttis is also this module's API
 from airlink.core.units import parse_duration, parse_tti, snap_fraction
 
 #: bytes per unit for per-row amounts
@@ -47,8 +47,6 @@ RATE_UNITS = {"bit/s": 1.0, "bps": 1.0, "kbit/s": 1e3, "kbps": 1e3, "mbit/s": 1e
               "gbit/s": 1e9, "gbps": 1e9}
 #: unit implied by a column-name suffix
 SUFFIX_UNITS = {"_bps": "bit/s", "_kbps": "kbit/s", "_mbps": "Mbit/s", "_bytes": "bytes", "_bits": "bits"}
-#: the longest TTI the link shells serve, and the default of :func:`split_long_ttis`
-MAX_LINK_TTI = Fraction(10, 1000)
 
 
 def _norm_unit(unit: str) -> str:
@@ -588,21 +586,3 @@ def compare(a: Trace, b: Trace, *, max_lag=COMPARE_MAX_LAG) -> Comparison:
     best = max(valid, key=valid.get) if valid else float("nan")
     return Comparison(a.meta.get("column", "a"), b.meta.get("column", "b"), float(a.tti), mean_ratio,
                       corr.get(0.0, float("nan")), best, valid.get(best, float("nan")), corr)
-
-
-def split_long_ttis(trace: Trace, *, max_tti=None) -> Trace:
-    """The one rule for TTIs longer than a link serves (default 10 ms).
-
-    A TTI of length ``T > max_tti`` becomes ``k = ceil(T / max_tti)`` equal sub-TTIs of
-    ``T / k`` holding ``c / k`` bytes each, so every original TTI's total is exact and the
-    duration is unchanged; ``meta["resampled_from_tti_s"]`` records the original TTI.
-    A trace within the limit is returned as it is.
-    """
-    limit = MAX_LINK_TTI if max_tti is None else _tti_of(max_tti, "max_tti")
-    if trace.tti <= limit:
-        return trace
-    k = -(-trace.tti // limit)
-    k = int(k)
-    vals = np.repeat(trace.values / k, k, axis=0)
-    return Trace(vals, trace.tti / k, list(trace.users), trace.unit,
-                 {**trace.meta, "resampled_from_tti_s": f"{trace.tti.numerator}/{trace.tti.denominator}"})

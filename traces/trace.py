@@ -17,14 +17,16 @@ import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import pandas as pd
 
 from airlink.core.bounds import MAX_TRACE_TTIS, RATE_BPS, TTI, check_budget
 from airlink.core.errors import AirlinkError, FormatError
 from airlink.core.units import parse_tti
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _META_KEY = b"airlink"
 UNITS = ("bytes", "bps", "db", "count")
@@ -154,6 +156,7 @@ class Trace:
     # -- conversions ----------------------------------------------------------------
     def to_frame(self) -> pd.DataFrame:
         """Long frame of the ``capacity`` kind: ``time`` (UTC), ``user``, ``capacity_bytes``."""
+        import pandas as pd     # here, not at import: a shell reading a trace needs no pandas
         start = int(self.meta.get("start_ns", 0))
         t = pd.to_datetime(self.tti_start_ns() + start, utc=True)
         frames = [pd.DataFrame({"time": t, "user": u, "capacity_bytes": self.values[:, i]})
@@ -163,6 +166,7 @@ class Trace:
 
     def to_wide(self) -> pd.DataFrame:
         """Wide frame indexed by UTC ``time``, one column per user."""
+        import pandas as pd
         start = int(self.meta.get("start_ns", 0))
         idx = pd.DatetimeIndex(pd.to_datetime(self.tti_start_ns() + start, utc=True), name="time")
         return pd.DataFrame(self.values, index=idx, columns=list(self.users))
@@ -296,3 +300,29 @@ def constant(rate_bps: float, duration_s, tti="1ms", users: Sequence[str] | None
     return Trace(vals, tti, users, "bytes",
                  {"source": "constant", "parameters": {"rate_bps": rate_bps,
                                                         "duration_s": float(n * tti)}})
+
+
+#: the longest TTI the link shells serve, and the default of :func:`split_long_ttis`
+MAX_LINK_TTI = Fraction(10, 1000)
+
+
+def split_long_ttis(trace: Trace, *, max_tti=None) -> Trace:
+    """The one rule for TTIs longer than a link serves (default 10 ms).
+
+    A TTI of length ``T > max_tti`` becomes ``k = ceil(T / max_tti)`` equal sub-TTIs of
+    ``T / k`` holding ``c / k`` bytes each, so every original TTI's total is exact and the
+    duration is unchanged; ``meta["resampled_from_tti_s"]`` records the original TTI.
+    A trace within the limit is returned as it is.
+    """
+    if max_tti is None:
+        limit = MAX_LINK_TTI
+    else:
+        from .fromlog import _tti_of     # (pandas there: a shell never gives max_tti)
+        limit = _tti_of(max_tti, "max_tti")
+    if trace.tti <= limit:
+        return trace
+    k = -(-trace.tti // limit)
+    k = int(k)
+    vals = np.repeat(trace.values / k, k, axis=0)
+    return Trace(vals, trace.tti / k, list(trace.users), trace.unit,
+                 {**trace.meta, "resampled_from_tti_s": f"{trace.tti.numerator}/{trace.tti.denominator}"})
