@@ -12,9 +12,13 @@ Main entry points::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airlink.core.errors import AirlinkError, FormatError, SchemaError
 from airlink.core.lazy import lazy_names
+
+if TYPE_CHECKING:  # the annotations name it; importing it at run time would load the trace module
+    from .trace import Trace
 
 TRACE_FORMATS = ("mahimahi", "parquet")
 
@@ -72,7 +76,7 @@ def detect_format(path, fmt: str | None = None) -> str:
 
 
 def read_trace(path, format: str | None = None, *, user=None,
-               opportunity_bytes: int | None = None) -> "Trace":
+               opportunity_bytes: int | None = None) -> Trace:
     """Read a capacity Trace from a Mahimahi trace file, an airlink Parquet trace or a
     CellReplay trace-set folder (its heavy trace: ``user`` ``downlink``, the default, or
     ``uplink``; see :func:`airlink.traces.cellreplay.heavy_trace`).
@@ -100,7 +104,7 @@ def read_trace(path, format: str | None = None, *, user=None,
     return tr.select(user) if user is not None else tr
 
 
-def write_trace(trace: "Trace", path, format: str | None = None, *, user=None,
+def write_trace(trace: Trace, path, format: str | None = None, *, user=None,
                 opportunity_bytes: int | None = None) -> Path:
     """Write a Trace as Parquet (all users) or Mahimahi text (one user, default the first);
     ``opportunity_bytes`` as in :func:`read_trace`."""
