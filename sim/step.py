@@ -357,10 +357,13 @@ class Radio:
 
     def mac_frame(self, out: dict, sinr_db, sinr_rep_db, arrivals, *, start_ns: int = 0,
                   k0: int = 0) -> pd.DataFrame:
-        """:meth:`mac_columns` as a frame of kind ``mac`` (``time`` as UTC datetimes)."""
+        """:meth:`mac_columns` as a frame of kind ``mac`` (``time`` as UTC datetimes). Its
+        columns are not copied: they may be views of ``out``'s arrays, which the caller
+        leaves to the frame."""
         cols = self.mac_columns(out, sinr_db, sinr_rep_db, arrivals, start_ns=start_ns, k0=k0)
-        cols["time"] = pd.to_datetime(cols["time"], utc=True)
-        return pd.DataFrame(cols)
+        cols["time"] = pd.to_datetime(cols["time"].view("datetime64[ns]"), utc=True)
+        cols["capacity_bytes"] = cols["capacity_bytes"].copy()     # not the served column's memory
+        return pd.DataFrame(cols, copy=False)
 
 
 def _wideband_db(sinr) -> np.ndarray:
