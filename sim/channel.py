@@ -230,9 +230,10 @@ class ChannelModel:
         """Fading power gain ``|H|**2`` for TTIs ``k0 .. k0+n-1``: float32 (n, U, C)."""
         return self._gain_chunk(k0, n, None)
 
-    def _gain_chunk(self, k0: int, n: int, scale) -> np.ndarray:
+    def _gain_chunk(self, k0: int, n: int, scale, out=None) -> np.ndarray:
         """``|H|**2`` (float32 (n, U, C)) of TTIs ``k0 .. k0+n-1``, times ``scale`` (float32
-        (n, U)) when given: one float32 product per value, as ``gain * scale`` would be.
+        (n, U)) when given: one float32 product per value, as ``gain * scale`` would be;
+        into ``out`` when given.
 
         Computed with one BLAS thread: a float32 matrix product's rounding depends on how
         BLAS splits it between threads, and a seed must draw the same channel in any process
@@ -240,7 +241,12 @@ class ChannelModel:
         with _one_blas_thread():
             u, c = self.n_users, self.n_subchannels
             t = (k0 + np.arange(n)) * self.tti_s
-            gain = np.empty((n, u, c), dtype=np.float32)
+            if out is None:
+                gain = np.empty((n, u, c), dtype=np.float32)
+            elif out.shape != (n, u, c) or out.dtype != np.float32:
+                raise AirlinkError(f"channel output array: need float32 {(n, u, c)}, got {out.dtype} {out.shape}")
+            else:
+                gain = out
             for i in range(u):
                 if not self.fading[i]:
                     gain[:, i, :] = 1.0 if scale is None else scale[:, i, None]
@@ -254,9 +260,10 @@ class ChannelModel:
                     scaled_power(hf, scale[:, ui], gain[:, ui, :])
             return gain
 
-    def sinr_chunk(self, k0: int, n: int) -> np.ndarray:
+    def sinr_chunk(self, k0: int, n: int, out: np.ndarray | None = None) -> np.ndarray:
         """Linear SINR for TTIs ``k0 .. k0+n-1`` as float32 (n, U, C): the fading gain times
-        the nominal SNR (and shadowing) of each user and TTI, rounded to float32.
+        the nominal SNR (and shadowing) of each user and TTI, rounded to float32; written
+        into ``out`` (float32 (n, U, C), e.g. rows of a longer array) when given.
 
         Chunks must be asked for in order (shadowing is a sequential process)."""
         if k0 != self._next_k:
@@ -270,7 +277,7 @@ class ChannelModel:
             scale = np.broadcast_to(self.snr_lin.astype(np.float64), (n, self.n_users))
         if self.shadowing_std_db > 0:
             scale = scale * 10 ** (self._shadowing_db(n) / 10)
-        return self._gain_chunk(k0, n, np.ascontiguousarray(scale, dtype=np.float32))
+        return self._gain_chunk(k0, n, np.ascontiguousarray(scale, dtype=np.float32), out)
 
 
 def scaled_power_reference(h: np.ndarray, scale: np.ndarray, out: np.ndarray) -> None:

@@ -38,6 +38,7 @@ from airlink.core.errors import AirlinkError
 
 from . import kernel as K
 from .channel import ChannelModel, measured_snr_db, snr_from_geometry
+from .block_errors import error_thresholds
 from .config import LINK_ADAPTATION_MODES
 from .nr_rates import nr_rate_table_of
 from .rates import rate_table
@@ -205,7 +206,7 @@ class Radio:
         self.n_slots = max(n_c, n_u)
         #: resources per TTI for the summary: code channels (backlog scheduler) or subchannels
         self.n_resources = int(cfg["backlog_sector_channels"]) if isinstance(scheduler, BacklogScheduler) else n_c
-        self._hist = None
+        self._hist = self._hist_db = None      # the CSI delay lines (see inputs)
         self._next_k0 = 0
         self._dummy_forced = np.zeros((1, 1), np.int64)
 
@@ -215,29 +216,45 @@ class Radio:
         if k0 != self._next_k0:
             raise AirlinkError(f"radio inputs must come in order: expected TTI {self._next_k0}, got {k0}")
         self._next_k0 = k0 + n
-        real = self.channel.sinr_chunk(k0, n)
+        n_u = self.n_users
         d = self.csi_delay
         if d > 0:
-            if self._hist is None:
-                self._hist = np.repeat(real[:1], d, axis=0)
-            both = np.concatenate([self._hist, real], axis=0)
-            rep = np.ascontiguousarray(both[:n])
-            self._hist = both[n:].copy() if len(both) - n >= d else both[-d:].copy()
+            # the delay line: the last d TTIs of the previous chunk (TTI 0 repeated before the
+            # first), then this chunk's channel, in one fresh array; rep and real are its first
+            # and last n rows (no copy of the chunk, and every chunk's arrays stay its own)
+            line = np.empty((d + n, n_u, self.n_subchannels), np.float32)
+            real = self.channel.sinr_chunk(k0, n, out=line[d:])
+            line[:d] = real[0] if self._hist is None else self._hist
+            rep = line[:n]
+            self._hist = line[n:].copy()
         else:
-            rep = real
-        arr = np.zeros((n, self.n_users)) if self.live else self.traffic.chunk(k0, n)
-        u_err = self._rng.random((n, self.n_slots))
-        with np.errstate(divide="ignore", over="ignore"):
-            # BLER_m(s) = 1 / (1 + (s / s50_m)**beta): the block fails when s < s50_m * z
-            u_err = ((1 - u_err) / u_err) ** (1 / self.beta)
-        perm = self._rng_ties.permuted(np.tile(np.arange(self.n_users, dtype=np.int64), (n, 1)), axis=1)
+            real = rep = self.channel.sinr_chunk(k0, n)
+        arr = np.zeros((n, n_u)) if self.live else self.traffic.chunk(k0, n)
+        u_err = error_thresholds(self._rng.random((n, self.n_slots)), 1 / self.beta)
+        perm = self._rng_ties.permuted(np.tile(np.arange(n_u, dtype=np.int64), (n, 1)), axis=1)
         if mac_log:
-            with np.errstate(divide="ignore"):
-                sinr_db = (10 * np.log10(real.mean(axis=2))).astype(np.float32)
-                sinr_rep_db = (10 * np.log10(rep.mean(axis=2))).astype(np.float32)
+            sinr_db, sinr_rep_db = self._wideband_db(real, rep, k0, n)
         else:
-            sinr_db = sinr_rep_db = np.zeros((0, self.n_users), np.float32)
+            sinr_db = sinr_rep_db = np.zeros((0, n_u), np.float32)
+            self._hist_db = None
         return ChunkInputs(k0, n, real, rep, arr, u_err, perm, sinr_db, sinr_rep_db)
+
+    def _wideband_db(self, real, rep, k0: int, n: int):
+        """``10 log10`` of the mean linear SINR over the subchannels (float32 (n, U)), real
+        and reported. The reported one is the real one delayed by ``csi_delay_tti`` (the
+        same rows give the same means), through a line of the last ``d`` values like the
+        SINR's; computed from ``rep`` when the previous chunk kept no line (no MAC log)."""
+        d = self.csi_delay
+        sinr_db = _wideband_db(real)
+        if d == 0:
+            return sinr_db, sinr_db.copy()
+        if k0 > 0 and self._hist_db is None:
+            self._hist_db = _wideband_db(self._hist)
+            return sinr_db, _wideband_db(rep)
+        head = np.repeat(sinr_db[:1], d, axis=0) if k0 == 0 else self._hist_db
+        line = np.concatenate([head, sinr_db])
+        self._hist_db = line[n:].copy()
+        return sinr_db, line[:n]
 
     def new_outputs(self, rows: int) -> dict:
         """Zeroed per-TTI output arrays (see :data:`OUTPUTS`) with ``rows`` rows."""
@@ -340,10 +357,19 @@ class Radio:
 
     def mac_frame(self, out: dict, sinr_db, sinr_rep_db, arrivals, *, start_ns: int = 0,
                   k0: int = 0) -> pd.DataFrame:
-        """:meth:`mac_columns` as a frame of kind ``mac`` (``time`` as UTC datetimes)."""
+        """:meth:`mac_columns` as a frame of kind ``mac`` (``time`` as UTC datetimes). Its
+        columns are not copied: they may be views of ``out``'s arrays, which the caller
+        leaves to the frame."""
         cols = self.mac_columns(out, sinr_db, sinr_rep_db, arrivals, start_ns=start_ns, k0=k0)
-        cols["time"] = pd.to_datetime(cols["time"], utc=True)
-        return pd.DataFrame(cols)
+        cols["time"] = pd.to_datetime(cols["time"].view("datetime64[ns]"), utc=True)
+        cols["capacity_bytes"] = cols["capacity_bytes"].copy()     # not the served column's memory
+        return pd.DataFrame(cols, copy=False)
+
+
+def _wideband_db(sinr) -> np.ndarray:
+    """``10 log10`` of the mean over the last axis of linear SINR values, float32."""
+    with np.errstate(divide="ignore"):
+        return (10 * np.log10(sinr.mean(axis=2))).astype(np.float32)
 
 
 def n_tti_of(cfg: dict) -> int:

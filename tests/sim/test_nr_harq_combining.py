@@ -34,3 +34,28 @@ def test_ir_is_chase_at_low_sinr_and_names_are_checked():
     assert inverse_gap("chase") == 0.0 and inverse_gap("ir", 3.0) == pytest.approx(10 ** -0.3)
     with pytest.raises(AirlinkError, match="unknown HARQ combining 'soft'"):
         inverse_gap("soft")
+
+
+def test_combine_compiles_as_the_kernel_would_call_it():
+    """The step's compiled loop calls ``combine`` per retransmission: under numba's njit it
+    gives the same bits as in Python (chase: exactly ``acc + s``)."""
+    numba = pytest.importorskip("numba", reason="numba not installed: the kernel runs in Python")
+    jitted = numba.njit(combine)
+
+    @numba.njit
+    def accumulate(s, inv_gap):            # a block's transmissions, one after another
+        acc = 0.0
+        out = np.empty(s.size)
+        for i in range(s.size):
+            acc = jitted(acc, s[i], inv_gap)
+            out[i] = acc
+        return out
+
+    s = 10 ** (np.random.default_rng(4).uniform(-10, 30, 64) / 10)
+    for inv_gap in (0.0, inverse_gap("ir")):
+        want, acc = [], 0.0
+        for x in s:
+            acc = combine(acc, float(x), inv_gap)
+            want.append(acc)
+        np.testing.assert_array_equal(accumulate(s, inv_gap), want)
+    np.testing.assert_array_equal(accumulate(s, 0.0), np.cumsum(s))
