@@ -8,6 +8,13 @@ R/T^lambda / backlog-driven) decides from the channel and the **live** queue bac
 many bytes each UE receives. TCP sets the backlog from the rate it sees; the scheduler sets
 the rate from the backlog: the loop of the source papers, closed with real applications.
 
+Who decides: with the C packet path, numba and one of the kernel's own schedulers, the C
+loop (:mod:`airlink.replay._cellpath`) decides every TTI itself, many TTIs per call from
+Python, by calling the simulator's step compiled as a C function
+(:mod:`airlink.sim.kernel_live`); otherwise Python decides each TTI
+(:func:`decide_and_serve`, the readable reference the C loop must equal; a scheduler given
+as a Python class runs only there). ``--stats`` says which (``scheduler_step``).
+
 Time: the clock starts once every UE's command has been started (no packet can flow
 before; with ``warmup_bytes``, once every queue also holds that much); TTI ``k`` covers
 ``[start + k*tti, start + (k+1)*tti)``; at its end the scheduler
@@ -50,7 +57,7 @@ from airlink.core.errors import AirlinkError
 from airlink.core.units import parse_duration, parse_rate, parse_size
 
 from .cell_pypath import PyCellPath
-from .cell_radio import RadioFeed
+from .cell_radio import LIVE_ARRAYS, RadioFeed
 from .queues import core_parameters, make_queue, parse_queue_args, with_ecn
 from .server import EV_ARRIVAL, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, carry_budgets
 from .stages import LinkStage, Stage
@@ -69,6 +76,9 @@ RESCUE_DIVISOR = 3              # a rescuer moves a loop still asleep a third of
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
 _EVENT = EVENT       # the logged events of either packet path (see .server.EVENT)
+NEVER_NS = 2**62     # a wake-up time that never comes
+MIN_TTI = Fraction(1, 8000)             # the shortest TTI (NR's 120 kHz slots, FR2) ...
+MIN_PYTHON_STEP_TTI = Fraction(1, 2000)  # ... and the shortest the Python step keeps up with
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
@@ -85,7 +95,8 @@ class CellShell:
         or a scheduler object (see :mod:`airlink.sim.sched_base`)
     users : number of UEs
     seed : the radio's seed: the same seed gives the simulator's channel and draws
-    tti : TTI length (``"1ms"``; 0.5 to 10 ms)
+    tti : TTI length (``"1ms"``; 0.125 to 10 ms; under 0.5 ms only with the compiled step: one
+        of the kernel's schedulers, numba and the C packet path)
     duration : stop after this long (CMDs get SIGTERM); None: until every CMD has exited
     overrides : further preset parameters (``{"n_subchannels": 50, "pf_a": 0.01}``)
     queue, queue_args : each UE's base-station queue, any of :mod:`airlink.replay.queues`:
@@ -157,8 +168,13 @@ class CellShell:
             self.measured = measured_for(cfg, self.scheduler, from_log, n_users=self.n_users,
                                          n_prbs=self.n_subchannels, tti=self.tti, follow=follow_rnti,
                                          direction=log_direction, start=log_start)
-        if not Fraction(1, 2000) <= self.tti <= Fraction(1, 100):
-            raise AirlinkError(f"a cell's TTI must be 0.5 to 10 ms, got {float(self.tti) * 1000:g} ms")
+        if not MIN_TTI <= self.tti <= Fraction(1, 100):
+            raise AirlinkError(f"a cell's TTI must be {float(MIN_TTI) * 1000:g} to 10 ms, "
+                               f"got {float(self.tti) * 1000:g} ms")
+        why = _why_python_step(self.scheduler, _cellpath() is not None)
+        if self.tti < MIN_PYTHON_STEP_TTI and why:
+            raise AirlinkError(f"a cell's TTI under {float(MIN_PYTHON_STEP_TTI) * 1000:g} ms needs the compiled "
+                               f"step, which is not used here ({why}); got {float(self.tti) * 1000:g} ms")
         self.duration = None if duration is None else parse_duration(duration)
         if self.duration is not None:
             self.n_tti = int(self.duration / self.tti)
@@ -396,8 +412,13 @@ def _rescue_ns(late_ns: int) -> int:
 
 
 def _warm_up(radio):
+    """Compile (or load) the step before any clock runs: the Python step's kernel and, where
+    it can be used, the compiled step."""
     inp = radio.inputs(0, 1)
     radio.step(inp, 0, 1, radio.new_outputs(1), backlog=np.zeros(radio.n_users))
+    if radio.compiled_live_step:
+        from airlink.sim.kernel import live_step_address
+        live_step_address()
 
 
 def _log_lines(writer, lines: list, base_ns: int, events) -> None:
@@ -512,6 +533,8 @@ class _LiveCell:
         q0 = self.queues[0]
         self._logs = shell.log_dir is not None
         self.compiled_path = cp is not None
+        # the TTIs decided in C by the compiled step, or in Python (see decide_and_serve)
+        self.compiled_step = cp is not None and radio.compiled_live_step
         if cp is not None:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
@@ -560,6 +583,12 @@ class _LiveCell:
     def _new_chunk(self, chunk):
         self.slot, self.inp, self.out, self.live = chunk
         self.rows = 0
+        if self.compiled_step:
+            live = self.live
+            self._step_address, self._step_block = self.radio.live_step(self.inp, self.out,
+                                                                        live["backlog_seen_bytes"])
+            self.path.set_chunk(self._step_block, self.inp.k0, self.out["served"],
+                                *(live[name] for name, _ in LIVE_ARRAYS))
 
     def _release(self):
         """Hand the current chunk back to the radio process (its rows go to the MAC log)."""
@@ -568,28 +597,18 @@ class _LiveCell:
             self.slot = None
 
     def _tti(self, k, now):
-        """Decide and serve TTI ``k`` (it ended at ``boundary(k + 1)``, handled at ``now``)."""
+        """Decide and serve TTI ``k`` with the Python step (it ended at ``boundary(k + 1)``,
+        handled at ``now``)."""
         i = k - self.inp.k0
         if i >= self.inp.n:
             self._release()
             self._new_chunk(self.feed.next_chunk())
             i = 0
-        path = self.path
-        backlog = self._backlog
-        path.backlog(backlog)
-        # the bytes queued, less the fraction of a byte the scheduler already served (carry)
-        np.maximum(backlog - self.carry, 0.0, out=backlog)
-        row = {name: a[i:i + 1] for name, a in self.out.items()}
-        self.radio.step(self.inp, i, i + 1, row, backlog=backlog)
-        live = self.live
-        live["backlog_seen_bytes"][i] = backlog
         t_end = self._boundary(k + 1)
         late_ns = now - t_end
-        # whole bytes leave the queues; fractions of a byte carry to the next TTI
-        self._budgets[:] = carry_budgets(self.carry, self.out["served"][i])
-        path.serve(self._budgets, live["backlog_bytes"][i], live["backlog_packets"][i],
-                   live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i],
-                   live["marks_packets"][i], t_end)
+        decide_and_serve(self.path, self.radio, self.inp, i, self.out, self.live, self.carry, t_end,
+                         backlog=self._backlog, budgets=self._budgets)
+        live = self.live
         if self._logs:
             self._log_events()
         live["late"][i] = late_ns > self.shell.late_ns
@@ -600,6 +619,25 @@ class _LiveCell:
             self.late += 1
         if late_ns > self.max_late_ns:
             self.max_late_ns = late_ns
+
+    def _run_compiled(self, k, wake_ns, running):
+        """The compiled step: the C loop decides every TTI from ``k`` as it ends (to the
+        chunk's end or the run's), moving packets in between, and comes back at a chunk's
+        end, when a UE's command ended, at ``wake_ns`` or to have its logs drained.
+        Returns ``(next k, index of the ended command in running or -1)``."""
+        if k - self.inp.k0 >= self.inp.n:
+            self._release()
+            self._new_chunk(self.feed.next_chunk())
+        stop = self.inp.k0 + self.inp.n
+        if self.shell.n_tti is not None:
+            stop = min(stop, self.shell.n_tti)
+        path = self.path
+        k, j = path.run(k, stop, wake_ns, running)
+        if self._logs:
+            self._log_events()
+        self.rows = k - self.inp.k0
+        self.ttis, self.late, self.max_late_ns = path.ttis, path.late_ttis, path.max_lateness_ns
+        return k, j
 
     def _log_events(self):
         """The packet path's logged events since the last call, into the Mahimahi-format logs
@@ -639,7 +677,8 @@ class _LiveCell:
         while True:
             now = clock()
             if started and not over:
-                k = self._run_due(k, now)
+                if not self.compiled_step:
+                    k = self._run_due(k, now)
                 if limit is not None and k >= limit:
                     over = True
                     stop()              # the run's duration is over: CMDs get SIGTERM
@@ -655,7 +694,11 @@ class _LiveCell:
                 deadline = now + (DRAIN_QUIET_NS if started else START_POLL_NS)
             if drain_until is not None:
                 deadline = min(deadline, now + DRAIN_QUIET_NS)
-            j = path.wait(deadline, running)
+            if started and not over and self.compiled_step:
+                k, j = self._run_compiled(k, now + DRAIN_QUIET_NS if drain_until is not None else NEVER_NS,
+                                          running)
+            else:
+                j = path.wait(deadline, running)
             if j >= 0:
                 del running[j]
                 if not running and drain_until is None:
@@ -680,6 +723,9 @@ class _LiveCell:
         arrived (or were dropped) before count in TTI 0's row of the MAC log."""
         self._new_chunk(self._first)
         self.start_ns = time.monotonic_ns()
+        if self.compiled_step:
+            self.path.set_step(self._step_address, self.carry, self.start_ns, self._tti_num, self._tti_den,
+                               self.shell.late_ns)
         self.wall_tti0_ns = time.time_ns()         # the MAC log's time of TTI 0
         return True
 
@@ -734,12 +780,54 @@ class _LiveCell:
                 "duration_s": duration, "cpu_s": cpu_s, "cpu_per_s": cpu_s / duration if duration > 0 else None,
                 "page_faults": page_faults, "radio_cpu_s": radio_cpu_s, "radio_waits": self.feed.waits,
                 "radio_wait_s": self.feed.wait_ns / 1e9, "packet_path": "C" if self.compiled_path else "Python",
-                "scheduler_step": "compiled" if getattr(self.radio, "sched_id", 5) != 5 else
-                "Python (a scheduler class without a compiled twin)",
+                "scheduler_step": _step_description(self.compiled_step, self.shell.scheduler, self.compiled_path),
                 "loop_rescues": self.path.rescues,
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
                 "unroutable_packets": self.path.unroutable, "write_errors": self.path.write_errors, "ues": ues}
+
+
+def decide_and_serve(path, radio, inp, i: int, out: dict, live: dict, carry: np.ndarray, t_end: int, *,
+                     backlog=None, budgets=None) -> None:
+    """Decide and serve one TTI with the Python step: the readable reference of the C loop's
+    compiled step (replay/_cellpath.c, ``decide_tti``), which must do the same.
+
+    The scheduler decides row ``i`` of the chunk ``inp`` (:meth:`airlink.sim.step.Radio.step`)
+    with the live backlogs ``max(queued bytes - carry, 0)`` per UE (the bytes queued, less the
+    fraction of a byte it already served), written to ``live["backlog_seen_bytes"][i]``; the
+    whole bytes of what it served leave the queues at ``t_end`` and the fractions carry to the
+    next TTI (:func:`airlink.replay.server.carry_budgets`); ``path.serve`` fills the rest of row
+    ``i`` of ``live``. ``backlog``/``budgets``: scratch arrays (float64 / int64, one per UE).
+    """
+    n = len(carry)
+    backlog = np.zeros(n) if backlog is None else backlog
+    budgets = np.zeros(n, np.int64) if budgets is None else budgets
+    path.backlog(backlog)
+    np.maximum(backlog - carry, 0.0, out=backlog)
+    row = {name: a[i:i + 1] for name, a in out.items()}
+    radio.step(inp, i, i + 1, row, backlog=backlog)
+    live["backlog_seen_bytes"][i] = backlog
+    budgets[:] = carry_budgets(carry, out["served"][i])
+    path.serve(budgets, live["backlog_bytes"][i], live["backlog_packets"][i], live["arrivals_bytes"][i],
+               live["drops_packets"][i], live["drops_bytes"][i], live["marks_packets"][i], t_end)
+
+
+def _why_python_step(scheduler, c_path: bool):
+    """Why the cell's TTIs would be decided by the Python step, or None (the compiled step)."""
+    from airlink.sim import kernel
+    if getattr(scheduler, "kernel_id", None) is None:
+        return "a scheduler class without a compiled twin"
+    if not kernel.COMPILED:
+        return "numba is not available"
+    if not c_path:
+        return "the Python packet path"
+    return None
+
+
+def _step_description(compiled: bool, scheduler, c_path: bool) -> str:
+    """Which step decided the TTIs, and why not the compiled one (``--stats``' scheduler_step)."""
+    why = _why_python_step(scheduler, c_path)
+    return "compiled (called from the C loop)" if compiled else f"Python ({why})" if why else "Python"
 
 
 def _empty_mac(path):

@@ -38,7 +38,8 @@ import numpy as np
 from airlink.sim.step import OUTPUTS, ChunkInputs
 from airlink.core.errors import AirlinkError
 
-#: per-TTI live columns of the cell (after the simulator's outputs) and their types
+#: per-TTI live columns of the cell (after the simulator's outputs) and their types; the C
+#: loop's set_chunk (replay/_cellpath.c) takes them in this order
 LIVE_ARRAYS = (("backlog_bytes", np.float64), ("backlog_packets", np.int64), ("arrivals_bytes", np.float64),
                ("drops_packets", np.int64), ("drops_bytes", np.int64), ("marks_packets", np.int64),
                ("backlog_seen_bytes", np.float64),
