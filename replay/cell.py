@@ -815,6 +815,8 @@ def decide_and_serve(path, radio, inp, i: int, out: dict, live: dict, carry: np.
 def _why_python_step(scheduler, c_path: bool):
     """Why the cell's TTIs would be decided by the Python step, or None (the compiled step)."""
     from airlink.sim import kernel
+    if os.environ.get("AIRLINK_PYTHON_STEP"):
+        return "AIRLINK_PYTHON_STEP is set"
     if getattr(scheduler, "kernel_id", None) is None:
         return "a scheduler class without a compiled twin"
     if not kernel.COMPILED:

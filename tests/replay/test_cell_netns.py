@@ -228,7 +228,7 @@ def test_missing_command_and_bad_options_fail_with_one_line(test_ns):
     r = test_ns.airlink("cell", "--users", "2", "--", "/no/such/program")
     assert r.returncode == 127
     r = test_ns.airlink("cell", "--tti", "20ms", "--", "true")
-    assert r.returncode == 2 and r.stderr.startswith("airlink: error: a cell's TTI must be 0.5 to 10 ms")
+    assert r.returncode == 2 and r.stderr.startswith("airlink: error: a cell's TTI must be 0.125 to 10 ms")
     r = test_ns.airlink("cell", "--queue-args", "packets=-1", "--", "true")
     assert r.returncode == 2 and "must not be negative" in r.stderr
 
