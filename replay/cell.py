@@ -534,7 +534,7 @@ class _LiveCell:
         self._logs = shell.log_dir is not None
         self.compiled_path = cp is not None
         # the TTIs decided in C by the compiled step, or in Python (see decide_and_serve)
-        self.compiled_step = cp is not None and radio.compiled_live_step
+        self.compiled_step = _why_python_step(shell.scheduler, cp is not None) is None
         if cp is not None:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
