@@ -21,7 +21,7 @@ from tests.cext import c_extension
 
 from airlink.replay.cell_pypath import PyCellPath
 from airlink.replay.queues import make_queue
-from airlink.replay.server import ByteServer
+from airlink.replay.server import EV_ARRIVAL, EV_DEPARTURE, EV_DROP, EVENT, ByteServer
 
 cp = c_extension("airlink.replay._cellpath", module_level=True)
 
@@ -339,7 +339,8 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
     """2,000 TTIs of a PF cell of three UEs, decided in C by the compiled step (``Cell.run``)
     and in Python (``decide_and_serve``: Radio.step, the carry rule, ``Cell.serve``) on two
     C packet paths fed the same packets: the same decisions (every output of the step), the
-    same live columns, carries and radio state, and the same packets to every UE. ``full``:
+    same live columns, carries, radio state and log events, and the same packets to every
+    UE. ``full``:
     queues that never run dry; ``live``: a few packets now and then into drop-head queues of
     four packets, so UEs come and go and queues drop bytes the scheduler had sent."""
     from airlink.replay.cell import decide_and_serve
@@ -368,14 +369,14 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
                 s.setblocking(False)
             cells.append(cp.Cell(outer_cell.fileno(), [p[0].fileno() for p in inner], base, int(BLOCK.netmask),
-                                 SHIFT, {"infinite": 0, "drophead": 2}[kind], limit, 0))
+                                 SHIFT, {"infinite": 0, "drophead": 2}[kind], limit, 0, log=True))
             apps.append((outer_test, [p[1] for p in inner]))
         carries = [np.zeros(N), np.zeros(N)]
         # TTI k of the compiled step ends 1 ms x (k + 1) after a start 10 s ago: every TTI is
         # due at once, so run() decides them without reading a packet in between
-        cells[1].set_step(kernel.live_step_address(), carries[1], time.monotonic_ns() - 10**10, 1_000_000, 1,
-                          10**12)
-        seen_empty = 0
+        start = time.monotonic_ns() - 10**10
+        cells[1].set_step(kernel.live_step_address(), carries[1], start, 1_000_000, 1, 10**12)
+        seen_empty = events = 0
         for k0 in range(0, n_tti, radios[0].chunk):
             n = min(radios[0].chunk, n_tti - k0)
             inps = [r.inputs(k0, n) for r in radios]
@@ -395,10 +396,21 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
                         outer_test.send(p)
                     assert cell.wait(time.monotonic_ns() + 10_000_000, []) == -1
                 for k in range(s0, s1):
-                    decide_and_serve(cells[0], radios[0], inps[0], k - k0, outs[0], lives[0], carries[0], 0)
+                    decide_and_serve(cells[0], radios[0], inps[0], k - k0, outs[0], lives[0], carries[0],
+                                     start + (k + 1) * 1_000_000)
                 assert cells[1].run(s0, s1, 2**62, []) == (s1, -1)
                 for u in range(N):
                     assert _drain(apps[0][1][u]) == _drain(apps[1][1][u]), (s0, u)
+                # the log's events (what the Mahimahi-format logs are written from): the same,
+                # but for the times packets were read (arrivals, the drops they caused, and
+                # departures' arrival times)
+                for a, b in zip(cells[0].take_events(), cells[1].take_events()):
+                    ea, eb = (np.frombuffer(raw, EVENT).copy() for raw in (a, b))
+                    for e in (ea, eb):
+                        e["t"][(e["kind"] == EV_ARRIVAL) | (e["kind"] == EV_DROP)] = 0
+                        e["x"][e["kind"] == EV_DEPARTURE] = 0
+                    assert np.array_equal(ea, eb), s0
+                    events += len(ea)
             for name in outs[0]:
                 assert np.array_equal(outs[0][name], outs[1][name]), (k0, name)
             for name, _ in LIVE_ARRAYS:
@@ -409,7 +421,7 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
         assert np.array_equal(carries[0], carries[1])
         for name in radios[0].state:
             assert np.array_equal(radios[0].state[name], radios[1].state[name]), name
-        assert cells[1].ttis == n_tti and cells[1].late_ttis == 0
+        assert cells[1].ttis == n_tti and cells[1].late_ttis == 0 and events > 1000
         # the precondition of each case
         assert (seen_empty == 0) if backlogs == "full" else (seen_empty > n_tti // 4), seen_empty
         if backlogs == "live":
