@@ -78,7 +78,7 @@
 #include <limits.h>
 #include <math.h>
 #include <linux/futex.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -94,6 +94,7 @@
 #define MAX_PACKET 65536
 #define READ_BATCH 64           /* packets per fd and wake-up at most */
 #define MAX_WAIT_FDS 4096
+#define PIDFD_TAG (1ULL << 32)  /* epoll data of a pidfd: the tag and the fd; of a device: its index */
 #define MAX_RESCUERS 2
 #define LOG_DRAIN 8192          /* run() returns once this many logged events wait */
 #define CHUNK_ARRAYS 10         /* set_chunk's arrays after the block */
@@ -119,7 +120,11 @@ typedef struct {
     UE *ue;
     long long unroutable, write_errors, last_ns, log_lost;
     unsigned char *buf;
-    struct pollfd *pfd;
+    /* the devices and the watched pidfds in one epoll set (registered once, not per wait) */
+    int epfd;
+    struct epoll_event *evs;
+    unsigned *rev;                  /* events per device of one wake-up: outer, then the UEs' */
+    int *pidfds, n_pidfds;          /* the pidfds registered, in the caller's order */
     /* rescuers (see the top) */
     pthread_t resc[MAX_RESCUERS];
     int n_resc, resc_cpu[MAX_RESCUERS];
@@ -315,33 +320,57 @@ static void wait_returned(Cell *c, uint32_t s) {
 
 /* ---- methods -------------------------------------------------------------------------- */
 
-/* the pidfds to watch after the TUN devices (c->pfd from n + 1 on); their number, or -1 */
+/* the pidfds to watch (a sequence of fds): the epoll set follows it (pidfds no longer given
+   leave it, new ones join; an fd closed since left it by itself); their number, or -1 */
 static int set_pidfds(Cell *c, PyObject *fds) {
     PyObject *seq = PySequence_Fast(fds, "pidfds must be a sequence");
     if (!seq) return -1;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
     if (m > MAX_WAIT_FDS) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many fds"); return -1; }
-    int n = c->n;
-    struct pollfd *pfd = c->pfd;
+    int want[MAX_WAIT_FDS];
     for (Py_ssize_t j = 0; j < m; j++) {
         long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, j));
         if (v == -1 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
-        pfd[n + 1 + j].fd = (int)v;
-        pfd[n + 1 + j].events = POLLIN;
+        if (v < 0 || v > INT_MAX) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "bad pidfd"); return -1; }
+        want[j] = (int)v;
     }
     Py_DECREF(seq);
-    pfd[0].fd = c->outer_fd;
-    pfd[0].events = POLLIN;
-    for (int u = 0; u < n; u++) { pfd[1 + u].fd = c->ue[u].fd; pfd[1 + u].events = POLLIN; }
+    if (m == c->n_pidfds && memcmp(want, c->pidfds, (size_t)m * sizeof(int)) == 0) return (int)m;
+    for (int i = 0; i < c->n_pidfds; i++) {
+        int keep = 0;
+        for (Py_ssize_t j = 0; j < m && !keep; j++) keep = want[j] == c->pidfds[i];
+        if (!keep) epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->pidfds[i], NULL);   /* EBADF: closed, gone */
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = PIDFD_TAG | (uint32_t)want[j]};
+        if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, want[j], &ev) != 0 &&
+            (errno != EEXIST || epoll_ctl(c->epfd, EPOLL_CTL_MOD, want[j], &ev) != 0)) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            c->n_pidfds = 0;                  /* registered anew on the next call */
+            return -1;
+        }
+    }
+    memcpy(c->pidfds, want, (size_t)m * sizeof(int));
+    c->n_pidfds = (int)m;
     return (int)m;
 }
 
-/* move packets until the deadline (-1) or until pidfd j of the m set is readable (j);
-   *failed: an errno. Called without the GIL. */
+/* wait for events until ts (relative): epoll_pwait2's nanoseconds, or where the kernel lacks
+   it (Linux < 5.11) epoll_wait's milliseconds rounded down (the loop reads the clock again) */
+static int wait_events(Cell *c, int max, const struct timespec *ts) {
+    static int no_pwait2;
+    if (!no_pwait2) {
+        int got = (int)syscall(SYS_epoll_pwait2, c->epfd, c->evs, max, ts, NULL, (size_t)8);
+        if (got >= 0 || errno != ENOSYS) return got;
+        no_pwait2 = 1;
+    }
+    return epoll_wait(c->epfd, c->evs, max, (int)(ts->tv_sec * 1000 + ts->tv_nsec / 1000000));
+}
+
+/* move packets until the deadline (-1) or until the j-th of the m pidfds set is readable
+   (j); *failed: an errno. Called without the GIL. */
 static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
     int n = c->n;
-    struct pollfd *pfd = c->pfd;
-    int nfds = n + 1 + m;
     int ready = -1;
     *failed = 0;
     uint32_t published = publish_wait(c, deadline);
@@ -352,31 +381,38 @@ static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
         int64_t left = wake - now;
         if (left < 0) left = 0;
         struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
-        int got = ppoll(pfd, nfds, &ts, NULL);
+        int got = wait_events(c, n + 1 + m, &ts);
         if (got < 0) {
             if (errno == EINTR) continue;
             *failed = errno;
             break;
         }
         if (got == 0) continue;             /* the clock is read again above */
+        memset(c->rev, 0, (size_t)(n + 1) * sizeof *c->rev);
+        for (int i = 0; i < got; i++) {
+            uint64_t d = c->evs[i].data.u64;
+            if (d & PIDFD_TAG) {
+                for (int j = 0; j < c->n_pidfds; j++)       /* the first in the caller's order */
+                    if (c->pidfds[j] == (int)(uint32_t)d && (ready < 0 || j < ready)) ready = j;
+            } else {
+                c->rev[d] = c->evs[i].events;
+            }
+        }
         int moved = 0;
         /* a device in error (removed from outside) fails its read, or else reports it */
-        if (pfd[0].revents) { *failed = read_outer(c, deadline); moved = 1; }
-        if (!*failed && (pfd[0].revents & (POLLERR | POLLNVAL | POLLHUP))) *failed = EIO;
+        if (c->rev[0]) { *failed = read_outer(c, deadline); moved = 1; }
+        if (!*failed && (c->rev[0] & (EPOLLERR | EPOLLHUP))) *failed = EIO;
         for (int u = 0; u < n && !*failed; u++)
-            if (pfd[1 + u].revents) {
+            if (c->rev[1 + u]) {
                 *failed = read_inner(c, &c->ue[u], deadline);
                 moved = 1;
-                if (!*failed && (pfd[1 + u].revents & (POLLERR | POLLNVAL | POLLHUP))) *failed = EIO;
+                if (!*failed && (c->rev[1 + u] & (EPOLLERR | EPOLLHUP))) *failed = EIO;
             }
         if (moved) c->last_ns = now_ns();
-        if (*failed) break;
-        for (int j = n + 1; j < nfds; j++)
-            if (pfd[j].revents) { ready = j - n - 1; break; }
-        if (ready >= 0) break;
+        if (*failed || ready >= 0) break;
     }
     wait_returned(c, published);
-    return ready;
+    return *failed ? -1 : ready;
 }
 
 static PyObject *Cell_wait(Cell *c, PyObject *args) {
@@ -679,7 +715,10 @@ static void Cell_dealloc(Cell *c) {
         PyMem_Free(c->ue);
     }
     PyMem_Free(c->buf);
-    PyMem_Free(c->pfd);
+    PyMem_Free(c->evs);
+    PyMem_Free(c->rev);
+    PyMem_Free(c->pidfds);
+    if (c->epfd > 0) close(c->epfd);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -695,7 +734,7 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL|pL", kwlist, &outer, &inner, &base, &mask, &shift,
                                      &qkind, &lim_p, &lim_b, &log, &rescue_ns))
         return -1;
-    if (c->n_resc) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
+    if (c->n_resc || c->ue) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
     if (qkind < LC_INFINITE || qkind > LC_L4S || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
         PyErr_SetString(PyExc_ValueError, "bad queue kind, limit or part shift");
         return -1;
@@ -706,8 +745,10 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     if (n < 1 || n > 65536) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "1 to 65536 UEs"); return -1; }
     c->ue = PyMem_Calloc(n, sizeof(UE));
     c->buf = PyMem_Malloc(MAX_PACKET);
-    c->pfd = PyMem_Calloc(n + 1 + MAX_WAIT_FDS, sizeof(struct pollfd));
-    if (!c->ue || !c->buf || !c->pfd) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
+    c->evs = PyMem_Calloc(n + 1 + MAX_WAIT_FDS, sizeof(struct epoll_event));
+    c->rev = PyMem_Calloc(n + 1, sizeof(unsigned));
+    c->pidfds = PyMem_Calloc(MAX_WAIT_FDS, sizeof(int));
+    if (!c->ue || !c->buf || !c->evs || !c->rev || !c->pidfds) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
     c->n = (int)n;
     for (Py_ssize_t i = 0; i < n; i++) {
         long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
@@ -716,6 +757,15 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     }
     Py_DECREF(seq);
     c->outer_fd = outer;
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (c->epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
+    for (int i = -1; i < c->n; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(i + 1)};
+        if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, i < 0 ? outer : c->ue[i].fd, &ev) != 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+    }
     c->net_base = (uint32_t)base;
     c->net_mask = (uint32_t)mask;
     c->shift = shift;
