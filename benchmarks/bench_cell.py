@@ -106,7 +106,8 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
     cap = simulated_capacity_mbps(args)
     print(f"\n{args.preset}, {args.scheduler}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE"
-          f"{f', --tti {args.tti}' if args.tti else ''}{', --realtime' if args.realtime else ''}; step: {rows[0]['step']}")
+          f"{f', --tti {args.tti}' if args.tti else ''}{', --realtime' if args.realtime else ''}; "
+          f"step: {rows[0]['step']}")
     for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "goodput_mbps"):
         v = [r[key] for r in rows]
         print(f"{key:>16}: median {statistics.median(v):.4g}  (min {min(v):.4g}, max {max(v):.4g})")

@@ -72,7 +72,8 @@ UNBOUNDED_CHUNK_S = 2           # radio inputs per chunk of a run without a dura
 LOOP_NICE = -10                 # the TTI loop's niceness (without --realtime): it wakes up first ...
 LOOP_SLICE_NS = 100_000         # ... and asks for a 0.1 ms time slice (the shortest), so it preempts at once
 RESCUE_DIVISOR = 3              # a rescuer moves a loop still asleep a third of --late-after past a TTI's end
-                                # (AIRLINK_CELL_RESCUE=0: no rescuers; see _cellpath.c)
+                                # (AIRLINK_CELL_RESCUE=0: no rescuers; see _cellpath.c) ...
+RESCUE_MIN_TTI = Fraction(1, 2000)  # ... nor with TTIs under 0.5 ms
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
 _EVENT = EVENT       # the logged events of either packet path (see .server.EVENT)
@@ -405,10 +406,13 @@ def _command_started(pid: int) -> bool:
         return True
 
 
-def _rescue_ns(late_ns: int) -> int:
+def _rescue_ns(late_ns: int, tti) -> int:
     """How long after a TTI's end a rescuer thread moves the loop, still not back from its
-    wait, to a CPU that runs (0: no rescuers, with ``AIRLINK_CELL_RESCUE=0``)."""
-    return 0 if os.environ.get("AIRLINK_CELL_RESCUE", "1") == "0" else late_ns // RESCUE_DIVISOR
+    wait, to a CPU that runs (0: no rescuers, with ``AIRLINK_CELL_RESCUE=0`` or TTIs shorter
+    than ``RESCUE_MIN_TTI``, where their two wake-ups per TTI cost more CPU than they save)."""
+    if os.environ.get("AIRLINK_CELL_RESCUE", "1") == "0" or tti < RESCUE_MIN_TTI:
+        return 0
+    return late_ns // RESCUE_DIVISOR
 
 
 def _warm_up(radio):
@@ -538,7 +542,7 @@ class _LiveCell:
         if cp is not None:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
-                                kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns))
+                                kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns, shell.tti))
             for u, q in enumerate(self.queues):     # each UE's queue with its own coins
                 self.path.set_aqm(u, core_parameters(q)[3])
         else:
