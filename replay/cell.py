@@ -69,6 +69,7 @@ PREFETCH = 2                    # chunks of radio inputs made ahead of the clock
 UNBOUNDED_S = 24 * 3600         # the radio's horizon when no duration is given
 MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in memory)
 UNBOUNDED_CHUNK_S = 2           # radio inputs per chunk of a run without a duration
+RADIO_RT_PRIORITY = 5           # with --realtime, the radio process's SCHED_RR priority (the loop's is 10)
 LOOP_NICE = -10                 # the TTI loop's niceness (without --realtime): it wakes up first ...
 LOOP_SLICE_NS = 100_000         # ... and asks for a 0.1 ms time slice (the shortest), so it preempts at once
 RESCUE_DIVISOR = 3              # a rescuer moves a loop still asleep a third of --late-after past a TTI's end
@@ -128,8 +129,9 @@ class CellShell:
         ``"300KB"``): to start from full queues, as a full-buffer simulation does
     late_after : lateness (duration) from which a TTI counts as late (default half a TTI)
     realtime : run the shell's TTI loop under the real-time policy ``SCHED_RR`` (priority
-        10) so that a busy machine delays TTIs less; the UEs' commands and the radio process
-        (:mod:`airlink.replay.cell_radio`) keep the normal policy. Off by default (it takes
+        10) so that a busy machine delays TTIs less, and the radio process
+        (:mod:`airlink.replay.cell_radio`) under it at priority 5, so that its inputs are
+        ready in time; the UEs' commands keep the normal policy. Off by default (it takes
         CPU from everything else): the loop then runs at niceness -10 with a 0.1 ms time
         slice where the kernel allows one (Linux 6.12+).
     from_log : an NR-Scope CSV: replay that measured cell (:mod:`airlink.replay.cell_fromlog`):
@@ -270,6 +272,9 @@ class CellShell:
             if self.realtime:
                 try:
                     os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(10))
+                    # the loop waits for the radio's inputs: under load a normal process got too
+                    # little CPU to make them in time at 0.125 ms TTIs
+                    os.sched_setscheduler(feed.pid, os.SCHED_RR, os.sched_param(RADIO_RT_PRIORITY))
                 except OSError as exc:
                     raise AirlinkError(f"cannot use the real-time scheduling policy: {exc.strerror}") from None
             else:

@@ -21,6 +21,7 @@ shell wrote ``rows`` rows of the slot: MAC log rows),
 Ctrl-C (the shell forwards it to the UEs and ends the run itself) and ends when its socket
 closes. It keeps the normal priority (a lower one starved it on a busy machine, and the loop
 then waited for inputs); the TTI loop, at niceness -10 or real-time, preempts it anyway.
+With ``--realtime`` the shell puts it under the real-time policy too, below the loop.
 """
 from __future__ import annotations
 
