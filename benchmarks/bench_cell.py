@@ -19,6 +19,8 @@ namespace it makes is deleted afterwards.
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 [--realtime]
     sudo .venv/bin/python benchmarks/bench_cell.py --users 20 --tti 0.125ms --realtime
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime
+    sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime \
+        --set nr_bandwidth_mhz=400 --set n_subchannels=264 --set nr_layers=4
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def one_run(args, work: Path) -> dict:
               f"> {out}/ue$AIRLINK_UE.json")
     with throwaway_namespace("bench-cell", iperf_ports=[5200 + u for u in range(1, args.users + 1)]) as ns:
         cmd = ["ip", "netns", "exec", ns, AIRLINK, "cell", "--preset", args.preset, "--users", str(args.users),
-               *(["--tti", args.tti] if args.tti else []),
+               *(["--tti", args.tti] if args.tti else []), *(a for kv in args.sets for a in ("--set", kv)),
                "--seed", str(args.seed), "--scheduler", args.scheduler, "--queue-args", "packets=500",
                "--stats", str(work / "stats.json"), "--mac-log", str(work / "mac.parquet"),
                *(["--realtime"] if args.realtime else []), *(["--uplink", args.uplink] if args.uplink else []),
@@ -71,8 +73,14 @@ def one_run(args, work: Path) -> dict:
 def simulated_capacity_mbps(args) -> float:
     from airlink.sim import simulate
     r = simulate(args.preset, seed=args.seed, duration=f"{args.seconds}s", n_users=args.users,
-                 scheduler=args.scheduler, **({"tti": args.tti} if args.tti else {}))
+                 scheduler=args.scheduler, **({"tti": args.tti} if args.tti else {}), **_overrides(args.sets))
     return r.summary["aggregate_throughput_mbps"]
+
+
+def _overrides(sets) -> dict:
+    """``--set NAME=VALUE`` options as simulator overrides (values in YAML syntax, as the CLI reads them)."""
+    import yaml
+    return {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in sets)}
 
 
 def main():
@@ -84,6 +92,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--scheduler", default="pf", help="the cell's scheduler (pf)")
     ap.add_argument("--tti", help="the cell's TTI (default: the preset's), e.g. 0.125ms")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                    help="a preset parameter for the cell and the simulated reference (repeatable), "
+                         "e.g. --set nr_bandwidth_mhz=400 --set n_subchannels=264 --set nr_layers=4")
     ap.add_argument("--python-step", action="store_true",
                     help="decide the TTIs with the Python step (AIRLINK_PYTHON_STEP=1), not the compiled one")
     ap.add_argument("--realtime", action="store_true", help="run the shell with --realtime (SCHED_RR)")
