@@ -25,6 +25,9 @@ from numba.extending import intrinsic
 from .kernel import IP_TTI, LIVE_STEP_ARRAYS, apply_live_backlog, run_chunk
 
 _N_BLOCK = 4 * len(LIVE_STEP_ARRAYS)
+_NAMES = [entry[0] for entry in LIVE_STEP_ARRAYS]
+# the entries the step reads by name (the others go to run_chunk in their order)
+_LUT, _IP, _BACKLOG, _INFLIGHT, _SEEN = (_NAMES.index(n) for n in ("lut", "ip", "backlog", "inflight", "seen"))
 
 
 def _pointer_to(nbtype):
@@ -97,14 +100,14 @@ def _i8_row2(b, j, i):
 
 @cfunc(types.void(types.CPointer(types.int64), types.int64, types.int64), cache=True, nogil=True)
 def live_step(block, i, k):
-    # entry numbers: the positions in LIVE_STEP_ARRAYS
+    # entry numbers: the positions in LIVE_STEP_ARRAYS, which follows run_chunk's arguments
     b = carray(block, (_N_BLOCK,))
-    ip = _i8_1(b, 11)
+    ip = _i8_1(b, _IP)
     ip[IP_TTI] = k
-    lut = _f8_1(b, 10)
-    seen = _f8_row2(b, 47, i)
-    backlog = _f8_1(b, 13)
-    inflight = _f8_1(b, 14)
+    lut = _f8_1(b, _LUT)
+    seen = _f8_row2(b, _SEEN, i)
+    backlog = _f8_1(b, _BACKLOG)
+    inflight = _f8_1(b, _INFLIGHT)
     apply_live_backlog(seen[0], backlog, inflight)
     run_chunk(_f4_row3(b, 0, i), _f4_row3(b, 1, i), _f8_row2(b, 2, i), _f8_row2(b, 3, i), _i8_row2(b, 4, i),
               _i8_2(b, 5), _f4_1(b, 6), _f8_1(b, 7), _f8_1(b, 8), _i8_1(b, 9), lut[0], lut[1], ip, _f8_1(b, 12),
