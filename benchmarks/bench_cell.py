@@ -17,6 +17,10 @@ Several runs; median and min-max printed. Needs root (namespaces, TUN) and iperf
 namespace it makes is deleted afterwards.
 
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 [--realtime]
+    sudo .venv/bin/python benchmarks/bench_cell.py --users 20 --tti 0.125ms --realtime
+    sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime
+    sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime \
+        --set nr_bandwidth_mhz=400 --set n_subchannels=264 --set nr_layers=4
 """
 from __future__ import annotations
 
@@ -41,12 +45,16 @@ def one_run(args, work: Path) -> dict:
               f"> {out}/ue$AIRLINK_UE.json")
     with throwaway_namespace("bench-cell", iperf_ports=[5200 + u for u in range(1, args.users + 1)]) as ns:
         cmd = ["ip", "netns", "exec", ns, AIRLINK, "cell", "--preset", args.preset, "--users", str(args.users),
+               *(["--tti", args.tti] if args.tti else []), *(a for kv in args.sets for a in ("--set", kv)),
                "--seed", str(args.seed), "--scheduler", args.scheduler, "--queue-args", "packets=500",
                "--stats", str(work / "stats.json"), "--mac-log", str(work / "mac.parquet"),
                *(["--realtime"] if args.realtime else []), *(["--uplink", args.uplink] if args.uplink else []),
                "--", "sh", "-c", ue_cmd]
         t0 = time.monotonic()
-        r = subprocess.run(cmd, capture_output=True, text=True, env=user_env(), timeout=args.seconds + 120)
+        env = user_env()
+        if args.python_step:
+            env["AIRLINK_PYTHON_STEP"] = "1"
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.seconds + 120)
         wall = time.monotonic() - t0
     if r.returncode != 0:
         raise SystemExit(f"airlink cell failed ({r.returncode}): {r.stderr.strip()[-500:]}")
@@ -59,14 +67,20 @@ def one_run(args, work: Path) -> dict:
             "late_pct": 100 * stats["late_fraction"], "max_lateness_ms": stats["max_lateness_us"] / 1000,
             "cpu_per_s": stats["cpu_per_s"], "radio_cpu_per_s": stats["radio_cpu_s"] / stats["duration_s"],
             "radio_waits": stats["radio_waits"], "loop_rescues": stats.get("loop_rescues", 0),
-            "goodput_mbps": goodput / 1e6}
+            "goodput_mbps": goodput / 1e6, "step": stats["scheduler_step"]}
 
 
 def simulated_capacity_mbps(args) -> float:
     from airlink.sim import simulate
     r = simulate(args.preset, seed=args.seed, duration=f"{args.seconds}s", n_users=args.users,
-                 scheduler=args.scheduler)
+                 scheduler=args.scheduler, **({"tti": args.tti} if args.tti else {}), **_overrides(args.sets))
     return r.summary["aggregate_throughput_mbps"]
+
+
+def _overrides(sets) -> dict:
+    """``--set NAME=VALUE`` options as simulator overrides (values in YAML syntax, as the CLI reads them)."""
+    import yaml
+    return {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in sets)}
 
 
 def main():
@@ -77,6 +91,12 @@ def main():
     ap.add_argument("--users", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--scheduler", default="pf", help="the cell's scheduler (pf)")
+    ap.add_argument("--tti", help="the cell's TTI (default: the preset's), e.g. 0.125ms")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                    help="a preset parameter for the cell and the simulated reference (repeatable), "
+                         "e.g. --set nr_bandwidth_mhz=400 --set n_subchannels=264 --set nr_layers=4")
+    ap.add_argument("--python-step", action="store_true",
+                    help="decide the TTIs with the Python step (AIRLINK_PYTHON_STEP=1), not the compiled one")
     ap.add_argument("--realtime", action="store_true", help="run the shell with --realtime (SCHED_RR)")
     ap.add_argument("--uplink", metavar="RATE|TRACE", help="each UE's uplink (default unconstrained), e.g. 20Mbit/s")
     ap.add_argument("--keep", type=Path, metavar="DIR",
@@ -90,13 +110,15 @@ def main():
         for i in range(args.runs):
             row = one_run(args, work / f"run{i}")
             rows.append(row)
-            print(f"run {i + 1}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()), flush=True)
+            print(f"run {i + 1}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                                for k, v in row.items()), flush=True)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
     cap = simulated_capacity_mbps(args)
     print(f"\n{args.preset}, {args.scheduler}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE"
-          f"{', --realtime' if args.realtime else ''}")
+          f"{f', --tti {args.tti}' if args.tti else ''}{', --realtime' if args.realtime else ''}; "
+          f"step: {rows[0]['step']}")
     for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "goodput_mbps"):
         v = [r[key] for r in rows]
         print(f"{key:>16}: median {statistics.median(v):.4g}  (min {min(v):.4g}, max {max(v):.4g})")

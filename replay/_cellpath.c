@@ -13,9 +13,16 @@
  * carried from TTI k-1, is served at the end of TTI k to the bytes queued by then; the trace
  * repeats; a packet read at time t is queued after the TTIs that ended by t were served).
  *
- * Python decides once per TTI (airlink.sim.step.Radio.step with the live backlogs); in
- * between, Cell.wait() moves packets with the GIL released until the TTI's end or until
- * one of the given process fds (pidfds) is readable:
+ * The TTIs are decided in one of two ways. The compiled step (set_step, set_chunk, run):
+ * Cell.run() moves packets and, at every TTI's end, decides the TTI here in C - with the
+ * GIL released, for many TTIs per call - by calling the simulator's step compiled as a C
+ * function (airlink.sim.kernel_live.live_step, a numba cfunc: the same code as ``airlink
+ * simulate``). The Python step (the readable reference, and the only one for a scheduler
+ * given as a Python class): Python decides once per TTI (airlink.sim.step.Radio.step with
+ * the live backlogs, replay/cell.py's decide_and_serve) and in between Cell.wait() moves
+ * packets until the TTI's end or until one of the given process fds (pidfds) is readable.
+ * Both decide a TTI alike: backlog = max(queued bytes - carry, 0) per UE, the step, then
+ * each UE's budget = lc_carry_budget(carry, served) is served at the TTI's end.
  *
  *     cell.wait(deadline_ns, pidfds)   -> index of a readable pidfd, or -1 at the deadline
  *     cell.backlog(bytes_f8)           -> the bytes each UE has queued (float64 array)
@@ -31,6 +38,20 @@
  *     cell.set_uplink(ue, capacity_f8, tti_num, tti_den, start_ns)
  *         constrain UE ue's (0-based) uplink: capacity bytes per TTI, the TTI as the
  *         fraction tti_num/tti_den of a nanosecond, TTI 0 starting at start_ns
+ *     cell.set_step(address, carry_f8, start_ns, tti_num, tti_den, late_ns)
+ *         the compiled step: a C function void step(const int64_t *block, int64_t i,
+ *         int64_t k); the carry per UE (float64, kept and updated here); TTI k ends at
+ *         start_ns + (k + 1) * tti_num / tti_den; a TTI decided more than late_ns after
+ *         its end is late
+ *     cell.set_chunk(block_i8, k0, served_f8, bb, bp, arr, dp, db, mp, seen_f8, late_b1, lateness_i8)
+ *         the chunk of TTIs k0 .. k0 + rows - 1: the step's argument block, the step's
+ *         served bytes (rows x UEs) and the live columns it fills (the arrays of serve(),
+ *         then the backlogs the step saw, late and lateness in microseconds)
+ *     cell.run(k, k_stop, wake_ns, pidfds)  -> (next k, index of a readable pidfd or -1)
+ *         decide every TTI k .. k_stop - 1 once it has ended, moving packets in between;
+ *         returns when k_stop is reached, a pidfd is readable, wake_ns has passed or (with
+ *         log=True) more than LOG_DRAIN events wait to be taken. Counts ttis, late_ttis
+ *         and max_lateness_ns.
  *     cell.close()         -> stops the rescuer threads (also when the object is freed)
  *     cell.take_events([uplink])  -> with log=True: per UE, the arrivals, drops,
  *         opportunities and departures since the last call (for the Mahimahi-format logs),
@@ -57,7 +78,7 @@
 #include <limits.h>
 #include <math.h>
 #include <linux/futex.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -73,7 +94,12 @@
 #define MAX_PACKET 65536
 #define READ_BATCH 64           /* packets per fd and wake-up at most */
 #define MAX_WAIT_FDS 4096
+#define PIDFD_TAG (1ULL << 32)  /* epoll data of a pidfd: the tag and the fd; of a device: its index */
 #define MAX_RESCUERS 2
+#define LOG_DRAIN 8192          /* run() returns once this many logged events wait */
+#define CHUNK_ARRAYS 10         /* set_chunk's arrays after the block */
+
+typedef void (*step_fn)(const int64_t *block, int64_t i, int64_t k);
 
 typedef struct {
     lc_link dl;                                            /* the base station's queue and server */
@@ -94,7 +120,11 @@ typedef struct {
     UE *ue;
     long long unroutable, write_errors, last_ns, log_lost;
     unsigned char *buf;
-    struct pollfd *pfd;
+    /* the devices and the watched pidfds in one epoll set (registered once, not per wait) */
+    int epfd;
+    struct epoll_event *evs;
+    unsigned *rev;                  /* events per device of one wake-up: outer, then the UEs' */
+    int *pidfds, n_pidfds;          /* the pidfds registered, in the caller's order */
     /* rescuers (see the top) */
     pthread_t resc[MAX_RESCUERS];
     int n_resc, resc_cpu[MAX_RESCUERS];
@@ -105,6 +135,13 @@ typedef struct {
     _Atomic int64_t pub_deadline;   /* the deadline of wait() number seq */
     _Atomic uint32_t returned;      /* the seq of the last wait() that returned */
     _Atomic int moved, stop, sleepers;
+    /* the compiled step (set_step, set_chunk) */
+    step_fn step;
+    Py_buffer carry_buf, block_buf, chunk[CHUNK_ARRAYS];
+    int has_carry, has_chunk;
+    long long k0, rows, tti_num, tti_den, late_ns;
+    int64_t start_ns;
+    long long ttis, late_ttis, max_late_ns;
 } Cell;
 
 /* departures to a TUN device; failed writes counted in the cell */
@@ -283,29 +320,59 @@ static void wait_returned(Cell *c, uint32_t s) {
 
 /* ---- methods -------------------------------------------------------------------------- */
 
-static PyObject *Cell_wait(Cell *c, PyObject *args) {
-    long long deadline;
-    PyObject *fds;
-    if (!PyArg_ParseTuple(args, "LO", &deadline, &fds)) return NULL;
+/* the pidfds to watch (a sequence of fds): the epoll set follows it (pidfds no longer given
+   leave it, new ones join; an fd closed since left it by itself); their number, or -1 */
+static int set_pidfds(Cell *c, PyObject *fds) {
     PyObject *seq = PySequence_Fast(fds, "pidfds must be a sequence");
-    if (!seq) return NULL;
+    if (!seq) return -1;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
-    if (m > MAX_WAIT_FDS) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many fds"); return NULL; }
-    int n = c->n;
-    struct pollfd *pfd = c->pfd;
+    if (m > MAX_WAIT_FDS) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many fds"); return -1; }
+    int want[MAX_WAIT_FDS];
     for (Py_ssize_t j = 0; j < m; j++) {
         long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, j));
-        if (v == -1 && PyErr_Occurred()) { Py_DECREF(seq); return NULL; }
-        pfd[n + 1 + j].fd = (int)v;
-        pfd[n + 1 + j].events = POLLIN;
+        if (v == -1 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+        if (v < 0 || v > INT_MAX) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "bad pidfd"); return -1; }
+        want[j] = (int)v;
     }
     Py_DECREF(seq);
-    pfd[0].fd = c->outer_fd;
-    pfd[0].events = POLLIN;
-    for (int u = 0; u < n; u++) { pfd[1 + u].fd = c->ue[u].fd; pfd[1 + u].events = POLLIN; }
-    int nfds = n + 1 + (int)m;
-    int ready = -1, failed = 0;
-    Py_BEGIN_ALLOW_THREADS
+    if (m == c->n_pidfds && memcmp(want, c->pidfds, (size_t)m * sizeof(int)) == 0) return (int)m;
+    for (int i = 0; i < c->n_pidfds; i++) {
+        int keep = 0;
+        for (Py_ssize_t j = 0; j < m && !keep; j++) keep = want[j] == c->pidfds[i];
+        if (!keep) epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->pidfds[i], NULL);   /* EBADF: closed, gone */
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = PIDFD_TAG | (uint32_t)want[j]};
+        if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, want[j], &ev) != 0 &&
+            (errno != EEXIST || epoll_ctl(c->epfd, EPOLL_CTL_MOD, want[j], &ev) != 0)) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            c->n_pidfds = 0;                  /* registered anew on the next call */
+            return -1;
+        }
+    }
+    memcpy(c->pidfds, want, (size_t)m * sizeof(int));
+    c->n_pidfds = (int)m;
+    return (int)m;
+}
+
+/* wait for events until ts (relative): epoll_pwait2's nanoseconds, or where the kernel lacks
+   it (Linux < 5.11) epoll_wait's milliseconds rounded down (the loop reads the clock again) */
+static int wait_events(Cell *c, int max, const struct timespec *ts) {
+    static int no_pwait2;
+    if (!no_pwait2) {
+        int got = (int)syscall(SYS_epoll_pwait2, c->epfd, c->evs, max, ts, NULL, (size_t)8);
+        if (got >= 0 || errno != ENOSYS) return got;
+        no_pwait2 = 1;
+    }
+    return epoll_wait(c->epfd, c->evs, max, (int)(ts->tv_sec * 1000 + ts->tv_nsec / 1000000));
+}
+
+/* move packets until the deadline (-1) or until the j-th of the m pidfds set is readable
+   (j); *failed: an errno. Called without the GIL. */
+static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
+    int n = c->n;
+    int ready = -1;
+    *failed = 0;
     uint32_t published = publish_wait(c, deadline);
     for (;;) {
         int64_t now = now_ns();
@@ -314,30 +381,49 @@ static PyObject *Cell_wait(Cell *c, PyObject *args) {
         int64_t left = wake - now;
         if (left < 0) left = 0;
         struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
-        int got = ppoll(pfd, nfds, &ts, NULL);
+        int got = wait_events(c, n + 1 + m, &ts);
         if (got < 0) {
             if (errno == EINTR) continue;
-            failed = errno;
+            *failed = errno;
             break;
         }
         if (got == 0) continue;             /* the clock is read again above */
+        memset(c->rev, 0, (size_t)(n + 1) * sizeof *c->rev);
+        for (int i = 0; i < got; i++) {
+            uint64_t d = c->evs[i].data.u64;
+            if (d & PIDFD_TAG) {
+                for (int j = 0; j < c->n_pidfds; j++)       /* the first in the caller's order */
+                    if (c->pidfds[j] == (int)(uint32_t)d && (ready < 0 || j < ready)) ready = j;
+            } else {
+                c->rev[d] = c->evs[i].events;
+            }
+        }
         int moved = 0;
         /* a device in error (removed from outside) fails its read, or else reports it */
-        if (pfd[0].revents) { failed = read_outer(c, deadline); moved = 1; }
-        if (!failed && (pfd[0].revents & (POLLERR | POLLNVAL | POLLHUP))) failed = EIO;
-        for (int u = 0; u < n && !failed; u++)
-            if (pfd[1 + u].revents) {
-                failed = read_inner(c, &c->ue[u], deadline);
+        if (c->rev[0]) { *failed = read_outer(c, deadline); moved = 1; }
+        if (!*failed && (c->rev[0] & (EPOLLERR | EPOLLHUP))) *failed = EIO;
+        for (int u = 0; u < n && !*failed; u++)
+            if (c->rev[1 + u]) {
+                *failed = read_inner(c, &c->ue[u], deadline);
                 moved = 1;
-                if (!failed && (pfd[1 + u].revents & (POLLERR | POLLNVAL | POLLHUP))) failed = EIO;
+                if (!*failed && (c->rev[1 + u] & (EPOLLERR | EPOLLHUP))) *failed = EIO;
             }
         if (moved) c->last_ns = now_ns();
-        if (failed) break;
-        for (int j = n + 1; j < nfds; j++)
-            if (pfd[j].revents) { ready = j - n - 1; break; }
-        if (ready >= 0) break;
+        if (*failed || ready >= 0) break;
     }
     wait_returned(c, published);
+    return *failed ? -1 : ready;
+}
+
+static PyObject *Cell_wait(Cell *c, PyObject *args) {
+    long long deadline;
+    PyObject *fds;
+    if (!PyArg_ParseTuple(args, "LO", &deadline, &fds)) return NULL;
+    int m = set_pidfds(c, fds);
+    if (m < 0) return NULL;
+    int ready, failed;
+    Py_BEGIN_ALLOW_THREADS
+    ready = move_packets(c, deadline, m, &failed);
     Py_END_ALLOW_THREADS
     if (failed) { errno = failed; return PyErr_SetFromErrno(PyExc_OSError); }
     return PyLong_FromLong(ready);
@@ -366,6 +452,29 @@ static PyObject *Cell_backlog(Cell *c, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* serve UE i's budget at t_end, then fill element i of the row: backlog bytes/packets after
+   service, arrivals bytes, drops packets/bytes and marks since the previous row */
+static void serve_ue(Cell *c, int i, long long budget, int64_t t_end, double *bb, long long *bp,
+                     double *arr, long long *dp, long long *db, long long *mp) {
+    UE *u = &c->ue[i];
+    FdSink sink = {u->fd, c};
+    lc_sink out = {fd_write, &sink, 0};
+    lc_link *l = &u->dl;
+    lc_serve(l, budget, t_end, &out);
+    long long bytes, packets;
+    lc_backlog(l, &bytes, &packets);
+    bb[i] = (double)bytes;
+    bp[i] = packets;
+    arr[i] = (double)(l->arr_b - u->seen_arr_b);
+    dp[i] = l->drop_p - u->seen_drop_p;
+    db[i] = l->drop_b - u->seen_drop_b;
+    mp[i] = l->marks_p - u->seen_marks_p;
+    u->seen_arr_b = l->arr_b;
+    u->seen_drop_p = l->drop_p;
+    u->seen_drop_b = l->drop_b;
+    u->seen_marks_p = l->marks_p;
+}
+
 static PyObject *Cell_serve(Cell *c, PyObject *args) {
     PyObject *o[7];
     long long t_end = 0;
@@ -391,29 +500,163 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
         for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
         return NULL;
     }
-    long long *budget = b[0].buf, *bp = b[2].buf, *dp = b[4].buf, *db = b[5].buf, *mp = b[6].buf;
-    double *bb = b[1].buf, *arr = b[3].buf;
-    for (int i = 0; i < c->n; i++) {
-        UE *u = &c->ue[i];
-        FdSink sink = {u->fd, c};
-        lc_sink out = {fd_write, &sink, 0};
-        lc_link *l = &u->dl;
-        lc_serve(l, budget[i], t_end, &out);
-        long long bytes, packets;
-        lc_backlog(l, &bytes, &packets);
-        bb[i] = (double)bytes;
-        bp[i] = packets;
-        arr[i] = (double)(l->arr_b - u->seen_arr_b);
-        dp[i] = l->drop_p - u->seen_drop_p;
-        db[i] = l->drop_b - u->seen_drop_b;
-        mp[i] = l->marks_p - u->seen_marks_p;
-        u->seen_arr_b = l->arr_b;
-        u->seen_drop_p = l->drop_p;
-        u->seen_drop_b = l->drop_b;
-        u->seen_marks_p = l->marks_p;
-    }
+    long long *budget = b[0].buf;
+    for (int i = 0; i < c->n; i++)
+        serve_ue(c, i, budget[i], t_end, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, b[6].buf);
     for (int i = 0; i < 7; i++) PyBuffer_Release(&b[i]);
     Py_RETURN_NONE;
+}
+
+/* ---- the compiled step --------------------------------------------------------------- */
+
+static void release_chunk(Cell *c) {
+    if (!c->has_chunk) return;
+    PyBuffer_Release(&c->block_buf);
+    for (int j = 0; j < CHUNK_ARRAYS; j++) PyBuffer_Release(&c->chunk[j]);
+    c->has_chunk = 0;
+}
+
+static PyObject *Cell_set_step(Cell *c, PyObject *args) {
+    unsigned long long address;
+    PyObject *carry;
+    long long start, num, den, late;
+    if (!PyArg_ParseTuple(args, "KOLLLL", &address, &carry, &start, &num, &den, &late)) return NULL;
+    if (!address || num <= 0 || den <= 0) {
+        PyErr_SetString(PyExc_ValueError, "set_step: need a function address and a positive TTI");
+        return NULL;
+    }
+    Py_buffer b;
+    if (get_buf(carry, &b, "d", c->n, "carry") < 0) return NULL;
+    if (c->has_carry) PyBuffer_Release(&c->carry_buf);
+    c->carry_buf = b;
+    c->has_carry = 1;
+    c->step = (step_fn)(uintptr_t)address;
+    c->start_ns = start;
+    c->tti_num = num;
+    c->tti_den = den;
+    c->late_ns = late;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cell_set_chunk(Cell *c, PyObject *args) {
+    PyObject *block, *o[CHUNK_ARRAYS];
+    long long k0;
+    if (!PyArg_ParseTuple(args, "OLOOOOOOOOOO", &block, &k0, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9]))
+        return NULL;
+    /* served, backlog bytes/packets, arrivals, drops packets/bytes, marks, seen, late, lateness */
+    static const char kind[CHUNK_ARRAYS] = {'d', 'd', 'q', 'd', 'q', 'q', 'q', 'd', '?', 'q'};
+    Py_buffer bb, b[CHUNK_ARRAYS];
+    if (PyObject_GetBuffer(block, &bb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (bb.itemsize != 8 || bb.len < 8) {
+        PyBuffer_Release(&bb);
+        PyErr_SetString(PyExc_ValueError, "set_chunk: the block must be int64");
+        return NULL;
+    }
+    Py_ssize_t rows = -1;
+    int got = 0;
+    for (; got < CHUNK_ARRAYS; got++) {
+        if (PyObject_GetBuffer(o[got], &b[got], PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) break;
+        const char *f = b[got].format;
+        int size = kind[got] == '?' ? 1 : 8;
+        int ok = b[got].itemsize == size && (kind[got] == 'd' ? strcmp(f, "d") == 0 :
+                 kind[got] == '?' ? strcmp(f, "?") == 0 : (strcmp(f, "q") == 0 || strcmp(f, "l") == 0));
+        Py_ssize_t r = b[got].len / size / c->n;
+        if (rows < 0) rows = r;
+        if (!ok || r < 1 || r != rows || b[got].len != r * size * c->n) {
+            PyBuffer_Release(&b[got]);
+            PyErr_Format(PyExc_ValueError, "set_chunk: array %d needs rows x %d values of type %c", got, c->n,
+                         kind[got]);
+            break;
+        }
+    }
+    if (got < CHUNK_ARRAYS) {
+        for (int j = 0; j < got; j++) PyBuffer_Release(&b[j]);
+        PyBuffer_Release(&bb);
+        return NULL;
+    }
+    release_chunk(c);
+    c->block_buf = bb;
+    memcpy(c->chunk, b, sizeof b);
+    c->has_chunk = 1;
+    c->k0 = k0;
+    c->rows = rows;
+    Py_RETURN_NONE;
+}
+
+/* logged events not yet taken */
+static long long log_pending(Cell *c) {
+    long long n = 0;
+    for (int i = 0; i < c->n; i++) n += (long long)(c->ue[i].dl_log.n + c->ue[i].ul_log.n);
+    return n;
+}
+
+/* decide TTI k (handled at now) with the compiled step and serve it (see the top) */
+static void decide_tti(Cell *c, long long k, int64_t now) {
+    int n = c->n;
+    long long i = k - c->k0;
+    double *carry = c->carry_buf.buf;
+    double *seen = (double *)c->chunk[7].buf + i * n;
+    for (int u = 0; u < n; u++) {
+        long long bytes, packets;
+        lc_backlog(&c->ue[u].dl, &bytes, &packets);
+        /* the bytes queued, less the fraction of a byte the scheduler already served */
+        double b = (double)bytes - carry[u];
+        seen[u] = b > 0.0 ? b : 0.0;
+    }
+    c->step(c->block_buf.buf, i, k);
+    int64_t t_end = lc_boundary(c->start_ns, c->tti_num, c->tti_den, k + 1);
+    int64_t late = now - t_end;
+    const double *served = (const double *)c->chunk[0].buf + i * n;
+    double *bb = (double *)c->chunk[1].buf + i * n, *arr = (double *)c->chunk[3].buf + i * n;
+    long long *bp = (long long *)c->chunk[2].buf + i * n, *dp = (long long *)c->chunk[4].buf + i * n;
+    long long *db = (long long *)c->chunk[5].buf + i * n, *mp = (long long *)c->chunk[6].buf + i * n;
+    unsigned char *late_row = (unsigned char *)c->chunk[8].buf + i * n;
+    long long *lateness = (long long *)c->chunk[9].buf + i * n;
+    int is_late = late > c->late_ns;
+    for (int u = 0; u < n; u++) {
+        /* whole bytes leave the queue; fractions of a byte carry to the next TTI */
+        long long budget = lc_carry_budget(&carry[u], served[u]);
+        serve_ue(c, u, budget, t_end, bb, bp, arr, dp, db, mp);
+        late_row[u] = (unsigned char)is_late;
+        lateness[u] = (late > 0 ? late : 0) / 1000;
+    }
+    c->ttis++;
+    c->late_ttis += is_late;
+    if (late > c->max_late_ns) c->max_late_ns = late;
+}
+
+static PyObject *Cell_run(Cell *c, PyObject *args) {
+    long long k, k_stop, wake;
+    PyObject *fds;
+    if (!PyArg_ParseTuple(args, "LLLO", &k, &k_stop, &wake, &fds)) return NULL;
+    if (!c->step || !c->has_carry || !c->has_chunk) {
+        PyErr_SetString(PyExc_RuntimeError, "run() needs set_step() and set_chunk() first");
+        return NULL;
+    }
+    if (k < c->k0 || k > k_stop || k_stop > c->k0 + c->rows) {
+        PyErr_SetString(PyExc_ValueError, "run(): TTIs k .. k_stop - 1 must lie in the chunk");
+        return NULL;
+    }
+    int m = set_pidfds(c, fds);
+    if (m < 0) return NULL;
+    int ready = -1, failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        int64_t now = now_ns();
+        while (k < k_stop && lc_boundary(c->start_ns, c->tti_num, c->tti_den, k + 1) <= now) {
+            decide_tti(c, k, now);
+            k++;
+            now = now_ns();
+        }
+        if (k >= k_stop || now >= wake || (c->log && log_pending(c) > LOG_DRAIN)) break;
+        int64_t deadline = lc_boundary(c->start_ns, c->tti_num, c->tti_den, k + 1);
+        ready = move_packets(c, wake < deadline ? wake : deadline, m, &failed);
+        if (failed || ready >= 0) break;
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) { errno = failed; return PyErr_SetFromErrno(PyExc_OSError); }
+    return Py_BuildValue("(Li)", k, ready);
 }
 
 static PyObject *Cell_take_events(Cell *c, PyObject *args) {
@@ -458,6 +701,8 @@ static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
 
 static void Cell_dealloc(Cell *c) {
     stop_rescuers(c);
+    release_chunk(c);
+    if (c->has_carry) PyBuffer_Release(&c->carry_buf);
     if (c->ue) {
         for (int i = 0; i < c->n; i++) {
             UE *u = &c->ue[i];
@@ -470,7 +715,10 @@ static void Cell_dealloc(Cell *c) {
         PyMem_Free(c->ue);
     }
     PyMem_Free(c->buf);
-    PyMem_Free(c->pfd);
+    PyMem_Free(c->evs);
+    PyMem_Free(c->rev);
+    PyMem_Free(c->pidfds);
+    if (c->epfd > 0) close(c->epfd);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -486,7 +734,7 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL|pL", kwlist, &outer, &inner, &base, &mask, &shift,
                                      &qkind, &lim_p, &lim_b, &log, &rescue_ns))
         return -1;
-    if (c->n_resc) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
+    if (c->n_resc || c->ue) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
     if (qkind < LC_INFINITE || qkind > LC_L4S || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
         PyErr_SetString(PyExc_ValueError, "bad queue kind, limit or part shift");
         return -1;
@@ -497,8 +745,10 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     if (n < 1 || n > 65536) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "1 to 65536 UEs"); return -1; }
     c->ue = PyMem_Calloc(n, sizeof(UE));
     c->buf = PyMem_Malloc(MAX_PACKET);
-    c->pfd = PyMem_Calloc(n + 1 + MAX_WAIT_FDS, sizeof(struct pollfd));
-    if (!c->ue || !c->buf || !c->pfd) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
+    c->evs = PyMem_Calloc(n + 1 + MAX_WAIT_FDS, sizeof(struct epoll_event));
+    c->rev = PyMem_Calloc(n + 1, sizeof(unsigned));
+    c->pidfds = PyMem_Calloc(MAX_WAIT_FDS, sizeof(int));
+    if (!c->ue || !c->buf || !c->evs || !c->rev || !c->pidfds) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
     c->n = (int)n;
     for (Py_ssize_t i = 0; i < n; i++) {
         long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
@@ -507,6 +757,15 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     }
     Py_DECREF(seq);
     c->outer_fd = outer;
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (c->epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
+    for (int i = -1; i < c->n; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(i + 1)};
+        if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, i < 0 ? outer : c->ue[i].fd, &ev) != 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+    }
     c->net_base = (uint32_t)base;
     c->net_mask = (uint32_t)mask;
     c->shift = shift;
@@ -580,6 +839,12 @@ static PyMethodDef Cell_methods[] = {
     {"set_aqm", (PyCFunction)Cell_set_aqm, METH_VARARGS,
      "set_aqm(ue, (ecn, seed, a, b, c, d)): UE ue's queue parameters (see replay/_linkcore.h, lc_link_aqm)."},
     {"close", (PyCFunction)Cell_close, METH_NOARGS, "Stop the rescuer threads (also done when freed)."},
+    {"set_step", (PyCFunction)Cell_set_step, METH_VARARGS,
+     "set_step(address, carry, start_ns, tti_num, tti_den, late_ns): the compiled step (see the module)."},
+    {"set_chunk", (PyCFunction)Cell_set_chunk, METH_VARARGS,
+     "set_chunk(block, k0, served, bb, bp, arr, dp, db, mp, seen, late, lateness): the chunk of TTIs the step fills."},
+    {"run", (PyCFunction)Cell_run, METH_VARARGS,
+     "run(k, k_stop, wake_ns, pidfds) -> (k, ready): decide TTIs with the compiled step as they end (see the module)."},
     {"take_events", (PyCFunction)Cell_take_events, METH_VARARGS,
      "take_events(uplink=False): the logged events since the last call, per UE: bytes of (t, x int64; "
      "kind, len int32) records (the downlink's, or the constrained uplinks')."},
@@ -592,6 +857,9 @@ static PyMemberDef Cell_members[] = {
     {"last_packet_ns", T_LONGLONG, offsetof(Cell, last_ns), READONLY, "when packets last moved"},
     {"log_lost", T_LONGLONG, offsetof(Cell, log_lost), READONLY, "events not logged for want of memory"},
     {"rescues", T_LONGLONG, offsetof(Cell, rescues), READONLY, "times a rescuer moved the late loop to its CPU"},
+    {"ttis", T_LONGLONG, offsetof(Cell, ttis), READONLY, "TTIs decided by run()"},
+    {"late_ttis", T_LONGLONG, offsetof(Cell, late_ttis), READONLY, "of those, the late ones"},
+    {"max_lateness_ns", T_LONGLONG, offsetof(Cell, max_late_ns), READONLY, "the largest lateness in run() (ns)"},
     {NULL}
 };
 

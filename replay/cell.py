@@ -8,6 +8,13 @@ R/T^lambda / backlog-driven) decides from the channel and the **live** queue bac
 many bytes each UE receives. TCP sets the backlog from the rate it sees; the scheduler sets
 the rate from the backlog: the loop of the source papers, closed with real applications.
 
+Who decides: with the C packet path, numba and one of the kernel's own schedulers, the C
+loop (:mod:`airlink.replay._cellpath`) decides every TTI itself, many TTIs per call from
+Python, by calling the simulator's step compiled as a C function
+(:mod:`airlink.sim.kernel_live`); otherwise Python decides each TTI
+(:func:`decide_and_serve`, the readable reference the C loop must equal; a scheduler given
+as a Python class runs only there). ``--stats`` says which (``scheduler_step``).
+
 Time: the clock starts once every UE's command has been started (no packet can flow
 before; with ``warmup_bytes``, once every queue also holds that much); TTI ``k`` covers
 ``[start + k*tti, start + (k+1)*tti)``; at its end the scheduler
@@ -50,7 +57,7 @@ from airlink.core.errors import AirlinkError
 from airlink.core.units import parse_duration, parse_rate, parse_size
 
 from .cell_pypath import PyCellPath
-from .cell_radio import RadioFeed
+from .cell_radio import LIVE_ARRAYS, RadioFeed
 from .queues import core_parameters, make_queue, parse_queue_args, with_ecn
 from .server import EV_ARRIVAL, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, carry_budgets
 from .stages import LinkStage, Stage
@@ -62,13 +69,18 @@ PREFETCH = 2                    # chunks of radio inputs made ahead of the clock
 UNBOUNDED_S = 24 * 3600         # the radio's horizon when no duration is given
 MEASURED_UNBOUNDED_S = 3600     # ... and with a measured channel trace (held in memory)
 UNBOUNDED_CHUNK_S = 2           # radio inputs per chunk of a run without a duration
+RADIO_RT_PRIORITY = 5           # with --realtime, the radio process's SCHED_RR priority (the loop's is 10)
 LOOP_NICE = -10                 # the TTI loop's niceness (without --realtime): it wakes up first ...
 LOOP_SLICE_NS = 100_000         # ... and asks for a 0.1 ms time slice (the shortest), so it preempts at once
 RESCUE_DIVISOR = 3              # a rescuer moves a loop still asleep a third of --late-after past a TTI's end
-                                # (AIRLINK_CELL_RESCUE=0: no rescuers; see _cellpath.c)
+                                # (AIRLINK_CELL_RESCUE=0: no rescuers; see _cellpath.c) ...
+RESCUE_MIN_TTI = Fraction(1, 2000)  # ... nor with TTIs under 0.5 ms
 START_POLL_NS = 2_000_000       # before the clock starts: look at the UEs' commands this often ...
 START_WAIT_NS = 2_000_000_000   # ... and start it at the latest this long after they were let go
 _EVENT = EVENT       # the logged events of either packet path (see .server.EVENT)
+NEVER_NS = 2**62     # a wake-up time that never comes
+MIN_TTI = Fraction(1, 8000)             # the shortest TTI (NR's 120 kHz slots, FR2) ...
+MIN_PYTHON_STEP_TTI = Fraction(1, 2000)  # ... and the shortest the Python step keeps up with
 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
@@ -85,7 +97,8 @@ class CellShell:
         or a scheduler object (see :mod:`airlink.sim.sched_base`)
     users : number of UEs
     seed : the radio's seed: the same seed gives the simulator's channel and draws
-    tti : TTI length (``"1ms"``; 0.5 to 10 ms)
+    tti : TTI length (``"1ms"``; 0.125 to 10 ms; under 0.5 ms only with the compiled step: one
+        of the kernel's schedulers, numba and the C packet path)
     duration : stop after this long (CMDs get SIGTERM); None: until every CMD has exited
     overrides : further preset parameters (``{"n_subchannels": 50, "pf_a": 0.01}``)
     queue, queue_args : each UE's base-station queue, any of :mod:`airlink.replay.queues`:
@@ -116,8 +129,9 @@ class CellShell:
         ``"300KB"``): to start from full queues, as a full-buffer simulation does
     late_after : lateness (duration) from which a TTI counts as late (default half a TTI)
     realtime : run the shell's TTI loop under the real-time policy ``SCHED_RR`` (priority
-        10) so that a busy machine delays TTIs less; the UEs' commands and the radio process
-        (:mod:`airlink.replay.cell_radio`) keep the normal policy. Off by default (it takes
+        10) so that a busy machine delays TTIs less, and the radio process
+        (:mod:`airlink.replay.cell_radio`) under it at priority 5, so that its inputs are
+        ready in time; the UEs' commands keep the normal policy. Off by default (it takes
         CPU from everything else): the loop then runs at niceness -10 with a 0.1 ms time
         slice where the kernel allows one (Linux 6.12+).
     from_log : an NR-Scope CSV: replay that measured cell (:mod:`airlink.replay.cell_fromlog`):
@@ -157,8 +171,13 @@ class CellShell:
             self.measured = measured_for(cfg, self.scheduler, from_log, n_users=self.n_users,
                                          n_prbs=self.n_subchannels, tti=self.tti, follow=follow_rnti,
                                          direction=log_direction, start=log_start)
-        if not Fraction(1, 2000) <= self.tti <= Fraction(1, 100):
-            raise AirlinkError(f"a cell's TTI must be 0.5 to 10 ms, got {float(self.tti) * 1000:g} ms")
+        if not MIN_TTI <= self.tti <= Fraction(1, 100):
+            raise AirlinkError(f"a cell's TTI must be {float(MIN_TTI) * 1000:g} to 10 ms, "
+                               f"got {float(self.tti) * 1000:g} ms")
+        why = _why_python_step(self.scheduler, _cellpath() is not None)
+        if self.tti < MIN_PYTHON_STEP_TTI and why:
+            raise AirlinkError(f"a cell's TTI under {float(MIN_PYTHON_STEP_TTI) * 1000:g} ms needs the compiled "
+                               f"step, which is not used here ({why}); got {float(self.tti) * 1000:g} ms")
         self.duration = None if duration is None else parse_duration(duration)
         if self.duration is not None:
             self.n_tti = int(self.duration / self.tti)
@@ -253,6 +272,9 @@ class CellShell:
             if self.realtime:
                 try:
                     os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(10))
+                    # the loop waits for the radio's inputs: under load a normal process got too
+                    # little CPU to make them in time at 0.125 ms TTIs
+                    os.sched_setscheduler(feed.pid, os.SCHED_RR, os.sched_param(RADIO_RT_PRIORITY))
                 except OSError as exc:
                     raise AirlinkError(f"cannot use the real-time scheduling policy: {exc.strerror}") from None
             else:
@@ -389,15 +411,23 @@ def _command_started(pid: int) -> bool:
         return True
 
 
-def _rescue_ns(late_ns: int) -> int:
+def _rescue_ns(late_ns: int, tti) -> int:
     """How long after a TTI's end a rescuer thread moves the loop, still not back from its
-    wait, to a CPU that runs (0: no rescuers, with ``AIRLINK_CELL_RESCUE=0``)."""
-    return 0 if os.environ.get("AIRLINK_CELL_RESCUE", "1") == "0" else late_ns // RESCUE_DIVISOR
+    wait, to a CPU that runs (0: no rescuers, with ``AIRLINK_CELL_RESCUE=0`` or TTIs shorter
+    than ``RESCUE_MIN_TTI``, where their two wake-ups per TTI cost more CPU than they save)."""
+    if os.environ.get("AIRLINK_CELL_RESCUE", "1") == "0" or tti < RESCUE_MIN_TTI:
+        return 0
+    return late_ns // RESCUE_DIVISOR
 
 
 def _warm_up(radio):
+    """Compile (or load) the step before any clock runs: the Python step's kernel and, where
+    it can be used, the compiled step."""
     inp = radio.inputs(0, 1)
     radio.step(inp, 0, 1, radio.new_outputs(1), backlog=np.zeros(radio.n_users))
+    if radio.compiled_live_step:
+        from airlink.sim.kernel import live_step_address
+        live_step_address()
 
 
 def _log_lines(writer, lines: list, base_ns: int, events) -> None:
@@ -512,10 +542,12 @@ class _LiveCell:
         q0 = self.queues[0]
         self._logs = shell.log_dir is not None
         self.compiled_path = cp is not None
+        # the TTIs decided in C by the compiled step, or in Python (see decide_and_serve)
+        self.compiled_step = _why_python_step(shell.scheduler, cp is not None) is None
         if cp is not None:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
-                                kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns))
+                                kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns, shell.tti))
             for u, q in enumerate(self.queues):     # each UE's queue with its own coins
                 self.path.set_aqm(u, core_parameters(q)[3])
         else:
@@ -560,6 +592,12 @@ class _LiveCell:
     def _new_chunk(self, chunk):
         self.slot, self.inp, self.out, self.live = chunk
         self.rows = 0
+        if self.compiled_step:
+            live = self.live
+            self._step_address, self._step_block = self.radio.live_step(self.inp, self.out,
+                                                                        live["backlog_seen_bytes"])
+            self.path.set_chunk(self._step_block, self.inp.k0, self.out["served"],
+                                *(live[name] for name, _ in LIVE_ARRAYS))
 
     def _release(self):
         """Hand the current chunk back to the radio process (its rows go to the MAC log)."""
@@ -568,28 +606,18 @@ class _LiveCell:
             self.slot = None
 
     def _tti(self, k, now):
-        """Decide and serve TTI ``k`` (it ended at ``boundary(k + 1)``, handled at ``now``)."""
+        """Decide and serve TTI ``k`` with the Python step (it ended at ``boundary(k + 1)``,
+        handled at ``now``)."""
         i = k - self.inp.k0
         if i >= self.inp.n:
             self._release()
             self._new_chunk(self.feed.next_chunk())
             i = 0
-        path = self.path
-        backlog = self._backlog
-        path.backlog(backlog)
-        # the bytes queued, less the fraction of a byte the scheduler already served (carry)
-        np.maximum(backlog - self.carry, 0.0, out=backlog)
-        row = {name: a[i:i + 1] for name, a in self.out.items()}
-        self.radio.step(self.inp, i, i + 1, row, backlog=backlog)
-        live = self.live
-        live["backlog_seen_bytes"][i] = backlog
         t_end = self._boundary(k + 1)
         late_ns = now - t_end
-        # whole bytes leave the queues; fractions of a byte carry to the next TTI
-        self._budgets[:] = carry_budgets(self.carry, self.out["served"][i])
-        path.serve(self._budgets, live["backlog_bytes"][i], live["backlog_packets"][i],
-                   live["arrivals_bytes"][i], live["drops_packets"][i], live["drops_bytes"][i],
-                   live["marks_packets"][i], t_end)
+        decide_and_serve(self.path, self.radio, self.inp, i, self.out, self.live, self.carry, t_end,
+                         backlog=self._backlog, budgets=self._budgets)
+        live = self.live
         if self._logs:
             self._log_events()
         live["late"][i] = late_ns > self.shell.late_ns
@@ -600,6 +628,25 @@ class _LiveCell:
             self.late += 1
         if late_ns > self.max_late_ns:
             self.max_late_ns = late_ns
+
+    def _run_compiled(self, k, wake_ns, running):
+        """The compiled step: the C loop decides every TTI from ``k`` as it ends (to the
+        chunk's end or the run's), moving packets in between, and comes back at a chunk's
+        end, when a UE's command ended, at ``wake_ns`` or to have its logs drained.
+        Returns ``(next k, index of the ended command in running or -1)``."""
+        if k - self.inp.k0 >= self.inp.n:
+            self._release()
+            self._new_chunk(self.feed.next_chunk())
+        stop = self.inp.k0 + self.inp.n
+        if self.shell.n_tti is not None:
+            stop = min(stop, self.shell.n_tti)
+        path = self.path
+        k, j = path.run(k, stop, wake_ns, running)
+        if self._logs:
+            self._log_events()
+        self.rows = k - self.inp.k0
+        self.ttis, self.late, self.max_late_ns = path.ttis, path.late_ttis, path.max_lateness_ns
+        return k, j
 
     def _log_events(self):
         """The packet path's logged events since the last call, into the Mahimahi-format logs
@@ -639,7 +686,8 @@ class _LiveCell:
         while True:
             now = clock()
             if started and not over:
-                k = self._run_due(k, now)
+                if not self.compiled_step:
+                    k = self._run_due(k, now)
                 if limit is not None and k >= limit:
                     over = True
                     stop()              # the run's duration is over: CMDs get SIGTERM
@@ -655,7 +703,11 @@ class _LiveCell:
                 deadline = now + (DRAIN_QUIET_NS if started else START_POLL_NS)
             if drain_until is not None:
                 deadline = min(deadline, now + DRAIN_QUIET_NS)
-            j = path.wait(deadline, running)
+            if started and not over and self.compiled_step:
+                k, j = self._run_compiled(k, now + DRAIN_QUIET_NS if drain_until is not None else NEVER_NS,
+                                          running)
+            else:
+                j = path.wait(deadline, running)
             if j >= 0:
                 del running[j]
                 if not running and drain_until is None:
@@ -680,6 +732,9 @@ class _LiveCell:
         arrived (or were dropped) before count in TTI 0's row of the MAC log."""
         self._new_chunk(self._first)
         self.start_ns = time.monotonic_ns()
+        if self.compiled_step:
+            self.path.set_step(self._step_address, self.carry, self.start_ns, self._tti_num, self._tti_den,
+                               self.shell.late_ns)
         self.wall_tti0_ns = time.time_ns()         # the MAC log's time of TTI 0
         return True
 
@@ -734,12 +789,56 @@ class _LiveCell:
                 "duration_s": duration, "cpu_s": cpu_s, "cpu_per_s": cpu_s / duration if duration > 0 else None,
                 "page_faults": page_faults, "radio_cpu_s": radio_cpu_s, "radio_waits": self.feed.waits,
                 "radio_wait_s": self.feed.wait_ns / 1e9, "packet_path": "C" if self.compiled_path else "Python",
-                "scheduler_step": "compiled" if getattr(self.radio, "sched_id", 5) != 5 else
-                "Python (a scheduler class without a compiled twin)",
+                "scheduler_step": _step_description(self.compiled_step, self.shell.scheduler, self.compiled_path),
                 "loop_rescues": self.path.rescues,
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
                 "unroutable_packets": self.path.unroutable, "write_errors": self.path.write_errors, "ues": ues}
+
+
+def decide_and_serve(path, radio, inp, i: int, out: dict, live: dict, carry: np.ndarray, t_end: int, *,
+                     backlog=None, budgets=None) -> None:
+    """Decide and serve one TTI with the Python step: the readable reference of the C loop's
+    compiled step (replay/_cellpath.c, ``decide_tti``), which must do the same.
+
+    The scheduler decides row ``i`` of the chunk ``inp`` (:meth:`airlink.sim.step.Radio.step`)
+    with the live backlogs ``max(queued bytes - carry, 0)`` per UE (the bytes queued, less the
+    fraction of a byte it already served), written to ``live["backlog_seen_bytes"][i]``; the
+    whole bytes of what it served leave the queues at ``t_end`` and the fractions carry to the
+    next TTI (:func:`airlink.replay.server.carry_budgets`); ``path.serve`` fills the rest of row
+    ``i`` of ``live``. ``backlog``/``budgets``: scratch arrays (float64 / int64, one per UE).
+    """
+    n = len(carry)
+    backlog = np.zeros(n) if backlog is None else backlog
+    budgets = np.zeros(n, np.int64) if budgets is None else budgets
+    path.backlog(backlog)
+    np.maximum(backlog - carry, 0.0, out=backlog)
+    row = {name: a[i:i + 1] for name, a in out.items()}
+    radio.step(inp, i, i + 1, row, backlog=backlog)
+    live["backlog_seen_bytes"][i] = backlog
+    budgets[:] = carry_budgets(carry, out["served"][i])
+    path.serve(budgets, live["backlog_bytes"][i], live["backlog_packets"][i], live["arrivals_bytes"][i],
+               live["drops_packets"][i], live["drops_bytes"][i], live["marks_packets"][i], t_end)
+
+
+def _why_python_step(scheduler, c_path: bool):
+    """Why the cell's TTIs would be decided by the Python step, or None (the compiled step)."""
+    from airlink.sim import kernel
+    if os.environ.get("AIRLINK_PYTHON_STEP"):
+        return "AIRLINK_PYTHON_STEP is set"
+    if getattr(scheduler, "kernel_id", None) is None:
+        return "a scheduler class without a compiled twin"
+    if not kernel.COMPILED:
+        return "numba is not available"
+    if not c_path:
+        return "the Python packet path"
+    return None
+
+
+def _step_description(compiled: bool, scheduler, c_path: bool) -> str:
+    """Which step decided the TTIs, and why not the compiled one (``--stats``' scheduler_step)."""
+    why = _why_python_step(scheduler, c_path)
+    return "compiled (called from the C loop)" if compiled else f"Python ({why})" if why else "Python"
 
 
 def _empty_mac(path):

@@ -21,6 +21,7 @@ shell wrote ``rows`` rows of the slot: MAC log rows),
 Ctrl-C (the shell forwards it to the UEs and ends the run itself) and ends when its socket
 closes. It keeps the normal priority (a lower one starved it on a busy machine, and the loop
 then waited for inputs); the TTI loop, at niceness -10 or real-time, preempts it anyway.
+With ``--realtime`` the shell puts it under the real-time policy too, below the loop.
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ import numpy as np
 from airlink.sim.step import OUTPUTS, ChunkInputs
 from airlink.core.errors import AirlinkError
 
-#: per-TTI live columns of the cell (after the simulator's outputs) and their types
+#: per-TTI live columns of the cell (after the simulator's outputs) and their types; the C
+#: loop's set_chunk (replay/_cellpath.c) takes them in this order
 LIVE_ARRAYS = (("backlog_bytes", np.float64), ("backlog_packets", np.int64), ("arrivals_bytes", np.float64),
                ("drops_packets", np.int64), ("drops_bytes", np.int64), ("marks_packets", np.int64),
                ("backlog_seen_bytes", np.float64),

@@ -956,8 +956,79 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                     j += 1
 
 
+def _apply_live_backlog(seen, backlog, inflight):
+    """A live cell's queues stand in for the simulator's: ``backlog[u] = seen[u]`` (bytes
+    queued at the decision, blocks awaiting a HARQ retransmission included), and a queue
+    that dropped bytes already sent (drop-head) cannot owe more than it holds:
+    ``inflight[u] = min(inflight[u], seen[u])``."""
+    for u in range(seen.shape[0]):
+        backlog[u] = seen[u]
+        if inflight[u] > seen[u]:
+            inflight[u] = seen[u]
+
+
+#: The arrays of the live cell's compiled step (:func:`live_step_address`), in the order
+#: of :func:`run_chunk`'s arguments, then the live backlogs: ``(name, dtype, ndim, per_tti)``.
+#: ``per_tti``: a chunk's array (TTIs first) of which the step takes row ``i``. ``lut`` holds
+#: run_chunk's ``lut_lo`` and ``lut_step``; the outputs follow :data:`airlink.sim.step.OUTPUTS`.
+LIVE_STEP_ARRAYS = (
+    ("rep", np.float32, 3, True), ("real", np.float32, 3, True), ("arrivals", np.float64, 2, True),
+    ("u_err", np.float64, 2, True), ("perm", np.int64, 2, True), ("forced", np.int64, 2, False),
+    ("thr_lin", np.float32, 1, False), ("bytes_per_mcs", np.float64, 1, False), ("s50_lin", np.float64, 1, False),
+    ("best_lut", np.int64, 1, False), ("lut", np.float64, 1, False), ("ip", np.int64, 1, False),
+    ("fp", np.float64, 1, False), ("backlog", np.float64, 1, False), ("inflight", np.float64, 1, False),
+    ("avg_thr", np.float64, 1, False), ("pend_bytes", np.float64, 2, False), ("pend_mcs", np.int64, 2, False),
+    ("pend_acc", np.float64, 2, False), ("pend_tx", np.int64, 2, False), ("pend_head", np.int64, 1, False),
+    ("pend_count", np.int64, 1, False), ("misc", np.int64, 1, False), ("user_mcs", np.int64, 1, False),
+    ("la_ci_sum", np.float64, 1, False), ("la_err", np.int64, 1, False), ("la_blocks", np.int64, 1, False),
+    ("assigned_ch", np.int64, 1, False), ("greedy_cnt", np.int64, 1, False), ("full_u", np.int64, 1, False),
+    ("pkt_u", np.float64, 1, False), ("olla_db", np.float64, 1, False), ("pend_ready", np.int64, 2, False),
+    ("pend_proc", np.int64, 2, False), ("proc_state", np.int64, 3, False), ("bl_thr_db", np.float64, 1, False),
+    ("bl_channels", np.int64, 1, False),
+    ("out_served", np.float64, 2, True), ("out_tx", np.float64, 2, True), ("out_nsub", np.int64, 2, True),
+    ("out_mcs", np.float64, 2, True), ("out_retx", np.int64, 2, True), ("out_backlog", np.float64, 2, True),
+    ("out_drops", np.int64, 2, True), ("out_blocks", np.int64, 2, True), ("out_active", np.int64, 2, True),
+    ("out_gaveup", np.int64, 2, True),
+    ("seen", np.float64, 2, True))
+
+
+def live_step_block(arrays) -> np.ndarray:
+    """The argument block of the compiled live step: int64 ``(address, d0, d1, d2)`` per
+    array of :data:`LIVE_STEP_ARRAYS` (given in that order, checked: dtype, dimensions,
+    C order). The arrays must outlive every call that uses the block."""
+    if len(arrays) != len(LIVE_STEP_ARRAYS):
+        raise ValueError(f"the live step takes {len(LIVE_STEP_ARRAYS)} arrays, got {len(arrays)}")
+    block = np.zeros(4 * len(arrays), np.int64)
+    for j, ((name, dtype, ndim, _per_tti), a) in enumerate(zip(LIVE_STEP_ARRAYS, arrays)):
+        if not isinstance(a, np.ndarray) or a.dtype != dtype or a.ndim != ndim or not a.flags.c_contiguous:
+            raise ValueError(f"live step array {name}: need a C-ordered {ndim}-d {np.dtype(dtype)} array")
+        block[4 * j] = a.ctypes.data
+        block[4 * j + 1:4 * j + 1 + ndim] = a.shape
+    return block
+
+
 run_chunk = _run_chunk
 schedule_rates = _schedule_rates
+apply_live_backlog = _apply_live_backlog
+
+
+def live_step_address():
+    """The address of the live cell's compiled step, a C function
+    ``void step(const int64_t *block, int64_t i, int64_t k)`` (None without numba).
+
+    It runs TTI ``k`` (global index) from row ``i`` of the chunk arrays of ``block``
+    (:func:`live_step_block`): :func:`apply_live_backlog` with row ``i`` of ``seen``, then
+    :func:`run_chunk` for that one TTI, writing row ``i`` of the outputs - the simulator's
+    step itself, compiled once more as a C-callable function (a numba ``cfunc``) that the
+    cell's C loop (replay/_cellpath.c) calls without the GIL. Compiled (or loaded from the
+    cache) on the first call.
+    """
+    if not COMPILED:
+        return None
+    from .kernel_live import live_step
+    return live_step.address
+
+
 try:  # pragma: no cover - depends on the environment
     if os.environ.get("AIRLINK_NUMBA", "1") == "0":
         raise ImportError("numba disabled by AIRLINK_NUMBA=0")
@@ -976,8 +1047,10 @@ try:  # pragma: no cover - depends on the environment
     _rate_update = _jit(_rate_update)
     schedule_rates = _jit(_schedule_rates)
     run_chunk = _jit(_run_chunk)
+    apply_live_backlog = _jit(_apply_live_backlog)
     COMPILED = True
 except Exception:  # numba missing or broken: plain Python, same results
     run_chunk = _run_chunk
     schedule_rates = _schedule_rates
+    apply_live_backlog = _apply_live_backlog
     COMPILED = False

@@ -274,18 +274,11 @@ class Radio:
         if backlog is not None:
             if i1 - i0 != 1:
                 raise AirlinkError("live backlogs are given one TTI at a time")
-            b = st["backlog"]
-            b[:] = backlog
-            # a queue that dropped bytes already sent (drop-head) cannot owe more than it holds
-            np.minimum(st["inflight"], b, out=st["inflight"])
+            K.apply_live_backlog(np.ascontiguousarray(backlog, dtype=np.float64), st["backlog"], st["inflight"])
         s = slice(i0, i1)
         self.ip[K.IP_TTI] = inp.k0 + i0
         args = (self.thr_lin, self.bytes_per_mcs, self.s50, self.best_lut, self.lut_lo, self.lut_step,
-                self.ip, self.fp, st["backlog"], st["inflight"], st["avg_thr"], st["pend_bytes"],
-                st["pend_mcs"], st["pend_acc"], st["pend_tx"], st["pend_head"], st["pend_count"],
-                st["misc"], st["user_mcs"], st["la_ci_sum"], st["la_err"], st["la_blocks"],
-                st["assigned_ch"], st["greedy_cnt"], st["full_u"], st["pkt_u"], st["olla_db"], st["pend_ready"],
-                st["pend_proc"], st["proc_state"], self.bl_thr, self.bl_ch)
+                self.ip, self.fp, *self._state_arrays())
         if self.sched_id != 5:
             K.run_chunk(inp.rep[s], inp.real[s], inp.arrivals[s], inp.u_err[s], inp.perm[s],
                         self._dummy_forced, *args, *(out[n][:i1 - i0] for n in OUTPUTS))
@@ -311,6 +304,35 @@ class Radio:
             K.run_chunk(inp.rep[t], inp.real[t], inp.arrivals[t], inp.u_err[t], inp.perm[t], assign, *args,
                         *(out[n][r:r + 1] for n in OUTPUTS))
             sched.update(out["tx"][r] * 8.0)
+
+    def _state_arrays(self) -> tuple:
+        """What the kernel carries from TTI to TTI, in :func:`~airlink.sim.kernel.run_chunk`'s order."""
+        st = self.state
+        return (st["backlog"], st["inflight"], st["avg_thr"], st["pend_bytes"], st["pend_mcs"], st["pend_acc"],
+                st["pend_tx"], st["pend_head"], st["pend_count"], st["misc"], st["user_mcs"], st["la_ci_sum"],
+                st["la_err"], st["la_blocks"], st["assigned_ch"], st["greedy_cnt"], st["full_u"], st["pkt_u"],
+                st["olla_db"], st["pend_ready"], st["pend_proc"], st["proc_state"], self.bl_thr, self.bl_ch)
+
+    @property
+    def compiled_live_step(self) -> bool:
+        """Whether :meth:`live_step` can be used: numba compiled the kernel and the scheduler
+        is one of the kernel's own (a scheduler class runs TTI by TTI in :meth:`step`)."""
+        return K.COMPILED and self.sched_id != 5
+
+    def live_step(self, inp: ChunkInputs, out: dict, seen: np.ndarray):
+        """``(address, block)`` of the compiled live step (:func:`airlink.sim.kernel.live_step_address`)
+        for the chunk ``inp`` with outputs ``out`` (:meth:`new_outputs`-like, ``inp.n`` rows)
+        and ``seen`` (float64 (n, users)): row ``i`` holds the live backlogs (bytes) that TTI
+        ``inp.k0 + i`` is decided with. Calling ``step(block, i, inp.k0 + i)`` does what
+        ``step(inp, i, i + 1, rows i of out, backlog=seen[i])`` does. ``block`` refers to the
+        arrays: keep them (and it) alive while it is used."""
+        if not self.compiled_live_step:
+            raise AirlinkError("the live step is compiled only for the kernel's own schedulers, with numba")
+        lut = self._lut = np.array([self.lut_lo, self.lut_step])
+        arrays = (inp.rep, inp.real, inp.arrivals, inp.u_err, inp.perm, self._dummy_forced, self.thr_lin,
+                  self.bytes_per_mcs, self.s50, self.best_lut, lut, self.ip, self.fp, *self._state_arrays(),
+                  *(out[n] for n in OUTPUTS), seen)
+        return K.live_step_address(), K.live_step_block(arrays)
 
     # -- the MAC log ------------------------------------------------------------------------------
     def mac_columns(self, out: dict, sinr_db, sinr_rep_db, arrivals, *, start_ns: int = 0,

@@ -18,6 +18,8 @@ sudo airlink cell --preset imt-advanced --users 4 --queue codel --ecn --stats st
 # L4S (DualPI2) per UE: ECT(1) packets marked above a 1 ms sojourn, classic traffic by PI2:
 sudo airlink cell --preset imt-advanced --users 4 --queue l4s --queue-args step=1ms -- ./download.sh
 sudo airlink delay 20 airlink cell --preset 1xrtt --scheduler backlog --users 2 -- ./download.sh
+# a 5G NR FR2 cell (120 kHz, 0.125 ms slots; the TTIs are decided in C by the compiled step):
+sudo airlink cell --preset nr-fr2 --users 4 --realtime --stats stats.json -- ./download.sh
 # a measured 5G cell: the other users' recorded PRBs first, 2 live UEs on what is left,
 # UE channels following RNTI 23938's recorded MCS
 sudo airlink cell --from-log cell.csv --preset nr-tmobile-10mhz --log-start 68.5s \\
@@ -39,14 +41,16 @@ def register(sub):
         "reported, never stretched. Needs root; under sudo CMD runs as you. The exit status is "
         "the worst of the commands'. Nests inside `airlink delay` / `airlink loss`.",
         EXAMPLE)
-    p.add_argument("--preset", help="evdo, imt-advanced, hsdpa, egprs, 1xrtt, quick (default quick) or a YAML file")
+    p.add_argument("--preset", help="evdo, imt-advanced, hsdpa, egprs, 1xrtt, nr-fr1, nr-fr2, nr-tmobile-10mhz, "
+                                    "quick (default quick) or a YAML file")
     p.add_argument("--config", type=Path, action="append", default=[],
                    help="YAML file of parameter overrides (repeatable; later wins)")
     p.add_argument("--scheduler", help="rr, maxcir, pf, lambda, backlog, mcpfs, or package.module:Class")
     bounded(p, "--users", bound=B.CELL_UES, help="number of UEs (default: the preset's)")
     bounded(p, "--seed", bound=B.SEED, default=0, help="radio seed: channel and draws as `airlink simulate`'s")
     bounded(p, "--tti", bound=B.TTI, parse=parse_tti, keep_text=True,
-            help="TTI length, 0.5 to 10 ms (default: the preset's)")
+            help="TTI length, 0.125 to 10 ms (default: the preset's); under 0.5 ms only with the "
+                 "compiled step (a built-in scheduler)")
     bounded(p, "--duration", bound=B.SIM_DURATION, parse=with_unit(parse_duration, "30s or 500ms"), keep_text=True,
             help="stop after this long (e.g. 30s); default: when every CMD exited")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",

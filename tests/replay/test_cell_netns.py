@@ -134,6 +134,8 @@ def test_full_queues_get_the_simulators_decisions(test_ns, udp_source, tmp_path)
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["ttis"] == 2000
     assert stats["late_ttis"] == int((~on_time).sum())
+    from airlink.sim import kernel
+    assert stats["scheduler_step"].startswith("compiled" if kernel.COMPILED and _c_path_built() else "Python")
 
 
 def _c_path_built():
@@ -169,6 +171,8 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink,
     assert r.returncode == 0, r.stderr
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["packet_path"] == ("C" if not python and _c_path_built() else "Python")
+    if python:
+        assert stats["scheduler_step"].startswith("Python (")
     mac = _mac(tmp_path / "mac.parquet")
     # the MAC log's times are the TTIs' wall-clock times: inside the run, one TTI apart
     times = mac["served_bytes"].index.as_unit("ns").asi8
@@ -224,7 +228,7 @@ def test_missing_command_and_bad_options_fail_with_one_line(test_ns):
     r = test_ns.airlink("cell", "--users", "2", "--", "/no/such/program")
     assert r.returncode == 127
     r = test_ns.airlink("cell", "--tti", "20ms", "--", "true")
-    assert r.returncode == 2 and r.stderr.startswith("airlink: error: a cell's TTI must be 0.5 to 10 ms")
+    assert r.returncode == 2 and r.stderr.startswith("airlink: error: a cell's TTI must be 0.125 to 10 ms")
     r = test_ns.airlink("cell", "--queue-args", "packets=-1", "--", "true")
     assert r.returncode == 2 and "must not be negative" in r.stderr
 

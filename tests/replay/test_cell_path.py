@@ -21,7 +21,7 @@ from tests.cext import c_extension
 
 from airlink.replay.cell_pypath import PyCellPath
 from airlink.replay.queues import make_queue
-from airlink.replay.server import ByteServer
+from airlink.replay.server import EV_ARRIVAL, EV_DEPARTURE, EV_DROP, EVENT, ByteServer
 
 cp = c_extension("airlink.replay._cellpath", module_level=True)
 
@@ -332,3 +332,100 @@ def test_without_rescue_ns_no_thread_is_started_and_close_stops_the_rescuers():
         for p in (s, ue):
             for x in p:
                 x.close()
+
+
+@pytest.mark.parametrize("backlogs", ["full", "live"])
+def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
+    """2,000 TTIs of a PF cell of three UEs, decided in C by the compiled step (``Cell.run``)
+    and in Python (``decide_and_serve``: Radio.step, the carry rule, ``Cell.serve``) on two
+    C packet paths fed the same packets: the same decisions (every output of the step), the
+    same live columns, carries, radio state and log events, and the same packets to every
+    UE. ``full``:
+    queues that never run dry; ``live``: a few packets now and then into drop-head queues of
+    four packets, so UEs come and go and queues drop bytes the scheduler had sent."""
+    from airlink.replay.cell import decide_and_serve
+    from airlink.replay.cell_radio import LIVE_ARRAYS
+    from airlink.sim import kernel
+    from airlink.sim.engine import make_scheduler, resolve_config
+    from airlink.sim.step import Radio
+    if not kernel.COMPILED:
+        pytest.skip("numba is not installed: there is no compiled step")
+    n_tti, segment = 2000, 50
+    cfg = resolve_config("quick", {"n_users": N, "scheduler": "pf", "bandwidth_hz": 1.08e6})
+    cfg["seed"] = 5
+    radios = [Radio(cfg, make_scheduler("pf", cfg), n_users=N, n_subchannels=cfg["n_subchannels"], n_tti=n_tti,
+                    live=True) for _ in range(2)]
+    kind, limit = ("infinite", 0) if backlogs == "full" else ("drophead", 4)
+    rng = random.Random(backlogs)
+    base = int(BLOCK.network_address)
+    sockets = []
+    try:
+        cells, apps = [], []
+        for _ in range(2):
+            outer_cell, outer_test = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            inner = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(N)]
+            sockets += [outer_cell, outer_test, *(s for pair in inner for s in pair)]
+            for s in sockets:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+                s.setblocking(False)
+            cells.append(cp.Cell(outer_cell.fileno(), [p[0].fileno() for p in inner], base, int(BLOCK.netmask),
+                                 SHIFT, {"infinite": 0, "drophead": 2}[kind], limit, 0, log=True))
+            apps.append((outer_test, [p[1] for p in inner]))
+        carries = [np.zeros(N), np.zeros(N)]
+        # TTI k of the compiled step ends 1 ms x (k + 1) after a start 10 s ago: every TTI is
+        # due at once, so run() decides them without reading a packet in between
+        start = time.monotonic_ns() - 10**10
+        cells[1].set_step(kernel.live_step_address(), carries[1], start, 1_000_000, 1, 10**12)
+        seen_empty = events = 0
+        for k0 in range(0, n_tti, radios[0].chunk):
+            n = min(radios[0].chunk, n_tti - k0)
+            inps = [r.inputs(k0, n) for r in radios]
+            outs = [r.new_outputs(n) for r in radios]
+            lives = [{name: np.zeros((n, N), dtype) for name, dtype in LIVE_ARRAYS} for _ in range(2)]
+            _addr, block = radios[1].live_step(inps[1], outs[1], lives[1]["backlog_seen_bytes"])
+            cells[1].set_chunk(block, k0, outs[1]["served"], *(lives[1][name] for name, _ in LIVE_ARRAYS))
+            for s0 in range(k0, k0 + n, segment):
+                s1 = min(s0 + segment, k0 + n)
+                packets = []
+                for u in range(N):
+                    count = (40 if s0 == 0 else 20) if backlogs == "full" else rng.choice([0, 0, 0, 1, 2, 5])
+                    packets += [_packet(rng, base + (u + 1) * 64 + 2, rng.randrange(200, 1500))
+                                for _ in range(count)]
+                for cell, (outer_test, _) in zip(cells, apps):
+                    for p in packets:
+                        outer_test.send(p)
+                    assert cell.wait(time.monotonic_ns() + 10_000_000, []) == -1
+                for k in range(s0, s1):
+                    decide_and_serve(cells[0], radios[0], inps[0], k - k0, outs[0], lives[0], carries[0],
+                                     start + (k + 1) * 1_000_000)
+                assert cells[1].run(s0, s1, 2**62, []) == (s1, -1)
+                for u in range(N):
+                    assert _drain(apps[0][1][u]) == _drain(apps[1][1][u]), (s0, u)
+                # the log's events (what the Mahimahi-format logs are written from): the same,
+                # but for the times packets were read (arrivals, the drops they caused, and
+                # departures' arrival times)
+                for a, b in zip(cells[0].take_events(), cells[1].take_events()):
+                    ea, eb = (np.frombuffer(raw, EVENT).copy() for raw in (a, b))
+                    for e in (ea, eb):
+                        e["t"][(e["kind"] == EV_ARRIVAL) | (e["kind"] == EV_DROP)] = 0
+                        e["x"][e["kind"] == EV_DEPARTURE] = 0
+                    assert np.array_equal(ea, eb), s0
+                    events += len(ea)
+            for name in outs[0]:
+                assert np.array_equal(outs[0][name], outs[1][name]), (k0, name)
+            for name, _ in LIVE_ARRAYS:
+                if name not in ("late", "lateness_us"):
+                    assert np.array_equal(lives[0][name], lives[1][name]), (k0, name)
+            seen_empty += int((lives[0]["backlog_seen_bytes"] == 0).sum())
+            assert outs[0]["served"].sum() > 0
+        assert np.array_equal(carries[0], carries[1])
+        for name in radios[0].state:
+            assert np.array_equal(radios[0].state[name], radios[1].state[name]), name
+        assert cells[1].ttis == n_tti and cells[1].late_ttis == 0 and events > 1000
+        # the precondition of each case
+        assert (seen_empty == 0) if backlogs == "full" else (seen_empty > n_tti // 4), seen_empty
+        if backlogs == "live":
+            assert sum(cells[0].ue_stats(u)["drops_packets"] for u in range(N)) > 0
+    finally:
+        for s in sockets:
+            s.close()
