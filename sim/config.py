@@ -198,6 +198,9 @@ class CellConfig(BaseModel):
     harq_processes: Integer = Field(0, ge=0, description="HARQ processes per user (0: unlimited): new data "
                                                          "needs a free one (NR: 16, TS 38.331 "
                                                          "nrofHARQ-ProcessesForPDSCH)")
+    harq_combining: Literal["chase", "ir"] = Field("chase", description="how a block's transmissions "
+                                                   "combine: chase (SINRs add) or ir (incremental "
+                                                   "redundancy, information adds: sim/nr_harq.py)")
     link_adaptation: Literal[LINK_ADAPTATION_MODES] = Field(
         "cqi", description="MCS choice: cqi (reported SINR), ci (averaged C/I), bler (measured BLER), "
                            "hybrid, ideal (real SINR), olla (outer loop towards bler_target)")

@@ -66,6 +66,8 @@ import os
 
 import numpy as np
 
+from .nr_harq import combine as _combine
+
 COMPILED = False
 #: use the static/direct TTI paths and the float32-key best-user search where they apply (a
 #: constant of the compiled code; the Python kernel reads it at run time, which is how the
@@ -101,7 +103,8 @@ FP_LA_HYBRID_DB = 7      #: average C/I (dB) above which hybrid uses the C/I met
 FP_OLLA_STEP_DB = 8      #: OLLA step on a NACK (dB)
 FP_OLLA_MAX_DB = 9       #: OLLA offset bound (dB)
 FP_BLER_TARGET = 10      #: OLLA first-transmission BLER target
-N_FP = 11
+FP_HARQ_INV_GAP = 11     #: 1 / G of the HARQ combining (0: chase; ``nr_harq.inverse_gap``)
+N_FP = 12
 
 
 
@@ -433,6 +436,7 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     olla_step = fp[FP_OLLA_STEP_DB]
     olla_max = fp[FP_OLLA_MAX_DB]
     olla_up = olla_step * fp[FP_BLER_TARGET] / (1.0 - fp[FP_BLER_TARGET])
+    inv_gap = fp[FP_HARQ_INV_GAP]
     thr_olla = np.zeros(n_m, dtype=np.float32)
     olla_new = np.zeros(n_u)
     olla_nack = np.zeros(n_u)
@@ -777,11 +781,12 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 s_rep = sinr_rep[k, u, c]
                 out_nsub[k, u] += 1
             if pend_avail[u] > 0:
-                # retransmission of the oldest pending block, chase combining
+                # retransmission of the oldest pending block, combined with its earlier
+                # transmissions (chase, or incremental redundancy: nr_harq.combine)
                 h = pend_head[u]
                 nbytes = pend_bytes[u, h]
                 m = pend_mcs[u, h]
-                acc = pend_acc[u, h] + s_real
+                acc = _combine(pend_acc[u, h], s_real, inv_gap)
                 ntx = pend_tx[u, h] + 1
                 proc = pend_proc[u, h]
                 pend_head[u] = (h + 1) % ring
@@ -1046,6 +1051,7 @@ try:  # pragma: no cover - depends on the environment
     _key_update9 = _jit(_key_update9)
     _rate_update = _jit(_rate_update)
     schedule_rates = _jit(_schedule_rates)
+    _combine = _jit(_combine)
     run_chunk = _jit(_run_chunk)
     apply_live_backlog = _jit(_apply_live_backlog)
     COMPILED = True

@@ -40,6 +40,7 @@ from . import kernel as K
 from .channel import ChannelModel, measured_snr_db, snr_from_geometry
 from .block_errors import error_thresholds
 from .config import LINK_ADAPTATION_MODES
+from .nr_harq import inverse_gap
 from .nr_rates import nr_rate_table_of
 from .rates import rate_table
 from .sched_backlog import BacklogScheduler
@@ -183,6 +184,7 @@ class Radio:
         fp[K.FP_OLLA_STEP_DB] = float(cfg["la_olla_step_db"])
         fp[K.FP_OLLA_MAX_DB] = float(cfg["la_olla_max_db"])
         fp[K.FP_BLER_TARGET] = table.bler_target
+        fp[K.FP_HARQ_INV_GAP] = inverse_gap(cfg["harq_combining"])
         ring = int(cfg["harq_ring"])
         self.state = dict(
             backlog=np.zeros(n_u), inflight=np.zeros(n_u), avg_thr=np.zeros(n_u),

@@ -22,7 +22,7 @@ REFERENCE_DEFAULTS = {
     "profile": "flat", "speed_kmh": 3.0, "shadowing_std_db": 0.0, "shadowing_corr_m": 50.0,
     "n_oscillators": 128, "channel_trace": None, "channel_column": None, "channel_resample": "hold",
     "csi_delay_tti": 0,
-    "harq_max_tx": 4, "harq_priority": True, "harq_feedback_tti": 0, "harq_processes": 0,
+    "harq_max_tx": 4, "harq_priority": True, "harq_feedback_tti": 0, "harq_processes": 0, "harq_combining": "chase",
     "link_adaptation": "cqi", "la_interval": 10, "la_bler_up": 0.3, "la_bler_down": 0.1,
     "la_hybrid_db": 15.0, "la_olla_step_db": 0.5, "la_olla_max_db": 10.0,
     "nr_scs_khz": None, "nr_bandwidth_mhz": None, "nr_frequency_range": "fr1", "nr_symbols": 12,

@@ -81,3 +81,21 @@ def test_a_failed_block_keeps_its_process_busy():
     per_window = np.convolve(new.astype(int), np.ones(21, int), mode="valid")
     assert per_window.max() <= 16
     assert new.sum() < 16 / 21 * new.size - 5
+
+
+def test_incremental_redundancy_only_turns_failed_retransmissions_into_successes():
+    # the same run (seed, channel, draws) combined as chase and as ideal IR: IR's effective SINR
+    # is chase's plus a s / G >= 0 (sim/nr_harq.py), and a first transmission is judged the
+    # same, so the two runs are equal up to the first retransmission that IR decodes and chase
+    # does not - never the other way round
+    kw = dict(n_users=1, n_subchannels=1, snr_db=12, profile="flat", speed_kmh=60, csi_delay_tti=6,
+              harq_max_tx=4, duration="1s", seed=4)
+    chase = S.simulate("nr-tmobile-10mhz", harq_combining="chase", **kw).mac
+    ir = S.simulate("nr-tmobile-10mhz", harq_combining="ir", **kw).mac
+    assert chase.equals(S.simulate("nr-tmobile-10mhz", **kw).mac)       # chase is the default
+    diff = np.flatnonzero((chase["served_bytes"] != ir["served_bytes"]).to_numpy())
+    assert diff.size > 0
+    t = diff[0]
+    assert chase["harq_retransmissions"].iat[t] > 0 and ir["harq_retransmissions"].iat[t] > 0
+    assert ir["served_bytes"].iat[t] > chase["served_bytes"].iat[t] == 0
+    assert ir["harq_retransmissions"].sum() < chase["harq_retransmissions"].sum()
