@@ -3,17 +3,27 @@ library (pyarrow's read-ahead) may still need the interpreter while it shuts dow
 import subprocess
 import sys
 
+import pytest
+
 RUNS = 12
 
 
-def test_infer_backlog_without_backlog_column_exits_2_every_time(tmp_path, shared_data):
-    # The MAC frame `airlink collect` writes from an NR-Scope log: a pyarrow read-ahead worker
-    # still releasing Python buffers during interpreter shutdown aborts the process (exit 134,
-    # "terminate called without an active exception"), so every run must exit 2 cleanly.
+@pytest.fixture(scope="module")
+def night_mac(shared_data, tmp_path_factory):
+    """The MAC frame `airlink collect` writes from an NR-Scope log (collected once; every
+    test below only reads it, each in its own interpreter)."""
     from airlink.cli import main
-    log = shared_data / "nr-scope" / "t_mobile2_ueactivity_night_1.csv"
-    assert main(["collect", str(log), "-o", str(tmp_path / "nrs")]) == 0
-    (path,) = (tmp_path / "nrs").glob("*.mac.parquet")
+    out = tmp_path_factory.mktemp("nrs")
+    assert main(["collect", str(shared_data / "nr-scope" / "t_mobile2_ueactivity_night_1.csv"), "-o", str(out)]) == 0
+    (path,) = out.glob("*.mac.parquet")
+    return path
+
+
+def test_infer_backlog_without_backlog_column_exits_2_every_time(night_mac):
+    # On this frame a pyarrow read-ahead worker still releasing Python buffers during
+    # interpreter shutdown aborts the process (exit 134, "terminate called without an
+    # active exception"), so every run must exit 2 cleanly.
+    path = night_mac
     code = "from airlink.cli import entry; entry()"
     for k in range(RUNS):
         r = subprocess.run([sys.executable, "-c", code, "infer", "backlog", str(path)],
@@ -33,11 +43,8 @@ ERRORS = [  # one error path of each infer command on the same collected NR-Scop
 ]
 
 
-def test_every_infer_command_exits_2_on_its_error(tmp_path, shared_data):
-    from airlink.cli import main
-    log = shared_data / "nr-scope" / "t_mobile2_ueactivity_night_1.csv"
-    assert main(["collect", str(log), "-o", str(tmp_path / "nrs")]) == 0
-    (path,) = (tmp_path / "nrs").glob("*.mac.parquet")
+def test_every_infer_command_exits_2_on_its_error(night_mac):
+    path = night_mac
     code = "from airlink.cli import entry; entry()"
     for args, message in ERRORS:
         r = subprocess.run([sys.executable, "-c", code, "infer", args[0], str(path), *args[1:]],

@@ -1,7 +1,9 @@
 """The report page: every section renders from a full folder, says what is missing otherwise."""
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -15,9 +17,13 @@ def _figures(page: str) -> list:
     return re.findall(r'<img class="plot" alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
 
 
-def test_full_folder_renders_every_figure(synthetic_run):
+def test_full_folder_renders_every_figure(synthetic_run, run_airlink):
+    """`airlink report OUTDIR --json` on a folder with every input: the page it names."""
     out, info = synthetic_run
-    path = write_report(out)
+    status, stdout, err = run_airlink("report", out, "--json")
+    assert status == 0, err
+    path = Path(json.loads(stdout)["report"])
+    assert path == out / "report.html"
     page = path.read_text()
     alts = [a for a, _ in _figures(page)]
     for name in FIGURE_SECTIONS:
@@ -85,12 +91,8 @@ def test_broken_input_becomes_a_note_not_a_crash(synthetic_run):
     assert "tcp.parquet: not readable as Parquet" in page
 
 
-def test_cli_report_json(synthetic_run, run_airlink):
-    out, _ = synthetic_run
-    status, stdout, err = run_airlink("report", out, "--json")
-    assert status == 0, err
-    assert '"report"' in stdout and (out / "report.html").exists()
-    status, _, err = run_airlink("report", out / "nope")
+def test_cli_report_of_a_missing_folder(tmp_path, run_airlink):
+    status, _, err = run_airlink("report", tmp_path / "nope")
     assert status == 2 and err.startswith("airlink: error:") and "no such folder" in err
 
 

@@ -1,8 +1,8 @@
 """SIGKILL at random moments of a live `airlink run` (issue #12): nothing is left running or
 configured, and nothing under a final name claims to be complete when the run was not.
 
-Each case runs ``airlink run examples/pf-cell.yaml`` in a throw-away namespace (as
-scripts/demo.sh does) and kills it with SIGKILL at a moment drawn with a fixed seed inside
+Each case runs ``airlink run examples/pf-cell.yaml`` (its download shortened to
+:data:`BULK_S`) in a throw-away namespace (as scripts/demo.sh does) and kills it with SIGKILL at a moment drawn with a fixed seed inside
 one stage: a random delay after the stage's first file appears (the run folder: radio; the
 live stage's plan: live; the host capture under its final name: collect), so the moment
 falls in that stage on a fast machine as on a slow one. Then:
@@ -59,6 +59,12 @@ MOMENTS = [("radio", "", round(_rng.uniform(0.0, 0.5), 2)),
            ("collect", "capture/host.pcap", round(_rng.uniform(0.0, 1.0), 2))]
 
 
+# the example's download, shortened from 15 s: it outlasts the live window's latest moment
+# (the download starts after apps/plan.json appears), and the later stages wait for less
+BULK_S = 6
+assert BULK_S > max(after for stage, _, after in MOMENTS if stage == "live")
+
+
 @pytest.mark.parametrize("stage, trigger, after_s", MOMENTS, ids=[m[0] for m in MOMENTS])
 def test_sigkill_leaves_nothing_and_claims_nothing(run_ns, tmp_path, stage, trigger, after_s):
     from airlink import rundir
@@ -67,7 +73,8 @@ def test_sigkill_leaves_nothing_and_claims_nothing(run_ns, tmp_path, stage, trig
     out = tmp_path / "run"
     env = dict(os.environ, **{key: value}, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     p = subprocess.Popen(["ip", "netns", "exec", run_ns, AIRLINK, "run", str(REPO / "examples" / "pf-cell.yaml"),
-                          "-o", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                          "-o", str(out), "--set", f"applications=[{{bulk: {{cc: cubic, seconds: {BULK_S}}}}}]"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     give_up = time.monotonic() + 240
     while not (out / trigger).exists() and p.poll() is None and time.monotonic() < give_up:
         time.sleep(0.01)

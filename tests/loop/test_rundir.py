@@ -71,7 +71,9 @@ def test_under_sudo_overwrite_keeps_foreign_files_and_their_owner(tmp_path):
     out = tmp_path / "run"
     exp = _experiment(tmp_path, BUNDLED)
     env = {"SUDO_UID": str(NOBODY), "SUDO_GID": str(NOBODY)}
-    assert _airlink("run", exp, "-o", out, "--offline", "--quiet", env=env).returncode == 0
+    # no report page: which files change owner is test_under_sudo_only_created_files_change_owner's
+    # check (the page among them); here, which files an overwrite keeps, removes and gives away
+    assert _airlink("run", exp, "-o", out, "--offline", "--quiet", "--no-report", env=env).returncode == 0
     earlier = _manifest_paths(out)
     assert "packets.parquet" in earlier
     notes = out / "my-notes.txt"                       # the user's own files, root's
@@ -81,7 +83,7 @@ def test_under_sudo_overwrite_keeps_foreign_files_and_their_owner(tmp_path):
     # the second run has no capture: the first run's packets must go, not stay as stale input
     exp2 = tmp_path / "nocapture.yaml"
     exp2.write_text("name: nocap\nradio: {preset: quick, seed: 3, duration: 2s}\ninfer: {surrogates: 5}\n")
-    r = _airlink("run", exp2, "-o", out, "--offline", "--quiet", "--overwrite", env=env)
+    r = _airlink("run", exp2, "-o", out, "--offline", "--quiet", "--overwrite", "--no-report", env=env)
     assert r.returncode == 0, r.stderr
     assert notes.read_text() == "mine" and (out / "analysis" / "plot.py").exists()
     assert notes.stat().st_uid == 0 and (out / "analysis").stat().st_uid == 0
