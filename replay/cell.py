@@ -120,8 +120,9 @@ class CellShell:
         (:mod:`airlink.replay.cell_radio`) keep the normal policy. Off by default (it takes
         CPU from everything else): the loop then runs at niceness -10 with a 0.1 ms time
         slice where the kernel allows one (Linux 6.12+).
-    from_log : an NR-Scope CSV: replay that measured cell (:mod:`airlink.replay.cell_fromlog`):
-        the other RNTIs' recorded PRBs per slot are taken first, the UEs are scheduled on the rest
+    from_log : an NR-Scope CSV or an airlink MAC log: replay that recorded cell
+        (:mod:`airlink.replay.cell_fromlog`): the other users' recorded PRBs per slot are
+        taken first, the UEs are scheduled on the rest
     follow_rnti : with ``from_log``, the RNTI whose recorded MCS each UE's channel follows: one
         for every UE or a list of one per UE; ``"busiest"`` (default) or ``"model"`` (the preset's)
     log_direction : with ``from_log``, whose DCIs are the cross-traffic (``downlink``)

@@ -1,14 +1,31 @@
-"""A measured cell replayed live: ``airlink cell --from-log NRSCOPE.csv``.
+"""A recorded cell replayed live: ``airlink cell --from-log LOG``.
 
-An NR-Scope log (:mod:`airlink.collectors.nrscope`) holds the DCIs of every user of a real
-cell, slot by slot. :func:`measured_cell` turns it into what the live cell needs per slot:
+Two kinds of log hold what every user of a cell got, TTI by TTI:
+
+- an NR-Scope log (:mod:`airlink.collectors.nrscope`): the DCIs of every user of a real
+  cell, slot by slot (users are RNTIs, MCS values 38.214 indices);
+- airlink's own MAC log (``mac.parquet`` of ``airlink cell --mac-log`` or ``airlink
+  simulate``; :mod:`airlink.collectors.macparquet`): one row per UE and TTI. Each row with
+  subchannels becomes one DCI of user ``N`` (the UE's number): ``prbs`` = its
+  ``subchannels``, placed after the earlier UEs' of the same TTI (``prb_start`` = their
+  sum: the log does not say which subchannels, and a followed channel is flat, so only
+  their number matters), ``mcs`` = the 1-based rate-table row of its blocks (the row
+  mean, rounded), ``tbs_bytes`` = ``tx_bytes``, a retransmission when it carried HARQ
+  retransmissions. The cross-traffic's users are named ``log-N`` in the replay's MAC log.
+  This is the **scheduler-driven replay** of one UE of a recorded cell: ``--follow-rnti N
+  --users 1`` gives the live UE UE ``N``'s recorded channel and the other UEs' recorded
+  resources as cross-traffic, and the cell's scheduler serves it TTI by TTI from its live
+  backlog (docs/replay.md).
+
+:func:`measured_cell` turns either into what the live cell needs per slot:
 
 - **Cross-traffic**: the DCIs of the RNTIs no live UE follows, in one direction (downlink
   by default). Their PRBs (``prb_start .. prb_start + prbs - 1``) are taken first: in that
   slot no live UE can be given them.
 - **Channels**: live UE ``i`` follows a recorded RNTI's MCS series (the MCS of its new
   transmissions, held from one DCI to the next and, before its first DCI, the first one's),
-  or the preset's channel model (``None``).
+  or the preset's channel model (``None``). An NR-Scope MCS index maps to the highest rate
+  table row whose index is not above it; an airlink MAC log's row is the row.
 
 :class:`FromLogRadio` is the cell's :class:`airlink.sim.step.Radio` with those applied to
 the chunks of inputs it makes (:meth:`FromLogRadio.inputs`); the step itself is the shared
@@ -28,13 +45,14 @@ one. How:
   threshold (10 %).
 
 Time: TTI ``k`` of the run is slot ``(start + k) mod L`` of the log (``L`` = last slot + 1,
-slots numbered by the collector from the log's first): the log repeats, and a slot without
+slots numbered by the collector from the log's first, TTIs of an airlink MAC log from
+its first ``time``): the log repeats, and a slot without
 DCIs (a gap) has no cross-traffic. The log's slot length must be the cell's TTI.
 
 The MAC log gets one row per cross-traffic DCI (``cross_traffic`` True, ``user`` its RNTI,
 ``prbs``/``subchannels`` its PRBs, ``mcs`` the table row as for the live UEs,
-``mcs_index`` the logged index, ``tbs_bytes``/``served_bytes`` the logged transport block,
-0 on a retransmission) next to the live UEs' rows (``cross_traffic`` False, ``prbs`` =
+``mcs_index`` the logged index (-1 from an airlink MAC log), ``tbs_bytes``/``served_bytes``
+the logged transport block, 0 on an NR-Scope retransmission) next to the live UEs' rows (``cross_traffic`` False, ``prbs`` =
 ``subchannels``), with the TTI number in ``slot``: ``airlink infer cell`` reads it like a
 decoded log.
 """
@@ -66,7 +84,9 @@ class MeasuredCell:
     follow : per live UE, the RNTI (text) whose MCS it follows, or None (the preset's model)
     cross : the cross-traffic DCIs sorted by slot: ``slot``, ``user``, ``prb_start``,
         ``prbs``, ``mcs``, ``tbs_bytes``, ``retransmission``
-    mcs_series : per followed RNTI, int64 (L,) its MCS index in every slot
+    mcs_series : per followed RNTI, int64 (L,) its MCS in every slot
+    mcs_rows : True when MCS values are 1-based rate-table rows (an airlink MAC log), False
+        when they are 38.214 MCS indices (NR-Scope)
     """
 
     source: str
@@ -77,6 +97,7 @@ class MeasuredCell:
     follow: list
     cross: pd.DataFrame
     mcs_series: dict = field(default_factory=dict)
+    mcs_rows: bool = False
 
     def slots_of(self, k0: int, n: int) -> np.ndarray:
         """The log slots of TTIs ``k0 .. k0+n-1``."""
@@ -94,6 +115,13 @@ class MeasuredCell:
         rows = np.arange(total) - np.repeat(first, counts) + np.repeat(lo, counts)
         return np.repeat(np.arange(k0, k0 + n, dtype=np.int64), counts), rows
 
+    def table_rows(self, table, mcs) -> np.ndarray:
+        """The 0-based rows of ``table`` of logged MCS values (see :attr:`mcs_rows`)."""
+        mcs = np.asarray(mcs, dtype=np.int64)
+        if self.mcs_rows:
+            return np.clip(mcs - 1, 0, len(table) - 1)
+        return rows_of_mcs(table, mcs)
+
     def describe(self) -> dict:
         return {"source": self.source, "direction": self.direction, "log_slots": self.n_slots,
                 "start_slot": self.start, "follow_rnti": self.follow,
@@ -103,29 +131,30 @@ class MeasuredCell:
 
 def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None,
                   direction: str = "downlink", start=None) -> MeasuredCell:
-    """Read an NR-Scope log for a live cell of ``n_users`` UEs over ``n_prbs`` PRBs with
-    slots of ``tti`` seconds.
+    """Read a cell's log (NR-Scope CSV or airlink MAC log, see the module notes) for a live
+    cell of ``n_users`` UEs over ``n_prbs`` PRBs (subchannels) with slots of ``tti`` seconds.
 
     follow : None or ``"busiest"`` (every UE follows the RNTI with the most PRBs in the
         direction), one entry for every UE, or a list of one per UE; an entry is an RNTI
-        (int or text), ``"busiest"``, or ``"model"``/None (the preset's channel model)
+        (int or text; in an airlink MAC log a UE's number), ``"busiest"``, or
+        ``"model"``/None (the preset's channel model)
     start : where in the log the run starts (seconds, a duration such as ``"120s"``, or
         None: its first slot)
 
-    Errors name the file (and for a bad row the collector's line and column).
+    Errors name the file (and for a bad row of an NR-Scope log the line and column).
     """
-    from airlink.collectors import nrscope
     from airlink.core.units import parse_duration
     path = Path(path)
     if not path.exists():
-        raise AirlinkError(f"{path}: no such NR-Scope log")
-    frame = nrscope.select_direction(nrscope.read(path), direction)
+        raise AirlinkError(f"{path}: no such cell log")
+    mac_log = is_mac_log(path)
+    frame = mac_log_dcis(path, direction) if mac_log else _nrscope_dcis(path, direction)
     log_tti = Fraction(frame.attrs["tti_s"])
     if log_tti != Fraction(tti):
         raise AirlinkError(f"{path}: the log's slots last {float(log_tti) * 1e3:g} ms, the cell's TTI "
                            f"{float(tti) * 1e3:g} ms (use a preset with the log's numerology)")
     if frame.empty:
-        raise AirlinkError(f"{path}: no {direction} DCIs")
+        raise AirlinkError(f"{path}: no {direction} DCIs" if not mac_log else f"{path}: no UE was ever scheduled")
     n_slots = int(frame["slot"].max()) + 1
     first = 0
     if start is not None:
@@ -135,6 +164,7 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     busiest = str(frame.groupby("user")["prbs"].sum().idxmax())
     follow = _per_ue(follow, n_users)
     rntis = set(frame["user"])
+    who = "UE" if mac_log else "RNTI"
     chosen = []
     for entry in follow:
         if entry is None or str(entry).strip().lower() == "model":
@@ -145,11 +175,14 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
             raise AirlinkError(f"follow RNTI {entry!r}: an RNTI (a number), 'busiest' or 'model'")
         rnti = str(int(rnti))
         if rnti not in rntis:
-            raise AirlinkError(f"{path}: RNTI {rnti} has no {direction} DCIs (busiest: {busiest})")
+            raise AirlinkError(f"{path}: {who} {rnti} has no {direction} DCIs (busiest: {busiest})")
         chosen.append(rnti)
     live_names = {str(i + 1) for i in range(n_users)}
     followed = {r for r in chosen if r is not None}
     cross = frame[~frame["user"].isin(followed)]
+    if mac_log:             # the other UEs keep their numbers, after "log-": none is a live UE's name
+        cross = cross.assign(user="log-" + cross["user"].astype(str),
+                             prb_start=cross.groupby("slot")["prbs"].cumsum() - cross["prbs"])
     clash = sorted(live_names & set(cross["user"]))
     if clash:
         raise AirlinkError(f"{path}: RNTI {clash[0]} has a live UE's name; follow it or use fewer UEs")
@@ -161,8 +194,75 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
                            f"(use a preset of the log's carrier)")
     cross = cross[["slot", "user", "prb_start", "prbs", "mcs", "tbs_bytes", "retransmission"]]
     cross = cross.sort_values("slot", kind="stable").reset_index(drop=True)
-    series = {r: _mcs_series(frame, r, n_slots) for r in sorted(followed)}
-    return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series)
+    series = {r: _mcs_series(frame, r, n_slots, rows=mac_log) for r in sorted(followed)}
+    return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series, mac_log)
+
+
+def _nrscope_dcis(path: Path, direction: str) -> pd.DataFrame:
+    from airlink.collectors import nrscope
+    return nrscope.select_direction(nrscope.read(path), direction)
+
+
+def is_mac_log(path) -> bool:
+    """True for a Parquet file (airlink's MAC log); an NR-Scope log is CSV."""
+    with open(path, "rb") as f:
+        return f.read(4) == b"PAR1"
+
+
+def mac_log_header(path) -> dict:
+    """The ``meta`` of the ``airlink`` header of a MAC log written by ``airlink cell`` or
+    ``airlink simulate`` (``{}`` without one)."""
+    import json
+
+    import pyarrow.parquet as pq
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(b"airlink", b"{}")
+        meta = json.loads(raw).get("meta", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
+    """An airlink MAC log as DCIs (see the module notes): ``slot`` (TTIs from the log's
+    first), ``user``, ``prb_start``, ``prbs``, ``mcs`` (1-based rate-table row),
+    ``tbs_bytes``, ``retransmission``; ``attrs["tti_s"]`` the log's TTI (``"num/den"``),
+    ``attrs["parameters"]`` the recorded cell's parameters."""
+    from airlink.collectors import macparquet
+    from airlink.core.units import parse_tti
+    path = Path(path)
+    if direction != "downlink":
+        raise AirlinkError(f"{path}: an airlink MAC log holds the downlink only, not the {direction}")
+    meta = mac_log_header(path)
+    params = meta.get("parameters") or {}
+    tti = meta.get("tti_s") or params.get("tti")
+    if tti is None:
+        raise AirlinkError(f"{path}: no TTI in the MAC log's airlink header (a log of airlink cell or "
+                           f"airlink simulate has one)")
+    tti = Fraction(str(tti)) if "/" in str(tti) else parse_tti(str(tti))
+    frame = macparquet.read(path)
+    for name in ("subchannels", "mcs", "tx_bytes", "harq_retransmissions"):
+        if name not in frame.columns:
+            raise AirlinkError(f"{path}: MAC log without column {name!r}")
+    if "slot" in frame.columns:       # a replayed cell's log numbers its TTIs
+        slot = frame["slot"].to_numpy(np.int64)
+    else:
+        ns = frame["time"].astype("int64").to_numpy()
+        tti_ns = tti * 10**9
+        slot = np.rint((ns - ns.min()) * tti_ns.denominator / tti_ns.numerator).astype(np.int64) \
+            if len(ns) else np.zeros(0, np.int64)
+    nsub = frame["prbs" if "prbs" in frame.columns else "subchannels"].to_numpy(np.int64)
+    mcs = frame["mcs"].to_numpy(np.float64)
+    rows = pd.DataFrame({"slot": slot, "user": frame["user"].astype(str).to_numpy(), "prbs": nsub,
+                         "mcs": np.rint(np.nan_to_num(mcs)).astype(np.int64),
+                         "tbs_bytes": frame["tx_bytes"].to_numpy(np.float64),
+                         "retransmission": frame["harq_retransmissions"].to_numpy(np.int64) > 0})
+    rows = rows[rows["prbs"] > 0].sort_values(["slot"], kind="stable").reset_index(drop=True)
+    # each TTI's DCIs side by side: one after another from PRB 0, in the log's user order
+    # (measured_cell places the cross-traffic's again, without the followed UEs)
+    rows["prb_start"] = rows.groupby("slot")["prbs"].cumsum() - rows["prbs"]
+    rows.attrs.update(tti_s=f"{tti.numerator}/{tti.denominator}", parameters=params, source=str(path))
+    return rows
 
 
 def _per_ue(follow, n_users):
@@ -178,10 +278,11 @@ def _per_ue(follow, n_users):
     return follow
 
 
-def _mcs_series(frame, rnti, n_slots) -> np.ndarray:
-    """The RNTI's MCS index in every slot: that of its latest new transmission (the first
-    one's before it)."""
-    f = frame[(frame["user"] == rnti) & ~frame["retransmission"] & (frame["mcs"] < _MAX_NEW_MCS)]
+def _mcs_series(frame, rnti, n_slots, *, rows: bool = False) -> np.ndarray:
+    """The RNTI's MCS in every slot: that of its latest new transmission (the first one's
+    before it). ``rows``: the MCS values are rate-table rows (every value names one)."""
+    usable = frame["mcs"] > 0 if rows else frame["mcs"] < _MAX_NEW_MCS
+    f = frame[(frame["user"] == rnti) & ~frame["retransmission"] & usable]
     if f.empty:
         raise AirlinkError(f"RNTI {rnti}: no new transmission to take an MCS from")
     slot, mcs = f["slot"].to_numpy(), f["mcs"].to_numpy(np.int64)
@@ -206,7 +307,11 @@ def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, 
     """:func:`measured_cell` for a cell of configuration ``cfg`` (checked with
     :func:`check_cell`); when a UE follows a recorded RNTI, ``cfg["link_adaptation"]`` becomes
     ``cqi`` (the recorded MCS is the base station's choice, its outer loop included)."""
-    check_cell(cfg, scheduler)
+    path = Path(path)
+    if not path.exists():
+        raise AirlinkError(f"{path}: no such cell log")
+    recorded = (mac_log_header(path).get("parameters") or {}) if is_mac_log(path) else None
+    check_cell(cfg, scheduler, recorded=recorded, source=path)
     measured = measured_cell(path, n_users=n_users, n_prbs=n_prbs, tti=tti, follow=follow,
                              direction=direction, start=start)
     if any(f is not None for f in measured.follow):
@@ -214,18 +319,32 @@ def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, 
     return measured
 
 
-def check_cell(cfg: dict, scheduler) -> None:
-    """What a cell replaying a log needs of its configuration (AirlinkError otherwise): an
-    NR rate table with one subchannel per PRB, a scheduler of the compiled step that works
-    per PRB, a link adaptation that does not read the real SINR."""
+#: parameters a cell replaying an airlink MAC log must share with the recorded cell: they
+#: decide what a subchannel is and what a rate-table row carries
+SAME_AS_RECORDED = ("rate_table", "n_subchannels", "table_rates", "bandwidth_hz", "nr_bandwidth_mhz",
+                    "nr_scs_khz", "nr_frequency_range")
+
+
+def check_cell(cfg: dict, scheduler, *, recorded: dict | None = None, source=None) -> None:
+    """What a cell replaying a log needs of its configuration (AirlinkError otherwise): for
+    an NR-Scope log (``recorded`` None) an NR rate table with one subchannel per PRB; for an
+    airlink MAC log the recorded cell's :data:`SAME_AS_RECORDED` parameters (``recorded``:
+    the log's ``parameters``); and a scheduler of the compiled step that works per
+    subchannel, a link adaptation that does not read the real SINR."""
     from airlink.sim.nr_numerology import max_prbs
-    if cfg["rate_table"] != "nr":
-        raise AirlinkError(f"a cell replaying an NR-Scope log needs an NR preset (rate_table nr), "
-                           f"not {cfg['preset']!r}: e.g. nr-tmobile-10mhz")
-    n_rb = max_prbs(cfg["nr_bandwidth_mhz"], cfg["nr_scs_khz"], cfg["nr_frequency_range"])
-    if int(cfg["n_subchannels"]) != n_rb:
-        raise AirlinkError(f"n_subchannels: a cell replaying a log needs one subchannel per PRB "
-                           f"({n_rb}), not {int(cfg['n_subchannels'])}")
+    if recorded is not None:
+        for key in SAME_AS_RECORDED:
+            if key in recorded and recorded[key] != cfg.get(key):
+                raise AirlinkError(f"{source}: the recorded cell has {key} {recorded[key]!r}, this one "
+                                   f"{cfg.get(key)!r} (use the log's preset, {recorded.get('preset')!r})")
+    else:
+        if cfg["rate_table"] != "nr":
+            raise AirlinkError(f"a cell replaying an NR-Scope log needs an NR preset (rate_table nr), "
+                               f"not {cfg['preset']!r}: e.g. nr-tmobile-10mhz")
+        n_rb = max_prbs(cfg["nr_bandwidth_mhz"], cfg["nr_scs_khz"], cfg["nr_frequency_range"])
+        if int(cfg["n_subchannels"]) != n_rb:
+            raise AirlinkError(f"n_subchannels: a cell replaying a log needs one subchannel per PRB "
+                               f"({n_rb}), not {int(cfg['n_subchannels'])}")
     if getattr(scheduler, "kernel_id", None) not in (0, 1, 2, 3):
         raise AirlinkError("a cell replaying a log schedules PRBs with rr, maxcir, pf, mcpfs or lambda: "
                            "the backlog scheduler and schedulers given as Python classes cannot be kept "
@@ -251,8 +370,8 @@ class FromLogRadio(Radio):
         np.add.at(mask, (inv, start), 1)
         np.add.at(mask, (inv, start + cross["prbs"].to_numpy(np.int64)), -1)
         self._busy = np.cumsum(mask, axis=1)[:, :n_c] > 0
-        self._row_of = {r: rows_of_mcs(self.table, s) for r, s in measured.mcs_series.items()}
-        self._cross_rows = rows_of_mcs(self.table, cross["mcs"].to_numpy(np.int64)) if len(cross) else None
+        self._row_of = {r: measured.table_rows(self.table, s) for r, s in measured.mcs_series.items()}
+        self._cross_rows = measured.table_rows(self.table, cross["mcs"]) if len(cross) else None
 
     def busy_prbs(self, k0: int, n: int) -> np.ndarray:
         """bool (n, subchannels): the PRBs the cross-traffic holds in TTIs ``k0 .. k0+n-1``."""
@@ -314,7 +433,8 @@ class FromLogRadio(Radio):
             "time": int(start_ns) + (tti * ns.numerator) // ns.denominator,
             "user": c["user"].to_numpy(object), "slot": tti,
             "subchannels": c["prbs"].to_numpy(np.int64), "prbs": c["prbs"].to_numpy(np.int64),
-            "mcs": (self._cross_rows[rows] + 1).astype(np.float64), "mcs_index": c["mcs"].to_numpy(np.int64),
+            "mcs": (self._cross_rows[rows] + 1).astype(np.float64),
+            "mcs_index": np.full(m, -1, np.int64) if self.measured.mcs_rows else c["mcs"].to_numpy(np.int64),
             "served_bytes": tbs, "capacity_bytes": tbs, "tx_bytes": tbs, "tbs_bytes": tbs,
             "harq_retransmissions": c["retransmission"].to_numpy(np.int64),
             "retransmission": c["retransmission"].to_numpy(bool),

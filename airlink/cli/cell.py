@@ -22,7 +22,11 @@ sudo airlink delay 20 airlink cell --preset 1xrtt --scheduler backlog --users 2 
 # UE channels following RNTI 23938's recorded MCS
 sudo airlink cell --from-log cell.csv --preset nr-tmobile-10mhz --log-start 68.5s \\
      --follow-rnti 23938 --users 2 --duration 3s --mac-log mac.parquet -- ./download.sh
-airlink infer cell mac.parquet"""
+airlink infer cell mac.parquet
+# scheduler-driven replay of UE 1 of a recorded airlink cell: UE 1's recorded channel, the
+# other UEs' recorded subchannels per TTI taken first, PF serving the live backlog
+sudo airlink cell --preset quick --mac-log rec.parquet -- ./background.sh     # the recording
+sudo airlink cell --from-log rec.parquet --preset quick --follow-rnti 1 --users 1 -- ./workload.sh"""
 
 
 def register(sub):
@@ -75,13 +79,16 @@ def register(sub):
     p.add_argument("--realtime", action="store_true",
                    help="run the shell's TTI loop under the real-time policy SCHED_RR instead of "
                         "niceness -10 (fewer late TTIs on a busy machine; takes CPU from everything else)")
-    p.add_argument("--from-log", type=Path, metavar="NRSCOPE.CSV",
-                   help="replay a measured cell: the other RNTIs' recorded PRBs per slot are taken first "
-                        "(cross-traffic, in the MAC log as cross_traffic rows), the UEs get what is left; "
-                        "needs an NR preset with the log's slot length and PRBs (e.g. nr-tmobile-10mhz)")
+    p.add_argument("--from-log", type=Path, metavar="LOG",
+                   help="replay a recorded cell, an NR-Scope CSV or an airlink MAC log (--mac-log of "
+                        "airlink cell, mac.parquet of airlink simulate): the other users' recorded "
+                        "PRBs/subchannels per slot are taken first (cross-traffic, in the MAC log as "
+                        "cross_traffic rows), the UEs get what is left; needs a preset with the log's slot "
+                        "length and PRBs (NR-Scope: e.g. nr-tmobile-10mhz; a MAC log: the recorded cell's)")
     p.add_argument("--follow-rnti", metavar="RNTI[,RNTI...]",
-                   help="with --from-log: the recorded RNTI whose MCS each UE's channel follows (one for "
-                        "all, or one per UE; 'model' = the preset's channel model); default the busiest RNTI")
+                   help="with --from-log: the recorded RNTI (a MAC log's UE number) whose MCS each UE's "
+                        "channel follows (one for all, or one per UE; 'model' = the preset's channel "
+                        "model); default the busiest")
     p.add_argument("--log-direction", choices=["downlink", "uplink"], default="downlink",
                    help="with --from-log: whose DCIs are the cross-traffic (downlink)")
     p.add_argument("--log-start", metavar="DURATION",
