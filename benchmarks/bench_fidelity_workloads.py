@@ -10,13 +10,20 @@ divided by the live mean.
    (PF, ``--users 4``, the ``quick`` radio, 5 Mbit/s uplinks): UE 2 downloads in bulk, UEs 3 and 4 download
    500 KB at exponential idle gaps (mean 1 s); one run per seed in ``--live-seeds``.
 2. **Recording**: ``airlink record`` in UE 1 of the same cell with another seed
-   (``--record-seed``), the other UEs as above.
+   (``--record-seed``), the other UEs as above. For the scheduler-driven replay, the cell's
+   MAC log of a run with that seed in which UE 1 downloads in bulk for ``--record-seconds``
+   (the cell's counterpart of a saturator recording), cut to its steady part (from 1 s to
+   0.5 s before the download ends).
 3. **Replays** of the recording, the same workloads inside:
    ``airlink delay BASE airlink link mahimahi.down --uplink mahimahi.up`` (airlink's
    saturator replay), ``airlink link --mode workload REC`` (airlink's workload-aware replay
    of the CellReplay set, on the link shell's Python path),
    ``mm-delay BASE mm-link mahimahi.up mahimahi.down`` (Mahimahi) and
-   ``mm-cellular`` with the light/heavy traces and size offsets (CellReplay). ``BASE`` is
+   ``mm-cellular`` with the light/heavy traces and size offsets (CellReplay), and
+   ``airlink delay D airlink cell --from-log MAC_LOG --follow-rnti 1 --users 1`` (airlink's
+   scheduler-driven replay: UE 1's recorded channel, the other UEs' recorded subchannels per
+   TTI taken first, PF serving the workload's live backlog; ``D`` is the wired delay around
+   the ground-truth cell, as the radio's own delay is replayed by the cell). ``BASE`` is
    the recording's median one-way base delay. A tool that is not installed gets a row that
    says so (Mahimahi's tools run as the user ``--mm-user``: they refuse root).
 4. **Workloads** (one pass, random order, idle gaps of 0.5-1 s): UDP ping RTT (20 probes
@@ -53,6 +60,8 @@ from _netns import (AIRLINK, TCP_SERVER, add_mahimahi_options, as_user, require_
 PORT = 9060             # workload server: TCP downloads, UDP echo and trains
 RECORD_PORT = 9050
 WORKLOAD = "airlink link (workload)"
+SCHEDULER = "airlink cell (scheduler)"
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
@@ -227,15 +236,16 @@ class Bench:
             err.seek(0)
             return subprocess.CompletedProcess(argv, p.returncode, out.read(), err.read())
 
-    def cell(self, seed: int, inner: str, timeout: float):
+    def cell(self, seed: int, inner: str, timeout: float, mac_log=None):
         """``inner`` (a shell command for UE 1) in the cell; the others run the background."""
         a = self.args
         stop = self.tmp / f"stop-{seed}-{time.monotonic_ns()}"
         ue_cmd = (f'if [ "$AIRLINK_UE" = 1 ]; then {inner}; touch {stop}; '
                   f'else exec {self.args.client_python} {self.tmp}/client.py /dev/null 1 {seed} 0 {stop}; fi')
+        log = ["--mac-log", mac_log] if mac_log is not None else []
         return self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--preset", a.preset, "--scheduler", "pf",
-                         "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", "--",
-                         "sh", "-c", ue_cmd], timeout=timeout + 60)
+                         "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", *log,
+                         "--", "sh", "-c", ue_cmd], timeout=timeout + 60)
 
     def live(self, seed: int) -> dict | None:
         out = self.tmp / f"live-{seed}.json"
@@ -263,6 +273,43 @@ class Bench:
               f"{s.get('down_rate_bps', 0) / 1e6:.2f} Mbit/s, up {s.get('up_rate_bps', 0) / 1e6:.2f} Mbit/s, "
               f"CellReplay set {s['cellreplay_set']}", flush=True)
         return rec
+
+    def record_cell(self) -> Path | None:
+        """The recorded cell's MAC log for the scheduler-driven replay: UE 1 downloads in
+        bulk (the client's bulk branch) for ``--record-seconds``; the log is cut to
+        ``[1 s, end of the download - 0.5 s]``, where UE 1's queue is never empty."""
+        secs = self.args.record_seconds
+        full = self.tmp / "cell-rec-full.parquet"
+        bulk = (f"AIRLINK_UE=2 timeout {secs:g} {self.args.client_python} {self.tmp}/client.py /dev/null 1 "
+                f"{self.args.record_seed} 0 {self.tmp}/never")
+        r = self.cell(self.args.record_seed, bulk, timeout=secs + 30, mac_log=full)
+        if not full.exists():
+            print(f"cell recording failed: {r.stderr.strip()[-300:]}", flush=True)
+            return None
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        table = pq.read_table(full)
+        frame = table.to_pandas()
+        t = (frame["time"] - frame["time"].min()).dt.total_seconds()
+        frame = frame[(t >= 1.0) & (t < secs - 0.5)]
+        ue1 = frame[frame["user"] == "1"]
+        cut = self.tmp / "cell-rec.parquet"
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(
+            {b"airlink": table.schema.metadata[b"airlink"]}), cut)
+        print(f"cell recording: {len(ue1)} TTIs, UE 1 {ue1['served_bytes'].sum() * 8 / max(len(ue1), 1) / 1e3:.2f} "
+              f"Mbit/s, {ue1['subchannels'].mean():.1f} subchannels a TTI, queue empty in "
+              f"{100 * (ue1['backlog_bytes'] <= 0).mean():.1f} % of TTIs", flush=True)
+        return cut
+
+    def replay_scheduler(self, log: Path, seed: int):
+        """``airlink cell --from-log`` on the recorded cell's MAC log, UE 1 followed, one live
+        UE running the workloads, inside the wired delay of the ground-truth cell."""
+        a = self.args
+        out = self.tmp / f"scheduler-{seed}.json"
+        r = self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--from-log", log, "--follow-rnti", 1,
+                      "--preset", a.preset, "--scheduler", "pf", "--users", 1, "--seed", seed, "--uplink", a.uplink,
+                      "--", *self.client_argv(out, seed)], timeout=self.budget() + 60)
+        return self._load(out, r, "airlink cell --from-log")
 
     def client_argv(self, out: Path, seed: int):
         return [self.args.client_python, self.tmp / "client.py", out, self.args.passes, seed, int(self.args.big)]
@@ -345,6 +392,8 @@ def main(argv=None) -> int:
     ap.add_argument("--client-python", default=shutil.which("python3", path="/usr/bin:/bin") or sys.executable,
                     help="interpreter of the workload client (stdlib only; the Mahimahi user must "
                          "be able to run it)")
+    ap.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS), metavar="ROW",
+                    help="the replays to run (default all): " + ", ".join(f"'{r}'" for r in ROWS))
     ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON")
     args = ap.parse_args(argv)
     require_root("bench_fidelity_workloads")
@@ -361,8 +410,13 @@ def main(argv=None) -> int:
         b.start([AIRLINK, "record", "--serve", "--port", RECORD_PORT])
         time.sleep(1.0)
         live = [r for r in (b.live(s) for s in args.live_seeds) if r]
-        rec = b.record()
+        want = set(args.rows)
+        rec = b.record() if want - {SCHEDULER} else None
+        cell_rec = b.record_cell() if SCHEDULER in want else None
         replays = {}
+        if cell_rec is not None:
+            os.system(f"chmod -R a+rwX {tmp}")
+            replays[SCHEDULER] = [r for r in (b.replay_scheduler(cell_rec, 100 + k) for k in range(args.replays)) if r]
         if rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
             s = json.loads((rec / "record.json").read_text())
@@ -375,12 +429,13 @@ def main(argv=None) -> int:
             if have["CellReplay (mm-cellular)"] and s["cellreplay_set"]:
                 runs["CellReplay (mm-cellular)"] = lambda k: b.replay_cellreplay(rec, k)
             for name, fn in runs.items():
-                replays[name] = [r for r in (fn(100 + k) for k in range(args.replays)) if r]
+                if name in want:
+                    replays[name] = [r for r in (fn(100 + k) for k in range(args.replays)) if r]
         for p in b.procs:
             p.kill()
             p.wait()
     live_m = merge(live)
-    names = ["airlink link (saturator)", WORKLOAD, "Mahimahi (mm-link)", "CellReplay (mm-cellular)"]
+    names = [n for n in ROWS if n in want]
     table = {}
     for name in names:
         if name in replays:

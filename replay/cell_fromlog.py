@@ -12,6 +12,12 @@ Two kinds of log hold what every user of a cell got, TTI by TTI:
   their number matters), ``mcs`` = the 1-based rate-table row of its blocks (the row
   mean, rounded), ``tbs_bytes`` = ``tx_bytes``, a retransmission when it carried HARQ
   retransmissions. The cross-traffic's users are named ``log-N`` in the replay's MAC log.
+  **Idle TTIs**: a MAC log also says whether a UE had data at a TTI's decision. What the
+  others took in a TTI where the followed UE had none says nothing about what they would
+  have left it (a work-conserving scheduler gives a backlogged neighbour everything), so
+  there the cross-traffic is that of the latest TTI where a followed UE had data (before
+  the first such TTI, the first one's): the share the others took beside a UE that wanted
+  data. ``hold_idle=False`` keeps every TTI as recorded.
   This is the **scheduler-driven replay** of one UE of a recorded cell: ``--follow-rnti N
   --users 1`` gives the live UE UE ``N``'s recorded channel and the other UEs' recorded
   resources as cross-traffic, and the cell's scheduler serves it TTI by TTI from its live
@@ -87,6 +93,7 @@ class MeasuredCell:
     mcs_series : per followed RNTI, int64 (L,) its MCS in every slot
     mcs_rows : True when MCS values are 1-based rate-table rows (an airlink MAC log), False
         when they are 38.214 MCS indices (NR-Scope)
+    held_slots : slots whose cross-traffic is a held one (no followed UE had data there)
     """
 
     source: str
@@ -98,6 +105,7 @@ class MeasuredCell:
     cross: pd.DataFrame
     mcs_series: dict = field(default_factory=dict)
     mcs_rows: bool = False
+    held_slots: int = 0
 
     def slots_of(self, k0: int, n: int) -> np.ndarray:
         """The log slots of TTIs ``k0 .. k0+n-1``."""
@@ -126,11 +134,11 @@ class MeasuredCell:
         return {"source": self.source, "direction": self.direction, "log_slots": self.n_slots,
                 "start_slot": self.start, "follow_rnti": self.follow,
                 "cross_traffic_rntis": int(self.cross["user"].nunique()),
-                "cross_traffic_dcis": len(self.cross)}
+                "cross_traffic_dcis": len(self.cross), "held_slots": self.held_slots}
 
 
 def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None,
-                  direction: str = "downlink", start=None) -> MeasuredCell:
+                  direction: str = "downlink", start=None, hold_idle: bool = True) -> MeasuredCell:
     """Read a cell's log (NR-Scope CSV or airlink MAC log, see the module notes) for a live
     cell of ``n_users`` UEs over ``n_prbs`` PRBs (subchannels) with slots of ``tti`` seconds.
 
@@ -140,6 +148,9 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         ``"model"``/None (the preset's channel model)
     start : where in the log the run starts (seconds, a duration such as ``"120s"``, or
         None: its first slot)
+    hold_idle : an airlink MAC log only: in TTIs where no followed UE had data, the
+        cross-traffic is that of the latest TTI where one had (see the module notes);
+        False: as recorded in every TTI
 
     Errors name the file (and for a bad row of an NR-Scope log the line and column).
     """
@@ -149,6 +160,10 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         raise AirlinkError(f"{path}: no such cell log")
     mac_log = is_mac_log(path)
     frame = mac_log_dcis(path, direction) if mac_log else _nrscope_dcis(path, direction)
+    wanted = None
+    if mac_log:
+        wanted = frame[frame["wanted"]][["slot", "user"]]
+        frame = frame[frame["prbs"] > 0]
     log_tti = Fraction(frame.attrs["tti_s"])
     if log_tti != Fraction(tti):
         raise AirlinkError(f"{path}: the log's slots last {float(log_tti) * 1e3:g} ms, the cell's TTI "
@@ -194,8 +209,33 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
                            f"(use a preset of the log's carrier)")
     cross = cross[["slot", "user", "prb_start", "prbs", "mcs", "tbs_bytes", "retransmission"]]
     cross = cross.sort_values("slot", kind="stable").reset_index(drop=True)
+    held = 0
+    if wanted is not None and followed and hold_idle:
+        had = np.zeros(n_slots, bool)
+        had[wanted[wanted["user"].isin(followed)]["slot"].to_numpy(np.int64)] = True
+        cross, held = _hold_over_idle(cross, had)
     series = {r: _mcs_series(frame, r, n_slots, rows=mac_log) for r in sorted(followed)}
-    return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series, mac_log)
+    return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series, mac_log, held)
+
+
+def _hold_over_idle(cross: pd.DataFrame, had: np.ndarray) -> tuple:
+    """``(cross, n)``: the cross-traffic with the DCIs of every slot where ``had`` is False
+    replaced by those of the latest slot where it is True (before the first: the first);
+    ``n`` such slots. Unchanged when ``had`` is never True."""
+    n_slots = len(had)
+    if had.all() or not had.any():
+        return cross, 0
+    idx = np.arange(n_slots)
+    src = np.maximum.accumulate(np.where(had, idx, -1))
+    src[src < 0] = int(np.argmax(had))
+    slot = cross["slot"].to_numpy()
+    lo = np.searchsorted(slot, src, "left")
+    counts = np.searchsorted(slot, src, "right") - lo
+    first = np.cumsum(counts) - counts
+    rows = np.arange(int(counts.sum())) - np.repeat(first, counts) + np.repeat(lo, counts)
+    out = cross.iloc[rows].reset_index(drop=True)
+    out["slot"] = np.repeat(idx, counts)
+    return out, int((~had).sum())
 
 
 def _nrscope_dcis(path: Path, direction: str) -> pd.DataFrame:
@@ -224,10 +264,12 @@ def mac_log_header(path) -> dict:
 
 
 def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
-    """An airlink MAC log as DCIs (see the module notes): ``slot`` (TTIs from the log's
-    first), ``user``, ``prb_start``, ``prbs``, ``mcs`` (1-based rate-table row),
-    ``tbs_bytes``, ``retransmission``; ``attrs["tti_s"]`` the log's TTI (``"num/den"``),
-    ``attrs["parameters"]`` the recorded cell's parameters."""
+    """An airlink MAC log as DCIs (see the module notes), one row per UE and TTI: ``slot``
+    (TTIs from the log's first), ``user``, ``prb_start``, ``prbs`` (0 when not scheduled),
+    ``mcs`` (1-based rate-table row), ``tbs_bytes``, ``retransmission``, ``wanted`` (the UE
+    had data at the TTI's decision: ``backlog_seen_bytes`` > 0 in a cell's log, ``backlog_bytes
+    + served_bytes`` > 0 in the simulator's, or it got subchannels); ``attrs["tti_s"]`` the
+    log's TTI (``"num/den"``), ``attrs["parameters"]`` the recorded cell's parameters."""
     from airlink.collectors import macparquet
     from airlink.core.units import parse_tti
     path = Path(path)
@@ -253,11 +295,16 @@ def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
             if len(ns) else np.zeros(0, np.int64)
     nsub = frame["prbs" if "prbs" in frame.columns else "subchannels"].to_numpy(np.int64)
     mcs = frame["mcs"].to_numpy(np.float64)
+    if "backlog_seen_bytes" in frame.columns:       # what the cell's scheduler saw
+        seen = frame["backlog_seen_bytes"].to_numpy(np.float64)
+    else:                                            # the simulator's queue before the TTI's service
+        seen = frame["backlog_bytes"].to_numpy(np.float64) + frame["served_bytes"].to_numpy(np.float64)
     rows = pd.DataFrame({"slot": slot, "user": frame["user"].astype(str).to_numpy(), "prbs": nsub,
                          "mcs": np.rint(np.nan_to_num(mcs)).astype(np.int64),
                          "tbs_bytes": frame["tx_bytes"].to_numpy(np.float64),
-                         "retransmission": frame["harq_retransmissions"].to_numpy(np.int64) > 0})
-    rows = rows[rows["prbs"] > 0].sort_values(["slot"], kind="stable").reset_index(drop=True)
+                         "retransmission": frame["harq_retransmissions"].to_numpy(np.int64) > 0,
+                         "wanted": (np.nan_to_num(seen) > 0) | (nsub > 0)})
+    rows = rows.sort_values(["slot"], kind="stable").reset_index(drop=True)
     # each TTI's DCIs side by side: one after another from PRB 0, in the log's user order
     # (measured_cell places the cross-traffic's again, without the followed UEs)
     rows["prb_start"] = rows.groupby("slot")["prbs"].cumsum() - rows["prbs"]

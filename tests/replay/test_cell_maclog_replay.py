@@ -137,3 +137,34 @@ def test_a_log_without_header_is_refused(tmp_path):
     with pytest.raises(AirlinkError, match="no TTI in the MAC log's airlink header"):
         CellShell(preset="quick", users=1, from_log=bare)
 
+
+
+def test_tti_where_the_followed_ue_had_no_data_holds_the_last_share(tmp_path):
+    """Hand-checkable: UE 1 has no data in TTIs 100-149 (queue empty, nothing served) and the
+    others hold all 24 subchannels there. What they took beside an idle UE says nothing of
+    what they would have left it: those TTIs get the cross-traffic of TTI 99 (per user and
+    subchannels); with ``hold_idle=False`` the recorded 24."""
+    from fractions import Fraction
+
+    from airlink.replay.cell_fromlog import measured_cell
+    path = hand_log(tmp_path, 200, all_taken=range(100, 150), none_taken=[])
+    log = pd.read_parquet(path)
+    tti = np.repeat(np.arange(200), 4)
+    idle = (log["user"] == "1").to_numpy() & (tti >= 100) & (tti < 150)
+    log.loc[idle, ["backlog_bytes", "served_bytes", "subchannels"]] = 0
+    write_like(log, path, path)
+    kw = dict(n_users=1, n_prbs=N_SUB, tti=Fraction(1, 1000), follow="1")
+    held = measured_cell(path, **kw)
+    kept = measured_cell(path, **kw, hold_idle=False)
+    at = log[(tti == 99) & (log["user"] != "1").to_numpy() & (log["subchannels"] > 0).to_numpy()]
+    want = sorted(zip("log-" + at["user"], at["subchannels"]))
+    assert sum(n for _, n in want) < N_SUB
+    for k in (100, 125, 149):
+        c = held.cross[held.cross["slot"] == k]
+        assert sorted(zip(c["user"], c["prbs"])) == want
+        assert kept.cross[kept.cross["slot"] == k]["prbs"].sum() == N_SUB
+    assert held.held_slots == 50 and kept.held_slots == 0
+    # elsewhere the same as recorded
+    other = ~held.cross["slot"].between(100, 149)
+    pd.testing.assert_frame_equal(held.cross[other].reset_index(drop=True),
+                                  kept.cross[~kept.cross["slot"].between(100, 149)].reset_index(drop=True))
