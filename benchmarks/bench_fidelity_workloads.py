@@ -12,8 +12,8 @@ divided by the live mean.
 2. **Recording**: ``airlink record`` in UE 1 of the same cell with another seed
    (``--record-seed``), the other UEs as above. For the scheduler-driven replay, the cell's
    MAC log of a run with that seed in which UE 1 downloads in bulk for ``--record-seconds``
-   (the cell's counterpart of a saturator recording), cut to its steady part (from 1 s to
-   0.5 s before the download ends).
+   (the cell's counterpart of a saturator recording), cut to its steady part (from 1 s
+   after UE 1's first served TTI to 0.5 s before its last).
 3. **Replays** of the recording, the same workloads inside:
    ``airlink delay BASE airlink link mahimahi.down --uplink mahimahi.up`` (airlink's
    saturator replay), ``airlink link --mode workload REC`` (airlink's workload-aware replay
@@ -277,12 +277,12 @@ class Bench:
     def record_cell(self) -> Path | None:
         """The recorded cell's MAC log for the scheduler-driven replay: UE 1 downloads in
         bulk (the client's bulk branch) for ``--record-seconds``; the log is cut to
-        ``[1 s, end of the download - 0.5 s]``, where UE 1's queue is never empty."""
+        ``[UE 1's first served TTI + 1 s, its last - 0.5 s]``."""
         secs = self.args.record_seconds
         full = self.tmp / "cell-rec-full.parquet"
         bulk = (f"AIRLINK_UE=2 timeout {secs:g} {self.args.client_python} {self.tmp}/client.py /dev/null 1 "
                 f"{self.args.record_seed} 0 {self.tmp}/never")
-        r = self.cell(self.args.record_seed, bulk, timeout=secs + 30, mac_log=full)
+        r = self.cell(self.args.record_seed, bulk, timeout=secs + 15, mac_log=full)
         if not full.exists():
             print(f"cell recording failed: {r.stderr.strip()[-300:]}", flush=True)
             return None
@@ -291,7 +291,11 @@ class Bench:
         table = pq.read_table(full)
         frame = table.to_pandas()
         t = (frame["time"] - frame["time"].min()).dt.total_seconds()
-        frame = frame[(t >= 1.0) & (t < secs - 0.5)]
+        got = t[(frame["user"] == "1") & (frame["served_bytes"] > 0)]
+        if got.empty:
+            print(f"cell recording: UE 1 was never served: {r.stderr.strip()[-300:]}", flush=True)
+            return None
+        frame = frame[(t >= got.min() + 1.0) & (t < got.max() - 0.5)]
         ue1 = frame[frame["user"] == "1"]
         cut = self.tmp / "cell-rec.parquet"
         pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(
