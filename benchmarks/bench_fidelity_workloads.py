@@ -21,9 +21,11 @@ divided by the live mean.
    ``mm-delay BASE mm-link mahimahi.up mahimahi.down`` (Mahimahi) and
    ``mm-cellular`` with the light/heavy traces and size offsets (CellReplay), and
    ``airlink delay D airlink cell --from-log MAC_LOG --follow-rnti 1 --users 1`` (airlink's
-   scheduler-driven replay: UE 1's recorded channel, the other UEs' recorded subchannels per
-   TTI taken first, PF serving the workload's live backlog; ``D`` is the wired delay around
-   the ground-truth cell, as the radio's own delay is replayed by the cell). ``BASE`` is
+   scheduler-driven replay: UE 1's recorded channel, PF serving the workload's live backlog;
+   the other UEs' recorded subchannels per TTI taken first (``share``), or the other UEs
+   scheduled beside it from their recorded arrivals and channels (``--log-others demand``);
+   ``D`` is the wired delay around the ground-truth cell, as the radio's own delay is
+   replayed by the cell). ``BASE`` is
    the recording's median one-way base delay. A tool that is not installed gets a row that
    says so (Mahimahi's tools run as the user ``--mm-user``: they refuse root).
 4. **Workloads** (one pass, random order, idle gaps of 0.5-1 s): UDP ping RTT (20 probes
@@ -60,8 +62,9 @@ from _netns import (AIRLINK, TCP_SERVER, add_mahimahi_options, as_user, require_
 PORT = 9060             # workload server: TCP downloads, UDP echo and trains
 RECORD_PORT = 9050
 WORKLOAD = "airlink link (workload)"
-SCHEDULER = "airlink cell (scheduler)"
-ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
+SCHEDULER = "airlink cell (sched, share)"
+DEMAND = "airlink cell (sched, demand)"
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
@@ -305,12 +308,14 @@ class Bench:
               f"{100 * (ue1['backlog_bytes'] <= 0).mean():.1f} % of TTIs", flush=True)
         return cut
 
-    def replay_scheduler(self, log: Path, seed: int):
+    def replay_scheduler(self, log: Path, seed: int, others: str = "share"):
         """``airlink cell --from-log`` on the recorded cell's MAC log, UE 1 followed, one live
-        UE running the workloads, inside the wired delay of the ground-truth cell."""
+        UE running the workloads, inside the wired delay of the ground-truth cell; the other
+        UEs as their recorded share or as their recorded demand (``--log-others``)."""
         a = self.args
-        out = self.tmp / f"scheduler-{seed}.json"
+        out = self.tmp / f"scheduler-{others}-{seed}.json"
         r = self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--from-log", log, "--follow-rnti", 1,
+                      "--log-others", others,
                       "--preset", a.preset, "--scheduler", "pf", "--users", 1, "--seed", seed, "--uplink", a.uplink,
                       "--", *self.client_argv(out, seed)], timeout=self.budget() + 60)
         return self._load(out, r, "airlink cell --from-log")
@@ -415,12 +420,15 @@ def main(argv=None) -> int:
         time.sleep(1.0)
         live = [r for r in (b.live(s) for s in args.live_seeds) if r]
         want = set(args.rows)
-        rec = b.record() if want - {SCHEDULER} else None
-        cell_rec = b.record_cell() if SCHEDULER in want else None
+        rec = b.record() if want - {SCHEDULER, DEMAND} else None
+        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND} else None
         replays = {}
         if cell_rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
-            replays[SCHEDULER] = [r for r in (b.replay_scheduler(cell_rec, 100 + k) for k in range(args.replays)) if r]
+            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand")):
+                if name in want:
+                    replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others)
+                                                 for k in range(args.replays)) if r]
         if rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
             s = json.loads((rec / "record.json").read_text())
@@ -452,19 +460,19 @@ def main(argv=None) -> int:
           f"{time.monotonic() - t0:.0f} s in all")
     print("airlink link (workload) runs on the link shell's Python path (the C engine has no "
           "workload mode)")
-    head = f"{'workload':<18} {'live n':>6} {'live mean':>10}  " + "  ".join(f"{n[:24]:>24}" for n in names)
+    head = f"{'workload':<18} {'live n':>6} {'live mean':>10}  " + "  ".join(f"{n[:28]:>28}" for n in names)
     print(head)
     for w, v in live_m.items():
         cells = []
         for n in names:
             t = table[n]
             if isinstance(t, str):
-                cells.append(f"{t:>24}")
+                cells.append(f"{t:>28}")
             elif t.get(w) is None:
-                cells.append(f"{'-':>24}")
+                cells.append(f"{'-':>28}")
             else:
                 e, k = t[w]
-                cells.append(f"{e * 100:>15.1f} % (n={k:>3})")
+                cells.append(f"{e * 100:>19.1f} % (n={k:>3})")
         print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}ms  " + "  ".join(cells))
     if args.json:
         args.json.write_text(json.dumps({"live": live, "replays": replays, "table": table}, indent=1))

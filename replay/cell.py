@@ -127,6 +127,9 @@ class CellShell:
         for every UE or a list of one per UE; ``"busiest"`` (default) or ``"model"`` (the preset's)
     log_direction : with ``from_log``, whose DCIs are the cross-traffic (``downlink``)
     log_start : with ``from_log``, where in the log TTI 0 is (a duration; default its first slot)
+    log_others : with ``from_log``, ``"share"`` (the other users' recorded PRBs are taken first)
+        or ``"demand"`` (an airlink MAC log's other UEs scheduled beside the live ones, fed by
+        their recorded arrivals: :mod:`airlink.replay.cell_fromlog`)
     """
 
     tool = "airlink cell"
@@ -135,7 +138,7 @@ class CellShell:
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None, ecn: bool = False,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
                  realtime: bool = False, from_log=None, follow_rnti=None, log_direction: str = "downlink",
-                 log_start=None):
+                 log_start=None, log_others: str = "share"):
         from airlink.sim.engine import check_config, make_scheduler, resolve_config, scheduler_name
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
@@ -157,7 +160,7 @@ class CellShell:
             from .cell_fromlog import measured_for
             self.measured = measured_for(cfg, self.scheduler, from_log, n_users=self.n_users,
                                          n_prbs=self.n_subchannels, tti=self.tti, follow=follow_rnti,
-                                         direction=log_direction, start=log_start)
+                                         direction=log_direction, start=log_start, others=log_others)
         if not Fraction(1, 2000) <= self.tti <= Fraction(1, 100):
             raise AirlinkError(f"a cell's TTI must be 0.5 to 10 ms, got {float(self.tti) * 1000:g} ms")
         self.duration = None if duration is None else parse_duration(duration)

@@ -18,6 +18,15 @@ Two kinds of log hold what every user of a cell got, TTI by TTI:
   there the cross-traffic is that of the latest TTI where a followed UE had data (before
   the first such TTI, the first one's): the share the others took beside a UE that wanted
   data. ``hold_idle=False`` keeps every TTI as recorded.
+  **Others as demand** (``others="demand"``, an airlink MAC log only): instead of taking
+  their recorded subchannels first, the other UEs become simulated UEs of the cell
+  (:class:`Demand`; :meth:`FromLogRadio.step` runs each TTI through an inner radio of the
+  live UEs followed by them): their queues get their recorded ``arrivals_bytes`` (and start
+  with what they held at the start slot), their channel is their recorded row (held as a
+  followed UE's), and the scheduler divides the subchannels between them and the live UEs
+  every TTI with their PF averages kept as for live UEs - a live UE that was idle takes
+  more, as in the recorded cell. The replay's MAC log then has the live UEs' rows only
+  (the others' service stays in the shell process: ``FromLogRadio.others_served``).
   This is the **scheduler-driven replay** of one UE of a recorded cell: ``--follow-rnti N
   --users 1`` gives the live UE UE ``N``'s recorded channel and the other UEs' recorded
   resources as cross-traffic, and the cell's scheduler serves it TTI by TTI from its live
@@ -82,6 +91,22 @@ _MAX_NEW_MCS = 28
 
 
 @dataclass
+class Demand:
+    """The other UEs of an airlink MAC log as simulated UEs of the replaying cell.
+
+    users : their names in the log; rows : int64 (K, L) their MCS as 1-based rate-table rows
+    per slot (held as for a followed UE); arrivals : float64 (K, L) bytes arriving at their
+    queue per slot (``arrivals_bytes``); backlog : float64 (K, L) bytes queued at each
+    slot's decision less its arrivals (the start's is their queue when the replay begins)
+    """
+
+    users: list
+    rows: np.ndarray
+    arrivals: np.ndarray
+    backlog: np.ndarray
+
+
+@dataclass
 class MeasuredCell:
     """What a live cell replays from a log (see the module notes).
 
@@ -94,6 +119,7 @@ class MeasuredCell:
     mcs_rows : True when MCS values are 1-based rate-table rows (an airlink MAC log), False
         when they are 38.214 MCS indices (NR-Scope)
     held_slots : slots whose cross-traffic is a held one (no followed UE had data there)
+    demand : the other users as simulated UEs (``others="demand"``), or None
     """
 
     source: str
@@ -106,6 +132,7 @@ class MeasuredCell:
     mcs_series: dict = field(default_factory=dict)
     mcs_rows: bool = False
     held_slots: int = 0
+    demand: "Demand | None" = None
 
     def slots_of(self, k0: int, n: int) -> np.ndarray:
         """The log slots of TTIs ``k0 .. k0+n-1``."""
@@ -134,11 +161,13 @@ class MeasuredCell:
         return {"source": self.source, "direction": self.direction, "log_slots": self.n_slots,
                 "start_slot": self.start, "follow_rnti": self.follow,
                 "cross_traffic_rntis": int(self.cross["user"].nunique()),
-                "cross_traffic_dcis": len(self.cross), "held_slots": self.held_slots}
+                "cross_traffic_dcis": len(self.cross), "held_slots": self.held_slots,
+                "others": "share" if self.demand is None else "demand"}
 
 
 def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None,
-                  direction: str = "downlink", start=None, hold_idle: bool = True) -> MeasuredCell:
+                  direction: str = "downlink", start=None, hold_idle: bool = True,
+                  others: str = "share") -> MeasuredCell:
     """Read a cell's log (NR-Scope CSV or airlink MAC log, see the module notes) for a live
     cell of ``n_users`` UEs over ``n_prbs`` PRBs (subchannels) with slots of ``tti`` seconds.
 
@@ -151,6 +180,9 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     hold_idle : an airlink MAC log only: in TTIs where no followed UE had data, the
         cross-traffic is that of the latest TTI where one had (see the module notes);
         False: as recorded in every TTI
+    others : ``"share"`` (the other users' recorded PRBs are taken first) or, for an
+        airlink MAC log, ``"demand"``: the other UEs are simulated UEs of the cell fed by
+        their recorded arrivals and channels (:class:`Demand`), scheduled with the live ones
 
     Errors name the file (and for a bad row of an NR-Scope log the line and column).
     """
@@ -158,10 +190,16 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     path = Path(path)
     if not path.exists():
         raise AirlinkError(f"{path}: no such cell log")
+    if others not in ("share", "demand"):
+        raise AirlinkError(f"others: 'share' or 'demand', not {others!r}")
     mac_log = is_mac_log(path)
+    if others == "demand" and not mac_log:
+        raise AirlinkError(f"{path}: other users as demand need an airlink MAC log (an NR-Scope log has no "
+                           f"arrivals)")
     frame = mac_log_dcis(path, direction) if mac_log else _nrscope_dcis(path, direction)
-    wanted = None
+    wanted = every = None
     if mac_log:
+        every = frame
         wanted = frame[frame["wanted"]][["slot", "user"]]
         frame = frame[frame["prbs"] > 0]
     log_tti = Fraction(frame.attrs["tti_s"])
@@ -210,12 +248,36 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     cross = cross[["slot", "user", "prb_start", "prbs", "mcs", "tbs_bytes", "retransmission"]]
     cross = cross.sort_values("slot", kind="stable").reset_index(drop=True)
     held = 0
-    if wanted is not None and followed and hold_idle:
+    demand = None
+    if others == "demand":
+        demand = _demand(every, frame, sorted(set(every["user"]) - followed, key=lambda u: (len(u), u)), n_slots)
+        cross = cross.iloc[:0]
+    elif wanted is not None and followed and hold_idle:
         had = np.zeros(n_slots, bool)
         had[wanted[wanted["user"].isin(followed)]["slot"].to_numpy(np.int64)] = True
         cross, held = _hold_over_idle(cross, had)
     series = {r: _mcs_series(frame, r, n_slots, rows=mac_log) for r in sorted(followed)}
-    return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series, mac_log, held)
+    return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series, mac_log, held,
+                        demand)
+
+
+def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: int) -> Demand:
+    """:class:`Demand` of ``users`` from a MAC log's rows (``every``: one per UE and TTI;
+    ``scheduled``: those with subchannels). A user never given a new block gets row 1."""
+    k = len(users)
+    rows = np.ones((k, n_slots), np.int64)
+    arrivals = np.zeros((k, n_slots))
+    backlog = np.zeros((k, n_slots))
+    for i, u in enumerate(users):
+        f = every[every["user"] == u]
+        slot = f["slot"].to_numpy(np.int64)
+        arrivals[i, slot] = f["arrivals_bytes"].to_numpy(np.float64)
+        backlog[i, slot] = np.maximum(f["seen_bytes"].to_numpy(np.float64) - arrivals[i, slot], 0.0)
+        try:
+            rows[i] = _mcs_series(scheduled, u, n_slots, rows=True)
+        except AirlinkError:
+            pass
+    return Demand(users, rows, arrivals, backlog)
 
 
 def _hold_over_idle(cross: pd.DataFrame, had: np.ndarray) -> tuple:
@@ -303,7 +365,9 @@ def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
                          "mcs": np.rint(np.nan_to_num(mcs)).astype(np.int64),
                          "tbs_bytes": frame["tx_bytes"].to_numpy(np.float64),
                          "retransmission": frame["harq_retransmissions"].to_numpy(np.int64) > 0,
-                         "wanted": (np.nan_to_num(seen) > 0) | (nsub > 0)})
+                         "wanted": (np.nan_to_num(seen) > 0) | (nsub > 0), "seen_bytes": np.nan_to_num(seen),
+                         "arrivals_bytes": np.nan_to_num(frame["arrivals_bytes"].to_numpy(np.float64))
+                         if "arrivals_bytes" in frame.columns else np.zeros(len(frame))})
     rows = rows.sort_values(["slot"], kind="stable").reset_index(drop=True)
     # each TTI's DCIs side by side: one after another from PRB 0, in the log's user order
     # (measured_cell places the cross-traffic's again, without the followed UEs)
@@ -350,7 +414,7 @@ def rows_of_mcs(table, mcs) -> np.ndarray:
 
 
 def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, follow=None,
-                 direction: str = "downlink", start=None) -> MeasuredCell:
+                 direction: str = "downlink", start=None, others: str = "share") -> MeasuredCell:
     """:func:`measured_cell` for a cell of configuration ``cfg`` (checked with
     :func:`check_cell`); when a UE follows a recorded RNTI, ``cfg["link_adaptation"]`` becomes
     ``cqi`` (the recorded MCS is the base station's choice, its outer loop included)."""
@@ -360,7 +424,7 @@ def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, 
     recorded = (mac_log_header(path).get("parameters") or {}) if is_mac_log(path) else None
     check_cell(cfg, scheduler, recorded=recorded, source=path)
     measured = measured_cell(path, n_users=n_users, n_prbs=n_prbs, tti=tti, follow=follow,
-                             direction=direction, start=start)
+                             direction=direction, start=start, others=others)
     if any(f is not None for f in measured.follow):
         cfg["link_adaptation"] = "cqi"
     return measured
@@ -419,6 +483,62 @@ class FromLogRadio(Radio):
         self._busy = np.cumsum(mask, axis=1)[:, :n_c] > 0
         self._row_of = {r: measured.table_rows(self.table, s) for r, s in measured.mcs_series.items()}
         self._cross_rows = measured.table_rows(self.table, cross["mcs"]) if len(cross) else None
+        self._inner = None
+        self.others_served = np.zeros(len(measured.demand.users) if measured.demand is not None else 0)
+
+    # -- other users as demand ----------------------------------------------------------------
+    def step(self, inp, i0: int, i1: int, out: dict, *, backlog=None) -> None:
+        """:meth:`Radio.step`; with :attr:`MeasuredCell.demand`, the TTIs are run by a radio
+        of the live UEs followed by the other users as simulated UEs (:meth:`_demand_step`)."""
+        if self.measured.demand is None:
+            return super().step(inp, i0, i1, out, backlog=backlog)
+        for i in range(i0, i1):
+            self._demand_step(inp, i, {name: a[i - i0:i - i0 + 1] for name, a in out.items()}, backlog)
+
+    def _demand_step(self, inp, i: int, out: dict, backlog) -> None:
+        """TTI ``inp.k0 + i`` with the other users as UEs ``U .. U+K-1`` of an inner radio of
+        the same cell: their channel is the threshold of their recorded row on every
+        subchannel, their queues (kept by the inner radio's step, no buffer limit) get their
+        recorded arrivals; the live UEs' inputs are this TTI's. The live UEs' outputs are
+        added to ``out``; the others' stay in :attr:`others_served` (bytes per user)."""
+        from airlink.sim.step import OUTPUTS, ChunkInputs
+        d = self.measured.demand
+        n_u, n_k = self.n_users, len(d.users)
+        inner = self._inner
+        k = inp.k0 + i
+        slot = int(self.measured.slots_of(k, 1)[0])
+        if inner is None:
+            inner = self._inner = self._inner_radio()
+            inner.state["backlog"][n_u:] = d.backlog[:, slot]
+        lin = self.thr_lin[np.clip(d.rows[:, slot] - 1, 0, len(self.thr_lin) - 1)]
+        real = np.empty((1, n_u + n_k, self.n_subchannels), np.float32)
+        rep = np.empty_like(real)
+        real[0, :n_u], rep[0, :n_u] = inp.real[i], inp.rep[i]
+        real[0, n_u:] = rep[0, n_u:] = lin[:, None]
+        arrivals = np.zeros((1, n_u + n_k))
+        arrivals[0, n_u:] = d.arrivals[:, slot]
+        u_err = inner._rng.random((1, inner.n_slots))
+        with np.errstate(divide="ignore", over="ignore"):
+            u_err = ((1 - u_err) / u_err) ** (1 / inner.beta)
+        perm = inner._rng_ties.permutation(n_u + n_k).reshape(1, -1)
+        none = np.zeros((0, n_u + n_k), np.float32)
+        row = inner.new_outputs(1)
+        full = None
+        if backlog is not None:
+            full = inner.state["backlog"].copy()
+            full[:n_u] = backlog
+        inner.step(ChunkInputs(k, 1, real, rep, arrivals, u_err, perm, none, none), 0, 1, row, backlog=full)
+        for name in OUTPUTS:
+            out[name][0] += row[name][0, :n_u]
+        self.others_served += row["served"][0, n_u:]
+
+    def _inner_radio(self) -> Radio:
+        from airlink.sim.engine import make_scheduler
+        n = self.n_users + len(self.measured.demand.users)
+        cfg = dict(self.cfg, n_users=n)
+        sched = self.cfg["scheduler"]
+        return Radio(cfg, make_scheduler(sched, cfg), n_users=n, n_subchannels=self.n_subchannels,
+                     n_tti=self.n_tti, live=True)
 
     def busy_prbs(self, k0: int, n: int) -> np.ndarray:
         """bool (n, subchannels): the PRBs the cross-traffic holds in TTIs ``k0 .. k0+n-1``."""

@@ -26,7 +26,9 @@ airlink infer cell mac.parquet
 # scheduler-driven replay of UE 1 of a recorded airlink cell: UE 1's recorded channel, the
 # other UEs' recorded subchannels per TTI taken first, PF serving the live backlog
 sudo airlink cell --preset quick --mac-log rec.parquet -- ./background.sh     # the recording
-sudo airlink cell --from-log rec.parquet --preset quick --follow-rnti 1 --users 1 -- ./workload.sh"""
+sudo airlink cell --from-log rec.parquet --preset quick --follow-rnti 1 --users 1 -- ./workload.sh
+# the same with the other UEs scheduled beside it from their recorded arrivals (PF reacts)
+sudo airlink cell --from-log rec.parquet --log-others demand --preset quick --follow-rnti 1 --users 1 -- ./w.sh"""
 
 
 def register(sub):
@@ -93,6 +95,10 @@ def register(sub):
                    help="with --from-log: whose DCIs are the cross-traffic (downlink)")
     p.add_argument("--log-start", metavar="DURATION",
                    help="with --from-log: start this far into the log (e.g. 68.5s; default its first slot)")
+    p.add_argument("--log-others", choices=["share", "demand"], default="share",
+                   help="with --from-log: the other users' recorded PRBs are taken first (share), or, from "
+                        "an airlink MAC log, they are simulated UEs scheduled beside the live ones, fed by "
+                        "their recorded arrivals and channels (demand)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
     p.set_defaults(func=run, cmd=[])
 
@@ -104,7 +110,8 @@ def run(args) -> int:
     from airlink.core.errors import AirlinkError
     if args.from_log is None:
         for flag, value in (("--follow-rnti", args.follow_rnti), ("--log-start", args.log_start),
-                            ("--log-direction", None if args.log_direction == "downlink" else args.log_direction)):
+                            ("--log-direction", None if args.log_direction == "downlink" else args.log_direction),
+                            ("--log-others", None if args.log_others == "share" else args.log_others)):
             if value is not None:
                 raise AirlinkError(f"{flag} needs --from-log")
     preset, overrides = read_config_files(args.config, args.preset)
@@ -115,7 +122,7 @@ def run(args) -> int:
                       uplink=args.uplink, mac_log=args.mac_log, log_dir=args.log_dir,
                       warmup_bytes=args.warmup, late_after=args.late_after, realtime=args.realtime,
                       from_log=args.from_log, follow_rnti=args.follow_rnti, log_direction=args.log_direction,
-                      log_start=args.log_start)
+                      log_start=args.log_start, log_others=args.log_others)
     status = shell.run(args.cmd or None, stats_path=args.stats)
     s = shell.last_stats
     if s is not None and s["ttis"]:

@@ -168,3 +168,70 @@ def test_tti_where_the_followed_ue_had_no_data_holds_the_last_share(tmp_path):
     other = ~held.cross["slot"].between(100, 149)
     pd.testing.assert_frame_equal(held.cross[other].reset_index(drop=True),
                                   kept.cross[~kept.cross["slot"].between(100, 149)].reset_index(drop=True))
+
+
+def demand_log(folder, n_tti, *, busy_users, row=10):
+    """The recorded cell with every UE on MCS row ``row`` and the UEs ``busy_users`` holding
+    500 KB at every decision (none arriving: a standing queue), the others no data at all."""
+    src = recorded_cell(folder, seconds=n_tti / 1000)
+    log = pd.read_parquet(src)
+    busy = log["user"].isin(busy_users).to_numpy()
+    log["mcs"] = float(row)
+    log["harq_retransmissions"] = 0
+    log["arrivals_bytes"] = 0.0
+    log.loc[busy, "backlog_bytes"] = 500_000.0
+    log.loc[busy, "served_bytes"] = 0.0
+    log.loc[~busy & (log["user"] != "1").to_numpy(), ["backlog_bytes", "served_bytes", "subchannels"]] = 0
+    return write_like(log, src, folder / "demand.parquet")
+
+
+def demand_run(path, n, backlog):
+    shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1",
+                      log_others="demand", seed=4)
+    radio = shell._radio()
+    inp = radio.inputs(0, n)
+    out = radio.new_outputs(n)
+    for i in range(n):
+        radio.step(inp, i, i + 1, {k: v[i:i + 1] for k, v in out.items()}, backlog=np.array([backlog]))
+    return radio, out
+
+
+def test_demand_others_without_data_leave_everything(tmp_path):
+    """Hand-checkable: the other UEs had no data in the recording (whatever subchannels the
+    log shows): a full live queue gets all 24 subchannels in every TTI."""
+    path = demand_log(tmp_path, 100, busy_users=[])
+    radio, out = demand_run(path, 100, 1e9)
+    assert (out["nsub"][:, 0] == N_SUB).all() and (out["served"][:, 0] > 0).all()
+    assert radio.others_served.sum() == 0
+
+
+def test_demand_idle_live_ue_leaves_everything_to_the_others(tmp_path):
+    """UE 2 holds 500 KB and nothing arrives; the live UE has no data: the live UE gets
+    nothing, UE 2 is served at most the 500 KB it had."""
+    path = demand_log(tmp_path, 100, busy_users=["2"])
+    radio, out = demand_run(path, 100, 0.0)
+    assert (out["nsub"][:, 0] == 0).all()
+    assert 0 < radio.others_served[0] <= 500_000 and radio.others_served[1:].sum() == 0
+
+
+def test_demand_pf_shares_equally_between_equal_ues(tmp_path):
+    """PF between the live UE (full queue) and UE 2 (500 KB standing, same recorded row,
+    the same flat channel): after the first TTIs (PF averages from 0) each gets half of the
+    subchannels over time: the others react to the live UE's demand."""
+    path = demand_log(tmp_path, 400, busy_users=["2"])
+    radio, out = demand_run(path, 400, 1e9)
+    share = out["nsub"][100:, 0].sum() / (300 * N_SUB)
+    assert 0.4 < share < 0.6, share
+    assert radio.measured.demand.users == ["2", "3", "4"]
+
+
+def test_demand_needs_an_airlink_mac_log(shared_data):
+    from tests.replay.test_cell_fromlog import AFTERNOON
+    with pytest.raises(AirlinkError, match="need an airlink MAC log"):
+        CellShell(preset="nr-tmobile-10mhz", users=1, from_log=shared_data / AFTERNOON, log_others="demand")
+
+
+def test_log_others_needs_from_log(capsys):
+    assert _cli("--log-others", "demand", "--", "true") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("airlink: error: ") and "--log-others needs --from-log" in err
