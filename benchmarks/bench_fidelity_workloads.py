@@ -372,6 +372,16 @@ class Bench:
         return None
 
 
+def save(path, live, replays, table=None) -> None:
+    """The samples so far (and the table at the end) as JSON, when ``--json`` is given: a
+    run cut short keeps the replays it finished."""
+    if path is not None:
+        doc = {"live": live, "replays": replays}
+        if table is not None:
+            doc["table"] = table
+        path.write_text(json.dumps(doc, indent=1))
+
+
 def installed(args) -> dict:
     """``{row name: runnable here}`` of the Mahimahi and CellReplay replays (why not: printed)."""
     have = {}
@@ -429,6 +439,7 @@ def main(argv=None) -> int:
                 if name in want:
                     replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others)
                                                  for k in range(args.replays)) if r]
+                    save(args.json, live, replays)
         if rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
             s = json.loads((rec / "record.json").read_text())
@@ -443,6 +454,7 @@ def main(argv=None) -> int:
             for name, fn in runs.items():
                 if name in want:
                     replays[name] = [r for r in (fn(100 + k) for k in range(args.replays)) if r]
+                    save(args.json, live, replays)
         for p in b.procs:
             p.kill()
             p.wait()
@@ -474,8 +486,7 @@ def main(argv=None) -> int:
                 e, k = t[w]
                 cells.append(f"{e * 100:>19.1f} % (n={k:>3})")
         print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}ms  " + "  ".join(cells))
-    if args.json:
-        args.json.write_text(json.dumps({"live": live, "replays": replays, "table": table}, indent=1))
+    save(args.json, live, replays, table)
     return 0
 
 
