@@ -121,3 +121,31 @@ def test_live_replay_of_one_ue_of_an_airlink_cell(test_ns, tmp_path):
                - live["backlog_bytes"])
     assert np.abs(balance.to_numpy()).max() < 1.0
     assert stats["measured_cell"]["follow_rnti"] == ["1"]
+
+
+def test_live_replay_with_the_other_ues_as_demand(test_ns, tmp_path):
+    """``--log-others demand`` through the live loop: the recorded UE 2 holds every
+    subchannel UE 1 did not in every TTI but had no data (queues empty, nothing arriving), so as demand
+    they leave the live UE everything (as a recorded share they would leave it nothing): a
+    1 s download is served, no cross-traffic rows are logged, bytes are conserved."""
+    from tests.replay.test_cell_maclog_replay import demand_log, write_like
+    path = demand_log(tmp_path, 1000, busy_users=[])
+    log = pd.read_parquet(path)
+    ue1 = log["user"].to_numpy() == "1"
+    log.loc[~ue1, "subchannels"] = 0
+    log.loc[log["user"].to_numpy() == "2", "subchannels"] = 24 - log.loc[ue1, "subchannels"].to_numpy()
+    write_like(log, path, path)
+    test_ns.iperf_server(5201)
+    mac_path, stats_path = tmp_path / "mac.parquet", tmp_path / "stats.json"
+    r = test_ns.airlink("cell", "--from-log", path, "--log-others", "demand", "--preset", "quick", "--follow-rnti",
+                        "1", "--users", "1", "--duration", "2s", "--mac-log", mac_path, "--stats", stats_path, "--",
+                        "sh", "-c", "iperf3 -c $AIRLINK_BASE -p 5201 -R -t 1 > /dev/null", timeout=120)
+    assert r.returncode == 0, r.stderr
+    stats = json.loads(stats_path.read_text())
+    mac = pd.read_parquet(mac_path)
+    assert not mac["cross_traffic"].any() and set(mac["user"]) == {"1"}
+    assert mac["subchannels"].max() == 24 and mac["served_bytes"].sum() > 100_000
+    assert stats["measured_cell"]["others"] == "demand"
+    d = stats["ues"][0]["downlink"]
+    assert d["arrivals_bytes"] == d["departures_bytes"] + d["drops_bytes"] + d["queued_bytes"], d
+    assert abs(mac["served_bytes"].sum() - d["departures_bytes"]) < 1.0
