@@ -12,25 +12,27 @@ Two kinds of log hold what every user of a cell got, TTI by TTI:
   their number matters), ``mcs`` = the 1-based rate-table row of its blocks (the row
   mean, rounded), ``tbs_bytes`` = ``tx_bytes``, a retransmission when it carried HARQ
   retransmissions. The cross-traffic's users are named ``log-N`` in the replay's MAC log.
-  **Idle TTIs**: a MAC log also says whether a UE had data at a TTI's decision. What the
-  others took in a TTI where the followed UE had none says nothing about what they would
-  have left it (a work-conserving scheduler gives a backlogged neighbour everything), so
-  there the cross-traffic is that of the latest TTI where a followed UE had data (before
-  the first such TTI, the first one's): the share the others took beside a UE that wanted
-  data. ``hold_idle=False`` keeps every TTI as recorded.
-  **Others as demand** (``others="demand"``, an airlink MAC log only): instead of taking
-  their recorded subchannels first, the other UEs become simulated UEs of the cell
-  (:class:`Demand`; :meth:`FromLogRadio.step` runs each TTI through an inner radio of the
-  live UEs followed by them): their queues get their recorded ``arrivals_bytes`` (and start
-  with what they held at the start slot), their channel is their recorded row (held as a
-  followed UE's), and the scheduler divides the subchannels between them and the live UEs
-  every TTI with their PF averages kept as for live UEs - a live UE that was idle takes
-  more, as in the recorded cell. The replay's MAC log then has the live UEs' rows only
-  (the others' service stays in the shell process: ``FromLogRadio.others_served``).
   This is the **scheduler-driven replay** of one UE of a recorded cell: ``--follow-rnti N
   --users 1`` gives the live UE UE ``N``'s recorded channel and the other UEs' recorded
   resources as cross-traffic, and the cell's scheduler serves it TTI by TTI from its live
   backlog (docs/replay.md).
+
+**Idle TTIs**: a MAC log also says whether a UE had data at a TTI's decision. What the
+others took in a TTI where the followed UE had none says nothing about what they would
+have left it (a work-conserving scheduler gives a backlogged neighbour everything), so
+there the cross-traffic is that of the latest TTI where a followed UE had data (before
+the first such TTI, the first one's): the share the others took beside a UE that wanted
+data. ``hold_idle=False`` keeps every TTI as recorded.
+
+**Others as demand** (``others="demand"``, an airlink MAC log only): instead of taking
+their recorded subchannels first, the other UEs become simulated UEs of the cell
+(:class:`Demand`; :meth:`FromLogRadio.step` runs each TTI through an inner radio of the
+live UEs followed by them): their queues get their recorded ``arrivals_bytes`` (and start
+with what they held at the start slot), their channel is their recorded row (held as a
+followed UE's), and the scheduler divides the subchannels between them and the live UEs
+every TTI with their PF averages kept as for live UEs - a live UE that was idle takes
+more, as in the recorded cell. The replay's MAC log then has the live UEs' rows only
+(the others' service stays in the shell process: ``FromLogRadio.others_served``).
 
 :func:`measured_cell` turns either into what the live cell needs per slot:
 
@@ -67,9 +69,9 @@ DCIs (a gap) has no cross-traffic. The log's slot length must be the cell's TTI.
 The MAC log gets one row per cross-traffic DCI (``cross_traffic`` True, ``user`` its RNTI,
 ``prbs``/``subchannels`` its PRBs, ``mcs`` the table row as for the live UEs,
 ``mcs_index`` the logged index (-1 from an airlink MAC log), ``tbs_bytes``/``served_bytes``
-the logged transport block, 0 on an NR-Scope retransmission) next to the live UEs' rows (``cross_traffic`` False, ``prbs`` =
-``subchannels``), with the TTI number in ``slot``: ``airlink infer cell`` reads it like a
-decoded log.
+the logged transport block, 0 on an NR-Scope retransmission) next to the live UEs' rows
+(``cross_traffic`` False, ``prbs`` = ``subchannels``), with the TTI number in ``slot``:
+``airlink infer cell`` reads it like a decoded log.
 """
 from __future__ import annotations
 
