@@ -87,6 +87,8 @@ from airlink.core.errors import AirlinkError
 
 #: linear SINR of a PRB the cross-traffic holds (see the module notes)
 MASKED = np.float32(-1.0)
+#: TTIs of draws the demand mode's inner radio makes at a time
+_DRAWS = 1000
 #: the highest MCS index of a new transmission (28-31 of the 256QAM table and 29-31 of the
 #: 64QAM ones are reserved: they only name a retransmission's modulation)
 _MAX_NEW_MCS = 28
@@ -501,46 +503,61 @@ class FromLogRadio(Radio):
         """TTI ``inp.k0 + i`` with the other users as UEs ``U .. U+K-1`` of an inner radio of
         the same cell: their channel is the threshold of their recorded row on every
         subchannel, their queues (kept by the inner radio's step, no buffer limit) get their
-        recorded arrivals; the live UEs' inputs are this TTI's. The live UEs' outputs are
-        added to ``out``; the others' stay in :attr:`others_served` (bytes per user)."""
-        from airlink.sim.step import OUTPUTS, ChunkInputs
+        recorded arrivals; the live UEs' inputs are this TTI's; block-error and tie-breaking
+        draws are the inner radio's own (:meth:`_draw`). The live UEs'
+        outputs are added to ``out``; the others' served bytes to :attr:`others_served`."""
+        from airlink.sim.step import OUTPUTS
         d = self.measured.demand
-        n_u, n_k = self.n_users, len(d.users)
-        inner = self._inner
+        n_u = self.n_users
         k = inp.k0 + i
         slot = int(self.measured.slots_of(k, 1)[0])
-        if inner is None:
-            inner = self._inner = self._inner_radio()
-            inner.state["backlog"][n_u:] = d.backlog[:, slot]
-        lin = self.thr_lin[np.clip(d.rows[:, slot] - 1, 0, len(self.thr_lin) - 1)]
-        real = np.empty((1, n_u + n_k, self.n_subchannels), np.float32)
-        rep = np.empty_like(real)
-        real[0, :n_u], rep[0, :n_u] = inp.real[i], inp.rep[i]
-        real[0, n_u:] = rep[0, n_u:] = lin[:, None]
-        arrivals = np.zeros((1, n_u + n_k))
-        arrivals[0, n_u:] = d.arrivals[:, slot]
-        u_err = inner._rng.random((1, inner.n_slots))
-        with np.errstate(divide="ignore", over="ignore"):
-            u_err = ((1 - u_err) / u_err) ** (1 / inner.beta)
-        perm = inner._rng_ties.permutation(n_u + n_k).reshape(1, -1)
-        none = np.zeros((0, n_u + n_k), np.float32)
-        row = inner.new_outputs(1)
+        if self._inner is None:
+            self._start_demand(slot)
+        inner, x = self._inner, self._x
+        j = self._drawn % _DRAWS
+        if j == 0:
+            self._draw()
+        self._drawn += 1
+        x.k0 = k
+        x.real[0, :n_u], x.rep[0, :n_u] = inp.real[i], inp.rep[i]
+        x.real[0, n_u:] = x.rep[0, n_u:] = self._others_lin[slot][:, None]
+        x.arrivals[0, n_u:] = d.arrivals[:, slot]
+        x.u_err, x.perm = self._u_err[j:j + 1], self._perm[j:j + 1]
+        row = self._row
+        for a in row.values():
+            a.fill(0)
         full = None
         if backlog is not None:
             full = inner.state["backlog"].copy()
             full[:n_u] = backlog
-        inner.step(ChunkInputs(k, 1, real, rep, arrivals, u_err, perm, none, none), 0, 1, row, backlog=full)
+        inner.step(x, 0, 1, row, backlog=full)
         for name in OUTPUTS:
             out[name][0] += row[name][0, :n_u]
         self.others_served += row["served"][0, n_u:]
 
-    def _inner_radio(self) -> Radio:
+    def _start_demand(self, slot: int) -> None:
+        """The inner radio (the cell's configuration with the other users added), its input
+        buffers, the others' per-slot SINR and their queues at ``slot``."""
         from airlink.sim.engine import make_scheduler
-        n = self.n_users + len(self.measured.demand.users)
+        from airlink.sim.step import ChunkInputs
+        d = self.measured.demand
+        n = self.n_users + len(d.users)
         cfg = dict(self.cfg, n_users=n)
-        sched = self.cfg["scheduler"]
-        return Radio(cfg, make_scheduler(sched, cfg), n_users=n, n_subchannels=self.n_subchannels,
-                     n_tti=self.n_tti, live=True)
+        inner = self._inner = Radio(cfg, make_scheduler(self.cfg["scheduler"], cfg), n_users=n,
+                                    n_subchannels=self.n_subchannels, n_tti=self.n_tti, live=True)
+        inner.state["backlog"][self.n_users:] = d.backlog[:, slot]
+        # (L, K): each other user's linear SINR per slot, the threshold of its recorded row
+        self._others_lin = self.thr_lin[np.clip(d.rows - 1, 0, len(self.thr_lin) - 1)].T.copy()
+        real = np.zeros((1, n, self.n_subchannels), np.float32)
+        none = np.zeros((0, n), np.float32)
+        self._x = ChunkInputs(-1, 1, real, real.copy(), np.zeros((1, n)), None, None, none, none)
+        self._row = inner.new_outputs(1)
+        self._drawn = 0
+
+    def _draw(self) -> None:
+        """The inner radio's next :data:`_DRAWS` TTIs of block-error thresholds and
+        tie-breaking orders (:meth:`Radio.draws`)."""
+        self._u_err, self._perm = self._inner.draws(_DRAWS)
 
     def busy_prbs(self, k0: int, n: int) -> np.ndarray:
         """bool (n, subchannels): the PRBs the cross-traffic holds in TTIs ``k0 .. k0+n-1``."""

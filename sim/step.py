@@ -226,11 +226,7 @@ class Radio:
         else:
             rep = real
         arr = np.zeros((n, self.n_users)) if self.live else self.traffic.chunk(k0, n)
-        u_err = self._rng.random((n, self.n_slots))
-        with np.errstate(divide="ignore", over="ignore"):
-            # BLER_m(s) = 1 / (1 + (s / s50_m)**beta): the block fails when s < s50_m * z
-            u_err = ((1 - u_err) / u_err) ** (1 / self.beta)
-        perm = self._rng_ties.permuted(np.tile(np.arange(self.n_users, dtype=np.int64), (n, 1)), axis=1)
+        u_err, perm = self.draws(n)
         if mac_log:
             with np.errstate(divide="ignore"):
                 sinr_db = (10 * np.log10(real.mean(axis=2))).astype(np.float32)
@@ -238,6 +234,16 @@ class Radio:
         else:
             sinr_db = sinr_rep_db = np.zeros((0, self.n_users), np.float32)
         return ChunkInputs(k0, n, real, rep, arr, u_err, perm, sinr_db, sinr_rep_db)
+
+    def draws(self, n: int) -> tuple:
+        """``(u_err, perm)`` of the next ``n`` TTIs: block-error thresholds (float64 (n,
+        slots)) and tie-breaking orders (int64 (n, users)), as :class:`ChunkInputs` holds them."""
+        u_err = self._rng.random((n, self.n_slots))
+        with np.errstate(divide="ignore", over="ignore"):
+            # BLER_m(s) = 1 / (1 + (s / s50_m)**beta): the block fails when s < s50_m * z
+            u_err = ((1 - u_err) / u_err) ** (1 / self.beta)
+        perm = self._rng_ties.permuted(np.tile(np.arange(self.n_users, dtype=np.int64), (n, 1)), axis=1)
+        return u_err, perm
 
     def new_outputs(self, rows: int) -> dict:
         """Zeroed per-TTI output arrays (see :data:`OUTPUTS`) with ``rows`` rows."""
