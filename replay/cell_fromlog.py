@@ -194,6 +194,8 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     path = Path(path)
     if not path.exists():
         raise AirlinkError(f"{path}: no such cell log")
+    if not path.is_file():
+        raise AirlinkError(f"{path}: not a file (a cell log is an NR-Scope CSV or an airlink MAC log)")
     if others not in ("share", "demand"):
         raise AirlinkError(f"others: 'share' or 'demand', not {others!r}")
     mac_log = is_mac_log(path)
@@ -425,6 +427,8 @@ def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, 
     path = Path(path)
     if not path.exists():
         raise AirlinkError(f"{path}: no such cell log")
+    if not path.is_file():
+        raise AirlinkError(f"{path}: not a file (a cell log is an NR-Scope CSV or an airlink MAC log)")
     recorded = (mac_log_header(path).get("parameters") or {}) if is_mac_log(path) else None
     check_cell(cfg, scheduler, recorded=recorded, source=path)
     measured = measured_cell(path, n_users=n_users, n_prbs=n_prbs, tti=tti, follow=follow,

@@ -235,3 +235,9 @@ def test_log_others_needs_from_log(capsys):
     assert _cli("--log-others", "demand", "--", "true") == 2
     err = capsys.readouterr().err
     assert err.startswith("airlink: error: ") and "--log-others needs --from-log" in err
+
+
+def test_a_folder_is_not_a_cell_log(tmp_path, capsys):
+    assert _cli("--from-log", tmp_path, "--preset", "quick", "--", "true") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("airlink: error: ") and f"{tmp_path}: not a file" in err
