@@ -35,11 +35,12 @@ divided by the live mean.
    ``--passes`` passes per run.
 
 The table: one row per workload metric, one column per replay, with the number of live
-and replayed samples. Needs root. Usage::
+and replayed samples and each error's bootstrap 10-90 % range (how settled it is). Needs root. Usage::
 
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py                 # ~6 min
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 3 --big \
          --mahimahi-bin /opt/mahimahi/bin --cellreplay-bin /opt/cellreplay/bin --json out.json
+    .venv/bin/python benchmarks/bench_fidelity_workloads.py --table out.json   # its table again
 """
 from __future__ import annotations
 
@@ -188,6 +189,16 @@ def distribution_error(replayed, live) -> float:
     """CellReplay's distribution error: EMD(replayed, live) / mean(live)."""
     from scipy.stats import wasserstein_distance
     return float(wasserstein_distance(replayed, live) / np.mean(live))
+
+
+def error_spread(replayed, live, n: int = 200, seed: int = 1) -> tuple:
+    """The 10th and 90th percentile of :func:`distribution_error` over ``n`` bootstrap
+    resamples of both sample sets (with replacement, same sizes): how far the error of so
+    few samples is from settled, for ranking replays."""
+    rng = np.random.default_rng(seed)
+    r, v = np.asarray(replayed, float), np.asarray(live, float)
+    errs = [distribution_error(rng.choice(r, len(r)), rng.choice(v, len(v))) for _ in range(n)]
+    return float(np.percentile(errs, 10)), float(np.percentile(errs, 90))
 
 
 def metrics(res: dict) -> dict:
@@ -413,8 +424,15 @@ def main(argv=None) -> int:
                          "be able to run it)")
     ap.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS), metavar="ROW",
                     help="the replays to run (default all): " + ", ".join(f"'{r}'" for r in ROWS))
-    ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON")
+    ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON (saved after every "
+                                              "replay)")
+    ap.add_argument("--table", type=Path, metavar="JSON",
+                    help="print the table of a --json file (of a finished or cut run) and exit")
     args = ap.parse_args(argv)
+    if args.table is not None:          # the table of a saved run (or of the replays it finished)
+        doc = json.loads(args.table.read_text())
+        report(doc["live"], doc["replays"], [n for n in ROWS if n in doc["replays"]])
+        return 0
     require_root("bench_fidelity_workloads")
     have = installed(args)
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; live seeds {args.live_seeds}, "
@@ -458,18 +476,28 @@ def main(argv=None) -> int:
         for p in b.procs:
             p.kill()
             p.wait()
+    print(f"\n{time.monotonic() - t0:.0f} s in all")
+    table = report(live, replays, [n for n in ROWS if n in want], have)
+    save(args.json, live, replays, table)
+    return 0
+
+
+def report(live, replays, names, have=None) -> dict:
+    """Print the table of distribution errors (one row per workload, one column per replay
+    in ``names``; each error with its bootstrap 10-90 % range and the replayed samples) and
+    return it: ``{replay: {workload: (error, replayed samples, p10, p90) or None}}``, or a
+    reason instead of the dict."""
+    have = have or {}
     live_m = merge(live)
-    names = [n for n in ROWS if n in want]
     table = {}
     for name in names:
-        if name in replays:
+        if replays.get(name):
             rm = merge(replays[name])
-            table[name] = {w: (distribution_error(rm[w], live_m[w]), len(rm[w]))
+            table[name] = {w: (distribution_error(rm[w], live_m[w]), len(rm[w]), *error_spread(rm[w], live_m[w]))
                            if rm.get(w) and live_m.get(w) else None for w in live_m}
         else:
             table[name] = "not installed" if name in have and not have[name] else "no result"
-    print(f"\ndistribution error = EMD(replay, live) / live mean; live runs {len(live)}, "
-          f"{time.monotonic() - t0:.0f} s in all")
+    print(f"distribution error = EMD(replay, live) / live mean [bootstrap 10-90 %]; live runs {len(live)}")
     print("airlink link (workload) runs on the link shell's Python path (the C engine has no "
           "workload mode)")
     head = f"{'workload':<18} {'live n':>6} {'live mean':>10}  " + "  ".join(f"{n[:28]:>28}" for n in names)
@@ -483,11 +511,10 @@ def main(argv=None) -> int:
             elif t.get(w) is None:
                 cells.append(f"{'-':>28}")
             else:
-                e, k = t[w]
-                cells.append(f"{e * 100:>19.1f} % (n={k:>3})")
+                e, k, lo, hi = t[w]
+                cells.append(f"{f'{e * 100:.1f} % [{lo * 100:.0f}-{hi * 100:.0f}]':>20} (n={k:>3})")
         print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}ms  " + "  ".join(cells))
-    save(args.json, live, replays, table)
-    return 0
+    return table
 
 
 if __name__ == "__main__":
