@@ -5,7 +5,9 @@ The recorded cell is ``airlink simulate`` (quick preset: 4 UEs, 24 subchannels, 
 buffers), whose ``mac.parquet`` has the same columns as ``airlink cell --mac-log``. The
 references are computed here from the log with pandas: the cross-traffic of a TTI is the sum
 of the other UEs' ``subchannels``; UE 1's MCS in a TTI is the rounded mean row of its latest
-TTI with subchannels and no HARQ retransmission.
+TTI with subchannels and no HARQ retransmission. Hand-edited copies of the log give the
+hand-checkable cases: others holding every subchannel, a followed UE without data, and for
+``--log-others demand`` neighbours without data, with a standing queue, or an idle live UE.
 """
 from __future__ import annotations
 
