@@ -172,15 +172,17 @@ def test_tti_where_the_followed_ue_had_no_data_holds_the_last_share(tmp_path):
                                   kept.cross[~kept.cross["slot"].between(100, 149)].reset_index(drop=True))
 
 
-def demand_log(folder, n_tti, *, busy_users, row=10):
+def demand_log(folder, n_tti, *, busy_users, row=10, arrivals=0.0):
     """The recorded cell with every UE on MCS row ``row`` and the UEs ``busy_users`` holding
-    500 KB at every decision (none arriving: a standing queue), the others no data at all."""
+    500 KB at every decision and ``arrivals`` bytes arriving every TTI, the others no data
+    at all."""
     src = recorded_cell(folder, seconds=n_tti / 1000)
     log = pd.read_parquet(src)
     busy = log["user"].isin(busy_users).to_numpy()
     log["mcs"] = float(row)
     log["harq_retransmissions"] = 0
     log["arrivals_bytes"] = 0.0
+    log.loc[busy, "arrivals_bytes"] = float(arrivals)
     log.loc[busy, "backlog_bytes"] = 500_000.0
     log.loc[busy, "served_bytes"] = 0.0
     log.loc[~busy & (log["user"] != "1").to_numpy(), ["backlog_bytes", "served_bytes", "subchannels"]] = 0
