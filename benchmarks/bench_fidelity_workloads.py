@@ -10,13 +10,22 @@ divided by the live mean.
    (PF, ``--users 4``, the ``quick`` radio, 5 Mbit/s uplinks): UE 2 downloads in bulk, UEs 3 and 4 download
    500 KB at exponential idle gaps (mean 1 s); one run per seed in ``--live-seeds``.
 2. **Recording**: ``airlink record`` in UE 1 of the same cell with another seed
-   (``--record-seed``), the other UEs as above.
+   (``--record-seed``), the other UEs as above. For the scheduler-driven replay, the cell's
+   MAC log of a run with that seed in which UE 1 downloads in bulk for ``--record-seconds``
+   (the cell's counterpart of a saturator recording), cut to its steady part (from 1 s
+   after UE 1's first served TTI to 0.5 s before its last).
 3. **Replays** of the recording, the same workloads inside:
    ``airlink delay BASE airlink link mahimahi.down --uplink mahimahi.up`` (airlink's
    saturator replay), ``airlink link --mode workload REC`` (airlink's workload-aware replay
    of the CellReplay set, on the link shell's Python path),
    ``mm-delay BASE mm-link mahimahi.up mahimahi.down`` (Mahimahi) and
-   ``mm-cellular`` with the light/heavy traces and size offsets (CellReplay). ``BASE`` is
+   ``mm-cellular`` with the light/heavy traces and size offsets (CellReplay), and
+   ``airlink delay D airlink cell --from-log MAC_LOG --follow-rnti 1 --users 1`` (airlink's
+   scheduler-driven replay: UE 1's recorded channel, PF serving the workload's live backlog;
+   the other UEs' recorded subchannels per TTI taken first (``share``), or the other UEs
+   scheduled beside it from their recorded arrivals and channels (``--log-others demand``);
+   ``D`` is the wired delay around the ground-truth cell, as the radio's own delay is
+   replayed by the cell). ``BASE`` is
    the recording's median one-way base delay. A tool that is not installed gets a row that
    says so (Mahimahi's tools run as the user ``--mm-user``: they refuse root).
 4. **Workloads** (one pass, random order, idle gaps of 0.5-1 s): UDP ping RTT (20 probes
@@ -26,11 +35,12 @@ divided by the live mean.
    ``--passes`` passes per run.
 
 The table: one row per workload metric, one column per replay, with the number of live
-and replayed samples. Needs root. Usage::
+and replayed samples and each error's bootstrap 10-90 % range (how settled it is). Needs root. Usage::
 
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py                 # ~6 min
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 3 --big \
          --mahimahi-bin /opt/mahimahi/bin --cellreplay-bin /opt/cellreplay/bin --json out.json
+    .venv/bin/python benchmarks/bench_fidelity_workloads.py --table out.json   # its table again
 """
 from __future__ import annotations
 
@@ -53,6 +63,9 @@ from _netns import (AIRLINK, TCP_SERVER, add_mahimahi_options, as_user, require_
 PORT = 9060             # workload server: TCP downloads, UDP echo and trains
 RECORD_PORT = 9050
 WORKLOAD = "airlink link (workload)"
+SCHEDULER = "airlink cell (sched, share)"
+DEMAND = "airlink cell (sched, demand)"
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
@@ -178,6 +191,16 @@ def distribution_error(replayed, live) -> float:
     return float(wasserstein_distance(replayed, live) / np.mean(live))
 
 
+def error_spread(replayed, live, n: int = 200, seed: int = 1) -> tuple:
+    """The 10th and 90th percentile of :func:`distribution_error` over ``n`` bootstrap
+    resamples of both sample sets (with replacement, same sizes): how far the error of so
+    few samples is from settled, for ranking replays."""
+    rng = np.random.default_rng(seed)
+    r, v = np.asarray(replayed, float), np.asarray(live, float)
+    errs = [distribution_error(rng.choice(r, len(r)), rng.choice(v, len(v))) for _ in range(n)]
+    return float(np.percentile(errs, 10)), float(np.percentile(errs, 90))
+
+
 def metrics(res: dict) -> dict:
     """``{workload name: samples}`` of one client result."""
     out = {"ping RTT": res["ping_ms"]}
@@ -227,15 +250,16 @@ class Bench:
             err.seek(0)
             return subprocess.CompletedProcess(argv, p.returncode, out.read(), err.read())
 
-    def cell(self, seed: int, inner: str, timeout: float):
+    def cell(self, seed: int, inner: str, timeout: float, mac_log=None):
         """``inner`` (a shell command for UE 1) in the cell; the others run the background."""
         a = self.args
         stop = self.tmp / f"stop-{seed}-{time.monotonic_ns()}"
         ue_cmd = (f'if [ "$AIRLINK_UE" = 1 ]; then {inner}; touch {stop}; '
                   f'else exec {self.args.client_python} {self.tmp}/client.py /dev/null 1 {seed} 0 {stop}; fi')
+        log = ["--mac-log", mac_log] if mac_log is not None else []
         return self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--preset", a.preset, "--scheduler", "pf",
-                         "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", "--",
-                         "sh", "-c", ue_cmd], timeout=timeout + 60)
+                         "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", *log,
+                         "--", "sh", "-c", ue_cmd], timeout=timeout + 60)
 
     def live(self, seed: int) -> dict | None:
         out = self.tmp / f"live-{seed}.json"
@@ -263,6 +287,49 @@ class Bench:
               f"{s.get('down_rate_bps', 0) / 1e6:.2f} Mbit/s, up {s.get('up_rate_bps', 0) / 1e6:.2f} Mbit/s, "
               f"CellReplay set {s['cellreplay_set']}", flush=True)
         return rec
+
+    def record_cell(self) -> Path | None:
+        """The recorded cell's MAC log for the scheduler-driven replay: UE 1 downloads in
+        bulk (the client's bulk branch) for ``--record-seconds``; the log is cut to
+        ``[UE 1's first served TTI + 1 s, its last - 0.5 s]``."""
+        secs = self.args.record_seconds
+        full = self.tmp / "cell-rec-full.parquet"
+        bulk = (f"AIRLINK_UE=2 timeout {secs:g} {self.args.client_python} {self.tmp}/client.py /dev/null 1 "
+                f"{self.args.record_seed} 0 {self.tmp}/never")
+        r = self.cell(self.args.record_seed, bulk, timeout=secs + 15, mac_log=full)
+        if not full.exists():
+            print(f"cell recording failed: {r.stderr.strip()[-300:]}", flush=True)
+            return None
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        table = pq.read_table(full)
+        frame = table.to_pandas()
+        t = (frame["time"] - frame["time"].min()).dt.total_seconds()
+        got = t[(frame["user"] == "1") & (frame["served_bytes"] > 0)]
+        if got.empty:
+            print(f"cell recording: UE 1 was never served: {r.stderr.strip()[-300:]}", flush=True)
+            return None
+        frame = frame[(t >= got.min() + 1.0) & (t < got.max() - 0.5)]
+        ue1 = frame[frame["user"] == "1"]
+        cut = self.tmp / "cell-rec.parquet"
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(
+            {b"airlink": table.schema.metadata[b"airlink"]}), cut)
+        print(f"cell recording: {len(ue1)} TTIs, UE 1 {ue1['served_bytes'].sum() * 8 / max(len(ue1), 1) / 1e3:.2f} "
+              f"Mbit/s, {ue1['subchannels'].mean():.1f} subchannels a TTI, queue empty in "
+              f"{100 * (ue1['backlog_bytes'] <= 0).mean():.1f} % of TTIs", flush=True)
+        return cut
+
+    def replay_scheduler(self, log: Path, seed: int, others: str = "share"):
+        """``airlink cell --from-log`` on the recorded cell's MAC log, UE 1 followed, one live
+        UE running the workloads, inside the wired delay of the ground-truth cell; the other
+        UEs as their recorded share or as their recorded demand (``--log-others``)."""
+        a = self.args
+        out = self.tmp / f"scheduler-{others}-{seed}.json"
+        r = self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--from-log", log, "--follow-rnti", 1,
+                      "--log-others", others,
+                      "--preset", a.preset, "--scheduler", "pf", "--users", 1, "--seed", seed, "--uplink", a.uplink,
+                      "--", *self.client_argv(out, seed)], timeout=self.budget() + 60)
+        return self._load(out, r, "airlink cell --from-log")
 
     def client_argv(self, out: Path, seed: int):
         return [self.args.client_python, self.tmp / "client.py", out, self.args.passes, seed, int(self.args.big)]
@@ -316,6 +383,16 @@ class Bench:
         return None
 
 
+def save(path, live, replays, table=None) -> None:
+    """The samples so far (and the table at the end) as JSON, when ``--json`` is given: a
+    run cut short keeps the replays it finished."""
+    if path is not None:
+        doc = {"live": live, "replays": replays}
+        if table is not None:
+            doc["table"] = table
+        path.write_text(json.dumps(doc, indent=1))
+
+
 def installed(args) -> dict:
     """``{row name: runnable here}`` of the Mahimahi and CellReplay replays (why not: printed)."""
     have = {}
@@ -345,8 +422,17 @@ def main(argv=None) -> int:
     ap.add_argument("--client-python", default=shutil.which("python3", path="/usr/bin:/bin") or sys.executable,
                     help="interpreter of the workload client (stdlib only; the Mahimahi user must "
                          "be able to run it)")
-    ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON")
+    ap.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS), metavar="ROW",
+                    help="the replays to run (default all): " + ", ".join(f"'{r}'" for r in ROWS))
+    ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON (saved after every "
+                                              "replay)")
+    ap.add_argument("--table", type=Path, metavar="JSON",
+                    help="print the table of a --json file (of a finished or cut run) and exit")
     args = ap.parse_args(argv)
+    if args.table is not None:          # the table of a saved run (or of the replays it finished)
+        doc = json.loads(args.table.read_text())
+        report(doc["live"], doc["replays"], [n for n in ROWS if n in doc["replays"]])
+        return 0
     require_root("bench_fidelity_workloads")
     have = installed(args)
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; live seeds {args.live_seeds}, "
@@ -361,8 +447,17 @@ def main(argv=None) -> int:
         b.start([AIRLINK, "record", "--serve", "--port", RECORD_PORT])
         time.sleep(1.0)
         live = [r for r in (b.live(s) for s in args.live_seeds) if r]
-        rec = b.record()
+        want = set(args.rows)
+        rec = b.record() if want - {SCHEDULER, DEMAND} else None
+        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND} else None
         replays = {}
+        if cell_rec is not None:
+            os.system(f"chmod -R a+rwX {tmp}")
+            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand")):
+                if name in want:
+                    replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others)
+                                                 for k in range(args.replays)) if r]
+                    save(args.json, live, replays)
         if rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
             s = json.loads((rec / "record.json").read_text())
@@ -375,41 +470,51 @@ def main(argv=None) -> int:
             if have["CellReplay (mm-cellular)"] and s["cellreplay_set"]:
                 runs["CellReplay (mm-cellular)"] = lambda k: b.replay_cellreplay(rec, k)
             for name, fn in runs.items():
-                replays[name] = [r for r in (fn(100 + k) for k in range(args.replays)) if r]
+                if name in want:
+                    replays[name] = [r for r in (fn(100 + k) for k in range(args.replays)) if r]
+                    save(args.json, live, replays)
         for p in b.procs:
             p.kill()
             p.wait()
+    print(f"\n{time.monotonic() - t0:.0f} s in all")
+    table = report(live, replays, [n for n in ROWS if n in want], have)
+    save(args.json, live, replays, table)
+    return 0
+
+
+def report(live, replays, names, have=None) -> dict:
+    """Print the table of distribution errors (one row per workload, one column per replay
+    in ``names``; each error with its bootstrap 10-90 % range and the replayed samples) and
+    return it: ``{replay: {workload: (error, replayed samples, p10, p90) or None}}``, or a
+    reason instead of the dict."""
+    have = have or {}
     live_m = merge(live)
-    names = ["airlink link (saturator)", WORKLOAD, "Mahimahi (mm-link)", "CellReplay (mm-cellular)"]
     table = {}
     for name in names:
-        if name in replays:
+        if replays.get(name):
             rm = merge(replays[name])
-            table[name] = {w: (distribution_error(rm[w], live_m[w]), len(rm[w]))
+            table[name] = {w: (distribution_error(rm[w], live_m[w]), len(rm[w]), *error_spread(rm[w], live_m[w]))
                            if rm.get(w) and live_m.get(w) else None for w in live_m}
         else:
             table[name] = "not installed" if name in have and not have[name] else "no result"
-    print(f"\ndistribution error = EMD(replay, live) / live mean; live runs {len(live)}, "
-          f"{time.monotonic() - t0:.0f} s in all")
+    print(f"distribution error = EMD(replay, live) / live mean [bootstrap 10-90 %]; live runs {len(live)}")
     print("airlink link (workload) runs on the link shell's Python path (the C engine has no "
           "workload mode)")
-    head = f"{'workload':<18} {'live n':>6} {'live mean':>10}  " + "  ".join(f"{n[:24]:>24}" for n in names)
+    head = f"{'workload':<18} {'live n':>6} {'live mean':>10}  " + "  ".join(f"{n[:28]:>28}" for n in names)
     print(head)
     for w, v in live_m.items():
         cells = []
         for n in names:
             t = table[n]
             if isinstance(t, str):
-                cells.append(f"{t:>24}")
+                cells.append(f"{t:>28}")
             elif t.get(w) is None:
-                cells.append(f"{'-':>24}")
+                cells.append(f"{'-':>28}")
             else:
-                e, k = t[w]
-                cells.append(f"{e * 100:>15.1f} % (n={k:>3})")
+                e, k, lo, hi = t[w]
+                cells.append(f"{f'{e * 100:.1f} % [{lo * 100:.0f}-{hi * 100:.0f}]':>20} (n={k:>3})")
         print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}ms  " + "  ".join(cells))
-    if args.json:
-        args.json.write_text(json.dumps({"live": live, "replays": replays, "table": table}, indent=1))
-    return 0
+    return table
 
 
 if __name__ == "__main__":

@@ -134,12 +134,16 @@ class CellShell:
         ready in time; the UEs' commands keep the normal policy. Off by default (it takes
         CPU from everything else): the loop then runs at niceness -10 with a 0.1 ms time
         slice where the kernel allows one (Linux 6.12+).
-    from_log : an NR-Scope CSV: replay that measured cell (:mod:`airlink.replay.cell_fromlog`):
-        the other RNTIs' recorded PRBs per slot are taken first, the UEs are scheduled on the rest
+    from_log : an NR-Scope CSV or an airlink MAC log: replay that recorded cell
+        (:mod:`airlink.replay.cell_fromlog`): the other users' recorded PRBs per slot are
+        taken first, the UEs are scheduled on the rest
     follow_rnti : with ``from_log``, the RNTI whose recorded MCS each UE's channel follows: one
         for every UE or a list of one per UE; ``"busiest"`` (default) or ``"model"`` (the preset's)
     log_direction : with ``from_log``, whose DCIs are the cross-traffic (``downlink``)
     log_start : with ``from_log``, where in the log TTI 0 is (a duration; default its first slot)
+    log_others : with ``from_log``, ``"share"`` (the other users' recorded PRBs are taken first)
+        or ``"demand"`` (an airlink MAC log's other UEs scheduled beside the live ones, fed by
+        their recorded arrivals: :mod:`airlink.replay.cell_fromlog`)
     """
 
     tool = "airlink cell"
@@ -148,7 +152,7 @@ class CellShell:
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None, ecn: bool = False,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
                  realtime: bool = False, from_log=None, follow_rnti=None, log_direction: str = "downlink",
-                 log_start=None):
+                 log_start=None, log_others: str = "share"):
         from airlink.sim.engine import check_config, make_scheduler, resolve_config, scheduler_name
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
@@ -170,11 +174,11 @@ class CellShell:
             from .cell_fromlog import measured_for
             self.measured = measured_for(cfg, self.scheduler, from_log, n_users=self.n_users,
                                          n_prbs=self.n_subchannels, tti=self.tti, follow=follow_rnti,
-                                         direction=log_direction, start=log_start)
+                                         direction=log_direction, start=log_start, others=log_others)
         if not MIN_TTI <= self.tti <= Fraction(1, 100):
             raise AirlinkError(f"a cell's TTI must be {float(MIN_TTI) * 1000:g} to 10 ms, "
                                f"got {float(self.tti) * 1000:g} ms")
-        why = _why_python_step(self.scheduler, _cellpath() is not None)
+        why = _why_python_step(self.scheduler, _cellpath() is not None, self.measured)
         if self.tti < MIN_PYTHON_STEP_TTI and why:
             raise AirlinkError(f"a cell's TTI under {float(MIN_PYTHON_STEP_TTI) * 1000:g} ms needs the compiled "
                                f"step, which is not used here ({why}); got {float(self.tti) * 1000:g} ms")
@@ -543,7 +547,7 @@ class _LiveCell:
         self._logs = shell.log_dir is not None
         self.compiled_path = cp is not None
         # the TTIs decided in C by the compiled step, or in Python (see decide_and_serve)
-        self.compiled_step = _why_python_step(shell.scheduler, cp is not None) is None
+        self.compiled_step = _why_python_step(shell.scheduler, cp is not None, shell.measured) is None
         if cp is not None:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
@@ -789,7 +793,8 @@ class _LiveCell:
                 "duration_s": duration, "cpu_s": cpu_s, "cpu_per_s": cpu_s / duration if duration > 0 else None,
                 "page_faults": page_faults, "radio_cpu_s": radio_cpu_s, "radio_waits": self.feed.waits,
                 "radio_wait_s": self.feed.wait_ns / 1e9, "packet_path": "C" if self.compiled_path else "Python",
-                "scheduler_step": _step_description(self.compiled_step, self.shell.scheduler, self.compiled_path),
+                "scheduler_step": _step_description(self.compiled_step, self.shell.scheduler, self.compiled_path,
+                                                    self.shell.measured),
                 "loop_rescues": self.path.rescues,
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
@@ -821,11 +826,15 @@ def decide_and_serve(path, radio, inp, i: int, out: dict, live: dict, carry: np.
                live["drops_packets"][i], live["drops_bytes"][i], live["marks_packets"][i], t_end)
 
 
-def _why_python_step(scheduler, c_path: bool):
-    """Why the cell's TTIs would be decided by the Python step, or None (the compiled step)."""
+def _why_python_step(scheduler, c_path: bool, measured=None):
+    """Why the cell's TTIs would be decided by the Python step, or None (the compiled step).
+    ``measured``: the recorded cell of ``--from-log``, whose other users as demand are
+    scheduled by a radio of their own beside the live UEs (cell_fromlog.FromLogRadio.step)."""
     from airlink.sim import kernel
     if os.environ.get("AIRLINK_PYTHON_STEP"):
         return "AIRLINK_PYTHON_STEP is set"
+    if measured is not None and measured.demand is not None:
+        return "the recorded cell's other users scheduled as demand"
     if getattr(scheduler, "kernel_id", None) is None:
         return "a scheduler class without a compiled twin"
     if not kernel.COMPILED:
@@ -835,9 +844,9 @@ def _why_python_step(scheduler, c_path: bool):
     return None
 
 
-def _step_description(compiled: bool, scheduler, c_path: bool) -> str:
+def _step_description(compiled: bool, scheduler, c_path: bool, measured=None) -> str:
     """Which step decided the TTIs, and why not the compiled one (``--stats``' scheduler_step)."""
-    why = _why_python_step(scheduler, c_path)
+    why = _why_python_step(scheduler, c_path, measured)
     return "compiled (called from the C loop)" if compiled else f"Python ({why})" if why else "Python"
 
 

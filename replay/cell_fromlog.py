@@ -1,14 +1,48 @@
-"""A measured cell replayed live: ``airlink cell --from-log NRSCOPE.csv``.
+"""A recorded cell replayed live: ``airlink cell --from-log LOG``.
 
-An NR-Scope log (:mod:`airlink.collectors.nrscope`) holds the DCIs of every user of a real
-cell, slot by slot. :func:`measured_cell` turns it into what the live cell needs per slot:
+Two kinds of log hold what every user of a cell got, TTI by TTI:
+
+- an NR-Scope log (:mod:`airlink.collectors.nrscope`): the DCIs of every user of a real
+  cell, slot by slot (users are RNTIs, MCS values 38.214 indices);
+- airlink's own MAC log (``mac.parquet`` of ``airlink cell --mac-log`` or ``airlink
+  simulate``; :mod:`airlink.collectors.macparquet`): one row per UE and TTI. Each row with
+  subchannels becomes one DCI of user ``N`` (the UE's number): ``prbs`` = its
+  ``subchannels``, placed after the earlier UEs' of the same TTI (``prb_start`` = their
+  sum: the log does not say which subchannels, and a followed channel is flat, so only
+  their number matters), ``mcs`` = the 1-based rate-table row of its blocks (the row
+  mean, rounded), ``tbs_bytes`` = ``tx_bytes``, a retransmission when it carried HARQ
+  retransmissions. The cross-traffic's users are named ``log-N`` in the replay's MAC log.
+  This is the **scheduler-driven replay** of one UE of a recorded cell: ``--follow-rnti N
+  --users 1`` gives the live UE UE ``N``'s recorded channel and the other UEs' recorded
+  resources as cross-traffic, and the cell's scheduler serves it TTI by TTI from its live
+  backlog (docs/replay.md).
+
+**Idle TTIs**: a MAC log also says whether a UE had data at a TTI's decision. What the
+others took in a TTI where the followed UE had none says nothing about what they would
+have left it (a work-conserving scheduler gives a backlogged neighbour everything), so
+there the cross-traffic is that of the latest TTI where a followed UE had data (before
+the first such TTI, the first one's): the share the others took beside a UE that wanted
+data. ``hold_idle=False`` keeps every TTI as recorded.
+
+**Others as demand** (``others="demand"``, an airlink MAC log only): instead of taking
+their recorded subchannels first, the other UEs become simulated UEs of the cell
+(:class:`Demand`; :meth:`FromLogRadio.step` runs each TTI through an inner radio of the
+live UEs followed by them): their queues get their recorded ``arrivals_bytes`` (and start
+with what they held at the start slot), their channel is their recorded row (held as a
+followed UE's), and the scheduler divides the subchannels between them and the live UEs
+every TTI with their PF averages kept as for live UEs - a live UE that was idle takes
+more, as in the recorded cell. The replay's MAC log then has the live UEs' rows only
+(the others' service stays in the shell process: ``FromLogRadio.others_served``).
+
+:func:`measured_cell` turns either into what the live cell needs per slot:
 
 - **Cross-traffic**: the DCIs of the RNTIs no live UE follows, in one direction (downlink
   by default). Their PRBs (``prb_start .. prb_start + prbs - 1``) are taken first: in that
   slot no live UE can be given them.
 - **Channels**: live UE ``i`` follows a recorded RNTI's MCS series (the MCS of its new
   transmissions, held from one DCI to the next and, before its first DCI, the first one's),
-  or the preset's channel model (``None``).
+  or the preset's channel model (``None``). An NR-Scope MCS index maps to the highest rate
+  table row whose index is not above it; an airlink MAC log's row is the row.
 
 :class:`FromLogRadio` is the cell's :class:`airlink.sim.step.Radio` with those applied to
 the chunks of inputs it makes (:meth:`FromLogRadio.inputs`); the step itself is the shared
@@ -28,15 +62,16 @@ one. How:
   threshold (10 %).
 
 Time: TTI ``k`` of the run is slot ``(start + k) mod L`` of the log (``L`` = last slot + 1,
-slots numbered by the collector from the log's first): the log repeats, and a slot without
+slots numbered by the collector from the log's first, TTIs of an airlink MAC log from
+its first ``time``): the log repeats, and a slot without
 DCIs (a gap) has no cross-traffic. The log's slot length must be the cell's TTI.
 
 The MAC log gets one row per cross-traffic DCI (``cross_traffic`` True, ``user`` its RNTI,
 ``prbs``/``subchannels`` its PRBs, ``mcs`` the table row as for the live UEs,
-``mcs_index`` the logged index, ``tbs_bytes``/``served_bytes`` the logged transport block,
-0 on a retransmission) next to the live UEs' rows (``cross_traffic`` False, ``prbs`` =
-``subchannels``), with the TTI number in ``slot``: ``airlink infer cell`` reads it like a
-decoded log.
+``mcs_index`` the logged index (-1 from an airlink MAC log), ``tbs_bytes``/``served_bytes``
+the logged transport block, 0 on an NR-Scope retransmission) next to the live UEs' rows
+(``cross_traffic`` False, ``prbs`` = ``subchannels``), with the TTI number in ``slot``:
+``airlink infer cell`` reads it like a decoded log.
 """
 from __future__ import annotations
 
@@ -52,9 +87,27 @@ from airlink.core.errors import AirlinkError
 
 #: linear SINR of a PRB the cross-traffic holds (see the module notes)
 MASKED = np.float32(-1.0)
+#: TTIs of draws the demand mode's inner radio makes at a time
+_DRAWS = 1000
 #: the highest MCS index of a new transmission (28-31 of the 256QAM table and 29-31 of the
 #: 64QAM ones are reserved: they only name a retransmission's modulation)
 _MAX_NEW_MCS = 28
+
+
+@dataclass
+class Demand:
+    """The other UEs of an airlink MAC log as simulated UEs of the replaying cell.
+
+    users : their names in the log; rows : int64 (K, L) their MCS as 1-based rate-table rows
+    per slot (held as for a followed UE); arrivals : float64 (K, L) bytes arriving at their
+    queue per slot (``arrivals_bytes``); backlog : float64 (K, L) bytes queued at each
+    slot's decision less its arrivals (the start's is their queue when the replay begins)
+    """
+
+    users: list
+    rows: np.ndarray
+    arrivals: np.ndarray
+    backlog: np.ndarray
 
 
 @dataclass
@@ -66,7 +119,11 @@ class MeasuredCell:
     follow : per live UE, the RNTI (text) whose MCS it follows, or None (the preset's model)
     cross : the cross-traffic DCIs sorted by slot: ``slot``, ``user``, ``prb_start``,
         ``prbs``, ``mcs``, ``tbs_bytes``, ``retransmission``
-    mcs_series : per followed RNTI, int64 (L,) its MCS index in every slot
+    mcs_series : per followed RNTI, int64 (L,) its MCS in every slot
+    mcs_rows : True when MCS values are 1-based rate-table rows (an airlink MAC log), False
+        when they are 38.214 MCS indices (NR-Scope)
+    held_slots : slots whose cross-traffic is a held one (no followed UE had data there)
+    demand : the other users as simulated UEs (``others="demand"``), or None
     """
 
     source: str
@@ -77,6 +134,9 @@ class MeasuredCell:
     follow: list
     cross: pd.DataFrame
     mcs_series: dict = field(default_factory=dict)
+    mcs_rows: bool = False
+    held_slots: int = 0
+    demand: "Demand | None" = None
 
     def slots_of(self, k0: int, n: int) -> np.ndarray:
         """The log slots of TTIs ``k0 .. k0+n-1``."""
@@ -94,38 +154,66 @@ class MeasuredCell:
         rows = np.arange(total) - np.repeat(first, counts) + np.repeat(lo, counts)
         return np.repeat(np.arange(k0, k0 + n, dtype=np.int64), counts), rows
 
+    def table_rows(self, table, mcs) -> np.ndarray:
+        """The 0-based rows of ``table`` of logged MCS values (see :attr:`mcs_rows`)."""
+        mcs = np.asarray(mcs, dtype=np.int64)
+        if self.mcs_rows:
+            return np.clip(mcs - 1, 0, len(table) - 1)
+        return rows_of_mcs(table, mcs)
+
     def describe(self) -> dict:
         return {"source": self.source, "direction": self.direction, "log_slots": self.n_slots,
                 "start_slot": self.start, "follow_rnti": self.follow,
                 "cross_traffic_rntis": int(self.cross["user"].nunique()),
-                "cross_traffic_dcis": len(self.cross)}
+                "cross_traffic_dcis": len(self.cross), "held_slots": self.held_slots,
+                "others": "share" if self.demand is None else "demand"}
 
 
 def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None,
-                  direction: str = "downlink", start=None) -> MeasuredCell:
-    """Read an NR-Scope log for a live cell of ``n_users`` UEs over ``n_prbs`` PRBs with
-    slots of ``tti`` seconds.
+                  direction: str = "downlink", start=None, hold_idle: bool = True,
+                  others: str = "share") -> MeasuredCell:
+    """Read a cell's log (NR-Scope CSV or airlink MAC log, see the module notes) for a live
+    cell of ``n_users`` UEs over ``n_prbs`` PRBs (subchannels) with slots of ``tti`` seconds.
 
     follow : None or ``"busiest"`` (every UE follows the RNTI with the most PRBs in the
         direction), one entry for every UE, or a list of one per UE; an entry is an RNTI
-        (int or text), ``"busiest"``, or ``"model"``/None (the preset's channel model)
+        (int or text; in an airlink MAC log a UE's number), ``"busiest"``, or
+        ``"model"``/None (the preset's channel model)
     start : where in the log the run starts (seconds, a duration such as ``"120s"``, or
         None: its first slot)
+    hold_idle : an airlink MAC log only: in TTIs where no followed UE had data, the
+        cross-traffic is that of the latest TTI where one had (see the module notes);
+        False: as recorded in every TTI
+    others : ``"share"`` (the other users' recorded PRBs are taken first) or, for an
+        airlink MAC log, ``"demand"``: the other UEs are simulated UEs of the cell fed by
+        their recorded arrivals and channels (:class:`Demand`), scheduled with the live ones
 
-    Errors name the file (and for a bad row the collector's line and column).
+    Errors name the file (and for a bad row of an NR-Scope log the line and column).
     """
-    from airlink.collectors import nrscope
     from airlink.core.units import parse_duration
     path = Path(path)
     if not path.exists():
-        raise AirlinkError(f"{path}: no such NR-Scope log")
-    frame = nrscope.select_direction(nrscope.read(path), direction)
+        raise AirlinkError(f"{path}: no such cell log")
+    if not path.is_file():
+        raise AirlinkError(f"{path}: not a file (a cell log is an NR-Scope CSV or an airlink MAC log)")
+    if others not in ("share", "demand"):
+        raise AirlinkError(f"others: 'share' or 'demand', not {others!r}")
+    mac_log = is_mac_log(path)
+    if others == "demand" and not mac_log:
+        raise AirlinkError(f"{path}: other users as demand need an airlink MAC log (an NR-Scope log has no "
+                           f"arrivals)")
+    frame = mac_log_dcis(path, direction) if mac_log else _nrscope_dcis(path, direction)
+    wanted = every = None
+    if mac_log:
+        every = frame
+        wanted = frame[frame["wanted"]][["slot", "user"]]
+        frame = frame[frame["prbs"] > 0]
     log_tti = Fraction(frame.attrs["tti_s"])
     if log_tti != Fraction(tti):
         raise AirlinkError(f"{path}: the log's slots last {float(log_tti) * 1e3:g} ms, the cell's TTI "
                            f"{float(tti) * 1e3:g} ms (use a preset with the log's numerology)")
     if frame.empty:
-        raise AirlinkError(f"{path}: no {direction} DCIs")
+        raise AirlinkError(f"{path}: no {direction} DCIs" if not mac_log else f"{path}: no UE was ever scheduled")
     n_slots = int(frame["slot"].max()) + 1
     first = 0
     if start is not None:
@@ -135,6 +223,7 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     busiest = str(frame.groupby("user")["prbs"].sum().idxmax())
     follow = _per_ue(follow, n_users)
     rntis = set(frame["user"])
+    who = "UE" if mac_log else "RNTI"
     chosen = []
     for entry in follow:
         if entry is None or str(entry).strip().lower() == "model":
@@ -145,11 +234,14 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
             raise AirlinkError(f"follow RNTI {entry!r}: an RNTI (a number), 'busiest' or 'model'")
         rnti = str(int(rnti))
         if rnti not in rntis:
-            raise AirlinkError(f"{path}: RNTI {rnti} has no {direction} DCIs (busiest: {busiest})")
+            raise AirlinkError(f"{path}: {who} {rnti} has no {direction} DCIs (busiest: {busiest})")
         chosen.append(rnti)
     live_names = {str(i + 1) for i in range(n_users)}
     followed = {r for r in chosen if r is not None}
     cross = frame[~frame["user"].isin(followed)]
+    if mac_log:             # the other UEs keep their numbers, after "log-": none is a live UE's name
+        cross = cross.assign(user="log-" + cross["user"].astype(str),
+                             prb_start=cross.groupby("slot")["prbs"].cumsum() - cross["prbs"])
     clash = sorted(live_names & set(cross["user"]))
     if clash:
         raise AirlinkError(f"{path}: RNTI {clash[0]} has a live UE's name; follow it or use fewer UEs")
@@ -161,8 +253,133 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
                            f"(use a preset of the log's carrier)")
     cross = cross[["slot", "user", "prb_start", "prbs", "mcs", "tbs_bytes", "retransmission"]]
     cross = cross.sort_values("slot", kind="stable").reset_index(drop=True)
-    series = {r: _mcs_series(frame, r, n_slots) for r in sorted(followed)}
-    return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series)
+    held = 0
+    demand = None
+    if others == "demand":
+        demand = _demand(every, frame, sorted(set(every["user"]) - followed, key=lambda u: (len(u), u)), n_slots)
+        cross = cross.iloc[:0]
+    elif wanted is not None and followed and hold_idle:
+        had = np.zeros(n_slots, bool)
+        had[wanted[wanted["user"].isin(followed)]["slot"].to_numpy(np.int64)] = True
+        cross, held = _hold_over_idle(cross, had)
+    series = {r: _mcs_series(frame, r, n_slots, rows=mac_log) for r in sorted(followed)}
+    return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series, mac_log, held,
+                        demand)
+
+
+def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: int) -> Demand:
+    """:class:`Demand` of ``users`` from a MAC log's rows (``every``: one per UE and TTI;
+    ``scheduled``: those with subchannels). A user never given a new block gets row 1."""
+    k = len(users)
+    rows = np.ones((k, n_slots), np.int64)
+    arrivals = np.zeros((k, n_slots))
+    backlog = np.zeros((k, n_slots))
+    for i, u in enumerate(users):
+        f = every[every["user"] == u]
+        slot = f["slot"].to_numpy(np.int64)
+        arrivals[i, slot] = f["arrivals_bytes"].to_numpy(np.float64)
+        backlog[i, slot] = np.maximum(f["seen_bytes"].to_numpy(np.float64) - arrivals[i, slot], 0.0)
+        try:
+            rows[i] = _mcs_series(scheduled, u, n_slots, rows=True)
+        except AirlinkError:
+            pass
+    return Demand(users, rows, arrivals, backlog)
+
+
+def _hold_over_idle(cross: pd.DataFrame, had: np.ndarray) -> tuple:
+    """``(cross, n)``: the cross-traffic with the DCIs of every slot where ``had`` is False
+    replaced by those of the latest slot where it is True (before the first: the first);
+    ``n`` such slots. Unchanged when ``had`` is never True."""
+    n_slots = len(had)
+    if had.all() or not had.any():
+        return cross, 0
+    idx = np.arange(n_slots)
+    src = np.maximum.accumulate(np.where(had, idx, -1))
+    src[src < 0] = int(np.argmax(had))
+    slot = cross["slot"].to_numpy()
+    lo = np.searchsorted(slot, src, "left")
+    counts = np.searchsorted(slot, src, "right") - lo
+    first = np.cumsum(counts) - counts
+    rows = np.arange(int(counts.sum())) - np.repeat(first, counts) + np.repeat(lo, counts)
+    out = cross.iloc[rows].reset_index(drop=True)
+    out["slot"] = np.repeat(idx, counts)
+    return out, int((~had).sum())
+
+
+def _nrscope_dcis(path: Path, direction: str) -> pd.DataFrame:
+    from airlink.collectors import nrscope
+    return nrscope.select_direction(nrscope.read(path), direction)
+
+
+def is_mac_log(path) -> bool:
+    """True for a Parquet file (airlink's MAC log); an NR-Scope log is CSV."""
+    with open(path, "rb") as f:
+        return f.read(4) == b"PAR1"
+
+
+def mac_log_header(path) -> dict:
+    """The ``meta`` of the ``airlink`` header of a MAC log written by ``airlink cell`` or
+    ``airlink simulate`` (``{}`` without one)."""
+    import json
+
+    import pyarrow.parquet as pq
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(b"airlink", b"{}")
+        meta = json.loads(raw).get("meta", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
+    """An airlink MAC log as DCIs (see the module notes), one row per UE and TTI: ``slot``
+    (TTIs from the log's first), ``user``, ``prb_start``, ``prbs`` (0 when not scheduled),
+    ``mcs`` (1-based rate-table row), ``tbs_bytes``, ``retransmission``, ``wanted`` (the UE
+    had data at the TTI's decision: ``backlog_seen_bytes`` > 0 in a cell's log, ``backlog_bytes
+    + served_bytes`` > 0 in the simulator's, or it got subchannels); ``attrs["tti_s"]`` the
+    log's TTI (``"num/den"``), ``attrs["parameters"]`` the recorded cell's parameters."""
+    from airlink.collectors import macparquet
+    from airlink.core.units import parse_tti
+    path = Path(path)
+    if direction != "downlink":
+        raise AirlinkError(f"{path}: an airlink MAC log holds the downlink only, not the {direction}")
+    meta = mac_log_header(path)
+    params = meta.get("parameters") or {}
+    tti = meta.get("tti_s") or params.get("tti")
+    if tti is None:
+        raise AirlinkError(f"{path}: no TTI in the MAC log's airlink header (a log of airlink cell or "
+                           f"airlink simulate has one)")
+    tti = Fraction(str(tti)) if "/" in str(tti) else parse_tti(str(tti))
+    frame = macparquet.read(path)
+    for name in ("subchannels", "mcs", "tx_bytes", "harq_retransmissions"):
+        if name not in frame.columns:
+            raise AirlinkError(f"{path}: MAC log without column {name!r}")
+    if "slot" in frame.columns:       # a replayed cell's log numbers its TTIs
+        slot = frame["slot"].to_numpy(np.int64)
+    else:
+        ns = frame["time"].astype("int64").to_numpy()
+        tti_ns = tti * 10**9
+        slot = np.rint((ns - ns.min()) * tti_ns.denominator / tti_ns.numerator).astype(np.int64) \
+            if len(ns) else np.zeros(0, np.int64)
+    nsub = frame["prbs" if "prbs" in frame.columns else "subchannels"].to_numpy(np.int64)
+    mcs = frame["mcs"].to_numpy(np.float64)
+    if "backlog_seen_bytes" in frame.columns:       # what the cell's scheduler saw
+        seen = frame["backlog_seen_bytes"].to_numpy(np.float64)
+    else:                                            # the simulator's queue before the TTI's service
+        seen = frame["backlog_bytes"].to_numpy(np.float64) + frame["served_bytes"].to_numpy(np.float64)
+    rows = pd.DataFrame({"slot": slot, "user": frame["user"].astype(str).to_numpy(), "prbs": nsub,
+                         "mcs": np.rint(np.nan_to_num(mcs)).astype(np.int64),
+                         "tbs_bytes": frame["tx_bytes"].to_numpy(np.float64),
+                         "retransmission": frame["harq_retransmissions"].to_numpy(np.int64) > 0,
+                         "wanted": (np.nan_to_num(seen) > 0) | (nsub > 0), "seen_bytes": np.nan_to_num(seen),
+                         "arrivals_bytes": np.nan_to_num(frame["arrivals_bytes"].to_numpy(np.float64))
+                         if "arrivals_bytes" in frame.columns else np.zeros(len(frame))})
+    rows = rows.sort_values(["slot"], kind="stable").reset_index(drop=True)
+    # each TTI's DCIs side by side: one after another from PRB 0, in the log's user order
+    # (measured_cell places the cross-traffic's again, without the followed UEs)
+    rows["prb_start"] = rows.groupby("slot")["prbs"].cumsum() - rows["prbs"]
+    rows.attrs.update(tti_s=f"{tti.numerator}/{tti.denominator}", parameters=params, source=str(path))
+    return rows
 
 
 def _per_ue(follow, n_users):
@@ -178,10 +395,11 @@ def _per_ue(follow, n_users):
     return follow
 
 
-def _mcs_series(frame, rnti, n_slots) -> np.ndarray:
-    """The RNTI's MCS index in every slot: that of its latest new transmission (the first
-    one's before it)."""
-    f = frame[(frame["user"] == rnti) & ~frame["retransmission"] & (frame["mcs"] < _MAX_NEW_MCS)]
+def _mcs_series(frame, rnti, n_slots, *, rows: bool = False) -> np.ndarray:
+    """The RNTI's MCS in every slot: that of its latest new transmission (the first one's
+    before it). ``rows``: the MCS values are rate-table rows (every value names one)."""
+    usable = frame["mcs"] > 0 if rows else frame["mcs"] < _MAX_NEW_MCS
+    f = frame[(frame["user"] == rnti) & ~frame["retransmission"] & usable]
     if f.empty:
         raise AirlinkError(f"RNTI {rnti}: no new transmission to take an MCS from")
     slot, mcs = f["slot"].to_numpy(), f["mcs"].to_numpy(np.int64)
@@ -202,30 +420,50 @@ def rows_of_mcs(table, mcs) -> np.ndarray:
 
 
 def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, follow=None,
-                 direction: str = "downlink", start=None) -> MeasuredCell:
+                 direction: str = "downlink", start=None, others: str = "share") -> MeasuredCell:
     """:func:`measured_cell` for a cell of configuration ``cfg`` (checked with
     :func:`check_cell`); when a UE follows a recorded RNTI, ``cfg["link_adaptation"]`` becomes
     ``cqi`` (the recorded MCS is the base station's choice, its outer loop included)."""
-    check_cell(cfg, scheduler)
+    path = Path(path)
+    if not path.exists():
+        raise AirlinkError(f"{path}: no such cell log")
+    if not path.is_file():
+        raise AirlinkError(f"{path}: not a file (a cell log is an NR-Scope CSV or an airlink MAC log)")
+    recorded = (mac_log_header(path).get("parameters") or {}) if is_mac_log(path) else None
+    check_cell(cfg, scheduler, recorded=recorded, source=path)
     measured = measured_cell(path, n_users=n_users, n_prbs=n_prbs, tti=tti, follow=follow,
-                             direction=direction, start=start)
+                             direction=direction, start=start, others=others)
     if any(f is not None for f in measured.follow):
         cfg["link_adaptation"] = "cqi"
     return measured
 
 
-def check_cell(cfg: dict, scheduler) -> None:
-    """What a cell replaying a log needs of its configuration (AirlinkError otherwise): an
-    NR rate table with one subchannel per PRB, a scheduler of the compiled step that works
-    per PRB, a link adaptation that does not read the real SINR."""
+#: parameters a cell replaying an airlink MAC log must share with the recorded cell: they
+#: decide what a subchannel is and what a rate-table row carries
+SAME_AS_RECORDED = ("rate_table", "n_subchannels", "table_rates", "bandwidth_hz", "nr_bandwidth_mhz",
+                    "nr_scs_khz", "nr_frequency_range")
+
+
+def check_cell(cfg: dict, scheduler, *, recorded: dict | None = None, source=None) -> None:
+    """What a cell replaying a log needs of its configuration (AirlinkError otherwise): for
+    an NR-Scope log (``recorded`` None) an NR rate table with one subchannel per PRB; for an
+    airlink MAC log the recorded cell's :data:`SAME_AS_RECORDED` parameters (``recorded``:
+    the log's ``parameters``); and a scheduler of the compiled step that works per
+    subchannel, a link adaptation that does not read the real SINR."""
     from airlink.sim.nr_numerology import max_prbs
-    if cfg["rate_table"] != "nr":
-        raise AirlinkError(f"a cell replaying an NR-Scope log needs an NR preset (rate_table nr), "
-                           f"not {cfg['preset']!r}: e.g. nr-tmobile-10mhz")
-    n_rb = max_prbs(cfg["nr_bandwidth_mhz"], cfg["nr_scs_khz"], cfg["nr_frequency_range"])
-    if int(cfg["n_subchannels"]) != n_rb:
-        raise AirlinkError(f"n_subchannels: a cell replaying a log needs one subchannel per PRB "
-                           f"({n_rb}), not {int(cfg['n_subchannels'])}")
+    if recorded is not None:
+        for key in SAME_AS_RECORDED:
+            if key in recorded and recorded[key] != cfg.get(key):
+                raise AirlinkError(f"{source}: the recorded cell has {key} {recorded[key]!r}, this one "
+                                   f"{cfg.get(key)!r} (use the log's preset, {recorded.get('preset')!r})")
+    else:
+        if cfg["rate_table"] != "nr":
+            raise AirlinkError(f"a cell replaying an NR-Scope log needs an NR preset (rate_table nr), "
+                               f"not {cfg['preset']!r}: e.g. nr-tmobile-10mhz")
+        n_rb = max_prbs(cfg["nr_bandwidth_mhz"], cfg["nr_scs_khz"], cfg["nr_frequency_range"])
+        if int(cfg["n_subchannels"]) != n_rb:
+            raise AirlinkError(f"n_subchannels: a cell replaying a log needs one subchannel per PRB "
+                               f"({n_rb}), not {int(cfg['n_subchannels'])}")
     if getattr(scheduler, "kernel_id", None) not in (0, 1, 2, 3):
         raise AirlinkError("a cell replaying a log schedules PRBs with rr, maxcir, pf, mcpfs or lambda: "
                            "the backlog scheduler and schedulers given as Python classes cannot be kept "
@@ -251,8 +489,79 @@ class FromLogRadio(Radio):
         np.add.at(mask, (inv, start), 1)
         np.add.at(mask, (inv, start + cross["prbs"].to_numpy(np.int64)), -1)
         self._busy = np.cumsum(mask, axis=1)[:, :n_c] > 0
-        self._row_of = {r: rows_of_mcs(self.table, s) for r, s in measured.mcs_series.items()}
-        self._cross_rows = rows_of_mcs(self.table, cross["mcs"].to_numpy(np.int64)) if len(cross) else None
+        self._row_of = {r: measured.table_rows(self.table, s) for r, s in measured.mcs_series.items()}
+        self._cross_rows = measured.table_rows(self.table, cross["mcs"]) if len(cross) else None
+        self._inner = None
+        self.others_served = np.zeros(len(measured.demand.users) if measured.demand is not None else 0)
+
+    # -- other users as demand ----------------------------------------------------------------
+    def step(self, inp, i0: int, i1: int, out: dict, *, backlog=None) -> None:
+        """:meth:`Radio.step`; with :attr:`MeasuredCell.demand`, the TTIs are run by a radio
+        of the live UEs followed by the other users as simulated UEs (:meth:`_demand_step`)."""
+        if self.measured.demand is None:
+            return super().step(inp, i0, i1, out, backlog=backlog)
+        for i in range(i0, i1):
+            self._demand_step(inp, i, {name: a[i - i0:i - i0 + 1] for name, a in out.items()}, backlog)
+
+    def _demand_step(self, inp, i: int, out: dict, backlog) -> None:
+        """TTI ``inp.k0 + i`` with the other users as UEs ``U .. U+K-1`` of an inner radio of
+        the same cell: their channel is the threshold of their recorded row on every
+        subchannel, their queues (kept by the inner radio's step, no buffer limit) get their
+        recorded arrivals; the live UEs' inputs are this TTI's; block-error and tie-breaking
+        draws are the inner radio's own (:meth:`_draw`). The live UEs'
+        outputs are added to ``out``; the others' served bytes to :attr:`others_served`."""
+        from airlink.sim.step import OUTPUTS
+        d = self.measured.demand
+        n_u = self.n_users
+        k = inp.k0 + i
+        slot = int(self.measured.slots_of(k, 1)[0])
+        if self._inner is None:
+            self._start_demand(slot)
+        inner, x = self._inner, self._x
+        j = self._drawn % _DRAWS
+        if j == 0:
+            self._draw()
+        self._drawn += 1
+        x.k0 = k
+        x.real[0, :n_u], x.rep[0, :n_u] = inp.real[i], inp.rep[i]
+        x.real[0, n_u:] = x.rep[0, n_u:] = self._others_lin[slot][:, None]
+        x.arrivals[0, n_u:] = d.arrivals[:, slot]
+        x.u_err, x.perm = self._u_err[j:j + 1], self._perm[j:j + 1]
+        row = self._row
+        for a in row.values():
+            a.fill(0)
+        full = None
+        if backlog is not None:
+            full = inner.state["backlog"].copy()
+            full[:n_u] = backlog
+        inner.step(x, 0, 1, row, backlog=full)
+        for name in OUTPUTS:
+            out[name][0] += row[name][0, :n_u]
+        self.others_served += row["served"][0, n_u:]
+
+    def _start_demand(self, slot: int) -> None:
+        """The inner radio (the cell's configuration with the other users added), its input
+        buffers, the others' per-slot SINR and their queues at ``slot``."""
+        from airlink.sim.engine import make_scheduler
+        from airlink.sim.step import ChunkInputs
+        d = self.measured.demand
+        n = self.n_users + len(d.users)
+        cfg = dict(self.cfg, n_users=n)
+        inner = self._inner = Radio(cfg, make_scheduler(self.cfg["scheduler"], cfg), n_users=n,
+                                    n_subchannels=self.n_subchannels, n_tti=self.n_tti, live=True)
+        inner.state["backlog"][self.n_users:] = d.backlog[:, slot]
+        # (L, K): each other user's linear SINR per slot, the threshold of its recorded row
+        self._others_lin = self.thr_lin[np.clip(d.rows - 1, 0, len(self.thr_lin) - 1)].T.copy()
+        real = np.zeros((1, n, self.n_subchannels), np.float32)
+        none = np.zeros((0, n), np.float32)
+        self._x = ChunkInputs(-1, 1, real, real.copy(), np.zeros((1, n)), None, None, none, none)
+        self._row = inner.new_outputs(1)
+        self._drawn = 0
+
+    def _draw(self) -> None:
+        """The inner radio's next :data:`_DRAWS` TTIs of block-error thresholds and
+        tie-breaking orders (:meth:`Radio.draws`)."""
+        self._u_err, self._perm = self._inner.draws(_DRAWS)
 
     def busy_prbs(self, k0: int, n: int) -> np.ndarray:
         """bool (n, subchannels): the PRBs the cross-traffic holds in TTIs ``k0 .. k0+n-1``."""
@@ -314,7 +623,8 @@ class FromLogRadio(Radio):
             "time": int(start_ns) + (tti * ns.numerator) // ns.denominator,
             "user": c["user"].to_numpy(object), "slot": tti,
             "subchannels": c["prbs"].to_numpy(np.int64), "prbs": c["prbs"].to_numpy(np.int64),
-            "mcs": (self._cross_rows[rows] + 1).astype(np.float64), "mcs_index": c["mcs"].to_numpy(np.int64),
+            "mcs": (self._cross_rows[rows] + 1).astype(np.float64),
+            "mcs_index": np.full(m, -1, np.int64) if self.measured.mcs_rows else c["mcs"].to_numpy(np.int64),
             "served_bytes": tbs, "capacity_bytes": tbs, "tx_bytes": tbs, "tbs_bytes": tbs,
             "harq_retransmissions": c["retransmission"].to_numpy(np.int64),
             "retransmission": c["retransmission"].to_numpy(bool),

@@ -232,8 +232,7 @@ class Radio:
         else:
             real = rep = self.channel.sinr_chunk(k0, n)
         arr = np.zeros((n, n_u)) if self.live else self.traffic.chunk(k0, n)
-        u_err = error_thresholds(self._rng.random((n, self.n_slots)), 1 / self.beta)
-        perm = self._rng_ties.permuted(np.tile(np.arange(n_u, dtype=np.int64), (n, 1)), axis=1)
+        u_err, perm = self.draws(n)
         if mac_log:
             sinr_db, sinr_rep_db = self._wideband_db(real, rep, k0, n)
         else:
@@ -257,6 +256,14 @@ class Radio:
         line = np.concatenate([head, sinr_db])
         self._hist_db = line[n:].copy()
         return sinr_db, line[:n]
+
+    def draws(self, n: int) -> tuple:
+        """``(u_err, perm)`` of the next ``n`` TTIs: block-error thresholds (float64 (n,
+        slots): :func:`airlink.sim.block_errors.error_thresholds`) and tie-breaking orders
+        (int64 (n, users)), as :class:`ChunkInputs` holds them."""
+        u_err = error_thresholds(self._rng.random((n, self.n_slots)), 1 / self.beta)
+        perm = self._rng_ties.permuted(np.tile(np.arange(self.n_users, dtype=np.int64), (n, 1)), axis=1)
+        return u_err, perm
 
     def new_outputs(self, rows: int) -> dict:
         """Zeroed per-TTI output arrays (see :data:`OUTPUTS`) with ``rows`` rows."""

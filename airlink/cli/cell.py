@@ -24,7 +24,13 @@ sudo airlink cell --preset nr-fr2 --users 4 --realtime --stats stats.json -- ./d
 # UE channels following RNTI 23938's recorded MCS
 sudo airlink cell --from-log cell.csv --preset nr-tmobile-10mhz --log-start 68.5s \\
      --follow-rnti 23938 --users 2 --duration 3s --mac-log mac.parquet -- ./download.sh
-airlink infer cell mac.parquet"""
+airlink infer cell mac.parquet
+# scheduler-driven replay of UE 1 of a recorded airlink cell: UE 1's recorded channel, the
+# other UEs' recorded subchannels per TTI taken first, PF serving the live backlog
+sudo airlink cell --preset quick --mac-log rec.parquet -- ./background.sh     # the recording
+sudo airlink cell --from-log rec.parquet --preset quick --follow-rnti 1 --users 1 -- ./workload.sh
+# the same with the other UEs scheduled beside it from their recorded arrivals (PF reacts)
+sudo airlink cell --from-log rec.parquet --log-others demand --preset quick --follow-rnti 1 --users 1 -- ./w.sh"""
 
 
 def register(sub):
@@ -79,17 +85,24 @@ def register(sub):
     p.add_argument("--realtime", action="store_true",
                    help="run the shell's TTI loop under the real-time policy SCHED_RR instead of "
                         "niceness -10 (fewer late TTIs on a busy machine; takes CPU from everything else)")
-    p.add_argument("--from-log", type=Path, metavar="NRSCOPE.CSV",
-                   help="replay a measured cell: the other RNTIs' recorded PRBs per slot are taken first "
-                        "(cross-traffic, in the MAC log as cross_traffic rows), the UEs get what is left; "
-                        "needs an NR preset with the log's slot length and PRBs (e.g. nr-tmobile-10mhz)")
+    p.add_argument("--from-log", type=Path, metavar="LOG",
+                   help="replay a recorded cell, an NR-Scope CSV or an airlink MAC log (--mac-log of "
+                        "airlink cell, mac.parquet of airlink simulate): the other users' recorded "
+                        "PRBs/subchannels per slot are taken first (cross-traffic, in the MAC log as "
+                        "cross_traffic rows), the UEs get what is left; needs a preset with the log's slot "
+                        "length and PRBs (NR-Scope: e.g. nr-tmobile-10mhz; a MAC log: the recorded cell's)")
     p.add_argument("--follow-rnti", metavar="RNTI[,RNTI...]",
-                   help="with --from-log: the recorded RNTI whose MCS each UE's channel follows (one for "
-                        "all, or one per UE; 'model' = the preset's channel model); default the busiest RNTI")
+                   help="with --from-log: the recorded RNTI (a MAC log's UE number) whose MCS each UE's "
+                        "channel follows (one for all, or one per UE; 'model' = the preset's channel "
+                        "model); default the busiest")
     p.add_argument("--log-direction", choices=["downlink", "uplink"], default="downlink",
                    help="with --from-log: whose DCIs are the cross-traffic (downlink)")
     p.add_argument("--log-start", metavar="DURATION",
                    help="with --from-log: start this far into the log (e.g. 68.5s; default its first slot)")
+    p.add_argument("--log-others", choices=["share", "demand"], default="share",
+                   help="with --from-log: the other users' recorded PRBs are taken first (share), or, from "
+                        "an airlink MAC log, they are simulated UEs scheduled beside the live ones, fed by "
+                        "their recorded arrivals and channels (demand)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
     p.set_defaults(func=run, cmd=[])
 
@@ -101,7 +114,8 @@ def run(args) -> int:
     from airlink.core.errors import AirlinkError
     if args.from_log is None:
         for flag, value in (("--follow-rnti", args.follow_rnti), ("--log-start", args.log_start),
-                            ("--log-direction", None if args.log_direction == "downlink" else args.log_direction)):
+                            ("--log-direction", None if args.log_direction == "downlink" else args.log_direction),
+                            ("--log-others", None if args.log_others == "share" else args.log_others)):
             if value is not None:
                 raise AirlinkError(f"{flag} needs --from-log")
     preset, overrides = read_config_files(args.config, args.preset)
@@ -112,7 +126,7 @@ def run(args) -> int:
                       uplink=args.uplink, mac_log=args.mac_log, log_dir=args.log_dir,
                       warmup_bytes=args.warmup, late_after=args.late_after, realtime=args.realtime,
                       from_log=args.from_log, follow_rnti=args.follow_rnti, log_direction=args.log_direction,
-                      log_start=args.log_start)
+                      log_start=args.log_start, log_others=args.log_others)
     status = shell.run(args.cmd or None, stats_path=args.stats)
     s = shell.last_stats
     if s is not None and s["ttis"]:

@@ -286,13 +286,15 @@ class Cell(_Model):
     warmup: Annotated[Union[str, int], AfterValidator(_check_size)] | None = None   # bytes
     late_after: _duration_in(B.WINDOW) | None = None         # None: half a TTI
     realtime: bool = False
-    # a measured cell replayed (airlink cell --from-log): an NR-Scope CSV, whose RNTIs each UE's
-    # channel follows (one RNTI, "busiest", "model", or a list of one per UE), the direction of
-    # the cross-traffic DCIs and where in the log the run starts
+    # a recorded cell replayed (airlink cell --from-log): an NR-Scope CSV or an airlink MAC log,
+    # whose RNTIs (UEs) each UE's channel follows (one RNTI, "busiest", "model", or a list of one
+    # per UE), the direction of the cross-traffic DCIs, where in the log the run starts, and the
+    # other users as their recorded share or (a MAC log) as their recorded demand
     from_log: Text | None = None
     follow_rnti: Union[int, str, list[Union[int, str]]] | None = None
     log_direction: Literal["downlink", "uplink"] = "downlink"
     log_start: Duration | None = None
+    log_others: Literal["share", "demand"] = "share"
     applications: AppList = []
     ues: Annotated[dict[str, AppList], BeforeValidator(
         lambda v: {} if v is None else ({str(k): x for k, x in v.items()} if isinstance(v, dict) else v))] = {}
@@ -336,7 +338,7 @@ class Cell(_Model):
                     uplink=self.uplink,
                     warmup_bytes=self.warmup, late_after=self.late_after, realtime=self.realtime,
                     from_log=self.from_log, follow_rnti=self.follow_rnti, log_direction=self.log_direction,
-                    log_start=self.log_start)
+                    log_start=self.log_start, log_others=self.log_others)
 
     def resolve(self, *, preset_path=None) -> dict:
         """The simulator's full parameter set of this cell (preset <- ``set`` <- users, tti,

@@ -188,7 +188,7 @@ def test_bad_logs_name_file_column_and_line(shared_data, tmp_path, capsys):
     (["--from-log", "{log}", "--preset", "nr-fr1"], "slots last 1 ms"),
     (["--from-log", "{morning}", "--preset", "nr-tmobile-10mhz", "--follow-rnti", "model"],
      "beyond the cell's 52 PRBs"),
-    (["--from-log", "/no/such.csv", "--preset", "nr-tmobile-10mhz"], "/no/such.csv: no such NR-Scope log"),
+    (["--from-log", "/no/such.csv", "--preset", "nr-tmobile-10mhz"], "/no/such.csv: no such cell log"),
 ])
 def test_bad_options(shared_data, capsys, args, message):
     args = [a.format(log=shared_data / AFTERNOON, morning=shared_data / "nr-scope/t_mobile2_ueactivity_morning_1.csv")

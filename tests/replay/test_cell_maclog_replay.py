@@ -1,0 +1,247 @@
+"""Scheduler-driven replay of one UE of a recorded airlink cell (``airlink cell --from-log
+MAC_LOG --follow-rnti N``), radio side: no root, deterministic.
+
+The recorded cell is ``airlink simulate`` (quick preset: 4 UEs, 24 subchannels, PF, full
+buffers), whose ``mac.parquet`` has the same columns as ``airlink cell --mac-log``. The
+references are computed here from the log with pandas: the cross-traffic of a TTI is the sum
+of the other UEs' ``subchannels``; UE 1's MCS in a TTI is the rounded mean row of its latest
+TTI with subchannels and no HARQ retransmission. Hand-edited copies of the log give the
+hand-checkable cases: others holding every subchannel, a followed UE without data, and for
+``--log-others demand`` neighbours without data, with a standing queue, or an idle live UE.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from airlink.replay.cell import CellShell
+from airlink.core.errors import AirlinkError
+from tests.replay.test_cell_fromlog import _cli, run_radio
+
+N_TTI = 400
+N_SUB = 24
+
+
+def write_like(frame: pd.DataFrame, like, path):
+    """``frame`` as Parquet with the ``airlink`` header of the MAC log ``like``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    header = (pq.read_schema(like).metadata or {})[b"airlink"]
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table.replace_schema_metadata({b"airlink": header}), path)
+    return path
+
+
+def recorded_cell(folder, *, seconds: float, seed: int = 3):
+    """A 4-UE quick cell's MAC log (``airlink simulate``)."""
+    from airlink.sim import simulate
+    simulate("quick", seed=seed, duration=f"{seconds}s").write(folder)
+    return folder / "mac.parquet"
+
+
+def hand_log(folder, n_tti: int, *, all_taken, none_taken):
+    """The recorded cell with the other UEs (2-4) holding all 24 subchannels (8 each) in the
+    TTIs ``all_taken`` (UE 1 none) and none in ``none_taken``."""
+    src = recorded_cell(folder, seconds=n_tti / 1000)
+    log = pd.read_parquet(src)
+    tti = np.repeat(np.arange(n_tti), 4)
+    other = log["user"].to_numpy() != "1"
+    log.loc[other & np.isin(tti, all_taken), "subchannels"] = 8
+    log.loc[~other & np.isin(tti, all_taken), "subchannels"] = 0
+    log.loc[other & np.isin(tti, none_taken), "subchannels"] = 0
+    return write_like(log, src, folder / "hand.parquet")
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("rec")
+    path = recorded_cell(folder, seconds=N_TTI / 1000)
+    shell = CellShell(preset="quick", users=1, duration=f"{N_TTI / 1000}s", from_log=path, follow_rnti="1",
+                      seed=9)
+    radio, mac = run_radio(shell, N_TTI)
+    return pd.read_parquet(path), radio, mac
+
+
+def test_cross_traffic_per_tti_equals_the_other_ues(replayed):
+    log, _radio, mac = replayed
+    tti = np.repeat(np.arange(N_TTI), 4)
+    others = log[log["user"] != "1"]
+    want = others.groupby(tti[others.index])["subchannels"].sum().reindex(range(N_TTI), fill_value=0)
+    cross = mac[mac["cross_traffic"]]
+    got = cross.groupby("slot")["prbs"].sum().reindex(range(N_TTI), fill_value=0)
+    assert want.sum() > 1000
+    np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
+    # one row per other UE and TTI it was scheduled in, named log-N, with its logged bytes
+    busy = others[others["subchannels"] > 0]
+    assert len(cross) == len(busy)
+    assert sorted(cross["user"]) == sorted("log-" + busy["user"])
+    assert cross["tbs_bytes"].sum() == pytest.approx(busy["tx_bytes"].sum())
+
+
+def test_full_queue_gets_every_subchannel_the_others_left(replayed):
+    log, _radio, mac = replayed
+    tti = np.repeat(np.arange(N_TTI), 4)
+    others = log[log["user"] != "1"]
+    held = others.groupby(tti[others.index])["subchannels"].sum().reindex(range(N_TTI), fill_value=0)
+    live = mac[~mac["cross_traffic"]].set_index("slot")["subchannels"].reindex(range(N_TTI), fill_value=0)
+    np.testing.assert_array_equal(live.to_numpy(), N_SUB - held.to_numpy())
+
+
+def test_followed_ue_gets_its_recorded_mcs(replayed):
+    log, _radio, mac = replayed
+    ue = log[log["user"] == "1"].reset_index(drop=True)          # row k = TTI k
+    new = (ue["subchannels"] > 0) & (ue["harq_retransmissions"] == 0)
+    held = np.rint(ue["mcs"].where(new)).ffill().bfill().to_numpy()
+    live = mac[~mac["cross_traffic"] & (mac["subchannels"] > 0) & (mac["harq_retransmissions"] == 0)]
+    assert len(live) > 100
+    np.testing.assert_array_equal(live["mcs"].to_numpy(), held[live["slot"].to_numpy()])
+
+
+def test_all_taken_means_nothing_for_the_replayed_ue(tmp_path):
+    """Hand-checkable: in TTIs 100-149 the other UEs hold all 24 subchannels, in 150-199
+    none. A UE with a full queue gets 0 subchannels and 0 bytes in the first, all 24 in the
+    second."""
+    path = hand_log(tmp_path, 200, all_taken=range(100, 150), none_taken=range(150, 200))
+    shell = CellShell(preset="quick", users=1, duration="0.2s", from_log=path, follow_rnti="1")
+    _radio, mac = run_radio(shell, 200)
+    live = mac[~mac["cross_traffic"]].set_index("slot")
+    assert (live.loc[100:149, "subchannels"] == 0).all() and (live.loc[100:149, "served_bytes"] == 0).all()
+    assert (live.loc[150:199, "subchannels"] == N_SUB).all() and (live.loc[150:199, "served_bytes"] > 0).all()
+    assert (live.loc[:99, "served_bytes"] > 0).any()
+
+
+def test_mac_log_header_is_read(replayed):
+    _log, radio, _mac = replayed
+    m = radio.measured
+    assert m.mcs_rows and m.n_slots == N_TTI and m.follow == ["1"]
+    assert m.describe()["cross_traffic_rntis"] == 3
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--preset", "imt-advanced"], "the recorded cell has rate_table 'lte-cqi'"),
+    (["--preset", "quick", "--set", "n_subchannels=12"], "the recorded cell has n_subchannels 24"),
+    (["--preset", "quick", "--follow-rnti", "7"], "UE 7 has no downlink DCIs"),
+    (["--preset", "quick", "--log-direction", "uplink"], "holds the downlink only"),
+    (["--preset", "quick", "--tti", "2ms"], "slots last 1 ms"),
+])
+def test_bad_options_name_the_log(tmp_path, capsys, args, message):
+    path = recorded_cell(tmp_path, seconds=0.05)
+    assert _cli("--from-log", path, *args, "--", "true") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("airlink: error: ") and message in err and str(path) in err, err
+
+
+def test_a_log_without_header_is_refused(tmp_path):
+    src = recorded_cell(tmp_path, seconds=0.05)
+    bare = tmp_path / "bare.parquet"
+    pd.read_parquet(src).to_parquet(bare)
+    with pytest.raises(AirlinkError, match="no TTI in the MAC log's airlink header"):
+        CellShell(preset="quick", users=1, from_log=bare)
+
+
+
+def test_tti_where_the_followed_ue_had_no_data_holds_the_last_share(tmp_path):
+    """Hand-checkable: UE 1 has no data in TTIs 100-149 (queue empty, nothing served) and the
+    others hold all 24 subchannels there. What they took beside an idle UE says nothing of
+    what they would have left it: those TTIs get the cross-traffic of TTI 99 (per user and
+    subchannels); with ``hold_idle=False`` the recorded 24."""
+    from fractions import Fraction
+
+    from airlink.replay.cell_fromlog import measured_cell
+    path = hand_log(tmp_path, 200, all_taken=range(100, 150), none_taken=[])
+    log = pd.read_parquet(path)
+    tti = np.repeat(np.arange(200), 4)
+    idle = (log["user"] == "1").to_numpy() & (tti >= 100) & (tti < 150)
+    log.loc[idle, ["backlog_bytes", "served_bytes", "subchannels"]] = 0
+    write_like(log, path, path)
+    kw = dict(n_users=1, n_prbs=N_SUB, tti=Fraction(1, 1000), follow="1")
+    held = measured_cell(path, **kw)
+    kept = measured_cell(path, **kw, hold_idle=False)
+    at = log[(tti == 99) & (log["user"] != "1").to_numpy() & (log["subchannels"] > 0).to_numpy()]
+    want = sorted(zip("log-" + at["user"], at["subchannels"]))
+    assert sum(n for _, n in want) < N_SUB
+    for k in (100, 125, 149):
+        c = held.cross[held.cross["slot"] == k]
+        assert sorted(zip(c["user"], c["prbs"])) == want
+        assert kept.cross[kept.cross["slot"] == k]["prbs"].sum() == N_SUB
+    assert held.held_slots == 50 and kept.held_slots == 0
+    # elsewhere the same as recorded
+    other = ~held.cross["slot"].between(100, 149)
+    pd.testing.assert_frame_equal(held.cross[other].reset_index(drop=True),
+                                  kept.cross[~kept.cross["slot"].between(100, 149)].reset_index(drop=True))
+
+
+def demand_log(folder, n_tti, *, busy_users, row=10, arrivals=0.0):
+    """The recorded cell with every UE on MCS row ``row`` and the UEs ``busy_users`` holding
+    500 KB at every decision and ``arrivals`` bytes arriving every TTI, the others no data
+    at all."""
+    src = recorded_cell(folder, seconds=n_tti / 1000)
+    log = pd.read_parquet(src)
+    busy = log["user"].isin(busy_users).to_numpy()
+    log["mcs"] = float(row)
+    log["harq_retransmissions"] = 0
+    log["arrivals_bytes"] = 0.0
+    log.loc[busy, "arrivals_bytes"] = float(arrivals)
+    log.loc[busy, "backlog_bytes"] = 500_000.0
+    log.loc[busy, "served_bytes"] = 0.0
+    log.loc[~busy & (log["user"] != "1").to_numpy(), ["backlog_bytes", "served_bytes", "subchannels"]] = 0
+    return write_like(log, src, folder / "demand.parquet")
+
+
+def demand_run(path, n, backlog):
+    shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1",
+                      log_others="demand", seed=4)
+    radio = shell._radio()
+    inp = radio.inputs(0, n)
+    out = radio.new_outputs(n)
+    for i in range(n):
+        radio.step(inp, i, i + 1, {k: v[i:i + 1] for k, v in out.items()}, backlog=np.array([backlog]))
+    return radio, out
+
+
+def test_demand_others_without_data_leave_everything(tmp_path):
+    """Hand-checkable: the other UEs had no data in the recording (whatever subchannels the
+    log shows): a full live queue gets all 24 subchannels in every TTI."""
+    path = demand_log(tmp_path, 100, busy_users=[])
+    radio, out = demand_run(path, 100, 1e9)
+    assert (out["nsub"][:, 0] == N_SUB).all() and (out["served"][:, 0] > 0).all()
+    assert radio.others_served.sum() == 0
+
+
+def test_demand_idle_live_ue_leaves_everything_to_the_others(tmp_path):
+    """UE 2 holds 500 KB and nothing arrives; the live UE has no data: the live UE gets
+    nothing, UE 2 is served at most the 500 KB it had."""
+    path = demand_log(tmp_path, 100, busy_users=["2"])
+    radio, out = demand_run(path, 100, 0.0)
+    assert (out["nsub"][:, 0] == 0).all()
+    assert 0 < radio.others_served[0] <= 500_000 and radio.others_served[1:].sum() == 0
+
+
+def test_demand_pf_shares_equally_between_equal_ues(tmp_path):
+    """PF between the live UE (full queue) and UE 2 (500 KB standing, same recorded row,
+    the same flat channel): after the first TTIs (PF averages from 0) each gets half of the
+    subchannels over time: the others react to the live UE's demand."""
+    path = demand_log(tmp_path, 400, busy_users=["2"])
+    radio, out = demand_run(path, 400, 1e9)
+    share = out["nsub"][100:, 0].sum() / (300 * N_SUB)
+    assert 0.4 < share < 0.6, share
+    assert radio.measured.demand.users == ["2", "3", "4"]
+
+
+def test_demand_needs_an_airlink_mac_log(shared_data):
+    from tests.replay.test_cell_fromlog import AFTERNOON
+    with pytest.raises(AirlinkError, match="need an airlink MAC log"):
+        CellShell(preset="nr-tmobile-10mhz", users=1, from_log=shared_data / AFTERNOON, log_others="demand")
+
+
+def test_log_others_needs_from_log(capsys):
+    assert _cli("--log-others", "demand", "--", "true") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("airlink: error: ") and "--log-others needs --from-log" in err
+
+
+def test_a_folder_is_not_a_cell_log(tmp_path, capsys):
+    assert _cli("--from-log", tmp_path, "--preset", "quick", "--", "true") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("airlink: error: ") and f"{tmp_path}: not a file" in err
