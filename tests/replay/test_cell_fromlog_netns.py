@@ -153,6 +153,9 @@ def test_live_replay_with_the_other_ues_as_demand(test_ns, tmp_path):
     assert 0.25 < full["subchannels"].mean() / 24 < 0.75
     assert (full["subchannels"] == 24).mean() < 0.5
     assert stats["measured_cell"]["others"] == "demand"
+    # the others are scheduled by a radio of their own, in Python: the compiled step called
+    # from the C loop would serve the live UE alone
+    assert stats["scheduler_step"].startswith("Python (the recorded cell's other users")
     d = stats["ues"][0]["downlink"]
     assert d["arrivals_bytes"] == d["departures_bytes"] + d["drops_bytes"] + d["queued_bytes"], d
     assert abs(mac["served_bytes"].sum() - d["departures_bytes"]) < 1.0
