@@ -189,34 +189,39 @@ def _unwrap(raw, groups, base):
 
 
 
-def _recovery(ri, dr, fl, fast, ackr, smb_own, carry=None) -> None:
+NONE = np.iinfo(np.int64).min          # "no value yet" in the per-flow carries
+
+
+def _recovery(ri, dr, fl, fast, ackr, smb_own, carry) -> None:
     """Marks in ``fast`` the retransmissions (rows ``ri``) inside a recovery episode that a
     fast retransmission opened: until the reverse direction's cumulative ACK (``ackr`` at
-    each of ``ri``) passes the ``snd_max`` the last fast retransmission saw (``smb_own``);
-    two passes, the second also from the episodes the first found. ``carry`` (time chunks
-    of one flow; None: rows hold whole flows): per pass and direction, that ``snd_max`` of
-    the last fast retransmission in earlier chunks (None: none), updated in place."""
+    each of ``ri``) passes the ``snd_max`` the last fast retransmission of the flow saw
+    (``smb_own``); two passes, the second also from the episodes the first found. ``fl``:
+    each row's flow (rows of a flow consecutive). ``carry[pass][d]``: per flow, that
+    ``snd_max`` of the last fast retransmission of direction ``d`` in earlier chunks
+    (:data:`NONE`: none), updated in place."""
     for rnd in range(2):
         for d in (0, 1):
             sel = dr[ri] == d
             rr = ri[sel]
-            fpos = rr[fast[rr]]
-            before = None if carry is None else carry[rnd][d]
-            if not len(rr) or (not len(fpos) and before is None):
+            if not len(rr):
                 continue
+            fpos = rr[fast[rr]]
+            before = carry[rnd][d][fl[rr]]
             k = np.searchsorted(fpos, rr, "right") - 1
             if len(fpos):
                 lf = fpos[np.maximum(k, 0)]
                 valid = (k >= 0) & (fl[lf] == fl[rr])
                 lim = smb_own[lf]
-                if carry is not None:
-                    carry[rnd][d] = int(smb_own[fpos[-1]])
+                ff = fl[fpos]
+                last = np.flatnonzero(np.r_[ff[1:] != ff[:-1], True])     # each flow's last one
+                carry[rnd][d][ff[last]] = smb_own[fpos[last]]
             else:
                 valid = np.zeros(len(rr), bool)
                 lim = np.zeros(len(rr), np.int64)
-            if before is not None:
-                lim = np.where(k >= 0, lim, before)
-                valid |= k < 0
+            use = ~valid & (before != NONE)
+            lim = np.where(use, before, lim)
+            valid |= use
             fast[rr[valid & (ackr[sel] < lim)]] = True
 
 
