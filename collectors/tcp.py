@@ -322,23 +322,35 @@ def _from_columns(raw: dict, flows_ready=None):
     return c, flows, n
 
 
+def _engine_rows(c: dict, nflow: int):
+    """(firsts, rows): what :class:`._tcpstream.FlowStream` takes - the flows' firsts
+    (:func:`._tcpstream.first_of_rows`) and the chunk's columns - from the TCP rows ``c``
+    of :func:`_from_columns` or :func:`_from_frame` (emptied) of ``nflow`` flows."""
+    from ._tcpstream import first_of_rows
+    dr = c.pop("dr").astype(np.int8)
+    first = first_of_rows(c["fl"], dr, c["t"], c["seq"], c["flags"], c["syn_rows"], c.pop("wscale_syn"),
+                          c.pop("mss_syn"), nflow)
+    rows = {"dr": dr, "synopt": c.pop("so_syn")}
+    del c["syn_rows"]
+    for key, name in (("t", "t"), ("fl", "fl"), ("flags", "flags"), ("payload", "pay"), ("seq", "seq"),
+                      ("ack", "ackraw"), ("window", "win"), ("tsval", "tsval"), ("tsecr", "tsecr"),
+                      ("has_ts", "has_ts"), ("dsack", "dsack"), ("dsack_left", "dsack_left"), ("ip_len", "iplen"),
+                      ("packet", "order")):
+        rows[key] = c.pop(name)
+    return first, rows
+
+
 def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAnalysis:
     """The analysis of the TCP rows ``c`` (:func:`_from_columns`, :func:`_from_frame`: flow
     order, time order inside) of the flows ``flows``, as ONE chunk of the TCP engine
     (:class:`._tcpstream.FlowStream`) over all of them."""
-    from ._tcpstream import FlowStream, first_of_rows
-    res_ns = int(round(res_s * 1e9))
-    nflow = len(flows)
-    fl, dr, flags, syn_rows = c["fl"], c.pop("dr").astype(np.int8), c["flags"], c.pop("syn_rows")
-    first = first_of_rows(fl, dr, c["t"], c["seq"], flags, syn_rows, c.pop("wscale_syn"), c.pop("mss_syn"), nflow)
-    stream = FlowStream(first, res_ns)
-    n = len(fl)
-    stream.chunk({"t": c.pop("t"), "fl": c.pop("fl"), "dr": dr, "flags": flags, "payload": c.pop("pay"),
-                  "seq": c.pop("seq"), "ack": c.pop("ackraw"), "window": c.pop("win"), "tsval": c.pop("tsval"),
-                  "tsecr": c.pop("tsecr"), "has_ts": c.pop("has_ts"), "dsack": c.pop("dsack"),
-                  "dsack_left": c.pop("dsack_left"), "ip_len": c.pop("iplen"), "packet": c.pop("order"),
-                  "synopt": c.pop("so_syn")})
-    del c, fl, dr, flags
+    from ._tcpstream import FlowStream
+    first, rows = _engine_rows(c, len(flows))
+    del c
+    n = len(rows["t"])
+    stream = FlowStream(first, int(round(res_s * 1e9)))
+    stream.chunk(rows)
+    del rows
     a = stream.finish(flows, source, res_s)
     # flow numbers absent from a filtered packets frame: no row
     flows = a.output("flows")
