@@ -36,6 +36,7 @@ from .pcap import direction_column
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
 _stream_bins = getattr(_records, "stream_bins", None)
+_BIN_SLICE = 1 << 18       # rows whose bin numbers the series sums hold at a time
 
 
 def _member(values, sorted_set):
@@ -162,15 +163,18 @@ class FlowStream:
         earlier rows), ``dr`` (0 fwd, 1 rev), ``flags``, ``payload``, ``seq``, ``ack``,
         ``window``, ``tsval``, ``tsecr``, ``has_ts``, ``dsack``, ``dsack_left``, ``ip_len``,
         ``packet`` (what an event names the packet by) and ``synopt`` (SYN option bits, of
-        the SYN rows only, in row order)."""
-        t, flags, pay = c["t"], c["flags"], c["payload"].astype(np.int64)
+        the SYN rows only, in row order). Columns are taken out of ``c`` once used (a chunk
+        of a whole capture: its memory peak is here)."""
+        t, flags, pay = c["t"], c["flags"], c["payload"]
         n = len(t)
         if not n:
             return
         F = self.nflow
         S = self.side
         g0 = self.rows
-        grow = np.arange(g0, g0 + n)
+
+        def grow(idx):                       # rows' numbers since the engine's first row
+            return idx + g0
         fl = np.asarray(c["fl"], np.int32)
         dr = np.asarray(c["dr"], np.int8)
         run_st, run_end, run_fl = _runs(fl)
@@ -184,8 +188,7 @@ class FlowStream:
         rows = self._rows_c if _stream_rows is not None and F == 1 else self._rows_numpy
         rel, rela, end, am, sm, smb_own, below, dupack = rows(c, fl, run_st, dr, isd, didx, flags, pay, has_ack)
         data = pay > 0
-        win = c["window"]
-        zero_win = zero_windows(win, flags)
+        zero_win = zero_windows(c["window"], flags)
 
         reset_pos, dup_pos = {}, {}
         for a in (0, 1):                       # rows whose ACK advances (from the carry at a flow's first)
@@ -209,6 +212,24 @@ class FlowStream:
 
         def rev_before(idx):
             return np.where(dr[idx] == 0, am_before(1, idx), am_before(0, idx))
+
+        # ---- series sums (a row's own half is its direction's, the other half the reverse)
+        A = self.acc
+        sums = self._bin_sums_c if _stream_bins is not None and F == 1 else self._bin_sums_numpy
+        sums(c, fl, dr, is_syn, pay, rela, am, sm)
+        del c["ip_len"], c["window"]
+        total = self.total
+
+        def add_rows(key, ii, half, w=None):
+            A[key] += np.bincount(self._bins(fl[ii], t[ii], half), weights=w, minlength=total)[:total]
+        for a in (0, 1):                  # ACK advances (not the first ACK) go to the acked half
+            r = reset_pos[a]
+            prev = am_before(a, r)
+            r = r[prev >= 0]
+            add_rows("adv", r, 1 - a, am[a][r] - prev[prev >= 0])
+        for key, mask in (("dupacks", dupack), ("zero_windows", zero_win)):
+            ii = np.flatnonzero(mask)
+            add_rows(key, ii, 1 - dr[ii].astype(np.int64))
 
         def last_advance(d, idx, key):
             """The last row of d at or before each of ``idx`` that advanced d's snd_max
@@ -240,6 +261,9 @@ class FlowStream:
         for d in (0, 1):
             k = last_advance(d, run_end, sm_key(d))
             S[d].adv_t[run_fl[k >= 0]] = t[k[k >= 0]]
+        for d in (0, 1):
+            S[d].sm[run_fl] = sm[d][run_end]
+        sm.clear()
 
         retx = below & ~ooo
         ri_all = np.flatnonzero(retx)
@@ -247,26 +271,48 @@ class FlowStream:
         if len(ri_all):
             fast[ri_all[dups_at(ri_all) >= 2]] = True
             _recovery(ri_all, dr, fl, fast, rev_at(ri_all), smb_own, self.lf)
+        del smb_own, below
 
         # ---- retransmissions (spurious verdicts settled at the end)
         spur_acked = np.zeros(n, bool)
         if len(ri_all):
             ri = ri_all
             spur_acked[ri] = end[ri] <= rev_before(ri)
-            self.retx.append({"row": grow[ri], "t": t[ri], "pk": c["packet"][ri], "fl": fl[ri].astype(np.int64),
+            self.retx.append({"row": grow(ri), "t": t[ri], "pk": c["packet"][ri], "fl": fl[ri].astype(np.int64),
                               "dr": dr[ri], "rel": rel[ri], "pay": pay[ri], "fast": fast[ri],
                               "acked": spur_acked[ri], "data": data[ri],
                               "bin_row": self._bins(fl[ri], t[ri], dr[ri].astype(np.int64))})
             for d in (0, 1):
                 rr = ri[(dr[ri] == d) & ~spur_acked[ri] & c["has_ts"][ri]]
                 if len(rr):
-                    S[d].pending.append((grow[rr], end[rr], c["tsval"][rr].astype(np.int64), fl[rr].astype(np.int64)))
-        self._settle_eifel(am, c, grow, fl)
+                    S[d].pending.append((grow(rr), end[rr], c["tsval"][rr].astype(np.int64), fl[rr].astype(np.int64)))
+        self._settle_eifel(am, c, fl)
         di = np.flatnonzero(c["dsack"])
         if len(di):
             dgd = 2 * fl[di].astype(np.int64) + (dr[di] ^ 1)     # DSACK from a reports data of a ^ 1
             dl = dsack_edges(c["dsack_left"][di], self.base[dgd], rela[di])
-            self.dsack.append((grow[di], dgd, dl))
+            self.dsack.append((grow(di), dgd, dl))
+        del c["dsack"], c["dsack_left"]
+
+        # ---- events of this chunk
+        for name, mask, direction, seqv in (("ooo", ooo, dr, rel), ("dupack", dupack, dr ^ 1, rela),
+                                            ("zero_window", zero_win, dr ^ 1, rela)):
+            ii = np.flatnonzero(mask)
+            if len(ii):
+                self.ev[name].append({"time": t[ii], "packet": c["packet"][ii].astype(np.int64),
+                                      "flow": fl[ii].astype(np.int64), "direction": direction[ii],
+                                      "seq": seqv[ii], "payload_bytes": pay[ii]})
+        si = np.flatnonzero(is_syn)
+        if len(si):
+            self.syn.append((2 * fl[si].astype(np.int64) + dr[si], np.asarray(c["synopt"], np.int64),
+                             c["has_ts"][si]))
+        for d in (0, 1):
+            idx = didx[d]
+            if len(idx):
+                st, _, fs = _runs(fl[idx])
+                pd_ = pay[idx]
+                S[d].maxpay[fs] = np.maximum(S[d].maxpay[fs], np.maximum.reduceat(pd_, st))
+                S[d].paysum[fs] += np.add.reduceat(pd_, st, dtype=np.int64).astype(np.float64)
 
         # ---- RTT samples: sequence/ACK matching (Karn settled at the end)
         rd = [ri_all[dr[ri_all] == d] for d in (0, 1)]
@@ -293,7 +339,7 @@ class FlowStream:
                 """The held-then-new originals at positions ``p`` of ``keys``."""
                 isn = p >= nh
                 sn = oi[p[isn] - nh]
-                new = {"key": keys[p], "row": grow[sn], "t": t[sn], "rel": rel[sn], "end": end[sn],
+                new = {"key": keys[p], "row": grow(sn), "t": t[sn], "rel": rel[sn], "end": end[sn],
                        "fl": fl[sn].astype(np.int64), "nr": nretx_before(d, sn)}
                 if not nh:
                     return new
@@ -309,7 +355,7 @@ class FlowStream:
                 hit, pos = _first_with_key([keys, np.arange(len(keys))], q)
                 ai, pos = ai[hit], pos[hit]
                 seg = originals(pos)
-                ok = (seg["row"] < grow[ai]) & (nretx_before(d, ai) == seg["nr"])
+                ok = (seg["row"] < grow(ai)) & (nretx_before(d, ai) == seg["nr"])
                 ai = ai[ok]
                 S[a].seqack.append((t[ai], c["packet"][ai], (t[ai] - seg["t"][ok]) / 1e6, seg["rel"][ok],
                                     fl[ai].astype(np.int64)))
@@ -324,6 +370,7 @@ class FlowStream:
             S[d].orig = originals(keep[firsts])
         for d in (0, 1):
             S[d].nretx += np.bincount(fl[rd[d]], minlength=F)[:F]
+        rel = rela = end = keys = None         # not needed further: freed before the timestamps' keys
 
         # ---- RTT samples: timestamp echo
         has_ts = c["has_ts"]
@@ -334,7 +381,7 @@ class FlowStream:
         for d in (0, 1):
             tsi = np.flatnonzero(has_ts & isd[d])
             u, fi = _unique_first(ts_key(tsi, c["tsval"][tsi]))
-            new = (u, grow[tsi[fi]], t[tsi[fi]])
+            new = (u, grow(tsi[fi]), t[tsi[fi]])
             held = S[d].ts_first
             if held is not None:
                 if not len(new[0]) or (len(held[0]) and held[0][-1] < new[0][0]):
@@ -357,48 +404,13 @@ class FlowStream:
             echoed_now = u
             if len(u) and len(uk):
                 p = np.minimum(np.searchsorted(uk, u), len(uk) - 1)
-                hit = (uk[p] == u) & (rows_[p] < grow[ai])
+                hit = (uk[p] == u) & (rows_[p] < grow(ai))
                 ai, p, u = ai[hit], p[hit], u[hit]
                 S[a].tspairs.append((t[ai], c["packet"][ai], (t[ai] - tt[p]) / 1e6, u))
             # a value echoed once is never looked up again
             keep = ~_member(uk, echoed_now)
             S[d].ts_first = (uk[keep], rows_[keep], tt[keep])
 
-        # ---- events of this chunk
-        for name, mask, direction, seqv in (("ooo", ooo, dr, rel), ("dupack", dupack, dr ^ 1, rela),
-                                            ("zero_window", zero_win, dr ^ 1, rela)):
-            ii = np.flatnonzero(mask)
-            if len(ii):
-                self.ev[name].append({"time": t[ii], "packet": c["packet"][ii].astype(np.int64),
-                                      "flow": fl[ii].astype(np.int64), "direction": direction[ii],
-                                      "seq": seqv[ii], "payload_bytes": pay[ii]})
-        si = np.flatnonzero(is_syn)
-        if len(si):
-            self.syn.append((2 * fl[si].astype(np.int64) + dr[si], np.asarray(c["synopt"], np.int64), has_ts[si]))
-        for d in (0, 1):
-            idx = didx[d]
-            if len(idx):
-                st, _, fs = _runs(fl[idx])
-                pd_ = pay[idx]
-                S[d].maxpay[fs] = np.maximum(S[d].maxpay[fs], np.maximum.reduceat(pd_, st))
-                S[d].paysum[fs] += np.add.reduceat(pd_, st).astype(np.float64)
-
-        # ---- series sums (a row's own half is its direction's, the other half the reverse)
-        A = self.acc
-        sums = self._bin_sums_c if _stream_bins is not None and F == 1 else self._bin_sums_numpy
-        sums(c, fl, dr, is_syn, pay, rela, am, sm)
-        total = self.total
-
-        def add_rows(key, ii, half, w=None):
-            A[key] += np.bincount(self._bins(fl[ii], t[ii], half), weights=w, minlength=total)[:total]
-        for a in (0, 1):                  # ACK advances (not the first ACK) go to the acked half
-            r = reset_pos[a]
-            prev = am_before(a, r)
-            r = r[prev >= 0]
-            add_rows("adv", r, 1 - a, am[a][r] - prev[prev >= 0])
-        for key, mask in (("dupacks", dupack), ("zero_windows", zero_win)):
-            ii = np.flatnonzero(mask)
-            add_rows(key, ii, 1 - dr[ii].astype(np.int64))
         for a in (0, 1):                  # duplicate ACKs since the last advance, per flow
             R, D = reset_pos[a], dup_pos[a]
             k = np.searchsorted(R, run_end, "right") - 1
@@ -408,7 +420,6 @@ class FlowStream:
             S[a].dups[run_fl] = np.where(adv, upto - np.searchsorted(D, lr, "right"),
                                          S[a].dups[run_fl] + upto - np.searchsorted(D, run_st, "left"))
             S[a].am[run_fl] = am[a][run_end]
-            S[a].sm[run_fl] = sm[a][run_end]
         self.rows += n
 
     def _rows_numpy(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
@@ -417,7 +428,7 @@ class FlowStream:
         per acking direction (``am``) and snd_max per direction (``sm``), each row's own
         snd_max before it (``smb_own``), the rows below it (``below``: data, SYN or FIN not
         a keep-alive) and the duplicate ACKs (:func:`._tcprules.duplicate_acks`); the
-        carried values updated (not ``am``/``sm``)."""
+        carried values updated (not ``am``/``sm``); ``seq`` and ``ack`` taken out of ``c``."""
         n = len(dr)
         S = self.side
         rel = np.empty(n, np.int64)
@@ -434,17 +445,20 @@ class FlowStream:
             araw = np.where(has_ack[idx], c["ack"][idx], (self.base[1 - d::2] % M32).astype(np.uint32)[g])
             rela[idx] = _unwrap_carried(araw, g, self.base[1 - d::2], S[d].last_ack, S[d].last_rela)
             S[d].last_ack[gs], S[d].last_rela[gs] = araw[last], rela[idx[last]]
+        del c["seq"], c["ack"]                 # (the chain's memory peak follows)
         end = segment_ends(rel, pay, flags)
         rela[~has_ack] = -1
 
         def cummax(values, valid, carry):
             out = _grouped_cummax(values, fl, valid)
-            np.maximum(out, carry[fl], out=out)
+            if (carry >= 0).any():              # (-1: nothing yet, below every value)
+                np.maximum(out, carry[fl], out=out)
             return out
         am = {a: cummax(rela, isd[a] & has_ack, S[a].am) for a in (0, 1)}
         sm = {d: cummax(end, isd[d], S[d].sm) for d in (0, 1)}
         smb_own = np.empty(n, np.int64)
-        np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
+        np.copyto(smb_own[1:], sm[1][:-1])
+        np.copyto(smb_own[1:], sm[0][:-1], where=isd[0][1:])
         f0 = fl[run_st]
         smb_own[run_st] = np.where(dr[run_st] == 0, S[0].sm[f0], S[1].sm[f0])
         keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
@@ -462,7 +476,8 @@ class FlowStream:
         return rel, rela, end, am, sm, smb_own, below, dupack
 
     def _rows_c(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
-        """:meth:`_rows_numpy` of a one-flow engine in one pass in C (``_records.stream_rows``)."""
+        """:meth:`_rows_numpy` of a one-flow engine in one pass in C (``_records.stream_rows``);
+        takes ``seq`` and ``ack`` out of ``c``, as it does."""
         n = len(dr)
         S = self.side
 
@@ -491,13 +506,15 @@ class FlowStream:
                 S[d].ka[0] = st[26 + d]
         rel, rela, end, am0, am1, sm0, sm1, smb_own = out
         keepalive, below, dupack = masks
+        del c["seq"], c["ack"]
         return rel, rela, end, {0: am0, 1: am1}, {0: sm0, 1: sm1}, smb_own, below, dupack
 
     def _bin_sums_c(self, c, fl, dr, is_syn, pay, rela, am, sm) -> None:
         """:meth:`_bin_sums_numpy` of a one-flow engine in one pass in C (``_records.stream_bins``)."""
         A = self.acc
         _stream_bins(np.ascontiguousarray(c["t"], np.int64), dr, np.ascontiguousarray(c["flags"], np.uint8),
-                     np.ascontiguousarray(c["ip_len"], np.uint32), pay, np.ascontiguousarray(c["window"], np.uint16),
+                     np.ascontiguousarray(c["ip_len"], np.uint32), np.ascontiguousarray(pay, np.int64),
+                     np.ascontiguousarray(c["window"], np.uint16),
                      rela, am[0], am[1], sm[0], sm[1],
                      np.array([self.res_ns, self.start_bin[0], self.nb[0], *self.f["shift"]], np.int64),
                      *(A[k] for k in ("packets", "bytes", "pay", "rw_sum", "rw_n", "infl_s", "infl_c")))
@@ -505,36 +522,40 @@ class FlowStream:
     def _bin_sums_numpy(self, c, fl, dr, is_syn, pay, rela, am, sm) -> None:
         """Adds a chunk's rows to the series sums of packets, bytes and payload (own half),
         advertised windows (window << the sender's scale, not on SYNs; other half, rows with
-        ACK) and bytes in flight (snd_max - the reverse ACK maximum, >= 0; both halves)."""
+        ACK) and bytes in flight (snd_max - the reverse ACK maximum, >= 0; both halves); a
+        slice of rows at a time (sums add up: the per-row bin numbers of a whole capture's
+        chunk are not all held at once)."""
         A = self.acc
         total = self.total
-        t, win = c["t"], c["window"]
-        nbf = self.nb[fl]
-        r_own = self._bins(fl, t, dr.astype(np.int64))
-        r_other = r_own + np.where(dr == 0, nbf, -nbf)
-        del nbf
+        shift = np.asarray(self.f["shift"], np.int64)
 
         def add(key, rows, w=None):
             A[key] += np.bincount(rows, weights=w, minlength=total)[:total]
-        add("packets", r_own)
-        add("bytes", r_own, c["ip_len"])
-        add("pay", r_own, pay)
-        ha = rela >= 0
-        shift = np.asarray(self.f["shift"], np.int64)[2 * fl.astype(np.int64) + dr]
-        rw = np.where(is_syn, win, win.astype(np.int64) << shift)
-        add("rw_sum", r_other[ha], rw[ha])
-        add("rw_n", r_other[ha])
-        for d in (0, 1):
-            inf = sm[d] - np.maximum(am[1 - d], 0)
-            np.maximum(inf, 0, out=inf)
-            inf[sm[d] < 0] = 0
-            rows = np.where(dr == d, r_own, r_other)
-            add("infl_s", rows, inf)
-            add("infl_c", rows)
+        for a in range(0, len(fl), _BIN_SLICE):
+            sl = slice(a, a + _BIN_SLICE)
+            f, d_, t, win = fl[sl], dr[sl], c["t"][sl], c["window"][sl]
+            nbf = self.nb[f]
+            r_own = self._bins(f, t, d_.astype(np.int64))
+            r_other = r_own + np.where(d_ == 0, nbf, -nbf)
+            del nbf
+            add("packets", r_own)
+            add("bytes", r_own, c["ip_len"][sl])
+            add("pay", r_own, pay[sl])
+            ha = rela[sl] >= 0
+            rw = np.where(is_syn[sl], win, win.astype(np.int64) << shift[2 * f.astype(np.int64) + d_])
+            add("rw_sum", r_other[ha], rw[ha])
+            add("rw_n", r_other[ha])
+            for d in (0, 1):
+                inf = sm[d][sl] - np.maximum(am[1 - d][sl], 0)
+                np.maximum(inf, 0, out=inf)
+                inf[sm[d][sl] < 0] = 0
+                rows = np.where(d_ == d, r_own, r_other)
+                add("infl_s", rows, inf)
+                add("infl_c", rows)
 
-    def _settle_eifel(self, am, c, grow, fl) -> None:
+    def _settle_eifel(self, am, c, fl) -> None:
         """Eifel for the retransmissions whose first covering ACK is in this chunk."""
-        n = len(grow)
+        n = len(fl)
         for d in (0, 1):
             S = self.side[d]
             if not S.pending:

@@ -1,9 +1,10 @@
-"""Per-flow TCP analysis from a ``packets`` frame: flows, events and time series.
+"""Per-flow TCP analysis of a capture or a ``packets`` frame: flows, events and time series.
 
-Everything is computed with whole-array numpy operations over the packets sorted by
-connection; no per-packet Python loop. Sequence and ACK numbers are made relative to
-each direction's initial sequence number (its SYN, else its first packet) and unwrapped
-past 2**32, so transfers of any size work.
+The rows go through the TCP engine (:mod:`._tcpstream`: the rules below, once; whole-array
+numpy operations over a chunk's rows of many flows, no per-packet Python loop): a capture
+or flow group that fits as one chunk, a flow longer than ``max_packets`` in time chunks.
+Sequence and ACK numbers are made relative to each direction's initial sequence number
+(its SYN, else its first packet) and unwrapped past 2**32, so transfers of any size work.
 
 Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs it)
 

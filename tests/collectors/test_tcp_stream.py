@@ -236,9 +236,9 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
         c = _tcpstream.stream_chunk(c, first["fwd_swap"])
         flags, pay, dr, fl = c["flags"], c["payload"].astype(np.int64), c["dr"], c["fl"]
         isd = (dr == 0, dr == 1)
-        args = (c, fl, np.zeros(1, np.int64), dr, isd, (np.flatnonzero(isd[0]), np.flatnonzero(isd[1])), flags,
+        args = (fl, np.zeros(1, np.int64), dr, isd, (np.flatnonzero(isd[0]), np.flatnonzero(isd[1])), flags,
                 pay, (flags & 0x10) != 0)
-        got, ref = a._rows_c(*args), b._rows_numpy(*args)
+        got, ref = a._rows_c(dict(c), *args), b._rows_numpy(dict(c), *args)     # (each takes seq, ack out)
         for x, y in zip(got, ref):
             for k in ((0, 1) if isinstance(x, dict) else (None,)):
                 xa, ya = (x, y) if k is None else (x[k], y[k])
