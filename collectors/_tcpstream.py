@@ -125,12 +125,14 @@ class FlowStream:
     arrays over the flows (:func:`first_of_rows`, :func:`first_arrays`): ``base`` (ISN per
     flow * 2 + direction), ``irtt`` (handshake RTT, ns), ``t_first``/``t_last`` (ns),
     ``present`` (the flow has TCP rows), ``ws``/``mss`` (per flow * 2 + direction, from the
-    SYNs) and ``shift`` (window scale applied). The state a chunk leaves to the next is
+    SYNs), ``shift`` (window scale applied) and ``rows`` (the rows to come, all flows: a
+    series far longer than that is refused, :func:`._tcpframes.check_series_rows`, naming
+    ``source``). The state a chunk leaves to the next is
     per direction in :attr:`side` (two :class:`SideState`), per flow in the bin sums
     (:attr:`acc`, rows of flow, direction, bin as in :func:`._tcpframes._series_frame`),
     the fast-recovery carry (:attr:`lf`), retransmission and event lists."""
 
-    def __init__(self, first: dict, res_ns: int):
+    def __init__(self, first: dict, res_ns: int, source: str = ""):
         self.f = first
         self.res_ns = res_ns
         self.nflow = F = len(first["irtt"])
@@ -141,6 +143,9 @@ class FlowStream:
         self.nb = np.where(present, np.asarray(first["t_last"], np.int64) // res_ns - self.start_bin + 1, 0)
         self.offset = np.r_[0, np.cumsum(2 * self.nb)[:-1]].astype(np.int64) if F else np.zeros(0, np.int64)
         self.total = int((2 * self.nb).sum())
+        if F:          # before the series sums are allocated: a damaged timestamp is refused
+            worst = int(np.argmax(self.nb))
+            check_series_rows(source, worst, int(self.nb[worst]), res_ns, self.total, int(first["rows"]))
         self.acc = {k: np.zeros(self.total) for k in ("packets", "bytes", "pay", "adv", "dupacks",
                                                        "zero_windows", "rw_sum", "rw_n", "infl_s", "infl_c")}
         self.rows = 0
@@ -696,8 +701,6 @@ class FlowStream:
         A, res_ns, total, nb = self.acc, self.res_ns, self.total, self.nb
         if self.rows == 0:
             return Columns({"time": utc_times([]), "flow": _EMPTY, "direction": direction_column([])})
-        worst = int(np.argmax(nb))
-        check_series_rows(source, worst, int(nb[worst]), res_ns, total, self.rows)
 
         def acc(rows, w=None):
             return np.bincount(rows, weights=w, minlength=total)[:total]
@@ -907,7 +910,7 @@ def first_arrays(f: dict) -> dict:
     over one flow that :class:`FlowStream` takes."""
     return {"base": np.asarray(f["base"], np.int64), "irtt": np.array([f["irtt"]], np.int64),
             "t_first": np.array([f["t_first"]], np.int64), "t_last": np.array([f["t_last"]], np.int64),
-            "present": np.ones(1, bool), "ws": np.asarray(f["ws"], np.int64), "mss": np.asarray(f["mss"], np.int64),
+            "present": np.ones(1, bool), "rows": int(f["packets"]), "ws": np.asarray(f["ws"], np.int64), "mss": np.asarray(f["mss"], np.int64),
             "shift": np.asarray(f["shift"], np.int64)}
 
 
@@ -946,7 +949,7 @@ def first_of_rows(fl, dr, t, seq, flags, syn_rows, wscale_syn, mss_syn, nflow: i
         en = np.r_[st[1:] - 1, len(fl) - 1]
         t_first[fl[st]], t_last[fl[en]], present[fl[st]] = t[st], t[en], True
     return {"base": base, "irtt": _handshake_rtt_ns(fl, dr, t, flags, nflow), "t_first": t_first,
-            "t_last": t_last, "present": present, "ws": ws, "mss": mss,
+            "t_last": t_last, "present": present, "rows": len(fl), "ws": ws, "mss": mss,
             "shift": np.where(np.repeat(both, 2), np.maximum(ws, 0), 0)}
 
 
@@ -982,7 +985,7 @@ def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, latenes
     capture for ``others`` and ``feed``."""
     firsts = [first_from_census(census, int(p)) for p in pflows]
     res_ns = int(round(res_s * 1e9))
-    streams = [FlowStream(first_arrays(first), res_ns) for first in firsts]
+    streams = [FlowStream(first_arrays(first), res_ns, str(path)) for first in firsts]
     infos: list = [{} for _ in pflows]
     for k, c in _flows_time_chunks(path, pflows, salvage=salvage, lateness_ns=lateness_ns,
                                    chunk_rows=chunk_rows, infos=infos, others=others, feed=feed):

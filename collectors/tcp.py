@@ -349,7 +349,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     first, rows = _engine_rows(c, len(flows))
     del c
     n = len(rows["t"])
-    stream = FlowStream(first, int(round(res_s * 1e9)))
+    stream = FlowStream(first, int(round(res_s * 1e9)), source)
     stream.chunk(rows)
     del rows
     a = stream.finish(flows, source, res_s)

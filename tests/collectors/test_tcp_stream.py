@@ -332,3 +332,19 @@ def test_many_interleaved_flows_chunked_equal_one_chunk(shared_data, chunk_rows)
     _same(got, ref)
     ev = ref.events
     assert ev["flow"].nunique() > 50 and {"retransmission", "rtt", "dupack", "out_of_order"} <= set(ev["event"])
+
+
+@pytest.mark.parametrize("limit", [None, 1])
+def test_damaged_timestamp_refused_before_the_series_is_allocated(tmp_path, limit):
+    """A flow whose two packets lie 30 years apart would need 2 x 9.5e11 series rows at
+    1 ms: refused with a message naming the capture (whole or streamed) instead of
+    allocating them."""
+    from airlink.core.errors import AirlinkError
+    from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet
+    t = 1_000_000_000 * 10**9
+    recs = [(t, link_wrap(tcp_packet(flags="S", seq=1), 1)),
+            (t + 30 * 365 * 86400 * 10**9, link_wrap(tcp_packet(flags="A", seq=2, ack=5), 1))]
+    f = tmp_path / "far.pcap"
+    f.write_bytes(pcap_bytes(recs))
+    with pytest.raises(AirlinkError, match="far.pcap: flow 0 spans .* damaged timestamp"):
+        C.analyze_tcp(f, resolution="1ms", max_packets=limit)
