@@ -21,9 +21,9 @@ The modules, in three parts (each imports only the parts above it; no import cyc
   ``_dpktlink``, ``_connections`` (the connection table), ``_timeorder`` (file order to
   time order), ``pcap`` (:func:`read_pcap`, the streamed packets frame), ``_feed``;
 * TCP analysis - ``_tcparrays`` (grouped array primitives), ``_tcprules`` (the per-row
-  rules, once), ``_tcpframes`` (the result and
-  its frames), ``_tcpinput`` (narrow columns, census, flow groups), ``_tcpstream`` (a long
-  flow in time chunks), ``tcp`` (:func:`analyze_tcp`), ``collect`` (:func:`collect_capture`);
+  rules, once), ``_tcpframes`` (the result and its frames), ``_tcpinput`` (narrow columns,
+  census, flow groups), ``_tcpstream`` (the TCP engine: the rules over many flows, chunk
+  after chunk, state carried), ``tcp`` (:func:`analyze_tcp`), ``collect`` (:func:`collect_capture`);
 * radio/MAC log readers - one module per format (:data:`READERS`), ``csvmap``, ``_tabular``;
   shared: ``_columns`` (frames written without pandas), ``timegrid`` (the regular time grid;
   its ``align`` is ``collectors.align``).

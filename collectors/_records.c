@@ -39,18 +39,8 @@
  * parser, RFC 2883 DSACK) is followed exactly, and a test compares both on real, crafted
  * and fuzzed captures. See decode() below for its arguments.
  *
- * ts_echo: the timestamp-echo RTT pairs of collectors/tcp.py (_ts_echo_pairs), flow by
- * flow with two small hash tables instead of sorting every packet's key:
- *
- *   ts_echo(fl, dr, has_ts, has_ack, tsval, tsecr, a) -> bytes of int64 triples (ai, seg, v)
- *
- * rows in flow-major order (fl non-decreasing; else ValueError). For each flow, v runs over
- * the TSecr values that direction a echoes: ai is the first row of a (with timestamps and
- * ACK) echoing v, seg the first row of the other direction (with timestamps) whose TSval
- * is v; a triple is given only when seg < ai. Triples come in row order of ai.
- *
  * unwrap(raw, groups, base, out) and cummax(values, groups, valid, out): the per-group
- * loops of collectors/tcp.py's _unwrap and _grouped_cummax (see there), one pass each
+ * loops of collectors/_tcparrays.py's _unwrap and _grouped_cummax (see there), one pass each
  * instead of several whole-array numpy passes; groups are contiguous runs of equal values.
  *
  * census_add (collectors/_census.c, included below): the per-packet part of a capture's census.
@@ -511,184 +501,6 @@ release:
     if (PyErr_Occurred())
         return NULL;
     return PyLong_FromSsize_t(m);
-}
-
-/* ---- ts_echo ----------------------------------------------------------------------- */
-
-/* open-addressing hash of uint32 keys -> int64 values (value -1: slot empty) */
-typedef struct { uint32_t *key; int64_t *val; size_t cap, used; } Hash;
-
-static int hash_init(Hash *h, size_t cap)
-{
-    h->cap = cap;
-    h->used = 0;
-    h->key = malloc(cap * sizeof(uint32_t));
-    h->val = malloc(cap * sizeof(int64_t));
-    if (!h->key || !h->val)
-        return -1;
-    for (size_t i = 0; i < cap; i++)
-        h->val[i] = -1;
-    return 0;
-}
-
-static void hash_free(Hash *h)
-{
-    free(h->key);
-    free(h->val);
-    h->key = NULL;
-    h->val = NULL;
-}
-
-static inline size_t hash_slot(const Hash *h, uint32_t k)
-{
-    size_t i = (size_t)((k * 2654435761u) ^ (k >> 16)) & (h->cap - 1);
-    while (h->val[i] >= 0 && h->key[i] != k)
-        i = (i + 1) & (h->cap - 1);
-    return i;
-}
-
-/* the value of k, or -1 */
-static inline int64_t hash_get(const Hash *h, uint32_t k)
-{
-    return h->val[hash_slot(h, k)];
-}
-
-/* set k -> v unless k is present; 1 if inserted, 0 if present, -1 out of memory */
-static int hash_add(Hash *h, uint32_t k, int64_t v)
-{
-    if (2 * (h->used + 1) > h->cap) {
-        Hash g;
-        if (hash_init(&g, h->cap * 2) < 0) {
-            hash_free(&g);
-            return -1;
-        }
-        for (size_t i = 0; i < h->cap; i++)
-            if (h->val[i] >= 0) {
-                size_t j = hash_slot(&g, h->key[i]);
-                g.key[j] = h->key[i];
-                g.val[j] = h->val[i];
-            }
-        g.used = h->used;
-        hash_free(h);
-        *h = g;
-    }
-    size_t i = hash_slot(h, k);
-    if (h->val[i] >= 0)
-        return 0;
-    h->key[i] = k;
-    h->val[i] = v;
-    h->used++;
-    return 1;
-}
-
-static void hash_clear(Hash *h)
-{
-    if (h->used)
-        for (size_t i = 0; i < h->cap; i++)
-            h->val[i] = -1;
-    h->used = 0;
-}
-
-static PyObject *ts_echo(PyObject *self, PyObject *args)
-{
-    Py_buffer b[6];
-    int a;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*i", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &a))
-        return NULL;
-    Py_ssize_t n = b[0].len / 4;
-    PyObject *result = NULL;
-    if (b[1].len != n || b[2].len != n || b[3].len != n || b[4].len != 4 * n || b[5].len != 4 * n) {
-        PyErr_SetString(PyExc_ValueError, "ts_echo: arrays of different lengths (int32, int8, bool, bool, uint32, uint32)");
-        goto done;
-    }
-    const int32_t *fl = b[0].buf;
-    const int8_t *dr = b[1].buf;
-    const unsigned char *has_ts = b[2].buf, *has_ack = b[3].buf;
-    const uint32_t *tsval = b[4].buf, *tsecr = b[5].buf;
-    int d = 1 - a, status = 0;
-    size_t cap = 1024, count = 0;
-    int64_t *out = malloc(cap * 3 * sizeof(int64_t));
-    Hash first = {0}, echoed = {0};
-    int ok = out != NULL && hash_init(&first, 1024) == 0 && hash_init(&echoed, 1024) == 0;
-    if (!ok) {
-        free(out);
-        hash_free(&first);
-        hash_free(&echoed);
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    Py_ssize_t s = 0;
-    while (s < n && status == 0) {
-        Py_ssize_t e = s + 1;                   /* rows [s, e): one flow */
-        while (e < n && fl[e] == fl[s])
-            e++;
-        if (e < n && fl[e] < fl[s]) {
-            status = 1;                         /* not flow-major */
-            break;
-        }
-        hash_clear(&first);
-        hash_clear(&echoed);
-        /* consecutive segments mostly repeat the last value: checked before the hash */
-        int have_last = 0;
-        uint32_t last = 0;
-        for (Py_ssize_t i = s; i < e && status == 0; i++)
-            if (has_ts[i] && dr[i] == d) {
-                if (have_last && tsval[i] == last)
-                    continue;
-                if (hash_add(&first, tsval[i], i) < 0)
-                    status = 2;
-                have_last = 1;
-                last = tsval[i];
-            }
-        have_last = 0;
-        for (Py_ssize_t i = s; i < e && status == 0; i++) {
-            if (!(has_ts[i] && has_ack[i] && dr[i] == a))
-                continue;
-            if (have_last && tsecr[i] == last)
-                continue;                       /* echoed already */
-            have_last = 1;
-            last = tsecr[i];
-            int added = hash_add(&echoed, tsecr[i], i);
-            if (added < 0) {
-                status = 2;
-                break;
-            }
-            if (!added)
-                continue;                       /* not the first segment echoing this value */
-            int64_t seg = hash_get(&first, tsecr[i]);
-            if (seg < 0 || seg >= i)
-                continue;
-            if (count == cap) {
-                int64_t *grown = realloc(out, cap * 2 * 3 * sizeof(int64_t));
-                if (grown == NULL) {
-                    status = 2;
-                    break;
-                }
-                out = grown;
-                cap *= 2;
-            }
-            out[3 * count] = i;
-            out[3 * count + 1] = seg;
-            out[3 * count + 2] = tsecr[i];
-            count++;
-        }
-        s = e;
-    }
-    Py_END_ALLOW_THREADS
-    hash_free(&first);
-    hash_free(&echoed);
-    if (status == 1)
-        PyErr_SetString(PyExc_ValueError, "ts_echo: rows are not in flow-major order");
-    else if (status == 2)
-        PyErr_NoMemory();
-    else
-        result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(count * 3 * sizeof(int64_t)));
-    free(out);
-done:
-    for (int k = 0; k < 6; k++)
-        PyBuffer_Release(&b[k]);
-    return result;
 }
 
 /* ---- unwrap, cummax ---------------------------------------------------------------- */
@@ -1289,9 +1101,6 @@ static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
      "decode(buf, data_off, caplen, origlen, kind, l3_at, proto_at, outs) -> kept: "
      "_decode.decode() for one link type, packet by packet (see the module source)."},
-    {"ts_echo", ts_echo, METH_VARARGS,
-     "ts_echo(fl, dr, has_ts, has_ack, tsval, tsecr, a) -> bytes of int64 (ai, seg, v) triples: "
-     "the timestamp-echo RTT pairs, flow by flow (see the module source)."},
     {"unwrap", unwrap, METH_VARARGS,
      "unwrap(raw, groups, base, out): 32-bit values unwrapped within contiguous groups (tcp._unwrap)."},
     {"cummax", cummax, METH_VARARGS,

@@ -1,8 +1,7 @@
 """Grouped array primitives of the TCP analysis: whole-array numpy operations over packets
 sorted by flow (and direction), with C twins of the hot loops (``collectors/_records.c``).
 
-Used by the whole-capture analysis (:mod:`.tcp`) and by its time-chunked form
-(:mod:`._tcpstream`). Groups are consecutive runs of rows; :data:`OFF` offsets a group's
+Used by the TCP engine (:mod:`._tcpstream`). Groups are consecutive runs of rows; :data:`OFF` offsets a group's
 values so one sort or running maximum serves every group at once.
 """
 from __future__ import annotations
@@ -13,7 +12,7 @@ from ._capture import _records as _built
 
 # the analysis loops in C (None when the extension is not built, is an older build without
 # them, or AIRLINK_PURE_PYTHON is set: the numpy forms run)
-_records = _built if all(hasattr(_built, f) for f in ("ts_echo", "unwrap", "cummax")) else None
+_records = _built if all(hasattr(_built, f) for f in ("unwrap", "cummax")) else None
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 M32 = 1 << 32
@@ -109,55 +108,6 @@ def _unique_first(keys):
 
 
 
-def _ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a: int):
-    """Timestamp-echo RTT pairs (rows in flow-major order): for each flow and each TSecr
-    value v that direction ``a`` echoes, ``ai`` = the first row of ``a`` (with timestamps
-    and ACK) echoing v and ``seg`` = the first row of the other direction (with timestamps)
-    whose TSval is v, where ``seg < ai``; ordered by (flow, v). In C (two small hash tables
-    per flow, ``_records.ts_echo``) when the extension is built, else with numpy (every
-    candidate row's key sorted: the analysis' memory peak)."""
-    if _records is not None:
-        try:
-            raw = _records.ts_echo(np.ascontiguousarray(fl, np.int32), np.ascontiguousarray(dr, np.int8),
-                                   np.ascontiguousarray(has_ts, bool), np.ascontiguousarray(has_ack, bool),
-                                   np.ascontiguousarray(tsval, np.uint32), np.ascontiguousarray(tsecr, np.uint32),
-                                   int(a))
-        except ValueError:                 # rows not flow-major: the numpy way below
-            raw = None
-        if raw is not None:
-            t3 = np.frombuffer(raw, np.int64).reshape(-1, 3)
-            o = np.lexsort((t3[:, 2], fl[t3[:, 0]]))
-            return t3[o, 0], t3[o, 1]
-    m32 = np.int64(M32)
-    d = 1 - a
-    ai = np.flatnonzero(has_ts & (dr == a) & has_ack)
-    tsi = np.flatnonzero(has_ts & (dr == d))
-    if not len(ai) or not len(tsi):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    uk, first = _unique_first(fl[tsi] * m32 + tsval[tsi])
-    first_idx = tsi[first]
-    k = fl[ai] * m32 + tsecr[ai]
-    # first ACK echoing each value only
-    _, fa = _unique_first(k)
-    ai, k = ai[fa], k[fa]
-    p = np.minimum(np.searchsorted(uk, k), len(uk) - 1)
-    hit = uk[p] == k
-    seg = first_idx[p]
-    hit &= seg < ai
-    return ai[hit], seg[hit]
-
-
-
-def _shift_in_group(a, groups, fill):
-    out = np.empty_like(a)
-    if len(a):
-        out[0] = fill
-        out[1:] = a[:-1]
-        out[1:][groups[1:] != groups[:-1]] = fill
-    return out
-
-
-
 def _unwrap(raw, groups, base):
     """32-bit values -> int64 relative to ``base[groups]``, unwrapped within contiguous groups
     (each step between neighbours taken as the signed 32-bit difference). One pass in C
@@ -189,34 +139,39 @@ def _unwrap(raw, groups, base):
 
 
 
-def _recovery(ri, dr, fl, fast, ackr, smb_own, carry=None) -> None:
+NONE = np.iinfo(np.int64).min          # "no value yet" in the per-flow carries
+
+
+def _recovery(ri, dr, fl, fast, ackr, smb_own, carry) -> None:
     """Marks in ``fast`` the retransmissions (rows ``ri``) inside a recovery episode that a
     fast retransmission opened: until the reverse direction's cumulative ACK (``ackr`` at
-    each of ``ri``) passes the ``snd_max`` the last fast retransmission saw (``smb_own``);
-    two passes, the second also from the episodes the first found. ``carry`` (time chunks
-    of one flow; None: rows hold whole flows): per pass and direction, that ``snd_max`` of
-    the last fast retransmission in earlier chunks (None: none), updated in place."""
+    each of ``ri``) passes the ``snd_max`` the last fast retransmission of the flow saw
+    (``smb_own``); two passes, the second also from the episodes the first found. ``fl``:
+    each row's flow (rows of a flow consecutive). ``carry[pass][d]``: per flow, that
+    ``snd_max`` of the last fast retransmission of direction ``d`` in earlier chunks
+    (:data:`NONE`: none), updated in place."""
     for rnd in range(2):
         for d in (0, 1):
             sel = dr[ri] == d
             rr = ri[sel]
-            fpos = rr[fast[rr]]
-            before = None if carry is None else carry[rnd][d]
-            if not len(rr) or (not len(fpos) and before is None):
+            if not len(rr):
                 continue
+            fpos = rr[fast[rr]]
+            before = carry[rnd][d][fl[rr]]
             k = np.searchsorted(fpos, rr, "right") - 1
             if len(fpos):
                 lf = fpos[np.maximum(k, 0)]
                 valid = (k >= 0) & (fl[lf] == fl[rr])
                 lim = smb_own[lf]
-                if carry is not None:
-                    carry[rnd][d] = int(smb_own[fpos[-1]])
+                ff = fl[fpos]
+                last = np.flatnonzero(np.r_[ff[1:] != ff[:-1], True])     # each flow's last one
+                carry[rnd][d][ff[last]] = smb_own[fpos[last]]
             else:
                 valid = np.zeros(len(rr), bool)
                 lim = np.zeros(len(rr), np.int64)
-            if before is not None:
-                lim = np.where(k >= 0, lim, before)
-                valid |= k < 0
+            use = ~valid & (before != NONE)
+            lim = np.where(use, before, lim)
+            valid |= use
             fast[rr[valid & (ackr[sel] < lim)]] = True
 
 

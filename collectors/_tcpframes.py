@@ -2,8 +2,7 @@
 per-direction time series (kind ``tcp``) and events (kind ``tcp-events``), as column frames
 (:class:`._columns.Columns`) that become pandas DataFrames on first use.
 
-Shared by the whole-capture analysis (:mod:`.tcp`) and its time-chunked form
-(:mod:`._tcpstream`), so both make their frames one way. The definitions of the numbers are
+Built by the TCP engine (:mod:`._tcpstream`) and joined by :mod:`.tcp` for flow groups. The definitions of the numbers are
 in :mod:`.tcp`'s notes.
 """
 from __future__ import annotations
@@ -13,7 +12,7 @@ import numpy as np
 from airlink.core.errors import AirlinkError
 
 from ._columns import Coded, Columns, iso_utc_times, utc_times
-from ._tcparrays import _shift_in_group, grouped_median_min
+from ._tcparrays import grouped_median_min
 from .pcap import direction_column
 
 FLOW_KEYS = ("flow", "src", "dst", "sport", "dport", "proto")   # what names a flow in the flows table
@@ -249,100 +248,10 @@ def check_series_rows(source, flow: int, flow_bins: int, res_ns: int, total: int
 
 
 
-def _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win, ack_max,
-            infl, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow, res_ns, flows):
-    """Regular time series at ``res_ns`` bins, one row per (flow, direction, bin) over each
-    flow's life (bins are aligned to the Unix epoch). ``per_packet`` holds ``t``, ``pay``,
-    ``iplen``, ``rela`` and ``rwnd``: each is dropped from it after its last use, as
-    ``infl(d)`` drops the running maxima it reads (the memory peak of the analysis is here)."""
-    t = per_packet.pop("t")
-    if nflow == 0 or len(t) == 0:
-        return Columns({"time": utc_times([]), "flow": _EMPTY, "direction": direction_column([])})
-    start_bin = np.full(nflow, np.iinfo(np.int64).max)
-    end_bin = np.full(nflow, -1)
-    b = t // res_ns
-    n_rows = len(t)
-    del t
-    gstart = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])    # fl is flow-major, time inside
-    gend = np.r_[gstart[1:] - 1, len(fl) - 1]
-    start_bin[fl[gstart]] = b[gstart]
-    end_bin[fl[gend]] = b[gend]
-    nb = np.where(end_bin >= 0, end_bin - start_bin + 1, 0)
-    # row index of (flow, direction, bin): offset[flow] + direction * nb[flow] + (bin - start)
-    size = 2 * nb
-    offset = np.r_[0, np.cumsum(size)[:-1]]
-    total = int(size.sum())
-    worst = int(np.argmax(nb)) if len(nb) else 0
-    check_series_rows(flows.attrs.get("source"), worst, int(nb[worst]) if len(nb) else 0, res_ns, total, n_rows)
-
-    def acc(rows, w=None):
-        return np.bincount(rows, weights=w, minlength=total)[:total]
-    # rows of the data direction of each packet (built in place from the bin numbers)
-    r_own = b
-    del b
-    r_own -= start_bin[fl]
-    r_own += offset[fl]
-    step = nb[fl]
-    np.copyto(step, 0, where=dr == 0)
-    r_own += step
-    del step
-    # ACK-side quantities (reverse data): rows of the other direction are nb[flow] away
-    r_other = nb[fl]
-    np.negative(r_other, out=r_other, where=dr == 1)
-    r_other += r_own
-    out = {}
-    out["packets"] = acc(r_own).astype(np.int64)
-    out["bytes"] = acc(r_own, per_packet.pop("iplen")).astype(np.int64)
-    pay = per_packet.pop("pay")
-    out["throughput_bps"] = acc(r_own, pay) * 8e9 / res_ns
-    # goodput: advance of the cumulative ACK sent by the other direction
-    adv = np.zeros(n_rows)
-    for a in (0, 1):
-        am = ack_max[a]
-        prev = _shift_in_group(am, fl, -1)
-        skip = (dr != a) | (prev < 0) | (am <= prev)
-        np.subtract(am, prev, out=prev)          # prev >= 0 wherever it counts
-        prev[skip] = 0
-        adv += prev
-        del prev, skip, am
-    out["goodput_bps"] = acc(r_other, adv) * 8e9 / res_ns
-    del adv
-    out["retransmissions"] = acc(r_own[retx]).astype(np.int64)             # sparse: count subsets
-    out["fast_retransmissions"] = acc(r_own[retx & fast]).astype(np.int64)
-    out["timeout_retransmissions"] = acc(r_own[timeout]).astype(np.int64)
-    out["spurious_retransmissions"] = acc(r_own[spurious]).astype(np.int64)
-    out["dupacks"] = acc(r_other[dupack]).astype(np.int64)
-    out["zero_windows"] = acc(r_other[zero_win]).astype(np.int64)
-    lost = retx & ~spurious
-    retx_b = acc(r_own[lost], pay[lost].astype(np.float64))
-    pay_b = out["throughput_bps"] * res_ns / 8e9
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["loss_rate"] = np.where(pay_b > 0, retx_b / np.maximum(pay_b, 1), np.nan)
-        # receiver window advertised by the other side for this direction's data: mean in bin
-        has_ack = per_packet.pop("rela") >= 0
-        rw_sum = acc(r_other[has_ack], per_packet.pop("rwnd")[has_ack])
-        rw_n = acc(r_other[has_ack])
-        out["rwnd_bytes"] = np.where(rw_n > 0, rw_sum / np.maximum(rw_n, 1), np.nan)
-        # in flight: mean over the flow's packets in the bin, per data direction
-        s = np.zeros(total)
-        c = np.zeros(total)
-        for d in (0, 1):
-            rows = np.where(dr == d, r_own, r_other)
-            s += acc(rows, infl(d))
-            c += acc(rows)
-            del rows
-        inflight = np.where(c > 0, s / np.maximum(c, 1), np.nan)
-        out["inflight_bytes"] = inflight
-    del r_own, r_other, has_ack, pay, lost
-    return _series_frame(out, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow=nflow, nb=nb,
-                         offset=offset, start_bin=start_bin, end_bin=end_bin, res_ns=res_ns)
-
-
-
 def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflow, nb, offset,
                   start_bin, end_bin, res_ns):
-    """The series frame from the per-row sums in ``out`` (rows: flow, direction, bin as in
-    :func:`_series`), adding the in-flight packets (bytes / effective MSS) and the per-bin
+    """The series frame from the per-row sums in ``out`` (row of flow f, direction d, bin b:
+    ``offset[f] + d * nb[f] + b - start_bin[f]``; bins of ``res_ns`` aligned to the epoch), adding the in-flight packets (bytes / effective MSS) and the per-bin
     RTT median (sequence/ACK samples; timestamp ones where a direction has none)."""
     total = int((2 * nb).sum())
 

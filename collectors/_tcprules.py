@@ -5,8 +5,8 @@ segments below snd_max are out of order rather than retransmitted, and the three
 retransmission judgements that look forward in time: Karn (a retransmission voids the RTT
 sample of the segment it resends), Eifel and DSACK (spurious retransmissions).
 
-Both analyses apply them - the whole-capture one (:mod:`.tcp`) over every flow at once and
-the time-chunked one (:mod:`._tcpstream`) chunk by chunk -, on arrays of rows where
+The TCP engine (:mod:`._tcpstream`) applies them chunk by chunk, to the rows of one flow or
+of many flows one after another, on arrays of rows where
 ``rel`` is the row's sequence number relative to its direction's ISN (unwrapped),
 ``smb_own`` the row's own direction's snd_max just before it (-1: nothing sent yet),
 ``pay`` the payload bytes and ``flags`` the TCP flags byte. The C row chain
@@ -47,30 +47,31 @@ def dupack_candidates(rel, smb_own, pay, flags, has_ack, win):
     return (pay == 0) & ((flags & (SYN | FIN | RST)) == 0) & has_ack & (win > 0) & (rel == smb_own)
 
 
-def duplicate_acks(dr, rela, win, candidate, keepalive, fl=None, prev=(None, None), ka=(None, None)):
-    """tshark's duplicate ACKs among rows in time order - of one flow, or of many flows one
-    after another (``fl``: each row's flow; the look-back then stays inside the flow): a
-    ``candidate`` row (:func:`dupack_candidates`) whose ACK ``rela`` and window ``win``
-    equal those of its direction's previous row (``dr``: 0/1), unless the other direction's
-    previous row is a keep-alive (``keepalive``; the answer to a keep-alive repeats the ACK
-    too). What precedes these rows (a chunk's carry), per direction ``d``: ``prev[d]`` the
-    (rela, win) of ``d``'s last earlier row, ``ka[d]`` whether it was a keep-alive (None:
-    no earlier row)."""
+def duplicate_acks(dr, rela, win, candidate, keepalive, fl=None, carry=None):
+    """tshark's duplicate ACKs among rows of one flow or of many flows one after another
+    (``fl``: each row's flow, None: one flow; the look-back stays inside the flow), in time
+    order inside each flow: a ``candidate`` row (:func:`dupack_candidates`) whose ACK
+    ``rela`` and window ``win`` equal those of its direction's previous row (``dr``: 0/1),
+    unless the other direction's previous row is a keep-alive (``keepalive``; the answer to
+    a keep-alive repeats the ACK too). What precedes these rows (a chunk's carry; None:
+    nothing), per direction ``d``: ``carry[d]`` = (has_prev, prev_rela, prev_win, ka),
+    arrays over the flows: whether ``d`` sent an earlier row, its (rela, win), and whether
+    it was a keep-alive."""
+    fl = np.zeros(len(dr), np.int64) if fl is None else fl
     dup = np.zeros(len(dr), bool)
     for d in (0, 1):
         idx = np.flatnonzero(dr == d)
         if not len(idx):
             continue
-        ra, w = rela[idx], win[idx]
-        same = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1])
-        if fl is not None:
-            f = fl[idx]
-            same &= f[1:] == f[:-1]
-            del f
+        ra, w, f = rela[idx], win[idx], fl[idx]
+        same = (ra[1:] == ra[:-1]) & (w[1:] == w[:-1]) & (f[1:] == f[:-1])
         dup[idx[1:]] = same
-        if prev[d] is not None:
-            dup[idx[0]] = (ra[0] == prev[d][0]) & (w[0] == prev[d][1])
-        del ra, w, same, idx
+        if carry is not None:                  # each flow's first row of d: against the carry
+            st = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+            has, prela, pwin, _ = carry[d]
+            g = f[st]
+            dup[idx[st]] = has[g] & (ra[st] == prela[g]) & (w[st] == pwin[g])
+        del ra, w, same, idx, f
     dup &= candidate
     cand = np.flatnonzero(dup)
     for d in (0, 1):
@@ -80,11 +81,10 @@ def duplicate_acks(dr, rela, win, candidate, keepalive, fl=None, prev=(None, Non
         other = np.flatnonzero(dr != d)
         p = np.searchsorted(other, rows) - 1
         q = other[np.maximum(p, 0)] if len(other) else rows
-        answer = (p >= 0) & keepalive[q]
-        if fl is not None:
-            answer &= fl[q] == fl[rows]
-        if ka[1 - d]:
-            answer |= p < 0
+        earlier = (p >= 0) & (fl[q] == fl[rows])          # the other direction's previous row here
+        answer = earlier & keepalive[q]
+        if carry is not None:
+            answer |= ~earlier & (carry[1 - d][3][fl[rows]] == 1)
         dup[rows[answer]] = False
     return dup
 
@@ -94,14 +94,16 @@ def zero_windows(win, flags):
     return (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
 
 
-def dups_since_advance(idx, dr, advances: dict, dups: dict, carried=(0, 0)):
+def dups_since_advance(idx, dr, advances: dict, dups: dict, carried=None, first=None, fl=None):
     """Per row of ``idx`` (sorted row numbers): the duplicate ACKs the reverse direction
     sent since its ACK last advanced, up to and including the row - the count the
     fast-retransmit rule compares with 2. ``dr``: each row's direction (0/1);
     ``advances[a]``, ``dups[a]``: sorted rows where direction ``a``'s cumulative ACK advanced
-    (the whole-capture analysis counts each flow's first row as one) and ``a``'s duplicate
-    ACKs; ``carried[a]``: ``a``'s duplicate ACKs since its last advance before these rows (a
-    chunk's carry), counted for rows that no advance precedes."""
+    and ``a``'s duplicate ACKs. Rows of many flows one after another: ``first`` gives, per
+    row of ``idx``, the first row of its flow (None: one flow from row 0), ``fl`` each
+    row's flow; ``carried[a]`` (an array over the flows; None: zeros): ``a``'s duplicate
+    ACKs since its last advance before these rows (a chunk's carry), counted for rows that
+    no advance of their flow precedes."""
     out = np.zeros(len(idx), np.int64)
     for a in (0, 1):
         sel = dr[idx] != a                                  # data of d is ACKed by a = d ^ 1
@@ -110,7 +112,12 @@ def dups_since_advance(idx, dr, advances: dict, dups: dict, carried=(0, 0)):
         k = np.searchsorted(R, ii, "right") - 1
         upto = np.searchsorted(D, ii, "right")
         lr = R[np.maximum(k, 0)] if len(R) else ii
-        out[sel] = np.where(k >= 0, upto - np.searchsorted(D, lr, "right"), carried[a] + upto)
+        lo = np.zeros(len(ii), np.int64) if first is None else first[sel]
+        adv = (k >= 0) & (lr >= lo)
+        before = np.searchsorted(D, lo, "left")
+        if carried is not None:
+            before = before - carried[a][fl[ii] if fl is not None else 0]
+        out[sel] = np.where(adv, upto - np.searchsorted(D, lr, "right"), upto - before)
     return out
 
 

@@ -1,16 +1,20 @@
-"""The TCP analysis of ONE flow in time chunks, with the state that crosses chunk boundaries
-carried (docs/collectors.md, "What a time-chunked analysis of one flow has to carry"):
-memory follows the chunk, not the flow.
+"""The TCP engine: the per-packet TCP rules applied to rows of one or many flows, chunk after
+chunk, with the state that crosses chunk boundaries carried (docs/collectors.md, "What a
+time-chunked analysis has to carry"): memory follows the chunk, not the flow. Every TCP
+analysis goes through it - a capture (or a group of flows) that fits is one chunk of all
+its flows, a flow bigger than the limit is an engine of its own fed in time chunks - so the
+rules exist once; the definitions are in :mod:`.tcp`'s notes.
 
-It computes what :func:`.tcp._analyze` computes for a single flow, definition for
-definition, and gives identical frames (tested with small chunks on real captures and on
-one-flow copies). Two passes over the flow's packets: the first finds what the first
-packet of each kind fixes for the whole flow (direction, ISNs, handshake RTT, first and
-last time, per-direction totals), the second runs the analysis chunk by chunk. The three
-decisions that look forward in time concern sparse rows and are settled at the flow's end:
-Karn (a later retransmission voids an RTT sample), Eifel (the first ACK covering a
-retransmission, held until it arrives) and DSACK (the last retransmission of the reported
-block). Per-bin sums of the series add across chunks (integer-valued float sums: exact).
+What a flow's first packets of each kind fix for the whole flow (direction, ISNs,
+handshake RTT, first and last time, window scales, MSS) is found before the rows go
+through: from the rows themselves (:func:`first_of_rows`) or from the census of a capture
+(:func:`first_from_census`). The three decisions that look forward in time concern sparse
+rows and are settled at the end: Karn (a later retransmission voids an RTT sample), Eifel
+(the first ACK covering a retransmission, held until it arrives) and DSACK (the last
+retransmission of the reported block). Per-bin sums of the series add across chunks
+(integer-valued float sums: exact). The per-row chain and the bin sums of a one-flow engine
+run in C (``_records.c``: ``stream_rows``, ``stream_bins``); their numpy forms here are the
+reference the tests compare them with.
 """
 from __future__ import annotations
 
@@ -19,37 +23,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._capture import _records
+from ._columns import Columns, utc_times
 from ._decode import SYN, ecn_counts
-from ._tcparrays import (ACK, M32, OFF, _effective_mss, _first_with_key, _grouped_cummax, _recovery,
+from ._tcparrays import (ACK, M32, NONE, OFF, _effective_mss, _first_with_key, _grouped_cummax, _recovery,
                          _unique_first, _unwrap)
-from ._tcpframes import (KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
+from ._tcpframes import (_EMPTY, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
 from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
                         eifel_older, karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
+from .pcap import direction_column
 
 
 _stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
 _stream_bins = getattr(_records, "stream_bins", None)
-
-
-def _cummax(values, valid, carry):
-    """Running maximum of ``values[valid]`` over the rows, starting from ``carry``."""
-    out = _grouped_cummax(values, np.zeros(len(values), np.int32), valid)
-    np.maximum(out, carry, out=out)
-    return out
-
-
-def _unwrap_from(raw, base, last_raw, last_rel):
-    """:func:`.tcp._unwrap` of one direction's values continued from the previous chunk's
-    last raw value and its unwrapped value (None: the flow's first rows): ``last_rel`` +
-    the signed 32-bit step from ``last_raw`` to ``raw[0]`` + the unwrapped steps after."""
-    g = np.zeros(len(raw), np.int32)
-    if last_raw is None:
-        return _unwrap(raw, g, np.array([base], np.int64))
-    u = _unwrap(raw, g, np.array([int(raw[0])], np.int64))
-    step = (int(raw[0]) - int(last_raw)) % M32
-    u += last_rel + (step - M32 if step >= 1 << 31 else step)
-    return u
+_BIN_SLICE = 1 << 18       # rows whose bin numbers the series sums hold at a time
 
 
 def _member(values, sorted_set):
@@ -61,139 +48,205 @@ def _member(values, sorted_set):
     return sorted_set[p] == values
 
 
-def _time_runs(t, res_ns: int, start_bin: int):
-    """For rows in time order (``t`` non-decreasing, ns): ``(starts, bins, n)``, the first
-    row of each run of rows in one time bin (``t // res_ns - start_bin``) and that bin;
-    found by a binary search per bin edge, not a division per row. None when ``t`` is
-    not in order."""
-    n = len(t)
-    if n > 1 and not (t[1:] >= t[:-1]).all():
-        return None
-    lo, hi = int(t[0]) // res_ns, int(t[-1]) // res_ns
-    starts = np.concatenate(([0], np.searchsorted(t, np.arange(lo + 1, hi + 1) * res_ns)))
-    full = np.diff(starts, append=n) > 0
-    return starts[full], np.arange(lo, hi + 1)[full] - start_bin, n
+def _unwrap_carried(raw, g, base, last_raw, last_rel):
+    """:func:`._tcparrays._unwrap` of one direction's 32-bit values (rows of each flow ``g``
+    consecutive) relative to the flow's ``base``, continued per flow from the previous
+    chunk's last raw value ``last_raw`` (-1: none, the flow's first rows) and its unwrapped
+    value ``last_rel``: that value + the signed 32-bit step to the first raw value + the
+    unwrapped steps after."""
+    st = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    gs = g[st]
+    cont = last_raw[gs] >= 0
+    if not cont.any():
+        return _unwrap(raw, g, base)
+    b = base.copy()
+    b[gs[cont]] = raw[st[cont]]
+    u = _unwrap(raw, g, b)
+    step = (raw[st[cont]].astype(np.int64) - last_raw[gs[cont]]) % M32
+    add = np.zeros(len(base), np.int64)
+    add[gs[cont]] = last_rel[gs[cont]] + np.where(step >= 1 << 31, step - M32, step)
+    u += add[g]
+    return u
 
 
-def _bin_sums(w, tb, runs, nb: int, half=None, to: int = 0, flip: bool = False):
-    """Sums of ``w`` (integers per row; None: 1 per row) per half and time bin, as a float
-    vector of ``2 * nb`` (half * nb + bin). ``half``: each row's (0/1; ``flip``: the other
-    one), None: every row's is ``to``. Equals ``np.bincount(tb + half * nb, w,
-    minlength=2 * nb)`` (integer sums: exact): with ``runs`` (:func:`_time_runs`) each run
-    is summed whole (``np.add.reduceat``), else (``tb``: each row's bin) by ``np.bincount``."""
-    out = np.zeros(2 * nb)
-    if runs is None:
-        h = np.full(len(tb), to, np.int64) if half is None else half.astype(np.int64) ^ int(flip)
-        return out + np.bincount(tb + h * nb, weights=w, minlength=2 * nb)[:2 * nb]
-    starts, b, n = runs
-    s = np.diff(starts, append=n) if w is None else np.add.reduceat(w, starts, dtype=np.int64)
-    if half is None:
-        out[to * nb + b] = s
-        return out
-    s1 = np.add.reduceat(half if w is None else w * half, starts, dtype=np.int64)
-    out[b], out[nb + b] = (s1, s - s1) if flip else (s - s1, s1)
-    return out
-
-
-def _steps(x, carry):
-    """Rows where the non-decreasing ``x`` rises (from ``carry`` at the chunk's first row)."""
-    r = np.flatnonzero(x[1:] != x[:-1]) + 1
-    return np.concatenate(([0], r)) if len(x) and x[0] != carry else r
+def _runs(fl):
+    """(first row, last row, flow) of each run of consecutive rows of one flow."""
+    st = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])
+    return st, np.r_[st[1:] - 1, len(fl) - 1], fl[st]
 
 
 @dataclass
 class SideState:
-    """What one direction ``d`` of a flow carries from one chunk to the next (sequence
-    numbers relative to its ISN, times in ns). Fields read as ``d``'s own rows or, for the
-    ACK side, as the rows ``d`` sent acknowledging the other direction."""
+    """What one direction ``d`` of each of the engine's flows carries from one chunk to the
+    next: arrays over the flows (sequence numbers relative to the direction's ISN, times in
+    ns), and what awaits a later chunk. Fields read as ``d``'s own rows or, for the ACK
+    side, as the rows ``d`` sent acknowledging the other direction."""
 
-    last_seq: int | None = None     # raw 32-bit sequence number of d's last row (None: none yet)
-    last_rel: int = 0               # ... and its unwrapped relative value
-    last_ack: int | None = None     # raw 32-bit ACK number of d's last ACK row
-    last_rela: int = 0              # ... and its unwrapped relative value
-    am: int = -1                    # running maximum of the ACKs d sent (ack_max of the other side)
-    sm: int = -1                    # snd_max: running maximum of d's segment ends
-    prev: tuple | None = None       # (rela, window) of d's previous row (duplicate-ACK rule)
-    ka: bool | None = None          # d's previous row was a keep-alive
-    dups: int = 0                   # duplicate ACKs d sent since its ACK last advanced
-    adv_t: int | None = None        # time of d's last row that advanced snd_max
-    nretx: int = 0                  # retransmissions of d so far (Karn's rule)
-    maxpay: int = 0                 # largest payload d sent (effective MSS)
-    paysum: float = 0.0             # payload bytes d sent
-    pending: list = field(default_factory=list)   # (row, end, tsval) of d's retransmissions awaiting their ACK
+    last_seq: np.ndarray            # raw 32-bit sequence number of d's last row (-1: none yet)
+    last_rel: np.ndarray            # ... and its unwrapped relative value
+    last_ack: np.ndarray            # raw 32-bit ACK number of d's last row (-1: none yet)
+    last_rela: np.ndarray           # ... and its unwrapped relative value
+    am: np.ndarray                  # running maximum of the ACKs d sent (ack_max of the other side), -1
+    sm: np.ndarray                  # snd_max: running maximum of d's segment ends, -1
+    has_prev: np.ndarray            # d sent a row before (duplicate-ACK rule) ...
+    prev_rela: np.ndarray           # ... its ACK (-1: none)
+    prev_win: np.ndarray            # ... its window
+    ka: np.ndarray                  # ... whether it was a keep-alive (int8; -1: no row yet)
+    dups: np.ndarray                # duplicate ACKs d sent since its ACK last advanced
+    adv_t: np.ndarray               # time of d's last row that advanced snd_max (NONE: none)
+    nretx: np.ndarray               # retransmissions of d so far (Karn's rule)
+    maxpay: np.ndarray              # largest payload d sent (effective MSS)
+    paysum: np.ndarray              # payload bytes d sent (float64)
+    pending: list = field(default_factory=list)   # (row, end, tsval, flow) of d's retransmissions awaiting their ACK
     orig: dict | None = None        # d's segments sent once, still awaiting their ACK
-    seqack: list = field(default_factory=list)    # seq/ACK RTT sample parts of d's ACKs (t, pk, ms, seg rel)
-    ts_first: tuple | None = None   # (sorted tsval, row, t): first row of d with each TSval
-    echoed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # TSecr values d already echoed
-    tspairs: list = field(default_factory=list)   # timestamp RTT samples of d's echoes (t, pk, ms, v)
+    seqack: list = field(default_factory=list)    # seq/ACK RTT samples of d's ACKs (t, packet, ms, segment rel, flow)
+    ts_first: tuple | None = None   # (sorted flow * 2**32 + TSval, row, t): first row of d with each TSval
+    echoed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # flow * 2**32 + TSecr d echoed
+    tspairs: list = field(default_factory=list)   # timestamp RTT samples of d's echoes (t, packet, ms, key)
+
+    @classmethod
+    def start(cls, nflow: int) -> "SideState":
+        """The state before a flow's first row, for ``nflow`` flows."""
+        def full(v, dt=np.int64):
+            return np.full(nflow, v, dt)
+        return cls(last_seq=full(-1), last_rel=full(0), last_ack=full(-1), last_rela=full(0), am=full(-1),
+                   sm=full(-1), has_prev=full(False, bool), prev_rela=full(0), prev_win=full(0),
+                   ka=full(-1, np.int8), dups=full(0), adv_t=full(NONE), nretx=full(0), maxpay=full(0),
+                   paysum=full(0.0, np.float64))
 
 
 class FlowStream:
-    """Chunk-by-chunk analysis of one TCP flow. ``first`` holds what the first pass found
-    (see :func:`first_pass`); :meth:`chunk` takes the flow's rows in stable time order;
-    :meth:`finish` returns the flows row, series and events as :func:`.tcp._analyze` would.
-    The state a chunk leaves to the next is per direction in :attr:`side` (two
-    :class:`SideState`), per flow in the bin sums (:attr:`acc`), retransmission and event lists."""
+    """The TCP engine: the per-packet rules over ``nflow`` flows, fed chunk after chunk
+    (:meth:`chunk`) with the state that crosses chunks carried; :meth:`finish` returns the
+    flows columns, series and events. A capture that fits is one chunk of all its flows;
+    a flow bigger than the limit is one engine of one flow fed in time chunks.
 
-    def __init__(self, first: dict, res_ns: int):
+    ``first`` holds what each flow's first packets of each kind fix for the whole flow,
+    arrays over the flows (:func:`first_of_rows`, :func:`first_arrays`): ``base`` (ISN per
+    flow * 2 + direction), ``irtt`` (handshake RTT, ns), ``t_first``/``t_last`` (ns),
+    ``present`` (the flow has TCP rows), ``ws``/``mss`` (per flow * 2 + direction, from the
+    SYNs), ``shift`` (window scale applied) and ``rows`` (the rows to come, all flows: a
+    series far longer than that is refused, :func:`._tcpframes.check_series_rows`, naming
+    ``source``). The state a chunk leaves to the next is
+    per direction in :attr:`side` (two :class:`SideState`), per flow in the bin sums
+    (:attr:`acc`, rows of flow, direction, bin as in :func:`._tcpframes._series_frame`),
+    the fast-recovery carry (:attr:`lf`), retransmission and event lists."""
+
+    def __init__(self, first: dict, res_ns: int, source: str = ""):
         self.f = first
         self.res_ns = res_ns
-        self.base = np.asarray(first["base"], np.int64)            # ISN per direction
-        self.irtt = first["irtt"]
-        self.start_bin = first["t_first"] // res_ns
-        self.nb = first["t_last"] // res_ns - self.start_bin + 1
-        total = 2 * self.nb
-        self.acc = {k: np.zeros(total) for k in ("packets", "bytes", "pay", "adv", "dupacks",
-                                                   "zero_windows", "rw_sum", "rw_n", "infl_s", "infl_c")}
+        self.nflow = F = len(first["irtt"])
+        self.base = np.asarray(first["base"], np.int64)
+        self.irtt = np.asarray(first["irtt"], np.int64)
+        present = np.asarray(first["present"], bool)
+        self.start_bin = np.where(present, np.asarray(first["t_first"], np.int64) // res_ns, np.iinfo(np.int64).max)
+        self.nb = np.where(present, np.asarray(first["t_last"], np.int64) // res_ns - self.start_bin + 1, 0)
+        self.offset = np.r_[0, np.cumsum(2 * self.nb)[:-1]].astype(np.int64) if F else np.zeros(0, np.int64)
+        self.total = int((2 * self.nb).sum())
+        if F:          # before the series sums are allocated: a damaged timestamp is refused
+            worst = int(np.argmax(self.nb))
+            check_series_rows(source, worst, int(self.nb[worst]), res_ns, self.total, int(first["rows"]))
+        self.acc = {k: np.zeros(self.total) for k in ("packets", "bytes", "pay", "adv", "dupacks",
+                                                       "zero_windows", "rw_sum", "rw_n", "infl_s", "infl_c")}
         self.rows = 0
-        self.side = (SideState(), SideState())   # per direction (0 fwd, 1 rev): what crosses chunks
-        self.lf = [[None, None], [None, None]]   # [round][d]: snd_max before the last fast retx
+        self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
+        self.lf = [[np.full(F, NONE), np.full(F, NONE)] for _ in range(2)]   # [pass][d]: _recovery's carry
         self.retx = []                     # per chunk: dict of the retransmissions' columns
         self.eifel = {}                    # retx row -> Eifel verdict (once its ACK came)
         self.dsack = []
         self.ev = {"ooo": [], "dupack": [], "zero_window": []}
-        self.syn = []                      # per chunk: the SYN rows' direction and options
+        self.syn = []                      # per chunk: the SYN rows' flow, direction, options, timestamps
+
+    def _bins(self, fl, t, half):
+        """Row of the series sums of (flow ``fl``, ``half``, bin of time ``t``)."""
+        return self.offset[fl] + half * self.nb[fl] + (t // self.res_ns - self.start_bin[fl])
 
     # ---- one chunk
     def chunk(self, c: dict) -> None:
-        t, flags, pay = c["t"], c["flags"], c["payload"].astype(np.int64)
+        """The next rows: columns ``t`` (ns), ``fl`` (flow, 0..nflow-1, rows of a flow
+        consecutive and in stable time order; in a later chunk, later than the flow's
+        earlier rows), ``dr`` (0 fwd, 1 rev), ``flags``, ``payload``, ``seq``, ``ack``,
+        ``window``, ``tsval``, ``tsecr``, ``has_ts``, ``dsack``, ``dsack_left``, ``ip_len``,
+        ``packet`` (what an event names the packet by) and ``synopt`` (SYN option bits, of
+        the SYN rows only, in row order). Columns are taken out of ``c`` once used (a chunk
+        of a whole capture: its memory peak is here)."""
+        t, flags, pay = c["t"], c["flags"], c["payload"]
         n = len(t)
         if not n:
             return
+        F = self.nflow
+        S = self.side
         g0 = self.rows
-        grow = np.arange(g0, g0 + n)
-        dr = (c["swap"].astype(np.int8) != self.f["fwd_swap"]).astype(np.int8)
+
+        def grow(idx):                       # rows' numbers since the engine's first row
+            return idx + g0
+        fl = np.asarray(c["fl"], np.int32)
+        dr = np.asarray(c["dr"], np.int8)
+        run_st, run_end, run_fl = _runs(fl)
+
+        def first_row(idx):                  # first row of each of idx's flow in this chunk
+            return run_st[np.searchsorted(run_st, idx, "right") - 1]
         isd = (dr == 0, dr == 1)                             # rows of each direction
         didx = (np.flatnonzero(isd[0]), np.flatnonzero(isd[1]))
         is_syn = (flags & SYN) != 0
         has_ack = (flags & ACK) != 0
-        rows = self._rows_c if _stream_rows is not None else self._rows_numpy
-        rel, rela, end, am, sm, smb_own, below, dupack = rows(c, dr, isd, didx, flags, pay, has_ack, is_syn)
+        rows = self._rows_c if _stream_rows is not None and F == 1 else self._rows_numpy
+        rel, rela, end, am, sm, smb_own, below, dupack = rows(c, fl, run_st, dr, isd, didx, flags, pay, has_ack)
         data = pay > 0
-        win = c["window"]
-        zero_win = zero_windows(win, flags)
+        zero_win = zero_windows(c["window"], flags)
 
-        reset_pos = {a: _steps(am[a], self.side[a].am) for a in (0, 1)}    # rows whose ACK advances
-        dup_pos = {a: np.flatnonzero(dupack & isd[a]) for a in (0, 1)}
+        reset_pos, dup_pos = {}, {}
+        for a in (0, 1):                       # rows whose ACK advances (from the carry at a flow's first)
+            x = am[a]
+            m = np.empty(n, bool)
+            m[0] = False
+            np.not_equal(x[1:], x[:-1], out=m[1:])
+            m[run_st] = x[run_st] != S[a].am[run_fl]
+            reset_pos[a] = np.flatnonzero(m)
+            dup_pos[a] = np.flatnonzero(dupack & isd[a])
+        del m, x
 
         def dups_at(idx):
-            return dups_since_advance(idx, dr, reset_pos, dup_pos, (self.side[0].dups, self.side[1].dups))
+            return dups_since_advance(idx, dr, reset_pos, dup_pos, (S[0].dups, S[1].dups), first_row(idx), fl)
 
         def rev_at(idx):
             return np.where(dr[idx] == 0, am[1][idx], am[0][idx])
 
         def am_before(a, idx):                  # ACK maximum of a before each row idx
-            return np.where(idx > 0, am[a][np.maximum(idx - 1, 0)], self.side[a].am)
+            return np.where(idx > first_row(idx), am[a][np.maximum(idx - 1, 0)], S[a].am[fl[idx]])
 
         def rev_before(idx):
             return np.where(dr[idx] == 0, am_before(1, idx), am_before(0, idx))
 
-        def last_advance(d, idx):
+        # ---- series sums (a row's own half is its direction's, the other half the reverse)
+        A = self.acc
+        sums = self._bin_sums_c if _stream_bins is not None and F == 1 else self._bin_sums_numpy
+        sums(c, fl, dr, is_syn, pay, rela, am, sm)
+        del c["ip_len"], c["window"]
+        total = self.total
+
+        def add_rows(key, ii, half, w=None):
+            A[key] += np.bincount(self._bins(fl[ii], t[ii], half), weights=w, minlength=total)[:total]
+        for a in (0, 1):                  # ACK advances (not the first ACK) go to the acked half
+            r = reset_pos[a]
+            prev = am_before(a, r)
+            r = r[prev >= 0]
+            add_rows("adv", r, 1 - a, am[a][r] - prev[prev >= 0])
+        for key, mask in (("dupacks", dupack), ("zero_windows", zero_win)):
+            ii = np.flatnonzero(mask)
+            add_rows(key, ii, 1 - dr[ii].astype(np.int64))
+
+        def last_advance(d, idx, key):
             """The last row of d at or before each of ``idx`` that advanced d's snd_max
-            (``end > smb_own``: where ``sm[d]`` rises; the first row reaching the value it
-            has there), -1 when none in this chunk."""
-            j = np.searchsorted(sm[d], sm[d][idx])
-            return np.where((j > 0) | (sm[d][0] > self.side[d].sm), j, -1)
+            (where ``sm[d]`` rises: the first row of the flow reaching the value it has
+            there), -1 when none in this chunk. ``key``: ``sm[d]`` made non-decreasing
+            across flows."""
+            j = np.searchsorted(key, key[idx])
+            f0 = first_row(idx)
+            return np.where((j > f0) | (sm[d][f0] > S[d].sm[fl[idx]]), j, -1)
+
+        def sm_key(d):
+            return sm[d] if F == 1 else fl.astype(np.int64) * OFF + sm[d]
 
         ooo = np.zeros(n, bool)
         bi = np.flatnonzero(below)
@@ -204,59 +257,95 @@ class FlowStream:
                 cand = bi[sel]
                 if not len(cand):
                     continue
-                k = last_advance(d, cand)
-                tq = np.where(k >= 0, t[np.maximum(k, 0)], self.side[d].adv_t if self.side[d].adv_t is not None else 0)
-                ok = (k >= 0) | (self.side[d].adv_t is not None)
-                ooo[cand[out_of_order(t[cand] - tq, ok, self.irtt, dup_c[sel], ackr_c[sel], arb_c[sel],
+                k = last_advance(d, cand, sm_key(d))
+                carried_t = S[d].adv_t[fl[cand]]
+                tq = np.where(k >= 0, t[np.maximum(k, 0)], np.where(carried_t != NONE, carried_t, 0))
+                ok = (k >= 0) | (carried_t != NONE)
+                ooo[cand[out_of_order(t[cand] - tq, ok, self.irtt[fl[cand]], dup_c[sel], ackr_c[sel], arb_c[sel],
                                       rel[cand], end[cand], smb_own[cand], data[cand])]] = True
         for d in (0, 1):
-            k = int(last_advance(d, [n - 1])[0])
-            if k >= 0:
-                self.side[d].adv_t = int(t[k])
+            k = last_advance(d, run_end, sm_key(d))
+            S[d].adv_t[run_fl[k >= 0]] = t[k[k >= 0]]
+        for d in (0, 1):
+            S[d].sm[run_fl] = sm[d][run_end]
+        sm.clear()
 
         retx = below & ~ooo
         ri_all = np.flatnonzero(retx)
         fast = np.zeros(n, bool)
         if len(ri_all):
             fast[ri_all[dups_at(ri_all) >= 2]] = True
-            _recovery(ri_all, dr, np.zeros(n, np.int32), fast, rev_at(ri_all), smb_own, carry=self.lf)
+            _recovery(ri_all, dr, fl, fast, rev_at(ri_all), smb_own, self.lf)
+        del smb_own, below
 
         # ---- retransmissions (spurious verdicts settled at the end)
         spur_acked = np.zeros(n, bool)
         if len(ri_all):
-            spur_acked[ri_all] = end[ri_all] <= rev_before(ri_all)
             ri = ri_all
-            self.retx.append({"row": grow[ri], "t": t[ri], "pk": c["ipidx"][ri], "dr": dr[ri],
-                              "rel": rel[ri], "pay": pay[ri], "fast": fast[ri],
-                              "acked": spur_acked[ri], "data": data[ri]})
+            spur_acked[ri] = end[ri] <= rev_before(ri)
+            self.retx.append({"row": grow(ri), "t": t[ri], "pk": c["packet"][ri], "fl": fl[ri].astype(np.int64),
+                              "dr": dr[ri], "rel": rel[ri], "pay": pay[ri], "fast": fast[ri],
+                              "acked": spur_acked[ri], "data": data[ri],
+                              "bin_row": self._bins(fl[ri], t[ri], dr[ri].astype(np.int64))})
             for d in (0, 1):
                 rr = ri[(dr[ri] == d) & ~spur_acked[ri] & c["has_ts"][ri]]
-                self.side[d].pending.extend(zip(grow[rr].tolist(), end[rr].tolist(), c["tsval"][rr].tolist()))
-        self._settle_eifel(am, c, grow)
+                if len(rr):
+                    S[d].pending.append((grow(rr), end[rr], c["tsval"][rr].astype(np.int64), fl[rr].astype(np.int64)))
+        self._settle_eifel(am, c, fl)
         di = np.flatnonzero(c["dsack"])
         if len(di):
-            dgd = dr[di] ^ 1
+            dgd = 2 * fl[di].astype(np.int64) + (dr[di] ^ 1)     # DSACK from a reports data of a ^ 1
             dl = dsack_edges(c["dsack_left"][di], self.base[dgd], rela[di])
-            self.dsack.append((grow[di], dgd.astype(np.int64), dl))
+            self.dsack.append((grow(di), dgd, dl))
+        del c["dsack"], c["dsack_left"]
+
+        # ---- events of this chunk
+        for name, mask, direction, seqv in (("ooo", ooo, dr, rel), ("dupack", dupack, dr ^ 1, rela),
+                                            ("zero_window", zero_win, dr ^ 1, rela)):
+            ii = np.flatnonzero(mask)
+            if len(ii):
+                self.ev[name].append({"time": t[ii], "packet": c["packet"][ii].astype(np.int64),
+                                      "flow": fl[ii].astype(np.int64), "direction": direction[ii],
+                                      "seq": seqv[ii], "payload_bytes": pay[ii]})
+        si = np.flatnonzero(is_syn)
+        if len(si):
+            self.syn.append((2 * fl[si].astype(np.int64) + dr[si], np.asarray(c["synopt"], np.int64),
+                             c["has_ts"][si]))
+        for d in (0, 1):
+            idx = didx[d]
+            if len(idx):
+                st, _, fs = _runs(fl[idx])
+                pd_ = pay[idx]
+                S[d].maxpay[fs] = np.maximum(S[d].maxpay[fs], np.maximum.reduceat(pd_, st))
+                S[d].paysum[fs] += np.add.reduceat(pd_, st, dtype=np.int64).astype(np.float64)
 
         # ---- RTT samples: sequence/ACK matching (Karn settled at the end)
-        # retransmissions of d before a row: self.side[d].nretx + searchsorted(rd[d], row)
         rd = [ri_all[dr[ri_all] == d] for d in (0, 1)]
+
+        def nretx_before(d, idx):              # retransmissions of d before rows idx, in their flow
+            return S[d].nretx[fl[idx]] + np.searchsorted(rd[d], idx) - np.searchsorted(rd[d], first_row(idx))
+        am_last = []
+        for a in (0, 1):                       # each flow's ACK maximum after this chunk
+            x = S[a].am.copy()
+            x[run_fl] = am[a][run_end]
+            am_last.append(x)
         orig = (data | is_syn) & ~retx
         for a in (0, 1):
             d = 1 - a
             ai = reset_pos[a][rela[reset_pos[a]] > 0]
             oi = np.flatnonzero(orig & isd[d])
-            held = self.side[d].orig
+            held = S[d].orig
             nh = 0 if held is None else len(held["key"])
-            keys = end[oi] if held is None else np.concatenate((held["key"], end[oi]))
+            new_keys = end[oi] if F == 1 else fl[oi].astype(np.int64) * OFF + end[oi]
+            keys = new_keys if held is None else np.concatenate((held["key"], new_keys))
+            del new_keys
 
             def originals(p):
                 """The held-then-new originals at positions ``p`` of ``keys``."""
                 isn = p >= nh
                 sn = oi[p[isn] - nh]
-                new = {"key": keys[p], "row": grow[sn], "t": t[sn], "rel": rel[sn],
-                       "nr": self.side[d].nretx + np.searchsorted(rd[d], sn)}
+                new = {"key": keys[p], "row": grow(sn), "t": t[sn], "rel": rel[sn], "end": end[sn],
+                       "fl": fl[sn].astype(np.int64), "nr": nretx_before(d, sn)}
                 if not nh:
                     return new
                 ish = ~isn
@@ -267,156 +356,144 @@ class FlowStream:
                     out[k][ish] = held[k][p[ish]]
                 return out
             if len(ai) and len(keys):
-                hit, pos = _first_with_key([keys, np.arange(len(keys))], rela[ai])
+                q = rela[ai] if F == 1 else fl[ai].astype(np.int64) * OFF + rela[ai]
+                hit, pos = _first_with_key([keys, np.arange(len(keys))], q)
                 ai, pos = ai[hit], pos[hit]
                 seg = originals(pos)
-                ok = (seg["row"] < grow[ai]) & (self.side[d].nretx + np.searchsorted(rd[d], ai) == seg["nr"])
+                ok = (seg["row"] < grow(ai)) & (nretx_before(d, ai) == seg["nr"])
                 ai = ai[ok]
-                self.side[a].seqack.append((t[ai], c["ipidx"][ai], (t[ai] - seg["t"][ok]) / 1e6, seg["rel"][ok]))
-            # keep the first original per segment end not yet covered by the ACKs
-            keep = np.flatnonzero(keys > am[a][-1])
-            _, first = _unique_first(keys[keep])
-            first.sort()
-            self.side[d].orig = originals(keep[first])
+                S[a].seqack.append((t[ai], c["packet"][ai], (t[ai] - seg["t"][ok]) / 1e6, seg["rel"][ok],
+                                    fl[ai].astype(np.int64)))
+            # keep the first original per flow and segment end not yet covered by the ACKs
+            if held is None:
+                kend, kfl = end[oi], fl[oi]
+            else:
+                kend, kfl = np.concatenate((held["end"], end[oi])), np.concatenate((held["fl"], fl[oi]))
+            keep = np.flatnonzero(kend > am_last[a][kfl])
+            _, firsts = _unique_first(keys[keep])
+            firsts.sort()
+            S[d].orig = originals(keep[firsts])
         for d in (0, 1):
-            self.side[d].nretx += len(rd[d])
+            S[d].nretx += np.bincount(fl[rd[d]], minlength=F)[:F]
+        rel = rela = end = keys = None         # not needed further: freed before the timestamps' keys
 
         # ---- RTT samples: timestamp echo
         has_ts = c["has_ts"]
+
+        def ts_key(idx, v):
+            v = v.astype(np.int64)
+            return v if F == 1 else fl[idx].astype(np.int64) * M32 + v
         for d in (0, 1):
             tsi = np.flatnonzero(has_ts & isd[d])
-            u, fi = _unique_first(c["tsval"][tsi])
-            new = (u.astype(np.int64), grow[tsi[fi]], t[tsi[fi]])
-            held = self.side[d].ts_first
+            u, fi = _unique_first(ts_key(tsi, c["tsval"][tsi]))
+            new = (u, grow(tsi[fi]), t[tsi[fi]])
+            held = S[d].ts_first
             if held is not None:
                 if not len(new[0]) or (len(held[0]) and held[0][-1] < new[0][0]):
                     new = tuple(np.concatenate((h, x)) for h, x in zip(held, new))
                 else:
                     keys = np.r_[held[0], new[0]]
-                    rows = np.r_[held[1], new[1]]
+                    rows_ = np.r_[held[1], new[1]]
                     tt = np.r_[held[2], new[2]]
                     uk, fi = np.unique(keys, return_index=True)       # held entries come first
-                    new = (uk, rows[fi], tt[fi])
-            self.side[d].ts_first = new
+                    new = (uk, rows_[fi], tt[fi])
+            S[d].ts_first = new
         for a in (0, 1):
             d = 1 - a
             ai = np.flatnonzero(has_ts & isd[a] & has_ack)
-            u, fi = _unique_first(c["tsecr"][ai])
-            u = u.astype(np.int64)
-            fresh = ~_member(u, self.side[a].echoed)
+            u, fi = _unique_first(ts_key(ai, c["tsecr"][ai]))
+            fresh = ~_member(u, S[a].echoed)
             u, ai = u[fresh], ai[fi[fresh]]
-            self.side[a].echoed = np.insert(self.side[a].echoed, np.searchsorted(self.side[a].echoed, u), u)
-            uk, rows, tt = self.side[d].ts_first
+            S[a].echoed = np.insert(S[a].echoed, np.searchsorted(S[a].echoed, u), u)
+            uk, rows_, tt = S[d].ts_first
             echoed_now = u
             if len(u) and len(uk):
                 p = np.minimum(np.searchsorted(uk, u), len(uk) - 1)
-                hit = (uk[p] == u) & (rows[p] < grow[ai])
+                hit = (uk[p] == u) & (rows_[p] < grow(ai))
                 ai, p, u = ai[hit], p[hit], u[hit]
-                self.side[a].tspairs.append((t[ai], c["ipidx"][ai], (t[ai] - tt[p]) / 1e6, u))
+                S[a].tspairs.append((t[ai], c["packet"][ai], (t[ai] - tt[p]) / 1e6, u))
             # a value echoed once is never looked up again
             keep = ~_member(uk, echoed_now)
-            self.side[d].ts_first = (uk[keep], rows[keep], tt[keep])
+            S[d].ts_first = (uk[keep], rows_[keep], tt[keep])
 
-        # ---- events of this chunk
-        for name, mask, direction, seqv in (("ooo", ooo, dr, rel), ("dupack", dupack, dr ^ 1, rela),
-                                            ("zero_window", zero_win, dr ^ 1, rela)):
-            ii = np.flatnonzero(mask)
-            if len(ii):
-                self.ev[name].append({"time": t[ii], "packet": c["ipidx"][ii].astype(np.int64),
-                                      "direction": direction[ii], "seq": seqv[ii],
-                                      "payload_bytes": pay[ii].astype(np.int64)})
-        si = np.flatnonzero(is_syn)
-        if len(si):
-            self.syn.append((dr[si], c["wscale"][si].astype(np.int64), c["mss"][si].astype(np.int64),
-                             c["synopt"][si].astype(np.int64), has_ts[si]))
-        for d in (0, 1):
-            pd_ = pay[didx[d]]
-            if len(pd_):
-                self.side[d].maxpay = max(self.side[d].maxpay, int(pd_.max()))
-                self.side[d].paysum += float(pd_.sum())
-
-        # ---- series sums (a row's own half is its direction's, the other half the reverse)
-        A = self.acc
-        nb = self.nb
-        sums = self._bin_sums_c if _stream_bins is not None else self._bin_sums_numpy
-        sums(c, dr, is_syn, pay, rela, am, sm)
-
-        def add_rows(key, ii, to_half, w=None):        # few rows: their bins one by one
-            A[key] += np.bincount((t[ii] // self.res_ns - self.start_bin) + to_half * nb, weights=w,
-                                  minlength=2 * nb)[:2 * nb]
-        for a in (0, 1):                  # ACK advances (not the first ACK) go to the acked half
-            r = reset_pos[a]
-            prev = am_before(a, r)
-            r = r[prev >= 0]
-            add_rows("adv", r, 1 - a, am[a][r] - prev[prev >= 0])
-        for key, mask in (("dupacks", dupack), ("zero_windows", zero_win)):
-            ii = np.flatnonzero(mask)
-            add_rows(key, ii, 1 - dr[ii].astype(np.int64))
-        if len(ri_all):
-            self.retx[-1]["bin_row"] = t[ri_all] // self.res_ns - self.start_bin + dr[ri_all].astype(np.int64) * nb
-        for a in (0, 1):
+        for a in (0, 1):                  # duplicate ACKs since the last advance, per flow
             R, D = reset_pos[a], dup_pos[a]
-            self.side[a].dups = int((D > R[-1]).sum()) if len(R) else self.side[a].dups + len(D)
-            self.side[a].am = int(am[a][-1])
-        for d in (0, 1):
-            self.side[d].sm = int(sm[d][-1])
+            k = np.searchsorted(R, run_end, "right") - 1
+            lr = R[np.maximum(k, 0)] if len(R) else run_st
+            adv = (k >= 0) & (lr >= run_st)
+            upto = np.searchsorted(D, run_end, "right")
+            S[a].dups[run_fl] = np.where(adv, upto - np.searchsorted(D, lr, "right"),
+                                         S[a].dups[run_fl] + upto - np.searchsorted(D, run_st, "left"))
+            S[a].am[run_fl] = am[a][run_end]
         self.rows += n
 
-    def _rows_numpy(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):
-        """The per-row chain of a chunk: sequence and ACK numbers unwrapped per direction
-        (``rel``, ``rela``; -1 without ACK), segment ends, the running ACK maximum per
-        acking direction (``am``) and snd_max per direction (``sm``), each row's own
-        snd_max before it (``smb_own``), the rows below it (``below``: data, SYN or FIN
-        not a keep-alive) and the duplicate ACKs (same ACK and window as the direction's
-        previous row, pure, window > 0, at snd_max, the other direction's previous row no
-        keep-alive); the carried values updated (not ``am``/``sm``)."""
+    def _rows_numpy(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
+        """The per-row chain of a chunk: sequence and ACK numbers unwrapped per flow and
+        direction (``rel``, ``rela``; -1 without ACK), segment ends, the running ACK maximum
+        per acking direction (``am``) and snd_max per direction (``sm``), each row's own
+        snd_max before it (``smb_own``), the rows below it (``below``: data, SYN or FIN not
+        a keep-alive) and the duplicate ACKs (:func:`._tcprules.duplicate_acks`); the
+        carried values updated (not ``am``/``sm``); ``seq`` and ``ack`` taken out of ``c``."""
         n = len(dr)
-        base = self.base
+        S = self.side
         rel = np.empty(n, np.int64)
         rela = np.empty(n, np.int64)
         for d in (0, 1):
             idx = didx[d]
             if not len(idx):
                 continue
+            g = fl[idx]
+            _, last, gs = _runs(g)
             s = c["seq"][idx]
-            rel[idx] = _unwrap_from(s, base[d], self.side[d].last_seq, self.side[d].last_rel)
-            self.side[d].last_seq, self.side[d].last_rel = int(s[-1]), int(rel[idx[-1]])
-            araw = np.where(has_ack[idx], c["ack"][idx], np.uint32(base[1 - d] % M32))
-            rela[idx] = _unwrap_from(araw, base[1 - d], self.side[d].last_ack, self.side[d].last_rela)
-            self.side[d].last_ack, self.side[d].last_rela = int(araw[-1]), int(rela[idx[-1]])
+            rel[idx] = _unwrap_carried(s, g, self.base[d::2], S[d].last_seq, S[d].last_rel)
+            S[d].last_seq[gs], S[d].last_rel[gs] = s[last], rel[idx[last]]
+            araw = np.where(has_ack[idx], c["ack"][idx], (self.base[1 - d::2] % M32).astype(np.uint32)[g])
+            rela[idx] = _unwrap_carried(araw, g, self.base[1 - d::2], S[d].last_ack, S[d].last_rela)
+            S[d].last_ack[gs], S[d].last_rela[gs] = araw[last], rela[idx[last]]
+        del c["seq"], c["ack"]                 # (the chain's memory peak follows)
         end = segment_ends(rel, pay, flags)
         rela[~has_ack] = -1
-        am = {a: _cummax(rela, isd[a] & has_ack, self.side[a].am) for a in (0, 1)}
-        sm = {d: _cummax(end, isd[d], self.side[d].sm) for d in (0, 1)}
+
+        def cummax(values, valid, carry):
+            out = _grouped_cummax(values, fl, valid)
+            if (carry >= 0).any():              # (-1: nothing yet, below every value)
+                np.maximum(out, carry[fl], out=out)
+            return out
+        am = {a: cummax(rela, isd[a] & has_ack, S[a].am) for a in (0, 1)}
+        sm = {d: cummax(end, isd[d], S[d].sm) for d in (0, 1)}
         smb_own = np.empty(n, np.int64)
-        smb_own[0] = self.side[int(dr[0])].sm
-        np.copyto(smb_own[1:], np.where(isd[0][1:], sm[0][:-1], sm[1][:-1]))
+        np.copyto(smb_own[1:], sm[1][:-1])
+        np.copyto(smb_own[1:], sm[0][:-1], where=isd[0][1:])
+        f0 = fl[run_st]
+        smb_own[run_st] = np.where(dr[run_st] == 0, S[0].sm[f0], S[1].sm[f0])
         keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
         win = c["window"]
+        carry = [(x.has_prev, x.prev_rela, x.prev_win, x.ka) for x in S]
         dupack = duplicate_acks(dr, rela, win, dupack_candidates(rel, smb_own, pay, flags, has_ack, win), keepalive,
-                                prev=[x.prev for x in self.side], ka=[x.ka for x in self.side])
+                                fl=fl, carry=carry)
         for d in (0, 1):
-            if len(didx[d]):
-                last = didx[d][-1]
-                self.side[d].prev = (int(rela[last]), int(win[last]))
-                self.side[d].ka = bool(keepalive[last])
+            idx = didx[d]
+            if len(idx):
+                _, last, gs = _runs(fl[idx])
+                li = idx[last]
+                S[d].has_prev[gs] = True
+                S[d].prev_rela[gs], S[d].prev_win[gs], S[d].ka[gs] = rela[li], win[li], keepalive[li]
         return rel, rela, end, am, sm, smb_own, below, dupack
 
-    def _rows_c(self, c, dr, isd, didx, flags, pay, has_ack, is_syn):
-        """:meth:`_rows_numpy` in one pass in C (``_records.stream_rows``)."""
+    def _rows_c(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
+        """:meth:`_rows_numpy` of a one-flow engine in one pass in C (``_records.stream_rows``);
+        takes ``seq`` and ``ack`` out of ``c``, as it does."""
         n = len(dr)
+        S = self.side
 
-        def opt(v):
-            return 0 if v is None else v
-        def seen(x):
-            return [int(v is not None) for v in x]
-        prev = [(0, 0) if x.prev is None else x.prev for x in self.side]
         def each(name):
-            return [getattr(x, name) for x in self.side]
-        st = np.array([*(int(b) for b in self.base), *seen(each("last_seq")), *map(opt, each("last_seq")),
-                       *each("last_rel"), *seen(each("last_ack")), *map(opt, each("last_ack")),
-                       *each("last_rela"), *each("am"), *each("sm"), *seen(each("prev")), *(p[0] for p in prev),
-                       *(p[1] for p in prev), *seen(each("ka")), *(int(bool(k)) for k in each("ka"))], np.int64)
+            return [int(getattr(x, name)[0]) for x in S]
+        ls, la = each("last_seq"), each("last_ack")
+        st = np.array([*(int(b) for b in self.base), *(int(v >= 0) for v in ls), *(max(v, 0) for v in ls),
+                       *each("last_rel"), *(int(v >= 0) for v in la), *(max(v, 0) for v in la),
+                       *each("last_rela"), *each("am"), *each("sm"), *each("has_prev"), *each("prev_rela"),
+                       *each("prev_win"), *(int(v >= 0) for v in each("ka")), *(max(v, 0) for v in each("ka"))],
+                      np.int64)
         out = [np.empty(n, np.int64) for _ in range(8)]
         masks = [np.empty(n, bool) for _ in range(3)]
         _stream_rows(dr, np.ascontiguousarray(c["seq"], np.uint32), np.ascontiguousarray(c["ack"], np.uint32),
@@ -424,112 +501,117 @@ class FlowStream:
                      np.ascontiguousarray(c["window"], np.uint16), st, *out, *masks)
         for d in (0, 1):
             if st[2 + d]:
-                self.side[d].last_seq, self.side[d].last_rel = int(st[4 + d]), int(st[6 + d])
+                S[d].last_seq[0], S[d].last_rel[0] = st[4 + d], st[6 + d]
             if st[8 + d]:
-                self.side[d].last_ack, self.side[d].last_rela = int(st[10 + d]), int(st[12 + d])
+                S[d].last_ack[0], S[d].last_rela[0] = st[10 + d], st[12 + d]
             if st[18 + d]:
-                self.side[d].prev = (int(st[20 + d]), int(st[22 + d]))
+                S[d].has_prev[0] = True
+                S[d].prev_rela[0], S[d].prev_win[0] = st[20 + d], st[22 + d]
             if st[24 + d]:
-                self.side[d].ka = bool(st[26 + d])
+                S[d].ka[0] = st[26 + d]
         rel, rela, end, am0, am1, sm0, sm1, smb_own = out
         keepalive, below, dupack = masks
+        del c["seq"], c["ack"]
         return rel, rela, end, {0: am0, 1: am1}, {0: sm0, 1: sm1}, smb_own, below, dupack
 
-    def _bin_sums_c(self, c, dr, is_syn, pay, rela, am, sm) -> None:
-        """:meth:`_bin_sums_numpy` in one pass in C (``_records.stream_bins``)."""
+    def _bin_sums_c(self, c, fl, dr, is_syn, pay, rela, am, sm) -> None:
+        """:meth:`_bin_sums_numpy` of a one-flow engine in one pass in C (``_records.stream_bins``)."""
         A = self.acc
         _stream_bins(np.ascontiguousarray(c["t"], np.int64), dr, np.ascontiguousarray(c["flags"], np.uint8),
-                     np.ascontiguousarray(c["ip_len"], np.uint32), pay, np.ascontiguousarray(c["window"], np.uint16),
+                     np.ascontiguousarray(c["ip_len"], np.uint32), np.ascontiguousarray(pay, np.int64),
+                     np.ascontiguousarray(c["window"], np.uint16),
                      rela, am[0], am[1], sm[0], sm[1],
-                     np.array([self.res_ns, self.start_bin, self.nb, *self.f["shift"]], np.int64),
+                     np.array([self.res_ns, self.start_bin[0], self.nb[0], *self.f["shift"]], np.int64),
                      *(A[k] for k in ("packets", "bytes", "pay", "rw_sum", "rw_n", "infl_s", "infl_c")))
 
-    def _bin_sums_numpy(self, c, dr, is_syn, pay, rela, am, sm) -> None:
+    def _bin_sums_numpy(self, c, fl, dr, is_syn, pay, rela, am, sm) -> None:
         """Adds a chunk's rows to the series sums of packets, bytes and payload (own half),
         advertised windows (window << the sender's scale, not on SYNs; other half, rows with
-        ACK) and bytes in flight (snd_max - the reverse ACK maximum, >= 0; both halves): by
-        runs of rows per time bin."""
+        ACK) and bytes in flight (snd_max - the reverse ACK maximum, >= 0; both halves); a
+        slice of rows at a time (sums add up: the per-row bin numbers of a whole capture's
+        chunk are not all held at once)."""
         A = self.acc
-        nb = self.nb
-        t, win = c["t"], c["window"]
-        runs = _time_runs(t, self.res_ns, self.start_bin)
-        tb = None if runs is not None else t // self.res_ns - self.start_bin
+        total = self.total
+        shift = np.asarray(self.f["shift"], np.int64)
 
-        def add(key, w, half=None, to=0, flip=False):
-            A[key] += _bin_sums(w, tb, runs, nb, half, to, flip)
-        add("packets", None, dr)
-        add("bytes", c["ip_len"], dr)
-        add("pay", pay, dr)
-        # windows summed per direction and bin, then scaled (powers of two: exact)
-        ha = rela >= 0
-        rw = np.where(ha & ~is_syn, win, 0)
-        v = _bin_sums(rw, tb, runs, nb, dr, flip=True)
-        v[:nb] *= 2.0 ** int(self.f["shift"][1])
-        v[nb:] *= 2.0 ** int(self.f["shift"][0])
-        A["rw_sum"] += v
-        si = np.flatnonzero(is_syn & ha)
-        A["rw_sum"] += np.bincount((t[si] // self.res_ns - self.start_bin) + (1 - dr[si].astype(np.int64)) * nb,
-                                   weights=win[si], minlength=2 * nb)[:2 * nb]
-        add("rw_n", ha, dr, flip=True)
-        for d in (0, 1):
-            inf = sm[d] - am[1 - d]
-            k = np.searchsorted(am[1 - d], 0)                # no ACK yet (a prefix): as 0
-            inf[:k] = sm[d][:k]
-            np.maximum(inf, 0, out=inf)
-            inf[:np.searchsorted(sm[d], 0)] = 0              # nothing sent yet (a prefix)
-            add("infl_s", inf, None, d)
-        cnt = _bin_sums(None, tb, runs, nb)[:nb]             # rows per bin, both halves
-        A["infl_c"][:nb] += cnt
-        A["infl_c"][nb:] += cnt
+        def add(key, rows, w=None):
+            A[key] += np.bincount(rows, weights=w, minlength=total)[:total]
+        for a in range(0, len(fl), _BIN_SLICE):
+            sl = slice(a, a + _BIN_SLICE)
+            f, d_, t, win = fl[sl], dr[sl], c["t"][sl], c["window"][sl]
+            nbf = self.nb[f]
+            r_own = self._bins(f, t, d_.astype(np.int64))
+            r_other = r_own + np.where(d_ == 0, nbf, -nbf)
+            del nbf
+            add("packets", r_own)
+            add("bytes", r_own, c["ip_len"][sl])
+            add("pay", r_own, pay[sl])
+            ha = rela[sl] >= 0
+            rw = np.where(is_syn[sl], win, win.astype(np.int64) << shift[2 * f.astype(np.int64) + d_])
+            add("rw_sum", r_other[ha], rw[ha])
+            add("rw_n", r_other[ha])
+            for d in (0, 1):
+                inf = sm[d][sl] - np.maximum(am[1 - d][sl], 0)
+                np.maximum(inf, 0, out=inf)
+                inf[sm[d][sl] < 0] = 0
+                rows = np.where(d_ == d, r_own, r_other)
+                add("infl_s", rows, inf)
+                add("infl_c", rows)
 
-    def _settle_eifel(self, am, c, grow) -> None:
+    def _settle_eifel(self, am, c, fl) -> None:
         """Eifel for the retransmissions whose first covering ACK is in this chunk."""
+        n = len(fl)
         for d in (0, 1):
-            if not self.side[d].pending:
+            S = self.side[d]
+            if not S.pending:
                 continue
-            rows, ends, tsv = (np.array(x, np.int64) for x in zip(*self.side[d].pending))
-            amd = am[1 - d]                                   # non-decreasing over the chunk
-            q = np.searchsorted(amd, ends, side="left")
-            found = q < len(amd)
-            qq = np.minimum(q, len(amd) - 1)
+            rows, ends, tsv, pfl = (np.concatenate(x) for x in zip(*S.pending))
+            amd = am[1 - d]                      # non-decreasing over each flow's rows
+            if self.nflow == 1:
+                q = np.searchsorted(amd, ends, side="left")
+                found = q < n
+            else:
+                q = np.searchsorted(fl.astype(np.int64) * OFF + amd, pfl * OFF + ends, side="left")
+                found = (q < n) & (fl[np.minimum(q, n - 1)] == pfl)
+            qq = np.minimum(q, n - 1)
             verdict = found & c["has_ts"][qq] & eifel_older(tsv, c["tsecr"][qq])
-            for r, f, v in zip(rows.tolist(), found.tolist(), verdict.tolist()):
-                if f:
-                    self.eifel[r] = v
-            self.side[d].pending = [p for p, f in zip(self.side[d].pending, found.tolist()) if not f]
+            self.eifel.update(zip(rows[found].tolist(), verdict[found].tolist()))
+            S.pending = [(rows[~found], ends[~found], tsv[~found], pfl[~found])] if not found.all() else []
 
-    # ---- the end of the flow
+    # ---- the end
     def finish(self, flows, source: str, res_s: float) -> TcpAnalysis:
-        """``flows``: the one-row flows frame (:func:`.tcp._flows_frame`) of this flow."""
+        """``flows``: the flows frame of the engine's flows (:func:`._tcpframes._flows_frame`),
+        completed here with the TCP columns."""
+        F = self.nflow
         R = {k: np.concatenate([r[k] for r in self.retx]) if self.retx else np.zeros(0, np.int64)
-             for k in ("row", "t", "pk", "dr", "rel", "pay", "fast", "acked", "data", "bin_row")}
+             for k in ("row", "t", "pk", "fl", "dr", "rel", "pay", "fast", "acked", "data", "bin_row")}
         for k in ("fast", "acked", "data"):
             R[k] = R[k].astype(bool)
         nr = len(R["row"])
+        rgd = 2 * R["fl"] + R["dr"].astype(np.int64)
         eifel = np.array([self.eifel.get(r, False) for r in R["row"].tolist()], bool)
         dsack = np.zeros(nr, bool)
         if self.dsack and nr:
-            drow = np.concatenate([x[0] for x in self.dsack])
-            dgd = np.concatenate([x[1] for x in self.dsack])
-            dl = np.concatenate([x[2] for x in self.dsack])
-            dsack = dsack_reported(R["dr"].astype(np.int64) * OFF + R["rel"], R["row"], dgd * OFF + dl, drow)
+            drow, dgd, dl = (np.concatenate(x) for x in zip(*self.dsack))
+            dsack = dsack_reported(rgd * OFF + R["rel"], R["row"], dgd * OFF + dl, drow)
         acked, eifel, dsack = R["acked"] & R["data"], eifel & R["data"], dsack & R["data"]
         spurious = acked | eifel | dsack
         fast = R["fast"]
-        # RTT samples in _analyze's order: sequence/ACK per acking direction, then timestamps
-        retx_keys = np.sort(R["dr"].astype(np.int64) * OFF + R["rel"])
+        # RTT samples: sequence/ACK per acking direction (Karn's rule applied), then timestamps
+        retx_keys = np.sort(rgd * OFF + R["rel"])
         parts = []
         for a in (0, 1):
-            for tt, pk, ms, srel in self.side[a].seqack:
-                key = (1 - a) * OFF + srel
-                ok = ~karn_voided(key, retx_keys)
-                tt, pk, ms = tt[ok], pk[ok], ms[ok]
-                parts.append((tt, pk, ms, np.full(len(tt), 1 - a, np.int64), np.zeros(len(tt), np.int8)))
+            for tt, pk, ms, srel, sfl in self.side[a].seqack:
+                gd = 2 * sfl + 1 - a
+                ok = ~karn_voided(gd * OFF + srel, retx_keys)
+                parts.append((tt[ok], pk[ok], ms[ok], gd[ok], np.zeros(int(ok.sum()), np.int8)))
         for a in (0, 1):
             if self.side[a].tspairs:
                 tt, pk, ms, v = (np.concatenate(x) for x in zip(*self.side[a].tspairs))
-                o = np.argsort(v, kind="stable")
-                parts.append((tt[o], pk[o], ms[o], np.full(len(tt), 1 - a, np.int64), np.ones(len(tt), np.int8)))
+                o = np.argsort(v, kind="stable")              # by flow, then echoed value
+                gd = (0 if F == 1 else 2 * (v[o] // M32)) + 1 - a
+                parts.append((tt[o], pk[o], ms[o], np.broadcast_to(gd, len(o)).astype(np.int64),
+                              np.ones(len(o), np.int8)))
         if parts:
             rtt_t, rtt_pk, rtt_ms, rtt_gd, rtt_method = (np.concatenate(x) for x in zip(*parts))
             rtt_pk = rtt_pk.astype(np.int64)
@@ -537,18 +619,20 @@ class FlowStream:
             rtt_t, rtt_pk, rtt_ms = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
             rtt_gd, rtt_method = np.zeros(0, np.int64), np.zeros(0, np.int8)
 
-        # ---- events frame (as _analyze builds it)
+        # ---- events frame
         ev_parts = []
+        E = {name: {k: np.concatenate([x[k] for x in v]) for k in v[0]} if v else None
+             for name, v in self.ev.items()}
 
         def simple(name, event):
-            if self.ev[name]:
-                e = {k: np.concatenate([x[k] for x in self.ev[name]]) for k in self.ev[name][0]}
-                ev_parts.append(event_rows(event, time=e["time"], packet=e["packet"], flow=0,
+            e = E[name]
+            if e is not None:
+                ev_parts.append(event_rows(event, time=e["time"], packet=e["packet"], flow=e["flow"],
                                            direction=e["direction"], seq=e["seq"],
                                            payload_bytes=e["payload_bytes"] if name == "ooo" else 0))
         simple("ooo", "out_of_order")
         if nr:
-            ev_parts.append(event_rows("retransmission", time=R["t"], packet=R["pk"], flow=0, direction=R["dr"],
+            ev_parts.append(event_rows("retransmission", time=R["t"], packet=R["pk"], flow=R["fl"], direction=R["dr"],
                                        kind=np.where(fast, KIND_FAST, KIND_TIMEOUT), seq=R["rel"],
                                        payload_bytes=R["pay"], spurious=spurious,
                                        spurious_reason=spurious_reasons(acked, eifel, dsack)))
@@ -559,45 +643,64 @@ class FlowStream:
         simple("zero_window", "zero_window")
         events = _events_frame(ev_parts, source)
 
-        # ---- flows row
-        counts = {"retransmissions": nr, "fast_retransmissions": int(fast.sum()),
-                  "timeout_retransmissions": int((~fast).sum()),
-                  "spurious_retransmissions": int(spurious.sum()),
-                  "dupacks": int(sum(len(x["time"]) for x in self.ev["dupack"])),
-                  "zero_windows": int(sum(len(x["time"]) for x in self.ev["zero_window"])),
-                  "out_of_order": int(sum(len(x["time"]) for x in self.ev["ooo"]))}
-        for k, v in counts.items():
-            flows[k] = np.array([v], np.int64)
-        flows = _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, np.array([x.paysum for x in self.side]))
+        # ---- flows columns
+        def per_flow(f, w=None):
+            return np.bincount(f, weights=w, minlength=F)[:F]
+
+        def event_count(name):
+            return per_flow(E[name]["flow"]).astype(np.int64) if E[name] is not None else np.zeros(F, np.int64)
+        flows["retransmissions"] = per_flow(R["fl"]).astype(np.int64)
+        flows["fast_retransmissions"] = per_flow(R["fl"][fast]).astype(np.int64)
+        flows["timeout_retransmissions"] = per_flow(R["fl"][~fast]).astype(np.int64)
+        flows["spurious_retransmissions"] = per_flow(R["fl"][spurious]).astype(np.int64)
+        flows["dupacks"] = event_count("dupack")
+        flows["zero_windows"] = event_count("zero_window")
+        flows["out_of_order"] = event_count("ooo")
+        paysum = np.stack([self.side[0].paysum, self.side[1].paysum], axis=1).ravel()
+        flows = _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, paysum)
         lost = ~spurious
-        retx_bytes = float(R["pay"][lost].sum()) if nr else 0.0
+        retx_bytes = per_flow(R["fl"][lost], R["pay"][lost].astype(np.float64))
         all_bytes = self.side[0].paysum + self.side[1].paysum
         with np.errstate(invalid="ignore", divide="ignore"):
-            flows["loss_rate"] = np.where(np.array([all_bytes]) > 0, np.array([retx_bytes]) / max(all_bytes, 1), np.nan)
-        acked_b = np.zeros(1)
+            flows["loss_rate"] = np.where(all_bytes > 0, retx_bytes / np.maximum(all_bytes, 1), np.nan)
+        acked_b = np.zeros(F)
         for a in (0, 1):
-            acked_b[0] += max(self.side[a].am, 0) - (self.side[a].am > 0)
+            am = self.side[a].am
+            acked_b += np.maximum(am, 0) - (am > 0)
         dur = flows["duration_s"]
         with np.errstate(invalid="ignore", divide="ignore"):
             flows["goodput_bps"] = np.where(dur > 0, acked_b * 8 / dur, np.nan)
         mss = np.asarray(self.f["mss"], np.int64).reshape(-1, 2)
-        ws = np.asarray(self.f["ws"], np.int64)
-        flows["mss_bytes"] = np.where(mss.max(axis=1) > 0, np.where(mss[:, 0] > 0, mss[:, 0], mss[:, 1]), np.nan)
-        flows["wscale_fwd"] = ws.reshape(-1, 2)[:, 0]
-        flows["wscale_rev"] = ws.reshape(-1, 2)[:, 1]
-        sp = np.zeros(2, bool)
-        tsok = np.zeros(2, bool)
-        for sdr, _, _, so, hts in self.syn:
-            np.logical_or.at(sp, sdr.astype(np.int64), (so & 1) != 0)
-            np.logical_or.at(tsok, sdr.astype(np.int64), ((so & 2) != 0) | hts)
-        flows["sack_permitted"] = sp.reshape(-1, 2).all(axis=1)
-        flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1)
+        ws = np.asarray(self.f["ws"], np.int64).reshape(-1, 2)
+        sp = np.zeros(2 * F, bool)
+        tsok = np.zeros(2 * F, bool)
+        for sgd, so, hts in self.syn:
+            np.logical_or.at(sp, sgd, (so & 1) != 0)
+            np.logical_or.at(tsok, sgd, ((so & 2) != 0) | hts)
+        if F:
+            flows["mss_bytes"] = np.where(mss.max(axis=1) > 0, np.where(mss[:, 0] > 0, mss[:, 0], mss[:, 1]), np.nan)
+            flows["wscale_fwd"], flows["wscale_rev"] = ws[:, 0], ws[:, 1]
+            flows["sack_permitted"] = sp.reshape(-1, 2).all(axis=1)
+            flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1)
+        else:          # what pandas made of columns set to [] in an empty frame
+            for k in ("mss_bytes", "wscale_fwd", "wscale_rev", "sack_permitted", "timestamps"):
+                flows[k] = _EMPTY
         flows.attrs["source"] = source
 
         # ---- series
-        A = self.acc
-        nb, res_ns, total = self.nb, self.res_ns, 2 * self.nb
-        check_series_rows(source, 0, nb, res_ns, total, self.rows)
+        eff = _effective_mss(mss.ravel(), np.stack([self.side[0].maxpay, self.side[1].maxpay], axis=1).ravel())
+        series = self._series(fast, spurious, lost, R, eff, rtt_t, rtt_ms, rtt_gd, rtt_method, source)
+        series.attrs.update({"source": source, "resolution_s": res_s})
+        flows.validate("flows", name="flows")
+        series.validate("tcp", name="tcp series")
+        return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
+                           attrs={"tcp_packets": int(self.rows)})
+
+    def _series(self, fast, spurious, lost, R, eff, rtt_t, rtt_ms, rtt_gd, rtt_method, source):
+        """The series frame from the bin sums and the retransmissions (bins of ``R["bin_row"]``)."""
+        A, res_ns, total, nb = self.acc, self.res_ns, self.total, self.nb
+        if self.rows == 0:
+            return Columns({"time": utc_times([]), "flow": _EMPTY, "direction": direction_column([])})
 
         def acc(rows, w=None):
             return np.bincount(rows, weights=w, minlength=total)[:total]
@@ -616,15 +719,9 @@ class FlowStream:
             out["loss_rate"] = np.where(pay_b > 0, retx_b / np.maximum(pay_b, 1), np.nan)
             out["rwnd_bytes"] = np.where(A["rw_n"] > 0, A["rw_sum"] / np.maximum(A["rw_n"], 1), np.nan)
             out["inflight_bytes"] = np.where(A["infl_c"] > 0, A["infl_s"] / np.maximum(A["infl_c"], 1), np.nan)
-        eff = _effective_mss(mss.ravel(), np.array([x.maxpay for x in self.side], np.int64))
-        series = _series_frame(out, eff, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow=1, nb=np.array([nb]),
-                               offset=np.array([0]), start_bin=np.array([self.start_bin]),
-                               end_bin=np.array([self.start_bin + nb - 1]), res_ns=res_ns)
-        series.attrs.update({"source": source, "resolution_s": res_s})
-        flows.validate("flows", name="flows")
-        series.validate("tcp", name="tcp series")
-        return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
-                           attrs={"packets": int(self.f["packets"]), "tcp_packets": int(self.rows)})
+        return _series_frame(out, eff, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow=self.nflow, nb=nb,
+                             offset=self.offset, start_bin=self.start_bin, end_bin=self.start_bin + nb - 1,
+                             res_ns=res_ns)
 
 
 def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, feed=None):
@@ -808,10 +905,78 @@ def _settle(f: dict) -> dict:
     return f
 
 
+def first_arrays(f: dict) -> dict:
+    """The firsts of one flow (:func:`first_pass`, :func:`first_from_census`) as the arrays
+    over one flow that :class:`FlowStream` takes."""
+    return {"base": np.asarray(f["base"], np.int64), "irtt": np.array([f["irtt"]], np.int64),
+            "t_first": np.array([f["t_first"]], np.int64), "t_last": np.array([f["t_last"]], np.int64),
+            "present": np.ones(1, bool), "rows": int(f["packets"]), "ws": np.asarray(f["ws"], np.int64), "mss": np.asarray(f["mss"], np.int64),
+            "shift": np.asarray(f["shift"], np.int64)}
+
+
+def first_of_rows(fl, dr, t, seq, flags, syn_rows, wscale_syn, mss_syn, nflow: int) -> dict:
+    """:func:`first_pass` of ``nflow`` flows from their rows in flow-major order, time order
+    inside (``fl`` flow, ``dr`` direction; ``wscale_syn``/``mss_syn`` of the SYN rows
+    ``syn_rows``), as :class:`FlowStream` takes it: ISN per flow and direction (first SYN's
+    sequence number, else first row's), handshake RTT (first pure SYN to the forward side's
+    first plain ACK; 3 ms without), window scale and MSS from the SYNs (the last one
+    announcing it; the scale applied only when both sides announced one), first and last
+    time (flows without rows: not ``present``)."""
+    ngd = 2 * nflow
+    base = np.zeros(ngd, np.int64)
+    for d in (0, 1):
+        idx = np.flatnonzero(dr == d)
+        if len(idx):
+            f = fl[idx]
+            st = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+            base[2 * f[st].astype(np.int64) + d] = seq[idx[st]]
+    gd = 2 * fl[syn_rows].astype(np.int64) + dr[syn_rows]
+    if len(syn_rows):
+        gs, fi = np.unique(gd, return_index=True)
+        base[gs] = seq[syn_rows[fi]]
+    ws = np.full(ngd, -1, np.int64)
+    ok = wscale_syn >= 0
+    ws[gd[ok]] = wscale_syn[ok]
+    both = (ws.reshape(-1, 2) >= 0).all(axis=1) if ngd else np.zeros(0, bool)
+    mss = np.zeros(ngd, np.int64)
+    ok = mss_syn > 0
+    mss[gd[ok]] = mss_syn[ok]
+    t_first = np.zeros(nflow, np.int64)
+    t_last = np.zeros(nflow, np.int64)
+    present = np.zeros(nflow, bool)
+    if len(fl):
+        st = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])
+        en = np.r_[st[1:] - 1, len(fl) - 1]
+        t_first[fl[st]], t_last[fl[en]], present[fl[st]] = t[st], t[en], True
+    return {"base": base, "irtt": _handshake_rtt_ns(fl, dr, t, flags, nflow), "t_first": t_first,
+            "t_last": t_last, "present": present, "rows": len(fl), "ws": ws, "mss": mss,
+            "shift": np.where(np.repeat(both, 2), np.maximum(ws, 0), 0)}
+
+
+def _handshake_rtt_ns(fl, dr, t, flags, nflow) -> np.ndarray:
+    """Per flow: time from the first pure SYN to the first plain ACK of the forward side (the
+    handshake RTT seen at the capture point); 3 ms where the handshake was not captured."""
+    out = np.full(nflow, 3_000_000, np.int64)
+    syn = np.flatnonzero((flags & (SYN | ACK)) == SYN)
+    if not len(syn):
+        return out
+    f_syn, i = np.unique(fl[syn], return_index=True)
+    t_syn = np.full(nflow, -1, np.int64)
+    t_syn[f_syn] = t[syn[i]]
+    ackp = np.flatnonzero(((flags & (SYN | ACK)) == ACK) & (dr == 0))
+    if len(ackp):
+        f_ack, j = np.unique(fl[ackp], return_index=True)
+        ok = t_syn[f_ack] >= 0
+        rtt = t[ackp[j]] - t_syn[f_ack]
+        good = ok & (rtt > 0)
+        out[f_ack[good]] = rtt[good]
+    return out
+
+
 def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, lateness_ns: int,
                            chunk_rows: int, census: dict, others=None, feed=None) -> list:
     """The analyses of TCP flows ``pflows`` (provisional ids, :func:`._tcpinput.read_columns`)
-    of a capture, each in time chunks of ``chunk_rows`` packets with its own state, all in
+    of a capture, each in time chunks of ``chunk_rows`` packets with its own engine, all in
     ONE pass over the capture (a capture of several long flows is read once, not once per
     flow); what each flow's first packets fix comes from the ``census`` of the capture.
     ``others`` (a :class:`._tcpinput.GroupGatherer` or None) gathers other flows' packets
@@ -820,13 +985,24 @@ def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, latenes
     capture for ``others`` and ``feed``."""
     firsts = [first_from_census(census, int(p)) for p in pflows]
     res_ns = int(round(res_s * 1e9))
-    streams = [FlowStream(first, res_ns) for first in firsts]
+    streams = [FlowStream(first_arrays(first), res_ns, str(path)) for first in firsts]
     infos: list = [{} for _ in pflows]
     for k, c in _flows_time_chunks(path, pflows, salvage=salvage, lateness_ns=lateness_ns,
                                    chunk_rows=chunk_rows, infos=infos, others=others, feed=feed):
-        c["t"] = c.pop("ts_ns")
-        streams[k].chunk(c)
+        streams[k].chunk(stream_chunk(c, firsts[k]["fwd_swap"]))
     return [_finish(stream, first, info, path, res_s) for stream, first, info in zip(streams, firsts, infos)]
+
+
+def stream_chunk(c: dict, fwd_swap: int) -> dict:
+    """The engine's chunk (:meth:`FlowStream.chunk`) of one flow from rows of
+    :func:`_flows_time_chunks` (endpoint-order bit ``swap``; ``fwd_swap``: that of the
+    forward side)."""
+    c["t"] = c.pop("ts_ns")
+    c["dr"] = (c.pop("swap").astype(np.int8) != fwd_swap).astype(np.int8)
+    c["fl"] = np.zeros(len(c["t"]), np.int32)
+    c["packet"] = c.pop("ipidx")
+    c["synopt"] = c["synopt"][(c["flags"] & SYN) != 0]
+    return c
 
 
 def _finish(stream, first: dict, info: dict, path, res_s: float) -> TcpAnalysis:
@@ -843,4 +1019,6 @@ def _finish(stream, first: dict, info: dict, path, res_s: float) -> TcpAnalysis:
                          proto=np.array([6]), start=np.array([first["t_first"]]),
                          endt=np.array([first["t_last"]]),
                          pk=np.array(first["pk"]).reshape(2, 1), by=np.array(first["by"], np.float64).reshape(2, 1), ecn=first["ecn"])
-    return stream.finish(flows, str(path), res_s)
+    a = stream.finish(flows, str(path), res_s)
+    a.attrs["packets"] = int(first["packets"])
+    return a

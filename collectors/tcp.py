@@ -1,9 +1,10 @@
-"""Per-flow TCP analysis from a ``packets`` frame: flows, events and time series.
+"""Per-flow TCP analysis of a capture or a ``packets`` frame: flows, events and time series.
 
-Everything is computed with whole-array numpy operations over the packets sorted by
-connection; no per-packet Python loop. Sequence and ACK numbers are made relative to
-each direction's initial sequence number (its SYN, else its first packet) and unwrapped
-past 2**32, so transfers of any size work.
+The rows go through the TCP engine (:mod:`._tcpstream`: the rules below, once; whole-array
+numpy operations over a chunk's rows of many flows, no per-packet Python loop): a capture
+or flow group that fits as one chunk, a flow longer than ``max_packets`` in time chunks.
+Sequence and ACK numbers are made relative to each direction's initial sequence number
+(its SYN, else its first packet) and unwrapped past 2**32, so transfers of any size work.
 
 Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs it)
 
@@ -54,13 +55,8 @@ from airlink.core.units import parse_duration
 
 from ._columns import Coded, Columns
 from ._decode import ecn_counts
-from ._tcparrays import (ACK, FIN, OFF, SYN, _effective_mss, _first_with_key, _grouped_cummax,
-                         _recovery, _shift_in_group, _ts_echo_pairs, _unwrap)
-from ._tcpframes import (_EMPTY, EVENTS, FLOW_KEYS, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis,
-                         _events_frame, _flows_frame, _rtt_columns, _series, event_rows, spurious_reasons,
-                         time_ns)
-from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
-                        eifel_older, karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
+from ._tcparrays import SYN
+from ._tcpframes import EVENTS, FLOW_KEYS, TcpAnalysis, _flows_frame, time_ns
 
 
 _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
@@ -327,379 +323,43 @@ def _from_columns(raw: dict, flows_ready=None):
     return c, flows, n
 
 
+def _engine_rows(c: dict, nflow: int):
+    """(firsts, rows): what :class:`._tcpstream.FlowStream` takes - the flows' firsts
+    (:func:`._tcpstream.first_of_rows`) and the chunk's columns - from the TCP rows ``c``
+    of :func:`_from_columns` or :func:`_from_frame` (emptied) of ``nflow`` flows."""
+    from ._tcpstream import first_of_rows
+    dr = c.pop("dr").astype(np.int8)
+    first = first_of_rows(c["fl"], dr, c["t"], c["seq"], c["flags"], c["syn_rows"], c.pop("wscale_syn"),
+                          c.pop("mss_syn"), nflow)
+    rows = {"dr": dr, "synopt": c.pop("so_syn")}
+    del c["syn_rows"]
+    for key, name in (("t", "t"), ("fl", "fl"), ("flags", "flags"), ("payload", "pay"), ("seq", "seq"),
+                      ("ack", "ackraw"), ("window", "win"), ("tsval", "tsval"), ("tsecr", "tsecr"),
+                      ("has_ts", "has_ts"), ("dsack", "dsack"), ("dsack_left", "dsack_left"), ("ip_len", "iplen"),
+                      ("packet", "order")):
+        rows[key] = c.pop(name)
+    return first, rows
+
+
 def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAnalysis:
-    res_ns = int(round(res_s * 1e9))
-    nflow = len(flows)
-    order, fl, dr, t, iplen_o = c.pop("order"), c.pop("fl"), c.pop("dr"), c.pop("t"), c.pop("iplen")
-    gd = fl * 2 + dr                                             # data direction group
-    seq, ackraw, flags, pay, win = c.pop("seq"), c.pop("ackraw"), c.pop("flags"), c.pop("pay"), c.pop("win")
-    tsval, tsecr, has_ts = c.pop("tsval"), c.pop("tsecr"), c.pop("has_ts")
-    dsack, dsack_left = c.pop("dsack"), c.pop("dsack_left")
-    syn_rows, wscale_syn, mss_syn, so_syn = c.pop("syn_rows"), c.pop("wscale_syn"), c.pop("mss_syn"), \
-        c.pop("so_syn")
-    dr = dr.astype(np.int8)
-    n = len(order)
-    ngd = 2 * nflow
-
-    is_syn = (flags & SYN) != 0
-    has_ack = (flags & ACK) != 0
-    # rows of each direction, in flow order (flows contiguous): no sort needed
-    dir_idx = {d: np.flatnonzero(dr == d) for d in (0, 1)}
-    # ISN per data direction: first SYN's seq, else first packet's seq
-    base = np.zeros(ngd, np.int64)
-    for d in (0, 1):
-        idx = dir_idx[d]
-        if len(idx):
-            f = fl[idx]
-            st = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
-            base[2 * f[st] + d] = seq[idx[st]]
-    syn_idx = np.flatnonzero(is_syn)
-    if len(syn_idx):
-        gs, fi = np.unique(gd[syn_idx], return_index=True)
-        base[gs] = seq[syn_idx[fi]]
-    base_peer = base.reshape(-1, 2)[:, ::-1].ravel() if ngd else base   # base_peer[g] = base[g ^ 1]
-    # relative, unwrapped sequence and ACK numbers (ACKs in the peer's sequence space)
-    rel = np.empty(n, np.int64)
-    rela = np.empty(n, np.int64)
-    for d in (0, 1):
-        idx = dir_idx[d]
-        if not len(idx):
-            continue
-        g = fl[idx] * 2 + d
-        rel[idx] = _unwrap(seq[idx], g, base)
-        # rows without ACK count as relative 0 in the unwrap chain (and become -1 below)
-        rela[idx] = _unwrap(np.where(has_ack[idx], ackraw[idx], base_peer.astype(np.uint32)[g]), g,
-                            base_peer)
-    idx = g = None
-    del seq, ackraw, dir_idx
-    end = segment_ends(rel, pay, flags)
-    rela[~has_ack] = -1
-
-    # ---- running state in flow-time order, per direction
-    fl_groups = fl
-    first_of_flow = np.empty(n, bool)
-    first_of_flow[:1] = True
-    np.not_equal(fl[1:], fl[:-1], out=first_of_flow[1:])
-    ack_max = {}
-    flow_starts = np.flatnonzero(first_of_flow)
-    for d in (0, 1):
-        ack_max[d] = _grouped_cummax(rela, fl, (dr == d) & has_ack, flow_starts)  # ACKs sent by d
-
-    # snd_max (highest sequence sent so far) of the row's own direction just before the row;
-    # one direction's running maximum at a time, and computed again for the in-flight
-    # series (cheaper than keeping 16 bytes per packet through the RTT step, the peak)
-    smb_own = np.empty(n, np.int64)
-    if n:
-        smb_own[0] = -1
-        for d in (0, 1):
-            sm = _grouped_cummax(end, fl, dr == d, flow_starts)
-            np.copyto(smb_own[1:], sm[:-1], where=dr[1:] == d)
-            del sm
-        smb_own[first_of_flow] = -1
-
-    def rev_at(idx):
-        """Highest cumulative ACK of the reverse direction at rows idx (inclusive)."""
-        return np.where(dr[idx] == 0, ack_max[1][idx], ack_max[0][idx])
-
-    def rev_before(idx):
-        prev = np.maximum(idx - 1, 0)
-        v = np.where(dr[idx] == 0, ack_max[1][prev], ack_max[0][prev])
-        return np.where((idx > 0) & (fl[prev] == fl[idx]), v, -1)
-
-    data = pay > 0
-    keepalive, below = keepalives_and_below(rel, smb_own, pay, flags)
-
-    # ---- duplicate ACKs and zero windows (sent by this row's direction)
-    dupack = duplicate_acks(dr, rela, win, dupack_candidates(rel, smb_own, pay, flags, has_ack, win), keepalive,
-                            fl=fl)
-    del keepalive
-    zero_win = zero_windows(win, flags)
-
-    # positions of ACK advances and of duplicate ACKs per acking direction
-    reset_pos, dup_pos = {}, {}
-    for a in (0, 1):
-        m = dr == a
-        reset_pos[a] = np.flatnonzero((m & has_ack & (rela > _shift_in_group(ack_max[a], fl, -1))) | first_of_flow)
-        dup_pos[a] = np.flatnonzero(dupack & m)
-        del m
-    del first_of_flow
-
-    # Out of order (tshark's rule, _tcprules.out_of_order): reordered on the way to the
-    # capture point, not resent.
-    ooo = np.zeros(n, bool)
-    bi = np.flatnonzero(below)
-    if len(bi):
-        irtt = _handshake_rtt_ns(fl, dr, t, flags, nflow)
-        dup_c, ackr_c, arb_c = dups_since_advance(bi, dr, reset_pos, dup_pos), rev_at(bi), rev_before(bi)
-        for d in (0, 1):
-            sel = dr[bi] == d
-            cand = bi[sel]
-            if not len(cand):
-                continue
-            advpos = np.flatnonzero((dr == d) & (end > smb_own))   # rows that advanced snd_max
-            k = np.searchsorted(advpos, cand, "right") - 1
-            ok = k >= 0
-            q = advpos[np.maximum(k, 0)] if len(advpos) else cand
-            ok &= fl[q] == fl[cand]
-            ooo[cand[out_of_order(t[cand] - t[q], ok, irtt[fl[cand]], dup_c[sel], ackr_c[sel], arb_c[sel],
-                                  rel[cand], end[cand], smb_own[cand], data[cand])]] = True
-            del advpos                   # a row number per packet of d: not kept to the RTT step
-    del end
-
-    retx = below & ~ooo
-    ri_all = np.flatnonzero(retx)
-    fast = np.zeros(n, bool)
-    if len(ri_all):
-        fast[ri_all[dups_since_advance(ri_all, dr, reset_pos, dup_pos) >= 2]] = True
-        _recovery(ri_all, dr, fl, fast, rev_at(ri_all), smb_own)
-    timeout = retx & ~fast
-    del smb_own, below, reset_pos, dup_pos
-
-    # ---- spurious retransmissions
-    spur_acked = np.zeros(n, bool)
-    if len(ri_all):
-        spur_acked[ri_all] = segment_ends(rel[ri_all], pay[ri_all], flags[ri_all]) <= rev_before(ri_all)
-    spur_eifel = np.zeros(n, bool)
-    spur_dsack = np.zeros(n, bool)
-    ri = np.flatnonzero(retx & ~spur_acked & has_ts)
-    if len(ri):
-        for d in (0, 1):
-            rr = ri[dr[ri] == d]
-            if not len(rr):
-                continue
-            am = ack_max[1 - d]                                   # monotone within flow
-            key = fl_groups * OFF + am + 1
-            q = np.searchsorted(key, fl_groups[rr] * OFF + segment_ends(rel[rr], pay[rr], flags[rr]) + 1, side="left")
-            ok = (q < n)
-            q = np.minimum(q, n - 1)
-            ok &= (fl_groups[q] == fl_groups[rr]) & (q > rr) & has_ts[q]
-            spur_eifel[rr[ok & eifel_older(tsval[rr], tsecr[q])]] = True
-            del key                      # 8 bytes per packet: not kept to the RTT step (the peak)
-    di = np.flatnonzero(dsack)
-    rtx_idx = np.flatnonzero(retx)
-    if len(di) and len(rtx_idx):
-        dgd = gd[di] ^ 1                          # DSACK from direction a reports data of a ^ 1
-        dl = dsack_edges(dsack_left[di], base[dgd], rela[di])
-        spur_dsack[rtx_idx[dsack_reported(gd[rtx_idx] * OFF + rel[rtx_idx], rtx_idx, dgd * OFF + dl, di)]] = True
-    # only data segments are judged (a SYN or FIN sent again is never called spurious)
-    spur_acked &= data
-    spur_eifel &= data
-    spur_dsack &= data
-    spurious = retx & (spur_acked | spur_eifel | spur_dsack)
-    del dsack, dsack_left
-
-    # ---- RTT samples
-    rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = _rtt_samples(t, order, fl, dr, gd, rel, pay, flags, is_syn, rela, has_ack,
-                                                             ack_max, retx, data, has_ts, tsval, tsecr)
-
-    # no longer needed: free before the series (the memory peak)
-    has_ts_syn = has_ts[syn_rows]
-    del tsval, tsecr, has_ts
-    # ---- window scaling (from SYNs: applied only when both sides offered it)
-    ws = np.full(ngd, -1, np.int64)
-    si = syn_rows[wscale_syn >= 0]
-    if len(si):
-        ws[gd[si]] = wscale_syn[wscale_syn >= 0]
-    both = (ws.reshape(-1, 2) >= 0).all(axis=1) if ngd else np.zeros(0, bool)
-    shift = np.where(np.repeat(both, 2), np.maximum(ws, 0), 0)
-    rwnd = np.where(is_syn, win, win << shift[gd])
-    del win
-    mss = np.zeros(ngd, np.int64)
-    mi = syn_rows[mss_syn > 0]
-    if len(mi):
-        mss[gd[mi]] = mss_syn[mss_syn > 0]
-    # effective MSS per data direction: the peer's announced MSS, else the largest payload
-    maxpay = np.zeros(ngd, np.int64)
-    for d in (0, 1):                     # rows of one direction keep flows contiguous
-        rows = np.flatnonzero(dr == d)
-        if len(rows):
-            f = fl[rows]
-            st = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
-            maxpay[2 * f[st].astype(np.int64) + d] = np.maximum.reduceat(pay[rows], st)
-            del f, st
+    """The analysis of the TCP rows ``c`` (:func:`_from_columns`, :func:`_from_frame`: flow
+    order, time order inside) of the flows ``flows``, as ONE chunk of the TCP engine
+    (:class:`._tcpstream.FlowStream`) over all of them."""
+    from ._tcpstream import FlowStream
+    first, rows = _engine_rows(c, len(flows))
+    del c
+    n = len(rows["t"])
+    stream = FlowStream(first, int(round(res_s * 1e9)), source)
+    stream.chunk(rows)
     del rows
-    eff_mss = _effective_mss(mss, maxpay)
-
-    # in flight per data direction, evaluated at every packet of the flow (one at a time;
-    # int64, turned into float64 by the weighted bincount)
-    def infl(d):
-        """In flight of data direction d at every row (int64): snd_max[d] - ack_max[1 - d].
-        Called once per direction, in order, last: drops ack_max[1 - d] (and the segment
-        ends after direction 1); computed in the buffers of the two running maxima."""
-        sm = _grouped_cummax(ends[0], fl, dr == d, flow_starts)
-        if d == 1:
-            ends.clear()
-        am = ack_max.pop(1 - d)
-        neg = sm < 0
-        np.maximum(am, 0, out=am)
-        np.subtract(sm, am, out=sm)
-        del am
-        np.maximum(sm, 0, out=sm)
-        sm[neg] = 0
-        return sm
-
-    # ---- events frame
-    ev_parts = []
-    oi_ = np.flatnonzero(ooo)
-    if len(oi_):
-        ev_parts.append(event_rows("out_of_order", time=t[oi_], packet=order[oi_], flow=fl[oi_],
-                                   direction=dr[oi_], seq=rel[oi_], payload_bytes=pay[oi_]))
-    ri = np.flatnonzero(retx)
-    if len(ri):
-        ev_parts.append(event_rows("retransmission", time=t[ri], packet=order[ri], flow=fl[ri], direction=dr[ri],
-                                   kind=np.where(fast[ri], KIND_FAST, KIND_TIMEOUT), seq=rel[ri],
-                                   payload_bytes=pay[ri], spurious=spurious[ri],
-                                   spurious_reason=spurious_reasons(spur_acked[ri], spur_eifel[ri], spur_dsack[ri])))
-    if len(rtt_t):
-        ev_parts.append(event_rows("rtt", time=rtt_t, packet=rtt_pk, flow=rtt_gd // 2, direction=rtt_gd % 2,
-                                   kind=KIND_RTT + rtt_method, rtt_ms=rtt_ms))
-    for mask, kind in ((dupack, "dupack"), (zero_win, "zero_window")):
-        ii = np.flatnonzero(mask)
-        if len(ii):   # reported on the data direction they concern (the reverse of the sender)
-            ev_parts.append(event_rows(kind, time=t[ii], packet=order[ii], flow=fl[ii], direction=dr[ii] ^ 1,
-                                       seq=rela[ii]))
-    events = _events_frame(ev_parts, source)
-    del order, ev_parts
-
-
-    # ---- per-flow totals
-    def per_flow(mask, weights=None):
-        return np.bincount(fl[mask], weights=None if weights is None else weights[mask],
-                           minlength=nflow)[:nflow] if nflow else np.zeros(0)
-    flows["retransmissions"] = per_flow(retx).astype(np.int64)
-    flows["fast_retransmissions"] = per_flow(retx & fast).astype(np.int64)
-    flows["timeout_retransmissions"] = per_flow(timeout).astype(np.int64)
-    flows["spurious_retransmissions"] = per_flow(spurious).astype(np.int64)
-    flows["dupacks"] = per_flow(dupack).astype(np.int64)
-    flows["zero_windows"] = per_flow(zero_win).astype(np.int64)
-    flows["out_of_order"] = per_flow(ooo).astype(np.int64)
-    flows = _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, np.bincount(gd, weights=pay, minlength=ngd))
-    retx_bytes = per_flow(retx & ~spurious, pay)
-    all_bytes = per_flow(data, pay)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        flows["loss_rate"] = np.where(all_bytes > 0, retx_bytes / np.maximum(all_bytes, 1), np.nan)
-    # goodput over the flow's life: acked bytes in both directions / duration
-    acked = np.zeros(nflow)
-    for a in (0, 1):
-        am = ack_max[a]
-        last = np.flatnonzero(np.r_[fl[1:] != fl[:-1], True]) if n else np.zeros(0, np.int64)
-        acked[fl[last]] += np.maximum(am[last], 0) - (am[last] > 0)
-    dur = flows["duration_s"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        flows["goodput_bps"] = np.where(dur > 0, acked * 8 / dur, np.nan)
-    flows["mss_bytes"] = np.where(mss.reshape(-1, 2).max(axis=1) > 0,
-                                  np.where(mss.reshape(-1, 2)[:, 0] > 0, mss.reshape(-1, 2)[:, 0],
-                                           mss.reshape(-1, 2)[:, 1]), np.nan) if nflow else _EMPTY
-    flows["wscale_fwd"] = ws.reshape(-1, 2)[:, 0] if nflow else _EMPTY
-    flows["wscale_rev"] = ws.reshape(-1, 2)[:, 1] if nflow else _EMPTY
-    sp = np.zeros(ngd, bool)
-    tsok = np.zeros(ngd, bool)
-    si = np.flatnonzero(is_syn)
-    np.logical_or.at(sp, gd[si], (so_syn & 1) != 0)
-    np.logical_or.at(tsok, gd[si], ((so_syn & 2) != 0) | has_ts_syn)
-    flows["sack_permitted"] = sp.reshape(-1, 2).all(axis=1) if nflow else _EMPTY
-    flows["timestamps"] = tsok.reshape(-1, 2).all(axis=1) if nflow else _EMPTY
-    tcpflow = flows["proto"] == 6
-    for c in ("retransmissions", "fast_retransmissions", "timeout_retransmissions",
-              "spurious_retransmissions", "dupacks", "zero_windows", "rtt_samples", "out_of_order"):
-        flows[c][~tcpflow] = 0
-
-    # ---- regular series per (flow, direction)
-    flows.attrs["source"] = source
-    ends = [segment_ends(rel, pay, flags)]          # for infl()
-    del rel, gd, flags, is_syn, data, spur_acked, spur_eifel, spur_dsack, ooo
-    # per-packet arrays handed over in a dict: the series drops each after its last use
-    per_packet = {"t": t, "pay": pay, "iplen": iplen_o, "rela": rela, "rwnd": rwnd}
-    del t, pay, iplen_o, rela, rwnd, am
-    series = _series(fl, dr, per_packet, retx, fast, timeout, spurious, dupack, zero_win,
-                     ack_max, infl, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, nflow, res_ns, flows)
-    series.attrs.update({"source": source, "resolution_s": res_s})
-    flows.attrs["source"] = source
+    a = stream.finish(flows, source, res_s)
     # flow numbers absent from a filtered packets frame: no row
+    flows = a.output("flows")
     seen = (flows["packets_fwd"] + flows["packets_rev"]) > 0
     if not seen.all():
-        flows = flows.take(seen)
-    flows.validate("flows", name="flows")
-    series.validate("tcp", name="tcp series")
-    return TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=source,
-                       attrs={"packets": int(n_packets), "tcp_packets": int(n)})
-
-
-def _rtt_samples(t, order, fl, dr, gd, rel, pay, flags, is_syn, rela, has_ack, ack_max, retx, data, has_ts,
-                 tsval, tsecr):
-    """RTT samples of :func:`_analyze` (the module notes' two methods) as (time, RTT ms,
-    data direction group, method 0 seq/ACK 1 timestamp, packet) arrays, from its rows in
-    flow-time order: ``fl``, ``dr`` flow and direction, ``gd`` = 2 * flow + direction,
-    ``rel``/``rela`` relative sequence/ACK numbers (-1: no ACK), ``ack_max[a]`` the
-    running ACK maximum of direction ``a``, ``retx``/``data`` masks, ``order`` each row's
-    packet number."""
-    rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk = [], [], [], [], []
-    orig = (data | is_syn) & ~retx          # SYNs are timed too (tshark does): the handshake gives both halves
-    # Karn: originals whose first byte was later retransmitted (judged for matched
-    # segments only, against the sorted keys of every retransmission)
-    retx_keys = np.sort(gd[retx] * OFF + rel[retx])
-
-    # number of retransmissions of each data direction so far (flow order)
-    retx_pos = {d: np.flatnonzero(retx & (dr == d)) for d in (0, 1)}
-    # ACKs that advance their direction's cumulative ACK
-    newacks = {}
-    for a in (0, 1):
-        newacks[a] = np.flatnonzero((dr == a) & has_ack & (rela > 0)
-                                    & (rela > _shift_in_group(ack_max[a], fl, -1)))
-    for a in (0, 1):
-        d = 1 - a                                    # the data direction these ACKs cover
-        ai = newacks[a]
-        oi = np.flatnonzero(orig & (dr == d))
-        if not len(ai) or not len(oi):
-            continue
-        # the first segment of d (in flow-time order) ending where the ACK points
-        keys = fl[oi].astype(np.int64)      # flow * OFF + segment end, in place
-        keys *= OFF
-        keys += rel[oi]
-        keys += pay[oi]
-        keys += is_syn[oi]
-        keys += (flags[oi] & FIN) != 0
-        q = fl[ai].astype(np.int64)
-        q *= OFF
-        q += rela[ai]
-        keys_rows = [keys, oi]
-        del keys, oi
-        hit, seg = _first_with_key(keys_rows, q)
-        del q
-        hit &= seg < ai
-        ai, seg = ai[hit], seg[hit]
-        rp = retx_pos[d]
-        ok = ~karn_voided(gd[seg] * OFF + rel[seg], retx_keys) & (np.searchsorted(rp, ai) == np.searchsorted(rp, seg))
-        ai, seg = ai[ok], seg[ok]
-        rtt_t.append(t[ai])
-        rtt_pk.append(order[ai])
-        rtt_ms.append((t[ai] - t[seg]) / 1e6)
-        rtt_gd.append(gd[seg])
-        rtt_method.append(np.zeros(len(ai), np.int8))
-    del orig
-    # timestamp echo: the first segment of one direction that echoes TSecr = v, against
-    # the first segment of the other direction with TSval = v (data, pure ACK or SYN:
-    # a receiver's ACKs echoed by the sender's data time the sender's side of the path)
-    for a in (0, 1):
-        ai, seg = _ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a)
-        rtt_t.append(t[ai])
-        rtt_pk.append(order[ai])
-        rtt_ms.append((t[ai] - t[seg]) / 1e6)
-        rtt_gd.append(gd[seg])
-        rtt_method.append(np.ones(len(ai), np.int8))
-    if rtt_t:
-        rtt_t = np.concatenate(rtt_t)
-        rtt_ms = np.concatenate(rtt_ms)
-        rtt_gd = np.concatenate(rtt_gd).astype(np.int64)
-        rtt_method = np.concatenate(rtt_method)
-        rtt_pk = np.concatenate(rtt_pk).astype(np.int64)
-    else:
-        rtt_pk = np.zeros(0, np.int64)
-        rtt_t = np.zeros(0, np.int64)
-        rtt_ms = np.zeros(0)
-        rtt_gd = np.zeros(0, np.int64)
-        rtt_method = np.zeros(0, np.int8)
-    return rtt_t, rtt_ms, rtt_gd, rtt_method, rtt_pk
+        a._frames["flows"] = flows.take(seen)
+    a.attrs = {"packets": int(n_packets), "tcp_packets": int(n)}
+    return a
 
 
 def _census_flows(census: dict):
@@ -855,26 +515,6 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
                            **({"problem": census["problem"]} if census["problem"] else {})})
     a.max_lateness_ns = int(census["lateness_ns"])
     return a
-
-
-def _handshake_rtt_ns(fl, dr, t, flags, nflow) -> np.ndarray:
-    """Per flow: time from the first SYN to the first plain ACK of the same side (the
-    handshake RTT seen at the capture point); 3 ms where the handshake was not captured."""
-    out = np.full(nflow, 3_000_000, np.int64)
-    syn = np.flatnonzero((flags & (SYN | ACK)) == SYN)
-    if not len(syn):
-        return out
-    f_syn, i = np.unique(fl[syn], return_index=True)
-    t_syn = np.full(nflow, -1, np.int64)
-    t_syn[f_syn] = t[syn[i]]
-    ackp = np.flatnonzero(((flags & (SYN | ACK)) == ACK) & (dr == 0))
-    if len(ackp):
-        f_ack, j = np.unique(fl[ackp], return_index=True)
-        ok = t_syn[f_ack] >= 0
-        rtt = t[ackp[j]] - t_syn[f_ack]
-        good = ok & (rtt > 0)
-        out[f_ack[good]] = rtt[good]
-    return out
 
 
 def _first_index(groups, ngroups) -> np.ndarray:

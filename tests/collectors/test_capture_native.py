@@ -237,40 +237,9 @@ def test_decoder_same_fields_real_and_fuzzed(shared_data, monkeypatch, tmp_path)
             decoded_both(f, monkeypatch, chunk=int(rng.choice([4099, 65536, 1 << 20])))
 
 
-def test_ts_echo_pairs_same_in_c(monkeypatch):
-    """The timestamp-echo RTT pairs in C (hash tables per flow) against the numpy sort of
-    every candidate's key, on seeded random flows: repeated, missing and out-of-order
-    values, rows without timestamps or ACK, echoes before the segment they echo."""
-    import airlink.collectors._tcparrays as arrays
-    rng = np.random.default_rng(11)
-    for trial in range(400):
-        m = int(rng.integers(1, 300))
-        fl = np.sort(rng.integers(0, 5, m)).astype(np.int32)
-        dr = rng.integers(0, 2, m).astype(np.int8)
-        has_ts, has_ack = rng.random(m) < 0.8, rng.random(m) < 0.9
-        tsval = rng.integers(0, 25, m).astype(np.uint32)
-        tsecr = rng.integers(0, 25, m).astype(np.uint32)
-        if trial % 3 == 0:                           # mostly repeated, increasing values
-            tsval = np.sort(tsval)
-            tsecr = np.maximum(tsval.astype(np.int64) - 1, 0).astype(np.uint32)
-        for a in (0, 1):
-            monkeypatch.setattr(arrays, "_records", _capture._records)
-            got = arrays._ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a)
-            monkeypatch.setattr(arrays, "_records", None)
-            ref = arrays._ts_echo_pairs(fl, dr, has_ts, has_ack, tsval, tsecr, a)
-            assert len(ref[0]) == len(got[0]), trial
-            for x, y in zip(got, ref):
-                np.testing.assert_array_equal(x, y)
-    # rows not in flow-major order: the numpy way (the C function refuses them)
-    fl = np.array([1, 0], np.int32)
-    with pytest.raises(ValueError, match="flow-major"):
-        _capture._records.ts_echo(fl, np.zeros(2, np.int8), np.ones(2, bool), np.ones(2, bool),
-                                  np.zeros(2, np.uint32), np.zeros(2, np.uint32), 0)
-
-
 def test_tcp_analysis_same_with_c_loops(shared_data, monkeypatch):
-    """The whole analysis of real captures is the same with the C loops (timestamp echo,
-    unwrapping, running maxima) as with numpy."""
+    """The whole analysis of real captures is the same with the C loops (unwrapping,
+    running maxima) as with numpy."""
     import pandas as pd
 
     import airlink.collectors._tcparrays as arrays

@@ -54,14 +54,23 @@ def test_duplicate_acks_repeat_the_previous_row_unless_answering_a_keepalive():
     # row 1: its direction's first row; row 2 repeats it; rows 4 and 5 repeat it too but
     # the other side's previous row (3) is a keep-alive: they answer it
     assert duplicate_acks(dr, rela, win, cand, keepalive).tolist() == [False, False, True, False, False, False]
-    # what a chunk carries: row 1 repeats direction 1's earlier row
-    assert duplicate_acks(dr, rela, win, cand, keepalive, prev=(None, (100, 50))).tolist()[:3] == [False, True, True]
+    # what a chunk carries (per direction, arrays over the flows: sent a row before, its
+    # ACK and window, keep-alive or not (-1: no row)): row 1 repeats direction 1's earlier row
+    none = (np.array([False]), np.array([0]), np.array([0]), np.array([-1], np.int8))
+    d1 = (np.array([True]), np.array([100]), np.array([50]), np.array([0], np.int8))
+    assert duplicate_acks(dr, rela, win, cand, keepalive, carry=[none, d1]).tolist()[:3] == [False, True, True]
     # ... unless direction 0's last earlier row was a keep-alive (no row of 0 before row 1 here)
     dr2 = np.array([1, 1, 0, 1])
     r2 = np.array([100, 100, 0, 100])
-    got = duplicate_acks(dr2, r2, np.full(4, 50), np.ones(4, bool), np.zeros(4, bool), prev=(None, (100, 50)),
-                         ka=(True, None))
+    ka0 = (np.array([True]), np.array([7]), np.array([50]), np.array([1], np.int8))
+    got = duplicate_acks(dr2, r2, np.full(4, 50), np.ones(4, bool), np.zeros(4, bool), carry=[ka0, d1])
     assert got.tolist() == [False, False, False, True]
+    # two flows, each with its own carry: only flow 1's first row repeats its flow's earlier row
+    two = (np.array([True, True]), np.array([99, 100]), np.array([50, 50]), np.array([0, 0], np.int8))
+    none2 = (np.array([False, False]), np.array([0, 0]), np.array([0, 0]), np.array([-1, -1], np.int8))
+    got = duplicate_acks(np.array([1, 1, 1]), np.array([100, 100, 100]), np.full(3, 50), np.ones(3, bool),
+                         np.zeros(3, bool), fl=np.array([0, 1, 1]), carry=[none2, two])
+    assert got.tolist() == [False, True, True]
     # not a candidate, another window, or the previous row in another flow: none
     assert not duplicate_acks(dr, rela, win, np.zeros(6, bool), keepalive).any()
     assert not duplicate_acks(dr, rela, np.array([50, 50, 60, 50, 50, 50]), cand, np.zeros(6, bool))[2]
