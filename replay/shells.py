@@ -8,11 +8,9 @@ exit status (128 + signal number when CMD was killed). Shells are commands, so t
 from __future__ import annotations
 
 import json
-import os
 import resource
 import signal
 import time
-from pathlib import Path
 
 from airlink.core import atomic
 from airlink.core.errors import AirlinkError

@@ -5,8 +5,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 from airlink.report import Artifacts, fig_time_sequence, write_report
 
 FIGURE_SECTIONS = ["TCP time-sequence graph", "goodput against trace capacity", "RTT and data in flight",

@@ -310,7 +310,6 @@ def test_a_rescuer_moves_a_loop_whose_cpu_runs_something_else_and_the_loop_takes
 
 
 def test_without_rescue_ns_no_thread_is_started_and_close_stops_the_rescuers():
-    import threading  # noqa: F401 - counts come from /proc, not from threading
     s = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ue = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
