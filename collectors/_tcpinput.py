@@ -37,7 +37,7 @@ SPARSE_DTYPES = {"syn_index": np.int64, "dsack_index": np.int64, "dsack_left": n
 class _ColumnStore:
     """Columns filled batch after batch into arrays reserved once (no per-batch pieces to
     concatenate: the peak is the columns themselves, not twice them); grows by doubling
-    when the reservation was short (compressed files)."""
+    when the reservation was short (compressed files) or missing."""
 
     def __init__(self, dtypes: dict):
         self.dtypes = dtypes
@@ -206,9 +206,11 @@ CENSUS_AT_ONCE = 1.5
 
 class PacketColumns:
     """The narrow columns of :func:`read_columns` (``keep``: bool per provisional flow id,
-    or None for every packet), filled batch after batch from :func:`decode_connections`."""
+    or None for every packet), filled batch after batch from :func:`decode_connections`;
+    ``size``: the packets to come when known (a flow group's, from the census), reserved
+    exactly."""
 
-    def __init__(self, keep=None):
+    def __init__(self, keep=None, size: int = 0):
         dense = {**{k: (np.int64 if dt is None else dt) for k, dt in KEPT.items()},
                  "pflow": np.int32, "swap": bool}
         self.keep = None if keep is None else np.asarray(keep, bool)
@@ -216,6 +218,7 @@ class PacketColumns:
             self.compact = np.cumsum(self.keep) - 1
             dense["ipidx"] = np.int64
         self.store = _ColumnStore(dense)
+        self.store.reserve(size)
         self.sparse = {k: [] for k in SPARSE_DTYPES}
 
     @property
@@ -288,7 +291,7 @@ class GroupGatherer:
 
     def __init__(self, groups: dict, ends: dict, sizes: dict, nflows: int, lateness_ns: int,
                  budget: int, done):
-        self.groups, self.ends, self.done = groups, ends, done
+        self.groups, self.ends, self.sizes, self.done = groups, ends, sizes, done
         self.late, self.budget = int(lateness_ns), int(budget)
         self.group_of = np.full(nflows, -1, np.int64)
         for i, g in groups.items():
@@ -322,7 +325,7 @@ class GroupGatherer:
                                    f"{ipidx0}.. (the capture changed since its census?)")
             cols = self.open.get(i)
             if cols is None:
-                cols = self.open[i] = PacketColumns(self.keep_of(i))
+                cols = self.open[i] = PacketColumns(self.keep_of(i), self.sizes[i])
             cols.add(d, pflow, swap, ipidx0)
         latest = int(d["ts_ns"].max())
         self.top = latest if self.top is None else max(self.top, latest)
@@ -354,7 +357,7 @@ class GroupGatherer:
 
 
 def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=None,
-                 census: bool = False, limit: int | None = None) -> dict:
+                 census: bool = False, limit: int | None = None, size: int = 0) -> dict:
     """Narrow columns of every IP packet of a capture, in file order (see the module notes).
 
     Returns a dict: the :data:`KEPT` arrays, ``pflow`` (int32 provisional flow id, in order
@@ -376,7 +379,8 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     ``lateness_ns``; ``keep`` (bool
     per provisional flow id) keeps only the packets of those flows, numbers the kept flows
     0.. in id order (``flow_lo``/... hold only them; ``kept_ids``: their provisional ids)
-    and adds ``ipidx`` (int64: each kept packet's index among the file's IP packets).
+    and adds ``ipidx`` (int64: each kept packet's index among the file's IP packets);
+    ``size``: how many packets ``keep`` selects, when known (from a census): reserved at once.
     ``limit``: as soon as the capture turns out to hold more IP packets, the packets read
     are turned into the start of a census and the rest of the file is read as with
     ``census=True`` (the result then has ``census``: True): no second pass for it; a capture
@@ -389,7 +393,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     conns = Connections()
     unknown: set = set()
     size = file_size(path)
-    columns = None if census else PacketColumns(keep)
+    columns = None if census else PacketColumns(keep, size)
     n_ip = 0
     tally = _Census() if census else None
     try:

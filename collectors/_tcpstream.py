@@ -162,14 +162,17 @@ class FlowStream:
         return self.offset[fl] + half * self.nb[fl] + (t // self.res_ns - self.start_bin[fl])
 
     # ---- one chunk
-    def chunk(self, c: dict) -> None:
+    def chunk(self, c: dict, last: bool = False) -> None:
         """The next rows: columns ``t`` (ns), ``fl`` (flow, 0..nflow-1, rows of a flow
         consecutive and in stable time order; in a later chunk, later than the flow's
         earlier rows), ``dr`` (0 fwd, 1 rev), ``flags``, ``payload``, ``seq``, ``ack``,
         ``window``, ``tsval``, ``tsecr``, ``has_ts``, ``dsack``, ``dsack_left``, ``ip_len``,
         ``packet`` (what an event names the packet by) and ``synopt`` (SYN option bits, of
         the SYN rows only, in row order). Columns are taken out of ``c`` once used (a chunk
-        of a whole capture: its memory peak is here)."""
+        of a whole capture: its memory peak is here). ``last``: no chunk follows, so what
+        only a later chunk would read (the segments awaiting their ACK, the first row of
+        each TSval, the TSecr values echoed) is not kept: it is freed as soon as this chunk
+        has read it."""
         t, flags, pay = c["t"], c["flags"], c["payload"]
         n = len(t)
         if not n:
@@ -364,6 +367,9 @@ class FlowStream:
                 ai = ai[ok]
                 S[a].seqack.append((t[ai], c["packet"][ai], (t[ai] - seg["t"][ok]) / 1e6, seg["rel"][ok],
                                     fl[ai].astype(np.int64)))
+            S[d].orig = None
+            if last:
+                continue
             # keep the first original per flow and segment end not yet covered by the ACKs
             if held is None:
                 kend, kfl = end[oi], fl[oi]
@@ -404,14 +410,18 @@ class FlowStream:
             u, fi = _unique_first(ts_key(ai, c["tsecr"][ai]))
             fresh = ~_member(u, S[a].echoed)
             u, ai = u[fresh], ai[fi[fresh]]
-            S[a].echoed = np.insert(S[a].echoed, np.searchsorted(S[a].echoed, u), u)
+            S[a].echoed = np.zeros(0, np.int64) if last else \
+                np.insert(S[a].echoed, np.searchsorted(S[a].echoed, u), u)
             uk, rows_, tt = S[d].ts_first
+            S[d].ts_first = None
             echoed_now = u
             if len(u) and len(uk):
                 p = np.minimum(np.searchsorted(uk, u), len(uk) - 1)
                 hit = (uk[p] == u) & (rows_[p] < grow(ai))
                 ai, p, u = ai[hit], p[hit], u[hit]
                 S[a].tspairs.append((t[ai], c["packet"][ai], (t[ai] - tt[p]) / 1e6, u))
+            if last:
+                continue
             # a value echoed once is never looked up again
             keep = ~_member(uk, echoed_now)
             S[d].ts_first = (uk[keep], rows_[keep], tt[keep])

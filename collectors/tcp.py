@@ -66,6 +66,25 @@ STREAM_LONG_FLOWS = True
 STREAM_CHUNK_ROWS = 1 << 20
 
 
+def _return_freed_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; nothing
+    elsewhere). Between flow groups: numpy arrays under glibc's mmap threshold (which
+    rises to 32 MiB as big arrays are freed) come from the heap, and the pages of a group's
+    freed arrays would otherwise stay resident beside the next group's."""
+    global _MALLOC_TRIM
+    if _MALLOC_TRIM is None:
+        try:
+            import ctypes
+            _MALLOC_TRIM = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            _MALLOC_TRIM = False
+    if _MALLOC_TRIM:
+        _MALLOC_TRIM(0)
+
+
+_MALLOC_TRIM = None
+
+
 def _resolution_s(resolution) -> float:
     try:
         exact = parse_duration(resolution)
@@ -350,7 +369,7 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     del c
     n = len(rows["t"])
     stream = FlowStream(first, int(round(res_s * 1e9)), source)
-    stream.chunk(rows)
+    stream.chunk(rows, last=True)
     del rows
     a = stream.finish(flows, source, res_s)
     # flow numbers absent from a filtered packets frame: no row
@@ -447,6 +466,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
         to_global = local[raw.pop("flow_order")]  # the group's flow numbers -> global ones
         del raw
         keep_result(_analyze(c, fl, n, res_s, str(path)), lambda f: to_global[f])
+        _return_freed_memory()
 
     long_tcp = [i for i in range(len(groups)) if streamed[i] and census["flow_proto"][groups[i][0]] == 6]
     in_stream = set(long_tcp)
@@ -464,7 +484,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
             keep_result(a, lambda f, n=gnum[groups[i][0]]: n)
         del results
     for i in sorted(gatherer.deferred):
-        analyse_group(i, read_columns(path, salvage=salvage, keep=gatherer.keep_of(i)))
+        analyse_group(i, read_columns(path, salvage=salvage, keep=gatherer.keep_of(i), size=gatherer.sizes[i]))
     def joined(frames):
         """Frames of the groups with rows (an empty one may lack columns or dtypes)."""
         full = [f for f in frames if len(f)]

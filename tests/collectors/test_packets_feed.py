@@ -128,11 +128,11 @@ def test_collect_failure_in_the_fed_pass_leaves_nothing(tmp_path, run_airlink, m
     calls = []
     chunk = _tcpstream.FlowStream.chunk
 
-    def failing(self, c):
+    def failing(self, c, last=False):
         calls.append(1)
         if len(calls) == 3:
             raise AirlinkError("chunk failed on purpose")
-        return chunk(self, c)
+        return chunk(self, c, last)
     monkeypatch.setattr(_tcpstream.FlowStream, "chunk", failing)
     out = tmp_path / "out"
     status, _, err = run_airlink("collect", f, "-o", out, "--max-packets", "100")

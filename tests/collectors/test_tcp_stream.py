@@ -41,9 +41,9 @@ def chunks_seen(monkeypatch):
     seen = []
     chunk = _tcpstream.FlowStream.chunk
 
-    def counting(self, c):
+    def counting(self, c, last=False):
         seen.append(len(c["t"]))
-        return chunk(self, c)
+        return chunk(self, c, last)
     monkeypatch.setattr(_tcpstream.FlowStream, "chunk", counting)
     return seen
 
