@@ -64,6 +64,9 @@ _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' 
 # packets (collectors/_tcpstream.py), with the state that crosses chunks carried.
 STREAM_LONG_FLOWS = True
 STREAM_CHUNK_ROWS = 1 << 20
+# A capture or flow group of more TCP rows is fed to the engine in time slices of about
+# this many rows (memory: the slice's per-row intermediates, ~70 bytes a row).
+ENGINE_CHUNK_ROWS = 1 << 18
 
 
 def _return_freed_memory() -> None:
@@ -360,17 +363,48 @@ def _engine_rows(c: dict, nflow: int):
     return first, rows
 
 
+def _time_slices(rows: dict, size: int) -> list:
+    """The engine's rows ``rows`` (:func:`_engine_rows`; emptied) as chunks of about
+    ``size`` rows each: consecutive time slices (bounds at quantiles of a sample of the
+    times; rows of equal time in one slice), each flow-major with time order inside as
+    :meth:`._tcpstream.FlowStream.chunk` takes them. A column is split, then freed, one
+    at a time: the chunks together hold what ``rows`` held."""
+    t = rows["t"]
+    k = -(-len(t) // size)
+    sample = np.sort(t[::max(1, len(t) // (64 * k))])
+    bounds = np.unique(sample[(np.arange(1, k) * len(sample)) // k])
+    part = np.searchsorted(bounds, t, "right").astype(np.int16)
+    idx = [np.flatnonzero(part == j) for j in range(len(bounds) + 1)]
+    syn_part = part[np.flatnonzero((rows["flags"] & SYN) != 0)]
+    del part
+    chunks = [{} for _ in idx]
+    synopt = rows.pop("synopt")
+    for j, ch in enumerate(chunks):
+        ch["synopt"] = synopt[syn_part == j]
+    del synopt
+    for key in list(rows):
+        col = rows.pop(key)
+        for ch, ii in zip(chunks, idx):
+            ch[key] = col[ii]
+        del col
+    return [ch for ch in chunks if len(ch["t"])]
+
+
 def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAnalysis:
     """The analysis of the TCP rows ``c`` (:func:`_from_columns`, :func:`_from_frame`: flow
-    order, time order inside) of the flows ``flows``, as ONE chunk of the TCP engine
-    (:class:`._tcpstream.FlowStream`) over all of them."""
+    order, time order inside) of the flows ``flows`` by the TCP engine
+    (:class:`._tcpstream.FlowStream`) over all of them: one chunk, or time slices of
+    :data:`ENGINE_CHUNK_ROWS` rows when more (the engine's per-row work then follows the
+    slice, not the capture; the result is the same)."""
     from ._tcpstream import FlowStream
     first, rows = _engine_rows(c, len(flows))
     del c
     n = len(rows["t"])
     stream = FlowStream(first, int(round(res_s * 1e9)), source)
-    stream.chunk(rows, last=True)
+    chunks = _time_slices(rows, ENGINE_CHUNK_ROWS) if n > ENGINE_CHUNK_ROWS else [rows]
     del rows
+    while chunks:
+        stream.chunk(chunks.pop(0), last=not chunks)
     a = stream.finish(flows, source, res_s)
     # flow numbers absent from a filtered packets frame: no row
     flows = a.output("flows")

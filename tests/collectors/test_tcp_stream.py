@@ -74,6 +74,27 @@ def test_real_captures_streamed_equal_in_memory(shared_data, limit, chunks_seen)
     assert {"dsack", "eifel", "already_acked", "fast", "timeout", "seq_ack", "timestamp"} <= kinds
 
 
+def test_real_captures_in_time_slices_equal_one_chunk(shared_data, monkeypatch, chunks_seen):
+    """A capture of more TCP rows than ``tcp.ENGINE_CHUNK_ROWS`` goes to the engine in time
+    slices of all its flows at once: the frames equal those of the capture as one chunk."""
+    files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
+        sorted((shared_data / "tcp-pcaps").rglob("*.trace"))
+    sliced = 0
+    for f in files:
+        whole = C.analyze_tcp(f, resolution="100ms")
+        rows = whole.attrs["tcp_packets"]
+        monkeypatch.setattr(tcp, "ENGINE_CHUNK_ROWS", 23)
+        chunks_seen.clear()
+        _same(C.analyze_tcp(f, resolution="100ms"), whole)
+        monkeypatch.setattr(tcp, "ENGINE_CHUNK_ROWS", 1 << 18)
+        assert sum(chunks_seen) == rows, f
+        if rows > 4 * 23:
+            # times of equal value stay in one slice, so a slice may pass the size a little
+            assert len(chunks_seen) >= rows // (2 * 23), f
+            sliced += 1
+    assert sliced > 10
+
+
 @pytest.mark.parametrize("limit", [64, 1000])
 def test_one_flow_copies_streamed_equal_in_memory(shared_data, tmp_path, limit, chunks_seen):
     src = shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap"
