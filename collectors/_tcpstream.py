@@ -152,7 +152,7 @@ class FlowStream:
         self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
         self.lf = [[np.full(F, NONE), np.full(F, NONE)] for _ in range(2)]   # [pass][d]: _recovery's carry
         self.retx = []                     # per chunk: dict of the retransmissions' columns
-        self.eifel = {}                    # retx row -> Eifel verdict (once its ACK came)
+        self.eifel = []                    # per chunk: (retx rows, their Eifel verdicts) once their ACK came
         self.dsack = []
         self.ev = {"ooo": [], "dupack": [], "zero_window": []}
         self.syn = []                      # per chunk: the SYN rows' flow, direction, options, timestamps
@@ -585,7 +585,7 @@ class FlowStream:
                 found = (q < n) & (fl[np.minimum(q, n - 1)] == pfl)
             qq = np.minimum(q, n - 1)
             verdict = found & c["has_ts"][qq] & eifel_older(tsv, c["tsecr"][qq])
-            self.eifel.update(zip(rows[found].tolist(), verdict[found].tolist()))
+            self.eifel.append((rows[found], verdict[found]))
             S.pending = [(rows[~found], ends[~found], tsv[~found], pfl[~found])] if not found.all() else []
 
     # ---- the end
@@ -595,14 +595,23 @@ class FlowStream:
         F = self.nflow
         R = {k: np.concatenate([r[k] for r in self.retx]) if self.retx else np.zeros(0, np.int64)
              for k in ("row", "t", "pk", "fl", "dr", "rel", "pay", "fast", "acked", "data", "bin_row")}
+        self.retx = []           # the chunks' pieces are freed as soon as joined (here and below)
         for k in ("fast", "acked", "data"):
             R[k] = R[k].astype(bool)
         nr = len(R["row"])
         rgd = 2 * R["fl"] + R["dr"].astype(np.int64)
-        eifel = np.array([self.eifel.get(r, False) for r in R["row"].tolist()], bool)
+        eifel = np.zeros(nr, bool)             # each retransmission's verdict, False when never settled
+        if self.eifel and nr:
+            er, ev = (np.concatenate(x) for x in zip(*self.eifel))
+            o = np.argsort(er)
+            er, ev = er[o], ev[o]
+            p = np.minimum(np.searchsorted(er, R["row"]), max(len(er) - 1, 0))
+            eifel = (er[p] == R["row"]) & ev[p] if len(er) else eifel
+        self.eifel = []
         dsack = np.zeros(nr, bool)
         if self.dsack and nr:
             drow, dgd, dl = (np.concatenate(x) for x in zip(*self.dsack))
+            self.dsack = []
             dsack = dsack_reported(rgd * OFF + R["rel"], R["row"], dgd * OFF + dl, drow)
         acked, eifel, dsack = R["acked"] & R["data"], eifel & R["data"], dsack & R["data"]
         spurious = acked | eifel | dsack
@@ -615,15 +624,18 @@ class FlowStream:
                 gd = 2 * sfl + 1 - a
                 ok = ~karn_voided(gd * OFF + srel, retx_keys)
                 parts.append((tt[ok], pk[ok], ms[ok], gd[ok], np.zeros(int(ok.sum()), np.int8)))
+            self.side[a].seqack = []
         for a in (0, 1):
             if self.side[a].tspairs:
                 tt, pk, ms, v = (np.concatenate(x) for x in zip(*self.side[a].tspairs))
+                self.side[a].tspairs = []
                 o = np.argsort(v, kind="stable")              # by flow, then echoed value
                 gd = (0 if F == 1 else 2 * (v[o] // M32)) + 1 - a
                 parts.append((tt[o], pk[o], ms[o], np.broadcast_to(gd, len(o)).astype(np.int64),
                               np.ones(len(o), np.int8)))
         if parts:
             rtt_t, rtt_pk, rtt_ms, rtt_gd, rtt_method = (np.concatenate(x) for x in zip(*parts))
+            del parts
             rtt_pk = rtt_pk.astype(np.int64)
         else:
             rtt_t, rtt_pk, rtt_ms = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
@@ -633,6 +645,7 @@ class FlowStream:
         ev_parts = []
         E = {name: {k: np.concatenate([x[k] for x in v]) for k in v[0]} if v else None
              for name, v in self.ev.items()}
+        self.ev = {name: [] for name in self.ev}
 
         def simple(name, event):
             e = E[name]

@@ -568,6 +568,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
                            "records": census["records"],
                            **({"problem": census["problem"]} if census["problem"] else {})})
     a.max_lateness_ns = int(census["lateness_ns"])
+    _return_freed_memory()                  # the groups' pieces, joined and sorted above
     return a
 
 
