@@ -1,5 +1,6 @@
-"""Build hook for the compiled parts: the replay shells' per-packet path and the
-collectors' per-record loops (pcap record walk, header decoder).
+"""Build hook for the compiled parts: the replay shells' per-packet path, the
+collectors' per-record loops (pcap record walk, header decoder, connection table, census)
+and the TCP analysis' per-row loops.
 
 All metadata stays in setup.cfg. Both extensions are optional: when no C compiler is
 available the build goes on, the shells use their pure-Python event loop and the
@@ -16,4 +17,5 @@ setup(ext_modules=[
     Extension("airlink.replay._cellpath", ["replay/_cellpath.c", "replay/_linkcore.c"], **LINKCORE),
     Extension("airlink.collectors._records", ["collectors/_records.c"], depends=["collectors/_census.c"],
               extra_compile_args=["-O2"], optional=True),
+    Extension("airlink.collectors._tcploops", ["collectors/_tcploops.c"], extra_compile_args=["-O2"], optional=True),
 ])

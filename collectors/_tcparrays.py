@@ -1,18 +1,21 @@
 """Grouped array primitives of the TCP analysis: whole-array numpy operations over packets
-sorted by flow (and direction), with C twins of the hot loops (``collectors/_records.c``).
+sorted by flow (and direction), with C twins of the hot loops (``collectors/_tcploops.c``).
 
 Used by the TCP engine (:mod:`._tcpstream`). Groups are consecutive runs of rows; :data:`OFF` offsets a group's
 values so one sort or running maximum serves every group at once.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from ._capture import _records as _built
-
-# the analysis loops in C (None when the extension is not built, is an older build without
-# them, or AIRLINK_PURE_PYTHON is set: the numpy forms run)
-_records = _built if all(hasattr(_built, f) for f in ("unwrap", "cummax")) else None
+try:                                   # the analysis' per-row loops in C, built by pip when gcc exists
+    from . import _tcploops
+except ImportError:                    # pragma: no cover - depends on the build
+    _tcploops = None
+if os.environ.get("AIRLINK_PURE_PYTHON"):   # as for the capture reader: no compiled parts
+    _tcploops = None
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 M32 = 1 << 32
@@ -22,12 +25,12 @@ OFF = np.int64(1 << 41)   # group offset for grouped keys (values < 2 TiB); a nu
 
 def _grouped_cummax(values, groups, valid, starts=None):
     """Inclusive running maximum of ``values[valid]`` within contiguous ``groups``; -1 before
-    the first valid value of a group. One pass in C (``_records.cummax``) when the extension
+    the first valid value of a group. One pass in C (``_tcploops.cummax``) when the extension
     is built; else with numpy: ``starts`` (first row of each group), when given and short,
     lets each group be scanned as a slice (no offset arrays)."""
-    if _records is not None:
+    if _tcploops is not None:
         out = np.empty(len(values), np.int64)
-        _records.cummax(np.ascontiguousarray(values, np.int64), np.ascontiguousarray(groups, np.int32),
+        _tcploops.cummax(np.ascontiguousarray(values, np.int64), np.ascontiguousarray(groups, np.int32),
                         np.ascontiguousarray(valid, bool), out)
         return out
     if starts is not None and len(starts) <= 256:
@@ -111,11 +114,11 @@ def _unique_first(keys):
 def _unwrap(raw, groups, base):
     """32-bit values -> int64 relative to ``base[groups]``, unwrapped within contiguous groups
     (each step between neighbours taken as the signed 32-bit difference). One pass in C
-    (``_records.unwrap``) when the extension is built, else whole-array numpy steps."""
+    (``_tcploops.unwrap``) when the extension is built, else whole-array numpy steps."""
     n = len(raw)
-    if _records is not None and n:                         # the same loop in C, one pass
+    if _tcploops is not None and n:                        # the same loop in C, one pass
         out = np.empty(n, np.int64)
-        _records.unwrap(np.ascontiguousarray(raw, np.uint32), np.ascontiguousarray(groups, np.int32),
+        _tcploops.unwrap(np.ascontiguousarray(raw, np.uint32), np.ascontiguousarray(groups, np.int32),
                         np.ascontiguousarray(base, np.int64).astype(np.uint32), out)
         return out
     rel = np.subtract(np.asarray(raw).astype(np.uint32, copy=False), base.astype(np.uint32)[groups],

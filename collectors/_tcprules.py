@@ -10,7 +10,7 @@ of many flows one after another, on arrays of rows where
 ``rel`` is the row's sequence number relative to its direction's ISN (unwrapped),
 ``smb_own`` the row's own direction's snd_max just before it (-1: nothing sent yet),
 ``pay`` the payload bytes and ``flags`` the TCP flags byte. The C row chain
-(``_records.c`` ``stream_rows``) is their compiled twin, tested against them. Definitions
+(``_tcploops.c`` ``stream_rows``) is their compiled twin, tested against them. Definitions
 are in :mod:`.tcp`'s notes (tshark's rules where tshark has one).
 """
 from __future__ import annotations

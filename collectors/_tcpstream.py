@@ -13,7 +13,7 @@ rows and are settled at the end: Karn (a later retransmission voids an RTT sampl
 (the first ACK covering a retransmission, held until it arrives) and DSACK (the last
 retransmission of the reported block). Per-bin sums of the series add across chunks
 (integer-valued float sums: exact). The per-row chain and the bin sums of a one-flow engine
-run in C (``_records.c``: ``stream_rows``, ``stream_bins``); their numpy forms here are the
+run in C (``_tcploops.c``: ``stream_rows``, ``stream_bins``); their numpy forms here are the
 reference the tests compare them with.
 """
 from __future__ import annotations
@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._capture import _records
 from ._columns import Columns, utc_times
 from ._decode import SYN, ecn_counts
-from ._tcparrays import (ACK, M32, NONE, OFF, _effective_mss, _first_with_key, _grouped_cummax, _recovery,
+from ._tcparrays import (ACK, M32, NONE, OFF, _effective_mss, _tcploops, _first_with_key, _grouped_cummax, _recovery,
                          _unique_first, _unwrap)
 from ._tcpframes import (_EMPTY, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
@@ -34,8 +33,8 @@ from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_cand
 from .pcap import direction_column
 
 
-_stream_rows = getattr(_records, "stream_rows", None)     # None: the extension is not built
-_stream_bins = getattr(_records, "stream_bins", None)
+_stream_rows = getattr(_tcploops, "stream_rows", None)     # None: the extension is not built
+_stream_bins = getattr(_tcploops, "stream_bins", None)
 _BIN_SLICE = 1 << 18       # rows whose bin numbers the series sums hold at a time
 
 
@@ -491,7 +490,7 @@ class FlowStream:
         return rel, rela, end, am, sm, smb_own, below, dupack
 
     def _rows_c(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
-        """:meth:`_rows_numpy` of a one-flow engine in one pass in C (``_records.stream_rows``);
+        """:meth:`_rows_numpy` of a one-flow engine in one pass in C (``_tcploops.stream_rows``);
         takes ``seq`` and ``ack`` out of ``c``, as it does."""
         n = len(dr)
         S = self.side
@@ -525,7 +524,7 @@ class FlowStream:
         return rel, rela, end, {0: am0, 1: am1}, {0: sm0, 1: sm1}, smb_own, below, dupack
 
     def _bin_sums_c(self, c, fl, dr, is_syn, pay, rela, am, sm) -> None:
-        """:meth:`_bin_sums_numpy` of a one-flow engine in one pass in C (``_records.stream_bins``)."""
+        """:meth:`_bin_sums_numpy` of a one-flow engine in one pass in C (``_tcploops.stream_bins``)."""
         A = self.acc
         _stream_bins(np.ascontiguousarray(c["t"], np.int64), dr, np.ascontiguousarray(c["flags"], np.uint8),
                      np.ascontiguousarray(c["ip_len"], np.uint32), np.ascontiguousarray(pay, np.int64),

@@ -37,5 +37,10 @@ def c_extension(name: str, *functions: str, module_level: bool = False):
 
 
 def c_records(*functions: str):
-    """The collectors' C extension (``airlink.collectors._records``) with ``functions``."""
+    """The capture reader's C extension (``airlink.collectors._records``) with ``functions``."""
     return c_extension("airlink.collectors._records", *functions)
+
+
+def c_tcploops(*functions: str):
+    """The TCP analysis' C extension (``airlink.collectors._tcploops``) with ``functions``."""
+    return c_extension("airlink.collectors._tcploops", *functions)

@@ -12,7 +12,7 @@ import pytest
 from airlink.collectors import _capture, _decode
 from airlink.collectors._capture import CaptureError, CaptureReader
 
-from tests.cext import c_extension
+from tests.cext import c_extension, c_tcploops
 from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
 
 c_extension("airlink.collectors._records", "walk", "decode", module_level=True)
@@ -243,15 +243,16 @@ def test_tcp_analysis_same_with_c_loops(shared_data, monkeypatch):
     import pandas as pd
 
     import airlink.collectors._tcparrays as arrays
+    loops = c_tcploops("unwrap", "cummax")
     from airlink import collectors as C
     files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
         sorted((shared_data / "tcp-pcaps").rglob("*.trace"))[:6]
     assert files
     echoes = 0
     for f in files:
-        monkeypatch.setattr(arrays, "_records", _capture._records)
+        monkeypatch.setattr(arrays, "_tcploops", loops)
         a = C.analyze_tcp(f, resolution="100ms")
-        monkeypatch.setattr(arrays, "_records", None)
+        monkeypatch.setattr(arrays, "_tcploops", None)
         b = C.analyze_tcp(f, resolution="100ms")
         for k in ("flows", "series", "events"):
             pd.testing.assert_frame_equal(getattr(a, k), getattr(b, k), check_exact=True, obj=f"{f.name} {k}")
@@ -264,6 +265,7 @@ def test_unwrap_and_cummax_same_in_c(monkeypatch):
     steps across 2**31 both ways, wrapping past 2**32, values below -1, one group and many
     (the numpy running maximum has two forms: slices for <= 256 groups, offsets beyond)."""
     import airlink.collectors._tcparrays as arrays
+    loops = c_tcploops("unwrap", "cummax")
     rng = np.random.default_rng(5)
     for trial in range(300):
         m = int(rng.integers(1, 2000))
@@ -275,9 +277,9 @@ def test_unwrap_and_cummax_same_in_c(monkeypatch):
         values = rng.integers(-3, 10**12, m).astype(np.int64)
         valid = rng.random(m) < 0.7
         starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
-        monkeypatch.setattr(arrays, "_records", _capture._records)
+        monkeypatch.setattr(arrays, "_tcploops", loops)
         got = arrays._unwrap(raw, groups, base), arrays._grouped_cummax(values, groups, valid, starts)
-        monkeypatch.setattr(arrays, "_records", None)
+        monkeypatch.setattr(arrays, "_tcploops", None)
         ref = arrays._unwrap(raw, groups, base), arrays._grouped_cummax(values, groups, valid, starts)
         for x, y in zip(got, ref):
             assert x.dtype == y.dtype

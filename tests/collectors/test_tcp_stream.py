@@ -17,7 +17,7 @@ import pytest
 
 from airlink import collectors as C
 from airlink.collectors import _tcpstream, tcp
-from tests.cext import c_records
+from tests.cext import c_tcploops
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_pcap.py"
 
@@ -217,10 +217,10 @@ def test_census_gives_what_the_first_pass_reads(shared_data, tmp_path, limit):
 @pytest.fixture(params=["c", "numpy"])
 def row_chain(request, monkeypatch):
     """The per-row chain of a chunk (unwrapped numbers, running maxima, masks) and its
-    per-bin series sums in C (``_records.stream_rows``, ``stream_bins``) or by their numpy
+    per-bin series sums in C (``_tcploops.stream_rows``, ``stream_bins``) or by their numpy
     twins."""
     if request.param == "c":
-        c_records("stream_rows", "stream_bins")
+        c_tcploops("stream_rows", "stream_bins")
     else:
         monkeypatch.setattr(_tcpstream, "_stream_rows", None)
         monkeypatch.setattr(_tcpstream, "_stream_bins", None)
@@ -244,7 +244,7 @@ def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     below snd_max and the duplicate ACKs), carry the same state and add the same per-bin
     series sums (bins of 10 ms: chunks span several)."""
     import numpy as np
-    c_records("stream_rows", "stream_bins")
+    c_tcploops("stream_rows", "stream_bins")
     from airlink.collectors._tcpinput import read_columns
     f = shared_data / "tcp-pcaps/zeek-head/206_example_b.pcap"
     census = read_columns(f, census=True)

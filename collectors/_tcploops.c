@@ -1,0 +1,353 @@
+/*
+ * airlink.collectors._tcploops: the TCP analysis' per-row loops in C, each the compiled twin
+ * of a numpy form that stays the readable reference (tests compare them):
+ *
+ * unwrap(raw, groups, base, out) and cummax(values, groups, valid, out): the per-group
+ * loops of collectors/_tcparrays.py's _unwrap and _grouped_cummax (see there), one pass each
+ * instead of several whole-array numpy passes; groups are contiguous runs of equal values.
+ *
+ * stream_rows and stream_bins: the per-row chain and the per-bin series sums of a one-flow
+ * TCP engine's time chunk (collectors/_tcpstream.FlowStream: _rows_numpy, _bin_sums_numpy).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- unwrap, cummax ---------------------------------------------------------------- */
+
+/* raw uint32[n], groups int32[n], base uint32[ngroups], out int64[n]: out = raw - base[group]
+ * modulo 2^32 at a group's first row, then each step between neighbours taken as the signed
+ * 32-bit difference */
+static PyObject *unwrap(PyObject *self, PyObject *args)
+{
+    Py_buffer raw, grp, base, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &raw, &grp, &base, &out))
+        return NULL;
+    Py_ssize_t n = raw.len / 4, nb = base.len / 4;
+    int bad = grp.len != 4 * n || out.len != 8 * n;
+    if (!bad) {
+        const uint32_t *r = raw.buf, *b = base.buf;
+        const int32_t *g = grp.buf;
+        int64_t *o = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        uint32_t prev = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (g[i] < 0 || g[i] >= nb) {
+                bad = 1;
+                break;
+            }
+            uint32_t rel = r[i] - b[g[i]];
+            if (i == 0 || g[i] != g[i - 1])
+                o[i] = (int64_t)rel;
+            else
+                o[i] = o[i - 1] + (int32_t)(rel - prev);
+            prev = rel;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&grp);
+    PyBuffer_Release(&base);
+    PyBuffer_Release(&out);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "unwrap: lengths differ or a group has no base");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* values int64[n], groups int32[n], valid bool[n], out int64[n]: running maximum within each
+ * group of (valid ? value : -1) */
+static PyObject *cummax(PyObject *self, PyObject *args)
+{
+    Py_buffer val, grp, ok, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &val, &grp, &ok, &out))
+        return NULL;
+    Py_ssize_t n = val.len / 8;
+    int bad = grp.len != 4 * n || ok.len != n || out.len != 8 * n;
+    if (!bad) {
+        const int64_t *v = val.buf;
+        const int32_t *g = grp.buf;
+        const unsigned char *m = ok.buf;
+        int64_t *o = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        int64_t cur = -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t q = m[i] ? v[i] : -1;
+            if (i == 0 || g[i] != g[i - 1] || q > cur)
+                cur = q;
+            o[i] = cur;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&val);
+    PyBuffer_Release(&grp);
+    PyBuffer_Release(&ok);
+    PyBuffer_Release(&out);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "cummax: arrays of different lengths");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* ---- one TCP flow in time chunks ---------------------------------------------------- */
+
+/* stream_rows(dr, seq, ack, flags, pay, win, state, rel, rela, end, am0, am1, sm0, sm1, smb,
+ *             keepalive, below, dupack):
+ * the per-row chain of collectors/_tcpstream.FlowStream.chunk (its numpy twin, _rows_numpy,
+ * gives the same values; a test compares them), one pass instead of unwraps, running maxima
+ * and neighbour comparisons per direction. dr int8[n] (direction 0/1), seq/ack uint32[n],
+ * flags uint8[n], pay int64[n], win uint16[n]; state int64[28], read and updated: base[d]
+ * (ISN, 0-1), seq_seen[d] (2-3), last_seq[d] (4-5), last_rel[d] (6-7), ack_seen[d] (8-9),
+ * last_ack[d] (10-11), last_rela[d] (12-13), am[a] (14-15, the ACK maximum of direction a,
+ * -1: none), sm[d] (16-17, snd_max, -1: none), prev_seen[d] (18-19), prev_rela[d] (20-21),
+ * prev_win[d] (22-23) of d's previous row, ka_seen[d] (24-25), ka[d] (26-27): keep-alive
+ * flag of d's previous row. Out int64[n]:
+ *   rel  = sequence number unwrapped from the direction's previous one (signed 32-bit step;
+ *          the first of a direction: (seq - base[d]) mod 2^32),
+ *   rela = the same of the ACK number against base[1-d] (rows without ACK step from
+ *          base[1-d]'s value and give -1),
+ *   end  = rel + pay + SYN + FIN,
+ *   am0/am1, sm0/sm1 = the running maxima after each row (ACK-bearing rows of a / rows of d),
+ *   smb  = snd_max of the row's own direction before the row (s);
+ * out bool[n]:
+ *   keepalive = pay <= 1, no SYN/FIN, rel == s - 1,
+ *   below     = (pay > 0 or SYN/FIN), rel < s, not keepalive, s >= 0,
+ *   dupack    = same rela and window as d's previous row, no payload nor SYN/FIN/RST, ACK,
+ *               window > 0, rel == s, and the other direction's previous row no keep-alive. */
+static PyObject *stream_rows(PyObject *self, PyObject *args)
+{
+    Py_buffer b[18];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15],
+                          &b[16], &b[17]))
+        return NULL;
+    Py_ssize_t n = b[0].len;
+    int bad = b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != n || b[4].len != 8 * n ||
+              b[5].len != 2 * n || b[6].len != 28 * 8;
+    for (int k = 7; k < 15; k++)
+        bad |= b[k].len != 8 * n;
+    for (int k = 15; k < 18; k++)
+        bad |= b[k].len != n;
+    if (!bad) {
+        const int8_t *dr = b[0].buf;
+        const uint32_t *seq = b[1].buf, *ack = b[2].buf;
+        const uint8_t *fl = b[3].buf;
+        const int64_t *pay = b[4].buf;
+        const uint16_t *win = b[5].buf;
+        int64_t *st = b[6].buf;
+        int64_t *rel = b[7].buf, *rela = b[8].buf, *end = b[9].buf, *am0 = b[10].buf, *am1 = b[11].buf,
+                *sm0 = b[12].buf, *sm1 = b[13].buf, *smb = b[14].buf;
+        uint8_t *kao = b[15].buf, *blo = b[16].buf, *dup = b[17].buf;
+        Py_BEGIN_ALLOW_THREADS
+        int64_t seen[2] = {st[2], st[3]}, lrel[2] = {st[6], st[7]}, aseen[2] = {st[8], st[9]},
+                lrela[2] = {st[12], st[13]}, am[2] = {st[14], st[15]}, sm[2] = {st[16], st[17]};
+        uint32_t base[2] = {(uint32_t)st[0], (uint32_t)st[1]}, lseq[2] = {(uint32_t)st[4], (uint32_t)st[5]},
+                 lack[2] = {(uint32_t)st[10], (uint32_t)st[11]};
+        int64_t pseen[2] = {st[18], st[19]}, prela[2] = {st[20], st[21]}, pwin[2] = {st[22], st[23]},
+                kseen[2] = {st[24], st[25]}, ka[2] = {st[26], st[27]};
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int d = dr[i];
+            if (d != 0 && d != 1) {
+                bad = 1;
+                break;
+            }
+            uint32_t s = seq[i];
+            int64_t r = seen[d] ? lrel[d] + (int32_t)(s - lseq[d]) : (int64_t)(uint32_t)(s - base[d]);
+            seen[d] = 1;
+            lseq[d] = s;
+            lrel[d] = r;
+            unsigned f = fl[i];
+            int ha = (f & 0x10) != 0;
+            uint32_t a = ha ? ack[i] : base[1 - d];
+            int64_t ra = aseen[d] ? lrela[d] + (int32_t)(a - lack[d]) : (int64_t)(uint32_t)(a - base[1 - d]);
+            aseen[d] = 1;
+            lack[d] = a;
+            lrela[d] = ra;
+            rel[i] = r;
+            rela[i] = ha ? ra : -1;
+            int64_t p = pay[i], e = r + p + ((f & 0x02) != 0) + ((f & 0x01) != 0), sb = sm[d];
+            int64_t ro = ha ? ra : -1, w = win[i];
+            int synfin = (f & 0x03) != 0;
+            int k = p <= 1 && !synfin && r == sb - 1;
+            kao[i] = (uint8_t)k;
+            blo[i] = (p > 0 || synfin) && r < sb && !k && sb >= 0;
+            dup[i] = pseen[d] && ro == prela[d] && w == pwin[d] && p == 0 && !(f & 0x07) && ha && w > 0 &&
+                     r == sb && !(kseen[1 - d] && ka[1 - d]);
+            pseen[d] = 1;
+            prela[d] = ro;
+            pwin[d] = w;
+            kseen[d] = 1;
+            ka[d] = k;
+            end[i] = e;
+            smb[i] = sb;
+            if (e > sm[d])
+                sm[d] = e;
+            if (ha && ra > am[d])
+                am[d] = ra;
+            am0[i] = am[0];
+            am1[i] = am[1];
+            sm0[i] = sm[0];
+            sm1[i] = sm[1];
+        }
+        for (int d = 0; d < 2; d++) {
+            st[2 + d] = seen[d];
+            st[4 + d] = lseq[d];
+            st[6 + d] = lrel[d];
+            st[8 + d] = aseen[d];
+            st[10 + d] = lack[d];
+            st[12 + d] = lrela[d];
+            st[14 + d] = am[d];
+            st[16 + d] = sm[d];
+            st[18 + d] = pseen[d];
+            st[20 + d] = prela[d];
+            st[22 + d] = pwin[d];
+            st[24 + d] = kseen[d];
+            st[26 + d] = ka[d];
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int k = 0; k < 18; k++)
+        PyBuffer_Release(&b[k]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "stream_rows: arrays of different lengths, a state of other "
+                                          "than 28 values or a direction other than 0/1");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* stream_bins(t, dr, flags, ip_len, pay, win, rela, am0, am1, sm0, sm1, params, packets, bytes,
+ *             pay_sum, rw_sum, rw_n, infl_s, infl_c):
+ * the per-bin sums of FlowStream.chunk's series in one pass (its numpy twin there sums runs of
+ * rows per bin; a test compares both ways). t int64[n] (ns), dr int8[n], flags uint8[n],
+ * ip_len uint32[n], pay int64[n], win uint16[n], rela/am0/am1/sm0/sm1 int64[n] (stream_rows'
+ * outputs); params int64[5] = (res_ns, start_bin, nb, shift0, shift1). Each float64[2 * nb]
+ * accumulator gets, at half * nb + bin (bin = floor(t / res_ns) - start_bin, else ValueError):
+ *   packets, bytes, pay_sum += 1, ip_len, pay           at the row's own half,
+ *   rw_sum += win << shift[d] (SYN: win), rw_n += 1      at the other half, rows with ACK,
+ *   infl_s += max(sm[h] - max(am[1-h], 0), 0) (0 while sm[h] < 0), infl_c += 1
+ *                                                        at both halves h.
+ * Integer values added to integer-valued doubles below 2^53: exact in any order. */
+static PyObject *stream_bins(PyObject *self, PyObject *args)
+{
+    Py_buffer b[19];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15],
+                          &b[16], &b[17], &b[18]))
+        return NULL;
+    Py_ssize_t n = b[1].len;
+    int bad = b[0].len != 8 * n || b[2].len != n || b[3].len != 4 * n || b[4].len != 8 * n ||
+              b[5].len != 2 * n || b[11].len != 5 * 8;
+    for (int k = 6; k < 11; k++)
+        bad |= b[k].len != 8 * n;
+    const int64_t *par = b[11].buf;
+    int64_t res = bad ? 1 : par[0], start = bad ? 0 : par[1], nb = bad ? 0 : par[2];
+    for (int k = 12; k < 19; k++)
+        bad |= b[k].len != 2 * nb * (Py_ssize_t)sizeof(double);
+    bad |= res <= 0;
+    if (!bad) {
+        const int64_t *t = b[0].buf, *pay = b[4].buf, *rela = b[6].buf, *am0 = b[7].buf, *am1 = b[8].buf,
+                      *sm0 = b[9].buf, *sm1 = b[10].buf;
+        const int8_t *dr = b[1].buf;
+        const uint8_t *fl = b[2].buf;
+        const uint32_t *ipl = b[3].buf;
+        const uint16_t *win = b[5].buf;
+        int64_t shift[2] = {par[3], par[4]};
+        double *pk = b[12].buf, *by = b[13].buf, *py = b[14].buf, *rs = b[15].buf, *rn = b[16].buf,
+               *is = b[17].buf, *ic = b[18].buf;
+        Py_BEGIN_ALLOW_THREADS
+        /* rows in time order stay in one bin for long: the bin's edges are kept (no division
+         * per row) and its sums gathered in integers, added to the doubles when the bin changes */
+        int64_t cur = -1, lo = 0, hi = 0;
+        int64_t apk[2] = {0, 0}, aby[2] = {0, 0}, apy[2] = {0, 0}, ars[2] = {0, 0}, arn[2] = {0, 0},
+                ais[2] = {0, 0}, aic = 0;
+        for (Py_ssize_t i = 0; i <= n; i++) {
+            int d = 0;
+            if (i < n) {
+                d = dr[i];
+                if (d != 0 && d != 1) {
+                    bad = 1;
+                    break;
+                }
+            }
+            if (i == n || t[i] < lo || t[i] >= hi) {
+                if (cur >= 0) {
+                    for (int h = 0; h < 2; h++) {
+                        int64_t at = h * nb + cur;
+                        pk[at] += (double)apk[h];
+                        by[at] += (double)aby[h];
+                        py[at] += (double)apy[h];
+                        rs[at] += (double)ars[h];
+                        rn[at] += (double)arn[h];
+                        is[at] += (double)ais[h];
+                        ic[at] += (double)aic;
+                        apk[h] = aby[h] = apy[h] = ars[h] = arn[h] = ais[h] = 0;
+                    }
+                    aic = 0;
+                }
+                if (i == n)
+                    break;
+                int64_t q = t[i] / res;
+                if (t[i] % res != 0 && t[i] < 0)
+                    q--;
+                cur = q - start;
+                if (cur < 0 || cur >= nb) {
+                    bad = 1;
+                    break;
+                }
+                lo = q * res;
+                hi = lo + res;
+            }
+            apk[d] += 1;
+            aby[d] += ipl[i];
+            apy[d] += pay[i];
+            if (rela[i] >= 0) {
+                ars[1 - d] += (fl[i] & 0x02) ? (int64_t)win[i] : (int64_t)win[i] << shift[d];
+                arn[1 - d] += 1;
+            }
+            int64_t s0 = sm0[i], s1 = sm1[i], a0 = am0[i] > 0 ? am0[i] : 0, a1 = am1[i] > 0 ? am1[i] : 0;
+            ais[0] += s0 < 0 || s0 < a1 ? 0 : s0 - a1;
+            ais[1] += s1 < 0 || s1 < a0 ? 0 : s1 - a0;
+            aic += 1;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int k = 0; k < 19; k++)
+        PyBuffer_Release(&b[k]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "stream_bins: arrays of different lengths, a row outside the "
+                                          "bins or a direction other than 0/1");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"unwrap", unwrap, METH_VARARGS,
+     "unwrap(raw, groups, base, out): 32-bit values unwrapped within contiguous groups (tcp._unwrap)."},
+    {"cummax", cummax, METH_VARARGS,
+     "cummax(values, groups, valid, out): running maximum within contiguous groups (tcp._grouped_cummax)."},
+    {"stream_rows", stream_rows, METH_VARARGS,
+     "stream_rows(dr, seq, ack, flags, pay, win, state, rel, rela, end, am0, am1, sm0, sm1, smb, keepalive, "
+     "below, dupack): the per-row "
+     "chain of one flow's time chunk (_tcpstream; see the module source)."},
+    {"stream_bins", stream_bins, METH_VARARGS,
+     "stream_bins(t, dr, flags, ip_len, pay, win, rela, am0, am1, sm0, sm1, params, packets, bytes, pay_sum, "
+     "rw_sum, rw_n, infl_s, infl_c): the per-bin series sums of one flow's time chunk (see the module source)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_tcploops",
+    "The TCP analysis' per-row loops in C: grouped unwrapping and running maxima, a one-flow chunk's chain "
+    "and bin sums.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__tcploops(void)
+{
+    return PyModule_Create(&module);
+}
