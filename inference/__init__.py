@@ -14,17 +14,30 @@ Sign convention for lags: a positive lag means the factor leads the target (see
 """
 from __future__ import annotations
 
-from .analysis import (backlog_dependence, fairness_report, jitter_report, rank_factors, response_lag,
-                       throttle_onset)
-from .fairness import (active_time_ratios, fairness_gap, fairness_summary, gap_stats, jain_index,
-                       min_max_ratio, resource_fractions, retransmission_ratios, selection_ratios,
-                       service_gaps)
-from .frames import prepare, read_frame, read_frames, with_time_index
-from .information import (BINNINGS, NORMALIZATIONS, Discretized, discretize, entropy,
-                          entropy_from_counts, joint_counts, mutual_info, normalize,
-                          normalized_mutual_info)
-from .lagscan import LagScan, lag_counts, lag_scan, nmi_from_counts
-from .surrogates import PeakSignificance, peak_significance
+from airlink.core.lazy import lazy_names
+
+# Public name -> (module, attribute), loaded on first use (PEP 562): `import airlink.inference`
+# imports nothing, the fairness metrics need numpy alone, and scipy's FFT (and scipy.special,
+# which it imports) loads when a lag scan uses it.
+_FROM = {
+    "analysis": ("backlog_dependence", "fairness_report", "jitter_report", "rank_factors", "response_lag",
+                 "throttle_onset"),
+    "fairness": ("active_time_ratios", "fairness_gap", "fairness_summary", "gap_stats", "jain_index",
+                 "min_max_ratio", "resource_fractions", "retransmission_ratios", "selection_ratios",
+                 "service_gaps"),
+    "frames": ("prepare", "read_frame", "read_frames", "with_time_index"),
+    "information": ("BINNINGS", "NORMALIZATIONS", "Discretized", "discretize", "entropy", "entropy_from_counts",
+                    "joint_counts", "mutual_info", "normalize", "normalized_mutual_info"),
+    "lagscan": ("LagScan", "lag_counts", "lag_scan", "nmi_from_counts"),
+    "surrogates": ("PeakSignificance", "peak_significance"),
+    # the scheduler model pulls in the simulator and scikit-learn
+    "scheduler": ("identify_scheduler", "SchedulerClassifier", "load_scheduler_model", "scheduler_features"),
+}
+_SUBMODULES = ("allocations", "analysis", "cell_logs", "fairness", "frames", "information", "lagscan",
+               "pf_params", "results", "scheduler", "surrogates")
+
+__getattr__, __dir__ = lazy_names(__name__, {name: (module, name) for module, names in _FROM.items()
+                                             for name in names}, _SUBMODULES)
 
 __all__ = [
     "discretize", "Discretized", "entropy", "entropy_from_counts", "joint_counts", "mutual_info",
@@ -38,11 +51,3 @@ __all__ = [
     "read_frame", "read_frames", "with_time_index", "prepare",
     "identify_scheduler", "SchedulerClassifier", "load_scheduler_model",
 ]
-
-
-def __getattr__(name):
-    # The scheduler model pulls in the simulator; import it only when asked for.
-    if name in ("identify_scheduler", "SchedulerClassifier", "load_scheduler_model", "scheduler_features"):
-        from . import scheduler
-        return getattr(scheduler, name)
-    raise AttributeError(f"module 'airlink.inference' has no attribute {name!r}")

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import scipy.fft
-from scipy.special import xlogy
 
 from airlink.core.errors import AirlinkError
 
@@ -94,6 +92,7 @@ def _indicators(codes: np.ndarray, k: int, start: int, length: int, size: int) -
 
 def _counts_fft(cx: np.ndarray, kx: int, cy: np.ndarray, ky: int, max_lag: int,
                 block: int | None = None) -> np.ndarray:
+    import scipy.fft          # with scipy.special, which it imports: only when a scan uses the FFT
     n, D = cx.size, max_lag
     B = int(block) if block else max(2 * D, 2048)
     size = scipy.fft.next_fast_len(B + 2 * D, real=True)
@@ -143,6 +142,7 @@ def lag_counts(x: Discretized, y: Discretized, *, max_lag: int, method: str = "a
 
 
 def _entropies(counts: np.ndarray, axes) -> tuple[np.ndarray, np.ndarray]:
+    from scipy.special import xlogy
     c = counts.astype(float)
     n = c.sum(axis=axes)
     with np.errstate(divide="ignore", invalid="ignore"):

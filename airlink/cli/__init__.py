@@ -36,14 +36,17 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps examples in descriptions and epilogs as written."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``airlink`` parser with every command, or with the command ``only`` alone (what
+    :func:`main` builds for a command line naming one: the other commands' modules are not
+    imported, and the command's parsing, help and errors are the same)."""
     from airlink import __version__
     parser = argparse.ArgumentParser(
         prog="airlink", formatter_class=Formatter, epilog=EPILOG,
         description="Measure, infer and replay how cellular base-station schedulers shape TCP.")
     parser.add_argument("--version", action="version", version=f"airlink {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:  # every listed command exists: a missing module is an error, not a gap
+    for name in [only] if only in COMMANDS else COMMANDS:  # a missing module is an error, not a gap
         importlib.import_module(f"airlink.cli.{name}").register(sub)
     parser.commands = sub.choices          # name -> the subcommand's parser
     return parser
@@ -102,7 +105,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Shells take a command line after their own options, with or without `--`
     # (as Mahimahi's shells do): split it off before argparse sees it.
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv else None)
     command = None
     if argv and argv[0] in SHELLS:
         from airlink.cli._shellargs import split_command

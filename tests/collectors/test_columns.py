@@ -142,18 +142,23 @@ def test_pandas_version_without_pandas():
 @pytest.mark.parametrize("max_packets", [None, 50])
 def test_collect_of_a_capture_never_imports_pandas(shared_data, tmp_path, max_packets):
     """`airlink collect` of a capture - read whole, or in flow groups with its long flows
-    streamed and the packets pass fed - writes every frame without importing pandas
-    (~0.25 s), and the files are those the Python API's pandas frames make."""
+    streamed and the packets pass fed - writes every frame without importing pandas, scipy
+    or another command's modules (the parser is built for `collect` alone), and the files
+    are those the Python API's pandas frames make."""
     from airlink import collectors as C
     cap = shared_data / "tcp-pcaps/zeek-head/ssh.pcap"
     args = ["collect", str(cap), "-o", str(tmp_path / "out")] + ([] if max_packets is None else
                                                                  ["--max-packets", str(max_packets)])
     code = ("import json, sys\nfrom airlink.cli import main\n"
             f"status = main({args!r})\n"
-            "print(json.dumps({'status': status, 'pandas': 'pandas' in sys.modules}))\n")
+            "print(json.dumps({'status': status, 'modules': sorted(sys.modules)}))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout.splitlines()[-1]) == {"status": 0, "pandas": False}
+    done = json.loads(r.stdout.splitlines()[-1])
+    assert done["status"] == 0
+    assert not [m for m in done["modules"] if m.split(".")[0] in ("pandas", "scipy", "sklearn")]
+    assert [m for m in done["modules"] if m.startswith("airlink.cli.") and not m.startswith("airlink.cli._")] \
+        == ["airlink.cli.collect"]
     a = C.analyze_tcp(cap, max_packets=max_packets)
     for name, kind in (("flows", "flows"), ("series", "tcp"), ("events", "events")):
         written = pq.read_table(tmp_path / "out" / f"ssh.{kind}.parquet")

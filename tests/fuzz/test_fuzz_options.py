@@ -129,8 +129,8 @@ def _no_command_runs(monkeypatch):
     import airlink.cli as cli
     original = cli.build_parser
 
-    def guarded():
-        root = original()
+    def guarded(only=None):
+        root = original(only)
 
         def walk(parser):
             for a in parser._actions:

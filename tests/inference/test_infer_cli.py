@@ -30,6 +30,32 @@ def test_nmi_json(run_airlink, coupled_csv):
     assert rows[1]["p_value"] > 0.05 or rows[1]["peak_nmi"] < rows[0]["peak_nmi"] / 3
 
 
+def test_nmi_imports_only_what_the_scan_needs(coupled_csv, tmp_path):
+    """`airlink infer nmi` on a Parquet frame loads no scikit-learn, no scipy.stats or
+    scipy.signal, no simulator and no other command's modules (its parser is built alone);
+    the peak is at the lag the frame was made with."""
+    import subprocess
+    import sys
+    frame = tmp_path / "frame.parquet"
+    f = pd.read_csv(coupled_csv)
+    f["time"] = pd.to_datetime(f["time"], unit="s", utc=True)
+    f.to_parquet(frame)
+    args = ["infer", "nmi", str(frame), "--target", "rate", "--factor", "backlog", "--max-lag", "10s",
+            "--surrogates", "0", "--bootstrap", "0", "--json"]
+    code = ("import contextlib, io, json, sys\nfrom airlink.cli import main\nout = io.StringIO()\n"
+            f"with contextlib.redirect_stdout(out):\n    status = main({args!r})\n"
+            "print(json.dumps({'status': status, 'rows': json.loads(out.getvalue()), 'modules': sorted(sys.modules)}))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    done = json.loads(r.stdout.splitlines()[-1])
+    assert done["status"] == 0 and done["rows"][0]["lag_s"] == 3.0
+    unneeded = ("sklearn", "joblib", "scipy.stats", "scipy.signal", "airlink.sim", "airlink.inference.scheduler",
+                "airlink.inference.pf_params", "airlink.inference.cell_logs")
+    assert not [m for m in done["modules"] if m.startswith(unneeded)]
+    assert [m for m in done["modules"] if m.startswith("airlink.cli.") and not m.startswith("airlink.cli._")] \
+        == ["airlink.cli.infer", "airlink.cli.infer_cell", "airlink.cli.infer_pf"]     # infer's actions
+
+
 def test_nmi_table_and_surrogates_off(run_airlink, coupled_csv):
     status, out, err = run_airlink("infer", "nmi", coupled_csv, "--target", "rate", "--factor", "backlog",
                                    "--max-lag", "5s", "--surrogates", "0", "--bins", "8")
