@@ -292,14 +292,20 @@ def test_a_second_run_into_a_folder_in_use_is_refused(tmp_path):
         while rundir.read_manifest(out) is None:
             assert first.poll() is None, first.stderr.read()
             time.sleep(0.05)
-        second = _airlink("run", exp, "-o", out, "--offline", "--quiet", "--overwrite")
+        # the first run is held (stopped, its lock still taken) while the second tries, so
+        # the second meets a folder in use however fast the first would have finished
+        first.send_signal(signal.SIGSTOP)
+        try:
+            second = _airlink("run", exp, "-o", out, "--offline", "--quiet", "--overwrite")
+        finally:
+            first.send_signal(signal.SIGCONT)
         assert second.returncode == 2
         line = one_error_line(second.stderr)
         assert line.startswith(f"airlink: error: -o {out}: another airlink run is writing into this folder")
-        assert first.poll() is None          # the refusal touched nothing of the first run
     finally:
         if first.poll() is None:
             first.wait(timeout=600)
+    # the refusal touched nothing of the first run: it finishes as if alone
     assert first.returncode == 0, first.stderr.read()
     assert rundir.read_manifest(out)["status"] == "finished"
 
