@@ -39,7 +39,33 @@ def set_parent_death_signal(sig=signal.SIGKILL) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
 
+#: relayed signals that came before there was a process to relay them to (each once)
+_pending = []
+
+
+def _hold_signals():
+    """Until :func:`_relay_signals_to` runs, remember the relayed signals that arrive (the
+    shell forwards a Ctrl-C that comes while CMD is still starting: it must reach CMD)."""
+    def hold(sig, _frame):
+        if sig not in _pending:
+            _pending.append(sig)
+    for s in RELAYED:
+        signal.signal(s, hold)
+
+
+def _fork_holding():
+    """``os.fork()`` with the relayed signals blocked (the caller unblocks them): the child
+    keeps the signals held so far and relays them itself; the parent forgets them, and
+    relays to the child only what comes after the fork."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(RELAYED))
+    pid = os.fork()
+    if pid != 0:
+        del _pending[:]
+    return pid
+
+
 def _relay_signals_to(pid):
+    """Relay the signals of :data:`RELAYED` to ``pid`` from now on, and those held so far."""
     def relay(sig, _frame):
         try:
             os.kill(pid, sig)
@@ -47,6 +73,8 @@ def _relay_signals_to(pid):
             pass
     for s in RELAYED:
         signal.signal(s, relay)
+    while _pending:
+        relay(_pending.pop(0), None)
 
 
 def _exit_code(status):
@@ -86,11 +114,15 @@ def _drop_privileges(env):
 def _init(cmd, keep_root):
     """Pid 1 of the new pid namespace: start CMD, relay signals, exit with its status."""
     set_parent_death_signal()
+    # held signals (inherited from C at the fork, and relayed by C since) arrive here
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, set(RELAYED))
     env = dict(os.environ)
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(RELAYED))      # held until relayed to CMD below
     pid = os.fork()
     if pid == 0:
         for s in RELAYED:
             signal.signal(s, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(RELAYED))
         if keep_root:
             # CMD is another airlink shell, a Python program: SIGINT or SIGTERM while its
             # interpreter starts would end it with a traceback. They stay blocked (pending,
@@ -108,6 +140,7 @@ def _init(cmd, keep_root):
             os.write(2, f"airlink: error: {cmd[0]}: {exc.strerror}\n".encode())
             os._exit(126)
     _relay_signals_to(pid)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, set(RELAYED))
     # Reap everything (orphans come to pid 1) until CMD itself ends; the kernel then
     # kills what is left in the namespace when this process exits.
     while True:
@@ -122,16 +155,21 @@ def _init(cmd, keep_root):
 def main(argv):
     sock_fd, keep_root, cmd = int(argv[1]), argv[2] == "1", argv[3:]
     try:
+        # the relayed signals arrive blocked (pending, not lost) from the shell's fork
+        # (plumbing._child_main): held from here, relayed once CMD's process exists
+        _hold_signals()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(RELAYED))
         set_parent_death_signal()
         if os.read(sock_fd, 16) != b"go":
             os._exit(1)
         os.close(sock_fd)
         if _libc.unshare(ctypes.c_int(CLONE_NEWPID)) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
-        pid = os.fork()
+        pid = _fork_holding()
         if pid == 0:
             _init(cmd, keep_root)
         _relay_signals_to(pid)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(RELAYED))
         os._exit(_wait_for(pid))
     except BaseException as exc:  # noqa: BLE001 - report, never raise out of the namespace
         os.write(2, f"airlink: error: the namespace could not start the command: {exc}\n".encode())

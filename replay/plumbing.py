@@ -274,8 +274,11 @@ def _child_main(parent_pid, sock, outer: "OuterSide", addresses, cmd, env, vnet_
         if os.getppid() != parent_pid:
             os._exit(1)
         outer.close()
+        # the relayed signals stay blocked (pending, not lost: an ignored one would be) across
+        # the exec into _nsinit, which holds them until CMD runs and then relays them to it
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(RELAYED))
         for s in RELAYED:
-            signal.signal(s, signal.SIG_IGN if s == signal.SIGINT else signal.SIG_DFL)
+            signal.signal(s, signal.SIG_DFL)
         unshare(CLONE_NEWNET)
         fd = _configure_inner(*addresses, vnet_hdr)
         ns = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
