@@ -1,6 +1,6 @@
 """A measured cell replayed live through real namespaces (airlink cell --from-log).
 
-Two UEs download with iperf3 for 3 s in the afternoon NR-Scope cell from second 68.5 of
+Two UEs download with iperf3 for 1 s in the afternoon NR-Scope cell from second 68.5 of
 the log, where RNTI 25864 holds about half the PRBs: the MAC log's cross-traffic rows must
 be the log's DCIs (PRBs per slot computed here from the raw CSV), the UEs must never get a
 PRB the cross-traffic holds, and every UE's bytes must be conserved.
@@ -24,7 +24,7 @@ def test_live_measured_cell(test_ns, tmp_path, shared_data):
     log = shared_data / AFTERNOON
     mac_path, stats_path = tmp_path / "mac.parquet", tmp_path / "stats.json"
     r = test_ns.airlink("cell", "--from-log", log, "--preset", "nr-tmobile-10mhz", "--log-start", f"{START_S}s",
-                        "--follow-rnti", FOLLOW, "--users", "2", "--duration", "2.5s", "--mac-log", mac_path,
+                        "--follow-rnti", FOLLOW, "--users", "2", "--duration", "8s", "--mac-log", mac_path,
                         "--stats", stats_path, "--",
                         "sh", "-c", "iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t 1 > /dev/null",
                         timeout=120)
@@ -32,7 +32,9 @@ def test_live_measured_cell(test_ns, tmp_path, shared_data):
     stats = json.loads(stats_path.read_text())
     mac = pd.read_parquet(mac_path)
     n = stats["ttis"]
-    assert 1000 <= n <= 3000        # the downloads end after 1 s (2 s of slack for a loaded machine); the duration caps the run at 3 s
+    # iperf3 -R -t 1 ends 1.8-2.6 s after the cell starts here (connect, 1 s of data, the
+    # end-of-test exchange behind a full queue); the duration only caps a run that hangs
+    assert 1000 <= n < 8000
 
     # cross-traffic rows = the log's other RNTIs' DCIs, slot by slot
     raw = raw_downlink(log)
@@ -88,7 +90,7 @@ def test_live_replay_of_one_ue_of_an_airlink_cell(test_ns, tmp_path):
     test_ns.iperf_server(5201)
     mac_path, stats_path = tmp_path / "mac.parquet", tmp_path / "stats.json"
     r = test_ns.airlink("cell", "--from-log", log_path, "--preset", "quick", "--follow-rnti", "1", "--users", "1",
-                        "--duration", "2.5s", "--mac-log", mac_path, "--stats", stats_path, "--",
+                        "--duration", "8s", "--mac-log", mac_path, "--stats", stats_path, "--",
                         "sh", "-c", "iperf3 -c $AIRLINK_BASE -p 5201 -R -t 2 > /dev/null", timeout=120)
     assert r.returncode == 0, r.stderr
     stats = json.loads(stats_path.read_text())
