@@ -31,7 +31,10 @@ divided by the live mean.
 4. **Workloads** (one pass, random order, idle gaps of 0.5-1 s): UDP ping RTT (20 probes
    100 ms apart), downlink packet-train completion time for 1, 10, 50, 100 and 200
    packets of 1396 bytes (from request to the last packet), TCP downloads of 1 KB, 10 KB,
-   100 KB, 1 MB (and 10 MB with ``--big``) on a new connection each (connect to last byte).
+   100 KB, 1 MB (and 10 MB with ``--big``) on a new connection each (connect to last byte),
+   a page load (a 30 KB document, then 40 objects of 2-60 KB over 6 persistent
+   connections; document request to last object byte) and a bulk download (goodput in each
+   of 5 one-second intervals after its first second).
    ``--passes`` passes per run.
 
 The table: one row per workload metric, one column per replay, with the number of live
@@ -69,6 +72,12 @@ ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, "Mahimahi (mm-l
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
+# a page of many small objects: a 30 KB document, then 40 objects of 2-60 KB (725 KB in
+# all) over 6 persistent connections, as a browser loads an HTTP/1.1 page
+PAGE_DOC = 30_000
+PAGE_OBJECTS = (2_000, 3_000, 5_000, 8_000, 12_000, 20_000, 35_000, 60_000) * 5
+PAGE_CONNECTIONS = 6
+BULK_SECONDS = 5        # a bulk download's goodput, each of these seconds after its first
 # mm-cellular refuses packets over 1400 bytes including its 4-byte TUN header, so every
 # workload (live and replayed alike) keeps its packets at or under 1396 IP bytes: TCP's MSS
 # is clamped on both ends (1396 - 20 IP - 20 TCP - 12 timestamps) and trains are 1396 bytes
@@ -78,14 +87,16 @@ TRAIN_PACKET_BYTES = 1396
 SERVER = TCP_SERVER + r"""
 import sys
 port = int(sys.argv[1])
-def download(c):                              # the client's first line: bytes wanted
-    n = int(c.makefile("rb").readline())
+def download(c):                              # a line per request: the bytes wanted
+    f = c.makefile("rb")
     block = bytes(65536)
-    if n == 0:                                # bulk: until the client goes
-        while True:
-            c.sendall(block)
-    while n > 0:
-        n -= c.send(block[:min(n, 65536)])
+    for line in f:                            # persistent: requests until the client closes
+        n = int(line)
+        if n == 0:                            # bulk: until the client goes
+            while True:
+                c.sendall(block)
+        while n > 0:
+            n -= c.send(block[:min(n, 65536)])
 def tcp():
     tcp_server(port, download, mss=%(mss)d)
 def udp():
@@ -166,15 +177,91 @@ def train(n):
         pass
     if got == n:
         res["train_ms"].setdefault(str(n), []).append((last - t) * 1000)
+# a page: the document, then its objects over PAGE_CONNECTIONS persistent connections
+# opened when the document has arrived (a browser's HTTP/1.1 pattern); the load time runs
+# from the document's request to the last object's last byte
+def page():
+    import queue, threading
+    t = time.monotonic()
+    dt, got = fetch(PAGE_DOC)
+    if got != PAGE_DOC:
+        return
+    todo = queue.Queue()
+    for n in PAGE_OBJECTS:
+        todo.put(n)
+    done = []
+    def worker():
+        c = socket.socket()
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
+        c.settimeout(30)
+        try:
+            c.connect((host, port))
+            while True:
+                try:
+                    n = todo.get_nowait()
+                except queue.Empty:
+                    break
+                c.sendall(b"%%d\n" %% n)
+                got = 0
+                while got < n:
+                    b = c.recv(1 << 20)
+                    if not b:
+                        return
+                    got += len(b)
+                done.append(n)
+        except OSError:
+            pass
+        finally:
+            c.close()
+    threads = [threading.Thread(target=worker) for _ in range(PAGE_CONNECTIONS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if len(done) == len(PAGE_OBJECTS):
+        res["page_ms"].append((time.monotonic() - t) * 1000)
+# a bulk download: its goodput (Mbit/s) in each of BULK_SECONDS intervals of about a
+# second after its first second (slow start)
+def bulk():
+    c = socket.socket()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
+    c.settimeout(5)
+    try:
+        c.connect((host, port))
+        c.sendall(b"0\n")
+        mark = time.monotonic() + 1.0; got = 0; n = 0
+        while n < BULK_SECONDS:
+            b = c.recv(1 << 20)
+            if not b:
+                break
+            now = time.monotonic()
+            if now < mark:
+                continue
+            got += len(b)
+            if now - mark >= 1.0:
+                res["bulk_mbps"].append(got * 8 / 1e6 / (now - mark))
+                mark, got, n = now, 0, n + 1
+    except OSError:
+        pass
+    finally:
+        c.close()
+PAGE_DOC, PAGE_CONNECTIONS, BULK_SECONDS = %(page_doc)d, %(page_conns)d, %(bulk_s)d
+PAGE_OBJECTS = [%(page_objects)s]
+res["page_ms"], res["bulk_mbps"] = [], []
 sizes = [%(sizes)s] + ([%(big)d] if big else [])
 time.sleep(2.0)                                   # let the background start
 for p in range(passes):
-    jobs = [("ping", None)] + [("train", n) for n in (%(trains)s)] + [("download", s) for s in sizes]
+    jobs = ([("ping", None), ("page", None), ("bulk", None)] + [("train", n) for n in (%(trains)s)]
+            + [("download", s) for s in sizes])
     rng.shuffle(jobs)
     for kind, arg in jobs:
         time.sleep(rng.uniform(0.5, 1.0))
         if kind == "ping":
             ping()
+        elif kind == "page":
+            page()
+        elif kind == "bulk":
+            bulk()
         elif kind == "train":
             train(arg)
         else:
@@ -182,7 +269,9 @@ for p in range(passes):
             if got == arg:
                 res["download_ms"].setdefault(str(arg), []).append(dt * 1000)
 json.dump(res, open(out, "w"))
-""" % {"port": PORT, "mss": MSS, "sizes": ", ".join(map(str, SIZES)), "big": BIG, "trains": ", ".join(map(str, TRAINS))}
+""" % {"port": PORT, "mss": MSS, "sizes": ", ".join(map(str, SIZES)), "big": BIG, "trains": ", ".join(map(str, TRAINS)),
+       "page_doc": PAGE_DOC, "page_conns": PAGE_CONNECTIONS, "page_objects": ", ".join(map(str, PAGE_OBJECTS)),
+       "bulk_s": BULK_SECONDS}
 
 
 def distribution_error(replayed, live) -> float:
@@ -204,6 +293,10 @@ def error_spread(replayed, live, n: int = 200, seed: int = 1) -> tuple:
 def metrics(res: dict) -> dict:
     """``{workload name: samples}`` of one client result."""
     out = {"ping RTT": res["ping_ms"]}
+    if res.get("page_ms"):
+        out["page load"] = res["page_ms"]
+    if res.get("bulk_mbps"):
+        out["bulk Mbit/s"] = res["bulk_mbps"]
     out.update({f"train {n} pkts": v for n, v in sorted(res["train_ms"].items(), key=lambda kv: int(kv[0]))})
     out.update({f"download {_size(int(s))}": v
                 for s, v in sorted(res["download_ms"].items(), key=lambda kv: int(kv[0]))})
@@ -268,7 +361,9 @@ class Bench:
         return self._load(out, r, f"live seed {seed}")
 
     def budget(self) -> float:
-        per = 20 * 0.2 + 2.0 * len(TRAINS) + sum(4 + s * 8 / 2e6 for s in SIZES) + (60 if self.args.big else 0)
+        page = 8 + (PAGE_DOC + sum(PAGE_OBJECTS)) * 8 / 2e6
+        per = (20 * 0.2 + 2.0 * len(TRAINS) + sum(4 + s * 8 / 2e6 for s in SIZES) + page + BULK_SECONDS + 3
+               + (60 if self.args.big else 0))
         return 10 + self.args.passes * (per + 8)
 
     def record(self) -> Path | None:
@@ -513,7 +608,8 @@ def report(live, replays, names, have=None) -> dict:
             else:
                 e, k, lo, hi = t[w]
                 cells.append(f"{f'{e * 100:.1f} % [{lo * 100:.0f}-{hi * 100:.0f}]':>20} (n={k:>3})")
-        print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}ms  " + "  ".join(cells))
+        unit = "" if w.endswith("Mbit/s") else "ms"
+        print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}{unit:<2}  " + "  ".join(cells))
     return table
 
 
