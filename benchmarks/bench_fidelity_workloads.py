@@ -585,6 +585,7 @@ def report(live, replays, names, have=None) -> dict:
     have = have or {}
     live_m = merge(live)
     table = {}
+    floor = live_floor(live)
     for name in names:
         if replays.get(name):
             rm = merge(replays[name])
@@ -595,7 +596,11 @@ def report(live, replays, names, have=None) -> dict:
     print(f"distribution error = EMD(replay, live) / live mean [bootstrap 10-90 %]; live runs {len(live)}")
     print("airlink link (workload) runs on the link shell's Python path (the C engine has no "
           "workload mode)")
-    head = f"{'workload':<18} {'live n':>6} {'live mean':>10}  " + "  ".join(f"{n[:28]:>28}" for n in names)
+    print("live floor = the median over live seeds of EMD(that seed's samples, the other seeds') / their mean: "
+          "how far the ground truth itself moves between seeds (a replay's error below it cannot be told "
+          "from the truth's own spread)")
+    head = (f"{'workload':<18} {'live n':>6} {'live mean':>10} {'live floor':>10}  "
+            + "  ".join(f"{n[:28]:>28}" for n in names))
     print(head)
     for w, v in live_m.items():
         cells = []
@@ -609,8 +614,26 @@ def report(live, replays, names, have=None) -> dict:
                 e, k, lo, hi = t[w]
                 cells.append(f"{f'{e * 100:.1f} % [{lo * 100:.0f}-{hi * 100:.0f}]':>20} (n={k:>3})")
         unit = "" if w.endswith("Mbit/s") else "ms"
-        print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}{unit:<2}  " + "  ".join(cells))
+        fl = f"{floor[w] * 100:.1f} %" if floor.get(w) is not None else "-"
+        print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}{unit:<2} {fl:>10}  " + "  ".join(cells))
+    table["live floor"] = floor
     return table
+
+
+def live_floor(live) -> dict:
+    """``{workload: error}``: for each live run (seed), :func:`distribution_error` of its
+    samples against the other runs' samples; the median over the runs. ``None`` where fewer
+    than two runs have samples of the workload."""
+    per = [metrics(r) for r in live]
+    out = {}
+    for w in merge(live):
+        errs = []
+        for i, m in enumerate(per):
+            rest = [x for j, o in enumerate(per) if j != i for x in o.get(w, [])]
+            if m.get(w) and rest:
+                errs.append(distribution_error(m[w], rest))
+        out[w] = float(np.median(errs)) if errs else None
+    return out
 
 
 if __name__ == "__main__":
