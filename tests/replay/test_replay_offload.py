@@ -46,11 +46,12 @@ def pseudo_partial(ip_pkt) -> int:
     return ones_sum(raw[8:40] + struct.pack("!IxxxB", l4len, raw[6]))
 
 
-def super_packet(payload_len, *, mss=1448, v6=False, udp=False, flags="PA", ip_id=777, seq=1000):
+def super_packet(payload_len, *, mss=1448, v6=False, udp=False, flags="PA", ip_id=777, seq=1000,
+                 src="100.64.0.1", dst="100.64.0.2"):
     """A GSO super-packet as the kernel hands it to a TUN with offloads: vnet header,
     IP total length of the whole, L4 checksum field = partial pseudo-header sum."""
     payload = random.Random(payload_len).randbytes(payload_len)
-    l3 = IPv6(src="fd00::1", dst="fd00::2") if v6 else IP(src="100.64.0.1", dst="100.64.0.2", id=ip_id, flags="DF")
+    l3 = IPv6(src="fd00::1", dst="fd00::2") if v6 else IP(src=src, dst=dst, id=ip_id, flags="DF")
     l4 = UDP(sport=5000, dport=6000) if udp else TCP(sport=5201, dport=40000, seq=seq, ack=5, flags=flags,
                                                      options=[("NOP", None), ("NOP", None),
                                                               ("Timestamp", (1, 2))])
