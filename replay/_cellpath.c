@@ -228,26 +228,26 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
         if (now >= deadline || !spare(c)) break;
         ssize_t r = read(u->fd, c->spare->data, LC_MAX_PACKET);
         if (r < 0) return read_failure();
-        if (r < c->vnet) continue;
+        if (!u->up_on) {                    /* straight out: counted in the read buffer */
+            lc_packet *b = c->spare;
+            if (lc_buffer_parse(b, r, c->vnet) < 0) continue;
+            u->up_p += b->nseg;
+            u->up_b += lc_wire(b, 0, b->nseg);
+            if (write(c->outer_fd, b->data, (size_t)r) < 0) c->write_errors++;
+            continue;
+        }
         lc_packet *p = lc_buffer_packet(&c->spare, r, c->vnet);
-        if (!p) {                           /* no memory: one packet, out unqueued or dropped */
+        if (!p) {
+            if (r < c->vnet) continue;
+            /* no memory: one packet, dropped */
             u->up_p++;
             u->up_b += r - c->vnet;
-            if (!u->up_on) {
-                if (write(c->outer_fd, c->spare->data, (size_t)r) < 0) c->write_errors++;
-            } else {
-                advance_uplink(c, u, now);
-                lc_enqueue_copy(&u->ul, c->spare->data, r, c->vnet, now);
-            }
+            advance_uplink(c, u, now);
+            lc_enqueue_copy(&u->ul, c->spare->data, r, c->vnet, now);
             continue;
         }
         u->up_p += p->nseg;
         u->up_b += lc_wire(p, 0, p->nseg);
-        if (!u->up_on) {
-            if (write(c->outer_fd, p->data, (size_t)p->len) < 0) c->write_errors++;
-            lc_packet_free(p);
-            continue;
-        }
         advance_uplink(c, u, now);          /* TTIs that ended before it came go without it */
         lc_enqueue(&u->ul, p, now);
     }
