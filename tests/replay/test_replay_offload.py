@@ -239,6 +239,15 @@ def test_whole_super_packets_pass_untouched():
     assert st["departures_packets"] == -(-40000 // 1448)
 
 
+def test_backlog_while_a_short_last_segment_is_in_service():
+    """Segments of 1500, 1500 and 552 bytes (2 x 1448 + 500 of payload and 52 of headers);
+    a 3100-byte TTI sends the first two and 100 bytes of the last: 452 bytes in one
+    segment are left, no segment after it (none counts, not a negative number of bytes)."""
+    deps, st = run_stage(link_maker([3100.0, 0.0]), [super_packet(2 * 1448 + 500)], [0], 2 * TTI_NS, vnet=True)
+    assert [[len(p) - 10 for p in tti] for tti in deps] == [[3000 - 52], []]     # one piece of two segments
+    assert (st["queued_bytes"], st["queued_packets"]) == (452, 1)
+
+
 @pytest.mark.parametrize("gilbert", [None, (0.05, 0.3)])
 def test_loss_draws_once_per_segment(gilbert):
     pkts, times = traffic(20, seed=4)
