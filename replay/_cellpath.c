@@ -13,6 +13,15 @@
  * carried from TTI k-1, is served at the end of TTI k to the bytes queued by then; the trace
  * repeats; a packet read at time t is queued after the TTIs that ended by t were served).
  *
+ * Offload mode (Cell(..., vnet=10)): every TUN device was opened with IFF_VNET_HDR (and,
+ * where the kernel allows, TUNSETOFFLOAD), so every packet read or written starts with a
+ * virtio_net_hdr and may be a GSO super-packet of up to 64 KB. Packets are read straight
+ * into the link core's pooled buffers; a downlink super-packet is queued whole in its UE's
+ * link, which counts, limits and serves it as the segments the kernel would have sent
+ * without offload and cuts it into pieces where a TTI's budget ends inside it (lc_piece);
+ * an unconstrained uplink packet goes out as read, counted as its segments. vnet=0: plain
+ * packets of one segment each.
+ *
  * The TTIs are decided in one of two ways. The compiled step (set_step, set_chunk, run):
  * Cell.run() moves packets and, at every TTI's end, decides the TTI here in C - with the
  * GIL released, for many TTIs per call - by calling the simulator's step compiled as a C
