@@ -8,7 +8,8 @@ download (iperf3 -R) per UE from servers on the shell's outer side, and reports 
 * TTIs handled and TTIs handled late (more than half a TTI after their end), the largest
   lateness - the real-time goal is < 0.1 % late;
 * the shell's CPU time per second of run (its own rusage plus its radio process's, in
-  ``--stats``), and the radio process's part of it;
+  ``--stats``), and the radio process's part of it; the shell's own CPU time per TTI
+  (without the radio process's: a figure that does not depend on how long the run lasted);
 * the aggregate TCP goodput the UEs received, and its ratio to the capacity ``airlink
   simulate`` gives the same preset and seed with full buffers over the same time (the
   reference: the same scheduler code without real packets).
@@ -17,6 +18,7 @@ Several runs; median and min-max printed. Needs root (namespaces, TUN) and iperf
 namespace it makes is deleted afterwards.
 
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 [--realtime]
+    sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 --realtime --offload alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --users 20 --tti 0.125ms --realtime
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime \
@@ -38,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _netns import AIRLINK, require_root, throwaway_namespace, user_env  # noqa: E402
 
 
-def one_run(args, work: Path) -> dict:
+def one_run(args, work: Path, offload: bool = True) -> dict:
     out = work / "ue"
     out.mkdir(parents=True, exist_ok=True)
     ue_cmd = (f"iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t {args.seconds} --json "
@@ -54,6 +56,7 @@ def one_run(args, work: Path) -> dict:
         env = user_env()
         if args.python_step:
             env["AIRLINK_PYTHON_STEP"] = "1"
+        env["AIRLINK_OFFLOAD"] = "1" if offload else "0"
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.seconds + 120)
         wall = time.monotonic() - t0
     if r.returncode != 0:
@@ -66,8 +69,12 @@ def one_run(args, work: Path) -> dict:
     return {"wall_s": wall, "ttis": stats["ttis"], "late_ttis": stats["late_ttis"],
             "late_pct": 100 * stats["late_fraction"], "max_lateness_ms": stats["max_lateness_us"] / 1000,
             "cpu_per_s": stats["cpu_per_s"], "radio_cpu_per_s": stats["radio_cpu_s"] / stats["duration_s"],
+            "loop_cpu_us_per_tti": 1e6 * (stats["cpu_s"] - stats["radio_cpu_s"]) / max(stats["ttis"], 1),
             "radio_waits": stats["radio_waits"], "loop_rescues": stats.get("loop_rescues", 0),
-            "goodput_mbps": goodput / 1e6, "step": stats["scheduler_step"]}
+            "goodput_mbps": goodput / 1e6, "offload": stats.get("offload", False),
+            "superpackets": sum(u["downlink"].get("superpackets", 0) for u in stats["ues"]),
+            "pieces_cut": sum(u["downlink"].get("pieces_cut", 0) for u in stats["ues"]),
+            "step": stats["scheduler_step"]}
 
 
 def simulated_capacity_mbps(args) -> float:
@@ -99,34 +106,46 @@ def main():
                     help="decide the TTIs with the Python step (AIRLINK_PYTHON_STEP=1), not the compiled one")
     ap.add_argument("--realtime", action="store_true", help="run the shell with --realtime (SCHED_RR)")
     ap.add_argument("--uplink", metavar="RATE|TRACE", help="each UE's uplink (default unconstrained), e.g. 20Mbit/s")
+    ap.add_argument("--offload", choices=("on", "off", "alternate"), default="on",
+                    help="the cell's TUN devices with GSO super-packets (on, the default), without "
+                         "(off: AIRLINK_OFFLOAD=0), or alternate run by run, off first (--runs per mode), "
+                         "each mode summarised on its own")
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep each run's MAC log, stats and iperf3 reports in DIR/runN (to look at the "
                          "late TTIs: the MAC log's late and lateness_us columns)")
     args = ap.parse_args()
     require_root("bench_cell", "iperf3")
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-cell-"))
-    rows = []
+    modes = {"on": [True], "off": [False], "alternate": [False, True]}[args.offload]
+    rows = {m: [] for m in modes}
     try:
         for i in range(args.runs):
-            row = one_run(args, work / f"run{i}")
-            rows.append(row)
-            print(f"run {i + 1}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                                                for k, v in row.items()), flush=True)
+            for m in modes:
+                name = f"run{i}" + ("" if len(modes) == 1 else "-gso" if m else "-plain")
+                row = one_run(args, work / name, offload=m)
+                rows[m].append(row)
+                print(f"{name}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                               for k, v in row.items()), flush=True)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
     cap = simulated_capacity_mbps(args)
-    print(f"\n{args.preset}, {args.scheduler}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s bulk TCP per UE"
-          f"{f', --tti {args.tti}' if args.tti else ''}{', --realtime' if args.realtime else ''}; "
-          f"step: {rows[0]['step']}")
-    for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "goodput_mbps"):
-        v = [r[key] for r in rows]
-        print(f"{key:>16}: median {statistics.median(v):.4g}  (min {min(v):.4g}, max {max(v):.4g})")
-    late, ttis = sum(r["late_ttis"] for r in rows), sum(r["ttis"] for r in rows)
-    print(f"{'all runs':>16}: {late} late TTIs of {ttis} = {100 * late / ttis:.4g} %")
-    g = statistics.median(r["goodput_mbps"] for r in rows)
-    print(f"simulated full-buffer capacity (airlink simulate, same preset/seed): {cap:.1f} Mbit/s; "
-          f"live goodput / simulated capacity = {g / cap:.3f}")
+    print(f"\n{args.preset}, {args.scheduler}, {args.users} UEs, seed {args.seed}, {args.runs} runs of {args.seconds} s "
+          f"bulk TCP per UE{f', --tti {args.tti}' if args.tti else ''}{', --realtime' if args.realtime else ''}; "
+          f"step: {rows[modes[0]][0]['step']}")
+    for m in modes:
+        rs = rows[m]
+        print(f"offload {'on (GSO super-packets)' if m else 'off (AIRLINK_OFFLOAD=0)'}"
+              f"{'' if all(r['offload'] == m for r in rs) else ' - NOT as asked in every run'}:")
+        for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "loop_cpu_us_per_tti",
+                    "goodput_mbps"):
+            v = [r[key] for r in rs]
+            print(f"{key:>16}: median {statistics.median(v):.4g}  (min {min(v):.4g}, max {max(v):.4g})")
+        late, ttis = sum(r["late_ttis"] for r in rs), sum(r["ttis"] for r in rs)
+        print(f"{'all runs':>16}: {late} late TTIs of {ttis} = {100 * late / ttis:.4g} %")
+        g = statistics.median(r["goodput_mbps"] for r in rs)
+        print(f"{'':>16}  live goodput / simulated capacity = {g / cap:.3f}")
+    print(f"simulated full-buffer capacity (airlink simulate, same preset/seed): {cap:.1f} Mbit/s")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,15 @@
  * carried from TTI k-1, is served at the end of TTI k to the bytes queued by then; the trace
  * repeats; a packet read at time t is queued after the TTIs that ended by t were served).
  *
+ * Offload mode (Cell(..., vnet=10)): every TUN device was opened with IFF_VNET_HDR (and,
+ * where the kernel allows, TUNSETOFFLOAD), so every packet read or written starts with a
+ * virtio_net_hdr and may be a GSO super-packet of up to 64 KB. Packets are read straight
+ * into the link core's pooled buffers; a downlink super-packet is queued whole in its UE's
+ * link, which counts, limits and serves it as the segments the kernel would have sent
+ * without offload and cuts it into pieces where a TTI's budget ends inside it (lc_piece);
+ * an unconstrained uplink packet goes out as read, counted as its segments. vnet=0: plain
+ * packets of one segment each.
+ *
  * The TTIs are decided in one of two ways. The compiled step (set_step, set_chunk, run):
  * Cell.run() moves packets and, at every TTI's end, decides the TTI here in C - with the
  * GIL released, for many TTIs per call - by calling the simulator's step compiled as a C
@@ -91,7 +100,6 @@
 
 #include "_linkcore.h"
 
-#define MAX_PACKET 65536
 #define READ_BATCH 64           /* packets per fd and wake-up at most */
 #define MAX_WAIT_FDS 4096
 #define PIDFD_TAG (1ULL << 32)  /* epoll data of a pidfd: the tag and the fd; of a device: its index */
@@ -119,7 +127,8 @@ typedef struct {
     uint32_t net_base, net_mask;
     UE *ue;
     long long unroutable, write_errors, last_ns, log_lost;
-    unsigned char *buf;
+    int vnet;                       /* virtio_net_hdr bytes in front of every packet: 0 or 10 */
+    lc_packet *spare;               /* the buffer of the next read */
     /* the devices and the watched pidfds in one epoll set (registered once, not per wait) */
     int epfd;
     struct epoll_event *evs;
@@ -193,38 +202,63 @@ static int read_failure(void) {
     return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : errno;
 }
 
-/* read what the outer TUN holds (downlink): at most READ_BATCH packets, none once the
-   deadline has passed (the TTI is decided first: the clock is read before every packet,
-   since moving one can cost tens of microseconds of the kernel's TCP work); 0 or an errno */
+/* the next read's buffer (a packet buffer of the core, read into without a copy), or NULL
+   without memory (the packets then stay in the kernel) */
+static lc_packet *spare(Cell *c) {
+    if (!c->spare) c->spare = lc_buffer();
+    return c->spare;
+}
+
+/* read what the outer TUN holds (downlink): at most READ_BATCH packets (or super-packets),
+   none once the deadline has passed (the TTI is decided first: the clock is read before
+   every packet, since moving one can cost tens of microseconds of the kernel's TCP work);
+   0 or an errno */
 static int read_outer(Cell *c, int64_t deadline) {
     for (int i = 0; i < READ_BATCH; i++) {
         int64_t now = now_ns();
-        if (now >= deadline) break;
-        ssize_t r = read(c->outer_fd, c->buf, MAX_PACKET);
+        if (now >= deadline || !spare(c)) break;
+        ssize_t r = read(c->outer_fd, c->spare->data, LC_MAX_PACKET);
         if (r < 0) return read_failure();
-        int u = ue_of(c, c->buf, (int)r);
+        int u = ue_of(c, c->spare->data + c->vnet, (int)r - c->vnet);
         if (u < 0) { c->unroutable++; continue; }
-        lc_enqueue_copy(&c->ue[u].dl, c->buf, r, 0, now);
+        lc_link *l = &c->ue[u].dl;
+        lc_packet *p = lc_buffer_packet(&c->spare, r, c->vnet);
+        if (p) lc_enqueue(l, p, now);
+        else lc_enqueue_copy(l, c->spare->data, r, c->vnet, now);   /* no memory: counted as a drop */
     }
     return 0;
 }
 
 /* a UE's uplink packets go straight out (as read_outer), or into its constrained uplink;
-   0 or an errno */
+   arrivals counted as segments and their plain-mode bytes; 0 or an errno */
 static int read_inner(Cell *c, UE *u, int64_t deadline) {
     for (int i = 0; i < READ_BATCH; i++) {
         int64_t now = now_ns();
-        if (now >= deadline) break;
-        ssize_t r = read(u->fd, c->buf, MAX_PACKET);
+        if (now >= deadline || !spare(c)) break;
+        ssize_t r = read(u->fd, c->spare->data, LC_MAX_PACKET);
         if (r < 0) return read_failure();
-        u->up_p++;
-        u->up_b += r;
-        if (!u->up_on) {
-            if (write(c->outer_fd, c->buf, (size_t)r) < 0) c->write_errors++;
+        if (!u->up_on) {                    /* straight out: counted in the read buffer */
+            lc_packet *b = c->spare;
+            if (lc_buffer_parse(b, r, c->vnet) < 0) continue;
+            u->up_p += b->nseg;
+            u->up_b += lc_wire(b, 0, b->nseg);
+            if (write(c->outer_fd, b->data, (size_t)r) < 0) c->write_errors++;
             continue;
         }
+        lc_packet *p = lc_buffer_packet(&c->spare, r, c->vnet);
+        if (!p) {
+            if (r < c->vnet) continue;
+            /* no memory: one packet, dropped */
+            u->up_p++;
+            u->up_b += r - c->vnet;
+            advance_uplink(c, u, now);
+            lc_enqueue_copy(&u->ul, c->spare->data, r, c->vnet, now);
+            continue;
+        }
+        u->up_p += p->nseg;
+        u->up_b += lc_wire(p, 0, p->nseg);
         advance_uplink(c, u, now);          /* TTIs that ended before it came go without it */
-        lc_enqueue_copy(&u->ul, c->buf, r, 0, now);
+        lc_enqueue(&u->ul, p, now);
     }
     return 0;
 }
@@ -685,18 +719,26 @@ static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
     long long qb, qp, uqb, uqp;
     lc_backlog(d, &qb, &qp);
     lc_backlog(l, &uqb, &uqp);
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}}",
-                         "arrivals_packets", d->arr_p, "arrivals_bytes", d->arr_b,
-                         "departures_packets", d->dep_p, "departures_bytes", d->dep_b,
-                         "drops_packets", d->drop_p, "drops_bytes", d->drop_b,
-                         "queued_packets", qp, "queued_bytes", qb,
-                         "marks_packets", d->marks_p, "marks_bytes", d->marks_b,
-                         "uplink", "arrivals_packets", u->up_p, "arrivals_bytes", u->up_b,
-                         "departures_packets", u->up_on ? l->dep_p : u->up_p,
-                         "departures_bytes", u->up_on ? l->dep_b : u->up_b,
-                         "drops_packets", l->drop_p, "drops_bytes", l->drop_b,
-                         "queued_packets", uqp, "queued_bytes", uqb,
-                         "capacity_bytes", u->up.capacity_bytes, "ttis", u->up.k);
+    PyObject *d_out = Py_BuildValue(
+        "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}}",
+        "arrivals_packets", d->arr_p, "arrivals_bytes", d->arr_b,
+        "departures_packets", d->dep_p, "departures_bytes", d->dep_b,
+        "drops_packets", d->drop_p, "drops_bytes", d->drop_b,
+        "queued_packets", qp, "queued_bytes", qb,
+        "marks_packets", d->marks_p, "marks_bytes", d->marks_b,
+        "uplink", "arrivals_packets", u->up_p, "arrivals_bytes", u->up_b,
+        "departures_packets", u->up_on ? l->dep_p : u->up_p,
+        "departures_bytes", u->up_on ? l->dep_b : u->up_b,
+        "drops_packets", l->drop_p, "drops_bytes", l->drop_b,
+        "queued_packets", uqp, "queued_bytes", uqb,
+        "capacity_bytes", u->up.capacity_bytes, "ttis", u->up.k);
+    if (d_out && c->vnet) {         /* offload mode: super-packets read, pieces cut (downlink) */
+        PyObject *v = PyLong_FromLongLong(d->superpackets);
+        if (v) { PyDict_SetItemString(d_out, "superpackets", v); Py_DECREF(v); }
+        v = PyLong_FromLongLong(d->pieces);
+        if (v) { PyDict_SetItemString(d_out, "pieces_cut", v); Py_DECREF(v); }
+    }
+    return d_out;
 }
 
 static void Cell_dealloc(Cell *c) {
@@ -714,7 +756,9 @@ static void Cell_dealloc(Cell *c) {
         }
         PyMem_Free(c->ue);
     }
-    PyMem_Free(c->buf);
+    lc_packet_free(c->spare);
+    c->spare = NULL;
+    lc_pool_clear();
     PyMem_Free(c->evs);
     PyMem_Free(c->rev);
     PyMem_Free(c->pidfds);
@@ -724,16 +768,21 @@ static void Cell_dealloc(Cell *c) {
 
 static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"outer_fd", "inner_fds", "net_base", "net_mask", "part_shift", "queue",
-                             "packets", "bytes", "log", "rescue_ns", NULL};
+                             "packets", "bytes", "log", "rescue_ns", "vnet", NULL};
     int outer, shift, qkind;
     unsigned long base, mask;
     long long lim_p, lim_b;
     PyObject *inner;
     int log = 0;
     long long rescue_ns = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL|pL", kwlist, &outer, &inner, &base, &mask, &shift,
-                                     &qkind, &lim_p, &lim_b, &log, &rescue_ns))
+    int vnet = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL|pLi", kwlist, &outer, &inner, &base, &mask, &shift,
+                                     &qkind, &lim_p, &lim_b, &log, &rescue_ns, &vnet))
         return -1;
+    if (vnet != 0 && vnet != 10) {
+        PyErr_SetString(PyExc_ValueError, "vnet header size must be 0 (plain) or 10 (virtio_net_hdr)");
+        return -1;
+    }
     if (c->n_resc || c->ue) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
     if (qkind < LC_INFINITE || qkind > LC_L4S || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
         PyErr_SetString(PyExc_ValueError, "bad queue kind, limit or part shift");
@@ -744,11 +793,10 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (n < 1 || n > 65536) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "1 to 65536 UEs"); return -1; }
     c->ue = PyMem_Calloc(n, sizeof(UE));
-    c->buf = PyMem_Malloc(MAX_PACKET);
     c->evs = PyMem_Calloc(n + 1 + MAX_WAIT_FDS, sizeof(struct epoll_event));
     c->rev = PyMem_Calloc(n + 1, sizeof(unsigned));
     c->pidfds = PyMem_Calloc(MAX_WAIT_FDS, sizeof(int));
-    if (!c->ue || !c->buf || !c->evs || !c->rev || !c->pidfds) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
+    if (!c->ue || !c->evs || !c->rev || !c->pidfds) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
     c->n = (int)n;
     for (Py_ssize_t i = 0; i < n; i++) {
         long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
@@ -770,6 +818,7 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     c->net_mask = (uint32_t)mask;
     c->shift = shift;
     c->log = log;
+    c->vnet = vnet;
     for (int i = 0; i < c->n; i++) {
         UE *u = &c->ue[i];
         lc_link_init(&u->dl, qkind, lim_p, lim_b);
@@ -824,6 +873,9 @@ static PyObject *Cell_close(Cell *c, PyObject *Py_UNUSED(ignored)) {
     Py_BEGIN_ALLOW_THREADS
     stop_rescuers(c);
     Py_END_ALLOW_THREADS
+    lc_packet_free(c->spare);
+    c->spare = NULL;
+    lc_pool_clear();                /* the loop's packet buffers go back to the allocator */
     Py_RETURN_NONE;
 }
 

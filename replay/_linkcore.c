@@ -123,6 +123,12 @@ lc_packet *lc_packet_new(const unsigned char *buf, long len, int off) {
     return p;
 }
 
+int lc_buffer_parse(lc_packet *b, long len, int off) {
+    if (len < off || len > LC_MAX_PACKET) return -1;
+    packet_init(b, len, off);
+    return 0;
+}
+
 lc_packet *lc_buffer_packet(lc_packet **b, long len, int off) {
     if (len < off || len > LC_MAX_PACKET) return NULL;
     if (len <= LC_SMALL_PACKET) return lc_packet_new((*b)->data, len, off);

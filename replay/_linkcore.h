@@ -68,11 +68,17 @@ LC_API lc_packet *lc_buffer(void);
    LC_SMALL_PACKET bytes is copied out and *b stays for the next read; a larger one is the
    buffer itself and *b becomes NULL. NULL without memory or when len < off. */
 LC_API lc_packet *lc_buffer_packet(lc_packet **b, long len, int off);
+/* The first len bytes of buffer b (off of them a vnet header) as a packet in place: its
+   length and segment layout set, b still the caller's buffer (to count and pass on a packet
+   without queueing it). -1 when len < off or len > LC_MAX_PACKET, else 0. */
+LC_API int lc_buffer_parse(lc_packet *b, long len, int off);
 /* Free the calling thread's pool (before the thread ends). */
 LC_API void lc_pool_clear(void);
 /* Plain-mode bytes of segments [a, b) of p: each carries the headers and its payload slice
-   (inline: every FIFO operation and every served segment uses it). */
+   (inline: every FIFO operation and every served segment uses it); 0 for no segment (a == b
+   == nseg, past a short last segment, would otherwise count negative bytes). */
 static inline long long lc_wire(const lc_packet *p, int a, int b) {
+    if (b <= a) return 0;
     long long end = (long long)b * p->gso;
     if (end > p->plen) end = p->plen;
     return (long long)(b - a) * p->hl + end - (long long)a * p->gso;

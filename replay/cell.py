@@ -58,9 +58,9 @@ from airlink.core.units import parse_duration, parse_rate, parse_size
 
 from .cell_pypath import PyCellPath
 from .cell_radio import LIVE_ARRAYS, RadioFeed
-from .queues import core_parameters, make_queue, parse_queue_args, with_ecn
+from .queues import PER_PACKET, core_parameters, make_queue, parse_queue_args, with_ecn
 from .server import EV_ARRIVAL, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, carry_budgets
-from .stages import LinkStage, Stage
+from .stages import LinkStage, Stage, offload_wanted
 
 KILL_GRACE_S = 3.0
 DRAIN_QUIET_NS = 30_000_000     # after every CMD exited: stop once 30 ms pass without a packet ...
@@ -230,7 +230,8 @@ class CellShell:
         number for a command killed by a signal). ``cmd`` is one argument list for every UE,
         or a list of N argument lists (UE ``i`` runs the ``i``-th). ``stats_path`` writes a
         JSON summary (also kept in :attr:`last_stats`)."""
-        from .plumbing import Namespace, OuterSide, divide_block, require_root, set_timer_slack
+        from .plumbing import VNET_HDR_SIZE, Namespace, OuterSide, divide_block, require_root, set_offload, \
+            set_timer_slack
         cmds = _per_ue_commands(cmd, self.n_users)
         require_root(self.tool)
         base_env = dict(os.environ if env is None else env)
@@ -244,8 +245,9 @@ class CellShell:
         outer = None
         namespaces = []
         handlers = {}
+        vnet = VNET_HDR_SIZE if _offload_wanted(self.queue_kind) else 0
         try:
-            outer = OuterSide(base_env.get("AIRLINK_BLOCK"))
+            outer = OuterSide(base_env.get("AIRLINK_BLOCK"), vnet_hdr=bool(vnet))
             blocks = divide_block(outer.block, self.n_users)
             for i, block in enumerate(blocks, start=1):
                 net = ipaddress.ip_network(block)
@@ -254,7 +256,15 @@ class CellShell:
                 ue_env.update(AIRLINK_UE=str(i), AIRLINK_UE_ADDRESS=inner, AIRLINK_USERS=str(self.n_users))
                 ue_env.setdefault("AIRLINK_BASE", outer.outer)
                 namespaces.append(Namespace(cmds[i - 1], env=ue_env, outer_side=outer, block=block,
-                                            addresses=(inner, gateway)))
+                                            addresses=(inner, gateway), vnet_hdr=bool(vnet)))
+            offload = False
+            if vnet:
+                try:
+                    for fd in (outer.fd, *(ns.inner_fd for ns in namespaces)):
+                        set_offload(fd)
+                    offload = True
+                except OSError:     # a kernel without TUN offloads: plain packets behind the header
+                    pass
             cmdline = " | ".join(" ".join(ns.cmd) for ns in namespaces) if cmds[0] is not cmds[-1] \
                 else " ".join(namespaces[0].cmd)
 
@@ -286,7 +296,7 @@ class CellShell:
             ru = resource.getrusage(resource.RUSAGE_SELF)
             cpu0 = ru.ru_utime + ru.ru_stime
             faults0 = ru.ru_minflt + ru.ru_majflt
-            live = _LiveCell(self, radio, feed, outer, namespaces, cmdline)
+            live = _LiveCell(self, radio, feed, outer, namespaces, cmdline, vnet=vnet)
             # everything allocated so far (numpy, pandas, numba, pyarrow modules) leaves the
             # collector's view: a full collection during the run then takes microseconds,
             # not the tens of milliseconds that made TTIs late
@@ -309,6 +319,7 @@ class CellShell:
             stats = live.finish(statuses, cpu_s=ru.ru_utime + ru.ru_stime - cpu0,
                                 page_faults=ru.ru_minflt + ru.ru_majflt - faults0,
                                 kernel=[ns.device_drops() for ns in namespaces])
+            stats["offload"] = offload
             if self.measured is not None:
                 stats["measured_cell"] = self.measured.describe()
             self.last_stats = stats
@@ -500,6 +511,14 @@ class _MacLog:
             _empty_mac(self.shell.mac_log)
 
 
+def _offload_wanted(queue_kind: str) -> bool:
+    """Whether the cell opens its TUN devices for offload (GSO super-packets, queued whole and
+    served segment by segment by the link core; see docs/replay.md): as the link shells, unless
+    ``AIRLINK_OFFLOAD=0`` or the C packet path is off or not built, and not for a queue that
+    decides per packet (CoDel, PIE, L4S), which is fed packets of one segment."""
+    return offload_wanted() and _cellpath() is not None and queue_kind not in PER_PACKET
+
+
 def _cellpath():
     """The C per-packet path (:mod:`airlink.replay._cellpath`), or None when not built or
     ``AIRLINK_PURE_PYTHON=1`` (as the link shells: the Python loop, for comparisons)."""
@@ -520,7 +539,7 @@ class _LiveCell:
     in its Python twin (:class:`airlink.replay.cell_pypath.PyCellPath`); one loop
     (:meth:`loop`) and one :meth:`_tti` drive either."""
 
-    def __init__(self, shell: CellShell, radio, feed, outer, namespaces, cmdline):
+    def __init__(self, shell: CellShell, radio, feed, outer, namespaces, cmdline, vnet: int = 0):
         self.shell, self.radio, self.feed = shell, radio, feed
         self.outer_fd = outer.fd
         self.n = n = shell.n_users
@@ -551,7 +570,8 @@ class _LiveCell:
         if cp is not None:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
-                                kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns, shell.tti))
+                                kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns, shell.tti),
+                                vnet=vnet)
             for u, q in enumerate(self.queues):     # each UE's queue with its own coins
                 self.path.set_aqm(u, core_parameters(q)[3])
         else:

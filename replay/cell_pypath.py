@@ -14,7 +14,10 @@ link core); this class does the same with :mod:`airlink.replay.queues` and
     path.ue_stats(ue)                -> the UE's counters (``uplink`` nested)
 
 Packets read at or after a wait's deadline stay in the kernel until the TTI has been
-decided, as in C: the clock is read before every packet.
+decided, as in C: the clock is read before every packet. It has no offload mode: the cell
+opens its TUN devices plain for it, so it sees the segments that the C path, in offload
+mode, serves out of GSO super-packets (``tests/replay/test_cell_path.py`` checks both give
+the same service TTI by TTI).
 """
 from __future__ import annotations
 

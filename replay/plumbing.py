@@ -201,6 +201,7 @@ class OuterSide:
 
     def __init__(self, parent_block: str | None, *, vnet_hdr: bool = False):
         self.name = f"al{os.getpid()}"[:15]
+        self.vnet_hdr = bool(vnet_hdr)
         self.fd = open_tun(self.name, vnet_hdr=vnet_hdr)
         try:
             ip("link", "set", "dev", self.name, "txqueuelen", str(TXQUEUELEN), "up")
@@ -305,7 +306,8 @@ class Namespace:
 
     ``vnet_hdr``: both TUN devices carry a ``virtio_net_hdr`` in front of every packet
     (see :func:`open_tun`; the shell's loop then calls :func:`set_offload` on both fds
-    when its fast path runs). Only for a namespace with its own outer side.
+    when its fast path runs). A namespace on a shared outer side has the header when that
+    side has it (the cell shell's packets cross both devices as they were read).
 
     Several namespaces may share one outer side (the cell shell: one TUN and address
     block outside, one namespace per UE): pass ``outer_side``, the namespace's own
@@ -316,8 +318,9 @@ class Namespace:
     def __init__(self, cmd, *, env=None, outer_side: "OuterSide | None" = None, block=None,
                  addresses=None, vnet_hdr: bool = False):
         require_root()
-        if vnet_hdr and outer_side is not None:
-            raise AirlinkError("a shared outer side has no virtio_net_hdr (vnet_hdr needs its own outer side)")
+        if outer_side is not None and bool(vnet_hdr) != outer_side.vnet_hdr:
+            raise AirlinkError("a namespace's inner TUN and its shared outer side must both have the "
+                               "virtio_net_hdr or both lack it")
         self.vnet_hdr = bool(vnet_hdr)
         self.env = dict(os.environ if env is None else env)
         parent_block = self.env.get("AIRLINK_BLOCK")

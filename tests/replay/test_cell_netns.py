@@ -148,17 +148,20 @@ def _c_path_built():
 
 @pytest.mark.parametrize("queue,logs,uplink,python", [
     ("droptail", True, True, True), ("drophead", True, True, True), ("droptail", True, False, False),
-    ("drophead", True, False, False), ("droptail", False, False, False), ("drophead", False, True, False),
+    ("drophead", True, False, False), ("droptail", False, False, "no-offload"), ("drophead", False, True, False),
     ("droptail", True, True, False)],
-    ids=["python-path-droptail", "python-path-drophead", "c-path-droptail", "c-path-drophead", "c-path-no-logs",
-         "c-path-uplink", "c-path-uplink-logs"])
+    ids=["python-path-droptail", "python-path-drophead", "c-path-droptail", "c-path-drophead",
+         "c-path-no-logs-no-offload", "c-path-uplink", "c-path-uplink-logs"])
 def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink, python):
     """Per UE: packets in = out + dropped + still queued; the bytes the MAC log says were
     served equal the bytes that left the queue (up to the fractional carry, < 1 byte); what
     each UE's application received is what left its queue; the Mahimahi-format logs (the
     downlink's, and the constrained uplink's) tell the same. Through the Python packet loop
-    (``AIRLINK_PURE_PYTHON=1``) and the C one, with drop-tail and drop-head queues, an
-    unconstrained uplink and one of 100 Mbit/s (which holds nothing back here)."""
+    (``AIRLINK_PURE_PYTHON=1``) and the C one (its TUN devices with offloads, and once
+    without: ``AIRLINK_OFFLOAD=0``), with drop-tail and drop-head queues, an unconstrained
+    uplink and one of 100 Mbit/s (which holds nothing back here)."""
+    no_offload = python == "no-offload"
+    python = python is True
     t_before = time.time_ns()
     r = test_ns.airlink("cell", "--preset", "quick", *SMALL, "--users", "3", "--seed", "1",
                         "--scheduler", "maxcir", "--queue", queue, "--queue-args", "packets=40",
@@ -166,11 +169,13 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink,
                         *(["--log-dir", tmp_path / "logs"] if logs else []),
                         *(["--uplink", "100Mbit/s"] if uplink else []), "--",
                         sys.executable, udp_source, "1.5e6", "1.5", "60", timeout=60,
-                        env={"UE_OUT": str(tmp_path), **({"AIRLINK_PURE_PYTHON": "1"} if python else {})})
+                        env={"UE_OUT": str(tmp_path), **({"AIRLINK_PURE_PYTHON": "1"} if python else {}),
+                             **({"AIRLINK_OFFLOAD": "0"} if no_offload else {})})
     t_after = time.time_ns()
     assert r.returncode == 0, r.stderr
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["packet_path"] == ("C" if not python and _c_path_built() else "Python")
+    assert stats["offload"] is (not python and not no_offload and _c_path_built())
     if python:
         assert stats["scheduler_step"].startswith("Python (")
     mac = _mac(tmp_path / "mac.parquet")
@@ -408,3 +413,67 @@ def test_tun_device_removed_under_a_running_cell(test_ns, tmp_path):
     assert err[0].startswith("airlink: error: airlink cell: a network device of the cell failed"), err
     assert not mac.exists()
     assert test_ns.routes() == before_routes
+
+
+# A TCP source (outer side): every connection gets the same known 1 MB, then is closed; the
+# UE's client prints how many bytes it received and their SHA-256.
+TCP_BYTES = 1_000_000
+FAST = ["--set", "n_subchannels=100", "--set", "bandwidth_hz=18e6"]   # the quick preset at 100 RBs
+TCP_SOURCE = textwrap.dedent(f'''
+    import random, socket, threading
+    data = random.Random(7).randbytes({TCP_BYTES})
+    s = socket.create_server(("0.0.0.0", 9100), backlog=16)
+    print("ready", flush=True)
+    def send(c):
+        c.sendall(data)
+        c.close()
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=send, args=(c,), daemon=True).start()
+''')
+TCP_CLIENT = textwrap.dedent('''
+    import hashlib, os, socket
+    c = socket.create_connection((os.environ["AIRLINK_BASE"], 9100))
+    h, n = hashlib.sha256(), 0
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        h.update(b)
+        n += len(b)
+    print(n, h.hexdigest())
+''')
+
+
+def test_tcp_streams_cross_the_cell_intact_in_super_packets(test_ns, tmp_path):
+    """Two UEs download 1 MB each over TCP through 60-packet drop-tail queues (a cell of 100
+    RBs). With offload (the default) the TUN devices carry GSO super-packets, which the
+    queues hold whole and the scheduler's budgets cut into pieces: each stream arrives
+    intact (SHA-256 of the sender's bytes), every queue conserves its packets (segments),
+    the MAC log's served bytes per UE are the bytes that left its queue, and the kernel
+    dropped nothing at the TUN devices. (Without offload: test_conservation_per_ue's
+    ``c-path-no-offload``; the same service per TTI: test_cell_path.py.)"""
+    import hashlib
+    import random
+    (tmp_path / "source.py").write_text(TCP_SOURCE)
+    test_ns.script_server(tmp_path / "source.py")
+    r = test_ns.airlink("cell", "--preset", "quick", *FAST, "--users", "2", "--seed", "2",
+                        "--queue-args", "packets=60", "--mac-log", tmp_path / "mac.parquet",
+                        "--stats", tmp_path / "stats.json", "--", sys.executable, "-c", TCP_CLIENT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    want = f"{TCP_BYTES} {hashlib.sha256(random.Random(7).randbytes(TCP_BYTES)).hexdigest()}"
+    assert r.stdout.splitlines() == [want, want]
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["offload"] is _c_path_built()
+    mac = _mac(tmp_path / "mac.parquet")
+    for ue in stats["ues"]:
+        d = ue["downlink"]
+        assert d["arrivals_packets"] == d["departures_packets"] + d["drops_packets"] + d["queued_packets"], d
+        assert d["queued_packets"] == 0 and d["departures_bytes"] >= TCP_BYTES
+        served = mac["served_bytes"][str(ue["ue"])].sum()
+        assert abs(served - (d["arrivals_bytes"] - d["drops_bytes"] - d["queued_bytes"])) < 1.0
+        assert ue["kernel"]["inner"]["tx_dropped"] == 0 and ue["kernel"]["outer"]["rx_dropped"] == 0
+        if stats["offload"]:
+            # the kernel handed over super-packets and TTIs ended inside some of them
+            assert d["superpackets"] > 0 and d["pieces_cut"] > 0
+    assert stats["write_errors"] == 0

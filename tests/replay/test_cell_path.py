@@ -445,3 +445,98 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
     finally:
         for s in sockets:
             s.close()
+
+
+@pytest.mark.parametrize("kind,args", [("droptail", {"packets": 30}), ("droptail", {"bytes": 50000}),
+                                       ("drophead", {"packets": 25}), ("infinite", None)])
+def test_super_packets_are_served_as_their_segments(kind, args):
+    """Offload mode (``vnet=10``): the C path given TCP super-packets (a virtio_net_hdr in
+    front, as TUN devices with offloads hand them over) serves each UE exactly as the
+    Python reference path given the same traffic as the kernel would have segmented it
+    (scapy, tests/replay/test_replay_offload.py): per TTI the same rows (backlog bytes and
+    packets, arrivals, drops), the same segments out of every queue once the pieces are
+    segmented, the same logged arrivals and departures; a queue limit in packets counts
+    segments. A UE's uplink super-packets leave whole, counted as their segments."""
+    offload = pytest.importorskip("tests.replay.test_replay_offload", reason="scapy not installed")
+    rng = random.Random(f"gso{kind}{args}")
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(2 * (N + 1))]
+    try:
+        for pair in pairs:
+            for s in pair:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+                s.setblocking(False)
+        (c_outer, c_outer_test), *c_inner = pairs[:N + 1]
+        (p_outer, p_outer_test), *p_inner = pairs[N + 1:]
+        base = int(BLOCK.network_address)
+        q0 = make_queue(kind, args)
+        cell = cp.Cell(c_outer.fileno(), [p[0].fileno() for p in c_inner], base, int(BLOCK.netmask), SHIFT,
+                       {"infinite": 0, "droptail": 1, "drophead": 2}[kind], getattr(q0, "packets", 0),
+                       getattr(q0, "bytes", 0), log=True, vnet=10)
+        ref = PyCellPath(p_outer.fileno(), [p[0].fileno() for p in p_inner], base, int(BLOCK.netmask), SHIFT,
+                         [make_queue(kind, args) for _ in range(N)], log=True)
+        seq = [1000] * N
+        rows = [{name: np.zeros(N, dtype) for name, dtype in (("bb", np.float64), ("bp", np.int64),
+                                                              ("arr", np.float64), ("dp", np.int64),
+                                                              ("db", np.int64), ("mp", np.int64))}
+                for _ in range(2)]
+        cuts, received = 0, [0] * N
+        for step in range(25):
+            for _ in range(rng.randrange(0, 4)):
+                u = rng.randrange(N)
+                size = rng.choice([500, 1448, 2896, 20000, 20000, 63712])
+                dst = str(ipaddress.ip_address(base + (u + 1) * 64 + 2))
+                p = offload.super_packet(size, seq=seq[u], ip_id=rng.randrange(65536), dst=dst)
+                seq[u] += size
+                c_outer_test.send(p)
+                for segment in offload.reference_segments(p):
+                    p_outer_test.send(segment)
+            ups = []
+            for u in range(N):
+                if rng.random() < 0.3:
+                    src = str(ipaddress.ip_address(base + (u + 1) * 64 + 2))
+                    p = offload.super_packet(rng.choice([100, 5000]), src=src, dst="100.64.0.1")
+                    c_inner[u][1].send(p)
+                    for segment in offload.reference_segments(p):
+                        p_inner[u][1].send(segment)
+                    ups.append(p)
+            for path, outer, inner in ((cell, c_outer, c_inner), (ref, p_outer, p_inner)):
+                # until it has read every packet sent (a wait reads none after its deadline)
+                while _unread_bytes(outer) or any(_unread_bytes(i[0]) for i in inner):
+                    assert path.wait(time.monotonic_ns() + 10_000_000, []) == -1
+            assert sorted(_drain(c_outer_test)) == sorted(ups)    # whole, header and all
+            assert _drain(p_outer_test) == [s for p in ups for s in offload.reference_segments(p)]
+            budgets = np.array([rng.choice([0, 1, 700, 1499, 1500, 4000, 20000, 70000]) for _ in range(N)],
+                               np.int64)
+            t_end = time.monotonic_ns()
+            for path, r in zip((cell, ref), rows):
+                path.serve(budgets, r["bb"], r["bp"], r["arr"], r["dp"], r["db"], r["mp"], t_end)
+            for name in rows[0]:
+                assert rows[0][name].tolist() == rows[1][name].tolist(), (step, name)
+            for u in range(N):
+                got = _drain(c_inner[u][1])
+                cuts += sum(1 for p in got if p[1])               # a GSO type: a piece of several segments
+                segments = [s for p in got for s in offload.reference_segments(p)]
+                assert segments == _drain(p_inner[u][1]), (step, u)
+                received[u] += sum(map(len, segments))
+            for u, (raw_c, raw_p) in enumerate(zip(cell.take_events(), ref.take_events())):
+                ev_c, ev_p = np.frombuffer(raw_c, EVENT), np.frombuffer(raw_p, EVENT)
+                for k in (EV_ARRIVAL, EV_DEPARTURE):
+                    assert ev_c["len"][ev_c["kind"] == k].tolist() == ev_p["len"][ev_p["kind"] == k].tolist()
+                for col in ("len", "x"):
+                    assert ev_c[col][ev_c["kind"] == EV_DROP].sum() == ev_p[col][ev_p["kind"] == EV_DROP].sum()
+        assert cuts > 0, "no budget ended inside a super-packet"
+        for u in range(N):
+            st, want = cell.ue_stats(u), ref.ue_stats(u)
+            assert st.pop("superpackets") > 0 and st.pop("pieces_cut") > 0
+            assert st == want
+            assert st["arrivals_packets"] == st["departures_packets"] + st["drops_packets"] + st["queued_packets"]
+            # the bytes of a segment in service that were served are in neither
+            assert 0 <= st["arrivals_bytes"] - (st["departures_bytes"] + st["drops_bytes"] + st["queued_bytes"]) \
+                < 1500
+            assert st["departures_bytes"] == received[u]
+        if kind != "infinite":
+            assert sum(cell.ue_stats(u)["drops_packets"] for u in range(N)) > 0
+    finally:
+        for pair in pairs:
+            for s in pair:
+                s.close()

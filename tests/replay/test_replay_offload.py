@@ -46,11 +46,12 @@ def pseudo_partial(ip_pkt) -> int:
     return ones_sum(raw[8:40] + struct.pack("!IxxxB", l4len, raw[6]))
 
 
-def super_packet(payload_len, *, mss=1448, v6=False, udp=False, flags="PA", ip_id=777, seq=1000):
+def super_packet(payload_len, *, mss=1448, v6=False, udp=False, flags="PA", ip_id=777, seq=1000,
+                 src="100.64.0.1", dst="100.64.0.2"):
     """A GSO super-packet as the kernel hands it to a TUN with offloads: vnet header,
     IP total length of the whole, L4 checksum field = partial pseudo-header sum."""
     payload = random.Random(payload_len).randbytes(payload_len)
-    l3 = IPv6(src="fd00::1", dst="fd00::2") if v6 else IP(src="100.64.0.1", dst="100.64.0.2", id=ip_id, flags="DF")
+    l3 = IPv6(src="fd00::1", dst="fd00::2") if v6 else IP(src=src, dst=dst, id=ip_id, flags="DF")
     l4 = UDP(sport=5000, dport=6000) if udp else TCP(sport=5201, dport=40000, seq=seq, ack=5, flags=flags,
                                                      options=[("NOP", None), ("NOP", None),
                                                               ("Timestamp", (1, 2))])
@@ -236,6 +237,15 @@ def test_whole_super_packets_pass_untouched():
     deps, st = run_stage(link_maker([1e6]), [pkt], [0], 2 * TTI_NS, vnet=True)
     assert [p for tti in deps for p in tti] == [pkt]
     assert st["departures_packets"] == -(-40000 // 1448)
+
+
+def test_backlog_while_a_short_last_segment_is_in_service():
+    """Segments of 1500, 1500 and 552 bytes (2 x 1448 + 500 of payload and 52 of headers);
+    a 3100-byte TTI sends the first two and 100 bytes of the last: 452 bytes in one
+    segment are left, no segment after it (none counts, not a negative number of bytes)."""
+    deps, st = run_stage(link_maker([3100.0, 0.0]), [super_packet(2 * 1448 + 500)], [0], 2 * TTI_NS, vnet=True)
+    assert [[len(p) - 10 for p in tti] for tti in deps] == [[3000 - 52], []]     # one piece of two segments
+    assert (st["queued_bytes"], st["queued_packets"]) == (452, 1)
 
 
 @pytest.mark.parametrize("gilbert", [None, (0.05, 0.3)])
