@@ -50,8 +50,12 @@ class MacColumns:
             if name == "time":
                 arrays.append(numeric_array(np.asarray(col, np.int64), pa.timestamp("ns", tz="UTC")))
             elif name == "user":
-                codes = np.tile(np.arange(len(self.users), dtype=np.int32), n_rows // max(len(self.users), 1))
-                arrays.append(string_array(codes, self.users))
+                n_u = len(self.users)
+                if n_u and n_rows % n_u == 0 and [str(v) for v in col[:n_u]] == self.users:
+                    codes = np.tile(np.arange(n_u, dtype=np.int32), n_rows // n_u)
+                    arrays.append(string_array(codes, self.users))
+                else:           # not the documented layout: Arrow's own conversion
+                    arrays.append(pa.array(col, pa.string()))
             else:
                 arrays.append(numeric_array(col))
         return pa.Table.from_arrays(arrays, names=list(self.columns))
