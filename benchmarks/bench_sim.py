@@ -6,13 +6,14 @@ against a per-TTI pure-Python MC-PFS loop (and a per-TTI numpy loop) on the same
     .venv/bin/python benchmarks/bench_sim.py --nr-phases [--duration 20s] [--repeat 3]
 
 ``--nr-phases``: the same run in-process, its CPU time split into the channel, the other chunk
-inputs, the compiled kernel, the MAC frame, the written files and the rest.
+inputs, the compiled kernel, the MAC log's columns, the written files and the rest.
 
 ``--nr``: the 5G NR goal of issue #27 - ``airlink simulate --preset nr-fr1`` (10 users x 273
 PRBs, 0.5 ms slots) as a whole process (``--repeat`` runs; CPU time of the child from
 ``getrusage``, interpreter start, channel, kernel and the written files included), in CPU
 seconds per simulated second (goal <= 0.1), beside a plain per-slot numpy PF loop on the same
-preset's channel and rate table (scheduling only, no channel, no HARQ, no files).
+preset's channel and rate table (scheduling only, no channel, no HARQ, no files), and a
+process's fixed start (``--duration 5ms``; ``--first-run``: also with an empty numba cache).
 
 Prints TTIs per second (CPU time of this process, so that other work on a shared machine
 does not skew the ratios; wall time is printed too), the ratios, peak memory, and checks
@@ -225,13 +226,14 @@ def best_of(fn, repeat):
     return times[0], times[len(times) // 2], runs[0][1]
 
 
-def nr_whole_process(duration: str, outdir: str) -> float:
-    """CPU seconds (user + system) of one ``airlink simulate --preset nr-fr1`` process."""
+def nr_whole_process(duration: str, outdir: str, env=None) -> float:
+    """CPU seconds (user + system) of one ``airlink simulate --preset nr-fr1`` process
+    (``env``: its environment, e.g. ``NUMBA_CACHE_DIR`` of an empty folder for a first run)."""
     exe = Path(sys.executable).with_name("airlink")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([str(exe), "simulate", "--preset", "nr-fr1", "--duration", duration, "--seed", "1",
                     "-o", tempfile.mkdtemp(dir=outdir), "--no-progress"],   # a new, empty folder per run
-                   check=True, stdout=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -269,6 +271,24 @@ def nr_main(args):
           f"-> {tn / (m * 0.0005):.3f} s CPU per simulated s")
     print(f"ratio: airlink whole process / numpy loop (scheduling only), CPU per simulated s: "
           f"{(med / sim_s) / (tn / (m * 0.0005)):.3f} (airlink is {(tn / (m * 0.0005)) / (med / sim_s):.1f}x faster)")
+    nr_fixed_start(args.repeat, args.first_run)
+
+
+def nr_fixed_start(repeat: int, first_run: bool):
+    """The fixed cost of a process: ``airlink simulate --preset nr-fr1 --duration 5ms``
+    (interpreter, imports, numba's set-up and cached kernels, 10 slots, the files), and
+    with ``first_run`` the same with an empty numba cache (a fresh clone's first run, which
+    compiles the kernels and fills the cache)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cached = sorted(nr_whole_process("5ms", tmp) for _ in range(repeat))
+        print(f"fixed start (--duration 5ms, numba cache filled), {repeat} runs: CPU {cached[len(cached) // 2]:.2f} s "
+              f"median ({cached[0]:.2f}-{cached[-1]:.2f})")
+        if first_run:
+            env = dict(os.environ, NUMBA_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
+            first = nr_whole_process("5ms", tmp, env)
+            again = nr_whole_process("5ms", tmp, env)
+            print(f"first run with an empty numba cache: CPU {first:.2f} s (compiles the kernels); "
+                  f"the next run with that cache: {again:.2f} s")
 
 
 def nr_phases(duration: str):
@@ -296,7 +316,7 @@ def nr_phases(duration: str):
 
     saved = [(o, n, timed(o, n, label)) for o, n, label in (
         (channel.ChannelModel, "sinr_chunk", "channel"), (step.Radio, "inputs", "inputs"),
-        (K, "run_chunk", "kernel"), (step.Radio, "mac_frame", "MAC frame"),
+        (K, "run_chunk", "kernel"), (step.Radio, "mac_columns", "MAC columns"),
         (result.SimResult, "write", "files"))]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.process_time()
@@ -333,7 +353,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs of each airlink step (median and best)")
     ap.add_argument("--nr", action="store_true", help="the nr-fr1 whole-process benchmark (issue #27)")
     ap.add_argument("--nr-phases", action="store_true",
-                    help="where nr-fr1's CPU time goes: channel, inputs, kernel, MAC frame, files, rest")
+                    help="where nr-fr1's CPU time goes: channel, inputs, kernel, MAC columns, files, rest")
+    ap.add_argument("--first-run", action="store_true",
+                    help="with --nr: also a process with an empty numba cache (a fresh clone's first run)")
     args = ap.parse_args()
     if args.nr_phases:
         return nr_phases_main(args)

@@ -41,6 +41,7 @@ to float32 rounding in the matrix products).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,15 +120,10 @@ class SumOfSinusoids:
 
     def coefficients(self, t_s) -> np.ndarray:
         """Complex gains ``(len(t_s), n_processes)`` (complex64) at times ``t_s`` (s): the
-        oscillators ``exp(j (omega_n t + phi_n))``, evaluated in float64 and rounded to
-        complex64 part by part, times the weights."""
+        oscillators ``exp(j (omega_n t + phi_n))`` (:func:`oscillators`), times the weights."""
         t = np.asarray(t_s, dtype=np.float64).ravel()
-        ph, cos, basis = _workspace(self, (len(t), len(self.omega)), np.float64, np.float64, np.complex64)
-        parts = basis.view(np.float32).reshape(*ph.shape, 2)
-        np.multiply(t[:, None], self.omega, out=ph)
-        ph += self.phase0
-        parts[..., 0] = np.cos(ph, out=cos)
-        parts[..., 1] = np.sin(ph, out=ph)
+        basis, = _workspace(self, (len(t), len(self.omega)), np.complex64)
+        oscillators(t, self.omega, self.phase0, basis.view(np.float32).reshape(*basis.shape, 2))
         return basis @ self.weights
 
 
@@ -289,26 +285,61 @@ def scaled_power_reference(h: np.ndarray, scale: np.ndarray, out: np.ndarray) ->
     np.multiply(out, scale[:, None], out=out)
 
 
-def _scaled_power_loop(h, scale, out):
-    n, c = h.shape
+def oscillators_reference(t: np.ndarray, omega: np.ndarray, phase0: np.ndarray, parts: np.ndarray) -> None:
+    """``parts[k, n] = (cos(x), sin(x))`` rounded to float32, ``x = t[k] * omega[n] + phase0[n]``
+    in float64 (a product, then a sum: no fused multiply-add); ``parts`` float32 (K, N, 2),
+    the real and imaginary parts of a complex64 (K, N) array. :func:`oscillators` is this in
+    one compiled pass when numba is there: its cos and sin are the C library's, which numpy's
+    float64 cos and sin call too where they have no vector code of their own (x86-64
+    without AVX-512); the channel tests compare the two."""
+    ph = np.multiply(t[:, None], omega)
+    ph += phase0
+    parts[..., 0] = np.cos(ph)
+    parts[..., 1] = np.sin(ph)
+
+
+def _oscillators_loop(t, omega, phase0, parts):
+    for k in range(t.shape[0]):
+        tk = t[k]
+        for n in range(omega.shape[0]):
+            x = tk * omega[n] + phase0[n]
+            parts[k, n, 0] = np.float32(math.cos(x))
+            parts[k, n, 1] = np.float32(math.sin(x))
+
+
+def _scaled_power_parts(parts, scale, out):
+    # parts: h as float32 (n, 2C), real and imaginary parts interleaved (vectorised as such)
+    n = parts.shape[0]
+    c = parts.shape[1] // 2
     for k in range(n):
         s = scale[k]
+        row = parts[k]
+        o = out[k]
         for j in range(c):
-            re = h[k, j].real
-            im = h[k, j].imag
-            out[k, j] = (re * re + im * im) * s
+            re = row[2 * j]
+            im = row[2 * j + 1]
+            o[j] = (re * re + im * im) * s
+
+
+def _scaled_power_compiled(h, scale, out):
+    parts = h.view(np.float32) if h.flags.c_contiguous else np.ascontiguousarray(h).view(np.float32)
+    _scaled_power_kernel(parts, scale, out)
 
 
 scaled_power = scaled_power_reference
+oscillators = oscillators_reference
 try:  # pragma: no cover - depends on the environment
     import os as _os
     if _os.environ.get("AIRLINK_NUMBA", "1") == "0":
         raise ImportError("numba disabled by AIRLINK_NUMBA=0")
     import numba as _numba
     # float32 throughout and no fast-math: no fused multiply-add, the reference's roundings
-    scaled_power = _numba.njit(cache=True, nogil=True)(_scaled_power_loop)
+    _scaled_power_kernel = _numba.njit(cache=True, nogil=True)(_scaled_power_parts)
+    scaled_power = _scaled_power_compiled
+    oscillators = _numba.njit(cache=True, nogil=True)(_oscillators_loop)
 except Exception:  # numba missing or broken: the numpy form
     scaled_power = scaled_power_reference
+    oscillators = oscillators_reference
 
 
 def _workspace(owner, shape, *dtypes) -> list:

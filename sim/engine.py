@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from airlink.traces import Trace, parse_duration
 from airlink.core import bounds as B
@@ -25,7 +24,7 @@ from airlink.core.yamlfile import read_yaml_mapping
 from . import kernel as K
 from .config import DEFAULTS, parameter_name, validate_config
 from .metrics import SummaryAccumulator
-from .result import SimResult
+from .result import MacColumns, SimResult
 from .sched_backlog import BacklogScheduler
 from .sched_lambda import GeneralizedPF
 from .sched_maxcir import MaxCIR
@@ -313,9 +312,11 @@ def _assemble(cfg, radio, tti, n_tti, n_u, served, out, sinr_db, sinr_rep_db, ar
             "tti_s": f"{tti.numerator}/{tti.denominator}", "cell_prbs": radio.n_resources}
     capacity = Trace(served.copy(), tti, users, "bytes", meta)
     if out is None:   # mac_log=False: an empty MAC frame with the columns
+        import pandas as pd
         from airlink.core.schema import utc
         mac = pd.DataFrame({"time": utc(np.zeros(0, np.int64)), "user": pd.Series([], dtype=object),
                             **{c: pd.Series([], dtype=np.float64) for c in MAC_COLUMNS}})
         return SimResult(capacity, mac, summary, cfg)
-    mac = radio.mac_frame(out, sinr_db, sinr_rep_db, arrivals)
+    # the frame is made on first use of ``mac``; the files are written from the columns
+    mac = MacColumns(radio.mac_columns(out, sinr_db, sinr_rep_db, arrivals), users)
     return SimResult(capacity, mac, summary, cfg)

@@ -117,33 +117,43 @@ def _mcs_of(x, thr_lin):
     return m
 
 
+def _thr_at(thr, j):
+    """Threshold ``j`` of ``thr``, NaN past its end (no SINR reaches NaN: ``x >= NaN`` is false)."""
+    return _thr_below(thr, j, thr.shape[0])
+
+
+def _thr_below(thr, j, n):
+    """Threshold ``j`` of ``thr`` if ``j < n``, else NaN (a threshold no SINR reaches)."""
+    return thr[j] if j < n else np.float32(np.nan)
+
+
 def _count_row(row, thr_lin, out, tmp):
     """``out[c] = (number of thresholds <= row[c]) - 1`` (the MCS index, -1 = none).
 
-    float32 compares, eight thresholds per pass held in local variables (registers), then
-    one per pass. Each pass reads one array and writes another (``out`` and ``tmp`` in
-    turn, ending in ``out``): a loop that reads and writes the same array is not
-    vectorised here, a loop from one array into another is (8 lanes).
+    float32 compares, eight thresholds per pass held in local variables (registers), the
+    last pass padded with NaN thresholds, which count for no SINR (so 15 thresholds take
+    two passes, not one of eight and seven of one). Each pass reads one array and writes
+    another (``out`` and ``tmp`` in turn, ending in ``out``): a loop that reads and writes
+    the same array is not vectorised here, a loop from one array into another is (8 lanes).
     """
     n_m = thr_lin.shape[0]
     n_c = row.shape[0]
-    n_pass = n_m // 8 + n_m % 8
-    src = tmp if n_pass % 2 == 1 else out      # the first pass writes the other one
-    j = 0
+    n_pass = (n_m + 7) // 8
     if n_pass == 0:
         for c in range(n_c):
             out[c] = -1
         return
-    while j + 8 <= n_m:
+    src = tmp if n_pass % 2 == 1 else out      # the first pass writes the other one
+    for j in range(0, n_m, 8):
         dst = out if src is tmp else tmp
-        t0 = thr_lin[j]
-        t1 = thr_lin[j + 1]
-        t2 = thr_lin[j + 2]
-        t3 = thr_lin[j + 3]
-        t4 = thr_lin[j + 4]
-        t5 = thr_lin[j + 5]
-        t6 = thr_lin[j + 6]
-        t7 = thr_lin[j + 7]
+        t0 = _thr_at(thr_lin, j)
+        t1 = _thr_at(thr_lin, j + 1)
+        t2 = _thr_at(thr_lin, j + 2)
+        t3 = _thr_at(thr_lin, j + 3)
+        t4 = _thr_at(thr_lin, j + 4)
+        t5 = _thr_at(thr_lin, j + 5)
+        t6 = _thr_at(thr_lin, j + 6)
+        t7 = _thr_at(thr_lin, j + 7)
         if j == 0:
             for c in range(n_c):
                 x = row[c]
@@ -157,18 +167,6 @@ def _count_row(row, thr_lin, out, tmp):
                           + np.int32(x >= t3) + np.int32(x >= t4) + np.int32(x >= t5)
                           + np.int32(x >= t6) + np.int32(x >= t7))
         src = dst
-        j += 8
-    while j < n_m:
-        dst = out if src is tmp else tmp
-        t0 = thr_lin[j]
-        if j == 0:
-            for c in range(n_c):
-                dst[c] = np.int32(-1) + np.int32(row[c] >= t0)
-        else:
-            for c in range(n_c):
-                dst[c] = src[c] + np.int32(row[c] >= t0)
-        src = dst
-        j += 1
 
 
 def _level_keys(rate_ext, weight, keys):
@@ -222,35 +220,34 @@ def _key_row(row, thr_lin, keys, n_m, out, tmp):
     """``out[c] = keys[m + 1]`` with ``m`` the MCS of ``row[c]`` over the first ``n_m``
     thresholds, without a table lookup (which is not vectorised): with ascending
     thresholds, a chain of compare-and-select leaves the key of the highest threshold
-    <= SINR. Eight thresholds per pass in registers, then one per pass, from one array
-    into the other (see :func:`_count_row`)."""
+    <= SINR. Eight thresholds per pass in registers, the last pass padded with NaN
+    thresholds (never selected), from one array into the other (see :func:`_count_row`)."""
     n_c = row.shape[0]
-    n_pass = n_m // 8 + n_m % 8
+    n_pass = (n_m + 7) // 8
     k0 = keys[0]
     src = tmp if n_pass % 2 == 1 else out
-    j = 0
     if n_pass == 0:
         for c in range(n_c):
             out[c] = k0
         return
-    while j + 8 <= n_m:
+    for j in range(0, n_m, 8):
         dst = out if src is tmp else tmp
-        t0 = thr_lin[j]
-        t1 = thr_lin[j + 1]
-        t2 = thr_lin[j + 2]
-        t3 = thr_lin[j + 3]
-        t4 = thr_lin[j + 4]
-        t5 = thr_lin[j + 5]
-        t6 = thr_lin[j + 6]
-        t7 = thr_lin[j + 7]
-        v0 = keys[j + 1]
-        v1 = keys[j + 2]
-        v2 = keys[j + 3]
-        v3 = keys[j + 4]
-        v4 = keys[j + 5]
-        v5 = keys[j + 6]
-        v6 = keys[j + 7]
-        v7 = keys[j + 8]
+        t0 = _thr_below(thr_lin, j, n_m)
+        t1 = _thr_below(thr_lin, j + 1, n_m)
+        t2 = _thr_below(thr_lin, j + 2, n_m)
+        t3 = _thr_below(thr_lin, j + 3, n_m)
+        t4 = _thr_below(thr_lin, j + 4, n_m)
+        t5 = _thr_below(thr_lin, j + 5, n_m)
+        t6 = _thr_below(thr_lin, j + 6, n_m)
+        t7 = _thr_below(thr_lin, j + 7, n_m)
+        v0 = keys[min(j + 1, n_m)]
+        v1 = keys[min(j + 2, n_m)]
+        v2 = keys[min(j + 3, n_m)]
+        v3 = keys[min(j + 4, n_m)]
+        v4 = keys[min(j + 5, n_m)]
+        v5 = keys[min(j + 6, n_m)]
+        v6 = keys[min(j + 7, n_m)]
+        v7 = keys[min(j + 8, n_m)]
         if j == 0:
             for c in range(n_c):
                 dst[c] = _select8(row[c], k0, t0, t1, t2, t3, t4, t5, t6, t7,
@@ -260,19 +257,6 @@ def _key_row(row, thr_lin, keys, n_m, out, tmp):
                 dst[c] = _select8(row[c], src[c], t0, t1, t2, t3, t4, t5, t6, t7,
                                   v0, v1, v2, v3, v4, v5, v6, v7)
         src = dst
-        j += 8
-    while j < n_m:
-        dst = out if src is tmp else tmp
-        t0 = thr_lin[j]
-        v0 = keys[j + 1]
-        if j == 0:
-            for c in range(n_c):
-                dst[c] = v0 if row[c] >= t0 else k0
-        else:
-            for c in range(n_c):
-                dst[c] = v0 if row[c] >= t0 else src[c]
-        src = dst
-        j += 1
 
 
 def _select8(x, key, t0, t1, t2, t3, t4, t5, t6, t7, v0, v1, v2, v3, v4, v5, v6, v7):
@@ -345,6 +329,26 @@ def _best_update(row, t_last, v_last, key_row, key_in, code_in, key_out, code_ou
         better = key > old
         key_out[c] = key if better else old
         code_out[c] = code_u if better else (code_in[c] | np.int32(key == old))
+
+
+def _metric_gather(mrow, wrate, out):
+    """``out[c] = wrate[mrow[c] + 1]``: a user's metric on each subchannel from its MCS row
+    (``mrow[c] >= -1``; the index is unsigned, which spares a wraparound check)."""
+    for c in range(mrow.shape[0]):
+        out[c] = wrate[np.uint32(mrow[c] + 1)]
+
+
+def _metric_update(metric_row, metric_in, who_in, metric_out, who_out, u):
+    """One user against the best so far, per subchannel: a strictly larger metric takes the
+    subchannel. Branch-free selects from the ``*_in`` arrays into the ``*_out`` ones,
+    vectorised (see :func:`_count_row`): which user is best changes from subchannel to
+    subchannel in no pattern a branch predictor could follow."""
+    for c in range(metric_row.shape[0]):
+        metric = metric_row[c]
+        old = metric_in[c]
+        better = metric > old
+        metric_out[c] = metric if better else old
+        who_out[c] = u if better else who_in[c]
 
 
 def _rate_update(rate_row, weight, key_in, who_in, key_out, who_out, u):
@@ -444,7 +448,9 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
     weight = np.zeros(n_u)
     m_uc = np.zeros((n_u, n_c), dtype=np.int32)
     pre_best = np.full(n_c, -1, dtype=np.int64)
-    pre_metric = np.zeros(n_c)
+    pre_metric = np.zeros((2, n_c))                      # two sets, read one and write the other
+    pre_who = np.zeros((2, n_c), dtype=np.int64)
+    metric_row = np.zeros(n_c)
     rate_ext = np.zeros(n_m + 1)
     wrate = np.zeros(n_m + 1)
     for j in range(n_m):
@@ -688,10 +694,11 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
         # within a TTI, so where that user still has data it is the sequential choice too.
         if sched >= 1 and sched <= 3 and not fast:
             for c in range(n_c):
-                pre_best[c] = -1
-                pre_metric[c] = 0.0
+                pre_who[0, c] = -1
+                pre_metric[0, c] = 0.0
             # users in the TTI's random order and a strict '>': ties stay with the earlier user;
             # rate_ext[0] = 0 (no MCS) never beats the initial 0
+            cur = 0
             for i in range(n_u):
                 u = perm[k, i]
                 if remaining[u] <= 1e-9 and pend_avail[u] == 0:
@@ -699,12 +706,12 @@ def _run_chunk(sinr_rep, sinr_real, arrivals, z_err, perm, forced,
                 # metric of each MCS for this user (the same product as rate * weight)
                 for j in range(n_m + 1):
                     wrate[j] = rate_ext[j] * weight[u]
-                mrow = m_uc[u]
-                for c in range(n_c):
-                    metric = wrate[mrow[c] + 1]
-                    if metric > pre_metric[c]:
-                        pre_metric[c] = metric
-                        pre_best[c] = u
+                _metric_gather(m_uc[u], wrate, metric_row)
+                _metric_update(metric_row, pre_metric[cur], pre_who[cur], pre_metric[1 - cur],
+                               pre_who[1 - cur], u)
+                cur = 1 - cur
+            for c in range(n_c):
+                pre_best[c] = pre_who[cur, c]
         # 2. + 3. schedule every subchannel (or, for the backlog scheduler, every user's
         # code-channel bundle) and transmit
         rr = misc[0]
@@ -1041,6 +1048,8 @@ try:  # pragma: no cover - depends on the environment
     _jit = _numba.njit(cache=True, nogil=True)
     # the helpers first: _run_chunk resolves them as module globals when it is compiled
     _mcs_of = _jit(_mcs_of)
+    _thr_below = _jit(_thr_below)
+    _thr_at = _jit(_thr_at)
     _count_row = _jit(_count_row)
     _key_of = _jit(_key_of)
     _level_keys = _jit(_level_keys)
@@ -1050,6 +1059,8 @@ try:  # pragma: no cover - depends on the environment
     _best_update = _jit(_best_update)
     _key_update9 = _jit(_key_update9)
     _rate_update = _jit(_rate_update)
+    _metric_gather = _jit(_metric_gather)
+    _metric_update = _jit(_metric_update)
     schedule_rates = _jit(_schedule_rates)
     _combine = _jit(_combine)
     run_chunk = _jit(_run_chunk)

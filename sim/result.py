@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+import numpy as np
 
 from airlink.traces import Trace, jsonable, write_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 #: MAC log columns of few distinct values, stored dictionary-encoded; the others (SINR, bytes,
@@ -15,7 +18,49 @@ from airlink.traces import Trace, jsonable, write_trace
 DICTIONARY_COLUMNS = ("user", "subchannels", "mcs", "harq_retransmissions", "backlog_packets", "drops_packets")
 
 
-@dataclass
+class MacColumns:
+    """The MAC log as numpy columns (:meth:`airlink.sim.step.Radio.mac_columns`: ``time`` in
+    integer UTC nanoseconds, ``user`` as strings, then the MAC columns; one row per TTI and
+    user, the users in the order ``users``), turned into the ``mac`` frame (:meth:`frame`)
+    or straight into an Arrow table (:meth:`table`) with the same column types:
+    ``simulate`` then writes its files without loading pandas."""
+
+    def __init__(self, columns: dict, users):
+        self.columns, self.users = columns, [str(u) for u in users]
+
+    def frame(self) -> "pd.DataFrame":
+        """The frame of kind ``mac`` (``time`` as UTC datetimes). Its columns are not copied:
+        they may be views of the arrays the columns came from (``capacity_bytes`` is its own
+        memory, not ``served_bytes``'s)."""
+        import pandas as pd
+        cols = dict(self.columns)
+        cols["time"] = pd.to_datetime(cols["time"].view("datetime64[ns]"), utc=True)
+        cols["capacity_bytes"] = cols["capacity_bytes"].copy()     # not the served column's memory
+        return pd.DataFrame(cols, copy=False)
+
+    def table(self):
+        """An Arrow table equal to ``pyarrow.Table.from_pandas(self.frame(), preserve_index=False)``
+        (types, values, order; no ``pandas`` schema metadata): ``time`` timestamp[ns, UTC],
+        ``user`` string, the other columns int64 or float64 as in numpy."""
+        import pyarrow as pa
+        from airlink.core.arrowarrays import numeric_array, string_array
+        n_rows = len(self.columns["time"])
+        arrays = []
+        for name, col in self.columns.items():
+            if name == "time":
+                arrays.append(numeric_array(np.asarray(col, np.int64), pa.timestamp("ns", tz="UTC")))
+            elif name == "user":
+                n_u = len(self.users)
+                if n_u and n_rows % n_u == 0 and [str(v) for v in col[:n_u]] == self.users:
+                    codes = np.tile(np.arange(n_u, dtype=np.int32), n_rows // n_u)
+                    arrays.append(string_array(codes, self.users))
+                else:           # not the documented layout: Arrow's own conversion
+                    arrays.append(pa.array(col, pa.string()))
+            else:
+                arrays.append(numeric_array(col))
+        return pa.Table.from_arrays(arrays, names=list(self.columns))
+
+
 class SimResult:
     """What :func:`airlink.sim.simulate` returns.
 
@@ -33,10 +78,19 @@ class SimResult:
     config : dict, every parameter used (preset merged with overrides)
     """
 
-    capacity: Trace
-    mac: pd.DataFrame
-    summary: dict
-    config: dict
+    def __init__(self, capacity: Trace, mac, summary: dict, config: dict):
+        self.capacity, self.summary, self.config = capacity, summary, config
+        self._mac = mac         # a frame, or the MacColumns it is made from on first use
+
+    @property
+    def mac(self) -> "pd.DataFrame":
+        if isinstance(self._mac, MacColumns):
+            self._mac = self._mac.frame()
+        return self._mac
+
+    @mac.setter
+    def mac(self, frame):
+        self._mac = frame
 
     def write(self, outdir, mahimahi: bool = False) -> Path:
         """Write ``capacity.parquet``, ``mac.parquet``, ``summary.json``, ``config.yaml``
@@ -50,14 +104,17 @@ class SimResult:
         out = Path(outdir)
         out.mkdir(parents=True, exist_ok=True)
         self.capacity.write_parquet(out / "capacity.parquet")
-        table = pa.Table.from_pandas(self.mac, preserve_index=False)
+        if isinstance(self._mac, MacColumns):        # the frame was never asked for: no pandas
+            table = self._mac.table()
+        else:
+            table = pa.Table.from_pandas(self._mac, preserve_index=False)
         header = {"kind": "mac", "meta": jsonable(self.capacity.meta)}
         meta = dict(table.schema.metadata or {})
         meta[b"airlink"] = json.dumps(header).encode()
         from airlink.core.atomic import atomic_path, write_text
         with atomic_path(out / "mac.parquet") as tmp:
             pq.write_table(table.replace_schema_metadata(meta), tmp,
-                           use_dictionary=[c for c in DICTIONARY_COLUMNS if c in self.mac.columns])
+                           use_dictionary=[c for c in DICTIONARY_COLUMNS if c in table.column_names])
         write_text(out / "summary.json", json.dumps(jsonable(self.summary), indent=2) + "\n")
         write_text(out / "config.yaml", yaml.safe_dump(jsonable(self.config), sort_keys=True))
         self.skipped_mahimahi = []
@@ -76,7 +133,7 @@ class SimResult:
                 f"aggregate={self.summary.get('aggregate_throughput_mbps', 0):.3f} Mbit/s)")
 
 
-def read_mac(path) -> pd.DataFrame:
+def read_mac(path) -> "pd.DataFrame":
     """Read a ``mac.parquet`` written by :meth:`SimResult.write` (provenance in ``.attrs``)."""
     import pyarrow.parquet as pq
     table = pq.read_table(path)

@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from airlink.traces import parse_duration, parse_tti
 from airlink.core.errors import AirlinkError
@@ -46,6 +46,9 @@ from .rates import rate_table
 from .sched_backlog import BacklogScheduler
 from .sched_base import Context
 from .traffic import Traffic
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: per-TTI outputs of :meth:`Radio.step` (arrays (n, users)); the integer ones are counts
 OUTPUTS = ("served", "tx", "nsub", "mcs", "retx", "backlog", "drops", "blocks", "active", "gaveup")
@@ -126,6 +129,7 @@ class Radio:
         self.bytes_per_mcs = table.rate_bps / (1 if per_sub else n_c) * tti_s / 8 * float(cfg["payload_fraction"])
         snr_series = None
         if cfg["channel_trace"] is not None:
+            import pandas as pd
             frame = cfg["channel_trace"]
             if not isinstance(frame, pd.DataFrame):
                 frame = _read_frame(frame)
@@ -387,14 +391,13 @@ class Radio:
         }
 
     def mac_frame(self, out: dict, sinr_db, sinr_rep_db, arrivals, *, start_ns: int = 0,
-                  k0: int = 0) -> pd.DataFrame:
-        """:meth:`mac_columns` as a frame of kind ``mac`` (``time`` as UTC datetimes). Its
-        columns are not copied: they may be views of ``out``'s arrays, which the caller
-        leaves to the frame."""
-        cols = self.mac_columns(out, sinr_db, sinr_rep_db, arrivals, start_ns=start_ns, k0=k0)
-        cols["time"] = pd.to_datetime(cols["time"].view("datetime64[ns]"), utc=True)
-        cols["capacity_bytes"] = cols["capacity_bytes"].copy()     # not the served column's memory
-        return pd.DataFrame(cols, copy=False)
+                  k0: int = 0) -> "pd.DataFrame":
+        """:meth:`mac_columns` as a frame of kind ``mac`` (``time`` as UTC datetimes,
+        :meth:`airlink.sim.result.MacColumns.frame`). Its columns are not copied: they may be
+        views of ``out``'s arrays, which the caller leaves to the frame."""
+        from .result import MacColumns
+        return MacColumns(self.mac_columns(out, sinr_db, sinr_rep_db, arrivals, start_ns=start_ns,
+                                           k0=k0), [str(i + 1) for i in range(self.n_users)]).frame()
 
 
 def _wideband_db(sinr) -> np.ndarray:
@@ -447,7 +450,8 @@ def _per_user_list(value, n_users):
     return value
 
 
-def _read_frame(path) -> pd.DataFrame:
+def _read_frame(path) -> "pd.DataFrame":
+    import pandas as pd
     path = Path(path)
     if not path.exists():
         raise AirlinkError(f"{path}: no such channel trace file")

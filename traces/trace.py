@@ -186,7 +186,9 @@ class Trace:
         import pyarrow as pa
         import pyarrow.parquet as pq
         path = Path(path)
-        table = pa.table({f"user_{u}": self.values[:, i] for i, u in enumerate(self.users)})
+        from airlink.core.arrowarrays import numeric_array       # pa.table() would load pandas
+        table = pa.Table.from_arrays([numeric_array(self.values[:, i]) for i in range(len(self.users))],
+                                     names=[f"user_{u}" for u in self.users])
         header = {"kind": "trace", "tti_s": f"{self.tti.numerator}/{self.tti.denominator}",
                   "unit": self.unit, "users": self.users, "meta": jsonable(self.meta)}
         table = table.replace_schema_metadata({_META_KEY: json.dumps(header).encode()})

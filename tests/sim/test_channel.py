@@ -144,3 +144,25 @@ def test_compiled_power_rounds_as_the_numpy_reference():
     assert np.array_equal(a[:, 1, :], b)
     p = h.real.astype(np.float64) ** 2 + h.imag.astype(np.float64) ** 2
     assert np.allclose(b, p * scale[:, None], rtol=1e-6)
+
+
+def test_compiled_oscillators_are_the_c_librarys_cos_and_sin():
+    # each value: x = t * omega + phase0 in float64, then cos / sin rounded to float32, as
+    # Python's math module (the same C library) computes them one by one
+    import math
+    from airlink.sim.channel import oscillators, oscillators_reference
+    rng = np.random.default_rng(5)
+    t = np.concatenate([np.arange(40) * 5e-4, rng.uniform(0, 1e5, 40)])
+    omega = 2 * np.pi * rng.uniform(-300, 300, 17)
+    phase0 = rng.uniform(-np.pi, np.pi, 17)
+    basis = np.empty((80, 17), np.complex64)
+    oscillators(t, omega, phase0, basis.view(np.float32).reshape(80, 17, 2))
+    want = np.array([[complex(np.float32(math.cos(tk * w + p)), np.float32(math.sin(tk * w + p)))
+                      for w, p in zip(omega, phase0)] for tk in t], np.complex64)
+    assert np.array_equal(basis, want)
+    cpu = np._core._multiarray_umath.__cpu_features__
+    if cpu.get("AVX512_SKX") or cpu.get("AVX512F"):
+        pytest.skip("numpy has vector float64 cos/sin of its own on AVX-512: the numpy form may round otherwise")
+    ref = np.empty_like(basis)
+    oscillators_reference(t, omega, phase0, ref.view(np.float32).reshape(80, 17, 2))
+    assert np.array_equal(ref, want)

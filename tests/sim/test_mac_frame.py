@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from airlink.sim import simulate
 
@@ -18,3 +19,29 @@ def test_mac_frame_times_and_independent_columns():
     np.testing.assert_array_equal(mac["capacity_bytes"], served)
     mac.loc[0, "capacity_bytes"] = -1.0                       # one column changed, not its twin
     np.testing.assert_array_equal(mac["served_bytes"], served)
+
+
+def test_written_mac_table_equals_the_frames_arrow_table(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    res = simulate("quick", duration="40ms", seed=2)
+    res.write(tmp_path)                                   # from the columns, the frame not made yet
+    written = pq.read_table(tmp_path / "mac.parquet")
+    assert written.equals(pa.Table.from_pandas(res.mac, preserve_index=False))
+    assert written.num_rows == 40 * res.capacity.n_users and written.schema.field("user").type == pa.string()
+
+
+def test_arrow_arrays_from_numpy_equal_pyarrows_own():
+    import pyarrow as pa
+    from airlink.core.arrowarrays import numeric_array, string_array
+    x = np.array([[1.5, -2.0, np.inf], [0.0, 3.25, -0.0]])
+    assert numeric_array(x[:, 1]).equals(pa.array([-2.0, 3.25]))          # a strided column
+    ns = np.array([0, 500_000, 1_000_000], np.int64)
+    assert numeric_array(ns, pa.timestamp("ns", tz="UTC")).equals(
+        pa.array(pd.to_datetime(ns, utc=True)))
+    assert numeric_array(np.array([3, -1], ">i8")).equals(pa.array([3, -1], pa.int64()))
+    names = ["1", "2", "10", "é"]
+    codes = np.array([2, 0, 3, 3, 1])
+    assert string_array(codes, names).equals(pa.array(["10", "1", "é", "é", "2"], pa.string()))
+    with pytest.raises(ValueError):
+        numeric_array(np.array([True]))

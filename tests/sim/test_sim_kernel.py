@@ -37,6 +37,32 @@ def test_mcs_rows_and_key_rows_equal_a_table_lookup(n_m):
         assert np.array_equal(best_key[1], keys[want + 1]) and np.all(code[1] == 4)
 
 
+def test_metric_rows_pick_the_first_strictly_best_user():
+    """The per-subchannel metric search of the non-key path (users in the TTI's order, a
+    strictly larger ``rate[m + 1] * weight`` wins, no MCS never wins) against a plain loop."""
+    rng = np.random.default_rng(11)
+    n_u, n_c, n_m = 7, 203, 15
+    m_uc = rng.integers(-1, n_m, (n_u, n_c)).astype(np.int32)
+    rate_ext = np.concatenate([[0.0], np.sort(rng.choice(np.arange(1.0, 40), n_m, replace=False))])
+    weight = rng.choice([0.5, 1.0, 2.0], n_u)          # equal metrics across users: ties
+    order = rng.permutation(n_u)
+    metric, who = np.zeros((2, n_c)), np.full((2, n_c), -1, np.int64)
+    row = np.zeros(n_c)
+    cur = 0
+    for u in order:
+        K._metric_gather(m_uc[u], rate_ext * weight[u], row)
+        K._metric_update(row, metric[cur], who[cur], metric[1 - cur], who[1 - cur], int(u))
+        cur = 1 - cur
+    want = np.full(n_c, -1)
+    for c in range(n_c):
+        best = 0.0
+        for u in order:
+            x = rate_ext[m_uc[u, c] + 1] * weight[u]
+            if x > best:
+                best, want[c] = x, u
+    assert np.array_equal(who[cur], want) and (want == -1).sum() < n_c // 4
+
+
 def test_level_keys_keep_the_order_and_flag_shared_keys():
     rate_ext = np.array([0.0, 10.0, 20.0, 40.0])
     keys = np.zeros(4, np.float32)
