@@ -1065,6 +1065,12 @@ try:  # pragma: no cover - depends on the environment
     _combine = _jit(_combine)
     run_chunk = _jit(_run_chunk)
     apply_live_backlog = _jit(_apply_live_backlog)
+    from . import nr_harq as _nr_harq
+    from .compiled_cache import depend_on as _depend_on
+    #: the files the compiled kernel is built from (run_chunk carries nr_harq's combine)
+    KERNEL_SOURCES = (os.path.abspath(__file__), os.path.abspath(_nr_harq.__file__))
+    for _d in (run_chunk, schedule_rates, apply_live_backlog):
+        _depend_on(_d, KERNEL_SOURCES)
     COMPILED = True
 except Exception:  # numba missing or broken: plain Python, same results
     run_chunk = _run_chunk

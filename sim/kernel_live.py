@@ -19,10 +19,11 @@ Importing this module compiles it (or loads it from numba's cache); it needs num
 from __future__ import annotations
 
 import numba
-from numba import carray, cfunc, types
+from numba import carray, types
 from numba.extending import intrinsic
 
-from .kernel import IP_TTI, LIVE_STEP_ARRAYS, apply_live_backlog, run_chunk
+from .compiled_cache import cached_cfunc
+from .kernel import IP_TTI, KERNEL_SOURCES, LIVE_STEP_ARRAYS, apply_live_backlog, run_chunk
 
 _N_BLOCK = 4 * len(LIVE_STEP_ARRAYS)
 _NAMES = [entry[0] for entry in LIVE_STEP_ARRAYS]
@@ -98,7 +99,9 @@ def _i8_row2(b, j, i):
     return carray(_i8p(b[4 * j] + i * n1 * 8), (1, n1))
 
 
-@cfunc(types.void(types.CPointer(types.int64), types.int64, types.int64), cache=True, nogil=True)
+# numba.cfunc(..., cache=True), the cache fresh only while sim/kernel.py (whose run_chunk
+# is compiled into this function) is unchanged: numba would check this file alone
+@cached_cfunc(types.void(types.CPointer(types.int64), types.int64, types.int64), KERNEL_SOURCES, nogil=True)
 def live_step(block, i, k):
     # entry numbers: the positions in LIVE_STEP_ARRAYS, which follows run_chunk's arguments
     b = carray(block, (_N_BLOCK,))
@@ -118,3 +121,4 @@ def live_step(block, i, k):
               _i8_1(b, 36),
               _f8_row2(b, 37, i), _f8_row2(b, 38, i), _i8_row2(b, 39, i), _f8_row2(b, 40, i), _i8_row2(b, 41, i),
               _f8_row2(b, 42, i), _i8_row2(b, 43, i), _i8_row2(b, 44, i), _i8_row2(b, 45, i), _i8_row2(b, 46, i))
+
