@@ -322,19 +322,25 @@ def _from_columns(raw: dict, flows_ready=None):
     # TCP rows, flow-major and time order inside
     tcp = np.flatnonzero(fproto[fl_s] == 6)
     ft = fl_s[tcp]
-    order = tcp if (len(ft) < 2 or (ft[1:] >= ft[:-1]).all()) else tcp[np.argsort(ft, kind="stable")]
+    in_order = len(ft) < 2 or bool((ft[1:] >= ft[:-1]).all())
+    order = tcp if in_order else tcp[np.argsort(ft, kind="stable")]
+    # every row TCP, flows one after another, in time order: the columns as they are
+    same = in_order and perm is None and len(tcp) == n
     del ft, tcp
-    c = {"fl": fl_s[order], "dr": dir_s[order]}
-    del fl_s, dir_s
+
+    def rows_of(col):
+        return col if same else col[src_rows]
     src_rows = order if perm is None else perm[order]
+    c = {"fl": fl_s if same else fl_s[order], "dr": dir_s if same else dir_s[order]}
+    del fl_s, dir_s
     # events name packets by their row in the time-sorted packets frame; reading a group of
     # flows, that is computed later from each packet's index among the file's IP packets
-    c["order"] = raw.pop("ipidx")[src_rows] if "ipidx" in raw else _narrow_index(order)
+    c["order"] = rows_of(raw.pop("ipidx")) if "ipidx" in raw else _narrow_index(order)
     del perm, order
     for key, name in (("t", "ts_ns"), ("iplen", "ip_len"), ("seq", "seq"), ("ackraw", "ack"),
                       ("flags", "flags"), ("pay", "payload"), ("win", "window"), ("tsval", "tsval"),
                       ("tsecr", "tsecr"), ("has_ts", "has_ts"), ("dsack", "dsack")):
-        c[key] = raw.pop(name)[src_rows]
+        c[key] = rows_of(raw.pop(name))
     # DSACK left edges are kept for DSACK rows only (zero pages elsewhere are never touched)
     c["dsack_left"] = np.zeros(len(src_rows), np.uint32)
     dk = np.flatnonzero(c["dsack"])
