@@ -238,8 +238,12 @@ class PacketColumns:
         if keep is not None:
             m = len(d["ts_ns"])
             sel = np.flatnonzero(keep[pflow]) if len(keep) else np.zeros(0, np.int64)
-            d = {k: (v[sel] if isinstance(v, np.ndarray) and len(v) == m else v) for k, v in d.items()}
-            pflow, swap = self.compact[pflow[sel]].astype(np.int32), swap[sel]
+            if len(sel) < m:
+                d = {k: (v[sel] if isinstance(v, np.ndarray) and len(v) == m else v) for k, v in d.items()}
+                pflow, swap = pflow[sel], swap[sel]
+            else:                             # a batch all of kept flows: its arrays as they are
+                d = dict(d)
+            pflow = self.compact[pflow].astype(np.int32)
             d["ipidx"] = sel + ipidx0
         base, sparse = self.store.size, self.sparse
         si = np.flatnonzero((d["flags"] & SYN) != 0)

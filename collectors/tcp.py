@@ -392,6 +392,9 @@ def _time_slices(rows: dict, size: int) -> list:
     for j, ch in enumerate(chunks):
         ch["synopt"] = synopt[syn_part == j]
     del synopt
+    # a slice whose rows are consecutive (flows one after another) is a view, not a copy
+    idx = [slice(int(ii[0]), int(ii[-1]) + 1) if len(ii) and ii[-1] - ii[0] + 1 == len(ii) else ii
+           for ii in idx]
     for key in list(rows):
         col = rows.pop(key)
         for ch, ii in zip(chunks, idx):
