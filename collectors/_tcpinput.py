@@ -320,7 +320,8 @@ class GroupGatherer:
             raise AirlinkError(f"flows the census did not see came at IP packet {ipidx0}.. (the capture "
                                f"changed since its census - still being written?)")
         gid = self.group_of[pflow]
-        for i in np.unique(gid[gid >= 0]).tolist():
+        # the batch's groups (group numbers are small: counted, not sorted)
+        for i in np.flatnonzero(np.bincount(gid[gid >= 0], minlength=1)).tolist():
             if i in self.deferred:
                 continue
             if i in self.finished:            # the lateness bound says this cannot be
