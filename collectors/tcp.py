@@ -327,20 +327,20 @@ def _from_columns(raw: dict, flows_ready=None):
     # every row TCP, flows one after another, in time order: the columns as they are
     same = in_order and perm is None and len(tcp) == n
     del ft, tcp
-
-    def rows_of(col):
-        return col if same else col[src_rows]
     src_rows = order if perm is None else perm[order]
     c = {"fl": fl_s if same else fl_s[order], "dr": dir_s if same else dir_s[order]}
     del fl_s, dir_s
     # events name packets by their row in the time-sorted packets frame; reading a group of
     # flows, that is computed later from each packet's index among the file's IP packets
-    c["order"] = rows_of(raw.pop("ipidx")) if "ipidx" in raw else _narrow_index(order)
+    if "ipidx" in raw:
+        c["order"] = raw.pop("ipidx") if same else raw.pop("ipidx")[src_rows]
+    else:
+        c["order"] = _narrow_index(order)
     del perm, order
     for key, name in (("t", "ts_ns"), ("iplen", "ip_len"), ("seq", "seq"), ("ackraw", "ack"),
                       ("flags", "flags"), ("pay", "payload"), ("win", "window"), ("tsval", "tsval"),
                       ("tsecr", "tsecr"), ("has_ts", "has_ts"), ("dsack", "dsack")):
-        c[key] = rows_of(raw.pop(name))
+        c[key] = raw.pop(name) if same else raw.pop(name)[src_rows]
     # DSACK left edges are kept for DSACK rows only (zero pages elsewhere are never touched)
     c["dsack_left"] = np.zeros(len(src_rows), np.uint32)
     dk = np.flatnonzero(c["dsack"])
