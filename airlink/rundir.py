@@ -163,11 +163,15 @@ def _stamp(schema, *, kind: str, provenance: dict | None):
     return schema.with_metadata(meta)
 
 
-def write_frame(path, frame, *, kind: str, provenance: dict | None = None) -> Path:
+def write_frame(path, frame, *, kind: str, provenance: dict | None = None, use_dictionary=True,
+                write_statistics=True) -> Path:
     """Write a DataFrame (or a pyarrow Table, or a frame with ``to_arrow()`` such as the
     capture analysis's column frames) as Parquet atomically, with ``airlink.kind`` and
     ``airlink.provenance`` (JSON; default: the frame's ``attrs``) in the file metadata.
-    Returns ``path``."""
+    ``use_dictionary``, ``write_statistics``: True (every column) or the names of the
+    columns to dictionary-encode / to keep row-group min/max statistics of, as pyarrow's
+    options (names the frame lacks are ignored). They change the file's encoding, never the
+    table read back. Returns ``path``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     table = frame if isinstance(frame, pa.Table) else frame.to_arrow() if hasattr(frame, "to_arrow") \
@@ -175,8 +179,11 @@ def write_frame(path, frame, *, kind: str, provenance: dict | None = None) -> Pa
     if provenance is None:
         provenance = provenance_of(frame)
     table = table.replace_schema_metadata(_stamp(table.schema, kind=kind, provenance=provenance).metadata)
+    names = set(table.column_names)
+    use_dictionary, write_statistics = (opt if isinstance(opt, bool) else [c for c in opt if c in names]
+                                        for opt in (use_dictionary, write_statistics))
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, use_dictionary=use_dictionary, write_statistics=write_statistics)
     return Path(path)
 
 

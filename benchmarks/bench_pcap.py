@@ -21,7 +21,10 @@ writes K time-shifted copies of the capture into one file (each copy's connectio
 distinct flows); with ``--one-flow`` the copies continue the biggest connection as ONE
 long flow instead (the streaming case: memory must not grow with a single flow).
 ``--split-every N`` first cuts the connections into connections of N packets (many flows
-one after another: the flow-group case).
+one after another: the flow-group case). ``--baseline AIRLINK`` runs another build's
+``airlink`` (an older checkout with its own venv) in every pair as well, alternating which
+of the two goes first, so a change is measured against the code before it under the same
+load.
 
     sudo .venv/bin/python benchmarks/bench_pcap.py --make          # make the capture, then run
     .venv/bin/python benchmarks/bench_pcap.py                      # 2M capture, 5 pairs (~20 s)
@@ -219,10 +222,12 @@ def goal_met(res: dict) -> bool:
     return res["wall_ratio"]["median"] <= goal["ratio"] and mem_ok
 
 
-def collect_vs_tcptrace(cap: str, n: int, runs: int) -> dict:
+def collect_vs_tcptrace(cap: str, n: int, runs: int, baseline: str | None = None) -> dict:
     """``airlink collect`` (whole process, all outputs written to a fresh folder) and
     ``tcptrace -n -l -r`` on the same capture, alternating; medians and min-max of wall and
-    CPU seconds, peak RSS and the per-pair ratios."""
+    CPU seconds, peak RSS and the per-pair ratios. ``baseline``: another ``airlink``
+    executable (an older checkout's) run in every pair too, before or after this one in
+    turn; its figures are added as ``baseline_*``."""
     import statistics
     out = WORK / "collect-out"
     airlink = str(Path(PY).with_name("airlink"))
@@ -230,19 +235,35 @@ def collect_vs_tcptrace(cap: str, n: int, runs: int) -> dict:
     # sets PYTHONDONTWRITEBYTECODE recompiles airlink's modules at every start, ~0.05-0.08 s);
     # one unmeasured run of each tool first writes that cache and warms the page cache
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    run_measured([airlink, "collect", cap, "-o", str(out)], env=env)
-    run_measured(["tcptrace", "-n", "-l", "-r", cap])
-    pairs = []
-    for _ in range(max(1, runs)):
+
+    def collect(exe):
         shutil.rmtree(out, ignore_errors=True)
-        a = run_measured([airlink, "collect", cap, "-o", str(out)], env=env)
+        return run_measured([exe, "collect", cap, "-o", str(out)], env=env)
+    for exe in [airlink] + ([baseline] if baseline else []):
+        collect(exe)
+    run_measured(["tcptrace", "-n", "-l", "-r", cap])
+    pairs, base = [], []
+    for i in range(max(1, runs)):
+        if baseline and i % 2:
+            base.append(collect(baseline))
+        a = collect(airlink)
+        if baseline and not i % 2:
+            base.append(collect(baseline))
         b = run_measured(["tcptrace", "-n", "-l", "-r", cap])
         pairs.append((a, b))
     shutil.rmtree(out, ignore_errors=True)
 
     def spread(values):
         return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-    res = {"runs": len(pairs), "packets": n,
+    extra = {} if not baseline else {
+        "baseline": baseline,
+        "baseline_wall_s": spread([x[0] for x in base]),
+        "baseline_cpu_s": spread([x[3] for x in base]),
+        "baseline_wall_ratio": spread([x[0] / b[0] for x, (_, b) in zip(base, pairs)]),
+        "baseline_cpu_ratio": spread([x[3] / b[3] for x, (_, b) in zip(base, pairs)]),
+        "baseline_peak_mib": spread([x[1] / 2**20 for x in base]),
+        "baseline_bytes_per_packet": spread([x[1] / max(n, 1) for x in base])}
+    res = {"runs": len(pairs), "packets": n, **extra,
            "collect_wall_s": spread([a[0] for a, _ in pairs]),
            "collect_cpu_s": spread([a[3] for a, _ in pairs]),
            "collect_peak_bytes": spread([a[1] for a, _ in pairs]),
@@ -263,7 +284,15 @@ def collect_vs_tcptrace(cap: str, n: int, runs: int) -> dict:
                             ("cpu_ratio", "collect / tcptrace, CPU", ".2f"),
                             ("collect_peak_mib", "collect peak RSS MiB", ".0f"),
                             ("tcptrace_peak_mib", "tcptrace peak RSS MiB", ".0f"),
-                            ("bytes_per_packet", f"collect peak RSS, B/packet ({memory_goal})", ".0f")):
+                            ("bytes_per_packet", f"collect peak RSS, B/packet ({memory_goal})", ".0f"),
+                            ("baseline_wall_s", "baseline collect wall s", ".2f"),
+                            ("baseline_cpu_s", "baseline collect CPU s", ".2f"),
+                            ("baseline_wall_ratio", "baseline / tcptrace, wall", ".2f"),
+                            ("baseline_cpu_ratio", "baseline / tcptrace, CPU", ".2f"),
+                            ("baseline_peak_mib", "baseline peak RSS MiB", ".0f"),
+                            ("baseline_bytes_per_packet", "baseline peak RSS, B/packet", ".0f")):
+        if key not in res:
+            continue
         v = res[key]
         print(f"  {label:45s} {v['median']:{fmt}}  ({v['min']:{fmt}}-{v['max']:{fmt}})")
     res["goal_met"] = goal_met(res)
@@ -498,9 +527,10 @@ def as_pcapng(path: Path) -> Path:
     return ng
 
 
-def run_matrix(shapes, formats, packets: int, copies: int, runs: int) -> list:
+def run_matrix(shapes, formats, packets: int, copies: int, runs: int, baseline: str | None = None) -> list:
     """``airlink collect`` against ``tcptrace -n -l -r`` on every shape and format; one row
-    per capture with medians and min-max of ``runs`` pairs."""
+    per capture with medians and min-max of ``runs`` pairs (``baseline``: as for
+    :func:`collect_vs_tcptrace`, a row of its own under each)."""
     rows = []
     for shape in shapes:
         base = matrix_capture(shape, packets, copies)
@@ -509,7 +539,7 @@ def run_matrix(shapes, formats, packets: int, copies: int, runs: int) -> list:
             n = count_packets(cap)
             print(f"\n== {shape}, {fmt}: {cap.name}, {n} packets, {cap.stat().st_size / 1e6:.0f} MB", flush=True)
             rows.append({"shape": shape, "format": fmt, "capture": str(cap),
-                         **collect_vs_tcptrace(str(cap), n, runs)})
+                         **collect_vs_tcptrace(str(cap), n, runs, baseline)})
     print(f"\n{os.cpu_count()} cores; median (min-max) of {runs} pairs, collect and tcptrace in turn")
     print(f"{'shape':12s} {'fmt':6s} {'packets':>9s} {'collect s':>18s} {'tcptrace s':>18s} "
           f"{'ratio':>17s} {'CPU ratio':>17s} {'peak MiB':>14s} {'B/packet':>14s} goal")
@@ -521,6 +551,10 @@ def run_matrix(shapes, formats, packets: int, copies: int, runs: int) -> list:
               f"{cell(r['tcptrace_wall_s'], '.2f'):>18s} {cell(r['wall_ratio'], '.2f'):>17s} "
               f"{cell(r['cpu_ratio'], '.2f'):>17s} {cell(r['collect_peak_mib'], '.0f'):>14s} "
               f"{cell(r['bytes_per_packet'], '.0f'):>14s} {'met' if r['goal_met'] else 'NOT met'}")
+        if "baseline" in r:
+            print(f"{'  baseline':19s} {r['packets']:9d} {cell(r['baseline_wall_s'], '.2f'):>18s} {'':>18s} "
+                  f"{cell(r['baseline_wall_ratio'], '.2f'):>17s} {cell(r['baseline_cpu_ratio'], '.2f'):>17s} "
+                  f"{cell(r['baseline_peak_mib'], '.0f'):>14s} {cell(r['baseline_bytes_per_packet'], '.0f'):>14s}")
     print("goals (issue #26): ~2M packets <= 1.0x tcptrace wall and <= 100 B/packet; "
           "~20M packets <= 1.2x and <= 512 MiB")
     return rows
@@ -560,6 +594,9 @@ def main(argv=None) -> int:
                     help="the matrix of capture shapes (receiver side, sender side behind a tbf "
                          "bottleneck, lossy, 2,000 flows) x formats, each made when missing (root, "
                          "netns), against tcptrace; --packets per capture, --copies for 20M")
+    ap.add_argument("--baseline", metavar="AIRLINK",
+                    help="another airlink executable (e.g. an older checkout's .venv/bin/airlink) run "
+                         "in every pair too, in turn before and after this one; reported beside it")
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"with --matrix (default {','.join(SHAPES)})")
     ap.add_argument("--formats", default="pcap,pcapng", help="with --matrix (default pcap,pcapng)")
     args = ap.parse_args(argv)
@@ -572,7 +609,7 @@ def main(argv=None) -> int:
             print("tcptrace is not installed (the reference tool)", file=sys.stderr)
             return 2
         rows = run_matrix(args.shapes.split(","), args.formats.split(","), args.packets,
-                          args.copies, args.repeat)
+                          args.copies, args.repeat, args.baseline)
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2, default=str))
         return 0
@@ -600,7 +637,7 @@ def main(argv=None) -> int:
     if not args.tools:
         n = count_packets(args.capture)
         print(f"capture {cap}: {n} packets, {size / 1e6:.1f} MB, machine {res['machine']}")
-        res["collect"] = collect_vs_tcptrace(cap, n, args.repeat)
+        res["collect"] = collect_vs_tcptrace(cap, n, args.repeat, args.baseline)
         if args.json:
             args.json.write_text(json.dumps(res, indent=2, default=str))
         return 0

@@ -150,24 +150,39 @@ class Columns:
         return Columns({n: c.take(rows) if isinstance(c, Coded) else c[rows] for n, c in self.data.items()},
                        self.attrs)
 
-    def sort_by(self, keys) -> Columns:
+    def sort_by(self, keys, *, consume: bool = False) -> Columns:
         """Rows sorted stably by ``keys`` (first key first; a categorical by its codes, as
-        pandas sorts categories in their order); itself when they are in order already."""
+        pandas sorts categories in their order); itself when they are in order already.
+        ``consume``: this frame hands each column over as it is sorted (it is empty
+        afterwards, unless already in order), so one column at a time is held twice."""
         arrays = [(self.data[k].codes if isinstance(self.data[k], Coded) else self.data[k]) for k in keys]
         order = np.lexsort(arrays[::-1]) if len(self) > 1 else None
+        del arrays
         if order is None or (order[1:] > order[:-1]).all():
             return self
-        return self.take(order)
+        if not consume:
+            return self.take(order)
+        out = Columns(attrs=self.attrs)
+        for name in list(self.data):
+            col = self.data.pop(name)
+            out.data[name] = col.take(order) if isinstance(col, Coded) else col[order]
+            del col
+        return out
 
     @staticmethod
-    def concat(frames: list) -> Columns:
-        """Frames with the same columns, one after the other (``attrs`` of the first)."""
+    def concat(frames: list, *, consume: bool = False) -> Columns:
+        """Frames with the same columns, one after the other (``attrs`` of the first).
+        ``consume``: the frames hand each column over as it is joined (they are empty
+        afterwards), so one column at a time is held twice."""
         first = frames[0]
+        attrs = dict(first.attrs)
         data = {}
-        for name, col in first.data.items():
-            parts = [f.data[name] for f in frames]
-            data[name] = Coded.concat(parts) if isinstance(col, Coded) else np.concatenate(parts)
-        return Columns(data, first.attrs)
+        for name, col in list(first.data.items()):
+            parts = [f.data.pop(name) if consume else f.data[name] for f in frames]
+            del col
+            data[name] = Coded.concat(parts) if isinstance(parts[0], Coded) else np.concatenate(parts)
+            del parts
+        return Columns(data, attrs)
 
     # -- the frames users get -----------------------------------------------------
     def to_pandas(self, *, consume: bool = False):

@@ -238,8 +238,12 @@ class PacketColumns:
         if keep is not None:
             m = len(d["ts_ns"])
             sel = np.flatnonzero(keep[pflow]) if len(keep) else np.zeros(0, np.int64)
-            d = {k: (v[sel] if isinstance(v, np.ndarray) and len(v) == m else v) for k, v in d.items()}
-            pflow, swap = self.compact[pflow[sel]].astype(np.int32), swap[sel]
+            if len(sel) < m:
+                d = {k: (v[sel] if isinstance(v, np.ndarray) and len(v) == m else v) for k, v in d.items()}
+                pflow, swap = pflow[sel], swap[sel]
+            else:                             # a batch all of kept flows: its arrays as they are
+                d = dict(d)
+            pflow = self.compact[pflow].astype(np.int32)
             d["ipidx"] = sel + ipidx0
         base, sparse = self.store.size, self.sparse
         si = np.flatnonzero((d["flags"] & SYN) != 0)
@@ -316,7 +320,8 @@ class GroupGatherer:
             raise AirlinkError(f"flows the census did not see came at IP packet {ipidx0}.. (the capture "
                                f"changed since its census - still being written?)")
         gid = self.group_of[pflow]
-        for i in np.unique(gid[gid >= 0]).tolist():
+        # the batch's groups (group numbers are small: counted, not sorted)
+        for i in np.flatnonzero(np.bincount(gid[gid >= 0], minlength=1)).tolist():
             if i in self.deferred:
                 continue
             if i in self.finished:            # the lateness bound says this cannot be

@@ -6,8 +6,9 @@
  * loops of collectors/_tcparrays.py's _unwrap and _grouped_cummax (see there), one pass each
  * instead of several whole-array numpy passes; groups are contiguous runs of equal values.
  *
- * stream_rows and stream_bins: the per-row chain and the per-bin series sums of a one-flow
- * TCP engine's time chunk (collectors/_tcpstream.FlowStream: _rows_numpy, _bin_sums_numpy).
+ * stream_rows: the per-row chain of a one-flow TCP engine's time chunk, and stream_bins: the
+ * per-bin series sums of any engine's chunk (collectors/_tcpstream.FlowStream: _rows_numpy,
+ * _bin_sums_numpy).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -220,13 +221,15 @@ static PyObject *stream_rows(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* stream_bins(t, dr, flags, ip_len, pay, win, rela, am0, am1, sm0, sm1, params, packets, bytes,
- *             pay_sum, rw_sum, rw_n, infl_s, infl_c):
- * the per-bin sums of FlowStream.chunk's series in one pass (its numpy twin there sums runs of
- * rows per bin; a test compares both ways). t int64[n] (ns), dr int8[n], flags uint8[n],
- * ip_len uint32[n], pay int64[n], win uint16[n], rela/am0/am1/sm0/sm1 int64[n] (stream_rows'
- * outputs); params int64[5] = (res_ns, start_bin, nb, shift0, shift1). Each float64[2 * nb]
- * accumulator gets, at half * nb + bin (bin = floor(t / res_ns) - start_bin, else ValueError):
+/* stream_bins(t, dr, flags, ip_len, pay, win, rela, am0, am1, sm0, sm1, fl, res_ns, flows, packets,
+ *             bytes, pay_sum, rw_sum, rw_n, infl_s, infl_c):
+ * the per-bin sums of FlowStream.chunk's series in one pass (its numpy twin there sums slices
+ * of rows with bincount; a test compares both ways). t int64[n] (ns), dr int8[n], flags
+ * uint8[n], ip_len uint32[n], pay int64[n], win uint16[n], rela/am0/am1/sm0/sm1 int64[n]
+ * (the per-row chain's outputs), fl int32[n] (the row's flow; a flow's rows consecutive, in
+ * time order), res_ns int64[1]; flows int64[5 * F] = per flow (offset, start_bin, nb, shift0,
+ * shift1). Each float64 accumulator gets, at offset + half * nb + bin (bin = floor(t / res_ns)
+ * - start_bin, else ValueError; a row past the accumulator, ValueError):
  *   packets, bytes, pay_sum += 1, ip_len, pay           at the row's own half,
  *   rw_sum += win << shift[d] (SYN: win), rw_n += 1      at the other half, rows with ACK,
  *   infl_s += max(sm[h] - max(am[1-h], 0), 0) (0 while sm[h] < 0), infl_c += 1
@@ -234,35 +237,37 @@ static PyObject *stream_rows(PyObject *self, PyObject *args)
  * Integer values added to integer-valued doubles below 2^53: exact in any order. */
 static PyObject *stream_bins(PyObject *self, PyObject *args)
 {
-    Py_buffer b[19];
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
-                          &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15],
-                          &b[16], &b[17], &b[18]))
+    enum { NB = 21 };
+    Py_buffer b[NB];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3],
+                          &b[4], &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14],
+                          &b[15], &b[16], &b[17], &b[18], &b[19], &b[20]))
         return NULL;
-    Py_ssize_t n = b[1].len;
+    Py_ssize_t n = b[1].len, total = b[14].len / (Py_ssize_t)sizeof(double), nflow = b[13].len / (5 * 8);
     int bad = b[0].len != 8 * n || b[2].len != n || b[3].len != 4 * n || b[4].len != 8 * n ||
-              b[5].len != 2 * n || b[11].len != 5 * 8;
+              b[5].len != 2 * n || b[11].len != 4 * n || b[12].len != 8 || b[13].len != nflow * 5 * 8;
     for (int k = 6; k < 11; k++)
         bad |= b[k].len != 8 * n;
-    const int64_t *par = b[11].buf;
-    int64_t res = bad ? 1 : par[0], start = bad ? 0 : par[1], nb = bad ? 0 : par[2];
-    for (int k = 12; k < 19; k++)
-        bad |= b[k].len != 2 * nb * (Py_ssize_t)sizeof(double);
+    for (int k = 14; k < NB; k++)
+        bad |= b[k].len != total * (Py_ssize_t)sizeof(double);
+    int64_t res = bad ? 1 : *(const int64_t *)b[12].buf;
     bad |= res <= 0;
     if (!bad) {
         const int64_t *t = b[0].buf, *pay = b[4].buf, *rela = b[6].buf, *am0 = b[7].buf, *am1 = b[8].buf,
-                      *sm0 = b[9].buf, *sm1 = b[10].buf;
+                      *sm0 = b[9].buf, *sm1 = b[10].buf, *fp = b[13].buf;
         const int8_t *dr = b[1].buf;
-        const uint8_t *fl = b[2].buf;
+        const uint8_t *fg = b[2].buf;
         const uint32_t *ipl = b[3].buf;
         const uint16_t *win = b[5].buf;
-        int64_t shift[2] = {par[3], par[4]};
-        double *pk = b[12].buf, *by = b[13].buf, *py = b[14].buf, *rs = b[15].buf, *rn = b[16].buf,
-               *is = b[17].buf, *ic = b[18].buf;
+        const int32_t *fl = b[11].buf;
+        double *pk = b[14].buf, *by = b[15].buf, *py = b[16].buf, *rs = b[17].buf, *rn = b[18].buf,
+               *is = b[19].buf, *ic = b[20].buf;
         Py_BEGIN_ALLOW_THREADS
-        /* rows in time order stay in one bin for long: the bin's edges are kept (no division
-         * per row) and its sums gathered in integers, added to the doubles when the bin changes */
-        int64_t cur = -1, lo = 0, hi = 0;
+        /* rows of a flow in time order stay in one bin for long: the flow and the bin's edges
+         * are kept (no division per row) and its sums gathered in integers, added to the
+         * doubles when the flow or the bin changes */
+        int64_t cur = -1, lo = 0, hi = 0, off = 0, nb = 0, shift[2] = {0, 0};
+        int32_t f = -1;
         int64_t apk[2] = {0, 0}, aby[2] = {0, 0}, apy[2] = {0, 0}, ars[2] = {0, 0}, arn[2] = {0, 0},
                 ais[2] = {0, 0}, aic = 0;
         for (Py_ssize_t i = 0; i <= n; i++) {
@@ -274,10 +279,10 @@ static PyObject *stream_bins(PyObject *self, PyObject *args)
                     break;
                 }
             }
-            if (i == n || t[i] < lo || t[i] >= hi) {
+            if (i == n || fl[i] != f || t[i] < lo || t[i] >= hi) {
                 if (cur >= 0) {
                     for (int h = 0; h < 2; h++) {
-                        int64_t at = h * nb + cur;
+                        int64_t at = off + h * nb + cur;
                         pk[at] += (double)apk[h];
                         by[at] += (double)aby[h];
                         py[at] += (double)apy[h];
@@ -291,10 +296,25 @@ static PyObject *stream_bins(PyObject *self, PyObject *args)
                 }
                 if (i == n)
                     break;
+                if (fl[i] != f) {
+                    f = fl[i];
+                    if (f < 0 || f >= nflow) {
+                        bad = 1;
+                        break;
+                    }
+                    off = fp[5 * f];
+                    nb = fp[5 * f + 2];
+                    shift[0] = fp[5 * f + 3];
+                    shift[1] = fp[5 * f + 4];
+                    if (off < 0 || nb <= 0 || off + 2 * nb > total) {
+                        bad = 1;
+                        break;
+                    }
+                }
                 int64_t q = t[i] / res;
                 if (t[i] % res != 0 && t[i] < 0)
                     q--;
-                cur = q - start;
+                cur = q - fp[5 * f + 1];
                 if (cur < 0 || cur >= nb) {
                     bad = 1;
                     break;
@@ -306,7 +326,7 @@ static PyObject *stream_bins(PyObject *self, PyObject *args)
             aby[d] += ipl[i];
             apy[d] += pay[i];
             if (rela[i] >= 0) {
-                ars[1 - d] += (fl[i] & 0x02) ? (int64_t)win[i] : (int64_t)win[i] << shift[d];
+                ars[1 - d] += (fg[i] & 0x02) ? (int64_t)win[i] : (int64_t)win[i] << shift[d];
                 arn[1 - d] += 1;
             }
             int64_t s0 = sm0[i], s1 = sm1[i], a0 = am0[i] > 0 ? am0[i] : 0, a1 = am1[i] > 0 ? am1[i] : 0;
@@ -316,11 +336,11 @@ static PyObject *stream_bins(PyObject *self, PyObject *args)
         }
         Py_END_ALLOW_THREADS
     }
-    for (int k = 0; k < 19; k++)
+    for (int k = 0; k < NB; k++)
         PyBuffer_Release(&b[k]);
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "stream_bins: arrays of different lengths, a row outside the "
-                                          "bins or a direction other than 0/1");
+        PyErr_SetString(PyExc_ValueError, "stream_bins: arrays of different lengths, a flow or row outside "
+                                          "the bins or a direction other than 0/1");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -336,15 +356,16 @@ static PyMethodDef methods[] = {
      "below, dupack): the per-row "
      "chain of one flow's time chunk (_tcpstream; see the module source)."},
     {"stream_bins", stream_bins, METH_VARARGS,
-     "stream_bins(t, dr, flags, ip_len, pay, win, rela, am0, am1, sm0, sm1, params, packets, bytes, pay_sum, "
-     "rw_sum, rw_n, infl_s, infl_c): the per-bin series sums of one flow's time chunk (see the module source)."},
+     "stream_bins(t, dr, flags, ip_len, pay, win, rela, am0, am1, sm0, sm1, fl, res_ns, flows, packets, bytes, "
+     "pay_sum, rw_sum, rw_n, infl_s, infl_c): the per-bin series sums of a time chunk's flows (see the module "
+     "source)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_tcploops",
-    "The TCP analysis' per-row loops in C: grouped unwrapping and running maxima, a one-flow chunk's chain "
-    "and bin sums.", -1, methods,
+    "The TCP analysis' per-row loops in C: grouped unwrapping and running maxima, a one-flow chunk's chain, "
+    "a chunk's bin sums.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__tcploops(void)

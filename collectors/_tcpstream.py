@@ -12,9 +12,9 @@ through: from the rows themselves (:func:`first_of_rows`) or from the census of 
 rows and are settled at the end: Karn (a later retransmission voids an RTT sample), Eifel
 (the first ACK covering a retransmission, held until it arrives) and DSACK (the last
 retransmission of the reported block). Per-bin sums of the series add across chunks
-(integer-valued float sums: exact). The per-row chain and the bin sums of a one-flow engine
-run in C (``_tcploops.c``: ``stream_rows``, ``stream_bins``); their numpy forms here are the
-reference the tests compare them with.
+(integer-valued float sums: exact). The per-row chain of a one-flow engine and the bin sums of
+every engine run in C (``_tcploops.c``: ``stream_rows``, ``stream_bins``); their numpy forms
+here are the reference the tests compare them with.
 """
 from __future__ import annotations
 
@@ -148,6 +148,7 @@ class FlowStream:
         self.acc = {k: np.zeros(self.total) for k in ("packets", "bytes", "pay", "adv", "dupacks",
                                                        "zero_windows", "rw_sum", "rw_n", "infl_s", "infl_c")}
         self.rows = 0
+        self._flow_bins = None               # _bin_sums_c's per-flow bin parameters, once
         self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
         self.lf = [[np.full(F, NONE), np.full(F, NONE)] for _ in range(2)]   # [pass][d]: _recovery's carry
         self.retx = []                     # per chunk: dict of the retransmissions' columns
@@ -222,7 +223,7 @@ class FlowStream:
 
         # ---- series sums (a row's own half is its direction's, the other half the reverse)
         A = self.acc
-        sums = self._bin_sums_c if _stream_bins is not None and F == 1 else self._bin_sums_numpy
+        sums = self._bin_sums_c if _stream_bins is not None else self._bin_sums_numpy
         sums(c, fl, dr, is_syn, pay, rela, am, sm)
         del c["ip_len"], c["window"]
         total = self.total
@@ -524,13 +525,17 @@ class FlowStream:
         return rel, rela, end, {0: am0, 1: am1}, {0: sm0, 1: sm1}, smb_own, below, dupack
 
     def _bin_sums_c(self, c, fl, dr, is_syn, pay, rela, am, sm) -> None:
-        """:meth:`_bin_sums_numpy` of a one-flow engine in one pass in C (``_tcploops.stream_bins``)."""
+        """:meth:`_bin_sums_numpy` in one pass in C (``_tcploops.stream_bins``)."""
         A = self.acc
+        if self._flow_bins is None:          # per flow: (offset, start_bin, nb, shift fwd, shift rev)
+            shift = np.asarray(self.f["shift"], np.int64).reshape(-1, 2)
+            self._flow_bins = np.ascontiguousarray(np.column_stack(
+                [self.offset, self.start_bin, self.nb, shift[:, 0], shift[:, 1]]).astype(np.int64)).ravel()
         _stream_bins(np.ascontiguousarray(c["t"], np.int64), dr, np.ascontiguousarray(c["flags"], np.uint8),
                      np.ascontiguousarray(c["ip_len"], np.uint32), np.ascontiguousarray(pay, np.int64),
                      np.ascontiguousarray(c["window"], np.uint16),
-                     rela, am[0], am[1], sm[0], sm[1],
-                     np.array([self.res_ns, self.start_bin[0], self.nb[0], *self.f["shift"]], np.int64),
+                     rela, am[0], am[1], sm[0], sm[1], np.ascontiguousarray(fl, np.int32),
+                     np.array([self.res_ns], np.int64), self._flow_bins,
                      *(A[k] for k in ("packets", "bytes", "pay", "rw_sum", "rw_n", "infl_s", "infl_c")))
 
     def _bin_sums_numpy(self, c, fl, dr, is_syn, pay, rela, am, sm) -> None:

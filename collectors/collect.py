@@ -30,6 +30,14 @@ PACKETS_DICTIONARY = ["src", "dst", "direction", "flow", "proto", "sport", "dpor
 #: strings (the costliest: a dictionary column's min/max is found over its strings) select
 #: little, a row group of a busy capture spanning most addresses.
 PACKETS_STATISTICS = ["time", "flow", "proto", "sport", "dport"]
+#: The same for the analysis' frames (flows, tcp, events): dictionaries on the flow's identity
+#: and the categories (direction, event, kind, spurious reason), not on times, sequence
+#: numbers, counts or RTTs, which are mostly distinct; statistics for time and flow
+#: identity (the events frame has a row per RTT sample, and the min/max of its strings cost
+#: more than the rest of its encoding).
+ANALYSIS_DICTIONARY = ["flow", "src", "dst", "sport", "dport", "proto", "direction", "data_direction",
+                       "event", "kind", "spurious_reason"]
+ANALYSIS_STATISTICS = ["time", "start", "end", "flow", "sport", "dport", "proto"]
 #: Capture bytes per batch (and row group) of the packets pass. The pass runs beside the
 #: analysis, so its batches add to the analysis' peak memory (~10 times the batch size).
 PACKETS_BATCH_BYTES = 4 << 20
@@ -86,7 +94,8 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
 def _write(frame, dest: Path, kind: str, extra: dict) -> Path:
     """Parquet, atomically, with the frame's kind and its attrs plus ``extra`` as provenance."""
     from airlink.rundir import provenance_of, write_frame
-    return write_frame(dest, frame, kind=kind, provenance={**provenance_of(frame), **extra})
+    return write_frame(dest, frame, kind=kind, provenance={**provenance_of(frame), **extra},
+                       use_dictionary=ANALYSIS_DICTIONARY, write_statistics=ANALYSIS_STATISTICS)
 
 
 class PacketsPass:

@@ -67,6 +67,10 @@ STREAM_CHUNK_ROWS = 1 << 20
 # A capture or flow group of more TCP rows is fed to the engine in time slices of about
 # this many rows (memory: the slice's per-row intermediates, ~70 bytes a row).
 ENGINE_CHUNK_ROWS = 1 << 18
+# Flow groups are filled to max_packets / GROUP_SHARE packets: a group whose flows start
+# before the previous group's last flow ends is then gathered beside it within the limit,
+# instead of being dropped and read again in a pass of its own (GroupGatherer's budget).
+GROUP_SHARE = 2
 
 
 def _return_freed_memory() -> None:
@@ -111,7 +115,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     found the capture too big), the flows are analysed in one more pass over the file:
     each TCP flow larger than the limit through time in chunks of at most
     min(max_packets, :data:`STREAM_CHUNK_ROWS`) packets with its state carried
-    (``collectors/_tcpstream.py``), the others in groups of at most about the limit, each
+    (``collectors/_tcpstream.py``), the others in groups of at most about half the limit, each
     group as soon as its flows are over (:class:`._tcpinput.GroupGatherer`; a group that
     cannot wait beside the others is read again alone), so memory follows the limit, not
     the capture. The result is the same as in one piece.
@@ -318,19 +322,25 @@ def _from_columns(raw: dict, flows_ready=None):
     # TCP rows, flow-major and time order inside
     tcp = np.flatnonzero(fproto[fl_s] == 6)
     ft = fl_s[tcp]
-    order = tcp if (len(ft) < 2 or (ft[1:] >= ft[:-1]).all()) else tcp[np.argsort(ft, kind="stable")]
+    in_order = len(ft) < 2 or bool((ft[1:] >= ft[:-1]).all())
+    order = tcp if in_order else tcp[np.argsort(ft, kind="stable")]
+    # every row TCP, flows one after another, in time order: the columns as they are
+    same = in_order and perm is None and len(tcp) == n
     del ft, tcp
-    c = {"fl": fl_s[order], "dr": dir_s[order]}
-    del fl_s, dir_s
     src_rows = order if perm is None else perm[order]
+    c = {"fl": fl_s if same else fl_s[order], "dr": dir_s if same else dir_s[order]}
+    del fl_s, dir_s
     # events name packets by their row in the time-sorted packets frame; reading a group of
     # flows, that is computed later from each packet's index among the file's IP packets
-    c["order"] = raw.pop("ipidx")[src_rows] if "ipidx" in raw else _narrow_index(order)
+    if "ipidx" in raw:
+        c["order"] = raw.pop("ipidx") if same else raw.pop("ipidx")[src_rows]
+    else:
+        c["order"] = _narrow_index(order)
     del perm, order
     for key, name in (("t", "ts_ns"), ("iplen", "ip_len"), ("seq", "seq"), ("ackraw", "ack"),
                       ("flags", "flags"), ("pay", "payload"), ("win", "window"), ("tsval", "tsval"),
                       ("tsecr", "tsecr"), ("has_ts", "has_ts"), ("dsack", "dsack")):
-        c[key] = raw.pop(name)[src_rows]
+        c[key] = raw.pop(name) if same else raw.pop(name)[src_rows]
     # DSACK left edges are kept for DSACK rows only (zero pages elsewhere are never touched)
     c["dsack_left"] = np.zeros(len(src_rows), np.uint32)
     dk = np.flatnonzero(c["dsack"])
@@ -382,6 +392,9 @@ def _time_slices(rows: dict, size: int) -> list:
     for j, ch in enumerate(chunks):
         ch["synopt"] = synopt[syn_part == j]
     del synopt
+    # a slice whose rows are consecutive (flows one after another) is a view, not a copy
+    idx = [slice(int(ii[0]), int(ii[-1]) + 1) if len(ii) and ii[-1] - ii[0] + 1 == len(ii) else ii
+           for ii in idx]
     for key in list(rows):
         col = rows.pop(key)
         for ch, ii in zip(chunks, idx):
@@ -439,19 +452,20 @@ def _census_flows(census: dict):
 
 
 def _flow_groups(census: dict, gnum, max_packets: int):
-    """(groups: lists of provisional flows, each of at most ``max_packets`` packets or a
-    single flow; streamed: whether each group is one flow bigger than the limit, analysed
+    """(groups: lists of provisional flows, each of at most ``max_packets`` /
+    :data:`GROUP_SHARE` packets or a single flow; streamed: whether each group is one flow bigger than the limit, analysed
     through time in chunks) for :func:`_analyze_grouped`. A flow bigger than the limit is a
     group of its own; the others fill groups in the order they end (last packet time, then
     global number), so that one pass over the capture can analyse each group as soon as
     its flows are over (:class:`._tcpinput.GroupGatherer`)."""
     counts = census["flow_packets"]
+    fill = max(1, max_packets // GROUP_SHARE)
     groups, cur, size = [], [], 0
     for f in np.lexsort((gnum, census["flow_last_ts"])).tolist():
         if counts[f] > max_packets:
             groups.append([f])
             continue
-        if cur and size + counts[f] > max_packets:
+        if cur and size + counts[f] > fill:
             groups.append(cur)
             cur, size = [], 0
         cur.append(f)
@@ -519,13 +533,17 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
         del results
     for i in sorted(gatherer.deferred):
         analyse_group(i, read_columns(path, salvage=salvage, keep=gatherer.keep_of(i), size=gatherer.sizes[i]))
-    def joined(frames):
-        """Frames of the groups with rows (an empty one may lack columns or dtypes)."""
+    def joined(frames, keys):
+        """Frames of the groups with rows (an empty one may lack columns or dtypes), one
+        after the other, sorted by ``keys``; ``frames`` is emptied, column by column."""
         full = [f for f in frames if len(f)]
-        return Columns.concat(full) if full else frames[0]
-    flows = joined(flows).sort_by(["flow"])
-    series = joined(series).sort_by(["time", "flow", "direction"])
-    events = joined(events).sort_by(["time", "flow"])
+        out = Columns.concat(full, consume=True) if full else frames[0]
+        frames.clear()
+        del full
+        return out.sort_by(keys, consume=True)
+    flows = joined(flows, ["flow"])
+    series = joined(series, ["time", "flow", "direction"])
+    events = joined(events, ["time", "flow"])
     # events' packets: index among the file's IP packets -> row of the time-sorted frame
     # (the same unless records are out of time order)
     with census.pop("ts_file") as f:

@@ -36,7 +36,7 @@ def register(sub):
     bounded(p, "--max-packets", bound=B.MAX_PACKETS, default=MAX_PACKETS, metavar="N",
                    help="analyse at most about N packets at a time: a bigger capture is counted "
                         "flow by flow in a first pass, then analysed in a second one - each flow "
-                        "bigger than N through time in chunks, the others in groups of about N "
+                        "bigger than N through time in chunks, the others in groups of about N/2 "
                         "packets, each group as soon as its flows are over (a group that cannot wait "
                         "beside the others is read again alone) - so memory follows N, not the "
                         "capture; results are the same (default 1000000)")

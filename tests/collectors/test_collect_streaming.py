@@ -458,3 +458,30 @@ def test_group_gatherer_refuses_a_packet_after_its_group(tmp_path):
     small.start(conns)
     with pytest.raises(AirlinkError, match="did not see"):       # the file grew since its census
         small.add(second[0], second[1], second[2], len(first[1]))
+
+
+def test_overlapping_flow_groups_share_one_pass(tmp_path, small_batches, monkeypatch):
+    """Short flows that overlap in time (each starts while the one before runs) and a
+    two-packet flow that spans the capture (as in the benchmark's lossy shape): at a limit
+    of half the packets, the groups gathered side by side fit the limit together, so the
+    census and ONE more pass read the file (no group read again alone) - and the frames
+    are the one-piece frames."""
+    recs = []
+    for j in range(10):                    # flow j: 60 packets from 30 ms * j, for 59 ms
+        a, b = f"10.2.{j}.1", f"10.2.{j}.2"
+        for i in range(60):
+            frame = tcp_packet(a, b, 42000 + j, 443, seq=1 + 50 * i, ack=1, flags="PA", payload=b"s" * 50) \
+                if i % 2 else tcp_packet(b, a, 443, 42000 + j, seq=1, ack=1 + 50 * i, flags="A")
+            recs.append((T0 + j * 30_000 * US + i * 1_000 * US, link_wrap(frame, 1)))
+    for t in (T0 - 1_000 * US, T0 + 400_000 * US):
+        recs.append((t, link_wrap(udp_packet("10.9.0.1", "10.9.0.2", 5353, 5353, b"q" * 20), 1)))
+    recs.sort(key=lambda r: r[0])
+    f = tmp_path / "overlap.pcap"
+    f.write_bytes(pcap_bytes(recs))
+    whole = C.analyze_tcp(f, resolution="100ms")
+    assert len(whole.flows) == 11 and whole.attrs["packets"] == 602
+    reads = []
+    walk = CaptureReader.__iter__
+    monkeypatch.setattr(CaptureReader, "__iter__", lambda self: reads.append(1) or walk(self))
+    _same_analysis(C.analyze_tcp(f, resolution="100ms", max_packets=301), whole)
+    assert len(reads) == 2

@@ -369,3 +369,28 @@ def test_damaged_timestamp_refused_before_the_series_is_allocated(tmp_path, limi
     f.write_bytes(pcap_bytes(recs))
     with pytest.raises(AirlinkError, match="far.pcap: flow 0 spans .* damaged timestamp"):
         C.analyze_tcp(f, resolution="1ms", max_packets=limit)
+
+
+def test_bin_sums_c_equals_numpy_across_many_flows(shared_data, monkeypatch):
+    """The per-bin series sums in C (``_tcploops.stream_bins``) and by their numpy twin on
+    engines of many flows at once: every real capture in one piece, and in flow groups of
+    at most 40 packets (the series of flows that share chunks, bins of 100 ms, and of
+    10 ms that flows cross); the frames of both ways are equal and the packet counts of
+    the series are the flows' own."""
+    c_tcploops("stream_bins")
+    files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap"))
+    many = 0
+    for f in files:
+        for res, limit in (("100ms", None), ("10ms", 40)):
+            got = C.analyze_tcp(f, resolution=res, max_packets=limit)
+            with monkeypatch.context() as m:
+                m.setattr(_tcpstream, "_stream_bins", None)
+                ref = C.analyze_tcp(f, resolution=res, max_packets=limit)
+            _same(got, ref)
+            fl = got.flows
+            per_flow = got.series.groupby("flow")["packets"].sum()
+            tcp_flows = fl[fl["proto"] == 6].set_index("flow")
+            assert per_flow.reindex(tcp_flows.index).tolist() == \
+                (tcp_flows["packets_fwd"] + tcp_flows["packets_rev"]).tolist(), f
+        many += len(fl) > 1
+    assert many >= 3

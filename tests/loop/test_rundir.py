@@ -167,6 +167,23 @@ def test_frame_writers_stamp_kind_and_provenance(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.parquet", "b.parquet"]
 
 
+def test_frame_encoding_options_change_the_file_not_the_table(tmp_path):
+    """write_frame's dictionary and statistics lists (names the frame lacks ignored): only
+    the listed columns are dictionary-encoded / carry min/max; the table read back is the
+    one written."""
+    import pyarrow as pa
+    table = pa.table({"time": pa.array(np.arange(1000) * 10**6, pa.timestamp("ns", tz="UTC")),
+                      "kind": pa.array(["a", "b"] * 500), "seq": pa.array(np.arange(1000) * 7)})
+    p = rundir.write_frame(tmp_path / "e.parquet", table, kind="tcp-events",
+                           use_dictionary=["kind", "absent"], write_statistics=["time", "absent"])
+    assert pq.read_table(p).equals(table)
+    rg = pq.ParquetFile(p).metadata.row_group(0)
+    cols = {rg.column(i).path_in_schema: rg.column(i) for i in range(rg.num_columns)}
+    assert [n for n, c in cols.items() if "RLE_DICTIONARY" in c.encodings] == ["kind"]
+    assert [n for n, c in cols.items() if c.is_stats_set] == ["time"]
+    assert cols["time"].statistics.min == pd.Timestamp(0, tz="UTC")
+
+
 def test_background_frame_writer_writes_the_same_file(tmp_path):
     """background=True: the same row groups and values as writing in the caller's thread."""
     import pyarrow as pa
