@@ -244,55 +244,17 @@ class Columns:
 
 
 def arrow_array(col):
-    """A column as a pyarrow Array built from its buffers (no copy of numbers and times):
-    ``pyarrow.array()`` would import pandas (~0.25 s) to ask whether it was given a pandas
-    object. Floats' NaN are null, as ``from_pandas`` makes them."""
+    """A column as a pyarrow Array built from its buffers (no copy of numbers and times;
+    :mod:`airlink.core.arrowarrays`): ``pyarrow.array()`` would import pandas (~0.25 s) to
+    ask whether it was given a pandas object. Floats' NaN are null, as ``from_pandas``
+    makes them; a categorical :class:`Coded` is a dictionary array."""
     import pyarrow as pa
+    from airlink.core.arrowarrays import numpy_array, strings
     if isinstance(col, Coded):
         if col.categorical:
-            return pa.DictionaryArray.from_arrays(arrow_array(col.codes), _arrow_strings(col.values))
-        return _arrow_strings(col.values, col.codes)
-    n = len(col)
-    if col.dtype.kind in "UO":
-        return _arrow_strings(col.tolist())
-    if col.dtype.kind == "b":
-        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(np.packbits(col, bitorder="little"))],
-                                     null_count=0)
-    col = np.ascontiguousarray(col)
-    if col.dtype.kind == "M":
-        return pa.Array.from_buffers(pa.timestamp("ns", tz="UTC"), n, [None, pa.py_buffer(col.view(np.int64))],
-                                     null_count=0)
-    validity, nulls = None, 0
-    if col.dtype.kind == "f":
-        nan = np.isnan(col)
-        nulls = int(nan.sum())
-        if nulls:
-            validity = pa.py_buffer(np.packbits(~nan, bitorder="little"))
-    return pa.Array.from_buffers(pa.from_numpy_dtype(col.dtype), n, [validity, pa.py_buffer(col)],
-                                 null_count=nulls)
-
-
-def _arrow_strings(values: list, codes=None):
-    """A pyarrow string array of ``values`` (a list of str), or of ``values[codes]`` (the
-    bytes laid out per value, a byte position at a time: few distinct values of a few
-    bytes; ``DictionaryArray.cast`` would import pyarrow.compute, ~25 ms)."""
-    import pyarrow as pa
-    encoded = [v.encode() for v in values]
-    if codes is None:
-        offsets = np.zeros(len(encoded) + 1, np.int32)
-        np.cumsum([len(e) for e in encoded], out=offsets[1:])
-        return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets),
-                                                                  pa.py_buffer(b"".join(encoded))], null_count=0)
-    sizes = np.array([len(e) for e in encoded] or [0], np.int64)[codes]
-    offsets = np.zeros(len(codes) + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    data = np.empty(int(offsets[-1]), np.uint8)
-    for v, e in enumerate(encoded):
-        rows = offsets[:-1][codes == v]
-        for j, byte in enumerate(e):
-            data[rows + j] = byte
-    return pa.Array.from_buffers(pa.string(), len(codes), [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                            pa.py_buffer(data)], null_count=0)
+            return pa.DictionaryArray.from_arrays(numpy_array(col.codes), strings(col.values))
+        return strings(col.values, col.codes)
+    return numpy_array(col)
 
 
 def _all_str(col) -> bool:

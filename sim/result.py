@@ -43,21 +43,21 @@ class MacColumns:
         (types, values, order; no ``pandas`` schema metadata): ``time`` timestamp[ns, UTC],
         ``user`` string, the other columns int64 or float64 as in numpy."""
         import pyarrow as pa
-        from airlink.core.arrowarrays import numeric_array, string_array
+        from airlink.core.arrowarrays import numpy_array, strings
         n_rows = len(self.columns["time"])
         arrays = []
         for name, col in self.columns.items():
             if name == "time":
-                arrays.append(numeric_array(np.asarray(col, np.int64), pa.timestamp("ns", tz="UTC")))
+                arrays.append(numpy_array(np.asarray(col, np.int64), pa.timestamp("ns", tz="UTC")))
             elif name == "user":
                 n_u = len(self.users)
                 if n_u and n_rows % n_u == 0 and [str(v) for v in col[:n_u]] == self.users:
                     codes = np.tile(np.arange(n_u, dtype=np.int32), n_rows // n_u)
-                    arrays.append(string_array(codes, self.users))
+                    arrays.append(strings(self.users, codes))
                 else:           # not the documented layout: Arrow's own conversion
                     arrays.append(pa.array(col, pa.string()))
             else:
-                arrays.append(numeric_array(col))
+                arrays.append(numpy_array(col))
         return pa.Table.from_arrays(arrays, names=list(self.columns))
 
 

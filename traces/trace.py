@@ -186,8 +186,8 @@ class Trace:
         import pyarrow as pa
         import pyarrow.parquet as pq
         path = Path(path)
-        from airlink.core.arrowarrays import numeric_array       # pa.table() would load pandas
-        table = pa.Table.from_arrays([numeric_array(self.values[:, i]) for i in range(len(self.users))],
+        from airlink.core.arrowarrays import numpy_array       # pa.table() would load pandas
+        table = pa.Table.from_arrays([numpy_array(self.values[:, i], nan_is_null=False) for i in range(len(self.users))],
                                      names=[f"user_{u}" for u in self.users])
         header = {"kind": "trace", "tti_s": f"{self.tti.numerator}/{self.tti.denominator}",
                   "unit": self.unit, "users": self.users, "meta": jsonable(self.meta)}

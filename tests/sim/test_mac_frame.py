@@ -33,15 +33,24 @@ def test_written_mac_table_equals_the_frames_arrow_table(tmp_path):
 
 def test_arrow_arrays_from_numpy_equal_pyarrows_own():
     import pyarrow as pa
-    from airlink.core.arrowarrays import numeric_array, string_array
+    from airlink.core.arrowarrays import numpy_array, strings
     x = np.array([[1.5, -2.0, np.inf], [0.0, 3.25, -0.0]])
-    assert numeric_array(x[:, 1]).equals(pa.array([-2.0, 3.25]))          # a strided column
+    assert numpy_array(x[:, 1]).equals(pa.array([-2.0, 3.25]))            # a strided column
+    nan = np.array([1.0, np.nan])
+    assert numpy_array(nan).equals(pa.array(nan, from_pandas=True))        # NaN is null, as from_pandas
+    kept = numpy_array(nan, nan_is_null=False)                             # or a value, as pa.array
+    assert kept.null_count == pa.array(nan).null_count == 0
+    assert np.array_equal(kept.to_numpy(), nan, equal_nan=True)
     ns = np.array([0, 500_000, 1_000_000], np.int64)
-    assert numeric_array(ns, pa.timestamp("ns", tz="UTC")).equals(
-        pa.array(pd.to_datetime(ns, utc=True)))
-    assert numeric_array(np.array([3, -1], ">i8")).equals(pa.array([3, -1], pa.int64()))
+    assert numpy_array(ns, pa.timestamp("ns", tz="UTC")).equals(pa.array(pd.to_datetime(ns, utc=True)))
+    assert numpy_array(ns.view("datetime64[ns]")).equals(pa.array(pd.to_datetime(ns, utc=True)))
+    assert numpy_array(np.array([3, -1], ">i8")).equals(pa.array([3, -1], pa.int64()))
+    assert numpy_array(np.array([True, False, True])).equals(pa.array([True, False, True]))
     names = ["1", "2", "10", "é"]
     codes = np.array([2, 0, 3, 3, 1])
-    assert string_array(codes, names).equals(pa.array(["10", "1", "é", "é", "2"], pa.string()))
+    assert strings(names, codes).equals(pa.array(["10", "1", "é", "é", "2"], pa.string()))
+    assert strings(names).equals(pa.array(names, pa.string()))
     with pytest.raises(ValueError):
-        numeric_array(np.array([True]))
+        numpy_array(np.array([1, 2], np.int32), pa.timestamp("ns", tz="UTC"))   # widths differ
+    with pytest.raises(ValueError):
+        strings(names, np.array([4]))
