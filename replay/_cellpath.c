@@ -84,9 +84,12 @@
  * The writer (Cell(..., writer=1)): a TUN write runs the receiving side's protocol stack in
  * the writer's context (the UE's TCP on a downlink write, the server's on an uplink one),
  * tens of microseconds per write - most of a 0.125 ms TTI for 20 UEs. With the writer,
- * the loop copies every packet it sends (a served packet or piece, an uplink packet) into
- * a ring of WRITER_RING bytes and a second thread writes them, in the order they were
- * queued (so in order per device), while the loop decides the next TTI. The service, rows,
+ * the loop copies every packet it serves (a served packet or piece, downlink or constrained
+ * uplink) into a ring of WRITER_RING bytes and hands a TTI's writes over at once (one
+ * wake-up); a second thread writes them, in the order they were queued (so in order per
+ * device), while the loop decides the next TTI. An unconstrained uplink packet, which
+ * arrives alone at any moment, is still written by the loop (a wake-up of the writer per
+ * packet would cost more than the write). The service, rows,
  * counters and log events are the loop's and do not change: a packet's time is still the
  * TTI that served it, only its write() comes later, usually microseconds. A full ring
  * makes the loop wait for room. close() (and freeing the Cell) lets the writer finish every
@@ -192,8 +195,12 @@ static void wake_word(_Atomic uint32_t *word) {
     futex(word, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
+static void ring_publish(Cell *c);
+
 /* the loop waits until the ring has room for need more bytes */
 static void ring_room(Cell *c, uint64_t need) {
+    if (WRITER_RING - (c->ring_head - atomic_load(&c->wr_tail)) >= need) return;
+    ring_publish(c);
     while (WRITER_RING - (c->ring_head - atomic_load(&c->wr_tail)) < need) {
         uint32_t w = atomic_load(&c->wr_room);
         atomic_store(&c->wr_waiting, 1);
@@ -221,6 +228,11 @@ static void ring_push(Cell *c, int fd, const unsigned char *data, int len) {
     memcpy(c->ring + pos + REC_HDR, data, (size_t)len);
     c->ring_head += need;
     c->writes_queued++;
+}
+
+/* hand the writes queued since the last call to the writer (one wake-up for a TTI's writes) */
+static void ring_publish(Cell *c) {
+    if (!c->writer || atomic_load(&c->wr_head) == c->ring_head) return;
     atomic_store(&c->wr_head, c->ring_head);
     if (atomic_load(&c->wr_sleeping)) wake_word(&c->wr_wake);
 }
@@ -295,18 +307,14 @@ static void stop_writer(Cell *c) {
     c->ring = NULL;
 }
 
-/* a packet out to a TUN device: queued for the writer, or written now; failures counted */
-static void cell_write(Cell *c, int fd, const unsigned char *data, int len) {
-    if (c->writer) ring_push(c, fd, data, len);
-    else if (write(fd, data, (size_t)len) < 0) c->write_errors++;
-}
-
-/* departures to a TUN device */
+/* departures to a TUN device (a served packet or piece): queued for the writer (handed over
+   by ring_publish), or written now; failures counted */
 typedef struct { int fd; Cell *c; } FdSink;
 
 static void fd_write(void *ctx, const unsigned char *data, int len) {
     FdSink *s = ctx;
-    cell_write(s->c, s->fd, data, len);
+    if (s->c->writer) ring_push(s->c, s->fd, data, len);
+    else if (write(s->fd, data, (size_t)len) < 0) s->c->write_errors++;
 }
 
 static int64_t now_ns(void) {
@@ -390,7 +398,7 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
             if (lc_buffer_parse(b, r, c->vnet) < 0) continue;
             u->up_p += b->nseg;
             u->up_b += lc_wire(b, 0, b->nseg);
-            cell_write(c, c->outer_fd, b->data, (int)r);
+            if (write(c->outer_fd, b->data, (size_t)r) < 0) c->write_errors++;
             continue;
         }
         lc_packet *p = lc_buffer_packet(&c->spare, r, c->vnet);
@@ -555,6 +563,7 @@ static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
     for (;;) {
         int64_t now = now_ns();
         int64_t wake = c->uplinks ? uplinks_due(c, now, deadline) : deadline;
+        ring_publish(c);                    /* the uplinks served, before the loop sleeps */
         if (now >= deadline) break;
         int64_t left = wake - now;
         if (left < 0) left = 0;
@@ -589,6 +598,7 @@ static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
         if (moved) c->last_ns = now_ns();
         if (*failed || ready >= 0) break;
     }
+    ring_publish(c);
     wait_returned(c, published);
     return *failed ? -1 : ready;
 }
@@ -681,6 +691,7 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
     long long *budget = b[0].buf;
     for (int i = 0; i < c->n; i++)
         serve_ue(c, i, budget[i], t_end, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, b[6].buf);
+    ring_publish(c);
     for (int i = 0; i < 7; i++) PyBuffer_Release(&b[i]);
     Py_RETURN_NONE;
 }
@@ -799,6 +810,7 @@ static void decide_tti(Cell *c, long long k, int64_t now) {
         late_row[u] = (unsigned char)is_late;
         lateness[u] = (late > 0 ? late : 0) / 1000;
     }
+    ring_publish(c);                    /* the TTI's writes: one wake-up of the writer */
     c->ttis++;
     c->late_ttis += is_late;
     if (late > c->max_late_ns) c->max_late_ns = late;

@@ -179,8 +179,8 @@ def test_c_path_moves_packets_as_the_python_queues_and_server(kind, args, impl):
 
 
 def test_the_writer_thread_writes_every_packet_in_order_across_the_ring_and_before_close_returns():
-    """The writer's ring (4 MB of records) goes round more than once: a UE's uplink packets
-    of random sizes leave in the order they came, none lost, none failed; the writes still
+    """The writer's ring (4 MB of records) goes round more than once: a UE's served packets of
+    random sizes reach it in the order they came, none lost, none failed; the writes still
     queued when close() is called are all done when it returns."""
     rng = random.Random(28)
     outer_shell, outer_test = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -192,21 +192,24 @@ def test_the_writer_thread_writes_every_packet_in_order_across_the_ring_and_befo
             s.setblocking(False)
         cell = cp.Cell(outer_shell.fileno(), [ue_cell.fileno()], int(BLOCK.network_address), int(BLOCK.netmask),
                        SHIFT, 0, 0, 0, writer=True)
+        row = [np.zeros(1, t) for t in (np.float64, np.int64, np.float64, np.int64, np.int64, np.int64)]
         sent, got = [], []
-        base = int(BLOCK.network_address)
+        ue1 = int(BLOCK.network_address) + 64 + 2
         while sum(map(len, sent)) < 9 << 20:
-            batch = [_packet(rng, base + 1, rng.randrange(900, 1500)) for _ in range(100)]
+            batch = [_packet(rng, ue1, rng.randrange(900, 1500)) for _ in range(100)]
             for p in batch:
-                ue_test.send(p)
+                outer_test.send(p)
             sent += batch
             assert cell.wait(time.monotonic_ns() + 20_000_000, []) == -1
-            got += _drain(outer_test)
-        cell.close()                         # the last writes are done when it returns
+            cell.serve(np.array([sum(map(len, batch))], np.int64), *row)
+            assert row[0][0] == 0                # all served
+            got += _drain(ue_test)
+        cell.close()                             # the last writes are done when it returns
         assert cell.writer == 0
-        got += _drain(outer_test)
+        got += _drain(ue_test)
         assert cell.writes_queued == len(sent) and cell.write_errors == 0
         assert len(got) == len(sent) and got == sent
-        assert cell.ue_stats(0)["uplink"]["departures_bytes"] == sum(map(len, sent))
+        assert cell.ue_stats(0)["departures_bytes"] == sum(map(len, sent))
     finally:
         for s in socks:
             s.close()
