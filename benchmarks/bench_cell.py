@@ -114,9 +114,9 @@ def main():
                     help="the cell's TUN devices with GSO super-packets (on, the default), without "
                          "(off: AIRLINK_OFFLOAD=0), or alternate run by run, off first (--runs per mode), "
                          "each mode summarised on its own")
-    ap.add_argument("--writer", choices=("on", "off", "alternate"), default="on",
-                    help="the TUN writes in the cell's writer thread (on, the default), in its TTI loop "
-                         "(off: AIRLINK_CELL_WRITER=0), or alternate run by run, off first")
+    ap.add_argument("--writer", choices=("on", "off", "alternate"), default="off",
+                    help="the TUN writes in the cell's TTI loop (off, the default), in its writer thread "
+                         "(on: AIRLINK_CELL_WRITER=1), or alternate run by run, off first")
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep each run's MAC log, stats and iperf3 reports in DIR/runN (to look at the "
                          "late TTIs: the MAC log's late and lateness_us columns)")
@@ -147,7 +147,7 @@ def main():
     for m in modes:
         rs = rows[m]
         print(f"offload {'on (GSO super-packets)' if m[0] else 'off (AIRLINK_OFFLOAD=0)'}, TUN writes in "
-              f"{'the writer thread' if m[1] else 'the TTI loop (AIRLINK_CELL_WRITER=0)'}"
+              f"{'the writer thread (AIRLINK_CELL_WRITER=1)' if m[1] else 'the TTI loop'}"
               f"{'' if all((r['offload'], r['writer']) == m for r in rs) else ' - NOT as asked in every run'}:")
         for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "loop_cpu_us_per_tti",
                     "goodput_mbps", "load_1min"):

@@ -81,7 +81,7 @@
  * They change only the affinity of the shell's own loop thread, and count what they did
  * (cell.rescues).
  *
- * The writer (Cell(..., writer=1)): a TUN write runs the receiving side's protocol stack in
+ * The writer (Cell(..., writer=1); off by default, replay/cell.py's _writer_wanted): a TUN write runs the receiving side's protocol stack in
  * the writer's context (the UE's TCP on a downlink write, the server's on an uplink one),
  * tens of microseconds per write - most of a 0.125 ms TTI for 20 UEs. With the writer,
  * the loop copies every packet it serves (a served packet or piece, downlink or constrained
@@ -95,7 +95,8 @@
  * makes the loop wait for room. close() (and freeing the Cell) lets the writer finish every
  * queued write and joins it; failed writes count in write_errors. The writer blocks every
  * signal (they stay with Python's thread) and, when the loop runs under a real-time policy,
- * runs one priority below it, so a write never delays a TTI's decision on the same CPU.
+ * runs one priority below it, so that the loop preempts it (where the kernel allows: not
+ * inside a write on a kernel without preemption).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

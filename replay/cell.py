@@ -437,8 +437,10 @@ def _rescue_ns(late_ns: int, tti) -> int:
 
 def _writer_wanted() -> bool:
     """Whether the C packet path's TUN writes run in a writer thread of their own, off the
-    TTI loop's (``AIRLINK_CELL_WRITER=0``: the loop writes itself; see replay/_cellpath.c)."""
-    return os.environ.get("AIRLINK_CELL_WRITER", "1") != "0"
+    TTI loop's (``AIRLINK_CELL_WRITER=1``; by default the loop writes itself: on a shared
+    2-core machine the thread cost CPU and did not make fewer TTIs late at 0.125 ms; see
+    replay/_cellpath.c and docs/cell.md)."""
+    return os.environ.get("AIRLINK_CELL_WRITER", "0") == "1"
 
 
 def _warm_up(radio):
