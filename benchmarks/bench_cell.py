@@ -20,6 +20,7 @@ namespace it makes is deleted afterwards.
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 [--realtime]
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 --realtime --offload alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --users 20 --tti 0.125ms --realtime
+    sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 20 --realtime --writer alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime \
         --set nr_bandwidth_mhz=400 --set n_subchannels=264 --set nr_layers=4
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -40,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _netns import AIRLINK, require_root, throwaway_namespace, user_env  # noqa: E402
 
 
-def one_run(args, work: Path, offload: bool = True) -> dict:
+def one_run(args, work: Path, offload: bool = True, writer: bool = True) -> dict:
     out = work / "ue"
     out.mkdir(parents=True, exist_ok=True)
     ue_cmd = (f"iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t {args.seconds} --json "
@@ -57,6 +59,7 @@ def one_run(args, work: Path, offload: bool = True) -> dict:
         if args.python_step:
             env["AIRLINK_PYTHON_STEP"] = "1"
         env["AIRLINK_OFFLOAD"] = "1" if offload else "0"
+        env["AIRLINK_CELL_WRITER"] = "1" if writer else "0"
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.seconds + 120)
         wall = time.monotonic() - t0
     if r.returncode != 0:
@@ -72,6 +75,7 @@ def one_run(args, work: Path, offload: bool = True) -> dict:
             "loop_cpu_us_per_tti": 1e6 * (stats["cpu_s"] - stats["radio_cpu_s"]) / max(stats["ttis"], 1),
             "radio_waits": stats["radio_waits"], "loop_rescues": stats.get("loop_rescues", 0),
             "goodput_mbps": goodput / 1e6, "offload": stats.get("offload", False),
+            "writer": stats.get("tun_writer") == "thread", "load_1min": os.getloadavg()[0],
             "superpackets": sum(u["downlink"].get("superpackets", 0) for u in stats["ues"]),
             "pieces_cut": sum(u["downlink"].get("pieces_cut", 0) for u in stats["ues"]),
             "step": stats["scheduler_step"]}
@@ -110,19 +114,26 @@ def main():
                     help="the cell's TUN devices with GSO super-packets (on, the default), without "
                          "(off: AIRLINK_OFFLOAD=0), or alternate run by run, off first (--runs per mode), "
                          "each mode summarised on its own")
+    ap.add_argument("--writer", choices=("on", "off", "alternate"), default="off",
+                    help="the TUN writes in the cell's TTI loop (off, the default), in its writer thread "
+                         "(on: AIRLINK_CELL_WRITER=1), or alternate run by run, off first")
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep each run's MAC log, stats and iperf3 reports in DIR/runN (to look at the "
                          "late TTIs: the MAC log's late and lateness_us columns)")
     args = ap.parse_args()
     require_root("bench_cell", "iperf3")
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-cell-"))
-    modes = {"on": [True], "off": [False], "alternate": [False, True]}[args.offload]
+    if args.offload == "alternate" and args.writer == "alternate":
+        ap.error("alternate --offload or --writer, not both")
+    choice = {"on": [True], "off": [False], "alternate": [False, True]}
+    modes = [(o, w) for o in choice[args.offload] for w in choice[args.writer]]   # (offload, writer)
     rows = {m: [] for m in modes}
     try:
         for i in range(args.runs):
             for m in modes:
-                name = f"run{i}" + ("" if len(modes) == 1 else "-gso" if m else "-plain")
-                row = one_run(args, work / name, offload=m)
+                name = f"run{i}" + ("" if len(modes) == 1 else
+                                    ("-gso" if m[0] else "-plain") + ("-writer" if m[1] else "-loop"))
+                row = one_run(args, work / name, offload=m[0], writer=m[1])
                 rows[m].append(row)
                 print(f"{name}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                                                for k, v in row.items()), flush=True)
@@ -135,10 +146,11 @@ def main():
           f"step: {rows[modes[0]][0]['step']}")
     for m in modes:
         rs = rows[m]
-        print(f"offload {'on (GSO super-packets)' if m else 'off (AIRLINK_OFFLOAD=0)'}"
-              f"{'' if all(r['offload'] == m for r in rs) else ' - NOT as asked in every run'}:")
+        print(f"offload {'on (GSO super-packets)' if m[0] else 'off (AIRLINK_OFFLOAD=0)'}, TUN writes in "
+              f"{'the writer thread (AIRLINK_CELL_WRITER=1)' if m[1] else 'the TTI loop'}"
+              f"{'' if all((r['offload'], r['writer']) == m for r in rs) else ' - NOT as asked in every run'}:")
         for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "loop_cpu_us_per_tti",
-                    "goodput_mbps"):
+                    "goodput_mbps", "load_1min"):
             v = [r[key] for r in rs]
             print(f"{key:>16}: median {statistics.median(v):.4g}  (min {min(v):.4g}, max {max(v):.4g})")
         late, ttis = sum(r["late_ttis"] for r in rs), sum(r["ttis"] for r in rs)

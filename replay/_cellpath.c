@@ -61,7 +61,8 @@
  *         returns when k_stop is reached, a pidfd is readable, wake_ns has passed or (with
  *         log=True) more than LOG_DRAIN events wait to be taken. Counts ttis, late_ttis
  *         and max_lateness_ns.
- *     cell.close()         -> stops the rescuer threads (also when the object is freed)
+ *     cell.close()         -> finishes the queued writes and stops the writer and rescuer
+ *                             threads (also when the object is freed)
  *     cell.take_events([uplink])  -> with log=True: per UE, the arrivals, drops,
  *         opportunities and departures since the last call (for the Mahimahi-format logs),
  *         as raw records: the downlink's, or with uplink=True the constrained uplink's
@@ -79,6 +80,23 @@
  * once; the loop takes back the CPU set it had when the Cell was made as wait() returns.
  * They change only the affinity of the shell's own loop thread, and count what they did
  * (cell.rescues).
+ *
+ * The writer (Cell(..., writer=1); off by default, replay/cell.py's _writer_wanted): a TUN write runs the receiving side's protocol stack in
+ * the writer's context (the UE's TCP on a downlink write, the server's on an uplink one),
+ * tens of microseconds per write - most of a 0.125 ms TTI for 20 UEs. With the writer,
+ * the loop copies every packet it serves (a served packet or piece, downlink or constrained
+ * uplink) into a ring of WRITER_RING bytes and hands a TTI's writes over at once (one
+ * wake-up); a second thread writes them, in the order they were queued (so in order per
+ * device), while the loop decides the next TTI. An unconstrained uplink packet, which
+ * arrives alone at any moment, is still written by the loop (a wake-up of the writer per
+ * packet would cost more than the write). The service, rows,
+ * counters and log events are the loop's and do not change: a packet's time is still the
+ * TTI that served it, only its write() comes later, usually microseconds. A full ring
+ * makes the loop wait for room. close() (and freeing the Cell) lets the writer finish every
+ * queued write and joins it; failed writes count in write_errors. The writer blocks every
+ * signal (they stay with Python's thread) and, when the loop runs under a real-time policy,
+ * runs one priority below it, so that the loop preempts it (where the kernel allows: not
+ * inside a write on a kernel without preemption).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -90,6 +108,7 @@
 #include <sys/epoll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <stdint.h>
@@ -106,6 +125,7 @@
 #define MAX_RESCUERS 2
 #define LOG_DRAIN 8192          /* run() returns once this many logged events wait */
 #define CHUNK_ARRAYS 10         /* set_chunk's arrays after the block */
+#define WRITER_RING (1 << 22)   /* bytes of queued writes (records of 8 + len bytes, 8-aligned) */
 
 typedef void (*step_fn)(const int64_t *block, int64_t i, int64_t k);
 
@@ -151,14 +171,151 @@ typedef struct {
     long long k0, rows, tti_num, tti_den, late_ns;
     int64_t start_ns;
     long long ttis, late_ttis, max_late_ns;
+    /* the writer (see the top); the ring's positions count bytes since the start */
+    int writer;                     /* 1 while the writer thread runs */
+    pthread_t wr_th;
+    unsigned char *ring;
+    uint64_t ring_head;             /* the loop's: bytes queued (published to wr_head) */
+    _Atomic uint64_t wr_head, wr_tail;      /* published by the loop; written by the writer */
+    _Atomic uint32_t wr_wake, wr_room;      /* futex words: work queued; room made */
+    _Atomic int wr_sleeping, wr_waiting, wr_stop;
+    long long writes_queued, writer_waits;
 } Cell;
 
-/* departures to a TUN device; failed writes counted in the cell */
+static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
+    return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, FUTEX_BITSET_MATCH_ANY);
+}
+
+/* ---- the writer (see the top) ---------------------------------------------------------- */
+
+#define REC_HDR 8                                   /* int32 fd (-1: skip to the ring's start), int32 len */
+#define REC_SIZE(len) (REC_HDR + (((uint64_t)(len) + 7) & ~(uint64_t)7))
+
+static void wake_word(_Atomic uint32_t *word) {
+    atomic_fetch_add(word, 1);
+    futex(word, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+static void ring_publish(Cell *c);
+
+/* the loop waits until the ring has room for need more bytes */
+static void ring_room(Cell *c, uint64_t need) {
+    if (WRITER_RING - (c->ring_head - atomic_load(&c->wr_tail)) >= need) return;
+    ring_publish(c);
+    while (WRITER_RING - (c->ring_head - atomic_load(&c->wr_tail)) < need) {
+        uint32_t w = atomic_load(&c->wr_room);
+        atomic_store(&c->wr_waiting, 1);
+        if (WRITER_RING - (c->ring_head - atomic_load(&c->wr_tail)) < need)
+            futex(&c->wr_room, FUTEX_WAIT_PRIVATE, w, NULL);
+        atomic_store(&c->wr_waiting, 0);
+        c->writer_waits++;
+    }
+}
+
+/* queue a write of len bytes to fd (a copy) and wake the writer if it sleeps */
+static void ring_push(Cell *c, int fd, const unsigned char *data, int len) {
+    uint64_t need = REC_SIZE(len), pos = c->ring_head & (WRITER_RING - 1), end = WRITER_RING - pos;
+    if (end < need) {                               /* no room before the end: skip to the start */
+        ring_room(c, end + need);
+        int32_t skip[2] = {-1, 0};
+        memcpy(c->ring + pos, skip, sizeof skip);
+        c->ring_head += end;
+        pos = 0;
+    } else {
+        ring_room(c, need);
+    }
+    int32_t hdr[2] = {fd, len};
+    memcpy(c->ring + pos, hdr, sizeof hdr);
+    memcpy(c->ring + pos + REC_HDR, data, (size_t)len);
+    c->ring_head += need;
+    c->writes_queued++;
+}
+
+/* hand the writes queued since the last call to the writer (one wake-up for a TTI's writes) */
+static void ring_publish(Cell *c) {
+    if (!c->writer || atomic_load(&c->wr_head) == c->ring_head) return;
+    atomic_store(&c->wr_head, c->ring_head);
+    if (atomic_load(&c->wr_sleeping)) wake_word(&c->wr_wake);
+}
+
+static void *writer_main(void *arg) {
+    Cell *c = arg;
+    uint64_t tail = atomic_load(&c->wr_tail);
+    for (;;) {
+        uint64_t head = atomic_load(&c->wr_head);
+        if (head == tail) {
+            if (atomic_load(&c->wr_stop)) break;    /* every queued write is done */
+            uint32_t w = atomic_load(&c->wr_wake);
+            atomic_store(&c->wr_sleeping, 1);
+            if (atomic_load(&c->wr_head) == tail && !atomic_load(&c->wr_stop))
+                futex(&c->wr_wake, FUTEX_WAIT_PRIVATE, w, NULL);
+            atomic_store(&c->wr_sleeping, 0);
+            continue;
+        }
+        while (tail != head) {
+            uint64_t pos = tail & (WRITER_RING - 1);
+            int32_t hdr[2];
+            memcpy(hdr, c->ring + pos, sizeof hdr);
+            if (hdr[0] < 0) {
+                tail += WRITER_RING - pos;
+            } else {
+                if (write(hdr[0], c->ring + pos + REC_HDR, (size_t)hdr[1]) < 0)
+                    __atomic_fetch_add(&c->write_errors, 1, __ATOMIC_RELAXED);
+                tail += REC_SIZE(hdr[1]);
+            }
+            atomic_store(&c->wr_tail, tail);
+            if (atomic_load(&c->wr_waiting)) wake_word(&c->wr_room);
+        }
+    }
+    return NULL;
+}
+
+/* start the writer: signals blocked in it; under a real-time policy one priority below the
+   calling (loop) thread; 0 or errno */
+static int start_writer(Cell *c) {
+    c->ring = malloc(WRITER_RING);
+    if (!c->ring) return ENOMEM;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    int policy;
+    struct sched_param sp;
+    if (pthread_getschedparam(pthread_self(), &policy, &sp) == 0 && (policy == SCHED_RR || policy == SCHED_FIFO) &&
+        sp.sched_priority > sched_get_priority_min(policy)) {
+        sp.sched_priority--;
+        pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+        pthread_attr_setschedpolicy(&attr, policy);
+        pthread_attr_setschedparam(&attr, &sp);
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);         /* signals stay with Python's thread */
+    int err = pthread_create(&c->wr_th, &attr, writer_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (err) { free(c->ring); c->ring = NULL; return err; }
+    c->writer = 1;
+    return 0;
+}
+
+/* the writer finishes every queued write and ends; later writes are the loop's own */
+static void stop_writer(Cell *c) {
+    if (!c->writer) return;
+    atomic_store(&c->wr_stop, 1);
+    wake_word(&c->wr_wake);
+    pthread_join(c->wr_th, NULL);
+    c->writer = 0;
+    free(c->ring);
+    c->ring = NULL;
+}
+
+/* departures to a TUN device (a served packet or piece): queued for the writer (handed over
+   by ring_publish), or written now; failures counted */
 typedef struct { int fd; Cell *c; } FdSink;
 
 static void fd_write(void *ctx, const unsigned char *data, int len) {
     FdSink *s = ctx;
-    if (write(s->fd, data, (size_t)len) < 0) s->c->write_errors++;
+    if (s->c->writer) ring_push(s->c, s->fd, data, len);
+    else if (write(s->fd, data, (size_t)len) < 0) s->c->write_errors++;
 }
 
 static int64_t now_ns(void) {
@@ -263,10 +420,6 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
     return 0;
 }
 /* ---- rescuers -------------------------------------------------------------------------- */
-
-static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
-    return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, FUTEX_BITSET_MATCH_ANY);
-}
 
 typedef struct { Cell *c; int i; } RescuerArg;
 
@@ -411,6 +564,7 @@ static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
     for (;;) {
         int64_t now = now_ns();
         int64_t wake = c->uplinks ? uplinks_due(c, now, deadline) : deadline;
+        ring_publish(c);                    /* the uplinks served, before the loop sleeps */
         if (now >= deadline) break;
         int64_t left = wake - now;
         if (left < 0) left = 0;
@@ -445,6 +599,7 @@ static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
         if (moved) c->last_ns = now_ns();
         if (*failed || ready >= 0) break;
     }
+    ring_publish(c);
     wait_returned(c, published);
     return *failed ? -1 : ready;
 }
@@ -537,6 +692,7 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
     long long *budget = b[0].buf;
     for (int i = 0; i < c->n; i++)
         serve_ue(c, i, budget[i], t_end, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, b[6].buf);
+    ring_publish(c);
     for (int i = 0; i < 7; i++) PyBuffer_Release(&b[i]);
     Py_RETURN_NONE;
 }
@@ -655,6 +811,7 @@ static void decide_tti(Cell *c, long long k, int64_t now) {
         late_row[u] = (unsigned char)is_late;
         lateness[u] = (late > 0 ? late : 0) / 1000;
     }
+    ring_publish(c);                    /* the TTI's writes: one wake-up of the writer */
     c->ttis++;
     c->late_ttis += is_late;
     if (late > c->max_late_ns) c->max_late_ns = late;
@@ -742,6 +899,7 @@ static PyObject *Cell_ue_stats(Cell *c, PyObject *arg) {
 }
 
 static void Cell_dealloc(Cell *c) {
+    stop_writer(c);
     stop_rescuers(c);
     release_chunk(c);
     if (c->has_carry) PyBuffer_Release(&c->carry_buf);
@@ -768,22 +926,22 @@ static void Cell_dealloc(Cell *c) {
 
 static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"outer_fd", "inner_fds", "net_base", "net_mask", "part_shift", "queue",
-                             "packets", "bytes", "log", "rescue_ns", "vnet", NULL};
+                             "packets", "bytes", "log", "rescue_ns", "vnet", "writer", NULL};
     int outer, shift, qkind;
     unsigned long base, mask;
     long long lim_p, lim_b;
     PyObject *inner;
     int log = 0;
     long long rescue_ns = 0;
-    int vnet = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL|pLi", kwlist, &outer, &inner, &base, &mask, &shift,
-                                     &qkind, &lim_p, &lim_b, &log, &rescue_ns, &vnet))
+    int vnet = 0, writer = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOkkiiLL|pLip", kwlist, &outer, &inner, &base, &mask, &shift,
+                                     &qkind, &lim_p, &lim_b, &log, &rescue_ns, &vnet, &writer))
         return -1;
     if (vnet != 0 && vnet != 10) {
         PyErr_SetString(PyExc_ValueError, "vnet header size must be 0 (plain) or 10 (virtio_net_hdr)");
         return -1;
     }
-    if (c->n_resc || c->ue) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
+    if (c->n_resc || c->ue || c->writer) { PyErr_SetString(PyExc_RuntimeError, "Cell is initialised already"); return -1; }
     if (qkind < LC_INFINITE || qkind > LC_L4S || lim_p < 0 || lim_b < 0 || shift < 0 || shift > 32) {
         PyErr_SetString(PyExc_ValueError, "bad queue kind, limit or part shift");
         return -1;
@@ -831,6 +989,10 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
         int err = start_rescuers(c);
         if (err) { errno = err; PyErr_SetFromErrno(PyExc_OSError); return -1; }
     }
+    if (writer) {
+        int err = start_writer(c);
+        if (err) { errno = err; PyErr_SetFromErrno(PyExc_OSError); return -1; }
+    }
     return 0;
 }
 
@@ -871,6 +1033,7 @@ static PyObject *Cell_set_aqm(Cell *c, PyObject *args) {
 
 static PyObject *Cell_close(Cell *c, PyObject *Py_UNUSED(ignored)) {
     Py_BEGIN_ALLOW_THREADS
+    stop_writer(c);                 /* every queued write done before the devices may close */
     stop_rescuers(c);
     Py_END_ALLOW_THREADS
     lc_packet_free(c->spare);
@@ -890,7 +1053,8 @@ static PyMethodDef Cell_methods[] = {
      "set_uplink(ue, capacity, tti_num, tti_den, start_ns): a constrained uplink (see the module)."},
     {"set_aqm", (PyCFunction)Cell_set_aqm, METH_VARARGS,
      "set_aqm(ue, (ecn, seed, a, b, c, d)): UE ue's queue parameters (see replay/_linkcore.h, lc_link_aqm)."},
-    {"close", (PyCFunction)Cell_close, METH_NOARGS, "Stop the rescuer threads (also done when freed)."},
+    {"close", (PyCFunction)Cell_close, METH_NOARGS,
+     "Finish the queued writes, stop the writer and rescuer threads (also done when freed)."},
     {"set_step", (PyCFunction)Cell_set_step, METH_VARARGS,
      "set_step(address, carry, start_ns, tti_num, tti_den, late_ns): the compiled step (see the module)."},
     {"set_chunk", (PyCFunction)Cell_set_chunk, METH_VARARGS,
@@ -912,6 +1076,9 @@ static PyMemberDef Cell_members[] = {
     {"ttis", T_LONGLONG, offsetof(Cell, ttis), READONLY, "TTIs decided by run()"},
     {"late_ttis", T_LONGLONG, offsetof(Cell, late_ttis), READONLY, "of those, the late ones"},
     {"max_lateness_ns", T_LONGLONG, offsetof(Cell, max_late_ns), READONLY, "the largest lateness in run() (ns)"},
+    {"writer", T_INT, offsetof(Cell, writer), READONLY, "1 while the writer thread does the TUN writes"},
+    {"writes_queued", T_LONGLONG, offsetof(Cell, writes_queued), READONLY, "writes handed to the writer"},
+    {"writer_waits", T_LONGLONG, offsetof(Cell, writer_waits), READONLY, "times the loop waited for room in the ring"},
     {NULL}
 };
 

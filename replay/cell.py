@@ -435,6 +435,14 @@ def _rescue_ns(late_ns: int, tti) -> int:
     return late_ns // RESCUE_DIVISOR
 
 
+def _writer_wanted() -> bool:
+    """Whether the C packet path's TUN writes run in a writer thread of their own, off the
+    TTI loop's (``AIRLINK_CELL_WRITER=1``; by default the loop writes itself: on a shared
+    2-core machine the thread cost CPU and did not make fewer TTIs late at 0.125 ms; see
+    replay/_cellpath.c and docs/cell.md)."""
+    return os.environ.get("AIRLINK_CELL_WRITER", "0") == "1"
+
+
 def _warm_up(radio):
     """Compile (or load) the step before any clock runs: the Python step's kernel and, where
     it can be used, the compiled step."""
@@ -547,6 +555,7 @@ class _LiveCell:
         self.pidfds = {ns.pidfd: i for i, ns in enumerate(namespaces)}
         self.namespaces = namespaces
         self._commands_started = False
+        self.started = False
         self.queues = [make_queue(shell.queue_kind, _ue_queue_args(shell.queue_args, u)) for u in range(n)]
         self.carry = np.zeros(n)
         self._backlog = np.zeros(n)
@@ -571,10 +580,12 @@ class _LiveCell:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
                                 kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns, shell.tti),
-                                vnet=vnet)
+                                vnet=vnet, writer=_writer_wanted())
+            self.writer = bool(self.path.writer)
             for u, q in enumerate(self.queues):     # each UE's queue with its own coins
                 self.path.set_aqm(u, core_parameters(q)[3])
         else:
+            self.writer = False
             self.path = PyCellPath(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
                                    self.queues, log=self._logs)
         if shell.log_dir is not None:
@@ -697,6 +708,15 @@ class _LiveCell:
         """Move packets and run TTIs until every CMD has exited (then a short drain, TTIs
         still running, so that closing handshakes get through) or the duration is over
         (then CMDs get SIGTERM; the loop ends when they have exited)."""
+        try:
+            self._loop(stop)
+        finally:
+            # every queued TUN write is done (the writer joined) before the devices close
+            self.path.close()
+        if self.started:
+            self._release()
+
+    def _loop(self, stop):
         clock = time.monotonic_ns
         path = self.path
         running = list(self.pidfds)
@@ -719,7 +739,7 @@ class _LiveCell:
                     now >= drain_until or now - max(path.last_packet_ns, drain_start) > DRAIN_QUIET_NS)):
                 break
             if not started and self._may_start(warmup, running):
-                started = self._start(clock())
+                started = self.started = self._start(clock())
                 continue
             if started and not over:
                 deadline = self._boundary(k + 1)
@@ -737,9 +757,6 @@ class _LiveCell:
                 if not running and drain_until is None:
                     drain_start = clock()
                     drain_until = drain_start + DRAIN_MAX_NS
-        path.close()
-        if started:
-            self._release()
 
     def _run_due(self, k, now):
         """Run every TTI that ended by ``now`` (up to the duration); the next TTI to run.
@@ -815,7 +832,7 @@ class _LiveCell:
                 "radio_wait_s": self.feed.wait_ns / 1e9, "packet_path": "C" if self.compiled_path else "Python",
                 "scheduler_step": _step_description(self.compiled_step, self.shell.scheduler, self.compiled_path,
                                                     self.shell.measured),
-                "loop_rescues": self.path.rescues,
+                "loop_rescues": self.path.rescues, "tun_writer": "thread" if self.writer else "loop",
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
                 "unroutable_packets": self.path.unroutable, "write_errors": self.path.write_errors, "ues": ues}

@@ -152,7 +152,7 @@ class PyCellPath:
         self.up[ue] = _Uplink(np.asarray(capacity, dtype=np.float64), tti_num, tti_den, start_ns, self.log)
 
     def close(self):
-        """Nothing to stop (the C path's rescuer threads have no twin here)."""
+        """Nothing to stop (the C path's writer and rescuer threads have no twin here)."""
 
     def _ue_of(self, p) -> int:
         """The UE (0-based) whose address part holds the packet's IPv4 destination, or -1."""

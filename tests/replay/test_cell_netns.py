@@ -149,9 +149,9 @@ def _c_path_built():
 @pytest.mark.parametrize("queue,logs,uplink,python", [
     ("droptail", True, True, True), ("drophead", True, True, True), ("droptail", True, False, False),
     ("drophead", True, False, False), ("droptail", False, False, "no-offload"), ("drophead", False, True, False),
-    ("droptail", True, True, False)],
+    ("droptail", True, True, "writer")],
     ids=["python-path-droptail", "python-path-drophead", "c-path-droptail", "c-path-drophead",
-         "c-path-no-logs-no-offload", "c-path-uplink", "c-path-uplink-logs"])
+         "c-path-no-logs-no-offload", "c-path-uplink", "c-path-uplink-logs-writer"])
 def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink, python):
     """Per UE: packets in = out + dropped + still queued; the bytes the MAC log says were
     served equal the bytes that left the queue (up to the fractional carry, < 1 byte); what
@@ -159,8 +159,10 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink,
     downlink's, and the constrained uplink's) tell the same. Through the Python packet loop
     (``AIRLINK_PURE_PYTHON=1``) and the C one (its TUN devices with offloads, and once
     without: ``AIRLINK_OFFLOAD=0``), with drop-tail and drop-head queues, an unconstrained
-    uplink and one of 100 Mbit/s (which holds nothing back here)."""
+    uplink and one of 100 Mbit/s (which holds nothing back here); once with the TUN writes in
+    the writer thread (``AIRLINK_CELL_WRITER=1``: every served packet still reaches its UE)."""
     no_offload = python == "no-offload"
+    writer = python == "writer"
     python = python is True
     t_before = time.time_ns()
     r = test_ns.airlink("cell", "--preset", "quick", *SMALL, "--users", "3", "--seed", "1",
@@ -170,12 +172,14 @@ def test_conservation_per_ue(test_ns, udp_source, tmp_path, queue, logs, uplink,
                         *(["--uplink", "100Mbit/s"] if uplink else []), "--",
                         sys.executable, udp_source, "1.5e6", "1.5", "60", timeout=60,
                         env={"UE_OUT": str(tmp_path), **({"AIRLINK_PURE_PYTHON": "1"} if python else {}),
-                             **({"AIRLINK_OFFLOAD": "0"} if no_offload else {})})
+                             **({"AIRLINK_OFFLOAD": "0"} if no_offload else {}),
+                             **({"AIRLINK_CELL_WRITER": "1"} if writer else {})})
     t_after = time.time_ns()
     assert r.returncode == 0, r.stderr
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["packet_path"] == ("C" if not python and _c_path_built() else "Python")
     assert stats["offload"] is (not python and not no_offload and _c_path_built())
+    assert stats["tun_writer"] == ("thread" if writer and _c_path_built() else "loop")
     if python:
         assert stats["scheduler_step"].startswith("Python (")
     mac = _mac(tmp_path / "mac.parquet")
