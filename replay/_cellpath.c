@@ -238,6 +238,11 @@ static void ring_publish(Cell *c) {
     if (atomic_load(&c->wr_sleeping)) wake_word(&c->wr_wake);
 }
 
+/* failed writes and pieces that could not be made, counted by the loop and the writer alike */
+static inline void count_write_errors(Cell *c, long long n) {
+    if (n) __atomic_fetch_add(&c->write_errors, n, __ATOMIC_RELAXED);
+}
+
 static void *writer_main(void *arg) {
     Cell *c = arg;
     uint64_t tail = atomic_load(&c->wr_tail);
@@ -260,7 +265,7 @@ static void *writer_main(void *arg) {
                 tail += WRITER_RING - pos;
             } else {
                 if (write(hdr[0], c->ring + pos + REC_HDR, (size_t)hdr[1]) < 0)
-                    __atomic_fetch_add(&c->write_errors, 1, __ATOMIC_RELAXED);
+                    count_write_errors(c, 1);
                 tail += REC_SIZE(hdr[1]);
             }
             atomic_store(&c->wr_tail, tail);
@@ -312,10 +317,11 @@ static void stop_writer(Cell *c) {
    by ring_publish), or written now; failures counted */
 typedef struct { int fd; Cell *c; } FdSink;
 
+
 static void fd_write(void *ctx, const unsigned char *data, int len) {
     FdSink *s = ctx;
     if (s->c->writer) ring_push(s->c, s->fd, data, len);
-    else if (write(s->fd, data, (size_t)len) < 0) s->c->write_errors++;
+    else if (write(s->fd, data, (size_t)len) < 0) count_write_errors(s->c, 1);
 }
 
 static int64_t now_ns(void) {
@@ -340,6 +346,7 @@ static void advance_uplink(Cell *c, UE *u, int64_t now) {
     lc_sink out = {fd_write, &sink, 0};
     if (lc_busy(&u->ul)) c->last_ns = now;
     lc_grid_advance(&u->up, &u->ul, now, &out);
+    count_write_errors(c, out.errors);
 }
 
 /* serve the uplinks due by now; the earliest end of a TTI that has bytes to serve, or limit */
@@ -399,7 +406,7 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
             if (lc_buffer_parse(b, r, c->vnet) < 0) continue;
             u->up_p += b->nseg;
             u->up_b += lc_wire(b, 0, b->nseg);
-            if (write(c->outer_fd, b->data, (size_t)r) < 0) c->write_errors++;
+            if (write(c->outer_fd, b->data, (size_t)r) < 0) count_write_errors(c, 1);
             continue;
         }
         lc_packet *p = lc_buffer_packet(&c->spare, r, c->vnet);
@@ -650,6 +657,7 @@ static void serve_ue(Cell *c, int i, long long budget, int64_t t_end, double *bb
     lc_sink out = {fd_write, &sink, 0};
     lc_link *l = &u->dl;
     lc_serve(l, budget, t_end, &out);
+    count_write_errors(c, out.errors);
     long long bytes, packets;
     lc_backlog(l, &bytes, &packets);
     bb[i] = (double)bytes;
