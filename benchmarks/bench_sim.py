@@ -226,9 +226,17 @@ def best_of(fn, repeat):
     return times[0], times[len(times) // 2], runs[0][1]
 
 
+#: the measured processes' environment: Python's default bytecode caching (airlink's own
+#: modules compiled once, into __pycache__), unless ``--as-is`` keeps this environment's
+#: ``PYTHONDONTWRITEBYTECODE`` (every process then compiles them again: ~0.5 s of CPU)
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def nr_whole_process(duration: str, outdir: str, env=None) -> float:
     """CPU seconds (user + system) of one ``airlink simulate --preset nr-fr1`` process
-    (``env``: its environment, e.g. ``NUMBA_CACHE_DIR`` of an empty folder for a first run)."""
+    (``env``: its environment, default :data:`CHILD_ENV`; e.g. ``NUMBA_CACHE_DIR`` of an
+    empty folder for a first run)."""
+    env = CHILD_ENV if env is None else env
     exe = Path(sys.executable).with_name("airlink")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([str(exe), "simulate", "--preset", "nr-fr1", "--duration", duration, "--seed", "1",
@@ -254,6 +262,13 @@ def nr_main(args):
     from airlink.traces import parse_duration
     sim_s = float(parse_duration(args.duration))
     S.simulate("nr-fr1", duration="5ms")      # compile / load the cached kernel once
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        print("PYTHONDONTWRITEBYTECODE is set here: " + ("kept (--as-is): every process compiles airlink's modules"
+                                                          if CHILD_ENV is os.environ else
+                                                          "the measured processes run without it (Python's default: "
+                                                          "bytecode cached in __pycache__; --as-is keeps it)"))
+    with tempfile.TemporaryDirectory() as tmp:      # a first process writes the bytecode cache
+        nr_whole_process("5ms", tmp)
     with tempfile.TemporaryDirectory() as tmp:
         cpu = sorted(nr_whole_process(args.duration, tmp) for _ in range(args.repeat))
     med = cpu[len(cpu) // 2]
@@ -284,7 +299,7 @@ def nr_fixed_start(repeat: int, first_run: bool):
         print(f"fixed start (--duration 5ms, numba cache filled), {repeat} runs: CPU {cached[len(cached) // 2]:.2f} s "
               f"median ({cached[0]:.2f}-{cached[-1]:.2f})")
         if first_run:
-            env = dict(os.environ, NUMBA_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
+            env = dict(CHILD_ENV, NUMBA_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
             first = nr_whole_process("5ms", tmp, env)
             again = nr_whole_process("5ms", tmp, env)
             print(f"first run with an empty numba cache: CPU {first:.2f} s (compiles the kernels); "
@@ -335,6 +350,13 @@ def nr_phases_main(args):
     from airlink.traces import parse_duration
     sim_s = float(parse_duration(args.duration))
     S.simulate("nr-fr1", duration="5ms")      # compile / load the cached kernel once
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        print("PYTHONDONTWRITEBYTECODE is set here: " + ("kept (--as-is): every process compiles airlink's modules"
+                                                          if CHILD_ENV is os.environ else
+                                                          "the measured processes run without it (Python's default: "
+                                                          "bytecode cached in __pycache__; --as-is keeps it)"))
+    with tempfile.TemporaryDirectory() as tmp:      # a first process writes the bytecode cache
+        nr_whole_process("5ms", tmp)
     runs = [nr_phases(args.duration) for _ in range(args.repeat)]
     totals = sorted(t for t, _ in runs)
     print(f"airlink simulate --preset nr-fr1 --duration {args.duration}, in-process (interpreter start and "
@@ -356,7 +378,12 @@ def main():
                     help="where nr-fr1's CPU time goes: channel, inputs, kernel, MAC columns, files, rest")
     ap.add_argument("--first-run", action="store_true",
                     help="with --nr: also a process with an empty numba cache (a fresh clone's first run)")
+    ap.add_argument("--as-is", action="store_true",
+                    help="--nr: measure in this environment as it is (keep PYTHONDONTWRITEBYTECODE if set)")
     args = ap.parse_args()
+    if args.as_is:
+        global CHILD_ENV
+        CHILD_ENV = os.environ
     if args.nr_phases:
         return nr_phases_main(args)
     if args.nr:
