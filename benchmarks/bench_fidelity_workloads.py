@@ -616,6 +616,14 @@ def report(live, replays, names, have=None) -> dict:
         unit = "" if w.endswith("Mbit/s") else "ms"
         fl = f"{floor[w] * 100:.1f} %" if floor.get(w) is not None else "-"
         print(f"{w:<18} {len(v):>6} {np.mean(v):>8.1f}{unit:<2} {fl:>10}  " + "  ".join(cells))
+    meds = []
+    for n in names:
+        t = table[n]
+        errs = [] if isinstance(t, str) else [v[0] for v in t.values() if v is not None]
+        meds.append(f"{f'{np.median(errs) * 100:.1f} %' if errs else '-':>28}")
+    floors = [v for v in floor.values() if v is not None]
+    fl = f"{np.median(floors) * 100:.1f} %" if floors else "-"
+    print(f"{'median':<18} {'':>6} {'':>10} {fl:>10}  " + "  ".join(meds))
     table["live floor"] = floor
     return table
 
