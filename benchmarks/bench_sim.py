@@ -350,13 +350,6 @@ def nr_phases_main(args):
     from airlink.traces import parse_duration
     sim_s = float(parse_duration(args.duration))
     S.simulate("nr-fr1", duration="5ms")      # compile / load the cached kernel once
-    if "PYTHONDONTWRITEBYTECODE" in os.environ:
-        print("PYTHONDONTWRITEBYTECODE is set here: " + ("kept (--as-is): every process compiles airlink's modules"
-                                                          if CHILD_ENV is os.environ else
-                                                          "the measured processes run without it (Python's default: "
-                                                          "bytecode cached in __pycache__; --as-is keeps it)"))
-    with tempfile.TemporaryDirectory() as tmp:      # a first process writes the bytecode cache
-        nr_whole_process("5ms", tmp)
     runs = [nr_phases(args.duration) for _ in range(args.repeat)]
     totals = sorted(t for t, _ in runs)
     print(f"airlink simulate --preset nr-fr1 --duration {args.duration}, in-process (interpreter start and "

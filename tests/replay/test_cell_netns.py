@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from tests.replay._replay_netns import AIRLINK, marked_processes
+from tests.replay.test_offload_netns import CLIENT as OFFLOAD_CLIENT
 
 pytestmark = pytest.mark.netns
 
@@ -435,18 +436,7 @@ TCP_SOURCE = textwrap.dedent(f'''
         c, _ = s.accept()
         threading.Thread(target=send, args=(c,), daemon=True).start()
 ''')
-TCP_CLIENT = textwrap.dedent('''
-    import hashlib, os, socket
-    c = socket.create_connection((os.environ["AIRLINK_BASE"], 9100))
-    h, n = hashlib.sha256(), 0
-    while True:
-        b = c.recv(1 << 20)
-        if not b:
-            break
-        h.update(b)
-        n += len(b)
-    print(n, h.hexdigest())
-''')
+TCP_CLIENT = OFFLOAD_CLIENT.format(port=9100)   # the bytes it got and their SHA-256
 
 
 def test_tcp_streams_cross_the_cell_intact_in_super_packets(test_ns, tmp_path):
