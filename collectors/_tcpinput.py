@@ -397,17 +397,17 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     reader = CaptureReader(path, salvage=salvage, progress=update, reuse_buffer=True)
     conns = Connections()
     unknown: set = set()
-    size = file_size(path)
+    file_bytes = file_size(path)
     columns = None if census else PacketColumns(keep, size)
     n_ip = 0
     tally = _Census() if census else None
     try:
         for batch in reader:
             if columns is not None and keep is None and columns.size == 0:
-                if limit is not None and records_in_file(batch, size) > CENSUS_AT_ONCE * limit:
+                if limit is not None and records_in_file(batch, file_bytes) > CENSUS_AT_ONCE * limit:
                     tally, columns = _Census(), None
                 else:
-                    columns.reserve_for(batch, size)
+                    columns.reserve_for(batch, file_bytes)
             d, pflow, swap = decode_connections(batch, conns, unknown)
             del batch
             m = len(d["ts_ns"])

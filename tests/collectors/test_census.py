@@ -78,3 +78,23 @@ def test_census_c_and_numpy_agree_on_real_captures(c_built, shared_data, monkeyp
         pytest.skip("no captures in ../shared/data/tcp-pcaps")
     for cap in caps:
         assert_same(census(cap, monkeypatch, c=True), census(cap, monkeypatch, c=False), cap.name)
+
+
+def test_a_flow_groups_read_reserves_the_census_count(monkeypatch, shared_data):
+    """``read_columns(keep=..., size=n)`` (a flow group read again after the census) reserves
+    the ``n`` packets the census counted for those flows - not one row per byte of the file,
+    whose reservation a 3 GB capture's group could not get - and reads exactly them."""
+    from airlink.collectors import _tcpinput
+    path = min((shared_data / "tcp-pcaps").rglob("*.pcap*"), key=lambda p: abs(p.stat().st_size - 200_000))
+    cen = read_columns(path, census=True, progress=False)
+    cen.pop("ts_file").close()
+    counts = cen["flow_packets"]
+    keep = np.zeros(len(counts), bool)
+    keep[np.argsort(counts)[-1:]] = True                       # the busiest flow
+    want = int(counts[keep].sum())
+    reserved = []
+    real = _tcpinput._ColumnStore.reserve
+    monkeypatch.setattr(_tcpinput._ColumnStore, "reserve", lambda self, n: (reserved.append(n), real(self, n))[1])
+    r = read_columns(path, keep=keep, size=want, progress=False)
+    assert len(r["ts_ns"]) == want
+    assert reserved and max(reserved) == want
