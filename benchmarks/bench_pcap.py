@@ -138,19 +138,33 @@ def make_capture(path: Path, packets: int, *, side: str = "receiver", tbf: str |
             sh("ip", "netns", "del", ns, check=False)
 
 
+GNU_TIME = "/usr/bin/time"
+
+
 def run_measured(cmd, *, stdout=subprocess.DEVNULL, env=None):
-    """(wall seconds, peak RSS bytes, stdout text, CPU seconds) of one child process."""
+    """(wall seconds, peak RSS bytes, stdout text, CPU seconds) of one child process.
+
+    The peak RSS is GNU time's ``%M`` when ``/usr/bin/time`` exists: a process this script
+    starts directly inherits this script's own resident size as the start of its peak (the
+    kernel keeps the high-water mark of the memory it had before ``exec``), and this script
+    grows to hundreds of MB while it makes the 20M-packet captures; ``time`` is small, so
+    what it starts is measured alone. Without it, ``wait4``'s ``ru_maxrss`` (an upper bound)."""
+    import tempfile
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    # read stdout fully (may be large for tshark) while the child runs
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}): {err.decode()[-400:]}")
-    return wall, ru.ru_maxrss * 1024, out, ru.ru_utime + ru.ru_stime
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as rss_file:
+        timed = os.access(GNU_TIME, os.X_OK)
+        argv = [GNU_TIME, "-f", "%M", "-o", rss_file.name, *cmd] if timed else list(cmd)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        # read stdout fully (may be large for tshark) while the child runs
+        out = proc.stdout.read()
+        err = proc.stderr.read()
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}): {err.decode()[-400:]}")
+        peak = int(rss_file.read().split()[-1]) * 1024 if timed else ru.ru_maxrss * 1024
+    return wall, peak, out, ru.ru_utime + ru.ru_stime
 
 
 AIRLINK_READ = r"""
