@@ -523,8 +523,8 @@ def matrix_capture(shape: str, packets: int, copies: int) -> Path:
         else:
             make_capture(path, packets, side=how["side"], tbf=how.get("tbf"))
     made = count_packets(path)
-    if copies <= 1 and made < 0.9 * packets:   # a slow transfer (lossy): copies up to the count
-        copies = -(-packets // made)
+    if made < 0.9 * packets:    # a slow transfer (lossy): copies up to the count, then --copies of that
+        copies = max(copies, 1) * -(-packets // made)
     if copies > 1:
         big = WORK / f"{shape}-{tag}-{copies}x.pcap"
         if not big.exists():
