@@ -123,12 +123,19 @@ host = os.environ.get("AIRLINK_BASE") or os.environ.get("MAHIMAHI_BASE")
 port = %(port)d
 ue = int(os.environ.get("AIRLINK_UE", "1"))
 rng = random.Random(seed * 100 + ue)
-def fetch(n, timeout=60):
-    t = time.monotonic()
+def connect(timeout=None):                        # to the server, the MSS clamped (MSS)
     c = socket.socket()
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
     c.settimeout(timeout)
-    c.connect((host, port))
+    try:
+        c.connect((host, port))
+    except OSError:
+        c.close()
+        raise
+    return c
+def fetch(n, timeout=60):
+    t = time.monotonic()
+    c = connect(timeout)
     c.sendall(b"%%d\n" %% n)
     got = 0
     while got < n or n == 0:
@@ -139,8 +146,8 @@ def fetch(n, timeout=60):
     c.close()
     return time.monotonic() - t, got
 if ue == 2:                                       # bulk background
-    c = socket.socket(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
-    c.connect((host, port)); c.sendall(b"0\n")
+    c = connect()
+    c.sendall(b"0\n")
     while c.recv(1 << 20) and not os.path.exists(stop):
         pass
     sys.exit(0)
@@ -191,11 +198,11 @@ def page():
         todo.put(n)
     done = []
     def worker():
-        c = socket.socket()
-        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
-        c.settimeout(30)
         try:
-            c.connect((host, port))
+            c = connect(30)
+        except OSError:
+            return
+        try:
             while True:
                 try:
                     n = todo.get_nowait()
@@ -223,11 +230,11 @@ def page():
 # a bulk download: its goodput (Mbit/s) in each of BULK_SECONDS intervals of about a
 # second after its first second (slow start)
 def bulk():
-    c = socket.socket()
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, %(mss)d)
-    c.settimeout(5)
     try:
-        c.connect((host, port))
+        c = connect(5)
+    except OSError:
+        return
+    try:
         c.sendall(b"0\n")
         mark = time.monotonic() + 1.0; got = 0; n = 0
         while n < BULK_SECONDS:
