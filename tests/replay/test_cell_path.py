@@ -307,6 +307,22 @@ def _cpus_usable() -> list:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a real-time CPU hog stands in for a stalled CPU)")
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs (a rescuer moves the loop to another)")
+def _until_in_epoll(tid: int, timeout: float = 10.0) -> None:
+    """Return once thread ``tid`` of this process sleeps in the kernel's epoll wait (its
+    ``wchan``; 0 while it runs), after ``timeout`` at most; after 50 ms where the kernel has
+    no ``wchan`` file."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/self/task/{tid}/wchan") as f:
+                if "epoll" in f.read():
+                    return
+        except OSError:
+            time.sleep(0.05)
+            return
+        time.sleep(0.002)
+
+
 def test_a_rescuer_moves_a_loop_whose_cpu_runs_something_else_and_the_loop_takes_its_cpus_back():
     """The loop waits on CPU ``a`` while a real-time busy loop holds ``a`` (as a stalled CPU
     would): the loop cannot run there before the hog ends, so only a rescuer (on another
@@ -334,9 +350,11 @@ def test_a_rescuer_moves_a_loop_whose_cpu_runs_something_else_and_the_loop_takes
             "    pass\n")
     hog = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
+    loop_tid = threading.get_native_id()
+
     def start_spinning():
         os.sched_setaffinity(0, {b})
-        time.sleep(0.05)                        # the loop is asleep in wait() by then
+        _until_in_epoll(loop_tid)               # the loop is asleep in wait()
         hog.stdin.write("spin\n")
         hog.stdin.flush()
     try:
