@@ -52,8 +52,13 @@ What the log gives and what is assumed:
   every user's ``T`` cancels in the logit.
 - ``C_t``: users with ``backlog_bytes > 0`` when the log has that column, else users served
   within :data:`ACTIVE_SLOTS` slots either side (a guess: a decoder never sees the backlog).
-  Users served in the slot are always contenders. Retransmission rows are left out of
-  ``n_ut`` (retransmissions go first, whatever the metric).
+  Users served in the slot are always contenders. Rows a decoded log marks
+  ``retransmission`` are left out of ``n_ut`` (a real scheduler serves retransmissions
+  first, whatever the metric). airlink's MAC logs have no such column and their
+  ``harq_retransmissions`` count in ``n_ut``: the simulator and the cell give each PRB to the
+  metric's best user, who then sends a pending retransmission on it (``sim/kernel.py``), so
+  those PRBs were won by the metric (leaving them out moves ``tau`` 100 -> 79 slots on
+  ``nr-tmobile-10mhz``, where 62 % of served rows mix new and retransmitted blocks).
 
 **Cannot tell**: the parameters are seen only where users competed, i.e. in slots whose PRBs
 were nearly all given (:data:`~airlink.inference.cell_logs.FULL_SLOT` of the cell) while two
