@@ -85,6 +85,9 @@ MIN_PYTHON_STEP_TTI = Fraction(1, 2000)  # ... and the shortest the Python step 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
                 "marks_packets", "backlog_seen_bytes", "late", "lateness_us")
+#: MAC log columns stored dictionary-encoded besides the simulator's (airlink.sim.result's
+#: DICTIONARY_COLUMNS): the live marks, a measured cell's PRBs and MCS indices (few values each)
+LIVE_DICTIONARY_COLUMNS = ("marks_packets", "prbs", "mcs_index")
 
 
 class CellShell:
@@ -482,8 +485,8 @@ class _MacLog:
         self._writer = None
 
     def write(self, out, live, sinr_db, sinr_rep_db, k0, wall_start_ns):
-        import pyarrow as pa
         import pyarrow.parquet as pq
+        from airlink.sim.result import DICTIONARY_COLUMNS, MacColumns
         cols = self.radio.mac_columns(out, sinr_db, sinr_rep_db, live["arrivals_bytes"],
                                       start_ns=wall_start_ns, k0=k0)
         for name in LIVE_COLUMNS:
@@ -491,10 +494,8 @@ class _MacLog:
         measured = getattr(self.radio, "measured", None)
         if measured is not None:        # a measured cell's cross-traffic rows (replay/cell_fromlog.py)
             cols = self.radio.measured_columns(cols, out, k0, wall_start_ns)
-        arrays = {name: pa.array(v, type=pa.string()) if name == "user" else
-                  pa.array(v, type=pa.timestamp("ns", tz="UTC")) if name == "time" else pa.array(v)
-                  for name, v in cols.items()}
-        table = pa.table(arrays)
+        # the simulator's MAC table (NaN kept as a value, as pyarrow.array stores it)
+        table = MacColumns(cols, [str(u + 1) for u in range(self.radio.n_users)]).table(nan_is_null=False)
         if self._writer is None:
             from airlink import __version__
             shell = self.shell
@@ -508,7 +509,11 @@ class _MacLog:
                 meta["measured_cell"] = measured.describe()
             header = json.dumps({"kind": "mac", "meta": meta}, default=str).encode()
             schema = table.schema.with_metadata({b"airlink": header})
-            self._writer = pq.ParquetWriter(create_partial(shell.mac_log), schema)
+            # dictionaries only for the columns of few distinct values, as the simulator's MAC log
+            names = set(table.column_names)
+            self._writer = pq.ParquetWriter(create_partial(shell.mac_log), schema,
+                                            use_dictionary=[c for c in DICTIONARY_COLUMNS + LIVE_DICTIONARY_COLUMNS
+                                                            if c in names])
         self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
 
     def close(self, written: bool):
