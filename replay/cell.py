@@ -53,6 +53,7 @@ import numpy as np
 
 from airlink.core.atomic import atomic_path, commit, create_partial, write_text
 from airlink.core.bounds import CELL_UES, SEED
+from airlink.core.envflags import env_flag
 from airlink.core.errors import AirlinkError
 from airlink.core.units import parse_duration, parse_rate, parse_size
 
@@ -212,6 +213,10 @@ class CellShell:
         late = Fraction(self.tti) / 2 if late_after is None else parse_duration(late_after, "ms")
         self.late_ns = int(late * 10**9)
         self.realtime = bool(realtime)
+        # the environment's switches, read (and a bad value refused) before anything starts
+        self._offload = _offload_wanted(queue)
+        self._rescue_ns = _rescue_ns(self.late_ns, self.tti)
+        self._writer = _writer_wanted()
         self.last_stats = None
 
     def _radio(self, live=True):
@@ -248,7 +253,7 @@ class CellShell:
         outer = None
         namespaces = []
         handlers = {}
-        vnet = VNET_HDR_SIZE if _offload_wanted(self.queue_kind) else 0
+        vnet = VNET_HDR_SIZE if self._offload else 0
         try:
             outer = OuterSide(base_env.get("AIRLINK_BLOCK"), vnet_hdr=bool(vnet))
             blocks = divide_block(outer.block, self.n_users)
@@ -432,8 +437,9 @@ def _command_started(pid: int) -> bool:
 def _rescue_ns(late_ns: int, tti) -> int:
     """How long after a TTI's end a rescuer thread moves the loop, still not back from its
     wait, to a CPU that runs (0: no rescuers, with ``AIRLINK_CELL_RESCUE=0`` or TTIs shorter
-    than ``RESCUE_MIN_TTI``, where their two wake-ups per TTI cost more CPU than they save)."""
-    if os.environ.get("AIRLINK_CELL_RESCUE", "1") == "0" or tti < RESCUE_MIN_TTI:
+    than ``RESCUE_MIN_TTI``, where their wake-ups, one per TTI each, cost more CPU than they
+    save)."""
+    if not env_flag("AIRLINK_CELL_RESCUE", True) or tti < RESCUE_MIN_TTI:
         return 0
     return late_ns // RESCUE_DIVISOR
 
@@ -443,7 +449,7 @@ def _writer_wanted() -> bool:
     TTI loop's (``AIRLINK_CELL_WRITER=1``; by default the loop writes itself: on a shared
     2-core machine the thread cost CPU and did not make fewer TTIs late at 0.125 ms; see
     replay/_cellpath.c and docs/cell.md)."""
-    return os.environ.get("AIRLINK_CELL_WRITER", "0") == "1"
+    return env_flag("AIRLINK_CELL_WRITER", False)
 
 
 def _warm_up(radio):
@@ -535,7 +541,7 @@ def _offload_wanted(queue_kind: str) -> bool:
 def _cellpath():
     """The C per-packet path (:mod:`airlink.replay._cellpath`), or None when not built or
     ``AIRLINK_PURE_PYTHON=1`` (as the link shells: the Python loop, for comparisons)."""
-    if os.environ.get("AIRLINK_PURE_PYTHON"):
+    if env_flag("AIRLINK_PURE_PYTHON", False):
         return None
     try:
         from . import _cellpath
@@ -584,8 +590,8 @@ class _LiveCell:
         if cp is not None:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
-                                kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns, shell.tti),
-                                vnet=vnet, writer=_writer_wanted())
+                                kind, packets, nbytes, log=self._logs, rescue_ns=shell._rescue_ns,
+                                vnet=vnet, writer=shell._writer)
             self.writer = bool(self.path.writer)
             for u, q in enumerate(self.queues):     # each UE's queue with its own coins
                 self.path.set_aqm(u, core_parameters(q)[3])
@@ -873,7 +879,7 @@ def _why_python_step(scheduler, c_path: bool, measured=None):
     ``measured``: the recorded cell of ``--from-log``, whose other users as demand are
     scheduled by a radio of their own beside the live UEs (cell_fromlog.FromLogRadio.step)."""
     from airlink.sim import kernel
-    if os.environ.get("AIRLINK_PYTHON_STEP"):
+    if env_flag("AIRLINK_PYTHON_STEP", False):
         return "AIRLINK_PYTHON_STEP is set"
     if measured is not None and measured.demand is not None:
         return "the recorded cell's other users scheduled as demand"
