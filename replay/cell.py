@@ -630,9 +630,13 @@ class _LiveCell:
         self.late = 0
         self.max_late_ns = 0
         self.slot = None
+        self._step_blocks = {}          # per radio slot: (address, block) of the compiled step
         self.rows = 0
         # the first chunk of radio inputs exists before any clock runs
         self._first = feed.next_chunk(counted=False)
+        if self.compiled_step:      # every slot's step block, before any clock runs
+            for j, s in enumerate(feed.slots):
+                self._step_blocks[j] = radio.live_step(s.inputs(0, feed.rows), s.out, s.live["backlog_seen_bytes"])
 
     # -- the TTI -------------------------------------------------------------------------------
     def _new_chunk(self, chunk):
@@ -640,8 +644,10 @@ class _LiveCell:
         self.rows = 0
         if self.compiled_step:
             live = self.live
-            self._step_address, self._step_block = self.radio.live_step(self.inp, self.out,
-                                                                        live["backlog_seen_bytes"])
+            # a slot's arrays stay in place (shared memory): its step block was made at the
+            # start (making it took a few hundred microseconds of Python at every chunk's
+            # start, which made TTIs late); the step reads rows 0 .. inp.n - 1 of it
+            self._step_address, self._step_block = self._step_blocks[self.slot]
             self.path.set_chunk(self._step_block, self.inp.k0, self.out["served"],
                                 *(live[name] for name, _ in LIVE_ARRAYS))
 

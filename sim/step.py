@@ -215,6 +215,7 @@ class Radio:
         self._hist = self._hist_db = None      # the CSI delay lines (see inputs)
         self._next_k0 = 0
         self._dummy_forced = np.zeros((1, 1), np.int64)
+        self._lut = np.array([self.lut_lo, self.lut_step])     # the live step's lut_lo, lut_step
 
     # -- inputs -------------------------------------------------------------------------------
     def inputs(self, k0: int, n: int, *, mac_log: bool = True) -> ChunkInputs:
@@ -338,10 +339,12 @@ class Radio:
         and ``seen`` (float64 (n, users)): row ``i`` holds the live backlogs (bytes) that TTI
         ``inp.k0 + i`` is decided with. Calling ``step(block, i, inp.k0 + i)`` does what
         ``step(inp, i, i + 1, rows i of out, backlog=seen[i])`` does. ``block`` refers to the
-        arrays: keep them (and it) alive while it is used."""
+        arrays: keep them (and it) alive while it is used. Besides the given arrays it points
+        only to the radio's own, which stay where they are for the radio's life: a block
+        stays valid for later chunks given in the same memory (the cell's radio slots)."""
         if not self.compiled_live_step:
             raise AirlinkError("the live step is compiled only for the kernel's own schedulers, with numba")
-        lut = self._lut = np.array([self.lut_lo, self.lut_step])
+        lut = self._lut
         arrays = (inp.rep, inp.real, inp.arrivals, inp.u_err, inp.perm, self._dummy_forced, self.thr_lin,
                   self.bytes_per_mcs, self.s50, self.best_lut, lut, self.ip, self.fp, *self._state_arrays(),
                   *(out[n] for n in OUTPUTS), seen)
