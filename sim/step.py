@@ -218,8 +218,13 @@ class Radio:
         self._lut = np.array([self.lut_lo, self.lut_step])     # the live step's lut_lo, lut_step
 
     # -- inputs -------------------------------------------------------------------------------
-    def inputs(self, k0: int, n: int, *, mac_log: bool = True) -> ChunkInputs:
-        """Channel, arrivals and random draws of TTIs ``k0 .. k0+n-1`` (chunks in order)."""
+    def inputs(self, k0: int, n: int, *, mac_log: bool = True, line: np.ndarray | None = None) -> ChunkInputs:
+        """Channel, arrivals and random draws of TTIs ``k0 .. k0+n-1`` (chunks in order).
+
+        ``line``: memory for the channel (float32, C-ordered, at least ``csi_delay_tti + n``
+        rows of (users, subchannels), e.g. shared memory): the reported SINR is its first
+        ``n`` rows and the real SINR its last ``n`` (:attr:`ChunkInputs.rep` and ``real`` are
+        views of it); by default an array of its own. The values are the same either way."""
         if k0 != self._next_k0:
             raise AirlinkError(f"radio inputs must come in order: expected TTI {self._next_k0}, got {k0}")
         self._next_k0 = k0 + n
@@ -227,15 +232,16 @@ class Radio:
         d = self.csi_delay
         if d > 0:
             # the delay line: the last d TTIs of the previous chunk (TTI 0 repeated before the
-            # first), then this chunk's channel, in one fresh array; rep and real are its first
-            # and last n rows (no copy of the chunk, and every chunk's arrays stay its own)
-            line = np.empty((d + n, n_u, self.n_subchannels), np.float32)
+            # first), then this chunk's channel, in one fresh array (or the caller's); rep and
+            # real are its first and last n rows (no copy of the chunk, and every chunk's
+            # arrays stay its own)
+            line = np.empty((d + n, n_u, self.n_subchannels), np.float32) if line is None else line[:d + n]
             real = self.channel.sinr_chunk(k0, n, out=line[d:])
             line[:d] = real[0] if self._hist is None else self._hist
             rep = line[:n]
             self._hist = line[n:].copy()
         else:
-            real = rep = self.channel.sinr_chunk(k0, n)
+            real = rep = self.channel.sinr_chunk(k0, n, out=None if line is None else line[:n])
         arr = np.zeros((n, n_u)) if self.live else self.traffic.chunk(k0, n)
         u_err, perm = self.draws(n)
         if mac_log:

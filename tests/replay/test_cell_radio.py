@@ -48,12 +48,17 @@ class _Rows:
             f.write(f"closed {written}\n")
 
 
-@pytest.mark.parametrize("with_mac", [True, False], ids=["mac-log", "no-mac-log"])
-def test_chunks_are_the_radios_own_inputs_in_order(tmp_path, with_mac):
-    """Every chunk (the last one short) equals what an identical Radio makes in this process;
-    its outputs come zeroed although the slot (3 of them for 12 chunks) was written before."""
-    ref = _radio()
-    feed = RadioFeed(_radio(), horizon=ref.n_tti, ahead=2, mac=_Rows(tmp_path / "rows") if with_mac else None)
+@pytest.mark.parametrize("with_mac, delay", [(True, 2), (False, 2), (True, 0)],
+                         ids=["mac-log", "no-mac-log", "no-csi-delay"])
+def test_chunks_are_the_radios_own_inputs_in_order(tmp_path, with_mac, delay):
+    """Every chunk (the last one short) equals what an identical Radio makes in this process
+    (its channel written straight into the shared slot, through the CSI delay line or
+    without one); its outputs come zeroed although the slot (3 of them for 12 chunks) was
+    written before."""
+    ref = _radio(csi_delay_tti=delay)
+    feed = RadioFeed(_radio(csi_delay_tti=delay), horizon=ref.n_tti, ahead=2,
+                     mac=_Rows(tmp_path / "rows") if with_mac else None)
+    assert feed.slots[0].line is not None       # the channel is made in the slot, not copied
     pid = feed.pid
     try:
         assert ref.chunk < ref.n_tti and ref.n_tti % ref.chunk != 0      # several chunks, a short last one
