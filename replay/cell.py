@@ -631,6 +631,8 @@ class _LiveCell:
         self.max_late_ns = 0
         self.slot = None
         self._step_blocks = {}          # per radio slot: (address, block) of the compiled step
+        self._next = None               # the next chunk, taken from the radio process early
+        self._tried_next = False        # ... once per chunk, halfway through it
         self.rows = 0
         # the first chunk of radio inputs exists before any clock runs
         self._first = feed.next_chunk(counted=False)
@@ -642,6 +644,7 @@ class _LiveCell:
     def _new_chunk(self, chunk):
         self.slot, self.inp, self.out, self.live = chunk
         self.rows = 0
+        self._tried_next = False
         if self.compiled_step:
             live = self.live
             # a slot's arrays stay in place (shared memory): its step block was made at the
@@ -686,14 +689,32 @@ class _LiveCell:
         chunk's end or the run's), moving packets in between, and comes back at a chunk's
         end, when a UE's command ended, at ``wake_ns`` or to have its logs drained.
         Returns ``(next k, index of the ended command in running or -1)``."""
+        ended = None
         if k - self.inp.k0 >= self.inp.n:
-            self._release()
-            self._new_chunk(self.feed.next_chunk())
+            # the chunk that ended goes back to the radio process once the next one's first
+            # TTI is decided: its messages then take nothing from the time before that decision
+            ended = (self.slot, self.rows, self.inp.k0)
+            chunk, self._next = self._next or self.feed.next_chunk(), None
+            self._new_chunk(chunk)
+            wake_ns = min(wake_ns, self._boundary(k + 1))
+        # halfway through a chunk (once), the next one is taken if it is made already: a
+        # message and views less to handle at the chunk's end, where TTIs wait for them
+        half = self.inp.k0 + self.inp.n // 2
+        if not self._tried_next and self.feed.more:
+            if k > half:
+                self._tried_next = True
+                self._next = self.feed.next_chunk(wait=False)
+            else:
+                wake_ns = min(wake_ns, self._boundary(half + 1))
         stop = self.inp.k0 + self.inp.n
         if self.shell.n_tti is not None:
             stop = min(stop, self.shell.n_tti)
         path = self.path
-        k, j = path.run(k, stop, wake_ns, running)
+        try:
+            k, j = path.run(k, stop, wake_ns, running)
+        finally:
+            if ended is not None:
+                self.feed.release(*ended, self.wall_tti0_ns)
         if self._logs:
             self._log_events()
         self.rows = k - self.inp.k0

@@ -157,9 +157,11 @@ class RadioFeed:
         except OSError as exc:
             raise AirlinkError(f"the cell's radio process is gone ({exc.strerror or exc})") from None
 
-    def _recv(self):
+    def _recv(self, flags=0):
         try:
-            data = self._sock.recv(_MSG)
+            data = self._sock.recv(_MSG, flags)
+        except BlockingIOError:
+            return None
         except OSError as exc:
             raise AirlinkError(f"the cell's radio process is gone ({exc.strerror or exc})") from None
         if not data:
@@ -176,14 +178,23 @@ class RadioFeed:
         self._pending.append((slot, self._k_next, n))
         self._k_next += n
 
-    def next_chunk(self, *, counted: bool = True):
+    @property
+    def more(self) -> bool:
+        """Whether a chunk was asked for that :meth:`next_chunk` has not handed over yet."""
+        return bool(self._pending)
+
+    def next_chunk(self, *, counted: bool = True, wait: bool = True):
         """``(slot index, ChunkInputs, out, live)`` of the next chunk (waits until it is made;
-        ``counted``: a wait longer than 0.1 ms counts in :attr:`waits` and :attr:`wait_ns`)."""
+        ``counted``: a wait longer than 0.1 ms counts in :attr:`waits` and :attr:`wait_ns`).
+        ``wait=False``: None at once when it is not made yet."""
         if not self._pending:
             raise AirlinkError("the cell ran past its radio's horizon")
-        slot, k0, n = self._pending.popleft()
+        slot, k0, n = self._pending[0]
         t0 = time.monotonic_ns()
-        msg = self._recv()
+        msg = self._recv() if wait else self._recv(socket.MSG_DONTWAIT)
+        if msg is None:
+            return None
+        self._pending.popleft()
         waited = time.monotonic_ns() - t0
         if counted and waited > WAITED_NS:
             self.waits += 1

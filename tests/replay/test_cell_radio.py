@@ -152,3 +152,30 @@ def test_a_command_counts_as_started_once_it_has_called_exec(tmp_path):
         os.killpg(p.pid, 9)                   # the whole tree
         p.wait()
     assert _command_started(p.pid)       # gone: nothing to wait for
+
+
+def test_a_chunk_taken_without_waiting_is_none_until_made_then_the_same():
+    """next_chunk(wait=False) (the cell takes the next chunk early, halfway through one):
+    None while the process is still making it, then the chunk, in order, equal to the
+    radio's own; ``more`` says whether any asked-for chunk is left."""
+    import time
+    ref = _radio()
+    feed = RadioFeed(_radio(), horizon=ref.n_tti, ahead=1)
+    try:
+        nones = 0
+        for k0 in range(0, ref.n_tti, ref.chunk):
+            assert feed.more
+            deadline = time.monotonic() + 30
+            while (got := feed.next_chunk(wait=False)) is None:
+                nones += 1
+                assert time.monotonic() < deadline
+                time.sleep(0.0005)
+            slot, inp, out, live = got
+            want = ref.inputs(k0, min(ref.chunk, ref.n_tti - k0))
+            assert (inp.k0, inp.n) == (want.k0, want.n)
+            assert np.array_equal(inp.rep, want.rep) and np.array_equal(inp.u_err, want.u_err)
+            feed.release(slot, 0, k0, 0)
+        assert not feed.more and nones > 0     # one at least was asked for before it was made
+        feed.close()
+    finally:
+        feed.kill()
