@@ -74,10 +74,14 @@
  * hypervisor that deschedules the virtual CPU, a long non-preemptible kernel path on a
  * kernel without full preemption - and the loop, asleep until the TTI's end, then wakes
  * that much late although another CPU is free. Two small threads, each pinned to one of
- * the first two CPUs the process may use, sleep until rescue_ns after the deadline of every
+ * the first two CPUs the process may use, wake rescue_ns after the deadline of every
  * wait(); one that wakes while the loop has still not come back from that wait moves the
  * loop (sched_setaffinity) to its own CPU, which is running, so the loop runs there at
  * once; the loop takes back the CPU set it had when the Cell was made as wait() returns.
+ * The loop only publishes each wait's deadline (atomic stores, no system call); a rescuer
+ * sleeps on its own timer until rescue_ns after the deadline of the wait in progress or,
+ * when the loop is between two waits, after the next deadline it expects (the last one
+ * plus the interval between the last two: one TTI): one wake-up per TTI and rescuer.
  * They change only the affinity of the shell's own loop thread, and count what they did
  * (cell.rescues).
  *
@@ -160,10 +164,12 @@ typedef struct {
     pid_t loop_tid;
     cpu_set_t loop_mask;
     long long rescue_ns, rescues;
-    _Atomic uint32_t seq;           /* a new wait() (or the end) was published: futex word */
-    _Atomic int64_t pub_deadline;   /* the deadline of wait() number seq */
+    _Atomic uint32_t seq;           /* the number of the last wait() published (0: none yet) */
+    _Atomic int64_t pub_deadline;   /* the deadline of wait() number seq ... */
+    _Atomic int64_t pub_period;     /* ... and how much later it was than the one before */
     _Atomic uint32_t returned;      /* the seq of the last wait() that returned */
-    _Atomic int moved, stop, sleepers;
+    _Atomic uint32_t resc_word;     /* the rescuers sleep on it: 1 (and woken) at the end */
+    _Atomic int moved, stop;
     /* the compiled step (set_step, set_chunk) */
     step_fn step;
     Py_buffer carry_buf, block_buf, chunk[CHUNK_ARRAYS];
@@ -438,30 +444,29 @@ static void *rescuer_main(void *arg) {
     CPU_ZERO(&own);
     CPU_SET(c->resc_cpu[a.i], &own);
     pthread_setaffinity_np(pthread_self(), sizeof own, &own);
-    uint32_t seen = 0;
+    const int64_t r = c->rescue_ns;
+    uint32_t rescued = 0;
     while (!atomic_load(&c->stop)) {
+        int64_t now = now_ns();
         uint32_t s = atomic_load(&c->seq);
-        if (s == seen || atomic_load(&c->returned) == s) {
-            /* nothing to watch: sleep until the loop publishes its next wait() (it wakes
-               the sleepers only; a rescuer already timed for a wait() sees the next one
-               when it wakes, so at 1 ms TTIs most wake once per TTI) */
-            atomic_fetch_add(&c->sleepers, 1);
-            if (atomic_load(&c->seq) == s && !atomic_load(&c->stop))
-                futex(&c->seq, FUTEX_WAIT_PRIVATE, s, NULL);
-            atomic_fetch_sub(&c->sleepers, 1);
-            continue;
-        }
-        seen = s;
-        int64_t t = atomic_load(&c->pub_deadline) + c->rescue_ns;
-        struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
-        while (futex(&c->seq, FUTEX_WAIT_BITSET_PRIVATE, s, &ts) != 0 && errno == EINTR) {}
-        if (now_ns() < t) continue;                             /* woken early (the end) */
-        if (atomic_load(&c->seq) == s && atomic_load(&c->returned) != s && !atomic_load(&c->stop)) {
+        int64_t d = atomic_load(&c->pub_deadline), period = atomic_load(&c->pub_period);
+        int waiting = s != 0 && atomic_load(&c->returned) != s;
+        if (waiting && d + r <= now && s != rescued) {
+            /* the loop is still in a wait() whose deadline passed r ago: to this CPU */
+            rescued = s;
             if (sched_setaffinity(c->loop_tid, sizeof own, &own) == 0) {
                 atomic_store(&c->moved, 1);
                 __atomic_fetch_add(&c->rescues, 1, __ATOMIC_RELAXED);
             }
         }
+        /* the next look: r after this wait's deadline, or after the next one's (the last
+           deadline plus the interval between the last two: the loop outside a wait, or
+           this one looked at) */
+        int64_t step = period > 0 ? period : r;
+        int64_t t = waiting && d + r > now ? d + r : d + step + r;
+        if (t <= now) t = now + step;
+        struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
+        while (futex(&c->resc_word, FUTEX_WAIT_BITSET_PRIVATE, 0, &ts) != 0 && errno == EINTR) {}
     }
     return NULL;
 }
@@ -489,20 +494,21 @@ static int start_rescuers(Cell *c) {
 static void stop_rescuers(Cell *c) {
     if (!c->n_resc) return;
     atomic_store(&c->stop, 1);
-    atomic_fetch_add(&c->seq, 1);
-    futex(&c->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+    atomic_store(&c->resc_word, 1);
+    futex(&c->resc_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
     for (int i = 0; i < c->n_resc; i++) pthread_join(c->resc[i], NULL);
     c->n_resc = 0;
     if (atomic_exchange(&c->moved, 0)) sched_setaffinity(c->loop_tid, sizeof c->loop_mask, &c->loop_mask);
 }
 
-/* the loop enters wait(deadline): the rescuers watch it */
+/* the loop enters wait(deadline): the rescuers watch it (they wake on their own timers:
+   nothing here wakes a thread) */
 static uint32_t publish_wait(Cell *c, int64_t deadline) {
     if (!c->n_resc) return 0;
+    int64_t last = atomic_load(&c->pub_deadline);
+    if (last > 0 && deadline > last) atomic_store(&c->pub_period, deadline - last);
     atomic_store(&c->pub_deadline, deadline);
-    uint32_t s = atomic_fetch_add(&c->seq, 1) + 1;
-    if (atomic_load(&c->sleepers)) futex(&c->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
-    return s;
+    return atomic_fetch_add(&c->seq, 1) + 1;
 }
 
 /* the loop is back from wait() number s: its CPU set again if a rescuer moved it */

@@ -53,6 +53,7 @@ import numpy as np
 
 from airlink.core.atomic import atomic_path, commit, create_partial, write_text
 from airlink.core.bounds import CELL_UES, SEED
+from airlink.core.envflags import env_flag
 from airlink.core.errors import AirlinkError
 from airlink.core.units import parse_duration, parse_rate, parse_size
 
@@ -85,6 +86,9 @@ MIN_PYTHON_STEP_TTI = Fraction(1, 2000)  # ... and the shortest the Python step 
 #: live columns the cell writes over the simulator's in its MAC log, and the ones it adds
 LIVE_COLUMNS = ("backlog_bytes", "backlog_packets", "arrivals_bytes", "drops_packets", "drops_bytes",
                 "marks_packets", "backlog_seen_bytes", "late", "lateness_us")
+#: MAC log columns stored dictionary-encoded besides the simulator's (airlink.sim.result's
+#: DICTIONARY_COLUMNS): the live marks, a measured cell's PRBs and MCS indices (few values each)
+LIVE_DICTIONARY_COLUMNS = ("marks_packets", "prbs", "mcs_index")
 
 
 class CellShell:
@@ -209,6 +213,10 @@ class CellShell:
         late = Fraction(self.tti) / 2 if late_after is None else parse_duration(late_after, "ms")
         self.late_ns = int(late * 10**9)
         self.realtime = bool(realtime)
+        # the environment's switches, read (and a bad value refused) before anything starts
+        self._offload = _offload_wanted(queue)
+        self._rescue_ns = _rescue_ns(self.late_ns, self.tti)
+        self._writer = _writer_wanted()
         self.last_stats = None
 
     def _radio(self, live=True):
@@ -245,7 +253,7 @@ class CellShell:
         outer = None
         namespaces = []
         handlers = {}
-        vnet = VNET_HDR_SIZE if _offload_wanted(self.queue_kind) else 0
+        vnet = VNET_HDR_SIZE if self._offload else 0
         try:
             outer = OuterSide(base_env.get("AIRLINK_BLOCK"), vnet_hdr=bool(vnet))
             blocks = divide_block(outer.block, self.n_users)
@@ -429,8 +437,9 @@ def _command_started(pid: int) -> bool:
 def _rescue_ns(late_ns: int, tti) -> int:
     """How long after a TTI's end a rescuer thread moves the loop, still not back from its
     wait, to a CPU that runs (0: no rescuers, with ``AIRLINK_CELL_RESCUE=0`` or TTIs shorter
-    than ``RESCUE_MIN_TTI``, where their two wake-ups per TTI cost more CPU than they save)."""
-    if os.environ.get("AIRLINK_CELL_RESCUE", "1") == "0" or tti < RESCUE_MIN_TTI:
+    than ``RESCUE_MIN_TTI``, where their wake-ups, one per TTI each, cost more CPU than they
+    save)."""
+    if not env_flag("AIRLINK_CELL_RESCUE", True) or tti < RESCUE_MIN_TTI:
         return 0
     return late_ns // RESCUE_DIVISOR
 
@@ -440,7 +449,7 @@ def _writer_wanted() -> bool:
     TTI loop's (``AIRLINK_CELL_WRITER=1``; by default the loop writes itself: on a shared
     2-core machine the thread cost CPU and did not make fewer TTIs late at 0.125 ms; see
     replay/_cellpath.c and docs/cell.md)."""
-    return os.environ.get("AIRLINK_CELL_WRITER", "0") == "1"
+    return env_flag("AIRLINK_CELL_WRITER", False)
 
 
 def _warm_up(radio):
@@ -482,8 +491,8 @@ class _MacLog:
         self._writer = None
 
     def write(self, out, live, sinr_db, sinr_rep_db, k0, wall_start_ns):
-        import pyarrow as pa
         import pyarrow.parquet as pq
+        from airlink.sim.result import DICTIONARY_COLUMNS, MacColumns
         cols = self.radio.mac_columns(out, sinr_db, sinr_rep_db, live["arrivals_bytes"],
                                       start_ns=wall_start_ns, k0=k0)
         for name in LIVE_COLUMNS:
@@ -491,10 +500,8 @@ class _MacLog:
         measured = getattr(self.radio, "measured", None)
         if measured is not None:        # a measured cell's cross-traffic rows (replay/cell_fromlog.py)
             cols = self.radio.measured_columns(cols, out, k0, wall_start_ns)
-        arrays = {name: pa.array(v, type=pa.string()) if name == "user" else
-                  pa.array(v, type=pa.timestamp("ns", tz="UTC")) if name == "time" else pa.array(v)
-                  for name, v in cols.items()}
-        table = pa.table(arrays)
+        # the simulator's MAC table (NaN kept as a value, as pyarrow.array stores it)
+        table = MacColumns(cols, [str(u + 1) for u in range(self.radio.n_users)]).table(nan_is_null=False)
         if self._writer is None:
             from airlink import __version__
             shell = self.shell
@@ -508,7 +515,11 @@ class _MacLog:
                 meta["measured_cell"] = measured.describe()
             header = json.dumps({"kind": "mac", "meta": meta}, default=str).encode()
             schema = table.schema.with_metadata({b"airlink": header})
-            self._writer = pq.ParquetWriter(create_partial(shell.mac_log), schema)
+            # dictionaries only for the columns of few distinct values, as the simulator's MAC log
+            names = set(table.column_names)
+            self._writer = pq.ParquetWriter(create_partial(shell.mac_log), schema,
+                                            use_dictionary=[c for c in DICTIONARY_COLUMNS + LIVE_DICTIONARY_COLUMNS
+                                                            if c in names])
         self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
 
     def close(self, written: bool):
@@ -530,7 +541,7 @@ def _offload_wanted(queue_kind: str) -> bool:
 def _cellpath():
     """The C per-packet path (:mod:`airlink.replay._cellpath`), or None when not built or
     ``AIRLINK_PURE_PYTHON=1`` (as the link shells: the Python loop, for comparisons)."""
-    if os.environ.get("AIRLINK_PURE_PYTHON"):
+    if env_flag("AIRLINK_PURE_PYTHON", False):
         return None
     try:
         from . import _cellpath
@@ -579,8 +590,8 @@ class _LiveCell:
         if cp is not None:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
-                                kind, packets, nbytes, log=self._logs, rescue_ns=_rescue_ns(shell.late_ns, shell.tti),
-                                vnet=vnet, writer=_writer_wanted())
+                                kind, packets, nbytes, log=self._logs, rescue_ns=shell._rescue_ns,
+                                vnet=vnet, writer=shell._writer)
             self.writer = bool(self.path.writer)
             for u, q in enumerate(self.queues):     # each UE's queue with its own coins
                 self.path.set_aqm(u, core_parameters(q)[3])
@@ -619,18 +630,27 @@ class _LiveCell:
         self.late = 0
         self.max_late_ns = 0
         self.slot = None
+        self._step_blocks = {}          # per radio slot: (address, block) of the compiled step
+        self._next = None               # the next chunk, taken from the radio process early
+        self._tried_next = False        # ... once per chunk, halfway through it
         self.rows = 0
         # the first chunk of radio inputs exists before any clock runs
         self._first = feed.next_chunk(counted=False)
+        if self.compiled_step:      # every slot's step block, before any clock runs
+            for j, s in enumerate(feed.slots):
+                self._step_blocks[j] = radio.live_step(s.inputs(0, feed.rows), s.out, s.live["backlog_seen_bytes"])
 
     # -- the TTI -------------------------------------------------------------------------------
     def _new_chunk(self, chunk):
         self.slot, self.inp, self.out, self.live = chunk
         self.rows = 0
+        self._tried_next = False
         if self.compiled_step:
             live = self.live
-            self._step_address, self._step_block = self.radio.live_step(self.inp, self.out,
-                                                                        live["backlog_seen_bytes"])
+            # a slot's arrays stay in place (shared memory): its step block was made at the
+            # start (making it took a few hundred microseconds of Python at every chunk's
+            # start, which made TTIs late); the step reads rows 0 .. inp.n - 1 of it
+            self._step_address, self._step_block = self._step_blocks[self.slot]
             self.path.set_chunk(self._step_block, self.inp.k0, self.out["served"],
                                 *(live[name] for name, _ in LIVE_ARRAYS))
 
@@ -669,14 +689,32 @@ class _LiveCell:
         chunk's end or the run's), moving packets in between, and comes back at a chunk's
         end, when a UE's command ended, at ``wake_ns`` or to have its logs drained.
         Returns ``(next k, index of the ended command in running or -1)``."""
+        ended = None
         if k - self.inp.k0 >= self.inp.n:
-            self._release()
-            self._new_chunk(self.feed.next_chunk())
+            # the chunk that ended goes back to the radio process once the next one's first
+            # TTI is decided: its messages then take nothing from the time before that decision
+            ended = (self.slot, self.rows, self.inp.k0)
+            chunk, self._next = self._next or self.feed.next_chunk(), None
+            self._new_chunk(chunk)
+            wake_ns = min(wake_ns, self._boundary(k + 1))
+        # halfway through a chunk (once), the next one is taken if it is made already: a
+        # message and views less to handle at the chunk's end, where TTIs wait for them
+        half = self.inp.k0 + self.inp.n // 2
+        if not self._tried_next and self.feed.more:
+            if k > half:
+                self._tried_next = True
+                self._next = self.feed.next_chunk(wait=False)
+            else:
+                wake_ns = min(wake_ns, self._boundary(half + 1))
         stop = self.inp.k0 + self.inp.n
         if self.shell.n_tti is not None:
             stop = min(stop, self.shell.n_tti)
         path = self.path
-        k, j = path.run(k, stop, wake_ns, running)
+        try:
+            k, j = path.run(k, stop, wake_ns, running)
+        finally:
+            if ended is not None:
+                self.feed.release(*ended, self.wall_tti0_ns)
         if self._logs:
             self._log_events()
         self.rows = k - self.inp.k0
@@ -868,7 +906,7 @@ def _why_python_step(scheduler, c_path: bool, measured=None):
     ``measured``: the recorded cell of ``--from-log``, whose other users as demand are
     scheduled by a radio of their own beside the live UEs (cell_fromlog.FromLogRadio.step)."""
     from airlink.sim import kernel
-    if os.environ.get("AIRLINK_PYTHON_STEP"):
+    if env_flag("AIRLINK_PYTHON_STEP", False):
         return "AIRLINK_PYTHON_STEP is set"
     if measured is not None and measured.demand is not None:
         return "the recorded cell's other users scheduled as demand"

@@ -49,10 +49,14 @@ _MSG = 65536
 WAITED_NS = 100_000  # a chunk that took longer to arrive than this was waited for
 
 
-def _layout(rows, n_u, n_c, n_slots, out_types):
-    """``[(group, name, shape, dtype, offset)]`` of one slot (64-byte aligned) and its size."""
-    fields = [("in", "real", (rows, n_u, n_c), np.float32), ("in", "rep", (rows, n_u, n_c), np.float32),
-              ("in", "arrivals", (rows, n_u), np.float64), ("in", "u_err", (rows, n_slots), np.float64),
+def _layout(rows, n_u, n_c, n_slots, out_types, delay=None):
+    """``[(group, name, shape, dtype, offset)]`` of one slot (64-byte aligned) and its size.
+    ``delay``: the radio's CSI delay (TTIs) where it writes its channel into the slot (a
+    ``line`` of ``delay + rows`` rows: :meth:`airlink.sim.step.Radio.inputs`), or None (the
+    channel copied into ``real`` and ``rep``)."""
+    channel = ([("in", "line", (delay + rows, n_u, n_c), np.float32)] if delay is not None else
+               [("in", "real", (rows, n_u, n_c), np.float32), ("in", "rep", (rows, n_u, n_c), np.float32)])
+    fields = channel + [("in", "arrivals", (rows, n_u), np.float64), ("in", "u_err", (rows, n_slots), np.float64),
               ("in", "perm", (rows, n_u), np.int64), ("in", "sinr_db", (rows, n_u), np.float32),
               ("in", "sinr_rep_db", (rows, n_u), np.float32)]
     fields += [("out", name, (rows, n_u), out_types[name]) for name in OUTPUTS]
@@ -65,11 +69,14 @@ def _layout(rows, n_u, n_c, n_slots, out_types):
 
 
 class Slot:
-    """Views of one slot of the shared ring: the inputs' fields, ``out`` and ``live`` arrays."""
+    """Views of one slot of the shared ring: the inputs' fields, ``out`` and ``live`` arrays.
+    With a ``line`` (the radio writes its channel there), ``rep`` and ``real`` are its first
+    and last rows."""
 
-    def __init__(self, buf, base, layout):
+    def __init__(self, buf, base, layout, delay=None):
         self.out, self.live = {}, {}
         self.used = 0           # rows of out/live the shell wrote (fresh memory is zeros)
+        self.line, self.delay = None, delay
         for group, name, shape, dtype, offset in layout:
             a = np.ndarray(shape, dtype=dtype, buffer=buf, offset=base + offset)
             if group == "in":
@@ -78,12 +85,18 @@ class Slot:
                 getattr(self, group)[name] = a
 
     def inputs(self, k0, n) -> ChunkInputs:
-        return ChunkInputs(k0, n, self.real[:n], self.rep[:n], self.arrivals[:n], self.u_err[:n],
+        if self.line is not None:
+            real, rep = self.line[self.delay:self.delay + n], self.line[:n]
+        else:
+            real, rep = self.real[:n], self.rep[:n]
+        return ChunkInputs(k0, n, real, rep, self.arrivals[:n], self.u_err[:n],
                            self.perm[:n], self.sinr_db[:n], self.sinr_rep_db[:n])
 
     def fill(self, inp: ChunkInputs, mac: bool):
+        """The chunk ``inp`` into the slot (its channel is there already with a ``line``)."""
         n = inp.n
-        for name in ("real", "rep", "arrivals", "u_err", "perm"):
+        for name in ("arrivals", "u_err", "perm") if self.line is not None else \
+                ("real", "rep", "arrivals", "u_err", "perm"):
             getattr(self, name)[:n] = getattr(inp, name)
         if mac:
             self.sinr_db[:n] = inp.sinr_db
@@ -111,11 +124,15 @@ class RadioFeed:
         n_u, n_c = radio.n_users, radio.n_subchannels
         self.rows = min(radio.chunk, self.horizon)
         out_types = {k: v.dtype for k, v in radio.new_outputs(1).items()}
-        layout, size = _layout(self.rows, n_u, n_c, radio.n_slots, out_types)
+        # the plain radio writes its channel straight into a slot (a delay line); a radio
+        # whose inputs() is its own (a measured cell's) has it copied there
+        from airlink.sim.step import Radio
+        delay = radio.csi_delay if type(radio).inputs is Radio.inputs else None
+        layout, size = _layout(self.rows, n_u, n_c, radio.n_slots, out_types, delay)
         self.n_slots = ahead + 1
         # anonymous shared memory: zero-filled, its pages allocated as they are first written
         self._mm = mmap.mmap(-1, size * self.n_slots)
-        self.slots = [Slot(self._mm, i * size, layout) for i in range(self.n_slots)]
+        self.slots = [Slot(self._mm, i * size, layout, delay) for i in range(self.n_slots)]
         self._free = deque(range(self.n_slots))
         self._pending = deque()          # (slot, k0, n) asked for, in order
         self._k_next = 0
@@ -140,9 +157,11 @@ class RadioFeed:
         except OSError as exc:
             raise AirlinkError(f"the cell's radio process is gone ({exc.strerror or exc})") from None
 
-    def _recv(self):
+    def _recv(self, flags=0):
         try:
-            data = self._sock.recv(_MSG)
+            data = self._sock.recv(_MSG, flags)
+        except BlockingIOError:
+            return None
         except OSError as exc:
             raise AirlinkError(f"the cell's radio process is gone ({exc.strerror or exc})") from None
         if not data:
@@ -159,14 +178,23 @@ class RadioFeed:
         self._pending.append((slot, self._k_next, n))
         self._k_next += n
 
-    def next_chunk(self, *, counted: bool = True):
+    @property
+    def more(self) -> bool:
+        """Whether a chunk was asked for that :meth:`next_chunk` has not handed over yet."""
+        return bool(self._pending)
+
+    def next_chunk(self, *, counted: bool = True, wait: bool = True):
         """``(slot index, ChunkInputs, out, live)`` of the next chunk (waits until it is made;
-        ``counted``: a wait longer than 0.1 ms counts in :attr:`waits` and :attr:`wait_ns`)."""
+        ``counted``: a wait longer than 0.1 ms counts in :attr:`waits` and :attr:`wait_ns`).
+        ``wait=False``: None at once when it is not made yet."""
         if not self._pending:
             raise AirlinkError("the cell ran past its radio's horizon")
-        slot, k0, n = self._pending.popleft()
+        slot, k0, n = self._pending[0]
         t0 = time.monotonic_ns()
-        msg = self._recv()
+        msg = self._recv() if wait else self._recv(socket.MSG_DONTWAIT)
+        if msg is None:
+            return None
+        self._pending.popleft()
         waited = time.monotonic_ns() - t0
         if counted and waited > WAITED_NS:
             self.waits += 1
@@ -235,7 +263,9 @@ def _child(parent, sock, feed: RadioFeed):   # pragma: no cover - runs in the fo
             try:
                 if msg[0] == "fill":
                     _, slot, k0, n = msg
-                    feed.slots[slot].fill(radio.inputs(k0, n, mac_log=mac is not None), mac is not None)
+                    s = feed.slots[slot]
+                    line = {} if s.line is None else {"line": s.line}   # the channel straight into the slot
+                    s.fill(radio.inputs(k0, n, mac_log=mac is not None, **line), mac is not None)
                     sock.send(pickle.dumps(("ready", slot, k0, n)))
                 elif msg[0] == "done":
                     _, slot, rows, k0, wall = msg

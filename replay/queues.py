@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from airlink.core.envflags import parse_flag
 from airlink.core.errors import AirlinkError
 from airlink.core.units import parse_duration, parse_size
 
@@ -434,7 +435,6 @@ QUEUES = {"infinite": InfiniteQueue, "droptail": DropTailQueue, "drophead": Drop
 _SIZE_ARGS = ("bytes",)
 _COUNT_ARGS = ("packets", "seed")
 _FLAG_ARGS = ("ecn",)
-_TRUE, _FALSE = ("1", "yes", "on", "true"), ("0", "no", "off", "false")
 
 
 def parse_queue_args(text: str | None) -> dict:
@@ -450,10 +450,10 @@ def parse_queue_args(text: str | None) -> dict:
         key, sep, value = part.partition("=")
         key = key.strip().replace("-", "_")
         if key in _FLAG_ARGS:
-            flag = value.strip().lower() if sep else "1"
-            if flag not in _TRUE + _FALSE:
+            flag = parse_flag(value) if sep else True
+            if flag is None:
                 raise AirlinkError(f"queue argument {part!r}: expected {key} or {key}=1/0")
-            out[key] = flag in _TRUE
+            out[key] = flag
             continue
         if not sep or not value.strip():
             raise AirlinkError(f"queue argument {part!r}: expected NAME=VALUE (e.g. packets=100)")

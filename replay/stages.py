@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from airlink.core.atomic import commit, create_partial, output_error
+from airlink.core.envflags import env_flag
 from airlink.core.errors import AirlinkError, FormatError
 
 from .queues import PER_PACKET, core_parameters
@@ -514,8 +515,7 @@ class LinkStage(Stage):
 
 def _fastpath():
     """The compiled fast path, or None (not built, or AIRLINK_PURE_PYTHON=1)."""
-    import os
-    if os.environ.get("AIRLINK_PURE_PYTHON"):
+    if env_flag("AIRLINK_PURE_PYTHON", False):
         return None
     try:
         from . import _fastpath as fp
@@ -527,9 +527,7 @@ def _fastpath():
 def offload_wanted() -> bool:
     """Whether the shells open their TUN devices for offload (GSO super-packets through the
     C fast path): yes unless ``AIRLINK_OFFLOAD=0`` or the fast path is off or not built."""
-    import os
-    return os.environ.get("AIRLINK_OFFLOAD", "1").strip() not in ("0", "no", "off", "false") \
-        and _fastpath() is not None
+    return env_flag("AIRLINK_OFFLOAD", True) and _fastpath() is not None
 
 
 def relay_threads() -> int:

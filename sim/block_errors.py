@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from airlink.core.envflags import env_flag
+
 
 def error_thresholds_reference(u: np.ndarray, inv_beta: float) -> np.ndarray:
     """``((1 - u) / u) ** inv_beta`` (float64, same shape as ``u``) with numpy."""
@@ -46,9 +48,9 @@ def _thresholds_compiled(u: np.ndarray, inv_beta: float) -> np.ndarray:
 
 
 error_thresholds = error_thresholds_reference
+_NUMBA_WANTED = env_flag("AIRLINK_NUMBA", True)     # a bad value is an error, not "off"
 try:  # pragma: no cover - depends on the environment
-    import os as _os
-    if _os.environ.get("AIRLINK_NUMBA", "1") == "0":
+    if not _NUMBA_WANTED:
         raise ImportError("numba disabled by AIRLINK_NUMBA=0")
     import numba as _numba
     # error_model="numpy": 1 / 0 is inf (a draw of exactly 0), as in numpy

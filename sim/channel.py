@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from airlink.core.envflags import env_flag
 from airlink.core.errors import AirlinkError
 
 SPEED_OF_LIGHT = 299_792_458.0
@@ -328,9 +329,9 @@ def _scaled_power_compiled(h, scale, out):
 
 scaled_power = scaled_power_reference
 oscillators = oscillators_reference
+_NUMBA_WANTED = env_flag("AIRLINK_NUMBA", True)     # a bad value is an error, not "off"
 try:  # pragma: no cover - depends on the environment
-    import os as _os
-    if _os.environ.get("AIRLINK_NUMBA", "1") == "0":
+    if not _NUMBA_WANTED:
         raise ImportError("numba disabled by AIRLINK_NUMBA=0")
     import numba as _numba
     # float32 throughout and no fast-math: no fused multiply-add, the reference's roundings

@@ -66,6 +66,8 @@ import os
 
 import numpy as np
 
+from airlink.core.envflags import env_flag
+
 from .nr_harq import combine as _combine
 
 COMPILED = False
@@ -1041,8 +1043,9 @@ def live_step_address():
     return live_step.address
 
 
+_NUMBA_WANTED = env_flag("AIRLINK_NUMBA", True)     # a bad value is an error, not "off"
 try:  # pragma: no cover - depends on the environment
-    if os.environ.get("AIRLINK_NUMBA", "1") == "0":
+    if not _NUMBA_WANTED:
         raise ImportError("numba disabled by AIRLINK_NUMBA=0")
     import numba as _numba
     _jit = _numba.njit(cache=True, nogil=True)

@@ -38,10 +38,11 @@ class MacColumns:
         cols["capacity_bytes"] = cols["capacity_bytes"].copy()     # not the served column's memory
         return pd.DataFrame(cols, copy=False)
 
-    def table(self):
+    def table(self, *, nan_is_null: bool = True):
         """An Arrow table equal to ``pyarrow.Table.from_pandas(self.frame(), preserve_index=False)``
         (types, values, order; no ``pandas`` schema metadata): ``time`` timestamp[ns, UTC],
-        ``user`` string, the other columns int64 or float64 as in numpy."""
+        ``user`` string, the other columns as in numpy (int64, float64, bool). A float NaN is
+        null, or with ``nan_is_null=False`` a value (as ``pyarrow.array`` stores it)."""
         import pyarrow as pa
         from airlink.core.arrowarrays import numpy_array, strings
         n_rows = len(self.columns["time"])
@@ -57,7 +58,7 @@ class MacColumns:
                 else:           # not the documented layout: Arrow's own conversion
                     arrays.append(pa.array(col, pa.string()))
             else:
-                arrays.append(numpy_array(col))
+                arrays.append(numpy_array(np.asarray(col), nan_is_null=nan_is_null))
         return pa.Table.from_arrays(arrays, names=list(self.columns))
 
 

@@ -215,10 +215,16 @@ class Radio:
         self._hist = self._hist_db = None      # the CSI delay lines (see inputs)
         self._next_k0 = 0
         self._dummy_forced = np.zeros((1, 1), np.int64)
+        self._lut = np.array([self.lut_lo, self.lut_step])     # the live step's lut_lo, lut_step
 
     # -- inputs -------------------------------------------------------------------------------
-    def inputs(self, k0: int, n: int, *, mac_log: bool = True) -> ChunkInputs:
-        """Channel, arrivals and random draws of TTIs ``k0 .. k0+n-1`` (chunks in order)."""
+    def inputs(self, k0: int, n: int, *, mac_log: bool = True, line: np.ndarray | None = None) -> ChunkInputs:
+        """Channel, arrivals and random draws of TTIs ``k0 .. k0+n-1`` (chunks in order).
+
+        ``line``: memory for the channel (float32, C-ordered, at least ``csi_delay_tti + n``
+        rows of (users, subchannels), e.g. shared memory): the reported SINR is its first
+        ``n`` rows and the real SINR its last ``n`` (:attr:`ChunkInputs.rep` and ``real`` are
+        views of it); by default an array of its own. The values are the same either way."""
         if k0 != self._next_k0:
             raise AirlinkError(f"radio inputs must come in order: expected TTI {self._next_k0}, got {k0}")
         self._next_k0 = k0 + n
@@ -226,15 +232,16 @@ class Radio:
         d = self.csi_delay
         if d > 0:
             # the delay line: the last d TTIs of the previous chunk (TTI 0 repeated before the
-            # first), then this chunk's channel, in one fresh array; rep and real are its first
-            # and last n rows (no copy of the chunk, and every chunk's arrays stay its own)
-            line = np.empty((d + n, n_u, self.n_subchannels), np.float32)
+            # first), then this chunk's channel, in one fresh array (or the caller's); rep and
+            # real are its first and last n rows (no copy of the chunk, and every chunk's
+            # arrays stay its own)
+            line = np.empty((d + n, n_u, self.n_subchannels), np.float32) if line is None else line[:d + n]
             real = self.channel.sinr_chunk(k0, n, out=line[d:])
             line[:d] = real[0] if self._hist is None else self._hist
             rep = line[:n]
             self._hist = line[n:].copy()
         else:
-            real = rep = self.channel.sinr_chunk(k0, n)
+            real = rep = self.channel.sinr_chunk(k0, n, out=None if line is None else line[:n])
         arr = np.zeros((n, n_u)) if self.live else self.traffic.chunk(k0, n)
         u_err, perm = self.draws(n)
         if mac_log:
@@ -338,10 +345,12 @@ class Radio:
         and ``seen`` (float64 (n, users)): row ``i`` holds the live backlogs (bytes) that TTI
         ``inp.k0 + i`` is decided with. Calling ``step(block, i, inp.k0 + i)`` does what
         ``step(inp, i, i + 1, rows i of out, backlog=seen[i])`` does. ``block`` refers to the
-        arrays: keep them (and it) alive while it is used."""
+        arrays: keep them (and it) alive while it is used. Besides the given arrays it points
+        only to the radio's own, which stay where they are for the radio's life: a block
+        stays valid for later chunks given in the same memory (the cell's radio slots)."""
         if not self.compiled_live_step:
             raise AirlinkError("the live step is compiled only for the kernel's own schedulers, with numba")
-        lut = self._lut = np.array([self.lut_lo, self.lut_step])
+        lut = self._lut
         arrays = (inp.rep, inp.real, inp.arrivals, inp.u_err, inp.perm, self._dummy_forced, self.thr_lin,
                   self.bytes_per_mcs, self.s50, self.best_lut, lut, self.ip, self.fp, *self._state_arrays(),
                   *(out[n] for n in OUTPUTS), seen)

@@ -6,17 +6,18 @@ there but does not import fails everywhere."""
 from __future__ import annotations
 
 import importlib
-import os
 import shutil
 import sysconfig
 
 import pytest
 
+from airlink.core.envflags import env_flag
+
 
 def c_extension(name: str, *functions: str, module_level: bool = False):
     """The compiled module ``name`` (e.g. ``"airlink.replay._fastpath"``) with ``functions``;
     skips (the whole module when ``module_level``) or fails as the module notes say."""
-    if os.environ.get("AIRLINK_PURE_PYTHON"):
+    if env_flag("AIRLINK_PURE_PYTHON", False):
         pytest.skip("AIRLINK_PURE_PYTHON is set: the pure-Python path is what runs",
                     allow_module_level=module_level)
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]

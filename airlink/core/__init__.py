@@ -14,6 +14,8 @@
 - :mod:`airlink.core.parquetframe`: a frame read back from Parquet with airlink's metadata
   checked.
 - :mod:`airlink.core.lazy`: package names loaded on first use.
+- :mod:`airlink.core.envflags`: on/off switches (``AIRLINK_OFFLOAD=0``, a queue's ``ecn=``)
+  read one way: 1/0, yes/no, on/off, true/false; a bad value is an error naming it.
 - :mod:`airlink.core.fairness`: fairness and scheduling-jitter metrics (Jain's index, the
   fairness gap, inter-service gaps), used by the simulator's summary and by inference.
 """

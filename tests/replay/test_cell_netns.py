@@ -107,18 +107,24 @@ def _mac(path):
 SMALL = ["--set", "bandwidth_hz=1080000"]   # the quick preset at a quarter of its bandwidth: 2.7 Mbit/s
 
 
+# radio inputs in chunks of 400 TTIs (4 UEs x 24 subchannels): a 2 s run takes five, the
+# fourth and fifth in the radio process's slots of the first two (the cell keeps each slot's
+# compiled-step block from the start)
+CHUNKS = ["--set", "chunk_elements=38400"]
+
+
 def test_full_queues_get_the_simulators_decisions(test_ns, udp_source, tmp_path):
     """UDP above capacity to 4 UEs (300 packets at once, then 2 Mbit/s each against a 2.7
     Mbit/s cell), the clock held until every queue is full: per-UE served bytes per TTI
     equal `airlink simulate`'s full-buffer run with the same preset, seed and duration."""
-    r = test_ns.airlink("cell", "--preset", "quick", *SMALL, "--users", "4", "--seed", "7",
+    r = test_ns.airlink("cell", "--preset", "quick", *SMALL, *CHUNKS, "--users", "4", "--seed", "7",
                         "--scheduler", "pf", "--duration", "2s", "--queue-args", "packets=300",
                         "--warmup", "400000", "--mac-log", tmp_path / "mac.parquet",
                         "--stats", tmp_path / "stats.json", "--",
                         sys.executable, udp_source, "2e6", "4", "300", timeout=60)
     assert r.returncode in (0, 143), r.stderr
     sim_dir = tmp_path / "sim"
-    s = subprocess.run([AIRLINK, "simulate", "--preset", "quick", *SMALL, "--seed", "7", "--scheduler", "pf",
+    s = subprocess.run([AIRLINK, "simulate", "--preset", "quick", *SMALL, *CHUNKS, "--seed", "7", "--scheduler", "pf",
                         "--duration", "2s", "-o", sim_dir, "--no-progress"], capture_output=True, text=True)
     assert s.returncode == 0, s.stderr
     sim = _mac(sim_dir / "mac.parquet")

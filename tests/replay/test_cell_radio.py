@@ -48,12 +48,17 @@ class _Rows:
             f.write(f"closed {written}\n")
 
 
-@pytest.mark.parametrize("with_mac", [True, False], ids=["mac-log", "no-mac-log"])
-def test_chunks_are_the_radios_own_inputs_in_order(tmp_path, with_mac):
-    """Every chunk (the last one short) equals what an identical Radio makes in this process;
-    its outputs come zeroed although the slot (3 of them for 12 chunks) was written before."""
-    ref = _radio()
-    feed = RadioFeed(_radio(), horizon=ref.n_tti, ahead=2, mac=_Rows(tmp_path / "rows") if with_mac else None)
+@pytest.mark.parametrize("with_mac, delay", [(True, 2), (False, 2), (True, 0)],
+                         ids=["mac-log", "no-mac-log", "no-csi-delay"])
+def test_chunks_are_the_radios_own_inputs_in_order(tmp_path, with_mac, delay):
+    """Every chunk (the last one short) equals what an identical Radio makes in this process
+    (its channel written straight into the shared slot, through the CSI delay line or
+    without one); its outputs come zeroed although the slot (3 of them for 12 chunks) was
+    written before."""
+    ref = _radio(csi_delay_tti=delay)
+    feed = RadioFeed(_radio(csi_delay_tti=delay), horizon=ref.n_tti, ahead=2,
+                     mac=_Rows(tmp_path / "rows") if with_mac else None)
+    assert feed.slots[0].line is not None       # the channel is made in the slot, not copied
     pid = feed.pid
     try:
         assert ref.chunk < ref.n_tti and ref.n_tti % ref.chunk != 0      # several chunks, a short last one
@@ -147,3 +152,30 @@ def test_a_command_counts_as_started_once_it_has_called_exec(tmp_path):
         os.killpg(p.pid, 9)                   # the whole tree
         p.wait()
     assert _command_started(p.pid)       # gone: nothing to wait for
+
+
+def test_a_chunk_taken_without_waiting_is_none_until_made_then_the_same():
+    """next_chunk(wait=False) (the cell takes the next chunk early, halfway through one):
+    None while the process is still making it, then the chunk, in order, equal to the
+    radio's own; ``more`` says whether any asked-for chunk is left."""
+    import time
+    ref = _radio()
+    feed = RadioFeed(_radio(), horizon=ref.n_tti, ahead=1)
+    try:
+        nones = 0
+        for k0 in range(0, ref.n_tti, ref.chunk):
+            assert feed.more
+            deadline = time.monotonic() + 30
+            while (got := feed.next_chunk(wait=False)) is None:
+                nones += 1
+                assert time.monotonic() < deadline
+                time.sleep(0.0005)
+            slot, inp, out, live = got
+            want = ref.inputs(k0, min(ref.chunk, ref.n_tti - k0))
+            assert (inp.k0, inp.n) == (want.k0, want.n)
+            assert np.array_equal(inp.rep, want.rep) and np.array_equal(inp.u_err, want.u_err)
+            feed.release(slot, 0, k0, 0)
+        assert not feed.more and nones > 0     # one at least was asked for before it was made
+        feed.close()
+    finally:
+        feed.kill()

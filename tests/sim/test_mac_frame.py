@@ -54,3 +54,27 @@ def test_arrow_arrays_from_numpy_equal_pyarrows_own():
         numpy_array(np.array([1, 2], np.int32), pa.timestamp("ns", tz="UTC"))   # widths differ
     with pytest.raises(ValueError):
         strings(names, np.array([4]))
+
+
+def test_mac_table_with_nan_kept_equals_pyarrows_own_arrays():
+    """The cell's MAC log (replay/cell.py's _MacLog) builds its rows with MacColumns.table(
+    nan_is_null=False): the same table as pyarrow.array over each numpy column, NaN kept as a
+    value, bool and int columns as they are."""
+    import pyarrow as pa
+    from airlink.sim.result import MacColumns
+    res = simulate("quick", duration="20ms", seed=3)
+    cols = {name: res.mac[name].to_numpy() for name in res.mac.columns if name not in ("time", "user")}
+    n = len(res.mac)
+    cols = {"time": np.arange(n, dtype=np.int64) * 1000, "user": res.mac["user"].to_numpy(object), **cols,
+            "late": np.arange(n) % 3 == 0, "backlog_seen_bytes": np.where(np.arange(n) % 5 == 0, np.nan, 1.5)}
+    users = [str(i + 1) for i in range(res.capacity.n_users)]
+    got = MacColumns(cols, users).table(nan_is_null=False)
+    want = pa.table({name: pa.array(v, pa.string()) if name == "user" else
+                     pa.array(v, pa.timestamp("ns", tz="UTC")) if name == "time" else pa.array(v)
+                     for name, v in cols.items()})
+    assert got.schema == want.schema
+    for name in want.column_names:
+        a, b = got.column(name).to_numpy(zero_copy_only=False), want.column(name).to_numpy(zero_copy_only=False)
+        assert got.column(name).null_count == 0 and (np.array_equal(a, b, equal_nan=True) if a.dtype.kind == "f"
+                                                     else (a == b).all()), name
+    assert MacColumns(cols, users).table().column("backlog_seen_bytes").null_count == (np.arange(n) % 5 == 0).sum()
