@@ -23,13 +23,17 @@ import tempfile
 
 import numpy as np
 
-from ._columns import Coded, Columns
+from ._columns import Coded, Columns, _code_dtype
 
 #: Rows of a merged chunk (what :meth:`SortedRuns.chunks` yields, a Parquet row group when
 #: written), and of the windows of all runs together.
 CHUNK_ROWS = 1 << 18
 #: A run's window holds at least this many rows, however many runs there are.
 MIN_WINDOW = 4096
+#: Runs kept apart at most: when there are this many, they are merged into one run on disk
+#: (so the windows of a merge, MAX_RUNS x MIN_WINDOW rows at most, do not grow with the
+#: number of runs).
+MAX_RUNS = 64
 
 
 class SortedRuns:
@@ -87,15 +91,38 @@ class SortedRuns:
                 self._dtypes[name] = col.dtype if name not in self._dtypes \
                     else np.result_type(self._dtypes[name], col.dtype)
             col = np.ascontiguousarray(col)
-            where[name] = (self._file.tell(), col.dtype)
+            where[name] = (self._file.seek(0, 2), col.dtype)
             col.tofile(self._file)
             del col
         self._runs.append((n, where, values))
         self._rows += n
+        if len(self._runs) >= MAX_RUNS:
+            self._merge_runs()
 
-    def _read(self, run: int, start: int, stop: int) -> Columns:
+    def _merge_runs(self) -> None:
+        """The runs, merged into one run (written after them in the file)."""
+        total = sum(n for n, _, _ in self._runs)
+        where, values, at = {}, {}, self._file.seek(0, 2)
+        for name, (_, dtype) in self._runs[0][1].items():
+            if name in self._values:
+                values[name] = list(self._values[name][0])
+                dtype = np.dtype(_code_dtype(len(values[name])))
+            else:
+                dtype = self._dtypes[name]
+            where[name] = (at, dtype)
+            at += total * dtype.itemsize
+        done = 0
+        for chunk in self._merged(CHUNK_ROWS, self._runs):
+            for name, (offset, dtype) in where.items():
+                col = chunk[name]
+                self._file.seek(offset + done * dtype.itemsize)
+                np.ascontiguousarray(col.codes if isinstance(col, Coded) else col, dtype).tofile(self._file)
+            done += len(chunk)
+        self._runs = [(total, where, values)]
+
+    def _read(self, run: tuple, start: int, stop: int) -> Columns:
         """Rows ``start:stop`` of run ``run``, in the joined frame's types and codes."""
-        rows, where, values = self._runs[run]
+        rows, where, values = run
         data = {}
         for name, (offset, dtype) in where.items():
             self._file.seek(offset + start * dtype.itemsize)
@@ -113,63 +140,70 @@ class SortedRuns:
         """The values of Coded column ``name`` over all runs (in order of first appearance)."""
         return list(self._values[name][0]) if name in self._values else []
 
-    def column_parts(self, name: str, rows: int = CHUNK_ROWS):
+    def column_parts(self, name: str, rows: int | None = None):
         """Column ``name`` (a number column) of every run, in parts of at most ``rows`` rows,
         in the order the runs were added (not merged)."""
-        for run, (n, where, _) in enumerate(self._runs):
+        rows = CHUNK_ROWS if rows is None else rows
+        for n, where, _ in self._runs:
             offset, dtype = where[name]
             for start in range(0, n, rows):
                 self._file.seek(offset + start * dtype.itemsize)
                 yield np.fromfile(self._file, dtype, min(rows, n - start))
 
-    def _key_le(self, frame: Columns, stop: int, key: tuple) -> int:
-        """How many of the first ``stop`` rows of ``frame`` (sorted) have keys <= ``key``."""
-        lt = np.zeros(stop, bool)
-        eq = np.ones(stop, bool)
-        for name, v in zip(self.keys, key):
+    def _key_le(self, frame: Columns, key: tuple) -> int:
+        """How many rows of ``frame`` (sorted by the keys) have keys <= ``key``: a binary
+        search per key, within the rows equal on the keys before it."""
+        lo, hi = 0, len(frame)
+        for i, (name, v) in enumerate(zip(self.keys, key)):
             col = frame[name]
-            col = (col.codes if isinstance(col, Coded) else col)[:stop]
-            lt |= eq & (col < v)
-            eq &= col == v
-        return int(np.count_nonzero(lt | eq))
+            col = (col.codes if isinstance(col, Coded) else col)[lo:hi]
+            last = i == len(self.keys) - 1
+            a = int(np.searchsorted(col, v, "left"))
+            b = int(np.searchsorted(col, v, "right"))
+            if last or a == b:
+                return lo + b
+            lo, hi = lo + a, lo + b
+        return hi
 
     def _key_at(self, frame: Columns, row: int) -> tuple:
         return tuple((frame[k].codes if isinstance(frame[k], Coded) else frame[k])[row] for k in self.keys)
 
-    def chunks(self, rows: int = CHUNK_ROWS):
-        """The joined frame, sorted, as frames of about ``rows`` rows (the last fewer), each
-        through the functions of :attr:`finish` (a frame without rows when no run has any)."""
-        for chunk in self._merged(rows):
+    def chunks(self, rows: int | None = None):
+        """The joined frame, sorted, as frames of about ``rows`` rows (default
+        :data:`CHUNK_ROWS`; the last fewer), each through the functions of :attr:`finish` (a
+        frame without rows when no run has any)."""
+        for chunk in self._merged(CHUNK_ROWS if rows is None else rows, self._runs):
             for f in self.finish:
                 chunk = f(chunk)
             yield chunk
 
-    def _merged(self, rows: int):
+    def _merged(self, rows: int, runs: list):
+        """The rows of ``runs`` (entries of ``self._runs``) merged, in frames of about ``rows``."""
         if not self._rows:
             if self._first is not None:
                 yield Columns(self._first.data, self.attrs)
             return
-        k = len(self._runs)
+        k = len(runs)
         window = max(MIN_WINDOW, rows // k)
         pos = [0] * k                  # next row of each run not yet in its window
         held: list = [None] * k        # each run's window (rows not yet merged)
         pending, npending = [], 0
         while True:
             for r in range(k):
-                if (held[r] is None or not len(held[r])) and pos[r] < self._runs[r][0]:
-                    stop = min(pos[r] + window, self._runs[r][0])
-                    held[r] = self._read(r, pos[r], stop)
+                if (held[r] is None or not len(held[r])) and pos[r] < runs[r][0]:
+                    stop = min(pos[r] + window, runs[r][0])
+                    held[r] = self._read(runs[r], pos[r], stop)
                     pos[r] = stop
             live = [r for r in range(k) if held[r] is not None and len(held[r])]
             if not live:
                 break
             # rows up to the smallest last key of a window that its run continues past can go:
             # no row read later precedes them
-            open_ = [self._key_at(held[r], len(held[r]) - 1) for r in live if pos[r] < self._runs[r][0]]
+            open_ = [self._key_at(held[r], len(held[r]) - 1) for r in live if pos[r] < runs[r][0]]
             frontier = min(open_) if open_ else None
             parts = []
             for r in live:
-                n = len(held[r]) if frontier is None else self._key_le(held[r], len(held[r]), frontier)
+                n = len(held[r]) if frontier is None else self._key_le(held[r], frontier)
                 if n:
                     parts.append(held[r].take(slice(0, n)))
                     held[r] = held[r].take(slice(n, None))

@@ -115,7 +115,7 @@ def _write(frame, dest: Path, kind: str, extra: dict) -> Path:
                 writer = stack.enter_context(FrameStreamWriter(
                     dest, table.schema, kind=kind, provenance=provenance,
                     use_dictionary=[c for c in ANALYSIS_DICTIONARY if c in names],
-                    write_statistics=[c for c in ANALYSIS_STATISTICS if c in names]))
+                    write_statistics=[c for c in ANALYSIS_STATISTICS if c in names], background=True))
             writer.write(table)
     return dest
 

@@ -567,35 +567,12 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     # (the same unless records are out of time order)
     with census.pop("ts_file") as f:
         if census["lateness_ns"] > 0 and len(events):
-            from ._timeorder import in_time_order
-            wanted = np.zeros(int(census["ip_packets"]), bool)     # 1 byte per packet
-            for q in ([events["packet"]] if isinstance(events, Columns) else events.column_parts("packet")):
-                wanted[q] = True
-            chunk = _RANK_CHUNK
-
-            def parts():
-                f.seek(0)
-                start = 0
-                while True:
-                    ts = np.fromfile(f, dtype=np.int64, count=chunk)
-                    if not len(ts):
-                        return
-                    yield {"ts_ns": ts, "idx": np.arange(start, start + len(ts))}
-                    start += len(ts)
-            rows, idx, done = [], [], 0                # time-sorted row of each wanted packet
-            for part in in_time_order(parts(), census["lateness_ns"]):
-                hit = np.flatnonzero(wanted[part["idx"]])
-                rows.append(hit + done)
-                idx.append(part["idx"][hit])
-                done += len(part["idx"])
-            del wanted
-            rows, idx = np.concatenate(rows), np.concatenate(idx)
-            o = np.argsort(idx)
-            rows, idx = rows[o], idx[o]
-            del o
+            moved, by = _moved_packets(f, census["lateness_ns"])
 
             def packet_rows(frame):
-                frame["packet"] = rows[np.searchsorted(idx, frame["packet"])]
+                q = frame["packet"]
+                at = np.minimum(np.searchsorted(moved, q), max(len(moved) - 1, 0))
+                frame["packet"] = q + np.where(moved[at] == q, by[at], 0) if len(moved) else q
                 return frame
             if isinstance(events, Columns):
                 events = packet_rows(events)
@@ -627,6 +604,36 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     a.max_lateness_ns = int(census["lateness_ns"])
     _return_freed_memory()                  # the groups' pieces, joined and sorted above
     return a
+
+
+def _moved_packets(ts_file, lateness_ns: int):
+    """(moved, by): the packets whose row in the time-sorted frame differs from their index
+    among the file's IP packets (ascending indices, int64) and by how much (row - index),
+    from ``ts_file`` (every IP packet's time, int64 ns, in file order) read in parts through
+    the bounded hold-back of the packets stream (:func:`._timeorder.in_time_order`).
+    Memory follows the packets out of place (a late record and those it is moved before),
+    not the capture."""
+    from ._timeorder import in_time_order
+
+    def parts():
+        ts_file.seek(0)
+        start = 0
+        while True:
+            ts = np.fromfile(ts_file, dtype=np.int64, count=_RANK_CHUNK)
+            if not len(ts):
+                return
+            yield {"ts_ns": ts, "idx": np.arange(start, start + len(ts))}
+            start += len(ts)
+    moved, by, done = [], [], 0
+    for part in in_time_order(parts(), lateness_ns):
+        shift = np.arange(done, done + len(part["idx"])) - part["idx"]
+        at = np.flatnonzero(shift)
+        moved.append(part["idx"][at])
+        by.append(shift[at])
+        done += len(part["idx"])
+    moved, by = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (moved, by))
+    o = np.argsort(moved)
+    return moved[o], by[o]
 
 
 def _first_index(groups, ngroups) -> np.ndarray:
