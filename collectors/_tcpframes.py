@@ -42,6 +42,8 @@ class TcpAnalysis:
 
     def _pandas(self, name: str):
         frame = self._frames[name]
+        if hasattr(frame, "whole"):         # a ._sortedruns.SortedRuns (analyze_tcp(stream_frames=True))
+            frame = self._frames[name] = frame.whole()
         if isinstance(frame, Columns):
             frame = self._frames[name] = frame.to_pandas()
         return frame
@@ -52,8 +54,9 @@ class TcpAnalysis:
 
     def output(self, name: str):
         """Frame ``name`` (flows, series, events) as it is to be written: the column frame
-        (:meth:`._columns.Columns.to_arrow`) unless its pandas form was made (and may have
-        been changed), then that DataFrame."""
+        (:meth:`._columns.Columns.to_arrow`), or the frame in sorted runs on disk
+        (:class:`._sortedruns.SortedRuns`, ``chunks()``: analysed with ``stream_frames``),
+        unless its pandas form was made (and may have been changed), then that DataFrame."""
         return self._frames[name]
 
     def __repr__(self) -> str:

@@ -11,7 +11,9 @@ for a packet capture (pcap, pcapng, gzipped or not):
   over the whole capture (:class:`._feed.BatchFeed`) - both run beside each other, mostly
   in C and numpy without the GIL;
 * the analysis' frames (flows, series, events) are written from their column frames
-  (:meth:`._columns.Columns.to_arrow`) without importing pandas.
+  (:meth:`._columns.Columns.to_arrow`) without importing pandas; in flow groups the series
+  and events of each group go to a temporary file as it is done and are written merged
+  in order, a row group at a time (:mod:`._sortedruns`), so they are never whole in memory.
 
 Files are ``<prefix><part>.parquet`` with part ``packets``, ``flows``, ``tcp``, ``events``
 (:data:`airlink.rundir.COLLECT_KINDS`), each written atomically: a failure leaves none of them half written, and
@@ -19,6 +21,7 @@ the packets file is removed when the analysis fails after the packets pass finis
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 #: Dictionary encoding only where it pays (addresses, direction, flow, protocol, ports): on
@@ -74,7 +77,8 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
     pass_ = PacketsPass(path, dest["packets"], salvage, extra) if packets else None
     try:
         analysis = analyze_tcp(path, resolution=resolution, salvage=salvage, max_packets=max_packets,
-                               flows_ready=None if pass_ is None else pass_.start, feed_packets=True)
+                               flows_ready=None if pass_ is None else pass_.start, feed_packets=True,
+                               stream_frames=True)
         info = dict(analysis.attrs)
         written = {kind: _write(analysis.output(name), dest[kind], kind, extra)
                    for kind, name in (("flows", "flows"), ("tcp", "series"), ("tcp-events", "events"))}
@@ -92,10 +96,30 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
 
 
 def _write(frame, dest: Path, kind: str, extra: dict) -> Path:
-    """Parquet, atomically, with the frame's kind and its attrs plus ``extra`` as provenance."""
-    from airlink.rundir import provenance_of, write_frame
-    return write_frame(dest, frame, kind=kind, provenance={**provenance_of(frame), **extra},
-                       use_dictionary=ANALYSIS_DICTIONARY, write_statistics=ANALYSIS_STATISTICS)
+    """Parquet, atomically, with the frame's kind and its attrs plus ``extra`` as provenance.
+    A frame in sorted runs (:class:`._sortedruns.SortedRuns`) is written a row group per
+    merged chunk: the file holds the table the whole frame's ``to_arrow()`` would give
+    (the chunks share its columns, types, categories and pandas metadata)."""
+    from airlink.rundir import FrameStreamWriter, provenance_of, write_frame
+    provenance = {**provenance_of(frame), **extra}
+    if not hasattr(frame, "chunks") or not len(frame):
+        if hasattr(frame, "chunks"):
+            frame = next(frame.chunks())
+        return write_frame(dest, frame, kind=kind, provenance=provenance,
+                           use_dictionary=ANALYSIS_DICTIONARY, write_statistics=ANALYSIS_STATISTICS)
+    writer = None
+    with contextlib.ExitStack() as stack:       # the file appears only if every chunk was written
+        for chunk in frame.chunks():
+            table = chunk.to_arrow()
+            del chunk
+            if writer is None:
+                names = set(table.column_names)
+                writer = stack.enter_context(FrameStreamWriter(
+                    dest, table.schema, kind=kind, provenance=provenance,
+                    use_dictionary=[c for c in ANALYSIS_DICTIONARY if c in names],
+                    write_statistics=[c for c in ANALYSIS_STATISTICS if c in names], background=True))
+            writer.write(table)
+    return dest
 
 
 class PacketsPass:

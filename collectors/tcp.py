@@ -59,6 +59,9 @@ from ._tcparrays import SYN
 from ._tcpframes import EVENTS, FLOW_KEYS, TcpAnalysis, _flows_frame, time_ns
 
 
+#: The order of the series and events frames' rows (stable: rows of equal keys keep the
+#: engine's order).
+SERIES_ORDER, EVENTS_ORDER = ["time", "flow", "direction"], ["time", "flow"]
 _RANK_CHUNK = 1 << 20        # packet times read back at a time to rank events' packets (flow groups)
 # A flow of more packets than max_packets is analysed in time chunks of at most this many
 # packets (collectors/_tcpstream.py), with the state that crosses chunks carried.
@@ -103,7 +106,8 @@ def _resolution_s(resolution) -> float:
 
 
 def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
-                max_packets: int | None = None, flows_ready=None, feed_packets: bool = False) -> TcpAnalysis:
+                max_packets: int | None = None, flows_ready=None, feed_packets: bool = False,
+                stream_frames: bool = False) -> TcpAnalysis:
     """Flows, TCP events and per-direction time series at ``resolution`` (e.g. ``"100ms"``).
 
     ``packets_or_path`` is a ``packets`` frame (from :func:`read_pcap`) or a capture path.
@@ -132,6 +136,13 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     the groups) will fill with its decoded batches - for :func:`.pcap.iter_packet_tables`
     (``feed=``), which then reads nothing itself -, or None when the analysis makes no such
     pass.
+
+    ``stream_frames=True`` (capture path; flow groups only): each group's series and events
+    go to a temporary file as the group is done, and ``output("series")`` /
+    ``output("events")`` give them as a :class:`._sortedruns.SortedRuns` (``chunks()``: the
+    frame in order, a bounded number of rows at a time) - for writers that take a frame in
+    row groups, so memory does not grow with the capture. ``.series`` and ``.events`` are
+    the same frames either way.
     """
     res_s = _resolution_s(resolution)
     if isinstance(packets_or_path, (str, Path)):
@@ -155,7 +166,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
                     flows_ready(keys, int(census["lateness_ns"]))
             try:
                 return _analyze_grouped(packets_or_path, census, gnum, groups, streamed, res_s, salvage,
-                                        limit, feed)
+                                        limit, feed, stream_frames=stream_frames)
             finally:
                 if feed is not None and feed.end is None:      # never fed: its reader must not wait
                     feed.close(error=RuntimeError("the analysis ended before its pass over the capture"))
@@ -485,11 +496,12 @@ def _one_pass_reads(census: dict, groups, streamed, max_packets: int) -> bool:
 
 
 def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, salvage: bool,
-                     max_packets: int, feed=None) -> TcpAnalysis:
+                     max_packets: int, feed=None, *, stream_frames: bool = False) -> TcpAnalysis:
     """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there);
     ``gnum``: the global flow number of each provisional flow (:func:`_census_flows`),
     ``groups``/``streamed``: :func:`_flow_groups`; ``feed``: handed the batches of the pass
-    over the capture (:func:`_one_pass_reads`)."""
+    over the capture (:func:`_one_pass_reads`); ``stream_frames``: the series and events
+    as :class:`._sortedruns.SortedRuns` (each group's frames on disk as it is done)."""
     from ._tcpinput import GroupGatherer, read_columns
     counts = census["flow_packets"]
     # ONE pass over the file: every TCP flow bigger than the limit through time in chunks
@@ -498,6 +510,9 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     # gets a pass of its own afterwards. The frames are sorted at the end, so the order in
     # which the groups are done does not matter.
     flows, series, events, tcp_packets = [], [], [], 0
+    if stream_frames:
+        from ._sortedruns import SortedRuns
+        series, events = SortedRuns(SERIES_ORDER), SortedRuns(EVENTS_ORDER)
 
     def keep_result(a, global_numbers):
         nonlocal tcp_packets
@@ -505,7 +520,10 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
             frame = a.output(name)
             if len(frame):
                 frame["flow"] = global_numbers(frame["flow"])
-            frames.append(frame)
+            if isinstance(frames, list):
+                frames.append(frame)
+            else:
+                frames.add(frame)
         tcp_packets += a.attrs["tcp_packets"]
 
     def analyse_group(i, raw):
@@ -542,42 +560,40 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
         del full
         return out.sort_by(keys, consume=True)
     flows = joined(flows, ["flow"])
-    series = joined(series, ["time", "flow", "direction"])
-    events = joined(events, ["time", "flow"])
+    if not stream_frames:
+        series = joined(series, SERIES_ORDER)
+        events = joined(events, EVENTS_ORDER)
     # events' packets: index among the file's IP packets -> row of the time-sorted frame
     # (the same unless records are out of time order)
     with census.pop("ts_file") as f:
         if census["lateness_ns"] > 0 and len(events):
-            from ._timeorder import in_time_order
-            q = events["packet"]
-            wanted = np.zeros(int(census["ip_packets"]), bool)     # 1 byte per packet
-            wanted[q] = True
-            chunk = _RANK_CHUNK
+            moved, by = _moved_packets(f, census["lateness_ns"])
 
-            def parts():
-                f.seek(0)
-                start = 0
-                while True:
-                    ts = np.fromfile(f, dtype=np.int64, count=chunk)
-                    if not len(ts):
-                        return
-                    yield {"ts_ns": ts, "idx": np.arange(start, start + len(ts))}
-                    start += len(ts)
-            rows, idx, done = [], [], 0                # time-sorted row of each wanted packet
-            for part in in_time_order(parts(), census["lateness_ns"]):
-                hit = np.flatnonzero(wanted[part["idx"]])
-                rows.append(hit + done)
-                idx.append(part["idx"][hit])
-                done += len(part["idx"])
-            rows, idx = np.concatenate(rows), np.concatenate(idx)
-            o = np.argsort(idx)
-            events["packet"] = rows[o][np.searchsorted(idx[o], q)]
+            def packet_rows(frame):
+                q = frame["packet"]
+                at = np.minimum(np.searchsorted(moved, q), max(len(moved) - 1, 0))
+                frame["packet"] = q + np.where(moved[at] == q, by[at], 0) if len(moved) else q
+                return frame
+            if isinstance(events, Columns):
+                events = packet_rows(events)
+            else:
+                events.finish.append(packet_rows)
     if len(events):
         # the groups' event categories (the events each had), united: those present, in
         # the order of EVENTS
-        ev = events["event"]
-        events["event"] = Coded(np.asarray([EVENTS.index(v) for v in ev.values], np.int64)[ev.codes],
-                                EVENTS, categorical=True).present()
+        if isinstance(events, Columns):
+            ev = events["event"]
+            events["event"] = Coded(np.asarray([EVENTS.index(v) for v in ev.values], np.int64)[ev.codes],
+                                    EVENTS, categorical=True).present()
+        else:
+            present = [v for v in EVENTS if v in events.values("event")]
+
+            def event_codes(frame):
+                ev = frame["event"]
+                frame["event"] = Coded(np.asarray([present.index(v) for v in ev.values], np.int64)[ev.codes],
+                                       present, categorical=True)
+                return frame
+            events.finish.append(event_codes)
     for frame in (flows, series, events):
         frame.attrs = {"source": str(path)}
     series.attrs["resolution_s"] = res_s
@@ -588,6 +604,36 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     a.max_lateness_ns = int(census["lateness_ns"])
     _return_freed_memory()                  # the groups' pieces, joined and sorted above
     return a
+
+
+def _moved_packets(ts_file, lateness_ns: int):
+    """(moved, by): the packets whose row in the time-sorted frame differs from their index
+    among the file's IP packets (ascending indices, int64) and by how much (row - index),
+    from ``ts_file`` (every IP packet's time, int64 ns, in file order) read in parts through
+    the bounded hold-back of the packets stream (:func:`._timeorder.in_time_order`).
+    Memory follows the packets out of place (a late record and those it is moved before),
+    not the capture."""
+    from ._timeorder import in_time_order
+
+    def parts():
+        ts_file.seek(0)
+        start = 0
+        while True:
+            ts = np.fromfile(ts_file, dtype=np.int64, count=_RANK_CHUNK)
+            if not len(ts):
+                return
+            yield {"ts_ns": ts, "idx": np.arange(start, start + len(ts))}
+            start += len(ts)
+    moved, by, done = [], [], 0
+    for part in in_time_order(parts(), lateness_ns):
+        shift = np.arange(done, done + len(part["idx"])) - part["idx"]
+        at = np.flatnonzero(shift)
+        moved.append(part["idx"][at])
+        by.append(shift[at])
+        done += len(part["idx"])
+    moved, by = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (moved, by))
+    o = np.argsort(moved)
+    return moved[o], by[o]
 
 
 def _first_index(groups, ngroups) -> np.ndarray:

@@ -1,0 +1,87 @@
+"""collectors._sortedruns: frames spilled to disk as sorted runs and merged back give what
+joining them in memory and sorting stably gives (Columns.concat + Columns.sort_by), value,
+type, category and row order alike - with windows of a few rows, runs merged on disk when
+they accumulate, and chunks cut anywhere."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from airlink.collectors import _sortedruns
+from airlink.collectors._columns import Coded, Columns
+from airlink.collectors._sortedruns import SortedRuns
+
+KEYS = ["time", "flow", "direction"]
+
+
+def _run(rng, j: int, n: int) -> Columns:
+    """Run ``j``: ``n`` rows of flows of its own (j, and j + 1000 for every third run), few
+    distinct times (many rows of equal keys: their order is the stable sort's), a category
+    column whose values differ between runs, an int column int32 in odd runs and int64 in
+    even ones, and the row's identity."""
+    t = rng.integers(0, 30, n).astype("datetime64[ns]")
+    flow = rng.choice([j, j + 1000], n) if j % 3 == 0 else np.full(n, j, np.int64)
+    values = [["b", "a"], ["c"], ["a", "d", "b"]][j % 3]
+    return Columns({"time": t, "flow": flow,
+                    "direction": Coded(rng.integers(0, 2, n), ["fwd", "rev"], True),
+                    "event": Coded(rng.integers(0, len(values), n), values, True),
+                    "kind": Coded(rng.integers(0, 2, n), ["x", "y"], False),
+                    "count": rng.integers(0, 9, n).astype(np.int32 if j % 2 else np.int64),
+                    "rtt": rng.random(n), "row": np.arange(n) + 10**6 * j}, {"source": "s"})
+
+
+def _copy(frame: Columns) -> Columns:
+    return Columns({k: (Coded(v.codes.copy(), v.values, v.categorical) if isinstance(v, Coded) else v.copy())
+                    for k, v in frame.data.items()}, frame.attrs)
+
+
+def _assert_same(got: Columns, ref: Columns):
+    assert got.columns == ref.columns and len(got) == len(ref)
+    for name in ref.columns:
+        a, b = ref[name], got[name]
+        if isinstance(a, Coded):
+            assert (b.values, b.categorical, b.codes.dtype) == (a.values, a.categorical, a.codes.dtype), name
+            a, b = a.codes, b.codes
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(b, a, err_msg=name)
+
+
+@pytest.mark.parametrize("max_runs,window,rows", [(64, 4096, 1 << 18), (3, 2, 5), (2, 1, 1), (4, 3, 64)])
+def test_merged_runs_equal_the_sorted_join(monkeypatch, max_runs, window, rows):
+    monkeypatch.setattr(_sortedruns, "MAX_RUNS", max_runs)
+    monkeypatch.setattr(_sortedruns, "MIN_WINDOW", window)
+    rng = np.random.default_rng(max_runs)
+    frames = [_run(rng, j, int(rng.integers(0, 40))) for j in range(25)]
+    frames[3] = frames[3].take(np.zeros(0, np.int64))          # a group without rows
+    ref = Columns.concat([_copy(f) for f in frames if len(f)]).sort_by(KEYS)
+    runs = SortedRuns(KEYS, {"source": "s"})
+    for f in frames:
+        runs.add(_copy(f))
+    assert len(runs) == len(ref)
+    parts = list(runs.chunks(rows))
+    assert all(len(p) >= rows for p in parts[:-1])
+    _assert_same(Columns.concat(parts), ref)
+    _assert_same(runs.whole(), ref)
+    assert runs.whole().attrs == {"source": "s"}
+    # every row's column once (the runs' order, not merged)
+    np.testing.assert_array_equal(np.sort(np.concatenate(list(runs.column_parts("row", 7)))), np.sort(ref["row"]))
+
+
+def test_no_rows_gives_the_first_frame():
+    empty = Columns({"time": np.zeros(0, "datetime64[ns]"), "flow": np.zeros(0, np.int64),
+                     "direction": Coded(np.zeros(0, np.int8), ["fwd", "rev"], True)})
+    runs = SortedRuns(KEYS)
+    runs.add(empty)
+    [only] = list(runs.chunks())
+    assert len(only) == 0 and only.columns == ["time", "flow", "direction"]
+
+
+def test_key_columns_must_code_alike():
+    runs = SortedRuns(KEYS)
+    one = Columns({"time": np.zeros(2, "datetime64[ns]"), "flow": np.arange(2),
+                   "direction": Coded([0, 1], ["fwd", "rev"], True)})
+    runs.add(one)
+    other = Columns({"time": np.zeros(2, "datetime64[ns]"), "flow": np.arange(2) + 5,
+                     "direction": Coded([0, 1], ["rev", "fwd"], True)})
+    with pytest.raises(ValueError, match="direction"):
+        runs.add(other)
