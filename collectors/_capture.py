@@ -28,7 +28,6 @@ batches read so far are kept (``reader.problem`` holds the message).
 from __future__ import annotations
 
 import gzip
-import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -36,13 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
+from airlink.core.envflags import env_flag
+
 from airlink.core.errors import FormatError
 
 try:                                   # the record walk and header decoder in C, built by pip when gcc exists
     from . import _records
 except ImportError:                    # pragma: no cover - depends on the build
     _records = None
-if os.environ.get("AIRLINK_PURE_PYTHON"):   # as for the replay shells: no compiled parts
+if env_flag("AIRLINK_PURE_PYTHON", False):   # as for the replay shells: no compiled parts
     _records = None
 
 PCAP_MAGICS = {

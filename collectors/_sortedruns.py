@@ -41,12 +41,15 @@ class SortedRuns:
     on disk, that together make one frame sorted stably by ``keys``; :meth:`chunks` yields
     it in order, :meth:`whole` in one piece. ``attrs``: the frame's provenance (as
     :attr:`._columns.Columns.attrs`). Coded key columns must have the same values in every
-    run (their codes are compared)."""
+    run (their codes are compared). ``folder``: where the runs' file is made (the system's
+    temporary folder when None; a caller writing big outputs passes their folder, since the
+    temporary folder may be a tmpfs, i.e. memory); it has no name there and is gone when
+    closed or when the process ends, however it ends."""
 
-    def __init__(self, keys, attrs: dict | None = None):
+    def __init__(self, keys, attrs: dict | None = None, folder=None):
         self.keys = list(keys)
         self.attrs = dict(attrs or {})
-        self._file = tempfile.TemporaryFile()     # removed when closed, or by the system
+        self._file = tempfile.TemporaryFile(dir=folder)
         self._runs: list = []          # per run: (rows, {name: (byte offset, dtype)}, {name: values})
         self._first: Columns | None = None        # the first frame's columns, no rows
         self._dtypes: dict = {}        # name -> dtype of the joined column

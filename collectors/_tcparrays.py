@@ -6,15 +6,15 @@ values so one sort or running maximum serves every group at once.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
+
+from airlink.core.envflags import env_flag
 
 try:                                   # the analysis' per-row loops in C, built by pip when gcc exists
     from . import _tcploops
 except ImportError:                    # pragma: no cover - depends on the build
     _tcploops = None
-if os.environ.get("AIRLINK_PURE_PYTHON"):   # as for the capture reader: no compiled parts
+if env_flag("AIRLINK_PURE_PYTHON", False):   # as for the capture reader: no compiled parts
     _tcploops = None
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10

@@ -83,7 +83,7 @@ class _Census:
                "side_syn": (True, False), "side_ack": (True, False), "side_ws": (True, True),
                "side_mss": (True, True)}
 
-    def __init__(self):
+    def __init__(self, spill_folder=None):
         import tempfile
         self.nflows = 0
         self.cap = 0                      # flows the arrays hold (grown by doubling)
@@ -93,7 +93,8 @@ class _Census:
         self.ecn = np.zeros(0, np.int64)  # packets per flow * 4 + ECN codepoint
         # name -> [time, index, value] of the row kept per flow (or flow * 2 + side)
         self.kept = {k: [np.zeros(0, np.int64) for _ in range(3)] for k in self.TRACKED}
-        self.ts_file = tempfile.TemporaryFile()      # every packet's time, on disk until needed
+        # every packet's time, on disk until needed
+        self.ts_file = tempfile.TemporaryFile(dir=spill_folder)
         self.late, self.top = 0, None
 
     def _grow(self, nflows: int) -> None:
@@ -362,7 +363,8 @@ class GroupGatherer:
 
 
 def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=None,
-                 census: bool = False, limit: int | None = None, size: int = 0) -> dict:
+                 census: bool = False, limit: int | None = None, size: int = 0,
+                 spill_folder=None) -> dict:
     """Narrow columns of every IP packet of a capture, in file order (see the module notes).
 
     Returns a dict: the :data:`KEPT` arrays, ``pflow`` (int32 provisional flow id, in order
@@ -390,7 +392,8 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     are turned into the start of a census and the rest of the file is read as with
     ``census=True`` (the result then has ``census``: True): no second pass for it; a capture
     whose first batch says it holds more than :data:`CENSUS_AT_ONCE` times the limit
-    (:func:`records_in_file`) is read as a census from its first packet.
+    (:func:`records_in_file`) is read as a census from its first packet. ``spill_folder``:
+    where ``ts_file`` is made (the system's temporary folder when None).
     """
     path = Path(path)
     bar, update = progress_bar(path, progress)
@@ -400,12 +403,12 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
     file_bytes = file_size(path)
     columns = None if census else PacketColumns(keep, size)
     n_ip = 0
-    tally = _Census() if census else None
+    tally = _Census(spill_folder) if census else None
     try:
         for batch in reader:
             if columns is not None and keep is None and columns.size == 0:
                 if limit is not None and records_in_file(batch, file_bytes) > CENSUS_AT_ONCE * limit:
-                    tally, columns = _Census(), None
+                    tally, columns = _Census(spill_folder), None
                 else:
                     columns.reserve_for(batch, file_bytes)
             d, pflow, swap = decode_connections(batch, conns, unknown)
@@ -416,7 +419,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
             ipidx0, n_ip = n_ip, n_ip + m
             if limit is not None and n_ip > limit and tally is None:
                 # more packets than the limit: what was read becomes the start of a census
-                tally = _Census()
+                tally = _Census(spill_folder)
                 if columns.size:
                     done = columns.dense()
                     step = 1 << 16                  # in batch-sized parts (sorted alone, if at all)

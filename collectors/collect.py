@@ -78,7 +78,7 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
     try:
         analysis = analyze_tcp(path, resolution=resolution, salvage=salvage, max_packets=max_packets,
                                flows_ready=None if pass_ is None else pass_.start, feed_packets=True,
-                               stream_frames=True)
+                               stream_frames=True, spill_folder=dest["flows"].parent)
         info = dict(analysis.attrs)
         written = {kind: _write(analysis.output(name), dest[kind], kind, extra)
                    for kind, name in (("flows", "flows"), ("tcp", "series"), ("tcp-events", "events"))}

@@ -107,7 +107,7 @@ def _resolution_s(resolution) -> float:
 
 def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
                 max_packets: int | None = None, flows_ready=None, feed_packets: bool = False,
-                stream_frames: bool = False) -> TcpAnalysis:
+                stream_frames: bool = False, spill_folder=None) -> TcpAnalysis:
     """Flows, TCP events and per-direction time series at ``resolution`` (e.g. ``"100ms"``).
 
     ``packets_or_path`` is a ``packets`` frame (from :func:`read_pcap`) or a capture path.
@@ -143,13 +143,19 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     frame in order, a bounded number of rows at a time) - for writers that take a frame in
     row groups, so memory does not grow with the capture. ``.series`` and ``.events`` are
     the same frames either way.
+
+    ``spill_folder`` (capture path): where the analysis' nameless temporary files (the
+    census' packet times, the streamed frames' runs) are made; the system's temporary folder
+    when None. A caller writing big outputs passes their folder: the temporary folder may be
+    a tmpfs, i.e. memory. The files have no name and are gone when the analysis ends,
+    however it ends.
     """
     res_s = _resolution_s(resolution)
     if isinstance(packets_or_path, (str, Path)):
         # no packets frame: the capture is decoded straight into the narrow columns used here
         from ._tcpinput import read_columns
         limit = None if max_packets is None else max(1, int(max_packets))
-        raw = read_columns(packets_or_path, salvage=salvage, limit=limit)
+        raw = read_columns(packets_or_path, salvage=salvage, limit=limit, spill_folder=spill_folder)
         if raw.get("census"):                # more packets than max_packets: flows in groups
             census = raw
             del raw
@@ -166,7 +172,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
                     flows_ready(keys, int(census["lateness_ns"]))
             try:
                 return _analyze_grouped(packets_or_path, census, gnum, groups, streamed, res_s, salvage,
-                                        limit, feed, stream_frames=stream_frames)
+                                        limit, feed, stream_frames=stream_frames, spill_folder=spill_folder)
             finally:
                 if feed is not None and feed.end is None:      # never fed: its reader must not wait
                     feed.close(error=RuntimeError("the analysis ended before its pass over the capture"))
@@ -496,7 +502,8 @@ def _one_pass_reads(census: dict, groups, streamed, max_packets: int) -> bool:
 
 
 def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, salvage: bool,
-                     max_packets: int, feed=None, *, stream_frames: bool = False) -> TcpAnalysis:
+                     max_packets: int, feed=None, *, stream_frames: bool = False,
+                     spill_folder=None) -> TcpAnalysis:
     """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there);
     ``gnum``: the global flow number of each provisional flow (:func:`_census_flows`),
     ``groups``/``streamed``: :func:`_flow_groups`; ``feed``: handed the batches of the pass
@@ -512,7 +519,8 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     flows, series, events, tcp_packets = [], [], [], 0
     if stream_frames:
         from ._sortedruns import SortedRuns
-        series, events = SortedRuns(SERIES_ORDER), SortedRuns(EVENTS_ORDER)
+        series = SortedRuns(SERIES_ORDER, folder=spill_folder)
+        events = SortedRuns(EVENTS_ORDER, folder=spill_folder)
 
     def keep_result(a, global_numbers):
         nonlocal tcp_packets

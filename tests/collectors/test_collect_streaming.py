@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -324,6 +325,30 @@ def test_collect_max_packets(tmp_path, run_airlink, small_runs):
     assert pq.ParquetFile(outs[0] / "r.tcp.parquet").metadata.num_row_groups > 1     # merged chunks
     status, _, err = run_airlink("collect", f, "-o", tmp_path / "bad", "--max-packets", "0")
     assert status == 2 and "--max-packets" in err and len(err.strip().splitlines()) == 1
+
+
+def test_collect_spills_into_its_output_folder(tmp_path, monkeypatch, small_runs):
+    """The analysis' temporary files (the census' packet times, the flow groups' sorted
+    runs) are made in the output folder, not the system's temporary folder (a tmpfs on many
+    systems: memory); nothing of them is left there once collect is done."""
+    import tempfile
+
+    from airlink.collectors.collect import collect_capture
+    f = tmp_path / "r.pcap"
+    f.write_bytes(pcap_bytes(reordered_capture()))
+    out = tmp_path / "out"
+    out.mkdir()
+    made = []
+    real = tempfile.TemporaryFile
+
+    def recorded(*args, **kw):
+        made.append(kw.get("dir"))
+        return real(*args, **kw)
+    monkeypatch.setattr(tempfile, "TemporaryFile", recorded)
+    collect_capture(f, out, prefix="r.", max_packets=100)
+    assert len(made) >= 3 and all(d is not None and Path(d) == out for d in made)   # times, 2 frames
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"r.{n}.parquet" for n in ("packets", "flows", "tcp", "events"))
 
 
 def test_packet_tables_equal_the_frames(tmp_path, maybe_shared, small_batches):
