@@ -351,7 +351,7 @@ def samples_needed(live, error: float) -> int:
 
 def metrics(res: dict) -> dict:
     """``{workload name: samples}`` of one client result."""
-    out = {"ping RTT": res["ping_ms"]}
+    out = {"ping RTT": res["ping_ms"]} if res.get("ping_ms") else {}
     if res.get("page_ms"):
         out["page load"] = res["page_ms"]
     if res.get("bulk_mbps"):
