@@ -54,16 +54,12 @@ one. How:
   -1 the step's search for a HARQ retransmission's subchannel starts from, so no
   retransmission goes there either. (What the step would need instead: a per-TTI mask of
   available subchannels as an input of :func:`airlink.sim.kernel.run_chunk`.)
-- a followed UE's reported SINR (and, for an NR-Scope log, its real one) on every PRB is the linear threshold of the rate
+- a followed UE's reported and real SINR on every PRB is the linear threshold of the rate
   table's row of the recorded MCS (the highest row whose 38.214 MCS index is not above
   it), so per-slot link adaptation from the reported SINR (``link_adaptation: cqi``, which
   the cell then uses: the recorded MCS is the base station's choice, its own outer loop
-  included) picks that row. Its first transmissions fail with the table's BLER at the
-  threshold (10 %) for an NR-Scope log; for an airlink MAC log the *real* SINR (not the
-  reported one) sits above or below the threshold so that they fail as often as the UE's
-  did in the log (:func:`recorded_bler`, :func:`bler_sinr`): the recorded cell's link
-  adaptation picked rows on a frequency-selective channel, whose first transmissions
-  failed about 3 % of the time, not the 10 % of a SINR exactly at a row's threshold.
+  included) picks that row, and its first transmissions fail with the table's BLER at the
+  threshold (10 %).
 
 Time: TTI ``k`` of the run is slot ``(start + k) mod L`` of the log (``L`` = last slot + 1,
 slots numbered by the collector from the log's first, TTIs of an airlink MAC log from
@@ -112,8 +108,6 @@ class Demand:
     rows: np.ndarray
     arrivals: np.ndarray
     backlog: np.ndarray
-    #: float64 (K,) each one's recorded first-transmission block error rate (:func:`recorded_bler`)
-    bler: np.ndarray = None
 
 
 @dataclass
@@ -130,8 +124,6 @@ class MeasuredCell:
         when they are 38.214 MCS indices (NR-Scope)
     held_slots : slots whose cross-traffic is a held one (no followed UE had data there)
     demand : the other users as simulated UEs (``others="demand"``), or None
-    bler : per followed RNTI, its recorded first-transmission block error rate (an airlink
-        MAC log, :func:`recorded_bler`); empty for an NR-Scope log (the table's target)
     """
 
     source: str
@@ -145,7 +137,6 @@ class MeasuredCell:
     mcs_rows: bool = False
     held_slots: int = 0
     demand: "Demand | None" = None
-    bler: dict = field(default_factory=dict)
 
     def slots_of(self, k0: int, n: int) -> np.ndarray:
         """The log slots of TTIs ``k0 .. k0+n-1``."""
@@ -272,36 +263,8 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         had[wanted[wanted["user"].isin(followed)]["slot"].to_numpy(np.int64)] = True
         cross, held = _hold_over_idle(cross, had)
     series = {r: _mcs_series(frame, r, n_slots, rows=mac_log) for r in sorted(followed)}
-    bler = {r: recorded_bler(frame, r) for r in sorted(followed)} if mac_log else {}
     return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series, mac_log, held,
-                        demand, bler)
-
-
-#: the recorded block error rates :func:`bler_sinr` places a SINR for are kept in this range
-#: (a UE whose blocks never failed in the log gets the SINR of a 0.1 % BLER, not an infinite one)
-BLER_RANGE = (1e-3, 0.5)
-
-
-def recorded_bler(frame: pd.DataFrame, user: str) -> float:
-    """A MAC log user's first-transmission block error rate: its HARQ retransmissions over
-    its new blocks, ``sum(retx_blocks) / sum(prbs - retx_blocks)`` (one block per
-    subchannel and TTI; a block that failed again counts once more, which over-states the
-    rate by its retransmissions' own error rate, a few % of it). ``frame``: the rows of
-    :func:`mac_log_dcis`. The table's 10 % when the user had no new block."""
-    f = frame[frame["user"] == user]
-    retx = float(f["retx_blocks"].sum())
-    new = float((f["prbs"] - f["retx_blocks"]).clip(lower=0).sum())
-    return retx / new if new > 0 else 0.1
-
-
-def bler_sinr(table, bler) -> np.ndarray:
-    """float32 (..., rows): the linear SINR at which a first transmission on each row of
-    ``table`` fails with probability ``bler`` (a scalar or an array of rates, each clipped
-    to :data:`BLER_RANGE`): the table's curve ``BLER_m(s) = 1 / (1 + exp(slope (s -
-    s50_m)))`` (dB) solved for ``s = s50_m + ln((1 - p) / p) / slope``."""
-    p = np.clip(np.asarray(bler, np.float64), *BLER_RANGE)[..., None]
-    db = np.asarray(table.s50_db, np.float64) + np.log((1 - p) / p) / float(table.slope)
-    return (10 ** (db / 10)).astype(np.float32)
+                        demand)
 
 
 def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: int) -> Demand:
@@ -311,18 +274,16 @@ def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: 
     rows = np.ones((k, n_slots), np.int64)
     arrivals = np.zeros((k, n_slots))
     backlog = np.zeros((k, n_slots))
-    bler = np.full(k, 0.1)
     for i, u in enumerate(users):
         f = every[every["user"] == u]
         slot = f["slot"].to_numpy(np.int64)
         arrivals[i, slot] = f["arrivals_bytes"].to_numpy(np.float64)
-        bler[i] = recorded_bler(scheduled, u)
         backlog[i, slot] = np.maximum(f["seen_bytes"].to_numpy(np.float64) - arrivals[i, slot], 0.0)
         try:
             rows[i] = _mcs_series(scheduled, u, n_slots, rows=True)
         except AirlinkError:
             pass
-    return Demand(users, rows, arrivals, backlog, bler)
+    return Demand(users, rows, arrivals, backlog)
 
 
 def _hold_over_idle(cross: pd.DataFrame, had: np.ndarray) -> tuple:
@@ -410,7 +371,6 @@ def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
                          "mcs": np.rint(np.nan_to_num(mcs)).astype(np.int64),
                          "tbs_bytes": frame["tx_bytes"].to_numpy(np.float64),
                          "retransmission": frame["harq_retransmissions"].to_numpy(np.int64) > 0,
-                         "retx_blocks": frame["harq_retransmissions"].to_numpy(np.int64),
                          "wanted": (np.nan_to_num(seen) > 0) | (nsub > 0), "seen_bytes": np.nan_to_num(seen),
                          "arrivals_bytes": np.nan_to_num(frame["arrivals_bytes"].to_numpy(np.float64))
                          if "arrivals_bytes" in frame.columns else np.zeros(len(frame))})
@@ -530,8 +490,6 @@ class FromLogRadio(Radio):
         np.add.at(mask, (inv, start + cross["prbs"].to_numpy(np.int64)), -1)
         self._busy = np.cumsum(mask, axis=1)[:, :n_c] > 0
         self._row_of = {r: measured.table_rows(self.table, s) for r, s in measured.mcs_series.items()}
-        # the real SINR of each row for each followed RNTI of a MAC log (none: the threshold)
-        self._real_of = {r: bler_sinr(self.table, p) for r, p in measured.bler.items()}
         self._cross_rows = measured.table_rows(self.table, cross["mcs"]) if len(cross) else None
         self._inner = None
         self.others_served = np.zeros(len(measured.demand.users) if measured.demand is not None else 0)
@@ -548,7 +506,7 @@ class FromLogRadio(Radio):
     def _demand_step(self, inp, i: int, out: dict, backlog) -> None:
         """TTI ``inp.k0 + i`` with the other users as UEs ``U .. U+K-1`` of an inner radio of
         the same cell: their channel is the threshold of their recorded row on every
-        subchannel (the real one placed for their recorded block error rate), their queues (kept by the inner radio's step, no buffer limit) get their
+        subchannel, their queues (kept by the inner radio's step, no buffer limit) get their
         recorded arrivals; the live UEs' inputs are this TTI's; block-error and tie-breaking
         draws are the inner radio's own (:meth:`_draw`). The live UEs'
         outputs are added to ``out``; the others' served bytes to :attr:`others_served`."""
@@ -566,8 +524,7 @@ class FromLogRadio(Radio):
         self._drawn += 1
         x.k0 = k
         x.real[0, :n_u], x.rep[0, :n_u] = inp.real[i], inp.rep[i]
-        x.rep[0, n_u:] = self._others_lin[slot][:, None]
-        x.real[0, n_u:] = self._others_real[slot][:, None]
+        x.real[0, n_u:] = x.rep[0, n_u:] = self._others_lin[slot][:, None]
         x.arrivals[0, n_u:] = d.arrivals[:, slot]
         x.u_err, x.perm = self._u_err[j:j + 1], self._perm[j:j + 1]
         row = self._row
@@ -594,10 +551,7 @@ class FromLogRadio(Radio):
                                     n_subchannels=self.n_subchannels, n_tti=self.n_tti, live=True)
         inner.state["backlog"][self.n_users:] = d.backlog[:, slot]
         # (L, K): each other user's linear SINR per slot, the threshold of its recorded row
-        rows = np.clip(d.rows - 1, 0, len(self.thr_lin) - 1)
-        self._others_lin = self.thr_lin[rows].T.copy()
-        # (L, K): the real one, placed for each one's recorded block error rate
-        self._others_real = np.take_along_axis(bler_sinr(self.table, d.bler), rows, axis=1).T.copy()
+        self._others_lin = self.thr_lin[np.clip(d.rows - 1, 0, len(self.thr_lin) - 1)].T.copy()
         real = np.zeros((1, n, self.n_subchannels), np.float32)
         none = np.zeros((0, n), np.float32)
         self._x = ChunkInputs(-1, 1, real, real.copy(), np.zeros((1, n)), None, None, none, none)
@@ -622,19 +576,16 @@ class FromLogRadio(Radio):
     def inputs(self, k0: int, n: int, *, mac_log: bool = True):
         inp = super().inputs(k0, n, mac_log=mac_log)
         real = inp.real.copy()
-        rep = inp.rep.copy() if inp.rep is not inp.real or self._real_of else real
+        rep = real if inp.rep is inp.real else inp.rep.copy()
         idx = self.measured.slots_of(k0, n)
         for u, rnti in enumerate(self.measured.follow):
             if rnti is None:
                 continue
-            row = self._row_of[rnti][idx]
-            lin = self.thr_lin[row]
-            act = self._real_of[rnti][row] if rnti in self._real_of else lin
-            real[:, u, :] = act[:, None]
+            lin = self.thr_lin[self._row_of[rnti][idx]]
+            real[:, u, :] = lin[:, None]
             rep[:, u, :] = lin[:, None]
             if mac_log:
-                inp.sinr_db[:, u] = 10 * np.log10(act)
-                inp.sinr_rep_db[:, u] = 10 * np.log10(lin)
+                inp.sinr_db[:, u] = inp.sinr_rep_db[:, u] = 10 * np.log10(lin)
         busy = np.broadcast_to(self.busy_prbs(k0, n)[:, None, :], real.shape)
         real[busy] = MASKED
         rep[busy] = MASKED

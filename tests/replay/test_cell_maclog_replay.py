@@ -245,34 +245,3 @@ def test_a_folder_is_not_a_cell_log(tmp_path, capsys):
     assert _cli("--from-log", tmp_path, "--preset", "quick", "--", "true") == 2
     err = capsys.readouterr().err
     assert err.startswith("airlink: error: ") and f"{tmp_path}: not a file" in err
-
-
-def test_followed_ue_fails_as_often_as_in_the_log(tmp_path):
-    """UE 1's blocks failed 2 % of the time in a hand-made log (a retransmission in 2 % of
-    its new blocks): its replayed first transmissions fail about as often, not at the 10 %
-    of a SINR at its row's threshold. The placed SINR is checked against the rate table's
-    own BLER curve, the failures counted in the replay's MAC log."""
-    from airlink.sim.rates import rate_table
-    n = 1000
-    src = recorded_cell(tmp_path, seconds=n / 1000)
-    log = pd.read_parquet(src)
-    ue1 = (log["user"] == "1").to_numpy()
-    log.loc[ue1, "harq_retransmissions"] = 0
-    sched = np.flatnonzero(ue1 & (log["subchannels"] > 0).to_numpy())
-    want = round(0.02 * log.loc[ue1, "subchannels"].sum())
-    log.loc[sched[np.linspace(0, len(sched) - 1, want).astype(int)], "harq_retransmissions"] = 1
-    path = write_like(log, src, tmp_path / "bler.parquet")
-    p = want / (log.loc[ue1, "subchannels"].sum() - want)
-    shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1", seed=5)
-    radio, mac = run_radio(shell, n)
-    live = mac[~mac["cross_traffic"] & (mac["subchannels"] > 0)]
-    # the real SINR of a new block sits where the table's curve gives the logged rate
-    new = live[live["harq_retransmissions"] == 0]
-    table = rate_table("lte-cqi")
-    bler = table.bler(new["mcs"].to_numpy(int) - 1, new["sinr_db"].to_numpy())
-    np.testing.assert_allclose(bler, p, rtol=1e-3)
-    # and the replay's blocks fail about that often (binomial: +-4 sd of some 6,000 blocks)
-    retx = live["harq_retransmissions"].sum()
-    fails = retx / (live["subchannels"].sum() - retx)
-    blocks = live["subchannels"].sum() - retx
-    assert abs(fails - p) < 4 * np.sqrt(p * (1 - p) / blocks) + 1e-9, (fails, p, blocks)
