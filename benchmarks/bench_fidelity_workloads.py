@@ -34,11 +34,18 @@ divided by the live mean.
    100 KB, 1 MB (and 10 MB with ``--big``) on a new connection each (connect to last byte),
    a page load (a 30 KB document, then 40 objects of 2-60 KB over 6 persistent
    connections; document request to last object byte) and a bulk download (goodput in each
-   of 5 one-second intervals after its first second).
-   ``--passes`` passes per run.
+   of 5 one-second intervals after its first second; then the client stops the server and
+   reads to the end of the stream, so that the next workload does not start behind the
+   download's queued packets). ``--passes`` passes per run; ``--workloads`` picks the kinds
+   (ping, page, bulk, train, download) and ``--repeat KIND=N`` runs a kind N times a pass
+   (more samples of the cheap ones at little cost).
 
 The table: one row per workload metric, one column per replay, with the number of live
-and replayed samples and each error's bootstrap 10-90 % range (how settled it is). Needs root. Usage::
+and replayed samples and each error's bootstrap 10-90 % range (how settled it is). Below
+it, the ground truth's noise: the live floor (each live seed against the others), the
+floor independent samples would give (:func:`bridge_error`; a ratio well above 1 says the
+seeds differ), what a perfect replay with the run's sample sizes would score, and the
+samples each side at which that falls to 2.5 % (half the 5 % goal). Needs root. Usage::
 
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py                 # ~6 min
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 3 --big \
@@ -68,6 +75,7 @@ RECORD_PORT = 9050
 WORKLOAD = "airlink link (workload)"
 SCHEDULER = "airlink cell (sched, share)"
 DEMAND = "airlink cell (sched, demand)"
+KINDS = ("ping", "page", "bulk", "train", "download")
 ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
@@ -85,16 +93,18 @@ MSS = 1344
 TRAIN_PACKET_BYTES = 1396
 
 SERVER = TCP_SERVER + r"""
-import sys
+import select, sys
 port = int(sys.argv[1])
 def download(c):                              # a line per request: the bytes wanted
     f = c.makefile("rb")
     block = bytes(65536)
     for line in f:                            # persistent: requests until the client closes
         n = int(line)
-        if n == 0:                            # bulk: until the client goes
-            while True:
+        if n == 0:                            # bulk: until the client says stop (or goes);
+            while not select.select([c], [], [], 0)[0]:
                 c.sendall(block)
+            c.shutdown(socket.SHUT_WR)        # then the end of the stream after the last block
+            return
         while n > 0:
             n -= c.send(block[:min(n, 65536)])
 def tcp():
@@ -118,7 +128,9 @@ udp()
 CLIENT = r"""
 import json, os, random, socket, sys, time
 out, passes, seed, big = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-stop = sys.argv[5] if len(sys.argv) > 5 else None   # the background ends when this file exists
+# the plan: each workload kind's trials per pass ("ping=3,train=4,..."; "-" for the background)
+plan = dict((k, int(v)) for k, v in (kv.split("=") for kv in sys.argv[5].split(",") if "=" in kv))
+stop = sys.argv[6] if len(sys.argv) > 6 else None   # the background ends when this file exists
 host = os.environ.get("AIRLINK_BASE") or os.environ.get("MAHIMAHI_BASE")
 port = %(port)d
 ue = int(os.environ.get("AIRLINK_UE", "1"))
@@ -248,6 +260,12 @@ def bulk():
             if now - mark >= 1.0:
                 res["bulk_mbps"].append(got * 8 / 1e6 / (now - mark))
                 mark, got, n = now, 0, n + 1
+        # stop the server and take what is on the way to the end of the stream: the next
+        # workload must not start behind a queue of this download's packets
+        c.sendall(b"stop\n")
+        c.settimeout(10)
+        while c.recv(1 << 20):
+            pass
     except OSError:
         pass
     finally:
@@ -258,8 +276,10 @@ res["page_ms"], res["bulk_mbps"] = [], []
 sizes = [%(sizes)s] + ([%(big)d] if big else [])
 time.sleep(2.0)                                   # let the background start
 for p in range(passes):
-    jobs = ([("ping", None), ("page", None), ("bulk", None)] + [("train", n) for n in (%(trains)s)]
-            + [("download", s) for s in sizes])
+    jobs = ([("ping", None)] * plan.get("ping", 0) + [("page", None)] * plan.get("page", 0)
+            + [("bulk", None)] * plan.get("bulk", 0)
+            + [("train", n) for n in (%(trains)s)] * plan.get("train", 0)
+            + [("download", s) for s in sizes] * plan.get("download", 0))
     rng.shuffle(jobs)
     for kind, arg in jobs:
         time.sleep(rng.uniform(0.5, 1.0))
@@ -281,6 +301,14 @@ json.dump(res, open(out, "w"))
        "bulk_s": BULK_SECONDS}
 
 
+def _repeat(text: str) -> tuple:
+    """``KIND=N`` of ``--repeat``."""
+    kind, _, n = text.partition("=")
+    if kind not in KINDS or not n.isdigit() or int(n) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: want KIND=N, KIND one of {', '.join(KINDS)}, N >= 1")
+    return kind, int(n)
+
+
 def distribution_error(replayed, live) -> float:
     """CellReplay's distribution error: EMD(replayed, live) / mean(live)."""
     from scipy.stats import wasserstein_distance
@@ -297,9 +325,33 @@ def error_spread(replayed, live, n: int = 200, seed: int = 1) -> tuple:
     return float(np.percentile(errs, 10)), float(np.percentile(errs, 90))
 
 
+def bridge_error(live, n_a: int, n_b: int) -> float:
+    """The distribution error two independent samples of ``n_a`` and ``n_b`` draws from the
+    live distribution show on average: ``E[EMD] / mean = sqrt(2/pi) * J * sqrt(1/n_a + 1/n_b)
+    / mean``, ``J = integral of sqrt(F(1 - F)) dx`` over the live samples' CDF ``F``.
+
+    Why: ``sqrt(n_a n_b / (n_a + n_b)) (F_a - F_b)`` tends to a Brownian bridge ``B(F)``
+    (Donsker), ``EMD = integral |F_a - F_b| dx`` and ``E|B(t)| = sqrt(2 t (1 - t) / pi)``.
+    It is what a perfect replay of ``n_a`` samples scores against ``n_b`` live ones if the
+    samples are independent; a live floor well above it says they are not (the seeds differ
+    or a run's samples move together), and more samples per seed then lower it less than
+    more seeds do."""
+    v = np.sort(np.asarray(live, float))
+    f = np.arange(1, len(v)) / len(v)                 # the CDF between consecutive samples
+    j = float(np.sum(np.sqrt(f * (1 - f)) * np.diff(v)))
+    return float(np.sqrt(2 / np.pi) * j * np.sqrt(1 / n_a + 1 / n_b) / np.mean(v))
+
+
+def samples_needed(live, error: float) -> int:
+    """Samples ``n`` (live and replayed alike) at which :func:`bridge_error` of ``n`` against
+    ``n`` falls to ``error``: ``n = 2 (sqrt(2/pi) J / (error * mean))^2``."""
+    per = bridge_error(live, 1, 1) / np.sqrt(2)        # sqrt(2/pi) J / mean
+    return int(np.ceil(2 * (per / error) ** 2))
+
+
 def metrics(res: dict) -> dict:
     """``{workload name: samples}`` of one client result."""
-    out = {"ping RTT": res["ping_ms"]}
+    out = {"ping RTT": res["ping_ms"]} if res.get("ping_ms") else {}
     if res.get("page_ms"):
         out["page load"] = res["page_ms"]
     if res.get("bulk_mbps"):
@@ -328,6 +380,8 @@ class Bench:
         (tmp / "server.py").write_text(SERVER)
         (tmp / "client.py").write_text(CLIENT)
         self.procs = []
+        #: trials per pass of each workload kind (0: not run)
+        self.plan = {k: (args.repeat.get(k, 1) if k in args.workloads else 0) for k in KINDS}
 
     def start(self, argv):
         p = subprocess.Popen(["ip", "netns", "exec", self.ns, *map(str, argv)], env=user_env(),
@@ -355,7 +409,7 @@ class Bench:
         a = self.args
         stop = self.tmp / f"stop-{seed}-{time.monotonic_ns()}"
         ue_cmd = (f'if [ "$AIRLINK_UE" = 1 ]; then {inner}; touch {stop}; '
-                  f'else exec {self.args.client_python} {self.tmp}/client.py /dev/null 1 {seed} 0 {stop}; fi')
+                  f'else exec {self.args.client_python} {self.tmp}/client.py /dev/null 1 {seed} 0 - {stop}; fi')
         log = ["--mac-log", mac_log] if mac_log is not None else []
         return self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--preset", a.preset, "--scheduler", "pf",
                          "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", *log,
@@ -363,14 +417,16 @@ class Bench:
 
     def live(self, seed: int) -> dict | None:
         out = self.tmp / f"live-{seed}.json"
-        r = self.cell(seed, f"{self.args.client_python} {self.tmp}/client.py {out} {self.args.passes} {seed} "
-                            f"{int(self.args.big)}", timeout=self.budget())
+        r = self.cell(seed, " ".join(map(str, self.client_argv(out, seed))), timeout=self.budget())
         return self._load(out, r, f"live seed {seed}")
 
     def budget(self) -> float:
+        """The seconds a run of the plan may take (generous: a loaded machine, a slow replay)."""
+        n = self.plan
         page = 8 + (PAGE_DOC + sum(PAGE_OBJECTS)) * 8 / 2e6
-        per = (20 * 0.2 + 2.0 * len(TRAINS) + sum(4 + s * 8 / 2e6 for s in SIZES) + page + BULK_SECONDS + 3
-               + (60 if self.args.big else 0))
+        per = (n.get("ping", 0) * (20 * 0.2 + 1) + n.get("train", 0) * len(TRAINS) * 3.0
+               + n.get("download", 0) * (sum(4 + s * 8 / 2e6 for s in SIZES) + (60 if self.args.big else 0))
+               + n.get("page", 0) * (page + 1) + n.get("bulk", 0) * (BULK_SECONDS + 4))
         return 10 + self.args.passes * (per + 8)
 
     def record(self) -> Path | None:
@@ -397,7 +453,7 @@ class Bench:
         secs = self.args.record_seconds
         full = self.tmp / "cell-rec-full.parquet"
         bulk = (f"AIRLINK_UE=2 timeout {secs:g} {self.args.client_python} {self.tmp}/client.py /dev/null 1 "
-                f"{self.args.record_seed} 0 {self.tmp}/never")
+                f"{self.args.record_seed} 0 - {self.tmp}/never")
         r = self.cell(self.args.record_seed, bulk, timeout=secs + 15, mac_log=full)
         if not full.exists():
             print(f"cell recording failed: {r.stderr.strip()[-300:]}", flush=True)
@@ -434,7 +490,8 @@ class Bench:
         return self._load(out, r, "airlink cell --from-log")
 
     def client_argv(self, out: Path, seed: int):
-        return [self.args.client_python, self.tmp / "client.py", out, self.args.passes, seed, int(self.args.big)]
+        return [self.args.client_python, self.tmp / "client.py", out, self.args.passes, seed, int(self.args.big),
+                ",".join(f"{k}={n}" for k, n in self.plan.items())]
 
     def replay_airlink(self, rec: Path, base_ms: int, seed: int):
         out = self.tmp / f"airlink-{seed}.json"
@@ -518,6 +575,11 @@ def main(argv=None) -> int:
     ap.add_argument("--delay", type=float, default=20, help="wired one-way delay around the cell, ms (20)")
     ap.add_argument("--uplink", default="5Mbit/s", help="each UE's uplink in the cell (5Mbit/s)")
     ap.add_argument("--big", action="store_true", help="also 10 MB downloads")
+    ap.add_argument("--workloads", nargs="+", choices=KINDS, default=list(KINDS), metavar="KIND",
+                    help="the workload kinds to run (default all): " + ", ".join(KINDS))
+    ap.add_argument("--repeat", nargs="+", type=_repeat, default=[], metavar="KIND=N",
+                    help="trials of a kind per pass (default 1 each), for more samples of the cheap ones: "
+                         "--repeat ping=3 train=6 page=2")
     add_mahimahi_options(ap, tools=("mm-link",))
     ap.add_argument("--cellreplay-bin", default=tool_folder("mm-cellular"),
                     help="folder of CellReplay's mm-cellular (default: from PATH)")
@@ -531,6 +593,7 @@ def main(argv=None) -> int:
     ap.add_argument("--table", type=Path, metavar="JSON",
                     help="print the table of a --json file (of a finished or cut run) and exit")
     args = ap.parse_args(argv)
+    args.repeat = dict(args.repeat)
     if args.table is not None:          # the table of a saved run (or of the replays it finished)
         doc = json.loads(args.table.read_text())
         report(doc["live"], doc["replays"], [n for n in ROWS if n in doc["replays"]])
@@ -632,7 +695,47 @@ def report(live, replays, names, have=None) -> dict:
     fl = f"{np.median(floors) * 100:.1f} %" if floors else "-"
     print(f"{'median':<18} {'':>6} {'':>10} {fl:>10}  " + "  ".join(meds))
     table["live floor"] = floor
+    table["noise"] = noise(live)
     return table
+
+
+#: the error a perfect replay should stay under for a goal of 5 % to be told apart from noise
+NOISE_TARGET = 0.025
+
+
+def noise(live) -> dict:
+    """Print and return, per workload, what the ground truth's noise is made of: the live
+    floor next to the floor independent samples would give (:func:`bridge_error` of one
+    seed's samples against the other seeds', median over seeds), the error a perfect
+    replay with as many samples as the live runs would show, and the samples (live and
+    replayed each) at which that falls to :data:`NOISE_TARGET`."""
+    per = [metrics(r) for r in live]
+    pooled = merge(live)
+    out = {}
+    print(f"\nnoise of the ground truth: live floor vs independent samples' floor (ratio > 1: the seeds "
+          f"differ or a run's samples move together - more seeds help more than more samples per seed); "
+          f"perfect replay = a replay drawing as many samples from the live distribution; "
+          f"n for {NOISE_TARGET * 100:g} % = samples each side at which a perfect replay's error is "
+          f"{NOISE_TARGET * 100:g} %")
+    print(f"{'workload':<18} {'live floor':>10} {'iid floor':>10} {'ratio':>6} {'perfect replay':>15} "
+          f"{'n for ' + format(NOISE_TARGET * 100, 'g') + ' %':>12}")
+    for w, v in pooled.items():
+        if len(v) < 2 or np.ptp(v) == 0:
+            continue
+        iid = [bridge_error(v, len(m[w]), len(v) - len(m[w])) for m in per if 0 < len(m.get(w, [])) < len(v)]
+        iid_floor = float(np.median(iid)) if iid else None
+        fl = live_floor(live).get(w)
+        rec = {"iid_floor": iid_floor, "perfect": bridge_error(v, len(v), len(v)),
+               "n_needed": samples_needed(v, NOISE_TARGET)}
+        out[w] = rec
+        ratio = f"{fl / iid_floor:.1f}" if fl is not None and iid_floor else "-"
+        print(f"{w:<18} {_pct(fl):>10} {_pct(iid_floor):>10} {ratio:>6} {_pct(rec['perfect']):>15} "
+              f"{rec['n_needed']:>12}")
+    return out
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x * 100:.1f} %"
 
 
 def live_floor(live) -> dict:
