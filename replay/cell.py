@@ -213,10 +213,11 @@ class CellShell:
         late = Fraction(self.tti) / 2 if late_after is None else parse_duration(late_after, "ms")
         self.late_ns = int(late * 10**9)
         self.realtime = bool(realtime)
-        # the environment's switches, read (and a bad value refused) before anything starts
-        self._offload = _offload_wanted(queue)
-        self._rescue_ns = _rescue_ns(self.late_ns, self.tti)
-        self._writer = _writer_wanted()
+        # the environment's switches, read (and a bad value refused) before anything starts:
+        # GSO super-packets through the TUNs, the rescuers' delay (ns, 0: none), TUN writes in a thread
+        self.offload = _offload_wanted(queue)
+        self.rescue_ns = _rescue_ns(self.late_ns, self.tti)
+        self.writer_thread = _writer_wanted()
         self.last_stats = None
 
     def _radio(self, live=True):
@@ -253,7 +254,7 @@ class CellShell:
         outer = None
         namespaces = []
         handlers = {}
-        vnet = VNET_HDR_SIZE if self._offload else 0
+        vnet = VNET_HDR_SIZE if self.offload else 0
         try:
             outer = OuterSide(base_env.get("AIRLINK_BLOCK"), vnet_hdr=bool(vnet))
             blocks = divide_block(outer.block, self.n_users)
@@ -590,8 +591,8 @@ class _LiveCell:
         if cp is not None:
             kind, packets, nbytes, _aqm = core_parameters(q0)
             self.path = cp.Cell(self.outer_fd, self.inner_fds, self.net_base, self.net_mask, self.part_shift,
-                                kind, packets, nbytes, log=self._logs, rescue_ns=shell._rescue_ns,
-                                vnet=vnet, writer=shell._writer)
+                                kind, packets, nbytes, log=self._logs, rescue_ns=shell.rescue_ns,
+                                vnet=vnet, writer=shell.writer_thread)
             self.writer = bool(self.path.writer)
             for u, q in enumerate(self.queues):     # each UE's queue with its own coins
                 self.path.set_aqm(u, core_parameters(q)[3])
