@@ -52,7 +52,7 @@ class MacColumns:
                 arrays.append(numpy_array(np.asarray(col, np.int64), pa.timestamp("ns", tz="UTC")))
             elif name == "user":
                 n_u = len(self.users)
-                if n_u and n_rows % n_u == 0 and [str(v) for v in col[:n_u]] == self.users:
+                if n_u and n_rows % n_u == 0 and _tiled(col, self.users):
                     codes = np.tile(np.arange(n_u, dtype=np.int32), n_rows // n_u)
                     arrays.append(strings(self.users, codes))
                 else:           # not the documented layout: Arrow's own conversion
@@ -60,6 +60,13 @@ class MacColumns:
             else:
                 arrays.append(numpy_array(np.asarray(col), nan_is_null=nan_is_null))
         return pa.Table.from_arrays(arrays, names=list(self.columns))
+
+
+def _tiled(col, users: list) -> bool:
+    """Whether the ``user`` column ``col`` is ``users`` repeated, row after row (the layout of
+    :meth:`airlink.sim.step.Radio.mac_columns`). Every row is compared: a MAC log with rows
+    of its own between the users' (a measured cell's cross-traffic) can start like one."""
+    return bool((np.asarray(col, object).reshape(-1, len(users)) == np.array(users, object)).all())
 
 
 class SimResult:

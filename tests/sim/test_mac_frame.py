@@ -78,3 +78,17 @@ def test_mac_table_with_nan_kept_equals_pyarrows_own_arrays():
         assert got.column(name).null_count == 0 and (np.array_equal(a, b, equal_nan=True) if a.dtype.kind == "f"
                                                      else (a == b).all()), name
     assert MacColumns(cols, users).table().column("backlog_seen_bytes").null_count == (np.arange(n) % 5 == 0).sum()
+
+
+def test_mac_table_keeps_user_labels_that_are_not_repeated_in_order():
+    """A measured cell's MAC log has cross-traffic rows between the live users' (replay/
+    cell_fromlog.py): a user column that starts as "1", "2" and has an even number of rows is
+    not the repeated layout, and every label stays as given."""
+    from airlink.sim.result import MacColumns
+    users = ["1", "2"]
+    labels = np.array(["1", "2", "25864", "2", "1", "1", "2", "25864"], object)
+    cols = {"time": np.arange(len(labels), dtype=np.int64), "user": labels, "prbs": np.arange(len(labels))}
+    got = MacColumns(cols, users).table().column("user").to_pylist()
+    assert got == labels.tolist()
+    tiled = np.tile(np.array(users, object), 4)
+    assert MacColumns({**cols, "user": tiled}, users).table().column("user").to_pylist() == tiled.tolist()
