@@ -99,24 +99,32 @@ def entry() -> None:
     sys.exit(status)
 
 
-def main(argv=None) -> int:
-    global EXIT_AT_ONCE
-    from airlink.core.errors import AirlinkError
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # Shells take a command line after their own options, with or without `--`
-    # (as Mahimahi's shells do): split it off before argparse sees it.
+def parse(argv: list) -> tuple:
+    """``(parser, args)``: the command line ``argv`` (without the program name) parsed as
+    :func:`main` runs it, nothing run. A shell's command line (``args.cmd``) is split off
+    its own options first, with or without ``--``, as Mahimahi's shells take it. Bad options
+    raise as argparse does (``SystemExit``, status 2) or
+    :class:`airlink.cli._common.OptionError` (a bounded option's value)."""
     parser = build_parser(argv[0] if argv else None)
     command = None
     if argv and argv[0] in SHELLS:
         from airlink.cli._shellargs import split_command
         argv, command = split_command(argv, parser.commands[argv[0]])
-    from airlink.cli._common import OptionError
-    try:
-        args = parser.parse_args(argv)
-    except OptionError as exc:       # a bounded option's value: one line, as argparse's own exit status
-        return error(str(exc))
+    args = parser.parse_args(argv)
     if command is not None:
         args.cmd = command
+    return parser, args
+
+
+def main(argv=None) -> int:
+    global EXIT_AT_ONCE
+    from airlink.core.errors import AirlinkError
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from airlink.cli._common import OptionError
+    try:
+        parser, args = parse(argv)
+    except OptionError as exc:       # a bounded option's value: one line, as argparse's own exit status
+        return error(str(exc))
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if not argv else 2
