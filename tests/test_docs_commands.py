@@ -93,3 +93,64 @@ def test_doc_command_parses(path, number, command):
         assert exc.code in (0, None), f"{path.name}:{number}: airlink {command}\n{err.getvalue()}"
     except OptionError as exc:
         pytest.fail(f"{path.name}:{number}: airlink {command}\nairlink: error: {exc}")
+
+
+# Benchmark commands: each script parses the command lines README.md, docs/ and
+# benchmarks/RESULTS.md give it, in a child process that stops at the end of parse_args
+# (the script's own parser, as written; nothing measured).
+BENCH = re.compile(r"\.venv/bin/python (benchmarks/\w+\.py)([^`\n]*)")
+PARSE_ONLY = """
+import argparse, json, runpy, sys
+class Parsed(Exception):
+    pass
+def parse_args(self, args=None, namespace=None):
+    ns = ORIGINAL(self, args, namespace)
+    raise Parsed()
+ORIGINAL = argparse.ArgumentParser.parse_args
+argparse.ArgumentParser.parse_args = parse_args
+failed = []
+script, cases = sys.argv[1], json.loads(sys.argv[2])
+for argv in cases:
+    sys.argv = [script, *argv]
+    try:
+        runpy.run_path(script, run_name="__main__")
+        failed.append([argv, "ran past its argument parsing"])
+    except Parsed:
+        pass
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            failed.append([argv, f"exit status {exc.code}"])
+print(json.dumps(failed))
+"""
+
+
+def bench_commands() -> dict:
+    """script -> [(where, argv)] of every benchmark command in the docs."""
+    found = {}
+    for path in [*DOCS, ROOT / "benchmarks" / "RESULTS.md"]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for script, rest in BENCH.findall(line):
+                found.setdefault(script, []).append((f"{path.name}:{number}", words(rest)))
+    return found
+
+
+BENCHES = bench_commands()
+
+
+def test_results_name_benchmark_commands():
+    assert len(BENCHES) >= 10 and sum(map(len, BENCHES.values())) >= 20
+
+
+@pytest.mark.parametrize("script", sorted(BENCHES))
+def test_benchmark_commands_in_the_docs_parse(script):
+    import json
+    import subprocess
+    import sys
+    cases = BENCHES[script]
+    r = subprocess.run([sys.executable, "-c", PARSE_ONLY, str(ROOT / script), json.dumps([a for _, a in cases])],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    failed = json.loads(r.stdout.strip().splitlines()[-1])
+    where = {json.dumps(a): w for w, a in cases}
+    assert not failed, "\n".join(f"{where[json.dumps(a)]}: {script} {' '.join(a)}: {why}" for a, why in failed) \
+        + "\n" + r.stderr[-2000:]
