@@ -9,6 +9,7 @@ import pytest
 
 from airlink import inference as inf
 from airlink.cli import main
+from tests.errorline import one_error_line
 
 
 def jain(y):
@@ -94,3 +95,34 @@ def test_scheduler_reads_the_same_downlink_slots(run_airlink, morning):
     assert sorted(res["users_used"]) == sorted(str(u) for u in expected.index)     # downlink RNTIs only
     assert res["sample_period_s"] == pytest.approx(1e-3)                            # the slot, not the row spacing
     assert res["allocation"]["direction"] == "downlink" and res["allocation"]["slot_s"] == pytest.approx(1e-3)
+
+
+def downlink_slots_and_users(log) -> tuple[int, int]:
+    """(slots from the first to the last downlink grant, inclusive; RNTIs with one), from the
+    raw rows: a row's absolute slot is its (SFN, slot) residue of the 10.24 s wrap nearest
+    to what its decoding timestamp says (1 ms slots, 10 per 10 ms frame)."""
+    r = pd.read_csv(log, low_memory=False)
+    r = r[r["timestamp"].astype(str) != "timestamp"]
+    r = r.assign(**{c: pd.to_numeric(r[c]) for c in ("timestamp", "system_frame_index", "slot_index",
+                                                      "frequency_length", "rnti")})
+    residue = (r["system_frame_index"] * 10 + r["slot_index"]).to_numpy()
+    ms = ((r["timestamp"] - r["timestamp"].iloc[0]) * 1000).to_numpy()
+    absolute = residue + 10240 * np.round((ms + residue[0] - residue) / 10240)
+    dl = r["dci_format"].astype(str).str.startswith("1_").to_numpy() & (r["frequency_length"] > 0).to_numpy()
+    return int(absolute[dl].max() - absolute[dl].min() + 1), int(r["rnti"][dl].nunique())
+
+
+def test_a_dense_grid_too_big_for_memory_is_refused_with_its_size(shared_data, tmp_path, run_airlink):
+    # 137 RNTIs x 301 715 slots x 16 columns: some 25 GB while pandas built it; the kernel
+    # killed the process. The guard names the sizes before anything is allocated.
+    log = shared_data / "nr-scope" / "t_mobile1_ueactivity_afternoon_1.csv"
+    assert main(["collect", str(log), "-o", str(tmp_path)]) == 0
+    (mac,) = tmp_path.glob("*.mac.parquet")
+    slots, users = downlink_slots_and_users(log)
+    assert (slots, users) == (301715, 137)
+    status, out, err = run_airlink("infer", "scheduler", mac)
+    assert status == 2
+    one_error_line(err, str(mac), f"a dense grid of {slots} steps of 0.001 s x {users} series", "at most 1e+08")
+    # the sparse grid of fairness and jitter stays within reach
+    status, out, err = run_airlink("infer", "jitter", mac)
+    assert status == 0, err
