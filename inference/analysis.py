@@ -414,13 +414,25 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
     return FairnessReport(overall=overall, users=users, windows=pd.DataFrame(rows))
 
 
+#: the coarsest sample in which inter-service gaps are still a scheduler's: a TTI is 0.0625 to
+#: 2 ms in NR, LTE, HSPA and EV-DO, 10 to 80 ms in UMTS Release 99
+JITTER_MAX_SAMPLE_S = 0.1
+
+
 def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=None, time_column=None,
                   by=None) -> "JitterReport":
     """Inter-service gaps per user (the EV-DO study's scheduling jitter): count, mean, std, CoV and
     max in seconds, as a :class:`~airlink.inference.results.JitterReport` (``served``: the
-    column used; ``users``: the table, also ``to_frame()``). ``served`` defaults to the first of served_bytes, subchannels, prbs,
+    column used; ``users``: the table, also ``to_frame()``; ``sample_period_s``; ``cannot_tell``:
+    None or the reason). ``served`` defaults to the first of served_bytes, subchannels, prbs,
     assigned_rate_bps; a user counts as served in a sample where it is > 0. ``resolution``,
-    ``time_column``, ``by``: the grid, as for :func:`rank_factors`."""
+    ``time_column``, ``by``: the grid, as for :func:`rank_factors`.
+
+    Samples longer than :data:`JITTER_MAX_SAMPLE_S` hold many scheduling decisions: a user
+    served in any slot of a sample counts as served for all of it, so a gap shorter than a
+    sample cannot be seen and the gaps left are those between the log's samples (an
+    iCellSpeed second with 8 840 PRBs of a 50-PRB carrier was served in 177 slots or more,
+    not once). Then ``cannot_tell`` says so and the gap statistics are NaN."""
     frame = _framed(frame, resolution, time_column, by, [served], sparse=True)
     served = served or _first_present(frame, ("served_bytes", "subchannels", "prbs", "assigned_rate_bps",
                                               "tbs_bps"))
@@ -428,9 +440,15 @@ def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=
         raise AirlinkError("frame has no service column (served_bytes, subchannels, prbs, assigned_rate_bps)")
     table = wide_many(frame, [served], "frame")[served]
     period = _per_user_period(frame)
+    reason = None
+    if period > JITTER_MAX_SAMPLE_S:
+        reason = (f"one sample per {period:g} s: a user served in any slot of a sample counts as served for "
+                  f"all of it, so gaps shorter than {period:g} s cannot be seen; the gaps left would be "
+                  f"those between the log's samples, not the scheduler's (samples of at most "
+                  f"{JITTER_MAX_SAMPLE_S:g} s needed)")
     rows = []
     for user, gaps in zip(table.columns, F.service_gaps(table.to_numpy(), tti_s=period)):
-        st = F.gap_stats(gaps)
-        rows.append(dict(user=user, gaps=st["count"], mean_s=st["mean"], std_s=st["std"], cov=st["cov"],
-                         max_s=st["max"]))
-    return JitterReport(served=served, users=pd.DataFrame(rows))
+        st = F.gap_stats(gaps if reason is None else np.empty(0))
+        rows.append(dict(user=user, gaps=st["count"] if reason is None else None, mean_s=st["mean"],
+                         std_s=st["std"], cov=st["cov"], max_s=st["max"]))
+    return JitterReport(served=served, users=pd.DataFrame(rows), sample_period_s=period, cannot_tell=reason)

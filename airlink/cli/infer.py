@@ -278,10 +278,14 @@ def cmd_jitter(args) -> int:
     frame = _read(args, args.served, sparse=True)
     rep = inf.jitter_report(frame, served=args.served)
     table = rep.to_frame()
-    if args.json:
-        print_json(rep.to_dict()["users"])
+    if args.json:       # one row per user; with samples too coarse each row says why its gaps are null
+        print_json([dict(r, cannot_tell=rep["cannot_tell"]) if rep.get("cannot_tell") else r
+                    for r in rep.to_dict()["users"]])
         return 0
     print(_grid_line(frame))
+    if rep.get("cannot_tell"):
+        print(f"jitter: cannot tell: {rep['cannot_tell']}")
+        return 0
     print(f"inter-service gaps (served = {rep['served']} > 0), seconds")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

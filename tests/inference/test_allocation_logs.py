@@ -126,3 +126,24 @@ def test_a_dense_grid_too_big_for_memory_is_refused_with_its_size(shared_data, t
     # the sparse grid of fairness and jitter stays within reach
     status, out, err = run_airlink("infer", "jitter", mac)
     assert status == 0, err
+
+
+def test_jitter_cannot_tell_from_one_second_samples(shared_data, tmp_path, run_airlink):
+    # An iCellSpeed second holds the PRBs of 1000 slots: when a carrier's PRBs in a second
+    # exceed what one slot can give (sum_nRB > max_nRB), it was served in two slots or more,
+    # so its gaps were shorter than the second the old table reported as the shortest gap.
+    log = shared_data / "icellspeed" / "D1_static" / "Austin" / "ATT" / "loc_32" / "default" / \
+        "data_310410_loc-star-001d.csv"
+    raw = pd.read_csv(log, na_values=["None"])
+    assert float(np.median(np.diff(raw["seconds_since_epoch"]))) == 1.0
+    several_slots = raw["pcell_sum_nRB"] > raw["pcell_max_nRB"]
+    assert several_slots.mean() > 0.9
+    assert main(["collect", str(log), "-o", str(tmp_path)]) == 0
+    (mac,) = tmp_path.glob("*.mac.parquet")
+    status, out, err = run_airlink("infer", "jitter", mac, "--by", "carrier")
+    assert status == 0, err
+    assert "jitter: cannot tell: one sample per 1 s" in out and "mean_s" not in out
+    status, out, err = run_airlink("infer", "jitter", mac, "--by", "carrier", "--json")
+    rows = json.loads(out)
+    assert {r["user"] for r in rows} == {"ue/pcell", "ue/scell_1", "ue/scell_2"}
+    assert all(r["mean_s"] is None and "one sample per 1 s" in r["cannot_tell"] for r in rows)
