@@ -194,13 +194,22 @@ def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_pr
         "allocations_leaving_prbs_unused_alone": float(spare.mean()),
         "harq_retransmission_ratio": float(f["_retx"].mean()),
         "windows_with_2_users": int((windows["active_users"] >= 2).sum()) if len(windows) else 0,
-        "jain_index_median": float(windows["jain_index"].median()) if len(windows) else np.nan,
-        "fairness_gap_median": float(windows["fairness_gap"].replace(np.inf, np.nan).median())
-        if len(windows) else np.nan,
+        "jain_index_median": _median(windows, "jain_index"),
+        "fairness_gap_median": _median(windows, "fairness_gap"),
     }
     verdict = _verdict(uw, windows, summary, agg, has_mcs="mcs" in f.columns)
     return CellAnalysis(agg, windows, summary, verdict,
                         {"window_s": float(win_s), "tti_s": float(tti_s), "cell_prbs": int(cell_prbs)})
+
+
+def _median(windows: pd.DataFrame, column: str) -> float:
+    """Median of a window column over the windows that have a finite value (those with two or
+    more active users), NaN when none has: no numpy warning about an empty slice."""
+    if column not in windows.columns:
+        return float("nan")
+    v = windows[column].to_numpy(float)
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if v.size else float("nan")
 
 
 def _verdict(uw, windows, summary, users, *, has_mcs: bool) -> dict:

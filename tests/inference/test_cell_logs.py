@@ -186,3 +186,19 @@ def test_simulated_schedulers_get_their_verdict(tmp_path, scheduler, label):
                scheduler=scheduler).write(tmp_path)
     v = analyze_cell(C.read(tmp_path / "mac.parquet"), window="25ms").verdict
     assert v["label"] == label and v["confident"] and v["evidence"]["contended_windows"] == 12
+
+
+def test_one_active_user_has_no_window_medians_and_no_warning(afternoon):
+    # a cell in which only the busiest RNTI was served (a live replay whose UEs idled): no
+    # window has two users, so the medians are NaN - without numpy's empty-slice warning
+    import warnings
+    dl, raw, _ = afternoon
+    busiest = raw.groupby(raw["rnti"].astype(str))["frequency_length"].sum().idxmax()
+    one = dl[dl["user"] == busiest]
+    one.attrs.update(dl.attrs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = analyze_cell(one)
+    assert res.summary["users"] == 1 and res.summary["windows_with_2_users"] == 0
+    assert np.isnan(res.summary["jain_index_median"]) and np.isnan(res.summary["fairness_gap_median"])
+    assert res.summary["allocations"] == int((raw["rnti"].astype(str) == busiest).sum())
