@@ -10,6 +10,7 @@ import pytest
 from airlink import inference as inf
 from airlink.cli import main
 from tests.errorline import one_error_line
+from tests.traces._nrscope_expect import raw_with_slots
 
 
 def jain(y):
@@ -99,17 +100,10 @@ def test_scheduler_reads_the_same_downlink_slots(run_airlink, morning):
 
 def downlink_slots_and_users(log) -> tuple[int, int]:
     """(slots from the first to the last downlink grant, inclusive; RNTIs with one), from the
-    raw rows: a row's absolute slot is its (SFN, slot) residue of the 10.24 s wrap nearest
-    to what its decoding timestamp says (1 ms slots, 10 per 10 ms frame)."""
-    r = pd.read_csv(log, low_memory=False)
-    r = r[r["timestamp"].astype(str) != "timestamp"]
-    r = r.assign(**{c: pd.to_numeric(r[c]) for c in ("timestamp", "system_frame_index", "slot_index",
-                                                      "frequency_length", "rnti")})
-    residue = (r["system_frame_index"] * 10 + r["slot_index"]).to_numpy()
-    ms = ((r["timestamp"] - r["timestamp"].iloc[0]) * 1000).to_numpy()
-    absolute = residue + 10240 * np.round((ms + residue[0] - residue) / 10240)
-    dl = r["dci_format"].astype(str).str.startswith("1_").to_numpy() & (r["frequency_length"] > 0).to_numpy()
-    return int(absolute[dl].max() - absolute[dl].min() + 1), int(r["rnti"][dl].nunique())
+    raw rows (:func:`tests.traces._nrscope_expect.raw_with_slots`)."""
+    r = raw_with_slots(log)
+    dl = r[r["dci_format"].astype(str).str.startswith("1_") & (r["frequency_length"] > 0)]
+    return int(dl["abs_slot"].max() - dl["abs_slot"].min() + 1), int(dl["rnti"].nunique())
 
 
 def test_a_dense_grid_too_big_for_memory_is_refused_with_its_size(shared_data, tmp_path, run_airlink):
