@@ -171,9 +171,12 @@ def _grid_line(frame) -> str:
     alloc = a.get("allocation") or {}
     chosen = f"\nallocation log: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
     # a sparse grid holds only its occupied steps and implies the empty ones
-    steps = len(frame) + a.get("empty_bins", 0) if a.get("sparse") else len(frame)
-    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {steps} steps, {a.get('empty_bins', 0)} without a "
-            f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
+    points = len(frame) + a.get("empty_bins", 0) if a.get("sparse") else len(frame)
+    # every series spans the grid's steps: per series they are points / series
+    size = f"{points // len(users)} steps x {len(users)} series, {a.get('empty_bins', 0)} of the {points} " \
+        if len(users) > 1 else f"{points} steps, {a.get('empty_bins', 0)} "
+    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {size}without a row (missing), "
+            f"{a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
 
 
 def _fmt(v, spec=".3f"):

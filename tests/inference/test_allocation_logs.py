@@ -98,12 +98,13 @@ def test_scheduler_reads_the_same_downlink_slots(run_airlink, morning):
     assert res["allocation"]["direction"] == "downlink" and res["allocation"]["slot_s"] == pytest.approx(1e-3)
 
 
-def downlink_slots_and_users(log) -> tuple[int, int]:
-    """(slots from the first to the last downlink grant, inclusive; RNTIs with one), from the
-    raw rows (:func:`tests.traces._nrscope_expect.raw_with_slots`)."""
+def downlink_slots_and_users(log) -> tuple[int, int, int]:
+    """(slots from the first to the last downlink grant, inclusive; RNTIs with one; distinct
+    (slot, RNTI) grants), from the raw rows (:func:`tests.traces._nrscope_expect.raw_with_slots`)."""
     r = raw_with_slots(log)
     dl = r[r["dci_format"].astype(str).str.startswith("1_") & (r["frequency_length"] > 0)]
-    return int(dl["abs_slot"].max() - dl["abs_slot"].min() + 1), int(dl["rnti"].nunique())
+    return (int(dl["abs_slot"].max() - dl["abs_slot"].min() + 1), int(dl["rnti"].nunique()),
+            len(dl.drop_duplicates(["abs_slot", "rnti"])))
 
 
 def test_a_dense_grid_too_big_for_memory_is_refused_with_its_size(shared_data, tmp_path, run_airlink):
@@ -112,14 +113,16 @@ def test_a_dense_grid_too_big_for_memory_is_refused_with_its_size(shared_data, t
     log = shared_data / "nr-scope" / "t_mobile1_ueactivity_afternoon_1.csv"
     assert main(["collect", str(log), "-o", str(tmp_path)]) == 0
     (mac,) = tmp_path.glob("*.mac.parquet")
-    slots, users = downlink_slots_and_users(log)
+    slots, users, grants = downlink_slots_and_users(log)
     assert (slots, users) == (301715, 137)
     status, out, err = run_airlink("infer", "scheduler", mac)
     assert status == 2
     one_error_line(err, str(mac), f"a dense grid of {slots} steps of 0.001 s x {users} series", "at most 1e+08")
-    # the sparse grid of fairness and jitter stays within reach
+    # the sparse grid of fairness and jitter stays within reach; its size is said per series
     status, out, err = run_airlink("infer", "jitter", mac)
     assert status == 0, err
+    assert out.startswith(f"grid 0.001 s: {slots} steps x {users} series, {slots * users - grants} of the "
+                          f"{slots * users} without a row"), out[:200]
 
 
 def test_jitter_cannot_tell_from_one_second_samples(shared_data, tmp_path, run_airlink):
