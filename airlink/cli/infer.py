@@ -265,7 +265,8 @@ def cmd_backlog(args) -> int:
     if nc:
         print(f"NMI({rep['rate']}; {rep['channel']}) = {nc['peak_nmi']:.3f} at lag {_fmt(nc['lag_s'], 'g')} s, "
               f"p = {_fmt(nc['p_value'])}")
-        print("the rate follows the " + ("backlog" if rep["backlog_dominates"] else "channel"))
+        print("the rate follows the " + ("backlog" if rep["backlog_dominates"] else "channel")
+              if rep["backlog_dominates"] is not None else f"the rate follows: cannot tell: {rep['cannot_tell']}")
     if rep["curve"]:
         print(f"assigned vs sending rate ({rep['sending']}, {args.window} windows):")
         for c in rep["curve"]:
