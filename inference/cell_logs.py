@@ -86,6 +86,25 @@ def default_cell_prbs(frame: pd.DataFrame, slot: np.ndarray, given=None) -> int:
     return max(int(given or 0), busiest)
 
 
+def check_cell_prbs(frame: pd.DataFrame, slot: np.ndarray, prbs: np.ndarray, cell_prbs: int, src: str) -> None:
+    """A cell size given for a log must hold its allocations (``prbs`` per row, ``slot`` per
+    row): every allocation's last PRB (``prb_start + prbs``, when the log has PRB positions)
+    and every slot's PRBs. A smaller cell would count slots above 100 % and shares of PRBs
+    that do not exist."""
+    prbs = np.asarray(prbs, float)
+    if "prb_start" in frame.columns:
+        end = frame["prb_start"].to_numpy(float) + prbs
+        if (end > cell_prbs).any():
+            i = int(np.nanargmax(end))
+            raise AirlinkError(f"{src}: user {frame['user'].iloc[i]} holds PRBs {int(frame['prb_start'].iloc[i])}-"
+                               f"{int(end[i]) - 1} at {frame['time'].iloc[i]}, beyond a cell of {cell_prbs} PRBs "
+                               f"(the log's allocations reach {int(end[i])} PRBs)")
+    _, at = np.unique(np.asarray(slot), return_inverse=True)
+    most = float(np.bincount(at.ravel(), weights=prbs).max()) if prbs.size else 0.0
+    if most > cell_prbs:
+        raise AirlinkError(f"{src}: {most:g} PRBs allocated in one slot, more than a cell of {cell_prbs} PRBs holds")
+
+
 def _spearman_centred(share: pd.Series, mcs: pd.Series, window: pd.Series) -> float:
     """Spearman correlation of share and MCS after removing each window's mean of both."""
     s = share - share.groupby(window).transform("mean")
@@ -138,6 +157,8 @@ def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_pr
         raise AirlinkError(f"{src}: no allocations to analyse (no row with PRBs > 0)")
     if cell_prbs is None:
         cell_prbs = default_cell_prbs(f, f["_slot"].to_numpy(), frame.attrs.get("cell_prbs"))
+    else:
+        check_cell_prbs(f, f["_slot"].to_numpy(), f["prbs"].to_numpy(float), int(cell_prbs), src)
     s0 = int(f["_slot"].min())
     n_slots = int(f["_slot"].max()) - s0 + 1
     B.check_budget(n_slots, B.MAX_GRID_POINTS, f"{src}: {float(n_slots * tti_s):.6g} s of "

@@ -202,3 +202,25 @@ def test_one_active_user_has_no_window_medians_and_no_warning(afternoon):
     assert res.summary["users"] == 1 and res.summary["windows_with_2_users"] == 0
     assert np.isnan(res.summary["jain_index_median"]) and np.isnan(res.summary["fairness_gap_median"])
     assert res.summary["allocations"] == int((raw["rnti"].astype(str) == busiest).sum())
+
+
+def test_a_cell_smaller_than_the_logs_allocations_is_refused(shared_data, run_airlink):
+    # --cell-prbs 52 on the night log (a 15 MHz cell: grants reach PRB 79) gave a utilisation
+    # and full-slot share of PRBs that do not exist; now one error line names the grant
+    from tests.errorline import one_error_line
+    from tests.traces._nrscope_expect import raw_with_slots
+    log = shared_data / "nr-scope" / "t_mobile2_ueactivity_night_1.csv"
+    r = raw_with_slots(log)
+    dl = r[(r["dci_format"] == "1_1") & (r["frequency_length"] > 0)].sort_values("abs_slot", kind="stable")
+    end = dl["frequency_start"].astype(int) + dl["frequency_length"]
+    widest = dl[end == end.max()].iloc[0]
+    assert end.max() == 79
+    for action in ("cell", "pf"):
+        status, out, err = run_airlink("infer", action, log, "--cell-prbs", "52")
+        assert status == 2 and out == ""
+        one_error_line(err, str(log), f"user {int(widest['rnti'])} holds PRBs {int(widest['frequency_start'])}-78",
+                       "beyond a cell of 52 PRBs (the log's allocations reach 79 PRBs)")
+    status, given, err = run_airlink("infer", "cell", log, "--cell-prbs", "79", "--json")
+    assert status == 0, err
+    status, default, err = run_airlink("infer", "cell", log, "--json")
+    assert given == default
