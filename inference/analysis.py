@@ -300,13 +300,17 @@ def response_lag(sending, assigned, period_s: float, *, idle: int | None = None)
     return float(np.median(delays)) if delays else float("nan")
 
 
-def _per_user_fairness(tables: dict, cols: dict, period: float) -> pd.DataFrame:
+def _per_user_fairness(tables: dict, cols: dict, period: float, absent_is_zero: bool = False) -> pd.DataFrame:
+    """Per-user table. ``share``: the user's part of the mean rates - or, in an allocation log
+    (``absent_is_zero``: a slot without a grant gave the user nothing), of all the bytes
+    granted: there the mean is per grant, and an RNTI with one 116-byte grant would get the
+    share of one with a 116-byte grant in every slot."""
     rate = tables[cols["rate"]]
     users = list(rate.columns)
     out = pd.DataFrame(index=pd.Index(users, name="user"))
     mean = rate.mean().to_numpy()
     out["mean_" + cols["rate"]] = mean
-    out["share"] = F.resource_fractions(np.nan_to_num(mean))
+    out["share"] = F.resource_fractions(np.nansum(rate.to_numpy(), axis=0) if absent_is_zero else np.nan_to_num(mean))
     if cols.get("resource"):
         res = np.nan_to_num(tables[cols["resource"]].sum().to_numpy())
         out["resource_fraction"] = F.resource_fractions(res)
@@ -418,7 +422,8 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
             tables = {k: v.loc[start:end] for k, v in tables.items()}
             span = (start, end)
     period = _per_user_period(frame)
-    users = _per_user_fairness(tables, cols, period)
+    # a per-DCI log (a direction chosen) lists every grant: a slot without a row gave nothing
+    users = _per_user_fairness(tables, cols, period, absent_is_zero=bool(alloc.get("direction")))
     mean = users["mean_" + rate].to_numpy()
     res = users["resource_fraction"].to_numpy() if resource else users["selection_ratio"].to_numpy()
     nan = float("nan")
