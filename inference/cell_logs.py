@@ -86,6 +86,16 @@ def default_cell_prbs(frame: pd.DataFrame, slot: np.ndarray, given=None) -> int:
     return max(int(given or 0), busiest)
 
 
+def refuse_one_device(frame: pd.DataFrame, src: str) -> None:
+    """An iCellSpeed log (``carrier`` rows with ``tbs_bps``) holds one phone's carriers, one row
+    per second: no other user, no slot. Analyses of how a cell was shared need a log of every
+    user's allocations per slot; say so instead of asking for a slot length."""
+    if "carrier" in frame.columns and "tbs_bps" in frame.columns:
+        raise AirlinkError(f"{src}: one phone's carriers, a row per carrier and second: not a log of every "
+                           f"user's allocations per slot (an NR-Scope DCI log, or the mac.parquet of airlink "
+                           f"simulate or airlink cell)")
+
+
 def check_cell_prbs(frame: pd.DataFrame, slot: np.ndarray, prbs: np.ndarray, cell_prbs: int, src: str) -> None:
     """A cell size given for a log must hold its allocations (``prbs`` per row, ``slot`` per
     row): every allocation's last PRB (``prb_start + prbs``, when the log has PRB positions)
@@ -133,6 +143,7 @@ def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_pr
         PRBs of the carrier; default :func:`default_cell_prbs`.
     """
     src = source or str(frame.attrs.get("source", "log"))
+    refuse_one_device(frame, src)
     frame = airlink_allocations(frame)
     for col in ("time", "user", "prbs"):
         if col not in frame.columns:

@@ -117,7 +117,7 @@ def test_cli_text_json_and_errors(shared_data, run_airlink, tmp_path):
     assert status == 2 and err == "airlink: error: --cell-prbs: must be between 1 and 1000 (got 0)\n"
     icell = next((shared_data / "icellspeed" / "D1_static").rglob("*.csv"))
     status, _, err = run_airlink("infer", "cell", icell)
-    assert status == 2 and err.startswith("airlink: error: ") and icell.name in err and "slot length" in err
+    assert status == 2 and err.startswith("airlink: error: ") and icell.name in err and "one phone's carriers" in err
 
 
 def test_collected_frame_gives_the_same_answers(shared_data, run_airlink, tmp_path):
@@ -224,3 +224,17 @@ def test_a_cell_smaller_than_the_logs_allocations_is_refused(shared_data, run_ai
     assert status == 0, err
     status, default, err = run_airlink("infer", "cell", log, "--json")
     assert given == default
+
+
+def test_one_phones_carrier_log_is_not_a_cell_log(shared_data, run_airlink):
+    # iCellSpeed: a row per carrier and second of one phone - no other user and no slot; it
+    # asked for a slot length that infer cell has no option for
+    from tests.errorline import one_error_line
+    log = shared_data / "icellspeed" / "D1_static" / "Austin" / "ATT" / "loc_32" / "default" / \
+        "data_310410_loc-star-001d.csv"
+    raw = pd.read_csv(log, na_values=["None"])
+    assert raw["seconds_since_epoch"].is_unique and raw["scell_1_cid"].notna().any()   # one phone, 2+ carriers
+    for action in ("cell", "pf"):
+        status, out, err = run_airlink("infer", action, log)
+        assert status == 2
+        one_error_line(err, str(log), "one phone's carriers", "not a log of every user's allocations per slot")
