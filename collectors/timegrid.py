@@ -32,7 +32,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from airlink.core.bounds import MAX_GRID_POINTS, RESOLUTION, check_budget
+from airlink.core.bounds import MAX_GRID_POINTS, MAX_GRID_VALUES, RESOLUTION, check_budget
 from airlink.core.errors import AirlinkError
 from airlink.core.units import parse_duration
 
@@ -282,11 +282,18 @@ def to_grid(frame: pd.DataFrame, *, resolution="1s", how=None, by=None, gaps: st
     ok = ~t.isna()
     data = data.loc[ok].reset_index(drop=True)
     if ok.any():        # the grid's size, before any bin is computed or allocated
-        span_ns = float(t[ok].max().value) - float(t[ok].min().value)
+        span_ns = float(t[ok].max().value - t[ok].min().value)      # int first: float64 of epoch ns is 256 ns coarse
         series = max(1, len(data[keys].drop_duplicates())) if keys else 1
         check_budget((span_ns / res + 1) * series, MAX_GRID_POINTS,
                      f"{source}: resolution {res / 1e9:g} s over {span_ns / 1e9:.6g} s"
                      + (f" and {series} series" if series > 1 else "") + " needs", "grid points")
+        columns = len([c for c in data.columns if c not in keys])
+        if not (sparse and keys) and columns > 1:       # a dense grid holds every column at every point
+            steps = int(span_ns / res + 1e-6) + 1
+            check_budget(steps * series * columns, MAX_GRID_VALUES,
+                         f"{source}: a dense grid of {steps} steps of {res / 1e9:g} s x {series} series x "
+                         f"{columns} columns needs", "values (a coarser resolution, fewer series or fewer "
+                         "columns make it smaller)")
     b = bin_of(t[ok].asi8, res, org)
     lo = int(b.min()) if b.size else None
     hi = int(b.max()) if b.size else None

@@ -81,7 +81,8 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag=B.NMI_MAX
 
     "Cannot tell" (column ``cannot_tell``, the reason; ``p_value``/``threshold`` NaN and
     ``significant`` False): fewer pairs at the peak lag than ``min_pairs``, 5 per occupied
-    cell of the joint histogram (:mod:`~airlink.inference.surrogates`). Pooled series (users
+    cell of the joint histogram (:mod:`~airlink.inference.surrogates`), or a target with one
+    value in every sample (no entropy to explain: a static run's speed). Pooled series (users
     or ``by`` groups) each need at least :func:`min_group_samples` target values; smaller
     groups are left out of the pooled estimate and its surrogate test, named in
     ``attrs["dropped_groups"]`` - a group of one row shifted into another group's time only
@@ -117,6 +118,10 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag=B.NMI_MAX
                    f"(surrogates {surrogates} + bootstrap {bootstrap} + 1) x {n} samples x {2 * D + 1} lags x "
                    f"{len(factors)} factor(s) make", "histogram updates")
     x = discretize(series[target], bins=bins, binning=binning)
+    target_values = np.unique(series[target][np.isfinite(series[target])])
+    # a target with one value has no entropy: I / H(X) is undefined, not 0 and not 1
+    constant = (f"{target} takes one value ({target_values[0]:g}) in every sample: there is nothing for a "
+                f"factor to explain" if target_values.size == 1 else None)
     rows, scans = [], {}
     sample_period = period if np.isfinite(period) else None
     for k, f in enumerate(factors):
@@ -132,10 +137,12 @@ def rank_factors(frame: pd.DataFrame, *, target: str, factors, max_lag=B.NMI_MAX
                                 seed=factor_seed(seed, f), progress=progress, scan=scan)
         d = sig.to_dict()
         rows.append(dict(factor=f, peak_nmi=d["peak_nmi"], lag=d["lag"], lag_s=d["lag_s"],
-                         at_edge=bool(D > 0 and abs(int(d["lag"])) == D), p_value=d["p_value"], threshold=d["threshold"],
+                         at_edge=bool(D > 0 and abs(int(d["lag"])) == D),
+                         p_value=np.nan if constant else d["p_value"], threshold=np.nan if constant else d["threshold"],
                          bias_corrected=d["bias_corrected"], ci_low=d["ci_low"],
                          ci_high=d["ci_high"], n_pairs=d["n_pairs"], min_pairs=d["min_pairs"],
-                         significant=d["significant"], cannot_tell=d["cannot_tell"]))
+                         significant=d["significant"] and not constant,
+                         cannot_tell=constant or d["cannot_tell"]))
     out = pd.DataFrame(rows).sort_values("peak_nmi", ascending=False, kind="stable")
     out.attrs.update(dropped_groups=dropped)
     out.attrs.update(target=target, max_lag=D, sample_period_s=period, bins=bins, binning=binning,
@@ -178,7 +185,8 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
     """How much the assigned rate depends on the user's backlog (Mattar et al., Sec. 4).
 
     Returns a :class:`~airlink.inference.results.BacklogReport` (a mapping) with ``nmi_backlog`` and ``nmi_channel`` (peak ``I_N(rate; .)`` with
-    significance), ``backlog_dominates``, and when a sending rate is known (column
+    significance), ``backlog_dominates`` (True, False, or None with the reason in
+    ``cannot_tell``: see :func:`_which_dominates`), and when a sending rate is known (column
     ``sending_rate_bps``, or ``arrivals_bytes`` per sample): ``curve`` (mean assigned rate per
     sending-rate bin over ``window`` windows, Mattar et al. Fig. 2), ``throttle_onset_bps`` (the
     sending rate at which the curve stops following it: the peak of the curve when it
@@ -199,10 +207,11 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
     result["nmi_backlog"] = rb
     if channel is not None:
         result["nmi_channel"] = rank_factors(frame, target=rate, factors=[channel], **kw).iloc[0].to_dict()
-        result["backlog_dominates"] = bool(rb["peak_nmi"] > result["nmi_channel"]["peak_nmi"])
+        result["backlog_dominates"], result["cannot_tell"] = _which_dominates(rb, result["nmi_channel"])
     else:
         result["nmi_channel"] = None
         result["backlog_dominates"] = None
+        result["cannot_tell"] = "no channel column to compare the backlog with"
     period = _per_user_period(frame)
     sending = sending or _first_present(frame, ("sending_rate_bps", "arrivals_bytes"))
     result["sending"] = sending
@@ -235,6 +244,27 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
                                                       [c["assigned_rate_bps"] for c in curve])
     result["response_lag_s"] = response_lag(s.to_numpy(), r_bps.to_numpy(), period)
     return result
+
+
+def _which_dominates(backlog: dict, channel: dict) -> tuple:
+    """``(backlog_dominates, None)`` when the larger of the two peaks is an answer, else
+    ``(None, reason)``: equal peaks, a peak of 0 (nothing in common with the rate, e.g. a
+    rate that never changed), a peak with too few pairs, or one not above the surrogate
+    threshold (chance gives as much)."""
+    b, c = float(backlog["peak_nmi"]), float(channel["peak_nmi"])
+    if not b > 0 and not c > 0:
+        return None, (f"neither {backlog['factor']} nor {channel['factor']} shares information with the rate "
+                      f"(peak NMI 0: the rate, or both factors, did not vary)")
+    if b == c:
+        return None, f"{backlog['factor']} and {channel['factor']} reach the same peak NMI ({b:.3f})"
+    win = backlog if b > c else channel
+    if win.get("cannot_tell"):
+        return None, f"{win['factor']}: {win['cannot_tell']}"
+    thr = win.get("threshold")
+    if thr is not None and np.isfinite(thr) and not win["peak_nmi"] > thr:
+        return None, (f"the larger peak, {win['factor']} {win['peak_nmi']:.3f}, is not above what chance gives "
+                      f"(surrogate threshold {thr:.3f})")
+    return win is backlog, None
 
 
 def throttle_onset(sending, assigned, *, drop: float = 0.1, follow: float = 0.9) -> float:
@@ -270,13 +300,17 @@ def response_lag(sending, assigned, period_s: float, *, idle: int | None = None)
     return float(np.median(delays)) if delays else float("nan")
 
 
-def _per_user_fairness(tables: dict, cols: dict, period: float) -> pd.DataFrame:
+def _per_user_fairness(tables: dict, cols: dict, period: float, absent_is_zero: bool = False) -> pd.DataFrame:
+    """Per-user table. ``share``: the user's part of the mean rates - or, in an allocation log
+    (``absent_is_zero``: a slot without a grant gave the user nothing), of all the bytes
+    granted: there the mean is per grant, and an RNTI with one 116-byte grant would get the
+    share of one with a 116-byte grant in every slot."""
     rate = tables[cols["rate"]]
     users = list(rate.columns)
     out = pd.DataFrame(index=pd.Index(users, name="user"))
     mean = rate.mean().to_numpy()
     out["mean_" + cols["rate"]] = mean
-    out["share"] = F.resource_fractions(np.nan_to_num(mean))
+    out["share"] = F.resource_fractions(np.nansum(rate.to_numpy(), axis=0) if absent_is_zero else np.nan_to_num(mean))
     if cols.get("resource"):
         res = np.nan_to_num(tables[cols["resource"]].sum().to_numpy())
         out["resource_fraction"] = F.resource_fractions(res)
@@ -388,7 +422,8 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
             tables = {k: v.loc[start:end] for k, v in tables.items()}
             span = (start, end)
     period = _per_user_period(frame)
-    users = _per_user_fairness(tables, cols, period)
+    # a per-DCI log (a direction chosen) lists every grant: a slot without a row gave nothing
+    users = _per_user_fairness(tables, cols, period, absent_is_zero=bool(alloc.get("direction")))
     mean = users["mean_" + rate].to_numpy()
     res = users["resource_fraction"].to_numpy() if resource else users["selection_ratio"].to_numpy()
     nan = float("nan")
@@ -414,13 +449,25 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
     return FairnessReport(overall=overall, users=users, windows=pd.DataFrame(rows))
 
 
+#: the coarsest sample in which inter-service gaps are still a scheduler's: a TTI is 0.0625 to
+#: 2 ms in NR, LTE, HSPA and EV-DO, 10 to 80 ms in UMTS Release 99
+JITTER_MAX_SAMPLE_S = 0.1
+
+
 def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=None, time_column=None,
                   by=None) -> "JitterReport":
     """Inter-service gaps per user (the EV-DO study's scheduling jitter): count, mean, std, CoV and
     max in seconds, as a :class:`~airlink.inference.results.JitterReport` (``served``: the
-    column used; ``users``: the table, also ``to_frame()``). ``served`` defaults to the first of served_bytes, subchannels, prbs,
+    column used; ``users``: the table, also ``to_frame()``; ``sample_period_s``; ``cannot_tell``:
+    None or the reason). ``served`` defaults to the first of served_bytes, subchannels, prbs,
     assigned_rate_bps; a user counts as served in a sample where it is > 0. ``resolution``,
-    ``time_column``, ``by``: the grid, as for :func:`rank_factors`."""
+    ``time_column``, ``by``: the grid, as for :func:`rank_factors`.
+
+    Samples longer than :data:`JITTER_MAX_SAMPLE_S` hold many scheduling decisions: a user
+    served in any slot of a sample counts as served for all of it, so a gap shorter than a
+    sample cannot be seen and the gaps left are those between the log's samples (an
+    iCellSpeed second with 8 840 PRBs of a 50-PRB carrier was served in 177 slots or more,
+    not once). Then ``cannot_tell`` says so and the gap statistics are NaN."""
     frame = _framed(frame, resolution, time_column, by, [served], sparse=True)
     served = served or _first_present(frame, ("served_bytes", "subchannels", "prbs", "assigned_rate_bps",
                                               "tbs_bps"))
@@ -428,9 +475,15 @@ def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=
         raise AirlinkError("frame has no service column (served_bytes, subchannels, prbs, assigned_rate_bps)")
     table = wide_many(frame, [served], "frame")[served]
     period = _per_user_period(frame)
+    reason = None
+    if period > JITTER_MAX_SAMPLE_S:
+        reason = (f"one sample per {period:g} s: a user served in any slot of a sample counts as served for "
+                  f"all of it, so gaps shorter than {period:g} s cannot be seen; the gaps left would be "
+                  f"those between the log's samples, not the scheduler's (samples of at most "
+                  f"{JITTER_MAX_SAMPLE_S:g} s needed)")
     rows = []
     for user, gaps in zip(table.columns, F.service_gaps(table.to_numpy(), tti_s=period)):
-        st = F.gap_stats(gaps)
-        rows.append(dict(user=user, gaps=st["count"], mean_s=st["mean"], std_s=st["std"], cov=st["cov"],
-                         max_s=st["max"]))
-    return JitterReport(served=served, users=pd.DataFrame(rows))
+        st = F.gap_stats(gaps if reason is None else np.empty(0))
+        rows.append(dict(user=user, gaps=st["count"] if reason is None else None, mean_s=st["mean"],
+                         std_s=st["std"], cov=st["cov"], max_s=st["max"]))
+    return JitterReport(served=served, users=pd.DataFrame(rows), sample_period_s=period, cannot_tell=reason)

@@ -86,6 +86,35 @@ def default_cell_prbs(frame: pd.DataFrame, slot: np.ndarray, given=None) -> int:
     return max(int(given or 0), busiest)
 
 
+def refuse_one_device(frame: pd.DataFrame, src: str) -> None:
+    """An iCellSpeed log (``carrier`` rows with ``tbs_bps``) holds one phone's carriers, one row
+    per second: no other user, no slot. Analyses of how a cell was shared need a log of every
+    user's allocations per slot; say so instead of asking for a slot length."""
+    if "carrier" in frame.columns and "tbs_bps" in frame.columns:
+        raise AirlinkError(f"{src}: one phone's carriers, a row per carrier and second: not a log of every "
+                           f"user's allocations per slot (an NR-Scope DCI log, or the mac.parquet of airlink "
+                           f"simulate or airlink cell)")
+
+
+def check_cell_prbs(frame: pd.DataFrame, slot: np.ndarray, prbs: np.ndarray, cell_prbs: int, src: str) -> None:
+    """A cell size given for a log must hold its allocations (``prbs`` per row, ``slot`` per
+    row): every allocation's last PRB (``prb_start + prbs``, when the log has PRB positions)
+    and every slot's PRBs. A smaller cell would count slots above 100 % and shares of PRBs
+    that do not exist."""
+    prbs = np.asarray(prbs, float)
+    if "prb_start" in frame.columns:
+        end = frame["prb_start"].to_numpy(float) + prbs
+        if (end > cell_prbs).any():
+            i = int(np.nanargmax(end))
+            raise AirlinkError(f"{src}: user {frame['user'].iloc[i]} holds PRBs {int(frame['prb_start'].iloc[i])}-"
+                               f"{int(end[i]) - 1} at {frame['time'].iloc[i]}, beyond a cell of {cell_prbs} PRBs "
+                               f"(the log's allocations reach {int(end[i])} PRBs)")
+    _, at = np.unique(np.asarray(slot), return_inverse=True)
+    most = float(np.bincount(at.ravel(), weights=prbs).max()) if prbs.size else 0.0
+    if most > cell_prbs:
+        raise AirlinkError(f"{src}: {most:g} PRBs allocated in one slot, more than a cell of {cell_prbs} PRBs holds")
+
+
 def _spearman_centred(share: pd.Series, mcs: pd.Series, window: pd.Series) -> float:
     """Spearman correlation of share and MCS after removing each window's mean of both."""
     s = share - share.groupby(window).transform("mean")
@@ -114,6 +143,7 @@ def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_pr
         PRBs of the carrier; default :func:`default_cell_prbs`.
     """
     src = source or str(frame.attrs.get("source", "log"))
+    refuse_one_device(frame, src)
     frame = airlink_allocations(frame)
     for col in ("time", "user", "prbs"):
         if col not in frame.columns:
@@ -138,6 +168,8 @@ def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_pr
         raise AirlinkError(f"{src}: no allocations to analyse (no row with PRBs > 0)")
     if cell_prbs is None:
         cell_prbs = default_cell_prbs(f, f["_slot"].to_numpy(), frame.attrs.get("cell_prbs"))
+    else:
+        check_cell_prbs(f, f["_slot"].to_numpy(), f["prbs"].to_numpy(float), int(cell_prbs), src)
     s0 = int(f["_slot"].min())
     n_slots = int(f["_slot"].max()) - s0 + 1
     B.check_budget(n_slots, B.MAX_GRID_POINTS, f"{src}: {float(n_slots * tti_s):.6g} s of "
@@ -194,13 +226,22 @@ def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_pr
         "allocations_leaving_prbs_unused_alone": float(spare.mean()),
         "harq_retransmission_ratio": float(f["_retx"].mean()),
         "windows_with_2_users": int((windows["active_users"] >= 2).sum()) if len(windows) else 0,
-        "jain_index_median": float(windows["jain_index"].median()) if len(windows) else np.nan,
-        "fairness_gap_median": float(windows["fairness_gap"].replace(np.inf, np.nan).median())
-        if len(windows) else np.nan,
+        "jain_index_median": _median(windows, "jain_index"),
+        "fairness_gap_median": _median(windows, "fairness_gap"),
     }
     verdict = _verdict(uw, windows, summary, agg, has_mcs="mcs" in f.columns)
     return CellAnalysis(agg, windows, summary, verdict,
                         {"window_s": float(win_s), "tti_s": float(tti_s), "cell_prbs": int(cell_prbs)})
+
+
+def _median(windows: pd.DataFrame, column: str) -> float:
+    """Median of a window column over the windows that have a finite value (those with two or
+    more active users), NaN when none has: no numpy warning about an empty slice."""
+    if column not in windows.columns:
+        return float("nan")
+    v = windows[column].to_numpy(float)
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if v.size else float("nan")
 
 
 def _verdict(uw, windows, summary, users, *, has_mcs: bool) -> dict:

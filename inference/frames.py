@@ -199,6 +199,10 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     rest = rest.assign(time=t)
     g = to_grid(rest, resolution=res, how=how, by=keys, origin=origin, source=source, sparse=sparse)
     attrs = dict(g.attrs)
+    if resolution is not None and view.resolution is not None:     # the grid asked for, not the slot
+        view.notes[:] = [n for n in view.notes if not n.startswith("grid: ")]
+        view.notes.append(f"grid: {attrs['resolution_s']:g} s as asked (the log's slot is "
+                          f"{view.resolution.value / 1e6:g} ms)")
     if keys:
         key = g[keys[0]].astype(str)
         for k in keys[1:]:

@@ -116,11 +116,12 @@ def _codes(x, bins, binning, keep_levels) -> Discretized:
 
 
 def entropy_from_counts(counts) -> float:
-    """Shannon entropy (nats) of a histogram: ``H = log n - sum c log c / n``."""
+    """Shannon entropy (nats) of a histogram: ``H = log n - sum c log c / n``; exactly 0 with
+    at most one occupied cell (where the formula leaves a rounding residue)."""
     c = np.asarray(counts, dtype=float).ravel()
     c = c[c > 0]
     n = c.sum()
-    if n <= 0:
+    if c.size <= 1:
         return 0.0
     return float(max(np.log(n) - np.sum(c * np.log(c)) / n, 0.0))
 

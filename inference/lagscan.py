@@ -142,11 +142,15 @@ def lag_counts(x: Discretized, y: Discretized, *, max_lag: int, method: str = "a
 
 
 def _entropies(counts: np.ndarray, axes) -> tuple[np.ndarray, np.ndarray]:
+    """Entropy (nats) of each histogram and its count. A histogram with at most one occupied
+    cell has entropy exactly 0: ``log n - n log n / n`` rounds to +-1e-16 there, and a
+    rounding residue as ``H(X)`` made ``I / H(X)`` of a constant pair of series 1.0."""
     from scipy.special import xlogy
     c = counts.astype(float)
     n = c.sum(axis=axes)
+    occupied = np.count_nonzero(counts, axis=axes)
     with np.errstate(divide="ignore", invalid="ignore"):
-        h = np.where(n > 0, np.log(np.maximum(n, 1)) - xlogy(c, c).sum(axis=axes) / np.maximum(n, 1), 0.0)
+        h = np.where(occupied > 1, np.log(np.maximum(n, 1)) - xlogy(c, c).sum(axis=axes) / np.maximum(n, 1), 0.0)
     return np.maximum(h, 0.0), n
 
 

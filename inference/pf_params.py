@@ -79,7 +79,7 @@ from scipy.signal import lfilter
 from airlink.core import bounds as B
 from airlink.core.errors import AirlinkError, SchemaError
 
-from .cell_logs import FULL_SLOT
+from .cell_logs import FULL_SLOT, check_cell_prbs, refuse_one_device
 
 #: candidate averaging time constants, slots (1/a): ten per decade, 3.2 to 10000
 TAU_GRID = tuple(float(v) for v in np.round(10.0 ** (np.arange(5, 41) / 10), 1))
@@ -203,6 +203,7 @@ def slot_arrays(frame: pd.DataFrame, *, tti=None, cell_prbs: int | None = None, 
     """Put an all-user log (one row per user and slot it was logged in) on its slot grid
     (``dense``), and count from its rows how often users competed (``evidence``)."""
     src = source or str(frame.attrs.get("source", "log"))
+    refuse_one_device(frame, src)
     for col in ("time", "user"):
         if col not in frame.columns:
             raise SchemaError(f"{src}: an all-user log needs column {col!r}")
@@ -234,6 +235,8 @@ def slot_arrays(frame: pd.DataFrame, *, tti=None, cell_prbs: int | None = None, 
     if cell_prbs is None:
         cell_prbs = int((frame["prb_start"] + frame["prbs"]).max()) if {"prb_start", "prbs"} <= set(frame.columns) \
             else int(np.bincount(slot, weights=new_prbs, minlength=n_slots).max())
+    else:
+        check_cell_prbs(frame, slot, prbs, int(cell_prbs), src)
     backlog_rows = np.nan_to_num(frame["backlog_bytes"].to_numpy(float)) if "backlog_bytes" in frame.columns \
         else None
     evidence = {**_contention(slot, col, new_prbs, prbs > 0, backlog_rows, n_slots, int(cell_prbs)),

@@ -59,6 +59,7 @@ class BacklogReport(Report):
 
 
 class JitterReport(Report):
-    """:func:`~airlink.inference.jitter_report`: ``served`` (the column used) and ``users`` (the
-    table: count, mean, std, CoV and max of the inter-service gaps, seconds)."""
+    """:func:`~airlink.inference.jitter_report`: ``served`` (the column used), ``users`` (the
+    table: count, mean, std, CoV and max of the inter-service gaps, seconds), ``sample_period_s``
+    and ``cannot_tell`` (None, or why the samples are too coarse for gaps)."""
     table = "users"

@@ -276,6 +276,22 @@ def _clipped_s(intervals, w0: float, w1: float) -> float:
     return float(np.clip(np.minimum(hi, w1) - np.maximum(lo, w0), 0, None).sum()) / 1e9
 
 
+def _log_start_ns(frame: pd.DataFrame, time_column: str, source: str) -> int:
+    """The instant a ``start`` duration counts from: the log's first row, of any user,
+    direction or value - not the chosen user's first row (in the NR-Scope afternoon log RNTI
+    25864's first grant comes 64 s after the log's first DCI). A log numbered in slots from
+    its first logged DCI (``slot`` with ``attrs["tti_s"]``: NR-Scope, airlink's MAC logs) starts
+    at slot 0, also when that DCI held no allocation and the reader dropped it - the slot
+    ``airlink cell --log-start`` counts from."""
+    t = _times_ns(frame, time_column, source)
+    i = int(np.argmin(t))
+    if "slot" in frame.columns and frame.attrs.get("tti_s"):
+        slot = pd.to_numeric(frame["slot"], errors="coerce").to_numpy(float)
+        if np.isfinite(slot[i]) and slot[i] >= 0:
+            return int(t[i]) - int(round(slot[i] * float(Fraction(frame.attrs["tti_s"])) * 1e9))
+    return int(t[i])
+
+
 def _instant_ns(value, first_ns: int, what: str) -> int:
     """``value`` as ns since the epoch: a duration (``30s``, a number of seconds) counts from
     ``first_ns``; a date or Timestamp is absolute (UTC unless it names its zone)."""
@@ -325,7 +341,8 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         zero capacity (and with :func:`split_sessions`, a step longer than its threshold
         ends a session instead).
     start, duration : optional
-        The span of the trace: ``start`` a duration from the first row (``"30s"``) or a date;
+        The span of the trace: ``start`` a duration from the log's first row, of any user
+        (:func:`_log_start_ns`: slot 0 of a slot-numbered log; ``"30s"``), or a date;
         ``duration`` its length. Rates are integrated over exactly that span (a row before
         ``start`` holds into it by the rules above); amounts of rows inside it are kept.
 
@@ -362,6 +379,7 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
     rate = u in RATE_UNITS
     if frame.empty:
         raise AirlinkError(f"{src}: the log has no rows")
+    log_start = _log_start_ns(frame, time_column, src) if start is not None else None
     frame, uname = _select_user(frame, user, src)
     retx_ratio = None
     if "retransmission" in frame.columns:
@@ -403,7 +421,7 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         if np.isfinite(at_last).any() and np.nanmax(at_last) > 0:
             last_ns = int(round(float(np.nanmax(at_last)) * 1e9))
     first = int(t[0])
-    w0 = _instant_ns(start, first, "start") if start is not None else first
+    w0 = _instant_ns(start, log_start, "start") if start is not None else first
     if duration is not None:
         dur = parse_duration(duration) if not isinstance(duration, Fraction) else duration
         if dur <= 0:
@@ -493,6 +511,7 @@ def from_log_sessions(frame: pd.DataFrame, *, column, gap=DEFAULT_SESSION_GAP, u
     if absent:
         raise SchemaError(f"{src}: no column {absent[0]!r} (columns: {', '.join(map(str, frame.columns[:16]))})")
     attrs = dict(frame.attrs)
+    log_start = _log_start_ns(frame, time_column, src) if start is not None else None
     sel, uname = _select_user(frame, user, src)
     if "user" in frame.columns and str(user) != "cell":
         user = uname
@@ -510,7 +529,7 @@ def from_log_sessions(frame: pd.DataFrame, *, column, gap=DEFAULT_SESSION_GAP, u
     else:
         tti_f, tti_from = _tti_from_rows(t, src), "median row spacing of the whole log"
     if start is not None or duration is not None:
-        w0 = _instant_ns(start, int(t.min()), "start") if start is not None else int(t.min())
+        w0 = _instant_ns(start, log_start, "start") if start is not None else int(t.min())
         w1 = w0 + int(parse_duration(duration) * 10**9) if duration is not None else int(t.max()) + 1
         sel, t = sel[(t >= w0) & (t < w1)], t[(t >= w0) & (t < w1)]
         if sel.empty:

@@ -171,9 +171,12 @@ def _grid_line(frame) -> str:
     alloc = a.get("allocation") or {}
     chosen = f"\nallocation log: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""
     # a sparse grid holds only its occupied steps and implies the empty ones
-    steps = len(frame) + a.get("empty_bins", 0) if a.get("sparse") else len(frame)
-    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {steps} steps, {a.get('empty_bins', 0)} without a "
-            f"row (missing), {a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
+    points = len(frame) + a.get("empty_bins", 0) if a.get("sparse") else len(frame)
+    # every series spans the grid's steps: per series they are points / series
+    size = f"{points // len(users)} steps x {len(users)} series, {a.get('empty_bins', 0)} of the {points} " \
+        if len(users) > 1 else f"{points} steps, {a.get('empty_bins', 0)} "
+    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {size}without a row (missing), "
+            f"{a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
 
 
 def _fmt(v, spec=".3f"):
@@ -262,7 +265,8 @@ def cmd_backlog(args) -> int:
     if nc:
         print(f"NMI({rep['rate']}; {rep['channel']}) = {nc['peak_nmi']:.3f} at lag {_fmt(nc['lag_s'], 'g')} s, "
               f"p = {_fmt(nc['p_value'])}")
-        print("the rate follows the " + ("backlog" if rep["backlog_dominates"] else "channel"))
+        print("the rate follows the " + ("backlog" if rep["backlog_dominates"] else "channel")
+              if rep["backlog_dominates"] is not None else f"the rate follows: cannot tell: {rep['cannot_tell']}")
     if rep["curve"]:
         print(f"assigned vs sending rate ({rep['sending']}, {args.window} windows):")
         for c in rep["curve"]:
@@ -278,10 +282,14 @@ def cmd_jitter(args) -> int:
     frame = _read(args, args.served, sparse=True)
     rep = inf.jitter_report(frame, served=args.served)
     table = rep.to_frame()
-    if args.json:
-        print_json(rep.to_dict()["users"])
+    if args.json:       # one row per user; with samples too coarse each row says why its gaps are null
+        print_json([dict(r, cannot_tell=rep["cannot_tell"]) if rep.get("cannot_tell") else r
+                    for r in rep.to_dict()["users"]])
         return 0
     print(_grid_line(frame))
+    if rep.get("cannot_tell"):
+        print(f"jitter: cannot tell: {rep['cannot_tell']}")
+        return 0
     print(f"inter-service gaps (served = {rep['served']} > 0), seconds")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

@@ -9,6 +9,8 @@ import pytest
 
 from airlink import inference as inf
 from airlink.cli import main
+from tests.errorline import one_error_line
+from tests.traces._nrscope_expect import raw_with_slots
 
 
 def jain(y):
@@ -47,6 +49,18 @@ def test_fairness_reads_downlink_tbs_on_the_slot(run_airlink, morning):
     assert o["allocation"]["direction"] == "downlink" and o["allocation"]["slot_s"] == pytest.approx(1e-3)
     assert o["jain_index"] == pytest.approx(jain(expected), rel=1e-9)
     assert o["cannot_tell"] is None
+    # a user's share is its part of all the bytes granted (a slot without a grant gave it
+    # nothing), not of the per-grant means: RNTI 24520 had 46.9 % of the bytes, not 11.7 %
+    r = pd.read_csv(log)
+    dl = r[r["dci_format"].astype(str).str.startswith("1_") & (r["frequency_length"] > 0)]
+    dl = dl.assign(wrap=(dl["timestamp"] - dl["timestamp"].min()) // 10.24)
+    dl = dl.drop_duplicates(["system_frame_index", "slot_index", "rnti", "dci_format", "harq_id", "wrap"])
+    bytes_share = dl.groupby("rnti")["transport_block_size"].sum() / dl["transport_block_size"].sum()
+    users = {int(u["user"]): u for u in json.loads(out)["users"]}
+    assert set(users) == set(bytes_share.index)
+    for rnti, share in bytes_share.items():
+        assert users[rnti]["share"] == pytest.approx(share, rel=1e-12)
+    assert bytes_share.idxmax() == 24520 and bytes_share.max() == pytest.approx(0.4688, abs=1e-4)
     # uplink grants are analysed only when asked, apart from the downlink ones
     status, out, _ = run_airlink("infer", "fairness", mac, "--json", "--direction", "ul")
     assert status == 0
@@ -94,3 +108,51 @@ def test_scheduler_reads_the_same_downlink_slots(run_airlink, morning):
     assert sorted(res["users_used"]) == sorted(str(u) for u in expected.index)     # downlink RNTIs only
     assert res["sample_period_s"] == pytest.approx(1e-3)                            # the slot, not the row spacing
     assert res["allocation"]["direction"] == "downlink" and res["allocation"]["slot_s"] == pytest.approx(1e-3)
+
+
+def downlink_slots_and_users(log) -> tuple[int, int, int]:
+    """(slots from the first to the last downlink grant, inclusive; RNTIs with one; distinct
+    (slot, RNTI) grants), from the raw rows (:func:`tests.traces._nrscope_expect.raw_with_slots`)."""
+    r = raw_with_slots(log)
+    dl = r[r["dci_format"].astype(str).str.startswith("1_") & (r["frequency_length"] > 0)]
+    return (int(dl["abs_slot"].max() - dl["abs_slot"].min() + 1), int(dl["rnti"].nunique()),
+            len(dl.drop_duplicates(["abs_slot", "rnti"])))
+
+
+def test_a_dense_grid_too_big_for_memory_is_refused_with_its_size(shared_data, tmp_path, run_airlink):
+    # 137 RNTIs x 301 715 slots x 16 columns: some 25 GB while pandas built it; the kernel
+    # killed the process. The guard names the sizes before anything is allocated.
+    log = shared_data / "nr-scope" / "t_mobile1_ueactivity_afternoon_1.csv"
+    assert main(["collect", str(log), "-o", str(tmp_path)]) == 0
+    (mac,) = tmp_path.glob("*.mac.parquet")
+    slots, users, grants = downlink_slots_and_users(log)
+    assert (slots, users) == (301715, 137)
+    status, out, err = run_airlink("infer", "scheduler", mac)
+    assert status == 2
+    one_error_line(err, str(mac), f"a dense grid of {slots} steps of 0.001 s x {users} series", "at most 1e+08")
+    # the sparse grid of fairness and jitter stays within reach; its size is said per series
+    status, out, err = run_airlink("infer", "jitter", mac)
+    assert status == 0, err
+    assert out.startswith(f"grid 0.001 s: {slots} steps x {users} series, {slots * users - grants} of the "
+                          f"{slots * users} without a row"), out[:200]
+
+
+def test_jitter_cannot_tell_from_one_second_samples(shared_data, tmp_path, run_airlink):
+    # An iCellSpeed second holds the PRBs of 1000 slots: when a carrier's PRBs in a second
+    # exceed what one slot can give (sum_nRB > max_nRB), it was served in two slots or more,
+    # so its gaps were shorter than the second the old table reported as the shortest gap.
+    log = shared_data / "icellspeed" / "D1_static" / "Austin" / "ATT" / "loc_32" / "default" / \
+        "data_310410_loc-star-001d.csv"
+    raw = pd.read_csv(log, na_values=["None"])
+    assert float(np.median(np.diff(raw["seconds_since_epoch"]))) == 1.0
+    several_slots = raw["pcell_sum_nRB"] > raw["pcell_max_nRB"]
+    assert several_slots.mean() > 0.9
+    assert main(["collect", str(log), "-o", str(tmp_path)]) == 0
+    (mac,) = tmp_path.glob("*.mac.parquet")
+    status, out, err = run_airlink("infer", "jitter", mac, "--by", "carrier")
+    assert status == 0, err
+    assert "jitter: cannot tell: one sample per 1 s" in out and "mean_s" not in out
+    status, out, err = run_airlink("infer", "jitter", mac, "--by", "carrier", "--json")
+    rows = json.loads(out)
+    assert {r["user"] for r in rows} == {"ue/pcell", "ue/scell_1", "ue/scell_2"}
+    assert all(r["mean_s"] is None and "one sample per 1 s" in r["cannot_tell"] for r in rows)

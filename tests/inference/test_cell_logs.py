@@ -117,7 +117,7 @@ def test_cli_text_json_and_errors(shared_data, run_airlink, tmp_path):
     assert status == 2 and err == "airlink: error: --cell-prbs: must be between 1 and 1000 (got 0)\n"
     icell = next((shared_data / "icellspeed" / "D1_static").rglob("*.csv"))
     status, _, err = run_airlink("infer", "cell", icell)
-    assert status == 2 and err.startswith("airlink: error: ") and icell.name in err and "slot length" in err
+    assert status == 2 and err.startswith("airlink: error: ") and icell.name in err and "one phone's carriers" in err
 
 
 def test_collected_frame_gives_the_same_answers(shared_data, run_airlink, tmp_path):
@@ -186,3 +186,55 @@ def test_simulated_schedulers_get_their_verdict(tmp_path, scheduler, label):
                scheduler=scheduler).write(tmp_path)
     v = analyze_cell(C.read(tmp_path / "mac.parquet"), window="25ms").verdict
     assert v["label"] == label and v["confident"] and v["evidence"]["contended_windows"] == 12
+
+
+def test_one_active_user_has_no_window_medians_and_no_warning(afternoon):
+    # a cell in which only the busiest RNTI was served (a live replay whose UEs idled): no
+    # window has two users, so the medians are NaN - without numpy's empty-slice warning
+    import warnings
+    dl, raw, _ = afternoon
+    busiest = raw.groupby(raw["rnti"].astype(str))["frequency_length"].sum().idxmax()
+    one = dl[dl["user"] == busiest]
+    one.attrs.update(dl.attrs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = analyze_cell(one)
+    assert res.summary["users"] == 1 and res.summary["windows_with_2_users"] == 0
+    assert np.isnan(res.summary["jain_index_median"]) and np.isnan(res.summary["fairness_gap_median"])
+    assert res.summary["allocations"] == int((raw["rnti"].astype(str) == busiest).sum())
+
+
+def test_a_cell_smaller_than_the_logs_allocations_is_refused(shared_data, run_airlink):
+    # --cell-prbs 52 on the night log (a 15 MHz cell: grants reach PRB 79) gave a utilisation
+    # and full-slot share of PRBs that do not exist; now one error line names the grant
+    from tests.errorline import one_error_line
+    from tests.traces._nrscope_expect import raw_with_slots
+    log = shared_data / "nr-scope" / "t_mobile2_ueactivity_night_1.csv"
+    r = raw_with_slots(log)
+    dl = r[(r["dci_format"] == "1_1") & (r["frequency_length"] > 0)].sort_values("abs_slot", kind="stable")
+    end = dl["frequency_start"].astype(int) + dl["frequency_length"]
+    widest = dl[end == end.max()].iloc[0]
+    assert end.max() == 79
+    for action in ("cell", "pf"):
+        status, out, err = run_airlink("infer", action, log, "--cell-prbs", "52")
+        assert status == 2 and out == ""
+        one_error_line(err, str(log), f"user {int(widest['rnti'])} holds PRBs {int(widest['frequency_start'])}-78",
+                       "beyond a cell of 52 PRBs (the log's allocations reach 79 PRBs)")
+    status, given, err = run_airlink("infer", "cell", log, "--cell-prbs", "79", "--json")
+    assert status == 0, err
+    status, default, err = run_airlink("infer", "cell", log, "--json")
+    assert given == default
+
+
+def test_one_phones_carrier_log_is_not_a_cell_log(shared_data, run_airlink):
+    # iCellSpeed: a row per carrier and second of one phone - no other user and no slot; it
+    # asked for a slot length that infer cell has no option for
+    from tests.errorline import one_error_line
+    log = shared_data / "icellspeed" / "D1_static" / "Austin" / "ATT" / "loc_32" / "default" / \
+        "data_310410_loc-star-001d.csv"
+    raw = pd.read_csv(log, na_values=["None"])
+    assert raw["seconds_since_epoch"].is_unique and raw["scell_1_cid"].notna().any()   # one phone, 2+ carriers
+    for action in ("cell", "pf"):
+        status, out, err = run_airlink("infer", action, log)
+        assert status == 2
+        one_error_line(err, str(log), "one phone's carriers", "not a log of every user's allocations per slot")

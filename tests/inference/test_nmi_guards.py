@@ -107,3 +107,46 @@ def test_ucc_drive_by_state_leaves_the_idle_seconds_out_and_order_changes_nothin
     for f in ("SNR", "RSRP"):
         assert a[f] == b[f]                                       # p-value, threshold, interval: all the same
         assert a[f]["n_pairs"] <= seconds["D"]                    # the idle group's seconds are not among them
+
+
+UCC_STATIC = "ucc-5g/Download/Static/B_2020.01.16_10.43.34.csv"
+
+
+@pytest.fixture(scope="module")
+def ucc_static(shared_data, tmp_path_factory):
+    """The UCC static download as airlink collects it, and its raw CSV read by pandas."""
+    from airlink.cli import main
+    out = tmp_path_factory.mktemp("ucc")
+    assert main(["collect", str(shared_data / UCC_STATIC), "-o", str(out)]) == 0
+    (rf,) = out.glob("*.rf.parquet")
+    return rf, pd.read_csv(shared_data / UCC_STATIC, na_values=["-"])
+
+
+def test_a_constant_target_is_cannot_tell_not_a_perfect_match(ucc_static, run_airlink):
+    # a static phone's speed is 0 in every row: the target has no entropy. The joint histogram
+    # of one cell left log n - n log n / n = +-1e-16 as H(X), and I / H(X) came out 1.000
+    # for SNR and CQI at lag -3 s
+    import json
+    rf, raw = ucc_static
+    assert (raw["Speed"] == 0).all()
+    status, out, err = run_airlink("infer", "nmi", rf, "--target", "speed_kmh", "--factor", "snr_db",
+                                   "--factor", "cqi", "--surrogates", "9", "--json")
+    assert status == 0, err
+    rows = json.loads(out)
+    assert {r["factor"] for r in rows} == {"snr_db", "cqi"}
+    for r in rows:
+        assert r["peak_nmi"] == 0.0 and r["significant"] is False and r["p_value"] is None
+        assert "speed_kmh takes one value (0) in every sample" in r["cannot_tell"]
+    t = inf.rank_factors(inf.read_frames([rf]), target="speed_kmh", factors=["snr_db"], surrogates=0,
+                         bootstrap=0, curves=True)
+    assert max(t.attrs["curves"]["snr_db"]["nmi"]) == 0.0       # at every lag, not only at the peak
+
+
+def test_backlog_verdict_needs_a_peak_above_chance(ucc_static):
+    # the same static run asked whether a rate that never changed (the speed) follows one
+    # factor or the other: neither peak is above 0, so no verdict (it said "the channel")
+    rf, raw = ucc_static
+    rep = inf.backlog_dependence(inf.read_frames([rf]), rate="speed_kmh", backlog="cqi", channel="snr_db",
+                                 surrogates=9, max_lag="5s")
+    assert rep["nmi_backlog"]["peak_nmi"] == 0.0 and rep["nmi_channel"]["peak_nmi"] == 0.0
+    assert rep["backlog_dominates"] is None and "neither cqi nor snr_db" in rep["cannot_tell"]

@@ -12,7 +12,7 @@ import pytest
 from airlink import collectors as C
 from airlink import traces as T
 from airlink.traces import AirlinkError, Trace, from_log, split_long_ttis
-from tests.traces._nrscope_expect import downlink_and_raw
+from tests.traces._nrscope_expect import downlink_and_raw, raw_with_slots
 
 DATA = Path(__file__).parent / "data"
 XCAL = DATA / "xcal_style_mac_20ms_SYNTHETIC.csv"
@@ -167,6 +167,31 @@ def test_nrscope_user_trace_counts_new_transmissions_only(shared_data):
     assert tr.meta["source"].endswith("afternoon_1.csv") and tr.meta["column"] == "tbs_bytes"
     cell = from_log(dl, column="tbs_bytes", user="cell")
     assert cell.values.sum() == raw["transport_block_size"].sum() / 8
+
+
+def test_start_counts_from_the_logs_first_row_not_the_users(shared_data, run_airlink, tmp_path):
+    # RNTI 25864's first grant comes 64 s into the log: "--start 68.5s" is 68.5 s after the
+    # log's first DCI (slot 0, as airlink cell --log-start counts), not 68.5 s after the user's
+    # first grant (which had no rows then: the span was 132.7 s into the log)
+    r = raw_with_slots(shared_data / NR_AFTERNOON)
+    mine = r[(r["rnti"] == 25864) & (r["dci_format"] == "1_1") & (r["frequency_length"] > 0)]
+    assert mine["abs_slot"].min() > 64_000
+    inside = mine[(mine["abs_slot"] >= 68_500) & (mine["abs_slot"] < 71_500)]
+    out = tmp_path / "w.parquet"
+    status, text, err = run_airlink("trace", "from-log", shared_data / NR_AFTERNOON, "--user", "25864",
+                                    "--start", "68.5s", "--duration", "3s", "-o", out)
+    assert status == 0, err
+    tr = Trace.read_parquet(out)
+    assert tr.n_tti == 3000
+    assert tr.values.sum() == inside["transport_block_size"].sum() / 8 == 1942160
+    # the slot of each grant is kept: the busiest TTI is the one holding the biggest block
+    k = inside["abs_slot"].to_numpy() - 68_500
+    per_tti = np.bincount(k, weights=inside["transport_block_size"].to_numpy() / 8, minlength=3000)
+    assert np.array_equal(tr.values[:, 0], per_tti)
+    # the same start for the whole cell: its window holds the same slots
+    sessions = T.from_log_sessions(C.read(shared_data / NR_AFTERNOON), column="tbs_bytes", user="25864",
+                                   start="68.5s", duration="3s")
+    assert sum(s.values.sum() for s in sessions) == 1942160
 
 
 def _icell_raw(path):
