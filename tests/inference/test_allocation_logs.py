@@ -156,3 +156,27 @@ def test_jitter_cannot_tell_from_one_second_samples(shared_data, tmp_path, run_a
     rows = json.loads(out)
     assert {r["user"] for r in rows} == {"ue/pcell", "ue/scell_1", "ue/scell_2"}
     assert all(r["mean_s"] is None and "one sample per 1 s" in r["cannot_tell"] for r in rows)
+
+
+def test_a_raw_nrscope_csv_is_read_through_its_reader(shared_data, run_airlink, morning):
+    # Read as a plain table the CSV was one series of every RNTI and both directions on a
+    # 15 ms grid (the decoding timestamps' median spacing): `infer jitter --served
+    # frequency_length` printed gaps of one "user 1". Now the CSV gives what its collected
+    # frame gives: the RNTIs' downlink grants on the 1 ms slot.
+    log, mac = morning
+    status, from_csv, err = run_airlink("infer", "jitter", log, "--json")
+    assert status == 0, err
+    status, from_mac, err = run_airlink("infer", "jitter", mac, "--json")
+    assert status == 0, err
+    assert from_csv == from_mac
+    rows = json.loads(from_csv)
+    r = raw_with_slots(log)
+    dl = r[(r["dci_format"] == "1_1") & (r["frequency_length"] > 0)]
+    assert sorted(int(u["user"]) for u in rows) == sorted(dl["rnti"].unique())
+    busiest = dl.groupby("rnti").size().idxmax()
+    slots = np.unique(dl[dl["rnti"] == busiest]["abs_slot"])
+    row = next(u for u in rows if int(u["user"]) == busiest)
+    assert row["gaps"] == slots.size - 1 and row["max_s"] == pytest.approx(np.diff(slots).max() / 1000)
+    status, _, err = run_airlink("infer", "jitter", log, "--served", "frequency_length")
+    assert status == 2
+    one_error_line(err, str(log), "no column 'frequency_length'", "prbs")
