@@ -180,3 +180,27 @@ def test_a_raw_nrscope_csv_is_read_through_its_reader(shared_data, run_airlink, 
     status, _, err = run_airlink("infer", "jitter", log, "--served", "frequency_length")
     assert status == 2
     one_error_line(err, str(log), "no column 'frequency_length'", "prbs")
+
+
+def test_fairness_windows_with_one_user_have_no_index(run_airlink, morning):
+    # per 10 s window (epoch-aligned) a user's rate is its mean TBS over its granted slots
+    # in the window; a window in which one RNTI alone was granted compares nobody: no Jain index
+    # (it was 1.0, and lifted the mean over windows from 0.642 to 0.740)
+    log, mac = morning
+    status, out, err = run_airlink("infer", "fairness", mac, "--window", "10s", "--json")
+    assert status == 0, err
+    windows = json.loads(out)["windows"]
+    r = raw_with_slots(log)
+    dl = r[(r["dci_format"] == "1_1") & (r["frequency_length"] > 0)].drop_duplicates(["abs_slot", "rnti", "harq_id"])
+    # a grant's slot start: the reader's clock, slot 0 at the first row's timestamp less the
+    # smallest decoding latency; 10 s windows of the epoch
+    first = (r["timestamp"] - r["abs_slot"] / 1000).min()
+    win = np.floor((first + dl["abs_slot"] / 1000) / 10).astype(int)
+    per_slot = dl.assign(win=win).groupby(["win", "rnti", "abs_slot"])["transport_block_size"].sum() / 8
+    per = per_slot.groupby(level=["win", "rnti"]).mean()      # the mean over the user's granted slots
+    expected = {w: (jain(g.to_numpy()) if g.size >= 2 else None) for w, g in per.groupby(level=0)}
+    got = {int(pd.Timestamp(w["time"]).timestamp()) // 10: w["jain_index"] for w in windows if w["users"]}
+    assert got.keys() == expected.keys()
+    for w, j in expected.items():
+        assert (got[w] is None) if j is None else got[w] == pytest.approx(j, rel=1e-9), w
+    assert sum(j is None for j in expected.values()) == 3
