@@ -204,3 +204,23 @@ def test_fairness_windows_with_one_user_have_no_index(run_airlink, morning):
     for w, j in expected.items():
         assert (got[w] is None) if j is None else got[w] == pytest.approx(j, rel=1e-9), w
     assert sum(j is None for j in expected.values()) == 3
+
+
+def test_nmi_of_one_user_grids_that_user_only(shared_data, run_airlink):
+    # the afternoon log is too big a dense grid for all 137 RNTIs; --user 25864 grids that
+    # RNTI's slots alone (from its first to its last grant, on the log's slot grid)
+    log = shared_data / "nr-scope" / "t_mobile1_ueactivity_afternoon_1.csv"
+    r = raw_with_slots(log)
+    mine = r[(r["rnti"] == 25864) & (r["dci_format"] == "1_1") & (r["frequency_length"] > 0)]
+    slots = np.unique(mine["abs_slot"])
+    args = ["infer", "nmi", log, "--target", "tbs_bytes", "--factor", "mcs", "--user", "25864",
+            "--max-lag", "50ms", "--surrogates", "9", "--bootstrap", "0"]
+    status, out, err = run_airlink(*args, "--json")
+    assert status == 0, err
+    (row,) = json.loads(out)
+    assert row["lag"] == 0 and row["n_pairs"] == slots.size == 1935     # one pair per granted slot
+    status, out, err = run_airlink(*args)
+    assert out.startswith(f"grid 0.001 s: {slots[-1] - slots[0] + 1} steps, ") and "series: 25864\n" in out
+    status, out, err = run_airlink("infer", "nmi", log, "--target", "tbs_bytes", "--factor", "mcs", "--user", "7")
+    assert status == 2
+    one_error_line(err, str(log), "no user '7' (users: ")
