@@ -444,8 +444,14 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
             (tables[rate].fillna(0) > 0).resample(win).sum()
         for t in rate_w.index:
             m = rate_w.loc[t].to_numpy()
-            rows.append(dict(time=t, fairness_gap=F.fairness_gap(m), jain_index=F.jain_index(m),
-                             min_max_resource_ratio=F.min_max_ratio(np.nan_to_num(res_w.loc[t].to_numpy()))))
+            # fairness compares users: a window with one user holding a value (the others had
+            # no row in it) has none, not Jain 1.0 and gap 0
+            several = int(np.count_nonzero(~np.isnan(m))) >= 2
+            rows.append(dict(time=t, users=int(np.count_nonzero(~np.isnan(m))),
+                             fairness_gap=F.fairness_gap(m) if several else nan,
+                             jain_index=F.jain_index(m) if several else nan,
+                             min_max_resource_ratio=F.min_max_ratio(np.nan_to_num(res_w.loc[t].to_numpy()))
+                             if several else nan))
     return FairnessReport(overall=overall, users=users, windows=pd.DataFrame(rows))
 
 

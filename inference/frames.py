@@ -52,6 +52,25 @@ def with_time_index(frame: pd.DataFrame, source: str = "frame", *, time_column=N
     return out.sort_index(kind="stable")
 
 
+def _is_dci_log(path: Path) -> bool:
+    """An NR-Scope per-DCI log (sniffed from its header)."""
+    from airlink.collectors import nrscope
+    try:
+        return nrscope.is_format(path)
+    except Exception:       # not a text table with a header: the CSV reader says what is wrong
+        return False
+
+
+def _read_dci_log(path: Path) -> pd.DataFrame:
+    """An NR-Scope log through its reader, as ``airlink collect`` writes it: one row per DCI with
+    ``user`` (RNTI), ``slot`` and ``attrs["tti_s"]``, so the allocation view takes the
+    downlink grants on the slot grid. Read as a plain table its rows were every RNTI and both
+    directions in one series on the grid of the decoding timestamps' median spacing (15 ms on
+    the morning log): inter-service gaps and NMI of nothing real."""
+    from airlink import collectors as C
+    return C.read(path, format="nrscope")
+
+
 def read_table(path) -> pd.DataFrame:
     """One Parquet or CSV table as it is (``None``, ``-``, empty read as missing)."""
     path = Path(path)
@@ -60,6 +79,8 @@ def read_table(path) -> pd.DataFrame:
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
             frame = read_parquet_frame(path)
+        elif path.suffix.lower() in (".csv", ".txt", ".gz") and _is_dci_log(path):
+            frame = _read_dci_log(path)
         elif path.suffix.lower() in (".csv", ".txt", ".gz"):
             check_table_shape(path)
             frame = pd.read_csv(path, na_values=["None", "-", ""])
@@ -154,7 +175,8 @@ def _grid_of(t: pd.DatetimeIndex, resolution, source: str):
 
 
 def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, by=None, how=None,
-            columns=None, source: str | None = None, direction=None, sparse: bool = False) -> pd.DataFrame:
+            columns=None, source: str | None = None, direction=None, sparse: bool = False,
+            user=None) -> pd.DataFrame:
     """A frame on a regular grid, as every analysis receives it: indexed by ``time`` (the
     start of each grid step), one ``user`` column naming the series when there are several
     (the ``user`` column and/or the ``by`` columns joined by ``/``, e.g. ``"ue/pcell"``), and
@@ -177,6 +199,10 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     ``sparse=True`` keeps only the steps where a series has a row (``attrs["sparse"]``; see
     :func:`~airlink.collectors.timegrid.to_grid`): for analyses that read the frame through
     :func:`wide_many` only (fairness, jitter), which re-expands it onto the whole grid.
+
+    ``user`` keeps one series (its label as in the result's ``user`` column) and grids only
+    its rows, on the grid the whole frame would have: one RNTI of a 137-RNTI log is one
+    series, not 137.
     """
     if not isinstance(frame, pd.DataFrame):
         raise AirlinkError(f"expected a pandas DataFrame, got {type(frame).__name__}")
@@ -197,6 +223,16 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     else:
         res, origin = _grid_of(t, resolution, source)
     rest = rest.assign(time=t)
+    if user is not None and keys:       # one series only: the grid (origin, step) stays the whole log's
+        label = rest[keys[0]].astype(str)
+        for k in keys[1:]:
+            label = label + "/" + rest[k].astype(str)
+        keep = (label == str(user)).to_numpy()
+        if not keep.any():
+            names = sorted(pd.unique(label), key=user_order)
+            raise AirlinkError(f"{source}: no user {user!r} (users: {', '.join(map(str, names[:12]))}"
+                               f"{', ...' if len(names) > 12 else ''})")
+        rest = rest[keep]
     g = to_grid(rest, resolution=res, how=how, by=keys, origin=origin, source=source, sparse=sparse)
     attrs = dict(g.attrs)
     if resolution is not None and view.resolution is not None:     # the grid asked for, not the slot
@@ -217,7 +253,7 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
 
 
 def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, columns=None,
-                direction=None, sparse: bool = False) -> pd.DataFrame:
+                direction=None, sparse: bool = False, user=None) -> pd.DataFrame:
     """Read one or several frames and put them on one regular grid (:func:`prepare`).
 
     Several frames share the grid of the first (its ``resolution`` or its sampling period):
@@ -226,7 +262,8 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
     (names to be read as numbers) are checked in the file that has them, and must exist in one.
     ``direction``: the grants of an allocation log to keep (see :func:`prepare`). ``sparse``:
     a single frame's grid keeps only its occupied steps (see :func:`prepare`); several frames
-    are joined on the whole grid.
+    are joined on the whole grid. ``user``: the one series of the frame that holds several to
+    keep (see :func:`prepare`).
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
@@ -242,7 +279,7 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
         return [c for c in columns if c in t.columns]
     base = prepare(tables[0], resolution=resolution, time_column=time_column, tz=tz, by=by,
                    columns=mine(tables[0]), source=str(paths[0]), direction=direction,
-                   sparse=sparse and len(tables) == 1)
+                   sparse=sparse and len(tables) == 1, user=user)
     res = pd.Timedelta(round(base.attrs["resolution_s"] * 1e9), unit="ns")
     for p, raw in zip(paths[1:], tables[1:]):
         keys = [k for k in ([by] if isinstance(by, str) else (by or [])) if k in raw.columns]

@@ -345,8 +345,8 @@ def estimate_pf(frame: pd.DataFrame, *, tti=None, cell_prbs: int | None = None, 
         why = (f"users rarely competed for PRBs: {contended} of {n_slots} slot(s) were full "
                f"(>= {FULL_SLOT:.0%} of {sa.cell_prbs} PRBs) with two or more users contending (need "
                f"{need}: {MIN_CONTENDED_SLOTS} and {MIN_CONTENDED_SHARE:.0%} of the slots); "
-               f"PRB utilisation {evidence['prb_utilization'] * 100:.1f} %, full slots "
-               f"{evidence['full_slots'] * 100:.2f} %")
+               f"PRBs of new transmissions {evidence['prb_utilization'] * 100:.1f} % of the cell, slots full "
+               f"of them {evidence['full_slots'] * 100:.2f} %")
         return PFEstimate(None, None, None, None, tti_s, None, why, evidence, notes=sa.notes)
     sa = slot_arrays(frame, tti=tti, cell_prbs=cell_prbs, channel=channel, source=source)
     several = sa.contend.sum(1) >= 2

@@ -160,8 +160,10 @@ def _grid_options(p):
 
 def _read(args, *columns, sparse=False):
     from airlink import inference as inf
+    # nmi's --user: grid that series only (a 137-RNTI log would be 137 series of every slot)
     return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, tz=args.tz,
-                           by=args.by, columns=[c for c in columns if c], direction=args.direction, sparse=sparse)
+                           by=args.by, columns=[c for c in columns if c], direction=args.direction, sparse=sparse,
+                           user=getattr(args, "user", None))
 
 
 def _grid_line(frame) -> str:

@@ -43,7 +43,7 @@ def cmd_pf(args) -> int:
         return 0
     e = res.evidence
     print(f"log         {args.log}: {e['users']} users, {e['slots']} slots of {res.tti_s * 1000:g} ms, "
-          f"{e['cell_prbs']} PRBs; utilisation {e['prb_utilization'] * 100:.1f} %, "
+          f"{e['cell_prbs']} PRBs; new transmissions use {e['prb_utilization'] * 100:.1f} % of them, "
           f"{e['contended_slots']} contended slots")
     for note in res.notes:
         print(f"  - {note}")

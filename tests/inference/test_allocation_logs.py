@@ -156,3 +156,71 @@ def test_jitter_cannot_tell_from_one_second_samples(shared_data, tmp_path, run_a
     rows = json.loads(out)
     assert {r["user"] for r in rows} == {"ue/pcell", "ue/scell_1", "ue/scell_2"}
     assert all(r["mean_s"] is None and "one sample per 1 s" in r["cannot_tell"] for r in rows)
+
+
+def test_a_raw_nrscope_csv_is_read_through_its_reader(shared_data, run_airlink, morning):
+    # Read as a plain table the CSV was one series of every RNTI and both directions on a
+    # 15 ms grid (the decoding timestamps' median spacing): `infer jitter --served
+    # frequency_length` printed gaps of one "user 1". Now the CSV gives what its collected
+    # frame gives: the RNTIs' downlink grants on the 1 ms slot.
+    log, mac = morning
+    status, from_csv, err = run_airlink("infer", "jitter", log, "--json")
+    assert status == 0, err
+    status, from_mac, err = run_airlink("infer", "jitter", mac, "--json")
+    assert status == 0, err
+    assert from_csv == from_mac
+    rows = json.loads(from_csv)
+    r = raw_with_slots(log)
+    dl = r[(r["dci_format"] == "1_1") & (r["frequency_length"] > 0)]
+    assert sorted(int(u["user"]) for u in rows) == sorted(dl["rnti"].unique())
+    busiest = dl.groupby("rnti").size().idxmax()
+    slots = np.unique(dl[dl["rnti"] == busiest]["abs_slot"])
+    row = next(u for u in rows if int(u["user"]) == busiest)
+    assert row["gaps"] == slots.size - 1 and row["max_s"] == pytest.approx(np.diff(slots).max() / 1000)
+    status, _, err = run_airlink("infer", "jitter", log, "--served", "frequency_length")
+    assert status == 2
+    one_error_line(err, str(log), "no column 'frequency_length'", "prbs")
+
+
+def test_fairness_windows_with_one_user_have_no_index(run_airlink, morning):
+    # per 10 s window (epoch-aligned) a user's rate is its mean TBS over its granted slots
+    # in the window; a window in which one RNTI alone was granted compares nobody: no Jain index
+    # (it was 1.0, and lifted the mean over windows from 0.642 to 0.740)
+    log, mac = morning
+    status, out, err = run_airlink("infer", "fairness", mac, "--window", "10s", "--json")
+    assert status == 0, err
+    windows = json.loads(out)["windows"]
+    r = raw_with_slots(log)
+    dl = r[(r["dci_format"] == "1_1") & (r["frequency_length"] > 0)].drop_duplicates(["abs_slot", "rnti", "harq_id"])
+    # a grant's slot start: the reader's clock, slot 0 at the first row's timestamp less the
+    # smallest decoding latency; 10 s windows of the epoch
+    first = (r["timestamp"] - r["abs_slot"] / 1000).min()
+    win = np.floor((first + dl["abs_slot"] / 1000) / 10).astype(int)
+    per_slot = dl.assign(win=win).groupby(["win", "rnti", "abs_slot"])["transport_block_size"].sum() / 8
+    per = per_slot.groupby(level=["win", "rnti"]).mean()      # the mean over the user's granted slots
+    expected = {w: (jain(g.to_numpy()) if g.size >= 2 else None) for w, g in per.groupby(level=0)}
+    got = {int(pd.Timestamp(w["time"]).timestamp()) // 10: w["jain_index"] for w in windows if w["users"]}
+    assert got.keys() == expected.keys()
+    for w, j in expected.items():
+        assert (got[w] is None) if j is None else got[w] == pytest.approx(j, rel=1e-9), w
+    assert sum(j is None for j in expected.values()) == 3
+
+
+def test_nmi_of_one_user_grids_that_user_only(shared_data, run_airlink):
+    # the afternoon log is too big a dense grid for all 137 RNTIs; --user 25864 grids that
+    # RNTI's slots alone (from its first to its last grant, on the log's slot grid)
+    log = shared_data / "nr-scope" / "t_mobile1_ueactivity_afternoon_1.csv"
+    r = raw_with_slots(log)
+    mine = r[(r["rnti"] == 25864) & (r["dci_format"] == "1_1") & (r["frequency_length"] > 0)]
+    slots = np.unique(mine["abs_slot"])
+    args = ["infer", "nmi", log, "--target", "tbs_bytes", "--factor", "mcs", "--user", "25864",
+            "--max-lag", "50ms", "--surrogates", "9", "--bootstrap", "0"]
+    status, out, err = run_airlink(*args, "--json")
+    assert status == 0, err
+    (row,) = json.loads(out)
+    assert row["lag"] == 0 and row["n_pairs"] == slots.size == 1935     # one pair per granted slot
+    status, out, err = run_airlink(*args)
+    assert out.startswith(f"grid 0.001 s: {slots[-1] - slots[0] + 1} steps, ") and "series: 25864\n" in out
+    status, out, err = run_airlink("infer", "nmi", log, "--target", "tbs_bytes", "--factor", "mcs", "--user", "7")
+    assert status == 2
+    one_error_line(err, str(log), "no user '7' (users: ")

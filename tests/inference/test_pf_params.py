@@ -103,6 +103,19 @@ def test_shared_nrscope_cells_cannot_tell(shared_data, run_airlink, name):
     assert o["cannot_tell"].startswith("users rarely competed for PRBs")
     assert o["tau_slots"] is None and o["lambda"] is None
     assert o["evidence"]["prb_utilization"] < 0.04
+    # the PRBs of new transmissions over the cell's PRBs x slots, from the raw rows; the text
+    # says so, apart from infer cell's utilisation of every allocation
+    from tests.traces._nrscope_expect import raw_with_slots
+    r = raw_with_slots(shared_data / "nr-scope" / name)
+    dl = r[(r["dci_format"] == "1_1") & (r["frequency_length"] > 0)]
+    dl = dl.drop_duplicates(["abs_slot", "rnti", "harq_id"])
+    new = dl[dl["transport_block_size"] > 0]
+    cell = int((dl["frequency_start"].astype(int) + dl["frequency_length"]).max())
+    slots = int(dl["abs_slot"].max() - dl["abs_slot"].min() + 1)
+    assert o["evidence"]["slots"] == slots and o["evidence"]["cell_prbs"] == cell
+    assert o["evidence"]["prb_utilization"] == pytest.approx(new["frequency_length"].sum() / (cell * slots), rel=1e-12)
+    status, out, err = run_airlink("infer", "pf", shared_data / "nr-scope" / name)
+    assert f"new transmissions use {100 * o['evidence']['prb_utilization']:.1f} % of them" in out
 
 
 def test_missing_allocation_column_is_one_line_error(tmp_path, run_airlink):
