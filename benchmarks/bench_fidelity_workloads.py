@@ -31,7 +31,8 @@ divided by the live mean.
 4. **Workloads** (one pass, random order, idle gaps of 0.5-1 s): UDP ping RTT (20 probes
    100 ms apart), downlink packet-train completion time for 1, 10, 50, 100 and 200
    packets of 1396 bytes (from request to the last packet), TCP downloads of 1 KB, 10 KB,
-   100 KB, 1 MB (and 10 MB with ``--big``) on a new connection each (connect to last byte),
+   100 KB, 1 MB (``--sizes`` picks others; 10 MB too with ``--big``) on a new connection
+   each (connect to last byte),
    a page load (a 30 KB document, then 40 objects of 2-60 KB over 6 persistent
    connections; document request to last object byte) and a bulk download (goodput in each
    of 5 one-second intervals after its first second; then the client stops the server and
@@ -51,6 +52,9 @@ samples each side at which that falls to 2.5 % (half the 5 % goal). Needs root. 
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 3 --big \
          --mahimahi-bin /opt/mahimahi/bin --cellreplay-bin /opt/cellreplay/bin --json out.json
     .venv/bin/python benchmarks/bench_fidelity_workloads.py --table out.json   # its table again
+    # the page load and the 1 MB download only, with more samples of each
+    sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 4 \
+         --workloads page download --sizes 1MB --repeat page=3 download=3
 """
 from __future__ import annotations
 
@@ -125,7 +129,7 @@ udp()
 """ % {"mss": MSS, "train": TRAIN_PACKET_BYTES}
 
 # the workload client of UE 1 / the replays; the background of the other UEs
-CLIENT = r"""
+CLIENT_TEMPLATE = r"""
 import json, os, random, socket, sys, time
 out, passes, seed, big = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 # the plan: each workload kind's trials per pass ("ping=3,train=4,..."; "-" for the background)
@@ -296,9 +300,16 @@ for p in range(passes):
             if got == arg:
                 res["download_ms"].setdefault(str(arg), []).append(dt * 1000)
 json.dump(res, open(out, "w"))
-""" % {"port": PORT, "mss": MSS, "sizes": ", ".join(map(str, SIZES)), "big": BIG, "trains": ", ".join(map(str, TRAINS)),
-       "page_doc": PAGE_DOC, "page_conns": PAGE_CONNECTIONS, "page_objects": ", ".join(map(str, PAGE_OBJECTS)),
-       "bulk_s": BULK_SECONDS}
+"""
+
+
+def client_source(sizes=SIZES) -> str:
+    """The workload client's source, its downloads of ``sizes`` bytes (and :data:`BIG` with
+    ``--big``)."""
+    return CLIENT_TEMPLATE % {
+        "port": PORT, "mss": MSS, "sizes": ", ".join(map(str, sizes)), "big": BIG,
+        "trains": ", ".join(map(str, TRAINS)), "page_doc": PAGE_DOC, "page_conns": PAGE_CONNECTIONS,
+        "page_objects": ", ".join(map(str, PAGE_OBJECTS)), "bulk_s": BULK_SECONDS}
 
 
 def _repeat(text: str) -> tuple:
@@ -307,6 +318,19 @@ def _repeat(text: str) -> tuple:
     if kind not in KINDS or not n.isdigit() or int(n) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: want KIND=N, KIND one of {', '.join(KINDS)}, N >= 1")
     return kind, int(n)
+
+
+def _size_arg(text: str) -> int:
+    """A download size of ``--sizes`` (``1000000``, ``100KB``, ``1MB``)."""
+    from airlink.core.units import parse_size
+    from airlink.core.errors import AirlinkError
+    try:
+        n = int(parse_size(text))
+    except AirlinkError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size in bytes such as 100KB or 1MB ({e})")
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size of at least 1 byte")
+    return n
 
 
 def distribution_error(replayed, live) -> float:
@@ -378,7 +402,7 @@ class Bench:
     def __init__(self, args, tmp: Path, ns: str):
         self.args, self.tmp, self.ns = args, tmp, ns
         (tmp / "server.py").write_text(SERVER)
-        (tmp / "client.py").write_text(CLIENT)
+        (tmp / "client.py").write_text(client_source(args.sizes))
         self.procs = []
         #: trials per pass of each workload kind (0: not run)
         self.plan = {k: (args.repeat.get(k, 1) if k in args.workloads else 0) for k in KINDS}
@@ -425,7 +449,7 @@ class Bench:
         n = self.plan
         page = 8 + (PAGE_DOC + sum(PAGE_OBJECTS)) * 8 / 2e6
         per = (n.get("ping", 0) * (20 * 0.2 + 1) + n.get("train", 0) * len(TRAINS) * 3.0
-               + n.get("download", 0) * (sum(4 + s * 8 / 2e6 for s in SIZES) + (60 if self.args.big else 0))
+               + n.get("download", 0) * (sum(4 + s * 8 / 2e6 for s in self.args.sizes) + (60 if self.args.big else 0))
                + n.get("page", 0) * (page + 1) + n.get("bulk", 0) * (BULK_SECONDS + 4))
         return 10 + self.args.passes * (per + 8)
 
@@ -577,6 +601,9 @@ def main(argv=None) -> int:
     ap.add_argument("--big", action="store_true", help="also 10 MB downloads")
     ap.add_argument("--workloads", nargs="+", choices=KINDS, default=list(KINDS), metavar="KIND",
                     help="the workload kinds to run (default all): " + ", ".join(KINDS))
+    ap.add_argument("--sizes", type=_size_arg, nargs="+", default=list(SIZES), metavar="BYTES",
+                    help="the downloads' sizes (default " + " ".join(map(str, SIZES)) + "; --big adds 10 MB): "
+                         "--sizes 1MB for more 1 MB samples in the same time")
     ap.add_argument("--repeat", nargs="+", type=_repeat, default=[], metavar="KIND=N",
                     help="trials of a kind per pass (default 1 each), for more samples of the cheap ones: "
                          "--repeat ping=3 train=6 page=2")

@@ -229,6 +229,23 @@ def test_demand_pf_shares_equally_between_equal_ues(tmp_path):
     assert radio.measured.demand.users == ["2", "3", "4"]
 
 
+def test_demand_others_are_open_loop(tmp_path):
+    """Hand-checkable: UE 2 recorded 300 bytes arriving every TTI and an empty queue; the
+    live UE is idle. The cell has room for far more (24 subchannels on row 10), but UE 2 is
+    served only what arrived: its recorded arrivals, not the room the idle UE leaves (a TCP
+    neighbour would grow into it; docs/replay.md). Every byte that arrived before the last
+    32 TTIs (4 transmissions 8 TTIs apart) is served by the end, none more than arrived."""
+    n, per_tti = 200, 300.0
+    path = demand_log(tmp_path, n, busy_users=["2"], arrivals=per_tti)
+    log = pd.read_parquet(path)
+    log.loc[log["user"] == "2", ["backlog_bytes", "served_bytes"]] = 0.0
+    write_like(log, path, path)
+    radio, out = demand_run(path, n, 0.0)
+    served = radio.others_served[0]
+    assert (n - 32) * per_tti <= served <= n * per_tti, served
+    assert radio.others_served[1:].sum() == 0 and (out["nsub"][:, 0] == 0).all()
+
+
 def test_demand_needs_an_airlink_mac_log(shared_data):
     from tests.replay.test_cell_fromlog import AFTERNOON
     with pytest.raises(AirlinkError, match="need an airlink MAC log"):
