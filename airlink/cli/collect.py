@@ -148,10 +148,11 @@ def _summary_json(summary: dict) -> str:
             rec = {**rec, "flows": token}
         files.append(rec)
     text = json.dumps({**summary, "files": files}, indent=2, default=json_default)
+    encode = json.JSONEncoder(default=json_default).encode     # one encoder for every record
     for token, flows in records.items():
         line = text.rindex("\n", 0, text.index(f'"{token}"')) + 1
         pad = " " * (len(text) - len(text[line:].lstrip(" ")) - line + 2)     # the key's indent + 2
-        body = ",\n".join(pad + json.dumps(f, default=json_default) for f in flows)
+        body = ",\n".join(pad + encode(f) for f in flows)
         text = text.replace(f'"{token}"', f"[\n{body}\n{pad[:-2]}]" if flows else "[]", 1)
     return text + "\n"
 
