@@ -213,20 +213,14 @@ class PacketColumns:
     ``size``: the packets to come when known (a flow group's, from the census), reserved
     exactly."""
 
-    def __init__(self, keep=None, size: int = 0, store=None):
-        """``store``: the store of an earlier PacketColumns of the same ``keep`` mode whose
-        columns are no longer used, to be filled again (its memory is touched already)."""
+    def __init__(self, keep=None, size: int = 0):
         dense = {**{k: (np.int64 if dt is None else dt) for k, dt in KEPT.items()},
                  "pflow": np.int32, "swap": bool}
         self.keep = None if keep is None else np.asarray(keep, bool)
         if self.keep is not None:
             self.compact = np.cumsum(self.keep) - 1
             dense["ipidx"] = np.int64
-        if store is not None and store.dtypes == dense:
-            store.size = 0
-            self.store = store
-        else:
-            self.store = _ColumnStore(dense)
+        self.store = _ColumnStore(dense)
         self.store.reserve(size)
         self.sparse = {k: [] for k in SPARSE_DTYPES}
 
@@ -312,9 +306,6 @@ class GroupGatherer:
         self.nflows = nflows
         self.deferred = {i for i in groups if sizes[i] > budget}
         self.open: dict = {}                      # group -> its PacketColumns
-        # the column store of the group analysed last, filled again by the next group to
-        # open: fresh memory is slow to fill the first time (a page fault every 4 KiB)
-        self.spare = None
         self.finished: set = set()
         self.top = None
         self.conns = None
@@ -342,8 +333,7 @@ class GroupGatherer:
                                    f"{ipidx0}.. (the capture changed since its census?)")
             cols = self.open.get(i)
             if cols is None:
-                cols = self.open[i] = PacketColumns(self.keep_of(i), self.sizes[i], store=self.spare)
-                self.spare = None
+                cols = self.open[i] = PacketColumns(self.keep_of(i), self.sizes[i])
             cols.add(d, pflow, swap, ipidx0)
         latest = int(d["ts_ns"].max())
         self.top = latest if self.top is None else max(self.top, latest)
@@ -364,18 +354,14 @@ class GroupGatherer:
         """The pass is over: every group still open is complete."""
         for i in sorted(self.open):
             self._close(i)
-        self.conns = self.spare = None
+        self.conns = None
 
     def _close(self, i) -> None:
         cols = self.open.pop(i)
         raw = cols.result(self.conns)
-        store = cols.store
         del cols
         self.finished.add(i)
         self.done(i, raw)
-        # done() has analysed the group: nothing it kept refers to the store's arrays
-        # (the analysis' frames are built of arrays of their own), so they can be refilled
-        self.spare = store
 
 
 def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=None,
