@@ -16,6 +16,10 @@ number, and a flow is in one group only): numbers take the type numpy's concaten
 gives them (:func:`numpy.result_type` of the runs'), text held by code
 (:class:`._columns.Coded`) the values of all runs united in order of first appearance,
 as ``Coded.concat`` unites them.
+
+:class:`JoinedRuns` is its twin in memory, with the same interface: the runs are held as
+they are added and joined and sorted once, which is that definition itself - for a caller
+whose frame fits (the analysis' flows table, frames asked for whole).
 """
 from __future__ import annotations
 
@@ -228,4 +232,72 @@ class SortedRuns:
         self._file.close()
 
 
-__all__ = ["SortedRuns", "CHUNK_ROWS"]
+class JoinedRuns:
+    """:class:`SortedRuns` in memory: the same interface (:meth:`add`, :meth:`chunks`,
+    :meth:`whole`, :meth:`values`, :attr:`finish`, ``attrs``) and the same frame,
+    :meth:`._columns.Columns.concat` of the runs with rows in the order they were added,
+    sorted stably by ``keys`` (the first frame added, sorted, when none has rows), through
+    the functions of :attr:`finish` once. ``folder`` is accepted and unused."""
+
+    def __init__(self, keys, attrs: dict | None = None, folder=None):
+        self.keys = list(keys)
+        self.attrs = dict(attrs or {})
+        self._first: Columns | None = None
+        self._runs: list = []
+        self._whole: Columns | None = None
+        self._rows = 0
+        self.finish: list = []
+
+    def __len__(self) -> int:
+        return self._rows
+
+    @property
+    def columns(self) -> list:
+        return [] if self._first is None else self._first.columns
+
+    def add(self, frame: Columns) -> None:
+        """A run (held, not copied)."""
+        if self._whole is not None:
+            raise RuntimeError("JoinedRuns: a run added after the frame was joined")
+        if self._first is None:
+            self._first = frame
+        if len(frame):
+            self._runs.append(frame)
+            self._rows += len(frame)
+
+    def values(self, name: str) -> list:
+        """The values of Coded column ``name`` over all runs with rows (in order of first
+        appearance)."""
+        united: list = []
+        for run in self._runs:
+            united += [v for v in run[name].values if v not in united]
+        return united
+
+    def column_parts(self, name: str, rows: int | None = None):
+        """Column ``name`` of every run, in the order the runs were added (not merged); the
+        runs are whole (``rows`` is accepted and unused)."""
+        for run in self._runs:
+            yield run[name]
+
+    def chunks(self, rows: int | None = None):
+        """The joined frame in one chunk (``rows`` is accepted and unused)."""
+        yield self.whole()
+
+    def whole(self) -> Columns:
+        """The joined frame, sorted, through :attr:`finish` (made once: the runs are handed
+        over to it column by column)."""
+        if self._whole is None:
+            out = Columns.concat(self._runs, consume=True) if self._runs else self._first
+            self._runs, self._first = [], out
+            out = out.sort_by(self.keys, consume=True)
+            for f in self.finish:
+                out = f(out)
+            out.attrs = self.attrs
+            self._whole = out
+        return self._whole
+
+    def close(self) -> None:
+        self._runs, self._first, self._whole = [], None, None
+
+
+__all__ = ["SortedRuns", "JoinedRuns", "CHUNK_ROWS"]

@@ -32,6 +32,8 @@ KEPT = {"ts_ns": None, "ip_len": np.uint32, "seq": np.uint32, "ack": np.uint32,
         "tsecr": np.uint32, "has_ts": bool, "dsack": bool, "ecn": np.uint8}
 SYN_KEPT = {"mss": np.uint16, "wscale": np.int8, "synopt": np.uint8}
 SPARSE_DTYPES = {"syn_index": np.int64, "dsack_index": np.int64, "dsack_left": np.uint32, **SYN_KEPT}
+#: The decoded columns :class:`PacketColumns` reads (of a batch's many).
+_GATHERED = (*KEPT, *SYN_KEPT, "dsack_left")
 
 
 class _ColumnStore:
@@ -239,11 +241,11 @@ class PacketColumns:
         if keep is not None:
             m = len(d["ts_ns"])
             sel = np.flatnonzero(keep[pflow]) if len(keep) else np.zeros(0, np.int64)
-            if len(sel) < m:
-                d = {k: (v[sel] if isinstance(v, np.ndarray) and len(v) == m else v) for k, v in d.items()}
+            if len(sel) < m:                  # the kept packets of the columns kept
+                d = {k: d[k][sel] for k in _GATHERED}
                 pflow, swap = pflow[sel], swap[sel]
             else:                             # a batch all of kept flows: its arrays as they are
-                d = dict(d)
+                d = {k: d[k] for k in _GATHERED}
             pflow = self.compact[pflow].astype(np.int32)
             d["ipidx"] = sel + ipidx0
         base, sparse = self.store.size, self.sparse

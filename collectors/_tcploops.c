@@ -6,7 +6,7 @@
  * loops of collectors/_tcparrays.py's _unwrap and _grouped_cummax (see there), one pass each
  * instead of several whole-array numpy passes; groups are contiguous runs of equal values.
  *
- * stream_rows: the per-row chain of a one-flow TCP engine's time chunk, and stream_bins: the
+ * stream_rows: the per-row chain of a TCP engine's time chunk (runs of one flow each), and stream_bins: the
  * per-bin series sums of any engine's chunk (collectors/_tcpstream.FlowStream: _rows_numpy,
  * _bin_sums_numpy).
  */
@@ -96,12 +96,14 @@ static PyObject *cummax(PyObject *self, PyObject *args)
 
 /* ---- one TCP flow in time chunks ---------------------------------------------------- */
 
-/* stream_rows(dr, seq, ack, flags, pay, win, state, rel, rela, end, am0, am1, sm0, sm1, smb,
+/* stream_rows(dr, seq, ack, flags, pay, win, state, runs, rel, rela, end, am0, am1, sm0, sm1, smb,
  *             keepalive, below, dupack):
  * the per-row chain of collectors/_tcpstream.FlowStream.chunk (its numpy twin, _rows_numpy,
  * gives the same values; a test compares them), one pass instead of unwraps, running maxima
- * and neighbour comparisons per direction. dr int8[n] (direction 0/1), seq/ack uint32[n],
- * flags uint8[n], pay int64[n], win uint16[n]; state int64[28], read and updated: base[d]
+ * and neighbour comparisons per direction. The rows are runs of one flow each: run r is rows
+ * runs[r]..runs[r+1]-1 (runs int64[R+1], non-decreasing, runs[R] <= n) with its flow's state
+ * row r of state int64[R][28]. dr int8[n] (direction 0/1), seq/ack uint32[n],
+ * flags uint8[n], pay int64[n], win uint16[n]; a state row, read and updated: base[d]
  * (ISN, 0-1), seq_seen[d] (2-3), last_seq[d] (4-5), last_rel[d] (6-7), ack_seen[d] (8-9),
  * last_ack[d] (10-11), last_rela[d] (12-13), am[a] (14-15, the ACK maximum of direction a,
  * -1: none), sm[d] (16-17, snd_max, -1: none), prev_seen[d] (18-19), prev_rela[d] (20-21),
@@ -121,101 +123,107 @@ static PyObject *cummax(PyObject *self, PyObject *args)
  *               window > 0, rel == s, and the other direction's previous row no keep-alive. */
 static PyObject *stream_rows(PyObject *self, PyObject *args)
 {
-    Py_buffer b[18];
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
+    Py_buffer b[19];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*y*w*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
                           &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15],
-                          &b[16], &b[17]))
+                          &b[16], &b[17], &b[18]))
         return NULL;
-    Py_ssize_t n = b[0].len;
+    Py_ssize_t n = b[0].len, nruns = b[7].len / 8 - 1;
     int bad = b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != n || b[4].len != 8 * n ||
-              b[5].len != 2 * n || b[6].len != 28 * 8;
-    for (int k = 7; k < 15; k++)
+              b[5].len != 2 * n || nruns < 0 || b[6].len != 28 * 8 * nruns;
+    for (int k = 8; k < 16; k++)
         bad |= b[k].len != 8 * n;
-    for (int k = 15; k < 18; k++)
+    for (int k = 16; k < 19; k++)
         bad |= b[k].len != n;
+    const int64_t *runs = b[7].buf;
+    for (Py_ssize_t r = 0; r < nruns && !bad; r++)
+        bad = runs[r] < 0 || runs[r] > runs[r + 1] || runs[r + 1] > n;
     if (!bad) {
         const int8_t *dr = b[0].buf;
         const uint32_t *seq = b[1].buf, *ack = b[2].buf;
         const uint8_t *fl = b[3].buf;
         const int64_t *pay = b[4].buf;
         const uint16_t *win = b[5].buf;
-        int64_t *st = b[6].buf;
-        int64_t *rel = b[7].buf, *rela = b[8].buf, *end = b[9].buf, *am0 = b[10].buf, *am1 = b[11].buf,
-                *sm0 = b[12].buf, *sm1 = b[13].buf, *smb = b[14].buf;
-        uint8_t *kao = b[15].buf, *blo = b[16].buf, *dup = b[17].buf;
+        int64_t *rel = b[8].buf, *rela = b[9].buf, *end = b[10].buf, *am0 = b[11].buf, *am1 = b[12].buf,
+                *sm0 = b[13].buf, *sm1 = b[14].buf, *smb = b[15].buf;
+        uint8_t *kao = b[16].buf, *blo = b[17].buf, *dup = b[18].buf;
         Py_BEGIN_ALLOW_THREADS
-        int64_t seen[2] = {st[2], st[3]}, lrel[2] = {st[6], st[7]}, aseen[2] = {st[8], st[9]},
-                lrela[2] = {st[12], st[13]}, am[2] = {st[14], st[15]}, sm[2] = {st[16], st[17]};
-        uint32_t base[2] = {(uint32_t)st[0], (uint32_t)st[1]}, lseq[2] = {(uint32_t)st[4], (uint32_t)st[5]},
-                 lack[2] = {(uint32_t)st[10], (uint32_t)st[11]};
-        int64_t pseen[2] = {st[18], st[19]}, prela[2] = {st[20], st[21]}, pwin[2] = {st[22], st[23]},
-                kseen[2] = {st[24], st[25]}, ka[2] = {st[26], st[27]};
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int d = dr[i];
-            if (d != 0 && d != 1) {
-                bad = 1;
-                break;
+        for (Py_ssize_t run = 0; run < nruns && !bad; run++) {
+            int64_t *st = (int64_t *)b[6].buf + 28 * run;
+            int64_t seen[2] = {st[2], st[3]}, lrel[2] = {st[6], st[7]}, aseen[2] = {st[8], st[9]},
+                    lrela[2] = {st[12], st[13]}, am[2] = {st[14], st[15]}, sm[2] = {st[16], st[17]};
+            uint32_t base[2] = {(uint32_t)st[0], (uint32_t)st[1]}, lseq[2] = {(uint32_t)st[4], (uint32_t)st[5]},
+                     lack[2] = {(uint32_t)st[10], (uint32_t)st[11]};
+            int64_t pseen[2] = {st[18], st[19]}, prela[2] = {st[20], st[21]}, pwin[2] = {st[22], st[23]},
+                    kseen[2] = {st[24], st[25]}, ka[2] = {st[26], st[27]};
+            for (Py_ssize_t i = runs[run]; i < runs[run + 1]; i++) {
+                int d = dr[i];
+                if (d != 0 && d != 1) {
+                    bad = 1;
+                    break;
+                }
+                uint32_t s = seq[i];
+                int64_t r = seen[d] ? lrel[d] + (int32_t)(s - lseq[d]) : (int64_t)(uint32_t)(s - base[d]);
+                seen[d] = 1;
+                lseq[d] = s;
+                lrel[d] = r;
+                unsigned f = fl[i];
+                int ha = (f & 0x10) != 0;
+                uint32_t a = ha ? ack[i] : base[1 - d];
+                int64_t ra = aseen[d] ? lrela[d] + (int32_t)(a - lack[d]) : (int64_t)(uint32_t)(a - base[1 - d]);
+                aseen[d] = 1;
+                lack[d] = a;
+                lrela[d] = ra;
+                rel[i] = r;
+                rela[i] = ha ? ra : -1;
+                int64_t p = pay[i], e = r + p + ((f & 0x02) != 0) + ((f & 0x01) != 0), sb = sm[d];
+                int64_t ro = ha ? ra : -1, w = win[i];
+                int synfin = (f & 0x03) != 0;
+                int k = p <= 1 && !synfin && r == sb - 1;
+                kao[i] = (uint8_t)k;
+                blo[i] = (p > 0 || synfin) && r < sb && !k && sb >= 0;
+                dup[i] = pseen[d] && ro == prela[d] && w == pwin[d] && p == 0 && !(f & 0x07) && ha && w > 0 &&
+                         r == sb && !(kseen[1 - d] && ka[1 - d]);
+                pseen[d] = 1;
+                prela[d] = ro;
+                pwin[d] = w;
+                kseen[d] = 1;
+                ka[d] = k;
+                end[i] = e;
+                smb[i] = sb;
+                if (e > sm[d])
+                    sm[d] = e;
+                if (ha && ra > am[d])
+                    am[d] = ra;
+                am0[i] = am[0];
+                am1[i] = am[1];
+                sm0[i] = sm[0];
+                sm1[i] = sm[1];
             }
-            uint32_t s = seq[i];
-            int64_t r = seen[d] ? lrel[d] + (int32_t)(s - lseq[d]) : (int64_t)(uint32_t)(s - base[d]);
-            seen[d] = 1;
-            lseq[d] = s;
-            lrel[d] = r;
-            unsigned f = fl[i];
-            int ha = (f & 0x10) != 0;
-            uint32_t a = ha ? ack[i] : base[1 - d];
-            int64_t ra = aseen[d] ? lrela[d] + (int32_t)(a - lack[d]) : (int64_t)(uint32_t)(a - base[1 - d]);
-            aseen[d] = 1;
-            lack[d] = a;
-            lrela[d] = ra;
-            rel[i] = r;
-            rela[i] = ha ? ra : -1;
-            int64_t p = pay[i], e = r + p + ((f & 0x02) != 0) + ((f & 0x01) != 0), sb = sm[d];
-            int64_t ro = ha ? ra : -1, w = win[i];
-            int synfin = (f & 0x03) != 0;
-            int k = p <= 1 && !synfin && r == sb - 1;
-            kao[i] = (uint8_t)k;
-            blo[i] = (p > 0 || synfin) && r < sb && !k && sb >= 0;
-            dup[i] = pseen[d] && ro == prela[d] && w == pwin[d] && p == 0 && !(f & 0x07) && ha && w > 0 &&
-                     r == sb && !(kseen[1 - d] && ka[1 - d]);
-            pseen[d] = 1;
-            prela[d] = ro;
-            pwin[d] = w;
-            kseen[d] = 1;
-            ka[d] = k;
-            end[i] = e;
-            smb[i] = sb;
-            if (e > sm[d])
-                sm[d] = e;
-            if (ha && ra > am[d])
-                am[d] = ra;
-            am0[i] = am[0];
-            am1[i] = am[1];
-            sm0[i] = sm[0];
-            sm1[i] = sm[1];
-        }
-        for (int d = 0; d < 2; d++) {
-            st[2 + d] = seen[d];
-            st[4 + d] = lseq[d];
-            st[6 + d] = lrel[d];
-            st[8 + d] = aseen[d];
-            st[10 + d] = lack[d];
-            st[12 + d] = lrela[d];
-            st[14 + d] = am[d];
-            st[16 + d] = sm[d];
-            st[18 + d] = pseen[d];
-            st[20 + d] = prela[d];
-            st[22 + d] = pwin[d];
-            st[24 + d] = kseen[d];
-            st[26 + d] = ka[d];
+            for (int d = 0; d < 2; d++) {
+                st[2 + d] = seen[d];
+                st[4 + d] = lseq[d];
+                st[6 + d] = lrel[d];
+                st[8 + d] = aseen[d];
+                st[10 + d] = lack[d];
+                st[12 + d] = lrela[d];
+                st[14 + d] = am[d];
+                st[16 + d] = sm[d];
+                st[18 + d] = pseen[d];
+                st[20 + d] = prela[d];
+                st[22 + d] = pwin[d];
+                st[24 + d] = kseen[d];
+                st[26 + d] = ka[d];
+            }
         }
         Py_END_ALLOW_THREADS
     }
-    for (int k = 0; k < 18; k++)
+    for (int k = 0; k < 19; k++)
         PyBuffer_Release(&b[k]);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "stream_rows: arrays of different lengths, a state of other "
-                                          "than 28 values or a direction other than 0/1");
+                                          "than 28 values per run, runs out of order or a direction "
+                                          "other than 0/1");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -352,9 +360,9 @@ static PyMethodDef methods[] = {
     {"cummax", cummax, METH_VARARGS,
      "cummax(values, groups, valid, out): running maximum within contiguous groups (tcp._grouped_cummax)."},
     {"stream_rows", stream_rows, METH_VARARGS,
-     "stream_rows(dr, seq, ack, flags, pay, win, state, rel, rela, end, am0, am1, sm0, sm1, smb, keepalive, "
-     "below, dupack): the per-row "
-     "chain of one flow's time chunk (_tcpstream; see the module source)."},
+     "stream_rows(dr, seq, ack, flags, pay, win, state, runs, rel, rela, end, am0, am1, sm0, sm1, smb, "
+     "keepalive, below, dupack): the per-row chain of a time chunk's runs of one flow each (_tcpstream; "
+     "see the module source)."},
     {"stream_bins", stream_bins, METH_VARARGS,
      "stream_bins(t, dr, flags, ip_len, pay, win, rela, am0, am1, sm0, sm1, fl, res_ns, flows, packets, bytes, "
      "pay_sum, rw_sum, rw_n, infl_s, infl_c): the per-bin series sums of a time chunk's flows (see the module "
@@ -364,7 +372,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_tcploops",
-    "The TCP analysis' per-row loops in C: grouped unwrapping and running maxima, a one-flow chunk's chain, "
+    "The TCP analysis' per-row loops in C: grouped unwrapping and running maxima, a chunk's per-row chain, "
     "a chunk's bin sums.", -1, methods,
 };
 

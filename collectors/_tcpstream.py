@@ -12,9 +12,9 @@ through: from the rows themselves (:func:`first_of_rows`) or from the census of 
 rows and are settled at the end: Karn (a later retransmission voids an RTT sample), Eifel
 (the first ACK covering a retransmission, held until it arrives) and DSACK (the last
 retransmission of the reported block). Per-bin sums of the series add across chunks
-(integer-valued float sums: exact). The per-row chain of a one-flow engine and the bin sums of
-every engine run in C (``_tcploops.c``: ``stream_rows``, ``stream_bins``); their numpy forms
-here are the reference the tests compare them with.
+(integer-valued float sums: exact). The per-row chain (each flow's run of rows with its
+carried state) and the bin sums of every engine run in C (``_tcploops.c``: ``stream_rows``,
+``stream_bins``); their numpy forms here are the reference the tests compare them with.
 """
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ class FlowStream:
         didx = (np.flatnonzero(isd[0]), np.flatnonzero(isd[1]))
         is_syn = (flags & SYN) != 0
         has_ack = (flags & ACK) != 0
-        rows = self._rows_c if _stream_rows is not None and F == 1 else self._rows_numpy
+        rows = self._rows_c if _stream_rows is not None else self._rows_numpy
         rel, rela, end, am, sm, smb_own, below, dupack = rows(c, fl, run_st, dr, isd, didx, flags, pay, has_ack)
         data = pay > 0
         zero_win = zero_windows(c["window"], flags)
@@ -491,34 +491,35 @@ class FlowStream:
         return rel, rela, end, am, sm, smb_own, below, dupack
 
     def _rows_c(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
-        """:meth:`_rows_numpy` of a one-flow engine in one pass in C (``_tcploops.stream_rows``);
-        takes ``seq`` and ``ack`` out of ``c``, as it does."""
+        """:meth:`_rows_numpy` in one pass in C (``_tcploops.stream_rows``), the carried
+        values of each run's flow handed in and back as a row of a state matrix; takes
+        ``seq`` and ``ack`` out of ``c``, as it does."""
         n = len(dr)
         S = self.side
+        f = fl[run_st].astype(np.int64)             # each run's flow (a flow has one run)
+        base = self.base.reshape(-1, 2)[f]
 
-        def each(name):
-            return [int(getattr(x, name)[0]) for x in S]
-        ls, la = each("last_seq"), each("last_ack")
-        st = np.array([*(int(b) for b in self.base), *(int(v >= 0) for v in ls), *(max(v, 0) for v in ls),
-                       *each("last_rel"), *(int(v >= 0) for v in la), *(max(v, 0) for v in la),
-                       *each("last_rela"), *each("am"), *each("sm"), *each("has_prev"), *each("prev_rela"),
-                       *each("prev_win"), *(int(v >= 0) for v in each("ka")), *(max(v, 0) for v in each("ka"))],
-                      np.int64)
+        def both(name):
+            return np.column_stack([getattr(x, name)[f] for x in S]).astype(np.int64)
+        ls, la, ka = both("last_seq"), both("last_ack"), both("ka")
+        st = np.ascontiguousarray(np.column_stack([
+            base, ls >= 0, np.maximum(ls, 0), both("last_rel"), la >= 0, np.maximum(la, 0), both("last_rela"),
+            both("am"), both("sm"), both("has_prev"), both("prev_rela"), both("prev_win"), ka >= 0,
+            np.maximum(ka, 0)]), np.int64)
         out = [np.empty(n, np.int64) for _ in range(8)]
         masks = [np.empty(n, bool) for _ in range(3)]
         _stream_rows(dr, np.ascontiguousarray(c["seq"], np.uint32), np.ascontiguousarray(c["ack"], np.uint32),
                      np.ascontiguousarray(flags, np.uint8), np.ascontiguousarray(pay, np.int64),
-                     np.ascontiguousarray(c["window"], np.uint16), st, *out, *masks)
+                     np.ascontiguousarray(c["window"], np.uint16), st,
+                     np.r_[run_st, n].astype(np.int64), *out, *masks)
         for d in (0, 1):
-            if st[2 + d]:
-                S[d].last_seq[0], S[d].last_rel[0] = st[4 + d], st[6 + d]
-            if st[8 + d]:
-                S[d].last_ack[0], S[d].last_rela[0] = st[10 + d], st[12 + d]
-            if st[18 + d]:
-                S[d].has_prev[0] = True
-                S[d].prev_rela[0], S[d].prev_win[0] = st[20 + d], st[22 + d]
-            if st[24 + d]:
-                S[d].ka[0] = st[26 + d]
+            x = S[d]
+            for seen, pairs in ((2, ((x.last_seq, 4), (x.last_rel, 6))), (8, ((x.last_ack, 10), (x.last_rela, 12))),
+                                (18, ((x.has_prev, 18), (x.prev_rela, 20), (x.prev_win, 22))),
+                                (24, ((x.ka, 26),))):
+                w = st[:, seen + d] != 0
+                for arr, col in pairs:
+                    arr[f[w]] = st[w, col + d]
         rel, rela, end, am0, am1, sm0, sm1, smb_own = out
         keepalive, below, dupack = masks
         del c["seq"], c["ack"]

@@ -100,26 +100,45 @@ def _write(frame, dest: Path, kind: str, extra: dict) -> Path:
     A frame in sorted runs (:class:`._sortedruns.SortedRuns`) is written a row group per
     merged chunk: the file holds the table the whole frame's ``to_arrow()`` would give
     (the chunks share its columns, types, categories and pandas metadata)."""
-    from airlink.rundir import FrameStreamWriter, provenance_of, write_frame
+    from airlink.rundir import provenance_of, write_frame
     provenance = {**provenance_of(frame), **extra}
     if not hasattr(frame, "chunks") or not len(frame):
         if hasattr(frame, "chunks"):
             frame = next(frame.chunks())
         return write_frame(dest, frame, kind=kind, provenance=provenance,
                            use_dictionary=ANALYSIS_DICTIONARY, write_statistics=ANALYSIS_STATISTICS)
-    writer = None
-    with contextlib.ExitStack() as stack:       # the file appears only if every chunk was written
+
+    def tables():
         for chunk in frame.chunks():
             table = chunk.to_arrow()
             del chunk
+            yield table
+    write_row_groups(dest, tables(), kind=kind, provenance=provenance,
+                     use_dictionary=ANALYSIS_DICTIONARY, write_statistics=ANALYSIS_STATISTICS)
+    return dest
+
+
+def write_row_groups(dest: Path, tables, *, kind: str, provenance: dict, use_dictionary,
+                     write_statistics) -> bool:
+    """``tables`` (an iterable of pyarrow tables of one schema) as the row groups of Parquet
+    file ``dest``, atomically: the writer is made for the first table's schema, and the file
+    appears only if every table was written. ``use_dictionary``, ``write_statistics``: the
+    columns to dictionary-encode / to keep min/max statistics of (names the tables lack are
+    left out). Row groups are encoded by the writer's thread while the next table is made
+    (:class:`airlink.rundir.FrameStreamWriter` with ``background``). Returns whether there
+    was a table (no file is written when there was none)."""
+    from airlink.rundir import FrameStreamWriter
+    writer = None
+    with contextlib.ExitStack() as stack:
+        for table in tables:
             if writer is None:
                 names = set(table.column_names)
                 writer = stack.enter_context(FrameStreamWriter(
                     dest, table.schema, kind=kind, provenance=provenance,
-                    use_dictionary=[c for c in ANALYSIS_DICTIONARY if c in names],
-                    write_statistics=[c for c in ANALYSIS_STATISTICS if c in names], background=True))
+                    use_dictionary=[c for c in use_dictionary if c in names],
+                    write_statistics=[c for c in write_statistics if c in names], background=True))
             writer.write(table)
-    return dest
+    return writer is not None
 
 
 class PacketsPass:
@@ -154,27 +173,18 @@ class PacketsPass:
                 feed.abandon()
 
     def _write(self, flows, max_lateness_ns, feed=None) -> None:
-        import contextlib
-
-        from airlink.rundir import FrameStreamWriter, provenance_of
+        from airlink.rundir import provenance_of
 
         from .pcap import iter_packet_tables, read
-        with contextlib.ExitStack() as stack:     # the file appears only if every batch was written
-            writer = None
-            for table in iter_packet_tables(self.path, flows=flows, max_lateness_ns=max_lateness_ns,
-                                            salvage=self.salvage, info=self.meta, stop=self.stop,
-                                            batch_bytes=PACKETS_BATCH_BYTES, feed=feed):
-                if writer is None:
-                    prov = provenance_of(table)     # the airlink version
-                    prov.update({"source": str(self.path), "reader": "pcap",
-                                 "row_groups": "one per capture batch", **self.provenance})
-                    writer = stack.enter_context(FrameStreamWriter(self.dest, table.schema, kind="packets",
-                                                                   provenance=prov,
-                                                                   use_dictionary=PACKETS_DICTIONARY,
-                                                                   write_statistics=PACKETS_STATISTICS,
-                                                                   background=True))
-                writer.write(table)
-        if writer is None:                        # no IP packet: the empty frame
+        prov = provenance_of(None)             # the airlink version
+        prov.update({"source": str(self.path), "reader": "pcap", "row_groups": "one per capture batch",
+                     **self.provenance})
+        tables = iter_packet_tables(self.path, flows=flows, max_lateness_ns=max_lateness_ns,
+                                    salvage=self.salvage, info=self.meta, stop=self.stop,
+                                    batch_bytes=PACKETS_BATCH_BYTES, feed=feed)
+        if not write_row_groups(self.dest, tables, kind="packets", provenance=prov,
+                                use_dictionary=PACKETS_DICTIONARY, write_statistics=PACKETS_STATISTICS):
+            # no IP packet: the empty frame
             _write(read(self.path, salvage=self.salvage, progress=False), self.dest, "packets",
                    self.provenance)
 

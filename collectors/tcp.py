@@ -516,11 +516,12 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     # go by, each analysed once they are over; a group that does not fit beside the others
     # gets a pass of its own afterwards. The frames are sorted at the end, so the order in
     # which the groups are done does not matter.
-    flows, series, events, tcp_packets = [], [], [], 0
-    if stream_frames:
-        from ._sortedruns import SortedRuns
-        series = SortedRuns(SERIES_ORDER, folder=spill_folder)
-        events = SortedRuns(EVENTS_ORDER, folder=spill_folder)
+    from ._sortedruns import JoinedRuns, SortedRuns
+    runs = SortedRuns if stream_frames else JoinedRuns
+    flows = JoinedRuns(["flow"])
+    series = runs(SERIES_ORDER, folder=spill_folder)
+    events = runs(EVENTS_ORDER, folder=spill_folder)
+    tcp_packets = 0
 
     def keep_result(a, global_numbers):
         nonlocal tcp_packets
@@ -528,10 +529,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
             frame = a.output(name)
             if len(frame):
                 frame["flow"] = global_numbers(frame["flow"])
-            if isinstance(frames, list):
-                frames.append(frame)
-            else:
-                frames.add(frame)
+            frames.add(frame)
         tcp_packets += a.attrs["tcp_packets"]
 
     def analyse_group(i, raw):
@@ -559,18 +557,6 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
         del results
     for i in sorted(gatherer.deferred):
         analyse_group(i, read_columns(path, salvage=salvage, keep=gatherer.keep_of(i), size=gatherer.sizes[i]))
-    def joined(frames, keys):
-        """Frames of the groups with rows (an empty one may lack columns or dtypes), one
-        after the other, sorted by ``keys``; ``frames`` is emptied, column by column."""
-        full = [f for f in frames if len(f)]
-        out = Columns.concat(full, consume=True) if full else frames[0]
-        frames.clear()
-        del full
-        return out.sort_by(keys, consume=True)
-    flows = joined(flows, ["flow"])
-    if not stream_frames:
-        series = joined(series, SERIES_ORDER)
-        events = joined(events, EVENTS_ORDER)
     # events' packets: index among the file's IP packets -> row of the time-sorted frame
     # (the same unless records are out of time order)
     with census.pop("ts_file") as f:
@@ -582,29 +568,24 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
                 at = np.minimum(np.searchsorted(moved, q), max(len(moved) - 1, 0))
                 frame["packet"] = q + np.where(moved[at] == q, by[at], 0) if len(moved) else q
                 return frame
-            if isinstance(events, Columns):
-                events = packet_rows(events)
-            else:
-                events.finish.append(packet_rows)
+            events.finish.append(packet_rows)
     if len(events):
-        # the groups' event categories (the events each had), united: those present, in
-        # the order of EVENTS
-        if isinstance(events, Columns):
-            ev = events["event"]
-            events["event"] = Coded(np.asarray([EVENTS.index(v) for v in ev.values], np.int64)[ev.codes],
-                                    EVENTS, categorical=True).present()
-        else:
-            present = [v for v in EVENTS if v in events.values("event")]
+        # the groups' event categories (each group's are those it has), united: those
+        # present, in the order of EVENTS
+        present = [v for v in EVENTS if v in events.values("event")]
 
-            def event_codes(frame):
-                ev = frame["event"]
-                frame["event"] = Coded(np.asarray([present.index(v) for v in ev.values], np.int64)[ev.codes],
-                                       present, categorical=True)
-                return frame
-            events.finish.append(event_codes)
+        def event_codes(frame):
+            ev = frame["event"]
+            frame["event"] = Coded(np.asarray([present.index(v) for v in ev.values], np.int64)[ev.codes],
+                                   present, categorical=True)
+            return frame
+        events.finish.append(event_codes)
     for frame in (flows, series, events):
         frame.attrs = {"source": str(path)}
     series.attrs["resolution_s"] = res_s
+    flows = flows.whole()
+    if not stream_frames:
+        series, events = series.whole(), events.whole()
     a = TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=str(path),
                     attrs={"packets": int(census["ip_packets"]), "tcp_packets": int(tcp_packets),
                            "records": census["records"],

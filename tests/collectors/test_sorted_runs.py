@@ -85,3 +85,35 @@ def test_key_columns_must_code_alike():
                      "direction": Coded([0, 1], ["rev", "fwd"], True)})
     with pytest.raises(ValueError, match="direction"):
         runs.add(other)
+
+
+@pytest.mark.parametrize("kind", [SortedRuns, _sortedruns.JoinedRuns])
+def test_runs_on_disk_and_in_memory_give_the_sorted_join_through_finish(kind):
+    """Both shapes: the join sorted stably, the runs' united values, and the finishing
+    functions applied once to the rows (a code remap and an added column)."""
+    rng = np.random.default_rng(7)
+    frames = [_run(rng, j, int(rng.integers(1, 30))) for j in range(9)]
+    ref = Columns.concat([_copy(f) for f in frames]).sort_by(KEYS)
+    runs = kind(KEYS, {"source": "s"})
+    for f in frames:
+        runs.add(_copy(f))
+    assert runs.values("event") == ["b", "a", "c", "d"]      # in order of first appearance
+    assert runs.columns == ref.columns
+
+    def doubled(frame):
+        frame["count"] = frame["count"] * 2
+        return frame
+    runs.finish.append(doubled)
+    got = runs.whole()
+    ref["count"] = ref["count"] * 2
+    _assert_same(got, ref)
+    _assert_same(Columns.concat(list(runs.chunks())), ref)    # not finished twice
+    assert got.attrs == {"source": "s"}
+
+
+def test_joined_runs_without_rows_give_the_first_frame():
+    empty = Columns({"time": np.zeros(0, "datetime64[ns]"), "flow": np.zeros(0, np.int64)})
+    runs = _sortedruns.JoinedRuns(KEYS[:2])
+    runs.add(empty)
+    runs.add(Columns({"time": np.zeros(0, "datetime64[ns]")}))
+    assert len(runs) == 0 and runs.whole().columns == ["time", "flow"]

@@ -238,6 +238,26 @@ def test_row_chain_both_ways_equal_in_memory(shared_data, tmp_path, row_chain):
         _same(C.analyze_tcp(f, resolution="100ms", max_packets=7), C.analyze_tcp(f, resolution="100ms"))
 
 
+def test_row_chain_c_equals_numpy_over_many_flows(shared_data, monkeypatch):
+    """The C chain takes a chunk of many flows as runs of one flow each, every run with its
+    flow's carried state: the analysis of each real capture in one piece (one chunk of all
+    its flows) and in chunks of 5 packets (flow groups and time chunks) gives the frames
+    its numpy twin gives."""
+    c_tcploops("stream_rows")
+    files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
+        sorted((shared_data / "tcp-pcaps").rglob("*.trace"))[:6]
+    runs = 0
+    for f in files:
+        for limit in (None, 5):
+            with_c = C.analyze_tcp(f, resolution="100ms", max_packets=limit)
+            with monkeypatch.context() as m:
+                m.setattr(_tcpstream, "_stream_rows", None)
+                with_numpy = C.analyze_tcp(f, resolution="100ms", max_packets=limit)
+            _same(with_c, with_numpy)
+            runs += len(with_c.flows) > 1
+    assert runs >= 4                       # captures of several flows among them
+
+
 def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
     """The C chain and its numpy twin, fed the same chunks of one long flow (13 rows each,
     so boundaries fall everywhere), return the same arrays (numbers, maxima, the rows
