@@ -50,6 +50,9 @@ def test_gap_rules_fill_and_count():
     assert hold.values[:, 0].tolist() == [1e6] * 5 + [2e6, 2e6] and hold.meta["gap_s"] == 0
     assert hold.meta["gaps"] == {"rule": "hold", "fill_limit_s": 10.0, "gaps": 1, "filled_s": {"hold": 3.0},
                                  "filled_ttis": {"hold": 3}}
+    assert hold.meta["filled_ns"] == [[2 * 10**9, 5 * 10**9]] == zero.meta["filled_ns"]
+    assert T.measured_ttis(hold).tolist() == [True, True, False, False, False, True, True]
+    assert T.measured_ttis(from_log(f, column="thr", unit="Mbit/s", tti="500ms")).sum() == 8
     lin = from_log(f, column="thr", unit="Mbit/s", gaps="interpolate")
     mbps = [8 + 8 * x / 3 for x in (0.5, 1.5, 2.5)]                 # rate at the middle of TTIs 2, 3, 4
     assert np.allclose(lin.values[2:5, 0], [m * 1e6 / 8 for m in mbps])
@@ -200,6 +203,15 @@ def _icell_raw(path):
     return raw["seconds_since_epoch"].to_numpy(float), tbs.to_numpy(float), raw["throughput"].to_numpy(float)
 
 
+def _raw_pairs(t, x, y, lag: int):
+    """The seconds the raw log has both values, x at second s paired with y at s + lag."""
+    xs = pd.Series(x, index=t.astype(np.int64)).dropna()
+    ys = pd.Series(y, index=t.astype(np.int64)).dropna()
+    ys = ys.reindex(xs.index + lag)
+    keep = ys.notna().to_numpy()
+    return xs.to_numpy()[keep], ys.to_numpy()[keep]
+
+
 def test_icellspeed_tbs_summed_over_carriers(shared_data):
     path = shared_data / ICELL
     t, tbs, thr = _icell_raw(path)
@@ -213,12 +225,33 @@ def test_icellspeed_tbs_summed_over_carriers(shared_data):
     assert np.allclose(b.values[k, 0], thr * 1e6 / 8)
     # the log's own columns: application throughput trails the TBS columns by one second
     c = T.compare(a, b, max_lag="3s")
-    x, y = a.values[:, 0], b.values[:, 0]
+    x, y = _raw_pairs(t, tbs, thr, 0)
     assert c.corr_0 == pytest.approx(np.corrcoef(x, y)[0, 1])
-    assert c.corr_by_lag[1.0] == pytest.approx(np.corrcoef(x[:-1], y[1:])[0, 1])
-    assert c.best_lag_s == 1.0 and c.corr_best > c.corr_0 + 0.1
     assert c.mean_ratio == pytest.approx(x.sum() / y.sum())
+    assert c.corr_by_lag[1.0] == pytest.approx(np.corrcoef(*_raw_pairs(t, tbs, thr, 1))[0, 1])
+    assert c.best_lag_s == 1.0 and c.corr_best > c.corr_0 + 0.1
     assert 1.02 < c.mean_ratio < 1.12                    # MAC/RLC/PDCP headers and HARQ
+
+
+def test_compare_leaves_out_seconds_filled_over_gaps(shared_data, run_airlink, tmp_path):
+    """loc-star-001d has 96 rows over 112 s (9 gaps): the held seconds are no measurement, so
+    ratio and correlations come from the seconds the log has, at every lag (a reference on
+    the raw CSV: all ``*_tbs`` columns summed - also an scell whose cell id the logger missed
+    - against ``throughput``, paired by ``seconds_since_epoch``)."""
+    path = shared_data / "icellspeed/D1_static/Austin/ATT/loc_32/default/data_310410_loc-star-001d.csv"
+    t, tbs, thr = _icell_raw(path)
+    span = int(t.max() - t.min()) + 1
+    status, text, err = run_airlink("trace", "from-log", path, "-o", tmp_path / "g.parquet", "--json")
+    assert status == 0, err
+    c = json.loads(text)["comparison"]
+    x, y = _raw_pairs(t, tbs, thr, 0)
+    assert c["measured_ttis"] == x.size and c["filled_left_out"] == span - x.size > 0
+    assert c["mean_ratio"] == pytest.approx(x.sum() / y.sum())          # 0.997
+    assert c["corr_0"] == pytest.approx(np.corrcoef(x, y)[0, 1])        # 0.68
+    assert c["best_lag_s"] == 1.0
+    assert c["corr_best"] == pytest.approx(np.corrcoef(*_raw_pairs(t, tbs, thr, 1))[0, 1])   # 0.85
+    status, text, err = run_airlink("trace", "from-log", path, "-o", tmp_path / "g.parquet")
+    assert f"over the {x.size} s both columns measured; {span - x.size} s filled over gaps left out" in text
 
 
 def test_xcal_style_20ms_log(run_airlink, tmp_path):
