@@ -368,6 +368,34 @@ def test_cli_ucc_drive_holds_gnettrack_steps(shared_data, run_airlink, tmp_path)
     assert z["gaps"]["filled_ttis"] == {"zero": s["gaps"]["filled_ttis"]["hold"]} and z["mean_mbps"] < s["mean_mbps"]
 
 
+def test_ucc_static_download_repeats_are_one_second_and_steps_are_held(shared_data, run_airlink, tmp_path):
+    """The reading of a UCC log docs/traces.md argues from this file: a row after a 2 s step
+    carries a per-second rate (about its neighbours', not twice), a repeated stamp mostly
+    holds a ping test's extra row; so the total is the held mean-per-second integral
+    (33.75 GB), not one second per row (28.42 GB)."""
+    path = shared_data / "ucc-5g/Download/Static/B_2020.01.16_10.43.34.csv"
+    raw = pd.read_csv(path, na_values=["-"])
+    sec = (pd.to_datetime(raw["Timestamp"], format="%Y.%m.%d_%H.%M.%S").astype("int64") // 10**9).to_numpy()
+    v = raw["DL_bitrate"].to_numpy(float) * 1000                          # kbit/s -> bit/s
+    step = np.diff(sec)
+    after2 = np.flatnonzero(step == 2) + 1
+    around = {i: np.median(np.r_[v[i - 4:i], v[i + 1:i + 5]]) for i in after2 if 4 < i < v.size - 5}
+    rel = [v[i] / m for i, m in around.items() if m > 1e6]                  # the download running around it
+    assert 0.9 < np.median(rel) < 1.1                                    # not 2x: the missing second is in no row
+    pair = np.zeros(v.size, bool)
+    pair[np.flatnonzero(step == 0)] = pair[np.flatnonzero(step == 0) + 1] = True
+    ping = raw["PINGAVG"].notna().to_numpy()
+    assert (ping & pair).sum() > 0.8 * ping.sum()                        # the ping test's own rows
+    per_s = pd.Series(v).groupby(sec).mean()
+    expect = _held_bytes(per_s.index.to_numpy(float), per_s.to_numpy()).sum()
+    status, text, err = run_airlink("trace", "from-log", path, "--column", "dl_bitrate_bps",
+                                    "-o", tmp_path / "u.parquet", "--json")
+    assert status == 0, err
+    s = json.loads(text)
+    assert s["mean_mbps"] * s["duration_s"] / 8 * 1e6 == pytest.approx(expect, rel=1e-9)
+    assert expect / 1e9 == pytest.approx(33.75, abs=0.01) and v.sum() / 8 / 1e9 == pytest.approx(28.42, abs=0.01)
+
+
 def test_cli_without_column_names_the_columns_that_would_work(shared_data, run_airlink, tmp_path):
     status, _, err = run_airlink("trace", "from-log", shared_data / UCC_DRIVE, "-o", tmp_path / "x.parquet")
     assert status == 2 and err.count("\n") == 1
