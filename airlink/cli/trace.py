@@ -305,7 +305,10 @@ def cmd_from_log(args) -> int:
         if other and other not in columns and other in frame.columns and frame[other].notna().any():
             span = {"start": pd.Timestamp(tr.meta["start_ns"], tz="UTC"), "duration": tr.duration}
             b = T.from_log(frame, column=other, **{**opts, "tti": tr.tti, **span})
-            comparison = T.compare(tr, b, max_lag=args.max_lag).to_dict()
+            try:
+                comparison = T.compare(tr, b, max_lag=args.max_lag).to_dict()
+            except T.AirlinkError as exc:       # a session of a few rows: the trace is still written
+                comparison = {"a": tr.meta["column"], "b": other, "cannot_tell": str(exc)}
             tr.meta["comparison"] = comparison
         results.append((path, tr, comparison))
     for path, tr, _ in results:
@@ -367,7 +370,9 @@ def _print_from_log(args, reader, tr, out) -> None:
         print(f"HARQ        {out['harq_retransmission_ratio'] * 100:.1f} % of this user's DCIs are "
               f"retransmissions (left out: no new bytes)")
     c = out["comparison"]
-    if c:
+    if c and c.get("cannot_tell"):
+        print(f"compare     {c['a']} / {c['b']}: cannot tell: {c['cannot_tell']}")
+    elif c:
         print(f"compare     {c['a']} / {c['b']}: mean ratio {c['mean_ratio']:.3f}; correlation "
               f"{c['corr_0']:.2f} unshifted, {c['corr_best']:.2f} with {c['b']} shifted by "
               f"{c['best_lag_s']:+g} s (positive: {c['b']} trails)")

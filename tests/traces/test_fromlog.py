@@ -252,6 +252,13 @@ def test_compare_leaves_out_seconds_filled_over_gaps(shared_data, run_airlink, t
     assert c["corr_best"] == pytest.approx(np.corrcoef(*_raw_pairs(t, tbs, thr, 1))[0, 1])   # 0.85
     status, text, err = run_airlink("trace", "from-log", path, "-o", tmp_path / "g.parquet")
     assert f"over the {x.size} s both columns measured; {span - x.size} s filled over gaps left out" in text
+    # two measured seconds are no comparison: said so, the trace still written
+    lines = path.read_text().splitlines()
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("\n".join([lines[0], lines[1], lines[2], lines[9]]) + "\n")   # t0, t0 + 1 s, t0 + 8 s: 4 s TTIs
+    status, text, err = run_airlink("trace", "from-log", tiny, "-o", tmp_path / "t.parquet")
+    assert status == 0, err
+    assert "cannot tell: the traces share fewer than 3 measured TTIs" in text and (tmp_path / "t.parquet").exists()
 
 
 def test_xcal_style_20ms_log(run_airlink, tmp_path):
