@@ -103,6 +103,9 @@ ARTIFACTS: tuple = (
     Artifact("*.events.parquet", "tcp-events", "parquet", "collect", "airlink collect: TCP events of <stem>"),
     Artifact("*.mac.parquet", "mac", "parquet", "collect", "airlink collect: per-user MAC/radio frame"),
     Artifact("*.rf.parquet", "rf", "parquet", "collect", "airlink collect: radio (RF) frame"),
+    Artifact("*.throughput.parquet", "throughput", "parquet", "collect",
+             "airlink collect: iperf3 interval reports, per interval and stream"),
+    Artifact("*.transfers.parquet", "transfers", "parquet", "collect", "airlink collect: one row per transfer"),
     Artifact("collect.json", "collect-summary", "json", "collect", "per capture: flows and counts"),
     Artifact("nmi.json", "nmi", "json", "infer", "NMI factor rankings with curves"),
     Artifact("report.html", "report", "html", "report", "the report page"),
@@ -111,6 +114,19 @@ ARTIFACTS: tuple = (
 #: kinds a collect stage writes, with the file-name part (``<stem>.<part>.parquet`` for
 #: ``airlink collect``, ``<prefix><part>.parquet`` in a run folder)
 COLLECT_KINDS = {"packets": "packets", "flows": "flows", "tcp": "tcp", "tcp-events": "events"}
+
+
+def collected_name(stem: str, kind: str) -> str:
+    """The file ``airlink collect`` writes for a frame of ``kind`` read from input ``stem``:
+    ``<stem>.<part>.parquet``, part from :data:`COLLECT_KINDS` else the kind itself
+    (``data.mac.parquet``) - the names :data:`ARTIFACTS` declares as ``*.<part>.parquet``."""
+    return f"{stem}.{COLLECT_KINDS.get(kind, kind)}.parquet"
+
+
+def patterns(kind: str) -> list:
+    """The declared file-name patterns of ``kind``, preferred first (for messages naming
+    what a reader looked for)."""
+    return [a.pattern for a in ARTIFACTS if a.kind == kind]
 
 
 def declared(relpath: str) -> Artifact | None:

@@ -6,7 +6,10 @@ the second ``_sum_nRB`` and mean ``_mcs``; ``throughput`` is Mbit/s. Driving fil
 (``D1_driving``) carry only the serving cells and ``throughput`` in **bit/s**. The unit is
 chosen from the layout (per-carrier statistics present -> Mbit/s) and cross-checked against
 the values: a "Mbit/s" median above 10 000 or a "bit/s" median below 1 000 is rejected with
-a message rather than silently scaled. ``None`` = carrier absent (the row is dropped).
+a message rather than silently scaled. ``None`` = missing; a carrier with no cell id and
+nothing scheduled (no TBS, no PRBs) is absent (no row), one with no cell id but a decoded TBS
+(80 carrier-seconds of the static files, e.g. ``scell_1`` of loc-star-001d at 00:31:02) keeps
+its row, cell id NaN.
 
 Time: ``seconds_since_epoch``, whole seconds since the Unix epoch (UTC), one row per second
 (the statistics of that second); missing seconds stay missing (no row); a repeated
@@ -87,7 +90,9 @@ def read(path, *, throughput_unit: str | None = None) -> pd.DataFrame:
             "prbs": col("sum_nRB"), "prbs_max": col("max_nRB"), "mcs": col("mcs"),
             "tbs_bps": col("tbs", 1e6), "rsrp_dbm": col("rsrp"), "rsrq_db": col("rsrq"),
             "snr_db": col("snr"), "throughput_bps": thr_bps})
-        part = part[part["cell_id"].notna()]
+        # a carrier is absent when it has no cell id and nothing scheduled; a second whose
+        # cell id the logger missed but whose TBS/PRBs were decoded keeps its bytes
+        part = part[part["cell_id"].notna() | (part["tbs_bps"] > 0) | (part["prbs"] > 0)]
         parts.append(part)
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["time", "user"])
     frame = frame[frame["time"].notna()]

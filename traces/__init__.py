@@ -26,7 +26,8 @@ TRACE_FORMATS = ("mahimahi", "parquet")
 # every `airlink` command does), does not import numpy or pandas (~0.3 s).
 _LAZY = {name: (module, name) for module, names in {
     "cellreplay": ("CellReplayTraces", "read_cellreplay", "write_cellreplay"),
-    "fromlog": ("Comparison", "GAP_RULES", "compare", "from_log", "from_log_sessions", "split_sessions"),
+    "fromlog": ("Comparison", "GAP_RULES", "compare", "from_log", "from_log_sessions", "measured_ttis",
+                "split_sessions"),
     "mmlinklog": ("LinkLogWriter", "per_ms", "read_log", "write_log"),
     "airlink.core.schema": ("KINDS", "columns", "kinds", "validate"),
     "trace": ("Trace", "constant", "jsonable", "split_long_ttis"),
@@ -39,7 +40,7 @@ __all__ = [
     "write_trace", "detect_format", "read_log", "write_log", "LinkLogWriter", "per_ms",
     "validate", "kinds", "columns", "KINDS", "parse_rate", "parse_duration", "parse_size",
     "parse_tti", "format_rate", "DEFAULT_OPPORTUNITY_BYTES", "example_path",
-    "from_log", "compare", "Comparison", "split_long_ttis", "split_sessions", "from_log_sessions",
+    "from_log", "compare", "Comparison", "measured_ttis", "split_long_ttis", "split_sessions", "from_log_sessions",
     "CellReplayTraces", "read_cellreplay", "write_cellreplay",
 ]
 

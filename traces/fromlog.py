@@ -257,18 +257,53 @@ def _cumulative(a, b, ra, rb, y):
     return out
 
 
-def _ttis_touched(intervals, w0: float, tti_ns: float, n: int) -> int:
-    """How many of the ``n`` TTIs from ``w0`` overlap any of the intervals."""
-    lo, hi = intervals
+def _touched(intervals, w0: float, tti_ns: float, n: int) -> np.ndarray:
+    """Which of the ``n`` TTIs from ``w0`` overlap any of the intervals ``(lo, hi)`` (bool per TTI)."""
+    lo, hi = (np.asarray(x, np.float64) for x in intervals)
     if lo.size == 0 or n == 0:
-        return 0
+        return np.zeros(n, bool)
     k0 = np.clip(np.floor((lo - w0) / tti_ns), 0, n).astype(np.int64)
     k1 = np.clip(np.ceil((hi - w0) / tti_ns), 0, n).astype(np.int64)
     keep = k1 > k0
     marks = np.zeros(n + 1, np.int64)
     np.add.at(marks, k0[keep], 1)
     np.add.at(marks, k1[keep], -1)
-    return int((np.cumsum(marks[:n]) > 0).sum())
+    return np.cumsum(marks[:n]) > 0
+
+
+def _ttis_touched(intervals, w0: float, tti_ns: float, n: int) -> int:
+    """How many of the ``n`` TTIs from ``w0`` overlap any of the intervals."""
+    return int(_touched(intervals, w0, tti_ns, n).sum())
+
+
+def _filled_spans_ns(fill: dict, r0: float, wend: float, origin: int) -> list:
+    """The fill intervals of every rule, clipped to ``[r0, wend)`` and merged, as
+    ``[start, end)`` pairs of integer ns since the epoch (``origin`` is their zero)."""
+    lo = np.concatenate([f[0] for f in fill.values()]).astype(np.float64)
+    hi = np.concatenate([f[1] for f in fill.values()]).astype(np.float64)
+    lo, hi = np.maximum(lo, r0), np.minimum(hi, wend)
+    keep = hi > lo
+    order = np.argsort(lo[keep], kind="stable")
+    out: list = []
+    for a, b in zip(lo[keep][order], hi[keep][order]):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [[origin + int(round(a)), origin + int(round(b))] for a, b in out]
+
+
+def measured_ttis(tr: Trace) -> np.ndarray:
+    """Per TTI of a :func:`from_log` trace, whether the log measured it: False where a gap
+    rule (hold, interpolate, or zero for want of rows) filled any part of the TTI
+    (``meta["filled_ns"]``); all True for a trace without that record."""
+    spans = tr.meta.get("filled_ns") or []
+    if not spans:
+        return np.ones(tr.n_tti, bool)
+    lo, hi = np.array(spans, dtype=np.int64).T
+    start = int(tr.meta.get("start_ns", 0))
+    return ~_touched(((lo - start).astype(np.float64), (hi - start).astype(np.float64)), 0.0,
+                     float(tr.tti * 10**9), tr.n_tti)
 
 
 def _clipped_s(intervals, w0: float, w1: float) -> float:
@@ -352,8 +387,9 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         One user, bytes per TTI, TTI 0 at the span's start (``meta["start_ns"]``);
         ``meta`` names source, reader, column, unit, user and the rule applied, plus
         ``rows``, ``gap_s`` (seconds of zero capacity for want of rows), ``gaps`` (the rule,
-        its limit, how many gaps and how many TTIs each rule filled) and, for logs with HARQ
-        marks, ``harq_retransmission_ratio``.
+        its limit, how many gaps and how many TTIs each rule filled), ``filled_ns`` (the
+        ``[start, end)`` spans, ns since the epoch, that a gap rule filled; absent when none:
+        :func:`measured_ttis`) and, for logs with HARQ marks, ``harq_retransmission_ratio``.
     """
     src = source or str(frame.attrs.get("source", "log"))
     if "time_axis" in frame.attrs and frame.attrs["time_axis"] is None:
@@ -433,6 +469,7 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         raise AirlinkError(f"{src}: the span from {pd.Timestamp(w0, tz='UTC')} is empty (the log runs "
                            f"{pd.Timestamp(first, tz='UTC')} to {pd.Timestamp(int(t[-1]), tz='UTC')})")
     gap_meta = {"rule": gaps, "fill_limit_s": float(fill_s)}
+    filled_ns: list = []
     if not rate:
         inside = (t >= w0) & (t < w1) if duration is not None else t >= w0
         t, v = t[inside], v[inside]
@@ -461,6 +498,7 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
             "gaps": int(sum(f[0].size for f in fill.values())),
             "filled_s": {r: _clipped_s(f, r0, wend) for r, f in fill.items() if f[0].size},
             "filled_ttis": {r: _ttis_touched(f, r0, float(tti_ns), n) for r, f in fill.items() if f[0].size}})
+        filled_ns = _filled_spans_ns(fill, r0, wend, origin)
         filled = {"hold": "held", "interpolate": "interpolated linearly to the next row's rate",
                   "zero": "left at zero", "error": "refused"}[gaps]
         rule = (f"rate of each row ({u}) held until the next row; a step over {JITTER_STEPS:g} row spacings "
@@ -470,6 +508,8 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
     meta = {"source": src, "reader": frame.attrs.get("reader"), "column": "+".join(columns), "unit": u,
             "user": uname, "rule": rule, "carriers": carrier_rule, "tti_from": tti_from,
             "rows": int(t_all.size), "gap_s": gap_s, "gaps": gap_meta, "start_ns": int(w0)}
+    if filled_ns:
+        meta["filled_ns"] = filled_ns
     if start is not None or duration is not None:
         meta["span"] = {"start_ns": int(w0), "end_ns": int(w0 + n * tti_ns)}
     if retx_ratio is not None:
@@ -549,10 +589,14 @@ def from_log_sessions(frame: pd.DataFrame, *, column, gap=DEFAULT_SESSION_GAP, u
 class Comparison:
     """How trace ``a`` relates to trace ``b`` of the same log (same TTI).
 
-    ``mean_ratio`` = mean(a) / mean(b) over the common span; ``corr_0`` the Pearson
-    correlation of the per-TTI values unshifted; ``best_lag_s`` the shift of ``b`` against
-    ``a`` (positive: ``b`` trails ``a``) that maximises the correlation ``corr_best``, over
-    lags up to ``max_lag_s``.
+    Only TTIs the log measured in both traces are paired (:func:`measured_ttis`: a TTI a gap
+    rule filled is left out, since a held or zeroed second says nothing about how the two
+    columns relate). ``mean_ratio`` = sum(a) / sum(b) over the measured TTIs of the common
+    span; ``corr_0`` the Pearson correlation of those per-TTI values unshifted; ``best_lag_s``
+    the shift of ``b`` against ``a`` (positive: ``b`` trails ``a``) that maximises the
+    correlation ``corr_best`` of the pairs measured in both, over lags up to ``max_lag_s``.
+    ``measured_ttis`` counts the pairs unshifted and ``filled_left_out`` the TTIs of the
+    common span left out for a fill.
     """
     a: str
     b: str
@@ -562,10 +606,12 @@ class Comparison:
     best_lag_s: float
     corr_best: float
     corr_by_lag: dict = field(default_factory=dict)
+    measured_ttis: int = 0
+    filled_left_out: int = 0
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("a", "b", "tti_s", "mean_ratio", "corr_0", "best_lag_s",
-                                              "corr_best")}
+                                              "corr_best", "measured_ttis", "filled_left_out")}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame({"lag_s": list(self.corr_by_lag), "corr": list(self.corr_by_lag.values())})
@@ -578,7 +624,8 @@ def _corr(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def compare(a: Trace, b: Trace, *, max_lag=COMPARE_MAX_LAG) -> Comparison:
-    """Mean ratio and best-correlation offset of two one-user traces on the same TTI.
+    """Mean ratio and best-correlation offset of two one-user traces on the same TTI, over
+    the TTIs both logs measured (:class:`Comparison`).
 
     Both are aligned by their ``meta["start_ns"]`` onto the common span; lag ``L`` TTIs
     pairs ``a[k]`` with ``b[k + L]``.
@@ -588,11 +635,15 @@ def compare(a: Trace, b: Trace, *, max_lag=COMPARE_MAX_LAG) -> Comparison:
     tti_ns = float(a.tti * 10**9)
     off = int(round((int(b.meta.get("start_ns", 0)) - int(a.meta.get("start_ns", 0))) / tti_ns))
     x, y = a.values[:, 0], b.values[:, 0]
+    mx, my = measured_ttis(a), measured_ttis(b)
     # put both on a's index: b[j] sits at a-index j + off
     lo, hi = max(0, off), min(x.size, y.size + off)
     if hi - lo < 3:
         raise AirlinkError("the traces hardly overlap in time")
-    xa, yb = x[lo:hi], y[lo - off:hi - off]
+    both = mx[lo:hi] & my[lo - off:hi - off]
+    if both.sum() < 3:
+        raise AirlinkError("the traces share fewer than 3 measured TTIs (the rest were filled over gaps)")
+    xa, yb = x[lo:hi][both], y[lo - off:hi - off][both]
     mean_ratio = float(xa.mean() / yb.mean()) if yb.mean() > 0 else float("nan")
     max_l = int(float(parse_duration(max_lag)) / float(a.tti)) if not isinstance(max_lag, (int, float)) \
         else int(max_lag / float(a.tti))
@@ -600,8 +651,11 @@ def compare(a: Trace, b: Trace, *, max_lag=COMPARE_MAX_LAG) -> Comparison:
     for L in range(-max_l, max_l + 1):
         i0, i1 = max(lo, lo - L), min(hi, hi - L)
         if i1 - i0 >= 3:
-            corr[L * float(a.tti)] = _corr(x[i0:i1], y[i0 + L - off:i1 + L - off])
+            j0, j1 = i0 + L - off, i1 + L - off
+            m = mx[i0:i1] & my[j0:j1]
+            corr[L * float(a.tti)] = _corr(x[i0:i1][m], y[j0:j1][m])
     valid = {k: c for k, c in corr.items() if c == c}
     best = max(valid, key=valid.get) if valid else float("nan")
     return Comparison(a.meta.get("column", "a"), b.meta.get("column", "b"), float(a.tti), mean_ratio,
-                      corr.get(0.0, float("nan")), best, valid.get(best, float("nan")), corr)
+                      corr.get(0.0, float("nan")), best, valid.get(best, float("nan")), corr,
+                      int(both.sum()), int(both.size - both.sum()))

@@ -79,6 +79,7 @@ def _collect(C, args, folder) -> dict:
     import sys
 
     from airlink.core.errors import AirlinkError
+    from airlink.rundir import collected_name
     summary = {"files": []}
     used = set()
     for path in args.files:
@@ -114,7 +115,7 @@ def _collect(C, args, folder) -> dict:
                                        f"(see docs/collectors.md)") from None
                 raise
             kind = frame.attrs.get("kind") or ("mac" if "user" in frame.columns else "rf")
-            written = [_write(frame, folder.file(f"{stem}.{kind}.parquet"), kind)]
+            written = [_write(frame, folder.file(collected_name(stem, kind)), kind)]
             rec = {"file": str(path), "reader": frame.attrs.get("reader", fmt), "kind": kind,
                    "rows": int(len(frame)), "columns": [str(c) for c in frame.columns],
                    "start": str(frame["time"].iloc[0]) if len(frame) and "time" in frame else None,

@@ -68,7 +68,8 @@ def register(sub):
                    "logs: --user RNTI, 'busiest' or 'cell' (sum of all users); HARQ retransmissions carry "
                    "no new bytes and are left out (their share is printed). With --compare (default for "
                    "iCellSpeed: the application throughput) the mean ratio and time offset between the "
-                   "two columns are measured, so you can choose what to replay: what the scheduler "
+                   "two columns are measured over the TTIs the log measured in both (seconds filled "
+                   "over gaps are left out and counted), so you can choose what to replay: what the scheduler "
                    "granted (tbs) or what the application got (throughput). The output keeps source, "
                    "column, unit and rule in its metadata; .parquet keeps any TTI, other names are "
                    "written as Mahimahi text. TTIs over 10 ms are split when replayed. A rate column's gaps (a "
@@ -120,7 +121,7 @@ def register(sub):
             const=B.DEFAULT_SESSION_GAP,
             help="one trace per session, written as NAME-s1, NAME-s2, ...: a silence longer than GAP "
                  f"(default {B.DEFAULT_SESSION_GAP}) ends a session")
-    f.add_argument("--compare", metavar="C", help="second column to compare with (mean ratio, offset)")
+    f.add_argument("--compare", metavar="C", help="second column to compare with (mean ratio, offset; over measured TTIs only)")
     bounded(f, "--max-lag", bound=B.MAX_LAG, parse=DURATION, default=B.COMPARE_MAX_LAG,
             help=f"largest offset searched by --compare ({B.COMPARE_MAX_LAG})")
     add_opportunity_bytes(f)
@@ -304,7 +305,10 @@ def cmd_from_log(args) -> int:
         if other and other not in columns and other in frame.columns and frame[other].notna().any():
             span = {"start": pd.Timestamp(tr.meta["start_ns"], tz="UTC"), "duration": tr.duration}
             b = T.from_log(frame, column=other, **{**opts, "tti": tr.tti, **span})
-            comparison = T.compare(tr, b, max_lag=args.max_lag).to_dict()
+            try:
+                comparison = T.compare(tr, b, max_lag=args.max_lag).to_dict()
+            except T.AirlinkError as exc:       # a session of a few rows: the trace is still written
+                comparison = {"a": tr.meta["column"], "b": other, "cannot_tell": str(exc)}
             tr.meta["comparison"] = comparison
         results.append((path, tr, comparison))
     for path, tr, _ in results:
@@ -366,10 +370,14 @@ def _print_from_log(args, reader, tr, out) -> None:
         print(f"HARQ        {out['harq_retransmission_ratio'] * 100:.1f} % of this user's DCIs are "
               f"retransmissions (left out: no new bytes)")
     c = out["comparison"]
-    if c:
+    if c and c.get("cannot_tell"):
+        print(f"compare     {c['a']} / {c['b']}: cannot tell: {c['cannot_tell']}")
+    elif c:
         print(f"compare     {c['a']} / {c['b']}: mean ratio {c['mean_ratio']:.3f}; correlation "
               f"{c['corr_0']:.2f} unshifted, {c['corr_best']:.2f} with {c['b']} shifted by "
               f"{c['best_lag_s']:+g} s (positive: {c['b']} trails)")
+        print(f"            over the {c['measured_ttis'] * c['tti_s']:g} s both columns measured; "
+              f"{c['filled_left_out'] * c['tti_s']:g} s filled over gaps left out")
 
 
 def _gap_text(g: dict) -> str:

@@ -19,15 +19,17 @@ TCP time-sequence graph     the packets frame and the TCP events (retransmission
 goodput vs capacity         ``tcp.parquet`` and the link's per-TTI log or ``capacity.parquet``
 RTT and packets in flight   ``tcp.parquet``
 queue backlog               a per-TTI link log (``link-*.parquet``), a Mahimahi link log
-                            (``downlink.log``) or the simulator's ``mac.parquet``
+                            (``downlink.log``) or a MAC log with ``backlog_bytes``
 NMI against lag             ``nmi.json`` (curves with the surrogate threshold)
 factor table                ``nmi.json``
-fairness and jitter         ``summary.json`` users, ``mac.parquet``, per-flow goodput
+fairness and jitter         ``summary.json`` users, a MAC log, per-flow goodput
 ==========================  ==============================================================
 
 Files are found by kind (:func:`airlink.rundir.find`: the run's ``manifest.json``, else the
 declared name patterns, so the folder of a single ``airlink collect`` or ``airlink
-simulate`` makes a partial report too). The report only reads and draws: it never decodes
+simulate`` makes a partial report too). A MAC log is the simulator's ``mac.parquet``, a
+cell's ``cell-mac.parquet`` or collect's ``<stem>.mac.parquet``
+(:func:`airlink.rundir.collected_name`). The report only reads and draws: it never decodes
 a capture or re-runs an analysis; a section whose artifact is missing says so.
 
 The ``nmi.json`` layout (written by the infer stage, :mod:`airlink.experiment.infer_stage`)::

@@ -109,9 +109,22 @@ class Artifacts:
 
     @cached_property
     def mac_source(self) -> str:
-        """What the MAC log is, for captions: the live cell's or the simulator's."""
+        """What the MAC log is, for captions, by the stage that declares its name
+        (:data:`airlink.rundir.ARTIFACTS`): the live cell's, a collected one or the simulator's."""
         p = self.mac_path
-        return "live cell's MAC log" if p is not None and p.name.startswith("cell-") else "simulator MAC log"
+        a = rundir.declared(p.relative_to(self.outdir).as_posix()) if p is not None else None
+        stage = a.stage if a is not None else "radio"
+        return {"live": "live cell's MAC log", "collect": f"collected MAC log {p.name if p else ''}"}.get(
+            stage, "simulator MAC log")
+
+    def mac_lacks(self, column: str) -> str:
+        """Why the MAC log cannot give ``column``, for notes: the file found and the column it
+        lacks, or the names looked for (the declared ``mac`` patterns)."""
+        if self.mac_path is None:
+            return f"no MAC log ({', '.join(rundir.patterns('mac'))})"
+        if self.mac is None:
+            return f"{self.mac_path.name} is not readable"
+        return f"{self.mac_path.name} has no {column} column"
 
     @cached_property
     def capacity_path(self):

@@ -177,7 +177,7 @@ def _section_cell(art: Artifacts, notes: list) -> str | None:
             + f"), the latest {(st.get('max_lateness_us') or 0) / 1e3:.2f} ms after its end; "
             f"shell CPU {st.get('cpu_per_s') or 0:.2f} s per s.</p>")
     h, _ = _render(lambda: fig_cell(art), "live cell: served bytes per UE and late TTIs",
-                   "the MAC log over time: no cell-mac.parquet with served_bytes and late", notes)
+                   f"the MAC log over time: {art.mac_lacks('served_bytes and late')}", notes)
     parts.append(h)
     rows = []
     for a in (art.nmi or {}).get("analyses", []) if isinstance(art.nmi, dict) else []:
@@ -229,8 +229,8 @@ def _section_tcp(art: Artifacts, notes: list) -> str:
 
 def _section_queue(art: Artifacts, notes: list) -> str:
     h, st = _render(lambda: fig_backlog(art), "queue backlog",
-                    "queue backlog: no per-TTI link log (link-*.parquet), no link log (*.log) and no "
-                    "mac.parquet with backlog_bytes", notes)
+                    "queue backlog: no per-TTI link log (link-*.parquet), no link log (*.log), and "
+                    f"{art.mac_lacks('backlog_bytes')}", notes)
     if st.get("source"):
         h += f"<p>Backlog from the {html.escape(st['source'])}.</p>"
     return html_section("Queue", h, "queue")
@@ -331,7 +331,8 @@ def _section_fairness(art: Artifacts, notes: list) -> str:
     except Exception as exc:  # a damaged fairness.json / jitter.json is a note
         notes.append(f"fairness.json / jitter.json could not be shown ({type(exc).__name__}: {exc})")
     h, _ = _render(lambda: fig_jitter(art), "jitter: inter-service gaps",
-                   "jitter: no MAC log (mac.parquet) and no per-TTI link log with served_bytes", notes)
+                   f"jitter: {art.mac_lacks('served_bytes')}, and no per-TTI link log with served_bytes",
+                   notes)
     parts.append(h)
     return html_section("Fairness and jitter", "".join(parts), "fairness")
 

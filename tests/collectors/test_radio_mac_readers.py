@@ -85,6 +85,22 @@ def test_icellspeed_static_and_driving_units(shared_data):
         C.read_icellspeed(driving, throughput_unit="Mbit/s")
 
 
+def test_icellspeed_keeps_decoded_blocks_of_a_carrier_without_cell_id(shared_data):
+    """loc-star-001d logs scell_1 blocks (TBS, PRBs, MCS) in 3 seconds whose scell_1 cell id
+    is None: those bytes were scheduled, so the carrier rows stay; a carrier with neither a
+    cell id nor anything scheduled has no row."""
+    path = shared_data / "icellspeed/D1_static/Austin/ATT/loc_32/default/data_310410_loc-star-001d.csv"
+    raw = pd.read_csv(path, na_values=["None"])
+    f = C.read_icellspeed(path)
+    cars = ["pcell", "scell_1", "scell_2", "scell_3"]
+    present = sum(int((raw[f"{c}_cid"].notna() | (raw[f"{c}_tbs"] > 0) | (raw[f"{c}_sum_nRB"] > 0)).sum())
+                  for c in cars)
+    assert len(f) == present
+    assert f["tbs_bps"].sum() == pytest.approx(raw[[f"{c}_tbs" for c in cars]].to_numpy().sum() * 1e6)
+    nocid = f[f["cell_id"].isna()]
+    assert len(nocid) == 3 and set(nocid["carrier"].astype(str)) == {"scell_1"}
+
+
 def test_linklog_backlog(tmp_path):
     f = tmp_path / "down.log"
     with LinkLogWriter(f, base_ms=1_700_000_000_000) as w:

@@ -5,6 +5,7 @@ import json
 import re
 from pathlib import Path
 
+from airlink import rundir
 from airlink.report import Artifacts, fig_time_sequence, write_report
 
 FIGURE_SECTIONS = ["TCP time-sequence graph", "goodput against trace capacity", "RTT and data in flight",
@@ -189,3 +190,32 @@ def test_jitter_of_a_split_trace_is_not_drawn(tmp_path):
     assert ("jitter: inter-service gaps: not drawn, cannot tell: the replayed trace's TTIs of 1000 ms were "
             f"split into {float(split.tti) * 1e3:g} ms pieces") in page
     assert not any("jitter" in a for a, _ in _figures(page))
+
+
+def test_report_of_a_collected_mac_log(tmp_path, shared_data, run_airlink):
+    """`airlink collect` writes a log's frame as `<stem>.mac.parquet`; the report finds it by
+    that name, with or without the manifest: a simulator MAC log collected gives the backlog
+    and jitter figures, and an NR-Scope DCI log (no served_bytes, no backlog_bytes) gets notes
+    naming that file and the column it lacks - not "no MAC log"."""
+    status, _, err = run_airlink("simulate", "--preset", "quick", "--duration", "1s", "-o", tmp_path / "sim")
+    assert status == 0, err
+    status, _, err = run_airlink("collect", tmp_path / "sim" / "mac.parquet", "-o", tmp_path / "col")
+    assert status == 0, err
+    col = tmp_path / "col"
+    assert (col / "mac.mac.parquet").is_file()
+    # every kind collect writes has its name declared, so a folder without manifest finds it
+    for kind in ("mac", "rf", "throughput", "transfers", "packets", "flows", "tcp", "tcp-events"):
+        assert rundir.declared(rundir.collected_name("x", kind)).kind == kind
+    alts = [a for a, _ in _figures(write_report(col).read_text())]
+    assert "queue backlog" in alts and "jitter: inter-service gaps" in alts
+    assert Artifacts(col).mac_source == "collected MAC log mac.mac.parquet"
+    (col / "manifest.json").unlink()
+    assert Artifacts(col).mac_path == col / "mac.mac.parquet"
+
+    night = shared_data / "nr-scope/t_mobile2_ueactivity_night_1.csv"
+    status, _, err = run_airlink("collect", night, "-o", tmp_path / "nrs")
+    assert status == 0, err
+    page = write_report(tmp_path / "nrs").read_text()
+    assert "jitter: t_mobile2_ueactivity_night_1.mac.parquet has no served_bytes column" in page
+    assert "t_mobile2_ueactivity_night_1.mac.parquet has no backlog_bytes column" in page
+    assert "no MAC log" not in page

@@ -50,6 +50,9 @@ def test_gap_rules_fill_and_count():
     assert hold.values[:, 0].tolist() == [1e6] * 5 + [2e6, 2e6] and hold.meta["gap_s"] == 0
     assert hold.meta["gaps"] == {"rule": "hold", "fill_limit_s": 10.0, "gaps": 1, "filled_s": {"hold": 3.0},
                                  "filled_ttis": {"hold": 3}}
+    assert hold.meta["filled_ns"] == [[2 * 10**9, 5 * 10**9]] == zero.meta["filled_ns"]
+    assert T.measured_ttis(hold).tolist() == [True, True, False, False, False, True, True]
+    assert T.measured_ttis(from_log(f, column="thr", unit="Mbit/s", tti="500ms")).sum() == 8
     lin = from_log(f, column="thr", unit="Mbit/s", gaps="interpolate")
     mbps = [8 + 8 * x / 3 for x in (0.5, 1.5, 2.5)]                 # rate at the middle of TTIs 2, 3, 4
     assert np.allclose(lin.values[2:5, 0], [m * 1e6 / 8 for m in mbps])
@@ -200,6 +203,15 @@ def _icell_raw(path):
     return raw["seconds_since_epoch"].to_numpy(float), tbs.to_numpy(float), raw["throughput"].to_numpy(float)
 
 
+def _raw_pairs(t, x, y, lag: int):
+    """The seconds the raw log has both values, x at second s paired with y at s + lag."""
+    xs = pd.Series(x, index=t.astype(np.int64)).dropna()
+    ys = pd.Series(y, index=t.astype(np.int64)).dropna()
+    ys = ys.reindex(xs.index + lag)
+    keep = ys.notna().to_numpy()
+    return xs.to_numpy()[keep], ys.to_numpy()[keep]
+
+
 def test_icellspeed_tbs_summed_over_carriers(shared_data):
     path = shared_data / ICELL
     t, tbs, thr = _icell_raw(path)
@@ -213,12 +225,40 @@ def test_icellspeed_tbs_summed_over_carriers(shared_data):
     assert np.allclose(b.values[k, 0], thr * 1e6 / 8)
     # the log's own columns: application throughput trails the TBS columns by one second
     c = T.compare(a, b, max_lag="3s")
-    x, y = a.values[:, 0], b.values[:, 0]
+    x, y = _raw_pairs(t, tbs, thr, 0)
     assert c.corr_0 == pytest.approx(np.corrcoef(x, y)[0, 1])
-    assert c.corr_by_lag[1.0] == pytest.approx(np.corrcoef(x[:-1], y[1:])[0, 1])
-    assert c.best_lag_s == 1.0 and c.corr_best > c.corr_0 + 0.1
     assert c.mean_ratio == pytest.approx(x.sum() / y.sum())
+    assert c.corr_by_lag[1.0] == pytest.approx(np.corrcoef(*_raw_pairs(t, tbs, thr, 1))[0, 1])
+    assert c.best_lag_s == 1.0 and c.corr_best > c.corr_0 + 0.1
     assert 1.02 < c.mean_ratio < 1.12                    # MAC/RLC/PDCP headers and HARQ
+
+
+def test_compare_leaves_out_seconds_filled_over_gaps(shared_data, run_airlink, tmp_path):
+    """loc-star-001d has 96 rows over 112 s (9 gaps): the held seconds are no measurement, so
+    ratio and correlations come from the seconds the log has, at every lag (a reference on
+    the raw CSV: all ``*_tbs`` columns summed - also an scell whose cell id the logger missed
+    - against ``throughput``, paired by ``seconds_since_epoch``)."""
+    path = shared_data / "icellspeed/D1_static/Austin/ATT/loc_32/default/data_310410_loc-star-001d.csv"
+    t, tbs, thr = _icell_raw(path)
+    span = int(t.max() - t.min()) + 1
+    status, text, err = run_airlink("trace", "from-log", path, "-o", tmp_path / "g.parquet", "--json")
+    assert status == 0, err
+    c = json.loads(text)["comparison"]
+    x, y = _raw_pairs(t, tbs, thr, 0)
+    assert c["measured_ttis"] == x.size and c["filled_left_out"] == span - x.size > 0
+    assert c["mean_ratio"] == pytest.approx(x.sum() / y.sum())          # 0.997
+    assert c["corr_0"] == pytest.approx(np.corrcoef(x, y)[0, 1])        # 0.68
+    assert c["best_lag_s"] == 1.0
+    assert c["corr_best"] == pytest.approx(np.corrcoef(*_raw_pairs(t, tbs, thr, 1))[0, 1])   # 0.85
+    status, text, err = run_airlink("trace", "from-log", path, "-o", tmp_path / "g.parquet")
+    assert f"over the {x.size} s both columns measured; {span - x.size} s filled over gaps left out" in text
+    # two measured seconds are no comparison: said so, the trace still written
+    lines = path.read_text().splitlines()
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("\n".join([lines[0], lines[1], lines[2], lines[9]]) + "\n")   # t0, t0 + 1 s, t0 + 8 s: 4 s TTIs
+    status, text, err = run_airlink("trace", "from-log", tiny, "-o", tmp_path / "t.parquet")
+    assert status == 0, err
+    assert "cannot tell: the traces share fewer than 3 measured TTIs" in text and (tmp_path / "t.parquet").exists()
 
 
 def test_xcal_style_20ms_log(run_airlink, tmp_path):
@@ -333,6 +373,34 @@ def test_cli_ucc_drive_holds_gnettrack_steps(shared_data, run_airlink, tmp_path)
                                     "--gaps", "zero", "-o", tmp_path / "z.parquet", "--json")
     z = json.loads(text)
     assert z["gaps"]["filled_ttis"] == {"zero": s["gaps"]["filled_ttis"]["hold"]} and z["mean_mbps"] < s["mean_mbps"]
+
+
+def test_ucc_static_download_repeats_are_one_second_and_steps_are_held(shared_data, run_airlink, tmp_path):
+    """The reading of a UCC log docs/traces.md argues from this file: a row after a 2 s step
+    carries a per-second rate (about its neighbours', not twice), a repeated stamp mostly
+    holds a ping test's extra row; so the total is the held mean-per-second integral
+    (33.75 GB), not one second per row (28.42 GB)."""
+    path = shared_data / "ucc-5g/Download/Static/B_2020.01.16_10.43.34.csv"
+    raw = pd.read_csv(path, na_values=["-"])
+    sec = (pd.to_datetime(raw["Timestamp"], format="%Y.%m.%d_%H.%M.%S").astype("int64") // 10**9).to_numpy()
+    v = raw["DL_bitrate"].to_numpy(float) * 1000                          # kbit/s -> bit/s
+    step = np.diff(sec)
+    after2 = np.flatnonzero(step == 2) + 1
+    around = {i: np.median(np.r_[v[i - 4:i], v[i + 1:i + 5]]) for i in after2 if 4 < i < v.size - 5}
+    rel = [v[i] / m for i, m in around.items() if m > 1e6]                  # the download running around it
+    assert 0.9 < np.median(rel) < 1.1                                    # not 2x: the missing second is in no row
+    pair = np.zeros(v.size, bool)
+    pair[np.flatnonzero(step == 0)] = pair[np.flatnonzero(step == 0) + 1] = True
+    ping = raw["PINGAVG"].notna().to_numpy()
+    assert (ping & pair).sum() > 0.8 * ping.sum()                        # the ping test's own rows
+    per_s = pd.Series(v).groupby(sec).mean()
+    expect = _held_bytes(per_s.index.to_numpy(float), per_s.to_numpy()).sum()
+    status, text, err = run_airlink("trace", "from-log", path, "--column", "dl_bitrate_bps",
+                                    "-o", tmp_path / "u.parquet", "--json")
+    assert status == 0, err
+    s = json.loads(text)
+    assert s["mean_mbps"] * s["duration_s"] / 8 * 1e6 == pytest.approx(expect, rel=1e-9)
+    assert expect / 1e9 == pytest.approx(33.75, abs=0.01) and v.sum() / 8 / 1e9 == pytest.approx(28.42, abs=0.01)
 
 
 def test_cli_without_column_names_the_columns_that_would_work(shared_data, run_airlink, tmp_path):
