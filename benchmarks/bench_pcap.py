@@ -574,6 +574,18 @@ def run_matrix(shapes, formats, packets: int, copies: int, runs: int, baseline: 
     return rows
 
 
+def _names_of(known):
+    """An argparse type: a comma-separated list of names from ``known``; an unknown one is
+    a usage error naming the choices."""
+    def names(text: str) -> list:
+        got = [w for w in text.split(",") if w]
+        bad = [w for w in got if w not in known]
+        if bad or not got:
+            raise argparse.ArgumentTypeError(f"{','.join(bad) or text!r}: choose from {','.join(known)}")
+        return got
+    return names
+
+
 def main(argv=None) -> int:
     global WORK
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -611,8 +623,10 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", metavar="AIRLINK",
                     help="another airlink executable (e.g. an older checkout's .venv/bin/airlink) run "
                          "in every pair too, in turn before and after this one; reported beside it")
-    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"with --matrix (default {','.join(SHAPES)})")
-    ap.add_argument("--formats", default="pcap,pcapng", help="with --matrix (default pcap,pcapng)")
+    ap.add_argument("--shapes", default=",".join(SHAPES), type=_names_of(SHAPES),
+                    help=f"with --matrix, comma-separated (default {','.join(SHAPES)})")
+    ap.add_argument("--formats", default="pcap,pcapng", type=_names_of(("pcap", "pcapng")),
+                    help="with --matrix, comma-separated (default pcap,pcapng)")
     args = ap.parse_args(argv)
     WORK = args.work
     WORK.mkdir(parents=True, exist_ok=True)
@@ -622,7 +636,7 @@ def main(argv=None) -> int:
         if not shutil.which("tcptrace"):
             print("tcptrace is not installed (the reference tool)", file=sys.stderr)
             return 2
-        rows = run_matrix(args.shapes.split(","), args.formats.split(","), args.packets,
+        rows = run_matrix(args.shapes, args.formats, args.packets,
                           args.copies, args.repeat, args.baseline)
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2, default=str))
