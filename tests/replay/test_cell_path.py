@@ -398,6 +398,12 @@ def test_without_rescue_ns_no_thread_is_started_and_close_stops_the_rescuers():
             assert threads() == before + 2
             assert cell2.wait(time.monotonic_ns() + 2_000_000, []) == -1
             cell2.close()
+            # close() joins the rescuers; pthread_join returns when a thread clears its tid,
+            # a moment before the kernel removes its task from /proc/self/task
+            for _ in range(200):
+                if threads() == before:
+                    break
+                time.sleep(0.005)
             assert threads() == before
             cell2.close()                       # twice is fine
     finally:
