@@ -120,8 +120,8 @@ def downlink_slots_and_users(log) -> tuple[int, int, int]:
 
 
 def test_a_dense_grid_too_big_for_memory_is_refused_with_its_size(shared_data, tmp_path, run_airlink):
-    # 137 RNTIs x 301 715 slots x 16 columns: some 25 GB while pandas built it; the kernel
-    # killed the process. The guard names the sizes before anything is allocated.
+    # 137 RNTIs x 301 715 slots x 16 columns would be some 25 GB while pandas builds it: the
+    # guard refuses it with the sizes before anything is allocated.
     log = shared_data / "nr-scope" / "t_mobile1_ueactivity_afternoon_1.csv"
     assert main(["collect", str(log), "-o", str(tmp_path)]) == 0
     (mac,) = tmp_path.glob("*.mac.parquet")
@@ -159,10 +159,9 @@ def test_jitter_cannot_tell_from_one_second_samples(shared_data, tmp_path, run_a
 
 
 def test_a_raw_nrscope_csv_is_read_through_its_reader(shared_data, run_airlink, morning):
-    # Read as a plain table the CSV was one series of every RNTI and both directions on a
-    # 15 ms grid (the decoding timestamps' median spacing): `infer jitter --served
-    # frequency_length` printed gaps of one "user 1". Now the CSV gives what its collected
-    # frame gives: the RNTIs' downlink grants on the 1 ms slot.
+    # The raw CSV goes through the NR-Scope reader (as a plain table it would be one series
+    # of every RNTI and both directions on a 15 ms grid): it gives what its collected frame
+    # gives, the RNTIs' downlink grants on the 1 ms slot.
     log, mac = morning
     status, from_csv, err = run_airlink("infer", "jitter", log, "--json")
     assert status == 0, err
@@ -184,8 +183,8 @@ def test_a_raw_nrscope_csv_is_read_through_its_reader(shared_data, run_airlink, 
 
 def test_fairness_windows_with_one_user_have_no_index(run_airlink, morning):
     # per 10 s window (epoch-aligned) a user's rate is its mean TBS over its granted slots
-    # in the window; a window in which one RNTI alone was granted compares nobody: no Jain index
-    # (it was 1.0, and lifted the mean over windows from 0.642 to 0.740)
+    # in the window; a window in which one RNTI alone was granted compares nobody: no Jain
+    # index (a 1.0 there would lift the mean over windows)
     log, mac = morning
     status, out, err = run_airlink("infer", "fairness", mac, "--window", "10s", "--json")
     assert status == 0, err
