@@ -25,11 +25,12 @@ def test_many_shells_at_once_get_distinct_blocks_and_leave_nothing(test_ns, tmp_
            f'while [ ! -e {go} ]; do sleep 1; done')
     procs = [test_ns.popen([AIRLINK, "delay", "1", "--", "sh", "-c", cmd], env={"I": str(i)},
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for i in range(N)]
+    def written():  # a CMD's file counts once it is renamed from .tmp (whole)
+        return len([f for f in seen.iterdir() if not f.name.endswith(".tmp")])
     deadline = time.monotonic() + 600
-    while len(list(seen.iterdir())) < N and time.monotonic() < deadline \
-            and all(p.poll() is None for p in procs):
+    while written() < N and time.monotonic() < deadline and all(p.poll() is None for p in procs):
         time.sleep(0.5)
-    together = len([f for f in seen.iterdir() if not f.name.endswith(".tmp")])
+    together = written()
     go.touch()
     errors = []
     for p in procs:
