@@ -158,12 +158,13 @@ def _grid_options(p):
                         "an error")
 
 
-def _read(args, *columns, sparse=False):
+def _read(args, *columns, sparse=False, only_columns=False):
+    """The FRAMEs on one grid; ``only_columns``: ``columns`` are all the command reads."""
     from airlink import inference as inf
     # nmi's --user: grid that series only (a 137-RNTI log would be 137 series of every slot)
     return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, tz=args.tz,
                            by=args.by, columns=[c for c in columns if c], direction=args.direction, sparse=sparse,
-                           user=getattr(args, "user", None))
+                           user=getattr(args, "user", None), only_columns=only_columns)
 
 
 def _grid_line(frame) -> str:
@@ -189,7 +190,7 @@ def _fmt(v, spec=".3f"):
 
 def cmd_nmi(args) -> int:
     from airlink import inference as inf
-    frame = _read(args, args.target, *args.factor)
+    frame = _read(args, args.target, *args.factor, only_columns=True)
     table = inf.rank_factors(frame, target=args.target, factors=args.factor, max_lag=args.max_lag,
                              bins=args.bins, binning=args.binning, normalization=args.normalization,
                              surrogates=args.surrogates, bootstrap=args.bootstrap, user=args.user,

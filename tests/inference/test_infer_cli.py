@@ -177,3 +177,29 @@ def test_tcp_frame_flows_are_separate_series(run_airlink, tmp_path):
                                    "--user", "1/fwd", "--json")
     assert status == 0, err
     assert json.loads(out)[0]["n_pairs"] == n - 3
+
+
+def test_nmi_grids_only_the_columns_it_reads(run_airlink, coupled_csv, tmp_path, monkeypatch):
+    """A wide frame (a TCP series has 17 data columns) is put on the grid with the target and
+    factors only: with the dense-grid budget at 5,000 values, 900 steps x 17 columns are
+    refused, and nmi answers exactly as on the same frame cut to its two columns."""
+    from airlink import inference as inf
+    from airlink.collectors import timegrid
+    from airlink.core.bounds import BoundError
+    narrow = pd.read_csv(coupled_csv)[["time", "rate", "backlog"]]
+    rng = np.random.default_rng(1)
+    wide = narrow.assign(**{f"extra{k}": rng.normal(size=len(narrow)) for k in range(15)})
+    paths = {}
+    for name, frame in (("narrow", narrow), ("wide", wide)):
+        paths[name] = tmp_path / f"{name}.csv"
+        frame.to_csv(paths[name], index=False)
+    monkeypatch.setattr(timegrid, "MAX_GRID_VALUES", 5000)
+    with pytest.raises(BoundError, match="dense grid of 900 steps"):
+        inf.read_frames(paths["wide"])
+    answers = []
+    for name in ("narrow", "wide"):
+        status, out, err = run_airlink("infer", "nmi", paths[name], "--target", "rate", "--factor", "backlog",
+                                       "--max-lag", "10s", "--surrogates", "19", "--json")
+        assert status == 0, err
+        answers.append(json.loads(out))
+    assert answers[0] == answers[1] and answers[0][0]["lag_s"] == 3.0
