@@ -148,35 +148,35 @@ NONE = np.iinfo(np.int64).min          # "no value yet" in the per-flow carries
 def _recovery(ri, dr, fl, fast, ackr, smb_own, carry) -> None:
     """Marks in ``fast`` the retransmissions (rows ``ri``) inside a recovery episode that a
     fast retransmission opened: until the reverse direction's cumulative ACK (``ackr`` at
-    each of ``ri``) passes the ``snd_max`` the last fast retransmission of the flow saw
-    (``smb_own``); two passes, the second also from the episodes the first found. ``fl``:
-    each row's flow (rows of a flow consecutive). ``carry[pass][d]``: per flow, that
+    each of ``ri``) reaches the ``snd_max`` the last fast retransmission of the flow saw
+    (``smb_own``) - RFC 6582's full ACK, which covers ``recover``, the highest sequence
+    number sent when recovery began. Only the retransmissions already in ``fast`` (those
+    after duplicate ACKs) open an episode; one marked here does not move ``recover``.
+    ``fl``: each row's flow (rows of a flow consecutive). ``carry[d]``: per flow, that
     ``snd_max`` of the last fast retransmission of direction ``d`` in earlier chunks
     (:data:`NONE`: none), updated in place."""
-    for rnd in range(2):
-        for d in (0, 1):
-            sel = dr[ri] == d
-            rr = ri[sel]
-            if not len(rr):
-                continue
-            fpos = rr[fast[rr]]
-            before = carry[rnd][d][fl[rr]]
-            k = np.searchsorted(fpos, rr, "right") - 1
-            if len(fpos):
-                lf = fpos[np.maximum(k, 0)]
-                valid = (k >= 0) & (fl[lf] == fl[rr])
-                lim = smb_own[lf]
-                ff = fl[fpos]
-                last = np.flatnonzero(np.r_[ff[1:] != ff[:-1], True])     # each flow's last one
-                carry[rnd][d][ff[last]] = smb_own[fpos[last]]
-            else:
-                valid = np.zeros(len(rr), bool)
-                lim = np.zeros(len(rr), np.int64)
-            use = ~valid & (before != NONE)
-            lim = np.where(use, before, lim)
-            valid |= use
-            fast[rr[valid & (ackr[sel] < lim)]] = True
-
+    for d in (0, 1):
+        sel = dr[ri] == d
+        rr = ri[sel]
+        if not len(rr):
+            continue
+        fpos = rr[fast[rr]]
+        before = carry[d][fl[rr]]
+        k = np.searchsorted(fpos, rr, "right") - 1
+        if len(fpos):
+            lf = fpos[np.maximum(k, 0)]
+            valid = (k >= 0) & (fl[lf] == fl[rr])
+            lim = smb_own[lf]
+            ff = fl[fpos]
+            last = np.flatnonzero(np.r_[ff[1:] != ff[:-1], True])     # each flow's last one
+            carry[d][ff[last]] = smb_own[fpos[last]]
+        else:
+            valid = np.zeros(len(rr), bool)
+            lim = np.zeros(len(rr), np.int64)
+        use = ~valid & (before != NONE)
+        lim = np.where(use, before, lim)
+        valid |= use
+        fast[rr[valid & (ackr[sel] < lim)]] = True
 
 
 def _effective_mss(mss, maxpay):

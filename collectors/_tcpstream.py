@@ -150,7 +150,7 @@ class FlowStream:
         self.rows = 0
         self._flow_bins = None               # _bin_sums_c's per-flow bin parameters, once
         self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
-        self.lf = [[np.full(F, NONE), np.full(F, NONE)] for _ in range(2)]   # [pass][d]: _recovery's carry
+        self.lf = [np.full(F, NONE), np.full(F, NONE)]   # [d]: _recovery's carry
         self.retx = []                     # per chunk: dict of the retransmissions' columns
         self.eifel = []                    # per chunk: (retx rows, their Eifel verdicts) once their ACK came
         self.dsack = []
@@ -239,17 +239,13 @@ class FlowStream:
             ii = np.flatnonzero(mask)
             add_rows(key, ii, 1 - dr[ii].astype(np.int64))
 
-        def last_advance(d, idx, key):
-            """The last row of d at or before each of ``idx`` that advanced d's snd_max
-            (where ``sm[d]`` rises: the first row of the flow reaching the value it has
-            there), -1 when none in this chunk. ``key``: ``sm[d]`` made non-decreasing
-            across flows."""
-            j = np.searchsorted(key, key[idx])
-            f0 = first_row(idx)
-            return np.where((j > f0) | (sm[d][f0] > S[d].sm[fl[idx]]), j, -1)
-
-        def sm_key(d):
-            return sm[d] if F == 1 else fl.astype(np.int64) * OFF + sm[d]
+        def last_advance(d, idx, snd):
+            """The row of d that raised d's snd_max to ``snd`` (per row of ``idx``, a value
+            ``sm[d]`` takes in the row's flow: the first row of the flow reaching it), -1
+            when that was in an earlier chunk."""
+            key = sm[d] if F == 1 else fl.astype(np.int64) * OFF + sm[d]     # non-decreasing
+            j = np.searchsorted(key, snd if F == 1 else fl[idx].astype(np.int64) * OFF + snd)
+            return np.where(snd > S[d].sm[fl[idx]], j, -1)
 
         ooo = np.zeros(n, bool)
         bi = np.flatnonzero(below)
@@ -260,14 +256,16 @@ class FlowStream:
                 cand = bi[sel]
                 if not len(cand):
                     continue
-                k = last_advance(d, cand, sm_key(d))
+                # the last advance before the row (tshark's nextseqtime), not at it: a segment
+                # starting below snd_max and ending past it advances snd_max itself
+                k = last_advance(d, cand, smb_own[cand])
                 carried_t = S[d].adv_t[fl[cand]]
                 tq = np.where(k >= 0, t[np.maximum(k, 0)], np.where(carried_t != NONE, carried_t, 0))
                 ok = (k >= 0) | (carried_t != NONE)
                 ooo[cand[out_of_order(t[cand] - tq, ok, self.irtt[fl[cand]], dup_c[sel], ackr_c[sel], arb_c[sel],
                                       rel[cand], end[cand], smb_own[cand], data[cand])]] = True
         for d in (0, 1):
-            k = last_advance(d, run_end, sm_key(d))
+            k = last_advance(d, run_end, sm[d][run_end])
             S[d].adv_t[run_fl[k >= 0]] = t[k[k >= 0]]
         for d in (0, 1):
             S[d].sm[run_fl] = sm[d][run_end]
