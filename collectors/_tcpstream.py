@@ -29,7 +29,8 @@ from ._tcparrays import (ACK, M32, NONE, OFF, _effective_mss, _tcploops, _first_
 from ._tcpframes import (_EMPTY, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
 from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
-                        eifel_older, karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
+                        eifel_older, karn_voided, keepalives_and_below, out_of_order, resent_unprompted,
+                        segment_ends, zero_windows)
 from .pcap import direction_column
 
 
@@ -96,6 +97,10 @@ class SideState:
     nretx: np.ndarray               # retransmissions of d so far (Karn's rule)
     maxpay: np.ndarray              # largest payload d sent (effective MSS)
     paysum: np.ndarray              # payload bytes d sent (float64)
+    last_row: np.ndarray = None     # d's last row per flow, counted from the engine's first row (-1: none)
+    resent: tuple = field(default_factory=lambda: (np.zeros(0, np.int32), np.zeros(0, np.int64),
+                                                   np.zeros(0, np.int64)))
+    #               (flow, first byte, row) of d's retransmissions the reverse direction has not answered yet
     pending: list = field(default_factory=list)   # (row, end, tsval, flow) of d's retransmissions awaiting their ACK
     orig: dict | None = None        # d's segments sent once, still awaiting their ACK
     seqack: list = field(default_factory=list)    # seq/ACK RTT samples of d's ACKs (t, packet, ms, segment rel, flow)
@@ -111,7 +116,7 @@ class SideState:
         return cls(last_seq=full(-1), last_rel=full(0), last_ack=full(-1), last_rela=full(0), am=full(-1),
                    sm=full(-1), has_prev=full(False, bool), prev_rela=full(0), prev_win=full(0),
                    ka=full(-1, np.int8), dups=full(0), adv_t=full(NONE), nretx=full(0), maxpay=full(0),
-                   paysum=full(0.0, np.float64))
+                   paysum=full(0.0, np.float64), last_row=full(-1))
 
 
 class FlowStream:
@@ -274,9 +279,25 @@ class FlowStream:
         retx = below & ~ooo
         ri_all = np.flatnonzero(retx)
         fast = np.zeros(n, bool)
+        again = np.zeros(n, bool)
         if len(ri_all):
-            fast[ri_all[dups_at(ri_all) >= 2]] = True
-            _recovery(ri_all, dr, fl, fast, rev_at(ri_all), smb_own, self.lf)
+            ackr = rev_at(ri_all)
+            for d in (0, 1):                 # resent with nothing from the receiver in between
+                rr = ri_all[dr[ri_all] == d]
+                if not len(rr) and not len(S[d].resent[0]):
+                    continue
+                oth = didx[1 - d]
+                p = np.searchsorted(oth, rr) - 1
+                q = oth[np.maximum(p, 0)] if len(oth) else rr
+                inside = (p >= 0) & (fl[q] == fl[rr])
+                last_rev = np.where(inside, grow(q), S[1 - d].last_row[fl[rr]])
+                rep, held = resent_unprompted(fl[rr], rel[rr], grow(rr), last_rev, S[d].resent)
+                again[rr[rep]] = True
+                S[d].resent = held
+            # fast retransmit: the segment >= 2 duplicate ACKs ask for (at their ACK number)
+            asked = (dups_at(ri_all) >= 2) & (rel[ri_all] == np.maximum(ackr, 0)) & ~again[ri_all]
+            fast[ri_all[asked]] = True
+            _recovery(ri_all, dr, fl, fast, ackr, smb_own, self.lf, again)
         del smb_own, below
 
         # ---- retransmissions (spurious verdicts settled at the end)
@@ -319,6 +340,16 @@ class FlowStream:
                 pd_ = pay[idx]
                 S[d].maxpay[fs] = np.maximum(S[d].maxpay[fs], np.maximum.reduceat(pd_, st))
                 S[d].paysum[fs] += np.add.reduceat(pd_, st, dtype=np.int64).astype(np.float64)
+
+        for d in (0, 1):                     # each direction's last row per flow
+            idx = didx[d]
+            if len(idx):
+                _, lst, fs = _runs(fl[idx])
+                S[d].last_row[fs] = grow(idx[lst])
+        for d in (0, 1):                     # retransmissions the reverse direction answered since: dropped
+            f, r, w = S[d].resent
+            keep = w > S[1 - d].last_row[f]
+            S[d].resent = (f[keep], r[keep], w[keep])
 
         # ---- RTT samples: sequence/ACK matching (Karn settled at the end)
         rd = [ri_all[dr[ri_all] == d] for d in (0, 1)]

@@ -193,6 +193,26 @@ def test_recovery_ends_at_the_full_ack(tmp_path):
     assert classes(tmp_path, pk, chunk=5) == ([(12, "fast"), (15, "fast"), (17, "timeout")], [])
 
 
+def test_fast_retransmit_resends_what_the_duplicate_acks_ask_for_once_per_ack(tmp_path):
+    """After two duplicate ACKs for 1001: a retransmission of 2001 opens no recovery
+    (RFC 5681 section 3.2 resends the segment at the ACK number) - a timeout; the one of
+    1001 is the fast retransmit. The same segment again at 400 ms with nothing from the
+    receiver since: only the timer can have sent it (RFC 6298 section 5.4), which ends the
+    recovery, so 3001 at 401 ms is a timeout too. After one more duplicate ACK, 1001 sent
+    again answers it: fast (206_example_b frames 1278-1301 and rto003 frames 25, 27 and 28,
+    the timer's backoff, are the unanswered case)."""
+    def seg(t, seq):
+        return (t, tcp_packet(A, B, 40000, 80, seq=seq, ack=1001, flags="PA", payload=b"d" * 1000))
+
+    def ack_(t, a):
+        return (t, tcp_packet(B, A, 80, 40000, seq=1001, ack=a, flags="A"))
+    pk = handshake() + [seg(30 + i, 1 + 1000 * i) for i in range(5)]
+    pk += [ack_(80, 1001), ack_(81, 1001), ack_(82, 1001)]
+    pk += [seg(83, 2001), seg(84, 1001), seg(400, 1001), seg(401, 3001), ack_(450, 1001), seg(451, 1001)]
+    assert classes(tmp_path, pk, chunk=4) == \
+        ([(11, "timeout"), (12, "fast"), (13, "timeout"), (14, "timeout"), (16, "fast")], [])
+
+
 def test_resolution_is_checked(tmp_path):
     f = tmp_path / "s.pcap"
     f.write_bytes(pcap_bytes(scenario()))
