@@ -336,16 +336,12 @@ class FlowStream:
         for d in (0, 1):
             idx = didx[d]
             if len(idx):
-                st, _, fs = _runs(fl[idx])
+                st, lst, fs = _runs(fl[idx])
                 pd_ = pay[idx]
                 S[d].maxpay[fs] = np.maximum(S[d].maxpay[fs], np.maximum.reduceat(pd_, st))
                 S[d].paysum[fs] += np.add.reduceat(pd_, st, dtype=np.int64).astype(np.float64)
+                S[d].last_row[fs] = grow(idx[lst])          # each direction's last row per flow
 
-        for d in (0, 1):                     # each direction's last row per flow
-            idx = didx[d]
-            if len(idx):
-                _, lst, fs = _runs(fl[idx])
-                S[d].last_row[fs] = grow(idx[lst])
         for d in (0, 1):                     # retransmissions the reverse direction answered since: dropped
             f, r, w = S[d].resent
             keep = w > S[1 - d].last_row[f]
