@@ -1,7 +1,8 @@
 """The per-row TCP rules, written once: what a segment occupies, which rows are keep-alives,
 which are below snd_max (retransmission or out-of-order candidates), which may be duplicate
 ACKs and which are, which advertise a zero window, how many duplicate ACKs preceded a row, which
-segments below snd_max are out of order rather than retransmitted, and the three
+segments below snd_max are out of order rather than retransmitted, which retransmissions
+nothing from the receiver prompted (the timer's, never fast), and the three
 retransmission judgements that look forward in time: Karn (a retransmission voids the RTT
 sample of the segment it resends), Eifel and DSACK (spurious retransmissions).
 
