@@ -40,7 +40,29 @@ MIN_WINDOW = 4096
 MAX_RUNS = 64
 
 
-class SortedRuns:
+class _Runs:
+    """What both kinds share: the sort ``keys``, the frame's ``attrs``, the first frame added
+    (its columns), the runs, their rows in all and the :attr:`finish` functions."""
+
+    def __init__(self, keys, attrs: dict | None = None):
+        self.keys = list(keys)
+        self.attrs = dict(attrs or {})
+        self._first: Columns | None = None
+        self._runs: list = []
+        self._rows = 0
+        #: functions applied to each merged frame before it is yielded (each takes and
+        #: returns a :class:`._columns.Columns`)
+        self.finish: list = []
+
+    def __len__(self) -> int:
+        return self._rows
+
+    @property
+    def columns(self) -> list:
+        return [] if self._first is None else self._first.columns
+
+
+class SortedRuns(_Runs):
     """Frames (runs) with the same columns, added one at a time with :meth:`add` and kept
     on disk, that together make one frame sorted stably by ``keys``; :meth:`chunks` yields
     it in order, :meth:`whole` in one piece. ``attrs``: the frame's provenance (as
@@ -51,24 +73,12 @@ class SortedRuns:
     closed or when the process ends, however it ends."""
 
     def __init__(self, keys, attrs: dict | None = None, folder=None):
-        self.keys = list(keys)
-        self.attrs = dict(attrs or {})
+        super().__init__(keys, attrs)
+        # runs: per run (rows, {name: (byte offset, dtype)}, {name: values}); _first: the
+        # first frame's columns, no rows
         self._file = tempfile.TemporaryFile(dir=folder)
-        self._runs: list = []          # per run: (rows, {name: (byte offset, dtype)}, {name: values})
-        self._first: Columns | None = None        # the first frame's columns, no rows
         self._dtypes: dict = {}        # name -> dtype of the joined column
         self._values: dict = {}        # name of a Coded column -> [values united, index, categorical]
-        self._rows = 0
-        #: functions applied to each merged frame before :meth:`chunks` yields it (each
-        #: takes and returns a :class:`._columns.Columns`)
-        self.finish: list = []
-
-    def __len__(self) -> int:
-        return self._rows
-
-    @property
-    def columns(self) -> list:
-        return [] if self._first is None else self._first.columns
 
     def add(self, frame: Columns) -> None:
         """A run: ``frame`` sorted by the keys (handed over: it is emptied) and written."""
@@ -232,7 +242,7 @@ class SortedRuns:
         self._file.close()
 
 
-class JoinedRuns:
+class JoinedRuns(_Runs):
     """:class:`SortedRuns` in memory: the same interface (:meth:`add`, :meth:`chunks`,
     :meth:`whole`, :meth:`values`, :attr:`finish`, ``attrs``) and the same frame,
     :meth:`._columns.Columns.concat` of the runs with rows in the order they were added,
@@ -240,20 +250,8 @@ class JoinedRuns:
     the functions of :attr:`finish` once. ``folder`` is accepted and unused."""
 
     def __init__(self, keys, attrs: dict | None = None, folder=None):
-        self.keys = list(keys)
-        self.attrs = dict(attrs or {})
-        self._first: Columns | None = None
-        self._runs: list = []
+        super().__init__(keys, attrs)            # runs: the frames as added; _first: the first
         self._whole: Columns | None = None
-        self._rows = 0
-        self.finish: list = []
-
-    def __len__(self) -> int:
-        return self._rows
-
-    @property
-    def columns(self) -> list:
-        return [] if self._first is None else self._first.columns
 
     def add(self, frame: Columns) -> None:
         """A run (held, not copied)."""

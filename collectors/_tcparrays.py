@@ -145,38 +145,41 @@ def _unwrap(raw, groups, base):
 NONE = np.iinfo(np.int64).min          # "no value yet" in the per-flow carries
 
 
-def _recovery(ri, dr, fl, fast, ackr, smb_own, carry) -> None:
+def _recovery(ri, dr, fl, fast, ackr, smb_own, carry, again) -> None:
     """Marks in ``fast`` the retransmissions (rows ``ri``) inside a recovery episode that a
     fast retransmission opened: until the reverse direction's cumulative ACK (``ackr`` at
-    each of ``ri``) passes the ``snd_max`` the last fast retransmission of the flow saw
-    (``smb_own``); two passes, the second also from the episodes the first found. ``fl``:
-    each row's flow (rows of a flow consecutive). ``carry[pass][d]``: per flow, that
-    ``snd_max`` of the last fast retransmission of direction ``d`` in earlier chunks
+    each of ``ri``) reaches the ``snd_max`` the last fast retransmission of the flow saw
+    (``smb_own``) - RFC 6582's full ACK, which covers ``recover``, the highest sequence
+    number sent when recovery began - or a retransmission resends a first byte already
+    retransmitted since the ACK last advanced (``again``, a row mask: the retransmission
+    timer fired, which ends recovery). Only the retransmissions already in ``fast`` (those
+    after duplicate ACKs) open an episode; one marked here does not move ``recover``.
+    ``fl``: each row's flow (rows of a flow consecutive). ``carry[d]``: per flow, that
+    ``snd_max`` of the episode of direction ``d`` still open after earlier chunks
     (:data:`NONE`: none), updated in place."""
-    for rnd in range(2):
-        for d in (0, 1):
-            sel = dr[ri] == d
-            rr = ri[sel]
-            if not len(rr):
-                continue
-            fpos = rr[fast[rr]]
-            before = carry[rnd][d][fl[rr]]
-            k = np.searchsorted(fpos, rr, "right") - 1
-            if len(fpos):
-                lf = fpos[np.maximum(k, 0)]
-                valid = (k >= 0) & (fl[lf] == fl[rr])
-                lim = smb_own[lf]
-                ff = fl[fpos]
-                last = np.flatnonzero(np.r_[ff[1:] != ff[:-1], True])     # each flow's last one
-                carry[rnd][d][ff[last]] = smb_own[fpos[last]]
-            else:
-                valid = np.zeros(len(rr), bool)
-                lim = np.zeros(len(rr), np.int64)
-            use = ~valid & (before != NONE)
-            lim = np.where(use, before, lim)
-            valid |= use
-            fast[rr[valid & (ackr[sel] < lim)]] = True
-
+    for d in (0, 1):
+        sel = dr[ri] == d
+        rr = ri[sel]
+        if not len(rr):
+            continue
+        fpos = rr[fast[rr]]
+        rpos = rr[again[rr]]
+        before = carry[d][fl[rr]]
+        k = np.searchsorted(fpos, rr, "right") - 1
+        lf = fpos[np.maximum(k, 0)] if len(fpos) else rr
+        valid = (k >= 0) & (fl[lf] == fl[rr])
+        lim = np.where(valid, smb_own[lf], before)
+        start = np.where(valid, lf, -1)                      # -1: the episode carried in
+        use = valid | (before != NONE)
+        # the last repeat at or before each row, in the row's flow, after the episode's start
+        q = np.searchsorted(rpos, rr, "right") - 1
+        lr = rpos[np.maximum(q, 0)] if len(rpos) else rr
+        ended = (q >= 0) & (fl[lr] == fl[rr]) & (lr > start)
+        fast[rr[use & ~ended & (ackr[sel] < lim)]] = True
+        # each flow's episode after this chunk: its last opener's, unless a repeat followed
+        last = np.flatnonzero(np.r_[fl[rr][1:] != fl[rr][:-1], True])
+        open_ = use[last] & ~ended[last]
+        carry[d][fl[rr][last]] = np.where(open_, lim[last], NONE)
 
 
 def _effective_mss(mss, maxpay):

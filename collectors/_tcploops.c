@@ -121,6 +121,17 @@ static PyObject *cummax(PyObject *self, PyObject *args)
  *   below     = (pay > 0 or SYN/FIN), rel < s, not keepalive, s >= 0,
  *   dupack    = same rela and window as d's previous row, no payload nor SYN/FIN/RST, ACK,
  *               window > 0, rel == s, and the other direction's previous row no keep-alive. */
+/* The carried state of a run, after base (0-1, read only): X(type, name, offset) per pair
+ * of values [d] = st[offset + d], loaded into locals of that name before the run's rows
+ * and stored back after them. */
+#define ROW_STATE(X)                                                                           \
+    X(int64_t, seen, 2) X(uint32_t, lseq, 4) X(int64_t, lrel, 6) X(int64_t, aseen, 8)           \
+    X(uint32_t, lack, 10) X(int64_t, lrela, 12) X(int64_t, am, 14) X(int64_t, sm, 16)           \
+    X(int64_t, pseen, 18) X(int64_t, prela, 20) X(int64_t, pwin, 22) X(int64_t, kseen, 24)      \
+    X(int64_t, ka, 26)
+#define STATE_LOAD(type, name, off) type name[2] = {(type)st[off], (type)st[(off) + 1]};
+#define STATE_STORE(type, name, off) st[off] = (int64_t)name[0]; st[(off) + 1] = (int64_t)name[1];
+
 static PyObject *stream_rows(PyObject *self, PyObject *args)
 {
     Py_buffer b[19];
@@ -150,12 +161,8 @@ static PyObject *stream_rows(PyObject *self, PyObject *args)
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t run = 0; run < nruns && !bad; run++) {
             int64_t *st = (int64_t *)b[6].buf + 28 * run;
-            int64_t seen[2] = {st[2], st[3]}, lrel[2] = {st[6], st[7]}, aseen[2] = {st[8], st[9]},
-                    lrela[2] = {st[12], st[13]}, am[2] = {st[14], st[15]}, sm[2] = {st[16], st[17]};
-            uint32_t base[2] = {(uint32_t)st[0], (uint32_t)st[1]}, lseq[2] = {(uint32_t)st[4], (uint32_t)st[5]},
-                     lack[2] = {(uint32_t)st[10], (uint32_t)st[11]};
-            int64_t pseen[2] = {st[18], st[19]}, prela[2] = {st[20], st[21]}, pwin[2] = {st[22], st[23]},
-                    kseen[2] = {st[24], st[25]}, ka[2] = {st[26], st[27]};
+            uint32_t base[2] = {(uint32_t)st[0], (uint32_t)st[1]};
+            ROW_STATE(STATE_LOAD)
             for (Py_ssize_t i = runs[run]; i < runs[run + 1]; i++) {
                 int d = dr[i];
                 if (d != 0 && d != 1) {
@@ -200,21 +207,7 @@ static PyObject *stream_rows(PyObject *self, PyObject *args)
                 sm0[i] = sm[0];
                 sm1[i] = sm[1];
             }
-            for (int d = 0; d < 2; d++) {
-                st[2 + d] = seen[d];
-                st[4 + d] = lseq[d];
-                st[6 + d] = lrel[d];
-                st[8 + d] = aseen[d];
-                st[10 + d] = lack[d];
-                st[12 + d] = lrela[d];
-                st[14 + d] = am[d];
-                st[16 + d] = sm[d];
-                st[18 + d] = pseen[d];
-                st[20 + d] = prela[d];
-                st[22 + d] = pwin[d];
-                st[24 + d] = kseen[d];
-                st[26 + d] = ka[d];
-            }
+            ROW_STATE(STATE_STORE)
         }
         Py_END_ALLOW_THREADS
     }

@@ -1,7 +1,8 @@
 """The per-row TCP rules, written once: what a segment occupies, which rows are keep-alives,
 which are below snd_max (retransmission or out-of-order candidates), which may be duplicate
 ACKs and which are, which advertise a zero window, how many duplicate ACKs preceded a row, which
-segments below snd_max are out of order rather than retransmitted, and the three
+segments below snd_max are out of order rather than retransmitted, which retransmissions
+nothing from the receiver prompted (the timer's, never fast), and the three
 retransmission judgements that look forward in time: Karn (a retransmission voids the RTT
 sample of the segment it resends), Eifel and DSACK (spurious retransmissions).
 
@@ -186,3 +187,27 @@ def dsack_reported(retx_keys, retx_rows, dsack_keys, dsack_rows):
     ok &= retx_rows[cand] < dsack_rows
     out[cand[ok]] = True
     return out
+
+
+def resent_unprompted(fl, rel, row, last_rev_row, held=None):
+    """Which retransmissions of one direction resend the first byte of an earlier
+    retransmission with no segment of the reverse direction in between: nothing the
+    receiver sent can have prompted them, so the retransmission timer did (RFC 6298
+    section 5.4) - fast retransmit and fast recovery answer ACKs (RFC 5681 section 3.2,
+    RFC 6582, RFC 6675), and a retransmission found lost again is resent on an ACK too
+    (RFC 8985). Rows in row order: flow ``fl``, first byte ``rel``, row number ``row``
+    (counted across chunks) and ``last_rev_row``, the reverse direction's last row of the
+    flow before it (-1: none). ``held``: (fl, rel, row) of earlier chunks' retransmissions
+    after which the reverse direction sent nothing yet (None: none). Returns (mask over the
+    rows, (fl, rel, row) of the held and these retransmissions)."""
+    if held is not None and len(held[0]):
+        f, r, w = (np.concatenate((h, x)) for h, x in zip(held, (fl, rel, row)))
+    else:
+        f, r, w = fl, rel, row
+    order = np.lexsort((w, r, f))
+    fs, rs, ws = f[order], r[order], w[order]
+    prev = np.full(len(f), -1, np.int64)
+    same = (fs[1:] == fs[:-1]) & (rs[1:] == rs[:-1])
+    prev[order[1:][same]] = ws[:-1][same]
+    prev = prev[len(f) - len(fl):]
+    return (prev >= 0) & (last_rev_row < prev), (f, r, w)

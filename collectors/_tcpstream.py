@@ -29,7 +29,8 @@ from ._tcparrays import (ACK, M32, NONE, OFF, _effective_mss, _tcploops, _first_
 from ._tcpframes import (_EMPTY, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
 from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
-                        eifel_older, karn_voided, keepalives_and_below, out_of_order, segment_ends, zero_windows)
+                        eifel_older, karn_voided, keepalives_and_below, out_of_order, resent_unprompted,
+                        segment_ends, zero_windows)
 from .pcap import direction_column
 
 
@@ -96,6 +97,10 @@ class SideState:
     nretx: np.ndarray               # retransmissions of d so far (Karn's rule)
     maxpay: np.ndarray              # largest payload d sent (effective MSS)
     paysum: np.ndarray              # payload bytes d sent (float64)
+    last_row: np.ndarray = None     # d's last row per flow, counted from the engine's first row (-1: none)
+    resent: tuple = field(default_factory=lambda: (np.zeros(0, np.int32), np.zeros(0, np.int64),
+                                                   np.zeros(0, np.int64)))
+    #               (flow, first byte, row) of d's retransmissions the reverse direction has not answered yet
     pending: list = field(default_factory=list)   # (row, end, tsval, flow) of d's retransmissions awaiting their ACK
     orig: dict | None = None        # d's segments sent once, still awaiting their ACK
     seqack: list = field(default_factory=list)    # seq/ACK RTT samples of d's ACKs (t, packet, ms, segment rel, flow)
@@ -111,7 +116,7 @@ class SideState:
         return cls(last_seq=full(-1), last_rel=full(0), last_ack=full(-1), last_rela=full(0), am=full(-1),
                    sm=full(-1), has_prev=full(False, bool), prev_rela=full(0), prev_win=full(0),
                    ka=full(-1, np.int8), dups=full(0), adv_t=full(NONE), nretx=full(0), maxpay=full(0),
-                   paysum=full(0.0, np.float64))
+                   paysum=full(0.0, np.float64), last_row=full(-1))
 
 
 class FlowStream:
@@ -150,7 +155,7 @@ class FlowStream:
         self.rows = 0
         self._flow_bins = None               # _bin_sums_c's per-flow bin parameters, once
         self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
-        self.lf = [[np.full(F, NONE), np.full(F, NONE)] for _ in range(2)]   # [pass][d]: _recovery's carry
+        self.lf = [np.full(F, NONE), np.full(F, NONE)]   # [d]: _recovery's carry
         self.retx = []                     # per chunk: dict of the retransmissions' columns
         self.eifel = []                    # per chunk: (retx rows, their Eifel verdicts) once their ACK came
         self.dsack = []
@@ -239,17 +244,13 @@ class FlowStream:
             ii = np.flatnonzero(mask)
             add_rows(key, ii, 1 - dr[ii].astype(np.int64))
 
-        def last_advance(d, idx, key):
-            """The last row of d at or before each of ``idx`` that advanced d's snd_max
-            (where ``sm[d]`` rises: the first row of the flow reaching the value it has
-            there), -1 when none in this chunk. ``key``: ``sm[d]`` made non-decreasing
-            across flows."""
-            j = np.searchsorted(key, key[idx])
-            f0 = first_row(idx)
-            return np.where((j > f0) | (sm[d][f0] > S[d].sm[fl[idx]]), j, -1)
-
-        def sm_key(d):
-            return sm[d] if F == 1 else fl.astype(np.int64) * OFF + sm[d]
+        def last_advance(d, idx, snd):
+            """The row of d that raised d's snd_max to ``snd`` (per row of ``idx``, a value
+            ``sm[d]`` takes in the row's flow: the first row of the flow reaching it), -1
+            when that was in an earlier chunk."""
+            key = sm[d] if F == 1 else fl.astype(np.int64) * OFF + sm[d]     # non-decreasing
+            j = np.searchsorted(key, snd if F == 1 else fl[idx].astype(np.int64) * OFF + snd)
+            return np.where(snd > S[d].sm[fl[idx]], j, -1)
 
         ooo = np.zeros(n, bool)
         bi = np.flatnonzero(below)
@@ -260,14 +261,16 @@ class FlowStream:
                 cand = bi[sel]
                 if not len(cand):
                     continue
-                k = last_advance(d, cand, sm_key(d))
+                # the last advance before the row (tshark's nextseqtime), not at it: a segment
+                # starting below snd_max and ending past it advances snd_max itself
+                k = last_advance(d, cand, smb_own[cand])
                 carried_t = S[d].adv_t[fl[cand]]
                 tq = np.where(k >= 0, t[np.maximum(k, 0)], np.where(carried_t != NONE, carried_t, 0))
                 ok = (k >= 0) | (carried_t != NONE)
                 ooo[cand[out_of_order(t[cand] - tq, ok, self.irtt[fl[cand]], dup_c[sel], ackr_c[sel], arb_c[sel],
                                       rel[cand], end[cand], smb_own[cand], data[cand])]] = True
         for d in (0, 1):
-            k = last_advance(d, run_end, sm_key(d))
+            k = last_advance(d, run_end, sm[d][run_end])
             S[d].adv_t[run_fl[k >= 0]] = t[k[k >= 0]]
         for d in (0, 1):
             S[d].sm[run_fl] = sm[d][run_end]
@@ -276,9 +279,25 @@ class FlowStream:
         retx = below & ~ooo
         ri_all = np.flatnonzero(retx)
         fast = np.zeros(n, bool)
+        again = np.zeros(n, bool)
         if len(ri_all):
-            fast[ri_all[dups_at(ri_all) >= 2]] = True
-            _recovery(ri_all, dr, fl, fast, rev_at(ri_all), smb_own, self.lf)
+            ackr = rev_at(ri_all)
+            for d in (0, 1):                 # resent with nothing from the receiver in between
+                rr = ri_all[dr[ri_all] == d]
+                if not len(rr) and not len(S[d].resent[0]):
+                    continue
+                oth = didx[1 - d]
+                p = np.searchsorted(oth, rr) - 1
+                q = oth[np.maximum(p, 0)] if len(oth) else rr
+                inside = (p >= 0) & (fl[q] == fl[rr])
+                last_rev = np.where(inside, grow(q), S[1 - d].last_row[fl[rr]])
+                rep, held = resent_unprompted(fl[rr], rel[rr], grow(rr), last_rev, S[d].resent)
+                again[rr[rep]] = True
+                S[d].resent = held
+            # fast retransmit: the segment >= 2 duplicate ACKs ask for (at their ACK number)
+            asked = (dups_at(ri_all) >= 2) & (rel[ri_all] == np.maximum(ackr, 0)) & ~again[ri_all]
+            fast[ri_all[asked]] = True
+            _recovery(ri_all, dr, fl, fast, ackr, smb_own, self.lf, again)
         del smb_own, below
 
         # ---- retransmissions (spurious verdicts settled at the end)
@@ -317,10 +336,16 @@ class FlowStream:
         for d in (0, 1):
             idx = didx[d]
             if len(idx):
-                st, _, fs = _runs(fl[idx])
+                st, lst, fs = _runs(fl[idx])
                 pd_ = pay[idx]
                 S[d].maxpay[fs] = np.maximum(S[d].maxpay[fs], np.maximum.reduceat(pd_, st))
                 S[d].paysum[fs] += np.add.reduceat(pd_, st, dtype=np.int64).astype(np.float64)
+                S[d].last_row[fs] = grow(idx[lst])          # each direction's last row per flow
+
+        for d in (0, 1):                     # retransmissions the reverse direction answered since: dropped
+            f, r, w = S[d].resent
+            keep = w > S[1 - d].last_row[f]
+            S[d].resent = (f[keep], r[keep], w[keep])
 
         # ---- RTT samples: sequence/ACK matching (Karn settled at the end)
         rd = [ri_all[dr[ri_all] == d] for d in (0, 1)]

@@ -12,7 +12,7 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
   capture point**. A data, SYN or FIN segment starting below the ``snd_max`` before it is a
   *retransmission* (keep-alives, 0/1-byte segments at ``snd_max - 1``, excluded) - unless
   it arrives within the handshake RTT (3 ms when the handshake was not captured) of the
-  last segment that advanced ``snd_max``, does not end exactly at ``snd_max`` and is not
+  last segment before it that advanced ``snd_max``, does not end exactly at ``snd_max`` and is not
   asked for by >= 2 duplicate ACKs: then it is *out of order* (reordered on the way to the
   capture point), tshark's rule.
 * ``ack_max``: highest cumulative ACK sent by ``r``. *In flight* = ``snd_max - ack_max``
@@ -21,10 +21,12 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
   payload nor SYN/FIN/RST, at ``r``'s next sequence number (not a keep-alive), whose ACK and
   non-zero window equal those of the previous segment of ``r``, and that does not answer a
   keep-alive of ``d``.
-* *Fast retransmit*: a retransmission sent after at least 2 duplicate ACKs since the last
-  advance of ``ack_max``, or inside the recovery episode such a retransmission opened
-  (until ``ack_max`` passes the ``snd_max`` of its start). Every other retransmission is a
-  *timeout* retransmission.
+* *Fast retransmit*: a retransmission at ``ack_max`` sent after at least 2 duplicate ACKs
+  since the last advance of ``ack_max`` (RFC 5681 section 3.2), or inside the recovery
+  episode such a retransmission opened (until ``ack_max`` reaches the ``snd_max`` of its
+  start, RFC 6582's full ACK). A retransmission resending the first byte of an earlier one
+  with no segment of ``r`` in between is the timer's and ends the episode. Every other
+  retransmission is a *timeout* retransmission.
 * *Spurious* retransmission: (a) its data had already been cumulatively ACKed when it was
   sent (tshark's notion), (b) Eifel (RFC 3522): the first ACK covering it echoes a TSval
   older than the retransmission's, or (c) DSACK (RFC 2883): ``r`` later reports its first

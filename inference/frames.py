@@ -52,23 +52,26 @@ def with_time_index(frame: pd.DataFrame, source: str = "frame", *, time_column=N
     return out.sort_index(kind="stable")
 
 
-def _is_dci_log(path: Path) -> bool:
-    """An NR-Scope per-DCI log (sniffed from its header)."""
-    from airlink.collectors import nrscope
-    try:
-        return nrscope.is_format(path)
-    except Exception:       # not a text table with a header: the CSV reader says what is wrong
-        return False
+#: Radio/MAC logs read through their collectors reader, as ``airlink collect`` reads them,
+#: rather than as plain tables (by the reader's name in :func:`airlink.collectors.read`):
+#: an NR-Scope log read plainly had every RNTI and both directions in one series on the grid
+#: of the decoding timestamps' median spacing (15 ms on the morning log); an iCellSpeed log
+#: read plainly had a column per carrier in the logger's units (Mbit/s or bit/s) and no
+#: allocation or user columns, so ``infer scheduler`` found nothing the scheduler gave.
+LOG_READERS = ("nrscope", "icellspeed")
 
 
-def _read_dci_log(path: Path) -> pd.DataFrame:
-    """An NR-Scope log through its reader, as ``airlink collect`` writes it: one row per DCI with
-    ``user`` (RNTI), ``slot`` and ``attrs["tti_s"]``, so the allocation view takes the
-    downlink grants on the slot grid. Read as a plain table its rows were every RNTI and both
-    directions in one series on the grid of the decoding timestamps' median spacing (15 ms on
-    the morning log): inter-service gaps and NMI of nothing real."""
-    from airlink import collectors as C
-    return C.read(path, format="nrscope")
+def _log_format(path: Path) -> str | None:
+    """The name of the reader of :data:`LOG_READERS` whose format ``path`` is (sniffed from
+    its header), else None."""
+    from airlink import collectors
+    for name in LOG_READERS:
+        try:
+            if getattr(collectors, name).is_format(path):
+                return name
+        except Exception:   # not a text table with a header: the CSV reader says what is wrong
+            return None
+    return None
 
 
 def read_table(path) -> pd.DataFrame:
@@ -79,8 +82,9 @@ def read_table(path) -> pd.DataFrame:
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
             frame = read_parquet_frame(path)
-        elif path.suffix.lower() in (".csv", ".txt", ".gz") and _is_dci_log(path):
-            frame = _read_dci_log(path)
+        elif path.suffix.lower() in (".csv", ".txt", ".gz") and (log := _log_format(path)):
+            from airlink import collectors
+            frame = collectors.read(path, format=log)      # as airlink collect reads it
         elif path.suffix.lower() in (".csv", ".txt", ".gz"):
             check_table_shape(path)
             frame = pd.read_csv(path, na_values=["None", "-", ""])

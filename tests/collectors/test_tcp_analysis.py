@@ -138,6 +138,81 @@ def test_receiver_side_capture_counts_hole_fill(tmp_path):
     assert a.flows.iloc[0]["retransmissions"] == 2
 
 
+def handshake(isn=0):
+    """SYN at 0, SYN-ACK at 10, ACK at 20 ms: a 20 ms handshake RTT (the out-of-order window)."""
+    return [(0, tcp_packet(A, B, 40000, 80, seq=isn, flags="S", options=[("MSS", 1000), ("SAckOK", b"")])),
+            (10, tcp_packet(B, A, 80, 40000, seq=1000, ack=isn + 1, flags="SA", options=[("MSS", 1000)])),
+            (20, tcp_packet(A, B, 40000, 80, seq=isn + 1, ack=1001, flags="A"))]
+
+
+def classes(tmp_path, pk, chunk=None):
+    """(packet number, kind) of each retransmission and the out-of-order packets, analysed
+    whole and in time chunks of ``chunk`` packets (the same answer both ways)."""
+    f = tmp_path / "c.pcap"
+    f.write_bytes(pcap_bytes([(T0 + t * MS, link_wrap(p, 1)) for t, p in pk]))
+    out = []
+    for kw in ({}, {"max_packets": chunk} if chunk else {}):
+        ev = C.analyze_tcp(f, **kw).events
+        rx = ev[ev["event"] == "retransmission"]
+        out.append((list(zip(rx["packet"], rx["kind"])), list(ev[ev["event"] == "out_of_order"]["packet"])))
+    assert out[0] == out[1]
+    return out[0]
+
+
+def test_segment_past_snd_max_long_after_the_last_advance_is_a_retransmission(tmp_path):
+    """A segment that starts below snd_max and ends past it advances snd_max itself; the
+    out-of-order window (20 ms here) is timed from the advance before it (tshark's
+    nextseqtime), 368 ms earlier, so it is a retransmission (no duplicate ACKs: timeout)
+    and not out of order. 206_example_b frame 262 is this case."""
+    pk = handshake() + [(30 + i, tcp_packet(A, B, 40000, 80, seq=1 + 1000 * i, ack=1001, flags="PA",
+                                            payload=b"d" * 1000)) for i in range(3)]
+    pk.append((80, tcp_packet(B, A, 80, 40000, seq=1001, ack=1001, flags="A")))
+    pk.append((400, tcp_packet(A, B, 40000, 80, seq=2501, ack=1001, flags="PA", payload=b"d" * 1000)))
+    assert classes(tmp_path, pk, chunk=4) == ([(7, "timeout")], [])
+    # the same segment 10 ms after the last advance: inside the window, out of order
+    pk[-1] = (42, pk[-1][1])
+    pk[-2], pk[-1] = pk[-1], pk[-2]
+    assert classes(tmp_path, pk) == ([], [6])
+
+
+def test_recovery_ends_at_the_full_ack(tmp_path):
+    """RFC 6582: fast recovery begun by the fast retransmit at 84 ms (snd_max 5001, so
+    recover = 5000) lasts until an ACK covers 5001. The partial ACK at 134 ms is answered by a
+    retransmission inside the episode (fast) while snd_max is 6001; that one does not move
+    recover, so after the full ACK at 185 ms the retransmission at 400 ms, with no
+    duplicate ACK since, is a timeout (fast006 frame 49 is this case)."""
+    def seg(t, seq):
+        return (t, tcp_packet(A, B, 40000, 80, seq=seq, ack=1001, flags="PA", payload=b"d" * 1000))
+
+    def ack_(t, a):
+        return (t, tcp_packet(B, A, 80, 40000, seq=1001, ack=a, flags="A"))
+    pk = handshake() + [seg(30 + i, 1 + 1000 * i) for i in range(5)]
+    pk += [ack_(80, 1001), ack_(81, 1001), ack_(82, 1001), ack_(83, 1001)]
+    pk += [seg(84, 1001), seg(85, 5001), ack_(134, 3001), seg(135, 3001), ack_(185, 5001), seg(400, 5001)]
+    # packets (0-based): 12 fast retransmit, 15 retransmission in the episode, 17 after it
+    assert classes(tmp_path, pk, chunk=5) == ([(12, "fast"), (15, "fast"), (17, "timeout")], [])
+
+
+def test_fast_retransmit_resends_what_the_duplicate_acks_ask_for_once_per_ack(tmp_path):
+    """After two duplicate ACKs for 1001: a retransmission of 2001 opens no recovery
+    (RFC 5681 section 3.2 resends the segment at the ACK number) - a timeout; the one of
+    1001 is the fast retransmit. The same segment again at 400 ms with nothing from the
+    receiver since: only the timer can have sent it (RFC 6298 section 5.4), which ends the
+    recovery, so 3001 at 401 ms is a timeout too. After one more duplicate ACK, 1001 sent
+    again answers it: fast (206_example_b frames 1278-1301 and rto003 frames 25, 27 and 28,
+    the timer's backoff, are the unanswered case)."""
+    def seg(t, seq):
+        return (t, tcp_packet(A, B, 40000, 80, seq=seq, ack=1001, flags="PA", payload=b"d" * 1000))
+
+    def ack_(t, a):
+        return (t, tcp_packet(B, A, 80, 40000, seq=1001, ack=a, flags="A"))
+    pk = handshake() + [seg(30 + i, 1 + 1000 * i) for i in range(5)]
+    pk += [ack_(80, 1001), ack_(81, 1001), ack_(82, 1001)]
+    pk += [seg(83, 2001), seg(84, 1001), seg(400, 1001), seg(401, 3001), ack_(450, 1001), seg(451, 1001)]
+    assert classes(tmp_path, pk, chunk=4) == \
+        ([(11, "timeout"), (12, "fast"), (13, "timeout"), (14, "timeout"), (16, "fast")], [])
+
+
 def test_resolution_is_checked(tmp_path):
     f = tmp_path / "s.pcap"
     f.write_bytes(pcap_bytes(scenario()))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from airlink.collectors._tcprules import dsack_edges, dsack_reported, duplicate_acks, eifel_older, karn_voided
+from airlink.collectors._tcprules import (dsack_edges, dsack_reported, duplicate_acks, eifel_older, karn_voided,
+                                         resent_unprompted)
 
 M32 = 2**32
 
@@ -77,3 +78,20 @@ def test_duplicate_acks_repeat_the_previous_row_unless_answering_a_keepalive():
     fl = np.array([0, 0, 0, 1, 1, 1])
     assert duplicate_acks(dr, rela, win, cand, np.zeros(6, bool), fl=fl).tolist() == \
         [False, False, True, False, False, True]
+
+
+def test_resent_unprompted_when_the_receiver_sent_nothing_since_the_last_copy():
+    fl = np.array([0, 0, 0, 1, 0])
+    rel = np.array([5, 5, 5, 5, 9])
+    row = np.array([10, 12, 20, 21, 22])
+    last_rev = np.array([3, 11, 15, 4, 15])
+    # row 12 resends byte 5 after the receiver's row 11, row 20 after its row 15, both
+    # later than the copy before them: prompted; flow 1's byte 5 and byte 9 are first copies
+    got, held = resent_unprompted(fl, rel, row, last_rev)
+    assert got.tolist() == [False, False, False, False, False]
+    last_rev = np.array([3, 11, 11, 4, 15])                 # nothing from the receiver after row 12
+    assert resent_unprompted(fl, rel, row, last_rev)[0].tolist() == [False, False, True, False, False]
+    # a copy held from an earlier chunk (flow 0, byte 9 at row 18), the receiver silent since row 15
+    got, held = resent_unprompted(np.array([0]), np.array([9]), np.array([30]), np.array([15]),
+                                  held=(np.array([0]), np.array([9]), np.array([18])))
+    assert got.tolist() == [True] and [h.tolist() for h in held] == [[0, 0], [9, 9], [18, 30]]

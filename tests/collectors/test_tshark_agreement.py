@@ -3,7 +3,9 @@
 For each flag the test reports, over all files, how many packets tshark flags, how many
 airlink flags, how many both, and the Jaccard agreement |both| / |either|. Systematic
 differences are explained in docs/collectors.md ("Differences from tshark"); the
-assertions hold the flags whose definitions coincide to high agreement.
+assertions hold every flag packet for packet: equal sets where the definitions coincide,
+tshark's set inside airlink's where airlink's definition is wider, and the few segments
+worked out by hand (TSHARK_OOO_RETRANSMITTED) where the two disagree.
 """
 from __future__ import annotations
 
@@ -41,9 +43,20 @@ def airlink_flags(path):
         "out_of_order": set(ev[ev["event"] == "out_of_order"]["packet"]),
         "fast_retransmission": set(rx[rx["kind"] == "fast"]["packet"]),
         "spurious_retransmission": set(rx[rx["spurious"]]["packet"]),
+        "spurious_by_timestamps_or_dsack": set(rx[rx["spurious_reason"].isin(["eifel", "dsack"])]["packet"]),
         "duplicate_ack": set(ev[ev["event"] == "dupack"]["packet"]),
         "zero_window": set(ev[ev["event"] == "zero_window"]["packet"]),
     }
+
+
+# Segments tshark calls out of order that airlink counts as retransmissions, each worked by
+# hand from the packets (docs/collectors.md, "Differences from tshark"): (file, frame number)
+TSHARK_OOO_RETRANSMITTED = {
+    ("fast006.trace", 49),        # already ACKed by frame 47; tshark judges it by frame 48's older, reordered ACK
+    ("rto008.trace", 51),         # sent before (frame 37) and asked for by 4 duplicate ACKs
+    ("206_example_b.pcap", 1226),  # sent before and asked for by 64 duplicate ACKs
+    ("206_example_b.pcap", 1233),  # the same segment again, 0.7 ms after frame 1226
+}
 
 
 def test_agreement_with_tshark(shared_data, capsys):
@@ -66,22 +79,25 @@ def test_agreement_with_tshark(shared_data, capsys):
             totals[k][0] += len(ref[k])
             totals[k][1] += len(ours[k])
             totals[k][2] += len(ref[k] & ours[k])
+        # exact per packet, up to the differences worked out by hand
+        moved = {n - 1 for name, n in TSHARK_OOO_RETRANSMITTED if name == f.name}
+        assert moved <= ts["out_of_order"], f
+        assert ours["retransmission"] == ts_any | moved, f
+        assert ours["out_of_order"] == ts["out_of_order"] - moved, f
+        assert ours["duplicate_ack"] == ts["duplicate_ack"], f
+        assert ours["zero_window"] == ts["zero_window"], f
+        # tshark's fast retransmission (within 20 ms of the duplicate ACKs, at their ACK
+        # number) is one in airlink, which adds the rest of the recovery episode
+        assert ts["fast_retransmission"] <= ours["fast_retransmission"], f
+        # tshark's spurious = data already cumulatively ACKed (the same rule as airlink's
+        # first reason); airlink adds Eifel and DSACK evidence, and a segment tshark calls
+        # out of order because it compares with the latest ACK instead of the highest
+        extra = ours["spurious_retransmission"] - ts["spurious_retransmission"]
+        assert ts["spurious_retransmission"] <= ours["spurious_retransmission"], f
+        assert extra <= ours["spurious_by_timestamps_or_dsack"] | moved, f
     lines = [f"{'flag':26s} {'tshark':>7s} {'airlink':>7s} {'both':>6s} {'agreement':>9s}"]
-    agree = {}
     for k, (a, b, both) in totals.items():
         either = a + b - both
-        agree[k] = both / either if either else 1.0
-        lines.append(f"{k:26s} {a:7d} {b:7d} {both:6d} {agree[k]:9.3f}")
+        lines.append(f"{k:26s} {a:7d} {b:7d} {both:6d} {both / either if either else 1.0:9.3f}")
     with capsys.disabled():
         print("\n" + "\n".join(lines))
-    assert agree["retransmission"] >= 0.9
-    assert agree["out_of_order"] >= 0.8
-    assert agree["duplicate_ack"] >= 0.9
-    assert agree["zero_window"] >= 0.9
-    # tshark's fast retransmission set is (almost) a subset of ours: it also requires the
-    # retransmission to follow the dupacks within 20 ms
-    a, b, both = totals["fast_retransmission"]
-    assert both >= 0.8 * a
-    # tshark's spurious = data already cumulatively ACKed; airlink adds Eifel and DSACK evidence
-    a, b, both = totals["spurious_retransmission"]
-    assert both == a

@@ -158,6 +158,32 @@ def test_jitter_cannot_tell_from_one_second_samples(shared_data, tmp_path, run_a
     assert all(r["mean_s"] is None and "one sample per 1 s" in r["cannot_tell"] for r in rows)
 
 
+def test_a_raw_icellspeed_csv_is_read_through_its_reader(shared_data, tmp_path, run_airlink):
+    # Read as a plain table an iCellSpeed log had a column per carrier and no allocation
+    # column ("scheduler: cannot tell ... no allocation column"); through its reader it is
+    # the per-carrier mac frame airlink collect writes, and each question gets the answer
+    # the collected frame gets
+    log = shared_data / "icellspeed" / "D1_static" / "Austin" / "ATT" / "loc_32" / "control" / \
+        "data_310410_loc-star-022c.csv"
+    assert main(["collect", str(log), "-o", str(tmp_path)]) == 0
+    (mac,) = tmp_path.glob("*.mac.parquet")
+    answers = {}
+    for args in (["scheduler"], ["nmi", "--target", "tbs_bps", "--factor", "snr_db", "--by", "carrier",
+                                 "--max-lag", "5s"]):
+        status, from_csv, err = run_airlink("infer", *args, log, "--json")
+        assert status == 0, err
+        status, from_mac, err = run_airlink("infer", *args, mac, "--json")
+        assert status == 0, err
+        assert from_csv == from_mac, args
+        answers[args[0]] = json.loads(from_csv)
+    answer = answers["scheduler"]
+    raw = pd.read_csv(log, na_values=["None"])
+    t = raw["seconds_since_epoch"]
+    # one sample a second from the first to the last second, the primary carrier's PRBs
+    assert answer["samples"] == t.max() - t.min() + 1 and answer["columns"]["alloc"] == "prbs"
+    assert answer["users_used"] == ["ue/pcell"]
+
+
 def test_a_raw_nrscope_csv_is_read_through_its_reader(shared_data, run_airlink, morning):
     # The raw CSV goes through the NR-Scope reader (as a plain table it would be one series
     # of every RNTI and both directions on a 15 ms grid): it gives what its collected frame
