@@ -60,6 +60,12 @@ def with_time_index(frame: pd.DataFrame, source: str = "frame", *, time_column=N
 #: allocation or user columns, so ``infer scheduler`` found nothing the scheduler gave.
 LOG_READERS = ("nrscope", "icellspeed")
 
+#: Of those, the logs whose own columns still make a table of one device, read as they are
+#: when a command names the logger's columns (``pcell_sum_nRB``, ``pcell_snr``): an
+#: iCellSpeed log is one phone's seconds. An NR-Scope log's rows mix every RNTI, so its own
+#: columns are refused with the reader's names.
+RAW_COLUMNS_READ_PLAIN = ("icellspeed",)
+
 
 def _log_format(path: Path) -> str | None:
     """The name of the reader of :data:`LOG_READERS` whose format ``path`` is (sniffed from
@@ -74,22 +80,40 @@ def _log_format(path: Path) -> str | None:
     return None
 
 
-def read_table(path) -> pd.DataFrame:
-    """One Parquet or CSV table as it is (``None``, ``-``, empty read as missing)."""
+def _names_raw_columns(path: Path, frame: pd.DataFrame, columns) -> bool:
+    """True when ``columns`` (the names a command reads) are not all in the reader's ``frame``
+    but all in the CSV's own header: the user asked for the logger's columns as they are."""
+    if not columns or all(c in frame.columns for c in columns):
+        return False
+    header = pd.read_csv(path, nrows=0).columns
+    return all(c in header for c in columns)
+
+
+def read_table(path, columns=()) -> pd.DataFrame:
+    """One Parquet or CSV table as it is (``None``, ``-``, empty read as missing).
+
+    A radio/MAC log of :data:`LOG_READERS` is read through its reader; one of
+    :data:`RAW_COLUMNS_READ_PLAIN` is read as it is when ``columns`` (the names the caller
+    reads) are the CSV's own and not the reader's."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(2, "no such file", str(path))
+    suffix = path.suffix.lower()
     try:
-        if path.suffix.lower() in (".parquet", ".pq"):
+        if suffix in (".parquet", ".pq"):
             frame = read_parquet_frame(path)
-        elif path.suffix.lower() in (".csv", ".txt", ".gz") and (log := _log_format(path)):
-            from airlink import collectors
-            frame = collectors.read(path, format=log)      # as airlink collect reads it
-        elif path.suffix.lower() in (".csv", ".txt", ".gz"):
-            check_table_shape(path)
-            frame = pd.read_csv(path, na_values=["None", "-", ""])
-        else:
+        elif suffix not in (".csv", ".txt", ".gz"):
             raise AirlinkError(f"{path}: unknown frame format {path.suffix!r} (use .parquet or .csv)")
+        else:
+            frame = None
+            if log := _log_format(path):
+                from airlink import collectors
+                frame = collectors.read(path, format=log)      # as airlink collect reads it
+                if log in RAW_COLUMNS_READ_PLAIN and _names_raw_columns(path, frame, columns):
+                    frame = None
+            if frame is None:
+                check_table_shape(path)
+                frame = pd.read_csv(path, na_values=["None", "-", ""])
     except AirlinkError:
         raise
     except Exception as exc:  # pyarrow / parser errors -> one line
@@ -279,8 +303,8 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
         raise AirlinkError("no frame given")
-    tables = [read_table(p) for p in paths]
     columns = list(columns or [])
+    tables = [read_table(p, columns) for p in paths]
     for c in columns:
         if not any(c in t.columns for t in tables):
             have = ", ".join(dict.fromkeys(str(x) for t in tables for x in t.columns[:25]))
