@@ -80,10 +80,10 @@ def _log_format(path: Path) -> str | None:
     return None
 
 
-def _names_raw_columns(path: Path, frame: pd.DataFrame, columns) -> bool:
-    """True when ``columns`` (the names a command reads) are not all in the reader's ``frame``
-    but all in the CSV's own header: the user asked for the logger's columns as they are."""
-    if not columns or all(c in frame.columns for c in columns):
+def _names_raw_columns(path: Path, columns) -> bool:
+    """True when ``columns`` (the names a command reads) are all in the CSV's own header:
+    the user asked for the logger's columns as they are."""
+    if not columns:
         return False
     header = pd.read_csv(path, nrows=0).columns
     return all(c in header for c in columns)
@@ -94,7 +94,7 @@ def read_table(path, columns=()) -> pd.DataFrame:
 
     A radio/MAC log of :data:`LOG_READERS` is read through its reader; one of
     :data:`RAW_COLUMNS_READ_PLAIN` is read as it is when ``columns`` (the names the caller
-    reads) are the CSV's own and not the reader's."""
+    reads) are all in the CSV's own header."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(2, "no such file", str(path))
@@ -106,11 +106,10 @@ def read_table(path, columns=()) -> pd.DataFrame:
             raise AirlinkError(f"{path}: unknown frame format {path.suffix!r} (use .parquet or .csv)")
         else:
             frame = None
-            if log := _log_format(path):
+            log = _log_format(path)
+            if log and not (log in RAW_COLUMNS_READ_PLAIN and _names_raw_columns(path, columns)):
                 from airlink import collectors
                 frame = collectors.read(path, format=log)      # as airlink collect reads it
-                if log in RAW_COLUMNS_READ_PLAIN and _names_raw_columns(path, frame, columns):
-                    frame = None
             if frame is None:
                 check_table_shape(path)
                 frame = pd.read_csv(path, na_values=["None", "-", ""])
