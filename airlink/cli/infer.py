@@ -350,7 +350,7 @@ def _print_view(res, frame, *, columns: bool) -> None:
 
 def _has_carriers(args) -> bool:
     from airlink.inference.frames import read_table
-    t = read_table(args.frames[0])
+    t = read_table(args.frames[0], [c for c in (args.alloc, args.channel, args.backlog) if c])
     return "carrier" in t.columns and t["carrier"].nunique() > 1
 
 
