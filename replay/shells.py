@@ -61,8 +61,9 @@ class _Shell:
             offload = False
             if vnet and None not in fast:
                 # GSO super-packets only for the C stages, which serve them segment by segment,
-                # and not for a queue that decides per packet (CoDel, PIE, L4S): its TUN
-                # devices keep the header but no offload, so every packet is one segment
+                # and not for a stage that decides per packet (CoDel, PIE, L4S, the workload
+                # rule): its TUN devices keep the header but no offload, so every packet is one
+                # segment
                 for stage in fast:
                     stage.vnet_hdr(vnet)
                 if not (down.per_packet or up.per_packet):
@@ -164,8 +165,9 @@ class LinkShell(_Shell):
         ``"workload"``: ``downlink`` is a CellReplay trace set (a folder, as ``airlink
         record`` writes it, or :class:`~airlink.traces.cellreplay.CellReplayTraces`) and
         both directions serve each packet by the state of the application's own queue
-        (:mod:`airlink.replay.workload`); it runs on the Python path and takes no uplink
-        trace, user, queue, ECN, logs or ``once``.
+        (:mod:`airlink.replay.workload`); it runs on the C engine (the rule in the link
+        core; the Python loop with ``AIRLINK_PURE_PYTHON=1``) without offload (every packet
+        is served whole), and takes no uplink trace, user, queue, ECN, logs or ``once``.
     idle_ms : float
         Workload mode: idle time after which a packet starts a new burst on a light
         train (CellReplay's long-to-short timer; 0).

@@ -7,6 +7,10 @@ idle gaps), a flow that keeps its queue full as a heavy one (the *heavy* trace: 
 saturator's delivery opportunities). This stage replays one direction of a CellReplay trace
 set (:mod:`airlink.traces.cellreplay`, as ``airlink record`` writes it) by that rule.
 
+This class is the readable reference of the rule; the shell runs it in the C link core
+(``lc_workload`` in replay/_linkcore.h, :meth:`WorkloadStage.fast`), which
+tests/replay/test_link_core.py holds to the same release times and counters.
+
 The rule (docs/replay.md, "Workload-aware replay"); times in ns from the shell's start
 ``t0``, a delivery opportunity (PDO) is ``PDO_BYTES`` = 1400 bytes:
 
@@ -57,10 +61,10 @@ import bisect
 
 import numpy as np
 
-from airlink.traces.cellreplay import PDO_BYTES, Direction
+from airlink.traces.cellreplay import OFFSET_SIZE_STEP, PDO_BYTES, Direction
 from airlink.core.errors import AirlinkError
 
-from .stages import TimedStage
+from .stages import TimedStage, _fastpath
 
 MS = 1_000_000
 #: The recorded PDOs are whole milliseconds: a PDO at ``p`` ms is somewhere in ``[p, p + 1)``.
@@ -231,11 +235,29 @@ class WorkloadStage(TimedStage):
 
     # ---------------------------------------------------------------- the stage
 
+    #: The rule serves whole packets: the shell reads packets of one segment (no GSO
+    #: super-packets) for this stage, in both engines.
+    per_packet = True
+
     def fast_refusal(self):
-        return "the workload mode runs on the Python path (no C version)"
+        if self.arrivals_packets:
+            return "the workload stage was already running"
+        return super().fast_refusal()
 
     def fast(self):
-        return None
+        """The same rule in the C link core (``lc_workload`` in replay/_linkcore.h), given this
+        stage's trace set in ns; the packet-size offsets as a table by size (this stage's
+        :meth:`_offset`, constant from the last recorded size on)."""
+        if self.fast_refusal():
+            return None
+
+        def i8(values):
+            return np.asarray(values, dtype="<i8").tobytes()
+        sizes = 0 if self.offset is None else len(self.offset.offset_ms) * OFFSET_SIZE_STEP + 1
+        return _fastpath().workload(
+            self.start_ns, self.idle_ns, self.light_period, i8(self.train_t), i8(self.train_d),
+            i8([len(p) for p in self.train_pdo]), i8([x for p in self.train_pdo for x in p]),
+            i8(self.heavy), self.heavy_period, i8([self._offset(s) for s in range(sizes)]))
 
     def stats(self) -> dict:
         out = super().stats()

@@ -358,3 +358,94 @@ def test_link_logs_from_the_c_stage_are_the_python_stages(tmp_path, kind, args, 
     assert any(" d " in ln for ln in lines["py"]) == (kind != "infinite")
     rows = {name: pq.read_table(tmp_path / f"{name}.parquet").to_pydict() for name in ("py", "c")}
     assert rows["c"] == rows["py"] and len(rows["py"]["tti"]) == 60
+
+
+# ---------------------------------------------------------------- the workload rule
+
+def _workload_set(rng):
+    """A CellReplay trace set with what the rule branches on: trains of 1-60 PDOs (repeats:
+    several packets in one millisecond) at uneven or even times, base delays rising and
+    falling, a heavy trace with several opportunities in some milliseconds, and a size
+    offset (negative for small packets) in one direction only."""
+    from decimal import Decimal
+
+    from airlink.traces.cellreplay import CellReplayTraces, Direction, LightTrace, SizeOffset
+
+    def direction(offset, gaps):
+        times = np.cumsum([0] + [rng.choice(gaps) for _ in range(11)])
+        delays = np.array([rng.randint(2, 30) for _ in times])
+        pdos = tuple(np.concatenate([[0], np.cumsum([rng.choice([0, 0, 1, 1, 2, 5]) for _ in range(n - 1)])])
+                     .astype(np.int64) for n in (rng.choice([1, 2, 5, 10, 20, 40, 60]) for _ in times))
+        heavy = np.cumsum([rng.choice([1, 2]) + rng.choice([0, 0, 0, 3])] +
+                          [rng.choice([0, 0, 1, 1, 3]) for _ in range(800)])
+        return Direction(heavy.astype(np.int64), LightTrace(times, delays, pdos), offset)
+
+    offset = SizeOffset(tuple(range(100, 1501, 100)), tuple(Decimal(s - 600) / 500 for s in range(100, 1501, 100)))
+    # trains 100 ms apart: the nearest longer train is often one of two as near
+    return CellReplayTraces(up=direction(None, [100]), down=direction(offset, [3, 40, 120, 250]))
+
+
+def _workload_arrivals(rng, start):
+    """Trains of 1-200 packets of 40-1500 bytes, a few µs to 0.3 ms apart, after idle gaps
+    of 0.2 ms to 0.9 s (short ones within the rule's 1 ms resolution, long ones past the
+    light trace's loop); a packet's time in ns."""
+    t, out = start + 1_234, []
+    for train in range(40):
+        n = rng.choice([1, 2, 3, 10, 30, 60, 100, 200])
+        for _ in range(n):
+            t += rng.choice([0, 3_000, 40_000, 120_000, 300_000])
+            out.append((t, rng.choice([40, 60, 576, 1000, 1400, 1401, 1500, rng.randint(40, 1500)])))
+        t += rng.choice([200_000, 900_000, 1_500_000, 4_000_000, 30_000_000, 200_000_000, 400_000_000, 900_000_000])
+    return out
+
+
+def _run_timed(stage, arrivals, next_event, vnet=0):
+    """Push each packet at its time and pull whenever the stage has something due (its own
+    next event) or a packet arrives; returns [(time, [packets])] of the pulls that gave any."""
+    out, i = [], 0
+    while True:
+        nxt = next_event()
+        t = min(x for x in (nxt, arrivals[i][0] if i < len(arrivals) else None) if x is not None) \
+            if nxt is not None or i < len(arrivals) else None
+        if t is None:
+            return out
+        got = [p[vnet:] for p in stage.pull(t)]
+        if got:
+            out.append((t, got))
+        while i < len(arrivals) and arrivals[i][0] == t:
+            stage.push(bytes(vnet) + arrivals[i][1], t)
+            i += 1
+
+
+@pytest.mark.parametrize("idle_ms", [0.0, 3.0])
+@pytest.mark.parametrize("vnet", [0, 10])
+def test_workload_rule_in_c_releases_as_the_python_stage(idle_ms, vnet):
+    """The workload mode's rule in the C core (lc_workload) against replay/workload.py's
+    WorkloadStage, both directions of one trace set, the same packets at the same times:
+    every packet leaves at the same nanosecond in the same order, and the counters of the
+    rule (light and heavy packets, bursts, heavy bytes and opportunities) are the same."""
+    from airlink.replay.workload import WorkloadStage
+    rng = random.Random(f"workload{idle_ms}{vnet}")
+    traces = _workload_set(rng)
+    start = 5_000_000_000
+    for name in ("down", "up"):
+        arrivals = [(t, bytes([i % 256]) * n) for i, (t, n) in enumerate(_workload_arrivals(rng, start))]
+        ref = WorkloadStage(getattr(traces, name), start_ns=start, idle_ms=idle_ms)
+        stage = WorkloadStage(getattr(traces, name), start_ns=start, idle_ms=idle_ms)
+        assert stage.fast_refusal() is None
+        c = stage.fast()
+        if vnet:
+            c.vnet_hdr(vnet)
+        # each pulled at its own next events and the arrivals: a release that differs by a
+        # nanosecond makes a pull that differs
+        want = _run_timed(ref, arrivals, ref.next_event_ns)
+        assert _run_timed(c, arrivals, c.next_event, vnet=vnet) == want, name
+        py, cs = ref.stats(), c.stats()
+        for key in ("arrivals_packets", "arrivals_bytes", "departures_packets", "departures_bytes",
+                    "queued_packets", "light_packets", "heavy_packets", "bursts", "heavy_bytes",
+                    "heavy_opportunities"):
+            assert cs[key] == py[key], (name, key)
+        assert py["arrivals_packets"] == py["departures_packets"] == len(arrivals)
+        assert py["light_packets"] + py["heavy_packets"] == len(arrivals)
+        # both services and many idle starts (a train queued behind the heavy FIFO is no burst)
+        assert py["light_packets"] > 100 and py["heavy_packets"] > 100 and py["bursts"] >= 10
