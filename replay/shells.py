@@ -58,6 +58,9 @@ class _Shell:
             handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_child)
             set_timer_slack()
             fast = (down.fast(), up.fast())
+            # why a stage has no C version, asked before it serves (then it is running)
+            refusals = "; ".join(f"{name}: {r}" for name, r in (("downlink", down.fast_refusal()),
+                                                                 ("uplink", up.fast_refusal())) if r)
             offload = False
             if vnet and None not in fast:
                 # GSO super-packets only for the C stages, which serve them segment by segment,
@@ -91,11 +94,13 @@ class _Shell:
                     for stage in stages:
                         stage.forget_fast()
                     counters["engine"] = "python"
-                    counters["engine_reason"] = "; ".join(
-                        f"{name}: {r}" for name, r in (("downlink", down.fast_refusal()),
-                                                        ("uplink", up.fast_refusal())) if r)
+                    counters["engine_reason"] = refusals
                     fast = None
                 counters["offload"] = offload
+                if vnet and fast and not offload and (down.per_packet or up.per_packet):
+                    counters["offload_reason"] = "; ".join(
+                        f"{name}: the {st.kind} stage decides per packet" for name, st in
+                        (("downlink", down), ("uplink", up)) if st.per_packet)
             except OSError as exc:
                 if isinstance(exc, AirlinkError):
                     raise

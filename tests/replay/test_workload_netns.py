@@ -1,6 +1,7 @@
 """`airlink link --mode workload` through real namespaces: a trace set with a known rule (light
 trains of 10 PDOs 1 ms apart, a heavy trace of one opportunity every 6 ms, 5 ms base delay
-each way) gives a short train after idle the light delivery and a backlogged flow the heavy one.
+each way) gives a short train after idle the light delivery and a backlogged flow the heavy one,
+on the C engine (the rule in the link core; the Python loop with AIRLINK_PURE_PYTHON=1).
 
 A UDP server in the test namespace answers ``T n`` with ``n`` packets of 1400 IP bytes back
 to back; the client inside the shell stamps arrivals with the kernel's receive time."""
@@ -66,10 +67,14 @@ def test_idle_train_gets_light_delivery_and_backlog_the_heavy(test_ns, tmp_path)
     test_ns.popen([sys.executable, str(tmp_path / "server.py"), str(PORT)])
     out, stats = tmp_path / "out.json", tmp_path / "stats.json"
     r = test_ns.exec([AIRLINK, "link", "--mode", "workload", str(traces), "--stats", str(stats), "--",
-                      sys.executable, str(tmp_path / "client.py"), str(out), str(PORT)], timeout=120)
+                      sys.executable, str(tmp_path / "client.py"), str(out), str(PORT)], timeout=120,
+                     env={"AIRLINK_OFFLOAD": "1"})
     assert r.returncode == 0, r.stderr
     s = json.loads(stats.read_text())
-    assert s["engine"] == "python" and "workload mode runs on the Python path" in s["engine_reason"]
+    # the rule runs in the C link core, on whole packets (no GSO super-packets)
+    assert s["engine"] == "c" and s["offload"] is False
+    assert s["offload_reason"] == ("downlink: the workload stage decides per packet; "
+                                   "uplink: the workload stage decides per packet")
     down = s["downlink"]
     # the 65 train packets (and whatever else the kernel sends, e.g. a stray ICMP)
     assert down["stage"] == "workload" and down["departures_packets"] >= 65
@@ -91,6 +96,12 @@ def test_idle_train_gets_light_delivery_and_backlog_the_heavy(test_ns, tmp_path)
     assert 2 * BASE_MS + LIGHT_PDOS - 1 <= long[LIGHT_PDOS - 1] <= 2 * BASE_MS + LIGHT_PDOS - 1 + 8
     # then one packet per heavy opportunity: 6 ms apart
     assert np.median(np.diff(long[-40:])) == pytest.approx(HEAVY_STEP_MS, abs=1)
+    # the Python loop (the reference) is still there on request
+    r = test_ns.exec([AIRLINK, "link", "--mode", "workload", str(traces), "--stats", str(stats), "--", "true"],
+                     timeout=60, env={"AIRLINK_PURE_PYTHON": "1"})
+    assert r.returncode == 0, r.stderr
+    s = json.loads(stats.read_text())
+    assert s["engine"] == "python" and "C fast path is off" in s["engine_reason"]
 
 
 def test_a_recording_replayed_serves_a_bulk_download_at_the_recorded_rate(test_ns, tmp_path):
