@@ -13,11 +13,14 @@
 
 ``--engines RATE`` compares instead the workload mode's two engines, the C link core and
 the Python loop (``AIRLINK_PURE_PYTHON=1``), on a trace set written by this script (a heavy
-trace of RATE Mbit/s in 1400-byte opportunities, light trains of 10 PDOs 1 ms apart every
-250 ms, 5 ms base delay each way): ``--pings`` pings 100 ms apart through ``airlink delay 20
+trace of RATE Mbit/s in 1400-byte opportunities, light trains of 10 PDOs in their first
+millisecond every 250 ms - never slower than the heavy trace, so a bulk download measures
+the engine rather than the light service of the bursts that start whenever TCP's queue runs
+dry - 5 ms base delay each way): ``--pings`` pings 100 ms apart through ``airlink delay 20
 airlink link --mode workload SET`` (RTT min / mean / median / max), and a bulk download
 (``iperf3 -R -t T -O 2``) through ``airlink link --mode workload SET`` (its goodput against
-the heavy trace's TCP payload rate, 1448/1500 of RATE) ``--runs`` times.
+the heavy trace's TCP payload rate, 1448/1500 of RATE, and the downlink's bursts and heavy
+share from ``--stats``) ``--runs`` times.
 
 Needs root and iperf3. Usage::
 
@@ -56,12 +59,12 @@ BASE_MS = 5
 def engine_set(folder: Path, rate_mbps: float, seconds: float) -> Path:
     """A CellReplay trace set (both directions alike): heavy opportunities of 1400 bytes at
     ``rate_mbps`` spread evenly over the milliseconds of ``seconds``, light trains every
-    LIGHT_GAP_MS of LIGHT_PDOS PDOs 1 ms apart, base delay BASE_MS."""
+    LIGHT_GAP_MS of LIGHT_PDOS PDOs all in their first millisecond, base delay BASE_MS."""
     folder.mkdir()
     per_ms = rate_mbps * 1e6 / 8 / 1400 / 1000
     ms = int(seconds * 1000)
     heavy = "".join(f"{t}\n" * (int(t * per_ms) - int((t - 1) * per_ms)) for t in range(1, ms + 1))
-    pdos = " ".join(str(k) for k in range(LIGHT_PDOS))
+    pdos = " ".join(["0"] * LIGHT_PDOS)
     light = "".join(f"{t} {BASE_MS} {pdos}\n" for t in range(0, ms + LIGHT_GAP_MS, LIGHT_GAP_MS))
     for d in ("up", "down"):
         (folder / f"{d}-heavy-pdo").write_text(heavy)
@@ -82,16 +85,20 @@ def engines(args) -> int:
                     timeout=args.pings * 0.1 + 60, env=env)
             got = json.loads(stats.read_text())["engine"] if stats.exists() else "?"
             rtts = [float(x) for x in re.findall(r"time=([0-9.]+) ms", r.stdout)]
-            rates = []
+            rates, downs = [], []
             for _ in range(args.runs):
-                r = run(ns, [AIRLINK, "link", "--mode", "workload", traces, "--", "sh", "-c",
+                stats.unlink(missing_ok=True)
+                r = run(ns, [AIRLINK, "link", "--mode", "workload", traces, "--stats", stats, "--", "sh", "-c",
                              f"iperf3 -c $AIRLINK_BASE -p {IPERF_PORT} -R -t {args.seconds:g} -O 2 -J"],
                         timeout=args.seconds + 90, env=env)
                 try:
                     rates.append(json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"])
-                except (ValueError, KeyError):
+                    downs.append(json.loads(stats.read_text())["downlink"])
+                except (ValueError, KeyError, OSError):
                     print(f"{engine}: bulk: no result: {r.stderr.strip()[-300:]}", flush=True)
-            rows[engine] = {"engine_ran": got, "rtt_ms": rtts, "goodput_bps": rates}
+            rows[engine] = {"engine_ran": got, "rtt_ms": rtts, "goodput_bps": rates,
+                            "bursts": [x["bursts"] for x in downs],
+                            "heavy_share": [x["heavy_packets"] / max(1, x["departures_packets"]) for x in downs]}
             print(f"{engine}: engine {got}, {len(rtts)} pings, {len(rates)} downloads", flush=True)
     print(f"\nworkload mode, heavy trace {args.engines:g} Mbit/s; load {os.getloadavg()[0]:.1f} at the end")
     achievable = args.engines * 1e6 * PAYLOAD
@@ -101,6 +108,9 @@ def engines(args) -> int:
                 f"{statistics.median(rtt):.1f}/{max(rtt):.1f} ms ({len(rtt)} of {args.pings})" if rtt else "no pings")
         bulk = (f"bulk median {statistics.median(g) / 1e6:.0f} Mbit/s = {statistics.median(g) / achievable:.3f} "
                 f"of the trace (runs {min(g) / achievable:.3f}-{max(g) / achievable:.3f})" if g else "no download")
+        if g:
+            bulk += (f", downlink bursts median {statistics.median(row['bursts']):.0f}, heavy share "
+                     f"{statistics.median(row['heavy_share']):.3f}")
         print(f"  {engine:<7} ({row['engine_ran']}) {ping}; {bulk}")
     if args.json:
         args.json.write_text(json.dumps({"rate_mbps": args.engines, "engines": rows}, indent=1))
