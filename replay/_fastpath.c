@@ -62,6 +62,8 @@ typedef struct {
     lc_rows rows;       /* its per-TTI rows (with logs) */
     /* workload: the core's rule decides each packet's release; q holds them, as a delay */
     lc_workload wl;
+    lc_log *wlog;       /* &log with logs (a packet's arrival and departure, both logged when
+                           it arrives, its release being known then), else NULL */
 } Stage;
 
 /* Events and rows held before the relay hands them to Python (its on_log callable). */
@@ -111,12 +113,16 @@ static void stage_push(Stage *s, lc_packet *p, int64_t now) {
         lc_fifo_push(&s->q, p);
         return;
     }
-    case K_WORKLOAD:
+    case K_WORKLOAD: {
         /* one packet of its IP bytes: the shell gives this stage no GSO super-packets
            (WorkloadStage.per_packet) */
-        p->t = lc_workload_release(&s->wl, now, lc_wire(p, 0, n));
+        long long size = lc_wire(p, 0, n);
+        p->t = lc_workload_release(&s->wl, now, size);
+        lc_log_add(s->wlog, LC_ARRIVAL, now, size, 0);
+        lc_log_add(s->wlog, LC_DEPARTURE, p->t, size, now);
         lc_fifo_push(&s->q, p);
         return;
+    }
     case K_LOSS: {
         unsigned char keep[n];
         int lost_any = 0;
@@ -397,12 +403,14 @@ static PyObject *fp_link(PyObject *self, PyObject *args) {
 }
 
 /* workload(start_ns, idle_ns, light_period_ns, train_t, train_d, pdo_len, pdo, heavy,
-   heavy_period_ns, offset): int64 arrays as bytes (see lc_workload_init in _linkcore.h) */
+   heavy_period_ns, offset[, log]): int64 arrays as bytes (see lc_workload_init in
+   _linkcore.h); log: keep arrival and departure events (take_events) */
 static PyObject *fp_workload(PyObject *self, PyObject *args) {
     long long start, idle, light_period, heavy_period;
     Py_buffer b[6];
-    if (!PyArg_ParseTuple(args, "LLLy*y*y*y*y*Ly*", &start, &idle, &light_period, &b[0], &b[1], &b[2], &b[3],
-                          &b[4], &heavy_period, &b[5]))
+    int log = 0;
+    if (!PyArg_ParseTuple(args, "LLLy*y*y*y*y*Ly*|p", &start, &idle, &light_period, &b[0], &b[1], &b[2], &b[3],
+                          &b[4], &heavy_period, &b[5], &log))
         return NULL;
     /* the ParseTuple order: train_t, train_d, pdo_len, pdo, heavy, offset */
     Stage *s = NULL;
@@ -419,6 +427,8 @@ static PyObject *fp_workload(PyObject *self, PyObject *args) {
         Py_DECREF(s);
         s = NULL;
         PyErr_SetString(PyExc_ValueError, "workload: a trace set the rule cannot serve (or no memory)");
+    } else if (s && log) {
+        s->wlog = &s->log;
     }
     for (int i = 0; i < 6; i++) PyBuffer_Release(&b[i]);
     return (PyObject *)s;
@@ -680,7 +690,8 @@ static PyMethodDef methods[] = {
      "see lc_link_aqm in replay/_linkcore.h; log: keep events and per-TTI rows (take_events, take_rows)."},
     {"workload", fp_workload, METH_VARARGS,
      "workload(start_ns, idle_ns, light_period_ns, train_t, train_d, pdo_len, pdo, heavy, heavy_period_ns, "
-     "offset): the workload rule (lc_workload in replay/_linkcore.h); arrays are int64 bytes, times ns."},
+     "offset[, log]): the workload rule (lc_workload in replay/_linkcore.h); arrays are int64 bytes, times ns; "
+     "log: keep each packet's arrival and departure events (take_events)."},
     {"relay", fp_relay, METH_VARARGS, "relay(outer_fd, inner_fd, stop_fd, downlink, uplink)."},
     {"relay_threads", fp_relay_threads, METH_VARARGS,
      "relay_threads(outer_fd, inner_fd, stop_fd, downlink, uplink): one thread per direction."},

@@ -399,15 +399,18 @@ def _workload_arrivals(rng, start):
     return out
 
 
-def _run_timed(stage, arrivals, next_event, vnet=0):
+def _run_timed(stage, arrivals, next_event, vnet=0, every=None, until=None):
     """Push each packet at its time and pull whenever the stage has something due (its own
-    next event) or a packet arrives; returns [(time, [packets])] of the pulls that gave any."""
+    next event) or a packet arrives, up to ``until`` (ns; None: until it is empty); returns
+    [(time, [packets])] of the pulls that gave any. ``every()`` runs after each pull."""
     out, i = [], 0
     while True:
+        if every is not None:
+            every()
         nxt = next_event()
         t = min(x for x in (nxt, arrivals[i][0] if i < len(arrivals) else None) if x is not None) \
             if nxt is not None or i < len(arrivals) else None
-        if t is None:
+        if t is None or (until is not None and t > until):
             return out
         got = [p[vnet:] for p in stage.pull(t)]
         if got:
@@ -418,34 +421,56 @@ def _run_timed(stage, arrivals, next_event, vnet=0):
 
 
 @pytest.mark.parametrize("idle_ms", [0.0, 3.0])
-@pytest.mark.parametrize("vnet", [0, 10])
-def test_workload_rule_in_c_releases_as_the_python_stage(idle_ms, vnet):
+@pytest.mark.parametrize("vnet,logs", [(0, False), (10, False), (0, True), (10, True)])
+def test_workload_rule_in_c_releases_as_the_python_stage(tmp_path, idle_ms, vnet, logs):
     """The workload mode's rule in the C core (lc_workload) against replay/workload.py's
     WorkloadStage, both directions of one trace set, the same packets at the same times:
-    every packet leaves at the same nanosecond in the same order, and the counters of the
-    rule (light and heavy packets, bursts, heavy bytes and opportunities) are the same."""
+    every packet leaves at the same nanosecond in the same order, the counters of the rule
+    (light and heavy packets, bursts, heavy bytes and opportunities) are the same, and with
+    logs (the C stage's events handed over in pieces, as the relay's on_log does, the last
+    packets still held when the stages close) the mm-link log lines are the same."""
     from airlink.replay.workload import WorkloadStage
     rng = random.Random(f"workload{idle_ms}{vnet}")
     traces = _workload_set(rng)
     start = 5_000_000_000
+
+    def log(name):
+        return LinkLogWriter(tmp_path / name, direction="downlink") if logs else None
+
     for name in ("down", "up"):
         arrivals = [(t, bytes([i % 256]) * n) for i, (t, n) in enumerate(_workload_arrivals(rng, start))]
-        ref = WorkloadStage(getattr(traces, name), start_ns=start, idle_ms=idle_ms)
-        stage = WorkloadStage(getattr(traces, name), start_ns=start, idle_ms=idle_ms)
+        ref = WorkloadStage(getattr(traces, name), start_ns=start, idle_ms=idle_ms, log=log(f"{name}-py.log"))
+        stage = WorkloadStage(getattr(traces, name), start_ns=start, idle_ms=idle_ms, log=log(f"{name}-c.log"))
         assert stage.fast_refusal() is None
         c = stage.fast()
         if vnet:
             c.vnet_hdr(vnet)
         # each pulled at its own next events and the arrivals: a release that differs by a
         # nanosecond makes a pull that differs
-        want = _run_timed(ref, arrivals, ref.next_event_ns)
-        assert _run_timed(c, arrivals, c.next_event, vnet=vnet) == want, name
+        # with logs: closed at the last arrival, the last train still held (not logged as
+        # departed)
+        end = arrivals[-1][0] if logs else None
+        want = _run_timed(ref, arrivals, ref.next_event_ns, until=end)
+        pulls = iter(range(10**9))
+        assert _run_timed(c, arrivals, c.next_event, vnet=vnet, until=end,
+                          every=lambda: next(pulls) % 97 == 96 and stage.drain_fast()) == want, name
+        held = ref.stats()["queued_packets"]
+        if logs:
+            ref.close(end)
+            stage.close(end)
+            lines = {k: [ln for ln in (tmp_path / f"{name}-{k}.log").read_text().splitlines()
+                         if not ln.startswith("#")] for k in ("py", "c")}
+            assert lines["c"] == lines["py"], name
+            ev = [ln.split() for ln in lines["py"]]
+            assert sum(e[1] == "+" for e in ev) == len(arrivals) and held > 0
+            assert sum(e[1] == "-" for e in ev) == len(arrivals) - held
+            assert [float(e[0]) for e in ev] == sorted(float(e[0]) for e in ev)
         py, cs = ref.stats(), c.stats()
         for key in ("arrivals_packets", "arrivals_bytes", "departures_packets", "departures_bytes",
                     "queued_packets", "light_packets", "heavy_packets", "bursts", "heavy_bytes",
                     "heavy_opportunities"):
             assert cs[key] == py[key], (name, key)
-        assert py["arrivals_packets"] == py["departures_packets"] == len(arrivals)
+        assert py["arrivals_packets"] == py["departures_packets"] + held == len(arrivals)
         assert py["light_packets"] + py["heavy_packets"] == len(arrivals)
         # both services and many idle starts (a train queued behind the heavy FIFO is no burst)
         assert py["light_packets"] > 100 and py["heavy_packets"] > 100 and py["bursts"] >= 10

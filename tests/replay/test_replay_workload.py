@@ -146,7 +146,7 @@ def test_bad_trace_sets_are_refused_with_file_and_line(run_airlink, tmp_path, li
 @pytest.mark.parametrize("extra,msg", [
     (["--uplink", "{s}/up-heavy-pdo"], "does not take an uplink trace"),
     (["--downlink-queue", "codel"], "queue disciplines"),
-    (["--downlink-log", "d.log"], "logs"),
+    (["--downlink-tti-log", "d.parquet"], "per-TTI logs"),
 ])
 def test_workload_mode_refuses_options_it_does_not_use(run_airlink, tmp_path, extra, msg):
     folder = _write_set(tmp_path / "set")

@@ -66,7 +66,9 @@ def test_idle_train_gets_light_delivery_and_backlog_the_heavy(test_ns, tmp_path)
     (tmp_path / "client.py").write_text(CLIENT)
     test_ns.popen([sys.executable, str(tmp_path / "server.py"), str(PORT)])
     out, stats = tmp_path / "out.json", tmp_path / "stats.json"
-    r = test_ns.exec([AIRLINK, "link", "--mode", "workload", str(traces), "--stats", str(stats), "--",
+    log = tmp_path / "down.log"
+    r = test_ns.exec([AIRLINK, "link", "--mode", "workload", str(traces), "--stats", str(stats),
+                      "--downlink-log", str(log), "--",
                       sys.executable, str(tmp_path / "client.py"), str(out), str(PORT)], timeout=120,
                      env={"AIRLINK_OFFLOAD": "1"})
     assert r.returncode == 0, r.stderr
@@ -82,6 +84,14 @@ def test_idle_train_gets_light_delivery_and_backlog_the_heavy(test_ns, tmp_path)
     # mid-train could start a new burst (more light), but most of the 60 are heavy
     assert down["light_packets"] + down["heavy_packets"] == down["departures_packets"]
     assert down["light_packets"] >= 5 + LIGHT_PDOS and down["heavy_packets"] >= 40
+    # the C engine's log: a line per arrival and departure, each packet at least the base
+    # delay in the shell
+    from airlink.traces import read_log
+    ev = read_log(log)
+    deps = ev[ev["event"] == "departure"]
+    assert (ev["event"] == "arrival").sum() == down["arrivals_packets"]
+    assert len(deps) == down["departures_packets"] and deps["bytes"].sum() == down["departures_bytes"]
+    assert deps["delay_ms"].min() >= BASE_MS
     res = json.loads(out.read_text())
     # times from the request (ms); the processes' scheduling on a busy machine may add a
     # few ms to any of them, never take any away
