@@ -114,13 +114,35 @@ static void stage_push(Stage *s, lc_packet *p, int64_t now) {
         return;
     }
     case K_WORKLOAD: {
-        /* one packet of its IP bytes: the shell gives this stage no GSO super-packets
-           (WorkloadStage.per_packet) */
-        long long size = lc_wire(p, 0, n);
-        p->t = lc_workload_release(&s->wl, now, size);
-        lc_log_add(s->wlog, LC_ARRIVAL, now, size, 0);
-        lc_log_add(s->wlog, LC_DEPARTURE, p->t, size, now);
-        lc_fifo_push(&s->q, p);
+        /* a GSO super-packet is its segments, each released by the rule as it would be
+           arriving alone; segments released at one time leave together (p itself when all
+           are, else pieces of whole segments) */
+        int64_t rel[n], first = 0, last = 0;
+        for (int i = 0; i < n; i++) {
+            long long size = lc_wire(p, i, i + 1);
+            last = rel[i] = lc_workload_release(&s->wl, now, size);
+            if (i == 0) first = last;
+            lc_log_add(s->wlog, LC_ARRIVAL, now, size, 0);
+            lc_log_add(s->wlog, LC_DEPARTURE, last, size, now);
+        }
+        if (last == first) {            /* releases never decrease: all at one time */
+            p->t = first;
+            lc_fifo_push(&s->q, p);
+            return;
+        }
+        for (int a = 0, b; a < n; a = b) {
+            for (b = a + 1; b < n && rel[b] == rel[a]; b++) {}
+            lc_packet *q = lc_piece(p, a, b);
+            if (!q) {                   /* no memory for the piece: its segments are lost */
+                s->drop_p += b - a;
+                s->drop_b += lc_wire(p, a, b);
+                continue;
+            }
+            s->pieces++;
+            q->t = rel[a];
+            lc_fifo_push(&s->q, q);
+        }
+        lc_packet_free(p);
         return;
     }
     case K_LOSS: {

@@ -172,8 +172,8 @@ class LinkShell(_Shell):
         record`` writes it, or :class:`~airlink.traces.cellreplay.CellReplayTraces`) and
         both directions serve each packet by the state of the application's own queue
         (:mod:`airlink.replay.workload`); it runs on the C engine (the rule in the link
-        core; the Python loop with ``AIRLINK_PURE_PYTHON=1``) without offload (every packet
-        is served whole), logs arrivals and departures to ``downlink_log``/``uplink_log``,
+        core; the Python loop with ``AIRLINK_PURE_PYTHON=1``; a GSO super-packet served as
+        its segments), logs arrivals and departures to ``downlink_log``/``uplink_log``,
         and takes no uplink trace, user, queue, ECN, per-TTI logs or ``once``.
     idle_ms : float
         Workload mode: idle time after which a packet starts a new burst on a light

@@ -303,10 +303,6 @@ class WorkloadStage(TimedStage):
         if self.log is not None:
             self.log.abort()
 
-    #: The rule serves whole packets: the shell reads packets of one segment (no GSO
-    #: super-packets) for this stage, in both engines.
-    per_packet = True
-
     def fast_refusal(self):
         if self.arrivals_packets:
             return "the workload stage was already running"

@@ -73,10 +73,8 @@ def test_idle_train_gets_light_delivery_and_backlog_the_heavy(test_ns, tmp_path)
                      env={"AIRLINK_OFFLOAD": "1"})
     assert r.returncode == 0, r.stderr
     s = json.loads(stats.read_text())
-    # the rule runs in the C link core, on whole packets (no GSO super-packets)
-    assert s["engine"] == "c" and s["offload"] is False
-    assert s["offload_reason"] == ("downlink: the workload stage decides per packet; "
-                                   "uplink: the workload stage decides per packet")
+    # the rule runs in the C link core, in offload mode (a super-packet served as its segments)
+    assert s["engine"] == "c" and s["offload"] is True and "offload_reason" not in s
     down = s["downlink"]
     # the 65 train packets (and whatever else the kernel sends, e.g. a stray ICMP)
     assert down["stage"] == "workload" and down["departures_packets"] >= 65
