@@ -20,7 +20,8 @@ dry - 5 ms base delay each way): ``--pings`` pings 100 ms apart through ``airlin
 airlink link --mode workload SET`` (RTT min / mean / median / max), and a bulk download
 (``iperf3 -R -t T -O 2``) through ``airlink link --mode workload SET`` (its goodput against
 the heavy trace's TCP payload rate, 1448/1500 of RATE, and the downlink's bursts and heavy
-share from ``--stats``) ``--runs`` times.
+share from ``--stats``) ``--runs`` times; the sender's namespace gets a 32 MiB ``tcp_wmem``
+maximum.
 
 Needs root and iperf3. Usage::
 
@@ -78,6 +79,9 @@ def engines(args) -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as d, throwaway_namespace("wlengine", iperf_ports=(IPERF_PORT,)) as ns:
         traces = engine_set(Path(d) / "set", args.engines, 2.0)
+        # the sender's socket buffer must hold a bandwidth-delay product (5 Gbit/s x 10 ms
+        # and more), above the usual 4 MB tcp_wmem maximum (as bench_replay.py)
+        run(ns, ["sysctl", "-qw", f"net.ipv4.tcp_wmem=4096 16384 {32 << 20}"], 10).check_returncode()
         for engine, env in (("c", {}), ("python", {"AIRLINK_PURE_PYTHON": "1"})):
             stats = Path(d) / f"{engine}.json"
             r = run(ns, [AIRLINK, "delay", "20", AIRLINK, "link", "--mode", "workload", traces, "--stats", stats,
