@@ -64,9 +64,8 @@ class _Shell:
             offload = False
             if vnet and None not in fast:
                 # GSO super-packets only for the C stages, which serve them segment by segment,
-                # and not for a stage that decides per packet (CoDel, PIE, L4S, the workload
-                # rule): its TUN devices keep the header but no offload, so every packet is one
-                # segment
+                # and not for a queue that decides per packet (CoDel, PIE, L4S): its TUN
+                # devices keep the header but no offload, so every packet is one segment
                 for stage in fast:
                     stage.vnet_hdr(vnet)
                 if not (down.per_packet or up.per_packet):

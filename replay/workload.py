@@ -9,7 +9,8 @@ set (:mod:`airlink.traces.cellreplay`, as ``airlink record`` writes it) by that 
 
 This class is the readable reference of the rule; the shell runs it in the C link core
 (``lc_workload`` in replay/_linkcore.h, :meth:`WorkloadStage.fast`), which
-tests/replay/test_link_core.py holds to the same release times and counters.
+tests/replay/test_link_core.py holds to the same release times, counters and log lines
+(and tests/replay/test_replay_offload.py with GSO super-packets, served as their segments).
 
 The rule (docs/replay.md, "Workload-aware replay"); times in ns from the shell's start
 ``t0``, a delivery opportunity (PDO) is ``PDO_BYTES`` = 1400 bytes:
@@ -258,7 +259,7 @@ class WorkloadStage(TimedStage):
                 self._write_final()
 
     def _write_final(self) -> None:
-        """Write the held events earlier than the last arrival (module notes)."""
+        """Write the held events earlier than the last arrival (class notes)."""
         ev = self._events
         last = max((e[0] for e in ev if e[1] == 1), default=None)
         if last is None:
