@@ -9,6 +9,7 @@
  *                              replay/server.py's ByteServer
  *   lc_grid (capacity trace)   replay/server.py's TraceServer (TTI boundaries, carry_budget)
  *   lc_event                   the Mahimahi-format log events (replay/stages.py, replay/cell.py)
+ *   lc_workload                replay/workload.py's WorkloadStage (the workload mode's rule)
  *
  * GSO (offload mode): a packet may be a TCP/UDP super-packet of nseg segments; every part
  * of the core treats it as the segments the kernel would have sent without offload (each
