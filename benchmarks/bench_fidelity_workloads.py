@@ -17,7 +17,7 @@ divided by the live mean.
 3. **Replays** of the recording, the same workloads inside:
    ``airlink delay BASE airlink link mahimahi.down --uplink mahimahi.up`` (airlink's
    saturator replay), ``airlink link --mode workload REC`` (airlink's workload-aware replay
-   of the CellReplay set, on the link shell's Python path),
+   of the CellReplay set, on the link shell's C engine),
    ``mm-delay BASE mm-link mahimahi.up mahimahi.down`` (Mahimahi) and
    ``mm-cellular`` with the light/heavy traces and size offsets (CellReplay), and
    ``airlink delay D airlink cell --from-log MAC_LOG --follow-rnti 1 --users 1`` (airlink's
@@ -691,8 +691,7 @@ def report(live, replays, names, have=None) -> dict:
         else:
             table[name] = "not installed" if name in have and not have[name] else "no result"
     print(f"distribution error = EMD(replay, live) / live mean [bootstrap 10-90 %]; live runs {len(live)}")
-    print("airlink link (workload) runs on the link shell's Python path (the C engine has no "
-          "workload mode)")
+    print("airlink link (workload) runs on the link shell's C engine (the rule in the link core)")
     print("live floor = the median over live seeds of EMD(that seed's samples, the other seeds') / their mean: "
           "how far the ground truth itself moves between seeds (a replay's error below it cannot be told "
           "from the truth's own spread)")

@@ -1,10 +1,11 @@
 /*
  * airlink.replay._fastpath: the per-packet path of the shells in C.
  *
- * The same event loop and stages as replay/loop.py and replay/stages.py (pass, fixed
- * delay, Bernoulli/Gilbert loss, and a link with any queue of replay/queues.py drained by
- * a byte-granular capacity trace), for the common configurations; the shells fall back to
- * the pure-Python loop for everything else (logs, delay series, --once). The link is the shells' one link core (replay/_linkcore.h: queue,
+ * The same event loop and stages as replay/loop.py, replay/stages.py and replay/workload.py
+ * (pass, fixed delay, Bernoulli/Gilbert loss, a link with any queue of replay/queues.py
+ * drained by a byte-granular capacity trace, and the workload mode's rule), for the common
+ * configurations; the shells fall back to the pure-Python loop for everything else (delay
+ * series, --once). The link is the shells' one link core (replay/_linkcore.h: queue,
  * byte-granular server, TTI grid with its carry, GSO segments), which the cell shell uses
  * too; semantics are identical to the Python stages (see their docstrings).
  *
@@ -38,7 +39,7 @@
 #define DRAIN_QUIET_NS 30000000LL
 #define DRAIN_MAX_NS 1000000000LL
 
-enum { K_PASS = 0, K_DELAY = 1, K_LOSS = 2, K_LINK = 3 };
+enum { K_PASS = 0, K_DELAY = 1, K_LOSS = 2, K_LINK = 3, K_WORKLOAD = 4 };
 
 typedef struct {
     PyObject_HEAD
@@ -59,6 +60,10 @@ typedef struct {
     lc_grid grid;
     lc_log log;         /* the link's events (with logs) */
     lc_rows rows;       /* its per-TTI rows (with logs) */
+    /* workload: the core's rule decides each packet's release; q holds them, as a delay */
+    lc_workload wl;
+    lc_log *wlog;       /* &log with logs (a packet's arrival and departure, both logged when
+                           it arrives, its release being known then), else NULL */
 } Stage;
 
 /* Events and rows held before the relay hands them to Python (its on_log callable). */
@@ -106,6 +111,38 @@ static void stage_push(Stage *s, lc_packet *p, int64_t now) {
         s->last_release = t;
         p->t = t;
         lc_fifo_push(&s->q, p);
+        return;
+    }
+    case K_WORKLOAD: {
+        /* a GSO super-packet is its segments, each released by the rule as it would be
+           arriving alone; segments released at one time leave together (p itself when all
+           are, else pieces of whole segments) */
+        int64_t rel[n], first = 0, last = 0;
+        for (int i = 0; i < n; i++) {
+            long long size = lc_wire(p, i, i + 1);
+            last = rel[i] = lc_workload_release(&s->wl, now, size);
+            if (i == 0) first = last;
+            lc_log_add(s->wlog, LC_ARRIVAL, now, size, 0);
+            lc_log_add(s->wlog, LC_DEPARTURE, last, size, now);
+        }
+        if (last == first) {            /* releases never decrease: all at one time */
+            p->t = first;
+            lc_fifo_push(&s->q, p);
+            return;
+        }
+        for (int a = 0, b; a < n; a = b) {
+            for (b = a + 1; b < n && rel[b] == rel[a]; b++) {}
+            lc_packet *q = lc_piece(p, a, b);
+            if (!q) {                   /* no memory for the piece: its segments are lost */
+                s->drop_p += b - a;
+                s->drop_b += lc_wire(p, a, b);
+                continue;
+            }
+            s->pieces++;
+            q->t = rel[a];
+            lc_fifo_push(&s->q, q);
+        }
+        lc_packet_free(p);
         return;
     }
     case K_LOSS: {
@@ -156,6 +193,7 @@ static void stage_pull(Stage *s, int64_t now, Sink *sink) {
         while ((p = lc_fifo_pop(&s->q))) forward(s, p, &out);
         break;
     case K_DELAY:
+    case K_WORKLOAD:
         while (s->q.head && s->q.head->t <= now) forward(s, lc_fifo_pop(&s->q), &out);
         break;
     case K_LINK:
@@ -172,6 +210,7 @@ static long long departed(const Stage *s) { return s->kind == K_LINK ? s->link.d
 static int64_t stage_next(Stage *s) {
     switch (s->kind) {
     case K_DELAY:
+    case K_WORKLOAD:
         return s->q.head ? s->q.head->t : -1;
     case K_LINK:
         return lc_busy(&s->link) ? s->grid.end : -1;
@@ -188,11 +227,12 @@ static void Stage_dealloc(Stage *s) {
     lc_grid_free(&s->grid);
     lc_log_free(&s->log);
     lc_rows_free(&s->rows);
+    lc_workload_free(&s->wl);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
 static PyObject *Stage_stats(Stage *s, PyObject *Py_UNUSED(ignored)) {
-    static const char *names[] = {"pass", "delay", "loss", "link"};
+    static const char *names[] = {"pass", "delay", "loss", "link", "workload"};
     long long arr_p = s->arr_p, arr_b = s->arr_b, dep_p = s->dep_p, dep_b = s->dep_b;
     long long drop_p = s->drop_p, drop_b = s->drop_b, sp = s->superpackets, pieces = s->pieces;
     long long qb = s->q.bytes, qp = s->q.count;
@@ -223,6 +263,16 @@ static PyObject *Stage_stats(Stage *s, PyObject *Py_UNUSED(ignored)) {
         PyDict_SetItemString(d, "capacity_bytes", v); Py_XDECREF(v);
         v = PyLong_FromLongLong(s->grid.k);
         PyDict_SetItemString(d, "ttis", v); Py_XDECREF(v);
+    }
+    if (d && s->kind == K_WORKLOAD) {
+        const lc_workload *w = &s->wl;
+        const char *keys[] = {"light_packets", "heavy_packets", "bursts", "heavy_bytes", "heavy_opportunities"};
+        long long vals[] = {w->light_packets, w->heavy_packets, w->bursts, w->heavy_bytes,
+                            lc_workload_heavy_span(w)};
+        for (int i = 0; i < 5; i++) {
+            PyObject *v = PyLong_FromLongLong(vals[i]);
+            PyDict_SetItemString(d, keys[i], v); Py_XDECREF(v);
+        }
     }
     return d;
 }
@@ -279,7 +329,16 @@ static PyObject *Stage_pull(Stage *s, PyObject *args) {
     return out.list;
 }
 
+/* next_event() -> ns or None: when pull next has something to give (stage.next_event_ns) */
+static PyObject *Stage_next_event(Stage *s, PyObject *Py_UNUSED(ignored)) {
+    int64_t t = stage_next(s);
+    if (t < 0) Py_RETURN_NONE;
+    return PyLong_FromLongLong(t);
+}
+
 static PyMethodDef Stage_methods[] = {
+    {"next_event", (PyCFunction)Stage_next_event, METH_NOARGS,
+     "next_event() -> ns or None: when pull next has something to give (0: at once; None: idle)."},
     {"stats", (PyCFunction)Stage_stats, METH_NOARGS, "Counters as the Python stages report them."},
     {"vnet_hdr", (PyCFunction)Stage_vnet_hdr, METH_O,
      "vnet_hdr(size): 10 = every packet starts with a virtio_net_hdr (offload mode), 0 = plain."},
@@ -362,6 +421,38 @@ static PyObject *fp_link(PyObject *self, PyObject *args) {
         s->link.log = &s->log;
         s->grid.rows = &s->rows;
     }
+    return (PyObject *)s;
+}
+
+/* workload(start_ns, idle_ns, light_period_ns, train_t, train_d, pdo_len, pdo, heavy,
+   heavy_period_ns, offset[, log]): int64 arrays as bytes (see lc_workload_init in
+   _linkcore.h); log: keep arrival and departure events (take_events) */
+static PyObject *fp_workload(PyObject *self, PyObject *args) {
+    long long start, idle, light_period, heavy_period;
+    Py_buffer b[6];
+    int log = 0;
+    if (!PyArg_ParseTuple(args, "LLLy*y*y*y*y*Ly*|p", &start, &idle, &light_period, &b[0], &b[1], &b[2], &b[3],
+                          &b[4], &heavy_period, &b[5], &log))
+        return NULL;
+    /* the ParseTuple order: train_t, train_d, pdo_len, pdo, heavy, offset */
+    Stage *s = NULL;
+    size_t n = b[0].len / 8, total = 0;
+    int ok = b[1].len / 8 == (Py_ssize_t)n && b[2].len / 8 == (Py_ssize_t)n;
+    for (int i = 0; i < 6; i++) ok = ok && b[i].len % 8 == 0;
+    for (size_t i = 0; ok && i < n; i++) total += ((const int64_t *)b[2].buf)[i];
+    ok = ok && b[3].len / 8 == (Py_ssize_t)total;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "workload: int64 arrays, one time, delay and PDO count per train");
+    } else if ((s = new_stage(K_WORKLOAD)) &&
+               lc_workload_init(&s->wl, start, idle, light_period, b[0].buf, b[1].buf, b[2].buf, b[3].buf, n,
+                                b[4].buf, b[4].len / 8, heavy_period, b[5].buf, b[5].len / 8) < 0) {
+        Py_DECREF(s);
+        s = NULL;
+        PyErr_SetString(PyExc_ValueError, "workload: a trace set the rule cannot serve (or no memory)");
+    } else if (s && log) {
+        s->wlog = &s->log;
+    }
+    for (int i = 0; i < 6; i++) PyBuffer_Release(&b[i]);
     return (PyObject *)s;
 }
 
@@ -619,6 +710,10 @@ static PyMethodDef methods[] = {
      "link(capacity_float64_bytes, tti_ns_num, tti_ns_den, start_ns, queue_kind, packets, bytes[, aqm[, log]]): "
      "queue_kind 0-5 (infinite, droptail, drophead, codel, pie, l4s); aqm = (ecn, seed, a, b, c, d), "
      "see lc_link_aqm in replay/_linkcore.h; log: keep events and per-TTI rows (take_events, take_rows)."},
+    {"workload", fp_workload, METH_VARARGS,
+     "workload(start_ns, idle_ns, light_period_ns, train_t, train_d, pdo_len, pdo, heavy, heavy_period_ns, "
+     "offset[, log]): the workload rule (lc_workload in replay/_linkcore.h); arrays are int64 bytes, times ns; "
+     "log: keep each packet's arrival and departure events (take_events)."},
     {"relay", fp_relay, METH_VARARGS, "relay(outer_fd, inner_fd, stop_fd, downlink, uplink)."},
     {"relay_threads", fp_relay_threads, METH_VARARGS,
      "relay_threads(outer_fd, inner_fd, stop_fd, downlink, uplink): one thread per direction."},

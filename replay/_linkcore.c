@@ -732,3 +732,204 @@ void lc_grid_advance(lc_grid *g, lc_link *l, int64_t now, lc_sink *out) {
         g->end = lc_boundary(g->start, g->num, g->den, g->k + 1);
     }
 }
+
+/* ---- the workload rule: replay/workload.py's WorkloadStage, step for step ------------ */
+
+/* Python's a // b and a % b (floor), for b > 0; a product of two times fits in 128 bits. */
+static inline int64_t floordiv(__int128 a, int64_t b) {
+    __int128 q = a / b;
+    if ((a % b) != 0 && a < 0) q--;
+    return (int64_t)q;
+}
+static inline int64_t floormod(int64_t a, int64_t b) { return a - floordiv(a, b) * b; }
+
+/* bisect.bisect_right: the first index of a (sorted, n long) whose value is above x */
+static size_t bisect_right(const int64_t *a, size_t n, int64_t x) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (x < a[mid]) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+}
+
+void lc_workload_free(lc_workload *w) {
+    free(w->train_t); free(w->train_d); free(w->pdo_at); free(w->pdo);
+    free(w->heavy); free(w->offset); free(w->pdos);
+    memset(w, 0, sizeof *w);
+}
+
+static int64_t *copy64(const int64_t *a, size_t n) {
+    int64_t *b = malloc((n ? n : 1) * sizeof *b);
+    if (b && n) memcpy(b, a, n * sizeof *b);
+    return b;
+}
+
+int lc_workload_init(lc_workload *w, int64_t start, int64_t idle, int64_t light_period,
+                     const int64_t *train_t, const int64_t *train_d, const int64_t *pdo_len,
+                     const int64_t *pdo, size_t ntrains, const int64_t *heavy, size_t nheavy,
+                     int64_t heavy_period, const int64_t *offset, size_t noffset) {
+    memset(w, 0, sizeof *w);
+    if (!ntrains || !nheavy || heavy_period <= 0 || light_period <= 0) return -1;
+    size_t total = 0, longest = 0;
+    for (size_t i = 0; i < ntrains; i++) {
+        if (pdo_len[i] <= 0) return -1;
+        total += (size_t)pdo_len[i];
+        if ((size_t)pdo_len[i] > longest) longest = (size_t)pdo_len[i];
+    }
+    w->start = start; w->idle = idle; w->light_period = light_period;
+    w->ntrains = ntrains; w->nheavy = nheavy; w->heavy_period = heavy_period;
+    w->noffset = noffset; w->longest = longest;
+    w->train_t = copy64(train_t, ntrains);
+    w->train_d = copy64(train_d, ntrains);
+    w->pdo = copy64(pdo, total);
+    w->heavy = copy64(heavy, nheavy);
+    w->offset = copy64(offset, noffset);
+    w->pdos = malloc(longest * sizeof *w->pdos);
+    w->pdo_at = malloc((ntrains + 1) * sizeof *w->pdo_at);
+    if (!w->train_t || !w->train_d || !w->pdo || !w->heavy || !w->offset || !w->pdos || !w->pdo_at) {
+        lc_workload_free(w);
+        return -1;
+    }
+    w->pdo_at[0] = 0;
+    for (size_t i = 0; i < ntrains; i++) w->pdo_at[i + 1] = w->pdo_at[i] + (size_t)pdo_len[i];
+    w->h_index = -1;
+    w->h_first = -1;
+    return 0;
+}
+
+static size_t train_len(const lc_workload *w, size_t i) { return w->pdo_at[i + 1] - w->pdo_at[i]; }
+
+/* _train_at: the light train recorded last at or before rel (looped) */
+static size_t train_at(const lc_workload *w, int64_t rel) {
+    size_t i = bisect_right(w->train_t, w->ntrains, floormod(rel, w->light_period));
+    return i ? i - 1 : 0;
+}
+
+/* base_delay_ns: linear between the trains' base delays, the last one held until the loop */
+static int64_t base_delay(const lc_workload *w, int64_t rel) {
+    int64_t r = floormod(rel, w->light_period);
+    size_t i = bisect_right(w->train_t, w->ntrains, r);
+    i = i ? i - 1 : 0;
+    if (i + 1 >= w->ntrains || r <= w->train_t[i]) return w->train_d[i];
+    int64_t t0 = w->train_t[i], t1 = w->train_t[i + 1], d0 = w->train_d[i], d1 = w->train_d[i + 1];
+    return d0 + floordiv((__int128)(d1 - d0) * (r - t0), t1 - t0);
+}
+
+/* _extend: continue the burst's PDOs with the train nearest in time that is longer; 0 when none */
+static int extend(lc_workload *w) {
+    size_t k = w->npdos, best = 0;
+    int found = 0;
+    int64_t t = w->train_t[w->burst_train];
+    for (size_t i = 0; i < w->ntrains; i++) {
+        if (train_len(w, i) <= k) continue;
+        int64_t di = w->train_t[i] > t ? w->train_t[i] - t : t - w->train_t[i];
+        int64_t db = w->train_t[best] > t ? w->train_t[best] - t : t - w->train_t[best];
+        if (!found || di < db) { best = i; found = 1; }
+    }
+    if (!found) return 0;
+    int64_t last = k ? w->pdos[k - 1] : 0;
+    const int64_t *p = w->pdo + w->pdo_at[best];
+    for (size_t j = k; j < train_len(w, best); j++) w->pdos[w->npdos++] = p[j] > last ? p[j] : last;
+    return 1;
+}
+
+static int64_t heavy_time(const lc_workload *w, long long j) {
+    long long loops = j / (long long)w->nheavy, i = j % (long long)w->nheavy;
+    return w->start + loops * w->heavy_period + w->heavy[i];
+}
+
+/* _heavy_first_after: absolute index of the first heavy opportunity later than a */
+static long long heavy_first_after(const lc_workload *w, int64_t a) {
+    int64_t rel = a - w->start, loops = floordiv(rel, w->heavy_period);
+    size_t i = bisect_right(w->heavy, w->nheavy, rel - loops * w->heavy_period);
+    if (i == w->nheavy) { loops++; i = 0; }
+    return (long long)loops * (long long)w->nheavy + (long long)i;
+}
+
+/* _heavy_serve: radio departure of size bytes queued at a behind the heavy FIFO */
+static int64_t heavy_serve(lc_workload *w, int64_t a, long long size) {
+    w->heavy_bytes += size;
+    long long need = size, j;
+    if (w->h_index >= 0 && w->h_room > 0 && a < heavy_time(w, w->h_index)) {
+        long long take = need < w->h_room ? need : w->h_room;
+        need -= take;
+        w->h_room -= take;
+        if (need == 0) return heavy_time(w, w->h_index);
+        j = w->h_index + 1;
+    } else {
+        j = heavy_first_after(w, a);
+        if (j < w->h_index + 1) j = w->h_index + 1;
+        if (w->h_first < 0) w->h_first = j;
+    }
+    for (;;) {
+        long long take = need < LC_PDO_BYTES ? need : LC_PDO_BYTES;
+        need -= take;
+        if (need == 0) {
+            w->h_index = j;
+            w->h_room = LC_PDO_BYTES - take;
+            return heavy_time(w, j);
+        }
+        j++;
+    }
+}
+
+int64_t lc_workload_release(lc_workload *w, int64_t t, long long size) {
+    int64_t radio, delay;
+    if (!w->started || t > w->free + LC_PDO_RESOLUTION_NS + w->idle) {
+        int64_t rel = t - w->start;
+        w->bursts++;
+        w->burst_start = t;
+        w->burst_train = train_at(w, rel);
+        w->burst_delay = base_delay(w, rel);
+        w->npdos = train_len(w, w->burst_train);
+        memcpy(w->pdos, w->pdo + w->pdo_at[w->burst_train], w->npdos * sizeof *w->pdos);
+        w->k = 0;
+        w->room = LC_PDO_BYTES - size > 0 ? LC_PDO_BYTES - size : 0;
+        radio = t;
+        delay = w->burst_delay;
+        w->light_free = radio;
+        w->light_packets++;
+    } else {
+        int64_t e = t - w->burst_start;
+        int placed = 0;
+        for (;;) {
+            while (w->k < (long long)w->npdos && w->pdos[w->k] + LC_PDO_RESOLUTION_NS <= e) {
+                w->k++;
+                w->room = LC_PDO_BYTES;
+            }
+            if (!placed && w->room < size) {
+                /* the packet starts on a fresh PDO and takes ceil(s / 1400) of them */
+                long long m = (size + LC_PDO_BYTES - 1) / LC_PDO_BYTES;
+                w->k += w->room < LC_PDO_BYTES ? m : m - 1;
+                w->room = m * LC_PDO_BYTES;
+            }
+            placed = 1;
+            if (w->k < (long long)w->npdos || w->k >= (long long)w->longest || !extend(w)) break;
+        }
+        if (w->k < (long long)w->npdos) {
+            w->room -= size;
+            int64_t at = w->burst_start + w->pdos[w->k];
+            radio = t > at ? t : at;
+            delay = w->burst_delay;
+            w->light_free = radio;
+            w->light_packets++;
+        } else {
+            int64_t a = t > w->light_free ? t : w->light_free;
+            radio = heavy_serve(w, a, size);
+            delay = base_delay(w, a - w->start);
+            w->heavy_packets++;
+        }
+    }
+    if (!w->started || radio > w->free) w->free = radio;
+    w->started = 1;
+    int64_t off = w->noffset ? w->offset[(size_t)size < w->noffset ? (size_t)size : w->noffset - 1] : 0;
+    int64_t out = radio + delay + off;
+    if (out < w->last_release) out = w->last_release;
+    w->last_release = out;
+    return out;
+}
+
+long long lc_workload_heavy_span(const lc_workload *w) {
+    return w->h_first < 0 ? 0 : w->h_index - w->h_first + 1;
+}

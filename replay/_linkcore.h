@@ -9,6 +9,7 @@
  *                              replay/server.py's ByteServer
  *   lc_grid (capacity trace)   replay/server.py's TraceServer (TTI boundaries, carry_budget)
  *   lc_event                   the Mahimahi-format log events (replay/stages.py, replay/cell.py)
+ *   lc_workload                replay/workload.py's WorkloadStage (the workload mode's rule)
  *
  * GSO (offload mode): a packet may be a TCP/UDP super-packet of nseg segments; every part
  * of the core treats it as the segments the kernel would have sent without offload (each
@@ -244,5 +245,55 @@ LC_API void lc_grid_free(lc_grid *g);
 /* Serve every TTI of l that ended at or before now (TTI k's budget at its end); log
    opportunities when l has a log, a row per TTI when g has rows. */
 LC_API void lc_grid_advance(lc_grid *g, lc_link *l, int64_t now, lc_sink *out);
+
+/* ---- the workload rule (airlink link --mode workload): replay/workload.py ----------- */
+
+/* One direction of a CellReplay trace set served by the state of the application's own
+   queue: the rule of replay/workload.py's WorkloadStage (its docstring and docs/replay.md,
+   "The rule"), decision for decision. Every release time is decided when the packet
+   arrives, so the stage around it holds its packets in an lc_fifo by release time, as a
+   delay does. Times are ns; the trace's milliseconds are given already in ns. */
+#define LC_PDO_BYTES 1400               /* a delivery opportunity (CellReplay's PACKET_SIZE) */
+#define LC_PDO_RESOLUTION_NS 1000000LL  /* recorded PDOs are whole milliseconds */
+
+typedef struct {
+    /* the trace set (copied) */
+    int64_t start, idle;                /* the shell's start; the idle time beyond the resolution */
+    size_t ntrains;
+    int64_t *train_t, *train_d;         /* light train i: when recorded, its base delay */
+    size_t *pdo_at;                     /* train i's PDOs: pdo[pdo_at[i] .. pdo_at[i + 1]) */
+    int64_t *pdo;
+    int64_t light_period;
+    size_t longest;                     /* PDOs of the longest train */
+    int64_t *heavy;                     /* heavy opportunities (one loop) */
+    size_t nheavy;
+    int64_t heavy_period;
+    int64_t *offset;                    /* size offset of a packet of s bytes: offset[min(s, n - 1)]; none: n = 0 */
+    size_t noffset;
+    /* state */
+    int started;                        /* a packet has arrived (free is set) */
+    int64_t free, light_free, burst_start, burst_delay;
+    size_t burst_train;
+    int64_t *pdos;                      /* the burst's PDO times (room for longest) */
+    size_t npdos;
+    long long k, room;
+    long long h_index, h_room, h_first; /* heavy opportunity last used (-1: none), first used (-1) */
+    int64_t last_release;
+    /* counters */
+    long long light_packets, heavy_packets, bursts, heavy_bytes;
+} lc_workload;
+
+/* 0, or -1 without memory or for a trace set the rule cannot serve (no train, an empty
+   train, no heavy opportunity, a heavy period or light period not positive). pdo_len[i]
+   PDOs of train i follow each other in pdo. */
+LC_API int lc_workload_init(lc_workload *w, int64_t start, int64_t idle, int64_t light_period,
+                            const int64_t *train_t, const int64_t *train_d, const int64_t *pdo_len,
+                            const int64_t *pdo, size_t ntrains, const int64_t *heavy, size_t nheavy,
+                            int64_t heavy_period, const int64_t *offset, size_t noffset);
+LC_API void lc_workload_free(lc_workload *w);
+/* When a packet of size bytes arriving at t leaves the shell; updates the state. */
+LC_API int64_t lc_workload_release(lc_workload *w, int64_t t, long long size);
+/* Heavy opportunities from the first one used to the last, used or not. */
+LC_API long long lc_workload_heavy_span(const lc_workload *w);
 
 #endif

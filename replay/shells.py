@@ -58,6 +58,9 @@ class _Shell:
             handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, kill_child)
             set_timer_slack()
             fast = (down.fast(), up.fast())
+            # why a stage has no C version, asked before it serves (then it is running)
+            refusals = "; ".join(f"{name}: {r}" for name, r in (("downlink", down.fast_refusal()),
+                                                                 ("uplink", up.fast_refusal())) if r)
             offload = False
             if vnet and None not in fast:
                 # GSO super-packets only for the C stages, which serve them segment by segment,
@@ -76,7 +79,8 @@ class _Shell:
             try:
                 if None not in fast:
                     from . import _fastpath
-                    logs = any(st.log is not None or st.tti_log is not None for st in stages if st.kind == "link")
+                    logs = any(getattr(st, "log", None) is not None or getattr(st, "tti_log", None) is not None
+                               for st in stages)
                     if logs:    # the logs are written between packets by this (Python's) thread
                         counters = _fastpath.relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast,
                                                    lambda: (down.drain_fast(), up.drain_fast()))
@@ -90,11 +94,13 @@ class _Shell:
                     for stage in stages:
                         stage.forget_fast()
                     counters["engine"] = "python"
-                    counters["engine_reason"] = "; ".join(
-                        f"{name}: {r}" for name, r in (("downlink", down.fast_refusal()),
-                                                        ("uplink", up.fast_refusal())) if r)
+                    counters["engine_reason"] = refusals
                     fast = None
                 counters["offload"] = offload
+                if vnet and fast and not offload and (down.per_packet or up.per_packet):
+                    counters["offload_reason"] = "; ".join(
+                        f"{name}: the {st.kind} stage decides per packet" for name, st in
+                        (("downlink", down), ("uplink", up)) if st.per_packet)
             except OSError as exc:
                 if isinstance(exc, AirlinkError):
                     raise
@@ -164,8 +170,10 @@ class LinkShell(_Shell):
         ``"workload"``: ``downlink`` is a CellReplay trace set (a folder, as ``airlink
         record`` writes it, or :class:`~airlink.traces.cellreplay.CellReplayTraces`) and
         both directions serve each packet by the state of the application's own queue
-        (:mod:`airlink.replay.workload`); it runs on the Python path and takes no uplink
-        trace, user, queue, ECN, logs or ``once``.
+        (:mod:`airlink.replay.workload`); it runs on the C engine (the rule in the link
+        core; the Python loop with ``AIRLINK_PURE_PYTHON=1``; a GSO super-packet served as
+        its segments), logs arrivals and departures to ``downlink_log``/``uplink_log``,
+        and takes no uplink trace, user, queue, ECN, per-TTI logs or ``once``.
     idle_ms : float
         Workload mode: idle time after which a packet starts a new burst on a light
         train (CellReplay's long-to-short timer; 0).
@@ -218,12 +226,13 @@ class LinkShell(_Shell):
             ("a user column", user is not None), ("a trace played once", once),
             ("queue disciplines", queues[0] != "infinite" or queues[2] != "infinite"
              or queues[1] or queues[3]),
-            ("ECN", ecn), ("logs", any(logs))) if given]
+            ("ECN", ecn), ("per-TTI logs", logs[2] or logs[3])) if given]
         if others:
             raise AirlinkError(f"the workload mode does not take {', '.join(others)}")
         self.traces = traces if isinstance(traces, CellReplayTraces) else read_cellreplay(traces)
         self.down_name = str(self.traces.meta.get("source") or "trace set")
         self.idle_ms = float(idle_ms)
+        self.logs = {"downlink": logs[0], "uplink": logs[1]}
         WorkloadStage(self.traces.down, idle_ms=self.idle_ms)   # check now
 
     def _stage(self, direction, trace, name, start_ns, wall_ns, command):
@@ -245,8 +254,16 @@ class LinkShell(_Shell):
     def _stages(self, start_ns, wall_ns, command):
         if self.mode == "workload":
             from .workload import WorkloadStage
-            return (WorkloadStage(self.traces.down, start_ns=start_ns, idle_ms=self.idle_ms),
-                    WorkloadStage(self.traces.up, start_ns=start_ns, idle_ms=self.idle_ms))
+            stages = []
+            for name, direction in (("downlink", self.traces.down), ("uplink", self.traces.up)):
+                path = self.logs[name]
+                if path:
+                    from airlink.traces import LinkLogWriter
+                log = LinkLogWriter(path, direction=name, trace=self.down_name, queue="workload rule",
+                                    base_ms=wall_ns // 1_000_000, command=command,
+                                    tool="airlink link --mode workload") if path else None
+                stages.append(WorkloadStage(direction, start_ns=start_ns, idle_ms=self.idle_ms, log=log))
+            return tuple(stages)
         down = self._stage("downlink", self.down_trace, self.down_name, start_ns, wall_ns, command)
         up = Stage() if self.up_trace is None else \
             self._stage("uplink", self.up_trace, self.up_name, start_ns, wall_ns, command)

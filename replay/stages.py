@@ -440,17 +440,7 @@ class LinkStage(Stage):
         if self.log is None:
             c.take_events()
             return rec, []
-        events = []
-        for t, x, kind, n in np.frombuffer(c.take_events(), EVENT).tolist():
-            if kind == EV_ARRIVAL:
-                events.append((t, 1, n, 0))
-            elif kind == EV_DEPARTURE:
-                events.append((t, 2, n, t - x))
-            elif kind == EV_OPPORTUNITY:
-                events.append((t, 0, x, 0))
-            else:
-                events.append((t, 3 if kind == EV_DROP else 4, n, x))
-        return rec, events
+        return rec, take_events(c)
 
     def stats(self) -> dict:
         out = super().stats()
@@ -476,23 +466,7 @@ class LinkStage(Stage):
         if self.tti_log is not None and len(rec):
             self.tti_log.write(rec, self.server)
         if self.log is not None:
-            base = self.base_ns
-            events.sort(key=lambda e: (e[0], e[1]))
-            line = self.log.event_line
-            lines = []
-            for t, kind, a, b in events:
-                ms = (t - base) / 1e6
-                if kind == 0:
-                    lines.append(line(ms, "#", a))
-                elif kind == 1:
-                    lines.append(line(ms, "+", a))
-                elif kind == 2:
-                    lines.append(line(ms, "-", a, round(b / 1e6)))
-                elif kind == 3:
-                    lines.append(line(ms, "d", a, b))
-                else:
-                    lines.append(line(ms, "m", a, b))
-            self.log.write_lines("".join(lines))
+            write_events(self.log, self.base_ns, events)
 
     def close(self, now_ns: int) -> None:
         try:
@@ -511,6 +485,45 @@ class LinkStage(Stage):
         for log in (self.log, self.tti_log):
             if log is not None:
                 log.abort()
+
+
+def take_events(c) -> list:
+    """The events a C stage logged since the last call, in the stages' own form ``(t, kind,
+    a, b)``: opportunity 0, arrival 1, departure 2 (bytes, delay ns), drop 3 and mark 4
+    (packets, bytes)."""
+    events = []
+    for t, x, kind, n in np.frombuffer(c.take_events(), EVENT).tolist():
+        if kind == EV_ARRIVAL:
+            events.append((t, 1, n, 0))
+        elif kind == EV_DEPARTURE:
+            events.append((t, 2, n, t - x))
+        elif kind == EV_OPPORTUNITY:
+            events.append((t, 0, x, 0))
+        else:
+            events.append((t, 3 if kind == EV_DROP else 4, n, x))
+    return events
+
+
+def write_events(log, base_ns: int, events: list) -> None:
+    """Write events ``(t, kind, a, b)`` (the form of :func:`take_events`) to an mm-link log
+    (times in ms since ``base_ns``), in time order (at one time: opportunities, arrivals,
+    departures, drops, marks); sorts ``events`` in place."""
+    events.sort(key=lambda e: (e[0], e[1]))
+    line = log.event_line
+    lines = []
+    for t, kind, a, b in events:
+        ms = (t - base_ns) / 1e6
+        if kind == 0:
+            lines.append(line(ms, "#", a))
+        elif kind == 1:
+            lines.append(line(ms, "+", a))
+        elif kind == 2:
+            lines.append(line(ms, "-", a, round(b / 1e6)))
+        elif kind == 3:
+            lines.append(line(ms, "d", a, b))
+        else:
+            lines.append(line(ms, "m", a, b))
+    log.write_lines("".join(lines))
 
 
 def _fastpath():

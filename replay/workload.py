@@ -7,6 +7,11 @@ idle gaps), a flow that keeps its queue full as a heavy one (the *heavy* trace: 
 saturator's delivery opportunities). This stage replays one direction of a CellReplay trace
 set (:mod:`airlink.traces.cellreplay`, as ``airlink record`` writes it) by that rule.
 
+This class is the readable reference of the rule; the shell runs it in the C link core
+(``lc_workload`` in replay/_linkcore.h, :meth:`WorkloadStage.fast`), which
+tests/replay/test_link_core.py holds to the same release times, counters and log lines
+(and tests/replay/test_replay_offload.py with GSO super-packets, served as their segments).
+
 The rule (docs/replay.md, "Workload-aware replay"); times in ns from the shell's start
 ``t0``, a delivery opportunity (PDO) is ``PDO_BYTES`` = 1400 bytes:
 
@@ -57,10 +62,10 @@ import bisect
 
 import numpy as np
 
-from airlink.traces.cellreplay import PDO_BYTES, Direction
+from airlink.traces.cellreplay import OFFSET_SIZE_STEP, PDO_BYTES, Direction
 from airlink.core.errors import AirlinkError
 
-from .stages import TimedStage
+from .stages import TimedStage, _fastpath, take_events, write_events
 
 MS = 1_000_000
 #: The recorded PDOs are whole milliseconds: a PDO at ``p`` ms is somewhere in ``[p, p + 1)``.
@@ -72,12 +77,26 @@ class WorkloadStage(TimedStage):
 
     ``direction`` is a :class:`~airlink.traces.cellreplay.Direction`; ``idle_ms`` the idle
     time after which a packet starts a new burst (ms, >= 0); ``start_ns`` the shell's start.
+    ``log``: an mm-link log (:class:`airlink.traces.LinkLogWriter`, times in ms since
+    ``base_ns``) of every packet's arrival (``+``) and departure (``-``, with its delay in the
+    shell); no opportunity lines (the rule has no capacity per TTI to report).
+
+    A packet's departure is logged when it arrives (its release is decided then), so events
+    wait in ``_events`` (in arrival order) and are written once no later event can come
+    before them: those earlier than the last arrival (every event to come is at or after
+    it); at :meth:`close` the rest, less the departures of packets still held.
     """
 
     kind = "workload"
+    FLUSH_EVENTS = 20000        # events held before writing those that are final
 
-    def __init__(self, direction: Direction, *, start_ns: int = 0, idle_ms: float = 0.0):
+    def __init__(self, direction: Direction, *, start_ns: int = 0, idle_ms: float = 0.0,
+                 log=None, base_ns: int | None = None):
         super().__init__()
+        self.log = log
+        self.base_ns = int(start_ns) if base_ns is None else int(base_ns)
+        self._events = [] if log is not None else None
+        self._fast = None           # the C stage serving this direction, when it keeps the log
         if not idle_ms >= 0:
             raise AirlinkError(f"the idle time must be a non-negative number of ms, got {idle_ms}")
         light = direction.light
@@ -231,11 +250,83 @@ class WorkloadStage(TimedStage):
 
     # ---------------------------------------------------------------- the stage
 
+    def push(self, packet, now_ns: int) -> None:
+        super().push(packet, now_ns)
+        if self._events is not None:
+            n, out = len(packet), self._q[-1][0]
+            self._events += ((now_ns, 1, n, 0), (out, 2, n, out - now_ns))
+            if len(self._events) > self.FLUSH_EVENTS:
+                self._write_final()
+
+    def _write_final(self) -> None:
+        """Write the held events earlier than the last arrival (class notes)."""
+        ev = self._events
+        last = max((e[0] for e in ev if e[1] == 1), default=None)
+        if last is None:
+            return
+        self._events = [e for e in ev if e[0] >= last]
+        write_events(self.log, self.base_ns, [e for e in ev if e[0] < last])
+
+    def drain_fast(self) -> None:
+        if self._fast is not None:
+            self._events += take_events(self._fast)
+            self._write_final()
+
+    def forget_fast(self) -> None:
+        self._fast = None
+
+    def close(self, now_ns: int) -> None:
+        """Write the rest of the log: every event but the departures of packets still held
+        (the last ones logged)."""
+        if self.log is None:
+            return
+        try:
+            if self._fast is not None:
+                self._events += take_events(self._fast)
+                held = self._fast.stats()["queued_packets"]
+            else:
+                held = len(self._q)
+            ev = self._events
+            for i in range(len(ev) - 1, -1, -1):
+                if not held:
+                    break
+                if ev[i][1] == 2:
+                    del ev[i]
+                    held -= 1
+            self._events = []
+            write_events(self.log, self.base_ns, ev)
+            self.log.close()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        if self.log is not None:
+            self.log.abort()
+
     def fast_refusal(self):
-        return "the workload mode runs on the Python path (no C version)"
+        if self.arrivals_packets:
+            return "the workload stage was already running"
+        return super().fast_refusal()
 
     def fast(self):
-        return None
+        """The same rule in the C link core (``lc_workload`` in replay/_linkcore.h), given this
+        stage's trace set in ns; the packet-size offsets as a table by size (this stage's
+        :meth:`_offset`, constant from the last recorded size on)."""
+        if self.fast_refusal():
+            return None
+
+        def i8(values):
+            return np.asarray(values, dtype="<i8").tobytes()
+        sizes = 0 if self.offset is None else len(self.offset.offset_ms) * OFFSET_SIZE_STEP + 1
+        c = _fastpath().workload(
+            self.start_ns, self.idle_ns, self.light_period, i8(self.train_t), i8(self.train_d),
+            i8([len(p) for p in self.train_pdo]), i8([x for p in self.train_pdo for x in p]),
+            i8(self.heavy), self.heavy_period, i8([self._offset(s) for s in range(sizes)]),
+            self.log is not None)
+        if self.log is not None:
+            self._fast = c
+        return c
 
     def stats(self) -> dict:
         out = super().stats()

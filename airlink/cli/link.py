@@ -40,7 +40,8 @@ def register(sub):
                    help="saturator (default): each direction drains its queue by its capacity trace; "
                         "workload: both directions from the trace set DOWN_TRACE, each packet served by "
                         "the state of the application's queue (idle: light trains, backlogged: heavy trace; "
-                        "docs/replay.md); runs on the Python path and takes none of the queue, ECN, log, "
+                        "docs/replay.md); runs on the C engine, logs arrivals and departures "
+                        "(--downlink-log, --uplink-log) and takes none of the queue, ECN, per-TTI log, "
                         "--uplink, --user or --once options")
     bounded(p, "--idle-ms", bound=B.DELAY_MS, default=0.0,
             help="workload mode: idle time in ms after which a packet starts a new burst on a light "

@@ -358,3 +358,119 @@ def test_link_logs_from_the_c_stage_are_the_python_stages(tmp_path, kind, args, 
     assert any(" d " in ln for ln in lines["py"]) == (kind != "infinite")
     rows = {name: pq.read_table(tmp_path / f"{name}.parquet").to_pydict() for name in ("py", "c")}
     assert rows["c"] == rows["py"] and len(rows["py"]["tti"]) == 60
+
+
+# ---------------------------------------------------------------- the workload rule
+
+def _workload_set(rng):
+    """A CellReplay trace set with what the rule branches on: trains of 1-60 PDOs (repeats:
+    several packets in one millisecond) at uneven or even times, base delays rising and
+    falling, a heavy trace with several opportunities in some milliseconds, and a size
+    offset (negative for small packets) in one direction only."""
+    from decimal import Decimal
+
+    from airlink.traces.cellreplay import CellReplayTraces, Direction, LightTrace, SizeOffset
+
+    def direction(offset, gaps):
+        times = np.cumsum([0] + [rng.choice(gaps) for _ in range(11)])
+        delays = np.array([rng.randint(2, 30) for _ in times])
+        pdos = tuple(np.concatenate([[0], np.cumsum([rng.choice([0, 0, 1, 1, 2, 5]) for _ in range(n - 1)])])
+                     .astype(np.int64) for n in (rng.choice([1, 2, 5, 10, 20, 40, 60]) for _ in times))
+        heavy = np.cumsum([rng.choice([1, 2]) + rng.choice([0, 0, 0, 3])] +
+                          [rng.choice([0, 0, 1, 1, 3]) for _ in range(800)])
+        return Direction(heavy.astype(np.int64), LightTrace(times, delays, pdos), offset)
+
+    offset = SizeOffset(tuple(range(100, 1501, 100)), tuple(Decimal(s - 600) / 500 for s in range(100, 1501, 100)))
+    # trains 100 ms apart: the nearest longer train is often one of two as near
+    return CellReplayTraces(up=direction(None, [100]), down=direction(offset, [3, 40, 120, 250]))
+
+
+def _workload_arrivals(rng, start):
+    """Trains of 1-200 packets of 40-1500 bytes, a few µs to 0.3 ms apart, after idle gaps
+    of 0.2 ms to 0.9 s (short ones within the rule's 1 ms resolution, long ones past the
+    light trace's loop); a packet's time in ns."""
+    t, out = start + 1_234, []
+    for train in range(40):
+        n = rng.choice([1, 2, 3, 10, 30, 60, 100, 200])
+        for _ in range(n):
+            t += rng.choice([0, 3_000, 40_000, 120_000, 300_000])
+            out.append((t, rng.choice([40, 60, 576, 1000, 1400, 1401, 1500, rng.randint(40, 1500)])))
+        t += rng.choice([200_000, 900_000, 1_500_000, 4_000_000, 30_000_000, 200_000_000, 400_000_000, 900_000_000])
+    return out
+
+
+def _run_timed(stage, arrivals, next_event, vnet=0, every=None, until=None):
+    """Push each packet at its time and pull whenever the stage has something due (its own
+    next event) or a packet arrives, up to ``until`` (ns; None: until it is empty); returns
+    [(time, [packets])] of the pulls that gave any. ``every()`` runs after each pull."""
+    out, i = [], 0
+    while True:
+        if every is not None:
+            every()
+        nxt = next_event()
+        t = min(x for x in (nxt, arrivals[i][0] if i < len(arrivals) else None) if x is not None) \
+            if nxt is not None or i < len(arrivals) else None
+        if t is None or (until is not None and t > until):
+            return out
+        got = [p[vnet:] for p in stage.pull(t)]
+        if got:
+            out.append((t, got))
+        while i < len(arrivals) and arrivals[i][0] == t:
+            stage.push(bytes(vnet) + arrivals[i][1], t)
+            i += 1
+
+
+@pytest.mark.parametrize("idle_ms", [0.0, 3.0])
+@pytest.mark.parametrize("vnet,logs", [(0, False), (10, False), (0, True), (10, True)])
+def test_workload_rule_in_c_releases_as_the_python_stage(tmp_path, idle_ms, vnet, logs):
+    """The workload mode's rule in the C core (lc_workload) against replay/workload.py's
+    WorkloadStage, both directions of one trace set, the same packets at the same times:
+    every packet leaves at the same nanosecond in the same order, the counters of the rule
+    (light and heavy packets, bursts, heavy bytes and opportunities) are the same, and with
+    logs (the C stage's events handed over in pieces, as the relay's on_log does, the last
+    packets still held when the stages close) the mm-link log lines are the same."""
+    from airlink.replay.workload import WorkloadStage
+    rng = random.Random(f"workload{idle_ms}{vnet}")
+    traces = _workload_set(rng)
+    start = 5_000_000_000
+
+    def log(name):
+        return LinkLogWriter(tmp_path / name, direction="downlink") if logs else None
+
+    for name in ("down", "up"):
+        arrivals = [(t, bytes([i % 256]) * n) for i, (t, n) in enumerate(_workload_arrivals(rng, start))]
+        ref = WorkloadStage(getattr(traces, name), start_ns=start, idle_ms=idle_ms, log=log(f"{name}-py.log"))
+        stage = WorkloadStage(getattr(traces, name), start_ns=start, idle_ms=idle_ms, log=log(f"{name}-c.log"))
+        assert stage.fast_refusal() is None
+        c = stage.fast()
+        if vnet:
+            c.vnet_hdr(vnet)
+        # each pulled at its own next events and the arrivals: a release that differs by a
+        # nanosecond makes a pull that differs
+        # with logs: closed at the last arrival, the last train still held (not logged as
+        # departed)
+        end = arrivals[-1][0] if logs else None
+        want = _run_timed(ref, arrivals, ref.next_event_ns, until=end)
+        pulls = iter(range(10**9))
+        assert _run_timed(c, arrivals, c.next_event, vnet=vnet, until=end,
+                          every=lambda: next(pulls) % 97 == 96 and stage.drain_fast()) == want, name
+        held = ref.stats()["queued_packets"]
+        if logs:
+            ref.close(end)
+            stage.close(end)
+            lines = {k: [ln for ln in (tmp_path / f"{name}-{k}.log").read_text().splitlines()
+                         if not ln.startswith("#")] for k in ("py", "c")}
+            assert lines["c"] == lines["py"], name
+            ev = [ln.split() for ln in lines["py"]]
+            assert sum(e[1] == "+" for e in ev) == len(arrivals) and held > 0
+            assert sum(e[1] == "-" for e in ev) == len(arrivals) - held
+            assert [float(e[0]) for e in ev] == sorted(float(e[0]) for e in ev)
+        py, cs = ref.stats(), c.stats()
+        for key in ("arrivals_packets", "arrivals_bytes", "departures_packets", "departures_bytes",
+                    "queued_packets", "light_packets", "heavy_packets", "bursts", "heavy_bytes",
+                    "heavy_opportunities"):
+            assert cs[key] == py[key], (name, key)
+        assert py["arrivals_packets"] == py["departures_packets"] + held == len(arrivals)
+        assert py["light_packets"] + py["heavy_packets"] == len(arrivals)
+        # both services and many idle starts (a train queued behind the heavy FIFO is no burst)
+        assert py["light_packets"] > 100 and py["heavy_packets"] > 100 and py["bursts"] >= 10

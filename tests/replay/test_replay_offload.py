@@ -276,3 +276,58 @@ def test_gso_headers_the_shell_cannot_cut_leave_the_packet_whole():
     assert [p for tti in deps for p in tti] == pkts
     assert st["departures_packets"] == 2 and st["departures_bytes"] == len(short) + len(icmp)
     assert st["superpackets"] == 0
+
+
+def _timed(stage, arrivals, next_event):
+    """Push each arrival's packets ``(t, [packets])`` at its time and pull whenever the stage
+    has something due or packets arrive; [(time, [packets])] of the pulls that gave any."""
+    out, i = [], 0
+    while True:
+        due = [x for x in (next_event(), arrivals[i][0] if i < len(arrivals) else None) if x is not None]
+        if not due:
+            return out
+        t = min(due)
+        got = stage.pull(t)
+        if got:
+            out.append((t, got))
+        while i < len(arrivals) and arrivals[i][0] == t:
+            for p in arrivals[i][1]:
+                stage.push(p, t)
+            i += 1
+
+
+def test_workload_rule_serves_super_packets_as_their_segments():
+    """The workload mode's C stage fed super-packets releases every segment at the time the
+    Python WorkloadStage fed the same segments (scapy's) releases it: segments released
+    together leave as one piece (the super-packet itself when all are), and the rule's
+    counters are the same."""
+    import numpy as np
+
+    from airlink.replay.workload import WorkloadStage
+    from airlink.traces.cellreplay import Direction, LightTrace
+    # trains at 0, 100, 200 ms (the middle one's 8 PDOs all in its first ms); three heavy
+    # opportunities every ms, so several segments share an opportunity's time
+    light = LightTrace(np.array([0, 100, 200]), np.array([10, 10, 20]),
+                       (np.arange(5), np.zeros(8, np.int64), np.arange(5)))
+    direction = Direction(np.repeat(np.arange(1, 301), 3), light)
+    pkts, _ = traffic(n=16, seed=3)
+    rnd = random.Random(3)
+    times, t = [], 1
+    for _ in pkts:                  # some back to back, some after idle periods
+        t += rnd.choice([0, 200_000, 3_000_000, 120_000_000])
+        times.append(t)
+    c = WorkloadStage(direction).fast()
+    c.vnet_hdr(10)
+    ref = WorkloadStage(direction)
+    got = _timed(c, [(t, [p]) for t, p in zip(times, pkts)], c.next_event)
+    want = _timed(ref, [(t, reference_segments(p)) for t, p in zip(times, pkts)], ref.next_event_ns)
+    # (the pieces segmented without the cache: hundreds of pieces of up to 64 KB)
+    segments = reference_segments.__wrapped__
+    assert [(t, [s for p in ps for s in segments(p)]) for t, ps in got] == want
+    st, py = c.stats(), ref.stats()
+    for key in ("arrivals_packets", "arrivals_bytes", "departures_packets", "departures_bytes",
+                "light_packets", "heavy_packets", "bursts", "heavy_bytes", "heavy_opportunities"):
+        assert st[key] == py[key], key
+    # both kinds of departure: whole super-packets and pieces of them
+    assert st["pieces_cut"] > 0 and any(p in pkts for _, ps in got for p in ps)
+    assert py["light_packets"] > 0 and py["heavy_packets"] > 0 and py["bursts"] > 1

@@ -1,6 +1,7 @@
 """`airlink link --mode workload` through real namespaces: a trace set with a known rule (light
 trains of 10 PDOs 1 ms apart, a heavy trace of one opportunity every 6 ms, 5 ms base delay
-each way) gives a short train after idle the light delivery and a backlogged flow the heavy one.
+each way) gives a short train after idle the light delivery and a backlogged flow the heavy one,
+on the C engine (the rule in the link core; the Python loop with AIRLINK_PURE_PYTHON=1).
 
 A UDP server in the test namespace answers ``T n`` with ``n`` packets of 1400 IP bytes back
 to back; the client inside the shell stamps arrivals with the kernel's receive time."""
@@ -65,11 +66,15 @@ def test_idle_train_gets_light_delivery_and_backlog_the_heavy(test_ns, tmp_path)
     (tmp_path / "client.py").write_text(CLIENT)
     test_ns.popen([sys.executable, str(tmp_path / "server.py"), str(PORT)])
     out, stats = tmp_path / "out.json", tmp_path / "stats.json"
-    r = test_ns.exec([AIRLINK, "link", "--mode", "workload", str(traces), "--stats", str(stats), "--",
-                      sys.executable, str(tmp_path / "client.py"), str(out), str(PORT)], timeout=120)
+    log = tmp_path / "down.log"
+    r = test_ns.exec([AIRLINK, "link", "--mode", "workload", str(traces), "--stats", str(stats),
+                      "--downlink-log", str(log), "--",
+                      sys.executable, str(tmp_path / "client.py"), str(out), str(PORT)], timeout=120,
+                     env={"AIRLINK_OFFLOAD": "1"})
     assert r.returncode == 0, r.stderr
     s = json.loads(stats.read_text())
-    assert s["engine"] == "python" and "workload mode runs on the Python path" in s["engine_reason"]
+    # the rule runs in the C link core, in offload mode (a super-packet served as its segments)
+    assert s["engine"] == "c" and s["offload"] is True and "offload_reason" not in s
     down = s["downlink"]
     # the 65 train packets (and whatever else the kernel sends, e.g. a stray ICMP)
     assert down["stage"] == "workload" and down["departures_packets"] >= 65
@@ -77,6 +82,14 @@ def test_idle_train_gets_light_delivery_and_backlog_the_heavy(test_ns, tmp_path)
     # mid-train could start a new burst (more light), but most of the 60 are heavy
     assert down["light_packets"] + down["heavy_packets"] == down["departures_packets"]
     assert down["light_packets"] >= 5 + LIGHT_PDOS and down["heavy_packets"] >= 40
+    # the C engine's log: a line per arrival and departure, each packet at least the base
+    # delay in the shell
+    from airlink.traces import read_log
+    ev = read_log(log)
+    deps = ev[ev["event"] == "departure"]
+    assert (ev["event"] == "arrival").sum() == down["arrivals_packets"]
+    assert len(deps) == down["departures_packets"] and deps["bytes"].sum() == down["departures_bytes"]
+    assert deps["delay_ms"].min() >= BASE_MS
     res = json.loads(out.read_text())
     # times from the request (ms); the processes' scheduling on a busy machine may add a
     # few ms to any of them, never take any away
@@ -91,6 +104,12 @@ def test_idle_train_gets_light_delivery_and_backlog_the_heavy(test_ns, tmp_path)
     assert 2 * BASE_MS + LIGHT_PDOS - 1 <= long[LIGHT_PDOS - 1] <= 2 * BASE_MS + LIGHT_PDOS - 1 + 8
     # then one packet per heavy opportunity: 6 ms apart
     assert np.median(np.diff(long[-40:])) == pytest.approx(HEAVY_STEP_MS, abs=1)
+    # the Python loop (the reference) is still there on request
+    r = test_ns.exec([AIRLINK, "link", "--mode", "workload", str(traces), "--stats", str(stats), "--", "true"],
+                     timeout=60, env={"AIRLINK_PURE_PYTHON": "1"})
+    assert r.returncode == 0, r.stderr
+    s = json.loads(stats.read_text())
+    assert s["engine"] == "python" and "C fast path is off" in s["engine_reason"]
 
 
 def test_a_recording_replayed_serves_a_bulk_download_at_the_recorded_rate(test_ns, tmp_path):
