@@ -421,6 +421,13 @@ def align(frames, resolution="1s", how=None, *, by=None, gaps="nan") -> pd.DataF
         return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns, UTC]")})
     lo = min(s[0] for s in spans.values())
     hi = max(s[1] for s in spans.values())
+    # the common grid runs from the earliest frame's start to the latest's end: frames from
+    # clocks years apart make it huge even when each frame alone is small
+    first = min(spans, key=lambda n: spans[n][0])
+    last = max(spans, key=lambda n: spans[n][1])
+    check_budget(hi - lo + 1, MAX_GRID_POINTS,
+                 f"align: resolution {res / 1e9:g} s from the start of frame {first!r} to the end of "
+                 f"frame {last!r} ({(hi - lo) * res / 1e9:.6g} s) needs", "grid points")
     out = {"time": pd.to_datetime(np.arange(lo, hi + 1) * res, unit="ns", utc=True)}
     for name, fr in frames.items():
         keys = [k for k in KEYS if k in fr.columns] if by is None else ([by] if isinstance(by, str) else list(by))

@@ -169,7 +169,8 @@ def _read(args, *columns, sparse=False, only_columns=False):
 
 def _grid_line(frame) -> str:
     a = frame.attrs
-    users = sorted(set(map(str, frame["user"]))) if "user" in frame.columns else []
+    from airlink.inference.frames import user_order
+    users = sorted(set(map(str, frame["user"])), key=user_order) if "user" in frame.columns else []
     series = f"; series: {', '.join(users)}" if users else ""
     alloc = a.get("allocation") or {}
     chosen = f"\nallocation log: {'; '.join(alloc['notes'])}" if alloc.get("notes") else ""

@@ -12,9 +12,15 @@ DURATION = with_unit(T.parse_duration, "10s or 500ms")
 
 
 def register(sub):
+    from airlink.cli import Formatter
     p = sub.add_parser("trace", help="inspect, convert, create and plot capacity traces",
                        description="Capacity traces: Mahimahi text (one ms timestamp per delivery "
-                                   "opportunity) or airlink Parquet (bytes per TTI, any TTI length).")
+                                   "opportunity) or airlink Parquet (bytes per TTI, any TTI length).",
+                       formatter_class=Formatter,
+                       epilog="examples:\n"
+                              "  airlink trace info traces/examples/pf-quick-20s.parquet\n"
+                              "  airlink trace convert traces/examples/pf-quick-20s.parquet user2.down --user 2\n"
+                              "  airlink trace constant 48Mbps --duration 10s -o 48.down")
     tsub = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
 
     q = add_parser(tsub, "info", "summarise a trace or link log",

@@ -117,6 +117,16 @@ def test_fairness_jitter_backlog_on_simulated_frame(run_airlink, sim_parquet):
     assert "the rate follows the backlog" in out
 
 
+def test_grid_line_lists_users_in_number_order(run_airlink, tmp_path):
+    # users 1, 2 and 10: as numbers 2 comes before 10 (as text "10" sorts before "2")
+    t = 1_600_000_000 + np.repeat(np.arange(50), 3) * 0.001
+    path = tmp_path / "mac.csv"
+    pd.DataFrame({"time": t, "user": np.tile([10, 2, 1], 50), "served_bytes": 100.0}).to_csv(path, index=False)
+    status, out, err = run_airlink("infer", "jitter", path)
+    assert status == 0, err
+    assert "series: 1, 2, 10\n" in out
+
+
 def test_nmi_on_icellspeed_csv(run_airlink, shared_data):
     files = sorted((shared_data / "icellspeed" / "D1_static").rglob("data_*.csv"))
     if not files:

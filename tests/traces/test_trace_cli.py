@@ -91,3 +91,5 @@ def test_missing_file(tmp_path, run_airlink):
 def test_help_has_example(run_airlink):
     status, out, _ = run_airlink("trace", "info", "--help")
     assert status == 0 and "example:" in out
+    status, out, _ = run_airlink("trace", "--help")
+    assert status == 0 and "airlink trace info " in out and "airlink trace convert " in out
