@@ -23,7 +23,8 @@ divided by the live mean.
    ``airlink delay D airlink cell --from-log MAC_LOG --follow-rnti 1 --users 1`` (airlink's
    scheduler-driven replay: UE 1's recorded channel, PF serving the workload's live backlog;
    the other UEs' recorded subchannels per TTI taken first (``share``), or the other UEs
-   scheduled beside it from their recorded arrivals and channels (``--log-others demand``);
+   scheduled beside it from their recorded arrivals and channels (``--log-others demand``)
+   or from their recorded on-periods (``--log-others flows``);
    ``D`` is the wired delay around the ground-truth cell, as the radio's own delay is
    replayed by the cell). ``BASE`` is
    the recording's median one-way base delay. A tool that is not installed gets a row that
@@ -84,8 +85,9 @@ RECORD_PORT = 9050
 WORKLOAD = "airlink link (workload)"
 SCHEDULER = "airlink cell (sched, share)"
 DEMAND = "airlink cell (sched, demand)"
+FLOWS = "airlink cell (sched, flows)"
 KINDS = ("ping", "page", "bulk", "train", "download")
-ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, FLOWS, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
@@ -700,12 +702,12 @@ def main(argv=None) -> int:
                 live.append(r)
                 seeds.append(seed)
         want = set(args.rows)
-        rec = b.record() if want - {SCHEDULER, DEMAND} else None
-        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND} else None
+        rec = b.record() if want - {SCHEDULER, DEMAND, FLOWS} else None
+        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND, FLOWS} else None
         replays = {}
         if cell_rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
-            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand")):
+            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand"), (FLOWS, "flows")):
                 if name in want:
                     replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others)
                                                  for k in range(args.replays)) if r]
