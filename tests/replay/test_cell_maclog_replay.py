@@ -288,9 +288,13 @@ def test_as_flows_by_hand():
     assert a.tolist() == [0, 0, 0, 1 + 40 + 2 + 7, 0]
     assert b.tolist() == [3 + 7, 0, 0, 0, 30 + 2 + 7]
     assert full is False
-    # data in every slot: a full buffer, its recorded demand kept; no data: nothing
+    # data in every slot, or in 19 of 20 (FULL_SHARE): a full buffer, its recorded demand
+    # kept; 18 of 20 is two periods, slots 6-9 and 11-4 (cyclic); no data: nothing
     a, b, full = as_flows([1, 2], [3, 4], [1, 1])
     assert (a.tolist(), b.tolist(), full) == ([1, 2], [3, 4], True)
+    assert as_flows(np.ones(20), np.zeros(20), np.arange(20) != 5)[2] is True
+    a, b, full = as_flows(np.ones(20), np.zeros(20), ~np.isin(np.arange(20), [5, 10]))
+    assert full is False and a.tolist() == [0] * 6 + [4] + [0] * 4 + [9 + 5] + [0] * 8   # 6-9; 11-19, 0-4
     a, b, full = as_flows([0, 0], [0, 0], [0, 0])
     assert (a.tolist(), b.tolist(), full) == ([0, 0], [0, 0], False)
 
