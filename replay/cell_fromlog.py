@@ -257,7 +257,7 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         raise AirlinkError(f"others: 'share', 'demand' or 'flows', not {others!r}")
     mac_log = is_mac_log(path)
     if others in ("demand", "flows") and not mac_log:
-        raise AirlinkError(f"{path}: other users as demand need an airlink MAC log (an NR-Scope log has no "
+        raise AirlinkError(f"{path}: other users as {others} need an airlink MAC log (an NR-Scope log has no "
                            f"arrivals)")
     frame = mac_log_dcis(path, direction) if mac_log else _nrscope_dcis(path, direction)
     wanted = every = None
