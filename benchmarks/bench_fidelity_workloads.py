@@ -23,7 +23,8 @@ divided by the live mean.
    ``airlink delay D airlink cell --from-log MAC_LOG --follow-rnti 1 --users 1`` (airlink's
    scheduler-driven replay: UE 1's recorded channel, PF serving the workload's live backlog;
    the other UEs' recorded subchannels per TTI taken first (``share``), or the other UEs
-   scheduled beside it from their recorded arrivals and channels (``--log-others demand``);
+   scheduled beside it from their recorded arrivals and channels (``--log-others demand``)
+   or from their recorded on-periods (``--log-others flows``);
    ``D`` is the wired delay around the ground-truth cell, as the radio's own delay is
    replayed by the cell). ``BASE`` is
    the recording's median one-way base delay. A tool that is not installed gets a row that
@@ -38,20 +39,25 @@ divided by the live mean.
    of 5 one-second intervals after its first second; then the client stops the server and
    reads to the end of the stream, so that the next workload does not start behind the
    download's queued packets). ``--passes`` passes per run; ``--workloads`` picks the kinds
-   (ping, page, bulk, train, download) and ``--repeat KIND=N`` runs a kind N times a pass
-   (more samples of the cheap ones at little cost).
+   (ping, page, bulk, train, download), ``--trains`` the trains' lengths, and
+   ``--repeat KIND=N`` runs a kind N times a pass (more samples of the cheap ones at
+   little cost).
 
 The table: one row per workload metric, one column per replay, with the number of live
 and replayed samples and each error's bootstrap 10-90 % range (how settled it is). Below
 it, the ground truth's noise: the live floor (each live seed against the others), the
 floor independent samples would give (:func:`bridge_error`; a ratio well above 1 says the
 seeds differ), what a perfect replay with the run's sample sizes would score, and the
-samples each side at which that falls to 2.5 % (half the 5 % goal). Needs root. Usage::
+samples each side at which that falls to 2.5 % (half the 5 % goal). ``--table`` prints
+the table of saved runs (``--json``) again; given several, it pools them: live runs of one
+cell seed count as one seed of the live floor, each replay's runs together - runs with
+different workloads make one table, runs with the same ones add samples. Needs root. Usage::
 
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py                 # ~6 min
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 3 --big \
          --mahimahi-bin /opt/mahimahi/bin --cellreplay-bin /opt/cellreplay/bin --json out.json
     .venv/bin/python benchmarks/bench_fidelity_workloads.py --table out.json   # its table again
+    .venv/bin/python benchmarks/bench_fidelity_workloads.py --table a.json b.json   # runs pooled
     # the page load and the 1 MB download only, with more samples of each
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 4 \
          --workloads page download --sizes 1MB --repeat page=3 download=3
@@ -79,8 +85,9 @@ RECORD_PORT = 9050
 WORKLOAD = "airlink link (workload)"
 SCHEDULER = "airlink cell (sched, share)"
 DEMAND = "airlink cell (sched, demand)"
+FLOWS = "airlink cell (sched, flows)"
 KINDS = ("ping", "page", "bulk", "train", "download")
-ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, FLOWS, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
@@ -303,12 +310,12 @@ json.dump(res, open(out, "w"))
 """
 
 
-def client_source(sizes=SIZES) -> str:
+def client_source(sizes=SIZES, trains=TRAINS) -> str:
     """The workload client's source, its downloads of ``sizes`` bytes (and :data:`BIG` with
-    ``--big``)."""
+    ``--big``) and its trains of ``trains`` packets."""
     return CLIENT_TEMPLATE % {
         "port": PORT, "mss": MSS, "sizes": ", ".join(map(str, sizes)), "big": BIG,
-        "trains": ", ".join(map(str, TRAINS)), "page_doc": PAGE_DOC, "page_conns": PAGE_CONNECTIONS,
+        "trains": "".join(f"{n}, " for n in trains), "page_doc": PAGE_DOC, "page_conns": PAGE_CONNECTIONS,
         "page_objects": ", ".join(map(str, PAGE_OBJECTS)), "bulk_s": BULK_SECONDS}
 
 
@@ -318,6 +325,13 @@ def _repeat(text: str) -> tuple:
     if kind not in KINDS or not n.isdigit() or int(n) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: want KIND=N, KIND one of {', '.join(KINDS)}, N >= 1")
     return kind, int(n)
+
+
+def _train_arg(text: str) -> int:
+    """A train length of ``--trains``: 1 to 1000 packets."""
+    if not text.isdigit() or not 1 <= int(text) <= 1000:
+        raise argparse.ArgumentTypeError(f"{text!r}: a train of 1 to 1000 packets")
+    return int(text)
 
 
 def _size_arg(text: str) -> int:
@@ -390,6 +404,36 @@ def _size(n: int) -> str:
     return f"{n // 1_000_000} MB" if n >= 1_000_000 else f"{n // 1000} KB"
 
 
+def pool(docs) -> tuple:
+    """``(live, replays)`` of several saved runs (:func:`save`'s documents) as one run: live
+    runs of the same cell seed combined into one (the live floor compares seeds, and two
+    runs of one seed are not independent of each other), each replay's runs together. A
+    run saved without its seeds counts each live run as a seed of its own."""
+    by_seed, replays = {}, {}
+    for i, doc in enumerate(docs):
+        seeds = doc.get("live_seeds") or [None] * len(doc["live"])
+        if len(seeds) != len(doc["live"]):
+            raise ValueError(f"{len(seeds)} live_seeds for {len(doc['live'])} live runs")
+        for k, (seed, r) in enumerate(zip(seeds, doc["live"])):
+            by_seed.setdefault(seed if seed is not None else ("run", i, k), []).append(r)
+        for name, runs in doc["replays"].items():
+            replays.setdefault(name, []).extend(runs)
+    return [combine(runs) for runs in by_seed.values()], replays
+
+
+def combine(results) -> dict:
+    """One client result holding the samples of all ``results``."""
+    out = {"ping_ms": [], "page_ms": [], "bulk_mbps": [], "train_ms": {}, "download_ms": {}}
+    for r in results:
+        for key, v in r.items():
+            if isinstance(v, dict):
+                for n, xs in v.items():
+                    out.setdefault(key, {}).setdefault(n, []).extend(xs)
+            else:
+                out.setdefault(key, []).extend(v)
+    return out
+
+
 def merge(results) -> dict:
     out = {}
     for r in results:
@@ -402,7 +446,7 @@ class Bench:
     def __init__(self, args, tmp: Path, ns: str):
         self.args, self.tmp, self.ns = args, tmp, ns
         (tmp / "server.py").write_text(SERVER)
-        (tmp / "client.py").write_text(client_source(args.sizes))
+        (tmp / "client.py").write_text(client_source(args.sizes, args.trains))
         self.procs = []
         #: trials per pass of each workload kind (0: not run)
         self.plan = {k: (args.repeat.get(k, 1) if k in args.workloads else 0) for k in KINDS}
@@ -448,7 +492,7 @@ class Bench:
         """The seconds a run of the plan may take (generous: a loaded machine, a slow replay)."""
         n = self.plan
         page = 8 + (PAGE_DOC + sum(PAGE_OBJECTS)) * 8 / 2e6
-        per = (n.get("ping", 0) * (20 * 0.2 + 1) + n.get("train", 0) * len(TRAINS) * 3.0
+        per = (n.get("ping", 0) * (20 * 0.2 + 1) + n.get("train", 0) * len(self.args.trains) * 3.0
                + n.get("download", 0) * (sum(4 + s * 8 / 2e6 for s in self.args.sizes) + (60 if self.args.big else 0))
                + n.get("page", 0) * (page + 1) + n.get("bulk", 0) * (BULK_SECONDS + 4))
         return 10 + self.args.passes * (per + 8)
@@ -566,11 +610,12 @@ class Bench:
         return None
 
 
-def save(path, live, replays, table=None) -> None:
+def save(path, live, replays, table=None, seeds=None) -> None:
     """The samples so far (and the table at the end) as JSON, when ``--json`` is given: a
-    run cut short keeps the replays it finished."""
+    run cut short keeps the replays it finished. ``seeds``: the cell seed of each live run
+    (``live_seeds``), so that pooled runs group their live runs by seed (:func:`pool`)."""
     if path is not None:
-        doc = {"live": live, "replays": replays}
+        doc = {"live": live, "live_seeds": seeds, "replays": replays}
         if table is not None:
             doc["table"] = table
         path.write_text(json.dumps(doc, indent=1))
@@ -604,6 +649,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=_size_arg, nargs="+", default=list(SIZES), metavar="BYTES",
                     help="the downloads' sizes (default " + " ".join(map(str, SIZES)) + "; --big adds 10 MB): "
                          "--sizes 1MB for more 1 MB samples in the same time")
+    ap.add_argument("--trains", type=_train_arg, nargs="+", default=list(TRAINS), metavar="PACKETS",
+                    help="the trains' lengths in packets (default " + " ".join(map(str, TRAINS)) + "): "
+                         "--trains 50 100 200 for more of the long ones in the same time")
     ap.add_argument("--repeat", nargs="+", type=_repeat, default=[], metavar="KIND=N",
                     help="trials of a kind per pass (default 1 each), for more samples of the cheap ones: "
                          "--repeat ping=3 train=6 page=2")
@@ -617,13 +665,22 @@ def main(argv=None) -> int:
                     help="the replays to run (default all): " + ", ".join(f"'{r}'" for r in ROWS))
     ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON (saved after every "
                                               "replay)")
-    ap.add_argument("--table", type=Path, metavar="JSON",
-                    help="print the table of a --json file (of a finished or cut run) and exit")
+    ap.add_argument("--table", type=Path, nargs="+", metavar="JSON",
+                    help="print the table of --json files (of finished or cut runs) and exit; several "
+                         "files are pooled: their live runs of one seed as one seed, their replays "
+                         "together")
     args = ap.parse_args(argv)
     args.repeat = dict(args.repeat)
-    if args.table is not None:          # the table of a saved run (or of the replays it finished)
-        doc = json.loads(args.table.read_text())
-        report(doc["live"], doc["replays"], [n for n in ROWS if n in doc["replays"]])
+    if args.table is not None:          # the table of saved runs (or of the replays they finished)
+        docs = []
+        for f in args.table:
+            try:
+                docs.append(json.loads(f.read_text()))
+                pool(docs[-1:])
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+                ap.error(f"--table {f}: not a saved run ({e})")
+        live, replays = pool(docs)
+        report(live, replays, [n for n in ROWS if n in replays])
         return 0
     require_root("bench_fidelity_workloads")
     have = installed(args)
@@ -638,18 +695,23 @@ def main(argv=None) -> int:
         b.start([sys.executable, tmp / "server.py", PORT])
         b.start([AIRLINK, "record", "--serve", "--port", RECORD_PORT])
         time.sleep(1.0)
-        live = [r for r in (b.live(s) for s in args.live_seeds) if r]
+        live, seeds = [], []
+        for seed in args.live_seeds:
+            r = b.live(seed)
+            if r:
+                live.append(r)
+                seeds.append(seed)
         want = set(args.rows)
-        rec = b.record() if want - {SCHEDULER, DEMAND} else None
-        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND} else None
+        rec = b.record() if want - {SCHEDULER, DEMAND, FLOWS} else None
+        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND, FLOWS} else None
         replays = {}
         if cell_rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
-            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand")):
+            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand"), (FLOWS, "flows")):
                 if name in want:
                     replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others)
                                                  for k in range(args.replays)) if r]
-                    save(args.json, live, replays)
+                    save(args.json, live, replays, seeds=seeds)
         if rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
             s = json.loads((rec / "record.json").read_text())
@@ -664,13 +726,13 @@ def main(argv=None) -> int:
             for name, fn in runs.items():
                 if name in want:
                     replays[name] = [r for r in (fn(100 + k) for k in range(args.replays)) if r]
-                    save(args.json, live, replays)
+                    save(args.json, live, replays, seeds=seeds)
         for p in b.procs:
             p.kill()
             p.wait()
     print(f"\n{time.monotonic() - t0:.0f} s in all")
     table = report(live, replays, [n for n in ROWS if n in want], have)
-    save(args.json, live, replays, table)
+    save(args.json, live, replays, table, seeds)
     return 0
 
 

@@ -147,7 +147,8 @@ class CellShell:
     log_start : with ``from_log``, where in the log TTI 0 is (a duration; default its first slot)
     log_others : with ``from_log``, ``"share"`` (the other users' recorded PRBs are taken first)
         or ``"demand"`` (an airlink MAC log's other UEs scheduled beside the live ones, fed by
-        their recorded arrivals: :mod:`airlink.replay.cell_fromlog`)
+        their recorded arrivals: :mod:`airlink.replay.cell_fromlog`) or ``"flows"`` (the same
+        fed by their recorded on-periods: :func:`airlink.replay.cell_fromlog.as_flows`)
     """
 
     tool = "airlink cell"

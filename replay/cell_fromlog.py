@@ -34,6 +34,13 @@ every TTI with their PF averages kept as for live UEs - a live UE that was idle 
 more, as in the recorded cell. The replay's MAC log then has the live UEs' rows only
 (the others' service stays in the shell process: ``FromLogRadio.others_served``).
 
+**Others as flows** (``others="flows"``): the same simulated UEs, but each one's demand is
+its recorded *on-periods* rather than its arrivals TTI by TTI (:func:`as_flows`): the bytes
+an on-period brought (its queue at its first decision and its arrivals) arrive at once at
+its first TTI, and a UE that had data at :data:`FULL_SHARE` of the log's TTIs or more is a
+full buffer. A recorded TCP neighbour sent at the pace it was served in the recording; as a
+flow it takes what the replayed cell leaves it and ends when its bytes are served.
+
 :func:`measured_cell` turns either into what the live cell needs per slot:
 
 - **Cross-traffic**: the DCIs of the RNTIs no live UE follows, in one direction (downlink
@@ -87,6 +94,10 @@ from airlink.core.errors import AirlinkError
 
 #: linear SINR of a PRB the cross-traffic holds (see the module notes)
 MASKED = np.float32(-1.0)
+#: ``others="flows"``: a user with data at this share of the log's decisions or more is a
+#: full buffer - a bulk download, whose TCP queue runs dry only in loss recoveries (the
+#: benchmark's bulk neighbour: 97.9 %; its on-off ones 61 and 75 %)
+FULL_SHARE = 0.95
 #: TTIs of draws the demand mode's inner radio makes at a time
 _DRAWS = 1000
 #: the highest MCS index of a new transmission (28-31 of the 256QAM table and 29-31 of the
@@ -101,13 +112,58 @@ class Demand:
     users : their names in the log; rows : int64 (K, L) their MCS as 1-based rate-table rows
     per slot (held as for a followed UE); arrivals : float64 (K, L) bytes arriving at their
     queue per slot (``arrivals_bytes``); backlog : float64 (K, L) bytes queued at each
-    slot's decision less its arrivals (the start's is their queue when the replay begins)
+    slot's decision less its arrivals (the start's is their queue when the replay begins);
+    full : bool (K,) full-buffer users (always data); mode : ``"demand"`` (arrivals as
+    recorded) or ``"flows"`` (arrivals and backlog by :func:`as_flows`)
     """
 
     users: list
     rows: np.ndarray
     arrivals: np.ndarray
     backlog: np.ndarray
+    full: np.ndarray = None
+    mode: str = "demand"
+
+    def __post_init__(self):
+        if self.full is None:
+            self.full = np.zeros(len(self.users), bool)
+
+
+def as_flows(arrivals, backlog, had) -> tuple:
+    """``(arrivals', backlog', full)``: one user's recorded demand as flows, per slot of a
+    log that repeats (slot ``L - 1`` is followed by slot 0).
+
+    arrivals, backlog : float64 (L,) bytes arriving at each slot's decision and queued before
+        them (:class:`Demand`); had : bool (L,) the user had data at the decision
+    An on-period is a run of slots with ``had`` (cyclic: one that holds the last slot and
+    slot 0 is one period). With ``a`` its first slot and ``B = backlog[a] + sum(arrivals)``
+    over the period: ``arrivals'[a] = B`` and ``arrivals'`` is 0 elsewhere; ``backlog'[s]``
+    (the queue when a replay starts at ``s``) is, inside a period after its first slot,
+    ``backlog[s] + the period's arrivals from s on``, else 0 - so the bytes a replay starting
+    anywhere is given over one cycle of the log are what the recording handled. ``full``:
+    ``had`` in :data:`FULL_SHARE` of the slots or more (a bulk download: the user always has
+    data); then ``arrivals'`` and ``backlog'`` are the recorded ones.
+    """
+    arrivals, backlog = np.asarray(arrivals, np.float64), np.asarray(backlog, np.float64)
+    had = np.asarray(had, bool)
+    if had.mean() >= FULL_SHARE or not had.any():
+        return arrivals.copy(), backlog.copy(), bool(had.mean() >= FULL_SHARE)
+    n = len(had)
+    order = (np.arange(n) + int(np.argmin(had))) % n     # the log from a slot without data
+    h, a, b = had[order], np.where(had, arrivals, 0.0)[order], backlog[order]
+    first = h & ~np.roll(h, 1)                            # h[0] is False: no period wraps here
+    period = np.cumsum(first) - 1                         # the period of each slot with data
+    total = np.bincount(period[h], weights=a[h], minlength=int(first.sum()))
+    before = np.cumsum(a) - a                             # arrivals before each slot (rotated)
+    start = np.flatnonzero(first)
+    rest = total[period] - (before - before[start[period]])   # the period's arrivals from s on
+    out_a, out_b = np.zeros(n), np.zeros(n)
+    out_a[start] = b[start] + total
+    inside = h & ~first
+    out_b[inside] = b[inside] + rest[inside]
+    back = np.empty(n, np.int64)
+    back[order] = np.arange(n)
+    return out_a[back], out_b[back], False
 
 
 @dataclass
@@ -166,7 +222,7 @@ class MeasuredCell:
                 "start_slot": self.start, "follow_rnti": self.follow,
                 "cross_traffic_rntis": int(self.cross["user"].nunique()),
                 "cross_traffic_dcis": len(self.cross), "held_slots": self.held_slots,
-                "others": "share" if self.demand is None else "demand"}
+                "others": "share" if self.demand is None else self.demand.mode}
 
 
 def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None,
@@ -186,7 +242,8 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         False: as recorded in every TTI
     others : ``"share"`` (the other users' recorded PRBs are taken first) or, for an
         airlink MAC log, ``"demand"``: the other UEs are simulated UEs of the cell fed by
-        their recorded arrivals and channels (:class:`Demand`), scheduled with the live ones
+        their recorded arrivals and channels (:class:`Demand`), scheduled with the live ones,
+        or ``"flows"``: the same fed by their recorded on-periods (:func:`as_flows`)
 
     Errors name the file (and for a bad row of an NR-Scope log the line and column).
     """
@@ -196,11 +253,11 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         raise AirlinkError(f"{path}: no such cell log")
     if not path.is_file():
         raise AirlinkError(f"{path}: not a file (a cell log is an NR-Scope CSV or an airlink MAC log)")
-    if others not in ("share", "demand"):
-        raise AirlinkError(f"others: 'share' or 'demand', not {others!r}")
+    if others not in ("share", "demand", "flows"):
+        raise AirlinkError(f"others: 'share', 'demand' or 'flows', not {others!r}")
     mac_log = is_mac_log(path)
-    if others == "demand" and not mac_log:
-        raise AirlinkError(f"{path}: other users as demand need an airlink MAC log (an NR-Scope log has no "
+    if others in ("demand", "flows") and not mac_log:
+        raise AirlinkError(f"{path}: other users as {others} need an airlink MAC log (an NR-Scope log has no "
                            f"arrivals)")
     frame = mac_log_dcis(path, direction) if mac_log else _nrscope_dcis(path, direction)
     wanted = every = None
@@ -255,8 +312,9 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     cross = cross.sort_values("slot", kind="stable").reset_index(drop=True)
     held = 0
     demand = None
-    if others == "demand":
-        demand = _demand(every, frame, sorted(set(every["user"]) - followed, key=lambda u: (len(u), u)), n_slots)
+    if others in ("demand", "flows"):
+        demand = _demand(every, frame, sorted(set(every["user"]) - followed, key=lambda u: (len(u), u)), n_slots,
+                         flows=others == "flows")
         cross = cross.iloc[:0]
     elif wanted is not None and followed and hold_idle:
         had = np.zeros(n_slots, bool)
@@ -267,23 +325,31 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
                         demand)
 
 
-def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: int) -> Demand:
+def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: int, *,
+            flows: bool = False) -> Demand:
     """:class:`Demand` of ``users`` from a MAC log's rows (``every``: one per UE and TTI;
-    ``scheduled``: those with subchannels). A user never given a new block gets row 1."""
+    ``scheduled``: those with subchannels); with ``flows`` their demand as flows
+    (:func:`as_flows`). A user never given a new block gets row 1."""
     k = len(users)
     rows = np.ones((k, n_slots), np.int64)
     arrivals = np.zeros((k, n_slots))
     backlog = np.zeros((k, n_slots))
+    full = np.zeros(k, bool)
     for i, u in enumerate(users):
         f = every[every["user"] == u]
         slot = f["slot"].to_numpy(np.int64)
         arrivals[i, slot] = f["arrivals_bytes"].to_numpy(np.float64)
         backlog[i, slot] = np.maximum(f["seen_bytes"].to_numpy(np.float64) - arrivals[i, slot], 0.0)
+        if flows:
+            had = np.zeros(n_slots, bool)
+            had[slot] = f["wanted"].to_numpy(bool)
+            had |= arrivals[i] > 0                  # bytes arriving at a decision are data there
+            arrivals[i], backlog[i], full[i] = as_flows(arrivals[i], backlog[i], had)
         try:
             rows[i] = _mcs_series(scheduled, u, n_slots, rows=True)
         except AirlinkError:
             pass
-    return Demand(users, rows, arrivals, backlog)
+    return Demand(users, rows, arrivals, backlog, full, "flows" if flows else "demand")
 
 
 def _hold_over_idle(cross: pd.DataFrame, had: np.ndarray) -> tuple:
@@ -550,6 +616,8 @@ class FromLogRadio(Radio):
         inner = self._inner = Radio(cfg, make_scheduler(self.cfg["scheduler"], cfg), n_users=n,
                                     n_subchannels=self.n_subchannels, n_tti=self.n_tti, live=True)
         inner.state["backlog"][self.n_users:] = d.backlog[:, slot]
+        inner.full[self.n_users:] = d.full            # the kernel's full buffers: always data
+        inner.state["full_u"][self.n_users:] = d.full
         # (L, K): each other user's linear SINR per slot, the threshold of its recorded row
         self._others_lin = self.thr_lin[np.clip(d.rows - 1, 0, len(self.thr_lin) - 1)].T.copy()
         real = np.zeros((1, n, self.n_subchannels), np.float32)

@@ -294,7 +294,7 @@ class Cell(_Model):
     follow_rnti: Union[int, str, list[Union[int, str]]] | None = None
     log_direction: Literal["downlink", "uplink"] = "downlink"
     log_start: Duration | None = None
-    log_others: Literal["share", "demand"] = "share"
+    log_others: Literal["share", "demand", "flows"] = "share"
     applications: AppList = []
     ues: Annotated[dict[str, AppList], BeforeValidator(
         lambda v: {} if v is None else ({str(k): x for k, x in v.items()} if isinstance(v, dict) else v))] = {}

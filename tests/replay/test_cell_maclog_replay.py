@@ -7,7 +7,9 @@ references are computed here from the log with pandas: the cross-traffic of a TT
 of the other UEs' ``subchannels``; UE 1's MCS in a TTI is the rounded mean row of its latest
 TTI with subchannels and no HARQ retransmission. Hand-edited copies of the log give the
 hand-checkable cases: others holding every subchannel, a followed UE without data, and for
-``--log-others demand`` neighbours without data, with a standing queue, or an idle live UE.
+``--log-others demand`` neighbours without data, with a standing queue, or an idle live UE;
+for ``--log-others flows`` the same log's neighbour as a full buffer, and the on-period rule
+on a hand-worked log.
 """
 from __future__ import annotations
 
@@ -189,9 +191,9 @@ def demand_log(folder, n_tti, *, busy_users, row=10, arrivals=0.0):
     return write_like(log, src, folder / "demand.parquet")
 
 
-def demand_run(path, n, backlog):
+def demand_run(path, n, backlog, others="demand"):
     shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1",
-                      log_others="demand", seed=4)
+                      log_others=others, seed=4)
     radio = shell._radio()
     inp = radio.inputs(0, n)
     out = radio.new_outputs(n)
@@ -244,6 +246,57 @@ def test_demand_others_are_open_loop(tmp_path):
     served = radio.others_served[0]
     assert (n - 32) * per_tti <= served <= n * per_tti, served
     assert radio.others_served[1:].sum() == 0 and (out["nsub"][:, 0] == 0).all()
+
+
+def test_flows_others_grow_into_the_room(tmp_path):
+    """The log of the open-loop test above (UE 2: 300 bytes arriving every TTI, an empty queue
+    before them: data at every decision) with ``--log-others flows``: UE 2 had data in every TTI, so it is a full
+    buffer and takes the room the idle live UE leaves - all 24 subchannels of row 10 in
+    every TTI (after the first 8, whose blocks can fail and wait for their retransmission),
+    far more than the 300 bytes a TTI that arrived."""
+    n, per_tti = 200, 300.0
+    path = demand_log(tmp_path, n, busy_users=["2"], arrivals=per_tti)
+    log = pd.read_parquet(path)
+    log.loc[log["user"] == "2", ["backlog_bytes", "served_bytes"]] = 0.0
+    write_like(log, path, path)
+    radio, out = demand_run(path, n, 0.0, others="flows")
+    assert radio.measured.demand.full.tolist() == [True, False, False]
+    assert radio.measured.describe()["others"] == "flows"
+    # 24 subchannels of row 10 a TTI, 90 % of first transmissions good at the threshold
+    room = (n - 8) * N_SUB * radio.bytes_per_mcs[9]
+    assert 0.8 * room <= radio.others_served[0] <= n * N_SUB * radio.bytes_per_mcs[9]
+    assert radio.others_served[0] > 4 * n * per_tti
+    assert radio.others_served[1:].sum() == 0 and (out["nsub"][:, 0] == 0).all()
+
+
+def test_as_flows_by_hand():
+    """:func:`as_flows` on a hand-worked log of 8 slots. Periods (slots with data): 1-2 and
+    5-7. Period 1-2 brought its queue at slot 1 (10) and 100 + 50 arriving: 160 at slot 1;
+    a replay starting at slot 2 holds slot 2's queue (80) and the period's arrivals from
+    slot 2 on (50): 130. Period 5-7: 0 + 30 + 0 + 20 = 50 at slot 5; from slot 6, 25 + 20;
+    from slot 7, 5 + 20. Slots without data hold nothing."""
+    from airlink.replay.cell_fromlog import as_flows
+    had = np.array([0, 1, 1, 0, 0, 1, 1, 1], bool)
+    arrivals = np.array([0, 100, 50, 0, 0, 30, 0, 20], float)
+    backlog = np.array([0, 10, 80, 0, 0, 0, 25, 5], float)
+    a, b, full = as_flows(arrivals, backlog, had)
+    assert a.tolist() == [0, 160, 0, 0, 0, 50, 0, 0]
+    assert b.tolist() == [0, 0, 130, 0, 0, 0, 45, 25]
+    assert full is False
+    # the log repeats: data at slots 3, 4 and 0 is one period, which starts at slot 3
+    a, b, full = as_flows([7, 0, 0, 40, 2], [3, 0, 0, 1, 30], [1, 0, 0, 1, 1])
+    assert a.tolist() == [0, 0, 0, 1 + 40 + 2 + 7, 0]
+    assert b.tolist() == [3 + 7, 0, 0, 0, 30 + 2 + 7]
+    assert full is False
+    # data in every slot, or in 19 of 20 (FULL_SHARE): a full buffer, its recorded demand
+    # kept; 18 of 20 is two periods, slots 6-9 and 11-4 (cyclic); no data: nothing
+    a, b, full = as_flows([1, 2], [3, 4], [1, 1])
+    assert (a.tolist(), b.tolist(), full) == ([1, 2], [3, 4], True)
+    assert as_flows(np.ones(20), np.zeros(20), np.arange(20) != 5)[2] is True
+    a, b, full = as_flows(np.ones(20), np.zeros(20), ~np.isin(np.arange(20), [5, 10]))
+    assert full is False and a.tolist() == [0] * 6 + [4] + [0] * 4 + [9 + 5] + [0] * 8   # 6-9; 11-19, 0-4
+    a, b, full = as_flows([0, 0], [0, 0], [0, 0])
+    assert (a.tolist(), b.tolist(), full) == ([0, 0], [0, 0], False)
 
 
 def test_demand_needs_an_airlink_mac_log(shared_data):
