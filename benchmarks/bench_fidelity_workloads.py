@@ -24,7 +24,8 @@ divided by the live mean.
    scheduler-driven replay: UE 1's recorded channel, PF serving the workload's live backlog;
    the other UEs' recorded subchannels per TTI taken first (``share``), or the other UEs
    scheduled beside it from their recorded arrivals and channels (``--log-others demand``)
-   or from their recorded on-periods (``--log-others flows``);
+   or from their recorded on-periods (``--log-others flows``), or the bulk ones as full
+   buffers and the others from their recorded arrivals (``--log-others mixed``);
    ``D`` is the wired delay around the ground-truth cell, as the radio's own delay is
    replayed by the cell). ``BASE`` is
    the recording's median one-way base delay. A tool that is not installed gets a row that
@@ -86,8 +87,9 @@ WORKLOAD = "airlink link (workload)"
 SCHEDULER = "airlink cell (sched, share)"
 DEMAND = "airlink cell (sched, demand)"
 FLOWS = "airlink cell (sched, flows)"
+MIXED = "airlink cell (sched, mixed)"
 KINDS = ("ping", "page", "bulk", "train", "download")
-ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, FLOWS, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, FLOWS, MIXED, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
@@ -702,12 +704,13 @@ def main(argv=None) -> int:
                 live.append(r)
                 seeds.append(seed)
         want = set(args.rows)
-        rec = b.record() if want - {SCHEDULER, DEMAND, FLOWS} else None
-        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND, FLOWS} else None
+        rec = b.record() if want - {SCHEDULER, DEMAND, FLOWS, MIXED} else None
+        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND, FLOWS, MIXED} else None
         replays = {}
         if cell_rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
-            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand"), (FLOWS, "flows")):
+            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand"), (FLOWS, "flows"),
+                                 (MIXED, "mixed")):
                 if name in want:
                     replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others)
                                                  for k in range(args.replays)) if r]

@@ -148,7 +148,8 @@ class CellShell:
     log_others : with ``from_log``, ``"share"`` (the other users' recorded PRBs are taken first)
         or ``"demand"`` (an airlink MAC log's other UEs scheduled beside the live ones, fed by
         their recorded arrivals: :mod:`airlink.replay.cell_fromlog`) or ``"flows"`` (the same
-        fed by their recorded on-periods: :func:`airlink.replay.cell_fromlog.as_flows`)
+        fed by their recorded on-periods: :func:`airlink.replay.cell_fromlog.as_flows`) or
+        ``"mixed"`` (those with data throughout full buffers, the others fed as in ``"demand"``)
     """
 
     tool = "airlink cell"

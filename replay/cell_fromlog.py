@@ -41,6 +41,12 @@ its first TTI, and a UE that had data at :data:`FULL_SHARE` of the log's TTIs or
 full buffer. A recorded TCP neighbour sent at the pace it was served in the recording; as a
 flow it takes what the replayed cell leaves it and ends when its bytes are served.
 
+**Others mixed** (``others="mixed"``): the same simulated UEs, a full buffer where
+``"flows"`` makes one (:func:`full_buffer`: data at :data:`FULL_SHARE` of the log's TTIs or
+more) and every other one open loop, fed by its recorded arrivals as in ``"demand"``. A bulk
+neighbour takes what the replayed cell leaves it (as it would have, its TCP queue never
+empty); an on-off neighbour's fetches keep the pace they had in the recording.
+
 :func:`measured_cell` turns either into what the live cell needs per slot:
 
 - **Cross-traffic**: the DCIs of the RNTIs no live UE follows, in one direction (downlink
@@ -94,10 +100,12 @@ from airlink.core.errors import AirlinkError
 
 #: linear SINR of a PRB the cross-traffic holds (see the module notes)
 MASKED = np.float32(-1.0)
-#: ``others="flows"``: a user with data at this share of the log's decisions or more is a
+#: ``others="flows"`` and ``"mixed"``: a user with data at this share of the log's decisions or more is a
 #: full buffer - a bulk download, whose TCP queue runs dry only in loss recoveries (the
 #: benchmark's bulk neighbour: 97.9 %; its on-off ones 61 and 75 %)
 FULL_SHARE = 0.95
+#: how a replay of a MAC log treats its other users (``others`` of :func:`measured_cell`)
+OTHERS = ("share", "demand", "flows", "mixed")
 #: TTIs of draws the demand mode's inner radio makes at a time
 _DRAWS = 1000
 #: the highest MCS index of a new transmission (28-31 of the 256QAM table and 29-31 of the
@@ -114,7 +122,8 @@ class Demand:
     queue per slot (``arrivals_bytes``); backlog : float64 (K, L) bytes queued at each
     slot's decision less its arrivals (the start's is their queue when the replay begins);
     full : bool (K,) full-buffer users (always data); mode : ``"demand"`` (arrivals as
-    recorded) or ``"flows"`` (arrivals and backlog by :func:`as_flows`)
+    recorded), ``"flows"`` (arrivals and backlog by :func:`as_flows`) or ``"mixed"`` (as
+    recorded, the :func:`full_buffer` users full buffers)
     """
 
     users: list
@@ -129,6 +138,12 @@ class Demand:
             self.full = np.zeros(len(self.users), bool)
 
 
+def full_buffer(had) -> bool:
+    """True when a user had data (bool (L,) ``had``, per slot) in :data:`FULL_SHARE` of the
+    log's slots or more: a bulk download, which the replay makes a full buffer."""
+    return bool(np.mean(had) >= FULL_SHARE) if len(had) else False
+
+
 def as_flows(arrivals, backlog, had) -> tuple:
     """``(arrivals', backlog', full)``: one user's recorded demand as flows, per slot of a
     log that repeats (slot ``L - 1`` is followed by slot 0).
@@ -141,13 +156,14 @@ def as_flows(arrivals, backlog, had) -> tuple:
     (the queue when a replay starts at ``s``) is, inside a period after its first slot,
     ``backlog[s] + the period's arrivals from s on``, else 0 - so the bytes a replay starting
     anywhere is given over one cycle of the log are what the recording handled. ``full``:
-    ``had`` in :data:`FULL_SHARE` of the slots or more (a bulk download: the user always has
-    data); then ``arrivals'`` and ``backlog'`` are the recorded ones.
+    :func:`full_buffer` (a bulk download: the user always has data); then ``arrivals'`` and
+    ``backlog'`` are the recorded ones.
     """
     arrivals, backlog = np.asarray(arrivals, np.float64), np.asarray(backlog, np.float64)
     had = np.asarray(had, bool)
-    if had.mean() >= FULL_SHARE or not had.any():
-        return arrivals.copy(), backlog.copy(), bool(had.mean() >= FULL_SHARE)
+    full = full_buffer(had)
+    if full or not had.any():
+        return arrivals.copy(), backlog.copy(), full
     n = len(had)
     order = (np.arange(n) + int(np.argmin(had))) % n     # the log from a slot without data
     h, a, b = had[order], np.where(had, arrivals, 0.0)[order], backlog[order]
@@ -179,7 +195,8 @@ class MeasuredCell:
     mcs_rows : True when MCS values are 1-based rate-table rows (an airlink MAC log), False
         when they are 38.214 MCS indices (NR-Scope)
     held_slots : slots whose cross-traffic is a held one (no followed UE had data there)
-    demand : the other users as simulated UEs (``others="demand"``), or None
+    demand : the other users as simulated UEs (``others`` ``"demand"``, ``"flows"`` or
+        ``"mixed"``), or None
     """
 
     source: str
@@ -243,7 +260,9 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     others : ``"share"`` (the other users' recorded PRBs are taken first) or, for an
         airlink MAC log, ``"demand"``: the other UEs are simulated UEs of the cell fed by
         their recorded arrivals and channels (:class:`Demand`), scheduled with the live ones,
-        or ``"flows"``: the same fed by their recorded on-periods (:func:`as_flows`)
+        or ``"flows"``: the same fed by their recorded on-periods (:func:`as_flows`), or
+        ``"mixed"``: those with data throughout (:func:`full_buffer`) full buffers, the others
+        fed by their recorded arrivals
 
     Errors name the file (and for a bad row of an NR-Scope log the line and column).
     """
@@ -253,10 +272,10 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         raise AirlinkError(f"{path}: no such cell log")
     if not path.is_file():
         raise AirlinkError(f"{path}: not a file (a cell log is an NR-Scope CSV or an airlink MAC log)")
-    if others not in ("share", "demand", "flows"):
-        raise AirlinkError(f"others: 'share', 'demand' or 'flows', not {others!r}")
+    if others not in OTHERS:
+        raise AirlinkError(f"others: 'share', 'demand', 'flows' or 'mixed', not {others!r}")
     mac_log = is_mac_log(path)
-    if others in ("demand", "flows") and not mac_log:
+    if others != "share" and not mac_log:
         raise AirlinkError(f"{path}: other users as {others} need an airlink MAC log (an NR-Scope log has no "
                            f"arrivals)")
     frame = mac_log_dcis(path, direction) if mac_log else _nrscope_dcis(path, direction)
@@ -312,9 +331,9 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
     cross = cross.sort_values("slot", kind="stable").reset_index(drop=True)
     held = 0
     demand = None
-    if others in ("demand", "flows"):
+    if others != "share":
         demand = _demand(every, frame, sorted(set(every["user"]) - followed, key=lambda u: (len(u), u)), n_slots,
-                         flows=others == "flows")
+                         mode=others)
         cross = cross.iloc[:0]
     elif wanted is not None and followed and hold_idle:
         had = np.zeros(n_slots, bool)
@@ -326,10 +345,11 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
 
 
 def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: int, *,
-            flows: bool = False) -> Demand:
+            mode: str = "demand") -> Demand:
     """:class:`Demand` of ``users`` from a MAC log's rows (``every``: one per UE and TTI;
-    ``scheduled``: those with subchannels); with ``flows`` their demand as flows
-    (:func:`as_flows`). A user never given a new block gets row 1."""
+    ``scheduled``: those with subchannels); ``mode`` ``"flows"``: their demand as flows
+    (:func:`as_flows`), ``"mixed"``: as recorded, the :func:`full_buffer` users full
+    buffers. A user never given a new block gets row 1."""
     k = len(users)
     rows = np.ones((k, n_slots), np.int64)
     arrivals = np.zeros((k, n_slots))
@@ -340,16 +360,19 @@ def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: 
         slot = f["slot"].to_numpy(np.int64)
         arrivals[i, slot] = f["arrivals_bytes"].to_numpy(np.float64)
         backlog[i, slot] = np.maximum(f["seen_bytes"].to_numpy(np.float64) - arrivals[i, slot], 0.0)
-        if flows:
+        if mode != "demand":
             had = np.zeros(n_slots, bool)
             had[slot] = f["wanted"].to_numpy(bool)
             had |= arrivals[i] > 0                  # bytes arriving at a decision are data there
-            arrivals[i], backlog[i], full[i] = as_flows(arrivals[i], backlog[i], had)
+            if mode == "flows":
+                arrivals[i], backlog[i], full[i] = as_flows(arrivals[i], backlog[i], had)
+            else:
+                full[i] = full_buffer(had)
         try:
             rows[i] = _mcs_series(scheduled, u, n_slots, rows=True)
         except AirlinkError:
             pass
-    return Demand(users, rows, arrivals, backlog, full, "flows" if flows else "demand")
+    return Demand(users, rows, arrivals, backlog, full, mode)
 
 
 def _hold_over_idle(cross: pd.DataFrame, had: np.ndarray) -> tuple:

@@ -99,11 +99,13 @@ def register(sub):
                    help="with --from-log: whose DCIs are the cross-traffic (downlink)")
     p.add_argument("--log-start", metavar="DURATION",
                    help="with --from-log: start this far into the log (e.g. 68.5s; default its first slot)")
-    p.add_argument("--log-others", choices=["share", "demand", "flows"], default="share",
+    p.add_argument("--log-others", choices=["share", "demand", "flows", "mixed"], default="share",
                    help="with --from-log: the other users' recorded PRBs are taken first (share), or, from "
                         "an airlink MAC log, they are simulated UEs scheduled beside the live ones, fed by "
                         "their recorded arrivals and channels (demand) or by their recorded on-periods, "
-                        "each period's bytes at once and a UE with data throughout as a full buffer (flows)")
+                        "each period's bytes at once and a UE with data throughout as a full buffer (flows), "
+                        "or a UE with data throughout as a full buffer and the others by their recorded "
+                        "arrivals (mixed)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
     p.set_defaults(func=run, cmd=[])
 

@@ -289,12 +289,13 @@ class Cell(_Model):
     # a recorded cell replayed (airlink cell --from-log): an NR-Scope CSV or an airlink MAC log,
     # whose RNTIs (UEs) each UE's channel follows (one RNTI, "busiest", "model", or a list of one
     # per UE), the direction of the cross-traffic DCIs, where in the log the run starts, and the
-    # other users as their recorded share or (a MAC log) as their recorded demand
+    # other users as their recorded share or (a MAC log) as their recorded demand, flows, or
+    # demand with the bulk ones full buffers (mixed)
     from_log: Text | None = None
     follow_rnti: Union[int, str, list[Union[int, str]]] | None = None
     log_direction: Literal["downlink", "uplink"] = "downlink"
     log_start: Duration | None = None
-    log_others: Literal["share", "demand", "flows"] = "share"
+    log_others: Literal["share", "demand", "flows", "mixed"] = "share"
     applications: AppList = []
     ues: Annotated[dict[str, AppList], BeforeValidator(
         lambda v: {} if v is None else ({str(k): x for k, x in v.items()} if isinstance(v, dict) else v))] = {}

@@ -9,7 +9,8 @@ TTI with subchannels and no HARQ retransmission. Hand-edited copies of the log g
 hand-checkable cases: others holding every subchannel, a followed UE without data, and for
 ``--log-others demand`` neighbours without data, with a standing queue, or an idle live UE;
 for ``--log-others flows`` the same log's neighbour as a full buffer, and the on-period rule
-on a hand-worked log.
+on a hand-worked log; for ``--log-others mixed`` a bulk neighbour as a full buffer beside an
+on-off one fed by its recorded arrivals.
 """
 from __future__ import annotations
 
@@ -297,6 +298,49 @@ def test_as_flows_by_hand():
     assert full is False and a.tolist() == [0] * 6 + [4] + [0] * 4 + [9 + 5] + [0] * 8   # 6-9; 11-19, 0-4
     a, b, full = as_flows([0, 0], [0, 0], [0, 0])
     assert (a.tolist(), b.tolist(), full) == ([0, 0], [0, 0], False)
+
+
+def test_mixed_others_bulk_full_on_off_open_loop(tmp_path):
+    """``--log-others mixed`` on a hand-edited log of 200 TTIs, every UE on row 10 and the
+    live UE idle. UE 2 had 1,000 bytes queued at every decision and none arriving (data in
+    200 of 200 TTIs >= 95 %: a full buffer); UE 3 had nothing queued, 300 bytes arriving in each of TTIs 0-99 and
+    nothing after (data in 100 of 200: open loop, its recorded arrivals); UE 4 no data.
+    UE 3 is served what arrived, 100 x 300 = 30,000 bytes (the last 100 TTIs before the end:
+    4 transmissions 8 TTIs apart fit), not the flow of 30,000 bytes at TTI 0 that
+    ``flows`` makes of the same period; UE 2 takes the rest of the 24 subchannels, as in
+    ``flows``, where ``demand`` serves it only the 1,000 bytes it held at the start."""
+    from fractions import Fraction
+
+    from airlink.replay.cell_fromlog import measured_cell
+    n, per_tti = 200, 300.0
+    path = demand_log(tmp_path, n, busy_users=["2", "3"])
+    log = pd.read_parquet(path)
+    tti = np.repeat(np.arange(n), 4)
+    ue3 = (log["user"] == "3").to_numpy()
+    log.loc[ue3, ["backlog_bytes", "served_bytes"]] = 0.0
+    log.loc[ue3 & (tti < 100), "arrivals_bytes"] = per_tti
+    log.loc[ue3 & (tti >= 100), ["arrivals_bytes", "subchannels"]] = 0
+    log.loc[(log["user"] == "2").to_numpy(), "backlog_bytes"] = 1000.0
+    write_like(log, path, path)
+    recorded = np.where(np.arange(n) < 100, per_tti, 0.0)
+    kw = dict(n_users=1, n_prbs=N_SUB, tti=Fraction(1, 1000), follow="1")
+    mixed, flows, demand = (measured_cell(path, **kw, others=o).demand for o in ("mixed", "flows", "demand"))
+    assert mixed.mode == "mixed" and mixed.full.tolist() == [True, False, False]
+    assert flows.full.tolist() == [True, False, False] and demand.full.tolist() == [False] * 3
+    np.testing.assert_array_equal(mixed.arrivals[1], recorded)
+    np.testing.assert_array_equal(mixed.backlog[1], np.zeros(n))
+    assert flows.arrivals[1].tolist() == [100 * per_tti] + [0.0] * (n - 1)
+    np.testing.assert_array_equal(mixed.arrivals, demand.arrivals)
+    np.testing.assert_array_equal(mixed.backlog, demand.backlog)
+
+    radio, out = demand_run(path, n, 0.0, others="mixed")
+    assert radio.measured.describe()["others"] == "mixed"
+    assert radio.others_served[1] == pytest.approx(100 * per_tti)
+    room = (n - 8) * N_SUB * radio.bytes_per_mcs[9]
+    assert 0.8 * room - 100 * per_tti <= radio.others_served[0] <= n * N_SUB * radio.bytes_per_mcs[9]
+    assert radio.others_served[2] == 0 and (out["nsub"][:, 0] == 0).all()
+    radio, _out = demand_run(path, n, 0.0, others="demand")
+    assert radio.others_served[0] <= 1000 and radio.others_served[1] == pytest.approx(100 * per_tti)
 
 
 def test_demand_needs_an_airlink_mac_log(shared_data):
