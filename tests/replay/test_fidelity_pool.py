@@ -49,7 +49,7 @@ def test_pool_groups_live_runs_by_seed(bench):
 
 
 def test_pool_without_seeds_counts_each_live_run(bench):
-    old = {k: v for k, v in RUN_A.items() if k != "live_seeds"}      # saved before seeds were
+    old = {k: v for k, v in RUN_A.items() if k != "live_seeds"}      # a run file without live_seeds
     live, _ = bench.pool([old, RUN_B])
     assert [sorted(r["page_ms"]) for r in live] == [[10, 20], [30], [40]]
 
