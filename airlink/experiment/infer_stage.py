@@ -24,7 +24,8 @@ import numpy as np
 
 from airlink import rundir
 from airlink.experiment.context import RunContext
-from airlink.experiment.spec import EXPERIMENT_MAX_LAG, MAC_MAX_LAG, MAC_RESOLUTION, RESOLUTION
+from airlink.experiment.spec import (EXPERIMENT_MAX_LAG, MAC_MAX_LAG, MAC_PAIRS_PER_CELL, MAC_RESOLUTIONS,
+                                     RESOLUTION)
 from airlink.inference.frames import user_order
 from airlink.traces import AirlinkError, parse_duration
 from airlink.core.parquetframe import read_parquet_frame
@@ -61,6 +62,31 @@ def nmi_command(paths, *, target: str, factors, resolution, max_lag, bins: int, 
     return " ".join(shlex.quote(a) for a in argv)
 
 
+def mac_grid(path, bins: int) -> str:
+    """The default ranking's grid for the MAC log at ``path``: the coarsest of
+    :data:`~airlink.experiment.spec.MAC_RESOLUTIONS` at which the log's span gives at least
+    ``MAC_PAIRS_PER_CELL * bins**2`` steps, else the finest. The span is ``max - min`` of its
+    ``time`` column (Parquet statistics where every row group has them)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    f = pq.ParquetFile(path)
+    j = f.schema_arrow.get_field_index("time")
+    stats = [f.metadata.row_group(g).column(j).statistics for g in range(f.metadata.num_row_groups)]
+    if stats and all(st is not None and st.has_min_max for st in stats):
+        lo, hi = min(st.min for st in stats), max(st.max for st in stats)
+    else:
+        t = f.read(columns=["time"]).column("time")
+        lo, hi = pc.min(t).as_py(), pc.max(t).as_py()
+    if lo is None:
+        return MAC_RESOLUTIONS[-1]
+    span_s = (hi - lo).total_seconds() if hasattr(hi - lo, "total_seconds") else float(hi - lo) / 1e9
+    need = MAC_PAIRS_PER_CELL * bins * bins
+    for r in MAC_RESOLUTIONS:
+        if int(span_s / float(parse_duration(r))) + 1 >= need:
+            return r
+    return MAC_RESOLUTIONS[-1]
+
+
 def _finite(v):
     return None if v is None or not np.isfinite(v) else float(v)
 
@@ -80,7 +106,7 @@ class InferStage:
         if not cfg.enabled:
             self.ctx.progress.stage(i, "infer", "turned off")
             return "skipped", "turned off"
-        analyses = [a.model_dump() for a in cfg.nmi] if cfg.nmi else self._default_analyses()
+        analyses = [a.model_dump() for a in cfg.nmi] if cfg.nmi else self._default_analyses(cfg.bins)
         from airlink.experiment.cellrun import cell_mac_path, write_cell_reports
         cell_note = None
         if cell_mac_path(self.ctx.out) is not None:
@@ -125,7 +151,7 @@ class InferStage:
         found = rundir.find(self.ctx.out, "mac")
         return found[0] if found else None
 
-    def _default_analyses(self) -> list:
+    def _default_analyses(self, bins: int) -> list:
         out = []
         mac = self._mac_log()
         if mac is not None:
@@ -133,6 +159,7 @@ class InferStage:
             cols = set(pq.read_schema(mac).names)
             factors = [c for c in MAC_FACTORS if c in cols]
             if "assigned_rate_bps" in cols and factors:
+                resolution = mac_grid(mac, bins)
                 # the replayed user of a simulated cell; every UE of a live cell
                 users = [None]
                 if self.ctx.exp.model.cell is not None:
@@ -140,7 +167,7 @@ class InferStage:
                                    key=user_order)
                 for u in users:
                     out.append({"source": "mac", "target": "assigned_rate_bps", "factors": factors,
-                                "resolution": MAC_RESOLUTION, "max_lag": MAC_MAX_LAG,
+                                "resolution": resolution, "max_lag": MAC_MAX_LAG,
                                 **({"user": str(u)} if u is not None else {})})
         if rundir.find(self.ctx.out, "tcp"):
             res = self.ctx.exp.model.collect.resolution

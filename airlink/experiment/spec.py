@@ -377,12 +377,21 @@ RESOLUTION = B.TCP_RESOLUTION
 #: factors (capacity, RTT, packets in flight) act within a few round trips.
 EXPERIMENT_MAX_LAG = "5s"
 
-#: Largest |lag| of the default ranking of a MAC log at 100 ms: the scheduler's answer to a
+#: Largest |lag| of the default ranking of a MAC log: the scheduler's answer to a
 #: backlog, the same scan as ``airlink infer backlog`` (:data:`airlink.core.bounds.BACKLOG_MAX_LAG`).
 MAC_MAX_LAG = B.BACKLOG_MAX_LAG
 
-#: the grid of the default ranking of a MAC log (a TTI log is summed into 100 ms steps)
-MAC_RESOLUTION = "100ms"
+#: the grids the default ranking of a MAC log tries, coarsest first (a TTI log is summed
+#: into these steps): the first at which the log gives :data:`MAC_PAIRS_PER_CELL` pairs per
+#: cell of the ``bins`` x ``bins`` histogram is taken, else the finest. A 20 s simulation
+#: gives 200 pairs at 100 ms, too few for any answer at 16 bins (the estimate needs 5 per
+#: occupied cell, ``inference.surrogates.MIN_PAIRS_PER_CELL``), and 2,000 at 10 ms.
+MAC_RESOLUTIONS = ("100ms", "50ms", "20ms", "10ms")
+
+#: pairs per cell of the full histogram a default MAC grid must give: the full histogram
+#: filled 4 deep leaves 5 or more per occupied cell while at most 80 % of the cells are
+#: occupied
+MAC_PAIRS_PER_CELL = 4
 
 
 class Collect(_Model):

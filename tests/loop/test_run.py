@@ -74,9 +74,34 @@ def test_offline_run_simulates_collects_infers_reports(tmp_path, shared_data):
         for f in a["factors"]:
             assert 0.0 <= f["peak_nmi"] <= 1.0
             assert len(f["curve"]["lag_s"]) == len(f["curve"]["nmi"]) == 2 * a["max_lag_samples"] + 1
+    # a 5 s log: 500 steps of 10 ms, short of 4 x 16 x 16 = 1,024 at every grid: the finest
+    mac = next(a for a in nmi["analyses"] if a["source"] == "mac")
+    assert mac["resolution_s"] == 0.01 and "--resolution 10ms" in mac["command"]
     page = (out / "report.html").read_text()
     assert "time-sequence graph" in page and "NMI against lag" in page
     assert "live stage skipped" in page
+
+
+@pytest.mark.parametrize("seconds, tti_ms, bins, grid", [
+    (20, 1, 16, "10ms"),      # 100 ms: 200 steps, 50 ms 400, 20 ms 1,000 < 1,024; 10 ms 2,000
+    (20, 1, 8, "50ms"),       # 4 x 8 x 8 = 256: 100 ms has 200, 50 ms 400
+    (20, 1, 4, "100ms"),      # 64: 100 ms has 200
+    (60, 1, 16, "50ms"),      # 100 ms 600, 50 ms 1,200
+    (2, 1, 16, "10ms"),       # too short for any: the finest
+    (200, 10, 16, "100ms"),   # 2,000 steps of 100 ms
+])
+def test_default_mac_grid_is_the_coarsest_with_enough_pairs(tmp_path, seconds, tti_ms, bins, grid):
+    """The default MAC ranking's grid (``mac_grid``): counted by hand from the log's span."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from airlink.experiment.infer_stage import mac_grid
+    n = seconds * 1000 // tti_ms
+    t = pa.array([i * tti_ms * 1_000_000 for i in range(n)], pa.timestamp("ns", tz="UTC"))
+    path = tmp_path / "mac.parquet"
+    pq.write_table(pa.table({"time": t, "user": pa.array(["1"] * n)}), path, row_group_size=max(n // 3, 1))
+    assert mac_grid(path, bins) == grid
+    pq.write_table(pa.table({"time": t, "user": pa.array(["1"] * n)}), path, write_statistics=False)
+    assert mac_grid(path, bins) == grid
 
 
 def test_cli_run_offline_json(tmp_path, run_airlink):
