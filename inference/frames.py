@@ -286,7 +286,8 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
 
 
 def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, columns=None,
-                direction=None, sparse: bool = False, user=None, only_columns: bool = False) -> pd.DataFrame:
+                direction=None, sparse: bool = False, user=None, only_columns: bool = False,
+                tables=None) -> pd.DataFrame:
     """Read one or several frames and put them on one regular grid (:func:`prepare`).
 
     Several frames share the grid of the first (its ``resolution`` or its sampling period):
@@ -297,13 +298,15 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
     a single frame's grid keeps only its occupied steps (see :func:`prepare`); several frames
     are joined on the whole grid. ``user``: the one series of the frame that holds several to
     keep (see :func:`prepare`). ``only_columns``: ``columns`` are all the caller reads, the
-    others stay off the grid (see :func:`prepare`).
+    others stay off the grid (see :func:`prepare`). ``tables``: the ``paths`` already read
+    by :func:`read_table` with these ``columns`` (a caller that looked at a table before
+    choosing ``by``), so no file is read twice.
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
         raise AirlinkError("no frame given")
     columns = list(columns or [])
-    tables = [read_table(p, columns) for p in paths]
+    tables = list(tables) if tables is not None else [read_table(p, columns) for p in paths]
     for c in columns:
         if not any(c in t.columns for t in tables):
             have = ", ".join(dict.fromkeys(str(x) for t in tables for x in t.columns[:25]))
