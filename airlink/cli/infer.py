@@ -185,8 +185,10 @@ def _grid_line(frame) -> str:
 
 
 def _fmt(v, spec=".3f"):
+    """``v`` formatted by ``spec``; a missing value is ``-``, as wide as ``spec`` says."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
+        width = spec.split(".")[0]
+        return "-".rjust(int(width)) if width.isdigit() else "-"
     return format(v, spec)
 
 
