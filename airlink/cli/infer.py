@@ -356,9 +356,9 @@ def _read_scheduler_frames(args):
     first FRAME has a ``carrier`` column of several values) is split by carrier, unless --by
     says otherwise, so that identify_scheduler can tell one device's carrier aggregation from
     competing users (and say so)."""
-    from airlink.inference.frames import read_table
+    from airlink.inference.frames import read_tables
     columns = [c for c in (args.alloc, args.channel, args.backlog) if c]
-    tables = [read_table(p, columns) for p in args.frames]
+    tables = read_tables(args.frames, columns, args.time_column)
     if not args.by and "carrier" in tables[0].columns and tables[0]["carrier"].nunique() > 1:
         args.by = ["carrier"]
     return _read(args, *columns, tables=tables)
