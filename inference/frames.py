@@ -88,11 +88,11 @@ def _log_format(path: Path) -> str | None:
 
 def _names_raw_columns(path: Path, columns, time_column=None) -> bool:
     """True when ``columns`` (the names a command reads) are all in the CSV's own header, or
-    ``time_column`` is: the user asked for the logger's columns as they are."""
+    none is named and ``time_column`` is: the user asked for the logger's columns as they are."""
     if not columns and not time_column:
         return False
     header = pd.read_csv(path, nrows=0).columns
-    return time_column in header or bool(columns) and all(c in header for c in columns)
+    return all(c in header for c in columns) if columns else time_column in header
 
 
 def _own_columns_without_time(path: Path, log: str, columns) -> str:
@@ -112,7 +112,7 @@ def read_table(path, columns=(), time_column=None) -> pd.DataFrame:
 
     A radio/MAC log of :data:`LOG_READERS` is read through its reader; one of
     :data:`RAW_COLUMNS_READ_PLAIN` is read as it is when ``columns`` (the names the caller
-    reads) are all in the CSV's own header, or ``time_column`` is."""
+    reads) are all in the CSV's own header, or none is named and ``time_column`` is."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(2, "no such file", str(path))
