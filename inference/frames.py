@@ -57,44 +57,62 @@ def with_time_index(frame: pd.DataFrame, source: str = "frame", *, time_column=N
 #: an NR-Scope log read plainly had every RNTI and both directions in one series on the grid
 #: of the decoding timestamps' median spacing (15 ms on the morning log); an iCellSpeed log
 #: read plainly had a column per carrier in the logger's units (Mbit/s or bit/s) and no
-#: allocation or user columns, so ``infer scheduler`` found nothing the scheduler gave.
-LOG_READERS = ("nrscope", "icellspeed")
+#: allocation or user columns, so ``infer scheduler`` found nothing the scheduler gave. A
+#: phone's drive-test log (UCC / G-NetTrack, 5G Tracker, XCAL-style exports) read plainly had
+#: no time column an analysis knows (``Timestamp``, ``td``): every command stopped at "no
+#: time column", and its own columns are in the logger's units (kbit/s) and local time.
+LOG_READERS = ("nrscope", "icellspeed", "ucc", "gnettrack", "5gtracker", "xcal")
 
 #: Of those, the logs whose own columns still make a table of one device, read as they are
-#: when a command names the logger's columns (``pcell_sum_nRB``, ``pcell_snr``): an
-#: iCellSpeed log is one phone's seconds. An NR-Scope log's rows mix every RNTI, so its own
-#: columns are refused with the reader's names.
-RAW_COLUMNS_READ_PLAIN = ("icellspeed",)
+#: when a command names the logger's columns (``pcell_sum_nRB``, ``pcell_snr``; UCC's
+#: ``DL_bitrate``, ``SNR``) or its own time column (``Timestamp``, ``td``): one phone's
+#: samples. An NR-Scope log's rows mix every RNTI, so its own columns are refused with the
+#: reader's names.
+RAW_COLUMNS_READ_PLAIN = ("icellspeed", "ucc", "gnettrack", "5gtracker", "xcal")
 
 
 def _log_format(path: Path) -> str | None:
     """The name of the reader of :data:`LOG_READERS` whose format ``path`` is (sniffed from
     its header), else None."""
+    import importlib
+
     from airlink import collectors
     for name in LOG_READERS:
         try:
-            if getattr(collectors, name).is_format(path):
+            if importlib.import_module(f"{collectors.__name__}.{collectors.READERS[name]}").is_format(path):
                 return name
         except Exception:   # not a text table with a header: the CSV reader says what is wrong
             return None
     return None
 
 
-def _names_raw_columns(path: Path, columns) -> bool:
-    """True when ``columns`` (the names a command reads) are all in the CSV's own header:
-    the user asked for the logger's columns as they are."""
-    if not columns:
+def _names_raw_columns(path: Path, columns, time_column=None) -> bool:
+    """True when ``columns`` (the names a command reads) are all in the CSV's own header, or
+    none is named and ``time_column`` is: the user asked for the logger's columns as they are."""
+    if not columns and not time_column:
         return False
     header = pd.read_csv(path, nrows=0).columns
-    return all(c in header for c in columns)
+    return all(c in header for c in columns) if columns else time_column in header
 
 
-def read_table(path, columns=()) -> pd.DataFrame:
+def _own_columns_without_time(path: Path, log: str, columns) -> str:
+    """What to do with a log of :data:`RAW_COLUMNS_READ_PLAIN` whose own ``columns`` were
+    named but whose time column (``Timestamp``, ``td``) no analysis knows by itself."""
+    from airlink import collectors
+    mine = collectors.read(path, format=log).columns
+    header = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+    times = [c for c in header if "time" in c.lower() or c.lower() == "td"] or header[:1]
+    return (f"{path}: this {log} log's own columns ({', '.join(columns)}) are read as they are only "
+            f"with its time column named ({' or '.join(times)}); or name the {log} reader's columns "
+            f"({', '.join(c for c in mine if c != 'time')}): times in UTC, the reader's units")
+
+
+def read_table(path, columns=(), time_column=None) -> pd.DataFrame:
     """One Parquet or CSV table as it is (``None``, ``-``, empty read as missing).
 
     A radio/MAC log of :data:`LOG_READERS` is read through its reader; one of
     :data:`RAW_COLUMNS_READ_PLAIN` is read as it is when ``columns`` (the names the caller
-    reads) are all in the CSV's own header."""
+    reads) are all in the CSV's own header, or none is named and ``time_column`` is."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(2, "no such file", str(path))
@@ -107,12 +125,14 @@ def read_table(path, columns=()) -> pd.DataFrame:
         else:
             frame = None
             log = _log_format(path)
-            if log and not (log in RAW_COLUMNS_READ_PLAIN and _names_raw_columns(path, columns)):
+            if log and not (log in RAW_COLUMNS_READ_PLAIN and _names_raw_columns(path, columns, time_column)):
                 from airlink import collectors
                 frame = collectors.read(path, format=log)      # as airlink collect reads it
             if frame is None:
                 check_table_shape(path)
                 frame = pd.read_csv(path, na_values=["None", "-", ""])
+                if log and time_column is None and not any(c in frame.columns for c in TIME_COLUMNS):
+                    raise AirlinkError(_own_columns_without_time(path, log, columns))
     except AirlinkError:
         raise
     except Exception as exc:  # pyarrow / parser errors -> one line
@@ -127,7 +147,7 @@ def read_table(path, columns=()) -> pd.DataFrame:
 
 def read_frame(path, *, time_column=None, tz=None) -> pd.DataFrame:
     """One Parquet or CSV frame indexed by time (not yet on a grid; see :func:`read_frames`)."""
-    frame = read_table(path)
+    frame = read_table(path, time_column=time_column)
     return with_time_index(frame, str(path), time_column=time_column, tz=tz)
 
 
@@ -285,8 +305,14 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     return g
 
 
+def read_tables(paths, columns=(), time_column=None) -> list:
+    """Each of ``paths`` by :func:`read_table`, as :func:`read_frames` reads them."""
+    return [read_table(p, columns, time_column) for p in paths]
+
+
 def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, columns=None,
-                direction=None, sparse: bool = False, user=None, only_columns: bool = False) -> pd.DataFrame:
+                direction=None, sparse: bool = False, user=None, only_columns: bool = False,
+                tables=None) -> pd.DataFrame:
     """Read one or several frames and put them on one regular grid (:func:`prepare`).
 
     Several frames share the grid of the first (its ``resolution`` or its sampling period):
@@ -297,13 +323,15 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
     a single frame's grid keeps only its occupied steps (see :func:`prepare`); several frames
     are joined on the whole grid. ``user``: the one series of the frame that holds several to
     keep (see :func:`prepare`). ``only_columns``: ``columns`` are all the caller reads, the
-    others stay off the grid (see :func:`prepare`).
+    others stay off the grid (see :func:`prepare`). ``tables``: the ``paths`` already read
+    by :func:`read_tables` with these ``columns`` and ``time_column`` (a caller that looked
+    at a table before choosing ``by``), so no file is read twice.
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
         raise AirlinkError("no frame given")
     columns = list(columns or [])
-    tables = [read_table(p, columns) for p in paths]
+    tables = list(tables) if tables is not None else read_tables(paths, columns, time_column)
     for c in columns:
         if not any(c in t.columns for t in tables):
             have = ", ".join(dict.fromkeys(str(x) for t in tables for x in t.columns[:25]))

@@ -31,6 +31,15 @@ which the G-statistic ``2 n I`` of mutual information follows), which keeps the 
 entropy's bias below 0.1 nats. Below it the result says ``cannot tell`` with the reason;
 the p-value and threshold are not given (no significance from too few pairs) while the
 raw and bias-corrected values are kept beside it.
+
+**A null made of too few pairs is "cannot tell" too.** The same rule holds for each
+surrogate's peak. A sparse series (a per-user grid where one RNTI has a value in a few
+percent of the slots) has enough pairs aligned, but shifted in time its values meet the
+target's in only a handful of steps: those surrogate peaks reach 1 from chance alone,
+the threshold with them, and no peak could ever be significant. When more than ``alpha``
+of the surrogate peaks come from fewer than :data:`MIN_PAIRS_PER_CELL` pairs per occupied
+cell (so the ``1 - alpha`` quantile may be one of them), or the threshold is the largest
+value the normalization allows, the result says ``cannot tell`` with both figures.
 """
 from __future__ import annotations
 
@@ -95,6 +104,26 @@ def too_few_pairs(n_pairs: int, cells: int) -> str | None:
     return (f"{n_pairs} pairs in {cells} occupied cells of the joint histogram: fewer than "
             f"{MIN_PAIRS_PER_CELL} per cell (need {need}); the plug-in estimate's upward bias, "
             f"~(m-1)/2n = {(cells - 1) / (2 * max(n_pairs, 1)):.2f} nats, can reach its maximum from chance alone")
+
+
+def degenerate_null(few: int, surrogates: int, threshold: float, alpha: float, normalization: str,
+                    valid: tuple) -> str | None:
+    """The reason a surrogate null cannot decide significance, or None (module notes).
+
+    ``few``: surrogate peaks from too few pairs (:func:`too_few_pairs`) of ``surrogates``;
+    ``valid``: the steps with a target value, with a factor value, and in all."""
+    at_max = normalization != "none" and threshold >= 1.0 - 1e-12
+    if few <= alpha * surrogates and not at_max:
+        return None
+    nx, ny, n = valid
+    why = f"the surrogate threshold is {threshold:.3f}"
+    if at_max:
+        why += ", the largest value I_N takes: no peak can be shown significant"
+    if few > alpha * surrogates:
+        why += (f"; {few} of {surrogates} surrogates (the factor shifted in time) pair fewer than "
+                f"{MIN_PAIRS_PER_CELL} values per occupied cell with the target, so chance alone reaches "
+                f"it: too few steps have a value (target {nx}, factor {ny} of {n})")
+    return why
 
 
 def _surrogate_codes(d: Discretized, rng, kind: str, max_lag: int, block: int) -> Discretized:
@@ -163,9 +192,13 @@ def peak_significance(x, y, *, max_lag=None, bins=16, binning: str = "uniform",
     if progress:
         from tqdm import tqdm
         it = tqdm(it, desc="surrogates", leave=False)
+    few = 0             # surrogate peaks from too few pairs (module notes)
     for k in it:
         ds = _surrogate_codes(dy, rng, surrogate, D, blk)
-        null[k] = peak_of(nmi_from_counts(lag_counts(dx, ds, max_lag=D), normalization), lags)[0]
+        counts = lag_counts(dx, ds, max_lag=D)
+        null[k], at = peak_of(nmi_from_counts(counts, normalization), lags)
+        c = counts[at + D]
+        few += too_few_pairs(int(c.sum()), int(np.count_nonzero(c))) is not None
     if null.size:
         p_value = float((1 + np.sum(null >= scan.peak - 1e-12)) / (1 + null.size))
         threshold = float(np.quantile(null, 1 - alpha))
@@ -184,7 +217,9 @@ def peak_significance(x, y, *, max_lag=None, bins=16, binning: str = "uniform",
         lo = hi = float("nan")
     n_pairs = int(scan.pairs[scan.peak_lag + D])
     cells = occupied_cells(dx, dy, scan.peak_lag)
-    why = too_few_pairs(n_pairs, cells)
+    why = too_few_pairs(n_pairs, cells) or (null.size and degenerate_null(
+        few, null.size, threshold, alpha, normalization,
+        (int(np.count_nonzero(dx.codes >= 0)), int(np.count_nonzero(dy.codes >= 0)), n))) or None
     if why:
         p_value = threshold = float("nan")
     return PeakSignificance(

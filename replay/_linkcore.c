@@ -809,8 +809,7 @@ static size_t train_at(const lc_workload *w, int64_t rel) {
 /* base_delay_ns: linear between the trains' base delays, the last one held until the loop */
 static int64_t base_delay(const lc_workload *w, int64_t rel) {
     int64_t r = floormod(rel, w->light_period);
-    size_t i = bisect_right(w->train_t, w->ntrains, r);
-    i = i ? i - 1 : 0;
+    size_t i = train_at(w, rel);
     if (i + 1 >= w->ntrains || r <= w->train_t[i]) return w->train_d[i];
     int64_t t0 = w->train_t[i], t1 = w->train_t[i + 1], d0 = w->train_d[i], d1 = w->train_d[i + 1];
     return d0 + floordiv((__int128)(d1 - d0) * (r - t0), t1 - t0);
@@ -862,16 +861,12 @@ static int64_t heavy_serve(lc_workload *w, int64_t a, long long size) {
         if (j < w->h_index + 1) j = w->h_index + 1;
         if (w->h_first < 0) w->h_first = j;
     }
-    for (;;) {
-        long long take = need < LC_PDO_BYTES ? need : LC_PDO_BYTES;
-        need -= take;
-        if (need == 0) {
-            w->h_index = j;
-            w->h_room = LC_PDO_BYTES - take;
-            return heavy_time(w, j);
-        }
-        j++;
-    }
+    /* the rest fills m = ceil(need / 1400) opportunities from j on (at least the one at j, as
+       the reference's walk); the last keeps what is left */
+    long long m = need > 0 ? (need + LC_PDO_BYTES - 1) / LC_PDO_BYTES : 1;
+    w->h_index = j + m - 1;
+    w->h_room = m * LC_PDO_BYTES - need;
+    return heavy_time(w, w->h_index);
 }
 
 int64_t lc_workload_release(lc_workload *w, int64_t t, long long size) {

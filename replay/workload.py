@@ -139,7 +139,7 @@ class WorkloadStage(TimedStage):
         """Base delay at ``rel_ns`` after the start: linear between the trains' base delays
         (the last one held until the light trace loops)."""
         r = rel_ns % self.light_period
-        i = max(0, bisect.bisect_right(self.train_t, r) - 1)
+        i = self._train_at(rel_ns)
         if i + 1 >= len(self.train_t) or r <= self.train_t[i]:
             return self.train_d[i]
         t0, t1 = self.train_t[i], self.train_t[i + 1]
@@ -183,7 +183,8 @@ class WorkloadStage(TimedStage):
         return loops * len(self.heavy) + i
 
     def _heavy_serve(self, a: int, size: int) -> int:
-        """Radio departure of ``size`` bytes queued at ``a`` behind the heavy FIFO."""
+        """Radio departure of ``size`` bytes queued at ``a`` behind the heavy FIFO: the
+        opportunities are walked one by one here (the C core jumps to the last one)."""
         self.heavy_bytes += size
         need = size
         if self.h_index >= 0 and self.h_room > 0 and a < self._heavy_time(self.h_index):

@@ -14,6 +14,7 @@ import argparse
 import gc
 import importlib
 import os
+import re
 import sys
 
 # In the order `airlink --help` lists them.
@@ -36,12 +37,30 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps examples in descriptions and epilogs as written."""
 
 
+_INVALID_CHOICE = re.compile(r"argument (?P<option>-\S+): invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)")
+
+
+class Parser(argparse.ArgumentParser):
+    """airlink's parsers (every subcommand's, through ``add_subparsers``): a value outside an
+    option's choices is one line ``airlink: error: --option: invalid choice 'x' (one of a,
+    b)``, status 2 (:class:`~airlink.cli._common.OptionError`, as a bounded option's value);
+    other usage errors stay argparse's, with the usage."""
+
+    def error(self, message):
+        m = _INVALID_CHOICE.fullmatch(message)
+        if m:
+            from airlink.cli._common import OptionError
+            raise OptionError(f"{m['option']}: invalid choice {m['value']} "
+                              f"(one of {m['choices'].replace(chr(39), '')})")
+        super().error(message)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``airlink`` parser with every command, or with the command ``only`` alone (what
     :func:`main` builds for a command line naming one: the other commands' modules are not
     imported, and the command's parsing, help and errors are the same)."""
     from airlink import __version__
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="airlink", formatter_class=Formatter, epilog=EPILOG,
         description="Measure, infer and replay how cellular base-station schedulers shape TCP.")
     parser.add_argument("--version", action="version", version=f"airlink {__version__}")
@@ -56,7 +75,7 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     """The parser of one subcommand (``airlink NAME``), built alone."""
     if name not in COMMANDS:
         raise ValueError(f"no airlink command {name!r}")
-    sub = argparse.ArgumentParser(prog="airlink").add_subparsers()
+    sub = Parser(prog="airlink").add_subparsers()
     importlib.import_module(f"airlink.cli.{name}").register(sub)
     return sub.choices[name]
 
@@ -104,7 +123,8 @@ def parse(argv: list) -> tuple:
     :func:`main` runs it, nothing run. A shell's command line (``args.cmd``) is split off
     its own options first, with or without ``--``, as Mahimahi's shells take it. Bad options
     raise as argparse does (``SystemExit``, status 2) or
-    :class:`airlink.cli._common.OptionError` (a bounded option's value)."""
+    :class:`airlink.cli._common.OptionError` (a bounded option's value, a value outside an
+    option's choices)."""
     parser = build_parser(argv[0] if argv else None)
     command = None
     if argv and argv[0] in SHELLS:
@@ -123,7 +143,7 @@ def main(argv=None) -> int:
     from airlink.cli._common import OptionError
     try:
         parser, args = parse(argv)
-    except OptionError as exc:       # a bounded option's value: one line, as argparse's own exit status
+    except OptionError as exc:       # a bounded option's value or a choice: one line, argparse's exit status
         return error(str(exc))
     if not getattr(args, "func", None):
         parser.print_help()

@@ -158,13 +158,14 @@ def _grid_options(p):
                         "an error")
 
 
-def _read(args, *columns, sparse=False, only_columns=False):
-    """The FRAMEs on one grid; ``only_columns``: ``columns`` are all the command reads."""
+def _read(args, *columns, sparse=False, only_columns=False, tables=None):
+    """The FRAMEs on one grid; ``only_columns``: ``columns`` are all the command reads;
+    ``tables``: the FRAMEs as already read (see :func:`airlink.inference.read_frames`)."""
     from airlink import inference as inf
     # nmi's --user: grid that series only (a 137-RNTI log would be 137 series of every slot)
     return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, tz=args.tz,
                            by=args.by, columns=[c for c in columns if c], direction=args.direction, sparse=sparse,
-                           user=getattr(args, "user", None), only_columns=only_columns)
+                           user=getattr(args, "user", None), only_columns=only_columns, tables=tables)
 
 
 def _grid_line(frame) -> str:
@@ -184,8 +185,10 @@ def _grid_line(frame) -> str:
 
 
 def _fmt(v, spec=".3f"):
+    """``v`` formatted by ``spec``; a missing value is ``-``, as wide as ``spec`` says."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
+        width = spec.split(".")[0]
+        return "-".rjust(int(width)) if width.isdigit() else "-"
     return format(v, spec)
 
 
@@ -301,8 +304,7 @@ def cmd_jitter(args) -> int:
 
 def cmd_scheduler(args) -> int:
     from airlink import inference as inf
-    frame = _read(args, args.alloc, args.channel, args.backlog) if args.by or not _has_carriers(args) else \
-        _read_with_carriers(args)
+    frame = _read_scheduler_frames(args)
     model = inf.load_scheduler_model(retrain=args.retrain, progress=sys.stderr.isatty())
     res = inf.identify_scheduler(frame, model=model, alloc=args.alloc, channel=args.channel,
                                  backlog=args.backlog)
@@ -349,14 +351,14 @@ def _print_view(res, frame, *, columns: bool) -> None:
         print(f"  not a user: {g['series']}: {g['reason']}")
 
 
-def _has_carriers(args) -> bool:
-    from airlink.inference.frames import read_table
-    t = read_table(args.frames[0], [c for c in (args.alloc, args.channel, args.backlog) if c])
-    return "carrier" in t.columns and t["carrier"].nunique() > 1
-
-
-def _read_with_carriers(args):
-    """A per-carrier MAC log: split by carrier so that identify_scheduler can tell one device's
-    carrier aggregation from competing users (and say so)."""
-    args.by = ["carrier"]
-    return _read(args, args.alloc, args.channel, args.backlog)
+def _read_scheduler_frames(args):
+    """The FRAMEs for ``infer scheduler``, each file read once. A per-carrier MAC log (the
+    first FRAME has a ``carrier`` column of several values) is split by carrier, unless --by
+    says otherwise, so that identify_scheduler can tell one device's carrier aggregation from
+    competing users (and say so)."""
+    from airlink.inference.frames import read_tables
+    columns = [c for c in (args.alloc, args.channel, args.backlog) if c]
+    tables = read_tables(args.frames, columns, args.time_column)
+    if not args.by and "carrier" in tables[0].columns and tables[0]["carrier"].nunique() > 1:
+        args.by = ["carrier"]
+    return _read(args, *columns, tables=tables)

@@ -94,6 +94,36 @@ def test_numbers_out_of_range(argv, needle, run_airlink, tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir()), "nothing is written for a refused option"
 
 
+def _choice_options():
+    """(command words, option, choices) of every option of every command that takes one of
+    a list of words, walked from the real parser."""
+    import argparse
+
+    from airlink.cli import build_parser
+
+    def walk(parser, words):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, words + [name])
+            elif action.option_strings and action.choices is not None and action.type is None:
+                yield words, action.option_strings[-1], [str(c) for c in action.choices]
+    return list(walk(build_parser(), []))
+
+
+def test_every_choice_option_refuses_a_word_in_one_line(run_airlink, tmp_path, monkeypatch):
+    # --log-others of airlink cell gave argparse's "airlink cell: error: argument ..." after
+    # its usage; a choice is now refused as a bounded number is, for every command
+    monkeypatch.chdir(tmp_path)
+    options = _choice_options()
+    assert (["cell"], "--log-others", ["share", "demand", "flows", "mixed"]) in options
+    assert len(options) >= 10
+    for words, option, choices in options:
+        status, out, err = run_airlink(*words, option, "no-such-word")
+        one_line(status, err, f"airlink: error: {option}: invalid choice 'no-such-word' (one of {', '.join(choices)})")
+    assert not list(tmp_path.iterdir())
+
+
 def test_grid_budget_says_what_was_needed(run_airlink, long_frame):
     status, out, err = run_airlink("infer", "fairness", long_frame, "--rate", "rate", "--resolution", "1us")
     # 1000 s / 1 us + 1 = 1.0e9 steps, computed by hand

@@ -238,3 +238,40 @@ def test_tz_for_local_times(run_airlink, tmp_path):
     status, _, err = run_airlink("infer", "nmi", path, "--time-column", "Timestamp", "--tz", "Mars/Olympus",
                                  "--target", "a", "--factor", "b", "--surrogates", "0")
     assert status == 2 and "Mars/Olympus" in err and len(err.strip().splitlines()) == 1
+
+
+def test_drive_test_logs_are_read_through_their_readers(shared_data, run_airlink, datapath_traces):
+    """A raw UCC (G-NetTrack) log: the reader's names read it through the ucc reader (times
+    Europe/Dublin -> UTC), its own names with its Timestamp as it is - the same NMI either
+    way; its own names without the time column are one error line saying both ways. A raw
+    XCAL-style export is read through its reader (its ``td`` is no time column by itself)."""
+    files = ucc_files(shared_data)
+    if not files:
+        pytest.skip("no UCC files in ../shared/data/ucc-5g")
+    f = next(p for p in files if p.name == "B_2019.12.16_13.40.04.csv")
+    common = ("--max-lag", "5s", "--surrogates", "0", "--bootstrap", "0", "--json")
+    status, out, err = run_airlink("infer", "nmi", f, "--target", "dl_bitrate_bps", "--factor", "snr_db", *common)
+    assert status == 0, err
+    reader = json.loads(out)[0]
+    status, out, err = run_airlink("infer", "nmi", f, "--time-column", "Timestamp", "--target", "DL_bitrate",
+                                   "--factor", "SNR", *common)
+    assert status == 0, err
+    own = json.loads(out)[0]
+    assert (reader["peak_nmi"], reader["lag"], reader["n_pairs"]) == (own["peak_nmi"], own["lag"], own["n_pairs"])
+    with open(f, newline="") as fh:
+        first = next(csv.DictReader(fh))["Timestamp"]
+    from zoneinfo import ZoneInfo
+    utc = dt.datetime.strptime(first, "%Y.%m.%d_%H.%M.%S").replace(tzinfo=ZoneInfo("Europe/Dublin"))
+    g = inf.read_frames(f, columns=["dl_bitrate_bps"])
+    assert g.index[0] == pd.Timestamp(utc).tz_convert("UTC")
+    status, out, err = run_airlink("infer", "nmi", f, "--target", "DL_bitrate", "--factor", "SNR")
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"airlink: error: {f}: this ucc log's own columns (DL_bitrate, SNR)")
+    assert "(Timestamp)" in err and "dl_bitrate_bps" in err
+    status, out, err = run_airlink("infer", "jitter", datapath_traces, "--json")
+    assert status == 0, err
+    raw = pd.read_csv(datapath_traces)
+    served = (raw["5G_RB"].fillna(0) + raw["4G_RB"].fillna(0)) > 0
+    step = pd.to_datetime(raw["td"]).diff().dt.total_seconds().median()
+    row = json.loads(out)[0]
+    assert row["gaps"] == served.sum() - 1 and row["mean_s"] == pytest.approx(step)

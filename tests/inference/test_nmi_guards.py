@@ -150,3 +150,45 @@ def test_backlog_verdict_needs_a_peak_above_chance(ucc_static):
                                  surrogates=9, max_lag="5s")
     assert rep["nmi_backlog"]["peak_nmi"] == 0.0 and rep["nmi_channel"]["peak_nmi"] == 0.0
     assert rep["backlog_dominates"] is None and "neither cqi nor snr_db" in rep["cannot_tell"]
+
+
+def test_a_sparse_series_whose_surrogates_pair_too_few_values_cannot_tell():
+    # by hand: the factor is the target (8 levels), both given at 120 of 4000 steps. Aligned
+    # they pair 120 times in at most 8 cells (>= 5 a cell); shifted in time, the 120 steps
+    # meet ~120 x 120 / 4000 = 3.6 of each other's, so the surrogate peaks are chance maxima
+    rng = np.random.default_rng(3)
+    levels = rng.integers(0, 8, size=4000).astype(float)
+    sparse = np.full(4000, np.nan)
+    at = rng.choice(4000, size=120, replace=False)
+    sparse[at] = levels[at]
+    sig = inf.peak_significance(sparse, sparse.copy(), max_lag=5, bins=8, surrogates=39, bootstrap=0, seed=1)
+    assert sig.n_pairs == 120 and sig.peak_nmi == pytest.approx(1.0)
+    assert sig.cannot_tell and sig.cannot_tell.startswith("the surrogate threshold is 1.000")
+    assert "too few steps have a value (target 120, factor 120 of 4000)" in sig.cannot_tell
+    assert not sig.significant and np.isnan(sig.p_value) and np.isnan(sig.threshold)
+    # the same relation at every step: the null is decided and the peak is significant
+    dense = inf.peak_significance(levels, levels.copy(), max_lag=5, bins=8, surrogates=39, bootstrap=0, seed=1)
+    assert dense.cannot_tell is None and dense.significant and dense.threshold < 0.1
+
+
+def test_one_rnti_of_an_nrscope_log_is_too_sparse_for_a_surrogate_test(shared_data, run_airlink):
+    # RNTI 25864 of the afternoon log has downlink PRBs in 1935 slots of the 53 759 its grid
+    # spans: its surrogates pair a few dozen values and their threshold reaches 1.0
+    import json
+
+    from tests.traces._nrscope_expect import raw_with_slots
+    path = shared_data / "nr-scope" / "t_mobile1_ueactivity_afternoon_1.csv"
+    raw = raw_with_slots(path)
+    mine = raw[(raw["rnti"] == 25864) & (raw["dci_format"] == "1_1") & (raw["frequency_length"] > 0)]
+    slots = mine["abs_slot"].nunique()
+    args = ("infer", "nmi", path, "--user", "25864", "--target", "tbs_bytes", "--factor", "mcs",
+            "--max-lag", "100ms", "--bootstrap", "10")     # the default 100 surrogates
+    status, out, err = run_airlink(*args, "--json")
+    assert status == 0, err
+    row = json.loads(out)[0]
+    assert row["n_pairs"] == slots and not row["significant"] and row["threshold"] is None
+    assert row["cannot_tell"].startswith("the surrogate threshold is 1.000")
+    assert f"too few steps have a value (target {slots}, factor {slots} of" in row["cannot_tell"]
+    status, out, err = run_airlink(*args)
+    assert status == 0, err
+    assert "cannot tell: the surrogate threshold is 1.000" in out

@@ -386,15 +386,17 @@ def _workload_set(rng):
 
 
 def _workload_arrivals(rng, start):
-    """Trains of 1-200 packets of 40-1500 bytes, a few µs to 0.3 ms apart, after idle gaps
-    of 0.2 ms to 0.9 s (short ones within the rule's 1 ms resolution, long ones past the
-    light trace's loop); a packet's time in ns."""
+    """Trains of 1-200 packets of 40-1500 bytes (now and then a 4-9 kB one: a heavy packet
+    that spans several opportunities), a few µs to 0.3 ms apart, after idle gaps of 0.2 ms
+    to 0.9 s (short ones within the rule's 1 ms resolution, long ones past the light
+    trace's loop); a packet's time in ns."""
     t, out = start + 1_234, []
     for train in range(40):
         n = rng.choice([1, 2, 3, 10, 30, 60, 100, 200])
         for _ in range(n):
             t += rng.choice([0, 3_000, 40_000, 120_000, 300_000])
-            out.append((t, rng.choice([40, 60, 576, 1000, 1400, 1401, 1500, rng.randint(40, 1500)])))
+            out.append((t, rng.choice([40, 60, 576, 1000, 1400, 1401, 1500, rng.randint(40, 1500)])
+                        if rng.random() > 0.02 else rng.choice([4200, 4201, 9000])))
         t += rng.choice([200_000, 900_000, 1_500_000, 4_000_000, 30_000_000, 200_000_000, 400_000_000, 900_000_000])
     return out
 
