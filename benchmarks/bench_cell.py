@@ -53,6 +53,7 @@ def one_run(args, work: Path, offload: bool = True, writer: bool = True) -> dict
                "--seed", str(args.seed), "--scheduler", args.scheduler, "--queue-args", "packets=500",
                "--stats", str(work / "stats.json"), "--mac-log", str(work / "mac.parquet"),
                *(["--realtime"] if args.realtime else []), *(["--uplink", args.uplink] if args.uplink else []),
+               *(["--log-dir", str(work / "logs")] if args.logs else []),
                "--", "sh", "-c", ue_cmd]
         t0 = time.monotonic()
         env = user_env()
@@ -117,6 +118,9 @@ def main():
     ap.add_argument("--writer", choices=("on", "off", "alternate"), default="off",
                     help="the TUN writes in the cell's TTI loop (off, the default), in its writer thread "
                          "(on: AIRLINK_CELL_WRITER=1), or alternate run by run, off first")
+    ap.add_argument("--logs", action="store_true",
+                    help="write the per-UE Mahimahi-format logs (--log-dir), as every `airlink run` of a "
+                         "cell does")
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep each run's MAC log, stats and iperf3 reports in DIR/runN (to look at the "
                          "late TTIs: the MAC log's late and lateness_us columns)")

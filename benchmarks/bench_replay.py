@@ -88,11 +88,13 @@ def summarise(d, rate_mbps, cpu_s, drops, carried_bits):
     return out
 
 
-def run_airlink(ns, trace, rate, nested, seconds, cc, tmp, offload):
+def run_airlink(ns, trace, rate, nested, seconds, cc, tmp, offload, logs=False):
     out, outer, inner = tmp / "ip.json", tmp / "outer.json", tmp / "inner.json"
     for p in (out, outer, inner):
         p.unlink(missing_ok=True)
     link = [AIRLINK, "link", trace, "--stats", inner if nested else outer]
+    if logs:        # what `airlink run` writes of a link with one trace: its mm-link and per-TTI logs
+        link += ["--downlink-log", tmp / "down.log", "--downlink-tti-log", tmp / "down-tti.parquet"]
     cmd = ["sh", "-c", iperf_cmd(out, seconds, cc, "AIRLINK_BASE")]
     argv = ([AIRLINK, "delay", "10", "--stats", outer, "airlink", *link[1:], "--"] if nested
             else link + ["--"]) + cmd
@@ -261,6 +263,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cc", default="cubic", help="TCP congestion control of the sender ('' = system default)")
     ap.add_argument("--sender-wmem", type=int, default=32 << 20,
                     help="tcp_wmem maximum (bytes) of the sender's namespace (0: the system's)")
+    ap.add_argument("--logs", action="store_true",
+                    help="the link shell writes its downlink's mm-link and per-TTI logs, as `airlink run` "
+                         "does")
     ap.add_argument("--json", type=Path, help="also write all results as JSON")
     add_mahimahi_options(ap)
     args = ap.parse_args(argv)
@@ -297,12 +302,12 @@ def main(argv=None) -> int:
             write_trace(constant(rate * 1e6, 1), trace)   # Mahimahi file: both tools read it
             what = f"{rate:5g} Mbit/s {'delay 10 + link' if nested else 'link alone'}"
             for offload, n in ((True, args.runs), (False, args.plain_runs)):
-                runs = [when_server_free(run_airlink, ns, trace, rate, nested, args.seconds, args.cc, tmp, offload)
-                        for _ in range(n)]
+                runs = [when_server_free(run_airlink, ns, trace, rate, nested, args.seconds, args.cc, tmp, offload,
+                                         args.logs) for _ in range(n)]
                 if runs:
-                    report(f"{what}, {'offload' if offload else 'plain'}", runs)
+                    report(f"{what}, {'offload' if offload else 'plain'}{', logs' if args.logs else ''}", runs)
                     results.append({"rate_mbps": rate, "nested_delay": nested, "offload": offload,
-                                    "runs": runs})
+                                    "logs": args.logs, "runs": runs})
             if have_mm:
                 mm_cc = unprivileged_cc(args.cc)
                 runs = [when_server_free(run_mahimahi, ns, trace, rate, nested, args.seconds, mm_cc, tmp,

@@ -702,6 +702,30 @@ static PyObject *fp_relay_threads(PyObject *self, PyObject *args) {
                          "wakeups", d0.wakeups + d1.wakeups, "threads", 2);
 }
 
+/* format_events(raw, base_ns) -> str: lc_format_events over the lc_event records in raw
+   (take_events' bytes), made without Python's lock */
+static PyObject *format_events(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    long long base_ns;
+    if (!PyArg_ParseTuple(args, "y*L", &raw, &base_ns)) return NULL;
+    if (raw.len % (Py_ssize_t)sizeof(lc_event)) {
+        PyBuffer_Release(&raw);
+        PyErr_SetString(PyExc_ValueError, "not a whole number of event records");
+        return NULL;
+    }
+    size_t n = (size_t)raw.len / sizeof(lc_event), len = 0;
+    char *text = malloc(n * LC_EVENT_LINE_MAX + 1);
+    if (!text) { PyBuffer_Release(&raw); return PyErr_NoMemory(); }
+    Py_BEGIN_ALLOW_THREADS
+    len = lc_format_events((const lc_event *)raw.buf, n, (int64_t)base_ns, text);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&raw);
+    PyObject *out = PyUnicode_New((Py_ssize_t)len, 127);
+    if (out) memcpy(PyUnicode_DATA(out), text, len);
+    free(text);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"passthrough", fp_passthrough, METH_NOARGS, "A stage that forwards at once."},
     {"delay", fp_delay, METH_VARARGS, "delay(delay_ns): fixed delay, never reorders."},
@@ -715,6 +739,9 @@ static PyMethodDef methods[] = {
      "offset[, log]): the workload rule (lc_workload in replay/_linkcore.h); arrays are int64 bytes, times ns; "
      "log: keep each packet's arrival and departure events (take_events)."},
     {"relay", fp_relay, METH_VARARGS, "relay(outer_fd, inner_fd, stop_fd, downlink, uplink)."},
+    {"format_events", format_events, METH_VARARGS,
+     "format_events(raw, base_ns) -> str: take_events' records as Mahimahi-format log lines, times in ms "
+     "since base_ns (replay/eventlog.py's event_lines is the reference)."},
     {"relay_threads", fp_relay_threads, METH_VARARGS,
      "relay_threads(outer_fd, inner_fd, stop_fd, downlink, uplink): one thread per direction."},
     {NULL}

@@ -16,6 +16,7 @@
 #include "_linkcore.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -267,6 +268,63 @@ void lc_log_free(lc_log *l) {
     free(l->ev);
     l->ev = NULL;
     l->n = l->cap = 0;
+}
+
+/* v in decimal at o; returns the end */
+static char *put_int(char *o, long long v) {
+    char tmp[24];
+    int k = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do { tmp[k++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) *o++ = '-';
+    while (k) *o++ = tmp[--k];
+    return o;
+}
+
+/* The time field of an event line, d ns after the base: Python's round(d / 1e6, 3) written
+   as an integer when whole, else with 3 decimals. That rounds the double d / 1e6 half to
+   even; for 0 <= d < 2^52 ns (52 days) the double lies on the same side of a rounding
+   boundary as d / 1e6 itself unless d is exactly on one (d % 1000 == 500), so the others
+   are rounded in integers and those by glibc's "%.3f" of the double (the same rule). */
+static char *put_ms(char *o, int64_t d) {
+    if (d < 0 || d >= (1LL << 52) || d % 1000 == 500) {
+        int k = sprintf(o, "%.3f", (double)d / 1e6);
+        if (k >= 4 && memcmp(o + k - 4, ".000", 4) == 0) {
+            k -= 4;
+            if (k == 2 && o[0] == '-' && o[1] == '0') { o[0] = '0'; k = 1; }     /* -0 is 0 */
+        }
+        return o + k;
+    }
+    long long us = d / 1000 + (d % 1000 > 500);
+    o = put_int(o, us / 1000);
+    long long f = us % 1000;
+    if (f) { *o++ = '.'; *o++ = (char)('0' + f / 100); *o++ = (char)('0' + f / 10 % 10); *o++ = (char)('0' + f % 10); }
+    return o;
+}
+
+/* Python's round(d / 1e6) for a delay of d >= 0 ns: half to even, in integers except on an
+   exact half (where the double is exact too and nearbyint rounds it half to even) */
+static long long round_ms(int64_t d) {
+    if (d < 0 || d >= (1LL << 52) || d % 1000000 == 500000) return (long long)nearbyint((double)d / 1e6);
+    return d / 1000000 + (d % 1000000 > 500000);
+}
+
+size_t lc_format_events(const lc_event *ev, size_t n, int64_t base_ns, char *out) {
+    char *o = out;
+    for (size_t i = 0; i < n; i++) {
+        const lc_event *e = &ev[i];
+        o = put_ms(o, e->t - base_ns);
+        *o++ = ' ';
+        switch (e->kind) {
+        case LC_ARRIVAL: *o++ = '+'; *o++ = ' '; o = put_int(o, e->len); break;
+        case LC_DROP: *o++ = 'd'; *o++ = ' '; o = put_int(o, e->len); *o++ = ' '; o = put_int(o, e->x); break;
+        case LC_OPPORTUNITY: *o++ = '#'; *o++ = ' '; o = put_int(o, e->x); break;
+        case LC_MARK: *o++ = 'm'; *o++ = ' '; o = put_int(o, e->len); *o++ = ' '; o = put_int(o, e->x); break;
+        default: *o++ = '-'; *o++ = ' '; o = put_int(o, e->len); *o++ = ' '; o = put_int(o, round_ms(e->t - e->x));
+        }
+        *o++ = '\n';
+    }
+    return (size_t)(o - out);
 }
 
 /* ---- random numbers and ECN ------------------------------------------------------ */

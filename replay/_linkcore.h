@@ -124,6 +124,16 @@ typedef struct {
 LC_API void lc_log_add(lc_log *l, int kind, int64_t t, long long len, long long x);
 LC_API void lc_log_free(lc_log *l);
 
+/* The most bytes one event's log line takes (see lc_format_events). */
+#define LC_EVENT_LINE_MAX 96
+/* ev[0..n) as lines of a Mahimahi-format log, in their order, times in ms since base_ns:
+   exactly traces/mmlinklog.py's LinkLogWriter.event_line (the time rounded half-even to
+   3 decimals, written as an integer when that is whole; "+ len", "d len x", "# x",
+   "m len x", "- len delay_ms" with the delay (t - x) rounded half-even to whole ms), the
+   reference replay/cell.py's _log_lines. out holds n * LC_EVENT_LINE_MAX bytes; returns
+   the bytes written (no terminating NUL). */
+LC_API size_t lc_format_events(const lc_event *ev, size_t n, int64_t base_ns, char *out);
+
 /* ---- where departures go ---------------------------------------------------------- */
 
 typedef struct {

@@ -59,8 +59,9 @@ from airlink.core.units import parse_duration, parse_rate, parse_size
 
 from .cell_pypath import PyCellPath
 from .cell_radio import LIVE_ARRAYS, RadioFeed
+from .eventlog import EventLogThread
 from .queues import PER_PACKET, core_parameters, make_queue, parse_queue_args, with_ecn
-from .server import EV_ARRIVAL, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, carry_budgets
+from .server import EVENT, carry_budgets
 from .stages import LinkStage, Stage, offload_wanted
 
 KILL_GRACE_S = 3.0
@@ -465,27 +466,6 @@ def _warm_up(radio):
         live_step_address()
 
 
-def _log_lines(writer, lines: list, base_ns: int, events) -> None:
-    """Events ``(t_ns, x, kind, len)`` (see :data:`_EVENT`) as lines of a Mahimahi-format
-    log (times in ms since ``base_ns``), written out by ``writer`` in batches."""
-    line = writer.event_line
-    for t, x, kind, n in events:
-        ms = (t - base_ns) / 1e6
-        if kind == EV_ARRIVAL:
-            lines.append(line(ms, "+", n))
-        elif kind == EV_DROP:
-            lines.append(line(ms, "d", n, x))
-        elif kind == EV_OPPORTUNITY:
-            lines.append(line(ms, "#", x))
-        elif kind == EV_MARK:
-            lines.append(line(ms, "m", n, x))
-        else:
-            lines.append(line(ms, "-", n, round((t - x) / 1e6)))
-    if len(lines) > 5000:
-        writer.write_lines("".join(lines))
-        lines.clear()
-
-
 class _MacLog:
     """Writes the cell's MAC log chunk by chunk (in the radio process: :mod:`.cell_radio`)."""
 
@@ -609,7 +589,7 @@ class _LiveCell:
                                             trace=f"cell {shell.cfg['preset']} {shell.cfg['scheduler']}",
                                             queue=q0.describe(), base_ms=self.wall_start_ns // 1_000_000,
                                             command=cmdline, tool="airlink cell") for i in range(n)]
-            self._log_lines = [[] for _ in range(n)]
+        self._event_log = EventLogThread(name="airlink-cell-log") if self._logs else None
         start = time.monotonic_ns()
         for i in range(n):
             if shell.uplink is None:
@@ -627,8 +607,8 @@ class _LiveCell:
             tti_ns = self.uplinks[-1].server._tti_ns
             self.path.set_uplink(i, np.ascontiguousarray(cap, dtype=np.float64), tti_ns.numerator,
                                  tti_ns.denominator, start)
-        # lines of the constrained uplinks' logs
-        self._up_lines = [[] for _ in range(n)] if self._logs and shell.uplink is not None else None
+        # the constrained uplinks' logs
+        self._up_logs = self._logs and shell.uplink is not None
         self.ttis = 0
         self.late = 0
         self.max_late_ns = 0
@@ -725,20 +705,16 @@ class _LiveCell:
         return k, j
 
     def _log_events(self):
-        """The packet path's logged events since the last call, into the Mahimahi-format logs
-        (the downlinks', and the constrained uplinks' through their stages' writers)."""
+        """The packet path's logged events since the last call, handed to the logs' writer
+        thread (the downlinks', and the constrained uplinks' through their stages' writers)."""
         for u, raw in enumerate(self.path.take_events()):
             if raw:
-                self._log(u, np.frombuffer(raw, _EVENT).tolist())
-        if self._up_lines is not None:
+                self._event_log.put(self.down_logs[u], raw, self.base_mono)
+        if self._up_logs:
             for u, raw in enumerate(self.path.take_events(True)):
                 if raw:
                     st = self.uplinks[u]
-                    _log_lines(st.log, self._up_lines[u], st.base_ns, np.frombuffer(raw, _EVENT).tolist())
-
-    def _log(self, u, events):
-        """Events ``(t_ns, x, kind, len)`` of UE ``u``'s downlink as lines of its log."""
-        _log_lines(self.down_logs[u], self._log_lines[u], self.base_mono, events)
+                    self._event_log.put(st.log, raw, st.base_ns)
 
     def _boundary(self, k):
         """When TTI ``k`` starts (ns, exact: integer arithmetic on the TTI as a fraction)."""
@@ -850,12 +826,10 @@ class _LiveCell:
         now = time.monotonic_ns()
         if self._logs:
             self._log_events()
+            self._event_log.close()
         for u in range(self.n):
             if self.down_logs[u] is not None:
-                self.down_logs[u].write_lines("".join(self._log_lines[u]))
                 self.down_logs[u].close()
-            if self._up_lines is not None:
-                self.uplinks[u].log.write_lines("".join(self._up_lines[u]))
             self.uplinks[u].close(now)
         radio_cpu_s = self.feed.close()
         ues = []

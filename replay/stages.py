@@ -331,6 +331,7 @@ class LinkStage(Stage):
         self._marks_logged = (0, 0)
         self._written_k = 0
         self._fast = None           # the C stage that serves this link, when it keeps the logs
+        self._log_thread = None     # ... and the thread that writes them (.eventlog)
 
     @property
     def finished(self) -> bool:
@@ -421,7 +422,11 @@ class LinkStage(Stage):
         c = fp.link(srv.capacity.astype("<f8").tobytes(), tti.numerator, tti.denominator,
                     srv.start_ns, kind, packets, nbytes, aqm, logs)
         if logs:
+            from .eventlog import EventLogThread, formatter, in_log_order
             self._fast = c
+            fmt = formatter()
+            self._log_thread = EventLogThread(lambda raw, base_ns: fmt(in_log_order(raw), base_ns),
+                                              name="airlink-link-log")
         return c
 
     def drain_fast(self) -> None:
@@ -429,18 +434,23 @@ class LinkStage(Stage):
             self._flush()
 
     def forget_fast(self) -> None:
+        if self._log_thread is not None:
+            self._log_thread.close()
+            self._log_thread = None
         self._fast = None
 
-    def _take_fast(self):
-        """The C stage's per-TTI rows (as :meth:`TraceServer.records`) and its events in this
-        stage's own form ``(t, kind, a, b)``: opportunity 0, arrival 1, departure 2 (bytes,
-        delay ns), drop 3 and mark 4 (packets, bytes)."""
+    def _hand_over_fast(self) -> None:
+        """The C stage's per-TTI rows (as :meth:`TraceServer.records`) and logged events since
+        the last call, handed to the logs' writer thread (:class:`.eventlog.EventLogThread`):
+        the packet thread goes on while they are written."""
         c = self._fast
         rec = np.frombuffer(c.take_rows(), "<i8").reshape(-1, len(RECORD_COLUMNS)).astype(np.float64)
-        if self.log is None:
-            c.take_events()
-            return rec, []
-        return rec, take_events(c)
+        raw = c.take_events()
+        then = None
+        if self.tti_log is not None and len(rec):
+            def then(tti_log=self.tti_log, rec=rec, server=self.server):
+                tti_log.write(rec, server)
+        self._log_thread.put(self.log, raw if self.log is not None else b"", self.base_ns, then)
 
     def stats(self) -> dict:
         out = super().stats()
@@ -452,17 +462,17 @@ class LinkStage(Stage):
 
     def _flush(self):
         if self._fast is not None:
-            rec, events = self._take_fast()
-        else:
-            rec = self.server.take_records()
-            events = self._events or []
-            if self.log is not None:
-                self._events = []
-                s = self.server
-                for row in rec:
-                    if row[1] > 0:
-                        # the opportunity is at the end of its TTI
-                        events.append((s._boundary(int(row[0]) + 1), 0, int(row[1]), 0))
+            self._hand_over_fast()
+            return
+        rec = self.server.take_records()
+        events = self._events or []
+        if self.log is not None:
+            self._events = []
+            s = self.server
+            for row in rec:
+                if row[1] > 0:
+                    # the opportunity is at the end of its TTI
+                    events.append((s._boundary(int(row[0]) + 1), 0, int(row[1]), 0))
         if self.tti_log is not None and len(rec):
             self.tti_log.write(rec, self.server)
         if self.log is not None:
@@ -472,6 +482,9 @@ class LinkStage(Stage):
         try:
             if self.log is not None or self.tti_log is not None:
                 self._flush()
+            if self._log_thread is not None:
+                thread, self._log_thread = self._log_thread, None
+                thread.close()
             if self.log is not None:
                 self.log.close()
             if self.tti_log is not None:
@@ -626,4 +639,7 @@ def _boundaries(server, k):
     """TTI start times (ns) for many TTIs, exact (integer arithmetic on the Fraction)."""
     num, den = server._tti_ns.numerator, server._tti_ns.denominator
     import numpy as np
-    return server.start_ns + (np.asarray(k, dtype=object) * num // den).astype(np.int64)
+    k = np.asarray(k, dtype=np.int64)
+    if not len(k) or int(k.max()) * num < 2**63:      # the products fit: int64 is exact
+        return server.start_ns + k * num // den
+    return server.start_ns + (k.astype(object) * num // den).astype(np.int64)

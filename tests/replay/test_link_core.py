@@ -23,9 +23,11 @@ import pytest
 from tests.cext import c_extension
 
 from airlink.replay import LinkStage, make_queue
-from airlink.replay.cell import _EVENT, _log_lines
+from airlink.replay.cell import _EVENT
+from airlink.replay.eventlog import event_lines, in_log_order
 from airlink.replay.cell_pypath import PyCellPath
 from airlink.replay.server import carry_budget
+from airlink.replay.stages import take_events, write_events
 from airlink.traces import LinkLogWriter
 
 cp = c_extension("airlink.replay._cellpath", module_level=True)
@@ -163,9 +165,7 @@ def test_cell_uplink_link_shell_and_python_serve_a_trace_alike(tmp_path, impl):
     # the cell's log lines are the reference's
     cell_log = tmp_path / "cell.log"
     writer = LinkLogWriter(cell_log, direction="uplink")
-    lines = []
-    _log_lines(writer, lines, start, events.tolist())
-    writer.write_lines("".join(lines))
+    writer.write_lines(event_lines(events.tobytes(), start))
     writer.close()
     body = [ln for ln in cell_log.read_text().splitlines() if not ln.startswith("#")]
     assert body == [ln for ln in ref_log.read_text().splitlines() if not ln.startswith("#")]
@@ -183,6 +183,51 @@ def test_cell_uplink_link_shell_and_python_serve_a_trace_alike(tmp_path, impl):
                     "queued_packets", "queued_bytes", "capacity_bytes", "ttis"):
             assert c[key] == py[key], key
     assert py["arrivals_bytes"] == py["departures_bytes"] == sum(sizes)
+
+
+def test_log_lines_in_c_are_the_reference_lines(tmp_path):
+    """The shells' C ``format_events`` writes what :func:`event_lines` (LinkLogWriter's
+    ``event_line`` per event) writes, on times and delays placed on the rounding
+    boundaries, where a double and its decimal value may round apart: 0.5 us past a
+    microsecond (the time's third decimal), 0.5 ms past a millisecond (the delay), and
+    times before the base."""
+    rng = np.random.default_rng(7)
+    n, base = 60_000, 1_700_000_000_123_456_789
+    ev = np.zeros(n, _EVENT)
+    t = base + np.sort(rng.integers(0, 10**12, n))
+    t[::5] = base + rng.integers(0, 10**7, len(t[::5])) * 1000 + rng.choice([499, 500, 501], len(t[::5]))
+    t[::7] = base + rng.integers(0, 10**5, len(t[::7])) * 10**6                 # whole ms
+    t[::11] = base - rng.integers(0, 2_000_000, len(t[::11]))                   # before the base
+    ev["t"], ev["kind"], ev["len"] = t, rng.integers(0, 5, n), rng.integers(0, 65_536, n)
+    ev["x"] = rng.integers(0, 10**9, n)
+    dep = ev["kind"] == 3                                                       # x = arrival time
+    ev["x"][dep] = t[dep] - (rng.integers(0, 5000, dep.sum()) * 1_000_000
+                             + rng.choice([0, 499_999, 500_000, 500_001], dep.sum()))
+    raw = ev.tobytes()
+    assert fp.format_events(raw, base) == event_lines(raw, base)
+    # by hand: 2.5 us past 1 ms is 1.002 (the double 1.0025 lies below), 1.5 ms and 2.5 ms
+    # delays round to 2 (half to even)
+    hand = np.zeros(3, _EVENT)
+    hand["t"] = [base + 1_002_500, base + 7_000_000, base + 9_000_000]
+    hand["kind"], hand["len"] = [0, 3, 3], [1500, 1448, 1448]
+    hand["x"] = [0, base + 5_500_000, base + 6_500_000]
+    assert fp.format_events(hand.tobytes(), base) == "1.002 + 1500\n7 - 1448 2\n9 - 1448 2\n"
+    with pytest.raises(ValueError, match="whole number"):
+        fp.format_events(raw[:-1], base)
+
+    # a link shell's batch in its log's order, from C, is what the stages' writer writes
+    class _Recorded:
+        def take_events(self):
+            return raw
+    ref, fast = tmp_path / "ref.log", tmp_path / "fast.log"
+    for path, write in ((ref, lambda w: write_events(w, base, take_events(_Recorded()))),
+                        (fast, lambda w: w.write_lines(fp.format_events(in_log_order(raw), base)))):
+        w = LinkLogWriter(path)
+        write(w)
+        w.close()
+    def body(path):
+        return [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
+    assert body(fast) == body(ref) and len(body(ref)) == len(raw) // _EVENT.itemsize
 
 
 @pytest.mark.parametrize("kind,args", [("droptail", "packets=6"), ("droptail", "bytes=5000"),
