@@ -81,7 +81,7 @@ class _Shell:
                     from . import _fastpath
                     logs = any(getattr(st, "log", None) is not None or getattr(st, "tti_log", None) is not None
                                for st in stages)
-                    if logs:    # the logs are written between packets by this (Python's) thread
+                    if logs:    # the logs are handed over between packets by this (Python's) thread
                         counters = _fastpath.relay(ns.outer_fd, ns.inner_fd, ns.pidfd, *fast,
                                                    lambda: (down.drain_fast(), up.drain_fast()))
                     else:
