@@ -88,8 +88,11 @@ SCHEDULER = "airlink cell (sched, share)"
 DEMAND = "airlink cell (sched, demand)"
 FLOWS = "airlink cell (sched, flows)"
 MIXED = "airlink cell (sched, mixed)"
+DEMAND_FLAT = "airlink cell (sched, demand, flat)"
+CELL_ROWS = {SCHEDULER: ("share", "selective"), DEMAND: ("demand", "selective"), FLOWS: ("flows", "selective"),
+             MIXED: ("mixed", "selective"), DEMAND_FLAT: ("demand", "flat")}
 KINDS = ("ping", "page", "bulk", "train", "download")
-ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, FLOWS, MIXED, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, DEMAND_FLAT, FLOWS, MIXED, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
@@ -547,14 +550,15 @@ class Bench:
               f"{100 * (ue1['backlog_bytes'] <= 0).mean():.1f} % of TTIs", flush=True)
         return cut
 
-    def replay_scheduler(self, log: Path, seed: int, others: str = "share"):
+    def replay_scheduler(self, log: Path, seed: int, others: str = "share", channel: str = "selective"):
         """``airlink cell --from-log`` on the recorded cell's MAC log, UE 1 followed, one live
         UE running the workloads, inside the wired delay of the ground-truth cell; the other
-        UEs as their recorded share or as their recorded demand (``--log-others``)."""
+        UEs as their recorded share or as their recorded demand (``--log-others``), the
+        replayed UEs' channel selective or flat (``--log-channel``)."""
         a = self.args
-        out = self.tmp / f"scheduler-{others}-{seed}.json"
+        out = self.tmp / f"scheduler-{others}-{channel}-{seed}.json"
         r = self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--from-log", log, "--follow-rnti", 1,
-                      "--log-others", others,
+                      "--log-others", others, "--log-channel", channel,
                       "--preset", a.preset, "--scheduler", "pf", "--users", 1, "--seed", seed, "--uplink", a.uplink,
                       "--", *self.client_argv(out, seed)], timeout=self.budget() + 60)
         return self._load(out, r, "airlink cell --from-log")
@@ -704,15 +708,14 @@ def main(argv=None) -> int:
                 live.append(r)
                 seeds.append(seed)
         want = set(args.rows)
-        rec = b.record() if want - {SCHEDULER, DEMAND, FLOWS, MIXED} else None
-        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND, FLOWS, MIXED} else None
+        rec = b.record() if want - set(CELL_ROWS) else None
+        cell_rec = b.record_cell() if want & set(CELL_ROWS) else None
         replays = {}
         if cell_rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
-            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand"), (FLOWS, "flows"),
-                                 (MIXED, "mixed")):
+            for name, (others, channel) in CELL_ROWS.items():
                 if name in want:
-                    replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others)
+                    replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others, channel)
                                                  for k in range(args.replays)) if r]
                     save(args.json, live, replays, seeds=seeds)
         if rec is not None:

@@ -106,6 +106,10 @@ MASKED = np.float32(-1.0)
 FULL_SHARE = 0.95
 #: how a replay of a MAC log treats its other users (``others`` of :func:`measured_cell`)
 OTHERS = ("share", "demand", "flows", "mixed")
+#: the replayed UEs' channel (``channel`` of :func:`measured_cell`): their recorded wideband
+#: SINR spread over the subchannels by the cell's own fading model, or their recorded row on
+#: every subchannel
+CHANNELS = ("selective", "flat")
 #: TTIs of draws the demand mode's inner radio makes at a time
 _DRAWS = 1000
 #: the highest MCS index of a new transmission (28-31 of the 256QAM table and 29-31 of the
@@ -123,7 +127,9 @@ class Demand:
     slot's decision less its arrivals (the start's is their queue when the replay begins);
     full : bool (K,) full-buffer users (always data); mode : ``"demand"`` (arrivals as
     recorded), ``"flows"`` (arrivals and backlog by :func:`as_flows`) or ``"mixed"`` (as
-    recorded, the :func:`full_buffer` users full buffers)
+    recorded, the :func:`full_buffer` users full buffers); sinr : float32 (K, L) their
+    recorded wideband real SINR per slot (linear, held over slots without one), or None (a
+    flat channel at their rows)
     """
 
     users: list
@@ -132,6 +138,7 @@ class Demand:
     backlog: np.ndarray
     full: np.ndarray = None
     mode: str = "demand"
+    sinr: np.ndarray = None
 
     def __post_init__(self):
         if self.full is None:
@@ -197,6 +204,10 @@ class MeasuredCell:
     held_slots : slots whose cross-traffic is a held one (no followed UE had data there)
     demand : the other users as simulated UEs (``others`` ``"demand"``, ``"flows"`` or
         ``"mixed"``), or None
+    channel : ``"selective"`` (the followed UEs' and the others' channels are their recorded
+        wideband SINR over the cell's fading: :class:`FromLogRadio`) or ``"flat"``
+    sinr_series : with ``"selective"``, per followed RNTI, float32 (L,) its recorded wideband
+        real SINR (linear) in every slot
     """
 
     source: str
@@ -210,6 +221,8 @@ class MeasuredCell:
     mcs_rows: bool = False
     held_slots: int = 0
     demand: "Demand | None" = None
+    channel: str = "flat"
+    sinr_series: dict = field(default_factory=dict)
 
     def slots_of(self, k0: int, n: int) -> np.ndarray:
         """The log slots of TTIs ``k0 .. k0+n-1``."""
@@ -239,12 +252,12 @@ class MeasuredCell:
                 "start_slot": self.start, "follow_rnti": self.follow,
                 "cross_traffic_rntis": int(self.cross["user"].nunique()),
                 "cross_traffic_dcis": len(self.cross), "held_slots": self.held_slots,
-                "others": "share" if self.demand is None else self.demand.mode}
+                "others": "share" if self.demand is None else self.demand.mode, "channel": self.channel}
 
 
 def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None,
                   direction: str = "downlink", start=None, hold_idle: bool = True,
-                  others: str = "share") -> MeasuredCell:
+                  others: str = "share", channel: str = "selective") -> MeasuredCell:
     """Read a cell's log (NR-Scope CSV or airlink MAC log, see the module notes) for a live
     cell of ``n_users`` UEs over ``n_prbs`` PRBs (subchannels) with slots of ``tti`` seconds.
 
@@ -263,6 +276,12 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         or ``"flows"``: the same fed by their recorded on-periods (:func:`as_flows`), or
         ``"mixed"``: those with data throughout (:func:`full_buffer`) full buffers, the others
         fed by their recorded arrivals
+    channel : ``"selective"``: a replayed UE's real SINR on subchannel ``c`` in TTI ``k`` is its
+        recorded wideband SINR times the cell's fading shape there (:class:`FromLogRadio`),
+        where the log has a wideband SINR for every followed UE and every other UE it
+        simulates (an airlink MAC log's ``sinr_db``); otherwise, and with ``"flat"``, the
+        threshold of its recorded row on every subchannel. :attr:`MeasuredCell.channel` says
+        which one the replay got.
 
     Errors name the file (and for a bad row of an NR-Scope log the line and column).
     """
@@ -274,6 +293,8 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         raise AirlinkError(f"{path}: not a file (a cell log is an NR-Scope CSV or an airlink MAC log)")
     if others not in OTHERS:
         raise AirlinkError(f"others: 'share', 'demand', 'flows' or 'mixed', not {others!r}")
+    if channel not in CHANNELS:
+        raise AirlinkError(f"channel: 'selective' or 'flat', not {channel!r}")
     mac_log = is_mac_log(path)
     if others != "share" and not mac_log:
         raise AirlinkError(f"{path}: other users as {others} need an airlink MAC log (an NR-Scope log has no "
@@ -340,8 +361,19 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         had[wanted[wanted["user"].isin(followed)]["slot"].to_numpy(np.int64)] = True
         cross, held = _hold_over_idle(cross, had)
     series = {r: _mcs_series(frame, r, n_slots, rows=mac_log) for r in sorted(followed)}
+    sinr = {}
+    if channel == "selective" and mac_log:
+        sinr = {r: _sinr_series(every, r, n_slots) for r in sorted(followed)}
+        if demand is not None:
+            others_sinr = [_sinr_series(every, u, n_slots) for u in demand.users]
+            demand.sinr = None if any(x is None for x in others_sinr) else \
+                np.stack(others_sinr) if others_sinr else np.zeros((0, n_slots), np.float32)
+        if any(x is None for x in sinr.values()) or (demand is not None and demand.sinr is None):
+            sinr = {}
+            if demand is not None:
+                demand.sinr = None
     return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series, mac_log, held,
-                        demand)
+                        demand, "selective" if sinr else "flat", sinr)
 
 
 def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: int, *,
@@ -425,7 +457,8 @@ def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
     (TTIs from the log's first), ``user``, ``prb_start``, ``prbs`` (0 when not scheduled),
     ``mcs`` (1-based rate-table row), ``tbs_bytes``, ``retransmission``, ``wanted`` (the UE
     had data at the TTI's decision: ``backlog_seen_bytes`` > 0 in a cell's log, ``backlog_bytes
-    + served_bytes`` > 0 in the simulator's, or it got subchannels); ``attrs["tti_s"]`` the
+    + served_bytes`` > 0 in the simulator's, or it got subchannels), ``sinr_db`` (the UE's
+    wideband real SINR, dB; NaN where the log has none); ``attrs["tti_s"]`` the
     log's TTI (``"num/den"``), ``attrs["parameters"]`` the recorded cell's parameters."""
     from airlink.collectors import macparquet
     from airlink.core.units import parse_tti
@@ -462,7 +495,9 @@ def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
                          "retransmission": frame["harq_retransmissions"].to_numpy(np.int64) > 0,
                          "wanted": (np.nan_to_num(seen) > 0) | (nsub > 0), "seen_bytes": np.nan_to_num(seen),
                          "arrivals_bytes": np.nan_to_num(frame["arrivals_bytes"].to_numpy(np.float64))
-                         if "arrivals_bytes" in frame.columns else np.zeros(len(frame))})
+                         if "arrivals_bytes" in frame.columns else np.zeros(len(frame)),
+                         "sinr_db": frame["sinr_db"].to_numpy(np.float64) if "sinr_db" in frame.columns
+                         else np.full(len(frame), np.nan)})
     rows = rows.sort_values(["slot"], kind="stable").reset_index(drop=True)
     # each TTI's DCIs side by side: one after another from PRB 0, in the log's user order
     # (measured_cell places the cross-traffic's again, without the followed UEs)
@@ -496,6 +531,17 @@ def _mcs_series(frame, rnti, n_slots, *, rows: bool = False) -> np.ndarray:
     return mcs[np.maximum(pos, 0)]
 
 
+def _sinr_series(every, user, n_slots):
+    """float32 (L,): a MAC log user's wideband real SINR (linear) in every slot, that of its
+    latest row with one (the first one's before it); None when it has none."""
+    f = every[(every["user"] == user) & np.isfinite(every["sinr_db"])]
+    if f.empty:
+        return None
+    slot, db = f["slot"].to_numpy(), f["sinr_db"].to_numpy(np.float64)
+    pos = np.searchsorted(slot, np.arange(n_slots), "right") - 1
+    return (10 ** (db[np.maximum(pos, 0)] / 10)).astype(np.float32)
+
+
 def table_mcs_indices(table) -> np.ndarray:
     """The 38.214 MCS index of every row of an NR rate table (rows named ``MCS<i> ...`` by
     :func:`airlink.sim.nr_rates.nr_rate_table`)."""
@@ -509,7 +555,8 @@ def rows_of_mcs(table, mcs) -> np.ndarray:
 
 
 def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, follow=None,
-                 direction: str = "downlink", start=None, others: str = "share") -> MeasuredCell:
+                 direction: str = "downlink", start=None, others: str = "share",
+                 channel: str = "selective") -> MeasuredCell:
     """:func:`measured_cell` for a cell of configuration ``cfg`` (checked with
     :func:`check_cell`); when a UE follows a recorded RNTI, ``cfg["link_adaptation"]`` becomes
     ``cqi`` (the recorded MCS is the base station's choice, its outer loop included)."""
@@ -521,7 +568,7 @@ def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, 
     recorded = (mac_log_header(path).get("parameters") or {}) if is_mac_log(path) else None
     check_cell(cfg, scheduler, recorded=recorded, source=path)
     measured = measured_cell(path, n_users=n_users, n_prbs=n_prbs, tti=tti, follow=follow,
-                             direction=direction, start=start, others=others)
+                             direction=direction, start=start, others=others, channel=channel)
     if any(f is not None for f in measured.follow):
         cfg["link_adaptation"] = "cqi"
     return measured
@@ -562,6 +609,16 @@ def check_cell(cfg: dict, scheduler, *, recorded: dict | None = None, source=Non
                            "a log sets to 'unavailable' on the recorded PRBs: use cqi or olla")
 
 
+def fading_shape(sinr) -> np.ndarray:
+    """float32, the shape of ``sinr`` (..., C): each value over the mean of its last axis (the
+    subchannels), so that a wideband SINR ``W`` times the shape has the mean ``W`` - the
+    cell's MAC log's ``sinr_db`` (``10 log10`` of that mean) is kept exactly, up to float32
+    rounding. Any per-TTI level of ``sinr`` (nominal SNR, shadowing, the fading's wideband
+    power) divides out; what is left is how the subchannels differ."""
+    sinr = np.asarray(sinr, np.float32)
+    return (sinr / sinr.mean(axis=-1, keepdims=True)).astype(np.float32)
+
+
 class FromLogRadio(Radio):
     """The cell's radio with a measured cell's cross-traffic and channels applied to its
     inputs (see the module notes); everything else is :class:`~airlink.sim.step.Radio`'s."""
@@ -596,8 +653,9 @@ class FromLogRadio(Radio):
         """TTI ``inp.k0 + i`` with the other users as UEs ``U .. U+K-1`` of an inner radio of
         the same cell: their channel is the threshold of their recorded row on every
         subchannel, their queues (kept by the inner radio's step, no buffer limit) get their
-        recorded arrivals; the live UEs' inputs are this TTI's; block-error and tie-breaking
-        draws are the inner radio's own (:meth:`_draw`). The live UEs'
+        recorded arrivals; the live UEs' inputs are this TTI's; the others' channel is
+        :meth:`_others_channel`; block-error and tie-breaking draws are the inner radio's own
+        (:meth:`_draw`). The live UEs'
         outputs are added to ``out``; the others' served bytes to :attr:`others_served`."""
         from airlink.sim.step import OUTPUTS
         d = self.measured.demand
@@ -613,7 +671,7 @@ class FromLogRadio(Radio):
         self._drawn += 1
         x.k0 = k
         x.real[0, :n_u], x.rep[0, :n_u] = inp.real[i], inp.rep[i]
-        x.real[0, n_u:] = x.rep[0, n_u:] = self._others_lin[slot][:, None]
+        x.real[0, n_u:], x.rep[0, n_u:] = self._others_channel(k, slot)
         x.arrivals[0, n_u:] = d.arrivals[:, slot]
         x.u_err, x.perm = self._u_err[j:j + 1], self._perm[j:j + 1]
         row = self._row
@@ -648,6 +706,27 @@ class FromLogRadio(Radio):
         self._x = ChunkInputs(-1, 1, real, real.copy(), np.zeros((1, n)), None, None, none, none)
         self._row = inner.new_outputs(1)
         self._drawn = 0
+        self._shape_k0, self._shape = -_DRAWS - 1, None
+
+    def _others_channel(self, k: int, slot: int) -> tuple:
+        """``(real, rep)``: the other users' real and reported SINR (float32 (K, C), linear)
+        in TTI ``k`` (log slot ``slot``). A flat channel: the threshold of their recorded row
+        on every subchannel. A selective one: their recorded wideband SINR of the slot times
+        the inner radio's fading shape (:func:`fading_shape` of its channel model's gain for
+        UEs ``U ..``), the reported one both ``csi_delay_tti`` TTIs earlier, as the cell's
+        own channel is (:meth:`inputs` does the same for the live UEs)."""
+        d = self.measured.demand
+        if d.sinr is None:
+            lin = self._others_lin[slot][:, None]
+            return lin, lin
+        delay = self.csi_delay
+        if not self._shape_k0 <= k < self._shape_k0 + _DRAWS:
+            self._shape_k0 = k
+            gain = self._inner.channel.fading_chunk(k - delay, _DRAWS + delay)[:, self.n_users:, :]
+            self._shape = fading_shape(gain)
+        j = k - self._shape_k0
+        before = int(self.measured.slots_of(k - delay, 1)[0])
+        return d.sinr[:, slot, None] * self._shape[j + delay], d.sinr[:, before, None] * self._shape[j]
 
     def _draw(self) -> None:
         """The inner radio's next :data:`_DRAWS` TTIs of block-error thresholds and
@@ -669,14 +748,24 @@ class FromLogRadio(Radio):
         real = inp.real.copy()
         rep = real if inp.rep is inp.real else inp.rep.copy()
         idx = self.measured.slots_of(k0, n)
+        selective = self.measured.channel == "selective"
+        if selective:       # the shapes of this chunk's channel and of the one it reports
+            before = self.measured.slots_of(k0 - self.csi_delay, n)
+            shape_real, shape_rep = fading_shape(inp.real), fading_shape(inp.rep)
         for u, rnti in enumerate(self.measured.follow):
             if rnti is None:
                 continue
-            lin = self.thr_lin[self._row_of[rnti][idx]]
-            real[:, u, :] = lin[:, None]
-            rep[:, u, :] = lin[:, None]
+            if selective:
+                lin, lin_rep = self.measured.sinr_series[rnti][idx], self.measured.sinr_series[rnti][before]
+                real[:, u, :] = lin[:, None] * shape_real[:, u, :]
+                rep[:, u, :] = lin_rep[:, None] * shape_rep[:, u, :]
+            else:
+                lin = lin_rep = self.thr_lin[self._row_of[rnti][idx]]
+                real[:, u, :] = lin[:, None]
+                rep[:, u, :] = lin[:, None]
             if mac_log:
-                inp.sinr_db[:, u] = inp.sinr_rep_db[:, u] = 10 * np.log10(lin)
+                inp.sinr_db[:, u] = 10 * np.log10(lin)
+                inp.sinr_rep_db[:, u] = 10 * np.log10(lin_rep)
         busy = np.broadcast_to(self.busy_prbs(k0, n)[:, None, :], real.shape)
         real[busy] = MASKED
         rep[busy] = MASKED

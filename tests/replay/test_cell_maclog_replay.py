@@ -61,7 +61,7 @@ def replayed(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rec")
     path = recorded_cell(folder, seconds=N_TTI / 1000)
     shell = CellShell(preset="quick", users=1, duration=f"{N_TTI / 1000}s", from_log=path, follow_rnti="1",
-                      seed=9)
+                      seed=9, log_channel="flat")
     radio, mac = run_radio(shell, N_TTI)
     return pd.read_parquet(path), radio, mac
 
@@ -106,7 +106,9 @@ def test_all_taken_means_nothing_for_the_replayed_ue(tmp_path):
     none. A UE with a full queue gets 0 subchannels and 0 bytes in the first, all 24 in the
     second."""
     path = hand_log(tmp_path, 200, all_taken=range(100, 150), none_taken=range(150, 200))
-    shell = CellShell(preset="quick", users=1, duration="0.2s", from_log=path, follow_rnti="1")
+    # flat: no subchannel of the live UE fades below the lowest row
+    shell = CellShell(preset="quick", users=1, duration="0.2s", from_log=path, follow_rnti="1",
+                      log_channel="flat")
     _radio, mac = run_radio(shell, 200)
     live = mac[~mac["cross_traffic"]].set_index("slot")
     assert (live.loc[100:149, "subchannels"] == 0).all() and (live.loc[100:149, "served_bytes"] == 0).all()
@@ -176,13 +178,15 @@ def test_tti_where_the_followed_ue_had_no_data_holds_the_last_share(tmp_path):
 
 
 def demand_log(folder, n_tti, *, busy_users, row=10, arrivals=0.0):
-    """The recorded cell with every UE on MCS row ``row`` and the UEs ``busy_users`` holding
-    500 KB at every decision and ``arrivals`` bytes arriving every TTI, the others no data
-    at all."""
+    """The recorded cell with every UE on MCS row ``row``, its wideband SINR that row's
+    threshold, and the UEs ``busy_users`` holding 500 KB at every decision and ``arrivals``
+    bytes arriving every TTI, the others no data at all."""
+    from airlink.sim.rates import rate_table
     src = recorded_cell(folder, seconds=n_tti / 1000)
     log = pd.read_parquet(src)
     busy = log["user"].isin(busy_users).to_numpy()
     log["mcs"] = float(row)
+    log["sinr_db"] = float(rate_table("lte-cqi").threshold_db[row - 1])
     log["harq_retransmissions"] = 0
     log["arrivals_bytes"] = 0.0
     log.loc[busy, "arrivals_bytes"] = float(arrivals)
@@ -192,9 +196,9 @@ def demand_log(folder, n_tti, *, busy_users, row=10, arrivals=0.0):
     return write_like(log, src, folder / "demand.parquet")
 
 
-def demand_run(path, n, backlog, others="demand"):
+def demand_run(path, n, backlog, others="demand", channel="selective"):
     shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1",
-                      log_others=others, seed=4)
+                      log_others=others, seed=4, log_channel=channel)
     radio = shell._radio()
     inp = radio.inputs(0, n)
     out = radio.new_outputs(n)
