@@ -477,21 +477,44 @@ class Bench:
             err.seek(0)
             return subprocess.CompletedProcess(argv, p.returncode, out.read(), err.read())
 
-    def cell(self, seed: int, inner: str, timeout: float, mac_log=None):
+    def cell(self, seed: int, inner: str, timeout: float, mac_log=None, stats=None):
         """``inner`` (a shell command for UE 1) in the cell; the others run the background."""
         a = self.args
         stop = self.tmp / f"stop-{seed}-{time.monotonic_ns()}"
         ue_cmd = (f'if [ "$AIRLINK_UE" = 1 ]; then {inner}; touch {stop}; '
                   f'else exec {self.args.client_python} {self.tmp}/client.py /dev/null 1 {seed} 0 - {stop}; fi')
         log = ["--mac-log", mac_log] if mac_log is not None else []
+        log += ["--stats", stats] if stats is not None else []
         return self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--preset", a.preset, "--scheduler", "pf",
                          "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", *log,
                          "--", "sh", "-c", ue_cmd], timeout=timeout + 60)
 
     def live(self, seed: int) -> dict | None:
-        out = self.tmp / f"live-{seed}.json"
-        r = self.cell(seed, " ".join(map(str, self.client_argv(out, seed))), timeout=self.budget())
-        return self._load(out, r, f"live seed {seed}")
+        out, stats = self.tmp / f"live-{seed}.json", self.tmp / f"live-{seed}-stats.json"
+        r = self.cell(seed, " ".join(map(str, self.client_argv(out, seed))), timeout=self.budget(),
+                      mac_log=self.kept_mac_log(f"live-{seed}"), stats=stats)
+        return self._with_cell(self._load(out, r, f"live seed {seed}"), stats, f"live seed {seed}")
+
+    def kept_mac_log(self, name: str):
+        """Where a cell run's MAC log goes with ``--mac-logs`` (None without)."""
+        return None if self.args.mac_logs is None else self.args.mac_logs / f"{name}.parquet"
+
+    @staticmethod
+    def _with_cell(result, stats: Path, what: str):
+        """``result`` with the cell shell's timing of the run under ``"cell"`` (from its
+        ``--stats``): TTIs, late TTIs (decided more than half a TTI after their time), the
+        worst lateness, the chunks the shell waited for its radio process. A stall of the
+        replay shows here when the shell fell behind; printed when any TTI was late."""
+        if result is None or not stats.exists():
+            return result
+        st = json.loads(stats.read_text())
+        keep = ("ttis", "late_ttis", "late_fraction", "max_lateness_us", "radio_waits", "radio_wait_s",
+                "cpu_per_s", "scheduler_step")
+        result["cell"] = {k: st.get(k) for k in keep}
+        if st.get("late_ttis"):
+            print(f"{what}: {st['late_ttis']} of {st['ttis']} TTIs late, worst {st['max_lateness_us'] / 1e3:.1f} ms, "
+                  f"radio waits {st.get('radio_waits')}", flush=True)
+        return result
 
     def budget(self) -> float:
         """The seconds a run of the plan may take (generous: a loaded machine, a slow replay)."""
@@ -556,12 +579,15 @@ class Bench:
         UEs as their recorded share or as their recorded demand (``--log-others``), the
         replayed UEs' channel selective or flat (``--log-channel``)."""
         a = self.args
-        out = self.tmp / f"scheduler-{others}-{channel}-{seed}.json"
+        name = f"scheduler-{others}-{channel}-{seed}"
+        out, stats = self.tmp / f"{name}.json", self.tmp / f"{name}-stats.json"
+        mac = self.kept_mac_log(name)
         r = self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--from-log", log, "--follow-rnti", 1,
                       "--log-others", others, "--log-channel", channel,
                       "--preset", a.preset, "--scheduler", "pf", "--users", 1, "--seed", seed, "--uplink", a.uplink,
+                      "--stats", stats, *(["--mac-log", mac] if mac is not None else []),
                       "--", *self.client_argv(out, seed)], timeout=self.budget() + 60)
-        return self._load(out, r, "airlink cell --from-log")
+        return self._with_cell(self._load(out, r, "airlink cell --from-log"), stats, name)
 
     def client_argv(self, out: Path, seed: int):
         return [self.args.client_python, self.tmp / "client.py", out, self.args.passes, seed, int(self.args.big),
@@ -671,12 +697,17 @@ def main(argv=None) -> int:
                     help="the replays to run (default all): " + ", ".join(f"'{r}'" for r in ROWS))
     ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON (saved after every "
                                               "replay)")
+    ap.add_argument("--mac-logs", type=Path, metavar="DIR",
+                    help="keep the MAC log of every live and scheduler-driven cell run in DIR "
+                         "(live-SEED.parquet, scheduler-OTHERS-CHANNEL-SEED.parquet)")
     ap.add_argument("--table", type=Path, nargs="+", metavar="JSON",
                     help="print the table of --json files (of finished or cut runs) and exit; several "
                          "files are pooled: their live runs of one seed as one seed, their replays "
                          "together")
     args = ap.parse_args(argv)
     args.repeat = dict(args.repeat)
+    if args.mac_logs is not None:
+        args.mac_logs.mkdir(parents=True, exist_ok=True)
     if args.table is not None:          # the table of saved runs (or of the replays they finished)
         docs = []
         for f in args.table:

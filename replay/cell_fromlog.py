@@ -28,8 +28,8 @@ data. ``hold_idle=False`` keeps every TTI as recorded.
 their recorded subchannels first, the other UEs become simulated UEs of the cell
 (:class:`Demand`; :meth:`FromLogRadio.step` runs each TTI through an inner radio of the
 live UEs followed by them): their queues get their recorded ``arrivals_bytes`` (and start
-with what they held at the start slot), their channel is their recorded row (held as a
-followed UE's), and the scheduler divides the subchannels between them and the live UEs
+with what they held at the start slot), their channel is a followed UE's (their recorded
+wideband SINR over the cell's fading, or their recorded row held, below), and the scheduler divides the subchannels between them and the live UEs
 every TTI with their PF averages kept as for live UEs - a live UE that was idle takes
 more, as in the recorded cell. The replay's MAC log then has the live UEs' rows only
 (the others' service stays in the shell process: ``FromLogRadio.others_served``).
@@ -67,12 +67,28 @@ one. How:
   -1 the step's search for a HARQ retransmission's subchannel starts from, so no
   retransmission goes there either. (What the step would need instead: a per-TTI mask of
   available subchannels as an input of :func:`airlink.sim.kernel.run_chunk`.)
-- a followed UE's reported and real SINR on every PRB is the linear threshold of the rate
-  table's row of the recorded MCS (the highest row whose 38.214 MCS index is not above
-  it), so per-slot link adaptation from the reported SINR (``link_adaptation: cqi``, which
-  the cell then uses: the recorded MCS is the base station's choice, its own outer loop
-  included) picks that row, and its first transmissions fail with the table's BLER at the
-  threshold (10 %).
+- **selective channel** (``channel="selective"``, the default for an airlink MAC log, whose
+  ``sinr_db`` is each UE's wideband real SINR, ``10 log10`` of its mean linear SINR over the
+  subchannels, every TTI): a followed UE's real SINR on subchannel ``c`` in TTI ``k`` is
+  ``W(slot(k)) * G(k, c) / mean_c' G(k, c')``, with ``W`` its recorded wideband SINR
+  (linear) and ``G`` the fading power gain of the cell's own channel model for that UE (the
+  preset's power-delay profile and speed: :mod:`airlink.sim.channel`), and its reported SINR
+  the same ``csi_delay_tti`` TTIs earlier, as in the recorded cell; the other users of
+  ``others="demand"``/``"flows"``/``"mixed"`` get the same from the inner radio's channel
+  model (:meth:`FromLogRadio._others_channel`). The wideband SINR is the recording's (the
+  replay's MAC log shows it unchanged); how it is spread over the subchannels is the
+  model's, a fresh draw of the recorded cell's kind of fading, since the log does not say
+  which subchannels were good. PF then takes each UE's better subchannels and splits TTIs
+  as the recorded cell did, and link adaptation from the reported SINR
+  (``link_adaptation: cqi``) picks a row per subchannel with the errors of the recorded
+  cell's (its blocks fail as often as a live UE's, not at a threshold).
+- **flat channel** (``channel="flat"``, and always for an NR-Scope log, which has no
+  wideband SINR): a followed UE's reported and real SINR on every PRB is the linear
+  threshold of the rate table's row of the recorded MCS (the highest row whose 38.214 MCS
+  index is not above it), so per-slot link adaptation from the reported SINR
+  (``link_adaptation: cqi``, which the cell then uses: the recorded MCS is the base
+  station's choice, its own outer loop included) picks that row, and its first
+  transmissions fail with the table's BLER at the threshold (10 %).
 
 Time: TTI ``k`` of the run is slot ``(start + k) mod L`` of the log (``L`` = last slot + 1,
 slots numbered by the collector from the log's first, TTIs of an airlink MAC log from
@@ -651,8 +667,7 @@ class FromLogRadio(Radio):
 
     def _demand_step(self, inp, i: int, out: dict, backlog) -> None:
         """TTI ``inp.k0 + i`` with the other users as UEs ``U .. U+K-1`` of an inner radio of
-        the same cell: their channel is the threshold of their recorded row on every
-        subchannel, their queues (kept by the inner radio's step, no buffer limit) get their
+        the same cell: their queues (kept by the inner radio's step, no buffer limit) get their
         recorded arrivals; the live UEs' inputs are this TTI's; the others' channel is
         :meth:`_others_channel`; block-error and tie-breaking draws are the inner radio's own
         (:meth:`_draw`). The live UEs'
