@@ -25,7 +25,10 @@ divided by the live mean.
    the other UEs' recorded subchannels per TTI taken first (``share``), or the other UEs
    scheduled beside it from their recorded arrivals and channels (``--log-others demand``)
    or from their recorded on-periods (``--log-others flows``), or the bulk ones as full
-   buffers and the others from their recorded arrivals (``--log-others mixed``);
+   buffers and the others from their recorded arrivals (``--log-others mixed``); every
+   replayed UE's channel is its recorded wideband SINR over the preset's fading, and the
+   row ``(sched, demand, flat)`` is the demand replay with each one's recorded row on every
+   subchannel instead (``--log-channel flat``);
    ``D`` is the wired delay around the ground-truth cell, as the radio's own delay is
    replayed by the cell). ``BASE`` is
    the recording's median one-way base delay. A tool that is not installed gets a row that
@@ -52,7 +55,11 @@ seeds differ), what a perfect replay with the run's sample sizes would score, an
 samples each side at which that falls to 2.5 % (half the 5 % goal). ``--table`` prints
 the table of saved runs (``--json``) again; given several, it pools them: live runs of one
 cell seed count as one seed of the live floor, each replay's runs together - runs with
-different workloads make one table, runs with the same ones add samples. Needs root. Usage::
+different workloads make one table, runs with the same ones add samples. Every cell run
+(live and scheduler-driven) keeps the cell shell's late TTIs, worst lateness and radio
+waits under ``"cell"`` in its result (printed when a TTI was late), so a stalled replay
+shows whether the shell fell behind; ``--mac-logs DIR`` keeps their MAC logs. Needs root.
+Usage::
 
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py                 # ~6 min
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 3 --big \

@@ -128,6 +128,9 @@ OTHERS = ("share", "demand", "flows", "mixed")
 CHANNELS = ("selective", "flat")
 #: TTIs of draws the demand mode's inner radio makes at a time
 _DRAWS = 1000
+#: TTIs of the others' fading the demand mode's inner radio makes at a time: a block is made
+#: inside one TTI of the live loop, so its work must fit well within a TTI
+_SHAPE_TTIS = 100
 #: the highest MCS index of a new transmission (28-31 of the 256QAM table and 29-31 of the
 #: 64QAM ones are reserved: they only name a retransmission's modulation)
 _MAX_NEW_MCS = 28
@@ -721,7 +724,7 @@ class FromLogRadio(Radio):
         self._x = ChunkInputs(-1, 1, real, real.copy(), np.zeros((1, n)), None, None, none, none)
         self._row = inner.new_outputs(1)
         self._drawn = 0
-        self._shape_k0, self._shape = -_DRAWS - 1, None
+        self._shape_k0, self._shape = -_SHAPE_TTIS - 1, None
 
     def _others_channel(self, k: int, slot: int) -> tuple:
         """``(real, rep)``: the other users' real and reported SINR (float32 (K, C), linear)
@@ -735,9 +738,9 @@ class FromLogRadio(Radio):
             lin = self._others_lin[slot][:, None]
             return lin, lin
         delay = self.csi_delay
-        if not self._shape_k0 <= k < self._shape_k0 + _DRAWS:
+        if not self._shape_k0 <= k < self._shape_k0 + _SHAPE_TTIS:
             self._shape_k0 = k
-            gain = self._inner.channel.fading_chunk(k - delay, _DRAWS + delay)[:, self.n_users:, :]
+            gain = self._inner.channel.fading_chunk(k - delay, _SHAPE_TTIS + delay)[:, self.n_users:, :]
             self._shape = fading_shape(gain)
         j = k - self._shape_k0
         before = int(self.measured.slots_of(k - delay, 1)[0])
