@@ -75,7 +75,8 @@ one. How:
   preset's power-delay profile and speed: :mod:`airlink.sim.channel`), and its reported SINR
   the same ``csi_delay_tti`` TTIs earlier, as in the recorded cell; the other users of
   ``others="demand"``/``"flows"``/``"mixed"`` get the same from the inner radio's channel
-  model (:meth:`FromLogRadio._others_channel`). The wideband SINR is the recording's (the
+  model, one draw over the log's slots made before the live loop starts and repeating with
+  the log (:meth:`FromLogRadio._others_channel`). The wideband SINR is the recording's (the
   replay's MAC log shows it unchanged); how it is spread over the subchannels is the
   model's, a fresh draw of the recorded cell's kind of fading, since the log does not say
   which subchannels were good. PF then takes each UE's better subchannels and splits TTIs
@@ -128,8 +129,7 @@ OTHERS = ("share", "demand", "flows", "mixed")
 CHANNELS = ("selective", "flat")
 #: TTIs of draws the demand mode's inner radio makes at a time
 _DRAWS = 1000
-#: TTIs of the others' fading the demand mode's inner radio makes at a time: a block is made
-#: inside one TTI of the live loop, so its work must fit well within a TTI
+#: TTIs of the others' fading made at a time (:meth:`FromLogRadio._fading_by_slot`)
 _SHAPE_TTIS = 100
 #: the highest MCS index of a new transmission (28-31 of the 256QAM table and 29-31 of the
 #: 64QAM ones are reserved: they only name a retransmission's modulation)
@@ -656,7 +656,12 @@ class FromLogRadio(Radio):
         self._busy = np.cumsum(mask, axis=1)[:, :n_c] > 0
         self._row_of = {r: measured.table_rows(self.table, s) for r, s in measured.mcs_series.items()}
         self._cross_rows = measured.table_rows(self.table, cross["mcs"]) if len(cross) else None
-        self._inner = None
+        self._inner = self._others_shape = None
+        self._started = False
+        if measured.demand is not None:
+            self._inner = self._inner_radio()
+            if measured.demand.sinr is not None:
+                self._others_shape = self._fading_by_slot()
         self.others_served = np.zeros(len(measured.demand.users) if measured.demand is not None else 0)
 
     # -- other users as demand ----------------------------------------------------------------
@@ -680,7 +685,7 @@ class FromLogRadio(Radio):
         n_u = self.n_users
         k = inp.k0 + i
         slot = int(self.measured.slots_of(k, 1)[0])
-        if self._inner is None:
+        if not self._started:
             self._start_demand(slot)
         inner, x = self._inner, self._x
         j = self._drawn % _DRAWS
@@ -704,16 +709,34 @@ class FromLogRadio(Radio):
             out[name][0] += row[name][0, :n_u]
         self.others_served += row["served"][0, n_u:]
 
-    def _start_demand(self, slot: int) -> None:
-        """The inner radio (the cell's configuration with the other users added), its input
-        buffers, the others' per-slot SINR and their queues at ``slot``."""
+    def _inner_radio(self) -> Radio:
+        """The inner radio: the cell's configuration with the other users added (UEs ``U ..``)."""
         from airlink.sim.engine import make_scheduler
+        n = self.n_users + len(self.measured.demand.users)
+        cfg = dict(self.cfg, n_users=n)
+        return Radio(cfg, make_scheduler(self.cfg["scheduler"], cfg), n_users=n,
+                     n_subchannels=self.n_subchannels, n_tti=self.n_tti, live=True)
+
+    def _fading_by_slot(self) -> np.ndarray:
+        """float32 (L, K, C): the other users' fading shape (:func:`fading_shape`) at every
+        slot of the log, TTIs ``0 .. L-1`` of the inner radio's channel model; made before
+        the live loop starts and repeating with the log (the slot after the last is slot 0,
+        as for the recorded wideband SINR)."""
+        n_slots, n_u = self.measured.n_slots, self.n_users
+        shape = np.empty((n_slots, len(self.measured.demand.users), self.n_subchannels), np.float32)
+        for k0 in range(0, n_slots, _SHAPE_TTIS):
+            n = min(_SHAPE_TTIS, n_slots - k0)
+            shape[k0:k0 + n] = fading_shape(self._inner.channel.fading_chunk(k0, n)[:, n_u:, :])
+        return shape
+
+    def _start_demand(self, slot: int) -> None:
+        """The inner radio's input buffers, the others' per-slot SINR and their queues at
+        ``slot``."""
         from airlink.sim.step import ChunkInputs
         d = self.measured.demand
         n = self.n_users + len(d.users)
-        cfg = dict(self.cfg, n_users=n)
-        inner = self._inner = Radio(cfg, make_scheduler(self.cfg["scheduler"], cfg), n_users=n,
-                                    n_subchannels=self.n_subchannels, n_tti=self.n_tti, live=True)
+        inner = self._inner
+        self._started = True
         inner.state["backlog"][self.n_users:] = d.backlog[:, slot]
         inner.full[self.n_users:] = d.full            # the kernel's full buffers: always data
         inner.state["full_u"][self.n_users:] = d.full
@@ -724,27 +747,21 @@ class FromLogRadio(Radio):
         self._x = ChunkInputs(-1, 1, real, real.copy(), np.zeros((1, n)), None, None, none, none)
         self._row = inner.new_outputs(1)
         self._drawn = 0
-        self._shape_k0, self._shape = -_SHAPE_TTIS - 1, None
 
     def _others_channel(self, k: int, slot: int) -> tuple:
         """``(real, rep)``: the other users' real and reported SINR (float32 (K, C), linear)
         in TTI ``k`` (log slot ``slot``). A flat channel: the threshold of their recorded row
         on every subchannel. A selective one: their recorded wideband SINR of the slot times
-        the inner radio's fading shape (:func:`fading_shape` of its channel model's gain for
-        UEs ``U ..``), the reported one both ``csi_delay_tti`` TTIs earlier, as the cell's
-        own channel is (:meth:`inputs` does the same for the live UEs)."""
+        their fading shape there (:meth:`_fading_by_slot`), the reported one both
+        ``csi_delay_tti`` slots earlier, as the cell's own channel is (:meth:`inputs` does
+        the same for the live UEs)."""
         d = self.measured.demand
         if d.sinr is None:
             lin = self._others_lin[slot][:, None]
             return lin, lin
-        delay = self.csi_delay
-        if not self._shape_k0 <= k < self._shape_k0 + _SHAPE_TTIS:
-            self._shape_k0 = k
-            gain = self._inner.channel.fading_chunk(k - delay, _SHAPE_TTIS + delay)[:, self.n_users:, :]
-            self._shape = fading_shape(gain)
-        j = k - self._shape_k0
-        before = int(self.measured.slots_of(k - delay, 1)[0])
-        return d.sinr[:, slot, None] * self._shape[j + delay], d.sinr[:, before, None] * self._shape[j]
+        before = int(self.measured.slots_of(k - self.csi_delay, 1)[0])
+        shape = self._others_shape
+        return d.sinr[:, slot, None] * shape[slot], d.sinr[:, before, None] * shape[before]
 
     def _draw(self) -> None:
         """The inner radio's next :data:`_DRAWS` TTIs of block-error thresholds and
