@@ -99,7 +99,8 @@ DEMAND_FLAT = "airlink cell (sched, demand, flat)"
 CELL_ROWS = {SCHEDULER: ("share", "selective"), DEMAND: ("demand", "selective"), FLOWS: ("flows", "selective"),
              MIXED: ("mixed", "selective"), DEMAND_FLAT: ("demand", "flat")}
 KINDS = ("ping", "page", "bulk", "train", "download")
-ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, DEMAND_FLAT, FLOWS, MIXED, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, DEMAND_FLAT, FLOWS, MIXED, "Mahimahi (mm-link)",
+        "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000

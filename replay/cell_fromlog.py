@@ -29,9 +29,10 @@ their recorded subchannels first, the other UEs become simulated UEs of the cell
 (:class:`Demand`; :meth:`FromLogRadio.step` runs each TTI through an inner radio of the
 live UEs followed by them): their queues get their recorded ``arrivals_bytes`` (and start
 with what they held at the start slot), their channel is a followed UE's (their recorded
-wideband SINR over the cell's fading, or their recorded row held, below), and the scheduler divides the subchannels between them and the live UEs
-every TTI with their PF averages kept as for live UEs - a live UE that was idle takes
-more, as in the recorded cell. The replay's MAC log then has the live UEs' rows only
+wideband SINR over the cell's fading, or their recorded row held, below), and the
+scheduler divides the subchannels between them and the live UEs every TTI with their PF
+averages kept as for live UEs - a live UE that was idle takes more, as in the recorded
+cell. The replay's MAC log then has the live UEs' rows only
 (the others' service stays in the shell process: ``FromLogRadio.others_served``).
 
 **Others as flows** (``others="flows"``): the same simulated UEs, but each one's demand is
