@@ -26,9 +26,9 @@ divided by the live mean.
    scheduled beside it from their recorded arrivals and channels (``--log-others demand``)
    or from their recorded on-periods (``--log-others flows``), or the bulk ones as full
    buffers and the others from their recorded arrivals (``--log-others mixed``); every
-   replayed UE's channel is its recorded wideband SINR over the preset's fading, and the
-   row ``(sched, demand, flat)`` is the demand replay with each one's recorded row on every
-   subchannel instead (``--log-channel flat``);
+   replayed UE's channel is its recorded row on every subchannel, and the rows ending in
+   ``selective`` are the same replays with each one's recorded wideband SINR over the
+   preset's fading instead (``--log-channel selective``);
    ``D`` is the wired delay around the ground-truth cell, as the radio's own delay is
    replayed by the cell). ``BASE`` is
    the recording's median one-way base delay. A tool that is not installed gets a row that
@@ -95,12 +95,15 @@ SCHEDULER = "airlink cell (sched, share)"
 DEMAND = "airlink cell (sched, demand)"
 FLOWS = "airlink cell (sched, flows)"
 MIXED = "airlink cell (sched, mixed)"
-DEMAND_FLAT = "airlink cell (sched, demand, flat)"
-CELL_ROWS = {SCHEDULER: ("share", "selective"), DEMAND: ("demand", "selective"), FLOWS: ("flows", "selective"),
-             MIXED: ("mixed", "selective"), DEMAND_FLAT: ("demand", "flat")}
+DEMAND_SELECTIVE = "airlink cell (sched, demand, selective)"
+MIXED_SELECTIVE = "airlink cell (sched, mixed, selective)"
+#: ``--log-others`` and ``--log-channel`` of each scheduler-driven row
+CELL_ROWS = {SCHEDULER: ("share", "flat"), DEMAND: ("demand", "flat"), FLOWS: ("flows", "flat"),
+             MIXED: ("mixed", "flat"), DEMAND_SELECTIVE: ("demand", "selective"),
+             MIXED_SELECTIVE: ("mixed", "selective")}
 KINDS = ("ping", "page", "bulk", "train", "download")
-ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, DEMAND_FLAT, FLOWS, MIXED, "Mahimahi (mm-link)",
-        "CellReplay (mm-cellular)")
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, DEMAND_SELECTIVE, FLOWS, MIXED, MIXED_SELECTIVE,
+        "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
@@ -439,6 +442,8 @@ def combine(results) -> dict:
     out = {"ping_ms": [], "page_ms": [], "bulk_mbps": [], "train_ms": {}, "download_ms": {}}
     for r in results:
         for key, v in r.items():
+            if key == "cell":           # the cell shell's timing of one run (Bench._with_cell), no samples
+                continue
             if isinstance(v, dict):
                 for n, xs in v.items():
                     out.setdefault(key, {}).setdefault(n, []).extend(xs)
@@ -581,7 +586,7 @@ class Bench:
               f"{100 * (ue1['backlog_bytes'] <= 0).mean():.1f} % of TTIs", flush=True)
         return cut
 
-    def replay_scheduler(self, log: Path, seed: int, others: str = "share", channel: str = "selective"):
+    def replay_scheduler(self, log: Path, seed: int, others: str = "share", channel: str = "flat"):
         """``airlink cell --from-log`` on the recorded cell's MAC log, UE 1 followed, one live
         UE running the workloads, inside the wired delay of the ground-truth cell; the other
         UEs as their recorded share or as their recorded demand (``--log-others``), the

@@ -106,11 +106,11 @@ def register(sub):
                         "each period's bytes at once and a UE with data throughout as a full buffer (flows), "
                         "or a UE with data throughout as a full buffer and the others by their recorded "
                         "arrivals (mixed)")
-    p.add_argument("--log-channel", choices=["selective", "flat"], default="selective",
-                   help="with --from-log: each replayed UE's channel is its recorded wideband SINR spread "
+    p.add_argument("--log-channel", choices=["flat", "selective"], default="flat",
+                   help="with --from-log: each replayed UE's channel is its recorded MCS row on every "
+                        "subchannel (flat; an NR-Scope log always), or its recorded wideband SINR spread "
                         "over the subchannels by the preset's fading model (selective; an airlink MAC log "
-                        "with sinr_db), or its recorded MCS row on every subchannel (flat; an NR-Scope log "
-                        "always)")
+                        "with sinr_db)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
     p.set_defaults(func=run, cmd=[])
 
@@ -124,7 +124,7 @@ def run(args) -> int:
         for flag, value in (("--follow-rnti", args.follow_rnti), ("--log-start", args.log_start),
                             ("--log-direction", None if args.log_direction == "downlink" else args.log_direction),
                             ("--log-others", None if args.log_others == "share" else args.log_others),
-                            ("--log-channel", None if args.log_channel == "selective" else args.log_channel)):
+                            ("--log-channel", None if args.log_channel == "flat" else args.log_channel)):
             if value is not None:
                 raise AirlinkError(f"{flag} needs --from-log")
     preset, overrides = read_config_files(args.config, args.preset)

@@ -291,13 +291,13 @@ class Cell(_Model):
     # per UE), the direction of the cross-traffic DCIs, where in the log the run starts, and the
     # other users as their recorded share or (a MAC log) as their recorded demand, flows, or
     # demand with the bulk ones full buffers (mixed); the replayed UEs' channel: their recorded
-    # wideband SINR over the preset's fading (selective, a MAC log) or their recorded row (flat)
+    # row (flat) or their recorded wideband SINR over the preset's fading (selective, a MAC log)
     from_log: Text | None = None
     follow_rnti: Union[int, str, list[Union[int, str]]] | None = None
     log_direction: Literal["downlink", "uplink"] = "downlink"
     log_start: Duration | None = None
     log_others: Literal["share", "demand", "flows", "mixed"] = "share"
-    log_channel: Literal["selective", "flat"] = "selective"
+    log_channel: Literal["flat", "selective"] = "flat"
     applications: AppList = []
     ues: Annotated[dict[str, AppList], BeforeValidator(
         lambda v: {} if v is None else ({str(k): x for k, x in v.items()} if isinstance(v, dict) else v))] = {}

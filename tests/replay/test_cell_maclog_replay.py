@@ -196,7 +196,7 @@ def demand_log(folder, n_tti, *, busy_users, row=10, arrivals=0.0):
     return write_like(log, src, folder / "demand.parquet")
 
 
-def demand_run(path, n, backlog, others="demand", channel="selective"):
+def demand_run(path, n, backlog, others="demand", channel="flat"):
     shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1",
                       log_others=others, seed=4, log_channel=channel)
     radio = shell._radio()
@@ -348,7 +348,7 @@ def test_mixed_others_bulk_full_on_off_open_loop(tmp_path):
 
 
 def test_selective_channel_is_the_recorded_wideband_sinr_over_the_cells_fading(tmp_path):
-    """The default channel of a MAC log replay: UE 1's real SINR on subchannel ``c`` in TTI
+    """``--log-channel selective`` on a MAC log: UE 1's real SINR on subchannel ``c`` in TTI
     ``k`` is its recorded ``sinr_db`` of TTI ``k`` (linear) times ``|H(k, c)|^2 / mean_c
     |H(k, c)|^2`` of the quick preset's fading (Pedestrian A, 3 km/h, the replay's seed),
     computed here from the channel model alone; the reported one is the same two TTIs
@@ -360,7 +360,8 @@ def test_selective_channel_is_the_recorded_wideband_sinr_over_the_cells_fading(t
     path = recorded_cell(tmp_path, seconds=n / 1000)
     log = pd.read_parquet(path)
     rec_db = log[log["user"] == "1"]["sinr_db"].to_numpy()             # row k = TTI k
-    shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1", seed=9)
+    shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1", seed=9,
+                      log_channel="selective")
     radio = shell._radio()
     assert radio.measured.channel == "selective" and radio.measured.describe()["channel"] == "selective"
     inp = radio.inputs(0, n)
@@ -418,7 +419,8 @@ def test_nrscope_log_replays_flat(shared_data):
     from airlink.replay.cell_fromlog import measured_cell
     from tests.replay.test_cell_fromlog import AFTERNOON, FOLLOW
     from fractions import Fraction
-    m = measured_cell(shared_data / AFTERNOON, n_users=1, n_prbs=52, tti=Fraction(1, 1000), follow=FOLLOW)
+    m = measured_cell(shared_data / AFTERNOON, n_users=1, n_prbs=52, tti=Fraction(1, 1000), follow=FOLLOW,
+                      channel="selective")
     assert m.channel == "flat" and m.sinr_series == {}
     with pytest.raises(AirlinkError, match="channel: 'selective' or 'flat'"):
         measured_cell(shared_data / AFTERNOON, n_users=1, n_prbs=52, tti=Fraction(1, 1000), channel="fading")
