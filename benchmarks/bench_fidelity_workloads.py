@@ -25,7 +25,10 @@ divided by the live mean.
    the other UEs' recorded subchannels per TTI taken first (``share``), or the other UEs
    scheduled beside it from their recorded arrivals and channels (``--log-others demand``)
    or from their recorded on-periods (``--log-others flows``), or the bulk ones as full
-   buffers and the others from their recorded arrivals (``--log-others mixed``);
+   buffers and the others from their recorded arrivals (``--log-others mixed``); every
+   replayed UE's channel is its recorded row on every subchannel, and the rows ending in
+   ``selective`` are the same replays with each one's recorded wideband SINR over the
+   preset's fading instead (``--log-channel selective``);
    ``D`` is the wired delay around the ground-truth cell, as the radio's own delay is
    replayed by the cell). ``BASE`` is
    the recording's median one-way base delay. A tool that is not installed gets a row that
@@ -52,7 +55,11 @@ seeds differ), what a perfect replay with the run's sample sizes would score, an
 samples each side at which that falls to 2.5 % (half the 5 % goal). ``--table`` prints
 the table of saved runs (``--json``) again; given several, it pools them: live runs of one
 cell seed count as one seed of the live floor, each replay's runs together - runs with
-different workloads make one table, runs with the same ones add samples. Needs root. Usage::
+different workloads make one table, runs with the same ones add samples. Every cell run
+(live and scheduler-driven) keeps the cell shell's late TTIs, worst lateness and radio
+waits under ``"cell"`` in its result (printed when a TTI was late), so a stalled replay
+shows whether the shell fell behind; ``--mac-logs DIR`` keeps their MAC logs. Needs root.
+Usage::
 
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py                 # ~6 min
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 3 --big \
@@ -88,8 +95,15 @@ SCHEDULER = "airlink cell (sched, share)"
 DEMAND = "airlink cell (sched, demand)"
 FLOWS = "airlink cell (sched, flows)"
 MIXED = "airlink cell (sched, mixed)"
+DEMAND_SELECTIVE = "airlink cell (sched, demand, selective)"
+MIXED_SELECTIVE = "airlink cell (sched, mixed, selective)"
+#: ``--log-others`` and ``--log-channel`` of each scheduler-driven row
+CELL_ROWS = {SCHEDULER: ("share", "flat"), DEMAND: ("demand", "flat"), FLOWS: ("flows", "flat"),
+             MIXED: ("mixed", "flat"), DEMAND_SELECTIVE: ("demand", "selective"),
+             MIXED_SELECTIVE: ("mixed", "selective")}
 KINDS = ("ping", "page", "bulk", "train", "download")
-ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, FLOWS, MIXED, "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
+ROWS = ("airlink link (saturator)", WORKLOAD, SCHEDULER, DEMAND, DEMAND_SELECTIVE, FLOWS, MIXED, MIXED_SELECTIVE,
+        "Mahimahi (mm-link)", "CellReplay (mm-cellular)")
 TRAINS = (1, 10, 50, 100, 200)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BIG = 10_000_000
@@ -428,6 +442,8 @@ def combine(results) -> dict:
     out = {"ping_ms": [], "page_ms": [], "bulk_mbps": [], "train_ms": {}, "download_ms": {}}
     for r in results:
         for key, v in r.items():
+            if key == "cell":           # the cell shell's timing of one run (Bench._with_cell), no samples
+                continue
             if isinstance(v, dict):
                 for n, xs in v.items():
                     out.setdefault(key, {}).setdefault(n, []).extend(xs)
@@ -474,21 +490,44 @@ class Bench:
             err.seek(0)
             return subprocess.CompletedProcess(argv, p.returncode, out.read(), err.read())
 
-    def cell(self, seed: int, inner: str, timeout: float, mac_log=None):
+    def cell(self, seed: int, inner: str, timeout: float, mac_log=None, stats=None):
         """``inner`` (a shell command for UE 1) in the cell; the others run the background."""
         a = self.args
         stop = self.tmp / f"stop-{seed}-{time.monotonic_ns()}"
         ue_cmd = (f'if [ "$AIRLINK_UE" = 1 ]; then {inner}; touch {stop}; '
                   f'else exec {self.args.client_python} {self.tmp}/client.py /dev/null 1 {seed} 0 - {stop}; fi')
         log = ["--mac-log", mac_log] if mac_log is not None else []
+        log += ["--stats", stats] if stats is not None else []
         return self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--preset", a.preset, "--scheduler", "pf",
                          "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", *log,
                          "--", "sh", "-c", ue_cmd], timeout=timeout + 60)
 
     def live(self, seed: int) -> dict | None:
-        out = self.tmp / f"live-{seed}.json"
-        r = self.cell(seed, " ".join(map(str, self.client_argv(out, seed))), timeout=self.budget())
-        return self._load(out, r, f"live seed {seed}")
+        out, stats = self.tmp / f"live-{seed}.json", self.tmp / f"live-{seed}-stats.json"
+        r = self.cell(seed, " ".join(map(str, self.client_argv(out, seed))), timeout=self.budget(),
+                      mac_log=self.kept_mac_log(f"live-{seed}"), stats=stats)
+        return self._with_cell(self._load(out, r, f"live seed {seed}"), stats, f"live seed {seed}")
+
+    def kept_mac_log(self, name: str):
+        """Where a cell run's MAC log goes with ``--mac-logs`` (None without)."""
+        return None if self.args.mac_logs is None else self.args.mac_logs / f"{name}.parquet"
+
+    @staticmethod
+    def _with_cell(result, stats: Path, what: str):
+        """``result`` with the cell shell's timing of the run under ``"cell"`` (from its
+        ``--stats``): TTIs, late TTIs (decided more than half a TTI after their time), the
+        worst lateness, the chunks the shell waited for its radio process. A stall of the
+        replay shows here when the shell fell behind; printed when any TTI was late."""
+        if result is None or not stats.exists():
+            return result
+        st = json.loads(stats.read_text())
+        keep = ("ttis", "late_ttis", "late_fraction", "max_lateness_us", "radio_waits", "radio_wait_s",
+                "cpu_per_s", "scheduler_step")
+        result["cell"] = {k: st.get(k) for k in keep}
+        if st.get("late_ttis"):
+            print(f"{what}: {st['late_ttis']} of {st['ttis']} TTIs late, worst {st['max_lateness_us'] / 1e3:.1f} ms, "
+                  f"radio waits {st.get('radio_waits')}", flush=True)
+        return result
 
     def budget(self) -> float:
         """The seconds a run of the plan may take (generous: a loaded machine, a slow replay)."""
@@ -547,17 +586,21 @@ class Bench:
               f"{100 * (ue1['backlog_bytes'] <= 0).mean():.1f} % of TTIs", flush=True)
         return cut
 
-    def replay_scheduler(self, log: Path, seed: int, others: str = "share"):
+    def replay_scheduler(self, log: Path, seed: int, others: str = "share", channel: str = "flat"):
         """``airlink cell --from-log`` on the recorded cell's MAC log, UE 1 followed, one live
         UE running the workloads, inside the wired delay of the ground-truth cell; the other
-        UEs as their recorded share or as their recorded demand (``--log-others``)."""
+        UEs as their recorded share or as their recorded demand (``--log-others``), the
+        replayed UEs' channel selective or flat (``--log-channel``)."""
         a = self.args
-        out = self.tmp / f"scheduler-{others}-{seed}.json"
+        name = f"scheduler-{others}-{channel}-{seed}"
+        out, stats = self.tmp / f"{name}.json", self.tmp / f"{name}-stats.json"
+        mac = self.kept_mac_log(name)
         r = self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--from-log", log, "--follow-rnti", 1,
-                      "--log-others", others,
+                      "--log-others", others, "--log-channel", channel,
                       "--preset", a.preset, "--scheduler", "pf", "--users", 1, "--seed", seed, "--uplink", a.uplink,
+                      "--stats", stats, *(["--mac-log", mac] if mac is not None else []),
                       "--", *self.client_argv(out, seed)], timeout=self.budget() + 60)
-        return self._load(out, r, "airlink cell --from-log")
+        return self._with_cell(self._load(out, r, "airlink cell --from-log"), stats, name)
 
     def client_argv(self, out: Path, seed: int):
         return [self.args.client_python, self.tmp / "client.py", out, self.args.passes, seed, int(self.args.big),
@@ -667,12 +710,17 @@ def main(argv=None) -> int:
                     help="the replays to run (default all): " + ", ".join(f"'{r}'" for r in ROWS))
     ap.add_argument("--json", type=Path, help="also write all samples and errors as JSON (saved after every "
                                               "replay)")
+    ap.add_argument("--mac-logs", type=Path, metavar="DIR",
+                    help="keep the MAC log of every live and scheduler-driven cell run in DIR "
+                         "(live-SEED.parquet, scheduler-OTHERS-CHANNEL-SEED.parquet)")
     ap.add_argument("--table", type=Path, nargs="+", metavar="JSON",
                     help="print the table of --json files (of finished or cut runs) and exit; several "
                          "files are pooled: their live runs of one seed as one seed, their replays "
                          "together")
     args = ap.parse_args(argv)
     args.repeat = dict(args.repeat)
+    if args.mac_logs is not None:
+        args.mac_logs.mkdir(parents=True, exist_ok=True)
     if args.table is not None:          # the table of saved runs (or of the replays they finished)
         docs = []
         for f in args.table:
@@ -704,15 +752,14 @@ def main(argv=None) -> int:
                 live.append(r)
                 seeds.append(seed)
         want = set(args.rows)
-        rec = b.record() if want - {SCHEDULER, DEMAND, FLOWS, MIXED} else None
-        cell_rec = b.record_cell() if want & {SCHEDULER, DEMAND, FLOWS, MIXED} else None
+        rec = b.record() if want - set(CELL_ROWS) else None
+        cell_rec = b.record_cell() if want & set(CELL_ROWS) else None
         replays = {}
         if cell_rec is not None:
             os.system(f"chmod -R a+rwX {tmp}")
-            for name, others in ((SCHEDULER, "share"), (DEMAND, "demand"), (FLOWS, "flows"),
-                                 (MIXED, "mixed")):
+            for name, (others, channel) in CELL_ROWS.items():
                 if name in want:
-                    replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others)
+                    replays[name] = [r for r in (b.replay_scheduler(cell_rec, 100 + k, others, channel)
                                                  for k in range(args.replays)) if r]
                     save(args.json, live, replays, seeds=seeds)
         if rec is not None:

@@ -151,6 +151,10 @@ class CellShell:
         their recorded arrivals: :mod:`airlink.replay.cell_fromlog`) or ``"flows"`` (the same
         fed by their recorded on-periods: :func:`airlink.replay.cell_fromlog.as_flows`) or
         ``"mixed"`` (those with data throughout full buffers, the others fed as in ``"demand"``)
+    log_channel : with ``from_log``, ``"flat"`` (the replayed UEs' recorded rate-table row on
+        every subchannel; an NR-Scope log always) or ``"selective"`` (their recorded wideband
+        SINR over the cell's fading model, where an airlink MAC log has it):
+        :func:`airlink.replay.cell_fromlog.measured_cell`
     """
 
     tool = "airlink cell"
@@ -159,7 +163,7 @@ class CellShell:
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None, ecn: bool = False,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
                  realtime: bool = False, from_log=None, follow_rnti=None, log_direction: str = "downlink",
-                 log_start=None, log_others: str = "share"):
+                 log_start=None, log_others: str = "share", log_channel: str = "flat"):
         from airlink.sim.engine import check_config, make_scheduler, resolve_config, scheduler_name
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
@@ -181,7 +185,8 @@ class CellShell:
             from .cell_fromlog import measured_for
             self.measured = measured_for(cfg, self.scheduler, from_log, n_users=self.n_users,
                                          n_prbs=self.n_subchannels, tti=self.tti, follow=follow_rnti,
-                                         direction=log_direction, start=log_start, others=log_others)
+                                         direction=log_direction, start=log_start, others=log_others,
+                                         channel=log_channel)
         if not MIN_TTI <= self.tti <= Fraction(1, 100):
             raise AirlinkError(f"a cell's TTI must be {float(MIN_TTI) * 1000:g} to 10 ms, "
                                f"got {float(self.tti) * 1000:g} ms")

@@ -28,10 +28,11 @@ data. ``hold_idle=False`` keeps every TTI as recorded.
 their recorded subchannels first, the other UEs become simulated UEs of the cell
 (:class:`Demand`; :meth:`FromLogRadio.step` runs each TTI through an inner radio of the
 live UEs followed by them): their queues get their recorded ``arrivals_bytes`` (and start
-with what they held at the start slot), their channel is their recorded row (held as a
-followed UE's), and the scheduler divides the subchannels between them and the live UEs
-every TTI with their PF averages kept as for live UEs - a live UE that was idle takes
-more, as in the recorded cell. The replay's MAC log then has the live UEs' rows only
+with what they held at the start slot), their channel is a followed UE's (their recorded
+wideband SINR over the cell's fading, or their recorded row held, below), and the
+scheduler divides the subchannels between them and the live UEs every TTI with their PF
+averages kept as for live UEs - a live UE that was idle takes more, as in the recorded
+cell. The replay's MAC log then has the live UEs' rows only
 (the others' service stays in the shell process: ``FromLogRadio.others_served``).
 
 **Others as flows** (``others="flows"``): the same simulated UEs, but each one's demand is
@@ -67,12 +68,29 @@ one. How:
   -1 the step's search for a HARQ retransmission's subchannel starts from, so no
   retransmission goes there either. (What the step would need instead: a per-TTI mask of
   available subchannels as an input of :func:`airlink.sim.kernel.run_chunk`.)
-- a followed UE's reported and real SINR on every PRB is the linear threshold of the rate
-  table's row of the recorded MCS (the highest row whose 38.214 MCS index is not above
-  it), so per-slot link adaptation from the reported SINR (``link_adaptation: cqi``, which
-  the cell then uses: the recorded MCS is the base station's choice, its own outer loop
-  included) picks that row, and its first transmissions fail with the table's BLER at the
-  threshold (10 %).
+- **selective channel** (``channel="selective"``, an airlink MAC log only, whose
+  ``sinr_db`` is each UE's wideband real SINR, ``10 log10`` of its mean linear SINR over the
+  subchannels, every TTI): a followed UE's real SINR on subchannel ``c`` in TTI ``k`` is
+  ``W(slot(k)) * G(k, c) / mean_c' G(k, c')``, with ``W`` its recorded wideband SINR
+  (linear) and ``G`` the fading power gain of the cell's own channel model for that UE (the
+  preset's power-delay profile and speed: :mod:`airlink.sim.channel`), and its reported SINR
+  the same ``csi_delay_tti`` TTIs earlier, as in the recorded cell; the other users of
+  ``others="demand"``/``"flows"``/``"mixed"`` get the same from the inner radio's channel
+  model, one draw over the log's slots made before the live loop starts and repeating with
+  the log (:meth:`FromLogRadio._others_channel`). The wideband SINR is the recording's (the
+  replay's MAC log shows it unchanged); how it is spread over the subchannels is the
+  model's, a fresh draw of the recorded cell's kind of fading, since the log does not say
+  which subchannels were good. PF then takes each UE's better subchannels and splits TTIs
+  as the recorded cell did, and link adaptation from the reported SINR
+  (``link_adaptation: cqi``) picks a row per subchannel with the errors of the recorded
+  cell's (its blocks fail as often as a live UE's, not at a threshold).
+- **flat channel** (``channel="flat"``, the default, and always for an NR-Scope log, which
+  has no wideband SINR): a followed UE's reported and real SINR on every PRB is the linear
+  threshold of the rate table's row of the recorded MCS (the highest row whose 38.214 MCS
+  index is not above it), so per-slot link adaptation from the reported SINR
+  (``link_adaptation: cqi``, which the cell then uses: the recorded MCS is the base
+  station's choice, its own outer loop included) picks that row, and its first
+  transmissions fail with the table's BLER at the threshold (10 %).
 
 Time: TTI ``k`` of the run is slot ``(start + k) mod L`` of the log (``L`` = last slot + 1,
 slots numbered by the collector from the log's first, TTIs of an airlink MAC log from
@@ -106,8 +124,14 @@ MASKED = np.float32(-1.0)
 FULL_SHARE = 0.95
 #: how a replay of a MAC log treats its other users (``others`` of :func:`measured_cell`)
 OTHERS = ("share", "demand", "flows", "mixed")
+#: the replayed UEs' channel (``channel`` of :func:`measured_cell`): their recorded wideband
+#: SINR spread over the subchannels by the cell's own fading model, or their recorded row on
+#: every subchannel
+CHANNELS = ("selective", "flat")
 #: TTIs of draws the demand mode's inner radio makes at a time
 _DRAWS = 1000
+#: TTIs of the others' fading made at a time (:meth:`FromLogRadio._fading_by_slot`)
+_SHAPE_TTIS = 100
 #: the highest MCS index of a new transmission (28-31 of the 256QAM table and 29-31 of the
 #: 64QAM ones are reserved: they only name a retransmission's modulation)
 _MAX_NEW_MCS = 28
@@ -123,7 +147,9 @@ class Demand:
     slot's decision less its arrivals (the start's is their queue when the replay begins);
     full : bool (K,) full-buffer users (always data); mode : ``"demand"`` (arrivals as
     recorded), ``"flows"`` (arrivals and backlog by :func:`as_flows`) or ``"mixed"`` (as
-    recorded, the :func:`full_buffer` users full buffers)
+    recorded, the :func:`full_buffer` users full buffers); sinr : float32 (K, L) their
+    recorded wideband real SINR per slot (linear, held over slots without one), or None (a
+    flat channel at their rows)
     """
 
     users: list
@@ -132,6 +158,7 @@ class Demand:
     backlog: np.ndarray
     full: np.ndarray = None
     mode: str = "demand"
+    sinr: np.ndarray = None
 
     def __post_init__(self):
         if self.full is None:
@@ -197,6 +224,10 @@ class MeasuredCell:
     held_slots : slots whose cross-traffic is a held one (no followed UE had data there)
     demand : the other users as simulated UEs (``others`` ``"demand"``, ``"flows"`` or
         ``"mixed"``), or None
+    channel : ``"selective"`` (the followed UEs' and the others' channels are their recorded
+        wideband SINR over the cell's fading: :class:`FromLogRadio`) or ``"flat"``
+    sinr_series : with ``"selective"``, per followed RNTI, float32 (L,) its recorded wideband
+        real SINR (linear) in every slot
     """
 
     source: str
@@ -210,6 +241,8 @@ class MeasuredCell:
     mcs_rows: bool = False
     held_slots: int = 0
     demand: "Demand | None" = None
+    channel: str = "flat"
+    sinr_series: dict = field(default_factory=dict)
 
     def slots_of(self, k0: int, n: int) -> np.ndarray:
         """The log slots of TTIs ``k0 .. k0+n-1``."""
@@ -239,12 +272,12 @@ class MeasuredCell:
                 "start_slot": self.start, "follow_rnti": self.follow,
                 "cross_traffic_rntis": int(self.cross["user"].nunique()),
                 "cross_traffic_dcis": len(self.cross), "held_slots": self.held_slots,
-                "others": "share" if self.demand is None else self.demand.mode}
+                "others": "share" if self.demand is None else self.demand.mode, "channel": self.channel}
 
 
 def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None,
                   direction: str = "downlink", start=None, hold_idle: bool = True,
-                  others: str = "share") -> MeasuredCell:
+                  others: str = "share", channel: str = "flat") -> MeasuredCell:
     """Read a cell's log (NR-Scope CSV or airlink MAC log, see the module notes) for a live
     cell of ``n_users`` UEs over ``n_prbs`` PRBs (subchannels) with slots of ``tti`` seconds.
 
@@ -263,6 +296,12 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         or ``"flows"``: the same fed by their recorded on-periods (:func:`as_flows`), or
         ``"mixed"``: those with data throughout (:func:`full_buffer`) full buffers, the others
         fed by their recorded arrivals
+    channel : ``"selective"``: a replayed UE's real SINR on subchannel ``c`` in TTI ``k`` is its
+        recorded wideband SINR times the cell's fading shape there (:class:`FromLogRadio`),
+        where the log has a wideband SINR for every followed UE and every other UE it
+        simulates (an airlink MAC log's ``sinr_db``); otherwise, and with ``"flat"``, the
+        threshold of its recorded row on every subchannel. :attr:`MeasuredCell.channel` says
+        which one the replay got.
 
     Errors name the file (and for a bad row of an NR-Scope log the line and column).
     """
@@ -274,6 +313,8 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         raise AirlinkError(f"{path}: not a file (a cell log is an NR-Scope CSV or an airlink MAC log)")
     if others not in OTHERS:
         raise AirlinkError(f"others: 'share', 'demand', 'flows' or 'mixed', not {others!r}")
+    if channel not in CHANNELS:
+        raise AirlinkError(f"channel: 'selective' or 'flat', not {channel!r}")
     mac_log = is_mac_log(path)
     if others != "share" and not mac_log:
         raise AirlinkError(f"{path}: other users as {others} need an airlink MAC log (an NR-Scope log has no "
@@ -340,8 +381,19 @@ def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None
         had[wanted[wanted["user"].isin(followed)]["slot"].to_numpy(np.int64)] = True
         cross, held = _hold_over_idle(cross, had)
     series = {r: _mcs_series(frame, r, n_slots, rows=mac_log) for r in sorted(followed)}
+    sinr = {}
+    if channel == "selective" and mac_log:
+        sinr = {r: _sinr_series(every, r, n_slots) for r in sorted(followed)}
+        if demand is not None:
+            others_sinr = [_sinr_series(every, u, n_slots) for u in demand.users]
+            demand.sinr = None if any(x is None for x in others_sinr) else \
+                np.stack(others_sinr) if others_sinr else np.zeros((0, n_slots), np.float32)
+        if any(x is None for x in sinr.values()) or (demand is not None and demand.sinr is None):
+            sinr = {}
+            if demand is not None:
+                demand.sinr = None
     return MeasuredCell(str(path), direction, log_tti, n_slots, first, chosen, cross, series, mac_log, held,
-                        demand)
+                        demand, "selective" if sinr else "flat", sinr)
 
 
 def _demand(every: pd.DataFrame, scheduled: pd.DataFrame, users: list, n_slots: int, *,
@@ -425,7 +477,8 @@ def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
     (TTIs from the log's first), ``user``, ``prb_start``, ``prbs`` (0 when not scheduled),
     ``mcs`` (1-based rate-table row), ``tbs_bytes``, ``retransmission``, ``wanted`` (the UE
     had data at the TTI's decision: ``backlog_seen_bytes`` > 0 in a cell's log, ``backlog_bytes
-    + served_bytes`` > 0 in the simulator's, or it got subchannels); ``attrs["tti_s"]`` the
+    + served_bytes`` > 0 in the simulator's, or it got subchannels), ``sinr_db`` (the UE's
+    wideband real SINR, dB; NaN where the log has none); ``attrs["tti_s"]`` the
     log's TTI (``"num/den"``), ``attrs["parameters"]`` the recorded cell's parameters."""
     from airlink.collectors import macparquet
     from airlink.core.units import parse_tti
@@ -462,7 +515,9 @@ def mac_log_dcis(path, direction: str = "downlink") -> pd.DataFrame:
                          "retransmission": frame["harq_retransmissions"].to_numpy(np.int64) > 0,
                          "wanted": (np.nan_to_num(seen) > 0) | (nsub > 0), "seen_bytes": np.nan_to_num(seen),
                          "arrivals_bytes": np.nan_to_num(frame["arrivals_bytes"].to_numpy(np.float64))
-                         if "arrivals_bytes" in frame.columns else np.zeros(len(frame))})
+                         if "arrivals_bytes" in frame.columns else np.zeros(len(frame)),
+                         "sinr_db": frame["sinr_db"].to_numpy(np.float64) if "sinr_db" in frame.columns
+                         else np.full(len(frame), np.nan)})
     rows = rows.sort_values(["slot"], kind="stable").reset_index(drop=True)
     # each TTI's DCIs side by side: one after another from PRB 0, in the log's user order
     # (measured_cell places the cross-traffic's again, without the followed UEs)
@@ -496,6 +551,17 @@ def _mcs_series(frame, rnti, n_slots, *, rows: bool = False) -> np.ndarray:
     return mcs[np.maximum(pos, 0)]
 
 
+def _sinr_series(every, user, n_slots):
+    """float32 (L,): a MAC log user's wideband real SINR (linear) in every slot, that of its
+    latest row with one (the first one's before it); None when it has none."""
+    f = every[(every["user"] == user) & np.isfinite(every["sinr_db"])]
+    if f.empty:
+        return None
+    slot, db = f["slot"].to_numpy(), f["sinr_db"].to_numpy(np.float64)
+    pos = np.searchsorted(slot, np.arange(n_slots), "right") - 1
+    return (10 ** (db[np.maximum(pos, 0)] / 10)).astype(np.float32)
+
+
 def table_mcs_indices(table) -> np.ndarray:
     """The 38.214 MCS index of every row of an NR rate table (rows named ``MCS<i> ...`` by
     :func:`airlink.sim.nr_rates.nr_rate_table`)."""
@@ -509,7 +575,8 @@ def rows_of_mcs(table, mcs) -> np.ndarray:
 
 
 def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, follow=None,
-                 direction: str = "downlink", start=None, others: str = "share") -> MeasuredCell:
+                 direction: str = "downlink", start=None, others: str = "share",
+                 channel: str = "flat") -> MeasuredCell:
     """:func:`measured_cell` for a cell of configuration ``cfg`` (checked with
     :func:`check_cell`); when a UE follows a recorded RNTI, ``cfg["link_adaptation"]`` becomes
     ``cqi`` (the recorded MCS is the base station's choice, its outer loop included)."""
@@ -521,7 +588,7 @@ def measured_for(cfg: dict, scheduler, path, *, n_users: int, n_prbs: int, tti, 
     recorded = (mac_log_header(path).get("parameters") or {}) if is_mac_log(path) else None
     check_cell(cfg, scheduler, recorded=recorded, source=path)
     measured = measured_cell(path, n_users=n_users, n_prbs=n_prbs, tti=tti, follow=follow,
-                             direction=direction, start=start, others=others)
+                             direction=direction, start=start, others=others, channel=channel)
     if any(f is not None for f in measured.follow):
         cfg["link_adaptation"] = "cqi"
     return measured
@@ -562,6 +629,16 @@ def check_cell(cfg: dict, scheduler, *, recorded: dict | None = None, source=Non
                            "a log sets to 'unavailable' on the recorded PRBs: use cqi or olla")
 
 
+def fading_shape(sinr) -> np.ndarray:
+    """float32, the shape of ``sinr`` (..., C): each value over the mean of its last axis (the
+    subchannels), so that a wideband SINR ``W`` times the shape has the mean ``W`` - the
+    cell's MAC log's ``sinr_db`` (``10 log10`` of that mean) is kept exactly, up to float32
+    rounding. Any per-TTI level of ``sinr`` (nominal SNR, shadowing, the fading's wideband
+    power) divides out; what is left is how the subchannels differ."""
+    sinr = np.asarray(sinr, np.float32)
+    return (sinr / sinr.mean(axis=-1, keepdims=True)).astype(np.float32)
+
+
 class FromLogRadio(Radio):
     """The cell's radio with a measured cell's cross-traffic and channels applied to its
     inputs (see the module notes); everything else is :class:`~airlink.sim.step.Radio`'s."""
@@ -580,7 +657,12 @@ class FromLogRadio(Radio):
         self._busy = np.cumsum(mask, axis=1)[:, :n_c] > 0
         self._row_of = {r: measured.table_rows(self.table, s) for r, s in measured.mcs_series.items()}
         self._cross_rows = measured.table_rows(self.table, cross["mcs"]) if len(cross) else None
-        self._inner = None
+        self._inner = self._others_shape = None
+        self._started = False
+        if measured.demand is not None:
+            self._inner = self._inner_radio()
+            if measured.demand.sinr is not None:
+                self._others_shape = self._fading_by_slot()
         self.others_served = np.zeros(len(measured.demand.users) if measured.demand is not None else 0)
 
     # -- other users as demand ----------------------------------------------------------------
@@ -594,17 +676,17 @@ class FromLogRadio(Radio):
 
     def _demand_step(self, inp, i: int, out: dict, backlog) -> None:
         """TTI ``inp.k0 + i`` with the other users as UEs ``U .. U+K-1`` of an inner radio of
-        the same cell: their channel is the threshold of their recorded row on every
-        subchannel, their queues (kept by the inner radio's step, no buffer limit) get their
-        recorded arrivals; the live UEs' inputs are this TTI's; block-error and tie-breaking
-        draws are the inner radio's own (:meth:`_draw`). The live UEs'
+        the same cell: their queues (kept by the inner radio's step, no buffer limit) get their
+        recorded arrivals; the live UEs' inputs are this TTI's; the others' channel is
+        :meth:`_others_channel`; block-error and tie-breaking draws are the inner radio's own
+        (:meth:`_draw`). The live UEs'
         outputs are added to ``out``; the others' served bytes to :attr:`others_served`."""
         from airlink.sim.step import OUTPUTS
         d = self.measured.demand
         n_u = self.n_users
         k = inp.k0 + i
         slot = int(self.measured.slots_of(k, 1)[0])
-        if self._inner is None:
+        if not self._started:
             self._start_demand(slot)
         inner, x = self._inner, self._x
         j = self._drawn % _DRAWS
@@ -613,7 +695,7 @@ class FromLogRadio(Radio):
         self._drawn += 1
         x.k0 = k
         x.real[0, :n_u], x.rep[0, :n_u] = inp.real[i], inp.rep[i]
-        x.real[0, n_u:] = x.rep[0, n_u:] = self._others_lin[slot][:, None]
+        x.real[0, n_u:], x.rep[0, n_u:] = self._others_channel(k, slot)
         x.arrivals[0, n_u:] = d.arrivals[:, slot]
         x.u_err, x.perm = self._u_err[j:j + 1], self._perm[j:j + 1]
         row = self._row
@@ -628,16 +710,34 @@ class FromLogRadio(Radio):
             out[name][0] += row[name][0, :n_u]
         self.others_served += row["served"][0, n_u:]
 
-    def _start_demand(self, slot: int) -> None:
-        """The inner radio (the cell's configuration with the other users added), its input
-        buffers, the others' per-slot SINR and their queues at ``slot``."""
+    def _inner_radio(self) -> Radio:
+        """The inner radio: the cell's configuration with the other users added (UEs ``U ..``)."""
         from airlink.sim.engine import make_scheduler
+        n = self.n_users + len(self.measured.demand.users)
+        cfg = dict(self.cfg, n_users=n)
+        return Radio(cfg, make_scheduler(self.cfg["scheduler"], cfg), n_users=n,
+                     n_subchannels=self.n_subchannels, n_tti=self.n_tti, live=True)
+
+    def _fading_by_slot(self) -> np.ndarray:
+        """float32 (L, K, C): the other users' fading shape (:func:`fading_shape`) at every
+        slot of the log, TTIs ``0 .. L-1`` of the inner radio's channel model; made before
+        the live loop starts and repeating with the log (the slot after the last is slot 0,
+        as for the recorded wideband SINR)."""
+        n_slots, n_u = self.measured.n_slots, self.n_users
+        shape = np.empty((n_slots, len(self.measured.demand.users), self.n_subchannels), np.float32)
+        for k0 in range(0, n_slots, _SHAPE_TTIS):
+            n = min(_SHAPE_TTIS, n_slots - k0)
+            shape[k0:k0 + n] = fading_shape(self._inner.channel.fading_chunk(k0, n)[:, n_u:, :])
+        return shape
+
+    def _start_demand(self, slot: int) -> None:
+        """The inner radio's input buffers, the others' per-slot SINR and their queues at
+        ``slot``."""
         from airlink.sim.step import ChunkInputs
         d = self.measured.demand
         n = self.n_users + len(d.users)
-        cfg = dict(self.cfg, n_users=n)
-        inner = self._inner = Radio(cfg, make_scheduler(self.cfg["scheduler"], cfg), n_users=n,
-                                    n_subchannels=self.n_subchannels, n_tti=self.n_tti, live=True)
+        inner = self._inner
+        self._started = True
         inner.state["backlog"][self.n_users:] = d.backlog[:, slot]
         inner.full[self.n_users:] = d.full            # the kernel's full buffers: always data
         inner.state["full_u"][self.n_users:] = d.full
@@ -648,6 +748,21 @@ class FromLogRadio(Radio):
         self._x = ChunkInputs(-1, 1, real, real.copy(), np.zeros((1, n)), None, None, none, none)
         self._row = inner.new_outputs(1)
         self._drawn = 0
+
+    def _others_channel(self, k: int, slot: int) -> tuple:
+        """``(real, rep)``: the other users' real and reported SINR (float32 (K, C), linear)
+        in TTI ``k`` (log slot ``slot``). A flat channel: the threshold of their recorded row
+        on every subchannel. A selective one: their recorded wideband SINR of the slot times
+        their fading shape there (:meth:`_fading_by_slot`), the reported one both
+        ``csi_delay_tti`` slots earlier, as the cell's own channel is (:meth:`inputs` does
+        the same for the live UEs)."""
+        d = self.measured.demand
+        if d.sinr is None:
+            lin = self._others_lin[slot][:, None]
+            return lin, lin
+        before = int(self.measured.slots_of(k - self.csi_delay, 1)[0])
+        shape = self._others_shape
+        return d.sinr[:, slot, None] * shape[slot], d.sinr[:, before, None] * shape[before]
 
     def _draw(self) -> None:
         """The inner radio's next :data:`_DRAWS` TTIs of block-error thresholds and
@@ -669,14 +784,24 @@ class FromLogRadio(Radio):
         real = inp.real.copy()
         rep = real if inp.rep is inp.real else inp.rep.copy()
         idx = self.measured.slots_of(k0, n)
+        selective = self.measured.channel == "selective"
+        if selective:       # the shapes of this chunk's channel and of the one it reports
+            before = self.measured.slots_of(k0 - self.csi_delay, n)
+            shape_real, shape_rep = fading_shape(inp.real), fading_shape(inp.rep)
         for u, rnti in enumerate(self.measured.follow):
             if rnti is None:
                 continue
-            lin = self.thr_lin[self._row_of[rnti][idx]]
-            real[:, u, :] = lin[:, None]
-            rep[:, u, :] = lin[:, None]
+            if selective:
+                lin, lin_rep = self.measured.sinr_series[rnti][idx], self.measured.sinr_series[rnti][before]
+                real[:, u, :] = lin[:, None] * shape_real[:, u, :]
+                rep[:, u, :] = lin_rep[:, None] * shape_rep[:, u, :]
+            else:
+                lin = lin_rep = self.thr_lin[self._row_of[rnti][idx]]
+                real[:, u, :] = lin[:, None]
+                rep[:, u, :] = lin[:, None]
             if mac_log:
-                inp.sinr_db[:, u] = inp.sinr_rep_db[:, u] = 10 * np.log10(lin)
+                inp.sinr_db[:, u] = 10 * np.log10(lin)
+                inp.sinr_rep_db[:, u] = 10 * np.log10(lin_rep)
         busy = np.broadcast_to(self.busy_prbs(k0, n)[:, None, :], real.shape)
         real[busy] = MASKED
         rep[busy] = MASKED

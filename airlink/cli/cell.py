@@ -106,6 +106,11 @@ def register(sub):
                         "each period's bytes at once and a UE with data throughout as a full buffer (flows), "
                         "or a UE with data throughout as a full buffer and the others by their recorded "
                         "arrivals (mixed)")
+    p.add_argument("--log-channel", choices=["flat", "selective"], default="flat",
+                   help="with --from-log: each replayed UE's channel is its recorded MCS row on every "
+                        "subchannel (flat; an NR-Scope log always), or its recorded wideband SINR spread "
+                        "over the subchannels by the preset's fading model (selective; an airlink MAC log "
+                        "with sinr_db)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
     p.set_defaults(func=run, cmd=[])
 
@@ -118,7 +123,8 @@ def run(args) -> int:
     if args.from_log is None:
         for flag, value in (("--follow-rnti", args.follow_rnti), ("--log-start", args.log_start),
                             ("--log-direction", None if args.log_direction == "downlink" else args.log_direction),
-                            ("--log-others", None if args.log_others == "share" else args.log_others)):
+                            ("--log-others", None if args.log_others == "share" else args.log_others),
+                            ("--log-channel", None if args.log_channel == "flat" else args.log_channel)):
             if value is not None:
                 raise AirlinkError(f"{flag} needs --from-log")
     preset, overrides = read_config_files(args.config, args.preset)
@@ -129,7 +135,8 @@ def run(args) -> int:
                       uplink=args.uplink, mac_log=args.mac_log, log_dir=args.log_dir,
                       warmup_bytes=args.warmup, late_after=args.late_after, realtime=args.realtime,
                       from_log=args.from_log, follow_rnti=args.follow_rnti, log_direction=args.log_direction,
-                      log_start=args.log_start, log_others=args.log_others)
+                      log_start=args.log_start, log_others=args.log_others,
+                      log_channel=args.log_channel)
     status = shell.run(args.cmd or None, stats_path=args.stats)
     s = shell.last_stats
     if s is not None and s["ttis"]:

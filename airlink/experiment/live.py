@@ -111,7 +111,8 @@ def cell_shell_argv(cell, exp, outdir: Path, set_file: Path | None) -> list[str]
                         ("--uplink", uplink), ("--warmup", cell.warmup), ("--late-after", cell.late_after),
                         ("--from-log", from_log), ("--follow-rnti", follow), ("--log-start", cell.log_start),
                         ("--log-direction", None if cell.from_log is None else cell.log_direction),
-                        ("--log-others", None if cell.from_log is None else cell.log_others)):
+                        ("--log-others", None if cell.from_log is None else cell.log_others),
+                        ("--log-channel", None if cell.from_log is None else cell.log_channel)):
         if value is not None:
             argv += [flag, str(value)]
     if set_file is not None:

@@ -290,12 +290,14 @@ class Cell(_Model):
     # whose RNTIs (UEs) each UE's channel follows (one RNTI, "busiest", "model", or a list of one
     # per UE), the direction of the cross-traffic DCIs, where in the log the run starts, and the
     # other users as their recorded share or (a MAC log) as their recorded demand, flows, or
-    # demand with the bulk ones full buffers (mixed)
+    # demand with the bulk ones full buffers (mixed); the replayed UEs' channel: their recorded
+    # row (flat) or their recorded wideband SINR over the preset's fading (selective, a MAC log)
     from_log: Text | None = None
     follow_rnti: Union[int, str, list[Union[int, str]]] | None = None
     log_direction: Literal["downlink", "uplink"] = "downlink"
     log_start: Duration | None = None
     log_others: Literal["share", "demand", "flows", "mixed"] = "share"
+    log_channel: Literal["flat", "selective"] = "flat"
     applications: AppList = []
     ues: Annotated[dict[str, AppList], BeforeValidator(
         lambda v: {} if v is None else ({str(k): x for k, x in v.items()} if isinstance(v, dict) else v))] = {}
@@ -339,7 +341,7 @@ class Cell(_Model):
                     uplink=self.uplink,
                     warmup_bytes=self.warmup, late_after=self.late_after, realtime=self.realtime,
                     from_log=self.from_log, follow_rnti=self.follow_rnti, log_direction=self.log_direction,
-                    log_start=self.log_start, log_others=self.log_others)
+                    log_start=self.log_start, log_others=self.log_others, log_channel=self.log_channel)
 
     def resolve(self, *, preset_path=None) -> dict:
         """The simulator's full parameter set of this cell (preset <- ``set`` <- users, tti,

@@ -70,6 +70,8 @@ CASES = [
     (Cell, "log_direction", _cell(from_log="x.csv", log_direction="uplink"), "cell", "log_direction", "uplink"),
     (Cell, "log_start", _cell(from_log="x.csv", log_start="68.5s"), "cell", "log_start", "68.5s"),
     (Cell, "log_others", _cell(from_log="x.parquet", log_others="demand"), "cell", "log_others", "demand"),
+    (Cell, "log_channel", _cell(from_log="x.parquet", log_channel="selective"), "cell", "log_channel",
+     "selective"),
 ]
 # keys that do not travel on a shell's command line, and why
 NOT_ON_THE_COMMAND_LINE = {

@@ -61,7 +61,7 @@ def replayed(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rec")
     path = recorded_cell(folder, seconds=N_TTI / 1000)
     shell = CellShell(preset="quick", users=1, duration=f"{N_TTI / 1000}s", from_log=path, follow_rnti="1",
-                      seed=9)
+                      seed=9, log_channel="flat")
     radio, mac = run_radio(shell, N_TTI)
     return pd.read_parquet(path), radio, mac
 
@@ -106,7 +106,9 @@ def test_all_taken_means_nothing_for_the_replayed_ue(tmp_path):
     none. A UE with a full queue gets 0 subchannels and 0 bytes in the first, all 24 in the
     second."""
     path = hand_log(tmp_path, 200, all_taken=range(100, 150), none_taken=range(150, 200))
-    shell = CellShell(preset="quick", users=1, duration="0.2s", from_log=path, follow_rnti="1")
+    # flat: no subchannel of the live UE fades below the lowest row
+    shell = CellShell(preset="quick", users=1, duration="0.2s", from_log=path, follow_rnti="1",
+                      log_channel="flat")
     _radio, mac = run_radio(shell, 200)
     live = mac[~mac["cross_traffic"]].set_index("slot")
     assert (live.loc[100:149, "subchannels"] == 0).all() and (live.loc[100:149, "served_bytes"] == 0).all()
@@ -176,13 +178,15 @@ def test_tti_where_the_followed_ue_had_no_data_holds_the_last_share(tmp_path):
 
 
 def demand_log(folder, n_tti, *, busy_users, row=10, arrivals=0.0):
-    """The recorded cell with every UE on MCS row ``row`` and the UEs ``busy_users`` holding
-    500 KB at every decision and ``arrivals`` bytes arriving every TTI, the others no data
-    at all."""
+    """The recorded cell with every UE on MCS row ``row``, its wideband SINR that row's
+    threshold, and the UEs ``busy_users`` holding 500 KB at every decision and ``arrivals``
+    bytes arriving every TTI, the others no data at all."""
+    from airlink.sim.rates import rate_table
     src = recorded_cell(folder, seconds=n_tti / 1000)
     log = pd.read_parquet(src)
     busy = log["user"].isin(busy_users).to_numpy()
     log["mcs"] = float(row)
+    log["sinr_db"] = float(rate_table("lte-cqi").threshold_db[row - 1])
     log["harq_retransmissions"] = 0
     log["arrivals_bytes"] = 0.0
     log.loc[busy, "arrivals_bytes"] = float(arrivals)
@@ -192,9 +196,9 @@ def demand_log(folder, n_tti, *, busy_users, row=10, arrivals=0.0):
     return write_like(log, src, folder / "demand.parquet")
 
 
-def demand_run(path, n, backlog, others="demand"):
+def demand_run(path, n, backlog, others="demand", channel="flat"):
     shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1",
-                      log_others=others, seed=4)
+                      log_others=others, seed=4, log_channel=channel)
     radio = shell._radio()
     inp = radio.inputs(0, n)
     out = radio.new_outputs(n)
@@ -340,7 +344,86 @@ def test_mixed_others_bulk_full_on_off_open_loop(tmp_path):
     assert 0.8 * room - 100 * per_tti <= radio.others_served[0] <= n * N_SUB * radio.bytes_per_mcs[9]
     assert radio.others_served[2] == 0 and (out["nsub"][:, 0] == 0).all()
     radio, _out = demand_run(path, n, 0.0, others="demand")
-    assert radio.others_served[0] <= 1000 and radio.others_served[1] == pytest.approx(100 * per_tti)
+    assert radio.others_served[0] <= 1000 + 1e-6 and radio.others_served[1] == pytest.approx(100 * per_tti)
+
+
+def test_selective_channel_is_the_recorded_wideband_sinr_over_the_cells_fading(tmp_path):
+    """``--log-channel selective`` on a MAC log: UE 1's real SINR on subchannel ``c`` in TTI
+    ``k`` is its recorded ``sinr_db`` of TTI ``k`` (linear) times ``|H(k, c)|^2 / mean_c
+    |H(k, c)|^2`` of the quick preset's fading (Pedestrian A, 3 km/h, the replay's seed),
+    computed here from the channel model alone; the reported one is the same two TTIs
+    earlier (``csi_delay_tti`` 2); the replay's MAC log keeps the recorded wideband SINR;
+    the cross-traffic's subchannels stay masked."""
+    from airlink.replay.cell_fromlog import MASKED
+    from airlink.sim.channel import ChannelModel
+    n = 300
+    path = recorded_cell(tmp_path, seconds=n / 1000)
+    log = pd.read_parquet(path)
+    rec_db = log[log["user"] == "1"]["sinr_db"].to_numpy()             # row k = TTI k
+    shell = CellShell(preset="quick", users=1, duration=f"{n / 1000}s", from_log=path, follow_rnti="1", seed=9,
+                      log_channel="selective")
+    radio = shell._radio()
+    assert radio.measured.channel == "selective" and radio.measured.describe()["channel"] == "selective"
+    inp = radio.inputs(0, n)
+    model = ChannelModel(n_users=1, n_subchannels=N_SUB, tti_s=1e-3, snr_db=0.0, profile="ped-a", speed_kmh=3,
+                         carrier_hz=2.0e9, subchannel_hz=180e3, seed=9)
+    gain = model.fading_chunk(-2, n + 2)[:, 0, :].astype(np.float64)      # TTIs -2 .. n-1
+    shape = gain / gain.mean(axis=1, keepdims=True)
+    lin = 10 ** (rec_db / 10)
+    want_real = lin[:, None] * shape[2:]
+    # two TTIs earlier: the log's slots repeat, the fading before TTI 0 is TTI 0's (the cell's own line)
+    want_rep = lin[np.arange(-2, n - 2) % n][:, None] * shape[2:][np.maximum(np.arange(n) - 2, 0)]
+    free = inp.real[:, 0, :] != MASKED
+    assert free.sum() > 1000 and (~free).sum() > 1000
+    np.testing.assert_allclose(inp.real[:, 0, :][free], want_real[free], rtol=1e-4)
+    np.testing.assert_allclose(inp.rep[:, 0, :][free], want_rep[free], rtol=1e-4)
+    assert (inp.rep[:, 0, :][~free] == MASKED).all()
+    assert np.ptp(np.log10(want_real), axis=1).mean() > 0.1               # not flat: > 1 dB across the band
+    np.testing.assert_allclose(inp.sinr_db[:, 0], rec_db, atol=1e-3)
+    np.testing.assert_allclose(inp.sinr_rep_db[2:, 0], rec_db[:-2], atol=1e-3)
+
+
+def test_selective_channel_lets_pf_split_ttis(tmp_path):
+    """The live UE (full queue) beside UE 2 (500 KB standing), the same recorded row 10 and
+    wideband SINR at its threshold. Flat: every subchannel is the same to PF, so the UE
+    with the higher metric takes the band but for what the other's HARQ retransmissions
+    hold - the live UE gets at most a quarter or at least two thirds of it, never about
+    half - and each first transmission is at the row's threshold, where the table's BLER
+    target (10 %) fails. Selective: PF takes each UE's better subchannels, so the live UE
+    gets between a third and two thirds of the band in most TTIs, the share is still about
+    half, and link adaptation picks rows below the reported SINR: fewer errors."""
+    from airlink.sim.rates import rate_table
+    path = demand_log(tmp_path, 600, busy_users=["2"])
+    got = {}
+    for channel in ("flat", "selective"):
+        radio, out = demand_run(path, 600, 1e9, channel=channel)
+        nsub = out["nsub"][100:, 0]
+        got[channel] = (np.mean((nsub >= 8) & (nsub <= 16)), nsub.sum() / (500 * N_SUB),
+                        out["retx"][:, 0].sum() / out["blocks"][:, 0].sum())
+    (flat_half, flat_share, flat_bler), (sel_half, sel_share, sel_bler) = got["flat"], got["selective"]
+    assert flat_half < 0.05 and sel_half > 0.5, got
+    assert 0.4 < flat_share < 0.6 and 0.4 < sel_share < 0.6, got
+    assert 0.06 < flat_bler < 0.14 and sel_bler < 0.06, got
+    # the neighbours' channel: their recorded wideband SINR (row 10's threshold) over their own
+    # fading, the reported one two slots earlier
+    real, rep = radio._others_channel(7, 7)
+    thr = 10 ** (rate_table("lte-cqi").threshold_db[9] / 10)
+    np.testing.assert_allclose(real.mean(axis=1), thr, rtol=1e-4)
+    np.testing.assert_allclose(rep, thr * radio._others_shape[5], rtol=1e-5)
+    assert np.ptp(10 * np.log10(real), axis=1).min() > 1.0
+
+
+def test_nrscope_log_replays_flat(shared_data):
+    """An NR-Scope log has no wideband SINR: the replay keeps the recorded MCS row on every
+    subchannel, whatever channel was asked for."""
+    from airlink.replay.cell_fromlog import measured_cell
+    from tests.replay.test_cell_fromlog import AFTERNOON, FOLLOW
+    from fractions import Fraction
+    m = measured_cell(shared_data / AFTERNOON, n_users=1, n_prbs=52, tti=Fraction(1, 1000), follow=FOLLOW,
+                      channel="selective")
+    assert m.channel == "flat" and m.sinr_series == {}
+    with pytest.raises(AirlinkError, match="channel: 'selective' or 'flat'"):
+        measured_cell(shared_data / AFTERNOON, n_users=1, n_prbs=52, tti=Fraction(1, 1000), channel="fading")
 
 
 def test_demand_needs_an_airlink_mac_log(shared_data):

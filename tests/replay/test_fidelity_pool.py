@@ -70,3 +70,12 @@ def test_table_of_pooled_files(tmp_path):
     bad.write_text(json.dumps({**RUN_B, "live_seeds": [1, 2]}))
     out = subprocess.run([sys.executable, BENCH, "--table", files[0], bad], capture_output=True, text=True)
     assert out.returncode == 2 and f"--table {bad}: not a saved run" in out.stderr
+
+
+def test_pool_ignores_a_runs_cell_timing(bench):
+    """A cell run's result carries the cell shell's timing under ``cell`` (late TTIs): not
+    samples, so pooling leaves it out and keeps the samples as they are."""
+    timed = {**_res([10, 20], [5]), "cell": {"ttis": 1000, "late_ttis": 3, "max_lateness_us": 900}}
+    live, _ = bench.pool([{"live": [timed, _res([40], [7])], "live_seeds": [1, 1], "replays": {}}])
+    assert len(live) == 1 and "cell" not in live[0]
+    assert sorted(live[0]["page_ms"]) == [10, 20, 40] and live[0]["train_ms"] == {"50": [5, 7]}
