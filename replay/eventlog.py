@@ -2,9 +2,9 @@
 
 The C packet paths (the link shell's stages, the cell's UEs) record every logged event as
 an :data:`~.server.EVENT` record; the shell hands those records over in batches
-(``take_events``). Turning a batch into lines in the thread that moves the packets held
-the packets for as long: 8,192 events took the cell's TTI loop 10-30 ms in Python, whole
-TTIs late, and a link shell's batch of 65,536 held its packets for over 100 ms. Here:
+(``take_events``). Lines made in the thread that moves the packets would hold the packets
+meanwhile (a batch of thousands of events takes milliseconds, whole TTIs), so they are
+made and written by a thread of their own:
 
 * :func:`event_lines` - the reference: a batch as lines, one
   :meth:`~airlink.traces.LinkLogWriter.event_line` per event, in the batch's order;

@@ -112,8 +112,8 @@ def _choice_options():
 
 
 def test_every_choice_option_refuses_a_word_in_one_line(run_airlink, tmp_path, monkeypatch):
-    # --log-others of airlink cell gave argparse's "airlink cell: error: argument ..." after
-    # its usage; a choice is now refused as a bounded number is, for every command
+    # a word outside an option's choices is refused as a number out of bounds is: one
+    # "airlink: error: --option: ..." line, not argparse's usage and "airlink cell: error:"
     monkeypatch.chdir(tmp_path)
     options = _choice_options()
     assert (["cell"], "--log-others", ["share", "demand", "flows", "mixed"]) in options
