@@ -21,7 +21,8 @@ airlink link --mode workload SET`` (RTT min / mean / median / max), and a bulk d
 (``iperf3 -R -t T -O 2``) through ``airlink link --mode workload SET`` (its goodput against
 the heavy trace's TCP payload rate, 1448/1500 of RATE, and the downlink's bursts and heavy
 share from ``--stats``) ``--runs`` times; the sender's namespace gets a 32 MiB ``tcp_wmem``
-maximum.
+maximum. ``--logs`` gives the bulk downloads both directions' mm-link logs, as every
+``airlink run`` writes them.
 
 Needs root and iperf3. Usage::
 
@@ -92,7 +93,8 @@ def engines(args) -> int:
             rates, downs = [], []
             for _ in range(args.runs):
                 stats.unlink(missing_ok=True)
-                r = run(ns, [AIRLINK, "link", "--mode", "workload", traces, "--stats", stats, "--", "sh", "-c",
+                logs = ["--downlink-log", Path(d) / "down.log", "--uplink-log", Path(d) / "up.log"] if args.logs else []
+                r = run(ns, [AIRLINK, "link", "--mode", "workload", traces, "--stats", stats, *logs, "--", "sh", "-c",
                              f"iperf3 -c $AIRLINK_BASE -p {IPERF_PORT} -R -t {args.seconds:g} -O 2 -J"],
                         timeout=args.seconds + 90, env=env)
                 try:
@@ -131,6 +133,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="also write the results as JSON")
     ap.add_argument("--engines", type=float, metavar="RATE",
                     help="compare the workload mode's C engine and Python loop on a set of RATE Mbit/s")
+    ap.add_argument("--logs", action="store_true",
+                    help="with --engines: the bulk downloads write both directions' mm-link logs, as "
+                         "`airlink run` does")
     ap.add_argument("--pings", type=int, default=100, help="with --engines: pings 100 ms apart (100)")
     args = ap.parse_args(argv)
     if args.engines is not None and not args.engines > 0:

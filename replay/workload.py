@@ -65,7 +65,9 @@ import numpy as np
 from airlink.traces.cellreplay import OFFSET_SIZE_STEP, PDO_BYTES, Direction
 from airlink.core.errors import AirlinkError
 
-from .stages import TimedStage, _fastpath, take_events, write_events
+from .eventlog import EventLogThread, formatter, in_log_order
+from .server import EV_ARRIVAL, EV_DEPARTURE, EVENT
+from .stages import TimedStage, _fastpath
 
 MS = 1_000_000
 #: The recorded PDOs are whole milliseconds: a PDO at ``p`` ms is somewhere in ``[p, p + 1)``.
@@ -81,10 +83,10 @@ class WorkloadStage(TimedStage):
     ``base_ns``) of every packet's arrival (``+``) and departure (``-``, with its delay in the
     shell); no opportunity lines (the rule has no capacity per TTI to report).
 
-    A packet's departure is logged when it arrives (its release is decided then), so events
-    wait in ``_events`` (in arrival order) and are written once no later event can come
-    before them: those earlier than the last arrival (every event to come is at or after
-    it); at :meth:`close` the rest, less the departures of packets still held.
+    A packet's departure is logged when it arrives (its release is decided then); the
+    events (:data:`~.server.EVENT` records: the C stage's, or the Python engine's own) are
+    handed in batches to a log thread (:class:`.eventlog.EventLogThread`), which writes
+    those no later event can come before (:class:`HeldBackEvents`).
     """
 
     kind = "workload"
@@ -95,8 +97,9 @@ class WorkloadStage(TimedStage):
         super().__init__()
         self.log = log
         self.base_ns = int(start_ns) if base_ns is None else int(base_ns)
-        self._events = [] if log is not None else None
+        self._events = [] if log is not None else None      # the Python engine's records
         self._fast = None           # the C stage serving this direction, when it keeps the log
+        self._held = self._log_thread = None
         if not idle_ms >= 0:
             raise AirlinkError(f"the idle time must be a non-negative number of ms, got {idle_ms}")
         light = direction.light
@@ -255,23 +258,21 @@ class WorkloadStage(TimedStage):
         super().push(packet, now_ns)
         if self._events is not None:
             n, out = len(packet), self._q[-1][0]
-            self._events += ((now_ns, 1, n, 0), (out, 2, n, out - now_ns))
+            self._events += ((now_ns, 0, EV_ARRIVAL, n), (out, now_ns, EV_DEPARTURE, n))
             if len(self._events) > self.FLUSH_EVENTS:
-                self._write_final()
+                self._hand_over(np.array(self._events, EVENT).tobytes())
+                self._events = []
 
-    def _write_final(self) -> None:
-        """Write the held events earlier than the last arrival (class notes)."""
-        ev = self._events
-        last = max((e[0] for e in ev if e[1] == 1), default=None)
-        if last is None:
-            return
-        self._events = [e for e in ev if e[0] >= last]
-        write_events(self.log, self.base_ns, [e for e in ev if e[0] < last])
+    def _hand_over(self, raw: bytes) -> None:
+        """Hand a batch of logged events to the log thread (made at the first batch)."""
+        if self._log_thread is None:
+            self._held = HeldBackEvents()
+            self._log_thread = EventLogThread(self._held, name="airlink-workload-log")
+        self._log_thread.put(self.log, raw, self.base_ns)
 
     def drain_fast(self) -> None:
         if self._fast is not None:
-            self._events += take_events(self._fast)
-            self._write_final()
+            self._hand_over(self._fast.take_events())
 
     def forget_fast(self) -> None:
         self._fast = None
@@ -283,19 +284,15 @@ class WorkloadStage(TimedStage):
             return
         try:
             if self._fast is not None:
-                self._events += take_events(self._fast)
+                self._hand_over(self._fast.take_events())
                 held = self._fast.stats()["queued_packets"]
             else:
+                self._hand_over(np.array(self._events, EVENT).tobytes())
+                self._events = []
                 held = len(self._q)
-            ev = self._events
-            for i in range(len(ev) - 1, -1, -1):
-                if not held:
-                    break
-                if ev[i][1] == 2:
-                    del ev[i]
-                    held -= 1
-            self._events = []
-            write_events(self.log, self.base_ns, ev)
+            thread, self._log_thread = self._log_thread, None
+            thread.close()
+            self.log.write_lines(self._held.rest(held, self.base_ns))
             self.log.close()
         except BaseException:
             self.abort()
@@ -336,3 +333,35 @@ class WorkloadStage(TimedStage):
                    bursts=self.bursts, idle_ms=self.idle_ns / MS, heavy_bytes=self.heavy_bytes,
                    heavy_opportunities=span)
         return out
+
+
+class HeldBackEvents:
+    """A workload stage's log rule, as the format of its log thread: each batch of
+    :data:`~.server.EVENT` records (in the order they were logged: a packet's arrival, then
+    its departure, decided at its arrival) is added to those held back, and the lines of
+    every held event earlier than the last arrival are returned in log order
+    (:func:`.eventlog.in_log_order`) - every event to come is at or after that arrival.
+    :meth:`rest` gives the lines of what is left at the end, less the departures of the
+    packets still in the shell (the last departures logged: releases never reorder)."""
+
+    def __init__(self):
+        self._format = formatter()
+        self._held = np.empty(0, EVENT)
+
+    def __call__(self, raw, base_ns: int) -> str:
+        ev = np.concatenate((self._held, np.frombuffer(raw, EVENT)))
+        arrivals = ev["t"][ev["kind"] == EV_ARRIVAL]
+        if not len(arrivals):
+            self._held = ev
+            return ""
+        final = ev["t"] < arrivals.max()
+        self._held = ev[~final]
+        return self._format(in_log_order(ev[final].tobytes()), base_ns)
+
+    def rest(self, held_packets: int, base_ns: int) -> str:
+        ev = self._held
+        departures = np.flatnonzero(ev["kind"] == EV_DEPARTURE)
+        if held_packets:
+            ev = np.delete(ev, departures[-held_packets:])
+        self._held = np.empty(0, EVENT)
+        return self._format(in_log_order(ev.tobytes()), base_ns)
