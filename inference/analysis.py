@@ -29,7 +29,8 @@ CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "ecio_db", "r
                    "mcs")
 RATE_COLUMNS = ("assigned_rate_bps", "served_bytes", "tbs_bps", "throughput_bps", "prbs",
                 "subchannels")
-THROUGHPUT_COLUMNS = ("served_bytes", "throughput_bps", "assigned_rate_bps", "tbs_bps", "prbs", "subchannels")
+THROUGHPUT_COLUMNS = ("served_bytes", "throughput_bps", "assigned_rate_bps", "tbs_bps", "dl_bitrate_bps", "prbs",
+                      "subchannels")
 
 
 def _max_lag_samples(max_lag, period: float) -> int:

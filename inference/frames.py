@@ -317,7 +317,8 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
 
     Several frames share the grid of the first (its ``resolution`` or its sampling period):
     each is gridded on it and joined by grid step; a column already present is not taken
-    again. At most one of them may hold several series (users or ``by`` keys). ``columns``
+    again, and a frame that would add no column is refused (several frames are layers of
+    one run, not users). At most one of them may hold several series (users or ``by`` keys). ``columns``
     (names to be read as numbers) are checked in the file that has them, and must exist in one.
     ``direction``: the grants of an allocation log to keep (see :func:`prepare`). ``sparse``:
     a single frame's grid keeps only its occupied steps (see :func:`prepare`); several frames
@@ -352,6 +353,12 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
             raise AirlinkError(f"{p}: aligning two frames that both hold several series is not supported; "
                                f"merge them first")
         new = [c for c in other.columns if c not in base.columns]
+        if not new and "user" not in other.columns:
+            raise AirlinkError(
+                f"{p}: adds no column to {paths[0]} (all of its columns are there already): several "
+                f"FRAMEs are layers of one run joined on one time grid (e.g. a MAC log and a "
+                f"capture's flows), not users; to compare devices, put their rows in one frame "
+                f"with a column naming the device and pass --by COLUMN")
         if "user" in other.columns:
             base, other = other, base
             new = [c for c in other.columns if c not in base.columns]

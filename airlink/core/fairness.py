@@ -17,6 +17,8 @@ floats or numpy arrays, and never raise on degenerate input.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -101,11 +103,14 @@ def service_gaps(served, *, tti_s: float = 1.0, times=None) -> list:
 
 
 def gap_stats(gaps) -> dict:
-    """Mean, std, coefficient of variation (std/mean) and max of one user's gaps (NaN if none)."""
+    """Mean, std (population), coefficient of variation (std/mean) and max of one user's gaps
+    (NaN if none). The sums are exact (``math.fsum``), so equal gaps - a round robin's -
+    have their own value as mean and a std and CoV of exactly 0, not rounding residue."""
     g = np.asarray(gaps, dtype=float)
     if g.size == 0:
         return dict(mean=float("nan"), std=float("nan"), cov=float("nan"), max=float("nan"), count=0)
-    mean, std = float(g.mean()), float(g.std())
+    mean = math.fsum(g) / g.size
+    std = math.sqrt(math.fsum((g - mean) ** 2) / g.size)
     return dict(mean=mean, std=std, cov=std / mean if mean > 0 else float("nan"),
                 max=float(g.max()), count=int(g.size))
 

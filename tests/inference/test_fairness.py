@@ -1,4 +1,6 @@
 """Fairness and jitter metrics on values worked out by hand."""
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -86,6 +88,21 @@ def test_jitter_report_on_frame():
     assert one["max_s"] == pytest.approx(0.002)
 
 
+def test_round_robin_jitter_is_exactly_even():
+    """Three users served in turn every 1 ms TTI: every gap is 3 ms, so (hand-worked) the mean
+    gap is 0.003 s and the std and CoV are exactly 0, not a float sum's residue (about
+    1e-16, which reads as a jitter)."""
+    n = 3000
+    k = np.repeat(np.arange(n), 3)
+    user = np.tile(["1", "2", "3"], n)
+    frame = pd.DataFrame({"time": pd.to_datetime(k, unit="ms", utc=True), "user": user,
+                          "served_bytes": np.where(k % 3 == user.astype(int) - 1, 100.0, 0.0)})
+    j = inf.jitter_report(frame).to_frame()
+    assert j["gaps"].tolist() == [999, 999, 999]
+    assert j["mean_s"].tolist() == [0.003] * 3 and j["max_s"].tolist() == [0.003] * 3
+    assert j["std_s"].tolist() == [0.0] * 3 and j["cov"].tolist() == [0.0] * 3
+
+
 def test_reports_follow_the_result_convention():
     """Every report is a mapping with to_dict() (plain JSON values) and to_frame() (its table)."""
     import json
@@ -109,3 +126,21 @@ def test_users_come_in_numeric_order():
     table = fairness_report(frame, time_column="time")["users"]
     assert table.index.tolist() == [str(u) for u in range(1, 13)]
     assert table["mean_served_bytes"].tolist() == [100.0 * u for u in range(1, 13)]
+
+
+def test_ucc_device_log_is_one_user_and_two_are_not_users(run_airlink, shared_data):
+    """A real UCC log is one device's: fairness reads its downlink bitrate (DL_bitrate,
+    kbit/s, as dl_bitrate_bps) and answers that one user has no fairness; two device logs
+    are refused naming the second file (it would add no column to the first: FRAMEs are
+    layers of one run, and its rows were dropped before)."""
+    files = sorted((shared_data / "ucc-5g").rglob("*.csv"))
+    if len(files) < 2:
+        pytest.skip("fewer than two UCC files in ../shared/data/ucc-5g")
+    status, out, err = run_airlink("infer", "fairness", files[0], "--json")
+    assert status == 0, err
+    overall = json.loads(out)["overall"]
+    assert overall["rate"] == "dl_bitrate_bps"
+    assert overall["cannot_tell"].startswith("one user")
+    status, out, err = run_airlink("infer", "fairness", files[0], files[1])
+    assert status != 0 and out == ""
+    assert f"{files[1]}: adds no column to {files[0]}" in err and "--by COLUMN" in err
