@@ -8,22 +8,31 @@ dB^-1 x 10 / ln 10). For a uniform draw ``u`` in [0, 1) the block fails when
 
     z = ((1 - u) / u) ^ (1 / beta)          (u = 0 gives z = inf: the block fails)
 
-:func:`error_thresholds_reference` is the numpy form; :func:`error_thresholds` is the same
-arithmetic in one compiled pass (numba, no fast-math: the same float64 division and the
-C library's ``pow``, which numpy's power calls too but for the exponents it computes
-otherwise, such as 1/2 by ``sqrt``: those take the numpy form), so both give the same bits.
+:func:`error_thresholds_reference` computes it element by element with the C library's
+``pow`` (Python's ``math.pow``); :func:`error_thresholds` is the same arithmetic in one
+compiled pass (numba, no fast-math: the same float64 division and the same ``pow``), so both
+give the same bits. Not numpy's power: on CPUs with AVX-512 numpy computes float64 powers
+with its own vector routine, whose results differ from the C library's in the last bit for
+about one draw in twenty, so a run's thresholds would depend on the machine.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from airlink.core.envflags import env_flag
 
 
+_c_pow = np.frompyfunc(math.pow, 2, 1)
+
+
 def error_thresholds_reference(u: np.ndarray, inv_beta: float) -> np.ndarray:
-    """``((1 - u) / u) ** inv_beta`` (float64, same shape as ``u``) with numpy."""
-    with np.errstate(divide="ignore", over="ignore"):
-        return ((1 - u) / u) ** inv_beta
+    """``((1 - u) / u) ** inv_beta`` (float64, same shape as ``u``; ``u = 0`` gives inf), the
+    power by the C library's ``pow`` element by element (module notes)."""
+    with np.errstate(divide="ignore"):
+        x = (1 - np.asarray(u, dtype=np.float64)) / u
+    return _c_pow(x, float(inv_beta)).astype(np.float64)
 
 
 def _thresholds_loop(u, inv_beta, out):
@@ -34,13 +43,7 @@ def _thresholds_loop(u, inv_beta, out):
         flat_o[i] = ((1.0 - x) / x) ** inv_beta
 
 
-#: exponents numpy's power computes by another operation (sqrt, square, ...), not ``pow``
-_NUMPY_SPECIAL_EXPONENTS = (-1.0, 0.0, 0.5, 1.0, 2.0)
-
-
 def _thresholds_compiled(u: np.ndarray, inv_beta: float) -> np.ndarray:
-    if float(inv_beta) in _NUMPY_SPECIAL_EXPONENTS:
-        return error_thresholds_reference(u, inv_beta)
     u = np.ascontiguousarray(u, dtype=np.float64)
     out = np.empty_like(u)
     _thresholds_kernel(u, float(inv_beta), out)
