@@ -151,7 +151,7 @@ def parse_shell_argv(argv: list[str]):
 
 def check_experiment_shells(exp, *, trace: Path | None = None, outdir: Path = Path("OUTDIR")) -> list:
     """The shells' own words an experiment's live stage builds, each parsed by the shell's
-    parser (:func:`parse_shell_argv`); the first refusal is an AirlinkError naming the spec's
+    parser (:func:`parse_shell_argv`), a link's queues built from their arguments; the first refusal is an AirlinkError naming the spec's
     section (``shells[1].link: ...``, ``cell: ...``). ``trace``: the capacity trace the radio
     stage provides (a placeholder by default). Returns ``[(argv, namespace), ...]``."""
     model = exp.model
@@ -167,7 +167,12 @@ def check_experiment_shells(exp, *, trace: Path | None = None, outdir: Path = Pa
         items.append(("cell", cell_shell_argv(model.cell, exp, outdir, set_file)))
     for where, argv in items:
         try:
-            out.append((argv, parse_shell_argv(argv)))
+            ns = parse_shell_argv(argv)
+            if argv[0] == "link":           # queue arguments are read when the shell starts
+                from airlink.replay.queues import make_queue
+                for d in ("downlink", "uplink"):
+                    make_queue(getattr(ns, f"{d}_queue"), getattr(ns, f"{d}_queue_args"))
+            out.append((argv, ns))
         except AirlinkError as exc:
             raise AirlinkError(f"{where}: {exc}") from None
     return out

@@ -24,7 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       model_validator)
 
-from airlink.cli.link import QUEUES as CELL_QUEUES     # the shells' queue disciplines (no numpy)
+from airlink.cli.link import QUEUES as SHELL_QUEUES    # the shells' queue disciplines (no numpy)
 from airlink.traces import AirlinkError, parse_duration, parse_rate
 from airlink.core import bounds as B
 from airlink.core.units import parse_size
@@ -143,11 +143,11 @@ class LossShell(_Model):
 
 
 class LinkShell(_Model):
-    queue: str | None = None
+    queue: Literal[tuple(SHELL_QUEUES)] | None = None
     queue_args: Text | None = None
-    downlink_queue: str | None = None
+    downlink_queue: Literal[tuple(SHELL_QUEUES)] | None = None
     downlink_queue_args: Text | None = None
-    uplink_queue: str | None = None
+    uplink_queue: Literal[tuple(SHELL_QUEUES)] | None = None
     uplink_queue_args: Text | None = None
     uplink: str | None = None
     once: bool = False
@@ -279,7 +279,7 @@ class Cell(_Model):
     tti: _duration_in(B.TTI) | None = None
     duration: _duration_in(B.SIM_DURATION) | None = None           # None: until every UE's applications ended
     overrides: dict[str, Any] = Field(default_factory=dict, alias="set")
-    queue: Literal[tuple(CELL_QUEUES)] = "droptail"
+    queue: Literal[tuple(SHELL_QUEUES)] = "droptail"
     queue_args: Text | None = None             # without packets=/bytes=: the preset's buffer_packets packets
     ecn: bool = False                          # CE-mark ECN-capable packets instead of dropping (codel, pie)
     uplink: Text | None = None                 # None: unconstrained; a rate or a trace path
@@ -539,6 +539,15 @@ class Experiment:
         self.model = validate_spec(self.spec, where=where)
         from airlink.experiment.live import check_experiment_shells
         try:
+            scheduler = self.model.radio.overrides().get("scheduler")
+            if scheduler is not None:      # a name or class path, refused before the run starts
+                from airlink.sim.config import DEFAULTS, parameter_name
+                from airlink.sim.engine import make_scheduler
+                named = {parameter_name(k, "radio"): v for k, v in self.model.radio.overrides().items()}
+                try:
+                    make_scheduler(scheduler, {**DEFAULTS, **named})
+                except AirlinkError as exc:
+                    raise AirlinkError(f"radio.scheduler: {exc}") from None
             if self.model.cell is not None:
                 cfg = self.model.cell.resolve(preset_path=self.cell_preset_path())
                 self.model.cell.per_ue(int(cfg["n_users"]))

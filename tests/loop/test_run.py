@@ -28,6 +28,8 @@ def test_examples_load(name):
     ({"name": "x", "shells": [{"lnik": {}}]}, "shells[0]: must be one of delay, loss, link"),
     ({"name": "x", "applications": [{"bulk": {"cc": "vegas"}}]}, "applications[0].bulk.cc: Input should be 'reno', 'cubic' or 'bbr' (got 'vegas')"),
     ({"name": "x", "radio": {"preset": "quick", "duration": "ten"}}, "radio.duration"),
+    ({"name": "x", "radio": {"preset": "quick", "scheduler": "fifo9"}},
+     "experiment: radio.scheduler: unknown scheduler 'fifo9' (one of rr, maxcir, pf"),
     ({"name": "x", "infer": {"nmi": [{"target": "a"}]}}, "infer.nmi[0].factors: required key is missing"),
     ({"name": "x", "collect": {"resolutoin": "1s"}}, "experiment: collect.resolutoin: unknown key"),
     ({"name": "x", "capture": {"snaplen": "x"}}, "capture.snaplen: Input should be a valid integer"),

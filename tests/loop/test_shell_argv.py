@@ -133,5 +133,10 @@ def test_gilbert_is_refused_with_a_pointer():
 
 
 def test_a_value_a_shell_refuses_is_a_spec_error_naming_the_section():
-    with pytest.raises(AirlinkError, match=r"experiment: shells\[1\]\.link: .*invalid choice: 'fifo'"):
+    with pytest.raises(AirlinkError, match=r"experiment: shells\[1\]\.link\.queue: Input should be 'infinite', "
+                                           r"'droptail', .* \(got 'fifo'\)"):
         load_experiment(_shells({"delay": 5}, {"link": {"queue": "fifo"}}))
+    # arguments the queue does not take: refused by the check, before a run starts
+    with pytest.raises(AirlinkError, match=r"experiment: shells\[1\]\.link: droptail queue takes packets, "
+                                           r"bytes, ecn; got bogus"):
+        load_experiment(_shells({"delay": 5}, {"link": {"queue": "droptail", "queue_args": "bogus=1"}}))
