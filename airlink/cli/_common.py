@@ -33,6 +33,15 @@ def print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def fmt_or_missing(v, spec: str = ".3f") -> str:
+    """``v`` formatted by ``spec``; a missing value (None or NaN) is ``-``, as wide as ``spec``
+    says (an infinite one prints as ``inf``: a fairness gap with a user that got nothing)."""
+    if v is None or (isinstance(v, float) and v != v):
+        width = spec.split(".")[0]
+        return "-".rjust(int(width)) if width.isdigit() else "-"
+    return format(v, spec)
+
+
 def typed(parse):
     """An argparse type from an airlink parser, with its message on bad input."""
     def convert(text):

@@ -1,11 +1,10 @@
 """``airlink infer nmi|fairness|backlog|jitter|scheduler``: what drives a scheduler, from frames."""
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
-from airlink.cli._common import add_parser, bounded, print_json, with_unit
+from airlink.cli._common import add_parser, bounded, fmt_or_missing, print_json, with_unit
 from airlink.core import bounds as B
 
 
@@ -180,16 +179,8 @@ def _grid_line(frame) -> str:
     # every series spans the grid's steps: per series they are points / series
     size = f"{points // len(users)} steps x {len(users)} series, {a.get('empty_bins', 0)} of the {points} " \
         if len(users) > 1 else f"{points} steps, {a.get('empty_bins', 0)} "
-    return (f"grid {_fmt(a.get('resolution_s'), 'g')} s: {size}without a row (missing), "
+    return (f"grid {fmt_or_missing(a.get('resolution_s'), 'g')} s: {size}without a row (missing), "
             f"{a.get('merged_rows', 0)} row(s) merged into a shared step{series}{chosen}")
-
-
-def _fmt(v, spec=".3f"):
-    """``v`` formatted by ``spec``; a missing value is ``-``, as wide as ``spec`` says."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        width = spec.split(".")[0]
-        return "-".rjust(int(width)) if width.isdigit() else "-"
-    return format(v, spec)
 
 
 def cmd_nmi(args) -> int:
@@ -205,7 +196,7 @@ def cmd_nmi(args) -> int:
     a = table.attrs
     print(_grid_line(frame))
     print(f"target {args.target}: peak I_N over |lag| <= {a['max_lag']} samples "
-          f"({_fmt(a['max_lag'] * a['sample_period_s'], 'g')} s), {args.bins} {args.binning} bins, "
+          f"({fmt_or_missing(a['max_lag'] * a['sample_period_s'], 'g')} s), {args.bins} {args.binning} bins, "
           f"{args.surrogates} circular-shift surrogates")
     print(f"{'factor':<24} {'peak_nmi':>8} {'lag_s':>9} {'pairs':>7} {'p_value':>8} {'thresh':>7} "
           f"{'corrected':>9}  interval (95%)")
@@ -213,9 +204,9 @@ def cmd_nmi(args) -> int:
         print(f"left out of the pooled estimate and its surrogate test: group {g['group']} "
               f"({g['samples']} values; a group needs {g['needed']})")
     for r in table.itertuples():
-        print(f"{r.factor:<24} {r.peak_nmi:8.3f} {_fmt(r.lag_s, '9.3g')} {r.n_pairs:7d} {_fmt(r.p_value, '8.3f')} "
-              f"{_fmt(r.threshold, '7.3f')} {_fmt(r.bias_corrected, '9.3f')}  "
-              f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]" + ("  <- at the edge of the lag range" if r.at_edge else ""))
+        print(f"{r.factor:<24} {r.peak_nmi:8.3f} {fmt_or_missing(r.lag_s, '9.3g')} {r.n_pairs:7d} {fmt_or_missing(r.p_value, '8.3f')} "
+              f"{fmt_or_missing(r.threshold, '7.3f')} {fmt_or_missing(r.bias_corrected, '9.3f')}  "
+              f"[{fmt_or_missing(r.ci_low)}, {fmt_or_missing(r.ci_high)}]" + ("  <- at the edge of the lag range" if r.at_edge else ""))
         if r.cannot_tell:
             print(f"{'':<24} cannot tell: {r.cannot_tell}")
     print("positive lag: the factor leads the target")
@@ -245,14 +236,14 @@ def cmd_fairness(args) -> int:
     if o.get("cannot_tell"):
         print(f"fairness: cannot tell: {o['cannot_tell']}")
         return 0
-    print(f"fairness gap (max-min)/min   {_fmt(o['fairness_gap'])}")
-    print(f"Jain's index                 {_fmt(o['jain_index'])}")
-    print(f"min/max resource fraction    {_fmt(o['min_max_resource_ratio'])}")
+    print(f"fairness gap (max-min)/min   {fmt_or_missing(o['fairness_gap'])}")
+    print(f"Jain's index                 {fmt_or_missing(o['jain_index'])}")
+    print(f"min/max resource fraction    {fmt_or_missing(o['min_max_resource_ratio'])}")
     print(rep["users"].to_string(float_format=lambda v: f"{v:.4g}"))
     if args.window and not rep["windows"].empty:
         w = rep["windows"]
-        print(f"per {args.window}: Jain's index mean {_fmt(w['jain_index'].mean())}, "
-              f"min {_fmt(w['jain_index'].min())}; fairness gap median {_fmt(w['fairness_gap'].median())}")
+        print(f"per {args.window}: Jain's index mean {fmt_or_missing(w['jain_index'].mean())}, "
+              f"min {fmt_or_missing(w['jain_index'].min())}; fairness gap median {fmt_or_missing(w['fairness_gap'].median())}")
     return 0
 
 
@@ -267,11 +258,11 @@ def cmd_backlog(args) -> int:
         return 0
     nb, nc = rep["nmi_backlog"], rep["nmi_channel"]
     print(_grid_line(frame))
-    print(f"NMI({rep['rate']}; {rep['backlog']}) = {nb['peak_nmi']:.3f} at lag {_fmt(nb['lag_s'], 'g')} s, "
-          f"p = {_fmt(nb['p_value'])}")
+    print(f"NMI({rep['rate']}; {rep['backlog']}) = {nb['peak_nmi']:.3f} at lag {fmt_or_missing(nb['lag_s'], 'g')} s, "
+          f"p = {fmt_or_missing(nb['p_value'])}")
     if nc:
-        print(f"NMI({rep['rate']}; {rep['channel']}) = {nc['peak_nmi']:.3f} at lag {_fmt(nc['lag_s'], 'g')} s, "
-              f"p = {_fmt(nc['p_value'])}")
+        print(f"NMI({rep['rate']}; {rep['channel']}) = {nc['peak_nmi']:.3f} at lag {fmt_or_missing(nc['lag_s'], 'g')} s, "
+              f"p = {fmt_or_missing(nc['p_value'])}")
         print("the rate follows the " + ("backlog" if rep["backlog_dominates"] else "channel")
               if rep["backlog_dominates"] is not None else f"the rate follows: cannot tell: {rep['cannot_tell']}")
     if rep["curve"]:
@@ -279,8 +270,8 @@ def cmd_backlog(args) -> int:
         for c in rep["curve"]:
             print(f"  {c['sending_rate_bps'] / 1e3:10.1f} kbit/s -> {c['assigned_rate_bps'] / 1e3:10.1f} kbit/s"
                   f"  ({c['windows']} windows)")
-    print(f"throttling begins at     {_fmt(rep['throttle_onset_bps'] / 1e3, '.1f')} kbit/s")
-    print(f"response lag to bursts   {_fmt(rep['response_lag_s'], '.4g')} s")
+    print(f"throttling begins at     {fmt_or_missing(rep['throttle_onset_bps'] / 1e3, '.1f')} kbit/s")
+    print(f"response lag to bursts   {fmt_or_missing(rep['response_lag_s'], '.4g')} s")
     return 0
 
 
@@ -328,8 +319,8 @@ def cmd_scheduler(args) -> int:
     for name, p in sorted(res["probabilities"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<8} {p:.2f}")
     if res.get("pf_time_constant_s") is not None:
-        print(f"PF averaging time constant ~ {_fmt(res['pf_time_constant_s'], '.3g')} s "
-              f"({_fmt(res.get('pf_time_constant_tti'), '.0f')} TTI)"
+        print(f"PF averaging time constant ~ {fmt_or_missing(res['pf_time_constant_s'], '.3g')} s "
+              f"({fmt_or_missing(res.get('pf_time_constant_tti'), '.0f')} TTI)"
               + ("" if res.get("pf_time_constant_resolved") else "; not resolved: candidates agree about equally"))
     kinds = ", ".join(f"{k} {v:.2f}" for k, v in res["model"]["heldout_by_kind"].items())
     print(f"model: {res['model']['description']}; held-out accuracy {res['model']['heldout_accuracy']:.3f} "
@@ -342,7 +333,7 @@ def _print_view(res, frame, *, columns: bool) -> None:
     allocation log was read and the series it did not count as users."""
     took = (" (columns: " + ", ".join(f"{k} {v}" for k, v in res["columns"].items() if v) + ")"
             if columns else "")
-    print(f"{res['view']} view, {res['samples']} samples of {_fmt(res['sample_period_s'], 'g')} s; "
+    print(f"{res['view']} view, {res['samples']} samples of {fmt_or_missing(res['sample_period_s'], 'g')} s; "
           f"users: {', '.join(map(str, res['users_used']))}{took}")
     alloc = frame.attrs.get("allocation") or {}
     if alloc.get("notes"):

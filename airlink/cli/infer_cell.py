@@ -2,10 +2,9 @@
 all-user scheduling log (NR-Scope per-slot DCIs, or airlink's own MAC log)."""
 from __future__ import annotations
 
-import math
 
 from airlink.cli._alloclog import add_log_arguments, read_log
-from airlink.cli._common import add_parser, bounded, print_json, with_unit
+from airlink.cli._common import add_parser, bounded, fmt_or_missing, print_json, with_unit
 from airlink.core import bounds as B
 
 
@@ -37,10 +36,6 @@ def register(isub):
     c.set_defaults(func=cmd_cell)
 
 
-def _fmt(v, spec=".3f"):
-    return "n/a" if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))) else format(v, spec)
-
-
 def cmd_cell(args) -> int:
     from airlink.inference.cell_logs import analyze_cell
     view = read_log(args)
@@ -56,20 +51,20 @@ def cmd_cell(args) -> int:
     print(f"PRBs        {s['cell_prbs']} per slot; utilisation {s['prb_utilization'] * 100:.2f} %, slots with "
           f"an allocation {s['slots_with_allocation'] * 100:.2f} %, full slots {s['full_slots'] * 100:.2f} %")
     print(f"fairness    over the users active in each {s['window_s']:g} s window ({s['windows_with_2_users']} "
-          f"windows with 2+ users): median Jain {_fmt(s['jain_index_median'])}, median fairness gap "
-          f"{_fmt(s['fairness_gap_median'], '.2f')}")
+          f"windows with 2+ users): median Jain {fmt_or_missing(s['jain_index_median'])}, median fairness gap "
+          f"{fmt_or_missing(s['fairness_gap_median'], '.2f')}")
     print(f"HARQ        {s['harq_retransmission_ratio'] * 100:.1f} % of allocations are retransmissions")
     print(f"{'user':>8} {'alloc':>6} {'share':>7} {'MB new':>8} {'MCS':>5} {'retx':>6} {'gap mean':>9} "
           f"{'gap CoV':>8} {'gap max':>8}")
     for r in res.users.head(args.top).itertuples():
         print(f"{r.user:>8} {r.allocations:6d} {r.resource_fraction * 100:6.1f}% {r.new_bytes / 1e6:8.3f} "
-              f"{_fmt(r.mcs_mean, '5.1f')} {_fmt(r.retransmission_ratio * 100, '5.1f')}% "
-              f"{_fmt(r.gap_mean_s, '8.3f')}s {_fmt(r.gap_cov, '8.2f')} {_fmt(r.gap_max_s, '7.2f')}s")
+              f"{fmt_or_missing(r.mcs_mean, '5.1f')} {fmt_or_missing(r.retransmission_ratio * 100, '5.1f')}% "
+              f"{fmt_or_missing(r.gap_mean_s, '8.3f')}s {fmt_or_missing(r.gap_cov, '8.2f')} {fmt_or_missing(r.gap_max_s, '7.2f')}s")
     print(f"verdict     {v['label']}{' (confident)' if v['confident'] else ''}")
     for reason in v["reasons"]:
         print(f"  - {reason}")
     e = v["evidence"]
     print(f"evidence    PRB share vs MCS (Spearman, windows with 2+ users) "
-          f"{_fmt(e['share_vs_mcs_spearman_all_windows'], '.2f')}; contended windows {e['contended_windows']}; "
-          f"median gap CoV {_fmt(e['gap_cov_median'], '.2f')}")
+          f"{fmt_or_missing(e['share_vs_mcs_spearman_all_windows'], '.2f')}; contended windows {e['contended_windows']}; "
+          f"median gap CoV {fmt_or_missing(e['gap_cov_median'], '.2f')}")
     return 0

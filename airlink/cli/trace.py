@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink import traces as T
-from airlink.cli._common import add_opportunity_bytes, add_parser, bounded, print_json, with_unit
+from airlink.cli._common import add_opportunity_bytes, add_parser, bounded, fmt_or_missing, print_json, with_unit
 from airlink.core import bounds as B
 
 FORMATS = ["mahimahi", "parquet"]
@@ -163,15 +163,13 @@ def _print_trace_summary(s: dict) -> None:
 
 
 def _print_log_summary(s: dict) -> None:
-    def fmt(v, spec):
-        return "n/a" if v is None else format(v, spec)
     print("format      linklog")
     print(f"duration    {s['duration_s']:.3f} s")
     print(f"capacity    {s['capacity_mbps']:.3f} Mbit/s average")
     print(f"throughput  {s['throughput_mbps']:.3f} Mbit/s average "
-          f"({fmt(s['utilization'] and s['utilization'] * 100, '.1f')} % utilisation)")
-    print(f"delay       mean {fmt(s['delay_ms_mean'], '.1f')} ms, 95th percentile "
-          f"{fmt(s['delay_ms_p95'], '.0f')} ms")
+          f"({fmt_or_missing(s['utilization'] and s['utilization'] * 100, '.1f')} % utilisation)")
+    print(f"delay       mean {fmt_or_missing(s['delay_ms_mean'], '.1f')} ms, 95th percentile "
+          f"{fmt_or_missing(s['delay_ms_p95'], '.0f')} ms")
     print(f"drops       {s['drops_packets']} packets, {s['drops_bytes']} bytes")
 
 
