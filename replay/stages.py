@@ -28,7 +28,7 @@ from airlink.core.errors import AirlinkError, FormatError
 
 from .queues import PER_PACKET, core_parameters
 from .rng import SplitMix64
-from .server import EV_ARRIVAL, EV_DEPARTURE, EV_DROP, EV_OPPORTUNITY, EVENT, RECORD_COLUMNS, TraceServer
+from .server import RECORD_COLUMNS, TraceServer
 
 
 class Stage:
@@ -500,25 +500,9 @@ class LinkStage(Stage):
                 log.abort()
 
 
-def take_events(c) -> list:
-    """The events a C stage logged since the last call, in the stages' own form ``(t, kind,
-    a, b)``: opportunity 0, arrival 1, departure 2 (bytes, delay ns), drop 3 and mark 4
-    (packets, bytes)."""
-    events = []
-    for t, x, kind, n in np.frombuffer(c.take_events(), EVENT).tolist():
-        if kind == EV_ARRIVAL:
-            events.append((t, 1, n, 0))
-        elif kind == EV_DEPARTURE:
-            events.append((t, 2, n, t - x))
-        elif kind == EV_OPPORTUNITY:
-            events.append((t, 0, x, 0))
-        else:
-            events.append((t, 3 if kind == EV_DROP else 4, n, x))
-    return events
-
-
 def write_events(log, base_ns: int, events: list) -> None:
-    """Write events ``(t, kind, a, b)`` (the form of :func:`take_events`) to an mm-link log
+    """Write events ``(t, kind, a, b)`` - opportunity 0 (bytes), arrival 1 (bytes), departure
+    2 (bytes, delay ns), drop 3 and mark 4 (packets, bytes) - to an mm-link log
     (times in ms since ``base_ns``), in time order (at one time: opportunities, arrivals,
     departures, drops, marks); sorts ``events`` in place."""
     events.sort(key=lambda e: (e[0], e[1]))

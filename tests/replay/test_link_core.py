@@ -26,8 +26,8 @@ from airlink.replay import LinkStage, make_queue
 from airlink.replay.cell import _EVENT
 from airlink.replay.eventlog import event_lines, in_log_order
 from airlink.replay.cell_pypath import PyCellPath
-from airlink.replay.server import carry_budget
-from airlink.replay.stages import take_events, write_events
+from airlink.replay.server import EV_ARRIVAL, EV_DEPARTURE, EV_DROP, EV_OPPORTUNITY, carry_budget
+from airlink.replay.stages import write_events
 from airlink.traces import LinkLogWriter
 
 cp = c_extension("airlink.replay._cellpath", module_level=True)
@@ -216,11 +216,12 @@ def test_log_lines_in_c_are_the_reference_lines(tmp_path):
         fp.format_events(raw[:-1], base)
 
     # a link shell's batch in its log's order, from C, is what the stages' writer writes
-    class _Recorded:
-        def take_events(self):
-            return raw
+    stage_form = []         # write_events' (t, kind, a, b), kinds in the log's order
+    for t, x, kind, n in ev.tolist():
+        stage_form.append({EV_ARRIVAL: (t, 1, n, 0), EV_DEPARTURE: (t, 2, n, t - x),
+                           EV_OPPORTUNITY: (t, 0, x, 0), EV_DROP: (t, 3, n, x)}.get(kind, (t, 4, n, x)))
     ref, fast = tmp_path / "ref.log", tmp_path / "fast.log"
-    for path, write in ((ref, lambda w: write_events(w, base, take_events(_Recorded()))),
+    for path, write in ((ref, lambda w: write_events(w, base, stage_form)),
                         (fast, lambda w: w.write_lines(fp.format_events(in_log_order(raw), base)))):
         w = LinkLogWriter(path)
         write(w)
