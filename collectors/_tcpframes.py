@@ -163,9 +163,11 @@ def event_rows(event: str, *, time, packet, flow, direction, kind=0, seq=-1, pay
 def _events_frame(ev_parts: list, source: str) -> Columns:
     """The events frame from its parts (:func:`event_rows`: out-of-order, retransmission,
     RTT, duplicate-ACK and zero-window rows, in that order), sorted by time then flow
-    (stably)."""
+    (stably). The parts are emptied as they are joined, the joined frame as it is sorted:
+    one column at a time is held twice, not the events (a long flow has one RTT sample per
+    ACK)."""
     if ev_parts:
-        events = Columns.concat(ev_parts).sort_by(["time", "flow"])
+        events = Columns.concat(ev_parts, consume=True).sort_by(["time", "flow"], consume=True)
     else:          # the text columns as pandas typed them, empty: float64 (event: categorical of none)
         events = event_rows("rtt", time=np.zeros(0, np.int64), packet=0, flow=0, direction=0)
         events["kind"] = events["spurious_reason"] = _EMPTY
@@ -268,13 +270,18 @@ def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflo
     # RTT: median of samples in the bin (sequence/ACK samples; timestamp ones where a flow has none)
     rtt = np.full(total, np.nan)
     if len(rtt_ms):
-        rf, rd = rtt_gd // 2, rtt_gd % 2
         pref = np.ones(2 * nflow, np.int8)
         np.minimum.at(pref, rtt_gd, rtt_method)
         keep = rtt_method == pref[rtt_gd]
-        rb = rtt_t[keep] // res_ns
-        rows = row_of(rf[keep], rd[keep], np.clip(rb, start_bin[rf[keep]], end_bin[rf[keep]]))
+        # the kept samples' rows, each temporary dropped when used (one per sample)
+        gd = rtt_gd[keep]
+        rf, rd = gd // 2, gd % 2
+        del gd
+        rb = np.clip(rtt_t[keep] // res_ns, start_bin[rf], end_bin[rf])
+        rows = row_of(rf, rd, rb)
+        del rf, rd, rb
         at, med = grouped_median_min(rtt_ms[keep], rows)[:2]
+        del rows
         rtt[at] = med
     out["rtt_ms"] = rtt
     within = np.arange(total) - offset[f_of_row] - d_of_row * nb[f_of_row]

@@ -32,8 +32,6 @@ KEPT = {"ts_ns": None, "ip_len": np.uint32, "seq": np.uint32, "ack": np.uint32,
         "tsecr": np.uint32, "has_ts": bool, "dsack": bool, "ecn": np.uint8}
 SYN_KEPT = {"mss": np.uint16, "wscale": np.int8, "synopt": np.uint8}
 SPARSE_DTYPES = {"syn_index": np.int64, "dsack_index": np.int64, "dsack_left": np.uint32, **SYN_KEPT}
-#: The decoded columns :class:`PacketColumns` reads (of a batch's many).
-_GATHERED = (*KEPT, *SYN_KEPT, "dsack_left")
 
 
 class _ColumnStore:
@@ -56,11 +54,19 @@ class _ColumnStore:
             self.arrays[k] = new
         self.capacity = n
 
-    def append(self, values: dict) -> None:
-        m = len(values["pflow"])
+    def append(self, values: dict, rows=None, picked=None) -> None:
+        """``values`` (``values[k][rows]`` when ``rows`` is given: gathered straight into
+        the reserve, no copy in between) and ``picked`` (arrays already of the new rows'
+        length) after the columns' rows."""
+        m = len(values["swap"] if rows is None else rows)
         if self.size + m > self.capacity:
             self.reserve(max(2 * self.capacity, self.size + m))
         for k, v in values.items():
+            if rows is None:
+                self.arrays[k][self.size:self.size + m] = v
+            else:
+                np.take(v, rows, out=self.arrays[k][self.size:self.size + m], mode="clip")
+        for k, v in (picked or {}).items():
             self.arrays[k][self.size:self.size + m] = v
         self.size += m
 
@@ -235,29 +241,36 @@ class PacketColumns:
             self.store.reserve(int(records_in_file(batch, file_bytes) * 1.15) + len(batch.data_off) + 1024)
 
     def add(self, d: dict, pflow, swap, ipidx0: int) -> None:
-        """A decoded batch (``d`` is emptied) of IP packets ``ipidx0``.. of the file, with
-        their provisional connection numbers and endpoint-order bits."""
-        keep = self.keep
+        """A decoded batch of IP packets ``ipidx0``.. of the file, with their provisional
+        connection numbers and endpoint-order bits (``d`` is emptied when every packet is
+        kept, unchanged with ``keep``)."""
+        keep, rows, picked = self.keep, None, {}
         if keep is not None:
             m = len(d["ts_ns"])
             sel = np.flatnonzero(keep[pflow]) if len(keep) else np.zeros(0, np.int64)
-            if len(sel) < m:                  # the kept packets of the columns kept
-                d = {k: d[k][sel] for k in _GATHERED}
-                pflow, swap = pflow[sel], swap[sel]
-            else:                             # a batch all of kept flows: its arrays as they are
-                d = {k: d[k] for k in _GATHERED}
-            pflow = self.compact[pflow].astype(np.int32)
-            d["ipidx"] = sel + ipidx0
+            if len(sel) < m:                  # the kept packets, gathered into the store
+                rows = sel
+                pflow = pflow[sel]
+            picked = {"pflow": self.compact[pflow].astype(np.int32), "ipidx": sel + ipidx0}
+            values = {"swap": swap, **{k: d[k] for k in KEPT}}
+            sparse_of = {k: d[k] for k in (*SYN_KEPT, "dsack_left")}
+        else:
+            values = {"pflow": pflow, "swap": swap, **{k: d.pop(k) for k in KEPT}}
+            sparse_of = {k: d.pop(k) for k in (*SYN_KEPT, "dsack_left")}
         base, sparse = self.store.size, self.sparse
-        si = np.flatnonzero((d["flags"] & SYN) != 0)
+        self.store.append(values, rows, picked)
+        del values, picked
+        n = self.store.size - base
+        new = {k: self.store.arrays[k][base:base + n] for k in ("flags", "dsack")}
+        si = np.flatnonzero((new["flags"] & SYN) != 0)
+        di = np.flatnonzero(new["dsack"])
         sparse["syn_index"].append(si + base)
-        for k in SYN_KEPT:
-            sparse[k].append(d.pop(k)[si].astype(SYN_KEPT[k], copy=False))
-        di = np.flatnonzero(d["dsack"])
         sparse["dsack_index"].append(di + base)
-        sparse["dsack_left"].append(d.pop("dsack_left")[di])
-        extra = {"ipidx": d.pop("ipidx")} if keep is not None else {}
-        self.store.append({"pflow": pflow, "swap": swap, **{k: d.pop(k) for k in KEPT}, **extra})
+        if rows is not None:                  # batch rows of the new rows
+            si, di = rows[si], rows[di]
+        for k in SYN_KEPT:
+            sparse[k].append(sparse_of[k][si].astype(SYN_KEPT[k], copy=False))
+        sparse["dsack_left"].append(sparse_of["dsack_left"][di])
 
     def dense(self) -> dict:
         """The columns so far with ``wscale`` and ``mss`` at every row (-1 / 0 off SYNs)."""

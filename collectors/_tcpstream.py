@@ -648,24 +648,40 @@ class FlowStream:
         fast = R["fast"]
         # RTT samples: sequence/ACK per acking direction (Karn's rule applied), then timestamps
         retx_keys = np.sort(rgd * OFF + R["rel"])
-        parts = []
+        # the samples' columns (time, packet, ms, flow/direction, method), each a list of
+        # parts; every chunk's piece is dropped as soon as it is used (a long flow has one
+        # sample per ACK)
+        parts = [[], [], [], [], []]
+
+        def add_part(*columns):
+            for lst, col in zip(parts, columns):
+                lst.append(col)
         for a in (0, 1):
-            for tt, pk, ms, srel, sfl in self.side[a].seqack:
+            seqack = self.side[a].seqack
+            self.side[a].seqack = []
+            seqack.reverse()
+            while seqack:
+                tt, pk, ms, srel, sfl = seqack.pop()
                 gd = 2 * sfl + 1 - a
                 ok = ~karn_voided(gd * OFF + srel, retx_keys)
-                parts.append((tt[ok], pk[ok], ms[ok], gd[ok], np.zeros(int(ok.sum()), np.int8)))
-            self.side[a].seqack = []
+                add_part(tt[ok], pk[ok], ms[ok], gd[ok], np.zeros(int(ok.sum()), np.int8))
+            del seqack
         for a in (0, 1):
             if self.side[a].tspairs:
                 tt, pk, ms, v = (np.concatenate(x) for x in zip(*self.side[a].tspairs))
                 self.side[a].tspairs = []
                 o = np.argsort(v, kind="stable")              # by flow, then echoed value
                 gd = (0 if F == 1 else 2 * (v[o] // M32)) + 1 - a
-                parts.append((tt[o], pk[o], ms[o], np.broadcast_to(gd, len(o)).astype(np.int64),
-                              np.ones(len(o), np.int8)))
-        if parts:
-            rtt_t, rtt_pk, rtt_ms, rtt_gd, rtt_method = (np.concatenate(x) for x in zip(*parts))
-            del parts
+                add_part(tt[o], pk[o], ms[o], np.broadcast_to(gd, len(o)).astype(np.int64),
+                         np.ones(len(o), np.int8))
+                del tt, pk, ms, v, o, gd
+        if parts[0]:
+            joined = []
+            for lst in parts:
+                joined.append(np.concatenate(lst))
+                lst.clear()
+            rtt_t, rtt_pk, rtt_ms, rtt_gd, rtt_method = joined
+            del parts, joined
             rtt_pk = rtt_pk.astype(np.int64)
         else:
             rtt_t, rtt_pk, rtt_ms = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)

@@ -105,15 +105,23 @@ def test_sort_and_concat_as_pandas(rows):
 @given(st.lists(st.tuples(st.integers(0, 6), st.floats(0, 1e4, allow_nan=False)), min_size=1, max_size=80))
 def test_grouped_median_min_is_pandas_groupby(pairs):
     """Median ((a + b) / 2 of the middle two when even), minimum and count per group as
-    pandas's groupby gives them, bit for bit."""
+    pandas's groupby gives them, bit for bit - both ways of sorting the groups' values
+    (a slice per group; all groups at once)."""
+    from airlink.collectors import _tcparrays
     g = np.array([p[0] for p in pairs], np.int64)
     v = np.array([p[1] for p in pairs], np.float64)
-    at, med, low, count = grouped_median_min(v, g)
     ref = pd.Series(v).groupby(g)
-    np.testing.assert_array_equal(at, ref.size().index.to_numpy())
-    assert med.tobytes() == ref.median().to_numpy().tobytes()
-    assert low.tobytes() == ref.min().to_numpy().tobytes()
-    np.testing.assert_array_equal(count, ref.size().to_numpy())
+    few = _tcparrays._FEW_GROUPS
+    for limit in (few, 0):
+        _tcparrays._FEW_GROUPS = limit
+        try:
+            at, med, low, count = grouped_median_min(v, g)
+        finally:
+            _tcparrays._FEW_GROUPS = few
+        np.testing.assert_array_equal(at, ref.size().index.to_numpy())
+        assert med.tobytes() == ref.median().to_numpy().tobytes()
+        assert low.tobytes() == ref.min().to_numpy().tobytes()
+        np.testing.assert_array_equal(count, ref.size().to_numpy())
 
 
 @settings(max_examples=300, deadline=None)
