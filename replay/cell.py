@@ -139,6 +139,10 @@ class CellShell:
         ready in time; the UEs' commands keep the normal policy. Off by default (it takes
         CPU from everything else): the loop then runs at niceness -10 with a 0.1 ms time
         slice where the kernel allows one (Linux 6.12+).
+    rps : Receive Packet Steering on the UEs' devices, so that the receiving UEs' TCP runs
+        on another CPU than the TTI loop's (:func:`_steer_receive`; docs/cell.md): ``off``
+        (default), ``all`` (the UEs' packets hashed over every CPU) or ``pin`` (the loop
+        pinned to its CPU, the UEs' receiving on the others). Nothing on one CPU.
     from_log : an NR-Scope CSV or an airlink MAC log: replay that recorded cell
         (:mod:`airlink.replay.cell_fromlog`): the other users' recorded PRBs per slot are
         taken first, the UEs are scheduled on the rest
@@ -163,7 +167,7 @@ class CellShell:
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None, ecn: bool = False,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
                  realtime: bool = False, from_log=None, follow_rnti=None, log_direction: str = "downlink",
-                 log_start=None, log_others: str = "share", log_channel: str = "flat"):
+                 log_start=None, log_others: str = "share", log_channel: str = "flat", rps: str = "off"):
         from airlink.sim.engine import check_config, make_scheduler, resolve_config, scheduler_name
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
@@ -226,6 +230,9 @@ class CellShell:
         self.offload = _offload_wanted(queue)
         self.rescue_ns = _rescue_ns(self.late_ns, self.tti)
         self.writer_thread = _writer_wanted()
+        if rps not in RPS_MODES:
+            raise AirlinkError(f"--rps must be one of {', '.join(RPS_MODES)}, got {rps!r}")
+        self.rps = rps
         self.last_stats = None
 
     def _radio(self, live=True):
@@ -282,6 +289,7 @@ class CellShell:
                     offload = True
                 except OSError:     # a kernel without TUN offloads: plain packets behind the header
                     pass
+            rps = _steer_receive(self.rps, namespaces)
             cmdline = " | ".join(" ".join(ns.cmd) for ns in namespaces) if cmds[0] is not cmds[-1] \
                 else " ".join(namespaces[0].cmd)
 
@@ -337,6 +345,7 @@ class CellShell:
                                 page_faults=ru.ru_minflt + ru.ru_majflt - faults0,
                                 kernel=[ns.device_drops() for ns in namespaces])
             stats["offload"] = offload
+            stats["rps"] = rps
             if self.measured is not None:
                 stats["measured_cell"] = self.measured.describe()
             self.last_stats = stats
@@ -451,6 +460,36 @@ def _rescue_ns(late_ns: int, tti) -> int:
     if not env_flag("AIRLINK_CELL_RESCUE", True) or tti < RESCUE_MIN_TTI:
         return 0
     return late_ns // RESCUE_DIVISOR
+
+
+RPS_MODES = ("off", "all", "pin")
+
+
+def _steer_receive(mode: str, namespaces) -> dict:
+    """Receive Packet Steering on the UEs' devices (``--rps``); what was done, for the stats.
+
+    A TUN write runs the receiving UE's stack (IP, its TCP receive, waking its application)
+    in the writer's context: in the TTI loop. With RPS on a UE's ``airlink0`` the write only
+    queues the packet on the backlog of a CPU of its ``rps_cpus`` (an IPI), where that stack
+    then runs. ``all``: every CPU the shell may use (each UE's flows hashed to one of them;
+    those hashed to the loop's CPU are processed there as before). ``pin``: the loop's thread
+    stays on the CPU it runs on now, the UEs' receiving on every other one (the rescuers,
+    which move a late loop to another CPU, are then off: there is none it may use). Nothing
+    with one CPU. Only the UEs' own devices change; they go with their namespaces."""
+    from .plumbing import set_rps
+    cpus = os.sched_getaffinity(0)
+    if mode == "off" or len(cpus) < 2:
+        return {"mode": "off"}
+    import ctypes
+    here = ctypes.CDLL(None).sched_getcpu()
+    if here not in cpus:
+        here = min(cpus)
+    target = cpus if mode == "all" else cpus - {here}
+    if mode == "pin":
+        os.sched_setaffinity(0, {here})
+    ok = set_rps([ns.ns_fd for ns in namespaces], target)
+    return {"mode": mode, "cpus": sorted(target), "loop_cpus": sorted(os.sched_getaffinity(0)),
+            "applied": sum(ok)}
 
 
 def _writer_wanted() -> bool:
