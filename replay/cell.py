@@ -142,7 +142,8 @@ class CellShell:
     rps : Receive Packet Steering on the UEs' devices, so that the receiving UEs' TCP runs
         on another CPU than the TTI loop's (:func:`_steer_receive`; docs/cell.md): ``off``
         (default), ``all`` (the UEs' packets hashed over every CPU) or ``pin`` (the loop
-        pinned to its CPU, the UEs' receiving on the others). Nothing on one CPU.
+        pinned to its CPU, the UEs' receiving on the others; no rescuers then: they move a
+        late loop to another CPU). Nothing on one CPU.
     from_log : an NR-Scope CSV or an airlink MAC log: replay that recorded cell
         (:mod:`airlink.replay.cell_fromlog`): the other users' recorded PRBs per slot are
         taken first, the UEs are scheduled on the rest
@@ -225,14 +226,14 @@ class CellShell:
         late = Fraction(self.tti) / 2 if late_after is None else parse_duration(late_after, "ms")
         self.late_ns = int(late * 10**9)
         self.realtime = bool(realtime)
-        # the environment's switches, read (and a bad value refused) before anything starts:
-        # GSO super-packets through the TUNs, the rescuers' delay (ns, 0: none), TUN writes in a thread
-        self.offload = _offload_wanted(queue)
-        self.rescue_ns = _rescue_ns(self.late_ns, self.tti)
-        self.writer_thread = _writer_wanted()
         if rps not in RPS_MODES:
             raise AirlinkError(f"--rps must be one of {', '.join(RPS_MODES)}, got {rps!r}")
         self.rps = rps
+        # the environment's switches, read (and a bad value refused) before anything starts:
+        # GSO super-packets through the TUNs, the rescuers' delay (ns, 0: none), TUN writes in a thread
+        self.offload = _offload_wanted(queue)
+        self.rescue_ns = 0 if rps == "pin" else _rescue_ns(self.late_ns, self.tti)
+        self.writer_thread = _writer_wanted()
         self.last_stats = None
 
     def _radio(self, live=True):
@@ -322,6 +323,7 @@ class CellShell:
             cpu0 = ru.ru_utime + ru.ru_stime
             faults0 = ru.ru_minflt + ru.ru_majflt
             live = _LiveCell(self, radio, feed, outer, namespaces, cmdline, vnet=vnet)
+            _pin_loop(rps)
             # everything allocated so far (numpy, pandas, numba, pyarrow modules) leaves the
             # collector's view: a full collection during the run then takes microseconds,
             # not the tens of milliseconds that made TTIs late
@@ -466,30 +468,34 @@ RPS_MODES = ("off", "all", "pin")
 
 
 def _steer_receive(mode: str, namespaces) -> dict:
-    """Receive Packet Steering on the UEs' devices (``--rps``); what was done, for the stats.
+    """Receive Packet Steering on the UEs' devices (``--rps``); what was set, for the stats.
 
     A TUN write runs the receiving UE's stack (IP, its TCP receive, waking its application)
     in the writer's context: in the TTI loop. With RPS on a UE's ``airlink0`` the write only
-    queues the packet on the backlog of a CPU of its ``rps_cpus`` (an IPI), where that stack
-    then runs. ``all``: every CPU the shell may use (each UE's flows hashed to one of them;
-    those hashed to the loop's CPU are processed there as before). ``pin``: the loop's thread
-    stays on the CPU it runs on now, the UEs' receiving on every other one (the rescuers,
-    which move a late loop to another CPU, are then off: there is none it may use). Nothing
-    with one CPU. Only the UEs' own devices change; they go with their namespaces."""
-    from .plumbing import set_rps
+    queues the packet on the backlog of a CPU of its ``rps_cpus`` (and sends that CPU an
+    IPI), where the stack then runs. ``all``: every CPU the shell may use (each UE's flows
+    hashed to one of them; those hashed to the loop's CPU are processed there as before).
+    ``pin``: every CPU but the one the loop runs on now (``loop_cpu``), where
+    :func:`_pin_loop` keeps it. Nothing with one CPU. Only the UEs' own devices change;
+    the setting goes with their namespaces."""
+    from .plumbing import INNER_DEVICE, set_rps
     cpus = os.sched_getaffinity(0)
     if mode == "off" or len(cpus) < 2:
         return {"mode": "off"}
     import ctypes
     here = ctypes.CDLL(None).sched_getcpu()
-    if here not in cpus:
-        here = min(cpus)
+    here = here if here in cpus else min(cpus)
     target = cpus if mode == "all" else cpus - {here}
-    if mode == "pin":
-        os.sched_setaffinity(0, {here})
-    ok = set_rps([ns.ns_fd for ns in namespaces], target)
-    return {"mode": mode, "cpus": sorted(target), "loop_cpus": sorted(os.sched_getaffinity(0)),
+    ok = set_rps([(ns.ns_fd, INNER_DEVICE) for ns in namespaces], target)
+    return {"mode": mode, "cpus": sorted(target), **({"loop_cpu": here} if mode == "pin" else {}),
             "applied": sum(ok)}
+
+
+def _pin_loop(rps: dict) -> None:
+    """With ``--rps pin``, the calling thread (the TTI loop) stays on ``rps["loop_cpu"]``;
+    threads started before (the logs' writer, the C path's writer) keep every CPU."""
+    if rps.get("mode") == "pin":
+        os.sched_setaffinity(0, {rps["loop_cpu"]})
 
 
 def _writer_wanted() -> bool:

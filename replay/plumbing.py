@@ -422,26 +422,26 @@ def rps_mask_text(cpus) -> str:
     return ",".join([f"{groups[-1]:x}"] + [f"{g:08x}" for g in reversed(groups[:-1])])
 
 
-def set_rps(ns_fds, cpus, device: str = INNER_DEVICE) -> list:
-    """Receive Packet Steering for ``device`` (queue rx-0) in each network namespace of
-    ``ns_fds``: the packets written into it are processed (IP, TCP, the socket's wake-up) on
+def set_rps(devices, cpus) -> list:
+    """Receive Packet Steering for each device of ``devices``, pairs ``(network namespace
+    fd, device name)`` (queue rx-0): the packets written into one are processed (IP, TCP, the socket's wake-up) on
     the CPUs of ``cpus``, from the backlog of one of them, not in the writer's own context.
 
     ``/sys/class/net`` shows the devices of the namespace that mounted sysfs, so a child
-    process makes a private mount namespace and, per network namespace, mounts sysfs over
+    process makes a private mount namespace and, per device, mounts its namespace's sysfs over
     ``/sys``, writes ``queues/rx-0/rps_cpus`` and unmounts it; the child and its mount
     namespace end with it, and the setting lives on the device (it goes with the namespace).
-    Returns one bool per namespace: whether the setting was written."""
+    Returns one bool per device: whether the setting was written."""
     text = rps_mask_text(cpus).encode()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        ok = bytearray(len(ns_fds))
+        ok = bytearray(len(devices))
         try:
             os.close(r)
             unshare(CLONE_NEWNS)
             _check(_libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "mount")
-            for i, fd in enumerate(ns_fds):
+            for i, (fd, device) in enumerate(devices):
                 setns(fd, CLONE_NEWNET)
                 if _libc.mount(b"sysfs", b"/sys", b"sysfs", ctypes.c_ulong(0), None) != 0:
                     continue
@@ -464,7 +464,7 @@ def set_rps(ns_fds, cpus, device: str = INNER_DEVICE) -> list:
     with os.fdopen(r, "rb") as f:
         got = f.read()
     os.waitpid(pid, 0)
-    return [bool(b) for b in got.ljust(len(ns_fds), b"\0")]
+    return [bool(b) for b in got.ljust(len(devices), b"\0")]
 
 
 def _dev_stats(name: str):
