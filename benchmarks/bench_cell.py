@@ -10,6 +10,11 @@ download (iperf3 -R) per UE from servers on the shell's outer side, and reports 
 * the shell's CPU time per second of run (its own rusage plus its radio process's, in
   ``--stats``), and the radio process's part of it; the shell's own CPU time per TTI
   (without the radio process's: a figure that does not depend on how long the run lasted);
+* where else the run's CPU went, for options that move work off the shell (``--rps``): the
+  CPU time of the whole process tree (the shell, its radio process, the UEs' commands:
+  ``tree_cpu_per_s``), and the machine's busy and softirq time (/proc/stat) and its
+  ksoftirqd threads' time per second of the command's wall time - the machine's figures
+  include whatever else runs on it;
 * the aggregate TCP goodput the UEs received, and its ratio to the capacity ``airlink
   simulate`` gives the same preset and seed with full buffers over the same time (the
   reference: the same scheduler code without real packets).
@@ -20,6 +25,7 @@ namespace it makes is deleted afterwards.
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 [--realtime]
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 --realtime --offload alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --users 20 --tti 0.125ms --realtime
+    sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 --realtime --rps off pin
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 20 --realtime --writer alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime \

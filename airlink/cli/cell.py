@@ -90,9 +90,9 @@ def register(sub):
                         "is then processed (the UE's IP and TCP receive, waking its application) on "
                         "another CPU instead of inside the loop's write. off (default); all: each UE's "
                         "flows hashed over every CPU; pin: the loop stays on its CPU and the UEs' "
-                        "receiving runs on the others (fewer late TTIs at 0.125 ms in docs/cell.md's "
-                        "runs; the work moves to the other CPUs, it does not go away). No effect on "
-                        "one CPU")
+                        "receiving runs on the others (with --realtime: fewer late TTIs at 0.125 ms "
+                        "in docs/cell.md's runs, more without it; the work moves to the other CPUs, "
+                        "it does not go away). No effect on one CPU")
     p.add_argument("--from-log", type=Path, metavar="LOG",
                    help="replay a recorded cell, an NR-Scope CSV or an airlink MAC log (--mac-log of "
                         "airlink cell, mac.parquet of airlink simulate): the other users' recorded "
