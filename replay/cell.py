@@ -476,8 +476,8 @@ def _steer_receive(mode: str, namespaces) -> dict:
     IPI), where the stack then runs. ``all``: every CPU the shell may use (each UE's flows
     hashed to one of them; those hashed to the loop's CPU are processed there as before).
     ``pin``: every CPU but the one the loop runs on now (``loop_cpu``), where
-    :func:`_pin_loop` keeps it. Nothing with one CPU. Only the UEs' own devices change;
-    the setting goes with their namespaces."""
+    :func:`_pin_loop` keeps it. Nothing with one CPU; AirlinkError when a device refuses.
+    Only the UEs' own devices change; the setting goes with their namespaces."""
     from .plumbing import INNER_DEVICE, set_rps
     cpus = os.sched_getaffinity(0)
     if mode == "off" or len(cpus) < 2:
@@ -487,6 +487,9 @@ def _steer_receive(mode: str, namespaces) -> dict:
     here = here if here in cpus else min(cpus)
     target = cpus if mode == "all" else cpus - {here}
     ok = set_rps([(ns.ns_fd, INNER_DEVICE) for ns in namespaces], target)
+    if not all(ok):
+        raise AirlinkError(f"--rps {mode}: Receive Packet Steering could not be set on {ok.count(False)} of "
+                           f"{len(ok)} UE devices (a kernel without RPS, or no sysfs to mount?)")
     return {"mode": mode, "cpus": sorted(target), **({"loop_cpu": here} if mode == "pin" else {}),
             "applied": sum(ok)}
 
