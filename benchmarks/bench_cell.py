@@ -10,6 +10,11 @@ download (iperf3 -R) per UE from servers on the shell's outer side, and reports 
 * the shell's CPU time per second of run (its own rusage plus its radio process's, in
   ``--stats``), and the radio process's part of it; the shell's own CPU time per TTI
   (without the radio process's: a figure that does not depend on how long the run lasted);
+* where else the run's CPU went, for options that move work off the shell (``--rps``): the
+  CPU time of the whole process tree (the shell, its radio process, the UEs' commands:
+  ``tree_cpu_per_s``), and the machine's busy and softirq time (/proc/stat) and its
+  ksoftirqd threads' time per second of the command's wall time - the machine's figures
+  include whatever else runs on it;
 * the aggregate TCP goodput the UEs received, and its ratio to the capacity ``airlink
   simulate`` gives the same preset and seed with full buffers over the same time (the
   reference: the same scheduler code without real packets).
@@ -20,6 +25,7 @@ namespace it makes is deleted afterwards.
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 [--realtime]
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 --realtime --offload alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --users 20 --tti 0.125ms --realtime
+    sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 --realtime --rps off pin
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 20 --realtime --writer alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime \
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,7 +49,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _netns import AIRLINK, require_root, throwaway_namespace, user_env  # noqa: E402
 
 
-def one_run(args, work: Path, offload: bool = True, writer: bool = True) -> dict:
+def _machine_jiffies():
+    """(busy, softirq, total) clock ticks of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, v[6], sum(v)
+
+
+def _ksoftirqd_ticks():
+    """CPU clock ticks (user + system) the kernel's ksoftirqd threads used so far: softirq work
+    (such as packets steered to another CPU's backlog) that the kernel defers to them."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                st = f.read()
+        except (OSError, ValueError):
+            continue
+        if "(ksoftirqd/" in st:
+            v = st.rsplit(")", 1)[1].split()
+            total += int(v[11]) + int(v[12])
+    return total
+
+
+def one_run(args, work: Path, offload: bool = True, writer: bool = True, rps: str = "off") -> dict:
     out = work / "ue"
     out.mkdir(parents=True, exist_ok=True)
     ue_cmd = (f"iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t {args.seconds} --json "
@@ -53,7 +84,7 @@ def one_run(args, work: Path, offload: bool = True, writer: bool = True) -> dict
                "--seed", str(args.seed), "--scheduler", args.scheduler, "--queue-args", "packets=500",
                "--stats", str(work / "stats.json"), "--mac-log", str(work / "mac.parquet"),
                *(["--realtime"] if args.realtime else []), *(["--uplink", args.uplink] if args.uplink else []),
-               *(["--log-dir", str(work / "logs")] if args.logs else []),
+               *(["--log-dir", str(work / "logs")] if args.logs else []), "--rps", rps,
                "--", "sh", "-c", ue_cmd]
         t0 = time.monotonic()
         env = user_env()
@@ -61,7 +92,11 @@ def one_run(args, work: Path, offload: bool = True, writer: bool = True) -> dict
             env["AIRLINK_PYTHON_STEP"] = "1"
         env["AIRLINK_OFFLOAD"] = "1" if offload else "0"
         env["AIRLINK_CELL_WRITER"] = "1" if writer else "0"
+        j0, k0 = _machine_jiffies(), _ksoftirqd_ticks()
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.seconds + 120)
+        j1, k1 = _machine_jiffies(), _ksoftirqd_ticks()
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.monotonic() - t0
     if r.returncode != 0:
         raise SystemExit(f"airlink cell failed ({r.returncode}): {r.stderr.strip()[-500:]}")
@@ -77,6 +112,11 @@ def one_run(args, work: Path, offload: bool = True, writer: bool = True) -> dict
             "radio_waits": stats["radio_waits"], "loop_rescues": stats.get("loop_rescues", 0),
             "goodput_mbps": goodput / 1e6, "offload": stats.get("offload", False),
             "writer": stats.get("tun_writer") == "thread", "load_1min": os.getloadavg()[0],
+            "tree_cpu_per_s": (c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime) / stats["duration_s"],
+            "machine_cpu_per_s": (j1[0] - j0[0]) / os.sysconf("SC_CLK_TCK") / wall,
+            "machine_softirq_per_s": (j1[1] - j0[1]) / os.sysconf("SC_CLK_TCK") / wall,
+            "ksoftirqd_per_s": (k1 - k0) / os.sysconf("SC_CLK_TCK") / wall,
+            "rps": stats.get("rps", {}).get("mode", "off"), "rps_applied": stats.get("rps", {}).get("applied", 0),
             "superpackets": sum(u["downlink"].get("superpackets", 0) for u in stats["ues"]),
             "pieces_cut": sum(u["downlink"].get("pieces_cut", 0) for u in stats["ues"]),
             "step": stats["scheduler_step"]}
@@ -118,6 +158,9 @@ def main():
     ap.add_argument("--writer", choices=("on", "off", "alternate"), default="off",
                     help="the TUN writes in the cell's TTI loop (off, the default), in its writer thread "
                          "(on: AIRLINK_CELL_WRITER=1), or alternate run by run, off first")
+    ap.add_argument("--rps", nargs="+", default=["off"], metavar="MODE",
+                    help="the cell's --rps (Receive Packet Steering on the UEs' devices): one mode, or several "
+                         "alternated run by run in the order given, e.g. --rps off pin all")
     ap.add_argument("--logs", action="store_true",
                     help="write the per-UE Mahimahi-format logs (--log-dir), as every `airlink run` of a "
                          "cell does")
@@ -130,14 +173,15 @@ def main():
     if args.offload == "alternate" and args.writer == "alternate":
         ap.error("alternate --offload or --writer, not both")
     choice = {"on": [True], "off": [False], "alternate": [False, True]}
-    modes = [(o, w) for o in choice[args.offload] for w in choice[args.writer]]   # (offload, writer)
+    modes = [(o, w, p) for o in choice[args.offload] for w in choice[args.writer]
+             for p in args.rps]   # (offload, writer, rps)
     rows = {m: [] for m in modes}
     try:
         for i in range(args.runs):
             for m in modes:
                 name = f"run{i}" + ("" if len(modes) == 1 else
-                                    ("-gso" if m[0] else "-plain") + ("-writer" if m[1] else "-loop"))
-                row = one_run(args, work / name, offload=m[0], writer=m[1])
+                                    ("-gso" if m[0] else "-plain") + ("-writer" if m[1] else "-loop") + f"-rps-{m[2]}")
+                row = one_run(args, work / name, offload=m[0], writer=m[1], rps=m[2])
                 rows[m].append(row)
                 print(f"{name}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                                                for k, v in row.items()), flush=True)
@@ -151,10 +195,10 @@ def main():
     for m in modes:
         rs = rows[m]
         print(f"offload {'on (GSO super-packets)' if m[0] else 'off (AIRLINK_OFFLOAD=0)'}, TUN writes in "
-              f"{'the writer thread (AIRLINK_CELL_WRITER=1)' if m[1] else 'the TTI loop'}"
-              f"{'' if all((r['offload'], r['writer']) == m for r in rs) else ' - NOT as asked in every run'}:")
+              f"{'the writer thread (AIRLINK_CELL_WRITER=1)' if m[1] else 'the TTI loop'}, RPS {m[2]}"
+              f"{'' if all((r['offload'], r['writer'], r['rps']) == m for r in rs) else ' - NOT as asked in every run'}:")
         for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "loop_cpu_us_per_tti",
-                    "goodput_mbps", "load_1min"):
+                    "goodput_mbps", "tree_cpu_per_s", "machine_cpu_per_s", "machine_softirq_per_s", "ksoftirqd_per_s", "load_1min"):
             v = [r[key] for r in rs]
             print(f"{key:>16}: median {statistics.median(v):.4g}  (min {min(v):.4g}, max {max(v):.4g})")
         late, ttis = sum(r["late_ttis"] for r in rs), sum(r["ttis"] for r in rs)

@@ -139,6 +139,11 @@ class CellShell:
         ready in time; the UEs' commands keep the normal policy. Off by default (it takes
         CPU from everything else): the loop then runs at niceness -10 with a 0.1 ms time
         slice where the kernel allows one (Linux 6.12+).
+    rps : Receive Packet Steering on the UEs' devices, so that the receiving UEs' TCP runs
+        on another CPU than the TTI loop's (:func:`_steer_receive`; docs/cell.md): ``off``
+        (default), ``all`` (the UEs' packets hashed over every CPU) or ``pin`` (the loop
+        pinned to its CPU, the UEs' receiving on the others; no rescuers then: they move a
+        late loop to another CPU). Nothing on one CPU.
     from_log : an NR-Scope CSV or an airlink MAC log: replay that recorded cell
         (:mod:`airlink.replay.cell_fromlog`): the other users' recorded PRBs per slot are
         taken first, the UEs are scheduled on the rest
@@ -163,7 +168,7 @@ class CellShell:
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None, ecn: bool = False,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
                  realtime: bool = False, from_log=None, follow_rnti=None, log_direction: str = "downlink",
-                 log_start=None, log_others: str = "share", log_channel: str = "flat"):
+                 log_start=None, log_others: str = "share", log_channel: str = "flat", rps: str = "off"):
         from airlink.sim.engine import check_config, make_scheduler, resolve_config, scheduler_name
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):
@@ -221,10 +226,13 @@ class CellShell:
         late = Fraction(self.tti) / 2 if late_after is None else parse_duration(late_after, "ms")
         self.late_ns = int(late * 10**9)
         self.realtime = bool(realtime)
+        if rps not in RPS_MODES:
+            raise AirlinkError(f"--rps must be one of {', '.join(RPS_MODES)}, got {rps!r}")
+        self.rps = rps
         # the environment's switches, read (and a bad value refused) before anything starts:
         # GSO super-packets through the TUNs, the rescuers' delay (ns, 0: none), TUN writes in a thread
         self.offload = _offload_wanted(queue)
-        self.rescue_ns = _rescue_ns(self.late_ns, self.tti)
+        self.rescue_ns = 0 if rps == "pin" else _rescue_ns(self.late_ns, self.tti)
         self.writer_thread = _writer_wanted()
         self.last_stats = None
 
@@ -282,6 +290,7 @@ class CellShell:
                     offload = True
                 except OSError:     # a kernel without TUN offloads: plain packets behind the header
                     pass
+            rps = _steer_receive(self.rps, namespaces)
             cmdline = " | ".join(" ".join(ns.cmd) for ns in namespaces) if cmds[0] is not cmds[-1] \
                 else " ".join(namespaces[0].cmd)
 
@@ -314,6 +323,7 @@ class CellShell:
             cpu0 = ru.ru_utime + ru.ru_stime
             faults0 = ru.ru_minflt + ru.ru_majflt
             live = _LiveCell(self, radio, feed, outer, namespaces, cmdline, vnet=vnet)
+            _pin_loop(rps)
             # everything allocated so far (numpy, pandas, numba, pyarrow modules) leaves the
             # collector's view: a full collection during the run then takes microseconds,
             # not the tens of milliseconds that made TTIs late
@@ -337,6 +347,7 @@ class CellShell:
                                 page_faults=ru.ru_minflt + ru.ru_majflt - faults0,
                                 kernel=[ns.device_drops() for ns in namespaces])
             stats["offload"] = offload
+            stats["rps"] = rps
             if self.measured is not None:
                 stats["measured_cell"] = self.measured.describe()
             self.last_stats = stats
@@ -451,6 +462,43 @@ def _rescue_ns(late_ns: int, tti) -> int:
     if not env_flag("AIRLINK_CELL_RESCUE", True) or tti < RESCUE_MIN_TTI:
         return 0
     return late_ns // RESCUE_DIVISOR
+
+
+RPS_MODES = ("off", "all", "pin")
+
+
+def _steer_receive(mode: str, namespaces) -> dict:
+    """Receive Packet Steering on the UEs' devices (``--rps``); what was set, for the stats.
+
+    A TUN write runs the receiving UE's stack (IP, its TCP receive, waking its application)
+    in the writer's context: in the TTI loop. With RPS on a UE's ``airlink0`` the write only
+    queues the packet on the backlog of a CPU of its ``rps_cpus`` (and sends that CPU an
+    IPI), where the stack then runs. ``all``: every CPU the shell may use (each UE's flows
+    hashed to one of them; those hashed to the loop's CPU are processed there as before).
+    ``pin``: every CPU but the one the loop runs on now (``loop_cpu``), where
+    :func:`_pin_loop` keeps it. Nothing with one CPU; AirlinkError when a device refuses.
+    Only the UEs' own devices change; the setting goes with their namespaces."""
+    from .plumbing import INNER_DEVICE, set_rps
+    cpus = os.sched_getaffinity(0)
+    if mode == "off" or len(cpus) < 2:
+        return {"mode": "off"}
+    import ctypes
+    here = ctypes.CDLL(None).sched_getcpu()
+    here = here if here in cpus else min(cpus)
+    target = cpus if mode == "all" else cpus - {here}
+    ok = set_rps([(ns.ns_fd, INNER_DEVICE) for ns in namespaces], target)
+    if not all(ok):
+        raise AirlinkError(f"--rps {mode}: Receive Packet Steering could not be set on {ok.count(False)} of "
+                           f"{len(ok)} UE devices (a kernel without RPS, or no sysfs to mount?)")
+    return {"mode": mode, "cpus": sorted(target), **({"loop_cpu": here} if mode == "pin" else {}),
+            "applied": sum(ok)}
+
+
+def _pin_loop(rps: dict) -> None:
+    """With ``--rps pin``, the calling thread (the TTI loop) stays on ``rps["loop_cpu"]``;
+    threads started before (the logs' writer, the C path's writer) keep every CPU."""
+    if rps.get("mode") == "pin":
+        os.sched_setaffinity(0, {rps["loop_cpu"]})
 
 
 def _writer_wanted() -> bool:

@@ -405,6 +405,68 @@ class Namespace:
             self.outer_side.close()
 
 
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE, MNT_DETACH = 0x4000, 0x40000, 2
+
+
+def rps_mask_text(cpus) -> str:
+    """A CPU set as the kernel's ``rps_cpus`` bitmap: hex, in 32-bit groups joined by commas,
+    most significant first (``{1}`` -> ``"2"``, ``{0, 33}`` -> ``"2,00000001"``)."""
+    mask = sum(1 << c for c in cpus)
+    groups = []
+    while True:
+        groups.append(mask & 0xFFFFFFFF)
+        mask >>= 32
+        if not mask:
+            break
+    return ",".join([f"{groups[-1]:x}"] + [f"{g:08x}" for g in reversed(groups[:-1])])
+
+
+def set_rps(devices, cpus) -> list:
+    """Receive Packet Steering for each device of ``devices``, pairs ``(network namespace
+    fd, device name)`` (queue rx-0): the packets written into one are processed (IP, TCP, the socket's wake-up) on
+    the CPUs of ``cpus``, from the backlog of one of them, not in the writer's own context.
+
+    ``/sys/class/net`` shows the devices of the namespace that mounted sysfs, so a child
+    process makes a private mount namespace and, per device, mounts its namespace's sysfs over
+    ``/sys``, writes ``queues/rx-0/rps_cpus`` and unmounts it; the child and its mount
+    namespace end with it, and the setting lives on the device (it goes with the namespace).
+    Returns one bool per device: whether the setting was written."""
+    text = rps_mask_text(cpus).encode()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        ok = bytearray(len(devices))
+        try:
+            os.close(r)
+            unshare(CLONE_NEWNS)
+            _check(_libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "mount")
+            for i, (fd, device) in enumerate(devices):
+                setns(fd, CLONE_NEWNET)
+                if _libc.mount(b"sysfs", b"/sys", b"sysfs", ctypes.c_ulong(0), None) != 0:
+                    continue
+                try:
+                    f = os.open(f"/sys/class/net/{device}/queues/rx-0/rps_cpus", os.O_WRONLY)
+                    try:
+                        ok[i] = os.write(f, text) == len(text)
+                    finally:
+                        os.close(f)
+                except OSError:
+                    pass
+                finally:
+                    _libc.umount2(b"/sys", MNT_DETACH)
+        except BaseException:  # noqa: BLE001 - a forked child reports through the pipe only
+            pass
+        finally:
+            os.write(w, bytes(ok))
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        got = f.read()
+    os.waitpid(pid, 0)
+    return [bool(b) for b in got.ljust(len(devices), b"\0")]
+
+
 def _dev_stats(name: str):
     """rx/tx drop counters of device ``name`` in the calling thread's namespace."""
     try:

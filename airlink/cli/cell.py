@@ -85,6 +85,14 @@ def register(sub):
     p.add_argument("--realtime", action="store_true",
                    help="run the shell's TTI loop under the real-time policy SCHED_RR instead of "
                         "niceness -10 (fewer late TTIs on a busy machine; takes CPU from everything else)")
+    p.add_argument("--rps", choices=("off", "all", "pin"), default="off",
+                   help="Receive Packet Steering on the UEs' devices: a packet the loop writes to a UE "
+                        "is then processed (the UE's IP and TCP receive, waking its application) on "
+                        "another CPU instead of inside the loop's write. off (default); all: each UE's "
+                        "flows hashed over every CPU; pin: the loop stays on its CPU and the UEs' "
+                        "receiving runs on the others (with --realtime: fewer late TTIs at 0.125 ms "
+                        "in docs/cell.md's runs, more without it; the work moves to the other CPUs, "
+                        "it does not go away). No effect on one CPU")
     p.add_argument("--from-log", type=Path, metavar="LOG",
                    help="replay a recorded cell, an NR-Scope CSV or an airlink MAC log (--mac-log of "
                         "airlink cell, mac.parquet of airlink simulate): the other users' recorded "
@@ -136,7 +144,7 @@ def run(args) -> int:
                       warmup_bytes=args.warmup, late_after=args.late_after, realtime=args.realtime,
                       from_log=args.from_log, follow_rnti=args.follow_rnti, log_direction=args.log_direction,
                       log_start=args.log_start, log_others=args.log_others,
-                      log_channel=args.log_channel)
+                      log_channel=args.log_channel, rps=args.rps)
     status = shell.run(args.cmd or None, stats_path=args.stats)
     s = shell.last_stats
     if s is not None and s["ttis"]:

@@ -119,6 +119,8 @@ def cell_shell_argv(cell, exp, outdir: Path, set_file: Path | None) -> list[str]
         argv += ["--config", str(set_file)]
     if cell.realtime:
         argv += ["--realtime"]
+    if cell.rps != "off":
+        argv += ["--rps", cell.rps]
     if cell.ecn:
         argv += ["--ecn"]
     # the cell writes its outputs atomically itself (NAME.partial, renamed when complete)

@@ -286,6 +286,7 @@ class Cell(_Model):
     warmup: Annotated[Union[str, int], AfterValidator(_check_size)] | None = None   # bytes
     late_after: _duration_in(B.WINDOW) | None = None         # None: half a TTI
     realtime: bool = False
+    rps: Literal["off", "all", "pin"] = "off"  # Receive Packet Steering on the UEs' devices (airlink cell --rps)
     # a recorded cell replayed (airlink cell --from-log): an NR-Scope CSV or an airlink MAC log,
     # whose RNTIs (UEs) each UE's channel follows (one RNTI, "busiest", "model", or a list of one
     # per UE), the direction of the cross-traffic DCIs, where in the log the run starts, and the
@@ -341,7 +342,8 @@ class Cell(_Model):
                     uplink=self.uplink,
                     warmup_bytes=self.warmup, late_after=self.late_after, realtime=self.realtime,
                     from_log=self.from_log, follow_rnti=self.follow_rnti, log_direction=self.log_direction,
-                    log_start=self.log_start, log_others=self.log_others, log_channel=self.log_channel)
+                    log_start=self.log_start, log_others=self.log_others, log_channel=self.log_channel,
+                    rps=self.rps)
 
     def resolve(self, *, preset_path=None) -> dict:
         """The simulator's full parameter set of this cell (preset <- ``set`` <- users, tti,

@@ -72,6 +72,7 @@ CASES = [
     (Cell, "log_others", _cell(from_log="x.parquet", log_others="demand"), "cell", "log_others", "demand"),
     (Cell, "log_channel", _cell(from_log="x.parquet", log_channel="selective"), "cell", "log_channel",
      "selective"),
+    (Cell, "rps", _cell(rps="pin"), "cell", "rps", "pin"),
 ]
 # keys that do not travel on a shell's command line, and why
 NOT_ON_THE_COMMAND_LINE = {

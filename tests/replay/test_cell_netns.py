@@ -477,3 +477,38 @@ def test_tcp_streams_cross_the_cell_intact_in_super_packets(test_ns, tmp_path):
             # the kernel handed over super-packets and TTIs ended inside some of them
             assert d["superpackets"] > 0 and d["pieces_cut"] > 0
     assert stats["write_errors"] == 0
+
+
+def _bitmap(text: str) -> set:
+    """The CPUs of a kernel cpumask as sysfs prints it (hex, 32-bit groups joined by commas)."""
+    mask = int(text.strip().replace(",", ""), 16)
+    return {c for c in range(mask.bit_length()) if mask >> c & 1}
+
+
+@pytest.mark.parametrize("mode", ["off", "all", "pin"])
+def test_rps_is_set_on_each_ues_device_and_goes_with_it(test_ns, tmp_path, mode):
+    """``--rps``: each UE reads its own device's rps_cpus from inside its namespace (a sysfs
+    mounted there, in a mount namespace of its own): the shell's CPUs (all), every CPU but
+    the loop's (pin), untouched (off: the kernel's default, none); nothing is left behind."""
+    cpus = os.sched_getaffinity(0)      # the shell inherits the test's CPU set through ip netns exec
+    if mode != "off" and len(cpus) < 2:
+        pytest.skip("RPS moves work to another CPU: this machine gives the tests one")
+    before = test_ns.links(), test_ns.routes()
+    read = ("unshare -m sh -c 'mount -t sysfs sysfs /sys && "
+            f"cat /sys/class/net/airlink0/queues/rx-0/rps_cpus' > {tmp_path}/ue$AIRLINK_UE.txt")
+    r = test_ns.airlink("cell", "--users", "3", "--rps", mode, "--stats", tmp_path / "stats.json",
+                        "--", "sh", "-c", read)
+    assert r.returncode == 0, r.stderr
+    run = json.loads((tmp_path / "stats.json").read_text())
+    stats = run["rps"]
+    seen = [_bitmap((tmp_path / f"ue{u}.txt").read_text()) for u in (1, 2, 3)]
+    if mode == "off":
+        assert stats == {"mode": "off"} and seen == [set()] * 3
+    elif mode == "all":
+        assert seen == [cpus] * 3 and stats["applied"] == 3
+    else:
+        assert stats["loop_cpu"] in cpus and stats["applied"] == 3 and run["loop_rescues"] == 0
+        assert seen == [cpus - {stats["loop_cpu"]}] * 3
+    # the UEs' devices went with their namespaces; the shell's namespace is as it was
+    assert test_ns.links() == before[0] and test_ns.routes() == before[1]
+    assert _bitmap(test_ns.exec(["cat", "/sys/class/net/lo/queues/rx-0/rps_cpus"]).stdout or "0") == set()
