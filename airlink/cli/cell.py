@@ -8,6 +8,10 @@ from airlink.cli.link import QUEUES
 from airlink.core import bounds as B
 from airlink.core.units import parse_duration, parse_size, parse_tti
 
+#: the modes of airlink.replay.cell.RPS_MODES, named here so that building the parser imports
+#: no numpy (tests/replay/test_shell_split.py checks they agree)
+RPS_MODES = ("off", "all", "pin")
+
 EXAMPLE = """\
 sudo airlink cell --preset imt-advanced --scheduler pf --users 4 --seed 1 \\
      --queue droptail --queue-args packets=500 --mac-log mac.parquet --log-dir logs/ \\
@@ -85,7 +89,7 @@ def register(sub):
     p.add_argument("--realtime", action="store_true",
                    help="run the shell's TTI loop under the real-time policy SCHED_RR instead of "
                         "niceness -10 (fewer late TTIs on a busy machine; takes CPU from everything else)")
-    p.add_argument("--rps", choices=("off", "all", "pin"), default="off",
+    p.add_argument("--rps", choices=RPS_MODES, default="off",
                    help="Receive Packet Steering on the UEs' devices: a packet the loop writes to a UE "
                         "is then processed (the UE's IP and TCP receive, waking its application) on "
                         "another CPU instead of inside the loop's write. off (default); all: each UE's "

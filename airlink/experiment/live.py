@@ -153,8 +153,8 @@ def parse_shell_argv(argv: list[str]):
 
 def check_experiment_shells(exp, *, trace: Path | None = None, outdir: Path = Path("OUTDIR")) -> list:
     """The shells' own words an experiment's live stage builds, each parsed by the shell's
-    parser (:func:`parse_shell_argv`), a link's queues built from their arguments; the first refusal is an AirlinkError naming the spec's
-    section (``shells[1].link: ...``, ``cell: ...``). ``trace``: the capacity trace the radio
+    parser (:func:`parse_shell_argv`), a link's queues built from their arguments; the first
+    refusal is an AirlinkError naming the spec's section (``shells[1].link: ...``, ``cell: ...``). ``trace``: the capacity trace the radio
     stage provides (a placeholder by default). Returns ``[(argv, namespace), ...]``."""
     model = exp.model
     out, items = [], []

@@ -24,6 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       model_validator)
 
+from airlink.cli.cell import RPS_MODES                  # the cell's --rps modes (no numpy)
 from airlink.cli.link import QUEUES as SHELL_QUEUES    # the shells' queue disciplines (no numpy)
 from airlink.traces import AirlinkError, parse_duration, parse_rate
 from airlink.core import bounds as B
@@ -286,7 +287,7 @@ class Cell(_Model):
     warmup: Annotated[Union[str, int], AfterValidator(_check_size)] | None = None   # bytes
     late_after: _duration_in(B.WINDOW) | None = None         # None: half a TTI
     realtime: bool = False
-    rps: Literal["off", "all", "pin"] = "off"  # Receive Packet Steering on the UEs' devices (airlink cell --rps)
+    rps: Literal[RPS_MODES] = "off"            # Receive Packet Steering on the UEs' devices (airlink cell --rps)
     # a recorded cell replayed (airlink cell --from-log): an NR-Scope CSV or an airlink MAC log,
     # whose RNTIs (UEs) each UE's channel follows (one RNTI, "busiest", "model", or a list of one
     # per UE), the direction of the cross-traffic DCIs, where in the log the run starts, and the

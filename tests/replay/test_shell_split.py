@@ -106,3 +106,11 @@ def test_the_link_shells_queue_choices_are_the_queues_there_are():
     from airlink.cli.link import QUEUES
     from airlink.replay.queues import QUEUES as BUILT
     assert sorted(QUEUES) == sorted(BUILT)
+
+
+def test_the_cells_rps_choices_are_the_modes_it_steers():
+    """``airlink cell --rps`` (and an experiment's ``cell.rps``) list the modes without
+    importing the cell (numpy); they must be exactly those the cell shell takes."""
+    from airlink.cli.cell import RPS_MODES
+    from airlink.replay.cell import RPS_MODES as STEERED
+    assert RPS_MODES == STEERED
