@@ -291,8 +291,9 @@ def oscillators_reference(t: np.ndarray, omega: np.ndarray, phase0: np.ndarray, 
     in float64 (a product, then a sum: no fused multiply-add); ``parts`` float32 (K, N, 2),
     the real and imaginary parts of a complex64 (K, N) array. :func:`oscillators` is this in
     one compiled pass when numba is there: its cos and sin are the C library's, which numpy's
-    float64 cos and sin call too where they have no vector code of their own (x86-64
-    without AVX-512); the channel tests compare the two."""
+    float64 cos and sin call too unless the numpy build has vector code of its own for the
+    machine (numpy 2.4 on x86-64 calls the C library's, AVX-512 or not); the channel tests
+    compare the two."""
     ph = np.multiply(t[:, None], omega)
     ph += phase0
     parts[..., 0] = np.cos(ph)
