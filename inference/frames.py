@@ -223,7 +223,7 @@ def _grid_of(t: pd.DatetimeIndex, resolution, source: str):
 
 def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, by=None, how=None,
             columns=None, source: str | None = None, direction=None, sparse: bool = False,
-            user=None, only_columns: bool = False) -> pd.DataFrame:
+            user=None, only_columns: bool = False, may_read=()) -> pd.DataFrame:
     """A frame on a regular grid, as every analysis receives it: indexed by ``time`` (the
     start of each grid step), one ``user`` column naming the series when there are several
     (the ``user`` column and/or the ``by`` columns joined by ``/``, e.g. ``"ue/pcell"``), and
@@ -253,7 +253,9 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
 
     ``only_columns=True`` says ``columns`` are all the caller reads: the other data columns
     are left out of the grid (a 17-column TCP series at 1 ms is refused by the grid's budget
-    past 1.6 h, the two an NMI reads not before 13.9 h).
+    past 1.6 h, the two an NMI reads not before 13.9 h). ``may_read``: with ``only_columns``,
+    further columns the caller reads where the frame has them (candidates it chooses among,
+    such as the scheduler's channel columns), kept on the grid unchecked.
     """
     if not isinstance(frame, pd.DataFrame):
         raise AirlinkError(f"expected a pandas DataFrame, got {type(frame).__name__}")
@@ -269,7 +271,7 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
     by = [by] if isinstance(by, str) else list(by or [])
     keys = _keys_of(rest, by + [k for k in view.by if k not in by], source)
     if only_columns:
-        rest = rest[list(dict.fromkeys([*keys, *columns]))]
+        rest = rest[list(dict.fromkeys([*keys, *columns, *(c for c in may_read if c in rest.columns)]))]
     if resolution is None and view.resolution is not None:
         # the slot grid starts at the log's first slot, so each slot is one step
         res, origin = view.resolution, t.min()
@@ -312,7 +314,7 @@ def read_tables(paths, columns=(), time_column=None) -> list:
 
 def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, columns=None,
                 direction=None, sparse: bool = False, user=None, only_columns: bool = False,
-                tables=None) -> pd.DataFrame:
+                may_read=(), tables=None) -> pd.DataFrame:
     """Read one or several frames and put them on one regular grid (:func:`prepare`).
 
     Several frames share the grid of the first (its ``resolution`` or its sampling period):
@@ -324,7 +326,7 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
     a single frame's grid keeps only its occupied steps (see :func:`prepare`); several frames
     are joined on the whole grid. ``user``: the one series of the frame that holds several to
     keep (see :func:`prepare`). ``only_columns``: ``columns`` are all the caller reads, the
-    others stay off the grid (see :func:`prepare`). ``tables``: the ``paths`` already read
+    others stay off the grid, but for those of ``may_read`` a frame has (see :func:`prepare`). ``tables``: the ``paths`` already read
     by :func:`read_tables` with these ``columns`` and ``time_column`` (a caller that looked
     at a table before choosing ``by``), so no file is read twice.
     """
@@ -342,13 +344,14 @@ def read_frames(paths, *, resolution=None, time_column=None, tz=None, by=None, c
         return [c for c in columns if c in t.columns]
     base = prepare(tables[0], resolution=resolution, time_column=time_column, tz=tz, by=by,
                    columns=mine(tables[0]), source=str(paths[0]), direction=direction,
-                   sparse=sparse and len(tables) == 1, user=user, only_columns=only_columns)
+                   sparse=sparse and len(tables) == 1, user=user, only_columns=only_columns,
+                   may_read=may_read)
     res = pd.Timedelta(round(base.attrs["resolution_s"] * 1e9), unit="ns")
     for p, raw in zip(paths[1:], tables[1:]):
         keys = [k for k in ([by] if isinstance(by, str) else (by or [])) if k in raw.columns]
         other = prepare(raw, resolution=res, time_column=time_column if time_column in raw.columns else None,
                         tz=tz, by=keys or None, columns=mine(raw), source=str(p), direction=direction,
-                        only_columns=only_columns)
+                        only_columns=only_columns, may_read=may_read)
         if "user" in other.columns and "user" in base.columns:
             raise AirlinkError(f"{p}: aligning two frames that both hold several series is not supported; "
                                f"merge them first")

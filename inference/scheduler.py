@@ -54,6 +54,11 @@ MIN_SAMPLES = 20
 LONE_USER_SHARE = 0.9
 #: columns giving the carrier's resources per sample (a one-user log's denominator)
 CAPACITY_COLUMNS = ("prbs_max", "cell_prbs", "total_prbs", "total_rbs")
+BACKLOG_COLUMNS = ("backlog_bytes", "backlog_packets")
+#: every column :func:`observe` may choose among: all a scheduler identification reads (the
+#: rest of a frame stays off its grid: an all-user log's 137 RNTIs x 16 columns at 1 ms
+#: would not fit it)
+COLUMNS_READ = (*ALLOC_COLUMNS, *CHANNEL_COLUMNS, *BACKLOG_COLUMNS, *CAPACITY_COLUMNS)
 # the best t_c must agree this much better than the median candidate to count as resolved
 PF_RESOLVED_MARGIN = 0.05
 
@@ -133,7 +138,7 @@ def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None, reso
 
     a = pick(alloc, ALLOC_COLUMNS, "allocation", "alloc", required=require_alloc)
     c = pick(channel, CHANNEL_COLUMNS, "channel-quality", "channel", required=require_channel)
-    b = pick(backlog, ("backlog_bytes", "backlog_packets"), "backlog", "backlog", required=False)
+    b = pick(backlog, BACKLOG_COLUMNS, "backlog", "backlog", required=False)
     cap = pick(None, CAPACITY_COLUMNS, "capacity", "capacity", required=False) if a in ("prbs", "subchannels") \
         else None
     if a is None:  # a stand-in of the right shape, all missing

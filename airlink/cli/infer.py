@@ -157,14 +157,16 @@ def _grid_options(p):
                         "an error")
 
 
-def _read(args, *columns, sparse=False, only_columns=False, tables=None):
-    """The FRAMEs on one grid; ``only_columns``: ``columns`` are all the command reads;
-    ``tables``: the FRAMEs as already read (see :func:`airlink.inference.read_frames`)."""
+def _read(args, *columns, sparse=False, only_columns=False, may_read=(), tables=None):
+    """The FRAMEs on one grid; ``only_columns``: ``columns`` (and those of ``may_read`` a
+    FRAME has) are all the command reads; ``tables``: the FRAMEs as already read (see
+    :func:`airlink.inference.read_frames`)."""
     from airlink import inference as inf
     # nmi's --user: grid that series only (a 137-RNTI log would be 137 series of every slot)
     return inf.read_frames(args.frames, resolution=args.resolution, time_column=args.time_column, tz=args.tz,
                            by=args.by, columns=[c for c in columns if c], direction=args.direction, sparse=sparse,
-                           user=getattr(args, "user", None), only_columns=only_columns, tables=tables)
+                           user=getattr(args, "user", None), only_columns=only_columns, may_read=may_read,
+                           tables=tables)
 
 
 def _grid_line(frame) -> str:
@@ -347,9 +349,10 @@ def _read_scheduler_frames(args):
     first FRAME has a ``carrier`` column of several values) is split by carrier, unless --by
     says otherwise, so that identify_scheduler can tell one device's carrier aggregation from
     competing users (and say so)."""
+    from airlink.inference import scheduler as inf
     from airlink.inference.frames import read_tables
     columns = [c for c in (args.alloc, args.channel, args.backlog) if c]
     tables = read_tables(args.frames, columns, args.time_column)
     if not args.by and "carrier" in tables[0].columns and tables[0]["carrier"].nunique() > 1:
         args.by = ["carrier"]
-    return _read(args, *columns, tables=tables)
+    return _read(args, *columns, tables=tables, only_columns=True, may_read=inf.COLUMNS_READ)

@@ -9,6 +9,7 @@ import pytest
 
 from airlink import inference as inf
 from airlink.cli import main
+from airlink.core.errors import AirlinkError
 from tests.errorline import one_error_line
 from tests.traces._nrscope_expect import raw_with_slots
 
@@ -127,9 +128,18 @@ def test_a_dense_grid_too_big_for_memory_is_refused_with_its_size(shared_data, t
     (mac,) = tmp_path.glob("*.mac.parquet")
     slots, users, grants = downlink_slots_and_users(log)
     assert (slots, users) == (301715, 137)
-    status, out, err = run_airlink("infer", "scheduler", mac)
-    assert status == 2
-    one_error_line(err, str(mac), f"a dense grid of {slots} steps of 0.001 s x {users} series", "at most 1e+08")
+    with pytest.raises(AirlinkError) as e:
+        inf.read_frames([mac])
+    assert f"a dense grid of {slots} steps of 0.001 s x {users} series x 16 columns" in str(e.value)
+    assert "at most 1e+08" in str(e.value)
+    # infer scheduler grids only the columns it may read (here the PRBs): it answers, and
+    # on a log with no channel and 137 users the answer is "cannot tell", with both reasons
+    status, out, err = run_airlink("infer", "scheduler", mac, "--json")
+    assert status == 0, err
+    res = json.loads(out)
+    assert res["scheduler"] == "unknown" and res["samples"] == slots and res["users"] == users
+    assert res["columns"]["alloc"] == "prbs" and res["columns"]["channel"] is None
+    assert any(f"{users} users" in r for r in res["reasons"]) and any("no channel" in r for r in res["reasons"])
     # the sparse grid of fairness and jitter stays within reach; its size is said per series
     status, out, err = run_airlink("infer", "jitter", mac)
     assert status == 0, err
