@@ -29,6 +29,9 @@ CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "ecio_db", "r
                    "mcs")
 RATE_COLUMNS = ("assigned_rate_bps", "served_bytes", "tbs_bps", "throughput_bps", "prbs",
                 "subchannels")
+SENDING_COLUMNS = ("sending_rate_bps", "arrivals_bytes")
+#: the columns :func:`backlog_dependence` may choose among besides its backlog column
+BACKLOG_READ = (*RATE_COLUMNS, *CHANNEL_COLUMNS, *SENDING_COLUMNS)
 THROUGHPUT_COLUMNS = ("served_bytes", "throughput_bps", "assigned_rate_bps", "tbs_bps", "dl_bitrate_bps", "prbs",
                       "subchannels")
 
@@ -214,7 +217,7 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
         result["backlog_dominates"] = None
         result["cannot_tell"] = "no channel column to compare the backlog with"
     period = _per_user_period(frame)
-    sending = sending or _first_present(frame, ("sending_rate_bps", "arrivals_bytes"))
+    sending = sending or _first_present(frame, SENDING_COLUMNS)
     result["sending"] = sending
     result.update(curve=[], throttle_onset_bps=float("nan"), response_lag_s=float("nan"))
     if sending is None or not np.isfinite(period):

@@ -251,7 +251,8 @@ def cmd_fairness(args) -> int:
 
 def cmd_backlog(args) -> int:
     from airlink import inference as inf
-    frame = _read(args, args.rate, args.backlog, args.channel, args.sending)
+    from airlink.inference.analysis import BACKLOG_READ
+    frame = _read(args, args.rate, args.backlog, args.channel, args.sending, only_columns=True, may_read=BACKLOG_READ)
     rep = inf.backlog_dependence(frame, rate=args.rate, backlog=args.backlog, channel=args.channel,
                                  sending=args.sending, bins=args.bins, window=args.window,
                                  max_lag=args.max_lag, surrogates=args.surrogates)
