@@ -29,6 +29,9 @@ CHANNEL_COLUMNS = ("sinr_reported_db", "sinr_db", "snr_db", "cqi", "ecio_db", "r
                    "mcs")
 RATE_COLUMNS = ("assigned_rate_bps", "served_bytes", "tbs_bps", "throughput_bps", "prbs",
                 "subchannels")
+#: an allocation log whose cell granted anything in fewer of its slots than this was rarely
+#: contended (fairness_report's caution)
+CONTENDED_SLOTS = 0.5
 SENDING_COLUMNS = ("sending_rate_bps", "arrivals_bytes")
 #: the columns :func:`backlog_dependence` may choose among besides its backlog column
 BACKLOG_READ = (*RATE_COLUMNS, *CHANNEL_COLUMNS, *SENDING_COLUMNS)
@@ -396,6 +399,11 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
     - ``overlap`` (default: when the series are flows, ``by`` holding ``flow``): compare the
       users only over the span where all of them were active (first to last positive
       rate); users that never overlapped cannot be compared.
+
+    ``overall["caution"]`` (else None): an all-user allocation log whose cell granted anything
+    in fewer than :data:`CONTENDED_SLOTS` of its slots was rarely contended, so the users'
+    shares follow how much each asked for more than how the scheduler shared (the indices are
+    still given; ``airlink infer cell`` compares users active in the same window).
     """
     frame = _framed(frame, resolution, time_column, by, [rate, resource], sparse=True)
     alloc = frame.attrs.get("allocation") or {}
@@ -431,11 +439,20 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
     mean = users["mean_" + rate].to_numpy()
     res = users["resource_fraction"].to_numpy() if resource else users["selection_ratio"].to_numpy()
     nan = float("nan")
+    caution = None
+    if alloc.get("direction") and not reason:
+        granted = tables[resource or rate]          # PRBs: a retransmission's slot was granted too
+        busy = float((granted.fillna(0).to_numpy() > 0).any(axis=1).mean())
+        if busy < CONTENDED_SLOTS:
+            caution = (f"the cell granted anything in {busy * 100:.2g} % of its slots: users rarely competed, "
+                       f"so their shares follow their demand more than the scheduler's rule "
+                       f"(airlink infer cell compares users active in the same window)")
     overall = dict(rate=rate, resource=resource or "selections", users=len(users),
                    fairness_gap=F.fairness_gap(mean) if not reason else nan,
                    jain_index=F.jain_index(mean) if not reason else nan,
                    min_max_resource_ratio=F.min_max_ratio(res) if not reason else nan,
                    samples=int(tables[rate].notna().to_numpy().sum()), cannot_tell=reason, note=note,
+                   caution=caution,
                    overlap=None if span is None else dict(start=str(span[0]), end=str(span[1]),
                                                           seconds=(span[1] - span[0]).total_seconds() + period),
                    allocation=alloc or None)

@@ -241,6 +241,8 @@ def cmd_fairness(args) -> int:
     print(f"fairness gap (max-min)/min   {fmt_or_missing(o['fairness_gap'])}")
     print(f"Jain's index                 {fmt_or_missing(o['jain_index'])}")
     print(f"min/max resource fraction    {fmt_or_missing(o['min_max_resource_ratio'])}")
+    if o.get("caution"):
+        print(f"caution: {o['caution']}")
     print(rep["users"].to_string(float_format=lambda v: f"{v:.4g}"))
     if args.window and not rep["windows"].empty:
         w = rep["windows"]

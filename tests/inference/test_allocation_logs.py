@@ -62,6 +62,12 @@ def test_fairness_reads_downlink_tbs_on_the_slot(run_airlink, morning):
     for rnti, share in bytes_share.items():
         assert users[rnti]["share"] == pytest.approx(share, rel=1e-12)
     assert bytes_share.idxmax() == 24520 and bytes_share.max() == pytest.approx(0.4688, abs=1e-4)
+    # the cell granted PRBs in few of its slots: the shares say demand more than the rule
+    raw = raw_with_slots(log)
+    dl_slots = raw[raw["dci_format"].astype(str).str.startswith("1_") & (raw["frequency_length"] > 0)]["abs_slot"]
+    busy = dl_slots.nunique() / (dl_slots.max() - dl_slots.min() + 1)
+    assert busy < 0.5
+    assert o["caution"].startswith(f"the cell granted anything in {busy * 100:.2g} % of its slots")
     # uplink grants are analysed only when asked, apart from the downlink ones
     status, out, _ = run_airlink("infer", "fairness", mac, "--json", "--direction", "ul")
     assert status == 0
