@@ -156,10 +156,10 @@ class CellShell:
         their recorded arrivals: :mod:`airlink.replay.cell_fromlog`) or ``"flows"`` (the same
         fed by their recorded on-periods: :func:`airlink.replay.cell_fromlog.as_flows`) or
         ``"mixed"`` (those with data throughout full buffers, the others fed as in ``"demand"``)
-    log_channel : with ``from_log``, ``"flat"`` (the replayed UEs' recorded rate-table row on
-        every subchannel; an NR-Scope log always) or ``"selective"`` (their recorded wideband
-        SINR over the cell's fading model, where an airlink MAC log has it):
-        :func:`airlink.replay.cell_fromlog.measured_cell`
+    log_channel : with ``from_log``, ``"selective"`` (default: the replayed UEs' recorded
+        wideband SINR over the cell's fading model, where an airlink MAC log has it; else flat)
+        or ``"flat"`` (their recorded rate-table row on every subchannel; an NR-Scope log
+        always): :func:`airlink.replay.cell_fromlog.measured_cell`
     """
 
     tool = "airlink cell"
@@ -168,7 +168,7 @@ class CellShell:
                  duration=None, overrides=None, queue: str = "droptail", queue_args=None, ecn: bool = False,
                  uplink=None, mac_log=None, log_dir=None, warmup_bytes=None, late_after=None,
                  realtime: bool = False, from_log=None, follow_rnti=None, log_direction: str = "downlink",
-                 log_start=None, log_others: str = "share", log_channel: str = "flat", rps: str = "off"):
+                 log_start=None, log_others: str = "share", log_channel: str = "selective", rps: str = "off"):
         from airlink.sim.engine import check_config, make_scheduler, resolve_config, scheduler_name
         over = dict(overrides or {})
         for key, value in (("n_users", users), ("tti", tti)):

@@ -68,7 +68,7 @@ one. How:
   -1 the step's search for a HARQ retransmission's subchannel starts from, so no
   retransmission goes there either. (What the step would need instead: a per-TTI mask of
   available subchannels as an input of :func:`airlink.sim.kernel.run_chunk`.)
-- **selective channel** (``channel="selective"``, an airlink MAC log only, whose
+- **selective channel** (``channel="selective"``, the default; an airlink MAC log only, whose
   ``sinr_db`` is each UE's wideband real SINR, ``10 log10`` of its mean linear SINR over the
   subchannels, every TTI): a followed UE's real SINR on subchannel ``c`` in TTI ``k`` is
   ``W(slot(k)) * G(k, c) / mean_c' G(k, c')``, with ``W`` its recorded wideband SINR
@@ -84,8 +84,8 @@ one. How:
   as the recorded cell did, and link adaptation from the reported SINR
   (``link_adaptation: cqi``) picks a row per subchannel with the errors of the recorded
   cell's (its blocks fail as often as a live UE's, not at a threshold).
-- **flat channel** (``channel="flat"``, the default, and always for an NR-Scope log, which
-  has no wideband SINR): a followed UE's reported and real SINR on every PRB is the linear
+- **flat channel** (``channel="flat"``, and always for an NR-Scope log, which has no
+  wideband SINR, or a MAC log without ``sinr_db``): a followed UE's reported and real SINR on every PRB is the linear
   threshold of the rate table's row of the recorded MCS (the highest row whose 38.214 MCS
   index is not above it), so per-slot link adaptation from the reported SINR
   (``link_adaptation: cqi``, which the cell then uses: the recorded MCS is the base
@@ -277,7 +277,7 @@ class MeasuredCell:
 
 def measured_cell(path, *, n_users: int, n_prbs: int, tti: Fraction, follow=None,
                   direction: str = "downlink", start=None, hold_idle: bool = True,
-                  others: str = "share", channel: str = "flat") -> MeasuredCell:
+                  others: str = "share", channel: str = "selective") -> MeasuredCell:
     """Read a cell's log (NR-Scope CSV or airlink MAC log, see the module notes) for a live
     cell of ``n_users`` UEs over ``n_prbs`` PRBs (subchannels) with slots of ``tti`` seconds.
 

@@ -118,11 +118,12 @@ def register(sub):
                         "each period's bytes at once and a UE with data throughout as a full buffer (flows), "
                         "or a UE with data throughout as a full buffer and the others by their recorded "
                         "arrivals (mixed)")
-    p.add_argument("--log-channel", choices=["flat", "selective"], default="flat",
-                   help="with --from-log: each replayed UE's channel is its recorded MCS row on every "
-                        "subchannel (flat; an NR-Scope log always), or its recorded wideband SINR spread "
-                        "over the subchannels by the preset's fading model (selective; an airlink MAC log "
-                        "with sinr_db)")
+    p.add_argument("--log-channel", choices=["flat", "selective"],
+                   help="with --from-log: each replayed UE's channel is its recorded wideband SINR spread "
+                        "over the subchannels by the preset's fading model (selective, the default where "
+                        "the log has it: an airlink MAC log with sinr_db), or its recorded MCS row on every "
+                        "subchannel (flat; an NR-Scope log always). Selective replays were closer to the "
+                        "live cell (docs/replay.md)")
     p.add_argument("--stats", type=Path, metavar="FILE", help="write a JSON summary (late TTIs, per-UE counters)")
     p.set_defaults(func=run, cmd=[])
 
@@ -136,7 +137,7 @@ def run(args) -> int:
         for flag, value in (("--follow-rnti", args.follow_rnti), ("--log-start", args.log_start),
                             ("--log-direction", None if args.log_direction == "downlink" else args.log_direction),
                             ("--log-others", None if args.log_others == "share" else args.log_others),
-                            ("--log-channel", None if args.log_channel == "flat" else args.log_channel)):
+                            ("--log-channel", args.log_channel)):
             if value is not None:
                 raise AirlinkError(f"{flag} needs --from-log")
     preset, overrides = read_config_files(args.config, args.preset)
@@ -148,7 +149,7 @@ def run(args) -> int:
                       warmup_bytes=args.warmup, late_after=args.late_after, realtime=args.realtime,
                       from_log=args.from_log, follow_rnti=args.follow_rnti, log_direction=args.log_direction,
                       log_start=args.log_start, log_others=args.log_others,
-                      log_channel=args.log_channel, rps=args.rps)
+                      log_channel=args.log_channel or "selective", rps=args.rps)
     status = shell.run(args.cmd or None, stats_path=args.stats)
     s = shell.last_stats
     if s is not None and s["ttis"]:

@@ -293,13 +293,14 @@ class Cell(_Model):
     # per UE), the direction of the cross-traffic DCIs, where in the log the run starts, and the
     # other users as their recorded share or (a MAC log) as their recorded demand, flows, or
     # demand with the bulk ones full buffers (mixed); the replayed UEs' channel: their recorded
-    # row (flat) or their recorded wideband SINR over the preset's fading (selective, a MAC log)
+    # wideband SINR over the preset's fading (selective, where a MAC log has it) or their
+    # recorded row (flat; an NR-Scope log always)
     from_log: Text | None = None
     follow_rnti: Union[int, str, list[Union[int, str]]] | None = None
     log_direction: Literal["downlink", "uplink"] = "downlink"
     log_start: Duration | None = None
     log_others: Literal["share", "demand", "flows", "mixed"] = "share"
-    log_channel: Literal["flat", "selective"] = "flat"
+    log_channel: Literal["flat", "selective"] = "selective"
     applications: AppList = []
     ues: Annotated[dict[str, AppList], BeforeValidator(
         lambda v: {} if v is None else ({str(k): x for k, x in v.items()} if isinstance(v, dict) else v))] = {}

@@ -142,8 +142,8 @@ def test_live_replay_with_the_other_ues_as_demand(test_ns, tmp_path):
     write_like(log, path, path)
     test_ns.iperf_server(5201)
     mac_path, stats_path = tmp_path / "mac.parquet", tmp_path / "stats.json"
-    r = test_ns.airlink("cell", "--from-log", path, "--log-others", "demand", "--preset", "quick", "--follow-rnti",
-                        "1", "--users", "1", "--duration", "2s", "--mac-log", mac_path, "--stats", stats_path, "--",
+    r = test_ns.airlink("cell", "--from-log", path, "--log-others", "demand", "--log-channel", "flat", "--preset",
+                        "quick", "--follow-rnti", "1", "--users", "1", "--duration", "2s", "--mac-log", mac_path, "--stats", stats_path, "--",
                         "sh", "-c", "iperf3 -c $AIRLINK_BASE -p 5201 -R -t 1 > /dev/null", timeout=120)
     assert r.returncode == 0, r.stderr
     stats = json.loads(stats_path.read_text())

@@ -413,14 +413,27 @@ def test_selective_channel_lets_pf_split_ttis(tmp_path):
     assert np.ptp(10 * np.log10(real), axis=1).min() > 1.0
 
 
+def test_the_default_channel_is_selective_where_the_log_has_the_sinr(tmp_path, capsys):
+    """Unasked, a MAC log with each UE's wideband SINR replays selective (the closer model:
+    docs/replay.md), the same log without ``sinr_db`` flat; ``--log-channel`` without
+    ``--from-log`` is refused."""
+    path = recorded_cell(tmp_path, seconds=0.05)
+    for log, want in ((path, "selective"),
+                      (write_like(pd.read_parquet(path).drop(columns="sinr_db"), path, tmp_path / "no-sinr.parquet"),
+                       "flat")):
+        shell = CellShell(preset="quick", users=1, duration="0.05s", from_log=log, follow_rnti="1")
+        assert shell._radio().measured.channel == want
+    assert _cli("--log-channel", "flat", "--", "true") == 2
+    assert "--log-channel needs --from-log" in capsys.readouterr().err
+
+
 def test_nrscope_log_replays_flat(shared_data):
     """An NR-Scope log has no wideband SINR: the replay keeps the recorded MCS row on every
-    subchannel, whatever channel was asked for."""
+    subchannel, whatever channel was asked for (selective by default)."""
     from airlink.replay.cell_fromlog import measured_cell
     from tests.replay.test_cell_fromlog import AFTERNOON, FOLLOW
     from fractions import Fraction
-    m = measured_cell(shared_data / AFTERNOON, n_users=1, n_prbs=52, tti=Fraction(1, 1000), follow=FOLLOW,
-                      channel="selective")
+    m = measured_cell(shared_data / AFTERNOON, n_users=1, n_prbs=52, tti=Fraction(1, 1000), follow=FOLLOW)
     assert m.channel == "flat" and m.sinr_series == {}
     with pytest.raises(AirlinkError, match="channel: 'selective' or 'flat'"):
         measured_cell(shared_data / AFTERNOON, n_users=1, n_prbs=52, tti=Fraction(1, 1000), channel="fading")
