@@ -6,9 +6,10 @@
  * loops of collectors/_tcparrays.py's _unwrap and _grouped_cummax (see there), one pass each
  * instead of several whole-array numpy passes; groups are contiguous runs of equal values.
  *
- * stream_rows: the per-row chain of a TCP engine's time chunk (runs of one flow each), and stream_bins: the
- * per-bin series sums of any engine's chunk (collectors/_tcpstream.FlowStream: _rows_numpy,
- * _bin_sums_numpy).
+ * stream_rows: the per-row chain of a TCP engine's time chunk (runs of one flow each), stream_bins: the
+ * per-bin series sums of any engine's chunk, stream_seqack and stream_tsecho: its sequence/ACK and
+ * timestamp RTT samples (collectors/_tcpstream.FlowStream: _rows_numpy, _bin_sums_numpy, _seqack_numpy,
+ * _tsecho_numpy).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -347,6 +348,446 @@ static PyObject *stream_bins(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- RTT samples: first rows by key, in one pass ------------------------------------ */
+
+/* A set of int64 keys with an int64 value each, for the runs of one flow at a time, made for keys
+ * that mostly come in increasing order (segment ends, TSvals, TSecrs): those are appended to a
+ * sorted array (a lookup is a binary search, or a cursor when the lookups rise too); the few
+ * that come out of order go to a hash table (open addressing, linear probing) whose used slots
+ * are cleared when the next run begins. */
+typedef struct {
+    int64_t key, val;           /* val -1: empty */
+} Slot;
+
+typedef struct {
+    int64_t *key, *val;         /* keys in increasing order */
+    Py_ssize_t n, cur;          /* count; cursor of rising lookups */
+    Slot *slot;                 /* the keys that came out of order */
+    Py_ssize_t mask, *used, nused;
+} Keys;
+
+static int keys_init(Keys *h, Py_ssize_t most)
+{
+    h->key = malloc((most + 1) * sizeof(int64_t));
+    h->val = malloc((most + 1) * sizeof(int64_t));
+    h->used = malloc((most + 1) * sizeof(Py_ssize_t));
+    h->slot = malloc(64 * sizeof(Slot));        /* grows with the keys out of order */
+    h->mask = 63;
+    h->n = h->cur = h->nused = 0;
+    if (h->slot)
+        memset(h->slot, 0xff, 64 * sizeof(Slot));
+    return h->key && h->val && h->used && h->slot;
+}
+
+static void keys_free(Keys *h)
+{
+    free(h->key);
+    free(h->val);
+    free(h->used);
+    free(h->slot);
+}
+
+static void keys_reset(Keys *h)
+{
+    for (Py_ssize_t j = 0; j < h->nused; j++)
+        h->slot[h->used[j]].val = -1;
+    h->n = h->cur = h->nused = 0;
+}
+
+static inline Slot *keys_slot(const Keys *h, int64_t k)
+{
+    uint64_t x = (uint64_t)k * 0x9E3779B97F4A7C15ULL;
+    Py_ssize_t i = (Py_ssize_t)((x ^ (x >> 29)) & (uint64_t)h->mask);
+    while (h->slot[i].val >= 0 && h->slot[i].key != k)
+        i = (i + 1) & h->mask;
+    return &h->slot[i];
+}
+
+/* first index of the sorted keys a[lo..hi) not below k */
+static inline Py_ssize_t lower_bound(const int64_t *a, Py_ssize_t lo, Py_ssize_t hi, int64_t k)
+{
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* k's value, -1 if absent */
+static inline int64_t keys_find(const Keys *h, int64_t k)
+{
+    if (h->n && h->key[h->n - 1] == k)            /* the latest key again: the usual case */
+        return h->val[h->n - 1];
+    Py_ssize_t p = lower_bound(h->key, 0, h->n, k);
+    if (p < h->n && h->key[p] == k)
+        return h->val[p];
+    return h->nused ? keys_slot(h, k)->val : -1;
+}
+
+/* keys_find for lookups whose keys never fall */
+static inline int64_t keys_find_rising(Keys *h, int64_t k)
+{
+    while (h->cur < h->n && h->key[h->cur] < k)
+        h->cur++;
+    if (h->cur < h->n && h->key[h->cur] == k)
+        return h->val[h->cur];
+    return h->nused ? keys_slot(h, k)->val : -1;
+}
+
+/* adds k with value v unless present; returns the value k had (-1: it was added, -2: no memory) */
+static inline int64_t keys_add(Keys *h, int64_t k, int64_t v)
+{
+    if (h->n == 0 || k > h->key[h->n - 1]) {
+        h->key[h->n] = k;
+        h->val[h->n++] = v;
+        return -1;
+    }
+    if (k == h->key[h->n - 1])
+        return h->val[h->n - 1];
+    int64_t old = keys_find(h, k);
+    if (old >= 0)
+        return old;
+    if (2 * (h->nused + 1) > h->mask + 1) {        /* at most half full: twice the slots */
+        Py_ssize_t cap = 2 * (h->mask + 1);
+        Slot *old = h->slot, *grown = malloc(cap * sizeof(Slot));
+        if (grown == NULL)
+            return -2;
+        memset(grown, 0xff, cap * sizeof(Slot));
+        h->slot = grown;
+        h->mask = cap - 1;
+        for (Py_ssize_t j = 0; j < h->nused; j++) {
+            Slot *s = keys_slot(h, old[h->used[j]].key);
+            *s = old[h->used[j]];
+            h->used[j] = s - h->slot;
+        }
+        free(old);
+    }
+    Slot *s = keys_slot(h, k);
+    s->key = k;
+    s->val = v;
+    h->used[h->nused++] = s - h->slot;
+    return -1;
+}
+
+/* stream_seqack(d, dr, orig, retx, rela, am, end, t, rel, runs, am_carry, nretx, held, h_end, h_row, h_t, h_rel,
+ *               h_nr, g0, keep, s_idx, s_t, s_rel, o_run, o_end, o_row, o_t, o_rel, o_nr) -> (samples, kept):
+ * the sequence/ACK RTT matching of collectors/_tcpstream.FlowStream._seqack_numpy for data direction d (ACKs
+ * from a = 1 - d), in one pass over the chunk's runs of one flow each (runs int64[R+1] as for stream_rows).
+ * Per row: dr int8, orig bool (d's data, SYN or FIN sent once), retx bool (a retransmission), rela int64
+ * (ACK relative, -1: none), am int64 (a's ACK maximum after the row), end/t/rel int64. Per run r: am_carry
+ * (a's ACK maximum before the chunk), nretx (d's retransmissions before it) and held int64[2R]: the run's
+ * flow's originals held from earlier chunks are h_*[held[2r]..held[2r+1]] (int64: end, row, t, rel, nr =
+ * d's retransmissions before it). A row where a's ACK maximum advances to v > 0 is a sample when the first
+ * original of the flow (held first, then the run's rows) ending at v was sent before it with as many
+ * retransmissions of d before it as before the ACK: s_idx (the ACK's row in the chunk), s_t and s_rel (the
+ * original's time and first byte). keep != 0: the originals each run leaves for the next chunk (the first
+ * per end, end > the run's final ACK maximum, held first, then in row order) go to o_run (run), o_end,
+ * o_row, o_t, o_rel, o_nr. Rows are counted from g0 (o_row, h_row). */
+typedef struct {
+    int64_t end, row, t, rel, nr;
+} Original;
+
+static PyObject *stream_seqack(PyObject *self, PyObject *args)
+{
+    enum { NB = 26 };
+    Py_buffer b[NB];
+    int d, keep;
+    long long g0;
+    if (!PyArg_ParseTuple(args, "iy*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*Liw*w*w*w*w*w*w*w*w*", &d, &b[0], &b[1],
+                          &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12],
+                          &b[13], &b[14], &b[15], &b[16], &g0, &keep, &b[17], &b[18], &b[19], &b[20], &b[21],
+                          &b[22], &b[23], &b[24], &b[25]))
+        return NULL;
+    Py_ssize_t n = b[0].len, nruns = b[8].len / 8 - 1, nh = b[12].len / 8, no = b[20].len / 8,
+               nsmax = b[17].len / 8;
+    int bad = d < 0 || d > 1 || b[1].len != n || b[2].len != n || nruns < 0 || b[9].len != 8 * nruns ||
+              b[10].len != 8 * nruns || b[11].len != 16 * nruns || b[18].len != b[17].len ||
+              b[19].len != b[17].len;
+    for (int k = 3; k < 8; k++)
+        bad |= b[k].len != 8 * n;
+    for (int k = 13; k < 17; k++)
+        bad |= b[k].len != 8 * nh;
+    for (int k = 21; k < 26; k++)
+        bad |= b[k].len != 8 * no;
+    const int64_t *runs = b[8].buf, *hb = b[11].buf;
+    const int8_t *dr = b[0].buf;
+    const uint8_t *orig = b[1].buf, *retx = b[2].buf;
+    Py_ssize_t most = 0;
+    for (Py_ssize_t r = 0; r < nruns && !bad; r++) {
+        bad = runs[r] < 0 || runs[r] > runs[r + 1] || runs[r + 1] > n || hb[2 * r] < 0 ||
+              hb[2 * r] > hb[2 * r + 1] || hb[2 * r + 1] > nh;
+        if (bad)
+            break;
+        Py_ssize_t m = hb[2 * r + 1] - hb[2 * r];
+        for (Py_ssize_t i = runs[r]; i < runs[r + 1]; i++)
+            m += orig[i] && dr[i] == d;
+        if (m > most)
+            most = m;
+    }
+    Py_ssize_t ns = 0, nout = 0;
+    int nomem = 0;
+    Keys h = {0};
+    Original *e = NULL;
+    if (!bad) {
+        nomem = !keys_init(&h, most);
+        e = malloc((most + 1) * sizeof(Original));
+        nomem |= e == NULL;
+    }
+    if (!bad && !nomem) {
+        const int64_t *rela = b[3].buf, *am = b[4].buf, *end = b[5].buf, *t = b[6].buf, *rel = b[7].buf,
+                      *amc = b[9].buf, *nrc = b[10].buf, *hend = b[12].buf, *hrow = b[13].buf, *ht = b[14].buf,
+                      *hrel = b[15].buf, *hnr = b[16].buf;
+        int64_t *sidx = b[17].buf, *st_ = b[18].buf, *srel = b[19].buf, *orun = b[20].buf, *oend = b[21].buf,
+                *orow = b[22].buf, *ot = b[23].buf, *orel = b[24].buf, *onr = b[25].buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t r = 0; r < nruns && !bad; r++) {
+            Py_ssize_t ne = 0;
+            keys_reset(&h);
+            for (Py_ssize_t j = hb[2 * r]; j < hb[2 * r + 1] && !bad; j++) {
+                int64_t was = keys_add(&h, hend[j], ne);
+                nomem = bad = was == -2;
+                if (was == -1)
+                    e[ne++] = (Original){hend[j], hrow[j], ht[j], hrel[j], hnr[j]};
+            }
+            int64_t nr = nrc[r], prev = amc[r];
+            for (Py_ssize_t i = runs[r]; i < runs[r + 1]; i++) {
+                int di = dr[i];
+                if (di != 0 && di != 1) {
+                    bad = 1;
+                    break;
+                }
+                if (di == d) {
+                    if (orig[i]) {
+                        int64_t was = keys_add(&h, end[i], ne);
+                        if (was == -2) {
+                            nomem = bad = 1;
+                            break;
+                        }
+                        if (was == -1)
+                            e[ne++] = (Original){end[i], g0 + i, t[i], rel[i], nr};
+                    }
+                    else if (retx[i])
+                        nr++;
+                }
+                else if (am[i] != prev && rela[i] > 0) {
+                    int64_t k = keys_find_rising(&h, rela[i]);     /* the ACK maximum only rises */
+                    if (k >= 0 && e[k].nr == nr) {
+                        if (ns >= nsmax) {
+                            bad = 1;
+                            break;
+                        }
+                        sidx[ns] = i;
+                        st_[ns] = e[k].t;
+                        srel[ns] = e[k].rel;
+                        ns++;
+                    }
+                }
+                prev = am[i];
+            }
+            for (Py_ssize_t k = 0; keep && !bad && k < ne; k++) {
+                if (e[k].end <= prev)
+                    continue;
+                if (nout >= no) {
+                    bad = 1;
+                    break;
+                }
+                orun[nout] = r;
+                oend[nout] = e[k].end;
+                orow[nout] = e[k].row;
+                ot[nout] = e[k].t;
+                orel[nout] = e[k].rel;
+                onr[nout] = e[k].nr;
+                nout++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    keys_free(&h);
+    free(e);
+    for (int k = 0; k < NB; k++)
+        PyBuffer_Release(&b[k]);
+    if (nomem)
+        return PyErr_NoMemory();
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "stream_seqack: arrays of different lengths, runs or held bounds out "
+                                          "of order, a direction other than 0/1 or no room for the held rows");
+        return NULL;
+    }
+    return Py_BuildValue("nn", ns, nout);
+}
+
+/* stream_tsecho(d, dr, flags, has_ts, tsval, tsecr, t, runs, fkey, held, h_key, h_row, h_t, echoed, e_key, g0,
+ *               keep, s_idx, s_t, s_key, o_run, o_key, o_row, o_t, x_key) -> (samples, kept, echoed):
+ * the timestamp RTT matching of collectors/_tcpstream.FlowStream._tsecho_numpy for data direction d (echoes
+ * from a = 1 - d), in one pass over the chunk's runs of one flow each (runs as for stream_rows). Per row:
+ * dr int8, flags uint8 (ACK: 0x10), has_ts bool, tsval/tsecr uint32, t int64. A value's key is
+ * fkey[r] + value (fkey int64[R]: the run's flow * 2^32, or 0 for an engine of one flow). Per run, bounds
+ * int64[2R] into what earlier chunks left: held -> h_key/h_row/h_t (d's first row with each TSval, by key)
+ * and echoed -> e_key (the TSecr keys a echoed, ascending). A row of a with ACK and timestamps echoing a key
+ * for the first time (not in e_key, not earlier in the chunk) is a sample when d sent that TSval first at an
+ * earlier row: s_idx (the echo's row in the chunk), s_t (the TSval row's time), s_key. keep != 0: each
+ * run's first rows per TSval not echoed in this chunk go to o_run, o_key, o_row, o_t (held first, then in
+ * row order), and the keys echoed for the first time to x_key. Rows are counted from g0. */
+typedef struct {
+    int64_t key, row, t;
+} FirstRow;
+
+static PyObject *stream_tsecho(PyObject *self, PyObject *args)
+{
+    enum { NB = 22 };
+    Py_buffer b[NB];
+    int d, keep;
+    long long g0;
+    if (!PyArg_ParseTuple(args, "iy*y*y*y*y*y*y*y*y*y*y*y*y*y*Liw*w*w*w*w*w*w*w*", &d, &b[0], &b[1], &b[2],
+                          &b[3], &b[4], &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &g0,
+                          &keep, &b[14], &b[15], &b[16], &b[17], &b[18], &b[19], &b[20], &b[21]))
+        return NULL;
+    Py_ssize_t n = b[0].len, nruns = b[6].len / 8 - 1, nh = b[9].len / 8, nx = b[13].len / 8,
+               no = b[17].len / 8, nxo = b[21].len / 8, nsmax = b[14].len / 8;
+    int bad = d < 0 || d > 1 || b[1].len != n || b[2].len != n || b[3].len != 4 * n || b[4].len != 4 * n ||
+              b[5].len != 8 * n || nruns < 0 || b[7].len != 8 * nruns || b[8].len != 16 * nruns ||
+              b[10].len != 8 * nh || b[11].len != 8 * nh || b[12].len != 16 * nruns ||
+              b[15].len != b[14].len || b[16].len != b[14].len || b[18].len != 8 * no || b[19].len != 8 * no ||
+              b[20].len != 8 * no;
+    const int64_t *runs = b[6].buf, *hb = b[8].buf, *eb = b[12].buf;
+    const int8_t *dr = b[0].buf;
+    const uint8_t *fg = b[1].buf, *hts = b[2].buf;
+    Py_ssize_t most_first = 0, most_seen = 0;
+    for (Py_ssize_t r = 0; r < nruns && !bad; r++) {
+        bad = runs[r] < 0 || runs[r] > runs[r + 1] || runs[r + 1] > n || hb[2 * r] < 0 ||
+              hb[2 * r] > hb[2 * r + 1] || hb[2 * r + 1] > nh || eb[2 * r] < 0 || eb[2 * r] > eb[2 * r + 1] ||
+              eb[2 * r + 1] > nx;
+        if (bad)
+            break;
+        Py_ssize_t mf = hb[2 * r + 1] - hb[2 * r], ms = 0;
+        for (Py_ssize_t i = runs[r]; i < runs[r + 1]; i++) {
+            mf += hts[i] && dr[i] == d;
+            ms += hts[i] && dr[i] != d && (fg[i] & 0x10);
+        }
+        most_first = mf > most_first ? mf : most_first;
+        most_seen = ms > most_seen ? ms : most_seen;
+    }
+    Py_ssize_t ns = 0, nout = 0, nxn = 0;
+    int nomem = 0;
+    Keys first = {0}, seen = {0};
+    FirstRow *f = NULL;
+    if (!bad) {
+        nomem = !keys_init(&first, most_first);
+        nomem |= !keys_init(&seen, most_seen);
+        f = malloc((most_first + 1) * sizeof(FirstRow));
+        nomem |= f == NULL;
+    }
+    if (!bad && !nomem) {
+        const uint32_t *tsv = b[3].buf, *tse = b[4].buf;
+        const int64_t *t = b[5].buf, *fk = b[7].buf, *hkey = b[9].buf, *hrow = b[10].buf, *ht = b[11].buf,
+                      *ekey = b[13].buf;
+        int64_t *sidx = b[14].buf, *st_ = b[15].buf, *skey = b[16].buf, *orun = b[17].buf, *okey = b[18].buf,
+                *orow = b[19].buf, *ot = b[20].buf, *xkey = b[21].buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t r = 0; r < nruns && !bad; r++) {
+            Py_ssize_t nf = 0, ec = eb[2 * r];
+            keys_reset(&first);
+            keys_reset(&seen);
+            for (Py_ssize_t j = hb[2 * r]; j < hb[2 * r + 1] && !bad; j++) {
+                int64_t was = keys_add(&first, hkey[j], nf);
+                nomem = bad = was == -2;
+                if (was == -1)
+                    f[nf++] = (FirstRow){hkey[j], hrow[j], ht[j]};
+            }
+            for (Py_ssize_t i = runs[r]; i < runs[r + 1]; i++) {
+                int di = dr[i];
+                if (di != 0 && di != 1) {
+                    bad = 1;
+                    break;
+                }
+                if (!hts[i])
+                    continue;
+                if (di == d) {
+                    int64_t k = fk[r] + (int64_t)tsv[i];
+                    int64_t was = keys_add(&first, k, nf);
+                    if (was == -2) {
+                        nomem = bad = 1;
+                        break;
+                    }
+                    if (was == -1)
+                        f[nf++] = (FirstRow){k, g0 + i, t[i]};
+                    continue;
+                }
+                if (!(fg[i] & 0x10))
+                    continue;
+                int64_t k = fk[r] + (int64_t)tse[i];
+                /* rising: above every value echoed so far in this chunk (the usual case) */
+                int rising = seen.n == 0 || k > seen.key[seen.n - 1], earlier;
+                if (!rising && keys_find(&seen, k) >= 0)
+                    continue;
+                if (rising) {
+                    while (ec < eb[2 * r + 1] && ekey[ec] < k)
+                        ec++;
+                    earlier = ec < eb[2 * r + 1] && ekey[ec] == k;
+                }
+                else {
+                    Py_ssize_t p = lower_bound(ekey, eb[2 * r], eb[2 * r + 1], k);
+                    earlier = p < eb[2 * r + 1] && ekey[p] == k;
+                }
+                if (keys_add(&seen, k, earlier ? 0 : 1) == -2) {     /* 0: echoed in an earlier chunk */
+                    nomem = bad = 1;
+                    break;
+                }
+                if (earlier)
+                    continue;
+                if (keep) {
+                    if (nxn >= nxo) {
+                        bad = 1;
+                        break;
+                    }
+                    xkey[nxn++] = k;
+                }
+                int64_t q = rising ? keys_find_rising(&first, k) : keys_find(&first, k);
+                if (q >= 0) {
+                    if (ns >= nsmax) {
+                        bad = 1;
+                        break;
+                    }
+                    sidx[ns] = i;
+                    st_[ns] = f[q].t;
+                    skey[ns] = k;
+                    ns++;
+                }
+            }
+            for (Py_ssize_t e = 0; keep && !bad && e < nf; e++) {
+                if (keys_find(&seen, f[e].key) == 1)
+                    continue;
+                if (nout >= no) {
+                    bad = 1;
+                    break;
+                }
+                orun[nout] = r;
+                okey[nout] = f[e].key;
+                orow[nout] = f[e].row;
+                ot[nout] = f[e].t;
+                nout++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    keys_free(&first);
+    keys_free(&seen);
+    free(f);
+    for (int k = 0; k < NB; k++)
+        PyBuffer_Release(&b[k]);
+    if (nomem)
+        return PyErr_NoMemory();
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "stream_tsecho: arrays of different lengths, runs or bounds out of "
+                                          "order, a direction other than 0/1 or no room for the kept rows");
+        return NULL;
+    }
+    return Py_BuildValue("nnn", ns, nout, nxn);
+}
+
 static PyMethodDef methods[] = {
     {"unwrap", unwrap, METH_VARARGS,
      "unwrap(raw, groups, base, out): 32-bit values unwrapped within contiguous groups (tcp._unwrap)."},
@@ -360,13 +801,21 @@ static PyMethodDef methods[] = {
      "stream_bins(t, dr, flags, ip_len, pay, win, rela, am0, am1, sm0, sm1, fl, res_ns, flows, packets, bytes, "
      "pay_sum, rw_sum, rw_n, infl_s, infl_c): the per-bin series sums of a time chunk's flows (see the module "
      "source)."},
+    {"stream_seqack", stream_seqack, METH_VARARGS,
+     "stream_seqack(d, dr, orig, retx, rela, am, end, t, rel, runs, am_carry, nretx, held, h_end, h_row, h_t, h_rel, "
+     "h_nr, g0, keep, s_idx, s_t, s_rel, o_run, o_end, o_row, o_t, o_rel, o_nr): a chunk's sequence/ACK RTT "
+     "samples of data direction d (see the module source)."},
+    {"stream_tsecho", stream_tsecho, METH_VARARGS,
+     "stream_tsecho(d, dr, flags, has_ts, tsval, tsecr, t, runs, fkey, held, h_key, h_row, h_t, echoed, e_key, g0, "
+     "keep, s_idx, s_t, s_key, o_run, o_key, o_row, o_t, x_key): a chunk's timestamp RTT samples of data "
+     "direction d (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_tcploops",
     "The TCP analysis' per-row loops in C: grouped unwrapping and running maxima, a chunk's per-row chain, "
-    "a chunk's bin sums.", -1, methods,
+    "bin sums and RTT matching.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__tcploops(void)
