@@ -354,7 +354,8 @@ static PyObject *stream_bins(PyObject *self, PyObject *args)
  * that mostly come in increasing order (segment ends, TSvals, TSecrs): those are appended to a
  * sorted array (a lookup is a binary search, or a cursor when the lookups rise too); the few
  * that come out of order go to a hash table (open addressing, linear probing) whose used slots
- * are cleared when the next run begins. */
+ * are cleared when the next run begins. A value is any int64 but -1, which lookups return for
+ * a key that is absent. */
 typedef struct {
     int64_t key, val;           /* val -1: empty */
 } Slot;
@@ -366,6 +367,7 @@ typedef struct {
     Py_ssize_t mask, *used, nused;
 } Keys;
 
+/* keys for at most `most` keys (pages of the arrays' unused tails are never touched) */
 static int keys_init(Keys *h, Py_ssize_t most)
 {
     h->key = malloc((most + 1) * sizeof(int64_t));
@@ -398,7 +400,7 @@ static inline Slot *keys_slot(const Keys *h, int64_t k)
 {
     uint64_t x = (uint64_t)k * 0x9E3779B97F4A7C15ULL;
     Py_ssize_t i = (Py_ssize_t)((x ^ (x >> 29)) & (uint64_t)h->mask);
-    while (h->slot[i].val >= 0 && h->slot[i].key != k)
+    while (h->slot[i].val != -1 && h->slot[i].key != k)
         i = (i + 1) & h->mask;
     return &h->slot[i];
 }
@@ -437,24 +439,21 @@ static inline int64_t keys_find_rising(Keys *h, int64_t k)
     return h->nused ? keys_slot(h, k)->val : -1;
 }
 
-/* adds k with value v unless present; returns the value k had (-1: it was added, -2: no memory) */
-static inline int64_t keys_add(Keys *h, int64_t k, int64_t v)
+/* adds k with value v unless present: 1 added, 0 present, -1 no memory */
+static inline int keys_add(Keys *h, int64_t k, int64_t v)
 {
     if (h->n == 0 || k > h->key[h->n - 1]) {
         h->key[h->n] = k;
         h->val[h->n++] = v;
-        return -1;
+        return 1;
     }
-    if (k == h->key[h->n - 1])
-        return h->val[h->n - 1];
-    int64_t old = keys_find(h, k);
-    if (old >= 0)
-        return old;
+    if (k == h->key[h->n - 1] || keys_find(h, k) != -1)
+        return 0;
     if (2 * (h->nused + 1) > h->mask + 1) {        /* at most half full: twice the slots */
         Py_ssize_t cap = 2 * (h->mask + 1);
         Slot *old = h->slot, *grown = malloc(cap * sizeof(Slot));
         if (grown == NULL)
-            return -2;
+            return -1;
         memset(grown, 0xff, cap * sizeof(Slot));
         h->slot = grown;
         h->mask = cap - 1;
@@ -469,7 +468,7 @@ static inline int64_t keys_add(Keys *h, int64_t k, int64_t v)
     s->key = k;
     s->val = v;
     h->used[h->nused++] = s - h->slot;
-    return -1;
+    return 1;
 }
 
 /* stream_seqack(d, dr, orig, retx, rela, am, end, t, rel, runs, am_carry, nretx, held, h_end, h_row, h_t, h_rel,
@@ -484,12 +483,8 @@ static inline int64_t keys_add(Keys *h, int64_t k, int64_t v)
  * original of the flow (held first, then the run's rows) ending at v was sent before it with as many
  * retransmissions of d before it as before the ACK: s_idx (the ACK's row in the chunk), s_t and s_rel (the
  * original's time and first byte). keep != 0: the originals each run leaves for the next chunk (the first
- * per end, end > the run's final ACK maximum, held first, then in row order) go to o_run (run), o_end,
- * o_row, o_t, o_rel, o_nr. Rows are counted from g0 (o_row, h_row). */
-typedef struct {
-    int64_t end, row, t, rel, nr;
-} Original;
-
+ * per end, end > the run's final ACK maximum; ends in increasing order, then the few that came out of
+ * order) go to o_run (run), o_end, o_row, o_t, o_rel, o_nr. Rows are counted from g0 (o_row, h_row). */
 static PyObject *stream_seqack(PyObject *self, PyObject *args)
 {
     enum { NB = 26 };
@@ -519,22 +514,18 @@ static PyObject *stream_seqack(PyObject *self, PyObject *args)
     for (Py_ssize_t r = 0; r < nruns && !bad; r++) {
         bad = runs[r] < 0 || runs[r] > runs[r + 1] || runs[r + 1] > n || hb[2 * r] < 0 ||
               hb[2 * r] > hb[2 * r + 1] || hb[2 * r + 1] > nh;
-        if (bad)
-            break;
-        Py_ssize_t m = hb[2 * r + 1] - hb[2 * r];
-        for (Py_ssize_t i = runs[r]; i < runs[r + 1]; i++)
-            m += orig[i] && dr[i] == d;
-        if (m > most)
+        Py_ssize_t m = (runs[r + 1] - runs[r]) + (hb[2 * r + 1] - hb[2 * r]);
+        if (!bad && m > most)
             most = m;
     }
     Py_ssize_t ns = 0, nout = 0;
     int nomem = 0;
     Keys h = {0};
-    Original *e = NULL;
+    int64_t *rx = NULL;                 /* the run's retransmission rows of d */
     if (!bad) {
         nomem = !keys_init(&h, most);
-        e = malloc((most + 1) * sizeof(Original));
-        nomem |= e == NULL;
+        rx = malloc((most + 1) * sizeof(int64_t));
+        nomem |= rx == NULL;
     }
     if (!bad && !nomem) {
         const int64_t *rela = b[3].buf, *am = b[4].buf, *end = b[5].buf, *t = b[6].buf, *rel = b[7].buf,
@@ -543,70 +534,83 @@ static PyObject *stream_seqack(PyObject *self, PyObject *args)
         int64_t *sidx = b[17].buf, *st_ = b[18].buf, *srel = b[19].buf, *orun = b[20].buf, *oend = b[21].buf,
                 *orow = b[22].buf, *ot = b[23].buf, *orel = b[24].buf, *onr = b[25].buf;
         Py_BEGIN_ALLOW_THREADS
+        /* an original's value: its row in the chunk, or -2 - its place among the held ones; it
+         * was sent with as many retransmissions of d before it as the ACK has when none came
+         * after it: a row after the run's last retransmission (or a held one whose count is
+         * the carried one, before any retransmission of the run) */
         for (Py_ssize_t r = 0; r < nruns && !bad; r++) {
-            Py_ssize_t ne = 0;
+            Py_ssize_t nrx = 0;
             keys_reset(&h);
-            for (Py_ssize_t j = hb[2 * r]; j < hb[2 * r + 1] && !bad; j++) {
-                int64_t was = keys_add(&h, hend[j], ne);
-                nomem = bad = was == -2;
-                if (was == -1)
-                    e[ne++] = (Original){hend[j], hrow[j], ht[j], hrel[j], hnr[j]};
-            }
-            int64_t nr = nrc[r], prev = amc[r];
-            for (Py_ssize_t i = runs[r]; i < runs[r + 1]; i++) {
+            for (Py_ssize_t j = hb[2 * r]; j < hb[2 * r + 1] && !bad; j++)
+                nomem = bad = keys_add(&h, hend[j], -2 - j) < 0;
+            int64_t prev = amc[r];
+            for (Py_ssize_t i = runs[r]; i < runs[r + 1] && !bad; i++) {
                 int di = dr[i];
                 if (di != 0 && di != 1) {
                     bad = 1;
                     break;
                 }
                 if (di == d) {
-                    if (orig[i]) {
-                        int64_t was = keys_add(&h, end[i], ne);
-                        if (was == -2) {
-                            nomem = bad = 1;
-                            break;
-                        }
-                        if (was == -1)
-                            e[ne++] = (Original){end[i], g0 + i, t[i], rel[i], nr};
-                    }
+                    if (orig[i])
+                        nomem = bad = keys_add(&h, end[i], i) < 0;
                     else if (retx[i])
-                        nr++;
+                        rx[nrx++] = i;
                 }
                 else if (am[i] != prev && rela[i] > 0) {
                     int64_t k = keys_find_rising(&h, rela[i]);     /* the ACK maximum only rises */
-                    if (k >= 0 && e[k].nr == nr) {
+                    int ok = k >= 0 ? nrx == 0 || rx[nrx - 1] < k : k != -1 && nrx == 0 && hnr[-2 - k] == nrc[r];
+                    if (ok) {
                         if (ns >= nsmax) {
                             bad = 1;
                             break;
                         }
                         sidx[ns] = i;
-                        st_[ns] = e[k].t;
-                        srel[ns] = e[k].rel;
+                        st_[ns] = k >= 0 ? t[k] : ht[-2 - k];
+                        srel[ns] = k >= 0 ? rel[k] : hrel[-2 - k];
                         ns++;
                     }
                 }
                 prev = am[i];
             }
-            for (Py_ssize_t k = 0; keep && !bad && k < ne; k++) {
-                if (e[k].end <= prev)
+            /* kept: the originals of the sorted keys, then those that came out of order */
+            for (Py_ssize_t q = 0; keep && !bad && q < h.n + h.nused; q++) {
+                int64_t key = q < h.n ? h.key[q] : h.slot[h.used[q - h.n]].key,
+                        k = q < h.n ? h.val[q] : h.slot[h.used[q - h.n]].val;
+                if (key <= prev)
                     continue;
                 if (nout >= no) {
                     bad = 1;
                     break;
                 }
                 orun[nout] = r;
-                oend[nout] = e[k].end;
-                orow[nout] = e[k].row;
-                ot[nout] = e[k].t;
-                orel[nout] = e[k].rel;
-                onr[nout] = e[k].nr;
+                oend[nout] = key;
+                if (k >= 0) {
+                    Py_ssize_t lo = 0, hi = nrx;          /* retransmissions of the run before row k */
+                    while (lo < hi) {
+                        Py_ssize_t mid = lo + (hi - lo) / 2;
+                        if (rx[mid] < k)
+                            lo = mid + 1;
+                        else
+                            hi = mid;
+                    }
+                    orow[nout] = g0 + k;
+                    ot[nout] = t[k];
+                    orel[nout] = rel[k];
+                    onr[nout] = nrc[r] + lo;
+                }
+                else {
+                    orow[nout] = hrow[-2 - k];
+                    ot[nout] = ht[-2 - k];
+                    orel[nout] = hrel[-2 - k];
+                    onr[nout] = hnr[-2 - k];
+                }
                 nout++;
             }
         }
         Py_END_ALLOW_THREADS
     }
     keys_free(&h);
-    free(e);
+    free(rx);
     for (int k = 0; k < NB; k++)
         PyBuffer_Release(&b[k]);
     if (nomem)
@@ -662,13 +666,9 @@ static PyObject *stream_tsecho(PyObject *self, PyObject *args)
               eb[2 * r + 1] > nx;
         if (bad)
             break;
-        Py_ssize_t mf = hb[2 * r + 1] - hb[2 * r], ms = 0;
-        for (Py_ssize_t i = runs[r]; i < runs[r + 1]; i++) {
-            mf += hts[i] && dr[i] == d;
-            ms += hts[i] && dr[i] != d && (fg[i] & 0x10);
-        }
+        Py_ssize_t len = runs[r + 1] - runs[r], mf = len + (hb[2 * r + 1] - hb[2 * r]);
         most_first = mf > most_first ? mf : most_first;
-        most_seen = ms > most_seen ? ms : most_seen;
+        most_seen = len > most_seen ? len : most_seen;
     }
     Py_ssize_t ns = 0, nout = 0, nxn = 0;
     int nomem = 0;
@@ -692,9 +692,9 @@ static PyObject *stream_tsecho(PyObject *self, PyObject *args)
             keys_reset(&first);
             keys_reset(&seen);
             for (Py_ssize_t j = hb[2 * r]; j < hb[2 * r + 1] && !bad; j++) {
-                int64_t was = keys_add(&first, hkey[j], nf);
-                nomem = bad = was == -2;
-                if (was == -1)
+                int was = keys_add(&first, hkey[j], nf);
+                nomem = bad = was < 0;
+                if (was == 1)
                     f[nf++] = (FirstRow){hkey[j], hrow[j], ht[j]};
             }
             for (Py_ssize_t i = runs[r]; i < runs[r + 1]; i++) {
@@ -707,12 +707,12 @@ static PyObject *stream_tsecho(PyObject *self, PyObject *args)
                     continue;
                 if (di == d) {
                     int64_t k = fk[r] + (int64_t)tsv[i];
-                    int64_t was = keys_add(&first, k, nf);
-                    if (was == -2) {
+                    int was = keys_add(&first, k, nf);
+                    if (was < 0) {
                         nomem = bad = 1;
                         break;
                     }
-                    if (was == -1)
+                    if (was == 1)
                         f[nf++] = (FirstRow){k, g0 + i, t[i]};
                     continue;
                 }
@@ -732,7 +732,7 @@ static PyObject *stream_tsecho(PyObject *self, PyObject *args)
                     Py_ssize_t p = lower_bound(ekey, eb[2 * r], eb[2 * r + 1], k);
                     earlier = p < eb[2 * r + 1] && ekey[p] == k;
                 }
-                if (keys_add(&seen, k, earlier ? 0 : 1) == -2) {     /* 0: echoed in an earlier chunk */
+                if (keys_add(&seen, k, earlier ? 0 : 1) < 0) {     /* 0: echoed in an earlier chunk */
                     nomem = bad = 1;
                     break;
                 }
