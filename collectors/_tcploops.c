@@ -472,7 +472,7 @@ static inline int keys_add(Keys *h, int64_t k, int64_t v)
 }
 
 /* stream_seqack(d, dr, orig, retx, rela, am, end, t, rel, runs, am_carry, nretx, held, h_end, h_row, h_t, h_rel,
- *               h_nr, g0, keep, s_idx, s_t, s_rel, o_run, o_end, o_row, o_t, o_rel, o_nr) -> (samples, kept):
+ *               h_nr, g0, keep, s_idx, s_ms, s_rel, o_run, o_end, o_row, o_t, o_rel, o_nr) -> (samples, kept):
  * the sequence/ACK RTT matching of collectors/_tcpstream.FlowStream._seqack_numpy for data direction d (ACKs
  * from a = 1 - d), in one pass over the chunk's runs of one flow each (runs int64[R+1] as for stream_rows).
  * Per row: dr int8, orig bool (d's data, SYN or FIN sent once), retx bool (a retransmission), rela int64
@@ -481,8 +481,8 @@ static inline int keys_add(Keys *h, int64_t k, int64_t v)
  * flow's originals held from earlier chunks are h_*[held[2r]..held[2r+1]] (int64: end, row, t, rel, nr =
  * d's retransmissions before it). A row where a's ACK maximum advances to v > 0 is a sample when the first
  * original of the flow (held first, then the run's rows) ending at v was sent before it with as many
- * retransmissions of d before it as before the ACK: s_idx (the ACK's row in the chunk), s_t and s_rel (the
- * original's time and first byte). keep != 0: the originals each run leaves for the next chunk (the first
+ * retransmissions of d before it as before the ACK: s_idx (the ACK's row in the chunk), s_ms (float64: the
+ * ACK's time - the original's, in ms) and s_rel (the original's first byte). keep != 0: the originals each run leaves for the next chunk (the first
  * per end, end > the run's final ACK maximum; ends in increasing order, then the few that came out of
  * order) go to o_run (run), o_end, o_row, o_t, o_rel, o_nr. Rows are counted from g0 (o_row, h_row). */
 static PyObject *stream_seqack(PyObject *self, PyObject *args)
@@ -531,7 +531,8 @@ static PyObject *stream_seqack(PyObject *self, PyObject *args)
         const int64_t *rela = b[3].buf, *am = b[4].buf, *end = b[5].buf, *t = b[6].buf, *rel = b[7].buf,
                       *amc = b[9].buf, *nrc = b[10].buf, *hend = b[12].buf, *hrow = b[13].buf, *ht = b[14].buf,
                       *hrel = b[15].buf, *hnr = b[16].buf;
-        int64_t *sidx = b[17].buf, *st_ = b[18].buf, *srel = b[19].buf, *orun = b[20].buf, *oend = b[21].buf,
+        double *sms = b[18].buf;
+        int64_t *sidx = b[17].buf, *srel = b[19].buf, *orun = b[20].buf, *oend = b[21].buf,
                 *orow = b[22].buf, *ot = b[23].buf, *orel = b[24].buf, *onr = b[25].buf;
         Py_BEGIN_ALLOW_THREADS
         /* an original's value: its row in the chunk, or -2 - its place among the held ones; it
@@ -565,7 +566,7 @@ static PyObject *stream_seqack(PyObject *self, PyObject *args)
                             break;
                         }
                         sidx[ns] = i;
-                        st_[ns] = k >= 0 ? t[k] : ht[-2 - k];
+                        sms[ns] = (double)(t[i] - (k >= 0 ? t[k] : ht[-2 - k])) / 1e6;
                         srel[ns] = k >= 0 ? rel[k] : hrel[-2 - k];
                         ns++;
                     }
@@ -624,7 +625,7 @@ static PyObject *stream_seqack(PyObject *self, PyObject *args)
 }
 
 /* stream_tsecho(d, dr, flags, has_ts, tsval, tsecr, t, runs, fkey, held, h_key, h_row, h_t, echoed, e_key, g0,
- *               keep, s_idx, s_t, s_key, o_run, o_key, o_row, o_t, x_key) -> (samples, kept, echoed):
+ *               keep, s_idx, s_ms, s_key, o_run, o_key, o_row, o_t, x_key) -> (samples, kept, echoed):
  * the timestamp RTT matching of collectors/_tcpstream.FlowStream._tsecho_numpy for data direction d (echoes
  * from a = 1 - d), in one pass over the chunk's runs of one flow each (runs as for stream_rows). Per row:
  * dr int8, flags uint8 (ACK: 0x10), has_ts bool, tsval/tsecr uint32, t int64. A value's key is
@@ -632,7 +633,8 @@ static PyObject *stream_seqack(PyObject *self, PyObject *args)
  * int64[2R] into what earlier chunks left: held -> h_key/h_row/h_t (d's first row with each TSval, by key)
  * and echoed -> e_key (the TSecr keys a echoed, ascending). A row of a with ACK and timestamps echoing a key
  * for the first time (not in e_key, not earlier in the chunk) is a sample when d sent that TSval first at an
- * earlier row: s_idx (the echo's row in the chunk), s_t (the TSval row's time), s_key. keep != 0: each
+ * earlier row: s_idx (the echo's row in the chunk), s_ms (float64: the echo's time - the TSval row's, in
+ * ms), s_key. keep != 0: each
  * run's first rows per TSval not echoed in this chunk go to o_run, o_key, o_row, o_t (held first, then in
  * row order), and the keys echoed for the first time to x_key. Rows are counted from g0. */
 typedef struct {
@@ -684,7 +686,8 @@ static PyObject *stream_tsecho(PyObject *self, PyObject *args)
         const uint32_t *tsv = b[3].buf, *tse = b[4].buf;
         const int64_t *t = b[5].buf, *fk = b[7].buf, *hkey = b[9].buf, *hrow = b[10].buf, *ht = b[11].buf,
                       *ekey = b[13].buf;
-        int64_t *sidx = b[14].buf, *st_ = b[15].buf, *skey = b[16].buf, *orun = b[17].buf, *okey = b[18].buf,
+        double *sms = b[15].buf;
+        int64_t *sidx = b[14].buf, *skey = b[16].buf, *orun = b[17].buf, *okey = b[18].buf,
                 *orow = b[19].buf, *ot = b[20].buf, *xkey = b[21].buf;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t r = 0; r < nruns && !bad; r++) {
@@ -752,7 +755,7 @@ static PyObject *stream_tsecho(PyObject *self, PyObject *args)
                         break;
                     }
                     sidx[ns] = i;
-                    st_[ns] = f[q].t;
+                    sms[ns] = (double)(t[i] - f[q].t) / 1e6;
                     skey[ns] = k;
                     ns++;
                 }
@@ -803,11 +806,11 @@ static PyMethodDef methods[] = {
      "source)."},
     {"stream_seqack", stream_seqack, METH_VARARGS,
      "stream_seqack(d, dr, orig, retx, rela, am, end, t, rel, runs, am_carry, nretx, held, h_end, h_row, h_t, h_rel, "
-     "h_nr, g0, keep, s_idx, s_t, s_rel, o_run, o_end, o_row, o_t, o_rel, o_nr): a chunk's sequence/ACK RTT "
+     "h_nr, g0, keep, s_idx, s_ms, s_rel, o_run, o_end, o_row, o_t, o_rel, o_nr): a chunk's sequence/ACK RTT "
      "samples of data direction d (see the module source)."},
     {"stream_tsecho", stream_tsecho, METH_VARARGS,
      "stream_tsecho(d, dr, flags, has_ts, tsval, tsecr, t, runs, fkey, held, h_key, h_row, h_t, echoed, e_key, g0, "
-     "keep, s_idx, s_t, s_key, o_run, o_key, o_row, o_t, x_key): a chunk's timestamp RTT samples of data "
+     "keep, s_idx, s_ms, s_key, o_run, o_key, o_row, o_t, x_key): a chunk's timestamp RTT samples of data "
      "direction d (see the module source)."},
     {NULL, NULL, 0, NULL},
 };

@@ -73,6 +73,12 @@ def _unwrap_carried(raw, g, base, last_raw, last_rel):
     return u
 
 
+def _exact(buffer, k):
+    """The first ``k`` values of ``buffer`` (filled by a C loop up to ``k``) as an array of
+    their own: a view would keep the whole buffer alive as long as the values are kept."""
+    return buffer if k == len(buffer) else buffer[:k].copy()
+
+
 def _runs(fl):
     """(first row, last row, flow) of each run of consecutive rows of one flow."""
     st = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])
@@ -518,19 +524,20 @@ class FlowStream:
             hb = np.ascontiguousarray(np.column_stack([np.searchsorted(hf, rf, "left"),
                                                        np.searchsorted(hf, rf, "right")]), np.int64)
             ns = len(reset_pos[a])
-            smp = [np.empty(ns, np.int64) for _ in range(3)]
+            smp = [np.empty(ns, dt) for dt in (np.int64, np.float64, np.int64)]
             room = 0 if last else int((hb[:, 1] - hb[:, 0]).sum()) + int(np.count_nonzero(orig & isd[d]))
             kept = [np.empty(room, np.int64) for _ in range(6)]
             got, nk = _stream_seqack(d, dr, orig, retx, rela, am[a], end, t, rel, bounds, S[a].am[rf],
                                      S[d].nretx[rf], hb, *(held[k] for k in cols), self.rows, not last,
                                      *smp, *kept)
-            ai, seg_t, seg_rel = (x[:got] for x in smp)
+            ai, ms, seg_rel = (_exact(x, got) for x in smp)
+            del smp
             if got:
-                S[a].seqack.append((t[ai], c["packet"][ai], (t[ai] - seg_t) / 1e6, seg_rel, fl[ai].astype(np.int64)))
+                S[a].seqack.append((t[ai], c["packet"][ai], ms, seg_rel, fl[ai].astype(np.int64)))
             if last:
                 S[d].orig = None
                 continue
-            out = dict(zip(cols, (x[:nk] for x in kept[1:])))
+            out = dict(zip(cols, (_exact(x, nk) for x in kept[1:])))
             out["fl"] = rf[kept[0][:nk]]
             other = ~_member(hf, np.unique(rf))           # flows without rows here: held as they were
             if other.any():
@@ -563,15 +570,16 @@ class FlowStream:
                 held = (np.zeros(0, np.int64),) * 3
             hb, eb = ranges(held[0]), ranges(S[a].echoed)
             ne = int(np.count_nonzero(has_ts & isd[a] & has_ack))
-            smp = [np.empty(ne, np.int64) for _ in range(3)]
+            smp = [np.empty(ne, dt) for dt in (np.int64, np.float64, np.int64)]
             room = 0 if last else int((hb[:, 1] - hb[:, 0]).sum()) + int(np.count_nonzero(has_ts & isd[d]))
             kept = [np.empty(room, np.int64) for _ in range(4)]
             echoed = np.empty(0 if last else ne, np.int64)
             got, nk, nx = _stream_tsecho(d, dr, flags, has_ts, tsval, tsecr, t, bounds, fkey, hb, *held,
                                          eb, S[a].echoed, self.rows, not last, *smp, *kept, echoed)
-            ai, ts_t, key = (x[:got] for x in smp)
+            ai, ms, key = (_exact(x, got) for x in smp)
+            del smp
             if got:
-                S[a].tspairs.append((t[ai], c["packet"][ai], (t[ai] - ts_t) / 1e6, key))
+                S[a].tspairs.append((t[ai], c["packet"][ai], ms, key))
             if last:
                 S[d].ts_first, S[a].echoed = None, np.zeros(0, np.int64)
                 continue
