@@ -508,8 +508,8 @@ class FlowStream:
 
     def _seqack_c(self, c, fl, dr, isd, runs, reset_pos, rela, rel, end, am, orig, retx, rd, last) -> None:
         """:meth:`_seqack_numpy` in one pass per direction in C (``_tcploops.stream_seqack``: a
-        table of each flow's originals by end); the held originals are kept grouped by flow,
-        in the order sent within a flow."""
+        table of each flow's originals by end); the held originals are kept grouped by flow
+        (ascending), which is how each run finds its flow's."""
         S, t, n = self.side, c["t"], len(fl)
         run_st, run_end, run_fl = runs
         bounds = np.r_[run_st, n].astype(np.int64)
@@ -542,6 +542,7 @@ class FlowStream:
             other = ~_member(hf, np.unique(rf))           # flows without rows here: held as they were
             if other.any():
                 out = {k: np.concatenate((held[k][other], out[k])) for k in out}
+            if len(out["fl"]) > 1 and (out["fl"][1:] < out["fl"][:-1]).any():
                 o = np.argsort(out["fl"], kind="stable")
                 out = {k: v[o] for k, v in out.items()}
             S[d].orig = out
