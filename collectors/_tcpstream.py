@@ -13,10 +13,8 @@ rows and are settled at the end: Karn (a later retransmission voids an RTT sampl
 (the first ACK covering a retransmission, held until it arrives) and DSACK (the last
 retransmission of the reported block). Per-bin sums of the series add across chunks
 (integer-valued float sums: exact). The per-row chain (each flow's run of rows with its
-carried state), the bin sums and the RTT matching (sequence/ACK and timestamp echo: tables of
-each run's keys, one pass) of every engine run in C (``_tcploops.c``: ``stream_rows``,
-``stream_bins``, ``stream_seqack``, ``stream_tsecho``); their numpy forms here are the
-reference the tests compare them with.
+carried state) and the bin sums of every engine run in C (``_tcploops.c``: ``stream_rows``,
+``stream_bins``); their numpy forms here are the reference the tests compare them with.
 """
 from __future__ import annotations
 
@@ -38,8 +36,6 @@ from .pcap import direction_column
 
 _stream_rows = getattr(_tcploops, "stream_rows", None)     # None: the extension is not built
 _stream_bins = getattr(_tcploops, "stream_bins", None)
-_stream_seqack = getattr(_tcploops, "stream_seqack", None)   # (with stream_tsecho)
-_stream_tsecho = getattr(_tcploops, "stream_tsecho", None)
 _BIN_SLICE = 1 << 18       # rows whose bin numbers the series sums hold at a time
 
 
@@ -71,12 +67,6 @@ def _unwrap_carried(raw, g, base, last_raw, last_rel):
     add[gs[cont]] = last_rel[gs[cont]] + np.where(step >= 1 << 31, step - M32, step)
     u += add[g]
     return u
-
-
-def _exact(buffer, k):
-    """The first ``k`` values of ``buffer`` (filled by a C loop up to ``k``) as an array of
-    their own: a view would keep the whole buffer alive as long as the values are kept."""
-    return buffer if k == len(buffer) else buffer[:k].copy()
 
 
 def _runs(fl):
@@ -112,9 +102,7 @@ class SideState:
                                                    np.zeros(0, np.int64)))
     #               (flow, first byte, row) of d's retransmissions the reverse direction has not answered yet
     pending: list = field(default_factory=list)   # (row, end, tsval, flow) of d's retransmissions awaiting their ACK
-    orig: dict | None = None        # d's segments sent once, still awaiting their ACK: columns
-    #               (fl, end, row, t, rel, nr: d's retransmissions before it; the numpy form adds the
-    #               key), grouped by flow in the C form
+    orig: dict | None = None        # d's segments sent once, still awaiting their ACK
     seqack: list = field(default_factory=list)    # seq/ACK RTT samples of d's ACKs (t, packet, ms, segment rel, flow)
     ts_first: tuple | None = None   # (sorted flow * 2**32 + TSval, row, t): first row of d with each TSval
     echoed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # flow * 2**32 + TSecr d echoed
@@ -359,45 +347,8 @@ class FlowStream:
             keep = w > S[1 - d].last_row[f]
             S[d].resent = (f[keep], r[keep], w[keep])
 
-        # ---- RTT samples: sequence/ACK matching (Karn settled at the end), timestamp echo
+        # ---- RTT samples: sequence/ACK matching (Karn settled at the end)
         rd = [ri_all[dr[ri_all] == d] for d in (0, 1)]
-        orig = (data | is_syn) & ~retx
-        seqack, tsecho = (self._seqack_c, self._tsecho_c) if _stream_seqack is not None else \
-            (self._seqack_numpy, self._tsecho_numpy)
-        seqack(c, fl, dr, isd, (run_st, run_end, run_fl), reset_pos, rela, rel, end, am, orig, retx, rd, last)
-        for d in (0, 1):
-            S[d].nretx += np.bincount(fl[rd[d]], minlength=F)[:F]
-        rel = rela = end = None                # not needed further: freed before the timestamps' keys
-        tsecho(c, fl, dr, (run_st, run_end, run_fl), isd, has_ack, last)
-
-        for a in (0, 1):                  # duplicate ACKs since the last advance, per flow
-            R, D = reset_pos[a], dup_pos[a]
-            k = np.searchsorted(R, run_end, "right") - 1
-            lr = R[np.maximum(k, 0)] if len(R) else run_st
-            adv = (k >= 0) & (lr >= run_st)
-            upto = np.searchsorted(D, run_end, "right")
-            S[a].dups[run_fl] = np.where(adv, upto - np.searchsorted(D, lr, "right"),
-                                         S[a].dups[run_fl] + upto - np.searchsorted(D, run_st, "left"))
-            S[a].am[run_fl] = am[a][run_end]
-        self.rows += n
-
-    def _seqack_numpy(self, c, fl, dr, isd, runs, reset_pos, rela, rel, end, am, orig, retx, rd, last) -> None:
-        """The chunk's sequence/ACK RTT samples (Karn's rule settled at the end), per acking
-        direction ``a`` into ``side[a].seqack``: an ACK that advances ``a``'s ACK maximum (rows
-        ``reset_pos[a]``) to ``v > 0`` times the first segment of the other direction ``d``
-        sent once (``orig``) whose end is ``v`` - held from earlier chunks (``side[d].orig``)
-        or of this chunk -, when it was sent before the ACK with as many retransmissions of
-        ``d`` (``rd[d]``: this chunk's rows) before it as before the ACK. Unless ``last``,
-        the segments not covered by the flow's final ACK maximum are held (the first per
-        end). The numpy reference of :meth:`_seqack_c`."""
-        S, F, t, g0 = self.side, self.nflow, c["t"], self.rows
-        run_st, run_end, run_fl = runs
-
-        def grow(idx):
-            return idx + g0
-
-        def first_row(idx):
-            return run_st[np.searchsorted(run_st, idx, "right") - 1]
 
         def nretx_before(d, idx):              # retransmissions of d before rows idx, in their flow
             return S[d].nretx[fl[idx]] + np.searchsorted(rd[d], idx) - np.searchsorted(rd[d], first_row(idx))
@@ -406,6 +357,7 @@ class FlowStream:
             x = S[a].am.copy()
             x[run_fl] = am[a][run_end]
             am_last.append(x)
+        orig = (data | is_syn) & ~retx
         for a in (0, 1):
             d = 1 - a
             ai = reset_pos[a][rela[reset_pos[a]] > 0]
@@ -452,18 +404,11 @@ class FlowStream:
             _, firsts = _unique_first(keys[keep])
             firsts.sort()
             S[d].orig = originals(keep[firsts])
+        for d in (0, 1):
+            S[d].nretx += np.bincount(fl[rd[d]], minlength=F)[:F]
+        rel = rela = end = keys = None         # not needed further: freed before the timestamps' keys
 
-    def _tsecho_numpy(self, c, fl, dr, runs, isd, has_ack, last) -> None:
-        """The chunk's timestamp RTT samples (RFC 7323), per echoing direction ``a`` into
-        ``side[a].tspairs``: the first row of ``a`` (with ACK) echoing a TSecr value ``v``
-        never echoed before (``side[a].echoed``) times the first row of ``d = 1 - a`` with
-        TSval ``v`` (``side[d].ts_first``: held from earlier chunks, then this chunk's), when
-        that row came before it. Unless ``last``, the first rows of TSvals not echoed in this
-        chunk and the values echoed are kept. The numpy reference of :meth:`_tsecho_c`."""
-        S, F, t, g0 = self.side, self.nflow, c["t"], self.rows
-
-        def grow(idx):
-            return idx + g0
+        # ---- RTT samples: timestamp echo
         has_ts = c["has_ts"]
 
         def ts_key(idx, v):
@@ -506,93 +451,16 @@ class FlowStream:
             keep = ~_member(uk, echoed_now)
             S[d].ts_first = (uk[keep], rows_[keep], tt[keep])
 
-    def _seqack_c(self, c, fl, dr, isd, runs, reset_pos, rela, rel, end, am, orig, retx, rd, last) -> None:
-        """:meth:`_seqack_numpy` in one pass per direction in C (``_tcploops.stream_seqack``: a
-        table of each flow's originals by end); the held originals are kept grouped by flow
-        (ascending), which is how each run finds its flow's."""
-        S, t, n = self.side, c["t"], len(fl)
-        run_st, run_end, run_fl = runs
-        bounds = np.r_[run_st, n].astype(np.int64)
-        rf = run_fl.astype(np.int64)
-        cols = ("end", "row", "t", "rel", "nr")
-        for a in (0, 1):
-            d = 1 - a
-            held = S[d].orig
-            if held is None:
-                held = {k: np.zeros(0, np.int64) for k in ("fl", *cols)}
-            hf = held["fl"]
-            hb = np.ascontiguousarray(np.column_stack([np.searchsorted(hf, rf, "left"),
-                                                       np.searchsorted(hf, rf, "right")]), np.int64)
-            ns = len(reset_pos[a])
-            smp = [np.empty(ns, dt) for dt in (np.int64, np.float64, np.int64)]
-            room = 0 if last else int((hb[:, 1] - hb[:, 0]).sum()) + int(np.count_nonzero(orig & isd[d]))
-            kept = [np.empty(room, np.int64) for _ in range(6)]
-            got, nk = _stream_seqack(d, dr, orig, retx, rela, am[a], end, t, rel, bounds, S[a].am[rf],
-                                     S[d].nretx[rf], hb, *(held[k] for k in cols), self.rows, not last,
-                                     *smp, *kept)
-            ai, ms, seg_rel = (_exact(x, got) for x in smp)
-            del smp
-            if got:
-                S[a].seqack.append((t[ai], c["packet"][ai], ms, seg_rel, fl[ai].astype(np.int64)))
-            if last:
-                S[d].orig = None
-                continue
-            out = dict(zip(cols, (_exact(x, nk) for x in kept[1:])))
-            out["fl"] = rf[kept[0][:nk]]
-            other = ~_member(hf, np.unique(rf))           # flows without rows here: held as they were
-            if other.any():
-                out = {k: np.concatenate((held[k][other], out[k])) for k in out}
-            if len(out["fl"]) > 1 and (out["fl"][1:] < out["fl"][:-1]).any():
-                o = np.argsort(out["fl"], kind="stable")
-                out = {k: v[o] for k, v in out.items()}
-            S[d].orig = out
-
-    def _tsecho_c(self, c, fl, dr, runs, isd, has_ack, last) -> None:
-        """:meth:`_tsecho_numpy` in one pass per direction in C (``_tcploops.stream_tsecho``:
-        tables of each flow's first TSval rows and of the values echoed)."""
-        S, F, t, n = self.side, self.nflow, c["t"], len(fl)
-        run_st, run_end, run_fl = runs
-        bounds = np.r_[run_st, n].astype(np.int64)
-        rf = run_fl.astype(np.int64)
-        fkey = np.zeros(len(rf), np.int64) if F == 1 else rf * M32
-        has_ts = c["has_ts"]
-        flags = np.ascontiguousarray(c["flags"], np.uint8)
-        tsval, tsecr = (np.ascontiguousarray(c[k], np.uint32) for k in ("tsval", "tsecr"))
-
-        def ranges(keys):                    # each run's flow's part of sorted keys
-            if F == 1:
-                return np.tile(np.array([0, len(keys)], np.int64), (len(rf), 1))
-            return np.ascontiguousarray(np.column_stack([np.searchsorted(keys, fkey),
-                                                         np.searchsorted(keys, fkey + M32)]), np.int64)
-        for d in (0, 1):
-            a = 1 - d
-            held = S[d].ts_first
-            if held is None:
-                held = (np.zeros(0, np.int64),) * 3
-            hb, eb = ranges(held[0]), ranges(S[a].echoed)
-            ne = int(np.count_nonzero(has_ts & isd[a] & has_ack))
-            smp = [np.empty(ne, dt) for dt in (np.int64, np.float64, np.int64)]
-            room = 0 if last else int((hb[:, 1] - hb[:, 0]).sum()) + int(np.count_nonzero(has_ts & isd[d]))
-            kept = [np.empty(room, np.int64) for _ in range(4)]
-            echoed = np.empty(0 if last else ne, np.int64)
-            got, nk, nx = _stream_tsecho(d, dr, flags, has_ts, tsval, tsecr, t, bounds, fkey, hb, *held,
-                                         eb, S[a].echoed, self.rows, not last, *smp, *kept, echoed)
-            ai, ms, key = (_exact(x, got) for x in smp)
-            del smp
-            if got:
-                S[a].tspairs.append((t[ai], c["packet"][ai], ms, key))
-            if last:
-                S[d].ts_first, S[a].echoed = None, np.zeros(0, np.int64)
-                continue
-            k, r, tt = (x[:nk] for x in kept[1:])
-            if F == 1:
-                other = np.zeros(len(held[0]), bool)
-            else:
-                other = ~_member(held[0] // M32, np.unique(rf))   # flows without rows here
-            k, r, tt = (np.concatenate((h[other], x)) for h, x in zip(held, (k, r, tt)))
-            o = np.argsort(k)
-            S[d].ts_first = (k[o], r[o], tt[o])
-            S[a].echoed = np.sort(np.concatenate((S[a].echoed, echoed[:nx])))
+        for a in (0, 1):                  # duplicate ACKs since the last advance, per flow
+            R, D = reset_pos[a], dup_pos[a]
+            k = np.searchsorted(R, run_end, "right") - 1
+            lr = R[np.maximum(k, 0)] if len(R) else run_st
+            adv = (k >= 0) & (lr >= run_st)
+            upto = np.searchsorted(D, run_end, "right")
+            S[a].dups[run_fl] = np.where(adv, upto - np.searchsorted(D, lr, "right"),
+                                         S[a].dups[run_fl] + upto - np.searchsorted(D, run_st, "left"))
+            S[a].am[run_fl] = am[a][run_end]
+        self.rows += n
 
     def _rows_numpy(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
         """The per-row chain of a chunk: sequence and ACK numbers unwrapped per flow and

@@ -216,14 +216,14 @@ def test_census_gives_what_the_first_pass_reads(shared_data, tmp_path, limit):
 
 @pytest.fixture(params=["c", "numpy"])
 def row_chain(request, monkeypatch):
-    """The per-row chain of a chunk (unwrapped numbers, running maxima, masks), its
-    per-bin series sums and its RTT matching in C (``_tcploops.stream_rows``,
-    ``stream_bins``, ``stream_seqack``, ``stream_tsecho``) or by their numpy twins."""
+    """The per-row chain of a chunk (unwrapped numbers, running maxima, masks) and its
+    per-bin series sums in C (``_tcploops.stream_rows``, ``stream_bins``) or by their numpy
+    twins."""
     if request.param == "c":
-        c_tcploops("stream_rows", "stream_bins", "stream_seqack", "stream_tsecho")
+        c_tcploops("stream_rows", "stream_bins")
     else:
-        for name in ("_stream_rows", "_stream_bins", "_stream_seqack", "_stream_tsecho"):
-            monkeypatch.setattr(_tcpstream, name, None)
+        monkeypatch.setattr(_tcpstream, "_stream_rows", None)
+        monkeypatch.setattr(_tcpstream, "_stream_bins", None)
     return request.param
 
 
@@ -256,32 +256,6 @@ def test_row_chain_c_equals_numpy_over_many_flows(shared_data, monkeypatch):
             _same(with_c, with_numpy)
             runs += len(with_c.flows) > 1
     assert runs >= 4                       # captures of several flows among them
-
-
-def test_rtt_matching_c_equals_numpy(shared_data, monkeypatch):
-    """The RTT samples matched in C (``_tcploops.stream_seqack``, ``stream_tsecho``: one
-    pass over each run with tables of the flow's originals and TSvals) and by their numpy
-    twins (sorted keys) are the same: every real capture whole, in flow groups and time
-    chunks of 5 packets (what a chunk holds for the next: segments awaiting their ACK,
-    first rows of TSvals, values echoed), and in engine slices of 23 rows over many flows;
-    both kinds of sample occur."""
-    from airlink.collectors import tcp
-    c_tcploops("stream_seqack", "stream_tsecho")
-    files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
-        sorted((shared_data / "tcp-pcaps").rglob("*.trace"))
-    kinds = set()
-    for f in files:
-        for limit, slice_rows in ((None, 1 << 18), (5, 1 << 18), (None, 23)):
-            monkeypatch.setattr(tcp, "ENGINE_CHUNK_ROWS", slice_rows)
-            with_c = C.analyze_tcp(f, resolution="100ms", max_packets=limit)
-            with monkeypatch.context() as m:
-                m.setattr(_tcpstream, "_stream_seqack", None)
-                m.setattr(_tcpstream, "_stream_tsecho", None)
-                with_numpy = C.analyze_tcp(f, resolution="100ms", max_packets=limit)
-            _same(with_c, with_numpy)
-            ev = with_c.events
-            kinds |= set(ev.loc[ev["event"] == "rtt", "kind"].astype(str))
-    assert {"seq_ack", "timestamp"} <= kinds, kinds
 
 
 def test_row_chain_c_equals_numpy_chunk_by_chunk(shared_data):
