@@ -61,6 +61,7 @@
  *         returns when k_stop is reached, a pidfd is readable, wake_ns has passed or (with
  *         log=True) more than LOG_DRAIN events wait to be taken. Counts ttis, late_ttis
  *         and max_lateness_ns.
+ *     cell.set_uplink_slots(on)   -> the slotted uplink on or off (see below)
  *     cell.close()         -> finishes the queued writes and stops the writer and rescuer
  *                             threads (also when the object is freed)
  *     cell.take_events([uplink])  -> with log=True: per UE, the arrivals, drops,
@@ -69,6 +70,17 @@
  *
  * A packet read at or after the deadline stays in the kernel until the TTI has been
  * decided: TTIs that ended before a packet was read are decided without it.
+ *
+ * The slotted uplink (set_uplink_slots(True); replay/cell.py turns it on while the TTI clock
+ * runs): a UE's unconstrained uplink is read only at the end of every TTI, when that TTI is
+ * decided (run()) or served (serve()): every packet its device holds then goes out, before
+ * the TTI's downlink is served - the uplink of TTI k, sent by the UE during it, leaves at its
+ * end, as a UE transmits in its uplink slots. So a packet waits less than one TTI for the
+ * boundary, an ACK that the TTI's downlink service itself produces (the UE's TCP runs inside
+ * the write) exactly one, and the loop does not wake between TTIs for the UEs' packets (their
+ * devices are out of the loop's epoll set, in one of their own that is asked once per TTI).
+ * A constrained uplink is read as its packets come (it has its own grid). Off, every device
+ * is read as its packets come.
  *
  * Rescuers (rescue_ns > 0): a CPU can stop running anything for a millisecond - a
  * hypervisor that deschedules the virtual CPU, a long non-preemptible kernel path on a
@@ -124,6 +136,7 @@
 #include "_linkcore.h"
 
 #define READ_BATCH 64           /* packets per fd and wake-up at most */
+#define UPLINK_DRAIN 1024       /* packets per UE and TTI end at most, with the slotted uplink */
 #define MAX_WAIT_FDS 4096
 #define PIDFD_TAG (1ULL << 32)  /* epoll data of a pidfd: the tag and the fd; of a device: its index */
 #define MAX_RESCUERS 2
@@ -156,6 +169,9 @@ typedef struct {
     /* the devices and the watched pidfds in one epoll set (registered once, not per wait) */
     int epfd;
     struct epoll_event *evs;
+    /* the slotted uplink (set_uplink_slots, see the top): the unconstrained UEs' devices, out of
+       epfd while it is on, in an epoll set of their own that is only asked at TTI ends */
+    int up_epfd, slotted, up_failed;
     unsigned *rev;                  /* events per device of one wake-up: outer, then the UEs' */
     int *pidfds, n_pidfds;          /* the pidfds registered, in the caller's order */
     /* rescuers (see the top) */
@@ -399,10 +415,11 @@ static int read_outer(Cell *c, int64_t deadline) {
     return 0;
 }
 
-/* a UE's uplink packets go straight out (as read_outer), or into its constrained uplink;
-   arrivals counted as segments and their plain-mode bytes; 0 or an errno */
-static int read_inner(Cell *c, UE *u, int64_t deadline) {
-    for (int i = 0; i < READ_BATCH; i++) {
+/* a UE's uplink packets go straight out (as read_outer), or into its constrained uplink: at
+   most batch packets, none once the deadline has passed; arrivals counted as segments and
+   their plain-mode bytes; 0 or an errno */
+static int read_inner(Cell *c, UE *u, int64_t deadline, int batch) {
+    for (int i = 0; i < batch; i++) {
         int64_t now = now_ns();
         if (now >= deadline || !spare(c)) break;
         ssize_t r = read(u->fd, c->spare->data, LC_MAX_PACKET);
@@ -432,6 +449,37 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
     }
     return 0;
 }
+/* the slotted uplink at a TTI's end: every packet the unconstrained UEs' devices hold now
+   goes out (at most UPLINK_DRAIN per UE: a TUN device queues no more than 500 anyway); a
+   device that fails is remembered in up_failed, which the next wait() or run() raises */
+static void drain_uplinks(Cell *c) {
+    if (!c->slotted || c->up_failed) return;
+    int got = epoll_wait(c->up_epfd, c->evs, c->n, 0);
+    if (got < 0) {
+        if (errno != EINTR) c->up_failed = errno;
+        return;
+    }
+    for (int i = 0; i < got && !c->up_failed; i++) {
+        UE *u = &c->ue[c->evs[i].data.u64];
+        c->up_failed = read_inner(c, u, INT64_MAX, UPLINK_DRAIN);
+        if (!c->up_failed && (c->evs[i].events & (EPOLLERR | EPOLLHUP))) c->up_failed = EIO;
+    }
+    if (got > 0) c->last_ns = now_ns();
+}
+
+/* the slotted uplink on or off: the unconstrained UEs' devices leave the loop's epoll set (read
+   at TTI ends only) or join it again (read as packets come); 0 or an errno */
+static int slot_uplinks(Cell *c, int on) {
+    if (on == c->slotted) return 0;
+    for (int i = 0; i < c->n; i++) {
+        if (c->ue[i].up_on) continue;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(i + 1)};
+        if (epoll_ctl(c->epfd, on ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, c->ue[i].fd, &ev) != 0) return errno;
+    }
+    c->slotted = on;
+    return 0;
+}
+
 /* ---- rescuers -------------------------------------------------------------------------- */
 
 typedef struct { Cell *c; int i; } RescuerArg;
@@ -572,7 +620,8 @@ static int wait_events(Cell *c, int max, const struct timespec *ts) {
 static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
     int n = c->n;
     int ready = -1;
-    *failed = 0;
+    *failed = c->up_failed;             /* a UE's device failed in a drain at a TTI's end */
+    if (*failed) return -1;
     uint32_t published = publish_wait(c, deadline);
     for (;;) {
         int64_t now = now_ns();
@@ -605,7 +654,7 @@ static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
         if (!*failed && (c->rev[0] & (EPOLLERR | EPOLLHUP))) *failed = EIO;
         for (int u = 0; u < n && !*failed; u++)
             if (c->rev[1 + u]) {
-                *failed = read_inner(c, &c->ue[u], deadline);
+                *failed = read_inner(c, &c->ue[u], deadline, READ_BATCH);
                 moved = 1;
                 if (!*failed && (c->rev[1 + u] & (EPOLLERR | EPOLLHUP))) *failed = EIO;
             }
@@ -704,6 +753,7 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
         return NULL;
     }
     long long *budget = b[0].buf;
+    drain_uplinks(c);                   /* as decide_tti */
     for (int i = 0; i < c->n; i++)
         serve_ue(c, i, budget[i], t_end, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, b[6].buf);
     ring_publish(c);
@@ -818,6 +868,7 @@ static void decide_tti(Cell *c, long long k, int64_t now) {
     unsigned char *late_row = (unsigned char *)c->chunk[8].buf + i * n;
     long long *lateness = (long long *)c->chunk[9].buf + i * n;
     int is_late = late > c->late_ns;
+    drain_uplinks(c);                   /* the TTI's uplink leaves at its end, then its downlink */
     for (int u = 0; u < n; u++) {
         /* whole bytes leave the queue; fractions of a byte carry to the next TTI */
         long long budget = lc_carry_budget(&carry[u], served[u]);
@@ -935,6 +986,7 @@ static void Cell_dealloc(Cell *c) {
     PyMem_Free(c->rev);
     PyMem_Free(c->pidfds);
     if (c->epfd > 0) close(c->epfd);
+    if (c->up_epfd > 0) close(c->up_epfd);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -979,9 +1031,16 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     c->outer_fd = outer;
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (c->epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
+    c->up_epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (c->up_epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
     for (int i = -1; i < c->n; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(i + 1)};
         if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, i < 0 ? outer : c->ue[i].fd, &ev) != 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        struct epoll_event up = {.events = EPOLLIN, .data.u64 = (uint64_t)i};   /* the UE's index */
+        if (i >= 0 && epoll_ctl(c->up_epfd, EPOLL_CTL_ADD, c->ue[i].fd, &up) != 0) {
             PyErr_SetFromErrno(PyExc_OSError);
             return -1;
         }
@@ -1030,6 +1089,11 @@ static PyObject *Cell_set_uplink(Cell *c, PyObject *args) {
     int rc = lc_grid_init(&u->up, b.buf, (size_t)n, num, den, start);
     PyBuffer_Release(&b);
     if (rc < 0) { u->up_on = 0; return PyErr_NoMemory(); }
+    if (!u->up_on) {                /* read as its packets come, always: out of the slotted set */
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(i + 1)};
+        epoll_ctl(c->up_epfd, EPOLL_CTL_DEL, u->fd, NULL);
+        if (c->slotted && epoll_ctl(c->epfd, EPOLL_CTL_ADD, u->fd, &ev) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    }
     u->up_on = 1;
     c->uplinks = 1;
     Py_RETURN_NONE;
@@ -1042,6 +1106,14 @@ static PyObject *Cell_set_aqm(Cell *c, PyObject *args) {
     if (!PyArg_ParseTuple(args, "i(pKdddd)", &i, &ecn, &seed, &a, &b, &cc, &d)) return NULL;
     if (i < 0 || i >= c->n) { PyErr_SetString(PyExc_IndexError, "no such UE"); return NULL; }
     lc_link_aqm(&c->ue[i].dl, ecn, seed, a, b, cc, d);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cell_set_uplink_slots(Cell *c, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    int err = slot_uplinks(c, on);
+    if (err) { errno = err; return PyErr_SetFromErrno(PyExc_OSError); }
     Py_RETURN_NONE;
 }
 
@@ -1067,6 +1139,8 @@ static PyMethodDef Cell_methods[] = {
      "set_uplink(ue, capacity, tti_num, tti_den, start_ns): a constrained uplink (see the module)."},
     {"set_aqm", (PyCFunction)Cell_set_aqm, METH_VARARGS,
      "set_aqm(ue, (ecn, seed, a, b, c, d)): UE ue's queue parameters (see replay/_linkcore.h, lc_link_aqm)."},
+    {"set_uplink_slots", (PyCFunction)Cell_set_uplink_slots, METH_O,
+     "set_uplink_slots(on): the unconstrained uplinks read at TTI ends only (serve(), run()), or as packets come."},
     {"close", (PyCFunction)Cell_close, METH_NOARGS,
      "Finish the queued writes, stop the writer and rescuer threads (also done when freed)."},
     {"set_step", (PyCFunction)Cell_set_step, METH_VARARGS,
@@ -1091,6 +1165,7 @@ static PyMemberDef Cell_members[] = {
     {"late_ttis", T_LONGLONG, offsetof(Cell, late_ttis), READONLY, "of those, the late ones"},
     {"max_lateness_ns", T_LONGLONG, offsetof(Cell, max_late_ns), READONLY, "the largest lateness in run() (ns)"},
     {"writer", T_INT, offsetof(Cell, writer), READONLY, "1 while the writer thread does the TUN writes"},
+    {"uplink_slots", T_INT, offsetof(Cell, slotted), READONLY, "1 while the unconstrained uplinks are read at TTI ends only"},
     {"writes_queued", T_LONGLONG, offsetof(Cell, writes_queued), READONLY, "writes handed to the writer"},
     {"writer_waits", T_LONGLONG, offsetof(Cell, writer_waits), READONLY, "times the loop waited for room in the ring"},
     {NULL}

@@ -234,6 +234,7 @@ class CellShell:
         self.offload = _offload_wanted(queue)
         self.rescue_ns = 0 if rps == "pin" else _rescue_ns(self.late_ns, self.tti)
         self.writer_thread = _writer_wanted()
+        self.uplink_slots = _uplink_slots_wanted()
         self.last_stats = None
 
     def _radio(self, live=True):
@@ -507,6 +508,13 @@ def _writer_wanted() -> bool:
     2-core machine the thread cost CPU and did not make fewer TTIs late at 0.125 ms; see
     replay/_cellpath.c and docs/cell.md)."""
     return env_flag("AIRLINK_CELL_WRITER", False)
+
+
+def _uplink_slots_wanted() -> bool:
+    """Whether the UEs' unconstrained uplink leaves at TTI ends (the slotted uplink: read once
+    per TTI, before its downlink service; replay/_cellpath.c and docs/cell.md, "Time, and late
+    TTIs") rather than as each packet comes (``AIRLINK_CELL_UPLINK_SLOTS=0``)."""
+    return env_flag("AIRLINK_CELL_UPLINK_SLOTS", True)
 
 
 def _warm_up(radio):
@@ -804,6 +812,7 @@ class _LiveCell:
                     k = self._run_due(k, now)
                 if limit is not None and k >= limit:
                     over = True
+                    path.set_uplink_slots(False)    # no TTI ends any more: packets go as they come
                     stop()              # the run's duration is over: CMDs get SIGTERM
             if not running and (over or drain_until is not None and (
                     now >= drain_until or now - max(path.last_packet_ns, drain_start) > DRAIN_QUIET_NS)):
@@ -847,6 +856,8 @@ class _LiveCell:
             self.path.set_step(self._step_address, self.carry, self.start_ns, self._tti_num, self._tti_den,
                                self.shell.late_ns)
         self.wall_tti0_ns = time.time_ns()         # the MAC log's time of TTI 0
+        if self.shell.uplink_slots:
+            self.path.set_uplink_slots(True)        # the uplink on the TTIs' grid while they run
         return True
 
     def _may_start(self, warmup, running) -> bool:
@@ -901,6 +912,7 @@ class _LiveCell:
                 "scheduler_step": _step_description(self.compiled_step, self.shell.scheduler, self.compiled_path,
                                                     self.shell.measured),
                 "loop_rescues": self.path.rescues, "tun_writer": "thread" if self.writer else "loop",
+                "uplink_slots": self.shell.uplink_slots and self.shell.uplink is None,
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
                 "unroutable_packets": self.path.unroutable, "write_errors": self.path.write_errors, "ues": ues}

@@ -301,6 +301,62 @@ def test_a_constrained_uplink_is_served_byte_granularly_at_its_ttis_ends(impl):
             x.close()
 
 
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_the_slotted_uplink_leaves_at_serve_before_the_downlink_and_a_constrained_one_as_it_comes(impl):
+    """set_uplink_slots(True): what a UE sends between two TTIs is not forwarded while the
+    loop waits, and all of it (in order per UE, more than a wait's batch of 64) goes out when
+    the TTI is served; a packet the UE sends after that waits for the next TTI. UE 3's
+    constrained uplink (one whole packet per TTI of a grid that began long ago) is still read
+    as its packets come. Off again, a waiting packet goes out at the next wait."""
+    base = int(BLOCK.network_address)
+    outer_cell, outer_test = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    inner = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(N)]
+    socks = [outer_cell, outer_test, *(s for pair in inner for s in pair)]
+    rng = random.Random(11)
+    try:
+        for x in socks:
+            x.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            x.setblocking(False)
+        fds = [p[0].fileno() for p in inner]
+        cell = cp.Cell(outer_cell.fileno(), fds, base, int(BLOCK.netmask), SHIFT, 0, 0, 0) if impl == "c" else \
+            PyCellPath(outer_cell.fileno(), fds, base, int(BLOCK.netmask), SHIFT,
+                       [make_queue("infinite") for _ in range(N)])
+        cell.set_uplink(N - 1, np.array([1500.0]), 1_000_000, 1, time.monotonic_ns() - 10**9)
+        cell.set_uplink_slots(True)
+        rows = [np.zeros(N, t) for t in (np.float64, np.int64, np.float64, np.int64, np.int64, np.int64)]
+        none = np.zeros(N, np.int64)
+        for tti in range(3):
+            ups = [[_packet(rng, base + 1, rng.randrange(40, 1400)) for _ in range(count)]
+                   for count in (100, rng.randrange(0, 5))]
+            for u, batch in enumerate(ups):
+                for p in batch:
+                    inner[u][1].send(p)
+            constrained = _packet(rng, base + 1, 1000)
+            inner[N - 1][1].send(constrained)
+            assert cell.wait(time.monotonic_ns() + 20_000_000, []) == -1
+            assert _drain(outer_test) == [constrained], tti      # the constrained UE's, served at its TTI's end
+            assert all(_unread_bytes(inner[u][0]) for u in range(2) if ups[u])
+            cell.serve(none, *rows, time.monotonic_ns())
+            got = _drain(outer_test)
+            assert sorted(got) == sorted(ups[0] + ups[1])
+            for u in range(2):
+                assert [p for p in got if p in ups[u]] == ups[u]
+            assert cell.ue_stats(0)["uplink"]["departures_packets"] == 100 * (tti + 1)
+        late = _packet(rng, base + 1, 300)
+        inner[1][1].send(late)
+        assert cell.wait(time.monotonic_ns() + 2_000_000, []) == -1
+        assert _drain(outer_test) == []
+        cell.set_uplink_slots(False)
+        assert cell.wait(time.monotonic_ns() + 2_000_000, []) == -1
+        assert _drain(outer_test) == [late]
+        st = [cell.ue_stats(u)["uplink"] for u in range(N)]
+        assert st[0]["arrivals_packets"] == st[0]["departures_packets"] == 300
+        assert st[N - 1]["departures_packets"] == 3 and st[N - 1]["queued_packets"] == 0
+    finally:
+        for x in socks:
+            x.close()
+
+
 def _cpus_usable() -> list:
     return sorted(os.sched_getaffinity(0))
 
@@ -428,7 +484,9 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
     same live columns, carries, radio state and log events, and the same packets to every
     UE. ``full``:
     queues that never run dry; ``live``: a few packets now and then into drop-head queues of
-    four packets, so UEs come and go and queues drop bytes the scheduler had sent."""
+    four packets, so UEs come and go and queues drop bytes the scheduler had sent, and uplink
+    packets, slotted on both paths: those sent before a segment of TTIs leave, all of them,
+    when its first TTI is decided."""
     from airlink.replay.cell import decide_and_serve
     from airlink.replay.cell_radio import LIVE_ARRAYS
     from airlink.sim import kernel
@@ -457,6 +515,7 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
                 s.setblocking(False)
             cells.append(cp.Cell(outer_cell.fileno(), [p[0].fileno() for p in inner], base, int(BLOCK.netmask),
                                  SHIFT, {"infinite": 0, "drophead": 2}[kind], limit, 0, log=True))
+            cells[-1].set_uplink_slots(backlogs == "live")
             apps.append((outer_test, [p[1] for p in inner]))
         carries = [np.zeros(N), np.zeros(N)]
         # TTI k of the compiled step ends 1 ms x (k + 1) after a start 10 s ago: every TTI is
@@ -478,9 +537,13 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
                     count = (40 if s0 == 0 else 20) if backlogs == "full" else rng.choice([0, 0, 0, 1, 2, 5])
                     packets += [_packet(rng, base + (u + 1) * 64 + 2, rng.randrange(200, 1500))
                                 for _ in range(count)]
-                for cell, outer_cell, (outer_test, _) in zip(cells, outer_cells, apps):
+                ups = [(u, _packet(rng, base + 1, rng.randrange(40, 200)))
+                       for u in range(N) for _ in range(rng.choice([0, 1, 3]) if backlogs == "live" else 0)]
+                for cell, outer_cell, (outer_test, ue_apps) in zip(cells, outer_cells, apps):
                     for p in packets:
                         outer_test.send(p)
+                    for u, p in ups:
+                        ue_apps[u].send(p)
                     # every packet read before the TTIs are decided, on both paths (a wait
                     # can end before the cell has read them all on a busy machine)
                     while True:
@@ -491,6 +554,9 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
                     decide_and_serve(cells[0], radios[0], inps[0], k - k0, outs[0], lives[0], carries[0],
                                      start + (k + 1) * 1_000_000)
                 assert cells[1].run(s0, s1, 2**62, []) == (s1, -1)
+                want_up = sorted(p for _u, p in ups)
+                for outer_test, _ in apps:
+                    assert sorted(_drain(outer_test)) == want_up, s0
                 for u in range(N):
                     assert _drain(apps[0][1][u]) == _drain(apps[1][1][u]), (s0, u)
                 # the log's events (what the Mahimahi-format logs are written from): the same,
