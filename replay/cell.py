@@ -118,9 +118,11 @@ class CellShell:
         pie; ``l4s`` always marks; a full buffer still drops); the same as ``ecn`` in
         ``queue_args``. Marks are counted per UE in the stats, per TTI in the MAC log
         (``marks_packets``) and as ``m`` lines of the per-UE logs
-    uplink : None (unconstrained), a rate (``"2Mbit/s"``, constant per UE) or a capacity
-        trace (path or :class:`airlink.traces.Trace`; column ``i`` for UE ``i`` when it has
-        one per UE, else the same trace for every UE)
+    uplink : None (unconstrained: what a UE sends during a TTI leaves at that TTI's end, before
+        its downlink service; ``AIRLINK_CELL_UPLINK_SLOTS=0``: as it comes), a rate
+        (``"2Mbit/s"``, constant per UE) or a capacity trace (path or
+        :class:`airlink.traces.Trace`; column ``i`` for UE ``i`` when it has one per UE, else
+        the same trace for every UE), served on its own grid
     mac_log : path of the per-TTI Parquet MAC log: the simulator's ``mac`` columns, with the
         live queue's ``backlog_bytes``/``backlog_packets`` (after the TTI's service, as the
         simulator's), ``arrivals_bytes`` and ``drops_packets`` (those before the clock
