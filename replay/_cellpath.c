@@ -93,7 +93,10 @@
  * The loop only publishes each wait's deadline (atomic stores, no system call); a rescuer
  * sleeps on its own timer until rescue_ns after the deadline of the wait in progress or,
  * when the loop is between two waits, after the next deadline it expects (the last one
- * plus the interval between the last two: one TTI): one wake-up per TTI and rescuer.
+ * plus the interval between the last two: one TTI): one wake-up per TTI. A rescuer on the
+ * CPU the loop entered its wait on could not run if that CPU stalled, so it stands by (looks
+ * again only every STANDBY_TTIS TTIs); one that starts standing by wakes the others, since
+ * the loop, now on its CPU, may have left theirs.
  * They change only the affinity of the shell's own loop thread, and count what they did
  * (cell.rescues).
  *
@@ -184,7 +187,8 @@ typedef struct {
     _Atomic int64_t pub_deadline;   /* the deadline of wait() number seq ... */
     _Atomic int64_t pub_period;     /* ... and how much later it was than the one before */
     _Atomic uint32_t returned;      /* the seq of the last wait() that returned */
-    _Atomic uint32_t resc_word;     /* the rescuers sleep on it: 1 (and woken) at the end */
+    _Atomic uint32_t resc_kick[MAX_RESCUERS];  /* rescuer i sleeps on word i: changed (and woken) to look again */
+    _Atomic int pub_cpu;            /* the CPU the loop entered wait() number seq on */
     _Atomic int moved, stop;
     /* the compiled step (set_step, set_chunk) */
     step_fn step;
@@ -482,6 +486,14 @@ static int slot_uplinks(Cell *c, int on) {
 
 /* ---- rescuers -------------------------------------------------------------------------- */
 
+#define STANDBY_TTIS 8          /* a rescuer on the loop's CPU looks again after this many TTIs */
+
+/* every rescuer but number but (-1: all) looks again at once */
+static void kick_rescuers(Cell *c, int but) {
+    for (int i = 0; i < c->n_resc; i++)
+        if (i != but) wake_word(&c->resc_kick[i]);
+}
+
 typedef struct { Cell *c; int i; } RescuerArg;
 
 static void *rescuer_main(void *arg) {
@@ -493,8 +505,11 @@ static void *rescuer_main(void *arg) {
     CPU_SET(c->resc_cpu[a.i], &own);
     pthread_setaffinity_np(pthread_self(), sizeof own, &own);
     const int64_t r = c->rescue_ns;
+    const int me = c->resc_cpu[a.i];
     uint32_t rescued = 0;
+    int standby = 0;
     while (!atomic_load(&c->stop)) {
+        uint32_t kick = atomic_load(&c->resc_kick[a.i]);
         int64_t now = now_ns();
         uint32_t s = atomic_load(&c->seq);
         int64_t d = atomic_load(&c->pub_deadline), period = atomic_load(&c->pub_period);
@@ -513,8 +528,15 @@ static void *rescuer_main(void *arg) {
         int64_t step = period > 0 ? period : r;
         int64_t t = waiting && d + r > now ? d + r : d + step + r;
         if (t <= now) t = now + step;
+        /* the loop waits on this CPU: were it stalled, this thread could not run either, so
+           it stands by (looks again after STANDBY_TTIS TTIs), and one that starts standing by
+           wakes the others: the loop came to its CPU, so it may have left theirs */
+        int here = atomic_load(&c->pub_cpu) == me;
+        if (here && !standby) kick_rescuers(c, a.i);
+        standby = here;
+        if (standby) t = (d > now ? d : now) + STANDBY_TTIS * step;
         struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
-        while (futex(&c->resc_word, FUTEX_WAIT_BITSET_PRIVATE, 0, &ts) != 0 && errno == EINTR) {}
+        futex(&c->resc_kick[a.i], FUTEX_WAIT_BITSET_PRIVATE, kick, &ts);   /* EINTR, EAGAIN: look again */
     }
     return NULL;
 }
@@ -527,6 +549,7 @@ static int start_rescuers(Cell *c) {
     for (int cpu = 0; cpu < CPU_SETSIZE && k < MAX_RESCUERS; cpu++)
         if (CPU_ISSET(cpu, &c->loop_mask)) c->resc_cpu[k++] = cpu;
     if (k < 2) return 0;                      /* one CPU: nowhere to move the loop to */
+    atomic_store(&c->pub_cpu, -1);
     for (int i = 0; i < k; i++) {
         RescuerArg *a = malloc(sizeof *a);
         if (!a) return ENOMEM;
@@ -542,8 +565,7 @@ static int start_rescuers(Cell *c) {
 static void stop_rescuers(Cell *c) {
     if (!c->n_resc) return;
     atomic_store(&c->stop, 1);
-    atomic_store(&c->resc_word, 1);
-    futex(&c->resc_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+    kick_rescuers(c, -1);
     for (int i = 0; i < c->n_resc; i++) pthread_join(c->resc[i], NULL);
     c->n_resc = 0;
     if (atomic_exchange(&c->moved, 0)) sched_setaffinity(c->loop_tid, sizeof c->loop_mask, &c->loop_mask);
@@ -556,6 +578,7 @@ static uint32_t publish_wait(Cell *c, int64_t deadline) {
     int64_t last = atomic_load(&c->pub_deadline);
     if (last > 0 && deadline > last) atomic_store(&c->pub_period, deadline - last);
     atomic_store(&c->pub_deadline, deadline);
+    atomic_store(&c->pub_cpu, sched_getcpu());
     return atomic_fetch_add(&c->seq, 1) + 1;
 }
 

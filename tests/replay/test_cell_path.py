@@ -16,6 +16,7 @@ import os
 import random
 import socket
 import termios
+import threading
 import time
 
 import numpy as np
@@ -463,6 +464,59 @@ def test_without_rescue_ns_no_thread_is_started_and_close_stops_the_rescuers():
             assert threads() == before
             cell2.close()                       # twice is fine
     finally:
+        for p in (s, ue):
+            for x in p:
+                x.close()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs (one rescuer per CPU)")
+def test_the_rescuer_on_the_loops_cpu_stands_by():
+    """A rescuer pinned to the CPU the loop waits on could not run if that CPU stalled: over
+    200 waits of 1 ms by a loop held on CPU ``a`` it wakes a few times (standing by: once
+    every 8 TTIs, and when told to look again), the one on the other CPU about once per
+    wait (counted as the threads' voluntary context switches)."""
+    s = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ue = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    mask = os.sched_getaffinity(0)
+    a = _cpus_usable()[0]
+
+    def switches():
+        """voluntary context switches of this process's threads pinned to one CPU, by CPU"""
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/status") as f:
+                    st = dict(line.split(":", 1) for line in f if ":" in line)
+            except OSError:
+                continue
+            cpus = st["Cpus_allowed_list"].strip()
+            if cpus.isdigit() and int(tid) != threading.get_native_id():
+                out[int(cpus)] = int(st["voluntary_ctxt_switches"])
+        return out
+    try:
+        for _attempt in range(5):
+            cell = cp.Cell(s[0].fileno(), [ue[0].fileno()], int(BLOCK.network_address), int(BLOCK.netmask),
+                           SHIFT, 0, 0, 0, rescue_ns=300_000)
+            os.sched_setaffinity(0, {a})
+            assert cell.wait(time.monotonic_ns() + 5_000_000, []) == -1
+            before = switches()
+            for _ in range(200):
+                assert cell.wait(time.monotonic_ns() + 1_000_000, []) == -1
+            after = switches()
+            cell.close()
+            os.sched_setaffinity(0, mask)
+            # a rescue (a wait that ended late on a busy machine) gives the loop both CPUs
+            # back: then it no longer stayed on a, and the count says nothing
+            if cell.rescues == 0:
+                break
+        else:
+            pytest.skip("the loop was late (rescued) in every attempt: the machine is too busy")
+        woke = {cpu: after[cpu] - before[cpu] for cpu in before}
+        assert len(woke) == 2, woke
+        b = next(cpu for cpu in woke if cpu != a)
+        assert woke[a] <= 200 // 8 + 3 and woke[b] >= 2 * woke[a] + 10, woke
+    finally:
+        os.sched_setaffinity(0, mask)
         for p in (s, ue):
             for x in p:
                 x.close()
