@@ -75,7 +75,7 @@ def _ksoftirqd_ticks():
 
 
 def one_run(args, work: Path, offload: bool = True, writer: bool = True, rps: str = "off",
-            slots: bool = True) -> dict:
+            slots: bool = False) -> dict:
     out = work / "ue"
     out.mkdir(parents=True, exist_ok=True)
     ue_cmd = (f"iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t {args.seconds} --json "
@@ -162,9 +162,9 @@ def main():
     ap.add_argument("--writer", choices=("on", "off", "alternate"), default="off",
                     help="the TUN writes in the cell's TTI loop (off, the default), in its writer thread "
                          "(on: AIRLINK_CELL_WRITER=1), or alternate run by run, off first")
-    ap.add_argument("--uplink-slots", choices=("on", "off", "alternate"), default="on",
-                    help="the UEs' unconstrained uplink read at TTI ends only (on, the default), as each "
-                         "packet comes (off: AIRLINK_CELL_UPLINK_SLOTS=0), or alternate run by run, off first")
+    ap.add_argument("--uplink-slots", choices=("on", "off", "alternate"), default="off",
+                    help="the UEs' unconstrained uplink read as each packet comes (off, the default), at TTI "
+                         "ends only (on: AIRLINK_CELL_UPLINK_SLOTS=1), or alternate run by run, off first")
     ap.add_argument("--rps", nargs="+", default=["off"], metavar="MODE",
                     help="the cell's --rps (Receive Packet Steering on the UEs' devices): one mode, or several "
                          "alternated run by run in the order given, e.g. --rps off pin all")
@@ -204,7 +204,7 @@ def main():
         rs = rows[m]
         print(f"offload {'on (GSO super-packets)' if m[0] else 'off (AIRLINK_OFFLOAD=0)'}, TUN writes in "
               f"{'the writer thread (AIRLINK_CELL_WRITER=1)' if m[1] else 'the TTI loop'}, RPS {m[2]}, uplink "
-              f"{'at TTI ends' if m[3] else 'as packets come (AIRLINK_CELL_UPLINK_SLOTS=0)'}"
+              f"{'at TTI ends (AIRLINK_CELL_UPLINK_SLOTS=1)' if m[3] else 'as packets come'}"
               f"{'' if all((r['offload'], r['writer'], r['rps'], r['slots']) == m for r in rs) else ' - NOT as asked in every run'}:")
         for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "loop_cpu_us_per_tti",
                     "goodput_mbps", "tree_cpu_per_s", "machine_cpu_per_s", "machine_softirq_per_s", "ksoftirqd_per_s", "load_1min"):

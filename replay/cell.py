@@ -118,8 +118,8 @@ class CellShell:
         pie; ``l4s`` always marks; a full buffer still drops); the same as ``ecn`` in
         ``queue_args``. Marks are counted per UE in the stats, per TTI in the MAC log
         (``marks_packets``) and as ``m`` lines of the per-UE logs
-    uplink : None (unconstrained: what a UE sends during a TTI leaves at that TTI's end, before
-        its downlink service; ``AIRLINK_CELL_UPLINK_SLOTS=0``: as it comes), a rate
+    uplink : None (unconstrained: what a UE sends leaves as it comes, or with
+        ``AIRLINK_CELL_UPLINK_SLOTS=1`` at the end of the TTI it was sent in), a rate
         (``"2Mbit/s"``, constant per UE) or a capacity trace (path or
         :class:`airlink.traces.Trace`; column ``i`` for UE ``i`` when it has one per UE, else
         the same trace for every UE), served on its own grid
@@ -513,10 +513,12 @@ def _writer_wanted() -> bool:
 
 
 def _uplink_slots_wanted() -> bool:
-    """Whether the UEs' unconstrained uplink leaves at TTI ends (the slotted uplink: read once
-    per TTI, before its downlink service; replay/_cellpath.c and docs/cell.md, "Time, and late
-    TTIs") rather than as each packet comes (``AIRLINK_CELL_UPLINK_SLOTS=0``)."""
-    return env_flag("AIRLINK_CELL_UPLINK_SLOTS", True)
+    """Whether the UEs' unconstrained uplink leaves at TTI ends (the slotted uplink,
+    ``AIRLINK_CELL_UPLINK_SLOTS=1``: read once per TTI, before its downlink service;
+    replay/_cellpath.c and docs/cell.md, "Time, and late TTIs") rather than as each packet
+    comes (the default: the slotted uplink saved loop CPU at 1 ms TTIs but made more 0.125 ms
+    slots late, benchmarks/RESULTS.md)."""
+    return env_flag("AIRLINK_CELL_UPLINK_SLOTS", False)
 
 
 def _warm_up(radio):

@@ -44,10 +44,10 @@ def test_every_switch_of_the_shells_reads_the_same_words(monkeypatch):
     assert cell._why_python_step(object(), True) != "AIRLINK_PYTHON_STEP is set"
     monkeypatch.setenv("AIRLINK_PYTHON_STEP", "on")
     assert cell._why_python_step(object(), True) == "AIRLINK_PYTHON_STEP is set"
-    monkeypatch.setenv("AIRLINK_CELL_UPLINK_SLOTS", "no")
-    assert cell._uplink_slots_wanted() is False
-    monkeypatch.delenv("AIRLINK_CELL_UPLINK_SLOTS")
+    monkeypatch.setenv("AIRLINK_CELL_UPLINK_SLOTS", "yes")
     assert cell._uplink_slots_wanted() is True
+    monkeypatch.delenv("AIRLINK_CELL_UPLINK_SLOTS")
+    assert cell._uplink_slots_wanted() is False
     monkeypatch.setenv("AIRLINK_CELL_RESCUE", "false")
     assert cell._rescue_ns(500_000, cell.Fraction(1, 1000)) == 0
     monkeypatch.setenv("AIRLINK_CELL_RESCUE", "1")
