@@ -26,6 +26,7 @@ namespace it makes is deleted afterwards.
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 --realtime --offload alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --users 20 --tti 0.125ms --realtime
     sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 --realtime --rps off pin
+    sudo .venv/bin/python benchmarks/bench_cell.py --runs 3 --seconds 5 --realtime --uplink-slots alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 20 --realtime --writer alternate
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime
     sudo .venv/bin/python benchmarks/bench_cell.py --preset nr-fr2 --users 4 --realtime \
@@ -73,7 +74,8 @@ def _ksoftirqd_ticks():
     return total
 
 
-def one_run(args, work: Path, offload: bool = True, writer: bool = True, rps: str = "off") -> dict:
+def one_run(args, work: Path, offload: bool = True, writer: bool = True, rps: str = "off",
+            slots: bool = False) -> dict:
     out = work / "ue"
     out.mkdir(parents=True, exist_ok=True)
     ue_cmd = (f"iperf3 -c $AIRLINK_BASE -p $((5200 + AIRLINK_UE)) -R -t {args.seconds} --json "
@@ -92,6 +94,7 @@ def one_run(args, work: Path, offload: bool = True, writer: bool = True, rps: st
             env["AIRLINK_PYTHON_STEP"] = "1"
         env["AIRLINK_OFFLOAD"] = "1" if offload else "0"
         env["AIRLINK_CELL_WRITER"] = "1" if writer else "0"
+        env["AIRLINK_CELL_UPLINK_SLOTS"] = "1" if slots else "0"
         j0, k0 = _machine_jiffies(), _ksoftirqd_ticks()
         c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.seconds + 120)
@@ -111,7 +114,8 @@ def one_run(args, work: Path, offload: bool = True, writer: bool = True, rps: st
             "loop_cpu_us_per_tti": 1e6 * (stats["cpu_s"] - stats["radio_cpu_s"]) / max(stats["ttis"], 1),
             "radio_waits": stats["radio_waits"], "loop_rescues": stats.get("loop_rescues", 0),
             "goodput_mbps": goodput / 1e6, "offload": stats.get("offload", False),
-            "writer": stats.get("tun_writer") == "thread", "load_1min": os.getloadavg()[0],
+            "writer": stats.get("tun_writer") == "thread", "slots": stats.get("uplink_slots", False),
+            "load_1min": os.getloadavg()[0],
             "tree_cpu_per_s": (c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime) / stats["duration_s"],
             "machine_cpu_per_s": (j1[0] - j0[0]) / os.sysconf("SC_CLK_TCK") / wall,
             "machine_softirq_per_s": (j1[1] - j0[1]) / os.sysconf("SC_CLK_TCK") / wall,
@@ -158,6 +162,9 @@ def main():
     ap.add_argument("--writer", choices=("on", "off", "alternate"), default="off",
                     help="the TUN writes in the cell's TTI loop (off, the default), in its writer thread "
                          "(on: AIRLINK_CELL_WRITER=1), or alternate run by run, off first")
+    ap.add_argument("--uplink-slots", choices=("on", "off", "alternate"), default="off",
+                    help="the UEs' unconstrained uplink read as each packet comes (off, the default), at TTI "
+                         "ends only (on: AIRLINK_CELL_UPLINK_SLOTS=1), or alternate run by run, off first")
     ap.add_argument("--rps", nargs="+", default=["off"], metavar="MODE",
                     help="the cell's --rps (Receive Packet Steering on the UEs' devices): one mode, or several "
                          "alternated run by run in the order given, e.g. --rps off pin all")
@@ -170,18 +177,19 @@ def main():
     args = ap.parse_args()
     require_root("bench_cell", "iperf3")
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-cell-"))
-    if args.offload == "alternate" and args.writer == "alternate":
-        ap.error("alternate --offload or --writer, not both")
+    if [args.offload, args.writer, args.uplink_slots].count("alternate") > 1:
+        ap.error("alternate one of --offload, --writer and --uplink-slots, not several")
     choice = {"on": [True], "off": [False], "alternate": [False, True]}
-    modes = [(o, w, p) for o in choice[args.offload] for w in choice[args.writer]
-             for p in args.rps]   # (offload, writer, rps)
+    modes = [(o, w, p, s) for o in choice[args.offload] for w in choice[args.writer]
+             for p in args.rps for s in choice[args.uplink_slots]]   # (offload, writer, rps, slotted uplink)
     rows = {m: [] for m in modes}
     try:
         for i in range(args.runs):
             for m in modes:
                 name = f"run{i}" + ("" if len(modes) == 1 else
-                                    ("-gso" if m[0] else "-plain") + ("-writer" if m[1] else "-loop") + f"-rps-{m[2]}")
-                row = one_run(args, work / name, offload=m[0], writer=m[1], rps=m[2])
+                                    ("-gso" if m[0] else "-plain") + ("-writer" if m[1] else "-loop") + f"-rps-{m[2]}"
+                                    + ("-slots" if m[3] else "-asap"))
+                row = one_run(args, work / name, offload=m[0], writer=m[1], rps=m[2], slots=m[3])
                 rows[m].append(row)
                 print(f"{name}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                                                for k, v in row.items()), flush=True)
@@ -195,8 +203,9 @@ def main():
     for m in modes:
         rs = rows[m]
         print(f"offload {'on (GSO super-packets)' if m[0] else 'off (AIRLINK_OFFLOAD=0)'}, TUN writes in "
-              f"{'the writer thread (AIRLINK_CELL_WRITER=1)' if m[1] else 'the TTI loop'}, RPS {m[2]}"
-              f"{'' if all((r['offload'], r['writer'], r['rps']) == m for r in rs) else ' - NOT as asked in every run'}:")
+              f"{'the writer thread (AIRLINK_CELL_WRITER=1)' if m[1] else 'the TTI loop'}, RPS {m[2]}, uplink "
+              f"{'at TTI ends (AIRLINK_CELL_UPLINK_SLOTS=1)' if m[3] else 'as packets come'}"
+              f"{'' if all((r['offload'], r['writer'], r['rps'], r['slots']) == m for r in rs) else ' - NOT as asked in every run'}:")
         for key in ("late_pct", "max_lateness_ms", "cpu_per_s", "radio_cpu_per_s", "loop_cpu_us_per_tti",
                     "goodput_mbps", "tree_cpu_per_s", "machine_cpu_per_s", "machine_softirq_per_s", "ksoftirqd_per_s", "load_1min"):
             v = [r[key] for r in rs]

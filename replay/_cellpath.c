@@ -61,6 +61,7 @@
  *         returns when k_stop is reached, a pidfd is readable, wake_ns has passed or (with
  *         log=True) more than LOG_DRAIN events wait to be taken. Counts ttis, late_ttis
  *         and max_lateness_ns.
+ *     cell.set_uplink_slots(on)   -> the slotted uplink on or off (see below)
  *     cell.close()         -> finishes the queued writes and stops the writer and rescuer
  *                             threads (also when the object is freed)
  *     cell.take_events([uplink])  -> with log=True: per UE, the arrivals, drops,
@@ -69,6 +70,17 @@
  *
  * A packet read at or after the deadline stays in the kernel until the TTI has been
  * decided: TTIs that ended before a packet was read are decided without it.
+ *
+ * The slotted uplink (set_uplink_slots(True); replay/cell.py turns it on while the TTI clock
+ * runs): a UE's unconstrained uplink is read only at the end of every TTI, when that TTI is
+ * decided (run()) or served (serve()): every packet its device holds then goes out, before
+ * the TTI's downlink is served - the uplink of TTI k, sent by the UE during it, leaves at its
+ * end, as a UE transmits in its uplink slots. So a packet waits less than one TTI for the
+ * boundary, an ACK that the TTI's downlink service itself produces (the UE's TCP runs inside
+ * the write) exactly one, and the loop does not wake between TTIs for the UEs' packets (their
+ * devices are out of the loop's epoll set, in one of their own that is asked once per TTI).
+ * A constrained uplink is read as its packets come (it has its own grid). Off, every device
+ * is read as its packets come.
  *
  * Rescuers (rescue_ns > 0): a CPU can stop running anything for a millisecond - a
  * hypervisor that deschedules the virtual CPU, a long non-preemptible kernel path on a
@@ -81,7 +93,10 @@
  * The loop only publishes each wait's deadline (atomic stores, no system call); a rescuer
  * sleeps on its own timer until rescue_ns after the deadline of the wait in progress or,
  * when the loop is between two waits, after the next deadline it expects (the last one
- * plus the interval between the last two: one TTI): one wake-up per TTI and rescuer.
+ * plus the interval between the last two: one TTI): one wake-up per TTI. A rescuer on the
+ * CPU the loop entered its wait on could not run if that CPU stalled, so it stands by (looks
+ * again only every STANDBY_TTIS TTIs); one that starts standing by wakes the others, since
+ * the loop, now on its CPU, may have left theirs.
  * They change only the affinity of the shell's own loop thread, and count what they did
  * (cell.rescues).
  *
@@ -124,6 +139,7 @@
 #include "_linkcore.h"
 
 #define READ_BATCH 64           /* packets per fd and wake-up at most */
+#define UPLINK_DRAIN 1024       /* packets per UE and TTI end at most, with the slotted uplink */
 #define MAX_WAIT_FDS 4096
 #define PIDFD_TAG (1ULL << 32)  /* epoll data of a pidfd: the tag and the fd; of a device: its index */
 #define MAX_RESCUERS 2
@@ -156,6 +172,9 @@ typedef struct {
     /* the devices and the watched pidfds in one epoll set (registered once, not per wait) */
     int epfd;
     struct epoll_event *evs;
+    /* the slotted uplink (set_uplink_slots, see the top): the unconstrained UEs' devices, out of
+       epfd while it is on, in an epoll set of their own that is only asked at TTI ends */
+    int up_epfd, slotted, up_failed;
     unsigned *rev;                  /* events per device of one wake-up: outer, then the UEs' */
     int *pidfds, n_pidfds;          /* the pidfds registered, in the caller's order */
     /* rescuers (see the top) */
@@ -168,7 +187,8 @@ typedef struct {
     _Atomic int64_t pub_deadline;   /* the deadline of wait() number seq ... */
     _Atomic int64_t pub_period;     /* ... and how much later it was than the one before */
     _Atomic uint32_t returned;      /* the seq of the last wait() that returned */
-    _Atomic uint32_t resc_word;     /* the rescuers sleep on it: 1 (and woken) at the end */
+    _Atomic uint32_t resc_kick[MAX_RESCUERS];  /* rescuer i sleeps on word i: changed (and woken) to look again */
+    _Atomic int pub_cpu;            /* the CPU the loop entered wait() number seq on */
     _Atomic int moved, stop;
     /* the compiled step (set_step, set_chunk) */
     step_fn step;
@@ -399,10 +419,11 @@ static int read_outer(Cell *c, int64_t deadline) {
     return 0;
 }
 
-/* a UE's uplink packets go straight out (as read_outer), or into its constrained uplink;
-   arrivals counted as segments and their plain-mode bytes; 0 or an errno */
-static int read_inner(Cell *c, UE *u, int64_t deadline) {
-    for (int i = 0; i < READ_BATCH; i++) {
+/* a UE's uplink packets go straight out (as read_outer), or into its constrained uplink: at
+   most batch packets, none once the deadline has passed; arrivals counted as segments and
+   their plain-mode bytes; 0 or an errno */
+static int read_inner(Cell *c, UE *u, int64_t deadline, int batch) {
+    for (int i = 0; i < batch; i++) {
         int64_t now = now_ns();
         if (now >= deadline || !spare(c)) break;
         ssize_t r = read(u->fd, c->spare->data, LC_MAX_PACKET);
@@ -432,7 +453,46 @@ static int read_inner(Cell *c, UE *u, int64_t deadline) {
     }
     return 0;
 }
+/* the slotted uplink at a TTI's end: every packet the unconstrained UEs' devices hold now
+   goes out (at most UPLINK_DRAIN per UE: a TUN device queues no more than 500 anyway); a
+   device that fails is remembered in up_failed, which the next wait() or run() raises */
+static void drain_uplinks(Cell *c) {
+    if (!c->slotted || c->up_failed) return;
+    int got = epoll_wait(c->up_epfd, c->evs, c->n, 0);
+    if (got < 0) {
+        if (errno != EINTR) c->up_failed = errno;
+        return;
+    }
+    for (int i = 0; i < got && !c->up_failed; i++) {
+        UE *u = &c->ue[c->evs[i].data.u64];
+        c->up_failed = read_inner(c, u, INT64_MAX, UPLINK_DRAIN);
+        if (!c->up_failed && (c->evs[i].events & (EPOLLERR | EPOLLHUP))) c->up_failed = EIO;
+    }
+    if (got > 0) c->last_ns = now_ns();
+}
+
+/* the slotted uplink on or off: the unconstrained UEs' devices leave the loop's epoll set (read
+   at TTI ends only) or join it again (read as packets come); 0 or an errno */
+static int slot_uplinks(Cell *c, int on) {
+    if (on == c->slotted) return 0;
+    for (int i = 0; i < c->n; i++) {
+        if (c->ue[i].up_on) continue;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(i + 1)};
+        if (epoll_ctl(c->epfd, on ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, c->ue[i].fd, &ev) != 0) return errno;
+    }
+    c->slotted = on;
+    return 0;
+}
+
 /* ---- rescuers -------------------------------------------------------------------------- */
+
+#define STANDBY_TTIS 8          /* a rescuer on the loop's CPU looks again after this many TTIs */
+
+/* every rescuer but number but (-1: all) looks again at once */
+static void kick_rescuers(Cell *c, int but) {
+    for (int i = 0; i < c->n_resc; i++)
+        if (i != but) wake_word(&c->resc_kick[i]);
+}
 
 typedef struct { Cell *c; int i; } RescuerArg;
 
@@ -445,8 +505,11 @@ static void *rescuer_main(void *arg) {
     CPU_SET(c->resc_cpu[a.i], &own);
     pthread_setaffinity_np(pthread_self(), sizeof own, &own);
     const int64_t r = c->rescue_ns;
+    const int me = c->resc_cpu[a.i];
     uint32_t rescued = 0;
+    int standby = 0;
     while (!atomic_load(&c->stop)) {
+        uint32_t kick = atomic_load(&c->resc_kick[a.i]);
         int64_t now = now_ns();
         uint32_t s = atomic_load(&c->seq);
         int64_t d = atomic_load(&c->pub_deadline), period = atomic_load(&c->pub_period);
@@ -465,8 +528,15 @@ static void *rescuer_main(void *arg) {
         int64_t step = period > 0 ? period : r;
         int64_t t = waiting && d + r > now ? d + r : d + step + r;
         if (t <= now) t = now + step;
+        /* the loop waits on this CPU: were it stalled, this thread could not run either, so
+           it stands by (looks again after STANDBY_TTIS TTIs), and one that starts standing by
+           wakes the others: the loop came to its CPU, so it may have left theirs */
+        int here = atomic_load(&c->pub_cpu) == me;
+        if (here && !standby) kick_rescuers(c, a.i);
+        standby = here;
+        if (standby) t = (d > now ? d : now) + STANDBY_TTIS * step;
         struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
-        while (futex(&c->resc_word, FUTEX_WAIT_BITSET_PRIVATE, 0, &ts) != 0 && errno == EINTR) {}
+        futex(&c->resc_kick[a.i], FUTEX_WAIT_BITSET_PRIVATE, kick, &ts);   /* EINTR, EAGAIN: look again */
     }
     return NULL;
 }
@@ -479,6 +549,7 @@ static int start_rescuers(Cell *c) {
     for (int cpu = 0; cpu < CPU_SETSIZE && k < MAX_RESCUERS; cpu++)
         if (CPU_ISSET(cpu, &c->loop_mask)) c->resc_cpu[k++] = cpu;
     if (k < 2) return 0;                      /* one CPU: nowhere to move the loop to */
+    atomic_store(&c->pub_cpu, -1);
     for (int i = 0; i < k; i++) {
         RescuerArg *a = malloc(sizeof *a);
         if (!a) return ENOMEM;
@@ -494,8 +565,7 @@ static int start_rescuers(Cell *c) {
 static void stop_rescuers(Cell *c) {
     if (!c->n_resc) return;
     atomic_store(&c->stop, 1);
-    atomic_store(&c->resc_word, 1);
-    futex(&c->resc_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+    kick_rescuers(c, -1);
     for (int i = 0; i < c->n_resc; i++) pthread_join(c->resc[i], NULL);
     c->n_resc = 0;
     if (atomic_exchange(&c->moved, 0)) sched_setaffinity(c->loop_tid, sizeof c->loop_mask, &c->loop_mask);
@@ -508,6 +578,7 @@ static uint32_t publish_wait(Cell *c, int64_t deadline) {
     int64_t last = atomic_load(&c->pub_deadline);
     if (last > 0 && deadline > last) atomic_store(&c->pub_period, deadline - last);
     atomic_store(&c->pub_deadline, deadline);
+    atomic_store(&c->pub_cpu, sched_getcpu());
     return atomic_fetch_add(&c->seq, 1) + 1;
 }
 
@@ -572,7 +643,8 @@ static int wait_events(Cell *c, int max, const struct timespec *ts) {
 static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
     int n = c->n;
     int ready = -1;
-    *failed = 0;
+    *failed = c->up_failed;             /* a UE's device failed in a drain at a TTI's end */
+    if (*failed) return -1;
     uint32_t published = publish_wait(c, deadline);
     for (;;) {
         int64_t now = now_ns();
@@ -605,7 +677,7 @@ static int move_packets(Cell *c, int64_t deadline, int m, int *failed) {
         if (!*failed && (c->rev[0] & (EPOLLERR | EPOLLHUP))) *failed = EIO;
         for (int u = 0; u < n && !*failed; u++)
             if (c->rev[1 + u]) {
-                *failed = read_inner(c, &c->ue[u], deadline);
+                *failed = read_inner(c, &c->ue[u], deadline, READ_BATCH);
                 moved = 1;
                 if (!*failed && (c->rev[1 + u] & (EPOLLERR | EPOLLHUP))) *failed = EIO;
             }
@@ -704,6 +776,7 @@ static PyObject *Cell_serve(Cell *c, PyObject *args) {
         return NULL;
     }
     long long *budget = b[0].buf;
+    drain_uplinks(c);                   /* as decide_tti */
     for (int i = 0; i < c->n; i++)
         serve_ue(c, i, budget[i], t_end, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, b[6].buf);
     ring_publish(c);
@@ -818,6 +891,7 @@ static void decide_tti(Cell *c, long long k, int64_t now) {
     unsigned char *late_row = (unsigned char *)c->chunk[8].buf + i * n;
     long long *lateness = (long long *)c->chunk[9].buf + i * n;
     int is_late = late > c->late_ns;
+    drain_uplinks(c);                   /* the TTI's uplink leaves at its end, then its downlink */
     for (int u = 0; u < n; u++) {
         /* whole bytes leave the queue; fractions of a byte carry to the next TTI */
         long long budget = lc_carry_budget(&carry[u], served[u]);
@@ -935,6 +1009,7 @@ static void Cell_dealloc(Cell *c) {
     PyMem_Free(c->rev);
     PyMem_Free(c->pidfds);
     if (c->epfd > 0) close(c->epfd);
+    if (c->up_epfd > 0) close(c->up_epfd);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -979,9 +1054,16 @@ static int Cell_init(Cell *c, PyObject *args, PyObject *kw) {
     c->outer_fd = outer;
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (c->epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
+    c->up_epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (c->up_epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
     for (int i = -1; i < c->n; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(i + 1)};
         if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, i < 0 ? outer : c->ue[i].fd, &ev) != 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        struct epoll_event up = {.events = EPOLLIN, .data.u64 = (uint64_t)i};   /* the UE's index */
+        if (i >= 0 && epoll_ctl(c->up_epfd, EPOLL_CTL_ADD, c->ue[i].fd, &up) != 0) {
             PyErr_SetFromErrno(PyExc_OSError);
             return -1;
         }
@@ -1030,6 +1112,11 @@ static PyObject *Cell_set_uplink(Cell *c, PyObject *args) {
     int rc = lc_grid_init(&u->up, b.buf, (size_t)n, num, den, start);
     PyBuffer_Release(&b);
     if (rc < 0) { u->up_on = 0; return PyErr_NoMemory(); }
+    if (!u->up_on) {                /* read as its packets come, always: out of the slotted set */
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)(i + 1)};
+        epoll_ctl(c->up_epfd, EPOLL_CTL_DEL, u->fd, NULL);
+        if (c->slotted && epoll_ctl(c->epfd, EPOLL_CTL_ADD, u->fd, &ev) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    }
     u->up_on = 1;
     c->uplinks = 1;
     Py_RETURN_NONE;
@@ -1042,6 +1129,14 @@ static PyObject *Cell_set_aqm(Cell *c, PyObject *args) {
     if (!PyArg_ParseTuple(args, "i(pKdddd)", &i, &ecn, &seed, &a, &b, &cc, &d)) return NULL;
     if (i < 0 || i >= c->n) { PyErr_SetString(PyExc_IndexError, "no such UE"); return NULL; }
     lc_link_aqm(&c->ue[i].dl, ecn, seed, a, b, cc, d);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cell_set_uplink_slots(Cell *c, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    int err = slot_uplinks(c, on);
+    if (err) { errno = err; return PyErr_SetFromErrno(PyExc_OSError); }
     Py_RETURN_NONE;
 }
 
@@ -1067,6 +1162,8 @@ static PyMethodDef Cell_methods[] = {
      "set_uplink(ue, capacity, tti_num, tti_den, start_ns): a constrained uplink (see the module)."},
     {"set_aqm", (PyCFunction)Cell_set_aqm, METH_VARARGS,
      "set_aqm(ue, (ecn, seed, a, b, c, d)): UE ue's queue parameters (see replay/_linkcore.h, lc_link_aqm)."},
+    {"set_uplink_slots", (PyCFunction)Cell_set_uplink_slots, METH_O,
+     "set_uplink_slots(on): the unconstrained uplinks read at TTI ends only (serve(), run()), or as packets come."},
     {"close", (PyCFunction)Cell_close, METH_NOARGS,
      "Finish the queued writes, stop the writer and rescuer threads (also done when freed)."},
     {"set_step", (PyCFunction)Cell_set_step, METH_VARARGS,
@@ -1091,6 +1188,7 @@ static PyMemberDef Cell_members[] = {
     {"late_ttis", T_LONGLONG, offsetof(Cell, late_ttis), READONLY, "of those, the late ones"},
     {"max_lateness_ns", T_LONGLONG, offsetof(Cell, max_late_ns), READONLY, "the largest lateness in run() (ns)"},
     {"writer", T_INT, offsetof(Cell, writer), READONLY, "1 while the writer thread does the TUN writes"},
+    {"uplink_slots", T_INT, offsetof(Cell, slotted), READONLY, "1 while the unconstrained uplinks are read at TTI ends only"},
     {"writes_queued", T_LONGLONG, offsetof(Cell, writes_queued), READONLY, "writes handed to the writer"},
     {"writer_waits", T_LONGLONG, offsetof(Cell, writer_waits), READONLY, "times the loop waited for room in the ring"},
     {NULL}

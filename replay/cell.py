@@ -118,9 +118,11 @@ class CellShell:
         pie; ``l4s`` always marks; a full buffer still drops); the same as ``ecn`` in
         ``queue_args``. Marks are counted per UE in the stats, per TTI in the MAC log
         (``marks_packets``) and as ``m`` lines of the per-UE logs
-    uplink : None (unconstrained), a rate (``"2Mbit/s"``, constant per UE) or a capacity
-        trace (path or :class:`airlink.traces.Trace`; column ``i`` for UE ``i`` when it has
-        one per UE, else the same trace for every UE)
+    uplink : None (unconstrained: what a UE sends leaves as it comes, or with
+        ``AIRLINK_CELL_UPLINK_SLOTS=1`` at the end of the TTI it was sent in), a rate
+        (``"2Mbit/s"``, constant per UE) or a capacity trace (path or
+        :class:`airlink.traces.Trace`; column ``i`` for UE ``i`` when it has one per UE, else
+        the same trace for every UE), served on its own grid
     mac_log : path of the per-TTI Parquet MAC log: the simulator's ``mac`` columns, with the
         live queue's ``backlog_bytes``/``backlog_packets`` (after the TTI's service, as the
         simulator's), ``arrivals_bytes`` and ``drops_packets`` (those before the clock
@@ -234,6 +236,7 @@ class CellShell:
         self.offload = _offload_wanted(queue)
         self.rescue_ns = 0 if rps == "pin" else _rescue_ns(self.late_ns, self.tti)
         self.writer_thread = _writer_wanted()
+        self.uplink_slots = _uplink_slots_wanted()
         self.last_stats = None
 
     def _radio(self, live=True):
@@ -507,6 +510,15 @@ def _writer_wanted() -> bool:
     2-core machine the thread cost CPU and did not make fewer TTIs late at 0.125 ms; see
     replay/_cellpath.c and docs/cell.md)."""
     return env_flag("AIRLINK_CELL_WRITER", False)
+
+
+def _uplink_slots_wanted() -> bool:
+    """Whether the UEs' unconstrained uplink leaves at TTI ends (the slotted uplink,
+    ``AIRLINK_CELL_UPLINK_SLOTS=1``: read once per TTI, before its downlink service;
+    replay/_cellpath.c and docs/cell.md, "Time, and late TTIs") rather than as each packet
+    comes (the default: the slotted uplink saved loop CPU at 1 ms TTIs but made more 0.125 ms
+    slots late, benchmarks/RESULTS.md)."""
+    return env_flag("AIRLINK_CELL_UPLINK_SLOTS", False)
 
 
 def _warm_up(radio):
@@ -804,6 +816,7 @@ class _LiveCell:
                     k = self._run_due(k, now)
                 if limit is not None and k >= limit:
                     over = True
+                    path.set_uplink_slots(False)    # no TTI ends any more: packets go as they come
                     stop()              # the run's duration is over: CMDs get SIGTERM
             if not running and (over or drain_until is not None and (
                     now >= drain_until or now - max(path.last_packet_ns, drain_start) > DRAIN_QUIET_NS)):
@@ -847,6 +860,8 @@ class _LiveCell:
             self.path.set_step(self._step_address, self.carry, self.start_ns, self._tti_num, self._tti_den,
                                self.shell.late_ns)
         self.wall_tti0_ns = time.time_ns()         # the MAC log's time of TTI 0
+        if self.shell.uplink_slots:
+            self.path.set_uplink_slots(True)        # the uplink on the TTIs' grid while they run
         return True
 
     def _may_start(self, warmup, running) -> bool:
@@ -901,6 +916,7 @@ class _LiveCell:
                 "scheduler_step": _step_description(self.compiled_step, self.shell.scheduler, self.compiled_path,
                                                     self.shell.measured),
                 "loop_rescues": self.path.rescues, "tun_writer": "thread" if self.writer else "loop",
+                "uplink_slots": self.shell.uplink_slots and self.shell.uplink is None,
                 "ttis": ttis, "late_ttis": self.late, "late_fraction": self.late / ttis if ttis else 0.0,
                 "late_after_us": self.shell.late_ns // 1000, "max_lateness_us": max(self.max_late_ns, 0) // 1000,
                 "unroutable_packets": self.path.unroutable, "write_errors": self.path.write_errors, "ues": ues}

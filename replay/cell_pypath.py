@@ -10,6 +10,7 @@ link core); this class does the same with :mod:`airlink.replay.queues` and
     path.backlog(bytes_f8)           -> the bytes each UE has queued
     path.serve(budgets, bb, bp, arr, dp, db, mp, t_end_ns)   -> serve, then fill the TTI's row
     path.set_uplink(ue, capacity_f8, tti_num, tti_den, start_ns)
+    path.set_uplink_slots(on)        -> the unconstrained uplinks read at TTI ends only (serve)
     path.take_events([uplink])       -> per UE, the logged events as bytes of EVENT records
     path.ue_stats(ue)                -> the UE's counters (``uplink`` nested)
 
@@ -32,6 +33,7 @@ from .queues import make_queue
 from .server import EV_ARRIVAL, EV_DEPARTURE, EV_DROP, EV_MARK, EV_OPPORTUNITY, EVENT, ByteServer, TraceServer
 
 READ_BATCH = 64         # packets per fd and wake-up at most (as the C path)
+UPLINK_DRAIN = 1024     # packets per UE and TTI end at most, with the slotted uplink (as the C path)
 MAX_PACKET = 65536
 
 
@@ -143,6 +145,16 @@ class PyCellPath:
         self._seen = [(0, 0, 0, 0)] * self.n
         self.unroutable = self.write_errors = 0
         self.last_packet_ns = 0
+        self.uplink_slots = False
+
+    def set_uplink_slots(self, on):
+        """The slotted uplink (the C path's rule): while on, a UE's unconstrained uplink is
+        read only in :meth:`serve`, before the TTI's downlink service; every packet its
+        device holds then goes out."""
+        self.uplink_slots = bool(on)
+
+    def _slotted(self, u) -> bool:
+        return self.uplink_slots and self.up[u] is None
 
     def set_uplink(self, ue, capacity, tti_num, tti_den, start_ns):
         if not 0 <= ue < self.n:
@@ -175,7 +187,7 @@ class PyCellPath:
 
     def wait(self, deadline, pidfds) -> int:
         clock = time.monotonic_ns
-        rlist = [self.outer_fd, *self.inner_fds, *pidfds]
+        rlist = [self.outer_fd, *(fd for u, fd in enumerate(self.inner_fds) if not self._slotted(u)), *pidfds]
         while True:
             now = clock()
             wake = self._uplinks_due(now, deadline)
@@ -213,11 +225,11 @@ class PyCellPath:
                 if fd in ready:
                     return j
 
-    def _read_uplink(self, u, fd, deadline):
-        """A UE's uplink packets go straight out, or into its constrained uplink."""
+    def _read_uplink(self, u, fd, deadline, batch=READ_BATCH):
+        """A UE's uplink packets (at most ``batch``) go straight out, or into its constrained uplink."""
         clock = time.monotonic_ns
         up = self.up[u]
-        for _ in range(READ_BATCH):
+        for _ in range(batch):
             now = clock()
             if now >= deadline:
                 return
@@ -241,6 +253,14 @@ class PyCellPath:
             out[u] = d.server.backlog(d.queue)[0]
 
     def serve(self, budgets, bb, bp, arr, dp, db, mp, t_end=0):
+        if self.uplink_slots:           # the TTI's uplink leaves at its end, then its downlink
+            moved = False
+            for u, fd in enumerate(self.inner_fds):
+                if self._slotted(u) and select.select([fd], [], [], 0)[0]:
+                    self._read_uplink(u, fd, float("inf"), UPLINK_DRAIN)
+                    moved = True
+            if moved:
+                self.last_packet_ns = time.monotonic_ns()
         for u, d in enumerate(self.down):
             d.serve(int(budgets[u]), t_end, self.inner_fds[u], self)
             bb[u], bp[u] = d.server.backlog(d.queue)

@@ -295,6 +295,24 @@ def test_nests_inside_delay(test_ns, udp_source, tmp_path):
     assert len(rtts) == 2 and all(x >= 20.0 for x in rtts), r.stdout
 
 
+@pytest.mark.parametrize("slots", [True, False])
+def test_the_slotted_uplink_puts_a_ping_on_the_tti_grid(test_ns, tmp_path, slots):
+    """The UEs' unconstrained uplink leaves at TTI ends (docs/cell.md, "The uplink"): a ping's
+    request waits for the end of the TTI it was sent in, and its reply, read after that TTI
+    was decided, for the end of the next one - every round trip is at least one TTI (10 ms
+    here). ``AIRLINK_CELL_UPLINK_SLOTS=0`` turns it off (the stats say which)."""
+    stats = tmp_path / "stats.json"
+    r = test_ns.airlink("cell", "--preset", "quick", "--tti", "10ms", "--users", "1", "--stats", stats, "--",
+                        "sh", "-c", "ping -c 8 -i 0.113 $AIRLINK_BASE",
+                        timeout=60, env={"AIRLINK_CELL_UPLINK_SLOTS": "1" if slots else "0"})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(stats.read_text())["uplink_slots"] is slots
+    rtts = [float(w.split("=")[1]) for w in r.stdout.split() if w.startswith("time=")]
+    assert len(rtts) == 8, r.stdout
+    if slots:
+        assert min(rtts) >= 10.0, rtts
+
+
 def _ranked(mac_path, user):
     """rank_factors of the live MAC log: assigned rate against backlog (after the TTI, and as
     the scheduler saw it) and channel quality."""

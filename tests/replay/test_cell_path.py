@@ -16,6 +16,7 @@ import os
 import random
 import socket
 import termios
+import threading
 import time
 
 import numpy as np
@@ -301,6 +302,62 @@ def test_a_constrained_uplink_is_served_byte_granularly_at_its_ttis_ends(impl):
             x.close()
 
 
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_the_slotted_uplink_leaves_at_serve_before_the_downlink_and_a_constrained_one_as_it_comes(impl):
+    """set_uplink_slots(True): what a UE sends between two TTIs is not forwarded while the
+    loop waits, and all of it (in order per UE, more than a wait's batch of 64) goes out when
+    the TTI is served; a packet the UE sends after that waits for the next TTI. UE 3's
+    constrained uplink (one whole packet per TTI of a grid that began long ago) is still read
+    as its packets come. Off again, a waiting packet goes out at the next wait."""
+    base = int(BLOCK.network_address)
+    outer_cell, outer_test = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    inner = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(N)]
+    socks = [outer_cell, outer_test, *(s for pair in inner for s in pair)]
+    rng = random.Random(11)
+    try:
+        for x in socks:
+            x.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            x.setblocking(False)
+        fds = [p[0].fileno() for p in inner]
+        cell = cp.Cell(outer_cell.fileno(), fds, base, int(BLOCK.netmask), SHIFT, 0, 0, 0) if impl == "c" else \
+            PyCellPath(outer_cell.fileno(), fds, base, int(BLOCK.netmask), SHIFT,
+                       [make_queue("infinite") for _ in range(N)])
+        cell.set_uplink(N - 1, np.array([1500.0]), 1_000_000, 1, time.monotonic_ns() - 10**9)
+        cell.set_uplink_slots(True)
+        rows = [np.zeros(N, t) for t in (np.float64, np.int64, np.float64, np.int64, np.int64, np.int64)]
+        none = np.zeros(N, np.int64)
+        for tti in range(3):
+            ups = [[_packet(rng, base + 1, rng.randrange(40, 1400)) for _ in range(count)]
+                   for count in (100, rng.randrange(0, 5))]
+            for u, batch in enumerate(ups):
+                for p in batch:
+                    inner[u][1].send(p)
+            constrained = _packet(rng, base + 1, 1000)
+            inner[N - 1][1].send(constrained)
+            assert cell.wait(time.monotonic_ns() + 20_000_000, []) == -1
+            assert _drain(outer_test) == [constrained], tti      # the constrained UE's, served at its TTI's end
+            assert all(_unread_bytes(inner[u][0]) for u in range(2) if ups[u])
+            cell.serve(none, *rows, time.monotonic_ns())
+            got = _drain(outer_test)
+            assert sorted(got) == sorted(ups[0] + ups[1])
+            for u in range(2):
+                assert [p for p in got if p in ups[u]] == ups[u]
+            assert cell.ue_stats(0)["uplink"]["departures_packets"] == 100 * (tti + 1)
+        late = _packet(rng, base + 1, 300)
+        inner[1][1].send(late)
+        assert cell.wait(time.monotonic_ns() + 2_000_000, []) == -1
+        assert _drain(outer_test) == []
+        cell.set_uplink_slots(False)
+        assert cell.wait(time.monotonic_ns() + 2_000_000, []) == -1
+        assert _drain(outer_test) == [late]
+        st = [cell.ue_stats(u)["uplink"] for u in range(N)]
+        assert st[0]["arrivals_packets"] == st[0]["departures_packets"] == 300
+        assert st[N - 1]["departures_packets"] == 3 and st[N - 1]["queued_packets"] == 0
+    finally:
+        for x in socks:
+            x.close()
+
+
 def _cpus_usable() -> list:
     return sorted(os.sched_getaffinity(0))
 
@@ -412,6 +469,59 @@ def test_without_rescue_ns_no_thread_is_started_and_close_stops_the_rescuers():
                 x.close()
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs (one rescuer per CPU)")
+def test_the_rescuer_on_the_loops_cpu_stands_by():
+    """A rescuer pinned to the CPU the loop waits on could not run if that CPU stalled: over
+    200 waits of 1 ms by a loop held on CPU ``a`` it wakes a few times (standing by: once
+    every 8 TTIs, and when told to look again), the one on the other CPU about once per
+    wait (counted as the threads' voluntary context switches)."""
+    s = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ue = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    mask = os.sched_getaffinity(0)
+    a = _cpus_usable()[0]
+
+    def switches():
+        """voluntary context switches of this process's threads pinned to one CPU, by CPU"""
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/status") as f:
+                    st = dict(line.split(":", 1) for line in f if ":" in line)
+            except OSError:
+                continue
+            cpus = st["Cpus_allowed_list"].strip()
+            if cpus.isdigit() and int(tid) != threading.get_native_id():
+                out[int(cpus)] = int(st["voluntary_ctxt_switches"])
+        return out
+    try:
+        for _attempt in range(5):
+            cell = cp.Cell(s[0].fileno(), [ue[0].fileno()], int(BLOCK.network_address), int(BLOCK.netmask),
+                           SHIFT, 0, 0, 0, rescue_ns=300_000)
+            os.sched_setaffinity(0, {a})
+            assert cell.wait(time.monotonic_ns() + 5_000_000, []) == -1
+            before = switches()
+            for _ in range(200):
+                assert cell.wait(time.monotonic_ns() + 1_000_000, []) == -1
+            after = switches()
+            cell.close()
+            os.sched_setaffinity(0, mask)
+            # a rescue (a wait that ended late on a busy machine) gives the loop both CPUs
+            # back: then it no longer stayed on a, and the count says nothing
+            if cell.rescues == 0:
+                break
+        else:
+            pytest.skip("the loop was late (rescued) in every attempt: the machine is too busy")
+        woke = {cpu: after[cpu] - before[cpu] for cpu in before}
+        assert len(woke) == 2, woke
+        b = next(cpu for cpu in woke if cpu != a)
+        assert woke[a] <= 200 // 8 + 3 and woke[b] >= 2 * woke[a] + 10, woke
+    finally:
+        os.sched_setaffinity(0, mask)
+        for p in (s, ue):
+            for x in p:
+                x.close()
+
+
 def _unread_bytes(sock) -> int:
     """Bytes queued on a SOCK_SEQPACKET socket that its reader has not read yet (SIOCINQ
     sums the whole receive queue for Unix stream and seqpacket sockets)."""
@@ -428,7 +538,9 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
     same live columns, carries, radio state and log events, and the same packets to every
     UE. ``full``:
     queues that never run dry; ``live``: a few packets now and then into drop-head queues of
-    four packets, so UEs come and go and queues drop bytes the scheduler had sent."""
+    four packets, so UEs come and go and queues drop bytes the scheduler had sent, and uplink
+    packets, slotted on both paths: those sent before a segment of TTIs leave, all of them,
+    when its first TTI is decided."""
     from airlink.replay.cell import decide_and_serve
     from airlink.replay.cell_radio import LIVE_ARRAYS
     from airlink.sim import kernel
@@ -457,6 +569,7 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
                 s.setblocking(False)
             cells.append(cp.Cell(outer_cell.fileno(), [p[0].fileno() for p in inner], base, int(BLOCK.netmask),
                                  SHIFT, {"infinite": 0, "drophead": 2}[kind], limit, 0, log=True))
+            cells[-1].set_uplink_slots(backlogs == "live")
             apps.append((outer_test, [p[1] for p in inner]))
         carries = [np.zeros(N), np.zeros(N)]
         # TTI k of the compiled step ends 1 ms x (k + 1) after a start 10 s ago: every TTI is
@@ -478,9 +591,13 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
                     count = (40 if s0 == 0 else 20) if backlogs == "full" else rng.choice([0, 0, 0, 1, 2, 5])
                     packets += [_packet(rng, base + (u + 1) * 64 + 2, rng.randrange(200, 1500))
                                 for _ in range(count)]
-                for cell, outer_cell, (outer_test, _) in zip(cells, outer_cells, apps):
+                ups = [(u, _packet(rng, base + 1, rng.randrange(40, 200)))
+                       for u in range(N) for _ in range(rng.choice([0, 1, 3]) if backlogs == "live" else 0)]
+                for cell, outer_cell, (outer_test, ue_apps) in zip(cells, outer_cells, apps):
                     for p in packets:
                         outer_test.send(p)
+                    for u, p in ups:
+                        ue_apps[u].send(p)
                     # every packet read before the TTIs are decided, on both paths (a wait
                     # can end before the cell has read them all on a busy machine)
                     while True:
@@ -491,6 +608,9 @@ def test_the_compiled_step_called_from_c_decides_as_the_python_step(backlogs):
                     decide_and_serve(cells[0], radios[0], inps[0], k - k0, outs[0], lives[0], carries[0],
                                      start + (k + 1) * 1_000_000)
                 assert cells[1].run(s0, s1, 2**62, []) == (s1, -1)
+                want_up = sorted(p for _u, p in ups)
+                for outer_test, _ in apps:
+                    assert sorted(_drain(outer_test)) == want_up, s0
                 for u in range(N):
                     assert _drain(apps[0][1][u]) == _drain(apps[1][1][u]), (s0, u)
                 # the log's events (what the Mahimahi-format logs are written from): the same,

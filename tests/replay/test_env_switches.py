@@ -44,13 +44,17 @@ def test_every_switch_of_the_shells_reads_the_same_words(monkeypatch):
     assert cell._why_python_step(object(), True) != "AIRLINK_PYTHON_STEP is set"
     monkeypatch.setenv("AIRLINK_PYTHON_STEP", "on")
     assert cell._why_python_step(object(), True) == "AIRLINK_PYTHON_STEP is set"
+    monkeypatch.setenv("AIRLINK_CELL_UPLINK_SLOTS", "yes")
+    assert cell._uplink_slots_wanted() is True
+    monkeypatch.delenv("AIRLINK_CELL_UPLINK_SLOTS")
+    assert cell._uplink_slots_wanted() is False
     monkeypatch.setenv("AIRLINK_CELL_RESCUE", "false")
     assert cell._rescue_ns(500_000, cell.Fraction(1, 1000)) == 0
     monkeypatch.setenv("AIRLINK_CELL_RESCUE", "1")
     assert cell._rescue_ns(500_000, cell.Fraction(1, 1000)) == 500_000 // cell.RESCUE_DIVISOR
 
 
-@pytest.mark.parametrize("name", ["AIRLINK_CELL_WRITER", "AIRLINK_OFFLOAD", "AIRLINK_CELL_RESCUE",
+@pytest.mark.parametrize("name", ["AIRLINK_CELL_WRITER", "AIRLINK_CELL_UPLINK_SLOTS", "AIRLINK_OFFLOAD", "AIRLINK_CELL_RESCUE",
                                   "AIRLINK_PYTHON_STEP", "AIRLINK_PURE_PYTHON"])
 def test_a_bad_switch_is_one_error_line_before_the_cell_starts(run_airlink, monkeypatch, name):
     """Refused when the cell is set up (no root needed: nothing has started yet)."""
