@@ -473,6 +473,8 @@ class Bench:
         self.procs = []
         #: trials per pass of each workload kind (0: not run)
         self.plan = {k: (args.repeat.get(k, 1) if k in args.workloads else 0) for k in KINDS}
+        #: what every ``airlink cell`` of the run gets (``--realtime``)
+        self.realtime = ["--realtime"] if args.realtime else []
 
     def start(self, argv):
         p = subprocess.Popen(["ip", "netns", "exec", self.ns, *map(str, argv)], env=user_env(),
@@ -503,8 +505,8 @@ class Bench:
                   f'else exec {self.args.client_python} {self.tmp}/client.py /dev/null 1 {seed} 0 - {stop}; fi')
         log = ["--mac-log", mac_log] if mac_log is not None else []
         log += ["--stats", stats] if stats is not None else []
-        return self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--preset", a.preset, "--scheduler", "pf",
-                         "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", *log,
+        return self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", *self.realtime, "--preset", a.preset,
+                         "--scheduler", "pf", "--users", 4, "--seed", seed, "--uplink", a.uplink, "--duration", f"{timeout:g}s", *log,
                          "--", "sh", "-c", ue_cmd], timeout=timeout + 60)
 
     def live(self, seed: int) -> dict | None:
@@ -600,7 +602,7 @@ class Bench:
         name = f"scheduler-{others}-{channel}-{seed}"
         out, stats = self.tmp / f"{name}.json", self.tmp / f"{name}-stats.json"
         mac = self.kept_mac_log(name)
-        r = self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", "--from-log", log, "--follow-rnti", 1,
+        r = self.run([AIRLINK, "delay", a.delay, AIRLINK, "cell", *self.realtime, "--from-log", log, "--follow-rnti", 1,
                       "--log-others", others, "--log-channel", channel,
                       "--preset", a.preset, "--scheduler", "pf", "--users", 1, "--seed", seed, "--uplink", a.uplink,
                       "--stats", stats, *(["--mac-log", mac] if mac is not None else []),
@@ -696,6 +698,11 @@ def main(argv=None) -> int:
     ap.add_argument("--delay", type=float, default=20, help="wired one-way delay around the cell, ms (20)")
     ap.add_argument("--uplink", default="5Mbit/s", help="each UE's uplink in the cell (5Mbit/s)")
     ap.add_argument("--big", action="store_true", help="also 10 MB downloads")
+    ap.add_argument("--realtime", action="store_true",
+                    help="run every airlink cell (the live ground truth, the cell recording, the scheduler-driven "
+                         "replays) with --realtime (SCHED_RR): its TTIs stay on time while the workloads' and "
+                         "background's processes share the CPUs, so the ground truth is the cell, not the "
+                         "machine's load")
     ap.add_argument("--workloads", nargs="+", choices=KINDS, default=list(KINDS), metavar="KIND",
                     help="the workload kinds to run (default all): " + ", ".join(KINDS))
     ap.add_argument("--sizes", type=_size_arg, nargs="+", default=list(SIZES), metavar="BYTES",
@@ -742,7 +749,8 @@ def main(argv=None) -> int:
     require_root("bench_fidelity_workloads")
     have = installed(args)
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; live seeds {args.live_seeds}, "
-          f"record seed {args.record_seed}, {args.passes} passes per run, {args.replays} replay runs", flush=True)
+          f"record seed {args.record_seed}, {args.passes} passes per run, {args.replays} replay runs"
+          f"{', cells --realtime' if args.realtime else ''}", flush=True)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as d, throwaway_namespace("fidelity") as ns:
         tmp = Path(d)

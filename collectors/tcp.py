@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from airlink.core.bounds import RESOLUTION
-from airlink.core.errors import AirlinkError
+from airlink.core.errors import AirlinkError, frame_source
 from airlink.core.units import parse_duration
 
 from ._columns import Coded, Columns
@@ -194,7 +194,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         from airlink.core.schema import validate      # (imports pandas: not before a capture is read)
         packets = packets_or_path
         validate(packets, "packets", name="packets")
-        source = packets.attrs.get("source", "") if hasattr(packets, "attrs") else ""
+        source = frame_source(packets, "")
         extra = {"records": int(packets.attrs.get("records", len(packets))),
                  **({"problem": packets.attrs["problem"]} if packets.attrs.get("problem") else {})}
         c, flows, n_packets = _from_frame(packets)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.core import bounds as B
-from airlink.core.errors import AirlinkError
+from airlink.core.errors import AirlinkError, frame_source
 
 from .results import BacklogReport, FairnessReport, JitterReport
 
@@ -37,11 +37,6 @@ SENDING_COLUMNS = ("sending_rate_bps", "arrivals_bytes")
 BACKLOG_READ = (*RATE_COLUMNS, *CHANNEL_COLUMNS, *SENDING_COLUMNS)
 THROUGHPUT_COLUMNS = ("served_bytes", "throughput_bps", "assigned_rate_bps", "tbs_bps", "dl_bitrate_bps", "prbs",
                       "subchannels")
-
-
-def _source(frame) -> str:
-    """The file a frame was read from, for messages (``frame`` when it was not read from one)."""
-    return str(frame.attrs.get("source", "frame"))
 
 
 def _max_lag_samples(max_lag, period: float) -> int:
@@ -210,7 +205,7 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
     frame = _framed(frame, resolution, time_column, by, [rate, backlog, channel, sending])
     rate = rate or _first_present(frame, RATE_COLUMNS)
     if rate is None:
-        raise AirlinkError(f"{_source(frame)}: no rate column (one of {', '.join(RATE_COLUMNS)}); name it with rate=")
+        raise AirlinkError(f"{frame_source(frame)}: no rate column (one of {', '.join(RATE_COLUMNS)}); name it with rate=")
     channel = channel or _first_present(frame, CHANNEL_COLUMNS)
     column(frame, backlog)
     result = BacklogReport(rate=rate, backlog=backlog, channel=channel)
@@ -415,7 +410,7 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
     rate = rate or (alloc.get("rate") if alloc.get("rate") in frame.columns else None) \
         or _first_present(frame, THROUGHPUT_COLUMNS)
     if rate is None:
-        raise AirlinkError(f"{_source(frame)}: no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name it with rate=")
+        raise AirlinkError(f"{frame_source(frame)}: no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name it with rate=")
     resource = resource or _first_present(frame, ("subchannels", "prbs"))
     cols = dict(rate=rate, resource=resource, backlog=_first_present(frame, ("backlog_bytes", "backlog_packets")),
                 retx=_first_present(frame, ("harq_retransmissions", "rlp_retransmissions")))
@@ -504,7 +499,7 @@ def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=
     served = served or _first_present(frame, ("served_bytes", "subchannels", "prbs", "assigned_rate_bps",
                                               "tbs_bps"))
     if served is None:
-        raise AirlinkError(f"{_source(frame)}: no service column (served_bytes, subchannels, prbs, "
+        raise AirlinkError(f"{frame_source(frame)}: no service column (served_bytes, subchannels, prbs, "
                            f"assigned_rate_bps, tbs_bps); name it with served=")
     table = wide_many(frame, [served], "frame")[served]
     period = _per_user_period(frame)

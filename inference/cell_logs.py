@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.core import bounds as B
-from airlink.core.errors import AirlinkError, SchemaError
+from airlink.core.errors import AirlinkError, SchemaError, frame_source
 from airlink.core.units import parse_duration
 
 from .allocations import airlink_allocations
@@ -142,7 +142,7 @@ def analyze_cell(frame: pd.DataFrame, *, window=B.CELL_WINDOW, tti=None, cell_pr
     cell_prbs : int, optional
         PRBs of the carrier; default :func:`default_cell_prbs`.
     """
-    src = source or str(frame.attrs.get("source", "log"))
+    src = source or frame_source(frame, "log")
     refuse_one_device(frame, src)
     frame = airlink_allocations(frame)
     for col in ("time", "user", "prbs"):

@@ -22,7 +22,7 @@ import pandas as pd
 
 from airlink.collectors import check_table_shape
 from airlink.collectors.timegrid import TIME_COLUMNS, grid_times, time_of, to_grid
-from airlink.core.errors import AirlinkError
+from airlink.core.errors import AirlinkError, frame_source
 from airlink.core.parquetframe import read_parquet_frame
 
 from .allocations import allocation_view
@@ -263,7 +263,7 @@ def prepare(frame: pd.DataFrame, *, resolution=None, time_column=None, tz=None, 
         for c in columns or ():
             column(frame, c)
         return frame
-    source = source or str(frame.attrs.get("source", "frame"))
+    source = source or frame_source(frame)
     view = allocation_view(frame, direction)
     frame = view.frame
     t, rest = time_of(frame, time_column=time_column, tz=tz, source=source)
@@ -388,7 +388,7 @@ def users_of(frame: pd.DataFrame) -> list:
 def column(frame: pd.DataFrame, name: str, source: str | None = None) -> pd.Series:
     """A column as floats. Missing column, or a value that is not a number (other than an
     empty cell), is an error naming the column (and the first such time and value)."""
-    source = source or str(frame.attrs.get("source", "frame"))
+    source = source or frame_source(frame)
     if name not in frame.columns:
         have = ", ".join(str(c) for c in frame.columns[:25])
         raise AirlinkError(f"{source}: no column {name!r} (columns: {have})")
@@ -423,7 +423,7 @@ def wide_many(frame: pd.DataFrame, names, source: str | None = None) -> dict:
 def pooled_series(frame: pd.DataFrame, names, *, user=None, gap: int = 0, source: str | None = None):
     """Columns as aligned 1-D arrays with every user's series end to end, separated by
     ``gap`` NaN samples (so no pair within ``gap`` lags spans two users); ``user`` keeps one."""
-    source = source or str(frame.attrs.get("source", "frame"))
+    source = source or frame_source(frame)
     users = users_of(frame)
     if user is not None:
         if "user" not in frame.columns:

@@ -77,7 +77,7 @@ import pandas as pd
 from scipy.signal import lfilter
 
 from airlink.core import bounds as B
-from airlink.core.errors import AirlinkError, SchemaError
+from airlink.core.errors import AirlinkError, SchemaError, frame_source
 
 from .cell_logs import FULL_SLOT, check_cell_prbs, refuse_one_device
 
@@ -202,7 +202,7 @@ def slot_arrays(frame: pd.DataFrame, *, tti=None, cell_prbs: int | None = None, 
                 source: str | None = None, dense: bool = True) -> SlotArrays:
     """Put an all-user log (one row per user and slot it was logged in) on its slot grid
     (``dense``), and count from its rows how often users competed (``evidence``)."""
-    src = source or str(frame.attrs.get("source", "log"))
+    src = source or frame_source(frame, "log")
     refuse_one_device(frame, src)
     for col in ("time", "user"):
         if col not in frame.columns:

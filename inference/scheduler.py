@@ -33,7 +33,7 @@ from scipy.signal import lfilter
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from airlink.core.errors import AirlinkError
+from airlink.core.errors import AirlinkError, frame_source
 
 from .allocations import device_groups
 from .frames import prepare, sample_period_s, wide_many
@@ -124,7 +124,7 @@ def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None, reso
     (or an error when ``require_channel``); likewise the allocation (``require_alloc``)."""
     frame = prepare(frame, resolution=resolution, time_column=time_column, by=by,
                     columns=[x for x in (alloc, channel, backlog) if x])
-    source = str(frame.attrs.get("source", "frame"))
+    source = frame_source(frame)
 
     def pick(given, names, what, keyword, required=True):
         if given:

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from airlink.core.bounds import COMPARE_MAX_LAG, DEFAULT_FILL_LIMIT as _FILL_LIMIT_TEXT, DEFAULT_SESSION_GAP as _SESSION_GAP_TEXT
-from airlink.core.errors import AirlinkError, SchemaError
+from airlink.core.errors import AirlinkError, SchemaError, frame_source
 from .trace import Trace, split_long_ttis  # noqa: F401 - split_long_ttis is also this module's API
 from airlink.core.units import parse_duration, parse_tti, snap_fraction
 
@@ -391,7 +391,7 @@ def from_log(frame: pd.DataFrame, *, column: str, unit: str | None = None, user=
         ``[start, end)`` spans, ns since the epoch, that a gap rule filled; absent when none:
         :func:`measured_ttis`) and, for logs with HARQ marks, ``harq_retransmission_ratio``.
     """
-    src = source or str(frame.attrs.get("source", "log"))
+    src = source or frame_source(frame, "log")
     if "time_axis" in frame.attrs and frame.attrs["time_axis"] is None:
         raise AirlinkError(f"{src}: a trace needs times: {frame.attrs.get('note', 'the table has no time axis')}")
     if gaps not in GAP_RULES:
@@ -525,7 +525,7 @@ def split_sessions(frame: pd.DataFrame, gap=DEFAULT_SESSION_GAP, *, time_column:
     g = parse_duration(gap) if not isinstance(gap, Fraction) else gap
     if g <= 0:
         raise AirlinkError("a session gap must be positive")
-    t = _times_ns(frame, time_column, str(frame.attrs.get("source", "log")))
+    t = _times_ns(frame, time_column, frame_source(frame, "log"))
     order = np.argsort(t, kind="stable")
     ts = t[order]
     cuts = np.flatnonzero(np.diff(ts) > int(g * 10**9)) + 1
@@ -545,7 +545,7 @@ def from_log_sessions(frame: pd.DataFrame, *, column, gap=DEFAULT_SESSION_GAP, u
     the median spacing of the user's rows with values (over the whole log). Sessions are found on the rows of the chosen user
     that hold a value of ``column``; ``start``/``duration`` first keep the rows in that span.
     Each trace's ``meta["session"]`` holds its number, the count and the gap."""
-    src = kw.get("source") or str(frame.attrs.get("source", "log"))
+    src = kw.get("source") or frame_source(frame, "log")
     columns = [column] if isinstance(column, str) else list(column)
     absent = [c for c in columns if c not in frame.columns]
     if absent:

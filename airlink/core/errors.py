@@ -17,3 +17,10 @@ class FormatError(AirlinkError, ValueError):
 
 class SchemaError(AirlinkError, ValueError):
     """A frame lacks required columns or has columns of the wrong kind."""
+
+
+def frame_source(frame, default: str = "frame") -> str:
+    """The file a frame was read from, to name in messages: its ``attrs["source"]`` (set
+    by the readers that made it), else ``default`` (``"frame"``, ``"log"``: what the
+    message calls a frame given directly)."""
+    return str(getattr(frame, "attrs", {}).get("source", default))
