@@ -63,11 +63,13 @@ cell seed count as one seed of the live floor, each replay's runs together - run
 different workloads make one table, runs with the same ones add samples. Every cell run
 (live and scheduler-driven) keeps the cell shell's late TTIs, worst lateness and radio
 waits under ``"cell"`` in its result (printed when a TTI was late), so a stalled replay
-shows whether the shell fell behind; ``--mac-logs DIR`` keeps their MAC logs. Needs root.
+shows whether the shell fell behind; ``--mac-logs DIR`` keeps their MAC logs; ``--realtime``
+runs them all under ``SCHED_RR``, so that the ground truth's TTIs keep time while the
+workloads' processes share the CPUs. Needs root.
 Usage::
 
     sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py    # ~6 min with --record-seconds 15, longer at 60
-    sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --live-seeds 1 2 3 --passes 3 --big \
+    sudo .venv/bin/python benchmarks/bench_fidelity_workloads.py --realtime --live-seeds 1 2 3 --passes 3 --big \
          --mahimahi-bin /opt/mahimahi/bin --cellreplay-bin /opt/cellreplay/bin --json out.json
     .venv/bin/python benchmarks/bench_fidelity_workloads.py --table out.json   # its table again
     .venv/bin/python benchmarks/bench_fidelity_workloads.py --table a.json b.json   # runs pooled
