@@ -55,6 +55,9 @@ PROBE_BYTES = 100
 IP_UDP_BYTES = 28
 FEEDBACK_MS = 10
 WINDOW_MIN = 64
+#: a saturating sender whose window is full and whose receiver has acknowledged nothing new
+#: for this long writes what is outstanding off as lost (:class:`_Window`), ns
+WINDOW_STALL_NS = 1_000_000_000
 DEFAULT_PORT = 9050
 OFFSET_SIZES = tuple(range(100, PDO_BYTES + 1, 100))
 
@@ -118,16 +121,28 @@ def _send(sock, data, addr=None) -> bool:
 
 
 class _Window:
-    """In-flight limit of a saturating sender from the receiver's cumulative counts."""
+    """In-flight limit of a saturating sender from the receiver's cumulative counts.
+
+    The receiver reports how many packets it has got so far (:meth:`feedback`); the limit
+    is four times what it got in the last ~100 ms, at least :data:`WINDOW_MIN`. A lost
+    packet is never counted, so ``sent - acked`` keeps every loss "in flight": once the
+    losses of a long phase add up to the limit (a cell whose rate swings can drop part of
+    a window), the sender would stop for good and the receiver, getting nothing, would
+    send no feedback to restart it. So when the window is full and nothing new was
+    acknowledged for :data:`WINDOW_STALL_NS`, what is outstanding then is written off as
+    lost (``lost``): in flight = ``max(0, sent - acked - lost)``."""
 
     def __init__(self):
         self.sent = 0
         self.acked = 0
+        self.lost = 0
         self.history = []     # (ns, acked)
+        self.progress_ns = None   # when acked last grew (or the first room() call)
 
     def feedback(self, now: int, count: int):
         if count > self.acked:
             self.acked = count
+            self.progress_ns = now
         self.history.append((now, self.acked))
         cut = now - 100_000_000
         while len(self.history) > 2 and self.history[1][0] <= cut:
@@ -137,8 +152,19 @@ class _Window:
         recent = self.acked - self.history[0][1] if self.history else 0
         return max(WINDOW_MIN, 4 * recent)
 
-    def room(self) -> int:
-        return self.limit() - (self.sent - self.acked)
+    def in_flight(self) -> int:
+        return max(0, self.sent - self.acked - self.lost)
+
+    def room(self, now: int) -> int:
+        """Packets the sender may send at ``now`` (ns)."""
+        if self.progress_ns is None:
+            self.progress_ns = now
+        free = self.limit() - self.in_flight()
+        if free <= 0 and now - self.progress_ns > WINDOW_STALL_NS:
+            self.lost = self.sent - self.acked
+            self.progress_ns = now
+            free = self.limit()
+        return free
 
 
 class _Control:
@@ -227,7 +253,7 @@ class RecordServer:
                         sat = None
                     else:
                         w = sat["window"]
-                        for _ in range(min(32, w.room())):
+                        for _ in range(min(32, w.room(now))):
                             if not _send(self.udp, _packet(DATA, 0, w.sent, 0, now, sat["size"]), peer):
                                 break
                             w.sent += 1
@@ -508,7 +534,7 @@ class Recorder:
             now = _now()
             if now >= end:
                 break
-            for _ in range(min(32, w.room())):
+            for _ in range(min(32, w.room(now))):
                 if not _send(self.udp, _packet(DATA, 0, w.sent, 0, now, PDO_BYTES)):
                     break
                 w.sent += 1
