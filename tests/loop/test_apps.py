@@ -25,13 +25,17 @@ def server(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     stop = threading.Event()
-    log = tmp_path / "server.json"
+    log, ready = tmp_path / "server.json", tmp_path / "ready"
     t = threading.Thread(target=apps.serve, args=(port,),
-                         kwargs=dict(host="127.0.0.1", log_path=log, stop=stop), daemon=True)
+                         kwargs=dict(host="127.0.0.1", log_path=log, ready_path=ready, stop=stop), daemon=True)
     t.start()
-    deadline = time.monotonic() + 5
-    while not log.exists() and time.monotonic() < deadline:
+    # the log file exists before the sockets listen; the ready file only after
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
+    if not ready.exists():
+        stop.set()
+        pytest.fail("apps.serve did not start listening within 30 s")
     yield port, log
     stop.set()
     t.join(timeout=5)
