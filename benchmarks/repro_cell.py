@@ -102,7 +102,7 @@ def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, s
                 time.sleep(0.05)
             if capture:
                 dump = subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-Z", "root", "-i", "any", "-s", "96",
-                                         "-U", "-n", "-w", str(out / "server.pcap"), f"tcp port {PORT}"],
+                                         "-U", "--immediate-mode", "-n", "-w", str(out / "server.pcap"), f"tcp port {PORT}"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                 head = b""
                 while b"listening" not in head:

@@ -487,11 +487,15 @@ def _start_tcpdump(path: Path, ports: list, snaplen: int, interface: str = "any"
     if not shutil.which("tcpdump"):
         return None
     flt = " or ".join(f"port {p}" for p in ports) or "tcp"
-    # -Z root: tcpdump's drop to its own user would clear the parent-death signal
-    proc = subprocess.Popen(["tcpdump", "-Z", "root", "-i", interface, "-s", str(snaplen), "-U", "-n", "-w", str(path),
-                             "-y", "LINUX_SLL", flt] if interface == "any" else
-                            ["tcpdump", "-Z", "root", "-i", interface, "-s", str(snaplen), "-U", "-n", "-w", str(path), flt],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_runner)
+    # -Z root: tcpdump's drop to its own user would clear the parent-death signal.
+    # --immediate-mode: otherwise libpcap hands packets over in ring blocks retired every
+    # second, and the block still open when tcpdump is stopped is lost (the transfers' tails)
+    cmd = ["tcpdump", "-Z", "root", "-i", interface, "-s", str(snaplen), "-U", "--immediate-mode", "-n",
+           "-w", str(path)]
+    if interface == "any":
+        cmd += ["-y", "LINUX_SLL"]
+    proc = subprocess.Popen(cmd + [flt], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=_die_with_runner)
     os.set_blocking(proc.stderr.fileno(), False)
     t0, buf = time.monotonic(), b""
     while time.monotonic() - t0 < 10:

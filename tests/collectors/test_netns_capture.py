@@ -3,6 +3,7 @@ the experiment engineers capture with (Ethernet, Linux cooked v1/v2 via -i any).
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import subprocess
 import time
@@ -18,6 +19,20 @@ NS_A, NS_B = f"alcol-a-{os.getpid()}", f"alcol-b-{os.getpid()}"
 
 def sh(*cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+def start_tcpdump(cmd, timeout=20.0):
+    """tcpdump started and returned once it says it is listening: a fixed sleep lost the
+    first packets of a transfer on a loaded machine."""
+    dump = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    said, t_end = b"", time.monotonic() + timeout
+    while b"listening on" not in said:
+        if dump.poll() is not None or time.monotonic() > t_end:
+            dump.kill()
+            raise RuntimeError(f"tcpdump did not start: {said.decode(errors='replace')}")
+        if select.select([dump.stderr], [], [], 0.1)[0]:
+            said += os.read(dump.stderr.fileno(), 4096)
+    return dump
 
 
 @pytest.fixture(scope="module")
@@ -42,14 +57,18 @@ def namespaces(root_netns):
                                                  ("any", "LINUX_SLL2", 276)])
 def test_real_transfer(namespaces, tmp_path, iface, linktype, want):
     cap = tmp_path / "c.pcap"
+    # --immediate-mode: without it the packets of the ring block still open when tcpdump is
+    # stopped (up to its 1 s block timeout) are never written
     cmd = ["ip", "netns", "exec", NS_B, "tcpdump", "-i", iface, "-s", "128", "-w", str(cap), "-U",
-           "tcp port 5201"]
+           "--immediate-mode", "tcp port 5201"]
     if linktype:
         cmd[7:7] = ["-y", linktype]
-    dump = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dump = start_tcpdump(cmd)
     srv = subprocess.Popen(["ip", "netns", "exec", NS_A, "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-    time.sleep(0.8)
+    t_end = time.monotonic() + 20       # the client retries nothing: wait for the server's listen
+    while ":5201" not in sh("ip", "netns", "exec", NS_A, "ss", "-ltnH").stdout and time.monotonic() < t_end:
+        time.sleep(0.05)
     try:
         sh("ip", "netns", "exec", NS_B, "iperf3", "-c", "10.232.0.1", "-R", "-n", "4M", "-b", "200M")
     finally:
@@ -57,6 +76,7 @@ def test_real_transfer(namespaces, tmp_path, iface, linktype, want):
         time.sleep(0.5)
         dump.terminate()
         dump.wait(timeout=10)
+        dump.stderr.close()
     pk = C.read_pcap(cap)
     assert pk.attrs["linktypes"] == [want]
     a = C.analyze_tcp(pk)

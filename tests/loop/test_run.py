@@ -171,6 +171,26 @@ def test_live_run_replays_user1_under_cubic_and_bbr(tmp_path, test_netns):
     for name in ("capture/host.pcap", "capture/inside.pcap", "downlink.log", "link-downlink.parquet",
                  "packets.parquet", "tcp.parquet", "flows.parquet", "nmi.json", "report.html"):
         assert (out / name).exists(), name
+    # both captures hold every flow to its end (scapy reads them, not airlink): the server's
+    # sequence space spans the bytes it sent (SYN-ACK to last data byte) and a FIN went each way
+    from scapy.layers.inet import IP, TCP
+    from scapy.utils import rdpcap
+    for name in ("capture/host.pcap", "capture/inside.pcap"):
+        isn, top, fins = {}, {}, {}
+        for p in rdpcap(str(out / name)):
+            if IP in p and TCP in p:
+                ip, tcp = p[IP], p[TCP]
+                from_server = ip.src.startswith("100.64.0.")
+                client = f"{ip.dst}:{tcp.dport}" if from_server else f"{ip.src}:{tcp.sport}"
+                fins[client] = fins.get(client, 0) + bool(tcp.flags.F)
+                if from_server and tcp.flags.S:
+                    isn[client] = tcp.seq
+                elif from_server and ip.len > 4 * ip.ihl + 4 * tcp.dataofs:
+                    end = tcp.seq + ip.len - 4 * ip.ihl - 4 * tcp.dataofs
+                    top[client] = max(top.get(client, 0), end)
+        want = {s["client"]: s["bytes_sent"] for s in server if s["proto"] == "tcp"}
+        assert {c: top[c] - isn[c] - 1 for c in want} == want, name
+        assert all(fins.get(c) == 2 for c in want), (name, fins)
     import pandas as pd
     flows = pd.read_parquet(out / "flows.parquet")
     assert len(flows) >= 2
