@@ -526,15 +526,16 @@ class Bench:
         """``result`` with the cell shell's timing of the run under ``"cell"`` (from its
         ``--stats``): TTIs, late TTIs (decided more than half a TTI after their time), the
         worst lateness, the chunks the shell waited for its radio process. A stall of the
-        replay shows here when the shell fell behind; printed when any TTI was late."""
+        replay shows here when the shell fell behind; printed for every cell run, so that a
+        run's line says it ran even with no TTI late."""
         if result is None or not stats.exists():
             return result
         st = json.loads(stats.read_text())
         keep = ("ttis", "late_ttis", "late_fraction", "max_lateness_us", "radio_waits", "radio_wait_s",
                 "cpu_per_s", "scheduler_step")
         result["cell"] = {k: st.get(k) for k in keep}
-        if st.get("late_ttis"):
-            print(f"{what}: {st['late_ttis']} of {st['ttis']} TTIs late, worst {st['max_lateness_us'] / 1e3:.1f} ms, "
+        if st.get("ttis") is not None:
+            print(f"{what}: {st['late_ttis']} of {st['ttis']} TTIs late, worst {(st.get('max_lateness_us') or 0) / 1e3:.1f} ms, "
                   f"radio waits {st.get('radio_waits')}", flush=True)
         return result
 
