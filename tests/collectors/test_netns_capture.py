@@ -22,8 +22,8 @@ def sh(*cmd):
 
 
 def start_tcpdump(cmd, timeout=20.0):
-    """tcpdump started and returned once it says it is listening: a fixed sleep lost the
-    first packets of a transfer on a loaded machine."""
+    """tcpdump started and returned once it says it is listening (a fixed sleep only
+    guessed when capturing began)."""
     dump = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     said, t_end = b"", time.monotonic() + timeout
     while b"listening on" not in said:
