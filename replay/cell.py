@@ -655,7 +655,9 @@ class _LiveCell:
                                             queue=q0.describe(), base_ms=self.wall_start_ns // 1_000_000,
                                             command=cmdline, tool="airlink cell") for i in range(n)]
         self._event_log = EventLogThread(name="airlink-cell-log") if self._logs else None
-        start = time.monotonic_ns()
+        # the cell's frame: the grid every TTI boundary lies on, the constrained uplinks'
+        # from now and the downlink's once the clock starts (see _start)
+        self.frame_ns = start = time.monotonic_ns()
         for i in range(n):
             if shell.uplink is None:
                 self.uplinks.append(Stage())
@@ -852,14 +854,20 @@ class _LiveCell:
         return k
 
     def _start(self, now):
-        """TTI 0 starts now: the first chunk's inputs were made before. Packets that
-        arrived (or were dropped) before count in TTI 0's row of the MAC log."""
+        """TTI 0 starts at the cell frame's first TTI boundary from now (less than a TTI
+        away): the boundaries the constrained uplinks have been served on since the shell
+        came up, so that an uplink TTI and a downlink TTI end together, as in a cell. The
+        first chunk's inputs were made before. Packets that arrived (or were dropped) before
+        count in TTI 0's row of the MAC log."""
         self._new_chunk(self._first)
-        self.start_ns = time.monotonic_ns()
+        since = time.monotonic_ns() - self.frame_ns
+        k0 = -(-since * self._tti_den // self._tti_num)          # ceil(since / TTI)
+        self.start_ns = self.frame_ns + k0 * self._tti_num // self._tti_den
         if self.compiled_step:
             self.path.set_step(self._step_address, self.carry, self.start_ns, self._tti_num, self._tti_den,
                                self.shell.late_ns)
-        self.wall_tti0_ns = time.time_ns()         # the MAC log's time of TTI 0
+        # the MAC log's time of TTI 0
+        self.wall_tti0_ns = time.time_ns() + (self.start_ns - time.monotonic_ns())
         if self.shell.uplink_slots:
             self.path.set_uplink_slots(True)        # the uplink on the TTIs' grid while they run
         return True

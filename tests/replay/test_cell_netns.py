@@ -313,6 +313,29 @@ def test_the_slotted_uplink_puts_a_ping_on_the_tti_grid(test_ns, tmp_path, slots
         assert min(rtts) >= 10.0, rtts
 
 
+@pytest.mark.parametrize("python", [False, True])
+def test_a_constrained_uplinks_ttis_end_with_the_downlinks(test_ns, tmp_path, python):
+    """The constrained uplink and the downlink share the cell's TTI grid (docs/cell.md, "Time,
+    and late TTIs"). Worked by hand for 10 ms TTIs: a ping sent at a phase p after a TTI
+    boundary leaves the uplink at the next boundary b (10 - p ms later); its reply, back from
+    the base side a fraction of a millisecond after b, missed b's downlink decision and leaves
+    at b + 10 ms (or a TTI later, where the radio gave it nothing). Every round trip is
+    20 - p ms or more: never below one TTI. On grids offset by some o, a ping sent in
+    (0, o) would come back in 10 - p ms: the pings' interval (113 ms, no multiple of the
+    TTI) spreads their phases so that some would. With and without the compiled packet
+    path."""
+    stats = tmp_path / "stats.json"
+    r = test_ns.airlink("cell", "--preset", "quick", "--tti", "10ms", "--users", "1", "--uplink", "5Mbit/s",
+                        "--stats", stats, "--", "sh", "-c", "ping -c 12 -i 0.113 $AIRLINK_BASE",
+                        timeout=60, env={"AIRLINK_PURE_PYTHON": "1"} if python else None)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(stats.read_text())["ues"][0]["uplink"]["stage"] == "link"
+    rtts = [float(w.split("=")[1]) for w in r.stdout.split() if w.startswith("time=")]
+    assert len(rtts) == 12, r.stdout
+    # the first may have gone before the clock started (packets then go as they come)
+    assert min(rtts[1:]) >= 9.5, rtts
+
+
 def _ranked(mac_path, user):
     """rank_factors of the live MAC log: assigned rate against backlog (after the TTI, and as
     the scheduler saw it) and channel quality."""
