@@ -32,7 +32,8 @@ the late TTIs (a late TTI is decided and served late, never stretched: see docs/
     sudo .venv/bin/python benchmarks/repro_cell.py all --out results/repro              # the three, ~16 min
 
 Each study prints one line per run and writes OUT/results.json (every number, the command,
-late TTIs, load); OUT/<run>/ keeps the MAC log, stats, the applications' results and the
+late TTIs, load; for evdo also the senders' own retransmission counters, the reference for
+the capture's timeout/fast classification); OUT/<run>/ keeps the MAC log, stats, the applications' results and the
 ``airlink collect`` frames (the capture itself only with ``--keep``).
 """
 from __future__ import annotations
@@ -59,6 +60,28 @@ PY = sys.executable
 
 
 # ----------------------------------------------------------------------------- one live run
+# the senders' own count of why they retransmitted (the server namespace's MIB counters,
+# /proc/net/snmp and /proc/net/netstat, which are per network namespace): the reference the
+# capture's classification into timeout and fast retransmissions is read against
+KERNEL_TCP = ("Tcp.RetransSegs", "TcpExt.TCPTimeouts", "TcpExt.TCPFastRetrans", "TcpExt.TCPSlowStartRetrans",
+              "TcpExt.TCPLossProbes", "TcpExt.TCPSackRecovery", "TcpExt.TCPRenoRecovery",
+              "TcpExt.TCPSpuriousRTOs")
+
+
+def kernel_tcp_counters(ns: str) -> dict:
+    """``{"Tcp.RetransSegs": n, "TcpExt.TCPTimeouts": n, ...}``: every counter of the
+    namespace's /proc/net/snmp and /proc/net/netstat (a header line of names, then a line of
+    values, per group)."""
+    text = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp", "/proc/net/netstat"],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    out = {}
+    for names, values in zip(text[::2], text[1::2]):
+        group, *keys = names.split()
+        _, *vals = values.split()
+        out.update({f"{group.rstrip(':')}.{k}": int(v) for k, v in zip(keys, vals) if v.lstrip("-").isdigit()})
+    return out
+
+
 def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, seconds: float,
              queue_args: str, cc: str | None = None, rwnd: str | None = None, sets=(), tti=None,
              delay_ms: float | None = None, capture: bool = False, realtime: bool = True,
@@ -110,10 +133,13 @@ def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, s
                     if not line:
                         raise SystemExit(f"tcpdump did not start: {head.decode(errors='replace').strip()}")
                     head += line
+            k0 = kernel_tcp_counters(ns)
             t0 = time.monotonic()
             r = subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True,
                                env=user_env(), timeout=seconds * 4 + 120)
             wall = time.monotonic() - t0
+            k1 = kernel_tcp_counters(ns)
+            kernel = {k: k1.get(k, 0) - k0.get(k, 0) for k in KERNEL_TCP}
         finally:
             if dump is not None:
                 time.sleep(0.5)
@@ -131,7 +157,7 @@ def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, s
     stats = json.loads((out / "stats.json").read_text())
     apps = [json.loads((out / f"ue{u}.json").read_text()) for u in range(1, users + 1)]
     return {"out": str(out), "command": " ".join(cmd), "wall_s": wall, "stats": stats, "apps": apps,
-            "load_before": load0[0], "load_after": load1[0], "mac": out / "mac.parquet",
+            "load_before": load0[0], "load_after": load1[0], "mac": out / "mac.parquet", "kernel_tcp": kernel,
             "pcap": out / "server.pcap" if capture else None}
 
 
@@ -204,6 +230,12 @@ def simulate(preset: str, *, scheduler: str, seed: int, seconds: float, users: i
 
 def goodput_mbps(app: dict) -> float:
     return app["goodput_bps"] / 1e6
+
+
+def _kernel_line(k: dict) -> str:
+    return (f"{k['Tcp.RetransSegs']} segments resent, {k['TcpExt.TCPTimeouts']} timeouts, "
+            f"{k['TcpExt.TCPFastRetrans']} fast, {k['TcpExt.TCPSlowStartRetrans']} in slow start after a loss, "
+            f"{k['TcpExt.TCPLossProbes']} loss probes, {k['TcpExt.TCPSpuriousRTOs']} spurious RTOs")
 
 
 def _fmt(x, nd=3):
@@ -290,6 +322,7 @@ def evdo(args, out: Path) -> list:
                "timeout_retransmissions": sum(r["timeout_retransmissions"] for r in recs),
                "fast_retransmissions": sum(r["fast_retransmissions"] for r in recs),
                "spurious_retransmissions": sum(r["spurious_retransmissions"] for r in recs),
+               "kernel_tcp": run["kernel_tcp"],
                "rtt_ms_median": [round(r["rtt_ms_median"] or float("nan"), 1) for r in recs],
                **late(run), "command": run["command"]}
         rows.append(row)
@@ -299,7 +332,7 @@ def evdo(args, out: Path) -> list:
               f"MAC throughput), sum of TCP goodputs {row['aggregate_goodput_mbps']:.3f}, gap CoV "
               f"{row['gap_cov_mean']:.2f}, UE 1's gaps mean {row['ue1_gap_mean_ms']:.0f} ms max {row['ue1_gap_max_ms']:.0f} ms; "
               f"retransmissions: {row['timeout_retransmissions']} by timeout ({row['spurious_retransmissions']} spurious), "
-              f"{row['fast_retransmissions']} fast; simulated "
+              f"{row['fast_retransmissions']} fast (the senders' kernel: {_kernel_line(run['kernel_tcp'])}); simulated "
               f"{row['sim_aggregate_mbps']:.3f} Mbit/s, CoV {sim_cov:.2f}; late {row['late_pct']:.2f} %; "
               f"load {row['load_avg']}", flush=True)
     return rows
