@@ -71,6 +71,21 @@ def throwaway_namespace(what: str, *, iperf_ports=()):
         sh("ip", "netns", "del", name)
 
 
+
+def kernel_tcp_counters(ns: str) -> dict:
+    """``{"Tcp.RetransSegs": n, "TcpExt.TCPTimeouts": n, ...}``: every counter of the
+    namespace's /proc/net/snmp and /proc/net/netstat (a header line of names, then a line of
+    values, per group). They are per network namespace: the TCP stack of what runs in
+    ``ns``, its own count of what it did (e.g. why it retransmitted)."""
+    text = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp", "/proc/net/netstat"],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    out = {}
+    for names, values in zip(text[::2], text[1::2]):
+        group, *keys = names.split()
+        _, *vals = values.split()
+        out.update({f"{group.rstrip(':')}.{k}": int(v) for k, v in zip(keys, vals) if v.lstrip("-").isdigit()})
+    return out
+
 def rss_kib(pid: int) -> int | None:
     """Resident set size of ``pid`` in KiB (None once it is gone)."""
     try:

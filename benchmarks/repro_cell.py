@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _netns import AIRLINK, require_root, throwaway_namespace, user_env  # noqa: E402
+from _netns import AIRLINK, kernel_tcp_counters, require_root, throwaway_namespace, user_env  # noqa: E402
 
 from airlink.inference import fairness as F  # noqa: E402
 
@@ -70,20 +70,6 @@ PY = sys.executable
 KERNEL_TCP = ("Tcp.RetransSegs", "TcpExt.TCPTimeouts", "TcpExt.TCPFastRetrans", "TcpExt.TCPSlowStartRetrans",
               "TcpExt.TCPLossProbes", "TcpExt.TCPSackRecovery", "TcpExt.TCPRenoRecovery",
               "TcpExt.TCPSpuriousRTOs")
-
-
-def kernel_tcp_counters(ns: str) -> dict:
-    """``{"Tcp.RetransSegs": n, "TcpExt.TCPTimeouts": n, ...}``: every counter of the
-    namespace's /proc/net/snmp and /proc/net/netstat (a header line of names, then a line of
-    values, per group)."""
-    text = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp", "/proc/net/netstat"],
-                          capture_output=True, text=True, check=True).stdout.splitlines()
-    out = {}
-    for names, values in zip(text[::2], text[1::2]):
-        group, *keys = names.split()
-        _, *vals = values.split()
-        out.update({f"{group.rstrip(':')}.{k}": int(v) for k, v in zip(keys, vals) if v.lstrip("-").isdigit()})
-    return out
 
 
 def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, seconds: float,

@@ -145,41 +145,84 @@ def _unwrap(raw, groups, base):
 NONE = np.iinfo(np.int64).min          # "no value yet" in the per-flow carries
 
 
-def _recovery(ri, dr, fl, fast, ackr, smb_own, carry, again) -> None:
-    """Marks in ``fast`` the retransmissions (rows ``ri``) inside a recovery episode that a
-    fast retransmission opened: until the reverse direction's cumulative ACK (``ackr`` at
-    each of ``ri``) reaches the ``snd_max`` the last fast retransmission of the flow saw
-    (``smb_own``) - RFC 6582's full ACK, which covers ``recover``, the highest sequence
-    number sent when recovery began - or a retransmission resends a first byte already
-    retransmitted since the ACK last advanced (``again``, a row mask: the retransmission
-    timer fired, which ends recovery). Only the retransmissions already in ``fast`` (those
-    after duplicate ACKs) open an episode; one marked here does not move ``recover``.
-    ``fl``: each row's flow (rows of a flow consecutive). ``carry[d]``: per flow, that
-    ``snd_max`` of the episode of direction ``d`` still open after earlier chunks
-    (:data:`NONE`: none), updated in place."""
+EPISODE_NONE, EPISODE_FAST, EPISODE_TIMEOUT = 0, 1, 2
+NEVER = np.iinfo(np.int64).max         # an episode no ACK undid
+
+
+def episode_carry(nflow: int) -> tuple:
+    """:func:`recovery_episodes`' carry for one direction of ``nflow`` flows: per flow the
+    open episode's kind, its limit (relative sequence number) and, for a timeout episode
+    whose first advancing ACK is still to come, its opener's TSval (-1: none)."""
+    return (np.full(nflow, EPISODE_NONE, np.int8), np.zeros(nflow, np.int64), np.full(nflow, -1, np.int64))
+
+
+def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pending_ts, carry,
+                      carried_undo) -> np.ndarray:
+    """Which retransmissions (rows ``ri``, in order) are fast: per flow and direction, the
+    loss recovery each belongs to, in order (RFC 6582's ``recover`` for both kinds):
+
+    * a fast retransmission (``asked``, over ``ri``: :func:`._tcprules.fast_retransmit_asked`)
+      outside any episode opens a **fast** episode lasting until the reverse direction's
+      cumulative ACK (``ackr``, over ``ri``) reaches the ``snd_max`` it saw (``smb_own``,
+      over the rows: RFC 6582's full ACK); every retransmission inside it is fast, and
+      one more ``asked`` inside moves that limit to its own ``snd_max``;
+    * a retransmission the timer sent - one at the cumulative ACK that nothing asked for
+      (the first RTO resends the oldest unacknowledged segment) outside any episode, or a
+      first byte resent again with nothing from the receiver since (``again``, a row mask:
+      the timer's backoff; it ends a fast episode) - opens a **timeout** episode lasting
+      until the ACK reaches its ``snd_max``; inside it nothing is fast, duplicate ACKs
+      or not: after a timeout RFC 6582 does not enter fast retransmit before ``recover``,
+      and Linux, in its Loss state until then, counts every retransmission as
+      ``TCPSlowStartRetrans`` (F-RTO's new data after the timeout and the holes resent
+      on the SACKs it brings are this case). Unless the timeout was spurious: when the
+      first ACK advancing after its opener echoes a TSval older than the opener's (Eifel;
+      Linux undoes its Loss state on that ACK), the episode ends at that ACK;
+    * others (a tail loss probe resending the last segment, a retransmission above the
+      ACK with no duplicate ACKs) open nothing and are not fast.
+
+    Per row of ``ri``: ``undo_at``, the row of the ACK that would undo a timeout episode
+    the row opens (:data:`NEVER`: none in these rows), and ``pending_ts``, the row's TSval
+    when no ACK advances after it in these rows (the undo is decided in a later chunk), else
+    -1. ``fl``: each row's flow. ``carry[d]`` (:func:`episode_carry`): direction ``d``'s
+    episode open after earlier chunks, updated in place; ``carried_undo[d]``: ``{flow:
+    row}`` for the flows whose carried timeout episode awaited its first advancing ACK and
+    find it in these rows (row: the ACK that undoes it, or :data:`NEVER`). Sequential per
+    flow: retransmissions are few, and each row's episode depends on the ones before it."""
+    fast = [False] * len(ri)
+    state = {}                               # flow * 2 + d -> [kind, limit, undone at, pending TSval]
     for d in (0, 1):
-        sel = dr[ri] == d
-        rr = ri[sel]
-        if not len(rr):
-            continue
-        fpos = rr[fast[rr]]
-        rpos = rr[again[rr]]
-        before = carry[d][fl[rr]]
-        k = np.searchsorted(fpos, rr, "right") - 1
-        lf = fpos[np.maximum(k, 0)] if len(fpos) else rr
-        valid = (k >= 0) & (fl[lf] == fl[rr])
-        lim = np.where(valid, smb_own[lf], before)
-        start = np.where(valid, lf, -1)                      # -1: the episode carried in
-        use = valid | (before != NONE)
-        # the last repeat at or before each row, in the row's flow, after the episode's start
-        q = np.searchsorted(rpos, rr, "right") - 1
-        lr = rpos[np.maximum(q, 0)] if len(rpos) else rr
-        ended = (q >= 0) & (fl[lr] == fl[rr]) & (lr > start)
-        fast[rr[use & ~ended & (ackr[sel] < lim)]] = True
-        # each flow's episode after this chunk: its last opener's, unless a repeat followed
-        last = np.flatnonzero(np.r_[fl[rr][1:] != fl[rr][:-1], True])
-        open_ = use[last] & ~ended[last]
-        carry[d][fl[rr][last]] = np.where(open_, lim[last], NONE)
+        for f, u in carried_undo[d].items():
+            state[2 * f + d] = [int(carry[d][0][f]), int(carry[d][1][f]), u, -1]
+    rows = zip(ri.tolist(), (2 * fl[ri].astype(np.int64) + dr[ri]).tolist(), asked.tolist(), again[ri].tolist(),
+               ackr.tolist(), (rel[ri] == np.maximum(ackr, 0)).tolist(), smb_own[ri].tolist(), undo_at.tolist(),
+               pending_ts.tolist())
+    for i, (row, key, ask, rep, ack, at_ack, snd, undo, pend) in enumerate(rows):
+        st = state.get(key)
+        if st is None:
+            f, d = key >> 1, key & 1
+            st = state[key] = [int(carry[d][0][f]), int(carry[d][1][f]), NEVER, int(carry[d][2][f])]
+        kind = st[0]
+        if kind != EPISODE_NONE and (ack >= st[1] or (kind == EPISODE_TIMEOUT and st[2] < row)):
+            kind = st[0] = EPISODE_NONE          # a full ACK ended it, or Eifel undid the timeout
+        if rep:
+            st[:] = EPISODE_TIMEOUT, snd, undo, pend
+        elif kind == EPISODE_FAST:
+            fast[i] = True
+            if ask:
+                st[1] = snd
+        elif kind == EPISODE_NONE:
+            if ask:
+                fast[i] = True
+                st[:] = EPISODE_FAST, snd, NEVER, -1
+            elif at_ack:
+                st[:] = EPISODE_TIMEOUT, snd, undo, pend
+    for key, (kind, lim, undone, pend) in state.items():
+        f, d = key >> 1, key & 1
+        open_ = kind != EPISODE_NONE and not (kind == EPISODE_TIMEOUT and undone != NEVER)
+        carry[d][0][f] = kind if open_ else EPISODE_NONE
+        carry[d][1][f] = lim
+        carry[d][2][f] = pend if open_ and kind == EPISODE_TIMEOUT else -1
+    return np.array(fast, bool)
 
 
 def _effective_mss(mss, maxpay):

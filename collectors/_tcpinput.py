@@ -1,13 +1,13 @@
 """What the TCP analysis reads from a capture: narrow per-packet columns (no packets frame),
 the census of its flows when it is too big to analyse at once, and the gatherer of flow groups.
 
-``analyze_tcp(path)`` does not need addresses, ports, protocol, SACK block counts, captured
-lengths or interface numbers per packet: they are properties of the flow (or unused). This
-reader decodes the capture batch by batch (the same decoder as :func:`read_pcap`) and
-keeps, per packet, only ``ts_ns`` (int64), a provisional flow id (int32), the endpoint
-order bit, ``ip_len``/``seq``/``ack``/``payload``/``tsval``/``tsecr`` (uint32), ``flags``
-(uint8), ``window`` (uint16) and ``has_ts``/``dsack`` (bool): 39 bytes per packet instead
-of the frame's ~60, with no pandas objects. Values only some rows carry are kept for
+``analyze_tcp(path)`` does not need addresses, ports, protocol, captured lengths or
+interface numbers per packet: they are properties of the flow (or unused). This reader
+decodes the capture batch by batch (the same decoder as :func:`read_pcap`) and keeps, per
+packet, only ``ts_ns`` (int64), a provisional flow id (int32), the endpoint order bit,
+``ip_len``/``seq``/``ack``/``payload``/``tsval``/``tsecr`` (uint32), ``flags``/``ecn``/
+``sack_blocks`` (uint8), ``window`` (uint16) and ``has_ts``/``dsack`` (bool): 44 bytes per
+packet instead of the frame's ~60, with no pandas objects. Values only some rows carry are kept for
 those rows: MSS, window scale and SYN option bits for SYNs, the left edge for DSACKs.
 
 Connections are numbered as they are met (:class:`._connections.Connections`: one hash
@@ -29,7 +29,7 @@ from ._timeorder import lateness
 
 KEPT = {"ts_ns": None, "ip_len": np.uint32, "seq": np.uint32, "ack": np.uint32,
         "flags": np.uint8, "window": np.uint16, "payload": np.uint32, "tsval": np.uint32,
-        "tsecr": np.uint32, "has_ts": bool, "dsack": bool, "ecn": np.uint8}
+        "tsecr": np.uint32, "has_ts": bool, "dsack": bool, "sack_blocks": np.uint8, "ecn": np.uint8}
 SYN_KEPT = {"mss": np.uint16, "wscale": np.int8, "synopt": np.uint8}
 SPARSE_DTYPES = {"syn_index": np.int64, "dsack_index": np.int64, "dsack_left": np.uint32, **SYN_KEPT}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._tcparrays import FIN, M32, RST, SYN
+from ._tcparrays import FIN, M32, OFF, RST, SYN
 
 
 def segment_ends(rel, pay, flags):
@@ -95,10 +95,12 @@ def zero_windows(win, flags):
     return (win == 0) & ((flags & (SYN | FIN | RST)) == 0)
 
 
-def dups_since_advance(idx, dr, advances: dict, dups: dict, carried=None, first=None, fl=None):
+def dups_since_advance(idx, dr, advances: dict, dups: dict, carried=None, first=None, fl=None, *,
+                       with_advance=False):
     """Per row of ``idx`` (sorted row numbers): the duplicate ACKs the reverse direction
     sent since its ACK last advanced, up to and including the row - the count the
-    fast-retransmit rule compares with 2. ``dr``: each row's direction (0/1);
+    fast-retransmit rule compares with 2 (``with_advance``: the rows counted may include
+    the advancing ACK itself, as the SACK-bearing ACKs do). ``dr``: each row's direction (0/1);
     ``advances[a]``, ``dups[a]``: sorted rows where direction ``a``'s cumulative ACK advanced
     and ``a``'s duplicate ACKs. Rows of many flows one after another: ``first`` gives, per
     row of ``idx``, the first row of its flow (None: one flow from row 0), ``fl`` each
@@ -118,8 +120,22 @@ def dups_since_advance(idx, dr, advances: dict, dups: dict, carried=None, first=
         before = np.searchsorted(D, lo, "left")
         if carried is not None:
             before = before - carried[a][fl[ii] if fl is not None else 0]
-        out[sel] = np.where(adv, upto - np.searchsorted(D, lr, "right"), upto - before)
+        out[sel] = np.where(adv, upto - np.searchsorted(D, lr, "left" if with_advance else "right"), upto - before)
     return out
+
+
+def fast_retransmit_asked(dups, sacks, rel, ack_rev):
+    """Retransmissions the receiver asked for (the fast retransmit rule; the callers drop
+    those the timer sent again, :func:`resent_unprompted`): the segment starts at the
+    reverse direction's cumulative ACK ``ack_rev`` and the receiver sent, since that ACK
+    last advanced, >= 2 duplicate ACKs (``dups``, :func:`dups_since_advance`; tshark's
+    count) or, from the advancing ACK on, >= 1 ACK with a SACK block that is not a DSACK
+    (``sacks``): it reports data above the hole, and SACK-based loss detection may
+    retransmit on it alone - Linux's RACK (RFC 8985) marks the hole lost once data sent
+    after it is SACKed and a reordering window (a quarter of the minimum RTT, none once
+    three segments are SACKed) has passed, and counts the retransmission in
+    ``TCPFastRetrans``; a partial ACK that still SACKs data above is such an ACK."""
+    return ((dups >= 2) | (sacks >= 1)) & (rel == np.maximum(ack_rev, 0))
 
 
 def out_of_order(gap, known, irtt, dups, ack_rev, ack_rev_before, rel, end, smb_own, data):
@@ -129,12 +145,79 @@ def out_of_order(gap, known, irtt, dups, ack_rev, ack_rev_before, rel, end, smb_
     captured) of the last segment of its direction that advanced snd_max (``gap``, ns;
     ``known``: there was such a segment), does not end exactly at snd_max (``end``,
     ``smb_own``), is not a fast retransmission (>= 2 duplicate ACKs, ``dups``, asking for
-    it: it starts at the reverse direction's cumulative ACK ``ack_rev``) and its data was
+    it: it starts at the reverse direction's cumulative ACK ``ack_rev``; one duplicate ACK
+    with a SACK block does not count here: a late original at the receiver follows one
+    such ACK too) and its data was
     not ACKed already (``ack_rev_before``: the reverse direction's ACK before the row;
     tshark calls that spurious first)."""
     fastlike = (dups >= 2) & (rel == np.maximum(ack_rev, 0))
     acked = data & (end <= ack_rev_before)
     return known & (gap < irtt) & (end != smb_own) & ~fastlike & ~acked
+
+
+def gaps_left(fl, rel, smb_own, pay, flags):
+    """The sequence ranges a direction skipped at the capture point: per row that starts
+    above its direction's snd_max (``smb_own`` >= 0; data, SYN or FIN), its flow and the
+    range [snd_max, rel) - bytes that had not passed when later ones did (lost before the
+    capture point, or reordered). Returns (flow, lo, hi) arrays."""
+    synfin = (flags & (SYN | FIN)) != 0
+    g = np.flatnonzero(((pay > 0) | synfin) & (smb_own >= 0) & (rel > smb_own))
+    return fl[g].astype(np.int64), smb_own[g].astype(np.int64), rel[g].astype(np.int64)
+
+
+def fill_gaps(fl, rel, end, gaps, wanted) -> tuple:
+    """Per row (flow ``fl``, segment [``rel``, ``end``); rows of one direction below its
+    snd_max, in time order within each flow) where ``wanted``: whether it carries bytes of
+    a range its direction skipped that no earlier row filled (``gaps``: (flow, lo, hi)
+    arrays of :func:`gaps_left`, sorted by flow then lo, disjoint per flow); and the gaps
+    left after all the rows, in the same form. A segment that fills nothing carries only
+    bytes that passed the capture point before: it was sent again, never reordered (a
+    capture at the sender sees no gaps). Returns (mask over the rows, False where not
+    ``wanted``; gaps): each wanted row (few: the out-of-order candidates) against the
+    earlier rows of its flow; the gaps left are the gaps minus every row's bytes, one
+    sweep over sorted boundaries."""
+    gf, lo, hi = gaps
+    fills = np.zeros(len(rel), bool)
+    if not len(gf) or not len(rel):
+        return fills, gaps
+    key = gf * OFF + lo                                     # sorted: flow, then lo
+    run_hi = np.maximum.accumulate(gf * OFF + hi) - gf * OFF  # largest hi so far in the flow
+    j = np.searchsorted(key, fl.astype(np.int64) * OFF + end, "left") - 1   # last gap with lo < end
+    jj = np.maximum(j, 0)
+    touch = (j >= 0) & (gf[jj] == fl) & (run_hi[jj] > rel)
+    if not touch.any():
+        return fills, gaps
+    # each wanted row touching a gap: is a byte of it in a gap that no earlier row of its
+    # flow touching a gap covers? (rows are flow-major, in time order inside a flow)
+    t = np.flatnonzero(touch)
+    tf = fl[t]
+    for r in np.flatnonzero(touch & wanted).tolist():
+        f, s, e = int(fl[r]), int(rel[r]), int(end[r])
+        a, b = np.searchsorted(gf, f, "left"), np.searchsorted(gf, f, "right")
+        missing = [(max(x, s), min(y, e)) for x, y in zip(lo[a:b].tolist(), hi[a:b].tolist()) if x < e and y > s]
+        q = t[np.searchsorted(tf, f, "left"):np.searchsorted(t, r, "left")]
+        q = q[(rel[q] < e) & (end[q] > s)]
+        cover = sorted(zip(np.maximum(rel[q], s).tolist(), np.minimum(end[q], e).tolist()))
+        for x, y in missing:                                # x..y covered by the earlier rows?
+            for c0, c1 in cover:
+                if c0 > x:
+                    break
+                x = max(x, c1)
+            if x < y:
+                fills[r] = True
+                break
+    # the gaps left: points inside a gap (g = 1) that no row covers (c = 0), from the
+    # boundaries of both sorted by flow and position (the state after a boundary holds up
+    # to the next one; each flow's ends with g = c = 0, so no run crosses flows)
+    pos = np.concatenate([key, gf * OFF + hi, tf.astype(np.int64) * OFF + rel[t], tf.astype(np.int64) * OFF + end[t]])
+    ng, nt = len(gf), len(t)
+    dg = np.concatenate([np.ones(ng, np.int64), -np.ones(ng, np.int64), np.zeros(2 * nt, np.int64)])
+    dc = np.concatenate([np.zeros(2 * ng, np.int64), np.ones(nt, np.int64), -np.ones(nt, np.int64)])
+    o = np.argsort(pos, kind="stable")
+    pos, g, c = pos[o], np.cumsum(dg[o]), np.cumsum(dc[o])
+    run = np.flatnonzero((g[:-1] == 1) & (c[:-1] == 0) & (pos[1:] > pos[:-1]))
+    out_f = pos[run] // OFF
+    return fills, (out_f, pos[run] - out_f * OFF, pos[run + 1] - out_f * OFF)
 
 
 def karn_voided(keys, retx_keys_sorted):

@@ -24,13 +24,13 @@ import numpy as np
 
 from ._columns import Columns, utc_times
 from ._decode import SYN, ecn_counts
-from ._tcparrays import (ACK, M32, NONE, OFF, _effective_mss, _tcploops, _first_with_key, _grouped_cummax, _recovery,
-                         _unique_first, _unwrap)
+from ._tcparrays import (ACK, M32, NEVER, NONE, OFF, _effective_mss, _tcploops, _first_with_key, _grouped_cummax,
+                         _unique_first, _unwrap, episode_carry, recovery_episodes)
 from ._tcpframes import (_EMPTY, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
 from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
-                        eifel_older, karn_voided, keepalives_and_below, out_of_order, resent_unprompted,
-                        segment_ends, zero_windows)
+                        eifel_older, fast_retransmit_asked, fill_gaps, gaps_left, karn_voided, keepalives_and_below,
+                        out_of_order, resent_unprompted, segment_ends, zero_windows)
 from .pcap import direction_column
 
 
@@ -93,6 +93,7 @@ class SideState:
     prev_win: np.ndarray            # ... its window
     ka: np.ndarray                  # ... whether it was a keep-alive (int8; -1: no row yet)
     dups: np.ndarray                # duplicate ACKs d sent since its ACK last advanced
+    sacks: np.ndarray               # ACKs d sent with a SACK block (not a DSACK) since, and with, that advance
     adv_t: np.ndarray               # time of d's last row that advanced snd_max (NONE: none)
     nretx: np.ndarray               # retransmissions of d so far (Karn's rule)
     maxpay: np.ndarray              # largest payload d sent (effective MSS)
@@ -115,8 +116,8 @@ class SideState:
             return np.full(nflow, v, dt)
         return cls(last_seq=full(-1), last_rel=full(0), last_ack=full(-1), last_rela=full(0), am=full(-1),
                    sm=full(-1), has_prev=full(False, bool), prev_rela=full(0), prev_win=full(0),
-                   ka=full(-1, np.int8), dups=full(0), adv_t=full(NONE), nretx=full(0), maxpay=full(0),
-                   paysum=full(0.0, np.float64), last_row=full(-1))
+                   ka=full(-1, np.int8), dups=full(0), sacks=full(0), adv_t=full(NONE), nretx=full(0),
+                   maxpay=full(0), paysum=full(0.0, np.float64), last_row=full(-1))
 
 
 class FlowStream:
@@ -155,7 +156,9 @@ class FlowStream:
         self.rows = 0
         self._flow_bins = None               # _bin_sums_c's per-flow bin parameters, once
         self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
-        self.lf = [np.full(F, NONE), np.full(F, NONE)]   # [d]: _recovery's carry
+        self.episode = [episode_carry(F), episode_carry(F)]   # [d]: recovery_episodes' carry
+        # [d]: (flow, lo, hi) of the ranges d skipped not yet cumulatively ACKed (gaps_left)
+        self.gaps = [tuple(np.zeros(0, np.int64) for _ in range(3)) for _ in (0, 1)]
         self.retx = []                     # per chunk: dict of the retransmissions' columns
         self.eifel = []                    # per chunk: (retx rows, their Eifel verdicts) once their ACK came
         self.dsack = []
@@ -203,7 +206,9 @@ class FlowStream:
         data = pay > 0
         zero_win = zero_windows(c["window"], flags)
 
-        reset_pos, dup_pos = {}, {}
+        # ACKs reporting data above the cumulative ACK (a SACK block that is not a DSACK)
+        sacking = has_ack & (c.pop("sack_blocks") > c["dsack"])
+        reset_pos, dup_pos, sack_pos = {}, {}, {}
         for a in (0, 1):                       # rows whose ACK advances (from the carry at a flow's first)
             x = am[a]
             m = np.empty(n, bool)
@@ -212,10 +217,12 @@ class FlowStream:
             m[run_st] = x[run_st] != S[a].am[run_fl]
             reset_pos[a] = np.flatnonzero(m)
             dup_pos[a] = np.flatnonzero(dupack & isd[a])
+            sack_pos[a] = np.flatnonzero(sacking & isd[a])
         del m, x
 
-        def dups_at(idx):
-            return dups_since_advance(idx, dr, reset_pos, dup_pos, (S[0].dups, S[1].dups), first_row(idx), fl)
+        def dups_at(idx, pos=dup_pos, field="dups"):
+            return dups_since_advance(idx, dr, reset_pos, pos, (getattr(S[0], field), getattr(S[1], field)),
+                                      first_row(idx), fl, with_advance=field == "sacks")
 
         def rev_at(idx):
             return np.where(dr[idx] == 0, am[1][idx], am[0][idx])
@@ -254,6 +261,11 @@ class FlowStream:
 
         ooo = np.zeros(n, bool)
         bi = np.flatnonzero(below)
+        for d in (0, 1):                   # the ranges skipped so far, with this chunk's
+            new = gaps_left(fl[didx[d]], rel[didx[d]], smb_own[didx[d]], pay[didx[d]], flags[didx[d]])
+            both = [np.concatenate([a, b]) for a, b in zip(self.gaps[d], new)]
+            order = np.lexsort((both[1], both[0]))
+            self.gaps[d] = tuple(a[order] for a in both)
         if len(bi):
             dup_c, ackr_c, arb_c = dups_at(bi), rev_at(bi), rev_before(bi)
             for d in (0, 1):
@@ -267,8 +279,11 @@ class FlowStream:
                 carried_t = S[d].adv_t[fl[cand]]
                 tq = np.where(k >= 0, t[np.maximum(k, 0)], np.where(carried_t != NONE, carried_t, 0))
                 ok = (k >= 0) | (carried_t != NONE)
-                ooo[cand[out_of_order(t[cand] - tq, ok, self.irtt[fl[cand]], dup_c[sel], ackr_c[sel], arb_c[sel],
-                                      rel[cand], end[cand], smb_own[cand], data[cand])]] = True
+                late = out_of_order(t[cand] - tq, ok, self.irtt[fl[cand]], dup_c[sel], ackr_c[sel], arb_c[sel],
+                                    rel[cand], end[cand], smb_own[cand], data[cand])
+                # and only where the capture point had not seen those bytes pass
+                fills, self.gaps[d] = fill_gaps(fl[cand], rel[cand], end[cand], self.gaps[d], late)
+                ooo[cand[late & fills]] = True
         for d in (0, 1):
             k = last_advance(d, run_end, sm[d][run_end])
             S[d].adv_t[run_fl[k >= 0]] = t[k[k >= 0]]
@@ -294,10 +309,15 @@ class FlowStream:
                 rep, held = resent_unprompted(fl[rr], rel[rr], grow(rr), last_rev, S[d].resent)
                 again[rr[rep]] = True
                 S[d].resent = held
-            # fast retransmit: the segment >= 2 duplicate ACKs ask for (at their ACK number)
-            asked = (dups_at(ri_all) >= 2) & (rel[ri_all] == np.maximum(ackr, 0)) & ~again[ri_all]
-            fast[ri_all[asked]] = True
-            _recovery(ri_all, dr, fl, fast, ackr, smb_own, self.lf, again)
+            # fast retransmit: the segment the duplicate ACKs ask for (at their ACK number)
+            # after >= 2 of them, or after one reporting data above it in a SACK block
+            asked = fast_retransmit_asked(dups_at(ri_all), dups_at(ri_all, sack_pos, "sacks"),
+                                          rel[ri_all], ackr) & ~again[ri_all]
+        else:
+            ackr = asked = np.zeros(0, np.int64)
+        undo_at, pending_ts, carried_undo = self._timeout_undos(ri_all, fl, dr, reset_pos, c)
+        fast[ri_all] = recovery_episodes(ri_all, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pending_ts,
+                                         self.episode, carried_undo)
         del smb_own, below
 
         # ---- retransmissions (spurious verdicts settled at the end)
@@ -452,15 +472,53 @@ class FlowStream:
             S[d].ts_first = (uk[keep], rows_[keep], tt[keep])
 
         for a in (0, 1):                  # duplicate ACKs since the last advance, per flow
-            R, D = reset_pos[a], dup_pos[a]
+            R = reset_pos[a]
             k = np.searchsorted(R, run_end, "right") - 1
             lr = R[np.maximum(k, 0)] if len(R) else run_st
             adv = (k >= 0) & (lr >= run_st)
-            upto = np.searchsorted(D, run_end, "right")
-            S[a].dups[run_fl] = np.where(adv, upto - np.searchsorted(D, lr, "right"),
-                                         S[a].dups[run_fl] + upto - np.searchsorted(D, run_st, "left"))
+            for field, D, since in (("dups", dup_pos[a], "right"), ("sacks", sack_pos[a], "left")):
+                carried = getattr(S[a], field)
+                upto = np.searchsorted(D, run_end, "right")
+                carried[run_fl] = np.where(adv, upto - np.searchsorted(D, lr, since),
+                                           carried[run_fl] + upto - np.searchsorted(D, run_st, "left"))
             S[a].am[run_fl] = am[a][run_end]
+            gf, lo, hi = self.gaps[1 - a]            # ranges a has ACKed are gaps no more
+            keep = hi > S[a].am[gf]
+            self.gaps[1 - a] = (gf[keep], lo[keep], hi[keep])
         self.rows += n
+
+    def _timeout_undos(self, ri, fl, dr, reset_pos, c):
+        """What :func:`._tcparrays.recovery_episodes` needs to end a spurious timeout's
+        episode (Eifel, :func:`._tcprules.eifel_older`) on the first ACK that advances after
+        its opener: per retransmission row of ``ri``, that ACK's row in this chunk when it
+        echoes a TSval older than the row's (else :data:`NEVER`) and the row's TSval when
+        no ACK of its flow advances after it in this chunk (else -1); per direction, the
+        flows whose carried timeout episode awaits that ACK and find it here."""
+        has_ts, tsval, tsecr = c["has_ts"], c["tsval"], c["tsecr"]
+        undo_at = np.full(len(ri), NEVER, np.int64)
+        pending = np.full(len(ri), -1, np.int64)
+        carried_undo = [{}, {}]
+        for d in (0, 1):
+            R = reset_pos[1 - d]                  # rows where the ACKs of d's data advance
+            sel = np.flatnonzero(dr[ri] == d)
+            r = ri[sel]
+            k = np.searchsorted(R, r, "right")
+            u = R[np.minimum(k, len(R) - 1)] if len(R) else r
+            found = (k < len(R)) & (fl[u] == fl[r])
+            undone = found & has_ts[r] & has_ts[u] & eifel_older(tsval[r], tsecr[u])
+            undo_at[sel[undone]] = u[undone]
+            wait = ~found & has_ts[r]
+            pending[sel[wait]] = tsval[r[wait]]
+            pend_ts = self.episode[d][2]
+            waiting = np.flatnonzero(pend_ts >= 0)
+            if len(waiting) and len(R):
+                flows, first = np.unique(fl[R], return_index=True)
+                j = np.minimum(np.searchsorted(flows, waiting), len(flows) - 1)
+                hit = flows[j] == waiting
+                f, u = waiting[hit], R[first[j[hit]]]
+                eif = has_ts[u] & eifel_older(pend_ts[f], tsecr[u])
+                carried_undo[d] = dict(zip(f.tolist(), np.where(eif, u, NEVER).tolist()))
+        return undo_at, pending, carried_undo
 
     def _rows_numpy(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
         """The per-row chain of a chunk: sequence and ACK numbers unwrapped per flow and

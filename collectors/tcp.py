@@ -11,10 +11,11 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
 * ``snd_max``: highest sequence number + length sent by ``d`` so far **as seen at the
   capture point**. A data, SYN or FIN segment starting below the ``snd_max`` before it is a
   *retransmission* (keep-alives, 0/1-byte segments at ``snd_max - 1``, excluded) - unless
-  it arrives within the handshake RTT (3 ms when the handshake was not captured) of the
-  last segment before it that advanced ``snd_max``, does not end exactly at ``snd_max`` and is not
-  asked for by >= 2 duplicate ACKs: then it is *out of order* (reordered on the way to the
-  capture point), tshark's rule.
+  it carries bytes the capture point had not seen (a range ``d`` skipped, not filled
+  since), arrives within the handshake RTT (3 ms when the handshake was not captured) of
+  the last segment before it that advanced ``snd_max``, does not end exactly at
+  ``snd_max`` and is not asked for by >= 2 duplicate ACKs: then it is *out of order*
+  (reordered on the way to the capture point; tshark's timing rule, for bytes not seen).
 * ``ack_max``: highest cumulative ACK sent by ``r``. *In flight* = ``snd_max - ack_max``
   (bytes; packets = bytes / MSS).
 * *Duplicate ACK* (as tshark's ``tcp.analysis.duplicate_ack``): a segment of ``r`` without
@@ -22,11 +23,16 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
   non-zero window equal those of the previous segment of ``r``, and that does not answer a
   keep-alive of ``d``.
 * *Fast retransmit*: a retransmission at ``ack_max`` sent after at least 2 duplicate ACKs
-  since the last advance of ``ack_max`` (RFC 5681 section 3.2), or inside the recovery
-  episode such a retransmission opened (until ``ack_max`` reaches the ``snd_max`` of its
-  start, RFC 6582's full ACK). A retransmission resending the first byte of an earlier one
-  with no segment of ``r`` in between is the timer's and ends the episode. Every other
-  retransmission is a *timeout* retransmission.
+  since the last advance of ``ack_max`` (RFC 5681 section 3.2) or after one ACK since
+  (and including) that advance with a SACK block above it (not a DSACK: SACK loss
+  detection, Linux's RACK), or inside the recovery episode such a retransmission opened
+  (until ``ack_max`` reaches the ``snd_max`` of its start, RFC 6582's full ACK). The
+  timer's retransmissions open a timeout episode the same way, inside which nothing is
+  fast (RFC 6582 section 4; Linux's Loss state) unless the first ACK advancing after it
+  shows it spurious (Eifel): the first one at ``ack_max`` that nothing asked for, and
+  one resending the first byte of an earlier one with no segment of ``r`` in between
+  (which also ends a fast episode). Every other retransmission is a *timeout*
+  retransmission (:func:`._tcparrays.recovery_episodes`).
 * *Spurious* retransmission: (a) its data had already been cumulatively ACKed when it was
   sent (tshark's notion), (b) Eifel (RFC 3522): the first ACK covering it echoes a TSval
   older than the retransmission's, or (c) DSACK (RFC 2883): ``r`` later reports its first
@@ -261,7 +267,7 @@ def _from_frame(packets):
                           ("flags", "flags", np.uint8), ("payload_bytes", "pay", np.uint32),
                           ("window", "win", np.uint16), ("tsval", "tsval", np.uint32),
                           ("tsecr", "tsecr", np.uint32), ("dsack", "dsack", bool),
-                          ("dsack_left", "dsack_left", np.uint32)):
+                          ("dsack_left", "dsack_left", np.uint32), ("sack_blocks", "sack", np.uint8)):
         c[key] = take(name, dt, False if dt is bool else 0)
     c["has_ts"] = take("has_ts", bool, False) if "has_ts" in packets.columns else (c["tsval"] != 0)
     syn_rows = np.flatnonzero((c["flags"] & SYN) != 0)
@@ -358,7 +364,7 @@ def _from_columns(raw: dict, flows_ready=None):
     del perm, order
     for key, name in (("t", "ts_ns"), ("iplen", "ip_len"), ("seq", "seq"), ("ackraw", "ack"),
                       ("flags", "flags"), ("pay", "payload"), ("win", "window"), ("tsval", "tsval"),
-                      ("tsecr", "tsecr"), ("has_ts", "has_ts"), ("dsack", "dsack")):
+                      ("tsecr", "tsecr"), ("has_ts", "has_ts"), ("dsack", "dsack"), ("sack", "sack_blocks")):
         c[key] = raw.pop(name) if same else raw.pop(name)[src_rows]
     # DSACK left edges are kept for DSACK rows only (zero pages elsewhere are never touched)
     c["dsack_left"] = np.zeros(len(src_rows), np.uint32)
@@ -386,7 +392,8 @@ def _engine_rows(c: dict, nflow: int):
     del c["syn_rows"]
     for key, name in (("t", "t"), ("fl", "fl"), ("flags", "flags"), ("payload", "pay"), ("seq", "seq"),
                       ("ack", "ackraw"), ("window", "win"), ("tsval", "tsval"), ("tsecr", "tsecr"),
-                      ("has_ts", "has_ts"), ("dsack", "dsack"), ("dsack_left", "dsack_left"), ("ip_len", "iplen"),
+                      ("has_ts", "has_ts"), ("dsack", "dsack"), ("dsack_left", "dsack_left"), ("sack_blocks", "sack"),
+                      ("ip_len", "iplen"),
                       ("packet", "order")):
         rows[key] = c.pop(name)
     return first, rows

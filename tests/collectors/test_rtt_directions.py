@@ -137,7 +137,10 @@ def test_per_direction_rtt_agrees_with_tshark(shared_data):
             if k >= 10 and n >= 10:
                 compared += 1
                 assert abs(ours - m) <= max(0.15 * m, 1.0), (f.name, flow, d, ours, m)
-    assert compared == 54                # every direction of the shared captures with >= 10 on both sides
+    # every direction of the shared captures with >= 10 on both sides; the data directions
+    # of comp006 and fast006 have 6 and 8 samples: 13 segments each were resent (sender-side
+    # captures: their bytes had passed before), and Karn's rule voids their samples
+    assert compared == 52
 
 
 @needs_tshark

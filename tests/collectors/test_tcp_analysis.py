@@ -29,9 +29,8 @@ def ack(t, a, tse, *, isn=0, sack=None, window=1000):
                           options=opts))
 
 
-def scenario(isn=0):
-    """Data A->B: a fast retransmit after 3 duplicate ACKs, then a timeout retransmission
-    that was spurious (Eifel and DSACK), then a zero window."""
+def ts_handshake(isn=0):
+    """SYN at 0, SYN-ACK at 10, ACK at 20 ms, with SACK, timestamps and window scaling."""
     syn = (0, tcp_packet(A, B, 40000, 80, seq=isn % 2**32, flags="S",
                          options=[("MSS", 1000), ("SAckOK", b""), ("Timestamp", (1, 0)), ("NOP", None),
                                   ("WScale", 3)]))
@@ -39,7 +38,13 @@ def scenario(isn=0):
                              options=[("MSS", 1000), ("SAckOK", b""), ("Timestamp", (8, 1)),
                                       ("NOP", None), ("WScale", 2)]))
     hs_ack = (20, tcp_packet(A, B, 40000, 80, seq=(isn + 1) % 2**32, ack=1001, flags="A", options=ts(2, 8)))
-    pk = [syn, synack, hs_ack]
+    return [syn, synack, hs_ack]
+
+
+def scenario(isn=0):
+    """Data A->B: a fast retransmit after 3 duplicate ACKs, then a timeout retransmission
+    that was spurious (Eifel and DSACK), then a zero window."""
+    pk = ts_handshake(isn)
     for i in range(5):
         pk.append(data(30 + i, 1 + 1000 * i, 100 + i, isn))
     pk.append(ack(80, 1001, 100, isn=isn))
@@ -169,10 +174,22 @@ def test_segment_past_snd_max_long_after_the_last_advance_is_a_retransmission(tm
     pk.append((80, tcp_packet(B, A, 80, 40000, seq=1001, ack=1001, flags="A")))
     pk.append((400, tcp_packet(A, B, 40000, 80, seq=2501, ack=1001, flags="PA", payload=b"d" * 1000)))
     assert classes(tmp_path, pk, chunk=4) == ([(7, "timeout")], [])
-    # the same segment 10 ms after the last advance: inside the window, out of order
+    # the same segment 10 ms after the last advance: inside the window, but 2501-3000
+    # passed the capture point before, so it is sent again, not reordered (tshark: out of order)
     pk[-1] = (42, pk[-1][1])
     pk[-2], pk[-1] = pk[-1], pk[-2]
-    assert classes(tmp_path, pk) == ([], [6])
+    assert classes(tmp_path, pk) == ([(6, "timeout")], [])
+
+
+def test_out_of_order_fills_bytes_the_capture_had_not_seen(tmp_path):
+    """1001-2000 arrives after 2001-3000 (a gap at the capture point), 2 ms later: inside
+    the out-of-order window (the 20 ms handshake RTT) and never seen before - reordered.
+    The same bytes 2 ms later again had passed before: a retransmission, whatever the
+    window says."""
+    def seg(t, seq):
+        return (t, tcp_packet(A, B, 40000, 80, seq=seq, ack=1001, flags="PA", payload=b"d" * 1000))
+    pk = handshake() + [seg(30, 1), seg(31, 2001), seg(33, 1001), seg(35, 1001)]
+    assert classes(tmp_path, pk, chunk=4) == ([(6, "timeout")], [5])
 
 
 def test_recovery_ends_at_the_full_ack(tmp_path):
@@ -198,9 +215,10 @@ def test_fast_retransmit_resends_what_the_duplicate_acks_ask_for_once_per_ack(tm
     (RFC 5681 section 3.2 resends the segment at the ACK number) - a timeout; the one of
     1001 is the fast retransmit. The same segment again at 400 ms with nothing from the
     receiver since: only the timer can have sent it (RFC 6298 section 5.4), which ends the
-    recovery, so 3001 at 401 ms is a timeout too. After one more duplicate ACK, 1001 sent
-    again answers it: fast (206_example_b frames 1278-1301 and rto003 frames 25, 27 and 28,
-    the timer's backoff, are the unanswered case)."""
+    recovery, so 3001 at 401 ms is a timeout too (206_example_b frames 1278-1301 and rto003
+    frames 25, 27 and 28, the timer's backoff, are this case). After one more duplicate
+    ACK, 1001 sent again answers it, but inside the timeout's recovery (until an ACK covers
+    snd_max 5001, RFC 6582 section 4) duplicate ACKs start no fast retransmit: a timeout."""
     def seg(t, seq):
         return (t, tcp_packet(A, B, 40000, 80, seq=seq, ack=1001, flags="PA", payload=b"d" * 1000))
 
@@ -210,7 +228,76 @@ def test_fast_retransmit_resends_what_the_duplicate_acks_ask_for_once_per_ack(tm
     pk += [ack_(80, 1001), ack_(81, 1001), ack_(82, 1001)]
     pk += [seg(83, 2001), seg(84, 1001), seg(400, 1001), seg(401, 3001), ack_(450, 1001), seg(451, 1001)]
     assert classes(tmp_path, pk, chunk=4) == \
-        ([(11, "timeout"), (12, "fast"), (13, "timeout"), (14, "timeout"), (16, "fast")], [])
+        ([(11, "timeout"), (12, "fast"), (13, "timeout"), (14, "timeout"), (16, "timeout")], [])
+
+
+def sack_ack(t, a, left, right):
+    """B's pure ACK of ``a`` (relative to A's ISN 0) carrying the SACK block [left, right)."""
+    return (t, tcp_packet(B, A, 80, 40000, seq=1001, ack=a, flags="A",
+                          options=[("NOP", None), ("NOP", None), ("SAck", (left, right))]))
+
+
+def test_one_ack_with_a_sack_block_asks_for_the_hole(tmp_path):
+    """Linux's RACK (RFC 8985) resends the hole once the receiver SACKs data sent after it:
+    one duplicate ACK suffices. 1001 is lost; B ACKs 1001 with SACK 2001-3001 (its first
+    duplicate ACK) and A resends 1001 1 ms later: fast. Then a full ACK, and a loss of
+    5001 whose duplicate ACK carries only a DSACK (4001-5001, data B had twice): that
+    reports nothing above the hole, so the resend of 5001 after it alone is a timeout; a
+    plain duplicate ACK (no SACK blocks) alone asks for nothing either (tshark's two). An
+    ACK that advances but still SACKs data above its new hole (9001, SACK 10001-11001) asks
+    for that hole like a duplicate one: fast (comp005 frames 415-416: a window update
+    with a SACK block, answered 50 us later)."""
+    def seg(t, seq):
+        return (t, tcp_packet(A, B, 40000, 80, seq=seq, ack=1001, flags="PA", payload=b"d" * 1000))
+
+    def ack_(t, a):
+        return (t, tcp_packet(B, A, 80, 40000, seq=1001, ack=a, flags="A"))
+    pk = handshake() + [seg(30 + i, 1 + 1000 * i) for i in range(3)]          # 1, 1001, 2001
+    pk += [ack_(80, 1001), sack_ack(81, 1001, 2001, 3001), seg(82, 1001)]  # packet 8: fast
+    pk += [ack_(130, 3001), seg(131, 3001), seg(132, 4001), seg(133, 5001)]
+    pk += [ack_(180, 5001), sack_ack(181, 5001, 4001, 5001), seg(182, 5001)]  # packet 15
+    pk += [ack_(230, 6001), seg(231, 6001), seg(232, 7001)]
+    pk += [ack_(280, 7001), ack_(281, 7001), seg(282, 7001)]                   # packet 21
+    pk += [ack_(330, 8001), seg(331, 8001), seg(332, 9001), seg(333, 10001)]
+    pk += [sack_ack(380, 9001, 10001, 11001), seg(381, 9001)]                   # packet 27
+    assert classes(tmp_path, pk, chunk=5) == \
+        ([(8, "fast"), (15, "timeout"), (21, "timeout"), (27, "fast")], [])
+
+
+@pytest.mark.parametrize("echo,kind", [(101, "fast"), (110, "timeout")])
+def test_a_spurious_timeout_ends_its_recovery_at_the_ack_that_shows_it(tmp_path, echo, kind):
+    """The timer resends 1 (TSval 110) while 1 - 4000 are in flight; the first ACK to
+    advance (to 2001) echoes TSval 101, the original's: the timeout was spurious (Eifel,
+    RFC 3522), Linux undoes its Loss state on that ACK, and the hole 2001 that the next
+    ACK's SACK block reports is resent by fast retransmit. When that ACK echoes 110 (the
+    retransmission brought it) the timeout was real, its recovery lasts until an ACK
+    covers snd_max 4001, and the resend of 2001 inside it is a timeout. In chunks of 4
+    packets the advancing ACK is in the chunk after the timer's retransmission."""
+    pk = ts_handshake() + [data(30 + i, 1 + 1000 * i, 100 + i) for i in range(4)]
+    pk += [data(400, 1, 110), ack(410, 2001, echo), ack(411, 2001, echo, sack=(3001, 4001)), data(412, 2001, 111)]
+    assert classes(tmp_path, pk, chunk=4) == ([(7, "timeout"), (10, kind)], [])
+
+
+def test_after_a_timeout_sack_holes_are_resent_inside_its_recovery(tmp_path):
+    """F-RTO (RFC 5682; comp004 frames 28-39, comp005 frames 426-433): the timer resends
+    1001 (snd_max 4001); its ACK is answered with new data, the next ACK is a duplicate
+    with a SACK block above the holes, and the holes 2001 and 3001 are resent on it - inside
+    the timeout's recovery, which lasts until an ACK covers 4001: timeouts, not fast (Linux
+    counts them in TCPSlowStartRetrans). After that full ACK the same pattern is a fast
+    retransmission again."""
+    def seg(t, seq):
+        return (t, tcp_packet(A, B, 40000, 80, seq=seq, ack=1001, flags="PA", payload=b"d" * 1000))
+
+    def ack_(t, a):
+        return (t, tcp_packet(B, A, 80, 40000, seq=1001, ack=a, flags="A"))
+    pk = handshake() + [seg(30 + i, 1 + 1000 * i) for i in range(4)]          # 1 .. 3001
+    pk += [ack_(80, 1001), seg(400, 1001)]                                    # 8: the timer's
+    pk += [ack_(450, 2001), seg(451, 4001), seg(452, 5001)]                   # F-RTO's new data
+    pk += [sack_ack(500, 2001, 4001, 5001), seg(501, 2001), seg(502, 3001)]   # 13, 14
+    pk += [ack_(550, 6001), seg(551, 6001), seg(552, 7001), seg(553, 8001)]
+    pk += [sack_ack(600, 6001, 7001, 8001), seg(601, 6001)]                  # 20
+    assert classes(tmp_path, pk, chunk=6) == \
+        ([(8, "timeout"), (13, "timeout"), (14, "timeout"), (20, "fast")], [])
 
 
 def test_resolution_is_checked(tmp_path):

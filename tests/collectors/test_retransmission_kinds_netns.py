@@ -1,0 +1,94 @@
+"""The capture's timeout / fast classification of retransmissions against the sender's own
+count: real Linux TCP downloads through a drop-tail bottleneck (``airlink delay`` around
+``airlink link``), captured at the server, whose namespace's MIB counters say why the
+kernel resent each segment - ``TCPFastRetrans`` (in recovery: duplicate ACKs, SACK, RACK)
+against ``TCPTimeouts`` + ``TCPSlowStartRetrans`` (the timer's and those of the Loss state
+after it; a tail loss probe, ``TCPLossProbes``, is neither and counts as a timeout here)."""
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from airlink import collectors as C
+from benchmarks._netns import kernel_tcp_counters
+from tests.replay._replay_netns import AIRLINK, TestNS
+
+pytestmark = pytest.mark.netns
+
+PORT = 5201
+
+
+@pytest.fixture
+def ns(root_netns):
+    if not (shutil.which("tcpdump") and shutil.which("iperf3")):
+        pytest.skip("needs tcpdump and iperf3")
+    n = TestNS()
+    try:
+        yield n
+    finally:
+        n.close()
+
+
+def capture(ns, path):
+    """tcpdump in the namespace, returned once it listens."""
+    dump = ns.popen(["tcpdump", "-Z", "root", "-i", "any", "-s", "96", "-U", "--immediate-mode", "-n", "-w",
+                     str(path), f"tcp port {PORT}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    head = b""
+    while b"listening" not in head:
+        line = dump.stderr.readline()
+        if not line:
+            raise RuntimeError(f"tcpdump did not start: {head.decode(errors='replace')}")
+        head += line
+    return dump
+
+
+# 12 Mbit/s (one 1500-byte opportunity per ms) with a 40 ms RTT: a window of ~40 packets
+# against a 12-packet drop-tail queue, so every cwnd peak loses a few segments (recovered
+# fast); with 400 ms outages every second behind a 6-packet queue, whole windows are lost
+# and the timer resends
+@pytest.mark.parametrize("cc,queue,outage_ms", [("reno", 12, 0), ("cubic", 6, 400)])
+def test_fast_and_timeout_counts_match_the_senders_kernel(ns, tmp_path, cc, queue, outage_ms):
+    trace = tmp_path / "12mbps.down"
+    trace.write_text("".join(f"{ms}\n" for ms in range(1, 1001 - outage_ms)) + ("1000\n" if outage_ms else ""))
+    pcap = tmp_path / "server.pcap"
+    ns.iperf_server(PORT)
+    dump = capture(ns, pcap)
+    try:
+        k0 = kernel_tcp_counters(ns.name)
+        # AIRLINK_OFFLOAD=0: the sender's segments cross (and are captured) one MSS at a time,
+        # as the kernel counts them
+        r = ns.exec([AIRLINK, "delay", "20", "--", AIRLINK, "link", str(trace), "--downlink-queue", "droptail",
+                     "--downlink-queue-args", f"packets={queue}", "--", "sh", "-c",
+                     f"iperf3 -c $AIRLINK_BASE -p {PORT} -R -t 6 -C {cc} > /dev/null"],
+                    env={"AIRLINK_OFFLOAD": "0"}, timeout=90)
+        assert r.returncode == 0, r.stderr
+        k1 = kernel_tcp_counters(ns.name)
+    finally:
+        time.sleep(0.3)
+        dump.send_signal(signal.SIGINT)
+        dump.wait(timeout=30)
+        dump.stderr.close()
+    k = {name: k1.get(name, 0) - k0.get(name, 0) for name in
+         ("Tcp.RetransSegs", "TcpExt.TCPFastRetrans", "TcpExt.TCPTimeouts", "TcpExt.TCPSlowStartRetrans",
+          "TcpExt.TCPLossProbes")}
+    a = C.analyze_tcp(pcap)
+    # what the server sent (the kernel counters are its namespace's): the direction of each
+    # connection whose source port is the server's (both iperf3 connections, the data one
+    # and the control one, were opened by the client: fwd = client to server)
+    assert set(a.flows["dport"]) == {PORT}
+    ev = a.events
+    rx = ev[(ev["event"] == "retransmission") & (ev["direction"].astype(str) == "rev")]
+    fast, timeout = int((rx["kind"] == "fast").sum()), int((rx["kind"] == "timeout").sum())
+    assert k["Tcp.RetransSegs"] >= 5, k                  # the bottleneck did drop
+    # the capture sees the segments the sender resent, up to its loss probes (counted in
+    # RetransSegs when they resend, not always seen resent: one per run here at most)
+    resent = fast + timeout
+    assert k["Tcp.RetransSegs"] - k["TcpExt.TCPLossProbes"] <= resent <= k["Tcp.RetransSegs"], (k, fast, timeout)
+    tol = max(2, round(0.05 * k["Tcp.RetransSegs"]))
+    assert abs(fast - k["TcpExt.TCPFastRetrans"]) <= tol, (k, fast, timeout)
+    timer = k["TcpExt.TCPTimeouts"] + k["TcpExt.TCPSlowStartRetrans"]
+    assert timer - tol <= timeout <= timer + k["TcpExt.TCPLossProbes"] + tol, (k, fast, timeout)
