@@ -16,6 +16,7 @@ except ImportError:                    # pragma: no cover - depends on the build
     _tcploops = None
 if env_flag("AIRLINK_PURE_PYTHON", False):   # as for the capture reader: no compiled parts
     _tcploops = None
+_episodes = getattr(_tcploops, "episodes", None)     # None: the extension is not built
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 M32 = 1 << 32
@@ -187,42 +188,44 @@ def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pen
     episode open after earlier chunks, updated in place; ``carried_undo[d]``: ``{flow:
     row}`` for the flows whose carried timeout episode awaited its first advancing ACK and
     find it in these rows (row: the ACK that undoes it, or :data:`NEVER`). Sequential per
-    flow: retransmissions are few, and each row's episode depends on the ones before it."""
-    fast = [False] * len(ri)
-    state = {}                               # flow * 2 + d -> [kind, limit, undone at, pending TSval]
+    flow: each row's episode depends on the ones before it; the loop below is the readable
+    reference of its C twin (``_tcploops.episodes``), which runs when the extension is built."""
+    kinds, lims, pends = zip(*carry)
+    undone = [np.full(len(kinds[d]), NEVER, np.int64) for d in (0, 1)]   # chunk rows; NEVER: none
     for d in (0, 1):
-        for f, u in carried_undo[d].items():
-            state[2 * f + d] = [int(carry[d][0][f]), int(carry[d][1][f]), u, -1]
-    rows = zip(ri.tolist(), (2 * fl[ri].astype(np.int64) + dr[ri]).tolist(), asked.tolist(), again[ri].tolist(),
-               ackr.tolist(), (rel[ri] == np.maximum(ackr, 0)).tolist(), smb_own[ri].tolist(), undo_at.tolist(),
-               pending_ts.tolist())
-    for i, (row, key, ask, rep, ack, at_ack, snd, undo, pend) in enumerate(rows):
-        st = state.get(key)
-        if st is None:
-            f, d = key >> 1, key & 1
-            st = state[key] = [int(carry[d][0][f]), int(carry[d][1][f]), NEVER, int(carry[d][2][f])]
-        kind = st[0]
-        if kind != EPISODE_NONE and (ack >= st[1] or (kind == EPISODE_TIMEOUT and st[2] < row)):
-            kind = st[0] = EPISODE_NONE          # a full ACK ended it, or Eifel undid the timeout
-        if rep:
-            st[:] = EPISODE_TIMEOUT, snd, undo, pend
-        elif kind == EPISODE_FAST:
-            fast[i] = True
-            if ask:
-                st[1] = snd
-        elif kind == EPISODE_NONE:
-            if ask:
+        f = np.fromiter(carried_undo[d], np.int64, len(carried_undo[d]))
+        undone[d][f] = np.fromiter(carried_undo[d].values(), np.int64, len(f))
+        pends[d][f] = -1                                  # decided here
+    cols = (dr[ri].astype(np.int8), fl[ri].astype(np.int64), asked.astype(bool), again[ri].astype(bool),
+            ackr.astype(np.int64), rel[ri] == np.maximum(ackr, 0), smb_own[ri].astype(np.int64),
+            ri.astype(np.int64), undo_at.astype(np.int64), pending_ts.astype(np.int64))
+    fast = np.zeros(len(ri), bool)
+    if _episodes is not None and len(ri):
+        _episodes(*(np.ascontiguousarray(c) for c in cols), kinds[0], lims[0], undone[0], pends[0],
+                  kinds[1], lims[1], undone[1], pends[1], fast)
+    else:
+        for i, (d, f, ask, rep, ack, at_ack, snd, row, undo, pend) in enumerate(zip(*(c.tolist() for c in cols))):
+            kind, lim, und, pen = kinds[d], lims[d], undone[d], pends[d]
+            k = kind[f]
+            if k != EPISODE_NONE and (ack >= lim[f] or (k == EPISODE_TIMEOUT and und[f] < row)):
+                k = kind[f] = EPISODE_NONE          # a full ACK ended it, or Eifel undid the timeout
+            if rep:
+                kind[f], lim[f], und[f], pen[f] = EPISODE_TIMEOUT, snd, undo, pend
+            elif k == EPISODE_FAST:
                 fast[i] = True
-                st[:] = EPISODE_FAST, snd, NEVER, -1
-            elif at_ack:
-                st[:] = EPISODE_TIMEOUT, snd, undo, pend
-    for key, (kind, lim, undone, pend) in state.items():
-        f, d = key >> 1, key & 1
-        open_ = kind != EPISODE_NONE and not (kind == EPISODE_TIMEOUT and undone != NEVER)
-        carry[d][0][f] = kind if open_ else EPISODE_NONE
-        carry[d][1][f] = lim
-        carry[d][2][f] = pend if open_ and kind == EPISODE_TIMEOUT else -1
-    return np.array(fast, bool)
+                if ask:
+                    lim[f] = snd
+            elif k == EPISODE_NONE:
+                if ask:
+                    fast[i] = True
+                    kind[f], lim[f], und[f], pen[f] = EPISODE_FAST, snd, NEVER, -1
+                elif at_ack:
+                    kind[f], lim[f], und[f], pen[f] = EPISODE_TIMEOUT, snd, undo, pend
+    for d in (0, 1):                    # a timeout Eifel undid in these rows is over; a TSval
+        undid = (kinds[d] == EPISODE_TIMEOUT) & (undone[d] != NEVER)   # waits for an open timeout only
+        kinds[d][undid] = EPISODE_NONE
+        pends[d][kinds[d] != EPISODE_TIMEOUT] = -1
+    return fast
 
 
 def _effective_mss(mss, maxpay):

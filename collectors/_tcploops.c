@@ -9,6 +9,9 @@
  * stream_rows: the per-row chain of a TCP engine's time chunk (runs of one flow each), and stream_bins: the
  * per-bin series sums of any engine's chunk (collectors/_tcpstream.FlowStream: _rows_numpy,
  * _bin_sums_numpy).
+ *
+ * episodes: the loss-recovery episodes of a chunk's retransmissions in order
+ * (collectors/_tcparrays.py recovery_episodes).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -347,6 +350,81 @@ static PyObject *stream_bins(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- episodes ------------------------------------------------------------------------ */
+
+/* The loss-recovery episodes of a chunk's retransmissions, in order (collectors/_tcparrays.py
+ * recovery_episodes, whose loop is the readable reference): per row i of n, its direction
+ * dr int8 (0/1), flow fl int64, asked/again uint8, the reverse direction's ACK ack (int64),
+ * at_ack uint8, its own snd_max snd, its row number row, the row undoing a timeout it opens
+ * undo and its pending TSval pend (int64); per direction d and flow, the episode's kind (int8: 0 none,
+ * 1 fast, 2 timeout), limit, undoing row and pending TSval (int64), read and updated in
+ * place; fast uint8[n] is set for the fast rows. */
+#define EP_NONE 0
+#define EP_FAST 1
+#define EP_TIMEOUT 2
+
+static PyObject *episodes(PyObject *self, PyObject *args)
+{
+    enum { NB = 19 };
+    Py_buffer b[NB];
+    memset(b, 0, sizeof(b));
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15],
+                          &b[16], &b[17], &b[18]))
+        return NULL;
+    Py_ssize_t n = b[0].len, nf = b[10].len;
+    int bad = b[1].len != 8 * n || b[2].len != n || b[3].len != n || b[4].len != 8 * n || b[5].len != n
+              || b[6].len != 8 * n || b[7].len != 8 * n || b[8].len != 8 * n || b[9].len != 8 * n
+              || b[14].len != nf || b[18].len != n;
+    for (int d = 0; d < 2 && !bad; d++)
+        bad = b[11 + 4 * d].len != 8 * nf || b[12 + 4 * d].len != 8 * nf || b[13 + 4 * d].len != 8 * nf;
+    if (!bad) {
+        const int8_t *dr = b[0].buf;
+        const int64_t *fl = b[1].buf, *ack = b[4].buf, *snd = b[6].buf, *row = b[7].buf, *undo = b[8].buf,
+                      *pend = b[9].buf;
+        const unsigned char *ask = b[2].buf, *rep = b[3].buf, *at_ack = b[5].buf;
+        int8_t *kind[2] = {b[10].buf, b[14].buf};
+        int64_t *lim[2] = {b[11].buf, b[15].buf}, *und[2] = {b[12].buf, b[16].buf}, *pen[2] = {b[13].buf, b[17].buf};
+        unsigned char *fast = b[18].buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+            int d = dr[i];
+            int64_t f = fl[i];
+            if (d < 0 || d > 1 || f < 0 || f >= nf) {
+                bad = 1;
+                break;
+            }
+            int k = kind[d][f];
+            if (k != EP_NONE && (ack[i] >= lim[d][f] || (k == EP_TIMEOUT && und[d][f] < row[i])))
+                k = kind[d][f] = EP_NONE;
+            fast[i] = 0;
+            if (rep[i]) {
+                kind[d][f] = EP_TIMEOUT, lim[d][f] = snd[i], und[d][f] = undo[i], pen[d][f] = pend[i];
+            } else if (k == EP_FAST) {
+                fast[i] = 1;
+                if (ask[i])
+                    lim[d][f] = snd[i];
+            } else if (k == EP_NONE) {
+                if (ask[i]) {
+                    fast[i] = 1;
+                    kind[d][f] = EP_FAST, lim[d][f] = snd[i], und[d][f] = INT64_MAX, pen[d][f] = -1;
+                } else if (at_ack[i]) {
+                    kind[d][f] = EP_TIMEOUT, lim[d][f] = snd[i], und[d][f] = undo[i], pen[d][f] = pend[i];
+                }
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int k = 0; k < NB; k++)
+        PyBuffer_Release(&b[k]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "episodes: arrays of different lengths, a flow outside the carry or a "
+                                          "direction other than 0/1");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"unwrap", unwrap, METH_VARARGS,
      "unwrap(raw, groups, base, out): 32-bit values unwrapped within contiguous groups (tcp._unwrap)."},
@@ -360,13 +438,16 @@ static PyMethodDef methods[] = {
      "stream_bins(t, dr, flags, ip_len, pay, win, rela, am0, am1, sm0, sm1, fl, res_ns, flows, packets, bytes, "
      "pay_sum, rw_sum, rw_n, infl_s, infl_c): the per-bin series sums of a time chunk's flows (see the module "
      "source)."},
+    {"episodes", episodes, METH_VARARGS,
+     "episodes(dr, fl, asked, again, ack, at_ack, snd, row, undo, pend, kind0, lim0, undone0, pend0, kind1, lim1, "
+     "undone1, pend1, fast): the loss-recovery episodes of a chunk's retransmissions (_tcparrays.recovery_episodes)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_tcploops",
     "The TCP analysis' per-row loops in C: grouped unwrapping and running maxima, a chunk's per-row chain, "
-    "a chunk's bin sums.", -1, methods,
+    "a chunk's bin sums, its retransmissions' recovery episodes.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__tcploops(void)

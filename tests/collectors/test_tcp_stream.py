@@ -227,6 +227,25 @@ def row_chain(request, monkeypatch):
     return request.param
 
 
+def test_recovery_episodes_in_c_equal_the_reference_loop(shared_data, monkeypatch):
+    """The retransmissions' recovery episodes in C (``_tcploops.episodes``) give what the
+    Python loop of ``_tcparrays.recovery_episodes`` gives: every shared capture whole and in
+    chunks of 7 packets (episodes and pending Eifel undos carried across chunks)."""
+    from airlink.collectors import _tcparrays
+    c_tcploops("episodes")
+    files = sorted((shared_data / "tcp-pcaps").rglob("*.pcap")) + \
+        sorted((shared_data / "tcp-pcaps").rglob("*.trace"))
+    kinds = set()
+    for f in files:
+        for limit in (None, 7):
+            ref = C.analyze_tcp(f, resolution="100ms", max_packets=limit)
+            with monkeypatch.context() as m:
+                m.setattr(_tcparrays, "_episodes", None)
+                _same(C.analyze_tcp(f, resolution="100ms", max_packets=limit), ref)
+            kinds |= set(ref.events["kind"].astype(str))
+    assert {"fast", "timeout"} <= kinds
+
+
 def test_row_chain_both_ways_equal_in_memory(shared_data, tmp_path, row_chain):
     """Both ways of the per-row chain give the in-memory analysis: on the real captures in
     chunks of 7 packets, and on a flow whose sequence numbers wrap past 2^32 mid-chunk."""
