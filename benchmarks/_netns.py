@@ -7,6 +7,7 @@ with it when the ``with`` block ends, also on an error or Ctrl-C.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -85,6 +86,22 @@ def kernel_tcp_counters(ns: str) -> dict:
         _, *vals = values.split()
         out.update({f"{group.rstrip(':')}.{k}": int(v) for k, v in zip(keys, vals) if v.lstrip("-").isdigit()})
     return out
+
+
+def start_tcpdump(argv, timeout: float = 20.0) -> subprocess.Popen:
+    """tcpdump (``argv``, e.g. under ``ip netns exec``) started and returned once it says it
+    is listening - a fixed sleep only guesses when capturing began; RuntimeError with what it
+    said when it exits or stays silent for ``timeout`` s. Its stderr stays open: close it
+    after stopping it."""
+    dump = subprocess.Popen(list(map(str, argv)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    said, t_end = b"", time.monotonic() + timeout
+    while b"listening on" not in said:
+        if dump.poll() is not None or time.monotonic() > t_end:
+            dump.kill()
+            raise RuntimeError(f"tcpdump did not start: {said.decode(errors='replace').strip()}")
+        if select.select([dump.stderr], [], [], 0.1)[0]:
+            said += os.read(dump.stderr.fileno(), 4096)
+    return dump
 
 def rss_kib(pid: int) -> int | None:
     """Resident set size of ``pid`` in KiB (None once it is gone)."""

@@ -52,7 +52,8 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _netns import AIRLINK, kernel_tcp_counters, require_root, throwaway_namespace, user_env  # noqa: E402
+from _netns import (AIRLINK, kernel_tcp_counters, require_root, start_tcpdump, throwaway_namespace,  # noqa: E402
+                    user_env)
 
 from airlink.inference import fairness as F  # noqa: E402
 
@@ -64,9 +65,10 @@ PY = sys.executable
 # the senders' own count of why they retransmitted (the server namespace's MIB counters,
 # /proc/net/snmp and /proc/net/netstat, which are per network namespace): the reference the
 # capture's classification into timeout and fast retransmissions is read against. The
-# kernel counts segments of one MSS, the capture packets, which at the sender can be GSO/TSO
-# packets of many segments: evdo's totals agree, kakuda's do not (its 40-packet PF Reno run:
-# 2,432 segments resent, 63 packets retransmitted in the capture; not yet explained)
+# kernel counts segments of one MSS, the capture packets, which at the sender are GSO
+# packets of up to 64 KB where the path offloads (the shells do): kakuda's 40-packet MaxCIR
+# cubic run of 2026-11-29 resent 1,224 packets in the capture, 2,425 segments by payload /
+# MSS, all fast - the kernel's TCPFastRetrans 2,425
 KERNEL_TCP = ("Tcp.RetransSegs", "TcpExt.TCPTimeouts", "TcpExt.TCPFastRetrans", "TcpExt.TCPSlowStartRetrans",
               "TcpExt.TCPLossProbes", "TcpExt.TCPSackRecovery", "TcpExt.TCPRenoRecovery",
               "TcpExt.TCPSpuriousRTOs")
@@ -114,15 +116,8 @@ def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, s
                     raise SystemExit("the application server did not start")
                 time.sleep(0.05)
             if capture:
-                dump = subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-Z", "root", "-i", "any", "-s", "96",
-                                         "-U", "--immediate-mode", "-n", "-w", str(out / "server.pcap"), f"tcp port {PORT}"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                head = b""
-                while b"listening" not in head:
-                    line = dump.stderr.readline()
-                    if not line:
-                        raise SystemExit(f"tcpdump did not start: {head.decode(errors='replace').strip()}")
-                    head += line
+                dump = start_tcpdump(["ip", "netns", "exec", ns, "tcpdump", "-Z", "root", "-i", "any", "-s", "96",
+                                      "-U", "--immediate-mode", "-n", "-w", out / "server.pcap", f"tcp port {PORT}"])
             k0 = kernel_tcp_counters(ns)
             t0 = time.monotonic()
             r = subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True,

@@ -3,7 +3,6 @@ the experiment engineers capture with (Ethernet, Linux cooked v1/v2 via -i any).
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import subprocess
 import time
@@ -11,6 +10,7 @@ import time
 import pytest
 
 from airlink import collectors as C
+from benchmarks._netns import start_tcpdump
 
 pytestmark = pytest.mark.netns
 
@@ -19,20 +19,6 @@ NS_A, NS_B = f"alcol-a-{os.getpid()}", f"alcol-b-{os.getpid()}"
 
 def sh(*cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
-def start_tcpdump(cmd, timeout=20.0):
-    """tcpdump started and returned once it says it is listening (a fixed sleep only
-    guessed when capturing began)."""
-    dump = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    said, t_end = b"", time.monotonic() + timeout
-    while b"listening on" not in said:
-        if dump.poll() is not None or time.monotonic() > t_end:
-            dump.kill()
-            raise RuntimeError(f"tcpdump did not start: {said.decode(errors='replace')}")
-        if select.select([dump.stderr], [], [], 0.1)[0]:
-            said += os.read(dump.stderr.fileno(), 4096)
-    return dump
 
 
 @pytest.fixture(scope="module")

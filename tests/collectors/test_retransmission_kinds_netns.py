@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
 import time
 
 import pytest
 
 from airlink import collectors as C
-from benchmarks._netns import kernel_tcp_counters
+from benchmarks._netns import kernel_tcp_counters, start_tcpdump
 from tests.replay._replay_netns import AIRLINK, TestNS
 
 pytestmark = pytest.mark.netns
@@ -35,15 +34,8 @@ def ns(root_netns):
 
 def capture(ns, path):
     """tcpdump in the namespace, returned once it listens."""
-    dump = ns.popen(["tcpdump", "-Z", "root", "-i", "any", "-s", "96", "-U", "--immediate-mode", "-n", "-w",
-                     str(path), f"tcp port {PORT}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    head = b""
-    while b"listening" not in head:
-        line = dump.stderr.readline()
-        if not line:
-            raise RuntimeError(f"tcpdump did not start: {head.decode(errors='replace')}")
-        head += line
-    return dump
+    return start_tcpdump(["ip", "netns", "exec", ns.name, "tcpdump", "-Z", "root", "-i", "any", "-s", "96", "-U",
+                          "--immediate-mode", "-n", "-w", path, f"tcp port {PORT}"])
 
 
 # 12 Mbit/s (one 1500-byte opportunity per ms) with a 40 ms RTT: a window of ~40 packets
