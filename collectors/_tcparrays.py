@@ -2,7 +2,9 @@
 sorted by flow (and direction), with C twins of the hot loops (``collectors/_tcploops.c``).
 
 Used by the TCP engine (:mod:`._tcpstream`). Groups are consecutive runs of rows; :data:`OFF` offsets a group's
-values so one sort or running maximum serves every group at once.
+values so one sort or running maximum serves every group at once. One sequential rule lives
+here too, :func:`recovery_episodes` (each retransmission's loss recovery depends on the ones
+before it), with its C twin.
 """
 from __future__ import annotations
 

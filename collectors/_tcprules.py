@@ -1,7 +1,9 @@
 """The per-row TCP rules, written once: what a segment occupies, which rows are keep-alives,
 which are below snd_max (retransmission or out-of-order candidates), which may be duplicate
-ACKs and which are, which advertise a zero window, how many duplicate ACKs preceded a row, which
-segments below snd_max are out of order rather than retransmitted, which retransmissions
+ACKs and which are, which advertise a zero window, how many duplicate ACKs (and ACKs with a
+SACK block) preceded a row, which retransmissions the receiver asked for, the ranges a
+direction skipped at the capture point and which segments fill them, which segments below
+snd_max are out of order rather than retransmitted, which retransmissions
 nothing from the receiver prompted (the timer's, never fast), and the three
 retransmission judgements that look forward in time: Karn (a retransmission voids the RTT
 sample of the segment it resends), Eifel and DSACK (spurious retransmissions).
@@ -150,7 +152,7 @@ def out_of_order(gap, known, irtt, dups, ack_rev, ack_rev_before, rel, end, smb_
     such ACK too) and its data was
     not ACKed already (``ack_rev_before``: the reverse direction's ACK before the row;
     tshark calls that spurious first)."""
-    fastlike = (dups >= 2) & (rel == np.maximum(ack_rev, 0))
+    fastlike = fast_retransmit_asked(dups, 0, rel, ack_rev)
     acked = data & (end <= ack_rev_before)
     return known & (gap < irtt) & (end != smb_own) & ~fastlike & ~acked
 
