@@ -72,7 +72,6 @@ def throwaway_namespace(what: str, *, iperf_ports=()):
         sh("ip", "netns", "del", name)
 
 
-
 def kernel_tcp_counters(ns: str) -> dict:
     """``{"Tcp.RetransSegs": n, "TcpExt.TCPTimeouts": n, ...}``: every counter of the
     namespace's /proc/net/snmp and /proc/net/netstat (a header line of names, then a line of
@@ -102,6 +101,7 @@ def start_tcpdump(argv, timeout: float = 20.0) -> subprocess.Popen:
         if select.select([dump.stderr], [], [], 0.1)[0]:
             said += os.read(dump.stderr.fileno(), 4096)
     return dump
+
 
 def rss_kib(pid: int) -> int | None:
     """Resident set size of ``pid`` in KiB (None once it is gone)."""

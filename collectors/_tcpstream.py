@@ -220,9 +220,12 @@ class FlowStream:
             sack_pos[a] = np.flatnonzero(sacking & isd[a])
         del m, x
 
-        def dups_at(idx, pos=dup_pos, field="dups"):
-            return dups_since_advance(idx, dr, reset_pos, pos, (getattr(S[0], field), getattr(S[1], field)),
-                                      first_row(idx), fl, with_advance=field == "sacks")
+        def dups_at(idx):
+            return dups_since_advance(idx, dr, reset_pos, dup_pos, (S[0].dups, S[1].dups), first_row(idx), fl)
+
+        def sacks_at(idx):
+            return dups_since_advance(idx, dr, reset_pos, sack_pos, (S[0].sacks, S[1].sacks), first_row(idx), fl,
+                                      with_advance=True)
 
         def rev_at(idx):
             return np.where(dr[idx] == 0, am[1][idx], am[0][idx])
@@ -263,6 +266,8 @@ class FlowStream:
         bi = np.flatnonzero(below)
         for d in (0, 1):                   # the ranges skipped so far, with this chunk's
             new = gaps_left(fl[didx[d]], rel[didx[d]], smb_own[didx[d]], pay[didx[d]], flags[didx[d]])
+            if not len(new[0]):
+                continue
             both = [np.concatenate([a, b]) for a, b in zip(self.gaps[d], new)]
             order = np.lexsort((both[1], both[0]))
             self.gaps[d] = tuple(a[order] for a in both)
@@ -311,7 +316,7 @@ class FlowStream:
                 S[d].resent = held
             # fast retransmit: the segment the duplicate ACKs ask for (at their ACK number)
             # after >= 2 of them, or after one reporting data above it in a SACK block
-            asked = fast_retransmit_asked(dups_at(ri_all), dups_at(ri_all, sack_pos, "sacks"),
+            asked = fast_retransmit_asked(dups_at(ri_all), sacks_at(ri_all),
                                           rel[ri_all], ackr) & ~again[ri_all]
         else:
             ackr = asked = np.zeros(0, np.int64)
@@ -512,7 +517,7 @@ class FlowStream:
             pend_ts = self.episode[d][2]
             waiting = np.flatnonzero(pend_ts >= 0)
             if len(waiting) and len(R):
-                flows, first = np.unique(fl[R], return_index=True)
+                flows, first = _unique_first(fl[R])
                 j = np.minimum(np.searchsorted(flows, waiting), len(flows) - 1)
                 hit = flows[j] == waiting
                 f, u = waiting[hit], R[first[j[hit]]]
