@@ -155,11 +155,11 @@ NEVER = np.iinfo(np.int64).max         # an episode no ACK undid
 def episode_carry(nflow: int) -> tuple:
     """:func:`recovery_episodes`' carry for one direction of ``nflow`` flows: per flow the
     open episode's kind, its limit (relative sequence number) and, for a timeout episode
-    whose first advancing ACK is still to come, its opener's TSval (-1: none)."""
+    whose undo verdict waits for a later chunk, the key of that wait (-1: none)."""
     return (np.full(nflow, EPISODE_NONE, np.int8), np.zeros(nflow, np.int64), np.full(nflow, -1, np.int64))
 
 
-def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pending_ts, carry,
+def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pending, carry,
                       carried_undo) -> np.ndarray:
     """Which retransmissions (rows ``ri``, in order) are fast: per flow and direction, the
     loss recovery each belongs to, in order (RFC 6582's ``recover`` for both kinds):
@@ -177,19 +177,19 @@ def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pen
       or not: after a timeout RFC 6582 does not enter fast retransmit before ``recover``,
       and Linux, in its Loss state until then, counts every retransmission as
       ``TCPSlowStartRetrans`` (F-RTO's new data after the timeout and the holes resent
-      on the SACKs it brings are this case). Unless the timeout was spurious: when the
-      first ACK advancing after its opener echoes a TSval older than the opener's (Eifel;
-      Linux undoes its Loss state on that ACK), the episode ends at that ACK;
+      on the SACKs it brings are this case). Unless the timeout was spurious: Linux undoes
+      its Loss state on the ACK that shows it (Eifel's older TSval echoed, or F-RTO's
+      acknowledgement of data sent once: ``FlowStream._timeout_undos`` in ``_tcpstream``),
+      and the episode ends at that ACK;
     * others (a tail loss probe resending the last segment, a retransmission above the
       ACK with no duplicate ACKs) open nothing and are not fast.
 
     Per row of ``ri``: ``undo_at``, the row of the ACK that would undo a timeout episode
-    the row opens (:data:`NEVER`: none in these rows), and ``pending_ts``, the row's TSval
-    when no ACK advances after it in these rows (the undo is decided in a later chunk), else
-    -1. ``fl``: each row's flow. ``carry[d]`` (:func:`episode_carry`): direction ``d``'s
+    the row opens (:data:`NEVER`: none in these rows), and ``pending``, a key (>= 0) when
+    that verdict waits for rows of a later chunk, else -1. ``fl``: each row's flow. ``carry[d]`` (:func:`episode_carry`): direction ``d``'s
     episode open after earlier chunks, updated in place; ``carried_undo[d]``: ``{flow:
-    row}`` for the flows whose carried timeout episode awaited its first advancing ACK and
-    find it in these rows (row: the ACK that undoes it, or :data:`NEVER`). Sequential per
+    row}`` for the flows whose carried timeout episode awaited its verdict and find it
+    in these rows (row: the ACK that undoes it, or :data:`NEVER`). Sequential per
     flow: each row's episode depends on the ones before it; the loop below is the readable
     reference of its C twin (``_tcploops.episodes``), which runs when the extension is built."""
     kinds, lims, pends = zip(*carry)
@@ -200,7 +200,7 @@ def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pen
         pends[d][f] = -1                                  # decided here
     cols = (dr[ri].astype(np.int8), fl[ri].astype(np.int64), asked.astype(bool), again[ri].astype(bool),
             ackr.astype(np.int64), rel[ri] == np.maximum(ackr, 0), smb_own[ri].astype(np.int64),
-            ri.astype(np.int64), undo_at.astype(np.int64), pending_ts.astype(np.int64))
+            ri.astype(np.int64), undo_at.astype(np.int64), pending.astype(np.int64))
     fast = np.zeros(len(ri), bool)
     if _episodes is not None and len(ri):
         _episodes(*(np.ascontiguousarray(c) for c in cols), kinds[0], lims[0], undone[0], pends[0],
@@ -223,7 +223,7 @@ def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pen
                     kind[f], lim[f], und[f], pen[f] = EPISODE_FAST, snd, NEVER, -1
                 elif at_ack:
                     kind[f], lim[f], und[f], pen[f] = EPISODE_TIMEOUT, snd, undo, pend
-    for d in (0, 1):                    # a timeout Eifel undid in these rows is over; a TSval
+    for d in (0, 1):                    # a timeout undone in these rows is over; a verdict
         undid = (kinds[d] == EPISODE_TIMEOUT) & (undone[d] != NEVER)   # waits for an open timeout only
         kinds[d][undid] = EPISODE_NONE
         pends[d][kinds[d] != EPISODE_TIMEOUT] = -1
@@ -236,6 +236,16 @@ def _effective_mss(mss, maxpay):
     eff = np.where(mss[np.arange(ngd) ^ 1] > 0, mss[np.arange(ngd) ^ 1], maxpay)
     return np.where(eff > 0, eff, 1460)
 
+
+
+def resent_segments(pay, mss):
+    """Segments of ``mss`` bytes in retransmitted packets of ``pay`` payload bytes: ``ceil(pay
+    / mss)``, at least 1 (a SYN or FIN resent). What a sender's own counters count
+    (``Tcp.RetransSegs``): a packet captured at a sender whose path offloads segmentation
+    (TSO/GSO) holds up to 64 KB, many segments. ``mss``: the MSS the peer announced, which
+    exceeds the segments' payload by the TCP options they carry (12 bytes of timestamps),
+    so a packet of n full segments counts n for n up to MSS / options (121 with timestamps)."""
+    return np.maximum(-(-np.asarray(pay, np.int64) // np.asarray(mss, np.int64)), 1)
 
 
 _FEW_GROUPS = 4096      # grouped_median_min sorts up to this many groups one slice at a time

@@ -86,6 +86,7 @@ class TcpAnalysis:
                    "retransmissions": int(d["retransmissions"]),
                    "fast_retransmissions": int(d["fast_retransmissions"]),
                    "timeout_retransmissions": int(d["timeout_retransmissions"]),
+                   "retransmitted_segments": int(d["retransmitted_segments"]),
                    "spurious_retransmissions": int(d["spurious_retransmissions"]),
                    "dupacks": int(d["dupacks"]), "zero_windows": int(d["zero_windows"]),
                    "out_of_order": int(d["out_of_order"]),

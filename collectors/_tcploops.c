@@ -356,8 +356,8 @@ static PyObject *stream_bins(PyObject *self, PyObject *args)
  * recovery_episodes, whose loop is the readable reference): per row i of n, its direction
  * dr int8 (0/1), flow fl int64, asked/again uint8, the reverse direction's ACK ack (int64),
  * at_ack uint8, its own snd_max snd, its row number row, the row undoing a timeout it opens
- * undo and its pending TSval pend (int64); per direction d and flow, the episode's kind (int8: 0 none,
- * 1 fast, 2 timeout), limit, undoing row and pending TSval (int64), read and updated in
+ * undo and its waiting verdict's key pend (int64); per direction d and flow, the episode's kind (int8: 0 none,
+ * 1 fast, 2 timeout), limit, undoing row and waiting key (int64), read and updated in
  * place; fast uint8[n] is set for the fast rows. */
 #define EP_NONE 0
 #define EP_FAST 1

@@ -6,7 +6,8 @@ direction skipped at the capture point and which segments fill them, which segme
 snd_max are out of order rather than retransmitted, which retransmissions
 nothing from the receiver prompted (the timer's, never fast), and the three
 retransmission judgements that look forward in time: Karn (a retransmission voids the RTT
-sample of the segment it resends), Eifel and DSACK (spurious retransmissions).
+sample of the segment it resends), Eifel and DSACK (spurious retransmissions), and F-RTO's
+test of a spurious timeout.
 
 The TCP engine (:mod:`._tcpstream`) applies them chunk by chunk, to the rows of one flow or
 of many flows one after another, on arrays of rows where
@@ -240,6 +241,16 @@ def eifel_older(tsval, tsecr):
     (RFC 7323 section 5.2): ``0 < (tsval - tsecr) mod 2**32 < 2**31``."""
     diff = (np.asarray(tsval).astype(np.int64) - np.asarray(tsecr).astype(np.int64)) % M32
     return (diff > 0) & (diff < (1 << 31))
+
+
+def frto_original_acked(ack, lo, high):
+    """F-RTO's spurious-timeout test (RFC 5682 section 3.1 step 3b, as Linux's
+    ``tcp_process_loss`` applies it with ``FLAG_ORIG_SACK_ACKED``): an ACK after a timeout
+    retransmission covers data sent only once - past ``lo``, the end of the resent (or
+    earlier-acknowledged) bytes - and below ``high``, the snd_max when the timer fired:
+    that data reached the receiver, so not all was lost and the timeout was spurious.
+    Relative sequence numbers, arrays of equal length."""
+    return (ack > lo) & (lo < high)
 
 
 def dsack_edges(left_raw, base, near):

@@ -25,11 +25,11 @@ import numpy as np
 from ._columns import Columns, utc_times
 from ._decode import SYN, ecn_counts
 from ._tcparrays import (ACK, M32, NEVER, NONE, OFF, _effective_mss, _tcploops, _first_with_key, _grouped_cummax,
-                         _unique_first, _unwrap, episode_carry, recovery_episodes)
+                         _unique_first, _unwrap, episode_carry, recovery_episodes, resent_segments)
 from ._tcpframes import (_EMPTY, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
 from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
-                        eifel_older, fast_retransmit_asked, fill_gaps, gaps_left, karn_voided, keepalives_and_below,
+                        eifel_older, fast_retransmit_asked, fill_gaps, frto_original_acked, gaps_left, karn_voided, keepalives_and_below,
                         out_of_order, resent_unprompted, segment_ends, zero_windows)
 from .pcap import direction_column
 
@@ -96,6 +96,7 @@ class SideState:
     sacks: np.ndarray               # ACKs d sent with a SACK block (not a DSACK) since, and with, that advance
     adv_t: np.ndarray               # time of d's last row that advanced snd_max (NONE: none)
     nretx: np.ndarray               # retransmissions of d so far (Karn's rule)
+    resent_end: np.ndarray          # largest segment end d retransmitted so far (F-RTO's "sent once"), -1
     maxpay: np.ndarray              # largest payload d sent (effective MSS)
     paysum: np.ndarray              # payload bytes d sent (float64)
     last_row: np.ndarray = None     # d's last row per flow, counted from the engine's first row (-1: none)
@@ -117,7 +118,37 @@ class SideState:
         return cls(last_seq=full(-1), last_rel=full(0), last_ack=full(-1), last_rela=full(0), am=full(-1),
                    sm=full(-1), has_prev=full(False, bool), prev_rela=full(0), prev_win=full(0),
                    ka=full(-1, np.int8), dups=full(0), sacks=full(0), adv_t=full(NONE), nretx=full(0),
+                   resent_end=full(-1),
                    maxpay=full(0), paysum=full(0.0, np.float64), last_row=full(-1))
+
+
+@dataclass
+class UndoWait:
+    """The undo verdict a timeout retransmission waits for (:meth:`FlowStream._undo_search`),
+    per entry: ``stage`` (1: the first advancing ACK after it, 2: F-RTO's second), ``tsv``
+    (its TSval for Eifel, -1: none), ``frto`` (F-RTO can still undo it: no SACK-bearing ACK
+    since the ACK last advanced before it), ``lo`` (data past this, relative sequence
+    number, was not resent), ``high`` (its direction's snd_max when it was sent) and
+    ``sent`` (stage 2: new data went out since the first advancing ACK)."""
+
+    stage: np.ndarray
+    tsv: np.ndarray
+    frto: np.ndarray
+    lo: np.ndarray
+    high: np.ndarray
+    sent: np.ndarray
+
+    def take(self, idx) -> "UndoWait":
+        return UndoWait(*(getattr(self, k)[idx] for k in self.__dataclass_fields__))
+
+    def rows(self) -> list:
+        return list(zip(*(getattr(self, k).tolist() for k in self.__dataclass_fields__)))
+
+    @classmethod
+    def from_rows(cls, rows: list) -> "UndoWait":
+        cols = list(zip(*rows))
+        return cls(np.array(cols[0], np.int8), np.array(cols[1], np.int64), np.array(cols[2], bool),
+                   np.array(cols[3], np.int64), np.array(cols[4], np.int64), np.array(cols[5], bool))
 
 
 class FlowStream:
@@ -157,6 +188,7 @@ class FlowStream:
         self._flow_bins = None               # _bin_sums_c's per-flow bin parameters, once
         self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
         self.episode = [episode_carry(F), episode_carry(F)]   # [d]: recovery_episodes' carry
+        self.undo_wait = [{}, {}]          # [d]: {key: UndoWait row} of open timeout episodes' waiting verdicts
         # [d]: (flow, lo, hi) of the ranges d skipped not yet cumulatively ACKed (gaps_left)
         self.gaps = [tuple(np.zeros(0, np.int64) for _ in range(3)) for _ in (0, 1)]
         self.retx = []                     # per chunk: dict of the retransmissions' columns
@@ -297,6 +329,7 @@ class FlowStream:
         sm.clear()
 
         retx = below & ~ooo
+        new_pos = [np.flatnonzero(isd[d] & data & (end > smb_own)) for d in (0, 1)]   # d's rows of new data
         ri_all = np.flatnonzero(retx)
         fast = np.zeros(n, bool)
         again = np.zeros(n, bool)
@@ -316,13 +349,18 @@ class FlowStream:
                 S[d].resent = held
             # fast retransmit: the segment the duplicate ACKs ask for (at their ACK number)
             # after >= 2 of them, or after one reporting data above it in a SACK block
-            asked = fast_retransmit_asked(dups_at(ri_all), sacks_at(ri_all),
-                                          rel[ri_all], ackr) & ~again[ri_all]
+            sacks_ri = sacks_at(ri_all)
+            asked = fast_retransmit_asked(dups_at(ri_all), sacks_ri, rel[ri_all], ackr) & ~again[ri_all]
         else:
-            ackr = asked = np.zeros(0, np.int64)
-        undo_at, pending_ts, carried_undo = self._timeout_undos(ri_all, fl, dr, reset_pos, c)
-        fast[ri_all] = recovery_episodes(ri_all, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pending_ts,
+            ackr = asked = sacks_ri = np.zeros(0, np.int64)
+        undo_at, pending, carried_undo = self._timeout_undos(
+            ri_all, fl, dr, (reset_pos, sack_pos, dup_pos, new_pos), c, end, smb_own, am, sacks_ri, run_st, run_end,
+            g0)
+        fast[ri_all] = recovery_episodes(ri_all, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pending,
                                          self.episode, carried_undo)
+        for d in (0, 1):                     # the waiting verdicts of episodes still open
+            live = set(self.episode[d][2][self.episode[d][2] >= 0].tolist())
+            self.undo_wait[d] = {k: v for k, v in self.undo_wait[d].items() if k in live}
         del smb_own, below
 
         # ---- retransmissions (spurious verdicts settled at the end)
@@ -431,6 +469,7 @@ class FlowStream:
             S[d].orig = originals(keep[firsts])
         for d in (0, 1):
             S[d].nretx += np.bincount(fl[rd[d]], minlength=F)[:F]
+            np.maximum.at(S[d].resent_end, fl[rd[d]], end[rd[d]])
         rel = rela = end = keys = None         # not needed further: freed before the timestamps' keys
 
         # ---- RTT samples: timestamp echo
@@ -492,38 +531,155 @@ class FlowStream:
             self.gaps[1 - a] = (gf[keep], lo[keep], hi[keep])
         self.rows += n
 
-    def _timeout_undos(self, ri, fl, dr, reset_pos, c):
+    def _timeout_undos(self, ri, fl, dr, pos, c, end, smb_own, am, sacks_ri, run_st, run_end, g0):
         """What :func:`._tcparrays.recovery_episodes` needs to end a spurious timeout's
-        episode (Eifel, :func:`._tcprules.eifel_older`) on the first ACK that advances after
-        its opener: per retransmission row of ``ri``, that ACK's row in this chunk when it
-        echoes a TSval older than the row's (else :data:`NEVER`) and the row's TSval when
-        no ACK of its flow advances after it in this chunk (else -1); per direction, the
-        flows whose carried timeout episode awaits that ACK and find it here."""
+        episode on the ACK that shows it: per retransmission row of ``ri``, that ACK's row in
+        this chunk (else :data:`NEVER`) and, when the verdict waits for rows of a later chunk,
+        the row's key (its row counted from the engine's first, ``g0`` + chunk row; else -1),
+        whose state :attr:`undo_wait` keeps; per direction, the flows whose carried timeout
+        episode waited and is decided here (row, or :data:`NEVER`: not undone). The rules
+        are Linux's (``tcp_process_loss``), judged on the ACKs of the retransmission's flow
+        (:meth:`_undo_search`): Eifel (:func:`._tcprules.eifel_older`) on the first ACK that
+        advances after the retransmission, and F-RTO (RFC 5682 section 3.1, SACK-enhanced):
+        that ACK, or the next advancing one when the first covered only the resent data and
+        nothing between them shows a loss, acknowledges data below the retransmission's
+        ``snd_max`` that was neither resent nor SACKed before. ``pos``: the chunk's
+        ``(reset_pos, sack_pos, dup_pos)`` per direction; ``sacks_ri``: the SACK-bearing ACKs
+        since the last advance, per row of ``ri`` (:func:`._tcprules.dups_since_advance`)."""
+        reset_pos, sack_pos, dup_pos, new_pos = pos
         has_ts, tsval, tsecr = c["has_ts"], c["tsval"], c["tsecr"]
         undo_at = np.full(len(ri), NEVER, np.int64)
         pending = np.full(len(ri), -1, np.int64)
         carried_undo = [{}, {}]
         for d in (0, 1):
-            R = reset_pos[1 - d]                  # rows where the ACKs of d's data advance
+            a = 1 - d
+            X = ri[dr[ri] == d]
+            # per resend, the largest end d resent in its flow up to it (all chunks so far)
+            resent_upto = np.maximum(_grouped_cummax(end[X], fl[X], np.ones(len(X), bool)),
+                                     self.side[d].resent_end[fl[X]])
+            look = (reset_pos[a], sack_pos[a], dup_pos[a], X, resent_upto, self.side[d].resent_end, new_pos[d],
+                    am[a], has_ts, tsecr, fl)
             sel = np.flatnonzero(dr[ri] == d)
             r = ri[sel]
-            k = np.searchsorted(R, r, "right")
-            u = R[np.minimum(k, len(R) - 1)] if len(R) else r
-            found = (k < len(R)) & (fl[u] == fl[r])
-            undone = found & has_ts[r] & has_ts[u] & eifel_older(tsval[r], tsecr[u])
-            undo_at[sel[undone]] = u[undone]
-            wait = ~found & has_ts[r]
-            pending[sel[wait]] = tsval[r[wait]]
-            pend_ts = self.episode[d][2]
-            waiting = np.flatnonzero(pend_ts >= 0)
-            if len(waiting) and len(R):
-                flows, first = _unique_first(fl[R])
-                j = np.minimum(np.searchsorted(flows, waiting), len(flows) - 1)
-                hit = flows[j] == waiting
-                f, u = waiting[hit], R[first[j[hit]]]
-                eif = has_ts[u] & eifel_older(pend_ts[f], tsecr[u])
-                carried_undo[d] = dict(zip(f.tolist(), np.where(eif, u, NEVER).tolist()))
+            if len(r):
+                new = UndoWait(stage=np.ones(len(r), np.int8), tsv=np.where(has_ts[r], tsval[r], -1),
+                               frto=sacks_ri[sel] == 0, lo=end[r], high=smb_own[r], sent=np.zeros(len(r), bool))
+                at, waits = self._undo_search(new, r, run_end[np.searchsorted(run_st, r, "right") - 1], look)
+                undo_at[sel] = at
+                w = np.flatnonzero(waits)
+                pending[sel[w]] = g0 + r[w]
+                self.undo_wait[d].update(zip((g0 + r[w]).tolist(), new.take(w).rows()))
+            keys = self.episode[d][2]
+            flows = np.flatnonzero(keys >= 0)
+            if not len(flows):
+                continue
+            runs_fl, run_k = _unique_first(fl[run_st])          # each flow's run in this chunk
+            j = np.minimum(np.searchsorted(runs_fl, flows), len(runs_fl) - 1)
+            here = runs_fl[j] == flows
+            flows, k = flows[here], run_k[j[here]]
+            if not len(flows):
+                continue
+            held = UndoWait.from_rows([self.undo_wait[d][int(x)] for x in keys[flows]])
+            at, waits = self._undo_search(held, run_st[k] - 1, run_end[k], look)
+            carried_undo[d] = dict(zip(flows[~waits].tolist(), at[~waits].tolist()))
+            for key, row in zip(keys[flows[waits]].tolist(), held.take(np.flatnonzero(waits)).rows()):
+                self.undo_wait[d][key] = row
         return undo_at, pending, carried_undo
+
+    @staticmethod
+    def _undo_search(w: "UndoWait", frm, last, look):
+        """The undo verdicts of timeout retransmissions of one direction ``d`` whose state is
+        ``w`` (updated in place for those still waiting), searching each one's flow from
+        after chunk row ``frm`` to its last row in the chunk, ``last``. ``look``: the
+        reverse direction's advancing, SACK-bearing and duplicate ACK rows, ``d``'s
+        retransmission rows, per such row the largest end ``d`` resent in its flow up to it,
+        the same per flow before this chunk, ``d``'s rows of new data (past its snd_max),
+        the reverse direction's running ACK maximum per
+        row, and the chunk's ``has_ts``, ``tsecr`` and flow columns. Returns per entry the
+        row of the ACK that undoes it (:data:`NEVER`: none) and whether the verdict waits for
+        a later chunk.
+
+        Stage 1 waits for the first advancing ACK ``u``: undone there by Eifel (the
+        retransmission's TSval ``tsv`` >= 0 and ``u`` echoes an older one) or by F-RTO when
+        no SACK-bearing ACK came since the ACK last advanced before the retransmission
+        (``frto``: the receiver held nothing above it, so what ``u`` covers was not SACKed
+        before) and ``u`` covers data sent once: past the resent bytes (``lo``, and every
+        byte ``d`` resent before ``u``) and below ``high``
+        (:func:`._tcprules.frto_original_acked`). With ``frto``, a SACK-bearing ACK before
+        ``u`` (or at it) with no other resend since the retransmission undoes it there:
+        before F-RTO sends new data, the blocks it reports are data sent once, SACKed for the
+        first time. When ``u`` covered no data sent once, F-RTO's step 2 sends new data and
+        stage 2 judges each advancing ACK after it the same way (past ``lo``, now the ACK
+        before it, and every byte resent): undone at the first that covers data sent once
+        below ``high``, provided ``d`` sent new data since ``u`` (``sent``; with none to send
+        F-RTO falls back to the conventional recovery), until the ACK reaches ``high`` or a
+        SACK-bearing or duplicate ACK comes (judged, then step 3a: the loss was real; a SACK
+        that reports data sent once above a real hole would undo it in Linux, but the
+        engine does not keep SACK blocks' edges to tell)."""
+        R, SK, DP, X, resent_upto, resent_before, NEW, amr, has_ts, tsecr, fl = look
+        n = len(frm)
+        at = np.full(n, NEVER, np.int64)
+        waits = np.zeros(n, bool)
+
+        def count(P, lo, hi):                  # rows of P in (lo, hi]
+            return np.searchsorted(P, hi, "right") - np.searchsorted(P, lo, "right")
+
+        def first_after(P, after, upto):      # the first row of P after ``after``, in its flow
+            if not len(P):
+                return np.zeros(len(after), np.int64), np.zeros(len(after), bool)
+            k = np.searchsorted(P, after, "right")
+            u = P[np.minimum(k, len(P) - 1)]
+            return u, (k < len(P)) & (u <= upto)
+
+        def resent_below(v):                   # the largest end d resent in v's flow before row v
+            k = np.searchsorted(X, v) - 1
+            inside = (k >= 0) & (fl[X[np.maximum(k, 0)]] == fl[v]) if len(X) else np.zeros(len(v), bool)
+            return np.where(inside, resent_upto[np.maximum(k, 0)] if len(X) else -1, resent_before[fl[v]])
+        one = np.flatnonzero(w.stage == 1)
+        if len(one):
+            last_ = last[one]
+            u, found = first_after(R, frm[one], last_)
+            s, sacked = first_after(SK, frm[one], last_)
+            clean = w.frto[one]
+            by_sack = clean & sacked & (~found | (s <= u)) & (count(X, frm[one], s - 1) == 0)
+            ack = amr[u]
+            lo = np.maximum(w.lo[one], resent_below(u))
+            eif = found & (w.tsv[one] >= 0) & has_ts[u] & eifel_older(w.tsv[one], tsecr[u])
+            frto = found & clean & frto_original_acked(ack, lo, w.high[one])
+            at[one[eif | frto]] = u[eif | frto]
+            at[one[by_sack]] = s[by_sack]
+            step2 = found & ~(eif | frto | by_sack) & clean & (ack < w.high[one])
+            waits[one] = ~found & ~by_sack & ((w.tsv[one] >= 0) | clean)
+            s2 = one[step2]
+            w.stage[s2] = 2
+            w.lo[s2] = np.maximum(w.lo[s2], ack[step2])
+            frm = frm.copy()
+            frm[s2] = u[step2]
+        two = np.flatnonzero(w.stage == 2)
+        if len(two):
+            f0, last_ = frm[two], last[two]
+            # F-RTO stays on until a SACK-bearing or duplicate ACK (that ACK is still judged)
+            s, sacked = first_after(SK, f0, last_)
+            p, dupped = first_after(DP, f0, last_)
+            upto = np.minimum(np.where(sacked, s, last_), np.where(dupped, p, last_))
+            ended = sacked | dupped
+            nw, nw_found = first_after(NEW, f0, last_)
+            cur = f0.copy()
+            live = np.arange(len(two))
+            while len(live):                    # each still open entry's next advancing ACK
+                j = two[live]
+                u, found = first_after(R, cur[live], upto[live])
+                w.sent[j] |= nw_found[live] & (nw[live] < np.where(found, u, upto[live] + 1))
+                ack = amr[u]
+                lo = np.maximum(w.lo[j], resent_below(u))
+                undo = found & w.sent[j] & frto_original_acked(ack, lo, w.high[j])
+                at[j[undo]] = u[undo]
+                waits[j] = ~found & ~ended[live]
+                go = found & ~undo & (ack < w.high[j])
+                w.lo[j[go]] = np.maximum(w.lo[j[go]], ack[go])
+                cur[live[go]] = u[go]
+                live = live[go]
+        return at, waits
 
     def _rows_numpy(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
         """The per-row chain of a chunk: sequence and ACK numbers unwrapped per flow and
@@ -821,6 +977,8 @@ class FlowStream:
 
         # ---- series
         eff = _effective_mss(mss.ravel(), np.stack([self.side[0].maxpay, self.side[1].maxpay], axis=1).ravel())
+        flows["retransmitted_segments"] = per_flow(R["fl"], resent_segments(R["pay"], eff[2 * R["fl"] + R["dr"]])
+                                                   ).astype(np.int64)
         series = self._series(fast, spurious, lost, R, eff, rtt_t, rtt_ms, rtt_gd, rtt_method, source)
         series.attrs.update({"source": source, "resolution_s": res_s})
         flows.validate("flows", name="flows")

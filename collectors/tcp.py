@@ -28,8 +28,10 @@ Definitions (per data direction ``d``; ``r`` is the reverse direction that ACKs 
   detection, Linux's RACK), or inside the recovery episode such a retransmission opened
   (until ``ack_max`` reaches the ``snd_max`` of its start, RFC 6582's full ACK). The
   timer's retransmissions open a timeout episode the same way, inside which nothing is
-  fast (RFC 6582 section 4; Linux's Loss state) unless the first ACK advancing after it
-  shows it spurious (Eifel): the first one at ``ack_max`` that nothing asked for, and
+  fast (RFC 6582 section 4; Linux's Loss state) unless an ACK shows it spurious, as Linux
+  undoes: the first ACK advancing after it echoes an older TSval (Eifel), or it or F-RTO's
+  second advancing ACK covers data sent once that was not SACKed before (RFC 5682 section
+  3.1): the first one at ``ack_max`` that nothing asked for, and
   one resending the first byte of an earlier one with no segment of ``r`` in between
   (which also ends a fast episode). Every other retransmission is a *timeout*
   retransmission (:func:`._tcparrays.recovery_episodes`).

@@ -3,13 +3,15 @@ count: real Linux TCP downloads through a drop-tail bottleneck (``airlink delay`
 ``airlink link``), captured at the server, whose namespace's MIB counters say why the
 kernel resent each segment - ``TCPFastRetrans`` (in recovery: duplicate ACKs, SACK, RACK)
 against ``TCPTimeouts`` + ``TCPSlowStartRetrans`` (the timer's and those of the Loss state
-after it; a tail loss probe, ``TCPLossProbes``, is neither and counts as a timeout here)."""
+after it; a tail loss probe, ``TCPLossProbes``, is neither and counts as a timeout here),
+all in segments of one MSS, as the flows' ``retransmitted_segments`` counts them."""
 from __future__ import annotations
 
 import shutil
 import signal
 import time
 
+import numpy as np
 import pytest
 
 from airlink import collectors as C
@@ -41,22 +43,25 @@ def capture(ns, path):
 # 12 Mbit/s (one 1500-byte opportunity per ms) with a 40 ms RTT: a window of ~40 packets
 # against a 12-packet drop-tail queue, so every cwnd peak loses a few segments (recovered
 # fast); with 400 ms outages every second behind a 6-packet queue, whole windows are lost
-# and the timer resends
-@pytest.mark.parametrize("cc,queue,outage_ms", [("reno", 12, 0), ("cubic", 6, 400)])
-def test_fast_and_timeout_counts_match_the_senders_kernel(ns, tmp_path, cc, queue, outage_ms):
-    trace = tmp_path / "12mbps.down"
-    trace.write_text("".join(f"{ms}\n" for ms in range(1, 1001 - outage_ms)) + ("1000\n" if outage_ms else ""))
+# and the timer resends; at 120 Mbit/s with offloads on, the sender resends GSO packets of
+# several segments (46-51 packets, 299-310 segments here), counted in segments
+@pytest.mark.parametrize("cc,queue,outage_ms,offload,per_ms", [("reno", 12, 0, "0", 1), ("cubic", 6, 400, "0", 1),
+                                                                ("cubic", 60, 0, "1", 10)])
+def test_fast_and_timeout_counts_match_the_senders_kernel(ns, tmp_path, cc, queue, outage_ms, offload, per_ms):
+    trace = tmp_path / "link.down"
+    trace.write_text("".join(f"{ms}\n" * per_ms for ms in range(1, 1001 - outage_ms)) + ("1000\n" if outage_ms else ""))
     pcap = tmp_path / "server.pcap"
     ns.iperf_server(PORT)
     dump = capture(ns, pcap)
     try:
         k0 = kernel_tcp_counters(ns.name)
         # AIRLINK_OFFLOAD=0: the sender's segments cross (and are captured) one MSS at a time,
-        # as the kernel counts them
+        # as the kernel counts them; =1: as GSO packets of several segments, which the
+        # capture's counts in segments (payload / MSS) must still match
         r = ns.exec([AIRLINK, "delay", "20", "--", AIRLINK, "link", str(trace), "--downlink-queue", "droptail",
                      "--downlink-queue-args", f"packets={queue}", "--", "sh", "-c",
                      f"iperf3 -c $AIRLINK_BASE -p {PORT} -R -t 6 -C {cc} > /dev/null"],
-                    env={"AIRLINK_OFFLOAD": "0"}, timeout=90)
+                    env={"AIRLINK_OFFLOAD": offload}, timeout=90)
         assert r.returncode == 0, r.stderr
         k1 = kernel_tcp_counters(ns.name)
     finally:
@@ -73,8 +78,15 @@ def test_fast_and_timeout_counts_match_the_senders_kernel(ns, tmp_path, cc, queu
     # and the control one, were opened by the client: fwd = client to server)
     assert set(a.flows["dport"]) == {PORT}
     ev = a.events
-    rx = ev[(ev["event"] == "retransmission") & (ev["direction"].astype(str) == "rev")]
-    fast, timeout = int((rx["kind"] == "fast").sum()), int((rx["kind"] == "timeout").sum())
+    # in segments, as the kernel counts: each packet's payload over the MSS its receiver
+    # announced (the client's SYN: 1460 less the 12 bytes of timestamps per segment)
+    mss = a.flows.set_index("flow")["mss_bytes"]
+    every = ev[ev["event"] == "retransmission"]
+    segments = np.maximum(np.ceil(every["payload_bytes"] / every["flow"].map(mss).to_numpy()), 1).astype(int)
+    assert a.flows["retransmitted_segments"].sum() == segments.sum()
+    rx = every["direction"].astype(str) == "rev"
+    fast = int(segments[rx & (every["kind"] == "fast")].sum())
+    timeout = int(segments[rx & (every["kind"] == "timeout")].sum())
     assert k["Tcp.RetransSegs"] >= 5, k                  # the bottleneck did drop
     # the capture sees the segments the sender resent, up to its loss probes (counted in
     # RetransSegs when they resend, not always seen resent: one per run here at most)

@@ -266,16 +266,68 @@ def test_one_ack_with_a_sack_block_asks_for_the_hole(tmp_path):
 
 @pytest.mark.parametrize("echo,kind", [(101, "fast"), (110, "timeout")])
 def test_a_spurious_timeout_ends_its_recovery_at_the_ack_that_shows_it(tmp_path, echo, kind):
-    """The timer resends 1 (TSval 110) while 1 - 4000 are in flight; the first ACK to
-    advance (to 2001) echoes TSval 101, the original's: the timeout was spurious (Eifel,
-    RFC 3522), Linux undoes its Loss state on that ACK, and the hole 2001 that the next
-    ACK's SACK block reports is resent by fast retransmit. When that ACK echoes 110 (the
-    retransmission brought it) the timeout was real, its recovery lasts until an ACK
-    covers snd_max 4001, and the resend of 2001 inside it is a timeout. In chunks of 4
-    packets the advancing ACK is in the chunk after the timer's retransmission."""
+    """1 - 4000 in flight; B SACKs 1001-2000 and A resends 1 (fast, TSval 105), then the timer
+    resends it again (TSval 110). The first ACK to advance (to 2001) echoes TSval 101, older
+    than the timer's copy: the timeout was spurious (Eifel, RFC 3522), Linux undoes its Loss
+    state on that ACK, and the hole 2001 that the next ACK's SACK block reports is resent by
+    fast retransmit. When that ACK echoes 110 (the retransmission brought it) the timeout
+    was real - its jump over 1001-2000, SACKed before, shows no data of the first sending
+    either (F-RTO) - its recovery lasts until an ACK covers snd_max 4001, and the resend of
+    2001 inside it is a timeout. In chunks of 4 packets the advancing ACK is in the chunk
+    after the timer's retransmission."""
     pk = ts_handshake() + [data(30 + i, 1 + 1000 * i, 100 + i) for i in range(4)]
-    pk += [data(400, 1, 110), ack(410, 2001, echo), ack(411, 2001, echo, sack=(3001, 4001)), data(412, 2001, 111)]
-    assert classes(tmp_path, pk, chunk=4) == ([(7, "timeout"), (10, kind)], [])
+    pk += [ack(50, 1, 100, sack=(1001, 2001)), data(51, 1, 105), data(400, 1, 110)]
+    pk += [ack(410, 2001, echo), ack(411, 2001, echo, sack=(3001, 4001)), data(412, 2001, 111)]
+    assert classes(tmp_path, pk, chunk=4) == ([(8, "fast"), (9, "timeout"), (12, kind)], [])
+
+
+@pytest.mark.parametrize("chunk", [3, 4, 5, 100])
+@pytest.mark.parametrize("case", ["first ack", "sack first", "second ack", "sack between", "resent between",
+                                  "sacked before"])
+def test_f_rto_undoes_a_timeout_whose_data_arrives(tmp_path, case, chunk):
+    """F-RTO (RFC 5682 section 3.1, SACK-enhanced, as Linux's ``tcp_process_loss``), no
+    timestamps: the timer resends 1 while 1 - 6000 are in flight (snd_max 6001) and B had
+    reported nothing above its ACK. ``first ack``: the first ACK to advance covers
+    1001-3000, sent once - those segments reached the receiver, the timeout was spurious;
+    Linux undoes its Loss state there, and the hole 3001 that the next ACK SACKs above is
+    resent by fast retransmit. ``sack first``: a SACK of 1001-3000 before that ACK shows the
+    same, and undoes it there. ``second ack``: the first advance covers only the resent
+    1-1000, new data 6001-7000 goes out (F-RTO's step 2), and the next advance covers
+    1001-3000: spurious on that ACK, the resend of 3001 fast. ``sack between``: a SACK of
+    the new data comes between them - the loss was real (step 3a), and 3001 is resent
+    inside the timeout's recovery (until an ACK covers 6001): a timeout; ``resent
+    between``: A resends 1001 instead of new data (conventional recovery), likewise.
+    ``sacked before``: B had SACKed 1001-3000 before (A's fast retransmission of 1 was lost
+    and the timer sent it again), so the ACK's jump over them shows nothing sent once.
+    Whole and in chunks of 3, 4, 5 packets (the verdict in a later chunk than the timer's
+    resend, and F-RTO's second ACK in a later chunk than its first)."""
+    def seg(t, seq):
+        return (t, tcp_packet(A, B, 40000, 80, seq=seq, ack=1001, flags="PA", payload=b"d" * 1000))
+
+    def ack_(t, a):
+        return (t, tcp_packet(B, A, 80, 40000, seq=1001, ack=a, flags="A"))
+    pk = handshake() + [seg(30 + i, 1 + 1000 * i) for i in range(6)]
+    expected = []
+    if case == "sacked before":
+        pk += [sack_ack(80, 1, 1001, 3001), seg(81, 1)]
+        expected.append((10, "fast"))
+    pk.append(seg(400, 1))                                                 # the timer's
+    expected.append((len(pk) - 1, "timeout"))
+    if case == "sack first":
+        pk.append(sack_ack(405, 1, 1001, 3001))
+    if case in ("first ack", "sack first", "sacked before"):
+        pk.append(ack_(410, 3001))
+    else:
+        pk += [ack_(410, 1001), seg(411, 1001) if case == "resent between" else seg(411, 6001)]
+        if case == "resent between":
+            expected.append((len(pk) - 1, "timeout"))
+        if case == "sack between":
+            pk.append(sack_ack(430, 1001, 6001, 7001))
+        pk.append(ack_(450, 3001))
+    pk += [sack_ack(451, 3001, 4001, 6001), seg(452, 3001)]
+    undone = case in ("first ack", "sack first", "second ack")
+    expected.append((len(pk) - 1, "fast" if undone else "timeout"))
+    assert classes(tmp_path, pk, chunk=chunk) == (expected, [])
 
 
 def test_after_a_timeout_sack_holes_are_resent_inside_its_recovery(tmp_path):
@@ -417,3 +469,20 @@ def test_path_analysis_degenerate_captures(tmp_path, records):
     f = tmp_path / "d.pcap"
     f.write_bytes(pcap_bytes(records))
     _same_analysis(C.analyze_tcp(f), C.analyze_tcp(C.read_pcap(f)))
+
+
+def test_retransmitted_segments_count_each_packet_in_segments_of_the_mss(tmp_path):
+    """B announced MSS 1000: A's resend of 1-2500 in one (GSO) packet is 3 segments, the
+    resend of 2501-3000 one, a resent SYN one - 5 segments in 3 packets, as a sender's
+    ``RetransSegs`` counts them."""
+    syn = (0, tcp_packet(A, B, 40000, 80, seq=0, flags="S", options=[("MSS", 1000), ("SAckOK", b"")]))
+    pk = [syn, (5, syn[1])] + handshake()[1:]
+    pk += [(30, tcp_packet(A, B, 40000, 80, seq=1, ack=1001, flags="PA", payload=b"d" * 2500)),
+           (31, tcp_packet(A, B, 40000, 80, seq=2501, ack=1001, flags="PA", payload=b"d" * 500)),
+           (400, tcp_packet(A, B, 40000, 80, seq=1, ack=1001, flags="PA", payload=b"d" * 2500)),
+           (401, tcp_packet(A, B, 40000, 80, seq=2501, ack=1001, flags="PA", payload=b"d" * 500))]
+    f = tmp_path / "g.pcap"
+    f.write_bytes(pcap_bytes([(T0 + t * MS, link_wrap(p, 1)) for t, p in pk]))
+    flows = C.analyze_tcp(f).flows
+    assert flows["retransmissions"].tolist() == [3]
+    assert flows["retransmitted_segments"].tolist() == [5]
