@@ -308,6 +308,7 @@ def evdo(args, out: Path) -> list:
                "timeout_retransmissions": sum(r["timeout_retransmissions"] for r in recs),
                "fast_retransmissions": sum(r["fast_retransmissions"] for r in recs),
                "spurious_retransmissions": sum(r["spurious_retransmissions"] for r in recs),
+               "retransmitted_segments": sum(r["retransmitted_segments"] for r in recs),
                "kernel_tcp": run["kernel_tcp"],
                "rtt_ms_median": [round(r["rtt_ms_median"] or float("nan"), 1) for r in recs],
                **late(run), "command": run["command"]}
@@ -318,7 +319,8 @@ def evdo(args, out: Path) -> list:
               f"MAC throughput), sum of TCP goodputs {row['aggregate_goodput_mbps']:.3f}, gap CoV "
               f"{row['gap_cov_mean']:.2f}, UE 1's gaps mean {row['ue1_gap_mean_ms']:.0f} ms max {row['ue1_gap_max_ms']:.0f} ms; "
               f"retransmissions: {row['timeout_retransmissions']} by timeout ({row['spurious_retransmissions']} spurious), "
-              f"{row['fast_retransmissions']} fast (the senders' kernel: {_kernel_line(run['kernel_tcp'])}); simulated "
+              f"{row['fast_retransmissions']} fast, {row['retransmitted_segments']} segments (the senders' kernel: "
+              f"{_kernel_line(run['kernel_tcp'])}); simulated "
               f"{row['sim_aggregate_mbps']:.3f} Mbit/s, CoV {sim_cov:.2f}; late {row['late_pct']:.2f} %; "
               f"load {row['load_avg']}", flush=True)
     return rows

@@ -159,7 +159,7 @@ def episode_carry(nflow: int) -> tuple:
     return (np.full(nflow, EPISODE_NONE, np.int8), np.zeros(nflow, np.int64), np.full(nflow, -1, np.int64))
 
 
-def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pending, carry,
+def recovery_episodes(ri, dr, fl, asked, again, ackr, at_ack, smb_own, undo_at, pending, carry,
                       carried_undo) -> np.ndarray:
     """Which retransmissions (rows ``ri``, in order) are fast: per flow and direction, the
     loss recovery each belongs to, in order (RFC 6582's ``recover`` for both kinds):
@@ -169,8 +169,8 @@ def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pen
       cumulative ACK (``ackr``, over ``ri``) reaches the ``snd_max`` it saw (``smb_own``,
       over the rows: RFC 6582's full ACK); every retransmission inside it is fast, and
       one more ``asked`` inside moves that limit to its own ``snd_max``;
-    * a retransmission the timer sent - one at the cumulative ACK that nothing asked for
-      (the first RTO resends the oldest unacknowledged segment) outside any episode, or a
+    * a retransmission the timer sent - one at the cumulative ACK (``at_ack``, over ``ri``)
+      that nothing asked for (the first RTO resends the oldest unacknowledged segment) outside any episode, or a
       first byte resent again with nothing from the receiver since (``again``, a row mask:
       the timer's backoff; it ends a fast episode) - opens a **timeout** episode lasting
       until the ACK reaches its ``snd_max``; inside it nothing is fast, duplicate ACKs
@@ -199,14 +199,14 @@ def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pen
         undone[d][f] = np.fromiter(carried_undo[d].values(), np.int64, len(f))
         pends[d][f] = -1                                  # decided here
     cols = (dr[ri].astype(np.int8), fl[ri].astype(np.int64), asked.astype(bool), again[ri].astype(bool),
-            ackr.astype(np.int64), rel[ri] == np.maximum(ackr, 0), smb_own[ri].astype(np.int64),
+            ackr.astype(np.int64), at_ack.astype(bool), smb_own[ri].astype(np.int64),
             ri.astype(np.int64), undo_at.astype(np.int64), pending.astype(np.int64))
     fast = np.zeros(len(ri), bool)
     if _episodes is not None and len(ri):
         _episodes(*(np.ascontiguousarray(c) for c in cols), kinds[0], lims[0], undone[0], pends[0],
                   kinds[1], lims[1], undone[1], pends[1], fast)
     else:
-        for i, (d, f, ask, rep, ack, at_ack, snd, row, undo, pend) in enumerate(zip(*(c.tolist() for c in cols))):
+        for i, (d, f, ask, rep, ack, at_una, snd, row, undo, pend) in enumerate(zip(*(c.tolist() for c in cols))):
             kind, lim, und, pen = kinds[d], lims[d], undone[d], pends[d]
             k = kind[f]
             if k != EPISODE_NONE and (ack >= lim[f] or (k == EPISODE_TIMEOUT and und[f] < row)):
@@ -221,7 +221,7 @@ def recovery_episodes(ri, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pen
                 if ask:
                     fast[i] = True
                     kind[f], lim[f], und[f], pen[f] = EPISODE_FAST, snd, NEVER, -1
-                elif at_ack:
+                elif at_una:
                     kind[f], lim[f], und[f], pen[f] = EPISODE_TIMEOUT, snd, undo, pend
     for d in (0, 1):                    # a timeout undone in these rows is over; a verdict
         undid = (kinds[d] == EPISODE_TIMEOUT) & (undone[d] != NEVER)   # waits for an open timeout only

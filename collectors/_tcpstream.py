@@ -353,10 +353,13 @@ class FlowStream:
             asked = fast_retransmit_asked(dups_at(ri_all), sacks_ri, rel[ri_all], ackr) & ~again[ri_all]
         else:
             ackr = asked = sacks_ri = np.zeros(0, np.int64)
+        # only a retransmission that can open a timeout episode needs its undo verdict
+        at_ack = rel[ri_all] == np.maximum(ackr, 0)          # the oldest byte not yet ACKed
+        opens = again[ri_all] | (at_ack & ~asked)
         undo_at, pending, carried_undo = self._timeout_undos(
-            ri_all, fl, dr, (reset_pos, sack_pos, dup_pos, new_pos), c, end, smb_own, am, sacks_ri, run_st, run_end,
-            g0)
-        fast[ri_all] = recovery_episodes(ri_all, dr, fl, asked, again, ackr, rel, smb_own, undo_at, pending,
+            ri_all, opens, fl, dr, (reset_pos, sack_pos, dup_pos, new_pos), c, end, smb_own, am, sacks_ri, run_st,
+            run_end, g0)
+        fast[ri_all] = recovery_episodes(ri_all, dr, fl, asked, again, ackr, at_ack, smb_own, undo_at, pending,
                                          self.episode, carried_undo)
         for d in (0, 1):                     # the waiting verdicts of episodes still open
             live = set(self.episode[d][2][self.episode[d][2] >= 0].tolist())
@@ -531,9 +534,10 @@ class FlowStream:
             self.gaps[1 - a] = (gf[keep], lo[keep], hi[keep])
         self.rows += n
 
-    def _timeout_undos(self, ri, fl, dr, pos, c, end, smb_own, am, sacks_ri, run_st, run_end, g0):
+    def _timeout_undos(self, ri, opens, fl, dr, pos, c, end, smb_own, am, sacks_ri, run_st, run_end, g0):
         """What :func:`._tcparrays.recovery_episodes` needs to end a spurious timeout's
-        episode on the ACK that shows it: per retransmission row of ``ri``, that ACK's row in
+        episode on the ACK that shows it: per retransmission row of ``ri`` that ``opens`` one
+        (a mask over ``ri``; the others get none), that ACK's row in
         this chunk (else :data:`NEVER`) and, when the verdict waits for rows of a later chunk,
         the row's key (its row counted from the engine's first, ``g0`` + chunk row; else -1),
         whose state :attr:`undo_wait` keeps; per direction, the flows whose carried timeout
@@ -559,7 +563,7 @@ class FlowStream:
                                      self.side[d].resent_end[fl[X]])
             look = (reset_pos[a], sack_pos[a], dup_pos[a], X, resent_upto, self.side[d].resent_end, new_pos[d],
                     am[a], has_ts, tsecr, fl)
-            sel = np.flatnonzero(dr[ri] == d)
+            sel = np.flatnonzero((dr[ri] == d) & opens)
             r = ri[sel]
             if len(r):
                 new = UndoWait(stage=np.ones(len(r), np.int8), tsv=np.where(has_ts[r], tsval[r], -1),
