@@ -7,6 +7,7 @@ with it when the ``with`` block ends, also on an error or Ctrl-C.
 from __future__ import annotations
 
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -85,6 +86,94 @@ def kernel_tcp_counters(ns: str) -> dict:
         _, *vals = values.split()
         out.update({f"{group.rstrip(':')}.{k}": int(v) for k, v in zip(keys, vals) if v.lstrip("-").isdigit()})
     return out
+
+
+TRACEFS = Path("/sys/kernel/tracing")
+# Linux's congestion states (tcp_set_ca_state): which counter a retransmission sent in each
+# goes to - Loss: TCPTimeouts / TCPSlowStartRetrans (the timer's), Recovery: TCPFastRetrans;
+# in Open, Disorder or CWR only a tail loss probe resends (TCPLossProbes)
+CA_KIND = {0: "probe", 1: "probe", 2: "probe", 3: "fast", 4: "timeout"}
+
+
+@contextmanager
+def kernel_retransmissions(sport: int):
+    """Why Linux resent each segment, retransmission by retransmission: a tracefs instance
+    of this process' own (``instances/airlink-<pid>``, removed when the block ends) with the
+    ``tcp:tcp_cong_state_set`` and ``tcp:tcp_retransmit_skb`` events on the monotonic
+    clock. Yields a dict that, when the block ends, maps each connection sending from port
+    ``sport`` (the server) to its peer's port and holds per retransmission sent, in order,
+    its time (ns since the epoch, as a capture's) and the sender's congestion state then,
+    as :data:`CA_KIND` names it: ``{peer port: [(t_ns, "timeout"), ...]}``. The events see
+    every socket of the machine; the source port selects. Yields None where tracefs or
+    the events are missing (not mounted, an older kernel)."""
+    inst = TRACEFS / "instances" / f"airlink-{os.getpid()}"
+    events = ("tcp/tcp_cong_state_set", "tcp/tcp_retransmit_skb")
+    if not all((TRACEFS / "events" / e).is_dir() for e in events):
+        yield None
+        return
+    inst.mkdir()
+    out: dict = {}
+    try:
+        (inst / "buffer_size_kb").write_text("16384")
+        (inst / "trace_clock").write_text("mono")
+        for e in events:
+            (inst / "events" / e / "enable").write_text("1")
+        yield out
+        for e in events:
+            (inst / "events" / e / "enable").write_text("0")
+        epoch = time.time_ns() - time.monotonic_ns()      # monotonic -> epoch
+        state: dict = {}
+        pat = re.compile(r"(\d+)\.(\d+): (tcp_cong_state_set|tcp_retransmit_skb): .*?sport=(\d+) dport=(\d+)"
+                         r".*?(?:cong_state=(\d+)|err=(-?\d+))\s*$")
+        for line in (inst / "trace").read_text().splitlines():
+            m = pat.search(line)
+            if not m or int(m.group(4)) != sport:
+                continue
+            peer = int(m.group(5))
+            if m.group(3) == "tcp_cong_state_set":
+                state[peer] = int(m.group(6))
+            elif m.group(7) == "0":                     # sent (err 0)
+                t = int(m.group(1)) * 10**9 + int(m.group(2).ljust(9, "0")[:9]) + epoch
+                out.setdefault(peer, []).append((t, CA_KIND[state.get(peer, 0)]))
+    finally:
+        for e in events:
+            try:
+                (inst / "events" / e / "enable").write_text("0")
+            except OSError:
+                pass
+        inst.rmdir()
+
+
+def kinds_against_kernel(events, flows, kernel: dict, sport: int, within_ns: int = 2_000_000) -> dict:
+    """``{(kernel's kind, airlink's kind): packets}``: the retransmissions the server
+    (source port ``sport``) sent, as ``airlink collect`` classed them (``events`` and
+    ``flows`` frames), against the kernel's own reason for each
+    (:func:`kernel_retransmissions`): each packet paired with the connection's last
+    retransmission the kernel traced at or before it, up to ``within_ns`` earlier (the
+    capture stamps a packet after the stack sent it; a super-packet cut into several on
+    the way pairs each piece with it). Packets with no such event count under
+    ``("none", airlink's kind)`` - a loss probe the capture does not show as resent, or
+    the other way round, is one."""
+    from collections import Counter
+    import numpy as np
+    out = Counter()
+    rx = events[events["event"].astype(str) == "retransmission"]
+    for _, f in flows.iterrows():
+        if int(f["dport"]) == sport:
+            peer, server_dir = int(f["sport"]), "rev"
+        elif int(f["sport"]) == sport:
+            peer, server_dir = int(f["dport"]), "fwd"
+        else:
+            continue
+        ours = rx[(rx["flow"] == f["flow"]) & (rx["direction"].astype(str) == server_dir)]
+        theirs = kernel.get(peer, [])
+        kt = np.array([t for t, _ in theirs], np.int64)
+        t = ours["time"].astype("datetime64[ns, UTC]").astype("int64").to_numpy() if len(ours) else kt[:0]
+        j = np.searchsorted(kt, t + 50_000, "right") - 1          # 50 us: the two clocks' reading
+        for tp, k, kind in zip(t.tolist(), j.tolist(), ours["kind"].astype(str).tolist()):
+            near = k >= 0 and tp - int(kt[k]) <= within_ns
+            out[(theirs[k][1] if near else "none", kind)] += 1
+    return dict(out)
 
 
 def start_tcpdump(argv, timeout: float = 20.0) -> subprocess.Popen:

@@ -33,7 +33,11 @@ the late TTIs (a late TTI is decided and served late, never stretched: see docs/
 
 Each study prints one line per run and writes OUT/results.json (every number, the command,
 late TTIs, load; for kakuda and evdo also the senders' own retransmission counters, the
-reference for the capture's retransmission counts and their timeout/fast classification);
+reference for the capture's retransmission counts and their timeout/fast classification,
+and - where the kernel has tracefs - its reason for each retransmission, paired with the
+capture's packet by packet: the congestion state it was sent in, from the events
+``tcp:tcp_cong_state_set`` and ``tcp:tcp_retransmit_skb`` of a trace instance of the
+script's own, removed afterwards);
 OUT/<run>/ keeps the MAC log, stats, the applications' results and the ``airlink collect``
 frames (the capture itself only with ``--keep``).
 """
@@ -46,14 +50,15 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _netns import (AIRLINK, kernel_tcp_counters, require_root, start_tcpdump, throwaway_namespace,  # noqa: E402
-                    user_env)
+from _netns import (AIRLINK, kernel_retransmissions, kernel_tcp_counters, kinds_against_kernel,  # noqa: E402
+                    require_root, start_tcpdump, throwaway_namespace, user_env)
 
 from airlink.inference import fairness as F  # noqa: E402
 
@@ -120,8 +125,9 @@ def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, s
                                       "-U", "--immediate-mode", "-n", "-w", out / "server.pcap", f"tcp port {PORT}"])
             k0 = kernel_tcp_counters(ns)
             t0 = time.monotonic()
-            r = subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True,
-                               env=user_env(), timeout=seconds * 4 + 120)
+            with kernel_retransmissions(PORT) if capture else nullcontext() as why:
+                r = subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True,
+                                   env=user_env(), timeout=seconds * 4 + 120)
             wall = time.monotonic() - t0
             k1 = kernel_tcp_counters(ns)
             kernel = {k: k1.get(k, 0) - k0.get(k, 0) for k in KERNEL_TCP}
@@ -143,7 +149,7 @@ def live_run(out: Path, *, preset: str, users: int, scheduler: str, seed: int, s
     apps = [json.loads((out / f"ue{u}.json").read_text()) for u in range(1, users + 1)]
     return {"out": str(out), "command": " ".join(cmd), "wall_s": wall, "stats": stats, "apps": apps,
             "load_before": load0[0], "load_after": load1[0], "mac": out / "mac.parquet", "kernel_tcp": kernel,
-            "pcap": out / "server.pcap" if capture else None}
+            "pcap": out / "server.pcap" if capture else None, "kernel_retx": why}
 
 
 def late(run: dict) -> dict:
@@ -211,6 +217,25 @@ def simulate(preset: str, *, scheduler: str, seed: int, seconds: float, users: i
         if r.returncode != 0:
             raise SystemExit(f"airlink simulate failed: {r.stderr.strip()[-500:]}")
         return json.loads(r.stdout)
+
+
+def per_packet_kinds(run: dict) -> dict | None:
+    """The server's retransmissions as ``airlink collect`` classed them against the
+    kernel's own reason for each (:func:`_netns.kinds_against_kernel`), from the frames
+    :func:`flows_by_ue` wrote; None without the kernel's trace (no tracefs)."""
+    if run["kernel_retx"] is None:
+        return None
+    frames = Path(run["pcap"]).parent / "frames"
+    stem = Path(run["pcap"]).stem
+    got = kinds_against_kernel(pd.read_parquet(frames / f"{stem}.events.parquet"),
+                               pd.read_parquet(frames / f"{stem}.flows.parquet"), run["kernel_retx"], PORT)
+    return {f"{k}/{a}": n for (k, a), n in sorted(got.items())}
+
+
+def _versus_line(v: dict | None) -> str:
+    if v is None:
+        return "per packet: no kernel trace (tracefs)"
+    return "per packet, kernel/airlink: " + ", ".join(f"{k} {n}" for k, n in v.items())
 
 
 def goodput_mbps(app: dict) -> float:
@@ -293,6 +318,7 @@ def evdo(args, out: Path) -> list:
         covs = [g["cov"] for g in gaps]
         flows = flows_by_ue(run, "100ms")
         recs = [flows[u][0] for u in sorted(flows)]
+        versus = per_packet_kinds(run)
         mac_mbps = float(t["served_bytes"].to_numpy().sum() * 8 / t["window_s"] / 1e6)
         good = [goodput_mbps(x) for x in run["apps"]]
         sim_cov = float(np.nanmean([u["gap_cov"] for u in sim["users"]]))
@@ -309,7 +335,7 @@ def evdo(args, out: Path) -> list:
                "fast_retransmissions": sum(r["fast_retransmissions"] for r in recs),
                "spurious_retransmissions": sum(r["spurious_retransmissions"] for r in recs),
                "retransmitted_segments": sum(r["retransmitted_segments"] for r in recs),
-               "kernel_tcp": run["kernel_tcp"],
+               "kernel_tcp": run["kernel_tcp"], "kinds_vs_kernel": versus,
                "rtt_ms_median": [round(r["rtt_ms_median"] or float("nan"), 1) for r in recs],
                **late(run), "command": run["command"]}
         rows.append(row)
@@ -320,7 +346,7 @@ def evdo(args, out: Path) -> list:
               f"{row['gap_cov_mean']:.2f}, UE 1's gaps mean {row['ue1_gap_mean_ms']:.0f} ms max {row['ue1_gap_max_ms']:.0f} ms; "
               f"retransmissions: {row['timeout_retransmissions']} by timeout ({row['spurious_retransmissions']} spurious), "
               f"{row['fast_retransmissions']} fast, {row['retransmitted_segments']} segments (the senders' kernel: "
-              f"{_kernel_line(run['kernel_tcp'])}); simulated "
+              f"{_kernel_line(run['kernel_tcp'])}; {_versus_line(versus)}); simulated "
               f"{row['sim_aggregate_mbps']:.3f} Mbit/s, CoV {sim_cov:.2f}; late {row['late_pct']:.2f} %; "
               f"load {row['load_avg']}", flush=True)
     return rows
