@@ -186,7 +186,8 @@ def recovery_episodes(ri, dr, fl, asked, again, ackr, at_ack, smb_own, undo_at, 
 
     Per row of ``ri``: ``undo_at``, the row of the ACK that would undo a timeout episode
     the row opens (:data:`NEVER`: none in these rows), and ``pending``, a key (>= 0) when
-    that verdict waits for rows of a later chunk, else -1. ``fl``: each row's flow. ``carry[d]`` (:func:`episode_carry`): direction ``d``'s
+    that verdict waits for rows of a later chunk, else -1. ``fl``: each row's flow.
+    ``carry[d]`` (:func:`episode_carry`): direction ``d``'s
     episode open after earlier chunks, updated in place; ``carried_undo[d]``: ``{flow:
     row}`` for the flows whose carried timeout episode awaited its verdict and find it
     in these rows (row: the ACK that undoes it, or :data:`NEVER`). Sequential per

@@ -29,8 +29,8 @@ from ._tcparrays import (ACK, M32, NEVER, NONE, OFF, _effective_mss, _tcploops, 
 from ._tcpframes import (_EMPTY, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis, _events_frame, _rtt_columns,
                          _series_frame, check_series_rows, event_rows, spurious_reasons)
 from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
-                        eifel_older, fast_retransmit_asked, fill_gaps, frto_original_acked, gaps_left, karn_voided, keepalives_and_below,
-                        out_of_order, resent_unprompted, segment_ends, zero_windows)
+                        eifel_older, fast_retransmit_asked, fill_gaps, frto_original_acked, gaps_left, karn_voided,
+                        keepalives_and_below, out_of_order, resent_unprompted, segment_ends, zero_windows)
 from .pcap import direction_column
 
 
@@ -547,9 +547,10 @@ class FlowStream:
         advances after the retransmission, and F-RTO (RFC 5682 section 3.1, SACK-enhanced):
         that ACK, or the next advancing one when the first covered only the resent data and
         nothing between them shows a loss, acknowledges data below the retransmission's
-        ``snd_max`` that was neither resent nor SACKed before. ``pos``: the chunk's
-        ``(reset_pos, sack_pos, dup_pos)`` per direction; ``sacks_ri``: the SACK-bearing ACKs
-        since the last advance, per row of ``ri`` (:func:`._tcprules.dups_since_advance`)."""
+        ``snd_max`` that was neither resent nor SACKed before. ``pos``: the chunk's rows per
+        direction where its ACK advances, where it sends a SACK-bearing ACK, a duplicate ACK,
+        and new data (past its snd_max); ``sacks_ri``: the SACK-bearing ACKs since the last
+        advance, per row of ``ri`` (:func:`._tcprules.dups_since_advance`)."""
         reset_pos, sack_pos, dup_pos, new_pos = pos
         has_ts, tsval, tsecr = c["has_ts"], c["tsval"], c["tsecr"]
         undo_at = np.full(len(ri), NEVER, np.int64)
@@ -557,13 +558,17 @@ class FlowStream:
         carried_undo = [{}, {}]
         for d in (0, 1):
             a = 1 - d
+            sel = np.flatnonzero((dr[ri] == d) & opens)
+            keys = self.episode[d][2]
+            flows = np.flatnonzero(keys >= 0)                  # carried episodes still waiting
+            if not len(sel) and not len(flows):
+                continue
             X = ri[dr[ri] == d]
             # per resend, the largest end d resent in its flow up to it (all chunks so far)
             resent_upto = np.maximum(_grouped_cummax(end[X], fl[X], np.ones(len(X), bool)),
                                      self.side[d].resent_end[fl[X]])
             look = (reset_pos[a], sack_pos[a], dup_pos[a], X, resent_upto, self.side[d].resent_end, new_pos[d],
                     am[a], has_ts, tsecr, fl)
-            sel = np.flatnonzero((dr[ri] == d) & opens)
             r = ri[sel]
             if len(r):
                 new = UndoWait(stage=np.ones(len(r), np.int8), tsv=np.where(has_ts[r], tsval[r], -1),
@@ -573,8 +578,6 @@ class FlowStream:
                 w = np.flatnonzero(waits)
                 pending[sel[w]] = g0 + r[w]
                 self.undo_wait[d].update(zip((g0 + r[w]).tolist(), new.take(w).rows()))
-            keys = self.episode[d][2]
-            flows = np.flatnonzero(keys >= 0)
             if not len(flows):
                 continue
             runs_fl, run_k = _unique_first(fl[run_st])          # each flow's run in this chunk
