@@ -6,6 +6,8 @@
 - ``root_netns``: skip unless running as root with ``ip netns`` and ``/dev/net/tun``.
 - ``fresh_netns``: a new network namespace (lo up) removed afterwards, or None where
   namespaces cannot be made here.
+- ``test_ns``: a fresh ``TestNS`` (``tests/replay/_replay_netns``), deleted with what runs
+  in it afterwards; skips like ``root_netns``.
 """
 from __future__ import annotations
 
@@ -91,3 +93,14 @@ def run_airlink():
         return status, out.getvalue(), err.getvalue()
 
     return run
+
+
+@pytest.fixture
+def test_ns(root_netns):
+    """A fresh namespace ``airlink-test-<pid>-<n>``, deleted (with what runs in it) afterwards."""
+    from tests.replay._replay_netns import TestNS
+    ns = TestNS()
+    try:
+        yield ns
+    finally:
+        ns.close()

@@ -18,7 +18,7 @@ import pytest
 
 from airlink import collectors as C
 from benchmarks._netns import kernel_retransmissions, kernel_tcp_counters, kinds_against_kernel, start_tcpdump
-from tests.replay._replay_netns import AIRLINK, TestNS
+from tests.replay._replay_netns import AIRLINK
 
 pytestmark = pytest.mark.netns
 
@@ -26,14 +26,10 @@ PORT = 5201
 
 
 @pytest.fixture
-def ns(root_netns):
+def ns(test_ns):
     if not (shutil.which("tcpdump") and shutil.which("iperf3")):
         pytest.skip("needs tcpdump and iperf3")
-    n = TestNS()
-    try:
-        yield n
-    finally:
-        n.close()
+    return test_ns
 
 
 def capture(ns, path):

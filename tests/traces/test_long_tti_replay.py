@@ -6,18 +6,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from airlink.traces import Trace
-from tests.replay._replay_netns import TestNS, iperf_goodput_bps
+from tests.replay._replay_netns import iperf_goodput_bps
 
 PAYLOAD = 1448 / 1500          # TCP payload of a 1500-byte packet with timestamps
 
 
 @pytest.fixture
-def ns(root_netns):
-    n = TestNS()
-    try:
-        yield n
-    finally:
-        n.close()
+def ns(test_ns):
+    return test_ns
 
 
 def test_20ms_trace_is_served_as_two_10ms_halves(ns, tmp_path):
