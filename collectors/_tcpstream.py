@@ -329,7 +329,6 @@ class FlowStream:
         sm.clear()
 
         retx = below & ~ooo
-        new_pos = [np.flatnonzero(isd[d] & data & (end > smb_own)) for d in (0, 1)]   # d's rows of new data
         ri_all = np.flatnonzero(retx)
         fast = np.zeros(n, bool)
         again = np.zeros(n, bool)
@@ -357,7 +356,7 @@ class FlowStream:
         at_ack = rel[ri_all] == np.maximum(ackr, 0)          # the oldest byte not yet ACKed
         opens = again[ri_all] | (at_ack & ~asked)
         undo_at, pending, carried_undo = self._timeout_undos(
-            ri_all, opens, fl, dr, (reset_pos, sack_pos, dup_pos, new_pos), c, end, smb_own, am, sacks_ri, run_st,
+            ri_all, opens, fl, dr, (reset_pos, sack_pos, dup_pos), data, c, end, smb_own, am, sacks_ri, run_st,
             run_end, g0)
         fast[ri_all] = recovery_episodes(ri_all, dr, fl, asked, again, ackr, at_ack, smb_own, undo_at, pending,
                                          self.episode, carried_undo)
@@ -534,7 +533,7 @@ class FlowStream:
             self.gaps[1 - a] = (gf[keep], lo[keep], hi[keep])
         self.rows += n
 
-    def _timeout_undos(self, ri, opens, fl, dr, pos, c, end, smb_own, am, sacks_ri, run_st, run_end, g0):
+    def _timeout_undos(self, ri, opens, fl, dr, pos, data, c, end, smb_own, am, sacks_ri, run_st, run_end, g0):
         """What :func:`._tcparrays.recovery_episodes` needs to end a spurious timeout's
         episode on the ACK that shows it: per retransmission row of ``ri`` that ``opens`` one
         (a mask over ``ri``; the others get none), that ACK's row in
@@ -548,10 +547,10 @@ class FlowStream:
         that ACK, or the next advancing one when the first covered only the resent data and
         nothing between them shows a loss, acknowledges data below the retransmission's
         ``snd_max`` that was neither resent nor SACKed before. ``pos``: the chunk's rows per
-        direction where its ACK advances, where it sends a SACK-bearing ACK, a duplicate ACK,
-        and new data (past its snd_max); ``sacks_ri``: the SACK-bearing ACKs since the last
-        advance, per row of ``ri`` (:func:`._tcprules.dups_since_advance`)."""
-        reset_pos, sack_pos, dup_pos, new_pos = pos
+        direction where its ACK advances, where it sends a SACK-bearing ACK and a duplicate
+        ACK; ``data``: the rows with payload; ``sacks_ri``: the SACK-bearing ACKs since the
+        last advance, per row of ``ri`` (:func:`._tcprules.dups_since_advance`)."""
+        reset_pos, sack_pos, dup_pos = pos
         has_ts, tsval, tsecr = c["has_ts"], c["tsval"], c["tsecr"]
         undo_at = np.full(len(ri), NEVER, np.int64)
         pending = np.full(len(ri), -1, np.int64)
@@ -567,7 +566,8 @@ class FlowStream:
             # per resend, the largest end d resent in its flow up to it (all chunks so far)
             resent_upto = np.maximum(_grouped_cummax(end[X], fl[X], np.ones(len(X), bool)),
                                      self.side[d].resent_end[fl[X]])
-            look = (reset_pos[a], sack_pos[a], dup_pos[a], X, resent_upto, self.side[d].resent_end, new_pos[d],
+            new_data = np.flatnonzero((dr == d) & data & (end > smb_own))      # past d's snd_max
+            look = (reset_pos[a], sack_pos[a], dup_pos[a], X, resent_upto, self.side[d].resent_end, new_data,
                     am[a], has_ts, tsecr, fl)
             r = ri[sel]
             if len(r):
