@@ -46,6 +46,7 @@ copies, each its own connections, up to that count.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -330,6 +331,20 @@ def _put_be32(chunk, at, v):
         chunk[at + i] = ((v >> np.uint64(8 * (3 - i))) & np.uint64(0xFF)).astype(np.uint8)
 
 
+@contextlib.contextmanager
+def _whole_file(dst: Path):
+    """Open ``dst`` for writing under a temporary name, renamed to ``dst`` only when the
+    block completes: a derived capture cut short (an error, Ctrl-C) is never taken for a
+    made one by a later run, which reuses what exists."""
+    part = dst.with_name(dst.name + ".part")
+    try:
+        with open(part, "wb") as out:
+            yield out
+        os.replace(part, dst)
+    finally:
+        part.unlink(missing_ok=True)
+
+
 def _record_fields(b):
     """Per record of capture batch ``b`` (Ethernet/IPv4 classic pcap): a copy of the
     batch's records (headers included), each record's data offset in it, whether it is
@@ -414,7 +429,7 @@ def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = Fal
                 lo_b[side] = min(lo_b.get(side, 1 << 40), int(rel.min()))
                 hi_b[side] = max(hi_b.get(side, -(1 << 40)), int((rel + pay).max()))
         span = {side: hi_b[side] - lo_b[side] if side in hi_b else 0 for side in (lo_ep, hi_ep)}
-    with open(dst, "wb") as out:
+    with _whole_file(dst) as out:
         out.write(header)
         for k in range(copies):
             for b in batches:
@@ -442,6 +457,7 @@ def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = Fal
                     keep[i[mine & ((flags & 0x05) != 0)]] = False
                 if k > 0:
                     ti, ai, tcp_off = th[i[mine]], a[mine], (chunk[th[i[mine]] + 12] >> 4).astype(np.int64) * 4
+                    room = (off + b.caplen)[i[mine]] - ti          # TCP header bytes captured
                     for side, peer in ((lo_ep, hi_ep), (hi_ep, lo_ep)):
                         # copy k of a side's data starts where copy k-1 ended; the peer ACKs it
                         own = ai == np.uint64(side)
@@ -450,15 +466,15 @@ def make_concatenated(src: Path, dst: Path, copies: int, *, one_flow: bool = Fal
                         acks = ti[~own][(chunk[ti[~own] + 13] & 0x10) != 0]
                         _put_be32(chunk, acks + 8, _be32(chunk, acks + 8) + d)
                         # NOP NOP TS NOP NOP SACK from the peer: its edges are in this side's space
-                        sk = ti[~own][(tcp_off[~own] >= 44) & (chunk[ti[~own] + 22] == 8)
-                                      & (chunk[ti[~own] + 32] == 1) & (chunk[ti[~own] + 34] == 5)]
+                        sk = ti[~own & (tcp_off >= 44) & (room >= 36)]
+                        sk = sk[(chunk[sk + 22] == 8) & (chunk[sk + 32] == 1) & (chunk[sk + 34] == 5)]
                         for s_at in sk.tolist():
                             at = s_at + 36 + 4 * np.arange((int(chunk[s_at + 35]) - 2) // 4)
                             at = at[at + 4 <= len(chunk)]
                             _put_be32(chunk, at, _be32(chunk, at) + d)
                     # NOP NOP TS: values and echoes move on with the time shift (1 ms clock)
-                    ts = ti[(tcp_off >= 32) & (chunk[ti + 20] == 1) & (chunk[ti + 21] == 1)
-                            & (chunk[ti + 22] == 8) & (chunk[ti + 23] == 10)]
+                    ts = ti[(tcp_off >= 32) & (room >= 32)]
+                    ts = ts[(chunk[ts + 20] == 1) & (chunk[ts + 21] == 1) & (chunk[ts + 22] == 8) & (chunk[ts + 23] == 10)]
                     for at in (ts + 24, ts + 28):
                         _put_be32(chunk, at, _be32(chunk, at) + np.uint64(k * shift * 1000))
                 starts, ends = off[keep] - 16, off[keep] + b.caplen[keep]
@@ -477,7 +493,7 @@ def split_flows(src: Path, dst: Path, every: int) -> None:
     with open(src, "rb") as f:
         header = f.read(24)
     done = 0
-    with open(dst, "wb") as out:
+    with _whole_file(dst) as out:
         out.write(header)
         for b in CaptureReader(src):
             chunk, off, _, tcp, th_all = _record_fields(b)
@@ -537,7 +553,9 @@ def as_pcapng(path: Path) -> Path:
     """``path`` converted by ``editcap -F pcapng`` (made when missing)."""
     ng = path.with_suffix(".pcapng")
     if not ng.exists():
-        sh("editcap", "-F", "pcapng", str(path), str(ng))
+        part = ng.with_name(ng.name + ".part")
+        sh("editcap", "-F", "pcapng", str(path), str(part))
+        os.replace(part, ng)
     return ng
 
 

@@ -298,4 +298,50 @@ class JoinedRuns(_Runs):
         self._runs, self._first, self._whole = [], None, None
 
 
-__all__ = ["SortedRuns", "JoinedRuns", "CHUNK_ROWS"]
+class SpooledPieces:
+    """Pieces - tuples of 1-d arrays, the same number of arrays in each - appended one at a
+    time and given back once, in the order appended (:meth:`drain`). With ``spill`` they
+    are written to a nameless temporary file in ``folder`` as they come (the system's
+    temporary folder when None), so that what an analysis gathers over a whole long flow
+    (an RTT sample per ACK) waits on disk, not in memory; otherwise they are held. The
+    arrays come back with the dtypes they had; a piece's arrays may differ in length."""
+
+    def __init__(self, spill: bool = False, folder=None):
+        self._file = tempfile.TemporaryFile(dir=folder) if spill else None
+        self._pieces: list = []        # the pieces, or per piece [(byte offset, dtype, length)]
+
+    def __len__(self) -> int:
+        return len(self._pieces)
+
+    def append(self, piece: tuple) -> None:
+        if self._file is None:
+            self._pieces.append(tuple(piece))
+            return
+        where = []
+        for a in piece:
+            a = np.ascontiguousarray(a)
+            where.append((self._file.seek(0, 2), a.dtype, len(a)))
+            a.tofile(self._file)
+        self._pieces.append(where)
+
+    def drain(self):
+        """The pieces in the order appended, each forgotten as it is given (the file is
+        closed at the end)."""
+        pieces, self._pieces = self._pieces, []
+        pieces.reverse()
+        while pieces:
+            piece = pieces.pop()
+            if self._file is None:
+                yield piece
+                continue
+            out = []
+            for offset, dtype, n in piece:
+                self._file.seek(offset)
+                out.append(np.fromfile(self._file, dtype, n))
+            yield tuple(out)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+__all__ = ["SortedRuns", "JoinedRuns", "SpooledPieces", "CHUNK_ROWS"]

@@ -252,10 +252,46 @@ def resent_segments(pay, mss):
 _FEW_GROUPS = 4096      # grouped_median_min sorts up to this many groups one slice at a time
 
 
+_MEDIAN_PIECE = 1 << 20  # grouped_median_min takes more values than this in ranges of groups
+
+
 def grouped_median_min(values, groups) -> tuple:
     """(groups present (sorted), median, minimum, count of ``values`` per group): the median
     of n sorted values is the middle one, or the mean of the two middle ones, (a + b) / 2,
-    as pandas's groupby median gives it. ``values`` hold no NaN (RTT samples)."""
+    as pandas's groupby median gives it. ``values`` hold no NaN (RTT samples); ``groups``
+    are integers >= 0.
+
+    Many values (a long flow's samples, one per ACK) are taken a range of groups at a time,
+    ranges of about :data:`_MEDIAN_PIECE` values cut between groups (from the groups'
+    counts): each group lies in one range, so the results are the same, and the sorts'
+    temporaries follow a range, not all the values; a range of one group is one sort."""
+    if len(values) <= _MEDIAN_PIECE:
+        return _grouped_median_min(values, groups)
+    counts = np.bincount(groups)
+    present = np.flatnonzero(counts)
+    upto = np.cumsum(counts[present])
+    # range j: the groups whose values end after j pieces' worth and up to j + 1 (at least one)
+    first = np.flatnonzero(np.r_[True, np.diff(upto // _MEDIAN_PIECE) > 0])
+    out = []
+    for a, b in zip(first.tolist(), np.r_[first[1:], len(present)].tolist()):
+        lo, hi = int(present[a]), int(present[b - 1])
+        inside = (groups >= lo) & (groups <= hi)
+        v = values[inside]
+        if a + 1 == b:                       # one group: its values sorted
+            del inside
+            v.sort()
+            n = len(v)
+            out.append((present[a:b].astype(groups.dtype), np.array([(v[(n - 1) // 2] + v[n // 2]) / 2]), v[:1],
+                        np.array([n])))
+        else:
+            out.append(_grouped_median_min(v, groups[inside]))
+            del inside
+        del v
+    return tuple(np.concatenate(parts) for parts in zip(*out))
+
+
+def _grouped_median_min(values, groups) -> tuple:
+    """:func:`grouped_median_min` of values held at once."""
     order = np.argsort(groups, kind="stable")
     g, v = groups[order], values[order]
     del order

@@ -254,6 +254,9 @@ def check_series_rows(source, flow: int, flow_bins: int, res_ns: int, total: int
 
 
 
+_SAMPLE_SLICE = 1 << 20     # RTT samples turned into series rows at a time
+
+
 def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflow, nb, offset,
                   start_bin, end_bin, res_ns):
     """The series frame from the per-row sums in ``out`` (row of flow f, direction d, bin b:
@@ -273,16 +276,24 @@ def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflo
     if len(rtt_ms):
         pref = np.ones(2 * nflow, np.int8)
         np.minimum.at(pref, rtt_gd, rtt_method)
-        keep = rtt_method == pref[rtt_gd]
-        # the kept samples' rows, each temporary dropped when used (one per sample)
-        gd = rtt_gd[keep]
-        rf, rd = gd // 2, gd % 2
-        del gd
-        rb = np.clip(rtt_t[keep] // res_ns, start_bin[rf], end_bin[rf])
-        rows = row_of(rf, rd, rb)
-        del rf, rd, rb
-        at, med = grouped_median_min(rtt_ms[keep], rows)[:2]
-        del rows
+        # the kept samples' values and rows, a slice of samples at a time (a long flow has
+        # one sample per ACK: the temporaries follow the slice)
+        slices = [slice(s, s + _SAMPLE_SLICE) for s in range(0, len(rtt_ms), _SAMPLE_SLICE)]
+        n_kept = sum(int((rtt_method[sl] == pref[rtt_gd[sl]]).sum()) for sl in slices)
+        vals, rows = np.empty(n_kept), np.empty(n_kept, np.int64)
+        at = 0
+        for sl in slices:
+            gd = rtt_gd[sl]
+            keep = rtt_method[sl] == pref[gd]
+            gd = gd[keep]
+            rf, rd = gd // 2, gd % 2
+            n = len(gd)
+            rows[at:at + n] = row_of(rf, rd, np.clip(rtt_t[sl][keep] // res_ns, start_bin[rf], end_bin[rf]))
+            vals[at:at + n] = rtt_ms[sl][keep]
+            at += n
+            del gd, keep, rf, rd
+        at, med = grouped_median_min(vals, rows)[:2]
+        del vals, rows
         rtt[at] = med
     out["rtt_ms"] = rtt
     within = np.arange(total) - offset[f_of_row] - d_of_row * nb[f_of_row]

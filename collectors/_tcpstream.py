@@ -31,6 +31,7 @@ from ._tcpframes import (_EMPTY, KIND_FAST, KIND_RTT, KIND_TIMEOUT, TcpAnalysis,
 from ._tcprules import (dsack_edges, dsack_reported, duplicate_acks, dupack_candidates, dups_since_advance,
                         eifel_older, fast_retransmit_asked, fill_gaps, frto_original_acked, gaps_left, karn_voided,
                         keepalives_and_below, out_of_order, resent_unprompted, segment_ends, zero_windows)
+from ._sortedruns import SpooledPieces
 from .pcap import direction_column
 
 
@@ -105,10 +106,10 @@ class SideState:
     #               (flow, first byte, row) of d's retransmissions the reverse direction has not answered yet
     pending: list = field(default_factory=list)   # (row, end, tsval, flow) of d's retransmissions awaiting their ACK
     orig: dict | None = None        # d's segments sent once, still awaiting their ACK
-    seqack: list = field(default_factory=list)    # seq/ACK RTT samples of d's ACKs (t, packet, ms, segment rel, flow)
+    seqack: SpooledPieces = field(default_factory=SpooledPieces)   # seq/ACK RTT samples of d's ACKs (t, packet, ms, segment rel, flow)
     ts_first: tuple | None = None   # (sorted flow * 2**32 + TSval, row, t): first row of d with each TSval
     echoed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # flow * 2**32 + TSecr d echoed
-    tspairs: list = field(default_factory=list)   # timestamp RTT samples of d's echoes (t, packet, ms, key)
+    tspairs: SpooledPieces = field(default_factory=SpooledPieces)  # timestamp RTT samples of d's echoes (t, packet, ms, key)
 
     @classmethod
     def start(cls, nflow: int) -> "SideState":
@@ -151,6 +152,38 @@ class UndoWait:
                    np.array(cols[3], np.int64), np.array(cols[4], np.int64), np.array(cols[5], bool))
 
 
+#: A streamed flow's events (:meth:`FlowStream.finish` with ``spill``) above this many rows
+#: are made in pieces of about this many.
+EVENT_PIECE_ROWS = 1 << 20
+
+
+class EventPieces:
+    """A long flow's events frame as pieces made one at a time (iterating): each piece
+    the events of one time range, sorted as :func:`._tcpframes._events_frame` sorts, the
+    ranges ascending and disjoint - so the pieces, joined in order, are the frame
+    :func:`._tcpframes._events_frame` makes of all the parts at once (rows of equal time
+    are always in the same piece), and no (time, flow) key is in two pieces, as
+    :class:`._sortedruns.SortedRuns` needs of its runs. ``parts(lo, hi)``: the parts of
+    the times in [lo, hi); ``n``: the events in all; ``times``: the RTT samples' times
+    (most of the events), whose quantiles cut the ranges."""
+
+    def __init__(self, parts, n: int, times, source: str):
+        self.parts, self.n, self.times, self.source = parts, n, times, source
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        k = -(-self.n // EVENT_PIECE_ROWS)
+        cuts = np.unique(np.quantile(self.times, np.arange(1, k) / k, method="lower")) if len(self.times) \
+            else np.zeros(0, np.int64)
+        edges = np.r_[np.iinfo(np.int64).min, cuts, np.iinfo(np.int64).max]
+        for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist()):
+            parts = self.parts(lo, hi)
+            if sum(len(p) for p in parts):
+                yield _events_frame(parts, self.source)
+
+
 class FlowStream:
     """The TCP engine: the per-packet rules over ``nflow`` flows, fed chunk after chunk
     (:meth:`chunk`) with the state that crosses chunks carried; :meth:`finish` returns the
@@ -168,7 +201,7 @@ class FlowStream:
     (:attr:`acc`, rows of flow, direction, bin as in :func:`._tcpframes._series_frame`),
     the fast-recovery carry (:attr:`lf`), retransmission and event lists."""
 
-    def __init__(self, first: dict, res_ns: int, source: str = ""):
+    def __init__(self, first: dict, res_ns: int, source: str = "", *, spill: bool = False, spill_folder=None):
         self.f = first
         self.res_ns = res_ns
         self.nflow = F = len(first["irtt"])
@@ -187,6 +220,10 @@ class FlowStream:
         self.rows = 0
         self._flow_bins = None               # _bin_sums_c's per-flow bin parameters, once
         self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
+        self.spill = spill
+        if spill:               # a long flow's RTT samples (one per ACK) wait on disk for finish()
+            for side in self.side:
+                side.seqack, side.tspairs = (SpooledPieces(True, spill_folder) for _ in range(2))
         self.episode = [episode_carry(F), episode_carry(F)]   # [d]: recovery_episodes' carry
         self.undo_wait = [{}, {}]          # [d]: {key: UndoWait row} of open timeout episodes' waiting verdicts
         # [d]: (flow, lo, hi) of the ranges d skipped not yet cumulatively ACKed (gaps_left)
@@ -883,19 +920,15 @@ class FlowStream:
             for lst, col in zip(parts, columns):
                 lst.append(col)
         for a in (0, 1):
-            seqack = self.side[a].seqack
-            self.side[a].seqack = []
-            seqack.reverse()
-            while seqack:
-                tt, pk, ms, srel, sfl = seqack.pop()
+            for tt, pk, ms, srel, sfl in self.side[a].seqack.drain():
                 gd = 2 * sfl + 1 - a
                 ok = ~karn_voided(gd * OFF + srel, retx_keys)
                 add_part(tt[ok], pk[ok], ms[ok], gd[ok], np.zeros(int(ok.sum()), np.int8))
-            del seqack
         for a in (0, 1):
-            if self.side[a].tspairs:
-                tt, pk, ms, v = (np.concatenate(x) for x in zip(*self.side[a].tspairs))
-                self.side[a].tspairs = []
+            pieces = list(self.side[a].tspairs.drain())
+            if pieces:
+                tt, pk, ms, v = (np.concatenate(x) for x in zip(*pieces))
+                del pieces
                 o = np.argsort(v, kind="stable")              # by flow, then echoed value
                 gd = (0 if F == 1 else 2 * (v[o] // M32)) + 1 - a
                 add_part(tt[o], pk[o], ms[o], np.broadcast_to(gd, len(o)).astype(np.int64),
@@ -914,29 +947,45 @@ class FlowStream:
             rtt_gd, rtt_method = np.zeros(0, np.int64), np.zeros(0, np.int8)
 
         # ---- events frame
-        ev_parts = []
         E = {name: {k: np.concatenate([x[k] for x in v]) for k in v[0]} if v else None
              for name, v in self.ev.items()}
         self.ev = {name: [] for name in self.ev}
+        retx_kind = np.where(fast, KIND_FAST, KIND_TIMEOUT)
+        retx_reason = spurious_reasons(acked, eifel, dsack)
 
-        def simple(name, event):
-            e = E[name]
-            if e is not None:
-                ev_parts.append(event_rows(event, time=e["time"], packet=e["packet"], flow=e["flow"],
-                                           direction=e["direction"], seq=e["seq"],
-                                           payload_bytes=e["payload_bytes"] if name == "ooo" else 0))
-        simple("ooo", "out_of_order")
-        if nr:
-            ev_parts.append(event_rows("retransmission", time=R["t"], packet=R["pk"], flow=R["fl"], direction=R["dr"],
-                                       kind=np.where(fast, KIND_FAST, KIND_TIMEOUT), seq=R["rel"],
-                                       payload_bytes=R["pay"], spurious=spurious,
-                                       spurious_reason=spurious_reasons(acked, eifel, dsack)))
-        if len(rtt_t):
-            ev_parts.append(event_rows("rtt", time=rtt_t, packet=rtt_pk, flow=rtt_gd // 2, direction=rtt_gd % 2,
-                                       kind=KIND_RTT + rtt_method, rtt_ms=rtt_ms))
-        simple("dupack", "dupack")
-        simple("zero_window", "zero_window")
-        events = _events_frame(ev_parts, source)
+        def event_parts(lo=None, hi=None):
+            """The events' parts (:func:`._tcpframes._events_frame`), of the times in [lo, hi)
+            only when given: each part's rows keep their order."""
+            def pick(times):
+                return slice(None) if lo is None else np.flatnonzero((times >= lo) & (times < hi))
+            ev_parts = []
+
+            def simple(name, event):
+                e = E[name]
+                if e is not None:
+                    i = pick(e["time"])
+                    ev_parts.append(event_rows(event, time=e["time"][i], packet=e["packet"][i], flow=e["flow"][i],
+                                               direction=e["direction"][i], seq=e["seq"][i],
+                                               payload_bytes=e["payload_bytes"][i] if name == "ooo" else 0))
+            simple("ooo", "out_of_order")
+            if nr:
+                i = pick(R["t"])
+                ev_parts.append(event_rows("retransmission", time=R["t"][i], packet=R["pk"][i], flow=R["fl"][i],
+                                           direction=R["dr"][i], kind=retx_kind[i], seq=R["rel"][i],
+                                           payload_bytes=R["pay"][i], spurious=spurious[i],
+                                           spurious_reason=retx_reason[i]))
+            if len(rtt_t):
+                i = pick(rtt_t)
+                ev_parts.append(event_rows("rtt", time=rtt_t[i], packet=rtt_pk[i], flow=rtt_gd[i] // 2,
+                                           direction=rtt_gd[i] % 2, kind=KIND_RTT + rtt_method[i], rtt_ms=rtt_ms[i]))
+            simple("dupack", "dupack")
+            simple("zero_window", "zero_window")
+            return ev_parts
+        n_events = nr + len(rtt_t) + sum(len(e["time"]) for e in E.values() if e is not None)
+        if self.spill and n_events > EVENT_PIECE_ROWS:
+            events = EventPieces(event_parts, n_events, rtt_t, source)
+        else:
+            events = _events_frame(event_parts(), source)
 
         # ---- flows columns
         def per_flow(f, w=None):
@@ -1271,7 +1320,7 @@ def _handshake_rtt_ns(fl, dr, t, flags, nflow) -> np.ndarray:
 
 
 def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, lateness_ns: int,
-                           chunk_rows: int, census: dict, others=None, feed=None) -> list:
+                           chunk_rows: int, census: dict, others=None, feed=None, spill_folder=None):
     """The analyses of TCP flows ``pflows`` (provisional ids, :func:`._tcpinput.read_columns`)
     of a capture, each in time chunks of ``chunk_rows`` packets with its own engine, all in
     ONE pass over the capture (a capture of several long flows is read once, not once per
@@ -1279,15 +1328,27 @@ def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, latenes
     ``others`` (a :class:`._tcpinput.GroupGatherer` or None) gathers other flows' packets
     in the same pass, and ``feed`` (a :class:`._feed.BatchFeed` or None) is handed that
     pass's batches (:func:`iter_flows_rows`). With no ``pflows``, the pass just reads the
-    capture for ``others`` and ``feed``."""
+    capture for ``others`` and ``feed``.
+
+    The pass is made here; the analyses come from the iterator returned, one flow at a
+    time and in the order of ``pflows``, so a caller that writes each away holds one
+    flow's frames, not all of them. Each flow's RTT samples (one per ACK: the bulk of a
+    sender-side capture's events) wait until then in a nameless temporary file in
+    ``spill_folder`` (None: the system's temporary folder)."""
     firsts = [first_from_census(census, int(p)) for p in pflows]
     res_ns = int(round(res_s * 1e9))
-    streams = [FlowStream(first_arrays(first), res_ns, str(path)) for first in firsts]
+    streams = [FlowStream(first_arrays(first), res_ns, str(path), spill=True, spill_folder=spill_folder)
+               for first in firsts]
     infos: list = [{} for _ in pflows]
     for k, c in _flows_time_chunks(path, pflows, salvage=salvage, lateness_ns=lateness_ns,
                                    chunk_rows=chunk_rows, infos=infos, others=others, feed=feed):
         streams[k].chunk(stream_chunk(c, firsts[k]["fwd_swap"]))
-    return [_finish(stream, first, info, path, res_s) for stream, first, info in zip(streams, firsts, infos)]
+
+    def finished():
+        streams.reverse(), firsts.reverse(), infos.reverse()
+        while streams:                      # each engine is dropped once its flow is finished
+            yield _finish(streams.pop(), firsts.pop(), infos.pop(), path, res_s)
+    return finished()
 
 
 def stream_chunk(c: dict, fwd_swap: int) -> dict:

@@ -528,6 +528,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     # gets a pass of its own afterwards. The frames are sorted at the end, so the order in
     # which the groups are done does not matter.
     from ._sortedruns import JoinedRuns, SortedRuns
+    from ._tcpstream import EventPieces
     runs = SortedRuns if stream_frames else JoinedRuns
     flows = JoinedRuns(["flow"])
     series = runs(SERIES_ORDER, folder=spill_folder)
@@ -538,9 +539,11 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
         nonlocal tcp_packets
         for name, frames in zip(TcpAnalysis.FRAMES, (flows, series, events)):
             frame = a.output(name)
-            if len(frame):
-                frame["flow"] = global_numbers(frame["flow"])
-            frames.add(frame)
+            # a long flow's events come in time-ordered pieces, each kept as it is made
+            for part in (frame if isinstance(frame, EventPieces) else (frame,)):
+                if len(part):
+                    part["flow"] = global_numbers(part["flow"])
+                frames.add(part)
         tcp_packets += a.attrs["tcp_packets"]
 
     def analyse_group(i, raw):
@@ -562,9 +565,11 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
         results = analyze_streamed_flows(path, [groups[i][0] for i in long_tcp], res_s=res_s, salvage=salvage,
                                          lateness_ns=int(census["lateness_ns"]),
                                          chunk_rows=min(max_packets, STREAM_CHUNK_ROWS), census=census,
-                                         others=gatherer, feed=feed if feed is not None and feed.end is None else None)
-        for i, a in zip(long_tcp, results):
+                                         others=gatherer, feed=feed if feed is not None and feed.end is None else None,
+                                         spill_folder=spill_folder)
+        for i, a in zip(long_tcp, results):         # one flow's frames at a time, each kept as it comes
             keep_result(a, lambda f, n=gnum[groups[i][0]]: n)
+            del a
         del results
     for i in sorted(gatherer.deferred):
         analyse_group(i, read_columns(path, salvage=salvage, keep=gatherer.keep_of(i), size=gatherer.sizes[i]))

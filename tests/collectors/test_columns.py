@@ -102,22 +102,24 @@ def test_sort_and_concat_as_pandas(rows):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 6), st.floats(0, 1e4, allow_nan=False)), min_size=1, max_size=80))
-def test_grouped_median_min_is_pandas_groupby(pairs):
+@given(st.lists(st.tuples(st.integers(0, 6), st.floats(0, 1e4, allow_nan=False)), min_size=1, max_size=80),
+       st.integers(1, 90))
+def test_grouped_median_min_is_pandas_groupby(pairs, piece):
     """Median ((a + b) / 2 of the middle two when even), minimum and count per group as
     pandas's groupby gives them, bit for bit - both ways of sorting the groups' values
-    (a slice per group; all groups at once)."""
+    (a slice per group; all groups at once), and with the values taken in ranges of
+    groups of about ``piece`` values (as a long flow's samples are)."""
     from airlink.collectors import _tcparrays
     g = np.array([p[0] for p in pairs], np.int64)
     v = np.array([p[1] for p in pairs], np.float64)
     ref = pd.Series(v).groupby(g)
-    few = _tcparrays._FEW_GROUPS
-    for limit in (few, 0):
-        _tcparrays._FEW_GROUPS = limit
+    few, whole = _tcparrays._FEW_GROUPS, _tcparrays._MEDIAN_PIECE
+    for limit, size in ((few, whole), (0, whole), (few, piece), (0, piece)):
+        _tcparrays._FEW_GROUPS, _tcparrays._MEDIAN_PIECE = limit, size
         try:
             at, med, low, count = grouped_median_min(v, g)
         finally:
-            _tcparrays._FEW_GROUPS = few
+            _tcparrays._FEW_GROUPS, _tcparrays._MEDIAN_PIECE = few, whole
         np.testing.assert_array_equal(at, ref.size().index.to_numpy())
         assert med.tobytes() == ref.median().to_numpy().tobytes()
         assert low.tobytes() == ref.min().to_numpy().tobytes()
