@@ -281,16 +281,16 @@ def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflo
         slices = [slice(s, s + _SAMPLE_SLICE) for s in range(0, len(rtt_ms), _SAMPLE_SLICE)]
         n_kept = sum(int((rtt_method[sl] == pref[rtt_gd[sl]]).sum()) for sl in slices)
         vals, rows = np.empty(n_kept), np.empty(n_kept, np.int64)
-        at = 0
+        filled = 0
         for sl in slices:
             gd = rtt_gd[sl]
             keep = rtt_method[sl] == pref[gd]
             gd = gd[keep]
             rf, rd = gd // 2, gd % 2
             n = len(gd)
-            rows[at:at + n] = row_of(rf, rd, np.clip(rtt_t[sl][keep] // res_ns, start_bin[rf], end_bin[rf]))
-            vals[at:at + n] = rtt_ms[sl][keep]
-            at += n
+            rows[filled:filled + n] = row_of(rf, rd, np.clip(rtt_t[sl][keep] // res_ns, start_bin[rf], end_bin[rf]))
+            vals[filled:filled + n] = rtt_ms[sl][keep]
+            filled += n
             del gd, keep, rf, rd
         at, med = grouped_median_min(vals, rows)[:2]
         del vals, rows

@@ -219,12 +219,20 @@ def _same_analysis(a, b):
 def test_analysis_in_flow_groups_equals_one_piece(tmp_path, maybe_shared, small_batches, small_runs,
                                                    max_packets, monkeypatch):
     """max_packets below the capture's size: flows analysed in groups (one pass each, a
-    flow bigger than the limit alone), events' packet rows mapped back to the time-sorted
-    frame, flows renumbered - the same frames as one piece, on captures in and out of
-    time order, and on a cut one with salvage; the same again with the groups' series and
-    events kept on disk and merged (``stream_frames``, what collect writes)."""
+    flow bigger than the limit alone, its RTT samples on disk and its events made in
+    time-range pieces), events' packet rows mapped back to the time-sorted frame, flows
+    renumbered - the same frames as one piece, on captures in and out of time order, and
+    on a cut one with salvage; the same again with the groups' series and events kept on
+    disk and merged (``stream_frames``, what collect writes)."""
+    import airlink.collectors._tcparrays as arrays_module
+    import airlink.collectors._tcpframes as frames_module
+    import airlink.collectors._tcpstream as stream_module
     import airlink.collectors.tcp as tcp_module
     monkeypatch.setattr(tcp_module, "_RANK_CHUNK", 97)     # packet times read back in many parts
+    # a long flow's events in time-range pieces, its RTT samples in slices, medians in ranges
+    monkeypatch.setattr(stream_module, "EVENT_PIECE_ROWS", 23)
+    monkeypatch.setattr(frames_module, "_SAMPLE_SLICE", 17)
+    monkeypatch.setattr(arrays_module, "_MEDIAN_PIECE", 29)
     cut = tmp_path / "cut.pcap"
     raw = pcap_bytes(reordered_capture())
     cut.write_bytes(raw[: len(raw) * 2 // 3])
