@@ -280,7 +280,7 @@ def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflo
         # one sample per ACK: the temporaries follow the slice)
         slices = [slice(s, s + _SAMPLE_SLICE) for s in range(0, len(rtt_ms), _SAMPLE_SLICE)]
         n_kept = sum(int((rtt_method[sl] == pref[rtt_gd[sl]]).sum()) for sl in slices)
-        vals, rows = np.empty(n_kept), np.empty(n_kept, np.int64)
+        vals, rows = np.empty(n_kept), np.empty(n_kept, np.min_scalar_type(-total))
         filled = 0
         for sl in slices:
             gd = rtt_gd[sl]

@@ -154,7 +154,7 @@ class UndoWait:
 
 #: A streamed flow's events (:meth:`FlowStream.finish` with ``spill``) above this many rows
 #: are made in pieces of about this many.
-EVENT_PIECE_ROWS = 1 << 20
+EVENT_PIECE_ROWS = 1 << 19
 
 
 class EventPieces:
@@ -165,7 +165,7 @@ class EventPieces:
     are always in the same piece), and no (time, flow) key is in two pieces, as
     :class:`._sortedruns.SortedRuns` needs of its runs. ``parts(lo, hi)``: the parts of
     the times in [lo, hi); ``n``: the events in all; ``times``: the RTT samples' times
-    (most of the events), whose quantiles cut the ranges."""
+    (most of the events), whose quantiles (of a sample of them) cut the ranges."""
 
     def __init__(self, parts, n: int, times, source: str):
         self.parts, self.n, self.times, self.source = parts, n, times, source
@@ -175,7 +175,10 @@ class EventPieces:
 
     def __iter__(self):
         k = -(-self.n // EVENT_PIECE_ROWS)
-        cuts = np.unique(np.quantile(self.times, np.arange(1, k) / k, method="lower")) if len(self.times) \
+        # cut at quantiles of a sample of the times (any cuts give the same frame; these
+        # give pieces of about equal size without a sorted copy of the times)
+        sample = self.times[::max(1, len(self.times) // 65536)]
+        cuts = np.unique(np.quantile(sample, np.arange(1, k) / k, method="lower")) if len(sample) \
             else np.zeros(0, np.int64)
         edges = np.r_[np.iinfo(np.int64).min, cuts, np.iinfo(np.int64).max]
         for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist()):
@@ -915,6 +918,7 @@ class FlowStream:
         # parts; every chunk's piece is dropped as soon as it is used (a long flow has one
         # sample per ACK)
         parts = [[], [], [], [], []]
+        gd_type = np.min_scalar_type(-2 * F) if F else np.int8     # flow * 2 + direction, signed
 
         def add_part(*columns):
             for lst, col in zip(parts, columns):
@@ -923,7 +927,7 @@ class FlowStream:
             for tt, pk, ms, srel, sfl in self.side[a].seqack.drain():
                 gd = 2 * sfl + 1 - a
                 ok = ~karn_voided(gd * OFF + srel, retx_keys)
-                add_part(tt[ok], pk[ok], ms[ok], gd[ok], np.zeros(int(ok.sum()), np.int8))
+                add_part(tt[ok], pk[ok], ms[ok], gd[ok].astype(gd_type), np.zeros(int(ok.sum()), np.int8))
         for a in (0, 1):
             pieces = list(self.side[a].tspairs.drain())
             if pieces:
@@ -931,7 +935,7 @@ class FlowStream:
                 del pieces
                 o = np.argsort(v, kind="stable")              # by flow, then echoed value
                 gd = (0 if F == 1 else 2 * (v[o] // M32)) + 1 - a
-                add_part(tt[o], pk[o], ms[o], np.broadcast_to(gd, len(o)).astype(np.int64),
+                add_part(tt[o], pk[o], ms[o], np.broadcast_to(gd, len(o)).astype(gd_type),
                          np.ones(len(o), np.int8))
                 del tt, pk, ms, v, o, gd
         if parts[0]:
@@ -941,10 +945,10 @@ class FlowStream:
                 lst.clear()
             rtt_t, rtt_pk, rtt_ms, rtt_gd, rtt_method = joined
             del parts, joined
-            rtt_pk = rtt_pk.astype(np.int64)
+            rtt_pk = rtt_pk.astype(np.int64, copy=False)
         else:
             rtt_t, rtt_pk, rtt_ms = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-            rtt_gd, rtt_method = np.zeros(0, np.int64), np.zeros(0, np.int8)
+            rtt_gd, rtt_method = np.zeros(0, gd_type), np.zeros(0, np.int8)
 
         # ---- events frame
         E = {name: {k: np.concatenate([x[k] for x in v]) for k in v[0]} if v else None
