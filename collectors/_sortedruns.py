@@ -300,14 +300,15 @@ class JoinedRuns(_Runs):
 
 class SpooledPieces:
     """Pieces - tuples of 1-d arrays, the same number of arrays in each - appended one at a
-    time and given back once, in the order appended (:meth:`drain`). With ``spill`` they
-    are written to a nameless temporary file in ``folder`` as they come (the system's
-    temporary folder when None), so that what an analysis gathers over a whole long flow
-    (an RTT sample per ACK) waits on disk, not in memory; otherwise they are held. The
-    arrays come back with the dtypes they had; a piece's arrays may differ in length."""
+    time and given back once, in the order appended (:meth:`drain`). With ``file`` (an
+    open binary file, e.g. a nameless temporary one, which several of them may share; its
+    owner closes it) they are written to its end as they come, so that what an analysis
+    gathers over a whole long flow (an RTT sample per ACK) waits on disk, not in memory;
+    without, they are held. The arrays come back with the dtypes they had; a piece's arrays
+    may differ in length."""
 
-    def __init__(self, spill: bool = False, folder=None):
-        self._file = tempfile.TemporaryFile(dir=folder) if spill else None
+    def __init__(self, file=None):
+        self._file = file
         self._pieces: list = []        # the pieces, or per piece [(byte offset, dtype, length)]
 
     def __len__(self) -> int:
@@ -325,8 +326,7 @@ class SpooledPieces:
         self._pieces.append(where)
 
     def drain(self):
-        """The pieces in the order appended, each forgotten as it is given (the file is
-        closed at the end)."""
+        """The pieces in the order appended, each forgotten as it is given."""
         pieces, self._pieces = self._pieces, []
         pieces.reverse()
         while pieces:
@@ -339,9 +339,6 @@ class SpooledPieces:
                 self._file.seek(offset)
                 out.append(np.fromfile(self._file, dtype, n))
             yield tuple(out)
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 __all__ = ["SortedRuns", "JoinedRuns", "SpooledPieces", "CHUNK_ROWS"]

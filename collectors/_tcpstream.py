@@ -202,9 +202,12 @@ class FlowStream:
     ``source``). The state a chunk leaves to the next is
     per direction in :attr:`side` (two :class:`SideState`), per flow in the bin sums
     (:attr:`acc`, rows of flow, direction, bin as in :func:`._tcpframes._series_frame`),
-    the fast-recovery carry (:attr:`lf`), retransmission and event lists."""
+    the fast-recovery carry (:attr:`lf`), retransmission and event lists. ``spill``: an
+    open file where the RTT samples wait for :meth:`finish` (:class:`._sortedruns.SpooledPieces`;
+    a long flow's), which then makes the events in pieces (:class:`EventPieces`); None:
+    they are held."""
 
-    def __init__(self, first: dict, res_ns: int, source: str = "", *, spill: bool = False, spill_folder=None):
+    def __init__(self, first: dict, res_ns: int, source: str = "", *, spill=None):
         self.f = first
         self.res_ns = res_ns
         self.nflow = F = len(first["irtt"])
@@ -223,10 +226,10 @@ class FlowStream:
         self.rows = 0
         self._flow_bins = None               # _bin_sums_c's per-flow bin parameters, once
         self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
-        self.spill = spill
-        if spill:               # a long flow's RTT samples (one per ACK) wait on disk for finish()
+        self.spill = spill is not None
+        if spill is not None:   # a long flow's RTT samples (one per ACK) wait in this file for finish()
             for side in self.side:
-                side.seqack, side.tspairs = (SpooledPieces(True, spill_folder) for _ in range(2))
+                side.seqack, side.tspairs = SpooledPieces(spill), SpooledPieces(spill)
         self.episode = [episode_carry(F), episode_carry(F)]   # [d]: recovery_episodes' carry
         self.undo_wait = [{}, {}]          # [d]: {key: UndoWait row} of open timeout episodes' waiting verdicts
         # [d]: (flow, lo, hi) of the ranges d skipped not yet cumulatively ACKed (gaps_left)
@@ -1336,22 +1339,33 @@ def analyze_streamed_flows(path, pflows, *, res_s: float, salvage: bool, latenes
 
     The pass is made here; the analyses come from the iterator returned, one flow at a
     time and in the order of ``pflows``, so a caller that writes each away holds one
-    flow's frames, not all of them. Each flow's RTT samples (one per ACK: the bulk of a
-    sender-side capture's events) wait until then in a nameless temporary file in
-    ``spill_folder`` (None: the system's temporary folder)."""
+    flow's frames, not all of them. The flows' RTT samples (one per ACK: the bulk of a
+    sender-side capture's events) wait until then in one nameless temporary file in
+    ``spill_folder`` (None: the system's temporary folder), closed when the last flow is
+    finished (or the iterator dropped)."""
+    import tempfile
     firsts = [first_from_census(census, int(p)) for p in pflows]
     res_ns = int(round(res_s * 1e9))
-    streams = [FlowStream(first_arrays(first), res_ns, str(path), spill=True, spill_folder=spill_folder)
-               for first in firsts]
+    spill = tempfile.TemporaryFile(dir=spill_folder) if pflows else None    # one file for every flow
+    streams = [FlowStream(first_arrays(first), res_ns, str(path), spill=spill) for first in firsts]
     infos: list = [{} for _ in pflows]
-    for k, c in _flows_time_chunks(path, pflows, salvage=salvage, lateness_ns=lateness_ns,
-                                   chunk_rows=chunk_rows, infos=infos, others=others, feed=feed):
-        streams[k].chunk(stream_chunk(c, firsts[k]["fwd_swap"]))
+    try:
+        for k, c in _flows_time_chunks(path, pflows, salvage=salvage, lateness_ns=lateness_ns,
+                                       chunk_rows=chunk_rows, infos=infos, others=others, feed=feed):
+            streams[k].chunk(stream_chunk(c, firsts[k]["fwd_swap"]))
+    except BaseException:
+        if spill is not None:
+            spill.close()
+        raise
 
     def finished():
         streams.reverse(), firsts.reverse(), infos.reverse()
-        while streams:                      # each engine is dropped once its flow is finished
-            yield _finish(streams.pop(), firsts.pop(), infos.pop(), path, res_s)
+        try:
+            while streams:                  # each engine is dropped once its flow is finished
+                yield _finish(streams.pop(), firsts.pop(), infos.pop(), path, res_s)
+        finally:
+            if spill is not None:
+                spill.close()
     return finished()
 
 
