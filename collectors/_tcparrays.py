@@ -255,18 +255,19 @@ _FEW_GROUPS = 4096      # grouped_median_min sorts up to this many groups one sl
 _MEDIAN_PIECE = 1 << 20  # grouped_median_min takes more values than this in ranges of groups
 
 
-def grouped_median_min(values, groups) -> tuple:
+def grouped_median_min(values, groups, *, consume: bool = False) -> tuple:
     """(groups present (sorted), median, minimum, count of ``values`` per group): the median
     of n sorted values is the middle one, or the mean of the two middle ones, (a + b) / 2,
     as pandas's groupby median gives it. ``values`` hold no NaN (RTT samples); ``groups``
-    are integers >= 0.
+    are integers >= 0. ``consume``: ``values`` may be reordered in place (the caller's
+    own copy, not used after).
 
     Many values (a long flow's samples, one per ACK) are taken a range of groups at a time,
     ranges of about :data:`_MEDIAN_PIECE` values cut between groups (from the groups'
     counts): each group lies in one range, so the results are the same, and the sorts'
-    temporaries follow a range, not all the values; a range of one group is one sort."""
+    temporaries follow a range, not all the values."""
     if len(values) <= _MEDIAN_PIECE:
-        return _grouped_median_min(values, groups)
+        return _grouped_median_min(values, groups, consume)
     counts = np.bincount(groups)
     present = np.flatnonzero(counts)
     upto = np.cumsum(counts[present])
@@ -276,25 +277,20 @@ def grouped_median_min(values, groups) -> tuple:
     for a, b in zip(first.tolist(), np.r_[first[1:], len(present)].tolist()):
         lo, hi = int(present[a]), int(present[b - 1])
         inside = (groups >= lo) & (groups <= hi)
-        v = values[inside]
-        if a + 1 == b:                       # one group: its values sorted
-            del inside
-            v.sort()
-            n = len(v)
-            out.append((present[a:b].astype(groups.dtype), np.array([(v[(n - 1) // 2] + v[n // 2]) / 2]), v[:1],
-                        np.array([n])))
-        else:
-            out.append(_grouped_median_min(v, groups[inside]))
-            del inside
-        del v
+        out.append(_grouped_median_min(values[inside], groups[inside], True))
+        del inside
     return tuple(np.concatenate(parts) for parts in zip(*out))
 
 
-def _grouped_median_min(values, groups) -> tuple:
-    """:func:`grouped_median_min` of values held at once."""
-    order = np.argsort(groups, kind="stable")
-    g, v = groups[order], values[order]
-    del order
+def _grouped_median_min(values, groups, consume: bool) -> tuple:
+    """:func:`grouped_median_min` of values held at once (groups already in order - one
+    group, or samples in time order - are not sorted again)."""
+    if len(groups) < 2 or bool((groups[1:] >= groups[:-1]).all()):
+        g, v = groups, values if consume else values.copy()     # v is sorted in place below
+    else:
+        order = np.argsort(groups, kind="stable")
+        g, v = groups[order], values[order]
+        del order
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
     counts = np.diff(np.r_[starts, len(g)])
     # each group's values in ascending order (which of equal values comes first changes no

@@ -200,7 +200,7 @@ def _rtt_columns(flows, rtt_ms, rtt_gd, rtt_method, payload_gd) -> Columns:
         pref = np.ones(2 * nflow, np.int8)
         np.minimum.at(pref, rtt_gd, rtt_method)
         keep = rtt_method == pref[rtt_gd]
-        at, m, low, c = grouped_median_min(rtt_ms[keep], rtt_gd[keep])
+        at, m, low, c = grouped_median_min(rtt_ms[keep], rtt_gd[keep], consume=True)
         med.ravel()[at], mn.ravel()[at], cnt.ravel()[at] = m, low, c
     pg = np.asarray(payload_gd, np.float64)[: 2 * nflow].reshape(-1, 2) if nflow else np.zeros((0, 2))
     data_dir = np.where(pg[:, 1] > pg[:, 0], 1, 0)
@@ -292,7 +292,7 @@ def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflo
             vals[filled:filled + n] = rtt_ms[sl][keep]
             filled += n
             del gd, keep, rf, rd
-        at, med = grouped_median_min(vals, rows)[:2]
+        at, med = grouped_median_min(vals, rows, consume=True)[:2]
         del vals, rows
         rtt[at] = med
     out["rtt_ms"] = rtt
