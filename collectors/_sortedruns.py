@@ -311,9 +311,6 @@ class SpooledPieces:
         self._file = file
         self._pieces: list = []        # the pieces, or per piece [(byte offset, dtype, length)]
 
-    def __len__(self) -> int:
-        return len(self._pieces)
-
     def append(self, piece: tuple) -> None:
         if self._file is None:
             self._pieces.append(tuple(piece))

@@ -276,22 +276,23 @@ def _series_frame(out: dict, eff_mss, rtt_t, rtt_ms, rtt_gd, rtt_method, *, nflo
     if len(rtt_ms):
         pref = np.ones(2 * nflow, np.int8)
         np.minimum.at(pref, rtt_gd, rtt_method)
+        keep = rtt_method == pref[rtt_gd]
         # the kept samples' values and rows, a slice of samples at a time (a long flow has
         # one sample per ACK: the temporaries follow the slice)
-        slices = [slice(s, s + _SAMPLE_SLICE) for s in range(0, len(rtt_ms), _SAMPLE_SLICE)]
-        n_kept = sum(int((rtt_method[sl] == pref[rtt_gd[sl]]).sum()) for sl in slices)
+        n_kept = int(keep.sum())
         vals, rows = np.empty(n_kept), np.empty(n_kept, np.min_scalar_type(-total))
         filled = 0
-        for sl in slices:
-            gd = rtt_gd[sl]
-            keep = rtt_method[sl] == pref[gd]
-            gd = gd[keep]
+        for s in range(0, len(rtt_ms), _SAMPLE_SLICE):
+            sl = slice(s, s + _SAMPLE_SLICE)
+            k = keep[sl]
+            gd = rtt_gd[sl][k]
             rf, rd = gd // 2, gd % 2
             n = len(gd)
-            rows[filled:filled + n] = row_of(rf, rd, np.clip(rtt_t[sl][keep] // res_ns, start_bin[rf], end_bin[rf]))
-            vals[filled:filled + n] = rtt_ms[sl][keep]
+            rows[filled:filled + n] = row_of(rf, rd, np.clip(rtt_t[sl][k] // res_ns, start_bin[rf], end_bin[rf]))
+            vals[filled:filled + n] = rtt_ms[sl][k]
             filled += n
-            del gd, keep, rf, rd
+            del gd, k, rf, rd
+        del keep
         at, med = grouped_median_min(vals, rows, consume=True)[:2]
         del vals, rows
         rtt[at] = med
