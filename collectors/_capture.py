@@ -85,6 +85,9 @@ class RecordBatch:
 _AR4 = np.arange(4)
 _AR16 = np.arange(16)
 PAD = 128                    # zero bytes after each buffer so header gathers never overrun
+#: Bytes in front of each read-ahead piece for what a chunk carries over from the one before
+#: (a record, or a pcapng block, cut by the chunk's end); a longer carry is copied.
+READ_ROOM = MAX_RECORD + 16
 
 
 def sniff_kind(head: bytes) -> str | None:
@@ -212,6 +215,101 @@ def file_size(path: Path) -> int:
         return 0
 
 
+class _ReadAhead:
+    """The file read ahead of its consumer, on a thread of its own: pieces of ``size`` bytes,
+    each read at offset ``room`` of a buffer of ``room + size + PAD`` bytes, at most
+    ``depth`` waiting. A file's ``readinto`` (and zlib's inflate, for a gzip stream) runs
+    without the GIL, so the next piece is read while the caller walks and decodes this
+    one; the ``room`` in front takes the bytes a caller carries over from the previous
+    piece without a copy of the piece. ``recycle=True``: buffers go back to the thread
+    when the caller asks for the next piece (a caller done with each piece by then, as
+    :class:`CaptureReader`'s ``reuse_buffer`` promises), so ``depth + 1`` buffers serve
+    the whole file (with ``depth`` 1: the one the caller holds and the one being read).
+
+    :meth:`get` returns ``(buffer, bytes read, exception)``: a piece shorter than ``size``
+    is the last, and an exception the file's read raised comes with the bytes read
+    before it, after every piece before it, in the order a direct read would have met it."""
+
+    def __init__(self, f, size: int, room: int, *, depth: int = 1, recycle: bool = False):
+        import queue
+        import threading
+        self.f, self.size, self.room, self.recycle, self.depth = f, size, room, recycle, depth
+        self._made = 0
+        self._ready = queue.Queue(maxsize=depth)
+        self._free = queue.Queue()
+        self._stop = threading.Event()
+        self._held = None
+        self._done = False
+        self._thread = threading.Thread(target=self._run, name="airlink-capture-read", daemon=True)
+        self._thread.start()
+
+    def _buffer(self):
+        """A buffer to read the next piece into (None: stopped). Recycling, at most
+        ``depth + 1`` exist: the thread waits for the caller to give one back."""
+        import queue
+        if self.recycle and self._made > self.depth:
+            while not self._stop.is_set():
+                try:
+                    return self._free.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+            return None
+        self._made += 1
+        return np.empty(self.room + self.size + PAD, np.uint8)
+
+    def _run(self) -> None:
+        import queue
+        while not self._stop.is_set():
+            buf = self._buffer()
+            if buf is None:
+                return
+            view = memoryview(buf)[self.room:self.room + self.size]
+            got, exc = 0, None
+            try:
+                while got < self.size:
+                    k = self.f.readinto(view[got:])
+                    if not k:
+                        break
+                    got += k
+            except BaseException as e:          # handed to the caller, in order
+                exc = e
+            del view
+            item = (buf, got, exc)
+            while not self._stop.is_set():
+                try:
+                    self._ready.put(item, timeout=0.05)
+                    break
+                except queue.Full:
+                    continue
+            if exc is not None or got < self.size:
+                return
+
+    def get(self):
+        """The next piece: ``(buffer, bytes read, exception or None)``; after the last,
+        ``(None, 0, None)``."""
+        if self._held is not None and self.recycle:
+            self._free.put(self._held)
+        self._held = None
+        if self._done:
+            return None, 0, None
+        buf, got, exc = self._ready.get()
+        if exc is not None or got < self.size:
+            self._done = True
+        self._held = buf
+        return buf, got, exc
+
+    def close(self) -> None:
+        """Stop the thread (it may be waiting to hand over a piece) and wait for it."""
+        import queue
+        self._stop.set()
+        while self._thread.is_alive():
+            try:
+                self._ready.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self._held = None
+
+
 class CaptureReader:
     """Iterate over :class:`RecordBatch` es of a pcap, pcapng or gzip-compressed capture."""
 
@@ -222,7 +320,7 @@ class CaptureReader:
         (saves a fresh batch buffer, and its page faults, per batch)."""
         self.path = Path(path)
         self.reuse_buffer = reuse_buffer
-        self._buffer = None
+        self._ahead = None             # the file's read-ahead (_fill), while a pass runs
         self._walk_out = None
         self.name = str(path)
         self.salvage = salvage
@@ -278,41 +376,58 @@ class CaptureReader:
                     f"(packet 1); 0 packets read (expected pcap a1b2c3d4/a1b23c4d or pcapng "
                     f"0a0d0d0a)", offset=0, packet=1)
         finally:
+            if self._ahead is not None:
+                self._ahead.close()
+                self._ahead = None
             f.close()
 
     def _fill(self, f, carry: bytes, size: int):
         """The next chunk's buffer: ``carry`` (bytes left over from the previous chunk), then
-        up to ``size`` bytes of the file read in place, then ``PAD`` zero bytes (no
-        concatenation copies). Returns ``(block, bytes read)``. A numpy buffer, not a
-        bytearray: numpy asks for transparent huge pages on large allocations, so filling it
-        costs a few page faults instead of one per 4 KiB. With ``reuse_buffer`` one buffer
-        serves every chunk (room for a record's worth of carry beyond the chunk)."""
-        need = len(carry) + size + PAD
-        if self.reuse_buffer:
-            if self._buffer is None or len(self._buffer) < need:
-                self._buffer = np.empty(need + MAX_RECORD, np.uint8)
-            block = self._buffer[:need]
+        at least ``size`` bytes of the file (fewer at its end), then ``PAD`` zero bytes.
+        Returns ``(block, bytes read)``. The file is read ahead by :class:`_ReadAhead` in
+        pieces of ``self.chunk`` bytes: where the carry fits in front of the next piece and
+        ``size`` is one piece (every classic-pcap chunk, nearly every pcapng one) the
+        block is that piece's own buffer; otherwise (a block longer than a piece) the
+        pieces are joined in a new one. Numpy buffers, not bytearrays: numpy asks for
+        transparent huge pages on large allocations, so filling one costs a few page faults
+        instead of one per 4 KiB. With ``reuse_buffer`` the buffers go round (the consumer
+        is done with a chunk when it asks for the next)."""
+        if self._ahead is None:
+            self._ahead = _ReadAhead(f, self.chunk, READ_ROOM, recycle=self.reuse_buffer)
+        if len(carry) <= READ_ROOM and size <= self.chunk:
+            buf, got = self._piece()
+            if buf is None:
+                buf, got = np.empty(READ_ROOM + PAD, np.uint8), 0
+            start = READ_ROOM - len(carry)
+            buf[start:READ_ROOM] = np.frombuffer(carry, np.uint8)
+            block = buf[start:READ_ROOM + got + PAD]
         else:
-            block = np.empty(need, np.uint8)
-        block[:len(carry)] = np.frombuffer(carry, np.uint8)
-        got = self._readinto(f, memoryview(block)[len(carry):len(carry) + size])
+            parts, got = [np.frombuffer(carry, np.uint8)], 0
+            while got < size:
+                buf, k = self._piece()
+                if buf is None:
+                    break
+                parts.append(buf[READ_ROOM:READ_ROOM + k].copy())
+                got += k
+                if k < self.chunk or self._damage is not None or self.problem is not None:
+                    break
+            block = np.empty(len(carry) + got + PAD, np.uint8)
+            block[:len(carry) + got] = np.concatenate(parts)
         block[len(carry) + got:] = 0
         return block, got
 
-    def _readinto(self, f, view) -> int:
-        """Fill ``view`` from the file (short only at the end); damage -> _fail, 0."""
-        done = 0
-        try:
-            while done < len(view):
-                k = f.readinto(view[done:])
-                if not k:
-                    break
-                done += k
-        except GzipDamage as exc:          # the bytes before it are kept and parsed first
+    def _piece(self):
+        """The read-ahead's next piece ``(buffer, bytes)`` (``(None, 0)`` past the end); a
+        read that failed counts as it would have read directly: the bytes before the
+        failure are kept, gzip damage is reported after them, other errors at once."""
+        buf, got, exc = self._ahead.get()
+        if isinstance(exc, GzipDamage):           # the bytes before it are kept and parsed first
             self._damage = f"compressed data is damaged: {exc}"
-        except (OSError, EOFError, gzip.BadGzipFile, Exception) as exc:  # zlib.error too
-            self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})", self._consumed + done)
-        return done
+        elif isinstance(exc, Exception):          # OSError, EOFError, BadGzipFile, zlib.error, ...
+            self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})", self._consumed + got)
+        elif exc is not None:
+            raise exc
+        return buf, got
 
     # -- classic pcap -----------------------------------------------------------
     def _pcap(self, f, head):
@@ -374,7 +489,7 @@ class CaptureReader:
                 break
         if self._damage is not None and self.problem is None:
             self._fail("end of the data", self._consumed)
-        self._buffer = self._mask = self._walk_out = None   # the reused buffers are not needed any more
+        self._mask = self._walk_out = None   # the reused buffers are not needed any more
 
     def _pcap_walk_c(self, buf, n, endian, ns_per_tick, frac_max, limit):
         """The record walk of :meth:`_pcap_walk` in C (``collectors/_records.c``): per
@@ -510,7 +625,7 @@ class CaptureReader:
                            self._consumed)
         if self._damage is not None and self.problem is None:
             self._fail("end of the data", self._consumed)
-        self._buffer = self._walk_out = None
+        self._walk_out = None
 
     def _ng_chunk(self, buf, n):
         """Walk the blocks of buf[:n]: (offset where reading continues, record runs, bytes

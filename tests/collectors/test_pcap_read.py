@@ -182,3 +182,82 @@ def test_pcapng_runs_with_other_blocks(tmp_path):
     assert (df["seq"].to_numpy() == np.arange(400)).all()
     assert (np.diff(df["time"].array.asi8) == 1000).all()
     assert list(df["payload_bytes"].iloc[:5]) == [0, 1, 2, 3, 4]
+
+
+def read_ahead_threads():
+    import threading
+    return [t for t in threading.enumerate() if t.name == "airlink-capture-read"]
+
+
+def test_read_ahead_batches_stay_whole_and_threads_end(tmp_path):
+    """The file is read ahead on a thread: batches kept without ``reuse_buffer`` keep their
+    bytes after later chunks are read (each record's payload equals what was written), a
+    reader left after its first batch stops its thread, and ``reuse_buffer`` readers go
+    round two buffers."""
+    from airlink.collectors import _capture
+    rng = np.random.default_rng(7)
+    pays = [bytes(rng.integers(0, 255, int(rng.integers(0, 1400)), dtype=np.uint8)) for _ in range(800)]
+    recs = [(T0 + i * 1000, link_wrap(tcp_packet(seq=i, payload=p), 1)) for i, p in enumerate(pays)]
+    f = tmp_path / "many.pcap"
+    f.write_bytes(pcap_bytes(recs))
+    kept = list(_capture.CaptureReader(f, chunk=5000))
+    frames = [bytes(b.buf[o:o + c]) for b in kept for o, c in zip(b.data_off.tolist(), b.caplen.tolist())]
+    assert frames == [w for _, w in recs]
+    reader = _capture.CaptureReader(f, chunk=5000)
+    it = iter(reader)
+    next(it)
+    assert len(read_ahead_threads()) == 1
+    it.close()                              # the consumer leaves: the generator's finally
+    assert read_ahead_threads() == []
+    made = []
+    real = _capture._ReadAhead.close
+
+    def close(self):
+        made.append(self._made)
+        real(self)
+    _capture._ReadAhead.close = close
+    try:
+        n = sum(len(b.data_off) for b in _capture.CaptureReader(f, chunk=5000, reuse_buffer=True))
+    finally:
+        _capture._ReadAhead.close = real
+    assert n == 800 and made == [2]
+    assert read_ahead_threads() == []
+
+
+def test_read_error_mid_file_reported_in_order(tmp_path, monkeypatch):
+    """A read that fails part-way (an I/O error on a damaged disk) is reported after the
+    records read before it, at the byte where the read stopped; ``salvage`` keeps them."""
+    from airlink.collectors import _capture
+    recs = [(T0 + i * 1000, link_wrap(tcp_packet(seq=i, payload=b"z" * 1000), 1)) for i in range(100)]
+    data = pcap_bytes(recs)
+    f = tmp_path / "bad-disk.pcap"
+    f.write_bytes(data)
+    fail_at = 24 + 30 * (16 + len(recs[0][1])) + 5         # inside record 31's header
+
+    class FailingFile:
+        def __init__(self, path):
+            self.f, self.pos = open(path, "rb"), 0
+
+        def read(self, n):
+            b = self.f.read(n)
+            self.pos += len(b)
+            return b
+
+        def readinto(self, view):
+            if self.pos >= fail_at:
+                raise OSError(5, "Input/output error")
+            k = self.f.readinto(view[:fail_at - self.pos])
+            self.pos += k
+            return k
+
+        def close(self):
+            self.f.close()
+    monkeypatch.setattr(_capture, "_open", lambda path: (FailingFile(path), False))
+    with pytest.raises(_capture.CaptureError) as err:
+        list(_capture.CaptureReader(f, chunk=4096))
+    assert "Input/output error" in str(err.value)
+    assert err.value.packets_read <= 30
+    got = [s for b in _capture.CaptureReader(f, chunk=4096, salvage=True)
+           for s in b.ts_ns.tolist()]
+    assert got == [t // 1000 * 1000 for t, _ in recs[:30]]       # microsecond pcap
+    assert read_ahead_threads() == []
