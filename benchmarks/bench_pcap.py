@@ -39,7 +39,8 @@ load.
 side of a clean veth (as ``--make``), the sender side behind a 200 Mbit/s tbf bottleneck
 (snaplen 128, no capture filter: the namespace's IPv6 chatter is in it), the same behind a
 tbf with a 60 kB queue (losses, retransmissions), and the receiver capture cut into 2,000
-flows one after another; each also converted by ``editcap -F pcapng``. A transfer that
+flows one after another; each also converted by ``editcap -F pcapng`` (and, with ``--formats
+...,pcap.gz``, compressed by ``gzip -1``). A transfer that
 does not reach ``--packets`` in its 200 s (the lossy one) is repeated in time-shifted
 copies, each its own connections, up to that count.
 """
@@ -559,6 +560,21 @@ def as_pcapng(path: Path) -> Path:
     return ng
 
 
+def as_gzip(path: Path) -> Path:
+    """``path`` compressed by ``gzip -1`` (made when missing): what a capture kept to save
+    space is; both tools decompress it as they read (tcptrace through ``gunzip``)."""
+    gz = path.with_name(path.name + ".gz")
+    if not gz.exists():
+        part = gz.with_name(gz.name + ".part")
+        with open(part, "wb") as out:
+            subprocess.run(["gzip", "-1", "-c", str(path)], stdout=out, check=True)
+        os.replace(part, gz)
+    return gz
+
+
+FORMATS = {"pcap": lambda base: base, "pcapng": as_pcapng, "pcap.gz": as_gzip}
+
+
 def run_matrix(shapes, formats, packets: int, copies: int, runs: int, baseline: str | None = None) -> list:
     """``airlink collect`` against ``tcptrace -n -l -r`` on every shape and format; one row
     per capture with medians and min-max of ``runs`` pairs (``baseline``: as for
@@ -567,24 +583,24 @@ def run_matrix(shapes, formats, packets: int, copies: int, runs: int, baseline: 
     for shape in shapes:
         base = matrix_capture(shape, packets, copies)
         for fmt in formats:
-            cap = base if fmt == "pcap" else as_pcapng(base)
+            cap = FORMATS[fmt](base)
             n = count_packets(cap)
             print(f"\n== {shape}, {fmt}: {cap.name}, {n} packets, {cap.stat().st_size / 1e6:.0f} MB", flush=True)
             rows.append({"shape": shape, "format": fmt, "capture": str(cap),
                          **collect_vs_tcptrace(str(cap), n, runs, baseline)})
     print(f"\n{os.cpu_count()} cores; median (min-max) of {runs} pairs, collect and tcptrace in turn")
-    print(f"{'shape':12s} {'fmt':6s} {'packets':>9s} {'collect s':>18s} {'tcptrace s':>18s} "
+    print(f"{'shape':12s} {'fmt':7s} {'packets':>9s} {'collect s':>18s} {'tcptrace s':>18s} "
           f"{'ratio':>17s} {'CPU ratio':>17s} {'peak MiB':>14s} {'B/packet':>14s} goal")
 
     def cell(v, fmt):
         return f"{v['median']:{fmt}} ({v['min']:{fmt}}-{v['max']:{fmt}})"
     for r in rows:
-        print(f"{r['shape']:12s} {r['format']:6s} {r['packets']:9d} {cell(r['collect_wall_s'], '.2f'):>18s} "
+        print(f"{r['shape']:12s} {r['format']:7s} {r['packets']:9d} {cell(r['collect_wall_s'], '.2f'):>18s} "
               f"{cell(r['tcptrace_wall_s'], '.2f'):>18s} {cell(r['wall_ratio'], '.2f'):>17s} "
               f"{cell(r['cpu_ratio'], '.2f'):>17s} {cell(r['collect_peak_mib'], '.0f'):>14s} "
               f"{cell(r['bytes_per_packet'], '.0f'):>14s} {'met' if r['goal_met'] else 'NOT met'}")
         if "baseline" in r:
-            print(f"{'  baseline':19s} {r['packets']:9d} {cell(r['baseline_wall_s'], '.2f'):>18s} {'':>18s} "
+            print(f"{'  baseline':20s} {r['packets']:9d} {cell(r['baseline_wall_s'], '.2f'):>18s} {'':>18s} "
                   f"{cell(r['baseline_wall_ratio'], '.2f'):>17s} {cell(r['baseline_cpu_ratio'], '.2f'):>17s} "
                   f"{cell(r['baseline_peak_mib'], '.0f'):>14s} {cell(r['baseline_bytes_per_packet'], '.0f'):>14s}")
     print("goals (issue #26): ~2M packets <= 1.0x tcptrace wall and <= 100 B/packet; "
@@ -643,8 +659,9 @@ def main(argv=None) -> int:
                          "in every pair too, in turn before and after this one; reported beside it")
     ap.add_argument("--shapes", default=",".join(SHAPES), type=_names_of(SHAPES),
                     help=f"with --matrix, comma-separated (default {','.join(SHAPES)})")
-    ap.add_argument("--formats", default="pcap,pcapng", type=_names_of(("pcap", "pcapng")),
-                    help="with --matrix, comma-separated (default pcap,pcapng)")
+    ap.add_argument("--formats", default="pcap,pcapng", type=_names_of(tuple(FORMATS)),
+                    help="with --matrix, comma-separated from pcap, pcapng, pcap.gz (gzip -1 of the "
+                         "pcap) (default pcap,pcapng)")
     args = ap.parse_args(argv)
     WORK = args.work
     WORK.mkdir(parents=True, exist_ok=True)
