@@ -237,6 +237,10 @@ class _ReadAhead:
         self._made = 0
         self._ready = queue.Queue(maxsize=depth)
         self._free = queue.Queue()
+        if recycle:          # made here: the caller's heap, not a new arena of the thread's
+            for _ in range(depth + 1):
+                self._free.put(np.empty(room + size + PAD, np.uint8))
+            self._made = depth + 1
         self._stop = threading.Event()
         self._held = None
         self._done = False
