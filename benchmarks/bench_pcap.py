@@ -38,8 +38,9 @@ load.
 ``--matrix`` makes (when missing) one capture per shape in the work folder: the receiver
 side of a clean veth (as ``--make``), the sender side behind a 200 Mbit/s tbf bottleneck
 (snaplen 128, no capture filter: the namespace's IPv6 chatter is in it), the same behind a
-tbf with a 60 kB queue (losses, retransmissions), and the receiver capture cut into 2,000
-flows one after another; each also converted by ``editcap -F pcapng`` (and, with ``--formats
+tbf with a 60 kB queue (losses, retransmissions), the receiver capture cut into 2,000
+flows one after another, and a busy server's 500,000 short connections of four packets
+each (written directly, :func:`make_short_connections`; 2M packets only); each also converted by ``editcap -F pcapng`` (and, with ``--formats
 ...,pcap.gz``, compressed by ``gzip -1``). A transfer that
 does not reach ``--packets`` in its 200 s (the lossy one) is repeated in time-shifted
 copies, each its own connections, up to that count.
@@ -51,6 +52,7 @@ import contextlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -511,6 +513,61 @@ def split_flows(src: Path, dst: Path, every: int) -> None:
             out.write(chunk.tobytes())
 
 
+def make_short_connections(dst: Path, packets: int) -> None:
+    """A capture of ``packets // 4`` short TCP connections to one server (10.0.0.1:80), each
+    from its own client address and port: SYN, SYN/ACK, a 100-byte request with ACK and
+    a FIN/ACK, 0.3 ms apart, connections starting 20 us apart (about 50 open at once) -
+    a busy server's capture, the case where the flows, not the packets, are many. Made
+    here (Ethernet/IPv4 classic pcap, microseconds, checksums zero) rather than through
+    namespaces: half a million real connections would take the kernel's ports and
+    minutes."""
+    import numpy as np
+    n = max(1, packets // 4)
+    k = np.arange(n, dtype=np.int64)
+    t0 = 1_700_000_000 * 10**6                       # us
+    cli = (10 << 24) | (((k >> 16) % 200 + 1) << 16) | (k & 0xFFFF)
+    port = 1024 + k % 60000
+    srv = np.full(n, (10 << 24) | 1, np.int64)
+    kinds = []                                       # (time offset us, from client, flags, payload, seq, ack)
+    for off, up, flags, pay, seq, ack in ((0, True, 0x02, 0, 1000, 0), (300, False, 0x12, 0, 5000, 1001),
+                                          (600, True, 0x18, 100, 1001, 5001), (1000, False, 0x11, 0, 5001, 1101)):
+        size = 16 + 14 + 20 + 20 + pay
+        rec = np.zeros((n, size), np.uint8)
+        t = t0 + k * 20 + off
+        hdr = np.stack([t // 10**6, t % 10**6, np.full(n, size - 16), np.full(n, size - 16)], 1).astype("<u4")
+        rec[:, :16] = hdr.view(np.uint8).reshape(n, 16)
+        rec[:, 28:30] = [0x08, 0x00]
+        ip = np.zeros((n, 20), np.uint8)
+        ip[:, 0], ip[:, 8], ip[:, 9] = 0x45, 64, 6
+        ip[:, 2:4] = np.asarray([20 + 20 + pay], ">u2").view(np.uint8)
+        src, dst_ = (cli, srv) if up else (srv, cli)
+        ip[:, 12:16] = src.astype(">u4").view(np.uint8).reshape(n, 4)
+        ip[:, 16:20] = dst_.astype(">u4").view(np.uint8).reshape(n, 4)
+        rec[:, 30:50] = ip
+        sp, dp = (port, np.full(n, 80)) if up else (np.full(n, 80), port)
+        tcp = np.zeros((n, 20), np.uint8)
+        tcp[:, 0:2] = sp.astype(">u2").view(np.uint8).reshape(n, 2)
+        tcp[:, 2:4] = dp.astype(">u2").view(np.uint8).reshape(n, 2)
+        tcp[:, 4:8] = np.asarray([seq], ">u4").view(np.uint8)
+        tcp[:, 8:12] = np.asarray([ack], ">u4").view(np.uint8)
+        tcp[:, 12], tcp[:, 13], tcp[:, 14:16] = 5 << 4, flags, [0xFF, 0xFF]
+        rec[:, 50:70] = tcp
+        rec[:, 70:] = ord("q")
+        kinds.append((t, rec))
+    times = np.concatenate([t for t, _ in kinds])
+    sizes = np.concatenate([np.full(n, r.shape[1]) for _, r in kinds])
+    order = np.argsort(times, kind="stable")
+    start = np.zeros(len(order), np.int64)
+    start[order] = np.r_[0, np.cumsum(sizes[order])[:-1]]
+    out = np.empty(int(sizes.sum()), np.uint8)
+    for j, (_, rec) in enumerate(kinds):
+        at = start[j * n:(j + 1) * n]
+        out[at[:, None] + np.arange(rec.shape[1])] = rec
+    with _whole_file(dst) as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        f.write(out.tobytes())
+
+
 def count_packets(path: Path) -> int:
     """Records in the capture (walked, not decoded: no memory in proportion to it)."""
     out = subprocess.run([PY, "-c", "import sys; from airlink.collectors._capture import CaptureReader; "
@@ -525,6 +582,7 @@ SHAPES = {
     "sender-tbf": {"side": "sender", "tbf": "rate 200mbit burst 64kb latency 50ms"},
     "lossy": {"side": "sender", "tbf": "rate 200mbit burst 64kb limit 60000"},
     "flows-2000": {"split_of": "receiver", "flows": 2000},
+    "short-flows": {"short_connections": True},
 }
 
 
@@ -537,6 +595,8 @@ def matrix_capture(shape: str, packets: int, copies: int) -> Path:
         if "split_of" in how:
             src = matrix_capture(how["split_of"], packets, 1)
             split_flows(src, path, max(1, count_packets(src) // how["flows"]))
+        elif how.get("short_connections"):
+            make_short_connections(path, packets)
         else:
             make_capture(path, packets, side=how["side"], tbf=how.get("tbf"))
     made = count_packets(path)
@@ -581,6 +641,11 @@ def run_matrix(shapes, formats, packets: int, copies: int, runs: int, baseline: 
     :func:`collect_vs_tcptrace`, a row of its own under each)."""
     rows = []
     for shape in shapes:
+        if SHAPES[shape].get("short_connections") and copies > 1:
+            # tcptrace keeps ~8 KB per connection: 5M connections would not fit in this
+            # machine's memory, so there is no reference to compare with
+            print(f"\n== {shape}: {packets / 1e6:g}M packets only (tcptrace needs ~8 KB a connection)")
+            continue
         base = matrix_capture(shape, packets, copies)
         for fmt in formats:
             cap = FORMATS[fmt](base)

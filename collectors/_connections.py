@@ -19,17 +19,37 @@ from ._decode import decode, group_connections
 V6_BASE = 1 << 32
 
 
-def address_names(idents, v6_addresses: list) -> np.ndarray:
-    """Address strings for the address identities of :class:`Connections`."""
+def address_texts(hi, lo, six) -> list:
+    """Text of each address given as 64-bit words ``hi``, ``lo`` and a flag ``six``: IPv4
+    (``six`` false; the address is ``lo``'s low 32 bits) in dotted decimal, IPv6 in the
+    compressed form of RFC 5952 (as :mod:`ipaddress` writes it). IPv4 addresses are
+    formatted by ``inet_ntoa``, ~10x faster than :mod:`ipaddress` (a capture of 500,000
+    short connections has as many client addresses)."""
     import ipaddress
-    out = []
-    for a in np.asarray(idents).tolist():
-        if a < V6_BASE:
-            out.append(str(ipaddress.IPv4Address(a)))
-        else:
-            h, l = v6_addresses[a - V6_BASE]
-            out.append(str(ipaddress.IPv6Address((h << 64) | l)))
-    return np.array(out, dtype=str)
+    from socket import inet_ntoa
+    six = np.asarray(six, bool)
+    out = [None] * len(six)
+    v4 = np.flatnonzero(~six)
+    if len(v4):
+        packed = (np.asarray(lo)[v4] & 0xFFFFFFFF).astype(">u4").tobytes()
+        for i, k in enumerate(v4.tolist()):
+            out[k] = inet_ntoa(packed[4 * i:4 * i + 4])
+    for k in np.flatnonzero(six).tolist():
+        out[k] = str(ipaddress.IPv6Address((int(hi[k]) << 64) | int(lo[k])))
+    return out
+
+
+def address_names(idents, v6_addresses: list) -> np.ndarray:
+    """Address strings for the address identities of :class:`Connections` (each distinct
+    identity formatted once)."""
+    uniq, inv = np.unique(np.asarray(idents, np.int64), return_inverse=True)
+    six = uniq >= V6_BASE
+    hi = np.zeros(len(uniq), np.uint64)
+    lo = uniq.astype(np.uint64)
+    for k in np.flatnonzero(six).tolist():
+        hi[k], lo[k] = v6_addresses[int(uniq[k]) - V6_BASE]
+    return np.array(address_texts(hi, lo, six), dtype=str)[inv.reshape(-1)] if len(uniq) \
+        else np.zeros(0, dtype=str)
 
 
 def _batch_flow_keys(src, sport, dst, dport, proto):

@@ -63,17 +63,28 @@ class TcpAnalysis:
         return (f"TcpAnalysis({len(self._frames['flows'])} flows, {len(self._frames['series'])} series rows, "
                 f"{len(self._frames['events'])} events, resolution_s={self.resolution_s})")
 
-    def summary(self) -> list:
-        """Per-flow dicts (the ``airlink collect --json`` records)."""
+    def summary(self, limit: int | None = None) -> list:
+        """Per-flow dicts (the ``airlink collect --json`` records), in flow order. ``limit``
+        (None: every flow): those of the ``limit`` flows with the most bytes (both
+        directions; ties: the lower flow number) - a capture of many short connections has
+        as many flows as packets over four, and a record is ~40 Python objects."""
         flows = self._frames["flows"]
+        n = len(flows)
+        rows = None
+        if limit is not None and n > limit:
+            total = np.asarray(flows["bytes_fwd"], np.int64) + np.asarray(flows["bytes_rev"], np.int64)
+            rows = np.sort(np.argsort(-total, kind="stable")[:max(0, int(limit))])
         if isinstance(flows, Columns):
-            cols = {c: (iso_utc_times(flows[c]) if flows[c].dtype.kind == "M" else flows[c].tolist())
-                    for c in flows.columns}
+            def column(c):
+                v = flows[c] if rows is None else flows[c][rows]
+                return iso_utc_times(v) if v.dtype.kind == "M" else v.tolist()
         else:
-            cols = {c: ([t.isoformat() for t in flows[c]] if c in ("start", "end") else flows[c].tolist())
-                    for c in flows.columns}
+            def column(c):
+                v = flows[c] if rows is None else flows[c].iloc[rows]
+                return [t.isoformat() for t in v] if c in ("start", "end") else v.tolist()
+        cols = {c: column(c) for c in flows.columns}
         out = []
-        for i in range(len(flows)):
+        for i in range(n if rows is None else len(rows)):
             d = {c: v[i] for c, v in cols.items()}
             rec = {"flow": int(d["flow"]), "src": str(d["src"]), "dst": str(d["dst"]),
                    "sport": int(d["sport"]), "dport": int(d["dport"]),

@@ -48,11 +48,14 @@ PACKETS_BATCH_BYTES = 4 << 20
 #: long flows in time chunks (:func:`.tcp.analyze_tcp`'s ``max_packets``), so memory follows
 #: this number whatever the number of flows.
 MAX_PACKETS = 1_000_000
+#: Flows listed in the summary by default (those with the most bytes): every flow is in the
+#: flows frame; the summary's records are Python objects and JSON text, ~3 KB a flow.
+SUMMARY_FLOWS = 1000
 
 
 def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bool = False,
                     max_packets: int | None = MAX_PACKETS, packets: bool = True,
-                    provenance: dict | None = None) -> dict:
+                    provenance: dict | None = None, summary_flows: int | None = SUMMARY_FLOWS) -> dict:
     """Analyse capture ``path`` and write its frames into folder ``out``; returns the summary.
 
     ``out``: a folder path, or an object with a ``file(name) -> Path`` method (an
@@ -63,8 +66,11 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
     ``resolution``, ``salvage``, ``max_packets``: as for :func:`.tcp.analyze_tcp`.
 
     The summary: ``file``, ``reader`` ("pcap"), ``packets`` (records read), ``flows``
-    (:meth:`.tcp.TcpAnalysis.summary`), ``outputs`` (frame kind -> path written, packets
-    first), and ``problem`` when ``salvage`` kept the packets before a damaged place.
+    (:meth:`.tcp.TcpAnalysis.summary` of at most ``summary_flows`` flows, those with the
+    most bytes; None: every flow), ``flows_total`` (the capture's flows), ``flows_listed``
+    (what ``flows`` holds, when it is not every flow), ``outputs`` (frame kind -> path
+    written, packets first), and ``problem`` when ``salvage`` kept the packets before a
+    damaged place.
     """
     from airlink.rundir import COLLECT_KINDS
 
@@ -88,8 +94,12 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
         if pass_ is not None:
             pass_.cancel()
         raise
+    n_flows = len(analysis.output("flows"))
     rec = {"file": str(path), "reader": "pcap", "packets": int(info["records"]),
-           "flows": analysis.summary(), "outputs": written}
+           "flows": analysis.summary(summary_flows), "flows_total": n_flows, "outputs": written}
+    if len(rec["flows"]) < n_flows:
+        rec["flows_listed"] = (f"the {len(rec['flows'])} flows with the most bytes, of {n_flows}; every "
+                               f"flow is in {written['flows'].name}")
     if info.get("problem"):
         rec["problem"] = info["problem"]
     return rec
@@ -208,4 +218,4 @@ class PacketsPass:
                 self.dest.unlink(missing_ok=True)
 
 
-__all__ = ["collect_capture", "PacketsPass", "MAX_PACKETS", "PACKETS_BATCH_BYTES"]
+__all__ = ["collect_capture", "PacketsPass", "MAX_PACKETS", "PACKETS_BATCH_BYTES", "SUMMARY_FLOWS"]

@@ -21,14 +21,13 @@ of other link types are skipped and counted in ``frame.attrs["unknown_linktypes"
 """
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._capture import CaptureReader, progress_bar, sniff_kind
-from ._connections import Connections, address_names, numbered_batches
+from ._connections import Connections, address_names, address_texts, numbered_batches
 from ._decode import check_linktypes, decode, group_connections
 from ._timeorder import in_time_order, lateness
 
@@ -118,14 +117,6 @@ def _merge(parts) -> dict:
     return cols
 
 
-def _addr_strings(hi, lo, v6) -> list:
-    out = []
-    for h, l, six in zip(hi.tolist(), lo.tolist(), v6.tolist()):
-        if six:
-            out.append(str(ipaddress.IPv6Address((h << 64) | l)))
-        else:
-            out.append(str(ipaddress.IPv4Address(l & 0xFFFFFFFF)))
-    return out
 
 
 
@@ -186,7 +177,7 @@ def _frame(cols) -> pd.DataFrame:
         ts = cols["ts_ns"]
     flow, direction = assign_flows(cols)
     hi, lo, six = cols.pop("addr_table")
-    return _assemble(cols, flow, direction, _addr_strings(hi, lo, six))
+    return _assemble(cols, flow, direction, address_texts(hi, lo, six))
 
 
 def _assemble(cols, flow, direction, names) -> pd.DataFrame:

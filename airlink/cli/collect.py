@@ -7,7 +7,7 @@ from airlink.cli._common import add_overwrite, add_parser, bounded, output_folde
 from airlink.core import bounds as B
 from airlink.core.units import parse_duration
 
-from airlink.collectors.collect import MAX_PACKETS
+from airlink.collectors.collect import MAX_PACKETS, SUMMARY_FLOWS
 
 
 def register(sub):
@@ -40,6 +40,10 @@ def register(sub):
                         "packets, each group as soon as its flows are over (a group that cannot wait "
                         "beside the others is read again alone) - so memory follows N, not the "
                         "capture; results are the same (default 1000000)")
+    bounded(p, "--summary-flows", bound=B.TOP, default=SUMMARY_FLOWS, metavar="N",
+            help="list at most N flows of a capture in summary.json and --json: those with the "
+                 "most bytes (every flow is in <name>.flows.parquet); 0 lists every flow "
+                 f"(default {SUMMARY_FLOWS})")
     add_overwrite(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     # every output is written and closed when cmd_collect returns: the process may end at
@@ -98,7 +102,7 @@ def _collect(C, args, folder) -> dict:
         if fmt == "pcap":
             rec = C.collect_capture(path, folder, prefix=f"{stem}.", resolution=args.resolution,
                                     salvage=args.salvage, max_packets=args.max_packets,
-                                    packets=not args.no_packets)
+                                    packets=not args.no_packets, summary_flows=args.summary_flows or None)
             rec["outputs"] = [str(p) for p in rec["outputs"].values()]
             if rec.get("problem"):
                 print(f"airlink: warning: {rec['problem']} (--salvage kept them)", file=sys.stderr)
@@ -164,7 +168,7 @@ def _report(args, summary, out) -> int:
     else:
         for rec in summary["files"]:
             if "flows" in rec:
-                print(f"{rec['file']}: {rec['packets']} packets, {len(rec['flows'])} flows")
+                print(f"{rec['file']}: {rec['packets']} packets, {rec['flows_total']} flows")
                 for f in sorted(rec["flows"], key=lambda r: -r["bytes"])[:10]:
                     rtt = f"{f['rtt_ms_median']:.1f} ms" if f["rtt_ms_median"] is not None else "-"
                     if f["data_direction"]:

@@ -46,7 +46,7 @@ def _collect_capture(capture: Path, folder: "rundir.RunFolder", *, resolution: s
                           provenance={"file": str(capture), "resolution": resolution})
     for kind, path in rec["outputs"].items():
         folder.record(path, stage="collect", kind=kind)
-    return rec["packets"], len(rec["flows"]), rec["flows"]
+    return rec["packets"], rec["flows_total"], rec["flows"]
 
 
 @dataclass

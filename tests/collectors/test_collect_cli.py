@@ -182,3 +182,55 @@ def test_collect_capture_equals_reading_then_analysing(shared_data, tmp_path):
     rec = C.collect_capture(cap, folder, packets=False)
     assert list(rec["outputs"]) == ["flows", "tcp", "tcp-events"]
     assert all(p.parent == folder.path for p in rec["outputs"].values())
+
+
+def test_summary_lists_the_largest_flows(tmp_path, run_airlink):
+    """``--summary-flows N``: summary.json and --json list the N flows with the most bytes
+    (the sizes known from the capture's construction), in flow order, say how many flows
+    there are and that the rest are in the flows frame; 0 lists every flow."""
+    from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet
+    recs, size_of = [], {}
+    t = 1_700_000_000_000_000_000
+    for k in range(40):
+        cli, port, pay = f"10.1.{k // 200}.{k % 200 + 1}", 30000 + k, (k * 37) % 400
+        pk = [tcp_packet(cli, "10.0.0.1", port, 80, seq=1, flags="S"),
+              tcp_packet("10.0.0.1", cli, 80, port, seq=7, ack=2, flags="SA"),
+              tcp_packet(cli, "10.0.0.1", port, 80, seq=2, ack=8, flags="PA", payload=b"q" * pay)]
+        size_of[(cli, port)] = sum(len(p) for p in pk)       # IP bytes, both directions
+        for i, p in enumerate(pk):
+            recs.append((t + k * 1_000_000 + i * 100_000, link_wrap(p, 1)))
+    cap = tmp_path / "short.pcap"
+    cap.write_bytes(pcap_bytes(recs))
+    status, out, err = run_airlink("collect", cap, "-o", tmp_path / "a", "--summary-flows", "5", "--json")
+    assert status == 0, err
+    rec = json.loads(out)["files"][0]
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["files"][0] == rec
+    biggest = sorted(size_of, key=lambda c: -size_of[c])[:5]
+    assert {(f["src"], f["sport"]) for f in rec["flows"]} == set(biggest)
+    assert [f["flow"] for f in rec["flows"]] == sorted(f["flow"] for f in rec["flows"])
+    assert all(f["bytes"] == size_of[(f["src"], f["sport"])] for f in rec["flows"])
+    assert rec["flows_total"] == 40 and "short.flows.parquet" in rec["flows_listed"]
+    assert len(pd.read_parquet(tmp_path / "a" / "short.flows.parquet")) == 40
+    status, out, err = run_airlink("collect", cap, "-o", tmp_path / "b", "--summary-flows", "0", "--json")
+    rec = json.loads(out)["files"][0]
+    assert status == 0 and len(rec["flows"]) == 40 and "flows_listed" not in rec
+    status, out, err = run_airlink("collect", cap, "-o", tmp_path / "c")
+    assert status == 0 and "40 flows" in out.splitlines()[0]
+
+
+def test_address_texts_against_ipaddress():
+    """IPv4 through inet_ntoa and IPv6 through ipaddress give ipaddress's texts."""
+    import ipaddress
+
+    import numpy as np
+
+    from airlink.collectors._connections import V6_BASE, address_names
+    rng = np.random.default_rng(3)
+    v4 = rng.integers(0, 2**32, 500).tolist() + [0, 2**32 - 1, 0x0A000001]
+    v6 = [(int(h), int(lo)) for h, lo in zip(rng.integers(0, 2**63, 40).tolist(), rng.integers(0, 2**63, 40).tolist())]
+    v6 += [(0, 1), (0x20010DB8 << 32, 0), (0, 0xFFFF0A000001), (2**64 - 1, 2**64 - 1)]
+    ids = np.array(v4 + [V6_BASE + i for i in range(len(v6))] + v4[:7], np.int64)
+    want = [str(ipaddress.IPv4Address(a)) for a in v4] + \
+        [str(ipaddress.IPv6Address((h << 64) | lo)) for h, lo in v6] + [str(ipaddress.IPv4Address(a)) for a in v4[:7]]
+    assert address_names(ids, v6).tolist() == want
+    assert address_names(np.zeros(0, np.int64), []).tolist() == []
