@@ -248,7 +248,18 @@ def iter_packet_tables(path, *, flows, max_lateness_ns: int | None = None, salva
     table per batch of that pass; ``max_lateness_ns`` is then required)."""
     import pyarrow as pa
 
+    from airlink.core.arrowarrays import numpy_array, strings
+
     from ._columns import arrow_array
+
+    def addresses(col):
+        """A batch's address column as a dictionary of the addresses it holds, in the
+        capture's (sorted) order: the capture's whole list in every row group would be
+        encoded and written again with each (500,000 addresses of a busy server's capture:
+        most of the command's time and of the file)."""
+        used = col.present()
+        return pa.DictionaryArray.from_arrays(numpy_array(used.codes.astype(col.codes.dtype)),
+                                              strings(used.values))
     schema = None
     for out, names in _packet_columns(path, flows=flows, max_lateness_ns=max_lateness_ns,
                                       salvage=salvage, info=info, batch_bytes=batch_bytes, feed=feed,
@@ -258,12 +269,16 @@ def iter_packet_tables(path, *, flows, max_lateness_ns: int | None = None, salva
         frame = _packets_columns(out, out.pop("flow"), out.pop("direction"), names)
         if schema is None:
             table = frame.to_arrow()
+            for name in ("src", "dst"):
+                at = table.schema.get_field_index(name)
+                table = table.set_column(at, table.schema.field(at), addresses(frame[name]))
             schema = table.schema
             yield table
             continue
         # the first batch's schema holds for all: the addresses (and so the codes' type)
         # come from the flows table, complete before the first batch
-        yield pa.Table.from_arrays([arrow_array(c) for c in frame.data.values()], schema=schema)
+        yield pa.Table.from_arrays([addresses(c) if n in ("src", "dst") else arrow_array(c)
+                                    for n, c in frame.data.items()], schema=schema)
 
 
 class _PacketLabels:

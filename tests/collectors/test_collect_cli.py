@@ -184,14 +184,13 @@ def test_collect_capture_equals_reading_then_analysing(shared_data, tmp_path):
     assert all(p.parent == folder.path for p in rec["outputs"].values())
 
 
-def test_summary_lists_the_largest_flows(tmp_path, run_airlink):
-    """``--summary-flows N``: summary.json and --json list the N flows with the most bytes
-    (the sizes known from the capture's construction), in flow order, say how many flows
-    there are and that the rest are in the flows frame; 0 lists every flow."""
+def short_connections(path, n=40):
+    """``n`` three-packet connections from distinct clients to 10.0.0.1:80, one after
+    another; returns each connection's IP bytes (both directions) by (client, port)."""
     from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet
     recs, size_of = [], {}
     t = 1_700_000_000_000_000_000
-    for k in range(40):
+    for k in range(n):
         cli, port, pay = f"10.1.{k // 200}.{k % 200 + 1}", 30000 + k, (k * 37) % 400
         pk = [tcp_packet(cli, "10.0.0.1", port, 80, seq=1, flags="S"),
               tcp_packet("10.0.0.1", cli, 80, port, seq=7, ack=2, flags="SA"),
@@ -199,8 +198,39 @@ def test_summary_lists_the_largest_flows(tmp_path, run_airlink):
         size_of[(cli, port)] = sum(len(p) for p in pk)       # IP bytes, both directions
         for i, p in enumerate(pk):
             recs.append((t + k * 1_000_000 + i * 100_000, link_wrap(p, 1)))
+    path.write_bytes(pcap_bytes(recs))
+    return size_of
+
+
+def test_packet_row_groups_hold_their_own_addresses(tmp_path):
+    """Each row group of the packets frame carries the addresses of its own rows as its
+    dictionary (sorted), not the capture's whole list; read back, the values are those of
+    the frame read in one piece."""
+    from airlink import collectors as C
+    from airlink.collectors.pcap import iter_packet_tables
     cap = tmp_path / "short.pcap"
-    cap.write_bytes(pcap_bytes(recs))
+    short_connections(cap, 60)
+    a = C.analyze_tcp(cap)
+    tables = list(iter_packet_tables(cap, flows=a.flows, max_lateness_ns=a.max_lateness_ns, batch_bytes=2048))
+    assert len(tables) > 10
+    for t in tables:
+        for name in ("src", "dst"):
+            col = t.column(name).combine_chunks()
+            shown = col.dictionary.to_pylist()
+            assert shown == sorted(set(col.to_pylist())) and len(shown) < 20
+    whole = C.read_pcap(cap)
+    import pyarrow as pa
+    got = pa.concat_tables(tables).to_pandas()
+    for name in ("src", "dst"):
+        assert got[name].astype(str).tolist() == whole[name].astype(str).tolist()
+
+
+def test_summary_lists_the_largest_flows(tmp_path, run_airlink):
+    """``--summary-flows N``: summary.json and --json list the N flows with the most bytes
+    (the sizes known from the capture's construction), in flow order, say how many flows
+    there are and that the rest are in the flows frame; 0 lists every flow."""
+    cap = tmp_path / "short.pcap"
+    size_of = short_connections(cap)
     status, out, err = run_airlink("collect", cap, "-o", tmp_path / "a", "--summary-flows", "5", "--json")
     assert status == 0, err
     rec = json.loads(out)["files"][0]
