@@ -84,6 +84,9 @@ ENGINE_CHUNK_ROWS = 1 << 18
 # before the previous group's last flow ends is then gathered beside it within the limit,
 # instead of being dropped and read again in a pass of its own (GroupGatherer's budget).
 GROUP_SHARE = 2
+# ... and to at most this many flows: a group's per-flow state (the engine's, its flows
+# and series rows) then stays bounded on a capture of very many short flows too.
+GROUP_FLOWS = 1 << 15
 
 
 def _return_freed_memory() -> None:
@@ -481,7 +484,7 @@ def _census_flows(census: dict):
 
 def _flow_groups(census: dict, gnum, max_packets: int):
     """(groups: lists of provisional flows, each of at most ``max_packets`` /
-    :data:`GROUP_SHARE` packets or a single flow; streamed: whether each group is one flow bigger than the limit, analysed
+    :data:`GROUP_SHARE` packets and :data:`GROUP_FLOWS` flows, or a single flow; streamed: whether each group is one flow bigger than the limit, analysed
     through time in chunks) for :func:`_analyze_grouped`. A flow bigger than the limit is a
     group of its own; the others fill groups in the order they end (last packet time, then
     global number), so that one pass over the capture can analyse each group as soon as
@@ -493,7 +496,7 @@ def _flow_groups(census: dict, gnum, max_packets: int):
         if counts[f] > max_packets:
             groups.append([f])
             continue
-        if cur and size + counts[f] > fill:
+        if cur and (size + counts[f] > fill or len(cur) >= GROUP_FLOWS):
             groups.append(cur)
             cur, size = [], 0
         cur.append(f)

@@ -245,6 +245,29 @@ def test_analysis_in_flow_groups_equals_one_piece(tmp_path, maybe_shared, small_
                                      stream_frames=True), whole)
 
 
+def test_groups_capped_by_flows_equal_one_piece(tmp_path, monkeypatch):
+    """Flow groups are also cut at ``GROUP_FLOWS`` flows (a capture of many short
+    connections): 60 connections in groups of at most 7 flows give the one-piece frames,
+    held in memory or streamed to disk."""
+    import airlink.collectors.tcp as tcp_module
+    from tests.collectors.test_collect_cli import short_connections
+    cap = tmp_path / "short.pcap"
+    short_connections(cap, 60)
+    whole = C.analyze_tcp(cap, resolution="100ms")
+    groups = []
+    real = tcp_module._flow_groups
+
+    def counted(*a):
+        out = real(*a)
+        groups.append([len(g) for g in out[0]])
+        return out
+    monkeypatch.setattr(tcp_module, "GROUP_FLOWS", 7)
+    monkeypatch.setattr(tcp_module, "_flow_groups", counted)
+    for stream in (False, True):
+        _same_analysis(C.analyze_tcp(cap, resolution="100ms", max_packets=100, stream_frames=stream), whole)
+    assert groups and all(max(g) <= 7 and sum(g) == 60 and len(g) >= 9 for g in groups)
+
+
 def _with_short_flows(recs):
     """``recs`` with six short connections (20 packets each) merged in by time, the first
     before every other flow, the others later among the long ones."""
