@@ -70,6 +70,9 @@ class TcpAnalysis:
         as many flows as packets over four, and a record is ~40 Python objects."""
         flows = self._frames["flows"]
         n = len(flows)
+        if hasattr(flows, "chunks"):       # a ._sortedruns.SortedRuns (stream_frames)
+            flows = _largest(flows, limit) if limit is not None and n > limit else flows.whole()
+            n = len(flows)
         rows = None
         if limit is not None and n > limit:
             total = np.asarray(flows["bytes_fwd"], np.int64) + np.asarray(flows["bytes_rev"], np.int64)
@@ -115,6 +118,19 @@ class TcpAnalysis:
             out.append(rec)
         return out
 
+
+
+def _largest(runs, limit: int) -> Columns:
+    """The rows of the ``limit`` flows with the most bytes (ties: the lower flow number) of
+    a flows frame in sorted runs (:class:`._sortedruns.SortedRuns`), in flow order, a chunk
+    at a time: what :meth:`TcpAnalysis.summary` lists, without the frame whole in memory."""
+    best = None
+    for chunk in runs.chunks():
+        both = chunk if best is None else Columns.concat([best, chunk])
+        total = np.asarray(both["bytes_fwd"], np.int64) + np.asarray(both["bytes_rev"], np.int64)
+        keep = np.lexsort((np.asarray(both["flow"]), -total))[:max(0, int(limit))]
+        best = both.take(np.sort(keep))
+    return best if best is not None else runs.whole()
 
 
 def _f(x):

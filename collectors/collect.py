@@ -11,9 +11,10 @@ for a packet capture (pcap, pcapng, gzipped or not):
   over the whole capture (:class:`._feed.BatchFeed`) - both run beside each other, mostly
   in C and numpy without the GIL;
 * the analysis' frames (flows, series, events) are written from their column frames
-  (:meth:`._columns.Columns.to_arrow`) without importing pandas; in flow groups the series
-  and events of each group go to a temporary file as it is done and are written merged
-  in order, a row group at a time (:mod:`._sortedruns`), so they are never whole in memory.
+  (:meth:`._columns.Columns.to_arrow`) without importing pandas; in flow groups the flows,
+  series and events of each group go to a temporary file as it is done and are written
+  merged in order, a row group at a time (:mod:`._sortedruns`), so they are never whole in
+  memory.
 
 Files are ``<prefix><part>.parquet`` with part ``packets``, ``flows``, ``tcp``, ``events``
 (:data:`airlink.rundir.COLLECT_KINDS`), each written atomically: a failure leaves none of them half written, and

@@ -150,12 +150,12 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     (``feed=``), which then reads nothing itself -, or None when the analysis makes no such
     pass.
 
-    ``stream_frames=True`` (capture path; flow groups only): each group's series and events
-    go to a temporary file as the group is done, and ``output("series")`` /
-    ``output("events")`` give them as a :class:`._sortedruns.SortedRuns` (``chunks()``: the
-    frame in order, a bounded number of rows at a time) - for writers that take a frame in
-    row groups, so memory does not grow with the capture. ``.series`` and ``.events`` are
-    the same frames either way.
+    ``stream_frames=True`` (capture path; flow groups only): each group's flows, series and
+    events go to a temporary file as the group is done, and ``output("flows")`` /
+    ``output("series")`` / ``output("events")`` give them as a
+    :class:`._sortedruns.SortedRuns` (``chunks()``: the frame in order, a bounded number of
+    rows at a time) - for writers that take a frame in row groups, so memory does not grow
+    with the capture. ``.flows``, ``.series`` and ``.events`` are the same frames either way.
 
     ``spill_folder`` (capture path): where the analysis' nameless temporary files (the
     census' packet times, the streamed frames' runs) are made; the system's temporary folder
@@ -533,7 +533,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     from ._sortedruns import JoinedRuns, SortedRuns
     from ._tcpstream import EventPieces
     runs = SortedRuns if stream_frames else JoinedRuns
-    flows = JoinedRuns(["flow"])
+    flows = runs(["flow"], folder=spill_folder)
     series = runs(SERIES_ORDER, folder=spill_folder)
     events = runs(EVENTS_ORDER, folder=spill_folder)
     tcp_packets = 0
@@ -602,9 +602,8 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     for frame in (flows, series, events):
         frame.attrs = {"source": str(path)}
     series.attrs["resolution_s"] = res_s
-    flows = flows.whole()
     if not stream_frames:
-        series, events = series.whole(), events.whole()
+        flows, series, events = flows.whole(), series.whole(), events.whole()
     a = TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=str(path),
                     attrs={"packets": int(census["ip_packets"]), "tcp_packets": int(tcp_packets),
                            "records": census["records"],

@@ -250,6 +250,7 @@ def test_groups_capped_by_flows_equal_one_piece(tmp_path, monkeypatch):
     connections): 60 connections in groups of at most 7 flows give the one-piece frames,
     held in memory or streamed to disk."""
     import airlink.collectors.tcp as tcp_module
+    from airlink.collectors import _sortedruns
     from tests.collectors.test_collect_cli import short_connections
     cap = tmp_path / "short.pcap"
     short_connections(cap, 60)
@@ -265,6 +266,10 @@ def test_groups_capped_by_flows_equal_one_piece(tmp_path, monkeypatch):
     monkeypatch.setattr(tcp_module, "_flow_groups", counted)
     for stream in (False, True):
         _same_analysis(C.analyze_tcp(cap, resolution="100ms", max_packets=100, stream_frames=stream), whole)
+        # the summary's largest flows, picked from the flows on disk a chunk at a time
+        monkeypatch.setattr(_sortedruns, "CHUNK_ROWS", 8)
+        grouped = C.analyze_tcp(cap, resolution="100ms", max_packets=100, stream_frames=stream)
+        assert grouped.summary(11) == whole.summary(11) and len(whole.summary(11)) == 11
     assert groups and all(max(g) <= 7 and sum(g) == 60 and len(g) >= 9 for g in groups)
 
 
