@@ -399,7 +399,7 @@ class CaptureReader:
         if self._ahead is None:
             self._ahead = _ReadAhead(f, self.chunk, READ_ROOM, recycle=self.reuse_buffer)
         if len(carry) <= READ_ROOM and size <= self.chunk:
-            buf, got = self._piece()
+            buf, got = self._piece(len(carry))
             if buf is None:
                 buf, got = np.empty(READ_ROOM + PAD, np.uint8), 0
             start = READ_ROOM - len(carry)
@@ -408,7 +408,7 @@ class CaptureReader:
         else:
             parts, got = [np.frombuffer(carry, np.uint8)], 0
             while got < size:
-                buf, k = self._piece()
+                buf, k = self._piece(len(carry) + got)
                 if buf is None:
                     break
                 parts.append(buf[READ_ROOM:READ_ROOM + k].copy())
@@ -420,15 +420,18 @@ class CaptureReader:
         block[len(carry) + got:] = 0
         return block, got
 
-    def _piece(self):
+    def _piece(self, before: int = 0):
         """The read-ahead's next piece ``(buffer, bytes)`` (``(None, 0)`` past the end); a
         read that failed counts as it would have read directly: the bytes before the
-        failure are kept, gzip damage is reported after them, other errors at once."""
+        failure are kept, gzip damage is reported after them, other errors at once, at the
+        file byte reached (this chunk's start, its ``before`` bytes taken already - the
+        carry, earlier pieces - and the piece's)."""
         buf, got, exc = self._ahead.get()
         if isinstance(exc, GzipDamage):           # the bytes before it are kept and parsed first
             self._damage = f"compressed data is damaged: {exc}"
         elif isinstance(exc, Exception):          # OSError, EOFError, BadGzipFile, zlib.error, ...
-            self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})", self._consumed + got)
+            self._fail(f"compressed data is damaged ({type(exc).__name__}: {exc})",
+                       self._consumed + before + got)
         elif exc is not None:
             raise exc
         return buf, got

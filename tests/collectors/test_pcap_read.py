@@ -256,7 +256,7 @@ def test_read_error_mid_file_reported_in_order(tmp_path, monkeypatch):
     with pytest.raises(_capture.CaptureError) as err:
         list(_capture.CaptureReader(f, chunk=4096))
     assert "Input/output error" in str(err.value)
-    assert err.value.packets_read <= 30
+    assert err.value.packets_read <= 30 and err.value.offset == fail_at     # the byte the read reached
     got = [s for b in _capture.CaptureReader(f, chunk=4096, salvage=True)
            for s in b.ts_ns.tolist()]
     assert got == [t // 1000 * 1000 for t, _ in recs[:30]]       # microsecond pcap
