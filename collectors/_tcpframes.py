@@ -73,10 +73,7 @@ class TcpAnalysis:
         if hasattr(flows, "chunks"):       # a ._sortedruns.SortedRuns (stream_frames)
             flows = _largest(flows, limit) if limit is not None and n > limit else flows.whole()
             n = len(flows)
-        rows = None
-        if limit is not None and n > limit:
-            total = np.asarray(flows["bytes_fwd"], np.int64) + np.asarray(flows["bytes_rev"], np.int64)
-            rows = np.sort(np.argsort(-total, kind="stable")[:max(0, int(limit))])
+        rows = _largest_rows(flows, limit) if limit is not None and n > limit else None
         if isinstance(flows, Columns):
             def column(c):
                 v = flows[c] if rows is None else flows[c][rows]
@@ -120,16 +117,21 @@ class TcpAnalysis:
 
 
 
+def _largest_rows(flows, limit: int) -> np.ndarray:
+    """Rows of the ``limit`` flows of flows frame ``flows`` with the most bytes (both
+    directions; ties: the lower flow number), in row order."""
+    total = np.asarray(flows["bytes_fwd"], np.int64) + np.asarray(flows["bytes_rev"], np.int64)
+    return np.sort(np.lexsort((np.asarray(flows["flow"]), -total))[:max(0, int(limit))])
+
+
 def _largest(runs, limit: int) -> Columns:
-    """The rows of the ``limit`` flows with the most bytes (ties: the lower flow number) of
-    a flows frame in sorted runs (:class:`._sortedruns.SortedRuns`), in flow order, a chunk
-    at a time: what :meth:`TcpAnalysis.summary` lists, without the frame whole in memory."""
+    """:func:`_largest_rows` of a flows frame in sorted runs
+    (:class:`._sortedruns.SortedRuns`), a chunk at a time: the rows
+    :meth:`TcpAnalysis.summary` lists, without the frame whole in memory."""
     best = None
     for chunk in runs.chunks():
         both = chunk if best is None else Columns.concat([best, chunk])
-        total = np.asarray(both["bytes_fwd"], np.int64) + np.asarray(both["bytes_rev"], np.int64)
-        keep = np.lexsort((np.asarray(both["flow"]), -total))[:max(0, int(limit))]
-        best = both.take(np.sort(keep))
+        best = both.take(_largest_rows(both, limit))
     return best if best is not None else runs.whole()
 
 
