@@ -23,8 +23,8 @@ def address_texts(hi, lo, six) -> list:
     """Text of each address given as 64-bit words ``hi``, ``lo`` and a flag ``six``: IPv4
     (``six`` false; the address is ``lo``'s low 32 bits) in dotted decimal, IPv6 in the
     compressed form of RFC 5952 (as :mod:`ipaddress` writes it). IPv4 addresses are
-    formatted by ``inet_ntoa``, ~10x faster than :mod:`ipaddress` (a capture of 500,000
-    short connections has as many client addresses)."""
+    formatted by ``inet_ntoa``, not by :mod:`ipaddress` objects: a busy server's capture
+    has as many client addresses as connections."""
     import ipaddress
     from socket import inet_ntoa
     six = np.asarray(six, bool)
