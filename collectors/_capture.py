@@ -233,14 +233,12 @@ class _ReadAhead:
     def __init__(self, f, size: int, room: int, *, depth: int = 1, recycle: bool = False):
         import queue
         import threading
-        self.f, self.size, self.room, self.recycle, self.depth = f, size, room, recycle, depth
-        self._made = 0
+        self.f, self.size, self.room, self.recycle = f, size, room, recycle
         self._ready = queue.Queue(maxsize=depth)
         self._free = queue.Queue()
         if recycle:          # made here: the caller's heap, not a new arena of the thread's
             for _ in range(depth + 1):
                 self._free.put(np.empty(room + size + PAD, np.uint8))
-            self._made = depth + 1
         self._stop = threading.Event()
         self._held = None
         self._done = False
@@ -248,18 +246,17 @@ class _ReadAhead:
         self._thread.start()
 
     def _buffer(self):
-        """A buffer to read the next piece into (None: stopped). Recycling, at most
-        ``depth + 1`` exist: the thread waits for the caller to give one back."""
+        """A buffer to read the next piece into (None: stopped). Recycling, one of the
+        ``depth + 1`` made at the start: the thread waits for the caller to give one back."""
         import queue
-        if self.recycle and self._made > self.depth:
-            while not self._stop.is_set():
-                try:
-                    return self._free.get(timeout=0.05)
-                except queue.Empty:
-                    continue
-            return None
-        self._made += 1
-        return np.empty(self.room + self.size + PAD, np.uint8)
+        if not self.recycle:
+            return np.empty(self.room + self.size + PAD, np.uint8)
+        while not self._stop.is_set():
+            try:
+                return self._free.get(timeout=0.05)
+            except queue.Empty:
+                continue
+        return None
 
     def _run(self) -> None:
         import queue

@@ -209,18 +209,20 @@ def test_read_ahead_batches_stay_whole_and_threads_end(tmp_path):
     assert len(read_ahead_threads()) == 1
     it.close()                              # the consumer leaves: the generator's finally
     assert read_ahead_threads() == []
-    made = []
-    real = _capture._ReadAhead.close
+    seen = set()
+    real = _capture._ReadAhead.get
 
-    def close(self):
-        made.append(self._made)
-        real(self)
-    _capture._ReadAhead.close = close
+    def get(self):
+        out = real(self)
+        if out[0] is not None:
+            seen.add(id(out[0]))
+        return out
+    _capture._ReadAhead.get = get
     try:
         n = sum(len(b.data_off) for b in _capture.CaptureReader(f, chunk=5000, reuse_buffer=True))
     finally:
-        _capture._ReadAhead.close = real
-    assert n == 800 and made == [2]
+        _capture._ReadAhead.get = real
+    assert n == 800 and len(seen) == 2
     assert read_ahead_threads() == []
 
 
