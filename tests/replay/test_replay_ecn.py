@@ -181,7 +181,9 @@ def test_l4s_coupled_probabilities():
 
 
 def test_l4s_serves_l_first_unless_classic_waited_tshift_longer():
-    q = make_queue("l4s", "tshift=30ms")
+    # p' held at 0 (no update within the test): the C head is never dropped by the
+    # coupled coin (p' would reach 0.105 by 32 ms, a 1 % drop of the packet under test)
+    q = make_queue("l4s", "tshift=30ms,tupdate=1000s")
     q.enqueue(ip4(NOT_ECT, ident=1), 0)
     q.enqueue(ip4(ECT1, ident=2), 10 * MS)
     assert ecn_of(q.dequeue(11 * MS)[0]) in (ECT1, CE)      # C head only 10 ms older
