@@ -39,17 +39,76 @@ def address_texts(hi, lo, six) -> list:
     return out
 
 
-def address_names(idents, v6_addresses: list) -> np.ndarray:
-    """Address strings for the address identities of :class:`Connections` (each distinct
-    identity formatted once)."""
+def _distinct_names(idents, v6_addresses: list):
+    """``(texts, inv)``: the text of each distinct address identity of :class:`Connections`
+    (formatted once each, in identity order) and the index into it of each of ``idents``."""
     uniq, inv = np.unique(np.asarray(idents, np.int64), return_inverse=True)
     six = uniq >= V6_BASE
     hi = np.zeros(len(uniq), np.uint64)
     lo = uniq.astype(np.uint64)
     for k in np.flatnonzero(six).tolist():
         hi[k], lo[k] = v6_addresses[int(uniq[k]) - V6_BASE]
-    return np.array(address_texts(hi, lo, six), dtype=str)[inv.reshape(-1)] if len(uniq) \
-        else np.zeros(0, dtype=str)
+    return address_texts(hi, lo, six), inv.reshape(-1)
+
+
+def address_names(idents, v6_addresses: list) -> np.ndarray:
+    """Address strings for the address identities of :class:`Connections` (each distinct
+    identity formatted once)."""
+    texts, inv = _distinct_names(idents, v6_addresses)
+    return np.array(texts, dtype=str)[inv] if texts else np.zeros(0, dtype=str)
+
+
+class FlowLabels:
+    """The flows' identities by provisional connection number (:class:`Connections`): what
+    labels a pass over the capture's packets with flow numbers, directions and address
+    codes, in numbers - no per-flow strings (a busy server's capture has a flow per client
+    address). Per provisional number ``p``: ``flow[p]`` its flow number (int32),
+    ``fwd_hi[p]`` whether the flow's ``fwd`` sender is the connection key's high endpoint,
+    ``lo[p]``/``hi[p]`` the codes of the key's low/high endpoint address in ``names`` (the
+    capture's distinct addresses, sorted as text), ``lo_port``/``hi_port``/``proto``.
+
+    Made by :func:`flow_labels` from the analysis' numbering; :meth:`keys` gives the flows
+    table's identifying columns (``._tcpframes.FLOW_KEYS``) in flow order."""
+
+    __slots__ = ("flow", "fwd_hi", "lo", "hi", "names", "lo_port", "hi_port", "proto")
+
+    def __init__(self, flow, fwd_hi, lo, hi, names, lo_port, hi_port, proto):
+        self.flow, self.fwd_hi, self.lo, self.hi, self.names = flow, fwd_hi, lo, hi, names
+        self.lo_port, self.hi_port, self.proto = lo_port, hi_port, proto
+
+    def __len__(self) -> int:
+        return len(self.flow)
+
+    def keys(self):
+        """The flows table's ``flow``, ``src``, ``dst``, ``sport``, ``dport``, ``proto`` in
+        flow order (a :class:`._columns.Columns`; ``src -> dst`` is ``fwd``)."""
+        from ._columns import Columns
+        from ._tcpframes import FLOW_KEYS
+        order = np.argsort(self.flow, kind="stable")
+        hi_first = self.fwd_hi[order]
+        names = np.array(self.names, dtype=str) if self.names else np.zeros(0, dtype=str)
+        lo, hi = self.lo[order], self.hi[order]
+        lp, hp = self.lo_port[order], self.hi_port[order]
+        return Columns(dict(zip(FLOW_KEYS, (
+            self.flow[order].astype(np.int64), names[np.where(hi_first, hi, lo)], names[np.where(hi_first, lo, hi)],
+            np.where(hi_first, hp, lp), np.where(hi_first, lp, hp), self.proto[order]))))
+
+
+def flow_labels(flow, fwd_lo, lo_ep, hi_ep, proto, v6_addresses: list) -> FlowLabels:
+    """:class:`FlowLabels` from, per provisional connection number: its flow number
+    ``flow``, ``fwd_lo`` (the flow's ``fwd`` sender is the key's low endpoint), the key's
+    endpoints ``lo_ep``/``hi_ep`` (``(address identity << 16) | port``) and ``proto``;
+    ``v6_addresses`` names the IPv6 identities (:meth:`Connections.v6_addresses`)."""
+    lo_ep, hi_ep = np.asarray(lo_ep, np.int64), np.asarray(hi_ep, np.int64)
+    n = len(lo_ep)
+    texts, inv = _distinct_names(np.concatenate([lo_ep >> 16, hi_ep >> 16]), v6_addresses)
+    order = np.argsort(np.array(texts, dtype=str), kind="stable") if texts else np.zeros(0, np.int64)
+    rank = np.empty(len(texts), np.int32)
+    rank[order] = np.arange(len(texts), dtype=np.int32)
+    codes = rank[inv]
+    return FlowLabels(np.asarray(flow).astype(np.int32), ~np.asarray(fwd_lo, bool), codes[:n], codes[n:],
+                      [texts[k] for k in order.tolist()], lo_ep & 0xFFFF, hi_ep & 0xFFFF,
+                      np.asarray(proto, np.int64))
 
 
 def _batch_flow_keys(src, sport, dst, dport, proto):

@@ -30,8 +30,12 @@ import numpy as np
 from ._columns import Coded, Columns, _code_dtype
 
 #: Rows of a merged chunk (what :meth:`SortedRuns.chunks` yields, a Parquet row group when
-#: written), and of the windows of all runs together.
+#: written), and of the windows of all runs together, at most ...
 CHUNK_ROWS = 1 << 18
+#: ... and about this many bytes of columns: a merge holds a chunk several times over (the
+#: windows, the merged parts, the chunk, its Arrow table), and a flows table's row is ~400
+#: bytes (its address columns fixed-width text) against ~50 for an events row.
+CHUNK_BYTES = 16 << 20
 #: A run's window holds at least this many rows, however many runs there are.
 MIN_WINDOW = 4096
 #: Runs kept apart at most: when there are this many, they are merged into one run on disk
@@ -167,6 +171,30 @@ class SortedRuns(_Runs):
                 self._file.seek(offset + start * dtype.itemsize)
                 yield np.fromfile(self._file, dtype, min(rows, n - start))
 
+    def rows(self, index) -> Columns:
+        """Rows by their position among the runs' rows in the order the runs were added (as
+        :meth:`column_parts` lists them; ``index``: int positions), in the joined frame's
+        types, sorted by the keys and through :attr:`finish` - a few rows of a big frame
+        without merging it."""
+        index = np.sort(np.asarray(index, np.int64))
+        window = self._chunk_rows()
+        parts, start = [], 0
+        for run in self._runs:
+            n = run[0]
+            picks = index[(index >= start) & (index < start + n)] - start
+            # a window of rows read at a time: from its first pick to its last
+            for w in np.unique(picks // window).tolist():
+                p = picks[(picks >= w * window) & (picks < (w + 1) * window)]
+                parts.append(self._read(run, int(p[0]), int(p[-1]) + 1).take(p - p[0]))
+            start += n
+        return _finished(self, Columns.concat(parts) if parts else Columns(dict(self._first.data), self.attrs))
+
+    def _chunk_rows(self) -> int:
+        """Rows of a chunk: :data:`CHUNK_ROWS`, fewer where that is more than
+        :data:`CHUNK_BYTES` of columns."""
+        width = sum(dtype.itemsize for _, dtype in self._runs[0][1].values()) if self._runs else 1
+        return min(CHUNK_ROWS, max(MIN_WINDOW, CHUNK_BYTES // max(1, width)))
+
     def _key_le(self, frame: Columns, key: tuple) -> int:
         """How many rows of ``frame`` (sorted by the keys) have keys <= ``key``: a binary
         search per key, within the rows equal on the keys before it."""
@@ -187,9 +215,10 @@ class SortedRuns(_Runs):
 
     def chunks(self, rows: int | None = None):
         """The joined frame, sorted, as frames of about ``rows`` rows (default
-        :data:`CHUNK_ROWS`; the last fewer), each through the functions of :attr:`finish` (a
-        frame without rows when no run has any)."""
-        for chunk in self._merged(CHUNK_ROWS if rows is None else rows, self._runs):
+        :data:`CHUNK_ROWS`, fewer where that is more than :data:`CHUNK_BYTES`; the last
+        fewer), each through the functions of :attr:`finish` (a frame without rows when no
+        run has any)."""
+        for chunk in self._merged(self._chunk_rows() if rows is None else rows, self._runs):
             for f in self.finish:
                 chunk = f(chunk)
             yield chunk
@@ -281,6 +310,18 @@ class JoinedRuns(_Runs):
         """The joined frame in one chunk (``rows`` is accepted and unused)."""
         yield self.whole()
 
+    def rows(self, index) -> Columns:
+        """:meth:`SortedRuns.rows`: rows by position in the runs as added."""
+        if self._whole is not None:
+            raise RuntimeError("JoinedRuns: rows of runs already joined")
+        index = np.sort(np.asarray(index, np.int64))
+        parts, start = [], 0
+        for run in self._runs:
+            n = len(run)
+            parts.append(run.take(index[(index >= start) & (index < start + n)] - start))
+            start += n
+        return _finished(self, Columns.concat(parts) if parts else self._first.take(np.zeros(0, np.int64)))
+
     def whole(self) -> Columns:
         """The joined frame, sorted, through :attr:`finish` (made once: the runs are handed
         over to it column by column)."""
@@ -296,6 +337,15 @@ class JoinedRuns(_Runs):
 
     def close(self) -> None:
         self._runs, self._first, self._whole = [], None, None
+
+
+def _finished(runs: _Runs, frame: Columns) -> Columns:
+    """``frame`` (rows of ``runs``) sorted by its keys and through its :attr:`finish`."""
+    frame = frame.sort_by(runs.keys, consume=True)
+    for f in runs.finish:
+        frame = f(frame)
+    frame.attrs = runs.attrs
+    return frame
 
 
 class SpooledPieces:

@@ -125,14 +125,12 @@ def _largest_rows(flows, limit: int) -> np.ndarray:
 
 
 def _largest(runs, limit: int) -> Columns:
-    """:func:`_largest_rows` of a flows frame in sorted runs
-    (:class:`._sortedruns.SortedRuns`), a chunk at a time: the rows
-    :meth:`TcpAnalysis.summary` lists, without the frame whole in memory."""
-    best = None
-    for chunk in runs.chunks():
-        both = chunk if best is None else Columns.concat([best, chunk])
-        best = both.take(_largest_rows(both, limit))
-    return best if best is not None else runs.whole()
+    """:func:`_largest_rows` of a flows frame in runs (:class:`._sortedruns.SortedRuns`,
+    ``JoinedRuns``), in flow order: chosen from the number columns of the runs as they were
+    added, then read, so the frame is never whole in memory (nor merged)."""
+    numbers = {c: np.concatenate([np.asarray(p, np.int64) for p in runs.column_parts(c)])
+               for c in ("flow", "bytes_fwd", "bytes_rev")}
+    return runs.rows(_largest_rows(numbers, limit))
 
 
 def _f(x):

@@ -184,17 +184,34 @@ class _Census:
         kt[ub], ki[ub], kv[ub] = ct[better], ci[better], values[r[better]]
 
     def result(self) -> dict:
+        """The census (see :func:`read_columns`): per flow and per side arrays of exactly
+        ``nflows`` / ``2 * nflows`` rows, the endpoint-order bits as int8 and the window
+        scale and MSS as int8 / int32 (-1: none); each growing array is dropped as its part
+        is copied out, so the census is held once, without its growth room."""
         nf, ns = self.nflows, 2 * self.nflows
-        k = {name: [a[:ns if self.TRACKED[name][0] else nf] for a in arrays]
-             for name, arrays in self.kept.items()}
-        out = {"flow_packets": self.counts[:nf], "flow_first_ts": k["first"][0], "flow_first_index": k["first"][1],
-               "flow_first_swap": k["first"][2], "flow_syn_swap": k["syn"][2], "flow_syn_ts": k["syn"][0],
-               "flow_last_ts": k["last"][0], "side_packets": self.pk[:ns], "side_bytes": self.by[:ns],
-               "flow_ecn": self.ecn[:4 * nf].reshape(nf, 4),
-               "ts_file": self.ts_file, "lateness_ns": self.late}
+        kept, self.kept = self.kept, None
+        for name in ("last", "syn", "side_first", "side_syn", "side_ack", "side_ws", "side_mss"):
+            kept[name][1] = None               # indices only ordered the rows kept
         for name in ("side_first", "side_syn", "side_ack", "side_ws", "side_mss"):
-            out[name] = k[name][2]             # -1: no such row
-        return out
+            kept[name][0] = None
+        kept["last"][2] = None
+
+        def out(arrays, i, n, dtype=np.int64):
+            a = arrays[i][:n].astype(dtype)
+            arrays[i] = None
+            return a
+        grown = [self.counts, self.pk, self.by, self.ecn]
+        self.counts = self.pk = self.by = self.ecn = None
+        res = {"flow_packets": out(grown, 0, nf), "side_packets": out(grown, 1, ns),
+               "side_bytes": out(grown, 2, ns, np.float64), "flow_ecn": out(grown, 3, 4 * nf).reshape(nf, 4),
+               "flow_first_ts": out(kept["first"], 0, nf), "flow_first_index": out(kept["first"], 1, nf),
+               "flow_first_swap": out(kept["first"], 2, nf, np.int8), "flow_syn_swap": out(kept["syn"], 2, nf, np.int8),
+               "flow_syn_ts": out(kept["syn"], 0, nf), "flow_last_ts": out(kept["last"], 0, nf),
+               "ts_file": self.ts_file, "lateness_ns": self.late}
+        for name, dtype in (("side_first", np.int64), ("side_syn", np.int64), ("side_ack", np.int64),
+                            ("side_ws", np.int8), ("side_mss", np.int32)):
+            res[name] = out(kept[name], 2, ns, dtype)          # -1: no such row
+        return res
 
 
 def records_in_file(batch, file_bytes: int) -> float:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._capture import CaptureReader, progress_bar, sniff_kind
-from ._connections import Connections, address_names, address_texts, numbered_batches
+from ._connections import Connections, FlowLabels, address_names, address_texts, numbered_batches
 from ._decode import check_linktypes, decode, group_connections
 from ._timeorder import in_time_order, lateness
 
@@ -222,8 +222,9 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
                  info: dict | None = None):
     """The packets frame of a capture, one batch (~4 MiB of capture) at a time, with flow
     numbers and directions taken from ``flows`` (the flows table of :func:`analyze_tcp`
-    of the same capture: ``fwd`` is its ``src -> dst``), so memory does not grow with the
-    capture. Concatenated, the frames equal :func:`read` of the capture, time order
+    of the same capture: ``fwd`` is its ``src -> dst``; or the
+    :class:`._connections.FlowLabels` its ``flows_ready`` is given, which names the flows
+    without a string per flow), so memory does not grow with the capture. Concatenated, the frames equal :func:`read` of the capture, time order
     included: a record is at most ``max_lateness_ns`` older than the latest record before
     it in the file (``TcpAnalysis.max_lateness_ns``; None: found by a first pass over the
     record headers), so rows are held back only while a later record could still come
@@ -283,12 +284,19 @@ def iter_packet_tables(path, *, flows, max_lateness_ns: int | None = None, salva
 
 class _PacketLabels:
     """Flow numbers, directions and address codes of packets from their provisional
-    connection numbers (:class:`._connections.Connections`), by the flows table of the same
-    capture (``flows``: its ``src -> dst`` is ``fwd``); the connections' keys are added as
-    they are met (:meth:`extend`)."""
+    connection numbers (:class:`._connections.Connections`): by the analysis' numbers
+    (``flows``: a :class:`._connections.FlowLabels`, complete from the start), or by the
+    flows table of the same capture (``flows``: a frame, its ``src -> dst`` is ``fwd``),
+    the connections' keys then matched to its rows as they are met (:meth:`extend`)."""
 
     def __init__(self, path, flows):
         self.path = path
+        self.complete = isinstance(flows, FlowLabels)
+        if self.complete:
+            self.labels, self.names = flows, flows.names
+            self.per = {"flow": flows.flow, "fwd_hi": flows.fwd_hi, "lo": flows.lo, "hi": flows.hi}
+            self.n_known = 0           # connections met so far
+            return
         self.names = sorted(set(flows["src"].astype(str)) | set(flows["dst"].astype(str)))
         self.code_of = {n: i for i, n in enumerate(self.names)}
         self.flow_of_key = {tuple(key): f for f, *key in zip(
@@ -305,6 +313,17 @@ class _PacketLabels:
         and the IPv6 addresses numbered after the ones known (``v6``)."""
         from airlink.core.errors import AirlinkError
 
+        if self.complete:                  # the same numbering: the keys must agree
+            lo, hi, proto = keys
+            at = slice(self.n_known, self.n_known + len(lo))
+            self.n_known += len(lo)
+            ref = self.labels
+            if self.n_known > len(ref) or not (np.array_equal(lo & 0xFFFF, ref.lo_port[at])
+                                               and np.array_equal(hi & 0xFFFF, ref.hi_port[at])
+                                               and np.array_equal(proto, ref.proto[at])):
+                raise AirlinkError(f"{self.path}: its connections are not those of the flows given "
+                                   f"(was the capture written to since it was analysed?)")
+            return
         self.v6 += v6
         lo, hi, proto = keys
         lo_name = address_names(lo >> 16, self.v6).tolist()

@@ -66,7 +66,7 @@ from airlink.core.units import parse_duration
 from ._columns import Coded, Columns
 from ._decode import ecn_counts
 from ._tcparrays import SYN
-from ._tcpframes import EVENTS, FLOW_KEYS, TcpAnalysis, _flows_frame, time_ns
+from ._tcpframes import EVENTS, TcpAnalysis, _flows_frame, time_ns
 
 
 #: The order of the series and events frames' rows (stable: rows of equal keys keep the
@@ -138,10 +138,10 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     the capture. The result is the same as in one piece.
 
     ``flows_ready`` (capture path only; None: not used): called once as
-    ``flows_ready(flows, max_lateness_ns)`` with a copy of the flows table's identifying
-    columns (flow, src, dst, sport, dport, proto; a :class:`._columns.Columns`: numpy
-    arrays by name, ``.to_pandas()``) and ``TcpAnalysis.max_lateness_ns`` as soon
-    as they are known - before the per-packet analysis: in one piece once the flows are
+    ``flows_ready(labels, max_lateness_ns)`` with the flows' identities by provisional
+    connection number (:class:`._connections.FlowLabels`, which :func:`.pcap.iter_packets`
+    takes as ``flows``; ``labels.keys()``: the flows table's flow, src, dst, sport, dport,
+    proto) and ``TcpAnalysis.max_lateness_ns`` as soon as they are known - before the per-packet analysis: in one piece once the flows are
     numbered, in flow groups after the census pass, before the first group -, so a caller can run a second pass over the
     capture (:func:`.pcap.iter_packets`) in another thread while the analysis runs.
     ``feed_packets=True``: ``flows_ready`` gets a third argument, a :class:`._feed.BatchFeed`
@@ -172,7 +172,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         if raw.get("census"):                # more packets than max_packets: flows in groups
             census = raw
             del raw
-            gnum, keys = _census_flows(census)
+            gnum, labels = _census_flows(census)
+            _return_freed_memory()           # the census pass' batches, before the groups'
             groups, streamed = _flow_groups(census, gnum, limit)
             feed = None
             if flows_ready is not None:      # before the groups: a second pass can run beside them
@@ -180,9 +181,10 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
                     from ._feed import BatchFeed
                     # the analysis' one pass over the whole capture
                     feed = BatchFeed() if _one_pass_reads(census, groups, streamed, limit) else None
-                    flows_ready(keys, int(census["lateness_ns"]), feed)
+                    flows_ready(labels, int(census["lateness_ns"]), feed)
                 else:
-                    flows_ready(keys, int(census["lateness_ns"]))
+                    flows_ready(labels, int(census["lateness_ns"]))
+            del labels
             try:
                 return _analyze_grouped(packets_or_path, census, gnum, groups, streamed, res_s, salvage,
                                         limit, feed, stream_frames=stream_frames, spill_folder=spill_folder)
@@ -196,8 +198,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         # flows_ready gets a copy (the analysis adds columns to its own), as soon as the
         # flows table exists, before the TCP rows are gathered
         c, flows, n_packets = _from_columns(raw, flows_ready=None if flows_ready is None else
-                                            lambda flows: flows_ready(flows.select(FLOW_KEYS), late,
-                                                                      *((None,) if feed_packets else ())))
+                                            lambda labels: flows_ready(labels, late,
+                                                                       *((None,) if feed_packets else ())))
         del raw
     else:
         if flows_ready is not None:
@@ -294,7 +296,8 @@ def _from_columns(raw: dict, flows_ready=None):
     """Inputs of :func:`_analyze` from :func:`._tcpinput.read_columns` (capture path):
     flow numbers and directions fixed as :func:`.pcap.assign_flows` does, the flows table,
     and the TCP rows in flow order, each column gathered once and freed. ``flows_ready``
-    (or None) is called with the flows table as soon as it is built."""
+    (or None) is called with the flows' :class:`._connections.FlowLabels` as soon as the
+    flows table is built."""
     ts = raw["ts_ns"]
     n = len(ts)
     # time order (stable), as read_pcap sorts an out-of-order capture
@@ -341,14 +344,16 @@ def _from_columns(raw: dict, flows_ready=None):
     fwd_lo = fwd_swap == 0                            # fwd sender is the key's low endpoint
     src_ep = np.where(fwd_lo, lo_ep, hi_ep)
     dst_ep = np.where(fwd_lo, hi_ep, lo_ep)
-    from ._connections import address_names
-    v6 = raw.pop("v6_addresses")
-    flows = _flows_frame(nflow, src=address_names(src_ep >> 16, v6) if nflow else np.zeros(0, str),
-                         dst=address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
+    from ._connections import flow_labels
+    labels = flow_labels(rank, fwd_lo[rank], lo_ep[rank], hi_ep[rank], fproto[rank], raw.pop("v6_addresses"))
+    keys = labels.keys()
+    flows = _flows_frame(nflow, src=keys["src"], dst=keys["dst"],
                          sport=src_ep & 0xFFFF, dport=dst_ep & 0xFFFF, proto=fproto if nflow else [],
                          start=ts_first, endt=ts_last, pk=pk, by=by, ecn=ecn)
+    del keys
     if flows_ready is not None:
-        flows_ready(flows)
+        flows_ready(labels)
+    del labels
     # TCP rows, flow-major and time order inside
     tcp = np.flatnonzero(fproto[fl_s] == 6)
     ft = fl_s[tcp]
@@ -460,30 +465,22 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
 
 
 def _census_flows(census: dict):
-    """(global flow number of each provisional flow, the flows table's identifying columns
-    :data:`FLOW_KEYS` in flow order) from a census (:func:`._tcpinput.read_columns`),
-    by the rules of :func:`_from_columns`: flows numbered in order of their first packet in
-    stable time order; ``src`` is the side of the flow's first pure SYN (TCP), else of its
-    first packet."""
-    from ._connections import address_names
+    """(global flow number of each provisional flow, the flows' :class:`._connections.FlowLabels`)
+    from a census (:func:`._tcpinput.read_columns`), by the rules of :func:`_from_columns`:
+    flows numbered in order of their first packet in stable time order; ``src`` is the side
+    of the flow's first pure SYN (TCP), else of its first packet."""
+    from ._connections import flow_labels
     nflow = len(census["flow_packets"])
     gorder = np.lexsort((census["flow_first_index"], census["flow_first_ts"]))
     gnum = np.empty(nflow, np.int64)
     gnum[gorder] = np.arange(nflow)
-    lo, hi, proto = (census[k][gorder] for k in ("flow_lo", "flow_hi", "flow_proto"))
-    syn_sw = census["flow_syn_swap"][gorder]
-    fwd_lo = np.where((proto == 6) & (syn_sw >= 0), syn_sw, census["flow_first_swap"][gorder]) == 0
-    src_ep, dst_ep = np.where(fwd_lo, lo, hi), np.where(fwd_lo, hi, lo)
-    v6 = census["v6_addresses"]
-    keys = Columns({"flow": np.arange(nflow, dtype=np.int64),
-                    "src": address_names(src_ep >> 16, v6) if nflow else np.zeros(0, str),
-                    "dst": address_names(dst_ep >> 16, v6) if nflow else np.zeros(0, str),
-                    "sport": src_ep & 0xFFFF, "dport": dst_ep & 0xFFFF, "proto": proto})
-    return gnum, keys
+    proto, syn_sw = census["flow_proto"], census["flow_syn_swap"]
+    fwd_lo = np.where((proto == 6) & (syn_sw >= 0), syn_sw, census["flow_first_swap"]) == 0
+    return gnum, flow_labels(gnum, fwd_lo, census["flow_lo"], census["flow_hi"], proto, census["v6_addresses"])
 
 
 def _flow_groups(census: dict, gnum, max_packets: int):
-    """(groups: lists of provisional flows, each of at most ``max_packets`` /
+    """(groups: int64 arrays of provisional flows, each of at most ``max_packets`` /
     :data:`GROUP_SHARE` packets and :data:`GROUP_FLOWS` flows, or a single flow; streamed: whether each group is one flow bigger than the limit, analysed
     through time in chunks) for :func:`_analyze_grouped`. A flow bigger than the limit is a
     group of its own; the others fill groups in the order they end (last packet time, then
@@ -492,17 +489,20 @@ def _flow_groups(census: dict, gnum, max_packets: int):
     counts = census["flow_packets"]
     fill = max(1, max_packets // GROUP_SHARE)
     groups, cur, size = [], [], 0
-    for f in np.lexsort((gnum, census["flow_last_ts"])).tolist():
-        if counts[f] > max_packets:
-            groups.append([f])
+    # each group an int64 array (a busy server's capture has a flow per 4 packets: lists of
+    # Python ints would hold ~36 bytes a flow through the whole analysis)
+    order = np.lexsort((gnum, census["flow_last_ts"]))
+    for f, c in zip(order.tolist(), counts[order].tolist()):
+        if c > max_packets:
+            groups.append(np.array([f], np.int64))
             continue
-        if cur and (size + counts[f] > fill or len(cur) >= GROUP_FLOWS):
-            groups.append(cur)
+        if cur and (size + c > fill or len(cur) >= GROUP_FLOWS):
+            groups.append(np.array(cur, np.int64))
             cur, size = [], 0
         cur.append(f)
-        size += int(counts[f])
+        size += c
     if cur:
-        groups.append(cur)
+        groups.append(np.array(cur, np.int64))
     streamed = [STREAM_LONG_FLOWS and len(g) == 1 and counts[g[0]] > max_packets for g in groups]
     return groups, streamed
 

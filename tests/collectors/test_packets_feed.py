@@ -171,3 +171,19 @@ def test_fed_pass_of_a_gzipped_and_a_cut_capture(tmp_path, run_airlink):
     status, _, err = run_airlink("collect", cut, "-o", tmp_path / "o2", "--max-packets", "200")
     assert status == 2 and "truncated record" in err
     assert not (tmp_path / "o2").exists() or list((tmp_path / "o2").iterdir()) == []
+
+
+def test_flow_labels_of_another_capture_are_refused(tmp_path):
+    """The labels flows_ready hands over name connections by number: a packets pass over a
+    capture whose connections are not those (a file rewritten since) stops with a user's
+    error instead of labelling packets with another capture's flows."""
+    from airlink.core.errors import AirlinkError
+    f = capture(tmp_path)
+    seen = []
+    C.analyze_tcp(f, max_packets=200, flows_ready=lambda labels, late: seen.append((labels, late)))
+    labels, late = seen[0]
+    assert len(list(iter_packet_tables(f, flows=labels, max_lateness_ns=late))) >= 1
+    g = tmp_path / "other.pcap"
+    g.write_bytes(pcap_bytes([(T0, link_wrap(tcp_packet("10.0.0.1", "10.0.0.2", 40001, 81, flags="S"), 1))]))
+    with pytest.raises(AirlinkError, match="not those of the flows given"):
+        list(iter_packet_tables(g, flows=labels, max_lateness_ns=late))

@@ -117,3 +117,50 @@ def test_joined_runs_without_rows_give_the_first_frame():
     runs.add(empty)
     runs.add(Columns({"time": np.zeros(0, "datetime64[ns]")}))
     assert len(runs) == 0 and runs.whole().columns == ["time", "flow"]
+
+
+@pytest.mark.parametrize("kind,chunk_bytes", [(SortedRuns, 16 << 20), (SortedRuns, 100), (_sortedruns.JoinedRuns, 0)])
+def test_rows_by_position_equal_the_join_s_rows(kind, chunk_bytes, monkeypatch):
+    """A few rows picked by their position among the runs' rows (as column_parts lists
+    them) come back as those rows of the join, sorted by the keys, in the joined types
+    (the int column int32 in some runs, int64 in the join; categories united), finished;
+    read a window of rows at a time (windows of two rows when ``chunk_bytes`` is 100)."""
+    monkeypatch.setattr(_sortedruns, "MIN_WINDOW", 1)
+    monkeypatch.setattr(_sortedruns, "CHUNK_BYTES", chunk_bytes)
+    rng = np.random.default_rng(11)
+    frames = [_run(rng, j, int(rng.integers(1, 30))) for j in range(9)]
+    added = Columns.concat([_copy(f) for f in frames])            # the runs one after another
+    runs = kind(KEYS, {"source": "s"})
+    for f in frames:
+        runs.add(_copy(f))
+
+    def doubled(frame):
+        frame["count"] = frame["count"] * 2
+        return frame
+    runs.finish.append(doubled)
+    listed = np.concatenate(list(runs.column_parts("row")))         # each row's identity
+    pick = rng.choice(len(added), 17, replace=False)
+    ref = added.take(np.sort(np.flatnonzero(np.isin(added["row"], listed[pick])))).sort_by(KEYS)
+    ref["count"] = ref["count"] * 2
+    got = runs.rows(pick)
+    _assert_same(got, ref)
+    assert got.attrs == {"source": "s"}
+    assert len(runs.rows(np.zeros(0, np.int64))) == 0
+
+
+def test_chunks_of_wide_rows_are_cut_by_bytes(monkeypatch):
+    """A chunk holds at most about CHUNK_BYTES of columns (a flows table's rows are wide):
+    more, smaller chunks, the same frame."""
+    rng = np.random.default_rng(5)
+    frames = [_run(rng, j, 40) for j in range(6)]
+    ref = Columns.concat([_copy(f) for f in frames]).sort_by(KEYS)
+    runs = SortedRuns(KEYS, {"source": "s"})
+    for f in frames:
+        runs.add(_copy(f))
+    whole = list(runs.chunks())
+    monkeypatch.setattr(_sortedruns, "MIN_WINDOW", 1)
+    width = 8 + 8 + 1 + 1 + 1 + 8 + 8 + 8      # bytes of a row of _run's columns (int64 count)
+    monkeypatch.setattr(_sortedruns, "CHUNK_BYTES", 10 * width)
+    cut = list(runs.chunks())
+    assert len(whole) == 1 and len(cut) >= len(ref) // 20
+    _assert_same(Columns.concat(cut), ref)
