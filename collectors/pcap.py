@@ -224,8 +224,8 @@ def iter_packets(path, *, flows, max_lateness_ns: int | None = None, salvage: bo
     numbers and directions taken from ``flows`` (the flows table of :func:`analyze_tcp`
     of the same capture: ``fwd`` is its ``src -> dst``; or the
     :class:`._connections.FlowLabels` its ``flows_ready`` is given, which names the flows
-    without a string per flow), so memory does not grow with the capture. Concatenated, the frames equal :func:`read` of the capture, time order
-    included: a record is at most ``max_lateness_ns`` older than the latest record before
+    without a string per flow), so memory does not grow with the capture. Concatenated, the
+    frames equal :func:`read` of the capture, time order included: a record is at most ``max_lateness_ns`` older than the latest record before
     it in the file (``TcpAnalysis.max_lateness_ns``; None: found by a first pass over the
     record headers), so rows are held back only while a later record could still come
     before them (records out of time order, as multi-queue capture gives, hold back only

@@ -141,8 +141,9 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
     ``flows_ready(labels, max_lateness_ns)`` with the flows' identities by provisional
     connection number (:class:`._connections.FlowLabels`, which :func:`.pcap.iter_packets`
     takes as ``flows``; ``labels.keys()``: the flows table's flow, src, dst, sport, dport,
-    proto) and ``TcpAnalysis.max_lateness_ns`` as soon as they are known - before the per-packet analysis: in one piece once the flows are
-    numbered, in flow groups after the census pass, before the first group -, so a caller can run a second pass over the
+    proto) and ``TcpAnalysis.max_lateness_ns`` as soon as they are known - before the
+    per-packet analysis: in one piece once the flows are numbered, in flow groups after
+    the census pass, before the first group -, so a caller can run a second pass over the
     capture (:func:`.pcap.iter_packets`) in another thread while the analysis runs.
     ``feed_packets=True``: ``flows_ready`` gets a third argument, a :class:`._feed.BatchFeed`
     that the analysis' own next pass over the whole capture (that of the long flows and
@@ -172,11 +173,16 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         if raw.get("census"):                # more packets than max_packets: flows in groups
             census = raw
             del raw
-            gnum, labels = _census_flows(census)
-            _return_freed_memory()           # the census pass' batches, before the groups'
+            gnum = _census_numbers(census)
+            if len(gnum) > GROUP_FLOWS:
+                # the census' per-flow arrays, doubled as they grew, left their old copies'
+                # pages in the heap: handed back before the groups (with few flows, the
+                # pages are the batches', which the next pass would fault in again)
+                _return_freed_memory()
             groups, streamed = _flow_groups(census, gnum, limit)
             feed = None
             if flows_ready is not None:      # before the groups: a second pass can run beside them
+                labels = _census_labels(census, gnum)
                 if feed_packets:
                     from ._feed import BatchFeed
                     # the analysis' one pass over the whole capture
@@ -184,7 +190,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
                     flows_ready(labels, int(census["lateness_ns"]), feed)
                 else:
                     flows_ready(labels, int(census["lateness_ns"]))
-            del labels
+                del labels
             try:
                 return _analyze_grouped(packets_or_path, census, gnum, groups, streamed, res_s, salvage,
                                         limit, feed, stream_frames=stream_frames, spill_folder=spill_folder)
@@ -195,8 +201,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
         from ._timeorder import lateness
         late = lateness(raw["ts_ns"])[0]
-        # flows_ready gets a copy (the analysis adds columns to its own), as soon as the
-        # flows table exists, before the TCP rows are gathered
+        # flows_ready gets the flows' labels as soon as the flows table exists, before the
+        # TCP rows are gathered
         c, flows, n_packets = _from_columns(raw, flows_ready=None if flows_ready is None else
                                             lambda labels: flows_ready(labels, late,
                                                                        *((None,) if feed_packets else ())))
@@ -464,19 +470,24 @@ def _analyze(c: dict, flows, n_packets: int, res_s: float, source: str) -> TcpAn
     return a
 
 
-def _census_flows(census: dict):
-    """(global flow number of each provisional flow, the flows' :class:`._connections.FlowLabels`)
-    from a census (:func:`._tcpinput.read_columns`), by the rules of :func:`_from_columns`:
-    flows numbered in order of their first packet in stable time order; ``src`` is the side
-    of the flow's first pure SYN (TCP), else of its first packet."""
-    from ._connections import flow_labels
-    nflow = len(census["flow_packets"])
+def _census_numbers(census: dict) -> np.ndarray:
+    """The global flow number of each provisional flow of a census
+    (:func:`._tcpinput.read_columns`), by the rule of :func:`_from_columns`: flows numbered
+    in order of their first packet in stable time order."""
     gorder = np.lexsort((census["flow_first_index"], census["flow_first_ts"]))
-    gnum = np.empty(nflow, np.int64)
-    gnum[gorder] = np.arange(nflow)
+    gnum = np.empty(len(gorder), np.int64)
+    gnum[gorder] = np.arange(len(gorder))
+    return gnum
+
+
+def _census_labels(census: dict, gnum):
+    """The flows' :class:`._connections.FlowLabels` from a census and its global flow
+    numbers ``gnum``: ``src`` is the side of the flow's first pure SYN (TCP), else of its
+    first packet, as :func:`_from_columns` decides."""
+    from ._connections import flow_labels
     proto, syn_sw = census["flow_proto"], census["flow_syn_swap"]
     fwd_lo = np.where((proto == 6) & (syn_sw >= 0), syn_sw, census["flow_first_swap"]) == 0
-    return gnum, flow_labels(gnum, fwd_lo, census["flow_lo"], census["flow_hi"], proto, census["v6_addresses"])
+    return flow_labels(gnum, fwd_lo, census["flow_lo"], census["flow_hi"], proto, census["v6_addresses"])
 
 
 def _flow_groups(census: dict, gnum, max_packets: int):
@@ -519,7 +530,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
                      max_packets: int, feed=None, *, stream_frames: bool = False,
                      spill_folder=None) -> TcpAnalysis:
     """:func:`analyze_tcp` of a capture path, a group of flows at a time (see there);
-    ``gnum``: the global flow number of each provisional flow (:func:`_census_flows`),
+    ``gnum``: the global flow number of each provisional flow (:func:`_census_numbers`),
     ``groups``/``streamed``: :func:`_flow_groups`; ``feed``: handed the batches of the pass
     over the capture (:func:`_one_pass_reads`); ``stream_frames``: the series and events
     as :class:`._sortedruns.SortedRuns` (each group's frames on disk as it is done)."""
