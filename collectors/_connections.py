@@ -17,6 +17,8 @@ from ._decode import decode, group_connections
 
 
 V6_BASE = 1 << 32
+#: What names a flow in the flows table (:meth:`FlowLabels.keys`).
+FLOW_KEYS = ("flow", "src", "dst", "sport", "dport", "proto")
 
 
 def address_texts(hi, lo, six) -> list:
@@ -68,7 +70,7 @@ class FlowLabels:
     capture's distinct addresses, sorted as text), ``lo_port``/``hi_port``/``proto``.
 
     Made by :func:`flow_labels` from the analysis' numbering; :meth:`keys` gives the flows
-    table's identifying columns (``._tcpframes.FLOW_KEYS``) in flow order."""
+    table's identifying columns (:data:`FLOW_KEYS`) in flow order."""
 
     __slots__ = ("flow", "fwd_hi", "lo", "hi", "names", "lo_port", "hi_port", "proto")
 
@@ -83,7 +85,6 @@ class FlowLabels:
         """The flows table's ``flow``, ``src``, ``dst``, ``sport``, ``dport``, ``proto`` in
         flow order (a :class:`._columns.Columns`; ``src -> dst`` is ``fwd``)."""
         from ._columns import Columns
-        from ._tcpframes import FLOW_KEYS
         order = np.argsort(self.flow, kind="stable")
         hi_first = self.fwd_hi[order]
         names = np.array(self.names, dtype=str) if self.names else np.zeros(0, dtype=str)

@@ -152,7 +152,7 @@ class SortedRuns(_Runs):
                 united = self._values[name]
                 codes = np.asarray([united[1][v] for v in values[name]], np.int64)
                 data[name] = Coded(codes[col] if values[name] != united[0][:len(values[name])] else col,
-                                   united[0], united[2])
+                                   list(united[0]), united[2])     # (united[0] grows with the runs)
             else:
                 data[name] = col.astype(self._dtypes[name], copy=False)
         return Columns(data, self.attrs)

@@ -15,7 +15,6 @@ from ._columns import Coded, Columns, iso_utc_times, utc_times
 from ._tcparrays import grouped_median_min
 from .pcap import direction_column
 
-FLOW_KEYS = ("flow", "src", "dst", "sport", "dport", "proto")   # what names a flow in the flows table
 # what pandas made of a column set to [] in an empty frame (float64): kept for empty frames
 _EMPTY = np.zeros(0)
 KIND_FAST, KIND_TIMEOUT, KIND_RTT = 1, 2, 3            # KIND_RTT + method (0 seq/ACK, 1 timestamp)

@@ -17,19 +17,23 @@ class OptionError(AirlinkError):
     argparse passes it on instead of printing its usage."""
 
 
+def json_clean(o):
+    """``o`` with NaN as None and numpy scalars as Python numbers, through dicts, lists and
+    tuples (lists out): what strict JSON readers take."""
+    if isinstance(o, float) and o != o:
+        return None
+    if isinstance(o, dict):
+        return {k: json_clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [json_clean(v) for v in o]
+    if hasattr(o, "item"):
+        return json_clean(o.item())
+    return o
+
+
 def print_json(obj) -> None:
     """One JSON document on stdout (NaN written as null)."""
-    def clean(o):
-        if isinstance(o, float) and o != o:
-            return None
-        if isinstance(o, dict):
-            return {k: clean(v) for k, v in o.items()}
-        if isinstance(o, (list, tuple)):
-            return [clean(v) for v in o]
-        if hasattr(o, "item"):
-            return clean(o.item())
-        return o
-    json.dump(clean(obj), sys.stdout, indent=2)
+    json.dump(json_clean(obj), sys.stdout, indent=2)
     sys.stdout.write("\n")
 
 

@@ -1,9 +1,10 @@
 """``airlink collect``: captures and radio/MAC logs -> Parquet frames and a summary."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from airlink.cli._common import add_overwrite, add_parser, bounded, output_folder_option, print_json, with_unit
+from airlink.cli._common import add_overwrite, add_parser, bounded, json_clean, output_folder_option, with_unit
 from airlink.core import bounds as B
 from airlink.core.units import parse_duration
 
@@ -80,8 +81,6 @@ def cmd_collect(args) -> int:
 def _collect(C, args, folder) -> dict:
     """Read every file and write its frames into the run folder (recorded in its manifest);
     returns the summary (also written as summary.json)."""
-    import sys
-
     from airlink.core.errors import AirlinkError
     from airlink.rundir import collected_name
     summary = {"files": []}
@@ -137,10 +136,11 @@ def _collect(C, args, folder) -> dict:
 
 
 def _summary_json(summary: dict) -> str:
-    """summary.json's text: indented by two spaces, each flow record on a line of its own.
-    (json's indenting encoder is Python code: the records of a capture of thousands of
-    flows, indented field by field, cost a fifth of the whole command; each record is
-    encoded whole by json's C encoder instead.)"""
+    """summary.json's text (and ``--json``'s): indented by two spaces, each flow record on
+    a line of its own, NaN as null. (json's indenting encoder is Python code: the records
+    of a capture of thousands of flows, indented field by field, cost a fifth of the whole
+    command; each record - plain Python values, :meth:`TcpAnalysis.summary` - is encoded
+    whole by json's C encoder instead.)"""
     import json
 
     from airlink.rundir import json_default
@@ -152,7 +152,7 @@ def _summary_json(summary: dict) -> str:
             records[token] = rec["flows"]
             rec = {**rec, "flows": token}
         files.append(rec)
-    text = json.dumps({**summary, "files": files}, indent=2, default=json_default)
+    text = json.dumps(json_clean({**summary, "files": files}), indent=2, default=json_default)
     encode = json.JSONEncoder(default=json_default).encode     # one encoder for every record
     for token, flows in records.items():
         line = text.rindex("\n", 0, text.index(f'"{token}"')) + 1
@@ -164,7 +164,7 @@ def _summary_json(summary: dict) -> str:
 
 def _report(args, summary, out) -> int:
     if args.json:
-        print_json(summary)
+        sys.stdout.write(_summary_json(summary))
     else:
         for rec in summary["files"]:
             if "flows" in rec:

@@ -7,6 +7,7 @@ import subprocess
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 
 from airlink.traces import validate
 
@@ -17,7 +18,7 @@ def test_capture_and_log(shared_data, tmp_path, run_airlink):
     out = tmp_path / "frames"
     status, stdout, err = run_airlink("collect", cap, ucc, "-o", out, "--resolution", "100ms", "--json")
     assert status == 0, err
-    summary = json.loads(stdout)
+    summary = json.loads(stdout, parse_constant=lambda c: pytest.fail(f"{c} in --json: not strict JSON"))
     flows = summary["files"][0]["flows"]
     for f in flows:
         for k in ("src", "dst", "sport", "dport", "packets", "bytes", "retransmissions",
