@@ -47,7 +47,7 @@ ANALYSIS_STATISTICS = ["time", "start", "end", "flow", "sport", "dport", "proto"
 PACKETS_BATCH_BYTES = 4 << 20
 #: Packets analysed at a time by default: a bigger capture is analysed in flow groups and its
 #: long flows in time chunks (:func:`.tcp.analyze_tcp`'s ``max_packets``), so memory follows
-#: this number, plus the census' per-flow arrays (~0.8 KB a flow).
+#: this number, plus per-flow state (~0.8 KB a flow at the peak; docs/collectors.md).
 MAX_PACKETS = 1_000_000
 #: Flows listed in the summary by default (those with the most bytes): every flow is in the
 #: flows frame; the summary's records are Python objects and JSON text, ~3 KB a flow.

@@ -348,13 +348,11 @@ def _from_columns(raw: dict, flows_ready=None):
     del fd
     ecn = ecn_counts(fl_s, _in_order(raw.pop("ecn"), perm), nflow)
     fwd_lo = fwd_swap == 0                            # fwd sender is the key's low endpoint
-    src_ep = np.where(fwd_lo, lo_ep, hi_ep)
-    dst_ep = np.where(fwd_lo, hi_ep, lo_ep)
     from ._connections import flow_labels
     labels = flow_labels(rank, fwd_lo[rank], lo_ep[rank], hi_ep[rank], fproto[rank], raw.pop("v6_addresses"))
-    keys = labels.keys()
+    keys = labels.keys()                              # src -> dst is fwd, in flow order
     flows = _flows_frame(nflow, src=keys["src"], dst=keys["dst"],
-                         sport=src_ep & 0xFFFF, dport=dst_ep & 0xFFFF, proto=fproto if nflow else [],
+                         sport=keys["sport"], dport=keys["dport"], proto=fproto if nflow else [],
                          start=ts_first, endt=ts_last, pk=pk, by=by, ecn=ecn)
     del keys
     if flows_ready is not None:

@@ -39,7 +39,7 @@ def register(sub):
                         "flow by flow in a first pass, then analysed in a second one - each flow "
                         "bigger than N through time in chunks, the others in groups of about N/2 "
                         "packets, each group as soon as its flows are over (a group that cannot wait "
-                        "beside the others is read again alone) - so memory follows N (plus ~1.5 KB "
+                        "beside the others is read again alone) - so memory follows N (plus ~0.8 KB "
                         "per flow), not the capture's packets; results are the same (default 1000000)")
     bounded(p, "--summary-flows", bound=B.TOP, default=SUMMARY_FLOWS, metavar="N",
             help="list at most N flows of a capture in summary.json and --json: those with the "
