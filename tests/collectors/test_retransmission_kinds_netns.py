@@ -105,7 +105,12 @@ def test_fast_and_timeout_counts_match_the_senders_kernel(ns, tmp_path, cc, queu
     if why is None:
         return                 # no tracefs here: the counters above are the reference
     # packet by packet, against the congestion state each retransmission left in (the
-    # kernel's own reason; a loss probe counts as a timeout here)
+    # kernel's own reason; a loss probe counts as a timeout here). A packet with no traced
+    # event in the 2 ms before its capture stamp pairs with none - CI's loaded 2-core
+    # machine had 2 of 34 so, with the counts above right - a miss of the pairing by time,
+    # not a class: bounded apart
     pairs = kinds_against_kernel(ev, a.flows, why, PORT)
-    agree = sum(n for (k, ours), n in pairs.items() if k == ours or (k == "probe" and ours == "timeout"))
-    assert agree >= 0.95 * sum(pairs.values()), pairs
+    paired = {(k, ours): n for (k, ours), n in pairs.items() if k != "none"}
+    agree = sum(n for (k, ours), n in paired.items() if k == ours or (k == "probe" and ours == "timeout"))
+    assert agree >= 0.95 * sum(paired.values()), pairs
+    assert sum(paired.values()) >= 0.9 * sum(pairs.values()), pairs
