@@ -42,6 +42,7 @@ LINK_NAMES = {1: "Ethernet", 113: "Linux cooked (SLL)", 276: "Linux cooked (SLL2
               108: "OpenBSD loopback"}
 
 ETH_IPV4, ETH_IPV6 = 0x0800, 0x86DD
+GTPU_PORT = 2152                                   # GTP-U (3GPP TS 29.281), both ends
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 OPT_SACK_OK, OPT_TS, OPT_WS = 1, 2, 4
 
@@ -61,6 +62,56 @@ def _be16(buf, idx):
 def _be32(buf, idx):
     return ((buf[idx].astype(np.uint32) << 24) | (buf[idx + 1].astype(np.uint32) << 16)
             | (buf[idx + 2].astype(np.uint32) << 8) | buf[idx + 3])
+
+
+def gtpu_inner(buf, l3, fam, end) -> None:
+    """Step over GTP-U tunnels in place: where the IP packet at ``l3`` (family ``fam``, 4 or
+    6; 0 = not IP) is a G-PDU of GTP-U (3GPP TS 29.281) - UDP port :data:`GTPU_PORT` on
+    either side, GTPv1-U with PT 1 and message type 255 - ``l3``/``fam`` become those of the
+    user's IP packet it carries (the S1-U / N3 interface of a cellular core: the user's
+    flows, not the tunnel's). Stepped over: the optional fields (sequence number, N-PDU
+    number, next extension type; present when E, S or PN is set) and the extension header
+    chain (each ``4 * length`` bytes, its last byte naming the next; up to 8; 5G's PDU
+    session container among them). The outer header: IPv4 (any IHL, not a later fragment)
+    or IPv6 without extension headers. One level; a packet whose inner header is not wholly
+    captured (``end``: the record's end) stays the UDP packet it is. The compiled twin is
+    ``gtpu_inner`` in ``_records.c``."""
+    i = np.flatnonzero(fam > 0)
+    if not len(i):
+        return
+    a = l3[i]
+    four = fam[i] == 4
+    ihl = (buf[a] & 0x0F).astype(np.int64) * 4
+    udp = np.where(four, (buf[a + 9] == 17) & ((_be16(buf, a + 6) & 0x1FFF) == 0) & (ihl >= 20), buf[a + 6] == 17)
+    l4 = a + np.where(four, ihl, 40)
+    e = end[i]
+    ok = udp & (l4 + 16 <= e)
+    i, l4, e = i[ok], l4[ok], e[ok]
+    g = l4 + 8
+    ok = (((_be16(buf, l4) == GTPU_PORT) | (_be16(buf, l4 + 2) == GTPU_PORT))
+          & ((buf[g] & 0xF0) == 0x30) & (buf[g + 1] == 0xFF))
+    i, g, e = i[ok], g[ok], e[ok]
+    if not len(i):
+        return
+    opt = (buf[g] & 0x07) != 0
+    p = g + 8
+    ok = ~opt | (p + 4 <= e)
+    nt = np.where(opt & ((buf[g] & 0x04) != 0), buf[p + 3], 0).astype(np.int64)
+    p = np.where(opt, p + 4, p)
+    for _ in range(8):
+        x = ok & (nt != 0)
+        if not x.any():
+            break
+        ln = buf[p].astype(np.int64) * 4
+        bad = x & ((p + 1 > e) | (ln == 0) | (p + ln > e))
+        ok &= ~bad
+        xi = np.flatnonzero(x & ~bad)
+        nt[xi] = buf[p[xi] + ln[xi] - 1]
+        p[xi] += ln[xi]
+    v = buf[p] >> 4
+    ok &= (nt == 0) & (p + 1 <= e) & (((v == 4) & (e - p >= 20)) | ((v == 6) & (e - p >= 40)))
+    l3[i[ok]] = p[ok]
+    fam[i[ok]] = v[ok]
 
 
 def decode(batch, *, raw_addresses: bool = False) -> dict:
@@ -128,6 +179,7 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
     avail = off + cap - l3                          # captured bytes from the IP header on
     fam[(fam == 4) & (avail < 20)] = 0
     fam[(fam == 6) & (avail < 40)] = 0
+    gtpu_inner(buf, l3, fam, off + cap)             # a tunnel's packets: the user's
     keep = np.flatnonzero(fam > 0)
     l3, fam, end = l3[keep], fam[keep], (off + cap)[keep]
     v4 = fam == 4

@@ -220,6 +220,7 @@ enum { O_KEEP, O_VERSION, O_CAPTURED, O_SRC_HI, O_SRC_LO, O_DST_HI, O_DST_LO, O_
 static const int out_size[N_OUT] = {8, 1, 4, 8, 8, 8, 8, 1, 4, 2, 2, 4, 4, 1, 2, 4, 4, 4, 1, 1, 1, 4,
                                     2, 1, 1, 1};
 #define SYN 0x02
+#define GTPU_PORT 2152             /* _decode.GTPU_PORT */
 #define OPT_SACK_OK 1
 #define OPT_TS 2
 #define OPT_WS 4
@@ -314,6 +315,56 @@ static void parse_options(const unsigned char *d, int64_t n, uint32_t flags, uin
  * N_OUT writable buffers of at least len(data_off) items each, of the sizes in out_size.
  * The IP packets are written compacted (O_KEEP = their record index); returns how many.
  */
+/* GTP-U (3GPP TS 29.281): a G-PDU in UDP port 2152 (either side) carries a user's IP
+   packet. Returns the offset of that inner IP header (its family in *inner_fam), or -1
+   where the packet at l3 is not one: outer IPv4 (any IHL, not a later fragment) or IPv6
+   without extension headers; GTPv1-U, PT 1, message type 255; the optional fields and the
+   extension header chain (4 * length bytes each, the last byte naming the next: 5G's PDU
+   session container among them) stepped over; the inner header wholly captured. The
+   reference is gtpu_inner() in _decode.py. */
+static int64_t gtpu_inner(const unsigned char *b, int64_t l3, int fam, int64_t end, int *inner_fam)
+{
+    const unsigned char *ip = b + l3;
+    int64_t l4;
+    if (fam == 4) {
+        int64_t ihl = (int64_t)(ip[0] & 0x0F) * 4;
+        if (ip[9] != 17 || (be16(ip + 6) & 0x1FFF) != 0 || ihl < 20)
+            return -1;
+        l4 = l3 + ihl;
+    } else {
+        if (ip[6] != 17)
+            return -1;
+        l4 = l3 + 40;
+    }
+    if (l4 + 16 > end || (be16(b + l4) != GTPU_PORT && be16(b + l4 + 2) != GTPU_PORT))
+        return -1;
+    const unsigned char *g = b + l4 + 8;
+    if ((g[0] & 0xF0) != 0x30 || g[1] != 0xFF)
+        return -1;
+    int64_t p = l4 + 16;
+    int nt = 0;
+    if (g[0] & 0x07) {
+        if (p + 4 > end)
+            return -1;
+        nt = (g[0] & 0x04) ? b[p + 3] : 0;
+        p += 4;
+    }
+    for (int t = 0; nt && t < 8; t++) {
+        int64_t len = (int64_t)b[p] * 4;
+        if (p + 1 > end || len == 0 || p + len > end)
+            return -1;
+        nt = b[p + len - 1];
+        p += len;
+    }
+    if (nt || p + 1 > end)
+        return -1;
+    int v = b[p] >> 4;
+    if (!((v == 4 && end - p >= 20) || (v == 6 && end - p >= 40)))
+        return -1;
+    *inner_fam = v;
+    return p;
+}
+
 static PyObject *decode(PyObject *self, PyObject *args)
 {
     Py_buffer in, offb, capb, origb, out[N_OUT];
@@ -377,6 +428,12 @@ static PyObject *decode(PyObject *self, PyObject *args)
         }
         if ((fam == 4 && end - l3 < 20) || (fam == 6 && end - l3 < 40) || fam == 0)
             continue;
+        int inner_fam;
+        int64_t inner = gtpu_inner(b, l3, fam, end, &inner_fam);
+        if (inner >= 0) {                                 /* the user's packet in the tunnel */
+            l3 = inner;
+            fam = inner_fam;
+        }
         /* IP */
         const unsigned char *ip = b + l3;
         int64_t ihl = fam == 4 ? (int64_t)(ip[0] & 0x0F) * 4 : 40;

@@ -13,7 +13,8 @@ from airlink.collectors.collect import MAX_PACKETS, SUMMARY_FLOWS
 
 def register(sub):
     p = add_parser(sub, "collect", "turn captures and radio/MAC logs into frames",
-                   "Read packet captures (pcap, pcapng, .gz) and radio/MAC logs (UCC, iCellSpeed, "
+                   "Read packet captures (pcap, pcapng, .gz; packets in GTP-U tunnels - a cellular core's "
+                   "S1-U/N3 - as the users' own) and radio/MAC logs (UCC, iCellSpeed, "
                    "link logs, mac.parquet, call records, any CSV with --mapping) and write "
                    "Parquet frames to OUTDIR: for a capture <name>.packets/.flows/.tcp/.events."
                    "parquet, for a log <name>.<kind>.parquet, plus summary.json. --json prints, "

@@ -23,6 +23,26 @@ def udp_packet(src="10.0.0.1", dst="10.0.0.2", sport=5000, dport=53, payload=b"x
     return bytes(IP(src=src, dst=dst) / UDP(sport=sport, dport=dport) / payload)
 
 
+def gtpu_packet(inner: bytes, *, teid=1, seq=None, pdu_session=None, message=0xFF, outer_v6=False,
+                sport=2152, dport=2152) -> bytes:
+    """``inner`` (an IP packet) in a GTP-U tunnel, the header written byte by byte from 3GPP
+    TS 29.281: flags (version 1, PT 1; S with ``seq``, E with ``pdu_session``), message type
+    (255 G-PDU), length (the bytes after the first 8), TEID; the optional 4 bytes (sequence
+    number, N-PDU number, next extension type) when S or E is set; with ``pdu_session`` (a
+    QFI) 5G's PDU session container (type 0x85: length 1, PDU type 0 downlink, QFI, next type
+    0). Carried in UDP over IPv4 or IPv6 between two tunnel endpoints."""
+    flags = 0x30 | (0x02 if seq is not None else 0) | (0x04 if pdu_session is not None else 0)
+    opt = b""
+    if flags & 0x06:
+        opt = struct.pack(">HBB", seq or 0, 0, 0x85 if pdu_session is not None else 0)
+        if pdu_session is not None:
+            opt += bytes([1, 0x00, pdu_session & 0x3F, 0])
+    body = opt + inner
+    gtp = struct.pack(">BBHI", flags, message, len(body), teid) + body
+    ip = IPv6(src="2001:db8:ffff::1", dst="2001:db8:ffff::2") if outer_v6 else IP(src="192.0.2.1", dst="192.0.2.2")
+    return bytes(ip / UDP(sport=sport, dport=dport) / gtp)
+
+
 def link_wrap(ip: bytes, linktype: int, *, vlan=0) -> bytes:
     v6 = ip[0] >> 4 == 6
     et = 0x86DD if v6 else 0x0800

@@ -13,7 +13,7 @@ from airlink.collectors import _capture, _decode
 from airlink.collectors._capture import CaptureError, CaptureReader
 
 from tests.cext import c_extension, c_tcploops
-from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet, udp_packet
+from tests.collectors.pcapcraft import gtpu_packet, link_wrap, pcap_bytes, tcp_packet, udp_packet
 
 c_extension("airlink.collectors._records", "walk", "decode", module_level=True)
 
@@ -159,7 +159,7 @@ def decoded_both(path, monkeypatch, chunk=1 << 20):
 def crafted_packets(rng):
     """IPv4/IPv6 TCP with every option layout the decoder reads (NOP NOP TS, TS first,
     TS + SACK, DSACK, SYN options, odd orders, truncated lists), UDP, IPv6 extension
-    headers and fragments, IPv4 fragments, other protocols."""
+    headers and fragments, IPv4 fragments, other protocols, packets in GTP-U tunnels."""
     from scapy.layers.inet import IP, TCP
     from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, IPv6ExtHdrHopByHop
     opts = [
@@ -194,6 +194,12 @@ def crafted_packets(rng):
             bytes(IP(src="1.2.3.4", dst="5.6.7.8", frag=3) / (b"q" * 20)),
             bytes(IP(src="1.2.3.4", dst="5.6.7.8", proto=47) / (b"g" * 20)),
             bytes(IP(src="1.2.3.4", dst="5.6.7.8", ihl=4) / (b"h" * 30))]
+    # GTP-U tunnels: every header layout (optional fields, the 5G extension), either outer
+    # and inner family, an echo request (not a G-PDU) and a UDP 2152 packet of other bytes
+    inner = out[:12]
+    out += [gtpu_packet(p, seq=k if k % 3 == 1 else None, pdu_session=k if k % 3 == 2 else None,
+                        outer_v6=k % 4 == 3) for k, p in enumerate(inner)]
+    out += [gtpu_packet(b"", message=1), udp_packet(sport=2152, dport=2152, payload=bytes(range(40)))]
     return out
 
 
