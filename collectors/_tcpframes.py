@@ -62,6 +62,21 @@ class TcpAnalysis:
         return (f"TcpAnalysis({len(self._frames['flows'])} flows, {len(self._frames['series'])} series rows, "
                 f"{len(self._frames['events'])} events, resolution_s={self.resolution_s})")
 
+    def capture_missed(self) -> tuple:
+        """``(bytes, flows)``: the bytes the capture point never saw although their receiver
+        cumulatively acknowledged them (the flows' ``capture_missed_bytes``: a capture that
+        dropped packets, or a path that bypassed it), summed over the flows, and how many
+        flows have any - their bytes, throughput and losses are undercounted."""
+        flows = self._frames["flows"]
+        name = "capture_missed_bytes"
+        parts = flows.column_parts(name) if hasattr(flows, "column_parts") else (flows[name],)
+        total = with_any = 0
+        for part in parts:
+            part = np.asarray(part, np.int64)
+            total += int(part.sum())
+            with_any += int(np.count_nonzero(part))
+        return total, with_any
+
     def summary(self, limit: int | None = None) -> list:
         """Per-flow dicts (the ``airlink collect --json`` records), in flow order. ``limit``
         (None: every flow): those of the ``limit`` flows with the most bytes (both
@@ -97,6 +112,7 @@ class TcpAnalysis:
                    "fast_retransmissions": int(d["fast_retransmissions"]),
                    "timeout_retransmissions": int(d["timeout_retransmissions"]),
                    "retransmitted_segments": int(d["retransmitted_segments"]),
+                   "capture_missed_bytes": int(d["capture_missed_bytes"]),
                    "spurious_retransmissions": int(d["spurious_retransmissions"]),
                    "dupacks": int(d["dupacks"]), "zero_windows": int(d["zero_windows"]),
                    "out_of_order": int(d["out_of_order"]),

@@ -158,13 +158,14 @@ def out_of_order(gap, known, irtt, dups, ack_rev, ack_rev_before, rel, end, smb_
     return known & (gap < irtt) & (end != smb_own) & ~fastlike & ~acked
 
 
-def gaps_left(fl, rel, smb_own, pay, flags):
+def gaps_left(fl, rel, smb_own, flags):
     """The sequence ranges a direction skipped at the capture point: per row that starts
-    above its direction's snd_max (``smb_own`` >= 0; data, SYN or FIN), its flow and the
-    range [snd_max, rel) - bytes that had not passed when later ones did (lost before the
-    capture point, or reordered). Returns (flow, lo, hi) arrays."""
-    synfin = (flags & (SYN | FIN)) != 0
-    g = np.flatnonzero(((pay > 0) | synfin) & (smb_own >= 0) & (rel > smb_own))
+    above its direction's snd_max (``smb_own`` >= 0; any row but a RST - a pure ACK's
+    sequence number is the sender's next byte, so one above snd_max says the bytes before
+    it were sent unseen), its flow and the range [snd_max, rel) - bytes that had not passed
+    when later ones did (lost before the capture point, reordered, or missed by the
+    capture). Returns (flow, lo, hi) arrays."""
+    g = np.flatnonzero(((flags & RST) == 0) & (smb_own >= 0) & (rel > smb_own))
     return fl[g].astype(np.int64), smb_own[g].astype(np.int64), rel[g].astype(np.int64)
 
 

@@ -234,6 +234,9 @@ class FlowStream:
         self.undo_wait = [{}, {}]          # [d]: {key: UndoWait row} of open timeout episodes' waiting verdicts
         # [d]: (flow, lo, hi) of the ranges d skipped not yet cumulatively ACKed (gaps_left)
         self.gaps = [tuple(np.zeros(0, np.int64) for _ in range(3)) for _ in (0, 1)]
+        # per flow: bytes of such ranges the other side then cumulatively ACKed - the
+        # capture point never saw them pass, although their receiver got them
+        self.missed = np.zeros(F, np.int64)
         self.retx = []                     # per chunk: dict of the retransmissions' columns
         self.eifel = []                    # per chunk: (retx rows, their Eifel verdicts) once their ACK came
         self.dsack = []
@@ -340,7 +343,7 @@ class FlowStream:
         ooo = np.zeros(n, bool)
         bi = np.flatnonzero(below)
         for d in (0, 1):                   # the ranges skipped so far, with this chunk's
-            new = gaps_left(fl[didx[d]], rel[didx[d]], smb_own[didx[d]], pay[didx[d]], flags[didx[d]])
+            new = gaps_left(fl[didx[d]], rel[didx[d]], smb_own[didx[d]], flags[didx[d]])
             if not len(new[0]):
                 continue
             both = [np.concatenate([a, b]) for a, b in zip(self.gaps[d], new)]
@@ -571,8 +574,9 @@ class FlowStream:
                 carried[run_fl] = np.where(adv, upto - np.searchsorted(D, lr, since),
                                            carried[run_fl] + upto - np.searchsorted(D, run_st, "left"))
             S[a].am[run_fl] = am[a][run_end]
-            gf, lo, hi = self.gaps[1 - a]            # ranges a has ACKed are gaps no more
-            keep = hi > S[a].am[gf]
+            gf, lo, hi = self.gaps[1 - a]            # ranges a has ACKed are gaps no more:
+            keep = hi > S[a].am[gf]                  # bytes received that the capture missed
+            self.missed += np.bincount(gf[~keep], weights=hi[~keep] - lo[~keep], minlength=F)[:F].astype(np.int64)
             self.gaps[1 - a] = (gf[keep], lo[keep], hi[keep])
         self.rows += n
 
@@ -1042,6 +1046,7 @@ class FlowStream:
         eff = _effective_mss(mss.ravel(), np.stack([self.side[0].maxpay, self.side[1].maxpay], axis=1).ravel())
         flows["retransmitted_segments"] = per_flow(R["fl"], resent_segments(R["pay"], eff[2 * R["fl"] + R["dr"]])
                                                    ).astype(np.int64)
+        flows["capture_missed_bytes"] = self.missed.copy()
         series = self._series(fast, spurious, lost, R, eff, rtt_t, rtt_ms, rtt_gd, rtt_method, source)
         series.attrs.update({"source": source, "resolution_s": res_s})
         flows.validate("flows", name="flows")

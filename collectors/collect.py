@@ -70,8 +70,9 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
     (:meth:`.tcp.TcpAnalysis.summary` of at most ``summary_flows`` flows, those with the
     most bytes; None: every flow), ``flows_total`` (the capture's flows), ``flows_listed``
     (what ``flows`` holds, when it is not every flow), ``outputs`` (frame kind -> path
-    written, packets first), and ``problem`` when ``salvage`` kept the packets before a
-    damaged place.
+    written, packets first), ``problem`` when ``salvage`` kept the packets before a
+    damaged place, and ``capture_missed`` (``bytes``, ``flows``) when the capture point
+    missed bytes that their receiver acknowledged (:meth:`.tcp.TcpAnalysis.capture_missed`).
     """
     from airlink.rundir import COLLECT_KINDS
 
@@ -103,6 +104,9 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
                                f"flow is in {written['flows'].name}")
     if info.get("problem"):
         rec["problem"] = info["problem"]
+    missed, missed_flows = analysis.capture_missed()
+    if missed:
+        rec["capture_missed"] = {"bytes": missed, "flows": missed_flows}
     return rec
 
 

@@ -106,6 +106,12 @@ def _collect(C, args, folder) -> dict:
             rec["outputs"] = [str(p) for p in rec["outputs"].values()]
             if rec.get("problem"):
                 print(f"airlink: warning: {rec['problem']} (--salvage kept them)", file=sys.stderr)
+            if rec.get("capture_missed"):
+                m = rec["capture_missed"]
+                print(f"airlink: warning: {path}: the capture missed {m['bytes']} bytes that their receiver "
+                      f"acknowledged, in {m['flows']} flow(s) (capture_missed_bytes in the flows frame): "
+                      f"their bytes, throughput and losses are undercounted - the capturing host dropped "
+                      f"packets, or some took a path around the capture point", file=sys.stderr)
         else:
             if args.mapping is not None:
                 kw["mapping"] = args.mapping

@@ -1,0 +1,140 @@
+"""Bytes the capture point never saw although their receiver acknowledged them (a
+capturing host that dropped packets): real captures with data packets taken out, against
+the bytes taken out counted by hand from the packets (dpkt, interval arithmetic), and the
+real captures as they are (nothing missed; tshark finds no segment lost before them)."""
+from __future__ import annotations
+
+import dpkt
+import numpy as np
+import pytest
+
+from airlink import collectors as C
+
+FILES = ["zeek-head/206_example_a.pcap", "zeek-head/206_example_b.pcap", "zeek-head/206_example_c.pcap",
+         "tcprs/fastretransmit/fast001.trace", "tcprs/rto/rto001.trace"]
+
+
+def packets(path):
+    """(ts, raw frame, (src, sport, dst, dport), seq, payload length, flags, ack) per TCP/IPv4 frame."""
+    out = []
+    with open(path, "rb") as f:
+        for ts, buf in dpkt.pcap.Reader(f):
+            eth = dpkt.ethernet.Ethernet(buf)
+            ip = eth.data
+            if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
+                out.append((ts, buf, None, 0, 0, 0, 0))
+                continue
+            t = ip.data
+            plen = ip.len - ip.hl * 4 - t.off * 4
+            out.append((ts, buf, (ip.src, t.sport, ip.dst, t.dport), t.seq, plen, t.flags, t.ack))
+    return out
+
+
+def union(ranges):
+    """Sorted disjoint union of half-open ranges."""
+    out = []
+    for lo, hi in sorted(r for r in ranges if r[1] > r[0]):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return out
+
+
+def length(ranges):
+    return sum(hi - lo for lo, hi in ranges)
+
+
+def minus(a, b):
+    """Union ``a`` minus union ``b`` (both sorted, disjoint)."""
+    out = []
+    for lo, hi in a:
+        for blo, bhi in b:
+            if bhi <= lo or blo >= hi:
+                continue
+            if blo > lo:
+                out.append([lo, blo])
+            lo = max(lo, bhi)
+        if lo < hi:
+            out.append([lo, hi])
+    return out
+
+
+def missed_by_hand(kept, dropped):
+    """Bytes of the dropped data segments that no kept segment of their direction carries,
+    between the direction's first kept segment and the last kept row (any but a RST: a pure
+    ACK's sequence number is its sender's next byte) that starts above them, and at most
+    the other direction's highest ACK (a receiver acknowledged them): sequence numbers
+    relative to each direction's first kept segment, mod 2^32."""
+    total = 0
+    for key in {p[2] for p in kept + dropped if p[2] is not None and p[4] > 0}:
+        mine = [p for p in kept if p[2] == key and (p[4] > 0 or p[5] & (dpkt.tcp.TH_SYN | dpkt.tcp.TH_FIN))]
+        if not mine:
+            continue
+        base = mine[0][3]
+
+        def rel(s):
+            return (s - base) % 2**32
+        k = union([(rel(p[3]), rel(p[3]) + max(p[4], 1)) for p in mine])
+        d = union([(rel(p[3]), rel(p[3]) + p[4]) for p in dropped if p[2] == key and p[4] > 0])
+        back = (key[2], key[3], key[0], key[1])
+        acks = [rel(p[6]) for p in kept if p[2] == back and p[5] & dpkt.tcp.TH_ACK]
+        later = [rel(p[3]) for p in kept if p[2] == key and not p[5] & dpkt.tcp.TH_RST]
+        top = min(max(later), max(acks, default=0))
+        total += length([[lo, hi] for lo, hi in minus(d, k) if hi <= top])
+    return total
+
+
+def write(path, frames):
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for ts, buf, *_ in frames:
+            w.writepkt(buf, ts)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_acknowledged_bytes_the_capture_missed(shared_data, tmp_path, name):
+    every = packets(shared_data / "tcp-pcaps" / name)
+    a = C.analyze_tcp(shared_data / "tcp-pcaps" / name)
+    assert a.flows["capture_missed_bytes"].sum() == 0 and a.capture_missed() == (0, 0)
+    data = [i for i, p in enumerate(every) if p[2] is not None and p[4] > 0]
+    for step in (7, 23):
+        gone = set(data[3::step])
+        kept = [p for i, p in enumerate(every) if i not in gone]
+        dropped = [every[i] for i in sorted(gone)]
+        f = tmp_path / f"dropped{step}.pcap"
+        write(f, kept)
+        want = missed_by_hand(kept, dropped)
+        assert want > 0
+        got = C.analyze_tcp(f)
+        assert int(got.flows["capture_missed_bytes"].sum()) == want, (name, step)
+        assert got.capture_missed() == (want, int((got.flows["capture_missed_bytes"] > 0).sum()))
+
+
+def test_collect_warns_and_records_what_the_capture_missed(shared_data, tmp_path):
+    """``airlink collect`` as users run it: a warning on stderr naming the bytes and flows,
+    ``capture_missed`` in summary.json and per flow in --json; none for the whole capture."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(sys.executable).with_name("airlink")
+    src = shared_data / "tcp-pcaps" / FILES[0]
+    every = packets(src)
+    data = [i for i, p in enumerate(every) if p[2] is not None and p[4] > 0]
+    gone = set(data[3::7])
+    f = tmp_path / "dropped.pcap"
+    write(f, [p for i, p in enumerate(every) if i not in gone])
+    want = missed_by_hand([p for i, p in enumerate(every) if i not in gone], [every[i] for i in sorted(gone)])
+    for cap, missed in ((src, 0), (f, want)):
+        out = tmp_path / f"out-{cap.stem}"
+        r = subprocess.run([str(script), "collect", str(cap), "-o", str(out), "--json"], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        rec = json.loads(r.stdout)["files"][0]                 # summary.json's text
+        assert sum(fl["capture_missed_bytes"] for fl in rec["flows"]) == missed
+        if missed:
+            assert f"the capture missed {missed} bytes" in r.stderr and "2 flow(s)" in r.stderr
+            assert rec["capture_missed"] == {"bytes": missed, "flows": 2}
+        else:
+            assert "missed" not in r.stderr and "capture_missed" not in rec
