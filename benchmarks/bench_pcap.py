@@ -41,7 +41,9 @@ side of a clean veth (as ``--make``), the sender side behind a 200 Mbit/s tbf bo
 tbf with a 60 kB queue (losses, retransmissions), the receiver capture cut into 2,000
 flows one after another, and a busy server's 500,000 short connections of four packets
 each (written directly, :func:`make_short_connections`; 2M packets only); each also converted by ``editcap -F pcapng`` (and, with ``--formats
-...,pcap.gz``, compressed by ``gzip -1``). A transfer that
+...,pcap.gz``, compressed by ``gzip -1``; with ``gtpu.pcap``, every packet wrapped in a
+GTP-U tunnel as on a cellular core's S1-U/N3, :func:`as_gtpu`, tcptrace reading the
+untunnelled original). A transfer that
 does not reach ``--packets`` in its 200 s (the lossy one) is repeated in time-shifted
 copies, each its own connections, up to that count.
 """
@@ -240,12 +242,16 @@ def goal_met(res: dict) -> bool:
     return res["wall_ratio"]["median"] <= goal["ratio"] and mem_ok
 
 
-def collect_vs_tcptrace(cap: str, n: int, runs: int, baseline: str | None = None) -> dict:
+def collect_vs_tcptrace(cap: str, n: int, runs: int, baseline: str | None = None,
+                        reference: str | None = None) -> dict:
     """``airlink collect`` (whole process, all outputs written to a fresh folder) and
     ``tcptrace -n -l -r`` on the same capture, alternating; medians and min-max of wall and
     CPU seconds, peak RSS and the per-pair ratios. ``baseline``: another ``airlink``
     executable (an older checkout's) run in every pair too, before or after this one in
-    turn; its figures are added as ``baseline_*``."""
+    turn; its figures are added as ``baseline_*``. ``reference``: the capture tcptrace
+    reads instead (the same packets in a form it reads: a GTP-U capture's untunnelled
+    original)."""
+    ref = reference or cap
     import statistics
     out = WORK / "collect-out"
     airlink = str(Path(PY).with_name("airlink"))
@@ -259,7 +265,7 @@ def collect_vs_tcptrace(cap: str, n: int, runs: int, baseline: str | None = None
         return run_measured([exe, "collect", cap, "-o", str(out)], env=env)
     for exe in [airlink] + ([baseline] if baseline else []):
         collect(exe)
-    run_measured(["tcptrace", "-n", "-l", "-r", cap])
+    run_measured(["tcptrace", "-n", "-l", "-r", ref])
     pairs, base = [], []
     for i in range(max(1, runs)):
         if baseline and i % 2:
@@ -267,7 +273,7 @@ def collect_vs_tcptrace(cap: str, n: int, runs: int, baseline: str | None = None
         a = collect(airlink)
         if baseline and not i % 2:
             base.append(collect(baseline))
-        b = run_measured(["tcptrace", "-n", "-l", "-r", cap])
+        b = run_measured(["tcptrace", "-n", "-l", "-r", ref])
         pairs.append((a, b))
     shutil.rmtree(out, ignore_errors=True)
 
@@ -632,7 +638,39 @@ def as_gzip(path: Path) -> Path:
     return gz
 
 
-FORMATS = {"pcap": lambda base: base, "pcapng": as_pcapng, "pcap.gz": as_gzip}
+def as_gtpu(path: Path) -> Path:
+    """``path`` (Ethernet classic pcap) with every IP packet carried in a GTP-U tunnel, as
+    a capture on a cellular core's S1-U / N3 interface holds it (made when missing): after
+    the Ethernet header an outer IPv4 header (192.0.2.1 -> 192.0.2.2), UDP 2152 -> 2152
+    and an 8-byte GTPv1-U header (G-PDU, TEID 1), 36 bytes per record more, captured and
+    original lengths grown alike. tcptrace reads no GTP-U: the reference runs on ``path``
+    itself, the same users' packets untunnelled."""
+    out_path = path.with_name(path.stem + "-gtpu.pcap")
+    if out_path.exists():
+        return out_path
+    part = out_path.with_name(out_path.name + ".part")
+    with open(path, "rb") as f, open(part, "wb") as out:
+        head = f.read(24)
+        end = "<" if head[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+        snap = struct.unpack(end + "I", head[16:20])[0]
+        out.write(head[:16] + struct.pack(end + "I", snap + 36) + head[20:])
+        rec = struct.Struct(end + "IIII")
+        while True:
+            h = f.read(16)
+            if len(h) < 16:
+                break
+            sec, frac, cap, orig = rec.unpack(h)
+            data = f.read(cap)
+            inner = orig - 14
+            outer = struct.pack(">BBHHHBBH4s4sHHHHBBHI", 0x45, 0, 36 + inner, 0, 0, 64, 17, 0,
+                                b"\xc0\x00\x02\x01", b"\xc0\x00\x02\x02", 2152, 2152, 16 + inner, 0,
+                                0x30, 0xFF, inner, 1)
+            out.write(rec.pack(sec, frac, cap + 36, orig + 36) + data[:14] + outer + data[14:])
+    os.replace(part, out_path)
+    return out_path
+
+
+FORMATS = {"pcap": lambda base: base, "pcapng": as_pcapng, "pcap.gz": as_gzip, "gtpu.pcap": as_gtpu}
 
 
 def run_matrix(shapes, formats, packets: int, copies: int, runs: int, baseline: str | None = None) -> list:
@@ -651,8 +689,9 @@ def run_matrix(shapes, formats, packets: int, copies: int, runs: int, baseline: 
             cap = FORMATS[fmt](base)
             n = count_packets(cap)
             print(f"\n== {shape}, {fmt}: {cap.name}, {n} packets, {cap.stat().st_size / 1e6:.0f} MB", flush=True)
+            ref = base if fmt == "gtpu.pcap" else cap          # tcptrace reads no GTP-U
             rows.append({"shape": shape, "format": fmt, "capture": str(cap),
-                         **collect_vs_tcptrace(str(cap), n, runs, baseline)})
+                         **collect_vs_tcptrace(str(cap), n, runs, baseline, reference=str(ref))})
     print(f"\n{os.cpu_count()} cores; median (min-max) of {runs} pairs, collect and tcptrace in turn")
     print(f"{'shape':12s} {'fmt':7s} {'packets':>9s} {'collect s':>18s} {'tcptrace s':>18s} "
           f"{'ratio':>17s} {'CPU ratio':>17s} {'peak MiB':>14s} {'B/packet':>14s} goal")
@@ -726,7 +765,8 @@ def main(argv=None) -> int:
                     help=f"with --matrix, comma-separated (default {','.join(SHAPES)})")
     ap.add_argument("--formats", default="pcap,pcapng", type=_names_of(tuple(FORMATS)),
                     help="with --matrix, comma-separated from pcap, pcapng, pcap.gz (gzip -1 of the "
-                         "pcap) (default pcap,pcapng)")
+                         "pcap), gtpu.pcap (every packet in a GTP-U tunnel; tcptrace reads the "
+                         "untunnelled pcap) (default pcap,pcapng)")
     args = ap.parse_args(argv)
     WORK = args.work
     WORK.mkdir(parents=True, exist_ok=True)
