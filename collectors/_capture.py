@@ -365,6 +365,17 @@ class CaptureReader:
         self.format = None
         self.linktypes = set()
         self._damage = None            # compressed-stream damage, reported after the data before it
+        self._sections = 0             # pcapng section headers seen
+        self._drops = {}               # (section, interface) -> packets its capture tool dropped
+
+    @property
+    def dropped(self) -> int | None:
+        """Packets the capture tool itself counted as dropped, from pcapng interface
+        statistics blocks: per interface of each section the last block's ``isb_ifdrop``
+        (dropped by the interface or driver) plus ``isb_osdrop`` (by the OS: the capture
+        buffer full - tcpdump's "dropped by kernel"), summed. None: no such counter in the
+        file (a classic pcap keeps none)."""
+        return sum(self._drops.values()) if self._drops else None
 
     # -- errors -----------------------------------------------------------------
     def _fail(self, what, offset, packet=None, where=None):
@@ -781,6 +792,7 @@ class CaptureReader:
                 return None
             self.endian = endian
             self._set_ifaces([])
+            self._sections += 1
             return p + blen
         if self.endian is None:
             self._fail("pcapng file does not start with a section header block", p)
@@ -829,7 +841,19 @@ class CaptureReader:
                 q += 4 + ((olen + 3) & ~3)
             self._set_ifaces(self._ifaces + [(lt, mult, div, off)])
             self.linktypes.add(lt)
-        return p + blen                                    # statistics, names, comments, unknown
+        elif btype == 5 and blen >= 24:                    # interface statistics: the drop counters
+            iid = struct.unpack_from(e + "I", raw, p + 8)[0]
+            q, drops = p + 20, []
+            while q + 4 <= p + blen - 4:
+                code, olen = struct.unpack_from(e + "HH", raw, q)
+                if code == 0 or q + 4 + olen > p + blen - 4:
+                    break
+                if code in (5, 7) and olen == 8:           # isb_ifdrop, isb_osdrop
+                    drops.append(struct.unpack_from(e + "Q", raw, q + 4)[0])
+                q += 4 + ((olen + 3) & ~3)
+            if drops:                                      # cumulative: the last block counts
+                self._drops[(self._sections, iid)] = sum(drops)
+        return p + blen                                    # names, comments, unknown
 
     def _set_ifaces(self, ifaces):
         self._ifaces = ifaces

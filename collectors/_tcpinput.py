@@ -475,9 +475,11 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
         lo, hi, proto = conns.keys()
         return {**tally.result(), "census": True, "flow_lo": lo, "flow_hi": hi, "flow_proto": proto,
                 "v6_addresses": conns.v6_addresses(), "ip_packets": n_ip, "flows": len(lo),
-                "source": str(path), "problem": reader.problem, "records": int(reader.packets)}
+                "source": str(path), "problem": reader.problem, "records": int(reader.packets),
+                "dropped": reader.dropped}
     cols = columns.result(conns)
     cols["source"] = str(path)
     cols["problem"] = reader.problem
     cols["records"] = int(reader.packets)
+    cols["dropped"] = reader.dropped
     return cols

@@ -71,8 +71,10 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
     most bytes; None: every flow), ``flows_total`` (the capture's flows), ``flows_listed``
     (what ``flows`` holds, when it is not every flow), ``outputs`` (frame kind -> path
     written, packets first), ``problem`` when ``salvage`` kept the packets before a
-    damaged place, and ``capture_missed`` (``bytes``, ``flows``) when the capture point
-    missed bytes that their receiver acknowledged (:meth:`.tcp.TcpAnalysis.capture_missed`).
+    damaged place, ``capture_missed`` (``bytes``, ``flows``) when the capture point
+    missed bytes that their receiver acknowledged (:meth:`.tcp.TcpAnalysis.capture_missed`),
+    and ``capture_dropped`` when the capture tool counted packets it dropped (a pcapng's
+    interface statistics).
     """
     from airlink.rundir import COLLECT_KINDS
 
@@ -107,6 +109,8 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
     missed, missed_flows = analysis.capture_missed()
     if missed:
         rec["capture_missed"] = {"bytes": missed, "flows": missed_flows}
+    if info.get("capture_dropped"):
+        rec["capture_dropped"] = info["capture_dropped"]
     return rec
 
 

@@ -92,6 +92,8 @@ def read(path, *, salvage: bool = False, progress: bool = True) -> pd.DataFrame:
                         "unknown_linktypes": sorted(unknown)})
     if reader.problem:
         frame.attrs["problem"] = reader.problem
+    if reader.dropped is not None:
+        frame.attrs["capture_dropped"] = int(reader.dropped)
     return frame
 
 

@@ -89,6 +89,12 @@ GROUP_SHARE = 2
 GROUP_FLOWS = 1 << 15
 
 
+def _dropped_attr(dropped) -> dict:
+    """``{"capture_dropped": n}`` where the capture tool counted ``n`` packets it dropped
+    (:attr:`._capture.CaptureReader.dropped`; pcapng interface statistics), else nothing."""
+    return {} if dropped is None else {"capture_dropped": int(dropped)}
+
+
 def _return_freed_memory() -> None:
     """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; nothing
     elsewhere). Between flow groups: numpy arrays under glibc's mmap threshold (which
@@ -198,7 +204,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
                 if feed is not None and feed.end is None:      # never fed: its reader must not wait
                     feed.close(error=RuntimeError("the analysis ended before its pass over the capture"))
         source = raw["source"]
-        extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {})}
+        extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {}),
+                 **_dropped_attr(raw.get("dropped"))}
         from ._timeorder import lateness
         late = lateness(raw["ts_ns"])[0]
         # flows_ready gets the flows' labels as soon as the flows table exists, before the
@@ -215,7 +222,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         validate(packets, "packets", name="packets")
         source = frame_source(packets, "")
         extra = {"records": int(packets.attrs.get("records", len(packets))),
-                 **({"problem": packets.attrs["problem"]} if packets.attrs.get("problem") else {})}
+                 **({"problem": packets.attrs["problem"]} if packets.attrs.get("problem") else {}),
+                 **_dropped_attr(packets.attrs.get("capture_dropped"))}
         c, flows, n_packets = _from_frame(packets)
         late = None
     a = _analyze(c, flows, n_packets, res_s, source)
@@ -616,7 +624,8 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
     a = TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=str(path),
                     attrs={"packets": int(census["ip_packets"]), "tcp_packets": int(tcp_packets),
                            "records": census["records"],
-                           **({"problem": census["problem"]} if census["problem"] else {})})
+                           **({"problem": census["problem"]} if census["problem"] else {}),
+                           **_dropped_attr(census.get("dropped"))})
     a.max_lateness_ns = int(census["lateness_ns"])
     _return_freed_memory()                  # the groups' pieces, joined and sorted above
     return a

@@ -106,6 +106,9 @@ def _collect(C, args, folder) -> dict:
             rec["outputs"] = [str(p) for p in rec["outputs"].values()]
             if rec.get("problem"):
                 print(f"airlink: warning: {rec['problem']} (--salvage kept them)", file=sys.stderr)
+            if rec.get("capture_dropped"):
+                print(f"airlink: warning: {path}: the capture tool counted {rec['capture_dropped']} packets it "
+                      f"dropped (the pcapng's interface statistics): flows may lack packets", file=sys.stderr)
             if rec.get("capture_missed"):
                 m = rec["capture_missed"]
                 print(f"airlink: warning: {path}: the capture missed {m['bytes']} bytes that their receiver "
