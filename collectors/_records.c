@@ -306,15 +306,6 @@ static void parse_options(const unsigned char *d, int64_t n, uint32_t flags, uin
 
 #define PUT(idx, type, value) (((type *)out[idx].buf)[m] = (type)(value))
 
-/*
- * decode(buf, data_off, caplen, origlen, kind, l3_at, proto_at, outs) -> kept
- *
- * buf: the batch buffer (zero padding after the last record); data_off/caplen/origlen:
- * int64 per record; kind: L_* (ether, fixed = Linux cooked with IP at l3_at and the
- * protocol at proto_at, raw, BSD loopback in host or network order); outs: a tuple of
- * N_OUT writable buffers of at least len(data_off) items each, of the sizes in out_size.
- * The IP packets are written compacted (O_KEEP = their record index); returns how many.
- */
 /* GTP-U (3GPP TS 29.281): a G-PDU in UDP port 2152 (either side) carries a user's IP
    packet. Returns the offset of that inner IP header (its family in *inner_fam), or -1
    where the packet at l3 is not one: outer IPv4 (any IHL, not a later fragment) or IPv6
@@ -365,6 +356,15 @@ static int64_t gtpu_inner(const unsigned char *b, int64_t l3, int fam, int64_t e
     return p;
 }
 
+/*
+ * decode(buf, data_off, caplen, origlen, kind, l3_at, proto_at, outs) -> kept
+ *
+ * buf: the batch buffer (zero padding after the last record); data_off/caplen/origlen:
+ * int64 per record; kind: L_* (ether, fixed = Linux cooked with IP at l3_at and the
+ * protocol at proto_at, raw, BSD loopback in host or network order); outs: a tuple of
+ * N_OUT writable buffers of at least len(data_off) items each, of the sizes in out_size.
+ * The IP packets are written compacted (O_KEEP = their record index); returns how many.
+ */
 static PyObject *decode(PyObject *self, PyObject *args)
 {
     Py_buffer in, offb, capb, origb, out[N_OUT];
