@@ -114,6 +114,23 @@ def collect_capture(path, out, *, prefix: str = "", resolution="1s", salvage: bo
     return rec
 
 
+def capture_warnings(rec: dict) -> list:
+    """What a user must hear of a capture's summary ``rec`` (:func:`collect_capture`): the
+    packets its capture tool counted as dropped, and the bytes the capture missed although
+    their receiver acknowledged them - each a sentence; empty when neither."""
+    out = []
+    if rec.get("capture_dropped"):
+        out.append(f"the capture tool counted {rec['capture_dropped']} packets it dropped (the pcapng's "
+                   f"interface statistics): flows may lack packets")
+    if rec.get("capture_missed"):
+        m = rec["capture_missed"]
+        out.append(f"the capture missed {m['bytes']} bytes that their receiver acknowledged, in {m['flows']} "
+                   f"flow(s) (capture_missed_bytes in the flows frame): their bytes, throughput and losses "
+                   f"are undercounted - the capturing host dropped packets, or some took a path around the "
+                   f"capture point")
+    return out
+
+
 def _write(frame, dest: Path, kind: str, extra: dict) -> Path:
     """Parquet, atomically, with the frame's kind and its attrs plus ``extra`` as provenance.
     A frame in sorted runs (:class:`._sortedruns.SortedRuns`) is written a row group per

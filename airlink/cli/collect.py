@@ -8,7 +8,7 @@ from airlink.cli._common import add_overwrite, add_parser, bounded, json_clean, 
 from airlink.core import bounds as B
 from airlink.core.units import parse_duration
 
-from airlink.collectors.collect import MAX_PACKETS, SUMMARY_FLOWS
+from airlink.collectors.collect import MAX_PACKETS, SUMMARY_FLOWS, capture_warnings
 
 
 def register(sub):
@@ -106,15 +106,8 @@ def _collect(C, args, folder) -> dict:
             rec["outputs"] = [str(p) for p in rec["outputs"].values()]
             if rec.get("problem"):
                 print(f"airlink: warning: {rec['problem']} (--salvage kept them)", file=sys.stderr)
-            if rec.get("capture_dropped"):
-                print(f"airlink: warning: {path}: the capture tool counted {rec['capture_dropped']} packets it "
-                      f"dropped (the pcapng's interface statistics): flows may lack packets", file=sys.stderr)
-            if rec.get("capture_missed"):
-                m = rec["capture_missed"]
-                print(f"airlink: warning: {path}: the capture missed {m['bytes']} bytes that their receiver "
-                      f"acknowledged, in {m['flows']} flow(s) (capture_missed_bytes in the flows frame): "
-                      f"their bytes, throughput and losses are undercounted - the capturing host dropped "
-                      f"packets, or some took a path around the capture point", file=sys.stderr)
+            for warning in capture_warnings(rec):
+                print(f"airlink: warning: {path}: {warning}", file=sys.stderr)
         else:
             if args.mapping is not None:
                 kw["mapping"] = args.mapping

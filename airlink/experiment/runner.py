@@ -40,13 +40,14 @@ def _collect_capture(capture: Path, folder: "rundir.RunFolder", *, resolution: s
     """Adapter to airlink.collectors: the capture's frames (packets, flows, tcp series,
     events) written as ``<prefix><part>.parquet`` into the run folder by the collect
     pipeline (streamed: memory does not grow with the capture) and recorded; returns
-    (packets read, flows, summary)."""
+    (packets read, flows, summary, warnings: :func:`airlink.collectors.collect.capture_warnings`)."""
     from airlink.collectors import collect_capture
+    from airlink.collectors.collect import capture_warnings
     rec = collect_capture(capture, folder, prefix=prefix, resolution=resolution, salvage=salvage,
                           provenance={"file": str(capture), "resolution": resolution})
     for kind, path in rec["outputs"].items():
         folder.record(path, stage="collect", kind=kind)
-    return rec["packets"], rec["flows_total"], rec["flows"]
+    return rec["packets"], rec["flows_total"], rec["flows"], capture_warnings(rec)
 
 
 @dataclass
@@ -272,8 +273,8 @@ def _collect_captures(ctx: RunContext, i):
     notes, all_summary = [], {}
     for k, cap in enumerate(captures):
         try:
-            packets, flows, summary = _collect_capture(cap, ctx.folder, resolution=res,
-                                                       prefix="" if k == 0 else f"{cap.stem}-")
+            packets, flows, summary, warnings = _collect_capture(cap, ctx.folder, resolution=res,
+                                                                 prefix="" if k == 0 else f"{cap.stem}-")
         except ImportError as exc:
             return "skipped", f"the collectors are not available ({exc})"
         except AirlinkError as exc:
@@ -281,6 +282,7 @@ def _collect_captures(ctx: RunContext, i):
             continue
         all_summary[cap.name] = summary
         notes.append(f"{cap.name}: {packets} packets, {flows} flows")
+        notes += [f"{cap.name}: {w}" for w in warnings]
     ctx.folder.write_json("collect.json", all_summary, stage="collect")
     return ("done" if all_summary else "failed"), "; ".join(notes)
 

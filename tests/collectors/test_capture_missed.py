@@ -138,3 +138,28 @@ def test_collect_warns_and_records_what_the_capture_missed(shared_data, tmp_path
             assert rec["capture_missed"] == {"bytes": missed, "flows": 2}
         else:
             assert "missed" not in r.stderr and "capture_missed" not in rec
+
+
+def test_a_run_notes_what_its_capture_missed(shared_data, tmp_path):
+    """``airlink run`` collecting an offline capture with bytes missed: its collect stage's
+    note in run.json says so, as the collect command warns."""
+    import json
+    import subprocess
+    import sys
+    src = shared_data / "tcp-pcaps" / FILES[0]
+    every = packets(src)
+    data = [i for i, p in enumerate(every) if p[2] is not None and p[4] > 0]
+    gone = set(data[3::7])
+    f = tmp_path / "dropped.pcap"
+    write(f, [p for i, p in enumerate(every) if i not in gone])
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(f"name: m\nradio: {{preset: quick, duration: 1s}}\nreport: false\ninfer: false\n"
+                   f"offline: {{captures: [{f}]}}\n")
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-c", "import sys; from airlink.cli import main; sys.exit(main())",
+                        "run", str(exp), "-o", str(out), "--offline", "--quiet"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    stage = [s for s in json.loads((out / "run.json").read_text())["stages"] if s["name"] == "collect"][0]
+    want = missed_by_hand([p for i, p in enumerate(every) if i not in gone], [every[i] for i in sorted(gone)])
+    assert f"dropped.pcap: the capture missed {want} bytes that their receiver acknowledged" in stage["note"]
