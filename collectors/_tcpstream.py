@@ -235,7 +235,8 @@ class FlowStream:
         # [d]: (flow, lo, hi) of the ranges d skipped not yet cumulatively ACKed (gaps_left)
         self.gaps = [tuple(np.zeros(0, np.int64) for _ in range(3)) for _ in (0, 1)]
         # per flow: bytes of such ranges the other side then cumulatively ACKed - the
-        # capture point never saw them pass, although their receiver got them
+        # capture point never saw them pass, although their receiver got them (finish()
+        # adds those ACKed past a direction's last byte seen, or into a gap still open)
         self.missed = np.zeros(F, np.int64)
         self.retx = []                     # per chunk: dict of the retransmissions' columns
         self.eifel = []                    # per chunk: (retx rows, their Eifel verdicts) once their ACK came
@@ -1046,7 +1047,13 @@ class FlowStream:
         eff = _effective_mss(mss.ravel(), np.stack([self.side[0].maxpay, self.side[1].maxpay], axis=1).ravel())
         flows["retransmitted_segments"] = per_flow(R["fl"], resent_segments(R["pay"], eff[2 * R["fl"] + R["dr"]])
                                                    ).astype(np.int64)
-        flows["capture_missed_bytes"] = self.missed.copy()
+        missed = self.missed.copy()
+        for a in (0, 1):      # at the end, what a ACKed of the other side that no later row skipped over:
+            am, sm = self.side[a].am, self.side[1 - a].sm
+            missed += np.where((am >= 0) & (sm >= 0), np.maximum(am - sm, 0), 0)   # past its last byte seen
+            gf, lo, hi = self.gaps[1 - a]                                          # into a gap still open
+            missed += per_flow(gf, np.clip(am[gf] - lo, 0, hi - lo).astype(np.float64)).astype(np.int64)
+        flows["capture_missed_bytes"] = missed
         series = self._series(fast, spurious, lost, R, eff, rtt_t, rtt_ms, rtt_gd, rtt_method, source)
         series.attrs.update({"source": source, "resolution_s": res_s})
         flows.validate("flows", name="flows")
