@@ -4,6 +4,11 @@ the bytes taken out counted by hand from the packets (dpkt, interval arithmetic)
 real captures as they are (nothing missed; tshark finds no segment lost before them)."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import dpkt
 import numpy as np
 import pytest
@@ -109,21 +114,24 @@ def test_acknowledged_bytes_the_capture_missed(shared_data, tmp_path, name):
         assert got.capture_missed() == (want, int((got.flows["capture_missed_bytes"] > 0).sum()))
 
 
-def test_collect_warns_and_records_what_the_capture_missed(shared_data, tmp_path):
-    """``airlink collect`` as users run it: a warning on stderr naming the bytes and flows,
-    ``capture_missed`` in summary.json and per flow in --json; none for the whole capture."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-    script = Path(sys.executable).with_name("airlink")
+def dropped_capture(shared_data, tmp_path, step: int = 7):
+    """(the real capture, it with every ``step``-th data packet from the 4th on taken out
+    as ``dropped.pcap``, the bytes missed by hand)."""
     src = shared_data / "tcp-pcaps" / FILES[0]
     every = packets(src)
     data = [i for i, p in enumerate(every) if p[2] is not None and p[4] > 0]
-    gone = set(data[3::7])
+    gone = set(data[3::step])
+    kept = [p for i, p in enumerate(every) if i not in gone]
     f = tmp_path / "dropped.pcap"
-    write(f, [p for i, p in enumerate(every) if i not in gone])
-    want = missed_by_hand([p for i, p in enumerate(every) if i not in gone], [every[i] for i in sorted(gone)])
+    write(f, kept)
+    return src, f, missed_by_hand(kept, [every[i] for i in sorted(gone)])
+
+
+def test_collect_warns_and_records_what_the_capture_missed(shared_data, tmp_path):
+    """``airlink collect`` as users run it: a warning on stderr naming the bytes and flows,
+    ``capture_missed`` in summary.json and per flow in --json; none for the whole capture."""
+    script = Path(sys.executable).with_name("airlink")
+    src, f, want = dropped_capture(shared_data, tmp_path)
     for cap, missed in ((src, 0), (f, want)):
         out = tmp_path / f"out-{cap.stem}"
         r = subprocess.run([str(script), "collect", str(cap), "-o", str(out), "--json"], capture_output=True,
@@ -141,15 +149,7 @@ def test_collect_warns_and_records_what_the_capture_missed(shared_data, tmp_path
 def test_a_run_notes_what_its_capture_missed(shared_data, tmp_path):
     """``airlink run`` collecting an offline capture with bytes missed: its collect stage's
     note in run.json says so, as the collect command warns."""
-    import json
-    import subprocess
-    import sys
-    src = shared_data / "tcp-pcaps" / FILES[0]
-    every = packets(src)
-    data = [i for i, p in enumerate(every) if p[2] is not None and p[4] > 0]
-    gone = set(data[3::7])
-    f = tmp_path / "dropped.pcap"
-    write(f, [p for i, p in enumerate(every) if i not in gone])
+    _, f, want = dropped_capture(shared_data, tmp_path)
     exp = tmp_path / "exp.yaml"
     exp.write_text(f"name: m\nradio: {{preset: quick, duration: 1s}}\nreport: false\ninfer: false\n"
                    f"offline: {{captures: [{f}]}}\n")
@@ -159,7 +159,6 @@ def test_a_run_notes_what_its_capture_missed(shared_data, tmp_path):
                        timeout=600)
     assert r.returncode == 0, r.stderr
     stage = [s for s in json.loads((out / "run.json").read_text())["stages"] if s["name"] == "collect"][0]
-    want = missed_by_hand([p for i, p in enumerate(every) if i not in gone], [every[i] for i in sorted(gone)])
     assert f"dropped.pcap: the capture missed {want} bytes that their receiver acknowledged" in stage["note"]
 
 
