@@ -464,9 +464,13 @@ class RunFolder:
 
     def abandon(self) -> None:
         """For a command that writes its manifest only when it succeeds (:meth:`create` with
-        ``manifest=False``) and failed: the folders it made stay (given to the sudo user),
-        nothing is listed, the folder is released."""
+        ``manifest=False``) and failed: the folders it made that are still empty are removed
+        (deepest first, ``rmdir`` only: a folder holding anything stays, given to the sudo
+        user), nothing is listed, the folder is released."""
         try:
+            for folder in reversed(self._created_abs):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
             self.give_to_sudo_user()
         finally:
             self.release()

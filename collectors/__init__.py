@@ -122,7 +122,21 @@ def read(path, format: str | None = None, **kw):
         tried.append(f"{name} ({why(path) if why else 'not recognised'})")
     if path.name.lower().endswith(CAPTURE_SUFFIXES):
         return _module("pcap").read(path, **_options_of("pcap", kw))   # a damaged capture: the pcap reader says where
-    raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried) + _cellreplay_hint(path))
+    raise FormatError(f"{path}: no reader recognises this file; tried " + "; ".join(tried) + _replay_input_hint(path))
+
+
+def _replay_input_hint(path: Path) -> str:
+    """A note when ``path`` is a replay input rather than a measurement: one file of a
+    CellReplay trace set, or a Mahimahi packet-delivery trace."""
+    from airlink.traces.mahimahi import is_trace_file
+    in_set = _cellreplay_hint(path)
+    if in_set:
+        return in_set
+    if is_trace_file(path):
+        return (f"; {path.name} looks like a Mahimahi packet-delivery trace (one millisecond timestamp per "
+                "line): a capacity trace, not a measurement - `airlink trace info` summarises it, "
+                "`airlink trace convert` turns it into airlink Parquet, `airlink link` replays it")
+    return ""
 
 
 def _cellreplay_hint(path: Path) -> str:

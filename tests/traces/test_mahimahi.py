@@ -101,3 +101,14 @@ def test_binary_file_is_rejected(tmp_path):
     p.write_bytes(b"\x00\xff\xfe\x12" * 10)
     with pytest.raises(FormatError):
         read_trace(p)
+
+
+def test_collect_names_a_mahimahi_trace_as_a_replay_input(shared_data, tmp_path, run_airlink):
+    """A measured Mahimahi trace given to the log readers: one line that says what it is
+    and which commands take it, nothing written: the folders the command made are gone."""
+    src = shared_data / "mahimahi-traces" / "Verizon-LTE-short.down"
+    status, _, err = run_airlink("collect", src, "-o", tmp_path / "new" / "frames")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "Verizon-LTE-short.down looks like a Mahimahi packet-delivery trace" in err
+    assert "`airlink trace info` summarises it" in err
+    assert not (tmp_path / "new").exists()
