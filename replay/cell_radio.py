@@ -141,10 +141,19 @@ class RadioFeed:
         self.wait_ns = 0                 # ... and how long in all
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:                     # pragma: no cover - the child's coverage is not collected
-            mine.close()
-            _child(parent, theirs, self)
+        # the process computes with one BLAS thread, set here and inherited (OpenBLAS's
+        # threads, one per core, took every core at each chunk and spun there, which made
+        # the TTI loop late; the numbers stay the same): set after the fork, the count
+        # would start the pool's threads anew, each spinning ~0.1 s of CPU first
+        from threadpoolctl import threadpool_limits
+        blas = threadpool_limits(1, user_api="blas")
+        try:
+            pid = os.fork()
+            if pid == 0:                 # pragma: no cover - the child's coverage is not collected
+                mine.close()
+                _child(parent, theirs, self)      # never returns
+        finally:
+            blas.restore_original_limits()        # the shell's own count (only the parent gets here)
         theirs.close()
         self.pid, self._sock = pid, mine
         while self._free and self._k_next < self.horizon:
@@ -155,13 +164,35 @@ class RadioFeed:
         try:
             self._sock.send(pickle.dumps(msg))
         except OSError as exc:
+            self._raise_last_words()
             raise AirlinkError(f"the cell's radio process is gone ({exc.strerror or exc})") from None
+
+    def _raise_last_words(self):
+        """The process is gone: raise the error it reported before it ended, if it did (the
+        messages still queued for the shell are read; nothing else would read them)."""
+        while True:
+            try:
+                data = self._sock.recv(_MSG, socket.MSG_DONTWAIT)
+            except ConnectionResetError:
+                continue                # the reset is reported once, the messages stay queued
+            except OSError:
+                return
+            if not data:
+                return
+            msg = pickle.loads(data)
+            if msg[0] == "error":
+                raise AirlinkError(msg[1])
 
     def _recv(self, flags=0):
         try:
             data = self._sock.recv(_MSG, flags)
         except BlockingIOError:
             return None
+        except ConnectionResetError:
+            # the process ended with messages of the shell unread (it failed): the kernel
+            # reports that once, before the messages it had sent, which are still queued
+            # (its error among them)
+            return self._recv(flags)
         except OSError as exc:
             raise AirlinkError(f"the cell's radio process is gone ({exc.strerror or exc})") from None
         if not data:
@@ -247,10 +278,6 @@ def _child(parent, sock, feed: RadioFeed):   # pragma: no cover - runs in the fo
         if os.getppid() != parent:
             os._exit(1)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        # one BLAS thread: OpenBLAS's threads (one per core) took every core at each chunk
-        # and spun there, which made the TTI loop late; the numbers stay the same
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(1)
         for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(s, signal.SIG_DFL)
         radio, mac = feed.radio, feed.mac

@@ -41,6 +41,8 @@ to float32 rounding in the matrix products).
 """
 from __future__ import annotations
 
+import contextlib
+
 import math
 from dataclasses import dataclass
 
@@ -359,12 +361,18 @@ _BLAS = None
 
 
 def _one_blas_thread():
-    """A context in which BLAS runs on one thread (the thread pools are looked up once)."""
+    """A context in which BLAS runs on one thread (the thread pools are looked up once).
+    Where every BLAS library already runs on one thread (the cell's radio process,
+    :mod:`airlink.replay.cell_radio`) it changes nothing: setting an OpenBLAS thread count
+    in a forked process starts its thread pool anew, whose threads spin for ~0.1 s of CPU
+    each before they sleep, at every chunk."""
     global _BLAS
     if _BLAS is None:
         from threadpoolctl import ThreadpoolController
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
+        _BLAS = ThreadpoolController().select(user_api="blas")
+    if all(lib.num_threads == 1 for lib in _BLAS.lib_controllers):
+        return contextlib.nullcontext()
+    return _BLAS.limit(limits=1)
 
 
 def resample_measured(times_s, values, n_tti: int, tti_s: float, *, method: str = "hold") -> np.ndarray:

@@ -7,6 +7,7 @@ shell gives it, surface its failures as errors and leave no process behind.
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -101,6 +102,11 @@ def test_a_failure_in_the_process_is_an_error_of_the_shell(tmp_path):
     try:
         slot, inp, out, live = feed.next_chunk()
         feed.release(slot, 3, inp.k0, 0)
+        # the process ends with the shell's next request unread, before the shell reads
+        # on: the kernel then reports a reset first, and the messages queued behind it
+        # must still be read
+        while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+            time.sleep(0.01)
         # the chunk made before the failure still arrives; the one after it is the error
         with pytest.raises(AirlinkError, match="radio process failed: OSError.*No space left on device"):
             for _ in range(2):
@@ -179,3 +185,25 @@ def test_a_chunk_taken_without_waiting_is_none_until_made_then_the_same():
         feed.close()
     finally:
         feed.kill()
+
+
+def test_the_process_computes_on_one_thread_and_the_shell_keeps_its_blas():
+    """The radio process makes its chunks on its one thread: it inherits one BLAS thread from
+    the fork instead of setting it (which would start OpenBLAS's pool anew, threads that spin
+    before they sleep); the shell's own BLAS thread count is as it was."""
+    from threadpoolctl import threadpool_info
+    before = [(i["filepath"], i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
+    ref = _radio()
+    feed = RadioFeed(_radio(), horizon=ref.n_tti, ahead=2)
+    try:
+        k = 0
+        while feed.more:
+            slot, inp, _, _ = feed.next_chunk()
+            assert np.array_equal(inp.real, ref.inputs(k, inp.n).real)
+            k += inp.n
+            feed.release(slot, 0, inp.k0, 0)
+            assert sorted(os.listdir(f"/proc/{feed.pid}/task")) == [str(feed.pid)]
+        assert k == ref.n_tti
+    finally:
+        feed.close()
+    assert [(i["filepath"], i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"] == before
