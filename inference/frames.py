@@ -169,14 +169,19 @@ def _keys_of(frame: pd.DataFrame, by, source: str) -> list:
             raise AirlinkError(f"{source}: no column {k!r} to split by (columns: {have})")
     if "user" in frame.columns and "user" not in keys:
         keys = ["user", *keys]
+    mixed = []
     for c in ENTITY_COLUMNS:
         if c in frame.columns and c not in keys:
             values = frame[c].dropna().unique()
             if len(values) > 1:
                 shown = ", ".join(map(str, sorted(values, key=str)[:6]))
-                raise AirlinkError(f"{source}: column {c!r} holds {len(values)} different values ({shown}); "
-                                   f"their rows would be mixed into one series: split them with by={c!r} "
-                                   f"or keep one {c}")
+                mixed.append((c, f"column {c!r} holds {len(values)} different values ({shown})"))
+    if mixed:
+        names = [c for c, _ in mixed]
+        raise AirlinkError(f"{source}: " + "; ".join(why for _, why in mixed) + "; their rows would be mixed "
+                           f"into one series: split them with by={names[0] if len(names) == 1 else names!r} "
+                           f"(`{' '.join('--by ' + c for c in names)}` on the command line) or keep one "
+                           f"{' and one '.join(names)}")
     return keys
 
 

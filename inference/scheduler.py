@@ -133,7 +133,8 @@ def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None, reso
             if c in frame.columns and pd.to_numeric(frame[c], errors="coerce").notna().any():
                 return c
         if required:
-            raise AirlinkError(f"{source}: no {what} column (one of {', '.join(names)}); name it with {keyword}=")
+            raise AirlinkError(f"{source}: no {what} column (one of {', '.join(names)}); name it with {keyword}= "
+                               f"(`--{keyword} COLUMN`)")
         return None
 
     a = pick(alloc, ALLOC_COLUMNS, "allocation", "alloc", required=require_alloc)

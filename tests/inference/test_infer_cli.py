@@ -189,6 +189,26 @@ def test_tcp_frame_flows_are_separate_series(run_airlink, tmp_path):
     assert json.loads(out)[0]["n_pairs"] == n - 3
 
 
+def test_a_real_captures_tcp_frame_names_every_mixed_column_and_its_flag(run_airlink, shared_data, tmp_path):
+    """The TCP frame `airlink collect` makes of a real capture (Zeek's test trace: two
+    connections, data and ACKs each way): the refusal names both mixed columns and the
+    command-line flags that split them in one line; the command as the hint writes it runs,
+    and says why it cannot tell (the two connections never overlap)."""
+    status, _, err = run_airlink("collect", shared_data / "tcp-pcaps" / "zeek-head" / "206_example_b.pcap",
+                                 "-o", tmp_path / "frames")
+    assert status == 0, err
+    frame = tmp_path / "frames" / "206_example_b.tcp.parquet"
+    status, _, err = run_airlink("infer", "fairness", frame)
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "column 'flow' holds 2 different values (0, 1); column 'direction' holds 2 different values " \
+           "(fwd, rev)" in err and "`--by flow --by direction` on the command line" in err
+    status, out, err = run_airlink("infer", "fairness", frame, "--by", "flow", "--by", "direction")
+    assert status == 0, err
+    assert "series: 0/fwd, 0/rev, 1/fwd, 1/rev" in out and "the series never overlapped in time" in out
+    status, _, err = run_airlink("infer", "jitter", frame, "--by", "flow", "--by", "direction")
+    assert status == 2 and "name it with served= (`--served COLUMN`)" in err, err
+
+
 def test_nmi_grids_only_the_columns_it_reads(run_airlink, coupled_csv, tmp_path, monkeypatch):
     """A wide frame (a TCP series has 17 data columns) is put on the grid with the target and
     factors only: with the dense-grid budget at 5,000 values, 900 steps x 17 columns are
