@@ -138,8 +138,8 @@ def _select_user(frame: pd.DataFrame, user, source: str) -> tuple[pd.DataFrame, 
     if user is None:
         if len(names) == 1:
             return frame, str(names[0])
-        raise AirlinkError(f"{source}: {len(names)} users in the log; choose one, or 'cell' for the sum of "
-                           f"all, or 'busiest' (first users: {', '.join(map(str, names[:8]))})")
+        raise AirlinkError(f"{source}: {len(names)} users in the log; choose one (user=, `--user RNTI`), "
+                           f"or 'cell' for the sum of all, or 'busiest' (first users: {', '.join(map(str, names[:8]))})")
     if str(user) == "cell":
         return frame, "cell"
     if str(user) == "busiest":
