@@ -61,7 +61,7 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY, _SUBMODULES)
 __all__ = ["read", "read_pcap", "analyze_tcp", "TcpAnalysis", "collect_capture", "CaptureError", "read_linklog",
            "read_ucc", "read_gnettrack", "read_5gtracker", "read_icellspeed", "read_iperf3", "read_throughput_trace",
            "read_transfers", "read_xcal", "read_csv", "read_mac", "read_callrecords", "align",
-           "estimate_clock_offset", "check_table_shape", "READERS", "reader_names"]
+           "estimate_clock_offset", "check_table_shape", "READERS", "reader_names", "reader_options"]
 
 # name -> module, in sniffing order (most specific first; the generic CSV reader last,
 # and only when a mapping is given)
@@ -168,6 +168,12 @@ def _check_options(kw: dict, format) -> None:
         whose = f"the {format} reader" if format in READERS else "any reader"
         raise AirlinkError(f"option(s) {', '.join(map(repr, unknown))} not known to {whose} "
                            f"(known: {', '.join(sorted(known)) or 'none'})")
+
+
+def reader_options(name: str) -> set:
+    """Keyword options reader ``name`` takes (what ``read(..., format=name, **options)``
+    accepts)."""
+    return set(_accepted(name))
 
 
 def _options_of(name: str, kw: dict) -> dict:

@@ -32,6 +32,10 @@ def register(sub):
     bounded(p, "--resolution", bound=B.RESOLUTION, parse=with_unit(parse_duration, "100ms or 1s"), keep_text=True,
             default=B.TCP_RESOLUTION, help=f"time-series step for TCP analysis (default {B.TCP_RESOLUTION})")
     p.add_argument("--mapping", type=Path, help="YAML column mapping for the generic CSV reader")
+    p.add_argument("--reader-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an option of the reader that reads a log, e.g. unit=bit/s for a headerless "
+                        "throughput trace in bit/s, throughput_unit=bit/s for iCellSpeed or a transfers "
+                        "table; repeat for several (an option the reader does not take is an error)")
     p.add_argument("--salvage", action="store_true",
                    help="keep the packets before a damaged place in a capture instead of failing")
     p.add_argument("--no-packets", action="store_true", help="do not write the per-packet frame")
@@ -56,10 +60,42 @@ def register(sub):
 
 def _stem(path: Path) -> str:
     name = path.name
-    for ext in (".gz", ".pcapng", ".pcap", ".cap", ".csv", ".tsv", ".log", ".parquet", ".trace"):
+    for ext in (".gz", ".pcapng", ".pcap", ".cap", ".csv", ".tsv", ".txt", ".log", ".parquet", ".trace"):
         if name.endswith(ext):
             name = name[: -len(ext)]
     return name or "capture"
+
+
+#: reader options that are not --reader-option's: the capture reader's own flags, --mapping
+_NOT_READER_OPTIONS = {"mapping", "salvage", "progress"}
+
+
+def _reader_options(items, fmt, C) -> dict:
+    """``--reader-option NAME=VALUE`` items as reader keyword options: a VALUE of digits is an
+    int, another number a float, anything else text. A malformed item, a repeated name or a
+    name no reader (or not the ``--format`` reader) takes is an error."""
+    from airlink.core.errors import AirlinkError
+    readers = [fmt] if fmt in C.READERS else [n for n in C.READERS if n != "pcap"]
+    known = set().union(*(C.reader_options(n) for n in readers)) - _NOT_READER_OPTIONS
+    opts = {}
+    for item in items:
+        name, eq, value = (x.strip() for x in item.partition("="))
+        if not eq or not name.isidentifier() or not value:
+            raise AirlinkError(f"--reader-option {item!r}: need NAME=VALUE, e.g. unit=bit/s")
+        if name in opts:
+            raise AirlinkError(f"--reader-option {name}: given twice")
+        if name not in known:
+            whose = f"the {fmt} reader" if fmt in C.READERS else "any log reader"
+            raise AirlinkError(f"--reader-option {name}: not an option of {whose} (options: "
+                               f"{', '.join(sorted(known)) or 'none'})")
+        try:
+            opts[name] = int(value)
+        except ValueError:
+            try:
+                opts[name] = float(value)
+            except ValueError:
+                opts[name] = value
+    return opts
 
 
 def cmd_collect(args) -> int:
@@ -100,6 +136,9 @@ def _collect(C, args, folder) -> dict:
         if fmt is None and (C.pcap.is_format(path) or path.name.lower().endswith(C.CAPTURE_SUFFIXES)):
             fmt = "pcap"
         if fmt == "pcap":
+            if args.reader_option:
+                raise AirlinkError(f"{path}: a capture takes no --reader-option (its options are --salvage, "
+                                   "--no-packets, --max-packets, --resolution)")
             rec = C.collect_capture(path, folder, prefix=f"{stem}.", resolution=args.resolution,
                                     salvage=args.salvage, max_packets=args.max_packets,
                                     packets=not args.no_packets, summary_flows=args.summary_flows or None)
@@ -109,6 +148,7 @@ def _collect(C, args, folder) -> dict:
             for warning in capture_warnings(rec):
                 print(f"airlink: warning: {path}: {warning}", file=sys.stderr)
         else:
+            kw = _reader_options(args.reader_option, fmt, C)
             if args.mapping is not None:
                 kw["mapping"] = args.mapping
                 fmt = fmt or "csv"
@@ -120,6 +160,11 @@ def _collect(C, args, folder) -> dict:
                     raise AirlinkError(f"{exc}; a CSV/TSV of another layout needs --mapping FILE "
                                        f"(see docs/collectors.md)") from None
                 raise
+            reader = frame.attrs.get("reader", fmt)
+            unused = sorted(set(kw) - {"mapping"} - (C.reader_options(reader) if reader in C.READERS else set()))
+            if unused:          # sniffed: an option of another reader than the one that read the file
+                raise AirlinkError(f"{path}: read as {reader}, which takes no option "
+                                   f"{', '.join(map(repr, unused))} (--reader-option)")
             kind = frame.attrs.get("kind") or ("mac" if "user" in frame.columns else "rf")
             written = [_write(frame, folder.file(collected_name(stem, kind)), kind)]
             rec = {"file": str(path), "reader": frame.attrs.get("reader", fmt), "kind": kind,

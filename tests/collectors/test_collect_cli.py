@@ -265,3 +265,32 @@ def test_address_texts_against_ipaddress():
         [str(ipaddress.IPv6Address((h << 64) | lo)) for h, lo in v6] + [str(ipaddress.IPv4Address(a)) for a in v4[:7]]
     assert address_names(ids, v6).tolist() == want
     assert address_names(np.zeros(0, np.int64), []).tolist() == []
+
+
+def test_reader_options_from_the_command_line(shared_data, tmp_path, run_airlink):
+    """A headerless throughput trace in bit/s is refused as Mbit/s with the flag that reads it;
+    with ``--reader-option unit=bit/s`` its rates are the file's numbers. An option of another
+    reader than the one that read the file, an unknown name, a malformed item or an option
+    given to a capture is a one-line error, and nothing is left behind."""
+    trace = tmp_path / "down.txt"
+    trace.write_text("0 12000000\n1 15000000\n2 9000000\n3 11500000\n")
+    status, _, err = run_airlink("collect", trace, "-o", tmp_path / "a")
+    assert status == 2 and "`--reader-option unit=bit/s` on the command line" in err, err
+    status, _, err = run_airlink("collect", trace, "-o", tmp_path / "a", "--reader-option", "unit=bit/s")
+    assert status == 0, err
+    frame = pd.read_parquet(tmp_path / "a" / "down.throughput.parquet")
+    assert frame["throughput_bps"].tolist() == [12e6, 15e6, 9e6, 11.5e6]
+    ucc = next((shared_data / "ucc-5g").rglob("*.csv"))
+    cap = shared_data / "tcp-pcaps/zeek-head/206_example_a.pcap"
+    for args, message in [
+        ([ucc, "--reader-option", "unit=bit/s"], f"{ucc}: read as ucc, which takes no option 'unit'"),
+        ([ucc, "--format", "ucc", "--reader-option", "unit=bit/s"], "not an option of the ucc reader"),
+        ([trace, "--reader-option", "speed=3"], "--reader-option speed: not an option of any log reader "
+                                               "(options: bin_ms, payload_unit,"),
+        ([trace, "--reader-option", "unit"], "need NAME=VALUE"),
+        ([trace, "--reader-option", "unit=bit/s", "--reader-option", "unit=kbit/s"], "given twice"),
+        ([cap, "--reader-option", "unit=bit/s"], "a capture takes no --reader-option"),
+    ]:
+        status, _, err = run_airlink("collect", *args, "-o", tmp_path / "b")
+        assert status == 2 and message in err and err.count("\n") == 1, (args, err)
+        assert not (tmp_path / "b").exists()
