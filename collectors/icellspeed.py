@@ -72,12 +72,10 @@ def read(path, *, throughput_unit: str | None = None) -> pd.DataFrame:
     med = float(thr[thr > 0].median()) if (thr > 0).any() else 0.0
     if unit == "Mbit/s" and med > 1e4:
         raise FormatError(f"{path}: throughput median {med:g} is not plausible in Mbit/s "
-                          f"(pass throughput_unit='bit/s'; "
-                          f"`--reader-option throughput_unit=bit/s` on the command line)")
+                          f"(pass throughput_unit='bit/s')")
     if unit == "bit/s" and 0 < med < 1e3:
         raise FormatError(f"{path}: throughput median {med:g} is not plausible in bit/s "
-                          f"(pass throughput_unit='Mbit/s'; "
-                          f"`--reader-option throughput_unit=Mbit/s` on the command line)")
+                          f"(pass throughput_unit='Mbit/s')")
     thr_bps = thr * (1e6 if unit == "Mbit/s" else 1.0)
     seconds = num("seconds_since_epoch")
     check_log_times(seconds.to_numpy(), np.arange(len(seconds)) + 1, path, "seconds_since_epoch", place="row")

@@ -101,7 +101,7 @@ def read(path, *, unit: str = "Mbit/s") -> pd.DataFrame:
     med = float(np.median(v[v > 0])) if (v > 0).any() else 0.0
     if u == 1e6 and med > 1e5:
         raise FormatError(f"{path}: median throughput {med:g} is not plausible in Mbit/s (pass unit='bit/s' "
-                          f"or 'kbit/s'; `--reader-option unit=bit/s` on the command line)")
+                          f"or 'kbit/s')")
     epoch = bool(t[0] > EPOCH_S)
     steps = np.diff(t)
     last = float(np.median(steps[steps > 0])) if (steps > 0).any() else 1.0

@@ -101,8 +101,7 @@ def read(path, *, payload_unit: str = "MB", throughput_unit: str = "Mbit/s") -> 
             med = float(np.nanmedian(v[v > 0])) if (v > 0).any() else 0.0
             if factor == 1e6 and med > 1e5:
                 raise FormatError(f"{path}: column {c!r}: median {med:g} is not plausible in Mbit/s "
-                                  f"(pass throughput_unit='bit/s' or 'kbit/s'; "
-                                  f"`--reader-option throughput_unit=bit/s` on the command line)")
+                                  f"(pass throughput_unit='bit/s' or 'kbit/s')")
             out["throughput_bps" if "throughput_bps" not in out else f"{base}_bps"] = v * factor
         else:
             num = pd.to_numeric(raw[c], errors="coerce")

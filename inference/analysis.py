@@ -205,7 +205,7 @@ def backlog_dependence(frame: pd.DataFrame, *, rate: str | None = None, backlog:
     frame = _framed(frame, resolution, time_column, by, [rate, backlog, channel, sending])
     rate = rate or _first_present(frame, RATE_COLUMNS)
     if rate is None:
-        raise AirlinkError(f"{frame_source(frame)}: no rate column (one of {', '.join(RATE_COLUMNS)}); name it with rate= (`--rate COLUMN`)")
+        raise AirlinkError(f"{frame_source(frame)}: no rate column (one of {', '.join(RATE_COLUMNS)}); name it with rate=")
     channel = channel or _first_present(frame, CHANNEL_COLUMNS)
     column(frame, backlog)
     result = BacklogReport(rate=rate, backlog=backlog, channel=channel)
@@ -410,7 +410,7 @@ def fairness_report(frame: pd.DataFrame, *, rate: str | None = None, resource: s
     rate = rate or (alloc.get("rate") if alloc.get("rate") in frame.columns else None) \
         or _first_present(frame, THROUGHPUT_COLUMNS)
     if rate is None:
-        raise AirlinkError(f"{frame_source(frame)}: no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name it with rate= (`--rate COLUMN`)")
+        raise AirlinkError(f"{frame_source(frame)}: no rate column (one of {', '.join(THROUGHPUT_COLUMNS)}); name it with rate=")
     resource = resource or _first_present(frame, ("subchannels", "prbs"))
     cols = dict(rate=rate, resource=resource, backlog=_first_present(frame, ("backlog_bytes", "backlog_packets")),
                 retx=_first_present(frame, ("harq_retransmissions", "rlp_retransmissions")))
@@ -500,7 +500,7 @@ def jitter_report(frame: pd.DataFrame, *, served: str | None = None, resolution=
                                               "tbs_bps"))
     if served is None:
         raise AirlinkError(f"{frame_source(frame)}: no service column (served_bytes, subchannels, prbs, "
-                           f"assigned_rate_bps, tbs_bps); name it with served= (`--served COLUMN`)")
+                           f"assigned_rate_bps, tbs_bps); name it with served=")
     table = wide_many(frame, [served], "frame")[served]
     period = _per_user_period(frame)
     reason = None

@@ -180,8 +180,7 @@ def _keys_of(frame: pd.DataFrame, by, source: str) -> list:
         names = [c for c, _ in mixed]
         raise AirlinkError(f"{source}: " + "; ".join(why for _, why in mixed) + "; their rows would be mixed "
                            f"into one series: split them with by={names[0] if len(names) == 1 else names!r} "
-                           f"(`{' '.join('--by ' + c for c in names)}` on the command line) or keep one "
-                           f"{' and one '.join(names)}")
+                           f"or keep one {' and one '.join(names)}")
     return keys
 
 

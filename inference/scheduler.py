@@ -133,8 +133,7 @@ def observe(frame: pd.DataFrame, *, alloc=None, channel=None, backlog=None, reso
             if c in frame.columns and pd.to_numeric(frame[c], errors="coerce").notna().any():
                 return c
         if required:
-            raise AirlinkError(f"{source}: no {what} column (one of {', '.join(names)}); name it with {keyword}= "
-                               f"(`--{keyword} COLUMN`)")
+            raise AirlinkError(f"{source}: no {what} column (one of {', '.join(names)}); name it with {keyword}=")
         return None
 
     a = pick(alloc, ALLOC_COLUMNS, "allocation", "alloc", required=require_alloc)

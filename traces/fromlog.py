@@ -138,7 +138,7 @@ def _select_user(frame: pd.DataFrame, user, source: str) -> tuple[pd.DataFrame, 
     if user is None:
         if len(names) == 1:
             return frame, str(names[0])
-        raise AirlinkError(f"{source}: {len(names)} users in the log; choose one (user=, `--user RNTI`), "
+        raise AirlinkError(f"{source}: {len(names)} users in the log; choose one (user=), "
                            f"or 'cell' for the sum of all, or 'busiest' (first users: {', '.join(map(str, names[:8]))})")
     if str(user) == "cell":
         return frame, "cell"

@@ -203,3 +203,43 @@ def add_overwrite(p, what: str = "OUTDIR") -> None:
                    help=f"reuse a non-empty {what} that holds an earlier airlink run: remove the "
                         "artifacts its manifest.json lists (files airlink did not write stay); "
                         "without it, or without a manifest, such a folder is refused")
+
+
+def keyword_flags(text: str, args) -> list:
+    """The command-line flags for the library keywords a refusal names (library messages name
+    keywords, never flags): ``by='flow'`` / ``by=['flow', 'direction']`` -> ``--by flow --by
+    direction``; ``name it with rate=`` -> ``--rate COLUMN``; ``choose one (user=)`` ->
+    ``--user ...``; ``pass unit='bit/s'`` -> ``--reader-option unit=bit/s``. Only flags the
+    command has (attributes of ``args``) are named."""
+    import ast
+    flags = []
+    m = re.search(r"\bby=(\[[^\]]*\]|'[^']*')", text)
+    if m and hasattr(args, "by"):
+        names = ast.literal_eval(m.group(1))
+        flags.append(" ".join(f"--by {n}" for n in ([names] if isinstance(names, str) else names)))
+    for kw in re.findall(r"name it with (\w+)=", text):
+        if hasattr(args, kw):
+            flags.append(f"--{kw.replace('_', '-')} COLUMN")
+    if re.search(r"choose one \(user=\)", text) and hasattr(args, "user"):
+        flags.append("--user ID")
+    m = re.search(r"\bpass (\w+)='([^']*)'", text)
+    if m and hasattr(args, "reader_option"):
+        flags.append(f"--reader-option {m.group(1)}={m.group(2)}")
+    return flags
+
+
+def with_flag_hints(func):
+    """``func(args)`` whose refusals (:class:`AirlinkError`) end with the flags that give the
+    keywords they name (:func:`keyword_flags`): "... (on the command line: --by flow)"."""
+    import functools
+
+    @functools.wraps(func)
+    def run(args):
+        try:
+            return func(args)
+        except AirlinkError as exc:
+            flags = keyword_flags(str(exc), args)
+            if not flags:
+                raise
+            raise AirlinkError(f"{exc} (on the command line: {'; '.join(flags)})") from None
+    return run

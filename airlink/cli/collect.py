@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from airlink.cli._common import add_overwrite, add_parser, bounded, json_clean, output_folder_option, with_unit
+from airlink.cli._common import add_overwrite, add_parser, bounded, json_clean, output_folder_option, with_flag_hints, \
+    with_unit
 from airlink.core import bounds as B
 from airlink.core.units import parse_duration
 
@@ -55,7 +56,7 @@ def register(sub):
     # every output is written and closed when cmd_collect returns: the process may end at
     # once; no linear algebra: numpy's BLAS gets one thread (no spinning server threads);
     # no reference cycles worth a collector (see airlink.cli.main)
-    p.set_defaults(func=cmd_collect, exit_at_once=True, one_blas_thread=True, cyclic_gc=False)
+    p.set_defaults(func=with_flag_hints(cmd_collect), exit_at_once=True, one_blas_thread=True, cyclic_gc=False)
 
 
 def _stem(path: Path) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from airlink.cli._common import add_parser, bounded, fmt_or_missing, print_json, with_unit
+from airlink.cli._common import add_parser, bounded, fmt_or_missing, print_json, with_flag_hints, with_unit
 from airlink.core import bounds as B
 
 
@@ -133,7 +133,7 @@ def _json_grid_and_run(p, func, json_help="print one JSON document instead of th
     """What closes every action's options: ``--json``, the time grid's group, the handler."""
     p.add_argument("--json", action="store_true", help=json_help)
     _grid_options(p)
-    p.set_defaults(func=func)
+    p.set_defaults(func=with_flag_hints(func))
 
 
 def _grid_options(p):

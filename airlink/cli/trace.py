@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from airlink import traces as T
-from airlink.cli._common import add_opportunity_bytes, add_parser, bounded, fmt_or_missing, print_json, with_unit
+from airlink.cli._common import add_opportunity_bytes, add_parser, bounded, fmt_or_missing, print_json, with_flag_hints, \
+    with_unit
 from airlink.core import bounds as B
 
 FORMATS = ["mahimahi", "parquet"]
@@ -132,7 +133,7 @@ def register(sub):
             help=f"largest offset searched by --compare ({B.COMPARE_MAX_LAG})")
     add_opportunity_bytes(f)
     f.add_argument("--json", action="store_true", help="print one JSON object")
-    f.set_defaults(func=cmd_from_log)
+    f.set_defaults(func=with_flag_hints(cmd_from_log))
 
     g = add_parser(tsub, "plot", "plot a trace or a link log",
                    "Capacity over time for a trace; for an mm-link/airlink link log, capacity, "

@@ -201,12 +201,13 @@ def test_a_real_captures_tcp_frame_names_every_mixed_column_and_its_flag(run_air
     status, _, err = run_airlink("infer", "fairness", frame)
     assert status == 2 and len(err.strip().splitlines()) == 1, err
     assert "column 'flow' holds 2 different values (0, 1); column 'direction' holds 2 different values " \
-           "(fwd, rev)" in err and "`--by flow --by direction` on the command line" in err
+           "(fwd, rev)" in err and "split them with by=['flow', 'direction'] or keep one flow and one " \
+        "direction (on the command line: --by flow --by direction)" in err
     status, out, err = run_airlink("infer", "fairness", frame, "--by", "flow", "--by", "direction")
     assert status == 0, err
     assert "series: 0/fwd, 0/rev, 1/fwd, 1/rev" in out and "the series never overlapped in time" in out
     status, _, err = run_airlink("infer", "jitter", frame, "--by", "flow", "--by", "direction")
-    assert status == 2 and "name it with served= (`--served COLUMN`)" in err, err
+    assert status == 2 and "name it with served= (on the command line: --served COLUMN)" in err, err
 
 
 def test_nmi_grids_only_the_columns_it_reads(run_airlink, coupled_csv, tmp_path, monkeypatch):

@@ -300,7 +300,7 @@ def test_cli_icellspeed_reports_offset(shared_data, run_airlink, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--user", "busiest", "--unit", "Mbit/s"], "afternoon_1.csv: column 'tbs_bytes' is in bytes by its name"),
-    ([], "afternoon_1.csv: 137 users in the log; choose one (user=, `--user RNTI`)"),
+    ([], "afternoon_1.csv: 137 users in the log; choose one (user=), or 'cell'"),
     (["--user", "7"], "afternoon_1.csv: no user '7'"),
     (["--column", "nope", "--user", "busiest"], "afternoon_1.csv: no column 'nope'"),
 ])
