@@ -69,6 +69,7 @@ def register(sub):
 
 
 def run(args) -> int:
+    _refuse_a_trace_as_the_command(args)
     from airlink.replay import LinkShell
     shell = LinkShell(args.downlink, uplink=args.uplink, user=args.user, once=args.once,
                       downlink_queue=args.downlink_queue, downlink_queue_args=args.downlink_queue_args,
@@ -78,3 +79,22 @@ def run(args) -> int:
                       downlink_tti_log=args.downlink_tti_log, uplink_tti_log=args.uplink_tti_log,
                       opportunity_bytes=args.opportunity_bytes, mode=args.mode, idle_ms=args.idle_ms)
     return shell.run(args.cmd or None, stats_path=args.stats)
+
+
+def _refuse_a_trace_as_the_command(args) -> None:
+    """mm-link takes ``UP DOWN``; this shell takes ``DOWN_TRACE`` and ``--uplink UP_TRACE``.
+    A command that is a capacity trace (a file that is not executable and reads as a Mahimahi
+    trace or an airlink Parquet trace) is a second trace in mm-link's place, refused before
+    anything starts rather than run (``Permission denied``)."""
+    import os
+    if not args.cmd:
+        return
+    word = args.cmd[0]
+    if not os.path.isfile(word) or os.access(word, os.X_OK):
+        return
+    from airlink.traces.mahimahi import is_trace_file
+    if is_trace_file(word) or word.endswith(".parquet"):
+        from airlink.core.errors import AirlinkError
+        raise AirlinkError(f"{word}: a capacity trace where the command should start; airlink link takes "
+                           f"the downlink trace and --uplink UP_TRACE (airlink link {args.downlink} --uplink "
+                           f"{word} -- CMD), where mm-link takes UP DOWN")

@@ -114,3 +114,17 @@ def test_the_cells_rps_choices_are_the_modes_it_steers():
     from airlink.cli.cell import RPS_MODES
     from airlink.replay.cell import RPS_MODES as STEERED
     assert RPS_MODES == STEERED
+
+
+@pytest.mark.parametrize("order", ["up down", "down up"])
+def test_a_second_trace_in_mm_links_place_is_refused_before_anything_starts(run_airlink, shared_data, order):
+    """mm-link takes UP DOWN; `airlink link A B -- CMD` takes B as the command. A command that
+    is a capacity trace is refused in one line that shows the right order, before any root
+    check or namespace (not run, to fail with 'Permission denied')."""
+    traces = shared_data / "mahimahi-traces"
+    up, down = traces / "Verizon-LTE-short.up", traces / "Verizon-LTE-short.down"
+    first, second = (up, down) if order == "up down" else (down, up)
+    status, _, err = run_airlink("link", first, second, "--", "true")
+    assert status == 2 and err.count("\n") == 1, err
+    assert f"{second}: a capacity trace where the command should start" in err
+    assert f"(airlink link {first} --uplink {second} -- CMD), where mm-link takes UP DOWN" in err
