@@ -168,7 +168,7 @@ def _collect(C, args, folder) -> dict:
                                    f"{', '.join(map(repr, unused))} (--reader-option)")
             kind = frame.attrs.get("kind") or ("mac" if "user" in frame.columns else "rf")
             written = [_write(frame, folder.file(collected_name(stem, kind)), kind)]
-            rec = {"file": str(path), "reader": frame.attrs.get("reader", fmt), "kind": kind,
+            rec = {"file": str(path), "reader": reader, "kind": kind,
                    "rows": int(len(frame)), "columns": [str(c) for c in frame.columns],
                    "start": str(frame["time"].iloc[0]) if len(frame) and "time" in frame else None,
                    "end": str(frame["time"].iloc[-1]) if len(frame) and "time" in frame else None,

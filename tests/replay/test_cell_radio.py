@@ -96,7 +96,8 @@ class _Broken(_Rows):
         raise OSError(28, "No space left on device")
 
 
-def test_a_failure_in_the_process_is_an_error_of_the_shell(tmp_path):
+@pytest.mark.parametrize("via", ["next chunk", "next request"])
+def test_a_failure_in_the_process_is_an_error_of_the_shell(tmp_path, via):
     feed = RadioFeed(_radio(), horizon=_radio().n_tti, ahead=1, mac=_Broken(tmp_path / "rows"))
     pid = feed.pid
     try:
@@ -107,10 +108,16 @@ def test_a_failure_in_the_process_is_an_error_of_the_shell(tmp_path):
         # must still be read
         while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
             time.sleep(0.01)
-        # the chunk made before the failure still arrives; the one after it is the error
-        with pytest.raises(AirlinkError, match="radio process failed: OSError.*No space left on device"):
-            for _ in range(2):
-                feed.next_chunk()
+        if via == "next chunk":
+            # the chunk made before the failure still arrives; the one after it is the error
+            with pytest.raises(AirlinkError, match="radio process failed: OSError.*No space left on device"):
+                for _ in range(2):
+                    feed.next_chunk()
+        else:
+            # the shell's next request finds the process gone: its error, not "gone", is raised
+            slot, inp, out, live = feed.next_chunk()
+            with pytest.raises(AirlinkError, match="radio process failed: OSError.*No space left on device"):
+                feed.release(slot, 3, inp.k0, 0)
     finally:
         feed.kill()
     assert _gone(pid)
