@@ -24,7 +24,8 @@ def register(sub):
                    "RTT: the capture point's two halves of the path added), rtt_ms_median_fwd/_rev, ...",
                    "airlink collect capture.pcap -o frames/ --resolution 100ms --json\n"
                    "airlink collect ../shared/data/ucc-5g/Download/Static/*.csv -o frames/\n"
-                   "airlink collect log.tsv --format csv --mapping mapping.yaml -o frames/")
+                   "airlink collect log.tsv --format csv --mapping mapping.yaml -o frames/\n"
+                   "airlink collect down.txt --reader-option unit=bit/s -o frames/   # a trace in bit/s")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
     p.add_argument("--format", help="reader to use instead of sniffing (pcap, iperf3, ucc, gnettrack, 5gtracker, "

@@ -20,7 +20,8 @@ def register(sub):
         "longer ones split into equal sub-TTIs of at most 10 ms that share the TTI's bytes). Service is "
         "byte-granular: packets may be split across TTIs and several share one; capacity left "
         "unused in a TTI is lost. The trace loops unless --once. Without --uplink the uplink is "
-        "unconstrained. TCP crosses the shell as the kernel's GSO super-packets of up to 64 KB, "
+        "unconstrained (mm-link takes UP DOWN; here the downlink trace comes first and the uplink's "
+        "is --uplink). TCP crosses the shell as the kernel's GSO super-packets of up to 64 KB, "
         "still served and counted segment by segment (AIRLINK_OFFLOAD=0: one 1500-byte packet at "
         "a time). Inside, $AIRLINK_BASE is the address of this side. Needs root; under "
         "sudo CMD runs as you. The exit status is CMD's.",
