@@ -816,16 +816,12 @@ class CaptureReader:
                 return None
             lt, _, _ = struct.unpack_from(e + "HHI", raw, p + 8)
             mult, div, off = 1000, 1, 0                    # default: microseconds
-            q = p + 16
-            while q + 4 <= p + blen - 4:
-                code, olen = struct.unpack_from(e + "HH", raw, q)
-                if code == 0:
-                    break
-                if q + 4 + olen > p + blen - 4:
+            for code, q, olen in _block_options(raw, e, p + 16, p + blen - 4):
+                if q < 0:
                     self._damaged(p, btype, blen, f"option {code} runs past the block's end")
                     return None
                 if code == 9 and olen >= 1:                # if_tsresol
-                    r = raw[q + 4]
+                    r = raw[q]
                     x = r & 0x7F
                     if (r & 0x80 and x > 62) or (not r & 0x80 and x > 18):
                         self._damaged(p, btype, blen, f"unsupported timestamp resolution byte {r:#04x}")
@@ -833,24 +829,21 @@ class CaptureReader:
                     mult, div = ((10 ** 9, 2 ** x) if r & 0x80 else
                                  (10 ** (9 - x), 1) if x <= 9 else (1, 10 ** (x - 9)))
                 elif code == 14 and olen >= 8:             # if_tsoffset: seconds added to every time
-                    secs = struct.unpack_from(e + "q", raw, q + 4)[0]
+                    secs = struct.unpack_from(e + "q", raw, q)[0]
                     if abs(secs) >= 1 << 32:
                         self._damaged(p, btype, blen, f"impossible timestamp offset {secs}")
                         return None
                     off = secs * 10 ** 9
-                q += 4 + ((olen + 3) & ~3)
             self._set_ifaces(self._ifaces + [(lt, mult, div, off)])
             self.linktypes.add(lt)
         elif btype == 5 and blen >= 24:                    # interface statistics: the drop counters
             iid = struct.unpack_from(e + "I", raw, p + 8)[0]
-            q, drops = p + 20, []
-            while q + 4 <= p + blen - 4:
-                code, olen = struct.unpack_from(e + "HH", raw, q)
-                if code == 0 or q + 4 + olen > p + blen - 4:
+            drops = []
+            for code, q, olen in _block_options(raw, e, p + 20, p + blen - 4):
+                if q < 0:                                  # a counter block is no reason to fail
                     break
                 if code in (5, 7) and olen == 8:           # isb_ifdrop, isb_osdrop
-                    drops.append(struct.unpack_from(e + "Q", raw, q + 4)[0])
-                q += 4 + ((olen + 3) & ~3)
+                    drops.append(struct.unpack_from(e + "Q", raw, q)[0])
             if drops:                                      # cumulative: the last block counts
                 self._drops[(self._sections, iid)] = sum(drops)
         return p + blen                                    # names, comments, unknown
@@ -862,6 +855,23 @@ class CaptureReader:
     def _damaged(self, p, btype, blen, why):
         self._fail("damaged block", self._consumed + p,
                    where=f"block type {btype:#010x}, length {blen}: {why}")
+
+
+def _block_options(raw, e: str, start: int, stop: int):
+    """The options of a pcapng block (``e``: its byte order) from byte ``start`` up to
+    ``stop`` (where the trailing block length begins): ``(code, value offset, length)`` each,
+    until ``opt_endofopt`` or the end; an option whose value runs past ``stop`` comes as
+    ``(code, -1, length)`` and ends the walk. Values are padded to 32 bits."""
+    q = start
+    while q + 4 <= stop:
+        code, olen = struct.unpack_from(e + "HH", raw, q)
+        if code == 0:
+            return
+        if q + 4 + olen > stop:
+            yield code, -1, olen
+            return
+        yield code, q + 4, olen
+        q += 4 + ((olen + 3) & ~3)
 
 
 def progress_bar(path: Path, enabled):
