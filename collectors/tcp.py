@@ -89,10 +89,13 @@ GROUP_SHARE = 2
 GROUP_FLOWS = 1 << 15
 
 
-def _dropped_attr(dropped) -> dict:
-    """``{"capture_dropped": n}`` where the capture tool counted ``n`` packets it dropped
-    (:attr:`._capture.CaptureReader.dropped`; pcapng interface statistics), else nothing."""
-    return {} if dropped is None else {"capture_dropped": int(dropped)}
+def _capture_attrs(records: int, problem, dropped) -> dict:
+    """The capture's own attrs of an analysis: ``records`` read, ``problem`` (what
+    ``salvage`` stopped at) when there is one, ``capture_dropped`` when the capture tool
+    counted packets it dropped (:attr:`._capture.CaptureReader.dropped`; pcapng interface
+    statistics)."""
+    return {"records": int(records), **({"problem": problem} if problem else {}),
+            **({} if dropped is None else {"capture_dropped": int(dropped)})}
 
 
 def _return_freed_memory() -> None:
@@ -204,8 +207,7 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
                 if feed is not None and feed.end is None:      # never fed: its reader must not wait
                     feed.close(error=RuntimeError("the analysis ended before its pass over the capture"))
         source = raw["source"]
-        extra = {"records": raw["records"], **({"problem": raw["problem"]} if raw["problem"] else {}),
-                 **_dropped_attr(raw.get("dropped"))}
+        extra = _capture_attrs(raw["records"], raw["problem"], raw.get("dropped"))
         from ._timeorder import lateness
         late = lateness(raw["ts_ns"])[0]
         # flows_ready gets the flows' labels as soon as the flows table exists, before the
@@ -221,9 +223,8 @@ def analyze_tcp(packets_or_path, *, resolution="1s", salvage: bool = False,
         packets = packets_or_path
         validate(packets, "packets", name="packets")
         source = frame_source(packets, "")
-        extra = {"records": int(packets.attrs.get("records", len(packets))),
-                 **({"problem": packets.attrs["problem"]} if packets.attrs.get("problem") else {}),
-                 **_dropped_attr(packets.attrs.get("capture_dropped"))}
+        extra = _capture_attrs(packets.attrs.get("records", len(packets)), packets.attrs.get("problem"),
+                               packets.attrs.get("capture_dropped"))
         c, flows, n_packets = _from_frame(packets)
         late = None
     a = _analyze(c, flows, n_packets, res_s, source)
@@ -623,9 +624,7 @@ def _analyze_grouped(path, census: dict, gnum, groups, streamed, res_s: float, s
         flows, series, events = flows.whole(), series.whole(), events.whole()
     a = TcpAnalysis(flows=flows, series=series, events=events, resolution_s=res_s, source=str(path),
                     attrs={"packets": int(census["ip_packets"]), "tcp_packets": int(tcp_packets),
-                           "records": census["records"],
-                           **({"problem": census["problem"]} if census["problem"] else {}),
-                           **_dropped_attr(census.get("dropped"))})
+                           **_capture_attrs(census["records"], census["problem"], census.get("dropped"))})
     a.max_lateness_ns = int(census["lateness_ns"])
     _return_freed_memory()                  # the groups' pieces, joined and sorted above
     return a
