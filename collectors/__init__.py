@@ -128,23 +128,15 @@ def read(path, format: str | None = None, **kw):
 def _replay_input_hint(path: Path) -> str:
     """A note when ``path`` is a replay input rather than a measurement: one file of a
     CellReplay trace set, or a Mahimahi packet-delivery trace."""
+    from airlink.traces.cellreplay import FILE_NAMES, is_cellreplay_set
     from airlink.traces.mahimahi import is_trace_file
-    in_set = _cellreplay_hint(path)
-    if in_set:
-        return in_set
+    if path.name in FILE_NAMES.values() and is_cellreplay_set(path.parent):
+        return (f"; {path.name} is one file of the CellReplay trace set {path.parent}: a replay input, "
+                "read as a whole folder (airlink.traces.read_cellreplay, or as a capacity trace by read_trace)")
     if is_trace_file(path):
         return (f"; {path.name} looks like a Mahimahi packet-delivery trace (one millisecond timestamp per "
                 "line): a capacity trace, not a measurement - `airlink trace info` summarises it, "
                 "`airlink trace convert` turns it into airlink Parquet, `airlink link` replays it")
-    return ""
-
-
-def _cellreplay_hint(path: Path) -> str:
-    """A note when ``path`` is one file of a CellReplay trace set (a replay input, not a log)."""
-    from airlink.traces.cellreplay import FILE_NAMES, is_cellreplay_set
-    if path.name in FILE_NAMES.values() and is_cellreplay_set(path.parent):
-        return (f"; {path.name} is one file of the CellReplay trace set {path.parent}: a replay input, "
-                "read as a whole folder (airlink.traces.read_cellreplay, or as a capacity trace by read_trace)")
     return ""
 
 
