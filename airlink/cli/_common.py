@@ -89,6 +89,15 @@ def _number(text: str, integer: bool):
         raise AirlinkError(f"expected a number (got {text[:40]!r})") from None
 
 
+def probability(text):
+    """A probability typed on the command line: a fraction (``0.05``) or a percentage
+    (``5%`` is 0.05). The range check is the caller's (``bounded(..., bound=PROBABILITY)``)."""
+    text = str(text).strip()
+    if text.endswith("%"):
+        return _number(text[:-1], False) / 100
+    return _number(text, False)
+
+
 def with_unit(parse, example: str, what: str = "duration"):
     """``parse`` (e.g. :func:`airlink.traces.parse_duration`) refusing a bare number: a
     duration or rate on the command line carries its unit (``10s``, ``48Mbps``)."""

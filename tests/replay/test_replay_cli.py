@@ -49,6 +49,9 @@ def test_not_root_is_said_clearly(run_airlink, tmp_path, monkeypatch):
     (["delay", "--", "true"], "give a delay in ms"),
     (["loss", "downlink", "1.5", "true"], "between 0 and 1"),
     (["loss", "downlink", "--gilbert", "0.1", "true"], "2 or 4 numbers"),
+    (["loss", "downlink", "150%", "true"], "between 0 and 1 (got 1.5)"),
+    (["loss", "downlink", "--gilbert", "1%,30%,0,2", "true"], "between 0 and 1 (got 2)"),
+    (["loss", "downlink", "--gilbert", "0.1,x", "true"], "expected numbers"),
 ])
 def test_bad_input_is_one_line_before_any_namespace(run_airlink, tmp_path, args, msg):
     trace = tmp_path / "c.down"
@@ -56,6 +59,14 @@ def test_bad_input_is_one_line_before_any_namespace(run_airlink, tmp_path, args,
     status, out, err = run_airlink(*[a.format(t=trace) for a in args])
     assert status == 2, err
     assert err.startswith("airlink: error:") and msg in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("typed,rate", [("0.05", 0.05), ("5%", 0.05), ("0.5 %", 0.005), ("100%", 1.0)])
+def test_loss_rate_is_a_fraction_or_a_percentage(typed, rate):
+    """mm-loss takes a fraction; people also write 5 %. Both mean the same coin."""
+    from airlink.cli import build_parser
+    args = build_parser().parse_args(["loss", "downlink", typed])
+    assert args.rate == pytest.approx(rate)
 
 
 @pytest.mark.parametrize("shell", ["link", "delay", "loss"])
