@@ -216,12 +216,12 @@ class Connections:
         return list(itertools.islice(self._v6_ids, start, None))
 
 
-def decode_connections(batch, conns: Connections, unknown: set):
-    """One capture batch decoded (``decode(raw_addresses=True)``) and its packets given
-    their connections: ``(columns, pflow, swap)`` - provisional connection numbers and
-    endpoint-order bits from ``conns`` (see :class:`Connections`); the batch's unknown link
-    types are added to ``unknown``."""
-    d = decode(batch, raw_addresses=True)
+def decode_connections(batch, conns: Connections, unknown: set, *, tunnel_ids: bool = True):
+    """One capture batch decoded (``decode(raw_addresses=True, tunnel_ids=tunnel_ids)``) and
+    its packets given their connections: ``(columns, pflow, swap)`` - provisional
+    connection numbers and endpoint-order bits from ``conns`` (see :class:`Connections`);
+    the batch's unknown link types are added to ``unknown``."""
+    d = decode(batch, raw_addresses=True, tunnel_ids=tunnel_ids)
     unknown |= d.pop("unknown_linktypes")
     if not len(d["ts_ns"]):
         return d, np.zeros(0, np.int32), np.zeros(0, bool)
@@ -229,7 +229,7 @@ def decode_connections(batch, conns: Connections, unknown: set):
     return d, pflow, swap
 
 
-def numbered_batches(reader, conns: Connections, unknown: set):
+def numbered_batches(reader, conns: Connections, unknown: set, *, tunnel_ids: bool = True):
     """The batches of ``reader`` (a :class:`._capture.CaptureReader`) that hold IP packets,
     decoded and numbered by :func:`decode_connections`: ``(columns, pflow, swap, keys, v6)``,
     ``keys``/``v6`` the keys ``(lo, hi, proto)`` and the IPv6 addresses of the connections
@@ -238,7 +238,7 @@ def numbered_batches(reader, conns: Connections, unknown: set):
     changes (the tuple a :class:`._feed.BatchFeed` hands on)."""
     known_keys = known_v6 = 0
     for batch in reader:
-        d, pflow, swap = decode_connections(batch, conns, unknown)
+        d, pflow, swap = decode_connections(batch, conns, unknown, tunnel_ids=tunnel_ids)
         del batch
         if not len(d["ts_ns"]):
             continue

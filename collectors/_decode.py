@@ -64,7 +64,7 @@ def _be32(buf, idx):
             | (buf[idx + 2].astype(np.uint32) << 8) | buf[idx + 3])
 
 
-def gtpu_inner(buf, l3, fam, end) -> None:
+def gtpu_inner(buf, l3, fam, end):
     """Step over GTP-U tunnels in place: where the IP packet at ``l3`` (family ``fam``, 4 or
     6; 0 = not IP) is a G-PDU of GTP-U (3GPP TS 29.281) - UDP port :data:`GTPU_PORT` on
     either side, GTPv1-U with PT 1 and message type 255 - ``l3``/``fam`` become those of the
@@ -75,10 +75,17 @@ def gtpu_inner(buf, l3, fam, end) -> None:
     session container among them). The outer header: IPv4 (any IHL, not a later fragment)
     or IPv6 without extension headers. One level; a packet whose inner header is not wholly
     captured (``end``: the record's end) stays the UDP packet it is. The compiled twin is
-    ``gtpu_inner`` in ``_records.c``."""
+    ``gtpu_inner`` in ``_records.c``.
+
+    Returns ``(teid, qfi)`` per packet: the tunnel's TEID (int64; -1 where the packet is not
+    a user's packet in a tunnel) and the QoS flow of 5G's PDU session container (TS 38.415:
+    extension type 0x85, the low 6 bits of its second octet in either PDU type; int8, -1
+    where there is none)."""
+    n = len(l3)
+    teid, qfi = np.full(n, -1, np.int64), np.full(n, -1, np.int8)
     i = np.flatnonzero(fam > 0)
     if not len(i):
-        return
+        return teid, qfi
     a = l3[i]
     four = fam[i] == 4
     ihl = (buf[a] & 0x0F).astype(np.int64) * 4
@@ -92,12 +99,13 @@ def gtpu_inner(buf, l3, fam, end) -> None:
           & ((buf[g] & 0xF0) == 0x30) & (buf[g + 1] == 0xFF))
     i, g, e = i[ok], g[ok], e[ok]
     if not len(i):
-        return
+        return teid, qfi
     opt = (buf[g] & 0x07) != 0
     p = g + 8
     ok = ~opt | (p + 4 <= e)
     nt = np.where(opt & ((buf[g] & 0x04) != 0), buf[p + 3], 0).astype(np.int64)
     p = np.where(opt, p + 4, p)
+    q = np.full(len(i), -1, np.int8)
     for _ in range(8):
         x = ok & (nt != 0)
         if not x.any():
@@ -106,22 +114,29 @@ def gtpu_inner(buf, l3, fam, end) -> None:
         bad = x & ((p + 1 > e) | (ln == 0) | (p + ln > e))
         ok &= ~bad
         xi = np.flatnonzero(x & ~bad)
+        pdu = xi[nt[xi] == 0x85]                   # PDU session container: QFI in octet 2
+        q[pdu] = buf[p[pdu] + 2] & 0x3F
         nt[xi] = buf[p[xi] + ln[xi] - 1]
         p[xi] += ln[xi]
     v = buf[p] >> 4
     ok &= (nt == 0) & (p + 1 <= e) & (((v == 4) & (e - p >= 20)) | ((v == 6) & (e - p >= 40)))
     l3[i[ok]] = p[ok]
     fam[i[ok]] = v[ok]
+    teid[i[ok]] = _be32(buf, g[ok] + 4)
+    qfi[i[ok]] = q[ok]
+    return teid, qfi
 
 
-def decode(batch, *, raw_addresses: bool = False) -> dict:
+def decode(batch, *, raw_addresses: bool = False, tunnel_ids: bool = True) -> dict:
     """Header fields of every IP packet in ``batch`` (non-IP records are dropped).
 
     Returns a dict of numpy arrays: ``keep`` (record indices kept), ``ts_ns``, ``version``,
     ``src``/``dst`` (int32 codes into ``addr_table``, see :func:`address_codes`),
     ``proto``, ``ip_len``, ``sport``, ``dport``, ``seq``, ``ack``, ``flags``, ``window``,
     ``payload``, ``tsval``, ``tsecr``, ``has_ts``, ``sack_blocks``, ``dsack``, ``dsack_left``,
-    ``mss``, ``wscale``, ``synopt``, ``ecn`` (RFC 3168 IP ECN field, 0-3), ``captured``, ``iface``, ``unknown_linktypes`` (link
+    ``mss``, ``wscale``, ``synopt``, ``ecn`` (RFC 3168 IP ECN field, 0-3), ``captured``, ``iface``,
+    ``teid``/``qfi`` (a GTP-U tunnel's, -1 outside one: :func:`gtpu_inner`; left out with
+    ``tunnel_ids=False``, for a reader that does not keep them), ``unknown_linktypes`` (link
     types neither :data:`LINK_TYPES` nor :mod:`._dpktlink` knows; their records are dropped).
     ``raw_addresses=True`` returns ``src_hi``/``src_lo``/``dst_hi``/``dst_lo`` (uint64
     words; IPv4 in the low 32 bits of ``*_lo``) and ``v6`` instead of the address codes.
@@ -133,7 +148,7 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
     n = len(off)
     single = n > 0 and bool((lt == lt[0]).all())         # the usual case: one link type
     if single and _capture._records is not None and int(lt[0]) in LINK_TYPES:
-        return _decode_c(batch, LINK_TYPES[int(lt[0])], raw_addresses)
+        return _decode_c(batch, LINK_TYPES[int(lt[0])], raw_addresses, tunnel_ids)
     l3 = np.full(n, -1, np.int64)
     fam = np.zeros(n, np.uint8)                    # 4, 6 or 0 (not IP)
     unknown = set()
@@ -179,13 +194,15 @@ def decode(batch, *, raw_addresses: bool = False) -> dict:
     avail = off + cap - l3                          # captured bytes from the IP header on
     fam[(fam == 4) & (avail < 20)] = 0
     fam[(fam == 6) & (avail < 40)] = 0
-    gtpu_inner(buf, l3, fam, off + cap)             # a tunnel's packets: the user's
+    teid, qfi = gtpu_inner(buf, l3, fam, off + cap)  # a tunnel's packets: the user's
     keep = np.flatnonzero(fam > 0)
     l3, fam, end = l3[keep], fam[keep], (off + cap)[keep]
     v4 = fam == 4
     out = {"keep": keep, "ts_ns": batch.ts_ns[keep], "version": fam,
            "captured": cap[keep].astype(np.uint32), "iface": batch.iface[keep],
            "unknown_linktypes": unknown}
+    if tunnel_ids:
+        out.update(teid=teid[keep], qfi=qfi[keep])
     m = len(keep)
     # ---- IP: the first 20 bytes of every IP header in one gather, read through views
     iph = block(buf, l3, 20)
@@ -350,17 +367,17 @@ C_OUTPUTS = {"keep": np.int64, "version": np.uint8, "captured": np.uint32, "src_
              "ack": np.uint32, "flags": np.uint8, "window": np.uint16, "payload": np.uint32,
              "tsval": np.uint32, "tsecr": np.uint32, "has_ts": bool, "sack_blocks": np.uint8,
              "dsack": bool, "dsack_left": np.uint32, "mss": np.uint16, "wscale": np.int8,
-             "synopt": np.uint8, "ecn": np.uint8}
+             "synopt": np.uint8, "ecn": np.uint8, "teid": np.int64, "qfi": np.int8}
 C_LINK_KINDS = {"ether": 0, "fixed": 1, "raw": 2, ("null", "host"): 3, ("null", "net"): 4}
 
 
-def _decode_c(batch, spec, raw_addresses: bool) -> dict:
+def _decode_c(batch, spec, raw_addresses: bool, tunnel_ids: bool) -> dict:
     """:func:`decode` for a batch of one link type of :data:`LINK_TYPES`, packet by packet
     in C (``collectors/_records.c``); the same dict, the same values."""
     n = len(batch.data_off)
     kind = C_LINK_KINDS[spec[0] if spec[0] != "null" else spec]
     l3_at, proto_at = (spec[1], spec[2]) if spec[0] == "fixed" else (0, 0)
-    cols = {k: np.empty(n, dt) for k, dt in C_OUTPUTS.items()}
+    cols = {k: np.empty(n, dt) for k, dt in C_OUTPUTS.items() if tunnel_ids or k not in ("teid", "qfi")}
     m = _capture._records.decode(batch.buf, np.ascontiguousarray(batch.data_off, np.int64),
                         np.ascontiguousarray(batch.caplen, np.int64),
                         np.ascontiguousarray(batch.origlen, np.int64), kind, l3_at, proto_at,

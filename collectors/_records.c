@@ -216,9 +216,9 @@ enum { L_ETHER = 0, L_FIXED = 1, L_RAW = 2, L_NULL_HOST = 3, L_NULL_NET = 4 };
 /* outputs, in this order (collectors/_decode.py C_OUTPUTS names them and their dtypes) */
 enum { O_KEEP, O_VERSION, O_CAPTURED, O_SRC_HI, O_SRC_LO, O_DST_HI, O_DST_LO, O_PROTO, O_IP_LEN,
        O_SPORT, O_DPORT, O_SEQ, O_ACK, O_FLAGS, O_WINDOW, O_PAYLOAD, O_TSVAL, O_TSECR, O_HAS_TS,
-       O_SACK_BLOCKS, O_DSACK, O_DSACK_LEFT, O_MSS, O_WSCALE, O_SYNOPT, O_ECN, N_OUT };
+       O_SACK_BLOCKS, O_DSACK, O_DSACK_LEFT, O_MSS, O_WSCALE, O_SYNOPT, O_ECN, O_TEID, O_QFI, N_OUT };
 static const int out_size[N_OUT] = {8, 1, 4, 8, 8, 8, 8, 1, 4, 2, 2, 4, 4, 1, 2, 4, 4, 4, 1, 1, 1, 4,
-                                    2, 1, 1, 1};
+                                    2, 1, 1, 1, 8, 1};
 #define SYN 0x02
 #define GTPU_PORT 2152             /* _decode.GTPU_PORT */
 #define OPT_SACK_OK 1
@@ -311,9 +311,12 @@ static void parse_options(const unsigned char *d, int64_t n, uint32_t flags, uin
    where the packet at l3 is not one: outer IPv4 (any IHL, not a later fragment) or IPv6
    without extension headers; GTPv1-U, PT 1, message type 255; the optional fields and the
    extension header chain (4 * length bytes each, the last byte naming the next: 5G's PDU
-   session container among them) stepped over; the inner header wholly captured. The
+   session container among them) stepped over; the inner header wholly captured. Where it is
+   one, *teid is the tunnel's TEID and *qfi the QoS flow of a PDU session container (type
+   0x85, TS 38.415: the low 6 bits of its second octet), else left as they are. The
    reference is gtpu_inner() in _decode.py. */
-static int64_t gtpu_inner(const unsigned char *b, int64_t l3, int fam, int64_t end, int *inner_fam)
+static int64_t gtpu_inner(const unsigned char *b, int64_t l3, int fam, int64_t end, int *inner_fam,
+                          int64_t *teid, int *qfi)
 {
     const unsigned char *ip = b + l3;
     int64_t l4;
@@ -340,10 +343,13 @@ static int64_t gtpu_inner(const unsigned char *b, int64_t l3, int fam, int64_t e
         nt = (g[0] & 0x04) ? b[p + 3] : 0;
         p += 4;
     }
+    int q = -1;
     for (int t = 0; nt && t < 8; t++) {
         int64_t len = (int64_t)b[p] * 4;
         if (p + 1 > end || len == 0 || p + len > end)
             return -1;
+        if (nt == 0x85)                           /* PDU session container: QFI in octet 2 */
+            q = b[p + 2] & 0x3F;
         nt = b[p + len - 1];
         p += len;
     }
@@ -353,6 +359,8 @@ static int64_t gtpu_inner(const unsigned char *b, int64_t l3, int fam, int64_t e
     if (!((v == 4 && end - p >= 20) || (v == 6 && end - p >= 40)))
         return -1;
     *inner_fam = v;
+    *teid = be32(g + 4);
+    *qfi = q;
     return p;
 }
 
@@ -362,7 +370,8 @@ static int64_t gtpu_inner(const unsigned char *b, int64_t l3, int fam, int64_t e
  * buf: the batch buffer (zero padding after the last record); data_off/caplen/origlen:
  * int64 per record; kind: L_* (ether, fixed = Linux cooked with IP at l3_at and the
  * protocol at proto_at, raw, BSD loopback in host or network order); outs: a tuple of
- * N_OUT writable buffers of at least len(data_off) items each, of the sizes in out_size.
+ * N_OUT writable buffers of at least len(data_off) items each, of the sizes in out_size,
+ * or N_OUT - 2 without the tunnel ids (O_TEID, O_QFI: not written).
  * The IP packets are written compacted (O_KEEP = their record index); returns how many.
  */
 static PyObject *decode(PyObject *self, PyObject *args)
@@ -377,11 +386,13 @@ static PyObject *decode(PyObject *self, PyObject *args)
     PyObject *err = NULL;
     int got = 0;
     Py_ssize_t m = 0;
-    if (capb.len / 8 < n || origb.len / 8 < n || PyTuple_GET_SIZE(outs) != N_OUT) {
+    Py_ssize_t n_out = PyTuple_GET_SIZE(outs);
+    if (capb.len / 8 < n || origb.len / 8 < n || (n_out != N_OUT && n_out != O_TEID)) {
         err = PyExc_ValueError;
         goto release;
     }
-    for (got = 0; got < N_OUT; got++) {
+    int tunnel_ids = n_out == N_OUT;
+    for (got = 0; got < n_out; got++) {
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(outs, got), &out[got],
                                PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
             goto release;
@@ -428,8 +439,9 @@ static PyObject *decode(PyObject *self, PyObject *args)
         }
         if ((fam == 4 && end - l3 < 20) || (fam == 6 && end - l3 < 40) || fam == 0)
             continue;
-        int inner_fam;
-        int64_t inner = gtpu_inner(b, l3, fam, end, &inner_fam);
+        int inner_fam, qfi = -1;
+        int64_t teid = -1;
+        int64_t inner = gtpu_inner(b, l3, fam, end, &inner_fam, &teid, &qfi);
         if (inner >= 0) {                                 /* the user's packet in the tunnel */
             l3 = inner;
             fam = inner_fam;
@@ -537,6 +549,10 @@ static PyObject *decode(PyObject *self, PyObject *args)
         PUT(O_SYNOPT, uint8_t, r.synopt);
         /* RFC 3168 ECN field: low 2 bits of the IPv4 TOS / IPv6 traffic class byte */
         PUT(O_ECN, uint8_t, fam == 4 ? ip[1] & 3 : (ip[1] >> 4) & 3);
+        if (tunnel_ids) {
+            PUT(O_TEID, int64_t, teid);
+            PUT(O_QFI, int8_t, qfi);
+        }
         m++;
     }
     Py_END_ALLOW_THREADS

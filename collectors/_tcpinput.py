@@ -443,7 +443,7 @@ def read_columns(path, *, salvage: bool = False, progress: bool = True, keep=Non
                     tally, columns = _Census(spill_folder), None
                 else:
                     columns.reserve_for(batch, file_bytes)
-            d, pflow, swap = decode_connections(batch, conns, unknown)
+            d, pflow, swap = decode_connections(batch, conns, unknown, tunnel_ids=False)
             del batch
             m = len(d["ts_ns"])
             if m == 0:

@@ -1118,7 +1118,7 @@ def iter_flows_rows(path, pflows, *, salvage: bool, infos: list, others=None, fe
     if others is not None:
         others.start(conns)
     try:
-        for item in numbered_batches(reader, conns, unknown):
+        for item in numbered_batches(reader, conns, unknown, tunnel_ids=feed is not None):
             d, pfl, swap = item[:3]
             m = len(d["ts_ns"])
             if not len(pflows):

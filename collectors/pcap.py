@@ -12,7 +12,11 @@ ACK 0x10, URG 0x20, ECE 0x40, CWR 0x80), ``ecn`` (the IP ECN field of RFC 3168: 
 ``payload_bytes``, ``tsval``/``tsecr`` (0 where absent; ``has_ts``), ``sack_blocks``,
 ``dsack`` (RFC 2883 duplicate SACK) with ``dsack_left``, SYN options ``mss_bytes``,
 ``wscale`` (-1 absent), ``syn_options`` (bit 1 SACK permitted, 2 timestamps, 4 window
-scale), ``interface`` and ``captured_bytes``.
+scale), ``interface``, ``captured_bytes``, and for a cellular core's user plane (the
+users' packets inside GTP-U tunnels) ``teid`` (the tunnel endpoint identifier of the
+G-PDU that carried the packet: each direction of a bearer has its own; -1 outside a
+tunnel) and ``qfi`` (5G's QoS flow identifier from the PDU session container; -1 where
+there is none).
 
 Link types: Ethernet (802.1Q/QinQ), Linux cooked SLL and SLL2, raw IP, BSD loopback are
 decoded in vector form; PPP, PPPoE, Cisco HDLC, 802.11 (plain, radiotap, Prism, AVS, PPI)
@@ -170,7 +174,8 @@ def _frame(cols) -> pd.DataFrame:
             "dsack": np.zeros(0, bool), "dsack_left": np.zeros(0, np.uint32),
             "mss_bytes": np.zeros(0, np.uint16), "wscale": np.zeros(0, np.int8),
             "syn_options": np.zeros(0, np.uint8), "interface": np.zeros(0, np.uint8),
-            "captured_bytes": np.zeros(0, np.uint32)})
+            "captured_bytes": np.zeros(0, np.uint32), "teid": np.zeros(0, np.int64),
+            "qfi": np.zeros(0, np.int8)})
         return df
     ts = cols["ts_ns"]
     if len(ts) > 1 and (np.diff(ts) < 0).any():     # capture out of time order: sort (stable)
@@ -195,7 +200,8 @@ _HEADER_COLUMNS = (("seq", "seq"), ("ack", "ack"), ("flags", "flags"), ("ecn", "
                    ("payload_bytes", "payload"), ("tsval", "tsval"), ("tsecr", "tsecr"),
                    ("has_ts", "has_ts"), ("sack_blocks", "sack_blocks"), ("dsack", "dsack"),
                    ("dsack_left", "dsack_left"), ("mss_bytes", "mss"), ("wscale", "wscale"),
-                   ("syn_options", "synopt"), ("interface", "iface"), ("captured_bytes", "captured"))
+                   ("syn_options", "synopt"), ("interface", "iface"), ("captured_bytes", "captured"),
+                   ("teid", "teid"), ("qfi", "qfi"))
 
 
 def direction_column(codes):

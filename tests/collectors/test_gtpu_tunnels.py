@@ -132,3 +132,30 @@ def test_inner_headers_agree_with_tshark(tmp_path):
     assert {"10.45.0.2", "10.45.0.3", "2001:db8:45::2", "93.184.216.34", "2001:db8:1::80"} == set(tcp["src"].astype(str))
     for k, col in ((2, "sport"), (3, "dport"), (4, "seq"), (5, "ack"), (6, "payload_bytes")):
         assert np.array_equal(tcp[col].astype(np.int64).to_numpy(), np.array([int(r[k]) for r in rows])), col
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_tunnel_ids_agree_with_tshark(tmp_path, monkeypatch, compiled):
+    """Each user packet's TEID (gtp.teid) and 5G QFI (gtp.ext_hdr.pdu_ses_con.qos_flow_id)
+    as tshark dissects them; -1 for the packets outside a tunnel's G-PDUs (the echo request
+    and the DNS query between the tunnel endpoints)."""
+    if not shutil.which("tshark"):
+        pytest.skip("tshark is not installed (scripts/bootstrap installs it)")
+    if not compiled:
+        monkeypatch.setattr(_capture, "_records", None)        # the numpy reference decoder
+    _, tunnel = captures(tmp_path)
+    pk = C.read_pcap(tunnel)
+    out = subprocess.run(["tshark", "-r", str(tunnel), "-T", "fields", "-e", "gtp.message",
+                          "-e", "gtp.teid", "-e", "gtp.ext_hdr.pdu_ses_con.qos_flow_id"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = [line.split("\t") for line in out]
+    assert len(rows) == len(pk) > 100
+    gpdu = [bool(r[0]) and int(r[0], 0) == 255 for r in rows]          # G-PDU (0xff)
+    want_teid = [int(r[1], 0) if g else -1 for r, g in zip(rows, gpdu)]
+    want_qfi = [int(r[2]) if g and r[2] else -1 for r, g in zip(rows, gpdu)]
+    assert pk["teid"].tolist() == want_teid
+    assert pk["qfi"].tolist() == want_qfi
+    assert set(want_qfi) == {-1, 9} and len(set(want_teid)) == 7     # 3 users x 2 directions, and -1
+    # each direction of a user's flow rides one tunnel
+    tcp = pk[pk["proto"] == 6]
+    assert (tcp.groupby(["flow", "direction"], observed=True)["teid"].nunique() == 1).all()
