@@ -55,6 +55,9 @@ from .lagscan import LagScan, _sample_period, lag_counts, lag_scan, nmi_from_cou
 SURROGATES = ("circular", "block")
 #: fewest pairs per occupied cell of the joint histogram for an estimate (module notes)
 MIN_PAIRS_PER_CELL = 5
+#: what every "cannot tell" from too few pairs per cell says (:func:`too_few_pairs`,
+#: :func:`degenerate_null`), for a caller that suggests how to get more
+TOO_FEW_PAIRS = "per occupied cell"
 
 
 @dataclass
@@ -102,7 +105,7 @@ def too_few_pairs(n_pairs: int, cells: int) -> str | None:
     if n_pairs >= need:
         return None
     return (f"{n_pairs} pairs in {cells} occupied cells of the joint histogram: fewer than "
-            f"{MIN_PAIRS_PER_CELL} per cell (need {need}); the plug-in estimate's upward bias, "
+            f"{MIN_PAIRS_PER_CELL} {TOO_FEW_PAIRS} (need {need}); the plug-in estimate's upward bias, "
             f"~(m-1)/2n = {(cells - 1) / (2 * max(n_pairs, 1)):.2f} nats, can reach its maximum from chance alone")
 
 
@@ -121,7 +124,7 @@ def degenerate_null(few: int, surrogates: int, threshold: float, alpha: float, n
         why += ", the largest value I_N takes: no peak can be shown significant"
     if few > alpha * surrogates:
         why += (f"; {few} of {surrogates} surrogates (the factor shifted in time) pair fewer than "
-                f"{MIN_PAIRS_PER_CELL} values per occupied cell with the target, so chance alone reaches "
+                f"{MIN_PAIRS_PER_CELL} values {TOO_FEW_PAIRS} with the target, so chance alone reaches "
                 f"it: too few steps have a value (target {nx}, factor {ny} of {n})")
     return why
 

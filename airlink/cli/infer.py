@@ -212,6 +212,11 @@ def cmd_nmi(args) -> int:
         if r.cannot_tell:
             print(f"{'':<24} cannot tell: {r.cannot_tell}")
     print("positive lag: the factor leads the target")
+    from airlink.inference.surrogates import TOO_FEW_PAIRS
+    if any(TOO_FEW_PAIRS in (r or "") for r in table["cannot_tell"]):
+        print(f"cannot tell from too few pairs: fewer --bins (--bins 8 has at most 64 cells, {args.bins} "
+              f"has {args.bins * args.bins}), a finer --resolution where the data has it, or a longer "
+              f"recording give more pairs per cell")
     if table["at_edge"].any():
         print("a peak at the edge of the lag range may lie beyond it: widen --max-lag")
     return 0

@@ -142,7 +142,12 @@ class InferStage:
         found = []
         for a in done:
             sig = [f["factor"] for f in a["factors"] if f["significant"]]
-            found.append(f"{a['target']}<-{sig[0]}" if sig else f"{a['target']}: no significant factor")
+            if sig:
+                found.append(f"{a['target']}<-{sig[0]}")
+            elif a["factors"] and all(f["cannot_tell"] for f in a["factors"]):
+                found.append(f"{a['target']}: cannot tell")     # no factor had the pairs for an answer
+            else:
+                found.append(f"{a['target']}: no significant factor")
         note = ", ".join(found) or "; ".join(notes)
         return ("done" if done else "failed"), (f"{note}; {cell_note}" if cell_note else note)
 

@@ -45,6 +45,25 @@ def test_nine_pairs_in_sixteen_bins_cannot_tell():
     assert np.isfinite(row["bias_corrected"])                 # kept beside the raw value
 
 
+def test_the_command_says_how_to_get_more_pairs(tmp_path, run_airlink):
+    """Nine pairs in 16 bins: the table says "cannot tell" and the command names the ways
+    to more pairs per cell; a constant target is "cannot tell" for another reason, without
+    that line."""
+    rng = np.random.default_rng(0)
+    f = tmp_path / "short.csv"
+    pd.DataFrame({"time": np.arange(9), "rate": rng.normal(size=9), "backlog_bytes": rng.normal(size=9),
+                  "flat": np.zeros(9)}).to_csv(f, index=False)
+    status, out, err = run_airlink("infer", "nmi", f, "--target", "rate", "--factor", "backlog_bytes",
+                                   "--max-lag", "0s", "--resolution", "1s")
+    assert status == 0, err
+    assert "cannot tell: 9 pairs in" in out
+    assert "fewer --bins (--bins 8 has at most 64 cells, 16 has 256)" in out
+    status, out, err = run_airlink("infer", "nmi", f, "--target", "flat", "--factor", "rate",
+                                   "--max-lag", "0s", "--resolution", "1s")
+    assert status == 0, err
+    assert "cannot tell: flat takes one value" in out and "fewer --bins" not in out
+
+
 @settings(max_examples=12, deadline=None)
 @given(order=st.permutations(["sinr_db", "backlog_bytes", "noise"]), seed=st.integers(0, 1000))
 def test_factor_order_never_changes_a_result(order, seed):

@@ -85,6 +85,15 @@ def test_pf_cell(tmp_path, example_netns):
         cap = Trace.read_parquet(tmp_path / "o" / "capacity.parquet").select("1").mean_rate_bps()[0]
         (app,) = info["applications"]
         assert app["cc"] == "cubic" and 0.7 * cap < app["goodput_bps"] < 1.05 * cap, (app, cap)
+        # cubic keeps the link's queue from running dry, so what the receiver acknowledges
+        # follows what the link serves, one way later: the sender-side goodput's strongest
+        # factor is the capacity, at a lag of the 20 ms delay (+- one 20 ms step)
+        nmi = json.loads((tmp_path / "o" / "nmi.json").read_text())
+        (goodput,) = [a for a in nmi["analyses"] if a["target"] == "goodput_bps"]
+        answered = [f for f in goodput["factors"] if not f["cannot_tell"]]
+        top = max(answered, key=lambda f: f["peak_nmi"], default=None)
+        brief = [(f["factor"], f["peak_nmi"], f["lag_s"], f["n_pairs"], f["cannot_tell"]) for f in goodput["factors"]]
+        assert top and top["factor"] == "capacity_bps" and 0.0 <= top["lag_s"] <= 0.04, brief
     else:
         assert (tmp_path / "o" / "tcp.parquet").exists()  # the offline capture was collected
 

@@ -74,7 +74,8 @@ def test_run_nmi_peaks_equal_a_reference_lag_scan(offline_run):
 def test_run_summary_names_the_strongest_significant_factor(offline_run):
     """The infer stage's one-line note, per analysis: ``target<-factor`` for the factor of
     highest peak NMI among those whose surrogate p-value is below alpha, else
-    ``target: no significant factor``."""
+    ``target: cannot tell`` when every factor is "cannot tell" (too few pairs for an
+    answer), else ``target: no significant factor``."""
     info = json.loads((offline_run / "run.json").read_text())
     note = next(s["note"] for s in info["stages"] if s["name"] == "infer")
     expected = []
@@ -82,7 +83,9 @@ def test_run_summary_names_the_strongest_significant_factor(offline_run):
         sig = [f for f in a["factors"] if f["p_value"] is not None and f["p_value"] < a["alpha"]
                and not f["cannot_tell"]]
         best = max(sig, key=lambda f: f["peak_nmi"], default=None)
-        expected.append(f"{a['target']}<-{best['factor']}" if best else f"{a['target']}: no significant factor")
+        unknown = all(f["cannot_tell"] for f in a["factors"])
+        expected.append(f"{a['target']}<-{best['factor']}" if best else
+                        f"{a['target']}: cannot tell" if unknown else f"{a['target']}: no significant factor")
     assert note == ", ".join(expected)
 
 
