@@ -32,6 +32,9 @@ from airlink.core.errors import FormatError
 
 EVENTS = {"#": "opportunity", "+": "arrival", "-": "departure", "d": "drop", "m": "mark"}
 _FIELDS = {"#": 3, "+": 3, "-": 4, "d": 4, "m": 4}
+#: bound on every number of an event line (times in ms, bytes, packets, delays): exact as
+#: float64 and as int64, so no value is rounded or wraps on its way into the frame
+_LARGEST = 2 ** 53
 
 
 def _parse_header(lines) -> dict:
@@ -42,7 +45,8 @@ def _parse_header(lines) -> dict:
         if m:
             key = m.group(1).strip().replace(" ", "_")
             val = m.group(2).strip()
-            header[key] = int(val) if re.fullmatch(r"-?\d+", val) else val
+            # a whole number of int64's width (timestamps in ms); longer digit runs stay text
+            header[key] = int(val) if re.fullmatch(r"-?\d{1,18}", val) else val
         elif body:
             header.setdefault("title", body)
     return header
@@ -66,9 +70,14 @@ def _slow_parse(lines, first_no: int, name: str):
             t = float(parts[0])
             nums = [int(p) for p in parts[2:]]
         except ValueError:
-            raise FormatError(f"{name}: line {no}: not a number in {line.strip()[:60]!r}") from None
+            t = float("nan")
+        if t != t:                                     # NaN, or not a number at all
+            raise FormatError(f"{name}: line {no}: not a number in {line.strip()[:60]!r}")
         if t < 0 or any(n < 0 for n in nums):
             raise FormatError(f"{name}: line {no}: negative value in {line.strip()[:60]!r}")
+        if not t < _LARGEST or any(n >= _LARGEST for n in nums):
+            raise FormatError(f"{name}: line {no}: value out of range (at most {_LARGEST - 1}) in "
+                              f"{line.strip()[:60]!r}")
         if ev in ("d", "m"):
             rows.append((t, EVENTS[ev], nums[1], np.nan, nums[0]))
         elif ev == "-":
@@ -107,6 +116,7 @@ def parse_log_text(text: str, name: str = "<log>") -> pd.DataFrame:
             four = np.isin(ev, ["-", "d", "m"])
             ok = ok and raw["b"].notna().to_numpy()[four].all() and raw["b"].isna().to_numpy()[~four].all()
             ok = ok and (raw["t"] >= 0).all() and (raw["a"] >= 0).all()
+            ok = ok and (raw[["t", "a", "b"]] < _LARGEST).fillna(True).to_numpy().all()
             if ok:
                 a = raw["a"].to_numpy(np.int64)
                 b = raw["b"].to_numpy(np.float64)

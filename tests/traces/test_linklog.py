@@ -70,6 +70,11 @@ def test_writer_round_trip(tmp_path):
     ("5 - 1500", "line 6: a departure line has 4 fields"),
     ("abc # 1500", "line 6: not a number"),
     ("5 + -3", "line 6: negative value"),
+    ("nan + 3", "line 6: not a number"),
+    # values beyond 2**53 would be rounded as float64 (or wrap as int64): refused, not cast
+    (f"5 + {2 ** 63}", "line 6: value out of range"),
+    (f"5 d 1 {2 ** 53}", "line 6: value out of range"),
+    (f"{2 ** 53} # 1504", "line 6: value out of range"),
 ])
 def test_malformed_log_lines(tmp_path, line, message):
     head = "\n".join(MM_LOG.splitlines()[:5])
@@ -77,6 +82,15 @@ def test_malformed_log_lines(tmp_path, line, message):
     p.write_text(head + "\n" + line + "\n")
     with pytest.raises(FormatError, match=message):
         read_log(p)
+
+
+def test_a_header_value_of_thousands_of_digits_stays_text(tmp_path):
+    """Python refuses int() of more than 4,300 digits; such a header value is kept as the
+    text it is, and an ordinary timestamp is still a number."""
+    p = tmp_path / "long.log"
+    p.write_text(MM_LOG.replace("# init timestamp: 1488844446543", "# init timestamp: " + "9" * 5000))
+    h = read_log(p).attrs["header"]
+    assert h["init_timestamp"] == "9" * 5000 and h["base_timestamp"] == 1488844446543
 
 
 def test_empty_log(tmp_path):
