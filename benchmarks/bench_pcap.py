@@ -665,7 +665,8 @@ def as_gtpu(path: Path) -> Path:
             outer = struct.pack(">BBHHHBBH4s4sHHHHBBHI", 0x45, 0, 36 + inner, 0, 0, 64, 17, 0,
                                 b"\xc0\x00\x02\x01", b"\xc0\x00\x02\x02", 2152, 2152, 16 + inner, 0,
                                 0x30, 0xFF, inner, 1)
-            out.write(rec.pack(sec, frac, cap + 36, orig + 36) + data[:14] + outer + data[14:])
+            # the Ethernet header now carries IPv4 (the outer header), whatever it carried
+            out.write(rec.pack(sec, frac, cap + 36, orig + 36) + data[:12] + b"\x08\x00" + outer + data[14:])
     os.replace(part, out_path)
     return out_path
 

@@ -64,6 +64,17 @@ def _be32(buf, idx):
             | (buf[idx + 2].astype(np.uint32) << 8) | buf[idx + 3])
 
 
+def ip_family(link_fam, version):
+    """The IP family of packets whose link layer says ``link_fam`` (4, 6; 0 = not IP) and
+    whose first header nibble is ``version``, as Wireshark reads them: a packet the link
+    calls IPv4 is taken by its version (an IPv6 packet behind an IPv4 ethertype is read as
+    IPv6), one it calls IPv6 must say 6; any other is not IP (0). The compiled twin is in
+    ``decode`` of ``_records.c``."""
+    v = np.asarray(version)
+    return np.where(link_fam == 4, np.where((v == 4) | (v == 6), v, 0),
+                    np.where((link_fam == 6) & (v == 6), 6, 0)).astype(np.uint8)
+
+
 def gtpu_inner(buf, l3, fam, end):
     """Step over GTP-U tunnels in place: where the IP packet at ``l3`` (family ``fam``, 4 or
     6; 0 = not IP) is a G-PDU of GTP-U (3GPP TS 29.281) - UDP port :data:`GTPU_PORT` on
@@ -191,6 +202,7 @@ def decode(batch, *, raw_addresses: bool = False, tunnel_ids: bool = True) -> di
             af = be if spec[1] == "net" else np.where(be <= 0xFFFF, be, le)  # either host order
             l3[sel] = o + 4
             fam[sel] = np.where(af == 2, 4, np.where(np.isin(af, (10, 24, 28, 30)), 6, 0))
+    fam = ip_family(fam, buf[np.maximum(l3, 0)] >> 4)
     avail = off + cap - l3                          # captured bytes from the IP header on
     fam[(fam == 4) & (avail < 20)] = 0
     fam[(fam == 6) & (avail < 40)] = 0

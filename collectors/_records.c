@@ -437,6 +437,10 @@ static PyObject *decode(PyObject *self, PyObject *args)
             l3 = o + 4;
             fam = af == 2 ? 4 : (af == 10 || af == 24 || af == 28 || af == 30) ? 6 : 0;
         }
+        if (fam) {            /* the version nibble, as ip_family() in _decode.py */
+            int v = b[l3] >> 4;
+            fam = fam == 4 ? (v == 4 || v == 6 ? v : 0) : (v == 6 ? 6 : 0);
+        }
         if ((fam == 4 && end - l3 < 20) || (fam == 6 && end - l3 < 40) || fam == 0)
             continue;
         int inner_fam, qfi = -1;

@@ -263,3 +263,35 @@ def test_read_error_mid_file_reported_in_order(tmp_path, monkeypatch):
            for s in b.ts_ns.tolist()]
     assert got == [t // 1000 * 1000 for t, _ in recs[:30]]       # microsecond pcap
     assert read_ahead_threads() == []
+
+
+@pytest.mark.parametrize("linktype", [1, 113, 0])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_link_family_and_version_nibble_as_wireshark_reads_them(tmp_path, monkeypatch, linktype, compiled):
+    """A link layer that says IPv4 over an IPv6 packet: Wireshark reads the packet by its
+    version (IPv6); one that says IPv6 over an IPv4 packet: Wireshark's IPv6 dissector
+    calls it bogus and reads nothing. Both decoders follow; tshark, where installed, agrees
+    record by record."""
+    import shutil
+    import struct
+    import subprocess
+    from airlink.collectors import _capture
+    if not compiled:
+        monkeypatch.setattr(_capture, "_records", None)
+    v4 = tcp_packet(src="10.0.0.1", dst="10.0.0.2", seq=1, flags="S")
+    v6 = tcp_packet(src="2001:db8::1", dst="2001:db8::2", seq=1, flags="S", v6=True)
+
+    def claimed(ip, family):          # ``ip`` behind a link header that says ``family``
+        other = link_wrap(v6 if family == 6 else v4, linktype)
+        head = other[:len(other) - len(v6 if family == 6 else v4)]
+        return head + ip
+    frames = [claimed(v4, 4), claimed(v4 + bytes(40), 6), claimed(v6, 4), claimed(v6, 6)]
+    f = tmp_path / "claims.pcap"
+    f.write_bytes(pcap_bytes([(T0 + i * 1000, fr) for i, fr in enumerate(frames)], linktype=linktype))
+    got = C.read_pcap(f)
+    assert list(got["src"].astype(str)) == ["10.0.0.1", "2001:db8::1", "2001:db8::1"]
+    assert list(got["proto"]) == [6, 6, 6]
+    if shutil.which("tshark"):
+        out = subprocess.run(["tshark", "-r", str(f), "-T", "fields", "-e", "ip.src", "-e", "ipv6.src"],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+        assert [r.replace("\t", "") for r in out] == ["10.0.0.1", "", "2001:db8::1", "2001:db8::1"]
