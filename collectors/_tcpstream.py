@@ -195,7 +195,8 @@ class FlowStream:
 
     ``first`` holds what each flow's first packets of each kind fix for the whole flow,
     arrays over the flows (:func:`first_of_rows`, :func:`first_arrays`): ``base`` (ISN per
-    flow * 2 + direction), ``irtt`` (handshake RTT, ns), ``t_first``/``t_last`` (ns),
+    flow * 2 + direction), ``ack_ref`` (where that direction's ACKs start unwrapping:
+    :meth:`_start_ack_unwrap`), ``irtt`` (handshake RTT, ns), ``t_first``/``t_last`` (ns),
     ``present`` (the flow has TCP rows), ``ws``/``mss`` (per flow * 2 + direction, from the
     SYNs), ``shift`` (window scale applied) and ``rows`` (the rows to come, all flows: a
     series far longer than that is refused, :func:`._tcpframes.check_series_rows`, naming
@@ -226,6 +227,7 @@ class FlowStream:
         self.rows = 0
         self._flow_bins = None               # _bin_sums_c's per-flow bin parameters, once
         self.side = (SideState.start(F), SideState.start(F))   # per direction (0 fwd, 1 rev)
+        self._start_ack_unwrap(np.asarray(first["ack_ref"], np.int64))
         self.spill = spill is not None
         if spill is not None:   # a long flow's RTT samples (one per ACK) wait in this file for finish()
             for side in self.side:
@@ -735,6 +737,21 @@ class FlowStream:
                 cur[live[go]] = u[go]
                 live = live[go]
         return at, waits
+
+    def _start_ack_unwrap(self, ack_ref) -> None:
+        """Where each flow's ACK numbers start: ``ack_ref`` (per flow * 2 + direction) is the
+        relative sequence number of the direction's first segment seen ((first seq - base)
+        mod 2^32; -1: the direction sent nothing). The ACKs about a direction are unwrapped as
+        if one had been seen at that value, so the first ACK lands within 2^31 of it: in a
+        capture that begins mid-stream, an ACK of bytes sent before the capture began is a
+        little below the first segment seen (negative), not 4 GiB above it. A direction
+        without segments keeps the first ACK's (ack - base) mod 2^32."""
+        for d in (0, 1):
+            ref = ack_ref[1 - d::2]                  # the space direction d's ACKs are about
+            known = np.flatnonzero(ref >= 0)
+            S = self.side[d]
+            S.last_ack[known] = (self.base[1 - d::2][known] + ref[known]) % M32
+            S.last_rela[known] = ref[known]
 
     def _rows_numpy(self, c, fl, run_st, dr, isd, didx, flags, pay, has_ack):
         """The per-row chain of a chunk: sequence and ACK numbers unwrapped per flow and
@@ -1257,6 +1274,8 @@ def _settle(f: dict) -> dict:
     side = [fs, 1 - fs]                                   # direction d -> side
     f["base"] = [f["seq_syn"][s] if f["seq_syn"][s] is not None else
                  (f["seq_first"][s] if f["seq_first"][s] is not None else 0) for s in side]
+    f["ack_ref"] = [(f["seq_first"][s] - b) % M32 if f["seq_first"][s] is not None else -1
+                    for s, b in zip(side, f["base"])]
     f["irtt"] = 3_000_000
     ta = f["t_ack"][fs]
     if f["t_syn"] is not None and ta is not None and ta - f["t_syn"] > 0:
@@ -1273,7 +1292,8 @@ def _settle(f: dict) -> dict:
 def first_arrays(f: dict) -> dict:
     """The firsts of one flow (:func:`first_pass`, :func:`first_from_census`) as the arrays
     over one flow that :class:`FlowStream` takes."""
-    return {"base": np.asarray(f["base"], np.int64), "irtt": np.array([f["irtt"]], np.int64),
+    return {"base": np.asarray(f["base"], np.int64), "ack_ref": np.asarray(f["ack_ref"], np.int64),
+            "irtt": np.array([f["irtt"]], np.int64),
             "t_first": np.array([f["t_first"]], np.int64), "t_last": np.array([f["t_last"]], np.int64),
             "present": np.ones(1, bool), "rows": int(f["packets"]), "ws": np.asarray(f["ws"], np.int64), "mss": np.asarray(f["mss"], np.int64),
             "shift": np.asarray(f["shift"], np.int64)}
@@ -1289,12 +1309,14 @@ def first_of_rows(fl, dr, t, seq, flags, syn_rows, wscale_syn, mss_syn, nflow: i
     time (flows without rows: not ``present``)."""
     ngd = 2 * nflow
     base = np.zeros(ngd, np.int64)
+    first_seq = np.full(ngd, -1, np.int64)
     for d in (0, 1):
         idx = np.flatnonzero(dr == d)
         if len(idx):
             f = fl[idx]
             st = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
-            base[2 * f[st].astype(np.int64) + d] = seq[idx[st]]
+            first_seq[2 * f[st].astype(np.int64) + d] = seq[idx[st]]
+    base[first_seq >= 0] = first_seq[first_seq >= 0]
     gd = 2 * fl[syn_rows].astype(np.int64) + dr[syn_rows]
     if len(syn_rows):
         gs, fi = np.unique(gd, return_index=True)
@@ -1313,7 +1335,8 @@ def first_of_rows(fl, dr, t, seq, flags, syn_rows, wscale_syn, mss_syn, nflow: i
         st = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])
         en = np.r_[st[1:] - 1, len(fl) - 1]
         t_first[fl[st]], t_last[fl[en]], present[fl[st]] = t[st], t[en], True
-    return {"base": base, "irtt": _handshake_rtt_ns(fl, dr, t, flags, nflow), "t_first": t_first,
+    return {"base": base, "ack_ref": np.where(first_seq >= 0, (first_seq - base) % M32, -1),
+            "irtt": _handshake_rtt_ns(fl, dr, t, flags, nflow), "t_first": t_first,
             "t_last": t_last, "present": present, "rows": len(fl), "ws": ws, "mss": mss,
             "shift": np.where(np.repeat(both, 2), np.maximum(ws, 0), 0)}
 

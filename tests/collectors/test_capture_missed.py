@@ -180,3 +180,42 @@ def test_missed_bytes_of_random_drops_and_cuts(shared_data, tmp_path, name):
         write(f, kept)
         want = missed_by_hand(kept, [head[i] for i in sorted(gone)])
         assert int(C.analyze_tcp(f).flows["capture_missed_bytes"].sum()) == want, (name, trial, cut)
+
+
+@pytest.mark.parametrize("old_ack_first", [True, False])
+@pytest.mark.parametrize("max_packets", [None, 7])
+@pytest.mark.parametrize("loops", ["compiled", "numpy"])
+def test_a_capture_begun_mid_stream(tmp_path, monkeypatch, old_ack_first, max_packets, loops):
+    """A capture started during a download: no handshake, and an ACK of bytes sent before
+    the capture began (3,000 below the first segment seen) comes first, or right after the
+    first segment. That ACK is behind everything seen, not 4 GiB ahead of it: nothing is
+    counted as missed (tshark flags no ACKed-unseen segment either) and the goodput is the
+    40 segments' 40,000 bytes over the 8 ms they took, not terabits per second."""
+    import shutil
+    from airlink.collectors import _tcparrays, _tcpstream
+    from tests.collectors.pcapcraft import link_wrap, pcap_bytes, tcp_packet
+    if loops == "numpy":                     # the engine's readable reference, no C loops
+        monkeypatch.setattr(_tcparrays, "_tcploops", None)
+        monkeypatch.setattr(_tcpstream, "_stream_rows", None)
+        monkeypatch.setattr(_tcpstream, "_stream_bins", None)
+    c = dict(src="10.0.0.2", dst="10.0.0.1", sport=40000, dport=80)
+    s = dict(src="10.0.0.1", dst="10.0.0.2", sport=80, dport=40000)
+    isn, cseq = 3_000_000_000, 7000
+    old = tcp_packet(**c, seq=cseq, ack=isn - 3000, flags="A")
+    pk = [old] if old_ack_first else []
+    for k in range(40):
+        pk.append(tcp_packet(**s, seq=isn + 1000 * k, ack=cseq, flags="PA", payload=bytes(1000)))
+        if k == 0 and not old_ack_first:
+            pk.append(old)
+        pk.append(tcp_packet(**c, seq=cseq, ack=isn + 1000 * (k + 1), flags="A"))
+    f = tmp_path / "mid.pcap"
+    f.write_bytes(pcap_bytes([(1_700_000_000 * 10**9 + i * 100_000, link_wrap(p, 1)) for i, p in enumerate(pk)]))
+    (flow,) = C.analyze_tcp(f, max_packets=max_packets).flows.to_dict("records")
+    data = "rev" if old_ack_first else "fwd"          # fwd: the side of the first packet seen
+    assert flow["data_direction"] == data and flow[f"bytes_{data}"] == 40 * 1040
+    assert flow["capture_missed_bytes"] == 0
+    assert 20e6 < flow["goodput_bps"] < 80e6, flow["goodput_bps"]     # 40,000 B in ~8 ms: ~40 Mbit/s
+    if shutil.which("tshark"):
+        out = subprocess.run(["tshark", "-r", str(f), "-Y", "tcp.analysis.ack_lost_segment"],
+                             capture_output=True, text=True, check=True).stdout
+        assert out.strip() == ""
