@@ -116,7 +116,8 @@ def parse_log_text(text: str, name: str = "<log>") -> pd.DataFrame:
             four = np.isin(ev, ["-", "d", "m"])
             ok = ok and raw["b"].notna().to_numpy()[four].all() and raw["b"].isna().to_numpy()[~four].all()
             ok = ok and (raw["t"] >= 0).all() and (raw["a"] >= 0).all()
-            ok = ok and (raw[["t", "a", "b"]] < _LARGEST).fillna(True).to_numpy().all()
+            nums = raw[["t", "a", "b"]]
+            ok = ok and ((nums < _LARGEST) | nums.isna()).to_numpy().all()   # (b is empty on # and +)
             if ok:
                 a = raw["a"].to_numpy(np.int64)
                 b = raw["b"].to_numpy(np.float64)

@@ -98,3 +98,16 @@ def test_empty_log(tmp_path):
     p.write_text("")
     with pytest.raises(FormatError, match="empty log"):
         read_log(p)
+
+
+def test_well_formed_lines_are_read_in_one_pass(tmp_path, monkeypatch):
+    """The per-line parser is for lines the whole-file read cannot take; an ordinary log
+    (opportunities and arrivals have no fourth field) never reaches it."""
+    from airlink.traces import mmlinklog
+
+    def refuse(*args):
+        raise AssertionError("line-by-line parse of a well-formed log")
+    monkeypatch.setattr(mmlinklog, "_slow_parse", refuse)
+    p = tmp_path / "down.log"
+    p.write_text(MM_LOG)
+    assert len(read_log(p)) == 9
