@@ -1274,8 +1274,8 @@ def _settle(f: dict) -> dict:
     side = [fs, 1 - fs]                                   # direction d -> side
     f["base"] = [f["seq_syn"][s] if f["seq_syn"][s] is not None else
                  (f["seq_first"][s] if f["seq_first"][s] is not None else 0) for s in side]
-    f["ack_ref"] = [(f["seq_first"][s] - b) % M32 if f["seq_first"][s] is not None else -1
-                    for s, b in zip(side, f["base"])]
+    f["ack_ref"] = ack_refs(np.array([-1 if f["seq_first"][s] is None else f["seq_first"][s] for s in side],
+                                     np.int64), np.asarray(f["base"], np.int64))
     f["irtt"] = 3_000_000
     ta = f["t_ack"][fs]
     if f["t_syn"] is not None and ta is not None and ta - f["t_syn"] > 0:
@@ -1287,6 +1287,14 @@ def _settle(f: dict) -> dict:
     f["pk"] = [f["pk"][s] for s in side]
     f["by"] = [f["by"][s] for s in side]
     return f
+
+
+def ack_refs(first_seq, base):
+    """Per flow * 2 + direction: the relative sequence number of the direction's first
+    segment seen, ``(first_seq - base) mod 2^32`` (int64), or -1 where ``first_seq`` is -1
+    (the direction sent nothing) - where its ACKs start unwrapping
+    (:meth:`FlowStream._start_ack_unwrap`)."""
+    return np.where(first_seq >= 0, (first_seq - base) % M32, -1)
 
 
 def first_arrays(f: dict) -> dict:
@@ -1335,7 +1343,7 @@ def first_of_rows(fl, dr, t, seq, flags, syn_rows, wscale_syn, mss_syn, nflow: i
         st = np.flatnonzero(np.r_[True, fl[1:] != fl[:-1]])
         en = np.r_[st[1:] - 1, len(fl) - 1]
         t_first[fl[st]], t_last[fl[en]], present[fl[st]] = t[st], t[en], True
-    return {"base": base, "ack_ref": np.where(first_seq >= 0, (first_seq - base) % M32, -1),
+    return {"base": base, "ack_ref": ack_refs(first_seq, base),
             "irtt": _handshake_rtt_ns(fl, dr, t, flags, nflow), "t_first": t_first,
             "t_last": t_last, "present": present, "rows": len(fl), "ws": ws, "mss": mss,
             "shift": np.where(np.repeat(both, 2), np.maximum(ws, 0), 0)}
